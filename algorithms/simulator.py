@@ -1,0 +1,119 @@
+"""The in-memory simulator: all organisations in one process, messages in memory.
+
+It is the unaudited baseline of the platform (DESIGN.md, "Algorithms"): every state and
+message is passed through :mod:`algorithms.codec` exactly as the platform stores it in the
+artifact store, so a simulation and an audited run of the same process produce the same
+bytes, and the digests recorded here can be compared with the ledger's.
+
+Round r (1..R): each organisation, in consortium order, runs ``step`` with the messages
+addressed to it in round r-1 and its own state; messages it sends in round r are delivered
+in round r+1. Messages sent in the last round are recorded but not delivered.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+from algorithms import codec
+from algorithms.step import Algorithm, LocalDataset, StepResult, TaskContext
+from algorithms.topologies.base import Topology, in_neighbours, out_neighbours
+
+
+class ProtocolViolation(RuntimeError):
+    """An algorithm broke the step contract (unknown recipient, message to itself, ...)."""
+
+
+@dataclass
+class SimulationResult:
+    """Everything a simulation produced, as bytes and digests (the platform's currency)."""
+
+    consortium: tuple[str, ...]
+    rounds: int
+    states: dict[str, bytes]                      # final encoded state per organisation
+    models: dict[str, bytes]                      # final encoded model per organisation
+    metrics: list[dict[str, dict[str, float]]]    # per round: organisation -> metrics
+    state_digests: list[dict[str, str]]           # per round (0 = init): organisation -> digest
+    message_digests: list[dict[tuple[str, str], str]] = field(default_factory=list)  # per round: (sender, recipient) -> digest
+
+    def model(self, org: str) -> Any:
+        return codec.decode(self.models[org])
+
+    def state(self, org: str) -> Any:
+        return codec.decode(self.states[org])
+
+
+def context(seed: int, rnd: int, rounds: int, org: str, consortium: Sequence[str],
+            topology: Topology | None) -> TaskContext:
+    """The task context of ``org`` in round ``rnd`` (shared by simulator and platform)."""
+    consortium = tuple(consortium)
+    i = consortium.index(org)
+    if topology is None or rnd == 0:
+        outs: tuple[str, ...] = ()
+        ins: tuple[str, ...] = ()
+    else:
+        outs = tuple(consortium[j] for j in out_neighbours(topology, rnd, i))
+        ins = tuple(consortium[j] for j in in_neighbours(topology, rnd, i))
+    return TaskContext(process_seed=seed, round=rnd, rounds=rounds, organisation=org,
+                       consortium=consortium, out_neighbours=outs, in_neighbours=ins)
+
+
+def check_outbox(result: StepResult, ctx: TaskContext) -> None:
+    for recipient in result.outbox:
+        if recipient == ctx.organisation:
+            raise ProtocolViolation(f"{ctx.organisation} addressed a message to itself in round {ctx.round}")
+        if recipient not in ctx.consortium:
+            raise ProtocolViolation(f"{ctx.organisation} addressed a message to {recipient!r}, "
+                                    f"not a member of the consortium")
+
+
+def simulate(algorithm: Algorithm, datasets: Mapping[str, LocalDataset], rounds: int, seed: int,
+             topology: Topology | None = None, consortium: Sequence[str] | None = None,
+             on_round: Callable[[int, dict[str, StepResult]], None] | None = None) -> SimulationResult:
+    """Run ``algorithm`` for ``rounds`` rounds over all organisations in memory."""
+    consortium = tuple(consortium or datasets.keys())
+    if topology is not None and topology.size != len(consortium):
+        raise ValueError(f"topology has {topology.size} nodes, consortium has {len(consortium)}")
+    missing = [o for o in consortium if o not in datasets]
+    if missing:
+        raise ValueError(f"no dataset for {missing}")
+
+    states: dict[str, bytes] = {}
+    models: dict[str, bytes] = {}
+    for org in consortium:
+        ctx = context(seed, 0, rounds, org, consortium, topology)
+        states[org] = codec.encode(algorithm.init(datasets[org], ctx))
+    state_digests = [{o: codec.digest(s) for o, s in states.items()}]
+    metrics_log: list[dict[str, dict[str, float]]] = []
+    message_log: list[dict[tuple[str, str], str]] = []
+    inboxes: dict[str, dict[str, bytes]] = {o: {} for o in consortium}
+
+    for rnd in range(1, rounds + 1):
+        next_inboxes: dict[str, dict[str, bytes]] = {o: {} for o in consortium}
+        round_metrics: dict[str, dict[str, float]] = {}
+        round_messages: dict[tuple[str, str], str] = {}
+        results: dict[str, StepResult] = {}
+        for org in consortium:
+            ctx = context(seed, rnd, rounds, org, consortium, topology)
+            inbox = {sender: codec.decode(b) for sender, b in sorted(inboxes[org].items())}
+            res = algorithm.step(codec.decode(states[org]), inbox, datasets[org], ctx)
+            check_outbox(res, ctx)
+            states[org] = codec.encode(res.state)
+            for recipient, payload in sorted(res.outbox.items()):
+                blob = codec.encode(payload)
+                next_inboxes[recipient][org] = blob
+                round_messages[(org, recipient)] = codec.digest(blob)
+            if res.model is not None:
+                models[org] = codec.encode(res.model)
+            round_metrics[org] = dict(res.metrics)
+            results[org] = res
+        inboxes = next_inboxes
+        metrics_log.append(round_metrics)
+        message_log.append(round_messages)
+        state_digests.append({o: codec.digest(s) for o, s in states.items()})
+        if on_round is not None:
+            on_round(rnd, results)
+
+    return SimulationResult(consortium=consortium, rounds=rounds, states=states, models=models,
+                            metrics=metrics_log, state_digests=state_digests,
+                            message_digests=message_log)

@@ -1,0 +1,90 @@
+"""The chaincode stub: the only I/O a contract has (Fabric's ``ChaincodeStubInterface``).
+
+Contracts in :mod:`chaincode` see the world exclusively through this protocol, so the same
+classes run on the embedded ledger (:mod:`ledger.embedded`) and as chaincode-as-a-service on a
+real Fabric peer (the Fabric host implements this protocol over the chaincode gRPC protocol).
+Semantics follow Fabric: reads see the committed world state only (not this transaction's own
+writes); writes are buffered in the write set and applied at commit if MVCC validation passes;
+``get_history_for_key`` returns committed versions, oldest first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator, Protocol, runtime_checkable
+
+COMPOSITE_KEY_NAMESPACE = "\x00"
+MIN_UNICODE_RUNE = "\x00"
+MAX_UNICODE_RUNE = "\U0010ffff"
+
+
+@dataclass(frozen=True)
+class KeyValue:
+    key: str
+    value: bytes
+
+
+@dataclass(frozen=True)
+class KeyModification:
+    """One committed version of a key (Fabric's ``queryresult.KeyModification``)."""
+
+    tx_id: str
+    value: bytes
+    timestamp: float  # seconds since the epoch, from the transaction header
+    is_delete: bool
+
+
+@runtime_checkable
+class ChaincodeStub(Protocol):
+    def get_tx_id(self) -> str: ...
+
+    def get_channel_id(self) -> str: ...
+
+    def get_tx_timestamp(self) -> float:
+        """Seconds since the epoch of the client's proposal (same at every endorser)."""
+        ...
+
+    def get_creator(self) -> bytes:
+        """Serialized identity of the submitter: ``msp.SerializedIdentity`` protobuf bytes
+        (mspid + PEM certificate), exactly as Fabric hands it to chaincode."""
+        ...
+
+    def get_state(self, key: str) -> bytes | None: ...
+
+    def put_state(self, key: str, value: bytes) -> None: ...
+
+    def del_state(self, key: str) -> None: ...
+
+    def get_state_by_range(self, start_key: str, end_key: str) -> Iterator[KeyValue]: ...
+
+    def get_state_by_partial_composite_key(self, object_type: str, attributes: list[str]) -> Iterator[KeyValue]: ...
+
+    def get_history_for_key(self, key: str) -> Iterator[KeyModification]: ...
+
+    def set_event(self, name: str, payload: bytes) -> None: ...
+
+    def get_transient(self) -> dict[str, bytes]: ...
+
+
+def create_composite_key(object_type: str, attributes: list[str]) -> str:
+    """Fabric's composite key: ``\\x00 type \\x00 attr1 \\x00 attr2 \\x00 ...``."""
+    _validate_composite_key_attribute(object_type)
+    key = COMPOSITE_KEY_NAMESPACE + object_type + MIN_UNICODE_RUNE
+    for a in attributes:
+        _validate_composite_key_attribute(a)
+        key += a + MIN_UNICODE_RUNE
+    return key
+
+
+def split_composite_key(key: str) -> tuple[str, list[str]]:
+    if not key.startswith(COMPOSITE_KEY_NAMESPACE):
+        raise ValueError("not a composite key")
+    parts = key[1:].split(MIN_UNICODE_RUNE)
+    return parts[0], parts[1:-1]
+
+
+def _validate_composite_key_attribute(s: str) -> None:
+    if not isinstance(s, str):
+        raise TypeError("composite key attributes must be str")
+    if MIN_UNICODE_RUNE in s or MAX_UNICODE_RUNE in s:
+        raise ValueError(f"composite key attribute contains a reserved character: {s!r}")
