@@ -1,0 +1,54 @@
+"""Errors of the ledger hosts (transport, endorsement, validation), shared by both hosts.
+
+Contract rule violations are :class:`chaincode.errors.ContractError` subclasses and are raised
+as such by both hosts; the errors here are about the transaction itself.
+"""
+
+from __future__ import annotations
+
+
+class LedgerError(Exception):
+    """Base class of ledger-host errors."""
+
+
+class AccessDenied(LedgerError):
+    """The submitting identity is not valid for this channel (unknown MSP, bad certificate, bad
+    proposal signature)."""
+
+
+class EndorsementFailure(LedgerError):
+    """Endorsement could not be collected (peers unreachable, endorsements disagree)."""
+
+
+class TransactionInvalid(LedgerError):
+    """The transaction was ordered but invalidated at commit (Fabric's TxValidationCode)."""
+
+    def __init__(self, tx_id: str, validation_code: str, message: str = ""):
+        super().__init__(message or f"transaction {tx_id} invalid: {validation_code}")
+        self.tx_id = tx_id
+        self.validation_code = validation_code
+
+
+class MVCCConflict(TransactionInvalid):
+    """MVCC_READ_CONFLICT or PHANTOM_READ_CONFLICT: a key read was changed by an earlier
+    transaction in the same or an earlier block. Retrying the whole transaction is safe."""
+
+
+class EndorsementPolicyFailure(TransactionInvalid):
+    """ENDORSEMENT_POLICY_FAILURE: too few or invalid endorsements."""
+
+
+class CommitTimeout(LedgerError):
+    """The transaction was submitted but its commit status did not arrive in time."""
+
+    def __init__(self, tx_id: str, timeout: float):
+        super().__init__(f"no commit status for {tx_id} within {timeout} s")
+        self.tx_id = tx_id
+
+
+class LedgerCorrupted(LedgerError):
+    """``verify`` found a block, signature or state that does not check out."""
+
+    def __init__(self, message: str, block_number: int | None = None):
+        super().__init__(message)
+        self.block_number = block_number
