@@ -59,7 +59,7 @@ class NetworkConfig:
     batch_timeout: str = "500ms"
     max_message_count: int = 500
     endorsement_policy: str = ""          # "" = channel default (MAJORITY Endorsement)
-    log_spec: str = "warning:gateway=info:chaincode=info"
+    log_spec: str = "warning:gossip=error"
 
     def __post_init__(self) -> None:
         self.net_dir = Path(self.net_dir)

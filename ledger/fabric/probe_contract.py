@@ -1,4 +1,4 @@
-"""A small key-value contract used to bring up and test the Fabric path before (and beside) the
+"""A small key-value probe contract to bring up and test the Fabric path before (and beside) the
 Consortia contracts. Same entry point as ``chaincode.dispatch.invoke``:
 ``invoke(stub, "Contract:function", args) -> bytes`` raising ``ContractError``."""
 
