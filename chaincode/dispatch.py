@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from chaincode.canonical import canonical_json
 from chaincode.context import TransactionContext
-from chaincode.errors import ContractError, InvalidArgument, NotFound
+from chaincode.errors import ContractError, InternalError, InvalidArgument, NotFound
 from chaincode.execution_record import ExecutionRecordContract
 from chaincode.image import ImageContract
 from chaincode.learning_process import LearningProcessContract
@@ -23,11 +23,6 @@ from chaincode.stub import ChaincodeStub
 log = logging.getLogger(__name__)
 
 CONTRACTS = (ImageContract(), LearningProcessContract(), ExecutionRecordContract(), ModelContract())
-
-
-class InternalError(ContractError):
-    code = "INTERNAL"
-    status = 500
 
 
 def _functions() -> dict[str, tuple[Callable[..., Any], int, int]]:
@@ -62,9 +57,3 @@ def invoke(stub: ChaincodeStub, function: str, args: list[str]) -> bytes:
     except Exception as exc:  # a bug must not look like a rule; report without payloads
         log.exception("internal error in %s", function)
         raise InternalError(f"internal error in {function}: {type(exc).__name__}") from None
-
-
-# register InternalError for wire round trips
-from chaincode import errors as _errors  # noqa: E402
-
-_errors._BY_CODE[InternalError.code] = InternalError
