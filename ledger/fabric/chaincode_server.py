@@ -20,7 +20,7 @@ This ports the behaviour of fabric-chaincode-go's ``shim/handler.go`` and ``shim
 A contract is any callable ``dispatch(stub, function, args) -> bytes`` raising
 :class:`chaincode.errors.ContractError` (``chaincode.dispatch.invoke``). A ContractError becomes
 ``peer.Response(status=err.status, message=err.to_wire())``, which the Gateway client turns back
-into the same typed error; any other exception becomes status 500 with a generic ContractError.
+into the same typed error; any other exception becomes status 500 with an ``InternalError`` naming only its type.
 
 One server serves any number of peers: each ``Connect`` stream has its own :class:`_StreamHandler`.
 """
@@ -43,7 +43,7 @@ from fabric_protos.ledger.queryresult import kv_query_result_pb2
 from fabric_protos.peer import (chaincode_event_pb2, chaincode_pb2, chaincode_shim_pb2,
                                 chaincode_shim_pb2_grpc, proposal_pb2, proposal_response_pb2)
 
-from chaincode.errors import ContractError
+from chaincode.errors import ContractError, InternalError
 from chaincode.stub import (COMPOSITE_KEY_NAMESPACE, MAX_UNICODE_RUNE, KeyModification, KeyValue,
                             create_composite_key)
 
@@ -65,6 +65,7 @@ SERVER_OPTIONS: tuple[tuple[str, int], ...] = (
     ("grpc.keepalive_timeout_ms", 20_000),
 )
 PEER_CALL_TIMEOUT_S = 60.0
+HEALTH_FUNCTION = "__health__"                # answered by the shim itself: readiness probes
 
 
 class PeerError(RuntimeError):
@@ -145,11 +146,15 @@ class FabricStub:
         return self._kv_iter(self._call(Msg.GET_STATE_BY_RANGE, req.SerializeToString()))
 
     def get_history_for_key(self, key: str) -> Iterator[KeyModification]:
+        """Committed versions, oldest first (the ``ChaincodeStub`` contract); Fabric's history
+        database returns them newest first, so the whole history is read and reversed."""
         req = chaincode_shim_pb2.GetHistoryForKey(key=key)
+        mods = []
         for raw in self._results(self._call(Msg.GET_HISTORY_FOR_KEY, req.SerializeToString())):
             km = kv_query_result_pb2.KeyModification.FromString(raw)
-            yield KeyModification(km.tx_id, km.value, km.timestamp.seconds + km.timestamp.nanos / 1e9,
-                                  km.is_delete)
+            mods.append(KeyModification(km.tx_id, km.value, km.timestamp.seconds + km.timestamp.nanos / 1e9,
+                                        km.is_delete))
+        return iter(reversed(mods))
 
     def _kv_iter(self, first: bytes) -> Iterator[KeyValue]:
         for raw in self._results(first):
@@ -284,7 +289,9 @@ class _StreamHandler:
         self.send(done)
 
     def _invoke(self, stub: FabricStub) -> proposal_response_pb2.Response:
-        function = stub.args[0].decode("utf-8")
+        function = stub.args[0].decode("utf-8", "replace")
+        if function == HEALTH_FUNCTION:
+            return proposal_response_pb2.Response(status=200, payload=b"ok")
         try:
             args = [a.decode("utf-8") for a in stub.args[1:]]
             result = self._dispatch(stub, function, args)
@@ -300,8 +307,7 @@ class _StreamHandler:
             return proposal_response_pb2.Response(status=400, message=err.to_wire())
         except Exception as exc:  # a bug or a peer failure: status 500, no payloads in the message
             log.error("transaction %s: %s failed: %s", stub.get_tx_id(), function, type(exc).__name__)
-            err = ContractError(f"internal chaincode error in {function}: {type(exc).__name__}: {exc}")
-            err.status = 500
+            err = InternalError(f"internal chaincode error in {function}: {type(exc).__name__}")
             return proposal_response_pb2.Response(status=500, message=err.to_wire())
 
 

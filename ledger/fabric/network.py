@@ -474,6 +474,44 @@ Profiles:
             self._save_state(st)
         self.deploy()
         self._write_profile()
+        self.wait_ready()
+
+    def wait_ready(self, timeout: float = 90) -> float:
+        """Wait until every organisation's Gateway can collect a policy-satisfying set of
+        endorsements (gossip has spread membership, discovery sees the peers); return seconds.
+
+        Probes Endorse with the chaincode service's health function (no reads, no writes): a
+        result needs endorsements from a majority; "no combination of peers" means discovery is
+        not ready yet."""
+        from ledger.errors import LedgerError
+        from ledger.fabric.chaincode_server import HEALTH_FUNCTION
+        from ledger.fabric.gateway import FabricLedger
+        t0 = time.monotonic()
+        cons = self.consortium()
+        pending = list(self.cfg.organisations)
+        last = ""
+        with FabricLedger.from_profile(self.profile_file) as led:
+            while pending and time.monotonic() - t0 < timeout:
+                org = pending[0]
+                try:
+                    led.endorse(cons.identity(org), HEALTH_FUNCTION)
+                    pending.pop(0)
+                except LedgerError as exc:
+                    last = str(exc)
+                    time.sleep(0.5)
+            # the orderer: a restarted single-node raft needs an election before it orders
+            ident = cons.identity(self.cfg.organisations[0])
+            ordered = False
+            while not pending and not ordered and time.monotonic() - t0 < timeout:
+                try:
+                    led.submit(ident, HEALTH_FUNCTION, timeout=30)
+                    ordered = True
+                except LedgerError as exc:
+                    last = str(exc)
+                    time.sleep(0.5)
+        if pending or not ordered:
+            raise NetworkError(f"network not ready after {timeout} s (gateways pending: {pending}): {last}")
+        return time.monotonic() - t0
 
     def package(self) -> Path:
         """The CCaaS package: the address is templated per peer by the ccaas builder."""
@@ -517,8 +555,13 @@ Profiles:
             st = self._state()
             st["package_id"] = pkg_id
             self._save_state(st)
+        if self.running()["chaincode"] and st.get("dispatch") != self.cfg.dispatch:
+            self.stop_node("chaincode")          # serve the requested contracts
         if not self.running()["chaincode"]:
             self.start_chaincode_server()
+            st = self._state()
+            st["dispatch"] = self.cfg.dispatch
+            self._save_state(st)
         st = self._state()
         if st.get("committed"):
             return
@@ -568,6 +611,20 @@ Profiles:
                     pass
                 time.sleep(0.3)
         raise NetworkError(f"{self.peer_name(i)} at height {h} < {height} after {timeout} s")
+
+    def restart_node(self, name: str) -> None:
+        """Start a stopped node again (``orderer``, ``peer0.orgN`` or ``chaincode``) and wait
+        until the network can endorse and order again."""
+        if name == "orderer":
+            self.start_orderer()
+        elif name == "chaincode":
+            self.start_chaincode_server()
+        else:
+            names = [self.peer_name(i) for i in range(len(self.cfg.organisations))]
+            if name not in names:
+                raise NetworkError(f"unknown node {name!r}; nodes: orderer, {', '.join(names)}, chaincode")
+            self.start_peer(names.index(name))
+        self.wait_ready()
 
     def down(self, purge: bool = False) -> None:
         """Stop every node; with ``purge`` also delete ledgers, identities and state."""

@@ -64,9 +64,14 @@ FUNCTIONS = {"KV:put": _put, "KV:create": _create, "KV:get": _get, "KV:incr": _i
 
 
 def invoke(stub: ChaincodeStub, function: str, args: list[str]) -> bytes:
+    """``KV:*`` functions here; every other function goes to the Consortia contracts
+    (``chaincode.dispatch.invoke``), so one network serves both the probe and the contracts."""
     fn = FUNCTIONS.get(function)
     if fn is None:
-        raise InvalidArgument(f"unknown function {function!r}", function=function)
+        if function.startswith("KV:"):
+            raise InvalidArgument(f"unknown function {function!r}", function=function)
+        from chaincode.dispatch import invoke as contracts_invoke
+        return contracts_invoke(stub, function, args)
     try:
         return fn(stub, *args)
     except TypeError as exc:
