@@ -26,7 +26,7 @@ from ledger.fabric.network import DEFAULT_HOME, FabricNetwork, NetworkConfig
 
 BENCH_NET = Path(os.environ.get("CONSORTIA_FABRIC_BENCH_NET", Path.home() / ".cache" / "consortia" / "fabric-bench"))
 BENCH_PORT_BASE = int(os.environ.get("CONSORTIA_FABRIC_BENCH_PORT_BASE", "17050"))
-DEFAULT_FABRIC_CLIENTS = 64
+DEFAULT_FABRIC_CLIENTS = 96
 
 
 def run_fabric(args: Any, consortium: Any = None) -> dict[str, float]:
