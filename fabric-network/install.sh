@@ -4,7 +4,6 @@
 #
 #   FABRIC_HOME (default ~/.cache/consortia/fabric)
 #     bin/{peer,orderer,configtxgen,cryptogen,osnadmin}
-#     builders/ccaas/bin/{detect,build,release}
 #     config/{core,orderer}.yaml   (copied from the module's sampleconfig)
 #     gopath/                      (GOMODCACHE, GOCACHE: keep these between CI runs)
 #
@@ -20,8 +19,16 @@ if [[ -f "$STAMP" ]]; then
   exit 0
 fi
 
+BINS=(peer orderer configtxgen osnadmin)
+have_all() { for b in "${BINS[@]}"; do [[ -x "$FABRIC_HOME/bin/$b" ]] || return 1; done
+             [[ -f "$FABRIC_HOME/config/core.yaml" && -f "$FABRIC_HOME/config/orderer.yaml" ]]; }
+if have_all && "$FABRIC_HOME/bin/peer" version 2>/dev/null | grep -q "Version: 3.1.5"; then
+  # binaries of v3.1.5 already in place (an earlier run, or a CI cache restored into FABRIC_HOME)
+  touch "$STAMP"; echo "fabric 3.1.5 binaries found in $FABRIC_HOME/bin"; exit 0
+fi
+
 command -v go >/dev/null || { echo "install.sh: go (>= 1.26.4) is required" >&2; exit 2; }
-mkdir -p "$FABRIC_HOME/bin" "$FABRIC_HOME/builders/ccaas/bin" "$FABRIC_HOME/config"
+mkdir -p "$FABRIC_HOME/bin" "$FABRIC_HOME/config"
 
 export GOPATH="${GOPATH_OVERRIDE:-$FABRIC_HOME/gopath}"
 export GOMODCACHE="$GOPATH/pkg/mod"
@@ -33,16 +40,20 @@ NICE="nice -n 10"
 
 LD="-X github.com/hyperledger/fabric/common/metadata.Version=3.1.5 -X github.com/hyperledger/fabric/common/metadata.CommitSHA=${REV:0:7}"
 echo "building fabric binaries at $REV (this takes several minutes the first time)"
-GOBIN="$FABRIC_HOME/bin" $NICE go install -p 1 -ldflags "$LD" \
+# cryptogen is not needed: identities come from ledger.identity.Consortium.generate (same layout).
+# The ccaas builder is fabric-network/builders/ccaas (same behaviour as Fabric's, no Go module).
+if ! GOBIN="$FABRIC_HOME/bin" $NICE go install -p 1 -ldflags "$LD" \
   "github.com/hyperledger/fabric/cmd/peer@$REV" \
   "github.com/hyperledger/fabric/cmd/orderer@$REV" \
   "github.com/hyperledger/fabric/cmd/configtxgen@$REV" \
-  "github.com/hyperledger/fabric/cmd/cryptogen@$REV" \
-  "github.com/hyperledger/fabric/cmd/osnadmin@$REV"
-GOBIN="$FABRIC_HOME/builders/ccaas/bin" $NICE go install -p 1 \
-  "github.com/hyperledger/fabric/ccaas_builder/cmd/detect@$REV" \
-  "github.com/hyperledger/fabric/ccaas_builder/cmd/build@$REV" \
-  "github.com/hyperledger/fabric/ccaas_builder/cmd/release@$REV"
+  "github.com/hyperledger/fabric/cmd/osnadmin@$REV"; then
+  echo "install.sh: 'go install github.com/hyperledger/fabric/cmd/...@$REV' failed." >&2
+  echo "  The Go module proxy must serve github.com/hyperledger/fabric at this commit" >&2
+  echo "  (pseudo-version v1.4.0-rc1.0.20260618074816-86c1172bec37). Alternatively put Fabric 3.1.5's" >&2
+  echo "  peer, orderer, configtxgen, osnadmin in $FABRIC_HOME/bin and core.yaml, orderer.yaml" >&2
+  echo "  (from its sampleconfig/) in $FABRIC_HOME/config, then run this script again." >&2
+  exit 3
+fi
 
 MODDIR=$(go mod download -json "github.com/hyperledger/fabric@$REV" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
 [[ -d "$MODDIR/sampleconfig" ]] || { echo "install.sh: sampleconfig not found under '$MODDIR'" >&2; exit 1; }

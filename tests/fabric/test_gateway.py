@@ -205,3 +205,39 @@ def test_many_concurrent_clients_all_commit(fabric_ledger, fabric_ids):
                                 enumerate(keys)))
     assert all(r.validation_code == "VALID" for r in results)
     assert len({r.tx_id for r in results}) == 30
+
+
+def test_high_s_signature_and_tampered_tx_id_rejected_at_endorsement(fabric_ledger, fabric_ids):
+    """The peer checks low-S signatures and tx_id = sha256(nonce || creator) (msgvalidation.go)."""
+    import grpc
+    from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature, encode_dss_signature
+    from fabric_protos.gateway import gateway_pb2
+    from ledger.fabric.proposal import build_proposal
+    from ledger.identity import P256_ORDER
+    ident = fabric_ids["Org1"]
+    stub = fabric_ledger._stub(fabric_ledger._peer_for(ident))
+
+    def evaluate(tx_id, signed):
+        req = gateway_pb2.EvaluateRequest(transaction_id=tx_id, channel_id=fabric_ledger.channel, proposed_transaction=signed)
+        return stub.Evaluate(req, timeout=30)
+
+    p = build_proposal(ident, fabric_ledger.channel, fabric_ledger.chaincode, "KV:whoami", [])
+    assert evaluate(p.tx_id, p.signed).result.status == 200
+    r, s = decode_dss_signature(p.signed.signature)
+    high = type(p.signed)(proposal_bytes=p.signed.proposal_bytes, signature=encode_dss_signature(r, P256_ORDER - s))
+    with pytest.raises(grpc.RpcError):
+        evaluate(p.tx_id, high)
+    other = build_proposal(ident, fabric_ledger.channel, fabric_ledger.chaincode, "KV:whoami", [], nonce=b"x" * 24)
+    forged = build_proposal(ident, fabric_ledger.channel, fabric_ledger.chaincode, "KV:whoami", [])
+    # a valid signature over a proposal whose tx id does not match its nonce and creator
+    from fabric_protos.common import common_pb2
+    from fabric_protos.peer import proposal_pb2
+    prop = proposal_pb2.Proposal.FromString(forged.signed.proposal_bytes)
+    header = common_pb2.Header.FromString(prop.header)
+    chdr = common_pb2.ChannelHeader.FromString(header.channel_header)
+    chdr.tx_id = other.tx_id
+    header.channel_header = chdr.SerializeToString()
+    prop.header = header.SerializeToString()
+    raw = prop.SerializeToString()
+    with pytest.raises(grpc.RpcError):
+        evaluate(other.tx_id, proposal_pb2.SignedProposal(proposal_bytes=raw, signature=ident.sign(raw)))

@@ -103,3 +103,12 @@ def test_status_and_logs_commands_on_the_running_network(fabric):
     r = subprocess.run([str(script), "logs", "nosuchnode", "--net-dir", str(network_dir())], capture_output=True,
                        text=True, timeout=60)
     assert r.returncode == 1 and "no log" in r.stderr
+
+
+def test_missing_binaries_reported_when_install_cannot_fetch(tmp_path, monkeypatch):
+    """install.sh runs, fails fast without a module proxy, and the network names what is missing."""
+    from ledger.fabric.network import NetworkError
+    monkeypatch.setenv("GOPROXY", "off")
+    n = FabricNetwork(NetworkConfig(net_dir=tmp_path / "n", fabric_home=tmp_path / "nofabric"))
+    with pytest.raises(NetworkError, match="binaries missing.*peer"):
+        n.ensure_binaries()
