@@ -382,6 +382,7 @@ Profiles:
             "CHAINCODE_AS_A_SERVICE_BUILDER_CONFIG": json.dumps({"ccport": str(c.chaincode_port)}),
             "CORE_PEER_LIMITS_CONCURRENCY_GATEWAYSERVICE": "2000",
             "CORE_CHAINCODE_EXECUTETIMEOUT": "30s",
+            "CORE_CHAINCODE_KEEPALIVE": "30",      # seconds; the service echoes KEEPALIVE
         }
 
     def admin_env(self, i: int) -> dict[str, str]:

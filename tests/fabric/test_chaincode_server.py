@@ -30,7 +30,8 @@ CHANNEL = "ch"
 class FakePeer:
     """Drives one Connect stream like a peer: answers state calls from a dict; pages ranges by 2."""
 
-    def __init__(self, address: str, fail_keys: tuple[str, ...] = (), delay_s: float = 0.0):
+    def __init__(self, address: str, fail_keys: tuple[str, ...] = (), delay_s: float = 0.0,
+                 options: tuple[tuple[str, int], ...] = (), credentials: grpc.ChannelCredentials | None = None):
         self.state: dict[str, bytes] = {}
         self.fail_keys = fail_keys
         self.delay_s = delay_s
@@ -41,7 +42,8 @@ class FakePeer:
         self.registered_as = ""
         self.queries: dict[str, list[bytes]] = {}
         self._done = threading.Condition()
-        self.channel = grpc.insecure_channel(address)
+        self.channel = (grpc.secure_channel(address, credentials, options=list(options)) if credentials
+                        else grpc.insecure_channel(address, options=list(options)))
         self.call = chaincode_shim_pb2_grpc.ChaincodeStub(self.channel).Connect(self._requests())
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
@@ -314,6 +316,45 @@ def test_transaction_context_from_the_proposal(server, identity):
         assert abs(ctx["ts"] - t0) < 5 and ctx["creator"] == len(identity.serialized())
     finally:
         peer.close()
+
+
+def test_idle_stream_survives_frequent_pings(server, identity):
+    """The peer's gRPC client pings idle streams (PermitWithoutStream); a default C-core server
+    answers GOAWAY too_many_pings. Ping every 1 s for 7 s without a call, then run a transaction."""
+    peer = FakePeer(server, options=(("grpc.keepalive_time_ms", 1000), ("grpc.keepalive_timeout_ms", 5000),
+                                     ("grpc.keepalive_permit_without_calls", 1),
+                                     ("grpc.http2.max_pings_without_data", 0)))
+    try:
+        tx = peer.invoke(identity, "put", "warm", "1")
+        peer.wait([tx])
+        time.sleep(7)
+        tx = peer.invoke(identity, "put", "after-idle", "1")
+        peer.wait([tx], timeout=10)
+        assert peer.response(tx).status == 200
+    finally:
+        peer.close()
+
+
+def test_mutual_tls_when_configured(tmp_path, identity):
+    """TLS with client authentication: the peer presents its TLS certificate (FABRIC.md §1.3)."""
+    cons = Consortium.generate(tmp_path / "tls", ["Org1"])
+    tls = cons.organisations[0].path / "peers" / "peer0.org1.example.com" / "tls"
+    ca, cert, key = ((tls / n).read_bytes() for n in ("ca.crt", "server.crt", "server.key"))
+    srv, svc = serve("127.0.0.1:17998", "cc_tls:1", contract, tls_cert=cert, tls_key=key, client_ca_certs=ca)
+    try:
+        peer = FakePeer("127.0.0.1:17998", credentials=grpc.ssl_channel_credentials(ca, key, cert))
+        tx = peer.invoke(identity, "put", "t", "1")
+        peer.wait([tx])
+        assert peer.response(tx).status == 200
+        peer.close()
+        anonymous = grpc.secure_channel("127.0.0.1:17998", grpc.ssl_channel_credentials(ca))
+        call = chaincode_shim_pb2_grpc.ChaincodeStub(anonymous).Connect(iter([Msg(type=Msg.KEEPALIVE)]))
+        with pytest.raises(grpc.RpcError):
+            next(iter(call))
+        anonymous.close()
+    finally:
+        srv.stop(0).wait()
+        svc.shutdown()
 
 
 def test_server_options_accept_idle_pings_and_large_messages():
