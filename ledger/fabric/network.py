@@ -59,6 +59,7 @@ class NetworkConfig:
     batch_timeout: str = "500ms"
     max_message_count: int = 500
     endorsement_policy: str = ""          # "" = channel default (MAJORITY Endorsement)
+    chaincode_tls: bool = True            # peer <-> chaincode service: mutual TLS
     log_spec: str = "warning:gossip=error"
 
     def __post_init__(self) -> None:
@@ -241,6 +242,8 @@ class FabricNetwork:
         for f in ("core.yaml", "orderer.yaml"):
             shutil.copy(self.cfg.fabric_home / "config" / f, conf / f)
         (conf / "configtx.yaml").write_text(self.configtx_yaml())
+        if self.cfg.chaincode_tls and not (self.chaincode_tls_dir / "server.crt").is_file():
+            self._chaincode_tls_material()
         block = self.net / f"{self.cfg.channel}.block"
         if not block.exists():
             self._run([str(self.bin / "configtxgen"), "-profile", "ConsortiaChannel", "-outputBlock", str(block),
@@ -401,15 +404,60 @@ Profiles:
         self._spawn(name, [str(self.bin / "peer"), "node", "start"], self.peer_env(i))
         self._wait_health(name, self.cfg.peer_ops_port(i))
 
+    @property
+    def chaincode_tls_dir(self) -> Path:
+        return self.net / "chaincode-tls"
+
+    def _chaincode_tls_material(self) -> None:
+        """Server and client TLS certificates for the chaincode service, issued by Org1's TLS CA
+        (SANs 127.0.0.1, localhost): the service presents ``server.crt``, the peers present
+        ``client.crt`` (from ``connection.json``), each side checks the other against ``ca.crt``."""
+        import datetime as dt
+        import ipaddress
+        from cryptography import x509
+        from cryptography.hazmat.primitives import hashes, serialization
+        from cryptography.hazmat.primitives.asymmetric import ec
+        from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+        org = self._org_paths(0)
+        tlsca_dir = org["base"] / "tlsca"
+        ca_cert = x509.load_pem_x509_certificate(next(tlsca_dir.glob("*-cert.pem")).read_bytes())
+        ca_key = serialization.load_pem_private_key((tlsca_dir / "priv_sk").read_bytes(), None)
+        out = self.chaincode_tls_dir
+        out.mkdir(parents=True, exist_ok=True)
+        now = dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=5)
+        for name in ("server", "client"):
+            key = ec.generate_private_key(ec.SECP256R1())
+            cert = (x509.CertificateBuilder()
+                    .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"ccaas-{name}.{org['domain']}")]))
+                    .issuer_name(ca_cert.subject).public_key(key.public_key())
+                    .serial_number(x509.random_serial_number()).not_valid_before(now)
+                    .not_valid_after(now + dt.timedelta(days=3650))
+                    .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+                    .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH,
+                                                          ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+                    .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+                                                                x509.DNSName("localhost")]), critical=False)
+                    .sign(ca_key, hashes.SHA256()))
+            (out / f"{name}.crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+            (out / f"{name}.key").write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                                                serialization.PrivateFormat.PKCS8,
+                                                                serialization.NoEncryption()))
+            (out / f"{name}.key").chmod(0o600)
+        (out / "ca.crt").write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
+
     def start_chaincode_server(self) -> None:
         st = self._state()
         pkg = st.get("package_id")
         if not pkg:
             raise NetworkError("no chaincode package id yet: run 'network deploy'")
-        self._spawn("chaincode", [sys.executable, "-m", "ledger.fabric.chaincode_server",
-                                  "--address", f"127.0.0.1:{self.cfg.chaincode_port}", "--chaincode-id", pkg,
-                                  "--dispatch", self.cfg.dispatch],
-                    {"PYTHONPATH": str(REPO_ROOT), "CHAINCODE_LOG_LEVEL": "INFO"})
+        argv = [sys.executable, "-m", "ledger.fabric.chaincode_server",
+                "--address", f"127.0.0.1:{self.cfg.chaincode_port}", "--chaincode-id", pkg,
+                "--dispatch", self.cfg.dispatch]
+        if st.get("chaincode_tls"):          # as packaged: the peers' connection.json decides
+            d = self.chaincode_tls_dir
+            argv += ["--tls-cert", str(d / "server.crt"), "--tls-key", str(d / "server.key"),
+                     "--client-ca", str(d / "ca.crt")]
+        self._spawn("chaincode", argv, {"PYTHONPATH": str(REPO_ROOT), "CHAINCODE_LOG_LEVEL": "INFO"})
         deadline = time.monotonic() + 30
         import socket
         while time.monotonic() < deadline:
@@ -520,7 +568,14 @@ Profiles:
         d = self.net / "chaincode"
         d.mkdir(parents=True, exist_ok=True)
         label = f"{c.chaincode}_{c.chaincode_version}"
-        conn = json.dumps({"address": "127.0.0.1:{{.ccport}}", "dial_timeout": "10s", "tls_required": False})
+        conn_obj: dict[str, object] = {"address": "127.0.0.1:{{.ccport}}", "dial_timeout": "10s",
+                                       "tls_required": False}
+        if c.chaincode_tls:
+            t = self.chaincode_tls_dir
+            conn_obj.update(tls_required=True, client_auth_required=True,
+                            client_cert=(t / "client.crt").read_text(), client_key=(t / "client.key").read_text(),
+                            root_cert=(t / "ca.crt").read_text())
+        conn = json.dumps(conn_obj)
         meta = json.dumps({"type": "ccaas", "label": label})
         code = d / "code.tar.gz"
         pkg = d / f"{label}.tgz"
@@ -555,6 +610,7 @@ Profiles:
                                    step=f"install on {self.peer_name(i)}", timeout=300)
             st = self._state()
             st["package_id"] = pkg_id
+            st["chaincode_tls"] = c.chaincode_tls
             self._save_state(st)
         if self.running()["chaincode"] and st.get("dispatch") != self.cfg.dispatch:
             self.stop_node("chaincode")          # serve the requested contracts
@@ -638,7 +694,7 @@ Profiles:
         st = self._state()
         return {"net_dir": str(self.net), "running": self.running(), "channel": self.cfg.channel,
                 "chaincode": self.cfg.chaincode, "package_id": st.get("package_id"),
-                "committed": bool(st.get("committed"))}
+                "committed": bool(st.get("committed")), "chaincode_tls": bool(st.get("chaincode_tls"))}
 
     def logs(self, name: str, lines: int = 50) -> str:
         f = self.net / "logs" / f"{name}.log"

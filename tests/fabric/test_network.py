@@ -70,7 +70,8 @@ def test_configtx_has_every_organisation_and_the_batch_settings(net):
     assert "Org2MSP.peer" in org2["Policies"]["Endorsement"]["Rule"]
 
 
-def test_package_is_ccaas_and_reproducible(net):
+def test_package_is_ccaas_and_reproducible(tmp_path):
+    net = FabricNetwork(NetworkConfig(net_dir=tmp_path / "net", chaincode_tls=False))
     a = net.package().read_bytes()
     b = net.package().read_bytes()
     assert hashlib.sha256(a).digest() == hashlib.sha256(b).digest()     # same package id every time
@@ -78,6 +79,24 @@ def test_package_is_ccaas_and_reproducible(net):
         assert sorted(tf.getnames()) == ["code.tar.gz", "metadata.json"]
         meta = json.load(tf.extractfile("metadata.json"))
         assert meta == {"type": "ccaas", "label": "consortia_1.0"}
+
+
+def test_tls_package_carries_client_credentials_and_root(net):
+    from cryptography import x509
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from ledger.identity import Consortium
+    Consortium.generate(net.crypto, net.cfg.organisations)
+    net._chaincode_tls_material()
+    with tarfile.open(net.package()) as tf:
+        with tarfile.open(fileobj=tf.extractfile("code.tar.gz")) as code:
+            conn = json.load(code.extractfile("connection.json"))
+    assert conn["tls_required"] is True and conn["client_auth_required"] is True
+    ca = x509.load_pem_x509_certificate(conn["root_cert"].encode())
+    for name in ("client", "server"):
+        cert = x509.load_pem_x509_certificate((net.chaincode_tls_dir / f"{name}.crt").read_bytes())
+        assert cert.issuer == ca.subject
+        ca.public_key().verify(cert.signature, cert.tbs_certificate_bytes, ec.ECDSA(cert.signature_hash_algorithm))
+    assert conn["client_cert"] == (net.chaincode_tls_dir / "client.crt").read_text()
 
 
 def test_two_organisation_network_generates_a_genesis_block(tmp_path):
