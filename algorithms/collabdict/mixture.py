@@ -147,10 +147,36 @@ def solve_precision(Sigma: np.ndarray, N_bar: float, rho: float, *, tol: float =
     S = Sigma / b
     alpha = rho / (N_bar + 1.0)
     emp = S + alpha * np.eye(S.shape[0])
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        _, Lam = graphical_lasso(emp, alpha=alpha, tol=tol, enet_tol=enet_tol, max_iter=max_iter)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            _, Lam = graphical_lasso(emp, alpha=alpha, tol=tol, enet_tol=enet_tol, max_iter=max_iter)
+    except FloatingPointError:          # coordinate descent gave up on an ill-conditioned Σ: use ADMM
+        Lam = glasso_admm(S, alpha)
     return 0.5 * (Lam + Lam.T)
+
+
+def glasso_admm(S: np.ndarray, alpha: float, *, penalty: float = 1.0, tol: float = 1e-10,
+                max_iter: int = 20000) -> np.ndarray:
+    """argmax_{Λ≻0} ln|Λ| − Tr(ΛS) − α||Λ||_1 (all entries penalised) by ADMM (Boyd et al. 2011, §6.5).
+
+    Robust fallback for ill-conditioned S (e.g. components fitted to a handful of integer-valued rows);
+    each iteration is one symmetric eigen-decomposition. Returns the primal iterate Θ (positive definite).
+    """
+    M = S.shape[0]
+    Z = np.eye(M)
+    U = np.zeros((M, M))
+    for _ in range(max_iter):
+        e, Q = np.linalg.eigh(penalty * (Z - U) - S)
+        theta = (e + np.sqrt(e * e + 4 * penalty)) / (2 * penalty)
+        Theta = (Q * theta) @ Q.T
+        Z_old = Z
+        A = Theta + U
+        Z = np.sign(A) * np.maximum(np.abs(A) - alpha / penalty, 0.0)
+        U = U + Theta - Z
+        if np.abs(Theta - Z).max() < tol and penalty * np.abs(Z - Z_old).max() < tol:
+            break
+    return 0.5 * (Theta + Theta.T)
 
 
 def precision_objective(Lam: np.ndarray, Sigma: np.ndarray, N_bar: float, rho: float) -> float:

@@ -129,3 +129,20 @@ def test_initial_parameters_are_deterministic():
     assert np.array_equal(a.means, b.means) and np.array_equal(a.precisions, b.precisions)
     with pytest.raises(ValueError):
         mx.initial_parameters(X.mean(0), np.cov(X.T), 2, np.random.default_rng(0), precision="bogus")
+
+
+def test_admm_fallback_agrees_with_coordinate_descent():
+    rng = np.random.default_rng(8)
+    S = _random_spd(4, rng, n=6)
+    alpha = 0.1
+    Lam_admm = mx.glasso_admm(S, alpha)
+    Lam_cd = mx.solve_precision(S * 41 / 40, 40.0, alpha * 41)   # same problem through the reduction
+    assert np.allclose(Lam_admm, Lam_cd, atol=1e-5)
+
+
+def test_ill_conditioned_sigma_still_gives_positive_definite_precision():
+    X = np.zeros((6, 5))
+    X[:, 0] = [1, 2, 3, 1, 2, 3]                   # four constant features: Σ is rank one
+    Sigma = np.cov(X.T, bias=True)
+    Lam = mx.solve_precision(Sigma, 6.0, 0.5)
+    assert np.all(np.linalg.eigvalsh(Lam) > 0)
