@@ -35,7 +35,9 @@ class DPSDATrace:
     duals: np.ndarray                        # (n, m): z_i(T)
     push_sum_weights: np.ndarray             # (T, n): w(t) (all ones for DPSDA-C)
     epsilon_per_round: np.ndarray            # (T,): ε released by each node in round t (0 in the last round)
-    messages: list[np.ndarray] = field(default_factory=list)   # H(k) (n × m) per update, if recorded
+    messages: list[np.ndarray] = field(default_factory=list)   # H(k) (n × m) per update k, if recorded
+    dual_history: list[np.ndarray] = field(default_factory=list)   # Z(k+1) (n × m) per update k, if recorded
+    estimate_history: list[np.ndarray] = field(default_factory=list)   # Y(k+1) (n × m) per update k, if recorded
 
     @property
     def epsilon_total(self) -> float:
@@ -61,11 +63,13 @@ def _ctx(seed: int, rnd: int, rounds: int, consortium: tuple[str, ...], i: int) 
 
 
 def run_dpsda(cfg: DPSDAConfig, features: np.ndarray, labels: np.ndarray, topology: Topology, horizon: int,
-              seed: int, consortium: Sequence[str] | None = None, record_messages: bool = False) -> DPSDATrace:
+              seed: int, consortium: Sequence[str] | None = None, record: bool = False) -> DPSDATrace:
     """Run T = ``horizon`` time steps (T−1 updates) of DPSDA-C or DPSDA-PS on the stream (features, labels).
 
     Every node sees the same stream (f_t is revealed to all nodes, §4.1); ``consortium`` names the nodes
     only to derive their RNG streams exactly as the step function's :class:`TaskContext` does.
+    ``record`` keeps every released message H(k) and every dual matrix Z(k+1) and estimate matrix Y(k+1)
+    (for tests and audits).
     """
     if horizon < 1:
         raise ValueError(f"the horizon T must be ≥ 1, got {horizon}")
@@ -90,6 +94,8 @@ def run_dpsda(cfg: DPSDAConfig, features: np.ndarray, labels: np.ndarray, topolo
     w_hist = np.ones((horizon, n))
     eps = np.zeros(horizon)
     messages: list[np.ndarray] = []
+    duals: list[np.ndarray] = []
+    estimates: list[np.ndarray] = []
 
     for k in range(1, horizon):
         ctxs = [_ctx(seed, k, horizon, names, i) for i in range(n)]
@@ -97,7 +103,7 @@ def run_dpsda(cfg: DPSDAConfig, features: np.ndarray, labels: np.ndarray, topolo
         t_data = gradient_data_index(cfg, k)
         grads = [scaled_block_gradient(cfg, Y[i], features, labels, t_data, ctxs[i]) for i in range(n)]
         H = np.stack([perturb(cfg, Z[i], ctxs[i]) for i in range(n)])
-        if record_messages:
+        if record:
             messages.append(H.copy())
         eps[k - 1] = accountant.release()
         if cfg.variant == "PS":
@@ -108,5 +114,9 @@ def run_dpsda(cfg: DPSDAConfig, features: np.ndarray, labels: np.ndarray, topolo
             Y[i] = primal(cfg, Z[i], float(w[i]), k)       # (13) / (22)
             decisions[k, cfg.block(i)] = Y[i, cfg.block(i)]
         w_hist[k] = w
+        if record:
+            duals.append(Z.copy())
+            estimates.append(Y.copy())
     return DPSDATrace(decisions=decisions, estimates=Y, duals=Z, push_sum_weights=w_hist,
-                      epsilon_per_round=eps, messages=messages)
+                      epsilon_per_round=eps, messages=messages, dual_history=duals,
+                      estimate_history=estimates)
