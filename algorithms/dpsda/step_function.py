@@ -14,8 +14,10 @@ over two rounds:
              + n E_i ĝ_i(k); x_i(k+1) = Π(z_i(k+1)[/w_i(k+1)], α(k)); play x^i(k+1); …
 
 Nothing is released in the last round (its update would only produce x(T+1)), so the
-``epsilon_spent`` metric — this round's ε = Δ/σ, infinite when σ = 0 — is 0 there, and
-``epsilon_total`` is the running sum (basic composition) that the ledger caps.
+``epsilon_spent`` metric — this round's ε = Δ/σ — is 0 there, and ``epsilon_total`` is the running
+sum (basic composition); the ledger keeps its own sum of ``epsilon_spent`` and caps it. A
+non-private run (σ = 0) has no finite ε and reports neither metric (metrics are signed as canonical
+JSON, which has no infinity), so a learning process with a privacy budget rejects it.
 The model is the node's played block x^i(r) and its estimate x_i(r) of the whole decision.
 """
 
@@ -27,7 +29,7 @@ import numpy as np
 
 from algorithms.dpsda.framework import (DPSDAConfig, check_stream, gradient_data_index, initial_decision,
                                         perturb, primal, scaled_block_gradient, stream_batch)
-from algorithms.dpsda.privacy import PrivacyAccountant
+from algorithms.dpsda.privacy import epsilon_per_step
 from algorithms.dpsda.weights import circulation_weight, metropolis_row, push_sum_weight
 from algorithms.step import LocalDataset, StepResult, TaskContext
 
@@ -38,7 +40,8 @@ class DPSDA:
     def __init__(self, **params: Any):
         self.config = DPSDAConfig(**params)
         self.name = "dpsda-c" if self.config.variant == "C" else "dpsda-ps"
-        self._accountant = PrivacyAccountant(self.config.sensitivity, self.config.laplace_scale)
+        # ε of one release (Theorem 2/4); a constant of the configuration, so the object stays stateless
+        self._epsilon_per_release = epsilon_per_step(self.config.sensitivity, self.config.laplace_scale)
 
     def params(self) -> dict[str, Any]:
         return self.config.params()
@@ -85,13 +88,15 @@ class DPSDA:
             new_state["own_message"] = own
             new_state["expected_senders"] = sorted(ctx.consortium.index(s) for s in ctx.in_neighbours)
             new_state["self_degree"] = len(ctx.out_neighbours)
-            epsilon_spent = self._accountant.release()
+            epsilon_spent = self._epsilon_per_release
             new_state["epsilon_total"] = new_state["epsilon_total"] + epsilon_spent
 
         a, b = stream_batch(cfg, features, labels, r)
-        metrics = {"epsilon_spent": epsilon_spent, "epsilon_total": new_state["epsilon_total"],
-                   "laplace_scale": cfg.laplace_scale, "sensitivity": cfg.sensitivity,
+        metrics = {"laplace_scale": cfg.laplace_scale, "sensitivity": cfg.sensitivity,
                    "estimate_loss": cfg.loss_function.value(y, a, b)}
+        if cfg.laplace_scale > 0:
+            metrics["epsilon_spent"] = epsilon_spent
+            metrics["epsilon_total"] = new_state["epsilon_total"]
         model = {"round": r, "block_start": block.start, "block_stop": block.stop,
                  "decision_block": np.array(decision, dtype=np.float64), "estimate": y}
         return StepResult(state=new_state, outbox=outbox, metrics=metrics, model=model)
