@@ -26,13 +26,14 @@ import numpy as np
 
 from algorithms.dpsda.losses import OnlineLoss, get_loss
 from algorithms.dpsda.privacy import laplace_noise
-from algorithms.dpsda.projection import BoxProjection
+from algorithms.dpsda.projection import BallProjection, BlockBallProjection, BoxProjection, Projection
 from algorithms.step import TaskContext
 
 VARIANTS = ("C", "PS")
 GRAD_NOISE_MODES = ("fresh", "frozen", "none")
 WEIGHT_RULES = ("uniform", "metropolis")
 INITIAL_DECISIONS = ("uniform", "zero")
+DOMAINS = ("box", "block_ball")
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,10 @@ class DPSDAConfig:
     variant          "C" (circulation, row-stochastic, undirected graphs) or "PS" (push-sum, column-stochastic, digraphs)
     n_nodes          n; node i controls block i of an equal split of the m coordinates (m % n == 0)
     dimension        m
-    lower, upper     the box X = [lower, upper]^m
+    domain           "box": X = [lower, upper]^m (the code); "block_ball": X = product of d-dimensional balls of
+                     radius ``radius`` (one per node block)
+    lower, upper     the box bounds
+    radius           the block-ball radius (domain "block_ball" only)
     laplace_scale    σ of the Laplace perturbation (0 = non-private)
     sensitivity      Δ used for accounting, ε(t) = Δ/σ; 1.0 is the paper's normalisation (σ = 1/ε)
     lookahead        False: the correct online protocol; True: the authors' code (gradient of f_{t+1} before playing x(t+1))
@@ -61,6 +65,8 @@ class DPSDAConfig:
     dimension: int = 21
     lower: float = -5.0
     upper: float = 5.0
+    domain: str = "box"
+    radius: float | None = None
     laplace_scale: float = 0.0
     sensitivity: float = 1.0
     lookahead: bool = False
@@ -82,6 +88,14 @@ class DPSDAConfig:
         if self.dimension % self.n_nodes != 0:
             raise ValueError(f"dimension m = {self.dimension} must split into n = {self.n_nodes} equal blocks")
         BoxProjection(self.lower, self.upper)  # validates the box
+        if self.domain not in DOMAINS:
+            raise ValueError(f"domain must be one of {DOMAINS}, got {self.domain!r}")
+        if self.domain == "block_ball":
+            if self.radius is None:
+                raise ValueError("the block_ball domain needs a radius")
+            BallProjection(self.radius)
+        elif self.radius is not None:
+            raise ValueError("radius applies to the block_ball domain only")
         if not (self.laplace_scale >= 0 and math.isfinite(self.laplace_scale)):
             raise ValueError(f"laplace_scale must be finite and ≥ 0, got {self.laplace_scale}")
         if not (self.sensitivity > 0 and math.isfinite(self.sensitivity)):
@@ -116,7 +130,10 @@ class DPSDAConfig:
         return slice(i * d, (i + 1) * d)
 
     @property
-    def projection(self) -> BoxProjection:
+    def projection(self) -> Projection:
+        """Π^ψ_X of eq. (7) for the configured X (a product over the node blocks)."""
+        if self.domain == "block_ball":
+            return BlockBallProjection(float(self.radius), self.block_size)
         return BoxProjection(self.lower, self.upper, self.dimension)
 
     @property

@@ -82,6 +82,39 @@ class BallProjection:
         return self._radius
 
 
+class BlockBallProjection:
+    """X = X_1 × … × X_n with X_i = {x^i ∈ R^d : ‖x^i‖₂ ≤ r}: the ball projection applied block by block.
+
+    DPSDA needs a product set (§4.1), because the played decision stacks blocks taken from different
+    nodes' estimates; a product of per-block balls is one, a single ball over R^m is not.
+    """
+
+    def __init__(self, radius: float, block_size: int):
+        if not (isinstance(block_size, int) and block_size >= 1):
+            raise ValueError(f"block_size must be a positive integer, got {block_size!r}")
+        self._ball = BallProjection(radius)
+        self.block_size = block_size
+
+    def _blocks(self, v: np.ndarray) -> np.ndarray:
+        v = np.asarray(v, dtype=np.float64)
+        if v.ndim != 1 or v.size % self.block_size:
+            raise ValueError(f"a vector of length {v.size} does not split into blocks of {self.block_size}")
+        return v.reshape(-1, self.block_size)
+
+    def __call__(self, z: np.ndarray, alpha: float) -> np.ndarray:
+        _check_alpha(alpha)
+        return np.concatenate([self._ball(b, alpha) for b in self._blocks(z)])
+
+    def contains(self, x: np.ndarray, tol: float = 0.0) -> bool:
+        return all(self._ball.contains(b, tol) for b in self._blocks(x))
+
+    def radius(self) -> float:
+        raise ValueError("the radius of a product of balls depends on the number of blocks; use radius_for(m)")
+
+    def radius_for(self, dimension: int) -> float:
+        return math.sqrt(dimension // self.block_size) * self._ball.radius()
+
+
 def dual_averaging_objective(x: np.ndarray, z: np.ndarray, alpha: float) -> float:
     """⟨z, x⟩ + ‖x‖² / (2α), the objective minimised in eq. (7) with ψ = ½‖·‖²."""
     return float(np.dot(z, x) + np.dot(x, x) / (2.0 * alpha))

@@ -36,6 +36,8 @@ def test_step_size_is_one_over_sqrt_t():
     ({"lower": 2.0, "upper": 1.0}, "exceeds"), ({"grad_noise": "sometimes"}, "grad_noise"),
     ({"gradient_clip": 0.0}, "gradient_clip"), ({"loss": "hinge"}, "unknown loss"), ({"batch_size": 0}, "batch_size"),
     ({"variant": "PS", "weights": "metropolis"}, "Metropolis"), ({"sensitivity": 0.0}, "sensitivity"),
+    ({"domain": "sphere"}, "domain"), ({"domain": "block_ball"}, "radius"), ({"radius": 1.0}, "block_ball"),
+    ({"domain": "block_ball", "radius": -1.0}, "radius"),
 ])
 def test_config_validation(bad, match):
     with pytest.raises(ValueError, match=match):
@@ -101,3 +103,11 @@ def test_perturb_and_primal():
     assert np.allclose(y, 2.0)
     assert np.allclose(primal(cfg, np.full(21, -100.0), 1.0, 1), 5.0)
     assert math.isclose(float(primal(cfg, np.full(21, 1.0), 1.0, 4)[0]), -0.5)
+
+
+def test_block_ball_domain_projects_each_node_block():
+    cfg = DPSDAConfig(domain="block_ball", radius=1.5)
+    y = primal(cfg, np.full(21, -10.0), 1.0, 1)
+    norms = np.linalg.norm(y.reshape(7, 3), axis=1)
+    np.testing.assert_allclose(norms, 1.5)
+    assert cfg.projection.contains(y, 1e-12)

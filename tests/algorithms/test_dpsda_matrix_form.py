@@ -170,3 +170,11 @@ def test_validation():
         run_dpsda(DPSDAConfig(variant="C"), stream.features, stream.labels, dpsda_digraphs(), 10, seed=0)
     with pytest.raises(ValueError, match="shape"):
         run_dpsda(DPSDAConfig(), stream.features[:, :20], stream.labels, dpsda_graphs(), 10, seed=0)
+
+
+def test_played_decisions_stay_in_a_product_domain():
+    stream = synthetic_olr(6, horizon=80)
+    cfg = DPSDAConfig(variant="PS", laplace_scale=2.0, domain="block_ball", radius=1.0)
+    tr = run_dpsda(cfg, stream.features, stream.labels, dpsda_digraphs(), 80, seed=6)
+    norms = np.linalg.norm(tr.decisions[1:].reshape(79, 7, 3), axis=2)
+    assert np.all(norms <= 1.0 + 1e-12) and norms.max() > 0.99     # feasible, and the constraint binds

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 from scipy.optimize import Bounds, minimize
 
-from algorithms.dpsda.projection import BallProjection, BoxProjection, Projection, dual_averaging_objective
+from algorithms.dpsda.projection import (BallProjection, BlockBallProjection, BoxProjection, Projection,
+                                          dual_averaging_objective)
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -69,3 +70,21 @@ def test_validation():
         BoxProjection(-1, 1)(np.zeros(3), 0.0)
     with pytest.raises(ValueError, match="radius"):
         BallProjection(0.0)
+
+
+def test_block_ball_projection_is_the_product_of_ball_projections():
+    rng = np.random.default_rng(3)
+    z, alpha = rng.normal(0, 4, 12), 0.5
+    proj = BlockBallProjection(1.0, 3)
+    x = proj(z, alpha)
+    for k in range(4):
+        np.testing.assert_array_equal(x[3 * k:3 * k + 3], BallProjection(1.0)(z[3 * k:3 * k + 3], alpha))
+    assert proj.contains(x, 1e-12)
+    assert proj.radius_for(12) == pytest.approx(2.0)
+    # the product projection minimises the separable objective: no feasible perturbation does better
+    best = dual_averaging_objective(x, z, alpha)
+    for _ in range(200):
+        y = proj(-(x + rng.normal(0, 0.3, 12)) / alpha, alpha)     # a random feasible point
+        assert dual_averaging_objective(y, z, alpha) >= best - 1e-12
+    with pytest.raises(ValueError, match="blocks"):
+        proj(np.zeros(10), 1.0)

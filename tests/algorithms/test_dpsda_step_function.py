@@ -34,6 +34,7 @@ def _simulate(params, stream, topo, rounds, seed, batch=1):
     ({"variant": "C", "laplace_scale": 5.0, "lookahead": True, "grad_noise": "frozen"}, dpsda_graphs()),
     ({"variant": "PS", "laplace_scale": 0.0, "lookahead": True, "gradient_clip": 0.3}, dpsda_digraphs()),
     ({"variant": "C", "laplace_scale": 1.0, "weights": "metropolis"}, ring(7)),
+    ({"variant": "PS", "laplace_scale": 1.0, "domain": "block_ball", "radius": 2.0}, dpsda_digraphs()),
 ])
 def test_simulate_reproduces_the_matrix_form_exactly(params, topo):
     T, seed = 40, 11
