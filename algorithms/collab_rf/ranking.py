@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 import numpy as np
+import scipy.linalg
 
 from algorithms.collab_rf.estimators import estimator_id, predict_trees
 from algorithms.collab_rf.pgreedy import p_greedy
@@ -69,7 +70,10 @@ class LinRegBootstrapRanking:
             A = P[:, idx].T
             A = A - A.mean(axis=0)                  # LinearRegression(fit_intercept=True)
             b = y[idx] - y[idx].mean()
-            coef, *_ = np.linalg.lstsq(A, b, rcond=None)
+            # scipy's gelsd with sklearn's cutoff (numpy's lstsq fails to converge on some
+            # rank-deficient prediction matrices that occur here)
+            coef = scipy.linalg.lstsq(A, b, cond=max(A.shape) * np.finfo(np.float64).eps,
+                                      lapack_driver="gelsd")[0]
             w += coef
         w /= self.n_rep
         return [int(i) for i in np.argsort(-(w ** 2), kind="stable")[:k]]
