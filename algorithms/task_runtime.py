@@ -16,7 +16,8 @@ publishes the signed manifest to the ledger. The file contract (documented in do
     <task>/out/outbox/<recipient>.bin  one message per recipient (algorithms.codec payload)
     <task>/out/model.bin           the model, if the step returned one
     <task>/out/metrics.json        metrics (canonical JSON)
-    <task>/out/manifest.json       the result: input and output digests, metrics (canonical JSON)
+    <task>/out/manifest.json       the result: input and output digests, metrics (canonical JSON,
+                                   the ExecutionRecord contract's result schema, see build_manifest)
     <task>/out/manifest.sig        DER ECDSA P-256/SHA-256 low-S signature of manifest.json
     <task>/out/timing.json         init/step wall seconds (unsigned; for overhead measurements)
     <task>/out/error.json          only on failure: {"error": type, "message": text}
@@ -29,6 +30,7 @@ This module imports only numpy, ``cryptography`` and :mod:`algorithms` (it runs 
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import importlib
 import json
@@ -45,7 +47,6 @@ import numpy as np
 from algorithms import codec
 from algorithms.step import Algorithm, LocalDataset, StepResult, TaskContext
 
-MANIFEST_VERSION = 1
 _P256_ORDER = 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551
 
 
@@ -189,28 +190,40 @@ def load_algorithm(spec: TaskSpec) -> Algorithm:
 
 
 def _metrics_json(metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """Metrics as finite floats; non-finite values are left out (canonical JSON has no NaN)."""
     out: dict[str, Any] = {}
     for k, v in metrics.items():
         v = float(v)
-        out[str(k)] = v if math.isfinite(v) else None  # canonical JSON has no NaN/inf
+        if math.isfinite(v):
+            out[str(k)] = v
     return out
 
 
-def build_manifest(spec: TaskSpec, *, previous_state: str | None, init_state: str | None,
-                   inbox: Mapping[str, str], data: str, state: str, outbox: Mapping[str, str],
-                   model: str | None, metrics: Mapping[str, Any]) -> dict[str, Any]:
-    """The execution result a task signs: what it read and what it wrote, as digests."""
+def _utc_now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def build_manifest(spec: TaskSpec, *, previous_state: str | None, inbox: Mapping[str, str],
+                   data_commitment: str, state: str, outbox: Mapping[str, tuple[str, int]],
+                   model: tuple[str, int] | None, metrics: Mapping[str, Any],
+                   started: str, finished: str) -> dict[str, Any]:
+    """The execution result a task signs (the ExecutionRecord contract's result schema):
+    what it read and what it wrote, as digests, plus its metrics and its own start/end times."""
     return {
-        "version": MANIFEST_VERSION,
         "process_id": spec.process_id,
         "round": spec.round,
         "organisation": spec.organisation,
         "image_digest": spec.image_digest,
         "runtime": spec.runtime,
-        "inputs": {"previous_state": previous_state, "init_state": init_state,
-                   "inbox": dict(sorted(inbox.items())), "data": data},
-        "outputs": {"state": state, "outbox": dict(sorted(outbox.items())), "model": model},
+        "inputs": {"state": previous_state,
+                   "messages": [{"sender": s, "digest": d} for s, d in sorted(inbox.items())],
+                   "data_commitment": data_commitment},
+        "outputs": {"state": state,
+                    "messages": [{"recipient": r, "digest": d, "size": n} for r, (d, n) in sorted(outbox.items())],
+                    "model": None if model is None else {"digest": model[0], "size": model[1]}},
         "metrics": _metrics_json(metrics),
+        "started": started,
+        "finished": finished,
     }
 
 
@@ -219,6 +232,7 @@ def run_task(task_dir: str | os.PathLike, data_dir: str | os.PathLike,
     """Run one task per the file contract; return the manifest it wrote and signed.
 
     ``only_algorithm`` (set by an image's entrypoint) refuses tasks for any other algorithm."""
+    started = _utc_now()
     task = Path(task_dir)
     spec = TaskSpec.from_json((task / "in" / "task.json").read_bytes())
     if only_algorithm is not None and spec.algorithm != only_algorithm:
@@ -242,7 +256,7 @@ def run_task(task_dir: str | os.PathLike, data_dir: str | os.PathLike,
         init_bytes = codec.encode(algo.init(dataset, spec.init_context()))
         init_digest = codec.digest(init_bytes)
         state = codec.decode(init_bytes)   # exactly what the simulator hands to step
-    init_seconds = time.perf_counter() - t_init if init_digest else 0.0
+    init_seconds = time.perf_counter() - t_init if init_digest is not None else 0.0
 
     inbox: dict[str, Any] = {}
     inbox_digests: dict[str, str] = {}
@@ -272,26 +286,26 @@ def run_task(task_dir: str | os.PathLike, data_dir: str | os.PathLike,
     (out / "outbox").mkdir(parents=True, exist_ok=True)
     new_state = codec.encode(res.state)
     (out / "state.bin").write_bytes(new_state)
-    outbox_digests: dict[str, str] = {}
+    outbox_digests: dict[str, tuple[str, int]] = {}
     for recipient, payload in sorted(res.outbox.items()):
         blob = codec.encode(payload)
         (out / "outbox" / f"{_safe_name(recipient, 'recipient')}.bin").write_bytes(blob)
-        outbox_digests[recipient] = codec.digest(blob)
+        outbox_digests[recipient] = (codec.digest(blob), len(blob))
     model_digest = None
     if res.model is not None:
         model = codec.encode(res.model)
         (out / "model.bin").write_bytes(model)
-        model_digest = codec.digest(model)
+        model_digest = (codec.digest(model), len(model))
     metrics = _metrics_json(res.metrics)
     (out / "metrics.json").write_bytes(canonical_json(metrics))
     # Not signed, not on the ledger: lets the executor separate its overhead from the algorithm's time.
     (out / "timing.json").write_bytes(canonical_json({"init_seconds": init_seconds,
                                                       "step_seconds": step_seconds}))
 
-    manifest = build_manifest(spec, previous_state=previous_digest, init_state=init_digest,
-                              inbox=inbox_digests, data=data_commitment(spec.data_salt, data_bytes),
+    manifest = build_manifest(spec, previous_state=previous_digest, inbox=inbox_digests,
+                              data_commitment=data_commitment(spec.data_salt, data_bytes),
                               state=codec.digest(new_state), outbox=outbox_digests,
-                              model=model_digest, metrics=metrics)
+                              model=model_digest, metrics=metrics, started=started, finished=_utc_now())
     body = canonical_json(manifest)
     signature = sign_low_s(Path(key_path).read_bytes(), body)
     (out / "manifest.sig").write_bytes(signature)

@@ -315,8 +315,9 @@ def bundle_digest(bundle_dir: str | os.PathLike) -> str:
 
 
 def build_bundle(recipe: ImageRecipe, reference: str | None = None) -> BuiltImage:
-    """Materialise the sandbox bundle of ``recipe`` (same files as the image's /opt/consortia)."""
-    ref = reference or recipe.reference
+    """Materialise the sandbox bundle of ``recipe`` (same files as the image's /opt/consortia).
+
+    Its reference is ``bundle:<directory name>`` (resolved under ``<cache>/bundles``)."""
     interp = interpreter_identity()
     h = _hash_json([[[dst, _sha256_file(src)] for src, dst in recipe.payload_files()], interp])
     d = cache_root() / "bundles" / f"{recipe.name}-{h[:16]}"
@@ -327,7 +328,7 @@ def build_bundle(recipe: ImageRecipe, reference: str | None = None) -> BuiltImag
         for src, dst in recipe.payload_files():
             (tmp / dst).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, tmp / dst)
-        (tmp / "bundle.json").write_text(json.dumps({"reference": ref, "interpreter": interp,
+        (tmp / "bundle.json").write_text(json.dumps({"image": recipe.reference, "interpreter": interp,
                                                      "algorithm": recipe.algorithm}, sort_keys=True))
         for p in tmp.rglob("*"):
             p.chmod(0o555 if p.is_dir() else 0o444)
@@ -335,6 +336,7 @@ def build_bundle(recipe: ImageRecipe, reference: str | None = None) -> BuiltImag
         if d.exists():
             shutil.rmtree(d)
         os.replace(tmp, d)
+    ref = reference or f"bundle:{d.name}"
     return BuiltImage(reference=ref, digest=bundle_digest(d), recipe_hash=h, runtime="sandbox",
                       location=str(d))
 

@@ -98,12 +98,17 @@ def verify_outputs(mounts: TaskMounts, spec: TaskSpec, public_key_pem: str,
         if manifest.get(k) != want:
             raise ManifestInvalid(f"manifest {k} is {manifest.get(k)!r}, expected {want!r}")
 
-    ins, outs = manifest["inputs"], manifest["outputs"]
-    want_prev = sha256_digest(previous_state) if previous_state is not None else None
-    if ins.get("previous_state") != want_prev:
-        raise ManifestInvalid("manifest names a previous state other than the one given")
-    if ins.get("inbox") != {s: sha256_digest(b) for s, b in sorted(inbox.items())}:
-        raise ManifestInvalid("manifest names inbox messages other than those given")
+    try:
+        ins, outs = manifest["inputs"], manifest["outputs"]
+        want_prev = sha256_digest(previous_state) if previous_state is not None else None
+        if ins.get("state") != want_prev:
+            raise ManifestInvalid("manifest names a previous state other than the one given")
+        if {m["sender"]: m["digest"] for m in ins["messages"]} != {s: sha256_digest(b) for s, b in inbox.items()}:
+            raise ManifestInvalid("manifest names inbox messages other than those given")
+        out_messages = {m["recipient"]: m["digest"] for m in outs["messages"]}
+        model_entry = outs.get("model")
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise ManifestInvalid(f"manifest does not follow the result schema: {exc!r}") from None
 
     def read_checked(path: Path, digest: str, what: str) -> bytes:
         if not path.is_file() or path.is_symlink():
@@ -115,14 +120,14 @@ def verify_outputs(mounts: TaskMounts, spec: TaskSpec, public_key_pem: str,
 
     state = read_checked(out / "state.bin", outs["state"], "new state")
     outbox = {r: read_checked(out / "outbox" / f"{r}.bin", d, f"message to {r}")
-              for r, d in sorted(outs["outbox"].items())}
+              for r, d in sorted(out_messages.items())}
     for r in outbox:
         if r not in spec.consortium or r == spec.organisation:
             raise ManifestInvalid(f"message addressed to {r!r}, not another consortium member")
     written = {p.stem for p in (out / "outbox").glob("*.bin")} if (out / "outbox").is_dir() else set()
     if written - set(outbox):
         raise ManifestInvalid(f"messages written but not in the manifest: {sorted(written - set(outbox))}")
-    model = read_checked(out / "model.bin", outs["model"], "model") if outs.get("model") else None
+    model = read_checked(out / "model.bin", model_entry["digest"], "model") if model_entry else None
     timing: dict[str, float] = {}
     if (out / "timing.json").is_file():
         try:
