@@ -73,7 +73,8 @@ class ContainerRuntime:
 
         t0 = time.perf_counter()
         try:
-            container = self.client.containers.create(image_digest, command=list(command) if command else None,
+            extra = {"entrypoint": [command[0]], "command": list(command[1:])} if command else {}
+            container = self.client.containers.create(image_digest, **extra,
                                                       **self.container_options(mounts, limits))
         except docker.errors.ImageNotFound:
             raise RuntimeUnavailable(f"image {image_digest} is not present in the engine") from None
