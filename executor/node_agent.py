@@ -64,6 +64,7 @@ from executor.runtimes.base import Limits, TaskRuntime
 from executor.task_keys import TaskKey
 from executor.tasks import TaskOutputs, run_isolated_task
 from ledger.envelope import encrypt_payload, seal, unseal
+from ledger.errors import MVCCConflict
 from ledger.identity import Consortium, Identity
 from ledger.interface import Ledger
 
@@ -163,6 +164,13 @@ class TaskJournal:
     def work_dir(self, pid: str, rnd: int) -> Path:
         return self._dir(pid, rnd) / "work"
 
+    def forget_process(self, pid: str) -> None:
+        d = self.root / pid.replace("/", "_")
+        if d.is_dir():
+            for r in d.iterdir():
+                if r.name.isdigit():
+                    self.forget(pid, int(r.name))
+
     def forget(self, pid: str, rnd: int) -> None:
         import shutil
         d = self._dir(pid, rnd)
@@ -207,8 +215,16 @@ class NodeAgent:
     def _evaluate(self, function: str, *args: str) -> Any:
         return json.loads(self.ledger.evaluate(self.identity, function, *args))
 
-    def _submit(self, function: str, *args: str) -> Any:
-        return json.loads(self.ledger.submit(self.identity, function, *args).result)
+    def _submit(self, function: str, *args: str, attempts: int = 8) -> Any:
+        """Submit; a transaction invalidated by an MVCC/phantom conflict (another organisation's
+        record committed in the same block) wrote nothing, so it is simply retried."""
+        for i in range(attempts):
+            try:
+                return json.loads(self.ledger.submit(self.identity, function, *args).result)
+            except MVCCConflict:
+                if i == attempts - 1:
+                    raise
+                time.sleep(0.01 * (2 ** i) * (0.5 + secrets.randbelow(1000) / 1000))
 
     def _record(self, pid: str, rnd: int, org: str | None = None) -> dict[str, Any] | None:
         try:
@@ -275,6 +291,10 @@ class NodeAgent:
     def run_process_round(self, pid: str) -> RoundOutcome:
         process = self._evaluate("LearningProcess:get", pid)
         rnd = int(process["current_round"])
+        if process["status"] == "completed":
+            self._publish_model(process)   # a kill right after the last completion left it unpublished
+        if process["status"] in ("completed", "failed", "aborted"):
+            self.journal.forget_process(pid)
         if process["status"] != "running":
             return RoundOutcome(pid, rnd, "done" if process["status"] in ("completed", "failed", "aborted")
                                 else "waiting", process["status"])
@@ -283,6 +303,7 @@ class NodeAgent:
             return RoundOutcome(pid, rnd, "done", "all rounds completed")
         record = self._record(pid, rnd)
         if record is not None and record["status"] == "completed":
+            self.journal.forget(pid, rnd)
             if rnd == process["rounds"]:
                 self._publish_model(process)
             return RoundOutcome(pid, rnd, "waiting", "own task completed; waiting for the others")
