@@ -188,6 +188,7 @@ class RoundOutcome:
     round: int
     status: str          # completed | failed | waiting | done
     detail: str = ""
+    step_seconds: float = 0.0   # the algorithm's own init+step time inside the task (completed only)
 
 
 class NodeAgent:
@@ -377,7 +378,7 @@ class NodeAgent:
         self.journal.forget(pid, rnd)
         if rnd == process["rounds"]:
             self._publish_model(process)
-        return RoundOutcome(pid, rnd, "completed", outputs.manifest["outputs"]["state"])
+        return RoundOutcome(pid, rnd, "completed", outputs.manifest["outputs"]["state"], outputs.step_seconds)
 
     def _task_spec(self, process: dict[str, Any], image: dict[str, Any], rnd: int) -> TaskSpec:
         consortium = tuple(process["consortium"])
