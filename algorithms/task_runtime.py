@@ -228,10 +228,12 @@ def build_manifest(spec: TaskSpec, *, previous_state: str | None, inbox: Mapping
 
 
 def run_task(task_dir: str | os.PathLike, data_dir: str | os.PathLike,
-             key_path: str | os.PathLike, only_algorithm: str | None = None) -> dict[str, Any]:
+             key_path: str | os.PathLike, only_algorithm: str | None = None,
+             out_dir: str | os.PathLike | None = None) -> dict[str, Any]:
     """Run one task per the file contract; return the manifest it wrote and signed.
 
-    ``only_algorithm`` (set by an image's entrypoint) refuses tasks for any other algorithm."""
+    ``only_algorithm`` (set by an image's entrypoint) refuses tasks for any other algorithm;
+    ``out_dir`` (default ``<task_dir>/out``) is where outputs go (warm workers)."""
     started = _utc_now()
     task = Path(task_dir)
     spec = TaskSpec.from_json((task / "in" / "task.json").read_bytes())
@@ -282,7 +284,7 @@ def run_task(task_dir: str | os.PathLike, data_dir: str | os.PathLike,
         if recipient == spec.organisation or recipient not in spec.consortium:
             raise TaskInputError(f"message addressed to {recipient!r}: not another consortium member")
 
-    out = task / "out"
+    out = Path(out_dir) if out_dir is not None else task / "out"
     (out / "outbox").mkdir(parents=True, exist_ok=True)
     new_state = codec.encode(res.state)
     (out / "state.bin").write_bytes(new_state)
@@ -313,20 +315,15 @@ def run_task(task_dir: str | os.PathLike, data_dir: str | os.PathLike,
     return manifest
 
 
-def main(argv: list[str] | None = None, only_algorithm: str | None = None) -> int:
-    """``python -m algorithms.task_runtime [TASK_DIR [DATA_DIR [KEY_FILE]]]``
-    (defaults: /task, /data, /run/task-key/task_key.pem -- the image layout)."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    task_dir = argv[0] if len(argv) > 0 else "/task"
-    data_dir = argv[1] if len(argv) > 1 else "/data"
-    key_path = argv[2] if len(argv) > 2 else "/run/task-key/task_key.pem"
+def _run_reporting(task_dir: str | os.PathLike, data_dir: str | os.PathLike, key_path: str | os.PathLike,
+                   only_algorithm: str | None, out_dir: str | os.PathLike | None = None) -> int:
     t0 = time.perf_counter()
+    out = Path(out_dir) if out_dir is not None else Path(task_dir) / "out"
     try:
-        manifest = run_task(task_dir, data_dir, key_path, only_algorithm)
+        manifest = run_task(task_dir, data_dir, key_path, only_algorithm, out_dir=out)
     except Exception as exc:  # report any failure as a file the agent records on the ledger
         err = {"error": type(exc).__name__, "message": str(exc)[:2000]}
         try:
-            out = Path(task_dir) / "out"
             out.mkdir(parents=True, exist_ok=True)
             (out / "error.json").write_bytes(canonical_json(err))
         except OSError:
@@ -336,6 +333,53 @@ def main(argv: list[str] | None = None, only_algorithm: str | None = None) -> in
     print(json.dumps({"task": "completed", "round": manifest["round"],
                       "seconds": round(time.perf_counter() - t0, 6)}), file=sys.stderr)
     return 0
+
+
+def serve(in_root: str | os.PathLike = "/task/in-root", out_root: str | os.PathLike = "/task/out-root",
+          data_dir: str | os.PathLike = "/data", only_algorithm: str | None = None,
+          idle_exit_s: float = 3600.0) -> int:
+    """Warm worker: run task after task in one isolated process (one organisation, one process).
+
+    The executor writes each task as ``<in_root>/<name>/{in/..., key/task_key.pem}`` and then the
+    empty file ``<in_root>/<name>/READY``; the worker runs it with outputs in ``<out_root>/<name>/``
+    and then writes ``<out_root>/<name>/DONE`` (exit status). ``<in_root>/STOP`` ends the worker;
+    so does ``idle_exit_s`` without a task. Polls every 1-2 ms, backing off to 50 ms after 2 s idle."""
+    in_root, out_root = Path(in_root), Path(out_root)
+    done: set[str] = set()
+    delay, idle_since = 0.001, time.monotonic()
+    while True:
+        if (in_root / "STOP").exists():
+            return 0
+        ready = sorted(p.parent.name for p in in_root.glob("*/READY") if p.parent.name not in done)
+        for name in ready:
+            out = out_root / name
+            out.mkdir(parents=True, exist_ok=True)
+            code = _run_reporting(in_root / name, data_dir, in_root / name / "key" / "task_key.pem",
+                                  only_algorithm, out_dir=out)
+            (out / "DONE").write_text(str(code))
+            done.add(name)
+        if ready:
+            delay, idle_since = 0.001, time.monotonic()
+        else:
+            idle = time.monotonic() - idle_since
+            if idle > idle_exit_s:
+                return 0
+            time.sleep(delay)
+            delay = min(delay * 1.5, 0.002 if idle < 2.0 else 0.05)
+
+
+def main(argv: list[str] | None = None, only_algorithm: str | None = None) -> int:
+    """``python -m algorithms.task_runtime [TASK_DIR [DATA_DIR [KEY_FILE]]]``
+    (defaults: /task, /data, /run/task-key/task_key.pem -- the image layout), or
+    ``... --serve [IN_ROOT OUT_ROOT DATA_DIR]`` for a warm worker (see :func:`serve`)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "--serve":
+        rest = argv[1:] + ["/task/in-root", "/task/out-root", "/data"][len(argv) - 1:]
+        return serve(rest[0], rest[1], rest[2], only_algorithm)
+    task_dir = argv[0] if len(argv) > 0 else "/task"
+    data_dir = argv[1] if len(argv) > 1 else "/data"
+    key_path = argv[2] if len(argv) > 2 else "/run/task-key/task_key.pem"
+    return _run_reporting(task_dir, data_dir, key_path, only_algorithm)
 
 
 if __name__ == "__main__":

@@ -61,6 +61,7 @@ from executor.artifacts import ArtifactRef, ArtifactStore, MessageRef, open_mess
 from executor.errors import ExecutorError, ImageDigestMismatch, ManifestInvalid, TaskFailed
 from executor.images import cache_root, verify_digest
 from executor.runtimes.base import Limits, TaskRuntime
+from executor.runtimes.warm import WarmWorker
 from executor.task_keys import TaskKey
 from executor.tasks import TaskOutputs, run_isolated_task
 from ledger.envelope import encrypt_payload, seal, unseal
@@ -196,7 +197,7 @@ class NodeAgent:
 
     def __init__(self, ledger: Ledger, identity: Identity, consortium: Consortium, runtime: TaskRuntime,
                  data_root: str | os.PathLike, store_root: str | os.PathLike, state_dir: str | os.PathLike,
-                 limits: Limits = Limits(), images: ImageResolver | None = None):
+                 limits: Limits = Limits(), images: ImageResolver | None = None, warm: bool = False):
         self.ledger = ledger
         self.identity = identity
         self.org = identity.msp_id
@@ -211,6 +212,30 @@ class NodeAgent:
         self.images = images or ImageResolver(runtime)
         self.journal = TaskJournal(self.state_dir / "tasks", consortium, self.org)
         self._salt = self._data_salt()
+        self.warm = warm
+        self._workers: dict[str, WarmWorker] = {}
+
+    # ---- warm workers (one per process, same isolation, fresh key per round)
+    def _worker(self, process: dict[str, Any], image: dict[str, Any]) -> WarmWorker:
+        pid = process["id"]
+        w = self._workers.get(pid)
+        if w is not None and w.alive():
+            return w
+        if w is not None:
+            w.stop()
+        safe = "".join(c if c.isalnum() or c in "-_." else "-" for c in f"{self.org}-{pid}")
+        w = WarmWorker(self.runtime, process["image_digest"], self.state_dir / "warm" / safe,
+                       self.data_dir(process), self.limits, bundle_dir=self.images.bundle_dir(image["reference"]),
+                       name=f"consortia-warm-{safe}"[:120])
+        self._workers[pid] = w.start()
+        return w
+
+    def stop_workers(self, pid: str | None = None) -> None:
+        for k in [k for k in self._workers if pid is None or k == pid]:
+            self._workers.pop(k).stop()
+
+    def close(self) -> None:
+        self.stop_workers()
 
     # ---- ledger helpers
     def _evaluate(self, function: str, *args: str) -> Any:
@@ -255,8 +280,17 @@ class NodeAgent:
                 if self.org in p["consortium"] and p["status"] == "running"]
 
     def run_once(self) -> list[RoundOutcome]:
-        """Advance every running process of this organisation by at most one task each."""
-        return [self.run_process_round(p["id"]) for p in self.processes()]
+        """Advance every running process of this organisation by at most one task each.
+
+        An infrastructure error (engine down, ledger unreachable) is logged and retried on the
+        next pass; it is not recorded as a task failure."""
+        outcomes = []
+        for p in self.processes():
+            try:
+                outcomes.append(self.run_process_round(p["id"]))
+            except (ExecutorError, OSError) as exc:
+                log.error("%s: process %s: %s (will retry)", self.org, p["id"], exc)
+        return outcomes
 
     def run_until_idle(self, process_id: str, timeout: float = 600.0, poll: float = 0.05) -> list[RoundOutcome]:
         """Run this organisation's rounds of one process until it has nothing left to do
@@ -296,6 +330,7 @@ class NodeAgent:
             self._publish_model(process)   # a kill right after the last completion left it unpublished
         if process["status"] in ("completed", "failed", "aborted"):
             self.journal.forget_process(pid)
+            self.stop_workers(pid)
         if process["status"] != "running":
             return RoundOutcome(pid, rnd, "done" if process["status"] in ("completed", "failed", "aborted")
                                 else "waiting", process["status"])
@@ -359,9 +394,12 @@ class NodeAgent:
         if os.environ.get("CONSORTIA_AGENT_KILL_AT") == f"during_run:{rnd}":
             threading.Timer(0.05, _checkpoint, ("during_run", rnd)).start()
         try:
-            outputs = run_isolated_task(self.runtime, spec, key, self.journal.work_dir(pid, rnd),
-                                        self.data_dir(process), previous_state, inbox, self.limits,
-                                        bundle_dir=self.images.bundle_dir(image["reference"]))
+            if self.warm:
+                outputs = self._worker(process, image).run(spec, key, previous_state, inbox)
+            else:
+                outputs = run_isolated_task(self.runtime, spec, key, self.journal.work_dir(pid, rnd),
+                                            self.data_dir(process), previous_state, inbox, self.limits,
+                                            bundle_dir=self.images.bundle_dir(image["reference"]))
         except (TaskFailed, ManifestInvalid) as exc:
             return self._fail(pid, rnd, str(exc), {"code": exc.code})
         # 5. publish
@@ -378,6 +416,7 @@ class NodeAgent:
         self.journal.forget(pid, rnd)
         if rnd == process["rounds"]:
             self._publish_model(process)
+            self.stop_workers(pid)
         return RoundOutcome(pid, rnd, "completed", outputs.manifest["outputs"]["state"], outputs.step_seconds)
 
     def _task_spec(self, process: dict[str, Any], image: dict[str, Any], rnd: int) -> TaskSpec:
@@ -496,7 +535,8 @@ def build_agent(args: argparse.Namespace) -> NodeAgent:
     if not runtime.available():
         raise SystemExit(f"runtime {args.runtime} is not available on this machine")
     return NodeAgent(ledger, identity, consortium, runtime, data_root=args.data, store_root=args.store,
-                     state_dir=args.state, limits=Limits(memory_bytes=args.memory_mb << 20, cpus=args.cpus))
+                     state_dir=args.state, limits=Limits(memory_bytes=args.memory_mb << 20, cpus=args.cpus),
+                     warm=args.warm)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -515,6 +555,8 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--memory-mb", type=int, default=2048)
     r.add_argument("--cpus", type=float, default=1.0)
     r.add_argument("--timeout", type=float, default=3600.0)
+    r.add_argument("--warm", action="store_true",
+                   help="keep one isolated worker per process alive across rounds (fresh key per round)")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     agent = build_agent(args)
@@ -526,6 +568,7 @@ def main(argv: list[str] | None = None) -> int:
         agent.follow()
         return 0
     finally:
+        agent.close()
         agent.ledger.close()
 
 

@@ -49,6 +49,7 @@ class TaskOutputs:
 
 def write_inputs(mounts: TaskMounts, spec: TaskSpec, previous_state: bytes | None,
                  inbox: Mapping[str, bytes]) -> None:
+    """Write ``in/`` per the file contract (and clear stale ``out/``)."""
     inp = mounts.inputs
     if inp.exists():
         shutil.rmtree(inp)
@@ -65,10 +66,11 @@ def write_inputs(mounts: TaskMounts, spec: TaskSpec, previous_state: bytes | Non
         shutil.rmtree(out)
 
 
-def verify_outputs(mounts: TaskMounts, spec: TaskSpec, public_key_pem: str,
+def verify_outputs(out_dir: Path, spec: TaskSpec, public_key_pem: str,
                    previous_state: bytes | None, inbox: Mapping[str, bytes],
                    outcome: RunOutcome) -> TaskOutputs:
-    out = mounts.outputs
+    """Check a task's outputs in ``out_dir`` against its signed manifest (see module doc)."""
+    out = Path(out_dir)
     mpath = out / "manifest.json"
     if not mpath.exists():
         reason = f"{outcome.runtime} task exited with code {outcome.exit_code}"
@@ -155,4 +157,4 @@ def run_isolated_task(runtime: TaskRuntime, spec: TaskSpec, task_key: TaskKey, w
         outcome = runtime.run(spec.image_digest, mounts, limits, command=command, bundle_dir=bundle_dir)
     finally:
         destroy_key_dir(mounts.key_dir)
-    return verify_outputs(mounts, spec, task_key.public_key_pem, previous_state, inbox, outcome)
+    return verify_outputs(mounts.outputs, spec, task_key.public_key_pem, previous_state, inbox, outcome)

@@ -41,8 +41,19 @@ class ContainerRuntime:
         from executor.images import local_image_digest
         return local_image_digest(self.client, reference)
 
-    def container_options(self, mounts: TaskMounts, limits: Limits) -> dict:
-        """The isolation options (also used by tests to assert what a run asks for)."""
+    @staticmethod
+    def task_volumes(mounts: TaskMounts) -> dict:
+        return {
+            str(mounts.inputs.resolve()): {"bind": TASK_IN, "mode": "ro"},
+            str(mounts.outputs.resolve()): {"bind": TASK_OUT, "mode": "rw"},
+            str(mounts.data_dir.resolve()): {"bind": DATA, "mode": "ro"},
+            str(mounts.key_dir.resolve()): {"bind": KEY_DIR, "mode": "ro"},
+        }
+
+    def container_options(self, mounts: TaskMounts | dict, limits: Limits) -> dict:
+        """The isolation options (also used by tests to assert what a run asks for);
+        ``mounts`` is a task's mounts or a docker ``volumes`` mapping."""
+        volumes = self.task_volumes(mounts) if isinstance(mounts, TaskMounts) else dict(mounts)
         return dict(
             network_mode="none",
             read_only=True,
@@ -53,12 +64,7 @@ class ContainerRuntime:
             memswap_limit=limits.memory_bytes,
             nano_cpus=int(limits.cpus * 1e9),
             pids_limit=limits.pids,
-            volumes={
-                str(mounts.inputs.resolve()): {"bind": TASK_IN, "mode": "ro"},
-                str(mounts.outputs.resolve()): {"bind": TASK_OUT, "mode": "rw"},
-                str(mounts.data_dir.resolve()): {"bind": DATA, "mode": "ro"},
-                str(mounts.key_dir.resolve()): {"bind": KEY_DIR, "mode": "ro"},
-            },
+            volumes=volumes,
             tmpfs={"/tmp": "rw,noexec,nosuid,size=64m"},
             environment={},
             working_dir="/task",

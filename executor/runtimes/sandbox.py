@@ -106,7 +106,18 @@ class SandboxRuntime:
             args += ["--ro-bind", venv, venv]
         return args
 
-    def command(self, bundle_dir: Path, mounts: TaskMounts, command: Sequence[str] | None) -> list[str]:
+    @staticmethod
+    def task_binds(mounts: TaskMounts) -> list[tuple[Path, str, str]]:
+        return [(mounts.inputs, TASK_IN, "ro"), (mounts.outputs, TASK_OUT, "rw"),
+                (mounts.data_dir, DATA, "ro"), (mounts.key_dir, KEY_DIR, "ro")]
+
+    def command(self, bundle_dir: Path, mounts: TaskMounts | Sequence[tuple[Path, str, str]],
+                command: Sequence[str] | None) -> list[str]:
+        """The bubblewrap command line: ``mounts`` is a task's mounts or (host, sandbox, ro|rw) binds."""
+        binds = self.task_binds(mounts) if isinstance(mounts, TaskMounts) else list(mounts)
+        bind_args: list[str] = []
+        for host, inside, mode in binds:
+            bind_args += ["--ro-bind" if mode == "ro" else "--bind", str(Path(host).resolve()), inside]
         python = os.path.abspath(self.python)
         args = [self.bwrap, "--unshare-all", "--die-with-parent", "--new-session",
                 "--uid", str(TASK_UID), "--gid", str(TASK_GID),
@@ -115,10 +126,7 @@ class SandboxRuntime:
                 "--symlink", "usr/bin", "/bin", "--symlink", "usr/sbin", "/sbin",
                 *self._interpreter_binds(),
                 "--ro-bind", str(bundle_dir.resolve()), BUNDLE_MOUNT,
-                "--ro-bind", str(mounts.inputs.resolve()), TASK_IN,
-                "--bind", str(mounts.outputs.resolve()), TASK_OUT,
-                "--ro-bind", str(mounts.data_dir.resolve()), DATA,
-                "--ro-bind", str(mounts.key_dir.resolve()), KEY_DIR,
+                *bind_args,
                 "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
                 "--remount-ro", "/",
                 "--cap-drop", "ALL",
@@ -143,25 +151,10 @@ class SandboxRuntime:
         local = self.local_digest(str(bundle))
         if local != image_digest:
             raise RuntimeUnavailable(f"bundle {bundle} has digest {local}, not {image_digest}")
-        cg = _Cgroup(limits)
-        cpu_s = max(1, int(limits.timeout_s) + 1)
-        as_bytes = max(limits.memory_bytes, 1 << 30) * 4   # address space >> RSS (numpy/BLAS maps)
-        use_nproc = "pids" not in cg.controllers and os.geteuid() != 0
-
-        def preexec() -> None:
-            cg.enter()
-            resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s))
-            resource.setrlimit(resource.RLIMIT_AS, (as_bytes, as_bytes))
-            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-            if use_nproc:
-                resource.setrlimit(resource.RLIMIT_NPROC, (limits.pids, limits.pids))
-
         t0 = time.perf_counter()
+        proc, cg = self.spawn(bundle, mounts, limits, command)
         timed_out = False
         try:
-            proc = subprocess.Popen(self.command(bundle, mounts, command), stdin=subprocess.DEVNULL,
-                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    preexec_fn=preexec, close_fds=True)
             try:
                 out, _ = proc.communicate(timeout=limits.timeout_s)
                 code = proc.returncode
@@ -174,3 +167,29 @@ class SandboxRuntime:
             cg.close()
         return RunOutcome(self.name, code, time.perf_counter() - t0,
                           out.decode("utf-8", "replace")[-20000:], timed_out)
+
+    def spawn(self, bundle: Path, mounts: TaskMounts | Sequence[tuple[Path, str, str]], limits: Limits,
+              command: Sequence[str] | None = None, cpu_seconds: int | None = None,
+              stdout: int = subprocess.PIPE) -> tuple[subprocess.Popen, "_Cgroup"]:
+        """Start the sandbox (limits applied in the child before exec); caller waits and closes."""
+        cg = _Cgroup(limits)
+        cpu_s = cpu_seconds or max(1, int(limits.timeout_s) + 1)
+        as_bytes = max(limits.memory_bytes, 1 << 30) * 4   # address space >> RSS (numpy/BLAS maps)
+        use_nproc = "pids" not in cg.controllers and os.geteuid() != 0
+
+        def preexec() -> None:
+            cg.enter()
+            resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s))
+            resource.setrlimit(resource.RLIMIT_AS, (as_bytes, as_bytes))
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+            if use_nproc:
+                resource.setrlimit(resource.RLIMIT_NPROC, (limits.pids, limits.pids))
+
+        try:
+            proc = subprocess.Popen(self.command(bundle, mounts, command), stdin=subprocess.DEVNULL,
+                                    stdout=stdout, stderr=subprocess.STDOUT,
+                                    preexec_fn=preexec, close_fds=True)
+        except BaseException:
+            cg.close()
+            raise
+        return proc, cg

@@ -57,9 +57,10 @@ class Platform:
             "hyperparameters": PARAMS, "rounds": rounds}))
         self.submit(orgs[0], "LearningProcess:start", pid)
 
-    def agent(self, org, runtime=None, ledger=None):
+    def agent(self, org, runtime=None, ledger=None, warm=False):
         return NodeAgent(ledger or self.ledger, self.consortium.identity(org), self.consortium,
-                         runtime or SandboxRuntime(), self.root / "data" / org, self.root / "store", self.root / "state")
+                         runtime or SandboxRuntime(), self.root / "data" / org, self.root / "store", self.root / "state",
+                         warm=warm)
 
     def records(self, pid):
         return self.evaluate(self.orgs[0], "ExecutionRecord:query", json.dumps({"process_id": pid}))
@@ -135,6 +136,24 @@ def test_audited_sandbox_process_equals_the_simulator(platform, bundle, recipe, 
     height = platform.ledger.block_height(platform.consortium.identity("Org1"))
     assert platform.agent("Org1MSP").run_process_round("p-sim").status == "done"
     assert platform.ledger.block_height(platform.consortium.identity("Org1")) == height
+
+
+@pytest.mark.parametrize("runtime_name", ["sandbox", pytest.param("container", marks=pytest.mark.container)])
+def test_warm_agents_equal_the_simulator(request, platform, recipe, average_consensus, runtime_name):
+    if runtime_name == "container":
+        from executor.runtimes.container import ContainerRuntime
+        image, rt = request.getfixturevalue("container_image"), ContainerRuntime(client=request.getfixturevalue("engine"))
+    else:
+        image, rt = request.getfixturevalue("bundle"), SandboxRuntime()
+    platform.register_image("avg:w", recipe, image.digest, image.reference)
+    orgs = ["Org1MSP", "Org2MSP"]
+    platform.launch("p-warm", "avg:w", rounds=3, orgs=orgs)
+    agents = [platform.agent(o, runtime=rt, warm=True) for o in orgs]
+    run_all(platform, "p-warm", agents)
+    assert_matches_simulation(platform, "p-warm", 3, average_consensus, orgs)
+    keys = {r["public_key"] for r in platform.records("p-warm")}
+    assert len(keys) == 6                         # a fresh task key per organisation and round
+    assert all(not a._workers for a in agents)    # workers stopped after the last round
 
 
 def test_image_with_one_changed_byte_is_refused_on_the_ledger(tmp_path, platform, bundle, recipe):
@@ -215,21 +234,22 @@ def _agent_cmd(platform, org, pid):
             "--timeout", "120"]
 
 
-@pytest.mark.parametrize("checkpoint", CHECKPOINTS)
+@pytest.mark.parametrize("checkpoint,warm", [(c, False) for c in CHECKPOINTS] + [("during_run", True)])
 def test_agent_killed_at_any_step_resumes_without_duplicates(platform, bundle, recipe, average_consensus,
-                                                             checkpoint):
-    pid = f"p-kill-{checkpoint.replace('_', '-')}"
+                                                             checkpoint, warm):
+    pid = f"p-kill-{checkpoint.replace('_', '-')}{'-warm' if warm else ''}"
     orgs = ["Org1MSP", "Org2MSP"]
     platform.register_image("avg:k", recipe, bundle.digest, bundle.reference)
     platform.launch(pid, "avg:k", rounds=2, orgs=orgs)
     other = threading.Thread(target=lambda: platform.agent("Org2MSP").run_until_idle(pid, timeout=120))
     other.start()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "CONSORTIA_AGENT_KILL_AT": f"{checkpoint}:2"}
-    killed = subprocess.run(_agent_cmd(platform, "Org1MSP", pid), env=env, capture_output=True, text=True,
+    cmd = _agent_cmd(platform, "Org1MSP", pid) + (["--warm"] if warm else [])
+    killed = subprocess.run(cmd, env=env, capture_output=True, text=True,
                             timeout=180, cwd=ROOT)
     assert killed.returncode == -9, killed.stderr[-3000:]
     env.pop("CONSORTIA_AGENT_KILL_AT")
-    resumed = subprocess.run(_agent_cmd(platform, "Org1MSP", pid), env=env, capture_output=True, text=True,
+    resumed = subprocess.run(cmd, env=env, capture_output=True, text=True,
                              timeout=180, cwd=ROOT)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     other.join(timeout=180)

@@ -41,7 +41,7 @@ def test_valid_outputs_verify(tmp_path, average_consensus):
     state = codec.encode({"x": [1.0, 1.0, 1.0], "n": 3})
     inbox = {"Org2MSP": codec.encode({"x": [0.0, 0.0, 0.0]})}
     spec, m, key = _run(tmp_path, state, inbox)
-    out = verify_outputs(m, spec, key.public_key_pem, state, inbox, OK)
+    out = verify_outputs(m.outputs, spec, key.public_key_pem, state, inbox, OK)
     assert out.model is not None and set(out.outbox) == {"Org2MSP"} and out.state == (m.outputs / "state.bin").read_bytes()
     assert out.timing["step_seconds"] >= 0
 
@@ -50,7 +50,7 @@ def test_altered_output_file_is_rejected(tmp_path, average_consensus):
     spec, m, key = _run(tmp_path)
     (m.outputs / "outbox" / "Org2MSP.bin").write_bytes(codec.encode({"x": [9.0]}))
     with pytest.raises(ManifestInvalid, match="message to Org2MSP does not match"):
-        verify_outputs(m, spec, key.public_key_pem, None, {}, OK)
+        verify_outputs(m.outputs, spec, key.public_key_pem, None, {}, OK)
 
 
 def test_altered_manifest_or_foreign_signature_is_rejected(tmp_path, average_consensus):
@@ -59,25 +59,25 @@ def test_altered_manifest_or_foreign_signature_is_rejected(tmp_path, average_con
     body["metrics"]["norm"] = 0.0
     (m.outputs / "manifest.json").write_bytes(canonical_json(body))
     with pytest.raises(ManifestInvalid, match="signature"):
-        verify_outputs(m, spec, key.public_key_pem, None, {}, OK)
+        verify_outputs(m.outputs, spec, key.public_key_pem, None, {}, OK)
     # re-signed by another key (a forger without the task key)
     forger = TaskKey.generate()
     (m.outputs / "manifest.sig").write_bytes(forger.sign(canonical_json(body)))
     with pytest.raises(ManifestInvalid, match="signature"):
-        verify_outputs(m, spec, key.public_key_pem, None, {}, OK)
+        verify_outputs(m.outputs, spec, key.public_key_pem, None, {}, OK)
 
 
 def test_unlisted_message_is_rejected(tmp_path, average_consensus):
     spec, m, key = _run(tmp_path)
     (m.outputs / "outbox" / "Org3MSP.bin").write_bytes(b"smuggled")
     with pytest.raises(ManifestInvalid, match="not in the manifest"):
-        verify_outputs(m, spec, key.public_key_pem, None, {}, OK)
+        verify_outputs(m.outputs, spec, key.public_key_pem, None, {}, OK)
 
 
 def test_manifest_for_other_inputs_is_rejected(tmp_path, average_consensus):
     spec, m, key = _run(tmp_path)
     with pytest.raises(ManifestInvalid, match="previous state"):
-        verify_outputs(m, spec, key.public_key_pem, codec.encode({"x": [0.0], "n": 1}), {}, OK)
+        verify_outputs(m.outputs, spec, key.public_key_pem, codec.encode({"x": [0.0], "n": 1}), {}, OK)
 
 
 def test_missing_manifest_reports_the_task_error(tmp_path):
@@ -87,6 +87,6 @@ def test_missing_manifest_reports_the_task_error(tmp_path):
     spec = TaskSpec(process_id="p1", round=1, rounds=1, organisation="Org1MSP", consortium=ORGS, process_seed=0,
                     algorithm="a:B", params={}, image_digest="sha256:" + "c" * 64, runtime="sandbox")
     with pytest.raises(TaskFailed, match="ValueError: boom"):
-        verify_outputs(m, spec, TaskKey.generate().public_key_pem, None, {}, RunOutcome("sandbox", 1, 0.1, ""))
+        verify_outputs(m.outputs, spec, TaskKey.generate().public_key_pem, None, {}, RunOutcome("sandbox", 1, 0.1, ""))
     with pytest.raises(TaskFailed, match="timed out"):
-        verify_outputs(m, spec, TaskKey.generate().public_key_pem, None, {}, RunOutcome("sandbox", -9, 9, "", True))
+        verify_outputs(m.outputs, spec, TaskKey.generate().public_key_pem, None, {}, RunOutcome("sandbox", -9, 9, "", True))
