@@ -37,7 +37,6 @@ agent SIGKILLs itself at that checkpoint (``before_register``, ``after_register`
 from __future__ import annotations
 
 import argparse
-import base64
 import json
 import logging
 import os
@@ -54,10 +53,10 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from algorithms.simulator import context as task_context
-from algorithms.task_runtime import TaskSpec, canonical_json
+from algorithms.task_runtime import TaskSpec
 from algorithms.topologies.base import Topology
 from chaincode.errors import AlreadyExists, ContractError, InvalidState, NotFound
-from executor.artifacts import ArtifactRef, ArtifactStore, MessageRef, open_message, sha256_digest
+from executor.artifacts import ArtifactRef, ArtifactStore, MessageRef, open_message
 from executor.errors import ExecutorError, ImageDigestMismatch, ManifestInvalid, TaskFailed
 from executor.images import cache_root, verify_digest
 from executor.runtimes.base import Limits, TaskRuntime
@@ -67,7 +66,9 @@ from executor.tasks import TaskOutputs, run_isolated_task
 from ledger.envelope import encrypt_payload, seal, unseal
 from ledger.errors import MVCCConflict
 from ledger.identity import Consortium, Identity
+from ledger.client import ConsortiaClient
 from ledger.interface import Ledger
+from ledger.records import ExecutionRecord, ImageRecord, ProcessRecord
 
 log = logging.getLogger(__name__)
 
@@ -200,6 +201,7 @@ class NodeAgent:
                  limits: Limits = Limits(), images: ImageResolver | None = None, warm: bool = False):
         self.ledger = ledger
         self.identity = identity
+        self.client = ConsortiaClient(ledger, identity)
         self.org = identity.msp_id
         self.consortium = consortium
         self.runtime = runtime
@@ -216,16 +218,16 @@ class NodeAgent:
         self._workers: dict[str, WarmWorker] = {}
 
     # ---- warm workers (one per process, same isolation, fresh key per round)
-    def _worker(self, process: dict[str, Any], image: dict[str, Any]) -> WarmWorker:
-        pid = process["id"]
+    def _worker(self, process: ProcessRecord, image: ImageRecord) -> WarmWorker:
+        pid = process.id
         w = self._workers.get(pid)
         if w is not None and w.alive():
             return w
         if w is not None:
             w.stop()
         safe = "".join(c if c.isalnum() or c in "-_." else "-" for c in f"{self.org}-{pid}")
-        w = WarmWorker(self.runtime, process["image_digest"], self.state_dir / "warm" / safe,
-                       self.data_dir(process), self.limits, bundle_dir=self.images.bundle_dir(image["reference"]),
+        w = WarmWorker(self.runtime, process.image_digest, self.state_dir / "warm" / safe,
+                       self.data_dir(process), self.limits, bundle_dir=self.images.bundle_dir(image.reference),
                        name=f"consortia-warm-{safe}"[:120])
         self._workers[pid] = w.start()
         return w
@@ -238,23 +240,20 @@ class NodeAgent:
         self.stop_workers()
 
     # ---- ledger helpers
-    def _evaluate(self, function: str, *args: str) -> Any:
-        return json.loads(self.ledger.evaluate(self.identity, function, *args))
-
-    def _submit(self, function: str, *args: str, attempts: int = 8) -> Any:
-        """Submit; a transaction invalidated by an MVCC/phantom conflict (another organisation's
-        record committed in the same block) wrote nothing, so it is simply retried."""
+    def _retry(self, submit: Callable[..., Any], *args: Any, attempts: int = 8, **kw: Any) -> Any:
+        """Submit through the client; a transaction invalidated by an MVCC/phantom conflict
+        (another organisation's record committed in the same block) wrote nothing, so it is retried."""
         for i in range(attempts):
             try:
-                return json.loads(self.ledger.submit(self.identity, function, *args).result)
+                return submit(*args, **kw)
             except MVCCConflict:
                 if i == attempts - 1:
                     raise
                 time.sleep(0.01 * (2 ** i) * (0.5 + secrets.randbelow(1000) / 1000))
 
-    def _record(self, pid: str, rnd: int, org: str | None = None) -> dict[str, Any] | None:
+    def _record(self, pid: str, rnd: int, org: str | None = None) -> ExecutionRecord | None:
         try:
-            return self._evaluate("ExecutionRecord:get", pid, str(rnd), org or self.org)
+            return self.client.get_execution(pid, rnd, org or self.org)
         except NotFound:
             return None
 
@@ -267,17 +266,16 @@ class NodeAgent:
                 f.write(secrets.token_hex(32))
         return p.read_text().strip()
 
-    def data_dir(self, process: Mapping[str, Any]) -> Path:
+    def data_dir(self, process: ProcessRecord) -> Path:
         """``<data root>/<process dataset or 'default'>/dataset.npz``."""
-        name = process.get("dataset") or "default"
+        name = process.dataset or "default"
         if "/" in name or name.startswith("."):
             raise ExecutorError(f"invalid dataset name {name!r}")
         return self.data_root / name
 
     # ---- following the ledger
-    def processes(self) -> list[dict[str, Any]]:
-        return [p for p in self._evaluate("LearningProcess:list")
-                if self.org in p["consortium"] and p["status"] == "running"]
+    def processes(self) -> list[ProcessRecord]:
+        return [p for p in self.client.list_processes() if self.org in p.consortium and p.status == "running"]
 
     def run_once(self) -> list[RoundOutcome]:
         """Advance every running process of this organisation by at most one task each.
@@ -287,9 +285,9 @@ class NodeAgent:
         outcomes = []
         for p in self.processes():
             try:
-                outcomes.append(self.run_process_round(p["id"]))
+                outcomes.append(self.run_process_round(p.id))
             except (ExecutorError, OSError) as exc:
-                log.error("%s: process %s: %s (will retry)", self.org, p["id"], exc)
+                log.error("%s: process %s: %s (will retry)", self.org, p.id, exc)
         return outcomes
 
     def run_until_idle(self, process_id: str, timeout: float = 600.0, poll: float = 0.05) -> list[RoundOutcome]:
@@ -324,64 +322,62 @@ class NodeAgent:
 
     # ---- one round
     def run_process_round(self, pid: str) -> RoundOutcome:
-        process = self._evaluate("LearningProcess:get", pid)
-        rnd = int(process["current_round"])
-        if process["status"] == "completed":
+        process = self.client.get_process(pid)
+        rnd = int(process.current_round or 1)
+        if process.status == "completed":
             self._publish_model(process)   # a kill right after the last completion left it unpublished
-        if process["status"] in ("completed", "failed", "aborted"):
+        if process.status in ("completed", "failed", "aborted"):
             self.journal.forget_process(pid)
             self.stop_workers(pid)
-        if process["status"] != "running":
-            return RoundOutcome(pid, rnd, "done" if process["status"] in ("completed", "failed", "aborted")
-                                else "waiting", process["status"])
-        if rnd > process["rounds"]:
+            return RoundOutcome(pid, rnd, "done", process.status)
+        if process.status != "running":
+            return RoundOutcome(pid, rnd, "waiting", process.status)
+        if rnd > process.rounds:
             self._finish(process)
             return RoundOutcome(pid, rnd, "done", "all rounds completed")
         record = self._record(pid, rnd)
-        if record is not None and record["status"] == "completed":
+        if record is not None and record.status == "completed":
             self.journal.forget(pid, rnd)
-            if rnd == process["rounds"]:
+            if rnd == process.rounds:
                 self._publish_model(process)
             return RoundOutcome(pid, rnd, "waiting", "own task completed; waiting for the others")
-        if record is not None and record["status"] == "failed":
+        if record is not None and record.status == "failed":
             self.journal.forget(pid, rnd)
-            return RoundOutcome(pid, rnd, "failed", record.get("failure_reason", ""))
+            return RoundOutcome(pid, rnd, "failed", record.failure_reason)
         return self._execute(process, rnd, record)
 
     def _fail(self, pid: str, rnd: int, reason: str, details: Mapping[str, Any] | None = None) -> RoundOutcome:
-        spec = {"process_id": pid, "round": rnd, "reason": reason[:2000], "details": dict(details or {})}
         try:
-            self._submit("ExecutionRecord:fail_task", canonical_json(spec).decode())
+            self._retry(self.client.fail_task, pid, rnd, reason[:2000], dict(details or {}))
         except InvalidState:
             pass  # already final (a previous attempt recorded it)
         self.journal.forget(pid, rnd)
         log.warning("%s: task of round %d of %s failed: %s", self.org, rnd, pid, reason)
         return RoundOutcome(pid, rnd, "failed", reason)
 
-    def _execute(self, process: dict[str, Any], rnd: int, record: dict[str, Any] | None) -> RoundOutcome:
-        pid = process["id"]
-        image = self._evaluate("Image:get", process["image_id"])
+    def _execute(self, process: ProcessRecord, rnd: int, record: ExecutionRecord | None) -> RoundOutcome:
+        pid = process.id
+        image = self.client.get_image(process.image_id)
         # 1. verify the image before anything else
         try:
-            verify_digest(image["reference"], process["image_digest"], self.images.local_digest(image["reference"]))
+            verify_digest(image.reference, process.image_digest, self.images.local_digest(image.reference))
         except ImageDigestMismatch as exc:
             return self._fail(pid, rnd, f"image refused: {exc}", {"code": exc.code, "pinned": exc.pinned,
                                                                     "local": exc.local or ""})
         # 2. task key: reuse the journaled one (restart), or create, journal, register
         key = self.journal.load_key(pid, rnd)
-        if record is not None and (key is None or record["public_key"] != key.public_key_pem):
+        if record is not None and (key is None or record.public_key != key.public_key_pem):
             return self._fail(pid, rnd, "task key lost: the registered key is not in this agent's journal")
         if key is None:
             key = TaskKey.generate()
             self.journal.save_key(pid, rnd, key)
         if record is None:
             _checkpoint("before_register", rnd)
-            spec = {"process_id": pid, "round": rnd, "public_key": key.public_key_pem, "runtime": self.runtime.name}
             try:
-                self._submit("ExecutionRecord:create_task", canonical_json(spec).decode())
+                self._retry(self.client.create_task, pid, rnd, key.public_key_pem, self.runtime.name)
             except AlreadyExists:
                 record = self._record(pid, rnd)
-                if record is None or record["public_key"] != key.public_key_pem:
+                if record is None or record.public_key != key.public_key_pem:
                     return self._fail(pid, rnd, "an execution record with another key already exists")
             _checkpoint("after_register", rnd)
         # 3. inputs
@@ -399,54 +395,53 @@ class NodeAgent:
             else:
                 outputs = run_isolated_task(self.runtime, spec, key, self.journal.work_dir(pid, rnd),
                                             self.data_dir(process), previous_state, inbox, self.limits,
-                                            bundle_dir=self.images.bundle_dir(image["reference"]))
+                                            bundle_dir=self.images.bundle_dir(image.reference))
         except (TaskFailed, ManifestInvalid) as exc:
             return self._fail(pid, rnd, str(exc), {"code": exc.code})
         # 5. publish
         self._store_outputs(process, rnd, outputs)
         _checkpoint("before_complete", rnd)
-        signature = base64.b64encode(outputs.signature).decode()
         try:
-            self._submit("ExecutionRecord:complete_task", outputs.manifest_bytes.decode("utf-8"), signature)
+            self._retry(self.client.complete_task, outputs.manifest, outputs.signature)
         except InvalidState:
             rec = self._record(pid, rnd)
-            if not (rec and rec["status"] == "completed" and rec["public_key"] == key.public_key_pem):
+            if not (rec and rec.status == "completed" and rec.public_key == key.public_key_pem):
                 raise
         _checkpoint("after_complete", rnd)
         self.journal.forget(pid, rnd)
-        if rnd == process["rounds"]:
+        if rnd == process.rounds:
             self._publish_model(process)
             self.stop_workers(pid)
         return RoundOutcome(pid, rnd, "completed", outputs.manifest["outputs"]["state"], outputs.step_seconds)
 
-    def _task_spec(self, process: dict[str, Any], image: dict[str, Any], rnd: int) -> TaskSpec:
-        consortium = tuple(process["consortium"])
-        topo = build_topology(process["topology"], len(consortium))
-        seed = int(process["topology"].get("seed", 0))
-        ctx = task_context(seed, rnd, process["rounds"], self.org, consortium, topo)
-        return TaskSpec(process_id=process["id"], round=rnd, rounds=process["rounds"], organisation=self.org,
-                        consortium=consortium, process_seed=seed, algorithm=image["algorithm"],
-                        params=process.get("hyperparameters") or {}, image_digest=process["image_digest"],
+    def _task_spec(self, process: ProcessRecord, image: ImageRecord, rnd: int) -> TaskSpec:
+        consortium = tuple(process.consortium)
+        topo = build_topology(process.topology, len(consortium))
+        seed = int(process.topology.get("seed", 0))
+        ctx = task_context(seed, rnd, process.rounds, self.org, consortium, topo)
+        return TaskSpec(process_id=process.id, round=rnd, rounds=process.rounds, organisation=self.org,
+                        consortium=consortium, process_seed=seed, algorithm=image.algorithm,
+                        params=dict(process.hyperparameters or {}), image_digest=process.image_digest,
                         runtime=self.runtime.name, out_neighbours=ctx.out_neighbours,
                         in_neighbours=ctx.in_neighbours, data_salt=self._salt)
 
-    def _gather_inputs(self, process: dict[str, Any], rnd: int) -> tuple[bytes | None, dict[str, bytes]]:
+    def _gather_inputs(self, process: ProcessRecord, rnd: int) -> tuple[bytes | None, dict[str, bytes]]:
         if rnd == 1:
             return None, {}
-        pid = process["id"]
+        pid = process.id
         own = self._record(pid, rnd - 1)
-        if own is None or own["status"] != "completed":
+        if own is None or own.status != "completed" or own.result is None:
             raise ExecutorError(f"no completed own record for round {rnd - 1}")
-        state = self.store.get(own["result"]["outputs"]["state"])
+        state = self.store.get(own.result["outputs"]["state"])
         inbox: dict[str, bytes] = {}
         key = self.consortium.encryption_key(self.org)
-        for sender in process["consortium"]:
+        for sender in process.consortium:
             if sender == self.org:
                 continue
             rec = self._record(pid, rnd - 1, sender)
-            if rec is None or rec["status"] != "completed":
+            if rec is None or rec.status != "completed" or rec.result is None:
                 raise ExecutorError(f"round {rnd - 1} of {sender} is not completed")
-            for m in rec["result"]["outputs"]["messages"]:
+            for m in rec.result["outputs"]["messages"]:
                 if m["recipient"] != self.org:
                     continue
                 ref = self._locate_message(pid, rnd - 1, sender, m["digest"])
@@ -470,8 +465,8 @@ class NodeAgent:
         return MessageRef(sender=sender, recipient=self.org, payload_digest=payload_digest,
                           stored=ArtifactRef(**entry["stored"]))
 
-    def _store_outputs(self, process: dict[str, Any], rnd: int, outputs: TaskOutputs) -> None:
-        pid = process["id"]
+    def _store_outputs(self, process: ProcessRecord, rnd: int, outputs: TaskOutputs) -> None:
+        pid = process.id
         self.store.put(outputs.state)
         for recipient, payload in sorted(outputs.outbox.items()):
             ref = self.store.put_message(payload, process_id=pid, round=rnd, recipient=recipient,
@@ -486,38 +481,35 @@ class NodeAgent:
             self.store.put(outputs.model)
 
     # ---- end of the process
-    def _publish_model(self, process: dict[str, Any]) -> None:
-        pid, last = process["id"], process["rounds"]
+    def _publish_model(self, process: ProcessRecord) -> None:
+        pid, last = process.id, process.rounds
         try:
-            self._evaluate("Model:get", f"{pid}:{self.org}")
+            self.client.get_model(f"{pid}:{self.org}")
             return  # already published
         except NotFound:
             pass
         except ContractError:
             return
         rec = self._record(pid, last)
-        model = (rec or {}).get("result", {}).get("outputs", {}).get("model") if rec else None
+        model = rec.result["outputs"].get("model") if rec is not None and rec.result else None
         if not model:
             return
         payload = self.store.get(model["digest"])
         aad = f"consortia-model|{pid}|{self.org}|{model['digest']}".encode()
         data_key, ciphertext = encrypt_payload(payload, aad)
         stored = self.store.put(ciphertext)
-        wrapped = {org: base64.b64encode(seal(self.consortium.encryption_certificate(org), data_key,
-                                              b"consortia-model-key|" + aad)).decode()
-                   for org in process["consortium"]}
-        spec = {"process_id": pid, "digest": model["digest"], "size": model["size"],
-                "ciphertext_digest": stored.digest, "wrapped_keys": wrapped, "location": stored.location,
-                "metrics": rec["result"].get("metrics", {})}
+        wrapped = {org: seal(self.consortium.encryption_certificate(org), data_key, b"consortia-model-key|" + aad)
+                   for org in process.consortium}
         try:
-            self._submit("Model:publish", canonical_json(spec).decode())
+            self._retry(self.client.publish_model, pid, model["digest"], model["size"], stored.digest, wrapped,
+                        metrics=dict(rec.result.get("metrics", {})), location=stored.location)
         except AlreadyExists:
             pass
 
-    def _finish(self, process: dict[str, Any]) -> None:
+    def _finish(self, process: ProcessRecord) -> None:
         self._publish_model(process)
         try:
-            self._submit("LearningProcess:complete", process["id"])
+            self._retry(self.client.complete_process, process.id)
         except InvalidState:
             pass  # another organisation completed it first
 

@@ -208,8 +208,8 @@ def test_forged_or_altered_result_signature_is_rejected_by_the_chaincode(tmp_pat
     key = TaskKey.generate()
     platform.submit("Org1MSP", "ExecutionRecord:create_task", json.dumps(
         {"process_id": "p-sig", "round": 1, "public_key": key.public_key_pem, "runtime": "sandbox"}))
-    process = platform.evaluate("Org1MSP", "LearningProcess:get", "p-sig")
-    spec = agent._task_spec(process, platform.evaluate("Org1MSP", "Image:get", "avg:5"), 1)
+    process = agent.client.get_process("p-sig")
+    spec = agent._task_spec(process, agent.client.get_image("avg:5"), 1)
     out = run_isolated_task(agent.runtime, spec, key, tmp_path / "work", agent.data_dir(process), None, {},
                             bundle_dir=bundle.location)
     good_sig = base64.b64encode(out.signature).decode()

@@ -7,7 +7,6 @@ import os
 import pytest
 
 from algorithms.task_runtime import TaskSpec, save_dataset
-from executor.errors import TaskFailed
 from executor.runtimes.sandbox import SandboxRuntime
 from executor.runtimes.warm import WarmWorker
 from executor.task_keys import TaskKey
