@@ -306,10 +306,15 @@ def interpreter_identity() -> dict[str, Any]:
     return {"python": ".".join(map(str, sys.version_info[:3])), "packages": pins}
 
 
+def _bundle_files(d: Path) -> list[Path]:
+    """Every file of a bundle, bytecode included (it is what runs), except bundle.json."""
+    return [p for p in sorted(d.rglob("*")) if p.is_file() and p.name != "bundle.json"]
+
+
 def bundle_digest(bundle_dir: str | os.PathLike) -> str:
     """Digest of a bundle: sha256 of canonical JSON {files: [[path, sha256]...], interpreter}."""
     d = Path(bundle_dir)
-    listing = _tree_listing(d, [p for p in _source_files(d) if p.name != "bundle.json"])
+    listing = _tree_listing(d, _bundle_files(d))
     interp = json.loads((d / "bundle.json").read_text())["interpreter"] if (d / "bundle.json").exists() else None
     return "sha256:" + _hash_json({"files": listing, "interpreter": interp})
 
@@ -319,7 +324,7 @@ def build_bundle(recipe: ImageRecipe, reference: str | None = None) -> BuiltImag
 
     Its reference is ``bundle:<directory name>`` (resolved under ``<cache>/bundles``)."""
     interp = interpreter_identity()
-    h = _hash_json([[[dst, _sha256_file(src)] for src, dst in recipe.payload_files()], interp])
+    h = _hash_json(["bundle-v2", [[dst, _sha256_file(src)] for src, dst in recipe.payload_files()], interp])
     d = cache_root() / "bundles" / f"{recipe.name}-{h[:16]}"
     if not (d / "bundle.json").exists():
         tmp = d.with_name(d.name + ".partial")
@@ -330,6 +335,12 @@ def build_bundle(recipe: ImageRecipe, reference: str | None = None) -> BuiltImag
             shutil.copy2(src, tmp / dst)
         (tmp / "bundle.json").write_text(json.dumps({"image": recipe.reference, "interpreter": interp,
                                                      "algorithm": recipe.algorithm}, sort_keys=True))
+        # bytecode for the host interpreter, checked against its source hash (see Containerfile)
+        import compileall
+        import py_compile
+        if not compileall.compile_dir(str(tmp), quiet=1,
+                                      invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH):
+            raise ImageBuildError(f"bundle {recipe.name} does not compile")
         for p in tmp.rglob("*"):
             p.chmod(0o555 if p.is_dir() else 0o444)
         tmp.chmod(0o555)
