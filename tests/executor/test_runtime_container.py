@@ -89,3 +89,12 @@ def test_real_task_in_a_container_matches_the_sandbox(tmp_path, runtime, contain
         out = run_isolated_task(rt, spec, TaskKey.generate(), tmp_path / rt.name, data, None, {}, bundle_dir=bdir)
         outputs[rt.name] = (out.manifest["outputs"], out.manifest["inputs"])
     assert outputs["container"] == outputs["sandbox"]   # same pinned numpy, same bytes
+
+
+def test_finished_task_containers_are_removed(tmp_path, runtime, container_image, engine):
+    m, _ = _mounts(tmp_path, runtime)
+    before = {c.id for c in engine.containers.list(all=True)}
+    out = runtime.run(container_image.digest, m, Limits(), command=["python3", "-c", "print('hi')"])
+    assert out.exit_code == 0 and "hi" in out.logs
+    ContainerRuntime.flush_removals()
+    assert {c.id for c in engine.containers.list(all=True)} <= before
