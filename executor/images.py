@@ -360,3 +360,13 @@ def verify_digest(reference: str, pinned: str, local: str | None) -> None:
         raise ValueError(f"pinned digest must be sha256:<hex>, got {pinned!r}")
     if local != pinned:
         raise ImageDigestMismatch(reference, pinned, local)
+
+
+def register(client, recipe: ImageRecipe, built: BuiltImage, image_id: str | None = None,
+             description: str = ""):
+    """Write a built image (or bundle) to the ledger's Image contract: name, version, algorithm,
+    digest and reference; the owner is the caller's organisation (from its certificate).
+    ``client`` is a :class:`ledger.client.ConsortiaClient`; returns the ImageRecord."""
+    return client.register_image(recipe.name, recipe.version, recipe.algorithm, built.digest,
+                                 reference=built.reference, image_id=image_id,
+                                 description=description or f"{built.runtime} image of {recipe.name}")

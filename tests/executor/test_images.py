@@ -75,3 +75,13 @@ def test_container_image_is_cached_and_a_one_byte_rebuild_is_refused(tmp_path, e
     with pytest.raises(ImageDigestMismatch):
         images.verify_digest(ref, pinned, images.local_image_digest(engine, ref))
     engine.images.remove(ref)
+
+
+def test_register_writes_the_digest_to_the_ledger(tmp_path, consortium, recipe, bundle):
+    from ledger.client import ConsortiaClient
+    from ledger.embedded import EmbeddedLedger
+    with EmbeddedLedger(tmp_path / "ledger.sqlite", consortium) as ledger:
+        client = ConsortiaClient(ledger, consortium.identity("Org2"))
+        rec = images.register(client, recipe, bundle, image_id="avg-bundle:1")
+        assert rec.digest == bundle.digest and rec.reference == bundle.reference and rec.owner == "Org2MSP"
+        assert client.get_image("avg-bundle:1").algorithm == recipe.algorithm
