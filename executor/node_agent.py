@@ -329,7 +329,7 @@ class NodeAgent:
         if process.status in ("completed", "failed", "aborted"):
             self.journal.forget_process(pid)
             self.stop_workers(pid)
-            return RoundOutcome(pid, rnd, "done", process.status)
+            return RoundOutcome(pid, rnd, "done", f"{process.status} {process.status_reason}".strip())
         if process.status != "running":
             return RoundOutcome(pid, rnd, "waiting", process.status)
         if rnd > process.rounds:
@@ -343,6 +343,7 @@ class NodeAgent:
             return RoundOutcome(pid, rnd, "waiting", "own task completed; waiting for the others")
         if record is not None and record.status == "failed":
             self.journal.forget(pid, rnd)
+            self._fail_process(pid, f"task of {self.org} for round {rnd} failed: {record.failure_reason}")
             return RoundOutcome(pid, rnd, "failed", record.failure_reason)
         return self._execute(process, rnd, record)
 
@@ -353,7 +354,16 @@ class NodeAgent:
             pass  # already final (a previous attempt recorded it)
         self.journal.forget(pid, rnd)
         log.warning("%s: task of round %d of %s failed: %s", self.org, rnd, pid, reason)
+        self._fail_process(pid, f"task of {self.org} for round {rnd} failed: {reason}")
         return RoundOutcome(pid, rnd, "failed", reason)
+
+    def _fail_process(self, pid: str, reason: str) -> None:
+        """A round completes only when every member completes it: a failed task ends the process,
+        with the reason on the ledger, so that no organisation waits for it forever."""
+        try:
+            self._retry(self.client.fail_process, pid, reason[:1000])
+        except InvalidState:
+            pass  # already failed, aborted or completed
 
     def _execute(self, process: ProcessRecord, rnd: int, record: ExecutionRecord | None) -> RoundOutcome:
         pid = process.id

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -169,6 +170,10 @@ def test_image_with_one_changed_byte_is_refused_on_the_ledger(tmp_path, platform
     assert rec["failure_details"]["pinned"] == bundle.digest and rec["failure_details"]["local"] == tampered.digest
     assert rec["public_key"] == ""                       # no task key was ever registered: never executed
     assert not (platform.root / "state" / "Org1MSP" / "tasks" / "p-bad" / "000001" / "work").exists()
+    # the round can never complete, so the process is failed with the reason; the other member stops
+    process = platform.evaluate("Org2MSP", "LearningProcess:get", "p-bad")
+    assert process["status"] == "failed" and "image refused" in process["status_reason"]
+    assert platform.agent("Org2MSP").run_until_idle("p-bad", timeout=30)[-1].status == "done"
 
 
 @pytest.mark.container
@@ -199,6 +204,26 @@ def test_audited_container_process_equals_the_simulator(platform, engine, contai
     run_all(platform, "p-ctr", [platform.agent(o, runtime=rt) for o in orgs])
     assert_matches_simulation(platform, "p-ctr", 2, average_consensus, orgs)
     assert {r["runtime"] for r in platform.records("p-ctr")} == {"container"}
+
+
+def test_follow_runs_every_open_round_until_stopped(platform, bundle, recipe, average_consensus):
+    platform.register_image("avg:f", recipe, bundle.digest, bundle.reference)
+    orgs = ["Org1MSP", "Org2MSP"]
+    platform.launch("p-follow", "avg:f", rounds=2, orgs=orgs)
+    stop = threading.Event()
+    threads = [threading.Thread(target=platform.agent(o).follow, args=(stop, 0.2)) for o in orgs]
+    for t in threads:
+        t.start()
+    try:
+        deadline = time.monotonic() + 60
+        while platform.evaluate("Org1MSP", "LearningProcess:get", "p-follow")["status"] != "completed":
+            assert time.monotonic() < deadline, "followers did not complete the process"
+            time.sleep(0.1)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=30)
+    assert_matches_simulation(platform, "p-follow", 2, average_consensus, orgs)
 
 
 def test_forged_or_altered_result_signature_is_rejected_by_the_chaincode(tmp_path, platform, bundle, recipe):
