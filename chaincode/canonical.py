@@ -25,3 +25,8 @@ def sha256_digest(data: bytes) -> str:
 
 def is_digest(value: Any) -> bool:
     return isinstance(value, str) and DIGEST_RE.match(value) is not None
+
+
+class RawJSON(bytes):
+    """Bytes that already are canonical JSON; the dispatcher returns them unchanged (used to
+    splice stored records into large answers, e.g. key histories, without re-encoding)."""

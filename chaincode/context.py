@@ -6,18 +6,32 @@ from an argument. Records are stored as canonical JSON under composite keys.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
+import time
 from typing import Any, Iterator
 
 from cryptography import x509
 from cryptography.x509.oid import NameOID
 
-from chaincode.canonical import canonical_json
+from chaincode.canonical import RawJSON, canonical_json
 from chaincode.errors import Forbidden, InvalidArgument, NotFound
 from chaincode.stub import ChaincodeStub, KeyModification, create_composite_key
 
 SUBMITTER_ROLES = ("client", "admin")
+
+
+_SECONDS: dict[int, str] = {}
+
+
+def iso_time(ts: float) -> str:
+    """UTC ISO-8601 with microseconds, e.g. ``2026-11-22T01:52:38.690341Z`` (transaction times)."""
+    secs, micros = divmod(int(round(ts * 1_000_000)), 1_000_000)
+    head = _SECONDS.get(secs)
+    if head is None:
+        if len(_SECONDS) > 4096:
+            _SECONDS.clear()
+        head = _SECONDS[secs] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(secs))
+    return f"{head}.{micros:06d}Z"
 
 
 def _parse_creator(creator: bytes) -> tuple[str, x509.Certificate]:
@@ -66,8 +80,7 @@ class TransactionContext:
 
     @property
     def timestamp(self) -> str:
-        t = dt.datetime.fromtimestamp(self.stub.get_tx_timestamp(), tz=dt.timezone.utc)
-        return t.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        return iso_time(self.stub.get_tx_timestamp())
 
     # ---- records
     def key(self, object_type: str, *attributes: str) -> str:
@@ -90,14 +103,16 @@ class TransactionContext:
         for kv in self.stub.get_state_by_partial_composite_key(object_type, list(attributes)):
             yield json.loads(kv.value)
 
-    def history(self, key: str) -> list[dict[str, Any]]:
-        out = []
+    def history(self, key: str) -> RawJSON:
+        """Every committed version of ``key``, oldest first, as ``[{is_delete, timestamp, tx_id, value}]``,
+        spliced from the stored canonical JSON values
+        (no decoding and re-encoding; keys in canonical order: is_delete, timestamp, tx_id, value)."""
+        parts = []
         for m in self.stub.get_history_for_key(key):
-            assert isinstance(m, KeyModification)
-            t = dt.datetime.fromtimestamp(m.timestamp, tz=dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-            out.append({"tx_id": m.tx_id, "timestamp": t, "is_delete": m.is_delete,
-                        "value": None if m.is_delete else json.loads(m.value)})
-        return out
+            parts.append(b'{"is_delete":%s,"timestamp":"%s","tx_id":"%s","value":%s}' % (
+                b"true" if m.is_delete else b"false", iso_time(m.timestamp).encode(), m.tx_id.encode(),
+                b"null" if m.is_delete else m.value))
+        return RawJSON(b"[" + b",".join(parts) + b"]")
 
     def emit(self, name: str, payload: dict[str, Any]) -> None:
         self.stub.set_event(name, canonical_json(payload))

@@ -11,7 +11,7 @@ import inspect
 import logging
 from typing import Any, Callable
 
-from chaincode.canonical import canonical_json
+from chaincode.canonical import RawJSON, canonical_json
 from chaincode.context import TransactionContext
 from chaincode.errors import ContractError, InternalError, InvalidArgument, NotFound
 from chaincode.execution_record import ExecutionRecordContract
@@ -51,7 +51,8 @@ def invoke(stub: ChaincodeStub, function: str, args: list[str]) -> bytes:
         raise InvalidArgument(f"{function}: arguments must be strings")
     ctx = TransactionContext(stub)
     try:
-        return canonical_json(fn(ctx, *args))
+        result = fn(ctx, *args)
+        return bytes(result) if isinstance(result, RawJSON) else canonical_json(result)
     except ContractError:
         raise
     except Exception as exc:  # a bug must not look like a rule; report without payloads

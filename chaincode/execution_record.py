@@ -28,6 +28,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 
 from chaincode.canonical import canonical_json, is_digest
+from chaincode.canonical import RawJSON
 from chaincode.context import TransactionContext, parse_json_arg, require_keys, require_str
 from chaincode.errors import (AlreadyExists, BudgetExceeded, Forbidden, ImageMismatch, InvalidArgument,
                               InvalidState, NotFound, SignatureInvalid)
@@ -266,10 +267,10 @@ class ExecutionRecordContract:
         org = flt.get("organisation")
         return [r for r in ctx.scan(EXECUTION, *attrs) if org is None or r["organisation"] == org]
 
-    def history(self, ctx: TransactionContext, process_id: str, rnd: str, organisation: str) -> list[dict[str, Any]]:
+    def history(self, ctx: TransactionContext, process_id: str, rnd: str, organisation: str) -> RawJSON:
         process = load_process(ctx, process_id)
         require_member(ctx, process)
-        h = ctx.history(self._key(ctx, process_id, _round_arg(rnd), organisation))
-        if not h:
+        key = self._key(ctx, process_id, _round_arg(rnd), organisation)
+        if ctx.stub.get_state(key) is None:
             raise NotFound(f"no execution record of {organisation} for round {rnd} of {process_id}")
-        return h
+        return ctx.history(key)

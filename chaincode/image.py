@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from chaincode.canonical import is_digest
+from chaincode.canonical import RawJSON, is_digest
 from chaincode.context import TransactionContext, parse_json_arg, require_keys, require_str
 from chaincode.errors import AlreadyExists, Forbidden, ImageMismatch, InvalidArgument, InvalidState, NotFound
 
@@ -100,9 +100,8 @@ class ImageContract:
         ctx.emit("ImageApproved", {"id": image_id, "organisation": ctx.msp_id})
         return approval
 
-    def history(self, ctx: TransactionContext, image_id: str) -> list[dict[str, Any]]:
+    def history(self, ctx: TransactionContext, image_id: str) -> RawJSON:
         key = self._key(ctx, image_id)
-        h = ctx.history(key)
-        if not h:
+        if ctx.stub.get_state(key) is None:
             raise NotFound(f"image {image_id} does not exist")
-        return h
+        return ctx.history(key)

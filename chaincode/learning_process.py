@@ -12,6 +12,7 @@ import math
 import re
 from typing import Any
 
+from chaincode.canonical import RawJSON
 from chaincode.context import TransactionContext, parse_json_arg, require_keys, require_str
 from chaincode.errors import AlreadyExists, Forbidden, ImageMismatch, InvalidArgument, InvalidState, NotFound
 from chaincode.image import ID_PATTERN, IMAGE
@@ -170,7 +171,7 @@ class LearningProcessContract:
             raise Forbidden(f"only the creator {process['creator']} may abort learning process {process_id}")
         return self._transition(ctx, process_id, "aborted", reason or "aborted by creator", ("created", "running"))
 
-    def history(self, ctx: TransactionContext, process_id: str) -> list[dict[str, Any]]:
+    def history(self, ctx: TransactionContext, process_id: str) -> RawJSON:
         process = ctx.get(ctx.key(PROCESS, process_id))
         if process is None:
             raise NotFound(f"learning process {process_id} does not exist")

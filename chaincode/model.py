@@ -1,8 +1,10 @@
 """Model contract: final models and who may read them (seed 003 §IV-B, Fig. 2 "models").
 
-The payload lives off chain, encrypted once under a random data key; the record holds that
-data key sealed for each organisation on the access list (``wrapped_keys``), so access holds
-cryptographically as well as in the contract: granting adds a sealed key, revoking removes it.
+The payload lives off chain, encrypted once under a random data key; the ledger holds that
+data key sealed for each organisation on the access list, one ``ModelKey`` record per
+organisation beside the model record, so access holds cryptographically as well as in the
+contract: granting adds a sealed key, revoking deletes it. An organisation only ever reads its
+own sealed key.
 A model can only be published by the organisation whose completed execution record of the last
 round names the model's digest, so every model has an audited lineage.
 """
@@ -15,13 +17,14 @@ import math
 import re
 from typing import Any
 
-from chaincode.canonical import is_digest
+from chaincode.canonical import RawJSON, is_digest
 from chaincode.context import TransactionContext, parse_json_arg, require_keys, require_str
 from chaincode.errors import AlreadyExists, Forbidden, ImageMismatch, InvalidArgument, InvalidState, NotFound
 from chaincode.image import ID_PATTERN
 from chaincode.learning_process import EXECUTION, MSP_PATTERN, load_process, require_member, round_key
 
 MODEL = "Model"
+MODEL_KEY = "ModelKey"
 
 
 def _check_wrapped_key(value: Any, org: str) -> str:
@@ -36,12 +39,19 @@ def _check_wrapped_key(value: Any, org: str) -> str:
     return value
 
 
-def _view(record: dict[str, Any], org: str) -> dict[str, Any]:
-    """What ``org`` may see: everything but the keys sealed for other organisations."""
-    out = dict(record)
-    out["wrapped_key"] = record["wrapped_keys"].get(org)
-    del out["wrapped_keys"]
-    return out
+def _sealed_key(ctx: TransactionContext, model_id: str, org: str) -> str | None:
+    rec = ctx.get(ctx.key(MODEL_KEY, model_id, org))
+    return None if rec is None else rec["wrapped_key"]
+
+
+def _view(ctx: TransactionContext, record: dict[str, Any]) -> dict[str, Any]:
+    """The model record with the caller's own sealed data key."""
+    return {**record, "wrapped_key": _sealed_key(ctx, record["id"], ctx.msp_id)}
+
+
+def _put_sealed_key(ctx: TransactionContext, model_id: str, org: str, wrapped: str) -> None:
+    ctx.put(ctx.key(MODEL_KEY, model_id, org), {"model_id": model_id, "organisation": org, "wrapped_key": wrapped,
+                                                "granted": ctx.timestamp, "tx_id": ctx.tx_id})
 
 
 class ModelContract:
@@ -100,12 +110,14 @@ class ModelContract:
             "size": spec["size"], "ciphertext_digest": spec["ciphertext_digest"],
             "location": str(spec.get("location") or ""), "metrics": metrics, "estimators": estimators,
             "image_digest": process["image_digest"], "round": last,
-            "access": sorted(process["consortium"]), "wrapped_keys": dict(wrapped),
+            "access": sorted(process["consortium"]),
             "created": ctx.timestamp, "published_by": ctx.subject, "tx_id": ctx.tx_id,
         }
         ctx.put(key, record)
+        for org, sealed in sorted(wrapped.items()):
+            _put_sealed_key(ctx, model_id, org, sealed)
         ctx.emit("ModelPublished", {"id": model_id, "process_id": pid, "owner": ctx.msp_id, "digest": spec["digest"]})
-        return _view(record, ctx.msp_id)
+        return {**record, "wrapped_key": wrapped[ctx.msp_id]}
 
     def _load(self, ctx: TransactionContext, model_id: str) -> dict[str, Any]:
         return ctx.get_required(self._key(ctx, model_id), f"model {model_id}")
@@ -117,11 +129,11 @@ class ModelContract:
     def get(self, ctx: TransactionContext, model_id: str) -> dict[str, Any]:
         record = self._load(ctx, model_id)
         self._require_access(ctx, record)
-        return _view(record, ctx.msp_id)
+        return _view(ctx, record)
 
     def list(self, ctx: TransactionContext) -> list[dict[str, Any]]:
         """Models whose access list includes the caller's organisation."""
-        return [_view(r, ctx.msp_id) for r in ctx.scan(MODEL) if ctx.msp_id in r["access"]]
+        return [_view(ctx, r) for r in ctx.scan(MODEL) if ctx.msp_id in r["access"]]
 
     def _owner_update(self, ctx: TransactionContext, model_id: str) -> dict[str, Any]:
         ctx.require_submitter()
@@ -136,12 +148,12 @@ class ModelContract:
             raise InvalidArgument(f"{organisation!r} is not an MSP id")
         if organisation in record["access"]:
             raise AlreadyExists(f"{organisation} already has access to model {model_id}")
-        record["wrapped_keys"][organisation] = _check_wrapped_key(wrapped_key, organisation)
+        _put_sealed_key(ctx, model_id, organisation, _check_wrapped_key(wrapped_key, organisation))
         record["access"] = sorted(set(record["access"]) | {organisation})
         record.update(updated=ctx.timestamp, tx_id=ctx.tx_id)
         ctx.put(self._key(ctx, model_id), record)
         ctx.emit("ModelAccessGranted", {"id": model_id, "organisation": organisation})
-        return _view(record, ctx.msp_id)
+        return _view(ctx, record)
 
     def revoke(self, ctx: TransactionContext, model_id: str, organisation: str) -> dict[str, Any]:
         record = self._owner_update(ctx, model_id)
@@ -149,19 +161,15 @@ class ModelContract:
             raise InvalidArgument("the owner cannot revoke its own access")
         if organisation not in record["access"]:
             raise NotFound(f"{organisation} has no access to model {model_id}")
-        record["wrapped_keys"].pop(organisation, None)
+        ctx.stub.del_state(ctx.key(MODEL_KEY, model_id, organisation))
         record["access"] = [o for o in record["access"] if o != organisation]
         record.update(updated=ctx.timestamp, tx_id=ctx.tx_id)
         ctx.put(self._key(ctx, model_id), record)
         ctx.emit("ModelAccessRevoked", {"id": model_id, "organisation": organisation})
-        return _view(record, ctx.msp_id)
+        return _view(ctx, record)
 
-    def history(self, ctx: TransactionContext, model_id: str) -> list[dict[str, Any]]:
+    def history(self, ctx: TransactionContext, model_id: str) -> RawJSON:
+        """Every version of the model record (sealed keys are separate records, never shown)."""
         record = self._load(ctx, model_id)
         self._require_access(ctx, record)
-        out = []
-        for h in ctx.history(self._key(ctx, model_id)):
-            if h["value"] is not None:
-                h["value"] = _view(h["value"], ctx.msp_id)
-            out.append(h)
-        return out
+        return ctx.history(self._key(ctx, model_id))

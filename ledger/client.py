@@ -17,7 +17,7 @@ from ledger.records import ExecutionRecord, HistoryEntry, ImageRecord, ModelReco
 
 
 def _history(raw: bytes) -> list[HistoryEntry]:
-    return [HistoryEntry(**h) for h in json.loads(raw)]
+    return [HistoryEntry(h["tx_id"], h["timestamp"], h["is_delete"], h["value"]) for h in json.loads(raw)]
 
 
 class ConsortiaClient:

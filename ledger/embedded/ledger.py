@@ -149,7 +149,8 @@ class EmbeddedLedger:
         if proposal["channel"] != self.channel or proposal["chaincode"] != self.chaincode:
             raise AccessDenied(f"proposal is for channel {proposal['channel']}/{proposal['chaincode']}")
 
-    def _simulate(self, proposal: dict[str, Any], transient: Mapping[str, bytes] | None) -> tuple[dict[str, Any], bytes]:
+    def _simulate(self, proposal: dict[str, Any], transient: Mapping[str, bytes] | None) -> tuple[TxSimulator, bytes]:
+        """Run the chaincode against one snapshot of the committed state (raises ContractError)."""
         con = self._store.connection()
         con.execute("BEGIN")
         try:
@@ -160,13 +161,15 @@ class EmbeddedLedger:
             except ContractError as err:
                 # the chaincode's error reply, rebuilt from its wire form as a Fabric client would
                 raise ContractError.from_wire(err.to_wire()) from None
-            rwset = sim.rwset()
         finally:
             con.execute("COMMIT")
-        response = {"proposal_hash": B.sha256_hex(canonical_json(proposal)), "status": 200,
-                    "payload": B.b64(payload), "rwset": rwset,
-                    "event": None if sim.event is None else [sim.event[0], B.b64(sim.event[1])]}
-        return response, payload
+        return sim, payload
+
+    def _response(self, proposal: dict[str, Any], sim: TxSimulator, payload: bytes) -> dict[str, Any]:
+        """The proposal response payload that endorsers sign."""
+        return {"proposal_hash": B.sha256_hex(canonical_json(proposal)), "status": 200,
+                "payload": B.b64(payload), "rwset": sim.rwset(),
+                "event": None if sim.event is None else [sim.event[0], B.b64(sim.event[1])]}
 
     def _endorse(self, response: dict[str, Any], organisations: Sequence[str]) -> list[dict[str, str]]:
         out = []
@@ -208,7 +211,8 @@ class EmbeddedLedger:
             raise LedgerError("ledger is closed")
         proposal, signature = self._proposal(identity, function, args)
         self._check_proposal(proposal, signature)
-        response, payload = self._simulate(proposal, transient)
+        sim, payload = self._simulate(proposal, transient)
+        response = self._response(proposal, sim, payload)
         orgs = list(endorsing_organisations) if endorsing_organisations else self.policy.default_endorsers(identity.msp_id)
         endorsements = self._endorse(response, orgs)
         tx = {"proposal": proposal, "response": response, "endorsements": endorsements}
