@@ -703,6 +703,20 @@ Profiles:
         return "\n".join(f.read_text(errors="replace").splitlines()[-lines:])
 
 
+def connect(config: NetworkConfig | None = None, *, start: bool = True):
+    """The Fabric host for applications (e.g. ``consortia demo --backend fabric``): bring the
+    network up if needed (``start``) and return ``(FabricLedger, Consortium, FabricNetwork)``.
+    The ledger uses the network's identities; the caller closes the ledger (the network keeps
+    running until ``network down``)."""
+    from ledger.fabric.gateway import FabricLedger
+    net = FabricNetwork(config)
+    if not net.is_up():
+        if not start:
+            raise NetworkError(f"no running Fabric network in {net.net}: run 'fabric-network/network up'")
+        net.up()
+    return FabricLedger.from_profile(net.profile_file), net.consortium(), net
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="fabric-network/network", description="Native Fabric network for Consortia")
     p.add_argument("command", choices=["up", "down", "deploy", "status", "logs"])
@@ -733,6 +747,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except NetworkError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    except BrokenPipeError:      # output piped into head & co.
+        sys.stderr.close()
     return 0
 
 
