@@ -146,3 +146,14 @@ def test_connect_reuses_the_running_network(fabric):
     with led:
         assert net.net == fabric.network.net
         assert led.evaluate(cons.identity("Org3"), "KV:whoami")
+
+
+def test_a_recorded_pid_that_is_not_ours_is_never_signalled(net):
+    """After a reboot a recorded pid may belong to another process: it counts as not running
+    and ``down`` leaves it alone."""
+    import os
+    net.net.mkdir(parents=True)
+    net._save_state({"pids": {"orderer": os.getpid(), "peer0.org1": 999999999}})
+    assert net.running()["orderer"] is False and net.running()["peer0.org1"] is False
+    net.down()                       # must not signal this test process
+    assert net._state()["pids"] == {}
