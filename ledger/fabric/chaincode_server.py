@@ -63,6 +63,7 @@ SERVER_OPTIONS: tuple[tuple[str, int], ...] = (
     ("grpc.keepalive_permit_without_calls", 1),
     ("grpc.keepalive_time_ms", 60_000),
     ("grpc.keepalive_timeout_ms", 20_000),
+    ("grpc.so_reuseport", 0),             # a second server on a taken port must fail, not share it
 )
 PEER_CALL_TIMEOUT_S = 60.0
 HEALTH_FUNCTION = "__health__"                # answered by the shim itself: readiness probes
@@ -357,12 +358,15 @@ def serve(address: str, chaincode_id: str, dispatch: Dispatch, *, tls_cert: byte
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_streams, thread_name_prefix="cc-stream"),
                          options=list(SERVER_OPTIONS), maximum_concurrent_rpcs=max_streams)
     chaincode_shim_pb2_grpc.add_ChaincodeServicer_to_server(service, server)
-    if tls_cert is not None:
-        creds = grpc.ssl_server_credentials([(tls_key, tls_cert)], root_certificates=client_ca_certs,
-                                            require_client_auth=client_ca_certs is not None)
-        port = server.add_secure_port(address, creds)
-    else:
-        port = server.add_insecure_port(address)
+    try:
+        if tls_cert is not None:
+            creds = grpc.ssl_server_credentials([(tls_key, tls_cert)], root_certificates=client_ca_certs,
+                                                require_client_auth=client_ca_certs is not None)
+            port = server.add_secure_port(address, creds)
+        else:
+            port = server.add_insecure_port(address)
+    except RuntimeError:      # grpcio reports a failed bind this way
+        port = 0
     if port == 0:
         raise OSError(f"could not bind the chaincode server to {address}")
     server.start()

@@ -373,3 +373,13 @@ def test_validation_of_arguments():
         load_dispatch("nocolon")
     assert load_dispatch("ledger.fabric.probe_contract:invoke").__name__ == "invoke"
     assert chaincode_server.EMPTY_KEY_SUBSTITUTE == "\x01"
+
+
+def test_second_server_on_a_taken_port_fails():
+    srv, svc = serve("127.0.0.1:17996", "cc_1:abc", contract)
+    try:
+        with pytest.raises(OSError, match="could not bind"):
+            serve("127.0.0.1:17996", "cc_1:abc", contract)
+    finally:
+        srv.stop(0).wait()
+        svc.shutdown()
