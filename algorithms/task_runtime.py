@@ -391,8 +391,9 @@ def main(argv: list[str] | None = None, only_algorithm: str | None = None) -> in
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in ("--serve", "--serve-once"):
         rest = argv[1:] + ["/task/in-root", "/task/out-root", "/data"][len(argv) - 1:]
-        return serve(rest[0], rest[1], rest[2], only_algorithm,
-                     max_tasks=1 if argv[0] == "--serve-once" else None)
+        once = argv[0] == "--serve-once"
+        return serve(rest[0], rest[1], rest[2], only_algorithm, max_tasks=1 if once else None,
+                     idle_exit_s=600.0 if once else 3600.0)
     task_dir = argv[0] if len(argv) > 0 else "/task"
     data_dir = argv[1] if len(argv) > 1 else "/data"
     key_path = argv[2] if len(argv) > 2 else "/run/task-key/task_key.pem"

@@ -158,33 +158,57 @@ class WarmWorker:
             shutil.rmtree(task_dir, ignore_errors=True)
 
     def stop(self) -> None:
+        """End the worker. A one-shot worker has already delivered its result (or failed): it is
+        reaped on a background thread so that its teardown is off the task's critical path."""
         try:
             (self.in_root / "STOP").touch()
         except OSError:
             pass
-        if self._proc is not None:
-            try:
-                self._proc.wait(timeout=1)
-            except Exception:
-                self._proc.kill()
-                self._proc.wait()
-            self._proc = None
-        if self._cgroup is not None:
-            self._cgroup.close()
-            self._cgroup = None
-        if self._container is not None:
-            from executor.runtimes.container import ContainerRuntime, _remove
-            if self.one_shot:   # it has exited or is exiting: remove off the critical path
-                ContainerRuntime._remover().submit(_remove, self._container)
-            else:
-                _remove(self._container)
-            self._container = None
+        proc, cgroup, container = self._proc, self._cgroup, self._container
+        self._proc = self._cgroup = self._container = None
+        if self.one_shot:
+            _reaper().submit(_reap, proc, cgroup, container, 5.0)
+        else:
+            _reap(proc, cgroup, container, 1.0)
 
     def __enter__(self) -> "WarmWorker":
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+_REAPER = None
+
+
+def _reaper():
+    global _REAPER
+    if _REAPER is None:
+        from concurrent.futures import ThreadPoolExecutor
+        _REAPER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="worker-reaper")
+    return _REAPER
+
+
+def flush_reaper() -> None:
+    """Wait until every stopped worker has exited and been cleaned up."""
+    global _REAPER
+    if _REAPER is not None:
+        _REAPER.shutdown(wait=True)
+        _REAPER = None
+
+
+def _reap(proc, cgroup, container, grace: float) -> None:
+    if proc is not None:
+        try:
+            proc.wait(timeout=grace)
+        except Exception:
+            proc.kill()
+            proc.wait()
+    if cgroup is not None:
+        cgroup.close()
+    if container is not None:
+        from executor.runtimes.container import _remove
+        _remove(container)
 
 
 def subprocess_devnull() -> int:
