@@ -104,7 +104,7 @@ def time_get_top(seed: int = 0) -> dict:
     they reach depth 10), selecting n_share = 10 and n_max = 50."""
     from sklearn.datasets import make_classification
     from sklearn.ensemble import RandomForestRegressor
-    X, y = make_classification(n_samples=8000, n_features=29, n_informative=12, random_state=seed)
+    X, y = make_classification(n_samples=4000, n_features=29, n_informative=12, random_state=seed)
     rf = RandomForestRegressor(n_estimators=60, max_depth=10, random_state=seed, n_jobs=1).fit(X, y)
     ests = [from_sklearn_tree(t, f"org{i % 20:02d}", i, np.zeros(29), np.ones(29)) for i, t in enumerate(rf.estimators_)]
     depths = [t.get_depth() for t in rf.estimators_]
