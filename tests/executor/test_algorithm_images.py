@@ -4,7 +4,6 @@ end to end: the platform's digests equal the simulator's, in warm sandboxes and 
 
 from __future__ import annotations
 
-import json
 
 import numpy as np
 import pytest
