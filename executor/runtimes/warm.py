@@ -84,7 +84,7 @@ class WarmWorker:
             cmd = [os.path.abspath(self.runtime.python), "-s", f"{BUNDLE_MOUNT}/image/entrypoint.py", self._mode]
             self._proc, self._cgroup = self.runtime.spawn(
                 self.bundle_dir, binds, self.limits, cmd, stdout=subprocess_devnull(),
-                cpu_seconds=None if self.one_shot else 10**6)
+                cpu_seconds=None if self.one_shot else 10**6, lifeline=True)
         elif self.runtime.name == "container":
             volumes = {str(self.in_root.resolve()): {"bind": IN_ROOT, "mode": "ro"},
                        str(self.out_root.resolve()): {"bind": OUT_ROOT, "mode": "rw"},
@@ -198,6 +198,11 @@ def flush_reaper() -> None:
 
 
 def _reap(proc, cgroup, container, grace: float) -> None:
+    if proc is not None and proc.stdin is not None:
+        try:
+            proc.stdin.close()   # the worker's lifeline: EOF ends it even if it missed STOP
+        except OSError:
+            pass
     if proc is not None:
         try:
             proc.wait(timeout=grace)
