@@ -210,6 +210,7 @@ class NodeAgent:
         self.store_root = Path(store_root)
         self.state_dir = Path(state_dir) / self.org
         self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.state_dir.chmod(0o700)   # salt, key journal, task directories: this organisation's only
         self.limits = limits
         self.images = images or ImageResolver(runtime)
         self.journal = TaskJournal(self.state_dir / "tasks", consortium, self.org)
