@@ -110,10 +110,12 @@ def sync(index: AuditIndex, client: ConsortiaClient, *,
 class IndexFollower:
     """A background thread that calls :func:`sync` every ``interval`` seconds until stopped."""
 
-    def __init__(self, index: AuditIndex, client: ConsortiaClient, interval: float = 0.25):
+    def __init__(self, index: AuditIndex, client: ConsortiaClient, interval: float = 0.25,
+                 lock: threading.Lock | None = None):
         if interval <= 0:
             raise ValueError("interval must be positive")
         self.index, self.client, self.interval = index, client, interval
+        self._lock = lock or threading.Lock()   # shared with other callers of sync() on this index
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.last_error: str = ""
@@ -126,7 +128,8 @@ class IndexFollower:
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                sync(self.index, self.client)
+                with self._lock:
+                    sync(self.index, self.client)
                 self.last_error = ""
             except Exception as exc:  # keep following; the error is visible on /health
                 self.last_error = f"{type(exc).__name__}: {exc}"
