@@ -78,6 +78,11 @@ class Gateway:
         with self._sync_lock:
             sync(self.index, self.client())
 
+    def current(self) -> None:
+        """Index reads see every committed block: catch up first if the follower is behind."""
+        if self.index.last_block < self.ledger.block_height(self.client().identity) - 1:
+            self.refresh()
+
     def start(self) -> None:
         self.refresh()
         if self.follow_interval > 0 and self.follower is None:
@@ -202,6 +207,7 @@ def create_app(gw: Gateway, *, start: bool = True) -> FastAPI:
     def list_images(limit: int = Limit, offset: int = Offset,
                     status: Optional[str] = Query(None, pattern="^(active|revoked)$"),
                     _: ConsortiaClient = Depends(client)) -> dict[str, Any]:
+        gw.current()
         p = gw.index.images(limit, offset, status)
         return page(p.items, p.total, limit, offset)
 
@@ -236,6 +242,7 @@ def create_app(gw: Gateway, *, start: bool = True) -> FastAPI:
     def list_processes(limit: int = Limit, offset: int = Offset,
                        status: Optional[str] = Query(None, pattern="^(created|running|completed|failed|aborted)$"),
                        _: ConsortiaClient = Depends(client)) -> dict[str, Any]:
+        gw.current()
         p = gw.index.processes(limit, offset, status)
         return page(p.items, p.total, limit, offset)
 
@@ -277,6 +284,7 @@ def create_app(gw: Gateway, *, start: bool = True) -> FastAPI:
                         organisation: Optional[str] = Query(None, pattern=S.MSP),
                         limit: int = Query(1000, ge=1, le=10_000), offset: int = Offset,
                         c: ConsortiaClient = Depends(client)) -> dict[str, Any]:
+        gw.current()
         member_process(c, process_id)
         p = gw.index.executions(process_id, round, organisation, limit, offset)
         return page(p.items, p.total, limit, offset)
@@ -308,6 +316,7 @@ def create_app(gw: Gateway, *, start: bool = True) -> FastAPI:
 
     @app.get("/api/v1/processes/{process_id}/timeline", response_model=S.TimelineOut, tags=["provenance"])
     def timeline(process_id: str = ProcessId, c: ConsortiaClient = Depends(client)) -> dict[str, Any]:
+        gw.current()
         process = member_process(c, process_id)
         return {"process": process, "executions": gw.index.executions(process_id, limit=10_000).items,
                 "events": gw.index.events(process_id=process_id, limit=10_000),
@@ -318,6 +327,7 @@ def create_app(gw: Gateway, *, start: bool = True) -> FastAPI:
                     wait: float = Query(10.0, ge=0, le=30), c: ConsortiaClient = Depends(client)) -> dict[str, Any]:
         """Long poll: the process's events after ``after_block``, waiting up to ``wait`` s for one."""
         process = await asyncio.to_thread(member_process, c, process_id)
+        await asyncio.to_thread(gw.current)
         deadline = time.monotonic() + wait
         while True:
             events = gw.index.events(process_id=process_id, after_block=after_block)
@@ -332,6 +342,7 @@ def create_app(gw: Gateway, *, start: bool = True) -> FastAPI:
                           c: ConsortiaClient = Depends(client)) -> list[dict[str, Any]]:
         """Which artifacts each run published -- or, with ``organisation``, which artifacts that
         organisation published for the process."""
+        gw.current()
         member_process(c, process_id)
         runs: dict[tuple[int, str], list[dict[str, Any]]] = {}
         for a in gw.index.published_artifacts(process_id, organisation):
@@ -340,12 +351,14 @@ def create_app(gw: Gateway, *, start: bool = True) -> FastAPI:
 
     @app.get("/api/v1/processes/{process_id}/models", response_model=list[S.ModelOut], tags=["models"])
     def process_models(process_id: str = ProcessId, c: ConsortiaClient = Depends(client)) -> list[dict[str, Any]]:
+        gw.current()
         member_process(c, process_id)
         return gw.index.models(1000, 0, process_id).items
 
     @app.get("/api/v1/artifacts/{digest}", response_model=S.ArtifactProvenance, tags=["provenance"])
     def artifact(digest: str = PathParam(pattern=DIGEST), _: ConsortiaClient = Depends(client)) -> dict[str, Any]:
         """Which executions produced and consumed an artifact (among processes this organisation sees)."""
+        gw.current()
         found = gw.index.artifact(digest)
         if not found["produced_by"] and not found["consumed_by"]:
             raise NotFound(f"no execution visible to {gw.msp_id} produced or consumed {digest}")
@@ -355,6 +368,7 @@ def create_app(gw: Gateway, *, start: bool = True) -> FastAPI:
     @app.get("/api/v1/models", response_model=S.Page[S.ModelOut], tags=["models"])
     def list_models(limit: int = Limit, offset: int = Offset, process_id: Optional[str] = Query(None, pattern=ID),
                     _: ConsortiaClient = Depends(client)) -> dict[str, Any]:
+        gw.current()
         p = gw.index.models(limit, offset, process_id)
         return page(p.items, p.total, limit, offset)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any, Generic, Literal, Optional, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from chaincode.image import ID_PATTERN
 from chaincode.learning_process import MAX_ROUNDS, MSP_PATTERN
@@ -273,6 +273,14 @@ class ModelOut(BaseModel):
     location: str = ""
     metrics: dict[str, float] = {}
     estimators: list[Any] = []
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_sealed_key(cls, data: Any) -> Any:
+        """The caller's sealed data key stays inside the gateway (it is used for downloads)."""
+        if isinstance(data, dict) and "wrapped_key" in data:
+            data = {k: v for k, v in data.items() if k != "wrapped_key"}
+        return data
 
 
 class AccessIn(BaseModel):
