@@ -295,5 +295,5 @@ def test_explorer_is_served_without_external_resources(org1):
         body = org1.get(f"/explorer/{asset}").text
         assert body
         # the only absolute URL is the SVG namespace name, which is never fetched
-        urls = set(re.findall(r"https?://[^\s\"')]+", body)) - {"http://www.w3.org/2000/svg"}
+        urls = {u for u in re.findall(r"https?://[^\s\"')]+", body) if not u.startswith("http://www.w3.org/2000/svg")}
         assert not urls, urls
