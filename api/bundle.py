@@ -25,6 +25,7 @@ transaction id is a valid transaction of an included block, with consecutive blo
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import hashlib
 import json
@@ -141,13 +142,36 @@ def _issuing_ca(cert_pem: bytes, cas: Mapping[str, bytes], what: str) -> str:
     raise AttestationError(f"{what}: certificate is not issued by any organisation's CA")
 
 
+def _check_files(report: Report, root: Path, listed: dict[str, str]) -> None:
+    """The files on disk are exactly those listed, each with the listed SHA-256."""
+    present = {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()} - {ENVELOPE}
+    for rel in sorted(present - set(listed)):
+        report.add(f"file {rel}", False, "not listed in the signed manifest")
+    for rel in sorted(set(listed) - present):
+        report.add(f"file {rel}", False, "listed in the manifest but missing")
+    changed = [rel for rel in sorted(present & set(listed))
+               if hashlib.sha256((root / rel).read_bytes()).hexdigest() != listed[rel]]
+    for rel in changed:
+        report.add(f"file {rel}", False, "SHA-256 differs from the signed manifest: the file was changed")
+    if not changed and present == set(listed):
+        report.add("file digests", True, f"{len(listed)} files match the signed manifest")
+
+
 def verify_bundle(path: str | os.PathLike, trusted_cas: Mapping[str, bytes] | None = None) -> Report:
     """Verify an audit bundle offline (see the module docstring for the checks).
 
     ``trusted_cas`` pins the organisations' CA certificates; without it the bundle's own CA
-    certificates are the trust anchors (they are covered by the signed manifest)."""
-    root = Path(path)
-    report = Report(f"bundle:{root}")
+    certificates are the trust anchors (they are covered by the signed manifest). Never raises
+    on a damaged bundle: every problem is a failed check."""
+    report = Report(f"bundle:{path}")
+    try:
+        return _verify_bundle(Path(path), trusted_cas, report)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError, OSError) as exc:
+        report.add("bundle structure", False, f"{type(exc).__name__}: {exc}")
+        return report
+
+
+def _verify_bundle(root: Path, trusted_cas: Mapping[str, bytes] | None, report: Report) -> Report:
     if not (root / ENVELOPE).is_file():
         report.add("bundle", False, f"{root} has no {ENVELOPE}")
         return report
@@ -173,41 +197,41 @@ def verify_bundle(path: str | os.PathLike, trusted_cas: Mapping[str, bytes] | No
         report.add("manifest signature", True, f"signed by {msp}")
     except AttestationError as exc:
         report.add("manifest signature", False, str(exc))
+        # name the changed files too, from the manifest as written (its signature did not verify)
+        try:
+            unverified = json.loads(base64.b64decode(envelope["payload"]))
+            _check_files(report, root, unverified["files"])
+        except (ValueError, KeyError, TypeError, AttributeError):
+            pass
         return report
     # 2. the files are exactly the manifest's
     listed: dict[str, str] = manifest["files"]
-    present = {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()} - {ENVELOPE}
-    for rel in sorted(present - set(listed)):
-        report.add(f"file {rel}", False, "not listed in the signed manifest")
-    for rel in sorted(set(listed) - present):
-        report.add(f"file {rel}", False, "listed in the manifest but missing")
-    changed = [rel for rel in sorted(present & set(listed))
-               if hashlib.sha256((root / rel).read_bytes()).hexdigest() != listed[rel]]
-    for rel in changed:
-        report.add(f"file {rel}", False, "SHA-256 differs from the signed manifest: the file was changed")
-    if not changed and present == set(listed):
-        report.add("file digests", True, f"{len(listed)} files match the signed manifest")
+    _check_files(report, root, listed)
     # 3. the records
     try:
         image = _load_json(root, "records/image.json")
         process = _load_json(root, "records/process.json")
         model = _load_json(root, "records/model.json")
-        executions = [_load_json(root, p.relative_to(root).as_posix())
-                      for p in sorted((root / "records" / "executions").glob("*.json"))]
+        named = {p.stem: _load_json(root, p.relative_to(root).as_posix())
+                 for p in sorted((root / "records" / "executions").glob("*.json"))}
+        executions = list(named.values())
         blocks = {b["number"]: b for b in (_load_json(root, p.relative_to(root).as_posix())
                                            for p in sorted((root / "blocks").glob("*.json")))}
     except (ValueError, KeyError, TypeError, OSError) as exc:
         report.add("records", False, f"unreadable record: {exc}")
         return report
+    if not all(isinstance(x, dict) for x in (image, process, model, *executions)):
+        report.add("records", False, "a record is not a JSON object")
+        return report
     if model.get("id") != manifest.get("model_id"):
         report.add("model", False, f"records/model.json is {model.get('id')}, the manifest names "
                                    f"{manifest.get('model_id')}")
-    for e in executions:
-        report.run(f"execution {_node(e)}", check_execution, e, process)
+    for name, e in named.items():
+        report.run(f"execution {name}", check_execution, e, process)
     report.run("lineage links", check_links, executions)
     report.run("model", check_model, model, process, executions, image)
     # 4. attestations
-    by_node = {_node(e): e for e in executions}
+    by_node = named
     for p in sorted((root / "attestations").glob("*.dsse.json")):
         node = p.name[:-len(".dsse.json")]
         name = f"attestation {node}"
@@ -223,13 +247,22 @@ def verify_bundle(path: str | os.PathLike, trusted_cas: Mapping[str, bytes] | No
                                        f"{record['organisation']}")
             check_statement(statement, record)
             report.add(name, True, f"signed by {signer}")
-        except (AttestationError, ValueError) as exc:
-            report.add(name, False, str(exc))
+        except (AttestationError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            report.add(name, False, f"{type(exc).__name__}: {exc}")
     # 5. transactions in blocks, blocks chained
+    try:
+        _check_blocks(report, model, process, image, named, blocks)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        report.add("blocks", False, f"malformed record or block: {type(exc).__name__} {exc}")
+    return report
+
+
+def _check_blocks(report: Report, model: dict, process: dict, image: dict, executions: dict[str, dict],
+                  blocks: dict[int, dict]) -> None:
     txs = {model["tx_id"]: "model", process["tx_id"]: "process", image["tx_id"]: "image"}
-    for e in executions:
-        txs.setdefault(e["tx_id"], f"execution {_node(e)}")
-        txs.setdefault(e.get("completed_tx_id") or e["tx_id"], f"execution {_node(e)}")
+    for name, e in executions.items():
+        txs.setdefault(e["tx_id"], f"execution {name}")
+        txs.setdefault(e.get("completed_tx_id") or e["tx_id"], f"execution {name}")
     where = {tx: (n, b["validation_codes"][i]) for n, b in blocks.items() for i, tx in enumerate(b["tx_ids"])}
     missing = [f"{what} ({tx})" for tx, what in sorted(txs.items()) if where.get(tx, (0, ""))[1] != "VALID"]
     report.add("transactions in blocks", not missing,
@@ -238,4 +271,3 @@ def verify_bundle(path: str | os.PathLike, trusted_cas: Mapping[str, bytes] | No
     broken = [n for n in blocks if n - 1 in blocks and blocks[n]["previous_hash"] != blocks[n - 1]["header_hash"]]
     report.add("block chain", not broken, f"previous_hash mismatch at blocks {broken}" if broken
                else "consecutive blocks are chained")
-    return report

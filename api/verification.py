@@ -31,7 +31,7 @@ class Report:
         """Run ``fn(*args)``; a raised error fails the check with its message."""
         try:
             detail = fn(*args)
-        except (AttestationError, ValueError, KeyError, TypeError) as exc:
+        except (AttestationError, ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
             return self.add(name, False, str(exc) or type(exc).__name__)
         return self.add(name, True, detail or "")
 
