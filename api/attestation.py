@@ -25,7 +25,7 @@ import json
 from typing import Any
 
 from cryptography import x509
-from cryptography.exceptions import InvalidSignature
+from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from chaincode.canonical import canonical_json
@@ -160,15 +160,16 @@ def check_certificate(cert_pem: bytes, ca_pem: bytes, what: str) -> x509.Certifi
     try:
         cert = x509.load_pem_x509_certificate(cert_pem)
         ca = x509.load_pem_x509_certificate(ca_pem)
-    except ValueError:
+        issuer, subject = cert.issuer, ca.subject
+    except (ValueError, UnsupportedAlgorithm):
         raise AttestationError(f"{what}: certificate or CA certificate is not valid PEM") from None
-    if cert.issuer != ca.subject:
+    if issuer != subject:
         raise AttestationError(f"{what}: certificate is not issued by the CA {ca.subject.rfc4514_string()}")
-    pub = ca.public_key()
     try:
+        pub = ca.public_key()
         assert isinstance(pub, ec.EllipticCurvePublicKey)
         pub.verify(cert.signature, cert.tbs_certificate_bytes, ec.ECDSA(cert.signature_hash_algorithm))
-    except (InvalidSignature, AssertionError, TypeError):
+    except (InvalidSignature, AssertionError, TypeError, ValueError, UnsupportedAlgorithm):
         raise AttestationError(f"{what}: certificate signature does not verify against its CA") from None
     return cert
 
@@ -192,7 +193,10 @@ def open_envelope(envelope: Any, certificates: dict[str, bytes], what: str = "en
         raise AttestationError(f"{what}: certificate does not match its keyid {keyid}")
     body = strict_b64decode(envelope["payload"], f"{what} payload")
     sig = strict_b64decode(sigs[0]["sig"], f"{what} signature")
-    pub = x509.load_pem_x509_certificate(pem).public_key()
+    try:
+        pub = x509.load_pem_x509_certificate(pem).public_key()
+    except (ValueError, UnsupportedAlgorithm):
+        raise AttestationError(f"{what}: signer certificate is not a valid certificate") from None
     if not isinstance(pub, ec.EllipticCurvePublicKey) or not verify(pub, pae(str(envelope["payloadType"]), body), sig):
         raise AttestationError(f"{what}: DSSE signature does not verify")
     try:

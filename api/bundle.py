@@ -33,6 +33,8 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from cryptography.exceptions import UnsupportedAlgorithm
+
 from chaincode.canonical import canonical_json
 from ledger.client import ConsortiaClient
 from ledger.identity import Identity
@@ -166,7 +168,7 @@ def verify_bundle(path: str | os.PathLike, trusted_cas: Mapping[str, bytes] | No
     report = Report(f"bundle:{path}")
     try:
         return _verify_bundle(Path(path), trusted_cas, report)
-    except (KeyError, TypeError, ValueError, AttributeError, IndexError, OSError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError, OSError, UnsupportedAlgorithm) as exc:
         report.add("bundle structure", False, f"{type(exc).__name__}: {exc}")
         return report
 
