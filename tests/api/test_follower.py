@@ -65,7 +65,9 @@ def test_follower_thread_indexes_new_processes(world, tmp_path):
     try:
         ring_process(world, "proc-follow", rounds=2, publish=False)
         deadline = time.time() + 20
-        while time.time() < deadline and ix.executions("proc-follow").total < 6:
+        done = lambda: (ix.executions("proc-follow").total == 6  # noqa: E731
+                        and (ix.process("proc-follow") or {}).get("status") == "completed")
+        while time.time() < deadline and not done():
             time.sleep(0.05)
         assert ix.executions("proc-follow").total == 6
         assert ix.process("proc-follow")["status"] == "completed"
