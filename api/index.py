@@ -39,13 +39,13 @@ CREATE TABLE IF NOT EXISTS processes (
 CREATE TABLE IF NOT EXISTS executions (
     process_id TEXT NOT NULL, round INTEGER NOT NULL, organisation TEXT NOT NULL, status TEXT NOT NULL,
     image_digest TEXT NOT NULL, tx_id TEXT NOT NULL, completed_tx_id TEXT NOT NULL, block INTEGER NOT NULL,
-    record TEXT NOT NULL, PRIMARY KEY (process_id, round, organisation)) WITHOUT ROWID;
+    record TEXT NOT NULL);
+CREATE UNIQUE INDEX IF NOT EXISTS executions_by_key ON executions (process_id, round, organisation);
 CREATE TABLE IF NOT EXISTS artifacts (
     process_id TEXT NOT NULL, round INTEGER NOT NULL, organisation TEXT NOT NULL,
-    direction TEXT NOT NULL, kind TEXT NOT NULL, peer TEXT NOT NULL, digest TEXT NOT NULL,
-    size INTEGER, PRIMARY KEY (process_id, round, organisation, direction, kind, peer, digest)) WITHOUT ROWID;
+    direction TEXT NOT NULL, kind TEXT NOT NULL, peer TEXT NOT NULL, digest TEXT NOT NULL, size INTEGER,
+    PRIMARY KEY (process_id, round, organisation, direction, kind, peer, digest)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS artifacts_by_digest ON artifacts (digest);
-CREATE INDEX IF NOT EXISTS artifacts_by_publisher ON artifacts (process_id, organisation, direction);
 CREATE TABLE IF NOT EXISTS models (
     id TEXT PRIMARY KEY, process_id TEXT NOT NULL, owner TEXT NOT NULL, digest TEXT NOT NULL,
     block INTEGER NOT NULL, record TEXT NOT NULL);
@@ -113,6 +113,8 @@ class AuditIndex:
         try:
             self._con.execute("PRAGMA journal_mode=WAL")
             self._con.execute(f"PRAGMA synchronous={synchronous}")
+            self._con.execute("PRAGMA cache_size=-65536")          # 64 MiB page cache
+            self._con.execute("PRAGMA wal_autocheckpoint=16384")   # fewer, larger checkpoints while ingesting
             self._con.executescript(SCHEMA)
         except sqlite3.DatabaseError as exc:
             self._con.close()
@@ -160,6 +162,9 @@ class AuditIndex:
             arts.extend(_artifact_rows(record))
             n += 1
         self._con.executemany("INSERT OR REPLACE INTO executions VALUES (?,?,?,?,?,?,?,?,?)", rows)
+        # an execution's artifacts are replaced as a whole when its record is indexed again
+        self._con.executemany("DELETE FROM artifacts WHERE process_id = ? AND round = ? AND organisation = ?",
+                              [r[:3] for r in rows])
         self._con.executemany("INSERT OR REPLACE INTO artifacts VALUES (?,?,?,?,?,?,?,?)", arts)
         return n
 
