@@ -605,19 +605,29 @@ def index_sync(home: Optional[Path] = HomeOpt, org: str = OrgOpt, as_json: bool 
 @app.command()
 def serve(host: str = "127.0.0.1", port: int = 8000, home: Optional[Path] = HomeOpt, org: str = OrgOpt,
           tls_cert: Optional[Path] = typer.Option(None, help="Server TLS certificate (PEM)."),
-          tls_key: Optional[Path] = typer.Option(None, help="Server TLS key (PEM).")) -> None:
+          tls_key: Optional[Path] = typer.Option(None, help="Server TLS key (PEM)."),
+          mtls: bool = typer.Option(False, help="Also authenticate TLS client certificates of this organisation's users."),
+          require_client_cert: bool = typer.Option(False, help="With --mtls: refuse connections without one.")) -> None:
     """Run this organisation's gateway: REST API, OpenAPI document at /docs, explorer at /explorer/."""
     import uvicorn
     from api.gateway import create_app
     s = _session(home, org)
     gw = s.gateway()
+    extra = {}
+    if mtls:
+        if not (tls_cert and tls_key):
+            raise typer.BadParameter("--mtls needs --tls-cert and --tls-key")
+        from api.mtls import ssl_options
+        gw.mtls = True
+        extra = ssl_options(s.consortium, s.gateway_home, require_client_cert)
     if not gw.tokens.owners():
         console.print(f"[yellow]no API tokens yet[/yellow]: run `consortia token issue --org {org}`")
     console.print(f"gateway of [bold]{s.msp_id}[/bold] on http{'s' if tls_cert else ''}://{host}:{port} "
                   f"(explorer at /explorer/, OpenAPI at /docs)")
     try:
         uvicorn.run(create_app(gw), host=host, port=port, log_level="info",
-                    ssl_certfile=str(tls_cert) if tls_cert else None, ssl_keyfile=str(tls_key) if tls_key else None)
+                    ssl_certfile=str(tls_cert) if tls_cert else None, ssl_keyfile=str(tls_key) if tls_key else None,
+                    **extra)
     finally:
         s.close()
 

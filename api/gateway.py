@@ -62,6 +62,7 @@ class Gateway:
     _clients: dict[str, ConsortiaClient] = field(default_factory=dict)
     _sync_lock: threading.Lock = field(default_factory=threading.Lock)
     follower: IndexFollower | None = None
+    mtls: bool = False        # accept TLS client certificates (api.mtls) when no token is sent
 
     def client(self, user: str = "User1") -> ConsortiaClient:
         c = self._clients.get(user)
@@ -167,6 +168,11 @@ def create_app(gw: Gateway, *, start: bool = True) -> FastAPI:
 
     def owner(request: Request) -> TokenOwner:
         header = request.headers.get("authorization", "")
+        if not header and gw.mtls:
+            from api.mtls import client_certificate_owner, peer_certificate
+            der = peer_certificate(request.scope.get("client"))
+            if der is not None:
+                return client_certificate_owner(der, gw.consortium, gw.msp_id)
         scheme, _, token = header.partition(" ")
         if header and scheme.lower() != "bearer":
             raise AuthenticationError("use 'Authorization: Bearer <token>'")

@@ -11,12 +11,13 @@ import uvicorn
 
 
 class LiveServer:
-    def __init__(self, app):
+    def __init__(self, app, **config):
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
+        self.url = f"{'https' if config.get('ssl_certfile') else 'http'}://127.0.0.1:{self.port}"
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning",
+                                                    **config))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
     def __enter__(self) -> "LiveServer":
