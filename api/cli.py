@@ -132,7 +132,7 @@ class _Session:
         from api.tokens import TokenStore
         return Gateway(ledger=self.ledger, consortium=self.consortium, msp_id=self.msp_id, index=self.index,
                        tokens=TokenStore(self.gateway_home / "tokens.json", self.msp_id),
-                       artifacts=DirectoryArtifactStore(self.settings.org_dir(self.msp_id) / "artifacts"),
+                       artifacts=DirectoryArtifactStore(self.settings.home / "artifacts" / self.msp_id),
                        follow_interval=follow_interval)
 
     def close(self) -> None:
@@ -470,13 +470,13 @@ def model_grant(model_id: str, organisation: str, home: Optional[Path] = HomeOpt
                 as_json: bool = JsonOpt) -> None:
     """Give another organisation access (its own sealed copy of the data key)."""
     import base64
-    from api.gateway import MODEL_KEY_INFO, _data_key
+    from api.gateway import _data_key, model_key_info
     from ledger.envelope import seal
     s = _session(home, org)
     try:
         rec = _plain(_run(lambda: s.client.get_model(model_id), as_json))
         target = s.consortium.organisation(organisation).msp_id
-        wrapped = seal(s.consortium.encryption_certificate(target), _data_key(s.gateway(), rec), MODEL_KEY_INFO)
+        wrapped = seal(s.consortium.encryption_certificate(target), _data_key(s.gateway(), rec), model_key_info(rec))
         _emit({k: v for k, v in _plain(_run(lambda: s.client.grant_model(model_id, target, wrapped), as_json)).items()
                if k != "wrapped_key"}, as_json, "access granted")
     finally:

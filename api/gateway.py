@@ -34,7 +34,7 @@ from ledger.errors import AccessDenied, LedgerError, MVCCConflict
 from ledger.identity import Consortium, Identity
 from ledger.interface import Ledger
 from api import schemas as S
-from api.artifacts import ArtifactMissing, ArtifactStore, DigestMismatch, fetch_verified, sha256_digest
+from api.artifacts import ArtifactMissing, ArtifactStore, DigestMismatch, fetch_verified, sha256_digest, store_at
 from api.attestation import attest_execution
 from api.follower import IndexFollower, sync
 from api.index import AuditIndex
@@ -43,7 +43,17 @@ from api.verification import verify_model_on_ledger
 
 log = logging.getLogger("consortia.gateway")
 WEB = Path(__file__).with_name("web")
-MODEL_KEY_INFO = b"consortia/model-key"   # `info` with which model data keys are sealed (ledger.envelope.seal)
+
+
+def model_aad(record: dict[str, Any]) -> bytes:
+    """Associated data of a model's encrypted payload -- the executor's convention
+    (``executor.node_agent``): it binds the ciphertext to (process, owner, model digest)."""
+    return f"consortia-model|{record['process_id']}|{record['owner']}|{record['digest']}".encode()
+
+
+def model_key_info(record: dict[str, Any]) -> bytes:
+    """``info`` with which the model's data key is sealed to each organisation (ledger.envelope.seal)."""
+    return b"consortia-model-key|" + model_aad(record)
 ID = S.ID
 DIGEST = S.DIGEST
 
@@ -423,7 +433,7 @@ def create_app(gw: Gateway, *, start: bool = True) -> FastAPI:
         except KeyError:
             raise NotFound(f"{body.organisation} is not an organisation of this consortium") from None
         data_key = _data_key(gw, record)
-        wrapped = seal(cert, data_key, MODEL_KEY_INFO)
+        wrapped = seal(cert, data_key, model_key_info(record))
         rec = c._submit("Model:grant", model_id, body.organisation, base64.b64encode(wrapped).decode())
         gw.refresh()
         return rec
@@ -443,17 +453,25 @@ def _data_key(gw: Gateway, record: dict[str, Any]) -> bytes:
     if not record.get("wrapped_key"):
         raise Forbidden(f"{gw.msp_id} holds no sealed key for model {record['id']}")
     try:
-        return unseal(gw.consortium.encryption_key(gw.msp_id), base64.b64decode(record["wrapped_key"]), MODEL_KEY_INFO)
+        return unseal(gw.consortium.encryption_key(gw.msp_id), base64.b64decode(record["wrapped_key"]),
+                      model_key_info(record))
     except DecryptionError as exc:
         raise Forbidden(f"the data key of model {record['id']} sealed for {gw.msp_id} does not open: {exc}") from None
 
 
 def open_model_payload(gw: Gateway, record: dict[str, Any]) -> bytes:
-    """Fetch the encrypted model, check the ciphertext digest, open it with this organisation's
-    sealed data key and check the plaintext against the model's on-chain digest."""
-    ciphertext = fetch_verified(gw.artifacts, record["ciphertext_digest"])
+    """Fetch the encrypted model (this organisation's store, else the store the record's location
+    names), check the ciphertext digest, open it with this organisation's sealed data key and check
+    the plaintext against the model's on-chain digest."""
     try:
-        plaintext = decrypt_payload(_data_key(gw, record), ciphertext)
+        ciphertext = fetch_verified(gw.artifacts, record["ciphertext_digest"])
+    except ArtifactMissing:
+        remote = store_at(record.get("location") or "")
+        if remote is None:
+            raise
+        ciphertext = fetch_verified(remote, record["ciphertext_digest"])
+    try:
+        plaintext = decrypt_payload(_data_key(gw, record), ciphertext, model_aad(record))
     except DecryptionError as exc:
         raise DigestMismatch(f"model {record['id']} does not decrypt: {exc}") from None
     if sha256_digest(plaintext) != record["digest"]:

@@ -37,3 +37,21 @@ def test_any_object_with_get_plugs_in():
             return self.blobs[digest]
 
     assert fetch_verified(Memory(), sha256_digest(b"x")) == b"x"
+
+
+def test_the_executors_store_plugs_in_and_shares_the_layout(tmp_path):
+    from executor.artifacts import ArtifactStore as ExecutorStore
+    from api.artifacts import store_at
+    ex = ExecutorStore(tmp_path, "Org1MSP")
+    ref = ex.put(b"model bytes")
+    assert fetch_verified(ex, ref.digest) == b"model bytes"
+    assert fetch_verified(DirectoryArtifactStore(tmp_path / "Org1MSP"), ref.digest) == b"model bytes"
+    assert fetch_verified(store_at(ref.location), ref.digest) == b"model bytes"
+    assert store_at("https://example.org/x") is None
+    with pytest.raises(ArtifactMissing):
+        fetch_verified(ex, sha256_digest(b"absent"))
+    path = DirectoryArtifactStore(tmp_path / "Org1MSP")._path(ref.digest)
+    path.chmod(0o644)
+    path.write_bytes(b"altered")
+    with pytest.raises(DigestMismatch):
+        fetch_verified(ex, ref.digest)

@@ -18,7 +18,7 @@ from ledger.embedded import EmbeddedLedger
 from ledger.envelope import encrypt_payload, seal
 from ledger.identity import Consortium, sign
 from api.artifacts import DirectoryArtifactStore
-from api.gateway import MODEL_KEY_INFO
+from api.gateway import model_aad, model_key_info
 
 ORGS = ("Org1MSP", "Org2MSP", "Org3MSP")
 IMAGE_DIGEST = "sha256:" + "cd" * 32
@@ -93,13 +93,13 @@ def ring_process(w: World, pid: str, rounds: int = 3, orgs: tuple[str, ...] = OR
 
 def publish_model(w: World, pid: str, org: str, orgs: tuple[str, ...]) -> str:
     payload = w.models[f"{pid}:{org}"]
-    data_key, ciphertext = encrypt_payload(payload)
-    cdig = w.stores[org].put(ciphertext)
-    for o in orgs:     # every member's store can serve the encrypted model (content-addressed)
-        w.stores[o].put(ciphertext)
-    wrapped = {o: seal(w.consortium.encryption_certificate(o), data_key, MODEL_KEY_INFO) for o in orgs}
+    ident = {"process_id": pid, "owner": org, "digest": digest(payload)}     # the executor's convention
+    data_key, ciphertext = encrypt_payload(payload, model_aad(ident))
+    cdig = w.stores[org].put(ciphertext)      # in the owner's store; others fetch it by its location
+    wrapped = {o: seal(w.consortium.encryption_certificate(o), data_key, model_key_info(ident)) for o in orgs}
     w.clients[org].publish_model(pid, digest(payload), len(payload), cdig, wrapped,
-                                 metrics={"accuracy": 0.9}, estimators=[{"origin": o, "trees": 2} for o in orgs])
+                                 metrics={"accuracy": 0.9}, estimators=[{"origin": o, "trees": 2} for o in orgs],
+                                 location=w.stores[org].root.resolve().as_uri())
     return f"{pid}:{org}"
 
 
@@ -107,7 +107,7 @@ def build_world(root: Path, processes: int = 1) -> World:
     consortium = Consortium.generate(root / "crypto", ["Org1", "Org2", "Org3", "Org4"])
     led = EmbeddedLedger(root / "ledger.db", consortium, batch_timeout=0.002)
     clients = {o.msp_id: ConsortiaClient(led, consortium.identity(o.msp_id)) for o in consortium.organisations}
-    stores = {m: DirectoryArtifactStore(root / "orgs" / m / "artifacts") for m in clients}
+    stores = {m: DirectoryArtifactStore(root / "artifacts" / m) for m in clients}   # the executor's layout
     w = World(consortium, led, clients, stores, root)
     for i in range(processes):
         ring_process(w, f"proc-{i}")
