@@ -1,5 +1,5 @@
 """The web provenance explorer in a real headless Chromium (Debian's chromium + chromium-driver,
-installed by ``scripts/install-browser``), on a completed process. Screenshots are kept as test
+installed on first use by ``scripts/install-browser``, idempotent), on a completed process. Screenshots are kept as test
 artefacts in ``$CONSORTIA_TEST_ARTIFACTS/explorer`` (default ``~/.cache/consortia/test-artifacts``)."""
 
 from __future__ import annotations
@@ -14,14 +14,17 @@ from tests.api.conftest import make_gateway
 from tests.api.live import LiveServer
 
 CHROMEDRIVER = "/usr/bin/chromedriver"
-pytestmark = pytest.mark.skipif(not (Path(CHROMEDRIVER).exists() and shutil.which("chromium")),
-                                reason="run scripts/install-browser for the browser test")
+ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = Path(os.environ.get("CONSORTIA_TEST_ARTIFACTS",
                                Path.home() / ".cache" / "consortia" / "test-artifacts")) / "explorer"
 
 
 @pytest.fixture(scope="module")
 def browser():
+    import subprocess
+    proc = subprocess.run([str(ROOT / "scripts" / "install-browser")], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert Path(CHROMEDRIVER).exists() and shutil.which("chromium")
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
     opts = webdriver.ChromeOptions()
