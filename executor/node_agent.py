@@ -512,7 +512,8 @@ class NodeAgent:
                    for org in process.consortium}
         try:
             self._retry(self.client.publish_model, pid, model["digest"], model["size"], stored.digest, wrapped,
-                        metrics=dict(rec.result.get("metrics", {})), location=stored.location)
+                        metrics=dict(rec.result.get("metrics", {})), location=stored.location,
+                        estimators=list(model.get("estimators", [])))
         except AlreadyExists:
             pass
 
