@@ -191,6 +191,7 @@ class Platform:
     consortium: Consortium
     root: Path
     ledger_path: Path | None = None     # the embedded ledger file (for agents run as OS processes)
+    bundles_roots: dict[str, Path] = field(default_factory=dict)   # per organisation (default: the cache)
 
     @property
     def data_root(self) -> Path:
@@ -208,9 +209,11 @@ class Platform:
         return ConsortiaClient(self.ledger, self.consortium.identity(org))
 
     def agent(self, org: str, runtime: TaskRuntime, warm: bool = False, limits: Limits = Limits()):
-        from executor.node_agent import NodeAgent
+        from executor.node_agent import ImageResolver, NodeAgent
+        images = ImageResolver(runtime, self.bundles_roots[org]) if org in self.bundles_roots else None
         return NodeAgent(self.ledger, self.consortium.identity(org), self.consortium, runtime,
-                         self.data_root / org, self.store_root, self.state_root, limits=limits, warm=warm)
+                         self.data_root / org, self.store_root, self.state_root, limits=limits,
+                         images=images, warm=warm)
 
     def agent_command(self, org: str, process_id: str, runtime: str, warm: bool = False,
                       timeout: float = 3600.0) -> list[str]:

@@ -89,3 +89,6 @@ def dpsda_case(orgs=ORGS3, budget: float | None = None, rounds: int = 4) -> Case
     data = {o: LocalDataset(stream.features, stream.labels, name=o) for o in orgs}
     return Case("dpsda", DPSDA, params, rounds, {"kind": "ring", "seed": 9}, data,
                 None if budget is None else {"mechanism": "laplace", "epsilon": budget})
+
+
+from tests.executor.conftest import engine, engine_url  # noqa: E402,F401  (Podman fixtures, shared)
