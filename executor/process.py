@@ -227,6 +227,13 @@ class Platform:
         return cmd + (["--warm"] if warm else [])
 
 
+def _runtime_instance(runtime: Any) -> TaskRuntime:
+    """A runtime instance from a runtime, a runtime class or a factory."""
+    if isinstance(runtime, type) or not hasattr(runtime, "run"):
+        return runtime()
+    return runtime
+
+
 def run_process(platform: Platform, process_id: str, runtime: TaskRuntime | Callable[[], TaskRuntime],
                 orgs: Sequence[str] | None = None, *, agents: str = "threads", warm: bool = False,
                 timeout: float = 1800.0, poll: float = 0.25,
@@ -259,7 +266,7 @@ def run_process(platform: Platform, process_id: str, runtime: TaskRuntime | Call
 
     if agents == "threads":
         def go(org: str) -> None:
-            rt = runtime() if callable(runtime) and not isinstance(runtime, TaskRuntime) else runtime
+            rt = _runtime_instance(runtime)
             agent = platform.agent(org, rt, warm=warm)
             try:
                 for o in agent.run_until_idle(process_id, timeout=timeout):
@@ -281,7 +288,7 @@ def run_process(platform: Platform, process_id: str, runtime: TaskRuntime | Call
             for t in threads:
                 t.join(timeout=poll / max(1, len(threads)))
     elif agents == "processes":
-        rt_name = runtime.name if isinstance(runtime, TaskRuntime) else runtime().name
+        rt_name = runtime.name if isinstance(runtime, type) else _runtime_instance(runtime).name
         env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}
         env.pop("CONSORTIA_AGENT_KILL_AT", None)
         logs = platform.root / "logs"
