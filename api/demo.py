@@ -201,8 +201,7 @@ def run_demo(out: Path, quick: bool = False, backend: str = "embedded", runtime:
         # 5. provenance summary, from the ledger
         records = client.query_executions(pid)
         prov = Table(title="provenance (from the ledger)")
-        for c in ("organisation", "records", "runtime", "image", "data commitment", "messages out",
-                  "last state", "model", "estimators"):
+        for c in ("org", "records", "image", "data commitment", "msgs out", "model", "estimators"):
             prov.add_column(c)
         provenance: dict[str, Any] = {}
         for org in orgs:
@@ -216,10 +215,9 @@ def run_demo(out: Path, quick: bool = False, backend: str = "embedded", runtime:
                                "last_state": mine[-1].result["outputs"]["state"], "model": model.digest,
                                "model_size": model.size, "estimators": len(model.estimators),
                                "tx": [r.completed_tx_id for r in mine]}
-            prov.add_row(org, str(len(mine)), ",".join(provenance[org]["runtime"]), _short(image.digest),
-                         _short(next(iter(commitments))) + ("" if len(commitments) == 1 else " (varies!)"),
-                         str(sent), _short(mine[-1].result["outputs"]["state"]), _short(model.digest),
-                         str(len(model.estimators)))
+            prov.add_row(org.replace("MSP", ""), str(len(mine)), _short(image.digest, 10),
+                         _short(next(iter(commitments)), 10) + ("" if len(commitments) == 1 else " (varies!)"),
+                         str(sent), _short(model.digest, 10), str(len(model.estimators)))
         console.print(prov)
 
         # 6. verification
@@ -230,7 +228,7 @@ def run_demo(out: Path, quick: bool = False, backend: str = "embedded", runtime:
         keys = {o: consortium.encryption_key(o) for o in orgs}
         verification = {}
         vt = Table(title="lineage verification of every final model")
-        for c in ("model", "records", "signatures", "digests & chain", "ok"):
+        for c in ("model", "records", "signatures", "other checks", "ok"):
             vt.add_column(c)
         all_ok = True
         for org in orgs:
@@ -257,14 +255,12 @@ def run_demo(out: Path, quick: bool = False, backend: str = "embedded", runtime:
         collab_q = {o: _quality(codec.decode(models[o])["estimators"], split.X_test, split.y_test) for o in orgs}
         alone_q = {o: _quality(alone_sim.model(o)["estimators"], split.X_test, split.y_test) for o in orgs}
         qt = Table(title=f"model quality on the common test set ({len(split.y_test)} rows, "
-                         f"{int(split.y_test.sum())} frauds)")
-        for c in ("organisation", "bacc alone", "bacc audited", "AUC alone", "AUC audited", "recall alone",
-                  "recall audited"):
+                         f"{int(split.y_test.sum())} frauds): alone → audited collaborative")
+        for c in ("org", "balanced acc.", "ROC AUC", "recall", "precision"):
             qt.add_column(c, justify="right")
         for o in orgs:
             a, c = alone_q[o], collab_q[o]
-            qt.add_row(o, f"{a['bacc']:.3f}", f"{c['bacc']:.3f}", f"{a['auc']:.3f}", f"{c['auc']:.3f}",
-                       f"{a['rec']:.3f}", f"{c['rec']:.3f}")
+            qt.add_row(o.replace("MSP", ""), *(f"{a[m]:.3f} → {c[m]:.3f}" for m in ("bacc", "auc", "rec", "prec")))
         console.print(qt)
         _, matrix = estimator_origins(client, pid)
 
