@@ -104,8 +104,11 @@ def _fresh(out: Path) -> Path:
 
 
 def run_demo(out: Path, quick: bool = False, backend: str = "embedded", runtime: str = "sandbox",
-             console: Any = None) -> int:
-    """Run the main job; returns the exit code (0: completed, every check passed)."""
+             console: Any = None, warm: bool = True) -> int:
+    """Run the main job; returns the exit code (0: completed, every check passed).
+
+    ``warm``: one isolated worker (sandbox or container) per organisation kept across rounds, with
+    a fresh task key per round (docs/executor.md "Warm mode"); ``False`` starts one per task."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table
@@ -181,7 +184,7 @@ def run_demo(out: Path, quick: bool = False, backend: str = "embedded", runtime:
                            DATASET, description="collaborative random forests on credit-card fraud")
         launch(client, spec)
         console.print(f"process [bold]{pid}[/bold]: {rounds} rounds {cfg['schedule']}, topology complete, "
-                      f"hyper-parameters {cfg['params']}")
+                      f"hyper-parameters {cfg['params']}; {runtime} runtime{' (warm workers)' if warm else ''}")
         with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
                       TimeElapsedColumn(), console=console) as bar:
             task = bar.add_task("tasks completed (organisation × round)", total=rounds * n)
@@ -191,7 +194,7 @@ def run_demo(out: Path, quick: bool = False, backend: str = "embedded", runtime:
                            description=f"round {min(p.current_round, rounds)}/{rounds} · {p.status}")
 
             outcome = run_process(platform, pid, lambda: get_runtime(runtime), on_progress=on_progress,
-                                  timeout=3600)
+                                  timeout=3600, warm=warm)
         if outcome.status != "completed":
             console.print(f"[red]process {outcome.status}[/red]: {outcome.reason} {outcome.agent_errors}")
             return 1
