@@ -363,15 +363,29 @@ def _run_reporting(task_dir: str | os.PathLike, data_dir: str | os.PathLike, key
     return 0
 
 
+def _preload(only_algorithm: str | None) -> None:
+    """Import the signing code and the image's algorithm module ahead of the first task."""
+    from cryptography.hazmat.primitives import hashes, serialization  # noqa: F401
+    from cryptography.hazmat.primitives.asymmetric import ec, utils  # noqa: F401
+    if only_algorithm:
+        try:
+            importlib.import_module(only_algorithm.partition(":")[0])
+        except ImportError:
+            pass  # reported by the task that needs it
+
+
 def serve(in_root: str | os.PathLike = "/task/in-root", out_root: str | os.PathLike = "/task/out-root",
           data_dir: str | os.PathLike = "/data", only_algorithm: str | None = None,
-          idle_exit_s: float = 3600.0) -> int:
+          idle_exit_s: float = 3600.0, max_tasks: int | None = None) -> int:
     """Warm worker: run task after task in one isolated process (one organisation, one process).
 
     The executor writes each task as ``<in_root>/<name>/{in/..., key/task_key.pem}`` and then the
     empty file ``<in_root>/<name>/READY``; the worker runs it with outputs in ``<out_root>/<name>/``
     and then writes ``<out_root>/<name>/DONE`` (exit status). ``<in_root>/STOP`` ends the worker;
-    so does ``idle_exit_s`` without a task. Polls every 1-2 ms, backing off to 50 ms after 2 s idle."""
+    so does ``idle_exit_s`` without a task, or ``max_tasks`` tasks (``--serve-once``: a one-shot
+    worker started while the executor registers the task key). Everything a task needs is imported
+    before waiting. Polls every 1-2 ms, backing off to 50 ms after 2 s idle."""
+    _preload(only_algorithm)
     in_root, out_root = Path(in_root), Path(out_root)
     done: set[str] = set()
     delay, idle_since = 0.001, time.monotonic()
@@ -386,6 +400,8 @@ def serve(in_root: str | os.PathLike = "/task/in-root", out_root: str | os.PathL
                                   only_algorithm, out_dir=out)
             (out / "DONE").write_text(str(code))
             done.add(name)
+            if max_tasks is not None and len(done) >= max_tasks:
+                return 0
         if ready:
             delay, idle_since = 0.001, time.monotonic()
         else:
@@ -401,9 +417,11 @@ def main(argv: list[str] | None = None, only_algorithm: str | None = None) -> in
     (defaults: /task, /data, /run/task-key/task_key.pem -- the image layout), or
     ``... --serve [IN_ROOT OUT_ROOT DATA_DIR]`` for a warm worker (see :func:`serve`)."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] == "--serve":
+    if argv and argv[0] in ("--serve", "--serve-once"):
         rest = argv[1:] + ["/task/in-root", "/task/out-root", "/data"][len(argv) - 1:]
-        return serve(rest[0], rest[1], rest[2], only_algorithm)
+        once = argv[0] == "--serve-once"
+        return serve(rest[0], rest[1], rest[2], only_algorithm, max_tasks=1 if once else None,
+                     idle_exit_s=600.0 if once else 3600.0)
     task_dir = argv[0] if len(argv) > 0 else "/task"
     data_dir = argv[1] if len(argv) > 1 else "/data"
     key_path = argv[2] if len(argv) > 2 else "/run/task-key/task_key.pem"

@@ -62,7 +62,7 @@ from executor.images import cache_root, verify_digest
 from executor.runtimes.base import Limits, TaskRuntime
 from executor.runtimes.warm import WarmWorker
 from executor.task_keys import TaskKey
-from executor.tasks import TaskOutputs, run_isolated_task
+from executor.tasks import TaskOutputs
 from ledger.envelope import encrypt_payload, seal, unseal
 from ledger.errors import MVCCConflict
 from ledger.identity import Consortium, Identity
@@ -374,6 +374,23 @@ class NodeAgent:
         except ImageDigestMismatch as exc:
             return self._fail(pid, rnd, f"image refused: {exc}", {"code": exc.code, "pinned": exc.pinned,
                                                                     "local": exc.local or ""})
+        # The task's fresh container/sandbox starts now (engine start-up and imports overlap the key
+        # registration); it gets its key and inputs, and may run, only after registration.
+        worker = self._worker(process, image) if self.warm else self._one_shot(process, image, rnd)
+        try:
+            return self._register_run_publish(process, image, rnd, record, worker)
+        finally:
+            if worker.one_shot:
+                worker.stop()
+
+    def _one_shot(self, process: ProcessRecord, image: ImageRecord, rnd: int) -> WarmWorker:
+        return WarmWorker(self.runtime, process.image_digest, self.journal.work_dir(process.id, rnd),
+                          self.data_dir(process), self.limits, bundle_dir=self.images.bundle_dir(image.reference),
+                          one_shot=True).start()
+
+    def _register_run_publish(self, process: ProcessRecord, image: ImageRecord, rnd: int,
+                              record: ExecutionRecord | None, worker: WarmWorker) -> RoundOutcome:
+        pid = process.id
         # 2. task key: reuse the journaled one (restart), or create, journal, register
         key = self.journal.load_key(pid, rnd)
         if record is not None and (key is None or record.public_key != key.public_key_pem):
@@ -400,12 +417,7 @@ class NodeAgent:
         if os.environ.get("CONSORTIA_AGENT_KILL_AT") == f"during_run:{rnd}":
             threading.Timer(0.05, _checkpoint, ("during_run", rnd)).start()
         try:
-            if self.warm:
-                outputs = self._worker(process, image).run(spec, key, previous_state, inbox)
-            else:
-                outputs = run_isolated_task(self.runtime, spec, key, self.journal.work_dir(pid, rnd),
-                                            self.data_dir(process), previous_state, inbox, self.limits,
-                                            bundle_dir=self.images.bundle_dir(image.reference))
+            outputs = worker.run(spec, key, previous_state, inbox)
         except (TaskFailed, ManifestInvalid) as exc:
             return self._fail(pid, rnd, str(exc), {"code": exc.code})
         # 5. publish
