@@ -55,14 +55,14 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from algorithms.simulator import context as task_context
 from algorithms.task_runtime import TaskSpec
 from algorithms.topologies.base import Topology
-from chaincode.errors import AlreadyExists, ContractError, InvalidState, NotFound
+from chaincode.errors import AlreadyExists, BudgetExceeded, ContractError, InvalidState, NotFound
 from executor.artifacts import ArtifactRef, ArtifactStore, MessageRef, open_message
 from executor.errors import ExecutorError, ImageDigestMismatch, ManifestInvalid, TaskFailed
 from executor.images import cache_root, verify_digest
 from executor.runtimes.base import Limits, TaskRuntime
 from executor.runtimes.warm import WarmWorker
 from executor.task_keys import TaskKey
-from executor.tasks import TaskOutputs, run_isolated_task
+from executor.tasks import TaskOutputs
 from ledger.envelope import encrypt_payload, seal, unseal
 from ledger.errors import MVCCConflict
 from ledger.identity import Consortium, Identity
@@ -210,6 +210,7 @@ class NodeAgent:
         self.store_root = Path(store_root)
         self.state_dir = Path(state_dir) / self.org
         self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.state_dir.chmod(0o700)   # salt, key journal, task directories: this organisation's only
         self.limits = limits
         self.images = images or ImageResolver(runtime)
         self.journal = TaskJournal(self.state_dir / "tasks", consortium, self.org)
@@ -374,6 +375,23 @@ class NodeAgent:
         except ImageDigestMismatch as exc:
             return self._fail(pid, rnd, f"image refused: {exc}", {"code": exc.code, "pinned": exc.pinned,
                                                                     "local": exc.local or ""})
+        # The task's fresh container/sandbox starts now (engine start-up and imports overlap the key
+        # registration); it gets its key and inputs, and may run, only after registration.
+        worker = self._worker(process, image) if self.warm else self._one_shot(process, image, rnd)
+        try:
+            return self._register_run_publish(process, image, rnd, record, worker)
+        finally:
+            if worker.one_shot:
+                worker.stop()
+
+    def _one_shot(self, process: ProcessRecord, image: ImageRecord, rnd: int) -> WarmWorker:
+        return WarmWorker(self.runtime, process.image_digest, self.journal.work_dir(process.id, rnd),
+                          self.data_dir(process), self.limits, bundle_dir=self.images.bundle_dir(image.reference),
+                          one_shot=True).start()
+
+    def _register_run_publish(self, process: ProcessRecord, image: ImageRecord, rnd: int,
+                              record: ExecutionRecord | None, worker: WarmWorker) -> RoundOutcome:
+        pid = process.id
         # 2. task key: reuse the journaled one (restart), or create, journal, register
         key = self.journal.load_key(pid, rnd)
         if record is not None and (key is None or record.public_key != key.public_key_pem):
@@ -400,12 +418,7 @@ class NodeAgent:
         if os.environ.get("CONSORTIA_AGENT_KILL_AT") == f"during_run:{rnd}":
             threading.Timer(0.05, _checkpoint, ("during_run", rnd)).start()
         try:
-            if self.warm:
-                outputs = self._worker(process, image).run(spec, key, previous_state, inbox)
-            else:
-                outputs = run_isolated_task(self.runtime, spec, key, self.journal.work_dir(pid, rnd),
-                                            self.data_dir(process), previous_state, inbox, self.limits,
-                                            bundle_dir=self.images.bundle_dir(image.reference))
+            outputs = worker.run(spec, key, previous_state, inbox)
         except (TaskFailed, ManifestInvalid) as exc:
             return self._fail(pid, rnd, str(exc), {"code": exc.code})
         # 5. publish
@@ -413,9 +426,18 @@ class NodeAgent:
         _checkpoint("before_complete", rnd)
         try:
             self._retry(self.client.complete_task, outputs.manifest, outputs.signature)
+        except BudgetExceeded as exc:
+            # the contract refused the round: it would exceed the process's privacy budget
+            return self._fail(pid, rnd, f"privacy budget exceeded: {exc}",
+                              {"code": exc.code, "epsilon_spent": outputs.manifest["metrics"].get("epsilon_spent", 0.0)})
         except InvalidState:
             rec = self._record(pid, rnd)
             if not (rec and rec.status == "completed" and rec.public_key == key.public_key_pem):
+                now = self.client.get_process(pid)
+                if now.status in ("failed", "aborted") and rec is not None and rec.status == "running":
+                    # another member ended the process meanwhile: close this record, do not hang
+                    return self._fail(pid, rnd, f"result not accepted: the process is {now.status} "
+                                                f"({now.status_reason})")
                 raise
         _checkpoint("after_complete", rnd)
         self.journal.forget(pid, rnd)
@@ -512,7 +534,8 @@ class NodeAgent:
                    for org in process.consortium}
         try:
             self._retry(self.client.publish_model, pid, model["digest"], model["size"], stored.digest, wrapped,
-                        metrics=dict(rec.result.get("metrics", {})), location=stored.location)
+                        metrics=dict(rec.result.get("metrics", {})), location=stored.location,
+                        estimators=list(model.get("estimators", [])))
         except AlreadyExists:
             pass
 

@@ -41,7 +41,7 @@ class WarmWorker:
 
     def __init__(self, runtime: TaskRuntime, image_digest: str, root: str | os.PathLike,
                  data_dir: str | os.PathLike, limits: Limits = Limits(), bundle_dir: str | os.PathLike | None = None,
-                 name: str | None = None):
+                 name: str | None = None, one_shot: bool = False):
         self.runtime = runtime
         self.image_digest = image_digest
         self.root = Path(root)
@@ -53,6 +53,7 @@ class WarmWorker:
         self._container = None
         self._count = 0
         self.name = name   # container name; an older worker of the same name is replaced
+        self.one_shot = one_shot   # a fresh container/sandbox for exactly one task, started early
 
     @property
     def in_root(self) -> Path:
@@ -80,9 +81,10 @@ class WarmWorker:
                 raise RuntimeUnavailable(f"bundle {self.bundle_dir} has digest {local}, not {self.image_digest}")
             from executor.runtimes.sandbox import BUNDLE_MOUNT
             binds = [(self.in_root, IN_ROOT, "ro"), (self.out_root, OUT_ROOT, "rw"), (self.data_dir, DATA, "ro")]
-            cmd = [os.path.abspath(self.runtime.python), "-s", f"{BUNDLE_MOUNT}/image/entrypoint.py", "--serve"]
-            self._proc, self._cgroup = self.runtime.spawn(self.bundle_dir, binds, self.limits, cmd,
-                                                          cpu_seconds=10**6, stdout=subprocess_devnull())
+            cmd = [os.path.abspath(self.runtime.python), "-s", f"{BUNDLE_MOUNT}/image/entrypoint.py", self._mode]
+            self._proc, self._cgroup = self.runtime.spawn(
+                self.bundle_dir, binds, self.limits, cmd, stdout=subprocess_devnull(),
+                cpu_seconds=None if self.one_shot else 10**6, lifeline=True)
         elif self.runtime.name == "container":
             volumes = {str(self.in_root.resolve()): {"bind": IN_ROOT, "mode": "ro"},
                        str(self.out_root.resolve()): {"bind": OUT_ROOT, "mode": "rw"},
@@ -95,13 +97,17 @@ class WarmWorker:
                 except Exception:
                     pass
             try:
-                self._container = self.runtime.client.containers.run(self.image_digest, command=["--serve"],
+                self._container = self.runtime.client.containers.run(self.image_digest, command=[self._mode],
                                                                       detach=True, **opts)
             except Exception as exc:
                 raise RuntimeUnavailable(f"cannot start warm container: {exc}") from None
         else:
             raise RuntimeUnavailable(f"runtime {self.runtime.name} has no warm mode")
         return self
+
+    @property
+    def _mode(self) -> str:
+        return "--serve-once" if self.one_shot else "--serve"
 
     def alive(self) -> bool:
         if self._proc is not None:
@@ -138,8 +144,8 @@ class WarmWorker:
                 if time.monotonic() > deadline:
                     self.stop()
                     raise TaskFailed(f"warm {self.runtime.name} task timed out")
-                if not self.alive():
-                    raise TaskFailed(f"warm {self.runtime.name} worker died during the task")
+                if not self.alive() and not (out / "DONE").exists():
+                    raise TaskFailed(f"{self.runtime.name} worker died during the task")
                 time.sleep(delay)
                 delay = min(delay * 1.5, 0.01)
         finally:
@@ -151,33 +157,63 @@ class WarmWorker:
         finally:
             shutil.rmtree(task_dir, ignore_errors=True)
 
-    def stop(self) -> None:
+    def stop(self, wait: bool = False) -> None:
+        """End the worker. Its results are already delivered (or it failed), so by default it is
+        reaped on a background thread, off the critical path; ``wait=True`` reaps it here."""
         try:
             (self.in_root / "STOP").touch()
         except OSError:
             pass
-        if self._proc is not None:
-            try:
-                self._proc.wait(timeout=1)
-            except Exception:
-                self._proc.kill()
-                self._proc.wait()
-            self._proc = None
-        if self._cgroup is not None:
-            self._cgroup.close()
-            self._cgroup = None
-        if self._container is not None:
-            try:
-                self._container.remove(force=True)
-            except Exception:
-                pass
-            self._container = None
+        proc, cgroup, container = self._proc, self._cgroup, self._container
+        self._proc = self._cgroup = self._container = None
+        if wait:
+            _reap(proc, cgroup, container, 2.0)
+        else:
+            _reaper().submit(_reap, proc, cgroup, container, 5.0)
 
     def __enter__(self) -> "WarmWorker":
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+_REAPER = None
+
+
+def _reaper():
+    global _REAPER
+    if _REAPER is None:
+        from concurrent.futures import ThreadPoolExecutor
+        _REAPER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="worker-reaper")
+    return _REAPER
+
+
+def flush_reaper() -> None:
+    """Wait until every stopped worker has exited and been cleaned up."""
+    global _REAPER
+    if _REAPER is not None:
+        _REAPER.shutdown(wait=True)
+        _REAPER = None
+
+
+def _reap(proc, cgroup, container, grace: float) -> None:
+    if proc is not None and proc.stdin is not None:
+        try:
+            proc.stdin.close()   # the worker's lifeline: EOF ends it even if it missed STOP
+        except OSError:
+            pass
+    if proc is not None:
+        try:
+            proc.wait(timeout=grace)
+        except Exception:
+            proc.kill()
+            proc.wait()
+    if cgroup is not None:
+        cgroup.close()
+    if container is not None:
+        from executor.runtimes.container import _remove
+        _remove(container)
 
 
 def subprocess_devnull() -> int:
