@@ -194,6 +194,15 @@ def _validate_key(key: str) -> None:
 
 # --------------------------------------------------------------------------- one stream
 
+def _offer(q: "queue.Queue[Msg]", msg: Msg) -> bool:
+    """Hand a reply to the one waiting call without ever blocking the stream's reader."""
+    try:
+        q.put_nowait(msg)
+        return True
+    except queue.Full:
+        return False
+
+
 class _StreamHandler:
     """The chaincode side of one ``Connect`` stream (fabric-chaincode-go ``Handler``)."""
 
@@ -225,7 +234,7 @@ class _StreamHandler:
         with self._lock:
             waiting = list(self._waiting.values())
         for q in waiting:
-            q.put(Msg(type=Msg.ERROR, payload=b"chaincode stream closed"))
+            _offer(q, Msg(type=Msg.ERROR, payload=b"chaincode stream closed"))
 
     def call_peer(self, channel_id: str, tx_id: str, kind: int, payload: bytes) -> bytes:
         key = (channel_id, tx_id)
@@ -256,10 +265,8 @@ class _StreamHandler:
         if t in (Msg.RESPONSE, Msg.ERROR):
             with self._lock:
                 q = self._waiting.get((msg.channel_id, msg.txid))
-            if q is None:
-                log.warning("reply %s for unknown transaction %s dropped", Msg.Type.Name(t), msg.txid)
-            else:
-                q.put(msg)
+            if q is None or not _offer(q, msg):
+                log.warning("reply %s for transaction %s dropped (no call waiting)", Msg.Type.Name(t), msg.txid)
         elif t in (Msg.TRANSACTION, Msg.INIT):
             self._pool.submit(self._run_transaction, msg)
         elif t == Msg.KEEPALIVE:
