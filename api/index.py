@@ -41,6 +41,9 @@ CREATE TABLE IF NOT EXISTS executions (
     image_digest TEXT NOT NULL, tx_id TEXT NOT NULL, completed_tx_id TEXT NOT NULL, block INTEGER NOT NULL,
     record TEXT NOT NULL);
 CREATE UNIQUE INDEX IF NOT EXISTS executions_by_key ON executions (process_id, round, organisation);
+-- covering index: a lineage walk reads only this index, never the (large) records
+CREATE INDEX IF NOT EXISTS executions_lineage ON executions
+    (process_id, round, organisation, status, image_digest, tx_id, completed_tx_id, block);
 CREATE TABLE IF NOT EXISTS artifacts (
     process_id TEXT NOT NULL, round INTEGER NOT NULL, organisation TEXT NOT NULL,
     direction TEXT NOT NULL, kind TEXT NOT NULL, peer TEXT NOT NULL, digest TEXT NOT NULL, size INTEGER,
@@ -115,6 +118,7 @@ class AuditIndex:
             self._con.execute(f"PRAGMA synchronous={synchronous}")
             self._con.execute("PRAGMA cache_size=-65536")          # 64 MiB page cache
             self._con.execute("PRAGMA wal_autocheckpoint=16384")   # fewer, larger checkpoints while ingesting
+            self._con.execute("PRAGMA mmap_size=1073741824")       # reads straight from the OS page cache
             self._con.executescript(SCHEMA)
         except sqlite3.DatabaseError as exc:
             self._con.close()
