@@ -100,3 +100,45 @@ def test_explorer_shows_timeline_plots_matrix_lineage_and_verifies(browser, live
     shot(browser, "model-lineage")
     logs = [e for e in browser.get_log("browser") if e.get("level") == "SEVERE" and "401" not in e.get("message", "")]
     assert not logs, logs
+
+
+@pytest.fixture(scope="module")
+def live_executed(executed, tmp_path_factory):
+    from api.gateway import create_app
+    gw = make_gateway(executed, "Org1MSP", tmp_path_factory.mktemp("gw-web-exec"))
+    token = gw.tokens.issue("User1")
+    with LiveServer(create_app(gw)) as server:
+        yield server, token
+    gw.index.close()
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="the executor's sandbox runtime needs bubblewrap")
+def test_explorer_on_a_process_run_by_the_executor(browser, live_executed, executed):
+    import json
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as EC
+    from selenium.webdriver.support.ui import WebDriverWait
+    server, token = live_executed
+    wait = WebDriverWait(browser, 20)
+    browser.execute_script("sessionStorage.clear()") if browser.current_url.startswith("http") else None
+    browser.get(server.url + "/explorer/")
+    box = wait.until(EC.visibility_of_element_located((By.ID, "token")))
+    box.clear()
+    box.send_keys(token)
+    browser.find_element(By.CSS_SELECTOR, "#login button").click()
+    wait.until(EC.text_to_be_present_in_element((By.ID, "whoami"), "Org1MSP"))
+    wait.until(EC.element_to_be_clickable((By.CSS_SELECTOR, '#processes a[data-id="p-exec"]'))).click()
+    wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, "#timeline rect.cell")))
+    cells = browser.find_elements(By.CSS_SELECTOR, "#timeline rect.cell")
+    assert len(cells) == 9 and all("status-completed" in c.get_attribute("class") for c in cells)
+    records = json.loads(executed.ledger.evaluate(executed.consortium.identity("Org1MSP"), "ExecutionRecord:query",
+                                                  json.dumps({"process_id": "p-exec"})))
+    if any(set(r["result"]["metrics"]) - {"epsilon_spent"} for r in records):
+        assert len(browser.find_elements(By.CSS_SELECTOR, "#convergence path.series")) == 3
+    shot(browser, "executed-process-timeline")
+    browser.find_element(By.CSS_SELECTOR, '#models a[data-id="p-exec:Org1MSP"]').click()
+    wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, "#lineage circle.node")))
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#lineage circle.node")) > 3
+    browser.find_element(By.ID, "verify").click()
+    wait.until(EC.text_to_be_present_in_element((By.ID, "verify-result"), "verified"))
+    shot(browser, "executed-model-lineage")
