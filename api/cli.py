@@ -469,7 +469,6 @@ def model_get(model_id: str, out: Optional[Path] = typer.Option(None, help="Down
 def model_grant(model_id: str, organisation: str, home: Optional[Path] = HomeOpt, org: str = OrgOpt,
                 as_json: bool = JsonOpt) -> None:
     """Give another organisation access (its own sealed copy of the data key)."""
-    import base64
     from api.gateway import _data_key, model_key_info
     from ledger.envelope import seal
     s = _session(home, org)

@@ -14,7 +14,6 @@ from chaincode.canonical import canonical_json
 from ledger.identity import Consortium
 from api.attestation import attest_execution, sign_envelope
 from api.bundle import ENVELOPE, MANIFEST_TYPE, BundleError, export_bundle, verify_bundle
-from api.index import AuditIndex
 
 MODEL = "proc-0:Org1MSP"
 
