@@ -24,6 +24,7 @@ from typing import Any, Optional
 from fastapi import Depends, FastAPI, Path as PathParam, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, RedirectResponse, Response
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -183,7 +184,21 @@ def create_app(gw: Gateway, *, start: bool = True) -> FastAPI:
                              422: {"model": S.ErrorBody}})
     _install_error_handlers(app)
 
-    def owner(request: Request) -> TokenOwner:
+    @app.middleware("http")
+    async def access_log(request: Request, call_next):
+        """One structured log line per request (never the token or a payload)."""
+        started = time.perf_counter()
+        response = await call_next(request)
+        log.info("request", extra={"method": request.method, "path": request.url.path,
+                                   "status": response.status_code, "organisation": gw.msp_id,
+                                   "ms": round((time.perf_counter() - started) * 1000, 2)})
+        return response
+
+    bearer = HTTPBearer(auto_error=False, scheme_name="ApiToken",
+                        description="An API token of this gateway (`consortia token issue`), or a TLS client "
+                                    "certificate of one of the organisation's users when the gateway runs with --mtls.")
+
+    def owner(request: Request, _: Optional[HTTPAuthorizationCredentials] = Depends(bearer)) -> TokenOwner:
         header = request.headers.get("authorization", "")
         if not header and gw.mtls:
             from api.mtls import client_certificate_owner, peer_certificate

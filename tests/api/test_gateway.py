@@ -282,6 +282,9 @@ def test_openapi_document_lists_every_journey(org1):
               "/api/v1/processes/{process_id}/executions/{round}/{organisation}/attestation"):
         assert p in paths
     assert "ErrorBody" in doc["components"]["schemas"]
+    assert doc["components"]["securitySchemes"]["ApiToken"]["scheme"] == "bearer"
+    assert doc["paths"]["/api/v1/models"]["get"]["security"] == [{"ApiToken": []}]
+    assert "security" not in doc["paths"]["/api/v1/health"]["get"]
 
 
 def test_explorer_is_served_without_external_resources(org1):
