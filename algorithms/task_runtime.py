@@ -206,9 +206,16 @@ def _utc_now() -> str:
 def build_manifest(spec: TaskSpec, *, previous_state: str | None, inbox: Mapping[str, str],
                    data_commitment: str, state: str, outbox: Mapping[str, tuple[str, int]],
                    model: tuple[str, int] | None, metrics: Mapping[str, Any],
-                   started: str, finished: str) -> dict[str, Any]:
+                   started: str, finished: str,
+                   outbox_provenance: Mapping[str, Mapping[str, Any]] | None = None,
+                   model_provenance: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The execution result a task signs (the ExecutionRecord contract's result schema):
-    what it read and what it wrote, as digests, plus its metrics and its own start/end times."""
+    what it read and what it wrote, as digests, plus its metrics and its own start/end times.
+
+    ``outbox_provenance`` / ``model_provenance``: extra signed fields of an output message / the
+    model that the algorithm declares (:func:`payload_provenance`), e.g. the ids and digests of
+    the shared estimators a collaborative-RF message or model carries."""
+    outbox_provenance = outbox_provenance or {}
     return {
         "process_id": spec.process_id,
         "round": spec.round,
@@ -219,12 +226,28 @@ def build_manifest(spec: TaskSpec, *, previous_state: str | None, inbox: Mapping
                    "messages": [{"sender": s, "digest": d} for s, d in sorted(inbox.items())],
                    "data_commitment": data_commitment},
         "outputs": {"state": state,
-                    "messages": [{"recipient": r, "digest": d, "size": n} for r, (d, n) in sorted(outbox.items())],
-                    "model": None if model is None else {"digest": model[0], "size": model[1]}},
+                    "messages": [{**dict(outbox_provenance.get(r, {})), "recipient": r, "digest": d, "size": n}
+                                 for r, (d, n) in sorted(outbox.items())],
+                    "model": None if model is None else {**dict(model_provenance or {}),
+                                                         "digest": model[0], "size": model[1]}},
         "metrics": _metrics_json(metrics),
         "started": started,
         "finished": finished,
     }
+
+
+def payload_provenance(algo: Algorithm, payload: Any) -> dict[str, Any]:
+    """Extra fields an algorithm wants recorded (and signed) with an output message or model:
+    its optional ``payload_provenance(payload) -> dict`` hook, else nothing. Collaborative RF
+    lists the ids and digests of the estimators a payload carries (seed 003 Fig. 5)."""
+    hook = getattr(algo, "payload_provenance", None)
+    if hook is None:
+        return {}
+    extra = dict(hook(payload))
+    clash = {"recipient", "digest", "size"} & set(extra)
+    if clash:
+        raise TaskInputError(f"payload_provenance may not override {sorted(clash)}")
+    return json.loads(canonical_json(extra))
 
 
 def run_task(task_dir: str | os.PathLike, data_dir: str | os.PathLike,
@@ -289,15 +312,19 @@ def run_task(task_dir: str | os.PathLike, data_dir: str | os.PathLike,
     new_state = codec.encode(res.state)
     (out / "state.bin").write_bytes(new_state)
     outbox_digests: dict[str, tuple[str, int]] = {}
+    outbox_provenance: dict[str, dict[str, Any]] = {}
     for recipient, payload in sorted(res.outbox.items()):
         blob = codec.encode(payload)
         (out / "outbox" / f"{_safe_name(recipient, 'recipient')}.bin").write_bytes(blob)
         outbox_digests[recipient] = (codec.digest(blob), len(blob))
+        outbox_provenance[recipient] = payload_provenance(algo, payload)
     model_digest = None
+    model_provenance: dict[str, Any] = {}
     if res.model is not None:
         model = codec.encode(res.model)
         (out / "model.bin").write_bytes(model)
         model_digest = (codec.digest(model), len(model))
+        model_provenance = payload_provenance(algo, res.model)
     metrics = _metrics_json(res.metrics)
     (out / "metrics.json").write_bytes(canonical_json(metrics))
     # Not signed, not on the ledger: lets the executor separate its overhead from the algorithm's time.
@@ -307,7 +334,8 @@ def run_task(task_dir: str | os.PathLike, data_dir: str | os.PathLike,
     manifest = build_manifest(spec, previous_state=previous_digest, inbox=inbox_digests,
                               data_commitment=data_commitment(spec.data_salt, data_bytes),
                               state=codec.digest(new_state), outbox=outbox_digests,
-                              model=model_digest, metrics=metrics, started=started, finished=_utc_now())
+                              model=model_digest, metrics=metrics, started=started, finished=_utc_now(),
+                              outbox_provenance=outbox_provenance, model_provenance=model_provenance)
     body = canonical_json(manifest)
     signature = sign_low_s(Path(key_path).read_bytes(), body)
     (out / "manifest.sig").write_bytes(signature)
@@ -335,6 +363,26 @@ def _run_reporting(task_dir: str | os.PathLike, data_dir: str | os.PathLike, key
     return 0
 
 
+class _Lifeline:
+    """If stdin is a pipe (the sandbox runtime passes one whose write end only the executor holds),
+    EOF on it means the executor is gone: the worker must not outlive it."""
+
+    def __init__(self) -> None:
+        import stat
+        try:
+            self.fd = sys.stdin.fileno()
+            self.active = stat.S_ISFIFO(os.fstat(self.fd).st_mode)
+        except (OSError, ValueError, AttributeError):
+            self.active = False
+
+    def cut(self) -> bool:
+        if not self.active:
+            return False
+        import select
+        readable, _, _ = select.select([self.fd], [], [], 0)
+        return bool(readable) and os.read(self.fd, 1) == b""
+
+
 def _preload(only_algorithm: str | None) -> None:
     """Import the signing code and the image's algorithm module ahead of the first task."""
     from cryptography.hazmat.primitives import hashes, serialization  # noqa: F401
@@ -354,15 +402,16 @@ def serve(in_root: str | os.PathLike = "/task/in-root", out_root: str | os.PathL
     The executor writes each task as ``<in_root>/<name>/{in/..., key/task_key.pem}`` and then the
     empty file ``<in_root>/<name>/READY``; the worker runs it with outputs in ``<out_root>/<name>/``
     and then writes ``<out_root>/<name>/DONE`` (exit status). ``<in_root>/STOP`` ends the worker;
-    so does ``idle_exit_s`` without a task, or ``max_tasks`` tasks (``--serve-once``: a one-shot
+    so does EOF on a stdin pipe (the executor died), ``idle_exit_s`` without a task, or ``max_tasks`` tasks (``--serve-once``: a one-shot
     worker started while the executor registers the task key). Everything a task needs is imported
     before waiting. Polls every 1-2 ms, backing off to 50 ms after 2 s idle."""
     _preload(only_algorithm)
+    lifeline = _Lifeline()
     in_root, out_root = Path(in_root), Path(out_root)
     done: set[str] = set()
     delay, idle_since = 0.001, time.monotonic()
     while True:
-        if (in_root / "STOP").exists():
+        if (in_root / "STOP").exists() or lifeline.cut():
             return 0
         ready = sorted(p.parent.name for p in in_root.glob("*/READY") if p.parent.name not in done)
         for name in ready:

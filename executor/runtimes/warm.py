@@ -84,7 +84,7 @@ class WarmWorker:
             cmd = [os.path.abspath(self.runtime.python), "-s", f"{BUNDLE_MOUNT}/image/entrypoint.py", self._mode]
             self._proc, self._cgroup = self.runtime.spawn(
                 self.bundle_dir, binds, self.limits, cmd, stdout=subprocess_devnull(),
-                cpu_seconds=None if self.one_shot else 10**6)
+                cpu_seconds=None if self.one_shot else 10**6, lifeline=True)
         elif self.runtime.name == "container":
             volumes = {str(self.in_root.resolve()): {"bind": IN_ROOT, "mode": "ro"},
                        str(self.out_root.resolve()): {"bind": OUT_ROOT, "mode": "rw"},
@@ -157,19 +157,19 @@ class WarmWorker:
         finally:
             shutil.rmtree(task_dir, ignore_errors=True)
 
-    def stop(self) -> None:
-        """End the worker. A one-shot worker has already delivered its result (or failed): it is
-        reaped on a background thread so that its teardown is off the task's critical path."""
+    def stop(self, wait: bool = False) -> None:
+        """End the worker. Its results are already delivered (or it failed), so by default it is
+        reaped on a background thread, off the critical path; ``wait=True`` reaps it here."""
         try:
             (self.in_root / "STOP").touch()
         except OSError:
             pass
         proc, cgroup, container = self._proc, self._cgroup, self._container
         self._proc = self._cgroup = self._container = None
-        if self.one_shot:
-            _reaper().submit(_reap, proc, cgroup, container, 5.0)
+        if wait:
+            _reap(proc, cgroup, container, 2.0)
         else:
-            _reap(proc, cgroup, container, 1.0)
+            _reaper().submit(_reap, proc, cgroup, container, 5.0)
 
     def __enter__(self) -> "WarmWorker":
         return self.start()
@@ -198,6 +198,11 @@ def flush_reaper() -> None:
 
 
 def _reap(proc, cgroup, container, grace: float) -> None:
+    if proc is not None and proc.stdin is not None:
+        try:
+            proc.stdin.close()   # the worker's lifeline: EOF ends it even if it missed STOP
+        except OSError:
+            pass
     if proc is not None:
         try:
             proc.wait(timeout=grace)
