@@ -1,0 +1,263 @@
+"""Reproduce seed 003 §VI (collaborative random forests on credit-card fraud).
+
+    python -m benchmarks.collab_rf            # the full 20-node experiment (284,807 rows)
+    python -m benchmarks.collab_rf --quick    # every fraud, 5 % of the normal rows
+
+Runs the step function through the in-memory simulator (the platform's code path) for the
+four topologies of Fig. 3 and both GET_TOP rankings, plus the centralised baseline, and writes
+under benchmarks/results/: Table 1 (split), Table 2 (min/max test improvement over
+disconnected), Table 3 (mean/median BAcc, Prec, Rec, train and test) beside the paper's
+numbers, and the estimator-origin matrices of Fig. 5 as a picture. The last printed line is
+JSON with the test means per topology and the time of one GET_TOP on 60 depth-10 trees.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from algorithms.collab_rf.algorithm import CollaborativeRandomForest
+from algorithms.collab_rf.ensemble import get_top
+from algorithms.collab_rf.estimators import ensemble_predict, from_sklearn_tree
+from algorithms.collab_rf.metrics import detection_scores
+from algorithms.collab_rf.protocol import DEFAULT_SCHEDULE, DISCONNECTED_SCHEDULE
+from algorithms.collab_rf.ranking import PGreedyTreeKernelRanking
+from algorithms.datasets.creditcard import PAPER_TABLE1_TRAIN, PAPER_TEST, load_creditcard, split_nodes, subsample_split
+from algorithms.simulator import simulate
+from algorithms.step import LocalDataset
+from algorithms.topologies.random_links import RandomLinks
+from algorithms.topologies.static import complete, empty, ring
+
+RESULTS = Path(__file__).resolve().parent / "results"
+TOPOLOGIES = ("full", "pairwise", "random", "disconnected")
+METRICS = ("bacc", "prec", "rec")
+QUICK_FRACTION = 0.05
+
+# Seed 003 Table 3: (mean, median) per metric, train and test; centralised: single values.
+PAPER_TABLE3 = {
+    "full":         {"bacc": ((0.87, 0.87), (0.89, 0.89)), "prec": ((0.82, 0.88), (0.93, 0.92)), "rec": ((0.69, 0.73), (0.79, 0.79))},
+    "pairwise":     {"bacc": ((0.88, 0.88), (0.89, 0.89)), "prec": ((0.86, 0.91), (0.92, 0.92)), "rec": ((0.71, 0.76), (0.77, 0.79))},
+    "random":       {"bacc": ((0.88, 0.89), (0.88, 0.89)), "prec": ((0.88, 0.93), (0.93, 0.93)), "rec": ((0.71, 0.77), (0.75, 0.77))},
+    "disconnected": {"bacc": ((0.99, 1.00), (0.82, 0.84)), "prec": ((0.95, 1.00), (0.79, 0.83)), "rec": ((0.93, 1.00), (0.65, 0.68))},
+    "centralised":  {"bacc": ((0.92, 0.92), (0.92, 0.92)), "prec": ((1.00, 1.00), (0.98, 0.98)), "rec": ((0.84, 0.84), (0.84, 0.84))},
+}
+# Seed 003 Table 2: max and min test improvement over disconnected (value, node).
+PAPER_TABLE2 = {
+    "full":     {"max": {"bacc": (0.395, 2), "prec": (0.918, 2), "rec": (0.789, 2)},
+                 "min": {"bacc": (-1.75e-2, 18), "prec": (-5.2e-2, None), "rec": (-3.5e-2, None)}},
+    "pairwise": {"max": {"bacc": (0.395, 2), "prec": (0.938, 2), "rec": (0.789, 2)},
+                 "min": {"bacc": (3.5e-5, 7), "prec": (-7.9e-2, None), "rec": (0.0, None)}},
+    "random":   {"max": {"bacc": (0.333, 2), "prec": (0.974, 2), "rec": (0.667, 2)},
+                 "min": {"bacc": (-1.75e-2, 18), "prec": (-3.7e-2, None), "rec": (-3.5e-2, None)}},
+}
+
+
+def topology(name: str, size: int, seed: int):
+    if name == "random":
+        return RandomLinks(size, seed=seed, period=3)
+    return {"full": complete, "pairwise": ring, "disconnected": empty}[name](size)
+
+
+def run_topology(name: str, datasets: dict[str, LocalDataset], ranking: str, seed: int, **algo) -> dict:
+    schedule = DISCONNECTED_SCHEDULE if name == "disconnected" else DEFAULT_SCHEDULE
+    alg = CollaborativeRandomForest(ranking=ranking, schedule=schedule, **algo)
+    t0 = time.perf_counter()
+    res = simulate(alg, datasets, rounds=len(schedule), seed=seed, topology=topology(name, len(datasets), seed))
+    return {"models": {o: res.model(o)["estimators"] for o in res.consortium}, "seconds": time.perf_counter() - t0,
+            "message_digests": sum(len(m) for m in res.message_digests)}
+
+
+def evaluate(models: dict[str, list], datasets: dict[str, LocalDataset], X_test, y_test) -> dict[str, dict]:
+    out = {}
+    for org, ests in models.items():
+        d = datasets[org]
+        out[org] = {"train": detection_scores(d.labels, ensemble_predict(ests, d.features)),
+                    "test": detection_scores(y_test, ensemble_predict(ests, X_test))}
+    return out
+
+
+def origin_matrix(models: dict[str, list], orgs: list[str]) -> np.ndarray:
+    """M[i, j] = number of estimators created by node j in node i's final model (Fig. 5)."""
+    pos = {o: k for k, o in enumerate(orgs)}
+    M = np.zeros((len(orgs), len(orgs)), dtype=int)
+    for o, ests in models.items():
+        for e in ests:
+            M[pos[o], pos[e["creator"]]] += 1
+    return M
+
+
+def summarise(scores: dict[str, dict]) -> dict:
+    s = {}
+    for split in ("train", "test"):
+        for m in METRICS:
+            v = np.array([scores[o][split][m] for o in sorted(scores)])
+            s[f"{split}_{m}"] = (float(v.mean()), float(np.median(v)))
+    return s
+
+
+def time_get_top(seed: int = 0) -> dict:
+    """One P-greedy GET_TOP over 60 trees of depth 10 (trees from a balanced synthetic task so
+    they reach depth 10), selecting n_share = 10 and n_max = 50."""
+    from sklearn.datasets import make_classification
+    from sklearn.ensemble import RandomForestRegressor
+    X, y = make_classification(n_samples=4000, n_features=29, n_informative=12, random_state=seed)
+    rf = RandomForestRegressor(n_estimators=60, max_depth=10, random_state=seed, n_jobs=1).fit(X, y)
+    ests = [from_sklearn_tree(t, f"org{i % 20:02d}", i, np.zeros(29), np.ones(29)) for i, t in enumerate(rf.estimators_)]
+    depths = [t.get_depth() for t in rf.estimators_]
+    rk = PGreedyTreeKernelRanking()
+    out = {"n_trees": 60, "min_depth": int(min(depths)), "max_depth": int(max(depths)),
+           "mean_nodes": float(np.mean([len(e["left"]) for e in ests]))}
+    for k in (10, 50):
+        best = np.inf
+        for _ in range(3):
+            t0 = time.perf_counter()
+            get_top(ests, k, rk)
+            best = min(best, time.perf_counter() - t0)
+        out[f"seconds_k{k}"] = best
+    return out
+
+
+def _fmt(x: tuple[float, float]) -> str:
+    return f"{x[0]:.3f} / {x[1]:.3f}"
+
+
+def write_reports(tag: str, split, summaries: dict, improvements: dict, origins: dict, orgs: list[str],
+                  timings: dict, getop: dict, quick: bool) -> list[Path]:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    paths = []
+    lines = [f"# Collaborative RF on credit-card fraud ({tag})", "",
+             "Reproduction of seed 003 §VI (ALGORITHMS.md §5.4). "
+             + ("QUICK run: all frauds, 5 % of the normal rows of each node (train and test); numbers are not comparable to the paper's."
+                if quick else "Full data: 284,807 rows, N = 20, offset 0.7."), "",
+             "## Table 1: split (train samples / frauds per node; ours vs paper)", "",
+             "| node | train (ours) | frauds (ours) | train (paper) | frauds (paper) |", "|---|---|---|---|---|"]
+    for (n, a, b), (pa, pb) in zip(split.table1(), PAPER_TABLE1_TRAIN):
+        lines.append(f"| {n} | {a} | {b} | {pa} | {pb} |")
+    lines.append(f"| common test | {len(split.y_test)} | {int(split.y_test.sum())} | {PAPER_TEST[0]} | {PAPER_TEST[1]} |")
+    for ranking, summ in summaries.items():
+        lines += ["", f"## Table 3 ({ranking}): mean / median over the 20 nodes, ours | paper", "",
+                  "| topology | " + " | ".join(f"{s} {m}" for m in METRICS for s in ("train", "test")) + " |",
+                  "|---|" + "---|" * 6]
+        for topo in (*TOPOLOGIES, "centralised"):
+            if topo not in summ:
+                continue
+            cells = []
+            for m in METRICS:
+                for si, s in enumerate(("train", "test")):
+                    cells.append(f"{_fmt(summ[topo][f'{s}_{m}'])} \\| {_fmt(PAPER_TABLE3[topo][m][si])}")
+            lines.append(f"| {topo} | " + " | ".join(cells) + " |")
+        lines += ["", f"## Table 2 ({ranking}): test improvement over disconnected (node), ours | paper", "",
+                  "| topology | stat | " + " | ".join(METRICS) + " |", "|---|---|---|---|---|"]
+        for topo, imp in improvements[ranking].items():
+            for stat in ("max", "min", "mean", "median"):
+                cells = []
+                for m in METRICS:
+                    v, node = imp[stat][m]
+                    ours = f"{v:+.3f}" + (f" (Node{node:02d})" if node is not None else "")
+                    paper = PAPER_TABLE2.get(topo, {}).get(stat, {}).get(m)
+                    ptxt = "" if paper is None else f"{paper[0]:+.3g}" + (f" (Node{paper[1]:02d})" if paper[1] is not None else "")
+                    cells.append(f"{ours} \\| {ptxt}" if ptxt else ours)
+                lines.append(f"| {topo} | {stat} | " + " | ".join(cells) + " |")
+    lines += ["", "## Timings", "", "| run | seconds |", "|---|---|"]
+    lines += [f"| {k} | {v:.1f} |" for k, v in timings.items()]
+    lines += ["", f"GET_TOP (P-greedy tree kernel) on {getop['n_trees']} trees of depth {getop['min_depth']}–{getop['max_depth']} "
+              f"({getop['mean_nodes']:.0f} nodes on average): top 10 in {getop['seconds_k10']:.3f} s, top 50 in {getop['seconds_k50']:.3f} s.",
+              "", f"Estimator-origin matrices (Fig. 5): collab_rf_{tag}_origins.png."]
+    md = RESULTS / f"collab_rf_{tag}.md"
+    md.write_text("\n".join(lines) + "\n")
+    paths.append(md)
+
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    rankings = list(origins)
+    fig, axes = plt.subplots(len(rankings), len(TOPOLOGIES), figsize=(4 * len(TOPOLOGIES), 4 * len(rankings)), squeeze=False)
+    for r, ranking in enumerate(rankings):
+        for c, topo in enumerate(TOPOLOGIES):
+            ax = axes[r][c]
+            M = origins[ranking][topo]
+            ax.imshow(M, cmap="viridis", vmin=0)
+            ax.set_title(f"{topo} ({ranking})", fontsize=9)
+            ax.set_xlabel("creator node")
+            ax.set_ylabel("holder node")
+            ax.set_xticks(range(0, len(orgs), 2))
+            ax.set_yticks(range(0, len(orgs), 2))
+    fig.tight_layout()
+    png = RESULTS / f"collab_rf_{tag}_origins.png"
+    fig.savefig(png, dpi=80)
+    plt.close(fig)
+    paths.append(png)
+    return paths
+
+
+def improvement_stats(scores: dict[str, dict], base: dict[str, dict], orgs: list[str]) -> dict:
+    out = {}
+    for stat in ("max", "min", "mean", "median"):
+        out[stat] = {}
+        for m in METRICS:
+            d = np.array([scores[o]["test"][m] - base[o]["test"][m] for o in orgs])
+            if stat in ("max", "min"):
+                k = int(np.argmax(d) if stat == "max" else np.argmin(d))
+                out[stat][m] = (float(d[k]), k)
+            else:
+                out[stat][m] = (float(d.mean() if stat == "mean" else np.median(d)), None)
+    return out
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="all frauds, 5%% of the normal rows")
+    ap.add_argument("--n-jobs", type=int, default=1, help="threads per forest fit (results do not depend on it)")
+    ap.add_argument("--seed", type=int, default=42)
+    ap.add_argument("--max-depth", type=int, default=10)
+    ap.add_argument("--rankings", default="pgreedy_treekernel,linreg_bootstrap")
+    args = ap.parse_args(argv)
+    t_all = time.perf_counter()
+    X, y = load_creditcard()
+    split = split_nodes(X, y)
+    if args.quick:
+        split = subsample_split(split, QUICK_FRACTION, seed=args.seed)
+    orgs = [n.name for n in split.nodes]
+    datasets = {n.name: LocalDataset(n.X_train, n.y_train, name=n.name) for n in split.nodes}
+    print("Table 1 (train samples, frauds):", split.table1(), "common test:", len(split.y_test), int(split.y_test.sum()))
+    timings: dict[str, float] = {}
+    summaries, improvements, origins, test_means = {}, {}, {}, {}
+    Xc, yc = split.centralised_train()
+    central_data = {"central": LocalDataset(Xc, yc, name="central")}
+    for ranking in [r for r in args.rankings.split(",") if r]:
+        runs, scores = {}, {}
+        for topo in TOPOLOGIES:
+            runs[topo] = run_topology(topo, datasets, ranking, args.seed, max_depth=args.max_depth, n_jobs=args.n_jobs)
+            scores[topo] = evaluate(runs[topo]["models"], datasets, split.X_test, split.y_test)
+            timings[f"{ranking}/{topo}"] = runs[topo]["seconds"]
+            s = summarise(scores[topo])
+            print(f"[{ranking}] {topo:12s} {runs[topo]['seconds']:6.1f}s  test BAcc {_fmt(s['test_bacc'])}  "
+                  f"Prec {_fmt(s['test_prec'])}  Rec {_fmt(s['test_rec'])}  | train BAcc {_fmt(s['train_bacc'])}", flush=True)
+        c = run_topology("disconnected", central_data, ranking, args.seed, max_depth=args.max_depth, n_jobs=args.n_jobs)
+        timings[f"{ranking}/centralised"] = c["seconds"]
+        scores["centralised"] = evaluate(c["models"], central_data, split.X_test, split.y_test)
+        print(f"[{ranking}] centralised  {c['seconds']:6.1f}s  {scores['centralised']['central']}", flush=True)
+        summaries[ranking] = {t: summarise(scores[t]) for t in scores}
+        improvements[ranking] = {t: improvement_stats(scores[t], scores["disconnected"], orgs) for t in ("full", "pairwise", "random")}
+        origins[ranking] = {t: origin_matrix(runs[t]["models"], orgs) for t in TOPOLOGIES}
+        test_means[ranking] = {t: {m: round(summaries[ranking][t][f"test_{m}"][0], 4) for m in METRICS} for t in summaries[ranking]}
+    getop = time_get_top()
+    print(f"GET_TOP on 60 trees of depth {getop['min_depth']}-{getop['max_depth']}: top10 {getop['seconds_k10']:.3f}s, top50 {getop['seconds_k50']:.3f}s")
+    tag = "quick" if args.quick else "full"
+    paths = write_reports(tag, split, summaries, improvements, origins, orgs, timings, getop, args.quick)
+    for p in paths:
+        print("wrote", p)
+    result = {"benchmark": "collab_rf", "mode": tag, "test_means": test_means,
+              "get_top_60_depth10_seconds": round(getop["seconds_k10"], 4),
+              "get_top_60_depth10_top50_seconds": round(getop["seconds_k50"], 4),
+              "total_seconds": round(time.perf_counter() - t_all, 1)}
+    print(json.dumps(result, sort_keys=True))
+    return result
+
+
+if __name__ == "__main__":
+    main()
