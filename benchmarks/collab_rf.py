@@ -228,6 +228,9 @@ def main(argv: list[str] | None = None) -> dict:
     summaries, improvements, origins, test_means = {}, {}, {}, {}
     Xc, yc = split.centralised_train()
     central_data = {"central": LocalDataset(Xc, yc, name="central")}
+    tag = "quick" if args.quick else "full"
+    getop = time_get_top()
+    print(f"GET_TOP on 60 trees of depth {getop['min_depth']}-{getop['max_depth']}: top10 {getop['seconds_k10']:.3f}s, top50 {getop['seconds_k50']:.3f}s")
     for ranking in [r for r in args.rankings.split(",") if r]:
         runs, scores = {}, {}
         for topo in TOPOLOGIES:
@@ -245,9 +248,8 @@ def main(argv: list[str] | None = None) -> dict:
         improvements[ranking] = {t: improvement_stats(scores[t], scores["disconnected"], orgs) for t in ("full", "pairwise", "random")}
         origins[ranking] = {t: origin_matrix(runs[t]["models"], orgs) for t in TOPOLOGIES}
         test_means[ranking] = {t: {m: round(summaries[ranking][t][f"test_{m}"][0], 4) for m in METRICS} for t in summaries[ranking]}
-    getop = time_get_top()
-    print(f"GET_TOP on 60 trees of depth {getop['min_depth']}-{getop['max_depth']}: top10 {getop['seconds_k10']:.3f}s, top50 {getop['seconds_k50']:.3f}s")
-    tag = "quick" if args.quick else "full"
+        # a report after every ranking, so a long full run leaves results even if stopped
+        write_reports(tag, split, summaries, improvements, origins, orgs, timings, getop, args.quick)
     paths = write_reports(tag, split, summaries, improvements, origins, orgs, timings, getop, args.quick)
     for p in paths:
         print("wrote", p)
