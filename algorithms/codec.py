@@ -69,7 +69,10 @@ def encode(value: Any) -> bytes:
             return [walk(x) for x in v]
         if isinstance(v, dict):
             out = {}
-            for k, x in v.items():
+            if not all(isinstance(k, str) for k in v):
+                raise CodecError("dict keys must be str")
+            for k in sorted(v):  # blob order must not depend on insertion order
+                x = v[k]
                 if not isinstance(k, str):
                     raise CodecError(f"dict keys must be str, got {type(k).__name__}")
                 if k.startswith("$"):

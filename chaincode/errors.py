@@ -85,5 +85,12 @@ class BudgetExceeded(ContractError):
     status = 409
 
 
+class InternalError(ContractError):
+    """A bug in the chaincode (never a broken rule); details are in the host's log."""
+
+    code = "INTERNAL"
+    status = 500
+
+
 _BY_CODE = {c.code: c for c in (ContractError, InvalidArgument, NotFound, AlreadyExists, Forbidden,
-                                 InvalidState, SignatureInvalid, ImageMismatch, BudgetExceeded)}
+                                 InvalidState, SignatureInvalid, ImageMismatch, BudgetExceeded, InternalError)}

@@ -182,12 +182,25 @@ class MembershipService:
 
     def __init__(self, ca_certificates: dict[str, x509.Certificate]):
         self._cas = dict(ca_certificates)
+        # serialized identity -> (msp id, certificate, role, public key); chain checks are done once
+        self._validated: dict[bytes, tuple[str, x509.Certificate, str, ec.EllipticCurvePublicKey]] = {}
+
+    @property
+    def ca_certificates(self) -> dict[str, x509.Certificate]:
+        return dict(self._cas)
 
     @property
     def msp_ids(self) -> tuple[str, ...]:
         return tuple(sorted(self._cas))
 
     def deserialize(self, serialized: bytes, *, at: dt.datetime | None = None) -> tuple[str, x509.Certificate, str]:
+        hit = self._validated.get(serialized)
+        if hit is not None:
+            msp_id, cert, role, _ = hit
+            now = at or dt.datetime.now(dt.timezone.utc)
+            if not (cert.not_valid_before_utc <= now <= cert.not_valid_after_utc):
+                raise AccessDenied(f"certificate of {msp_id} is expired or not yet valid")
+            return msp_id, cert, role
         try:
             msp_id, pem = parse_serialized_identity(serialized)
             cert = x509.load_pem_x509_certificate(pem)
@@ -210,13 +223,18 @@ class MembershipService:
         role = certificate_role(cert)
         if role is None:
             raise AccessDenied(f"certificate of {msp_id} carries no NodeOU role")
+        pub = cert.public_key()
+        if not isinstance(pub, ec.EllipticCurvePublicKey) or pub.curve.name != "secp256r1":
+            raise AccessDenied(f"certificate of {msp_id} does not hold a P-256 key")
+        if len(self._validated) > 10_000:
+            self._validated.clear()
+        self._validated[serialized] = (msp_id, cert, role, pub)
         return msp_id, cert, role
 
     def verify_signature(self, serialized: bytes, data: bytes, signature: bytes) -> tuple[str, str]:
         """Validate the identity and its signature over ``data``; return (msp id, role)."""
-        msp_id, cert, role = self.deserialize(serialized)
-        pub = cert.public_key()
-        assert isinstance(pub, ec.EllipticCurvePublicKey)
+        msp_id, _, role = self.deserialize(serialized)
+        pub = self._validated[serialized][3]
         if not verify(pub, data, signature):
             raise AccessDenied(f"signature of {msp_id} identity does not verify")
         return msp_id, role

@@ -1,0 +1,283 @@
+"""CollabDict with a sparse GGM mixture as a step function (ALGORITHMS.md §2; seed 000 Algorithm 1, eqs. 10–20).
+
+Each participant s keeps its data D^s and mixing weights π^s private; θ = {μ_k, Λ_k} is global. One EM
+iteration of Algorithm 1 is
+
+    local_update  r^s (12), N_k^s, m_k^s, C_k^s (13), π^s          — private
+    consensus     N̄_k = Σ_s N_k^s, m̄_k, C̄_k (14)                   — one aggregation session
+    optimize      μ_k (15), Σ_k and Λ_k (16, graphical lasso)        — every participant, same inputs
+
+The step function is a small state machine: the state holds the phase (``init`` = one aggregation of the
+pooled moments for the identical initialisation; ``em`` = EM iterations), the open aggregation session
+(:mod:`algorithms.collabdict.aggregation`) and the current θ, π^s. A session takes 2 rounds with the exact
+random-chunk sum and k_max rounds with dynamical consensus; when it completes, the participant runs
+optimize, then local_update, and opens the next session in the same round. So after round
+``1 + rounds_per_session·(n+1)`` every participant holds θ after n EM iterations (:func:`rounds_for`).
+
+Every completed iteration reports metrics: the global MAP objective of the previous θ (its log-likelihood
+term is aggregated along with the statistics), the number of active components, the entropy ℓ-diversity
+E^s (eq. 48, max and min variants) and, when ``dp_radius`` R is given, the Rényi-DP ε of Theorem 1 (eq. 46)
+with the empirical B and with the Appendix-B bound.
+
+:func:`fit_centralised` is the centralised computation on pooled data with per-source π^s and the same
+initialisation; with exact aggregation the step function reproduces it (tests, to 1e-8).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from algorithms.collabdict import aggregation
+from algorithms.collabdict.aggregation import AggregationConfig
+from algorithms.collabdict.mixture import (MixtureParameters, initial_parameters, local_statistics, log_prior,
+                                           optimize, pooled_moments, responsibilities, update_mixing_weights)
+from algorithms.collabdict.privacy import (appendix_b_precision_bound, empirical_precision_bound,
+                                           entropy_l_diversity, renyi_dp_epsilon)
+from algorithms.collabdict.scores import ggm_anomaly_score
+from algorithms.step import LocalDataset, StepResult, TaskContext
+
+INIT_PURPOSE = "collabdict-ggm-init"
+
+
+@dataclass(frozen=True)
+class GGMHyperParameters:
+    """Model hyper-parameters (§8 defaults). ``m0=None`` → pooled mean; ``rho=None`` → 0.05·N_total/K."""
+
+    n_components: int = 10
+    lam0: float = 1.0
+    m0: tuple[float, ...] | None = None
+    rho: float | None = None
+    tau: float = 2.0
+    eps_pi: float = 1e-8
+    delta: float = 1.0
+    init_precision: str = "pooled"
+
+    def __post_init__(self):
+        if int(self.n_components) < 1:
+            raise ValueError(f"n_components must be ≥ 1, got {self.n_components}")
+        if not self.lam0 > 0:
+            raise ValueError(f"lam0 must be > 0 (prior strength λ_0), got {self.lam0}")
+        if self.rho is not None and self.rho < 0:
+            raise ValueError(f"rho must be ≥ 0, got {self.rho}")
+        if self.tau < 0:
+            raise ValueError(f"tau must be ≥ 0, got {self.tau}")
+        if self.delta < 0:
+            raise ValueError(f"delta must be ≥ 0, got {self.delta}")
+        if self.init_precision not in ("pooled", "identity"):
+            raise ValueError(f"init_precision must be 'pooled' or 'identity', got {self.init_precision!r}")
+
+
+def shared_init_rng(seed: int) -> np.random.Generator:
+    """The common generator of the initial means, identical at every participant and in the reference."""
+    return TaskContext(process_seed=seed, round=0, rounds=0, organisation="_", consortium=("_",)).shared_rng(
+        INIT_PURPOSE, round=0)
+
+
+def _resolve(h: GGMHyperParameters, n_total: float, xbar: np.ndarray) -> tuple[np.ndarray, float]:
+    m0 = xbar.copy() if h.m0 is None else np.asarray(h.m0, dtype=np.float64)
+    if m0.shape != xbar.shape:
+        raise ValueError(f"m0 has {m0.size} entries, data have {xbar.size} features")
+    rho = 0.05 * n_total / h.n_components if h.rho is None else float(h.rho)
+    return m0, rho
+
+
+def _restrict_pi(pi: np.ndarray, active: np.ndarray) -> np.ndarray:
+    """Drop pruned components from π^s and renormalise."""
+    pi = np.where(active, pi, 0.0)
+    s = pi.sum()
+    return pi / s if s > 0 else np.where(active, 1.0 / active.sum(), 0.0)
+
+
+def local_update(X: np.ndarray, pi: np.ndarray, params: MixtureParameters, h: GGMHyperParameters):
+    """local_update of Algorithm 1: eqs. (12)–(13) and the π^s update; also Σ_n ln p^s(x^(n)) at the current
+    (π^s, θ) for the global objective. Returns (N, m, C, loglik, new π^s)."""
+    r, logp = responsibilities(X, pi, params)
+    N, m, C = local_statistics(X, r)
+    new_pi = update_mixing_weights(N, params.active, h.tau, h.eps_pi)
+    return N, m, C, float(logp.sum()), new_pi
+
+
+def _pack(N, m, C, loglik) -> np.ndarray:
+    return np.concatenate([N, m.ravel(), C.ravel(), [loglik]])
+
+
+def _unpack(v: np.ndarray, K: int, M: int):
+    N = v[:K]
+    m = v[K:K + K * M].reshape(K, M)
+    C = v[K + K * M:K + K * M + K * M * M].reshape(K, M, M)
+    return N, m, C, float(v[-1])
+
+
+def rounds_for(iterations: int, S: int, config: AggregationConfig) -> int:
+    """Platform rounds after which every participant holds θ after ``iterations`` EM iterations."""
+    return 1 + aggregation.rounds_per_session(config, S) * (int(iterations) + 1)
+
+
+class CollabDictGGM:
+    """CollabDict sparse-GGM-mixture anomaly detector as an :class:`algorithms.step.Algorithm`."""
+
+    name = "collabdict-ggm"
+
+    def __init__(self, n_components: int = 10, lam0: float = 1.0, m0: Sequence[float] | None = None,
+                 rho: float | None = None, tau: float = 2.0, eps_pi: float = 1e-8, delta: float = 1.0,
+                 init_precision: str = "pooled", aggregation: Mapping[str, Any] | None = None,
+                 dp_radius: float | None = None, l_diversity_variant: str = "density"):
+        self.hyper = GGMHyperParameters(int(n_components), float(lam0), None if m0 is None else tuple(map(float, m0)),
+                                        None if rho is None else float(rho), float(tau), float(eps_pi), float(delta),
+                                        init_precision)
+        self.agg = AggregationConfig(**dict(aggregation or {}))
+        if dp_radius is not None and not dp_radius > 0:
+            raise ValueError(f"dp_radius R must be > 0, got {dp_radius}")
+        if l_diversity_variant not in ("density", "responsibility"):
+            raise ValueError(f"l_diversity_variant must be 'density' or 'responsibility', got {l_diversity_variant!r}")
+        self.dp_radius = dp_radius
+        self.l_diversity_variant = l_diversity_variant
+
+    def params(self) -> dict[str, Any]:
+        d = asdict(self.hyper)
+        d["m0"] = None if d["m0"] is None else list(d["m0"])
+        d.update(aggregation=self.agg.to_dict(), dp_radius=self.dp_radius,
+                 l_diversity_variant=self.l_diversity_variant)
+        return d
+
+    # -- step interface ------------------------------------------------------------------------------
+    def init(self, data: LocalDataset, ctx: TaskContext) -> dict:
+        X = np.asarray(data.features, dtype=np.float64)
+        if X.ndim != 2 or X.shape[0] < 1:
+            raise ValueError("CollabDict GGM needs a non-empty (n, M) feature matrix")
+        moments = np.concatenate([[X.shape[0]], X.sum(axis=0), (X.T @ X).ravel()])
+        return {"phase": "init", "iteration": 0, "pending": moments, "agg": None, "session": 0}
+
+    def step(self, state: dict, inbox: Mapping[str, Any], data: LocalDataset, ctx: TaskContext) -> StepResult:
+        if state["agg"] is None:                                   # round 1: open the initial session
+            agg_state, outbox = aggregation.start(self.agg, state["pending"], 0, ctx)
+            return StepResult(state=dict(state, agg=agg_state, pending=None), outbox=outbox)
+        agg_state, outbox, total = aggregation.advance(self.agg, state["agg"], inbox, ctx)
+        if total is None:
+            return StepResult(state=dict(state, agg=agg_state), outbox=outbox)
+        X = np.asarray(data.features, dtype=np.float64)
+        if state["phase"] == "init":
+            state, metrics = self._initialise(state, total, X, ctx)
+        else:
+            state, metrics = self._optimize(state, total, X, ctx)
+        model = self.model_of(state)                               # θ_n with the π^s of the same iteration
+        N, m, C, loglik, new_pi = local_update(X, state["pi"], self._params(state), self.hyper)
+        session = state["session"] + 1
+        agg_state, outbox = aggregation.start(self.agg, _pack(N, m, C, loglik), session, ctx)
+        state = dict(state, pi=new_pi, agg=agg_state, session=session)
+        return StepResult(state=state, outbox=outbox, metrics=metrics, model=model)
+
+    # -- phases --------------------------------------------------------------------------------------
+    def _initialise(self, state: dict, total: np.ndarray, X: np.ndarray, ctx: TaskContext):
+        M = X.shape[1]
+        n = float(total[0])
+        xbar, V = pooled_moments(n, total[1:1 + M], total[1 + M:].reshape(M, M))
+        m0, rho = _resolve(self.hyper, n, xbar)
+        p = initial_parameters(xbar, V, self.hyper.n_components, shared_init_rng(ctx.process_seed),
+                               self.hyper.init_precision)
+        K = self.hyper.n_components
+        state = dict(state, phase="em", iteration=0, means=p.means, precisions=p.precisions, active=p.active,
+                     pi=np.full(K, 1.0 / K), m0=m0, rho=rho, n_total=n, N_bar=np.zeros(K))
+        return state, {"iteration": 0.0, "n_active": float(K)}
+
+    def _optimize(self, state: dict, total: np.ndarray, X: np.ndarray, ctx: TaskContext):
+        K, M = self.hyper.n_components, X.shape[1]
+        N_bar, m_sum, C_sum, loglik_total = _unpack(total, K, M)
+        prev = self._params(state)
+        objective = loglik_total + log_prior(prev, state["m0"], self.hyper.lam0, state["rho"])
+        new = optimize(N_bar, m_sum, C_sum, prev, state["m0"], self.hyper.lam0, state["rho"], self.hyper.delta)
+        pi = _restrict_pi(np.asarray(state["pi"]), new.active)
+        it = state["iteration"] + 1
+        state = dict(state, iteration=it, means=new.means, precisions=new.precisions, active=new.active,
+                     pi=pi, N_bar=np.asarray(N_bar, dtype=np.float64))
+        metrics = {"iteration": float(it), "objective": float(objective), "n_active": float(new.active.sum()),
+                   "l_diversity": entropy_l_diversity(X, new, pi, "max", self.l_diversity_variant),
+                   "l_diversity_min": entropy_l_diversity(X, new, pi, "min", self.l_diversity_variant),
+                   "l_diversity_bound": float(np.log(X.shape[0]))}
+        if self.dp_radius is not None:
+            n_act = int(new.active.sum())
+            B = empirical_precision_bound(new)
+            metrics["dp_epsilon"] = renyi_dp_epsilon(n_act, B, self.dp_radius, self.hyper.lam0)
+            if state["rho"] > 0 and self.hyper.delta > 0:
+                Bb = max(appendix_b_precision_bound(_sigma_of(N_bar[k], m_sum[k], C_sum[k], state["m0"], self.hyper.lam0),
+                                                    float(N_bar[k]), M, self.hyper.delta, state["rho"], ctx.size,
+                                                    int(state["n_total"]))
+                         for k in np.flatnonzero(new.active))
+                metrics["dp_epsilon_appendix_b"] = renyi_dp_epsilon(n_act, Bb, self.dp_radius, self.hyper.lam0)
+        return state, metrics
+
+    @staticmethod
+    def _params(state: dict) -> MixtureParameters:
+        return MixtureParameters(np.asarray(state["means"]), np.asarray(state["precisions"]),
+                                 np.asarray(state["active"], dtype=bool))
+
+    def model_of(self, state: dict) -> dict:
+        """The model a participant keeps: θ, its own π^s and the prior used (payload for the platform)."""
+        return {"means": state["means"], "precisions": state["precisions"], "active": state["active"],
+                "pi": state["pi"], "m0": state["m0"], "lam0": self.hyper.lam0, "rho": state["rho"],
+                "iteration": state["iteration"], "N_bar": state["N_bar"]}
+
+
+def _sigma_of(n: float, m_sum: np.ndarray, C_sum: np.ndarray, m0: np.ndarray, lam0: float) -> np.ndarray:
+    mbar, Cbar = m_sum / n, C_sum / n
+    d = mbar - m0
+    return Cbar - np.outer(mbar, mbar) + lam0 / (lam0 + n) * np.outer(d, d)
+
+
+def score(model: Mapping[str, Any], X: np.ndarray) -> np.ndarray:
+    """Anomaly score a^s(x) (eq. 20) of a participant's model payload."""
+    params = MixtureParameters(np.asarray(model["means"]), np.asarray(model["precisions"]),
+                               np.asarray(model["active"], dtype=bool))
+    return ggm_anomaly_score(X, np.asarray(model["pi"]), params)
+
+
+# ------------------------------------------------------------------------------------------- reference
+
+@dataclass
+class CentralisedFit:
+    """Trajectory of the centralised computation: θ and every π^s after each EM iteration."""
+
+    params: list[MixtureParameters] = field(default_factory=list)
+    pis: list[np.ndarray] = field(default_factory=list)          # (S, K) per iteration
+    objectives: list[float] = field(default_factory=list)        # MAP objective of θ before each iteration
+    m0: np.ndarray | None = None
+    rho: float = 0.0
+
+    def model(self, s: int, iteration: int = -1) -> dict:
+        p = self.params[iteration]
+        return {"means": p.means, "precisions": p.precisions, "active": p.active, "pi": self.pis[iteration][s]}
+
+
+def fit_centralised(datasets: Sequence[np.ndarray], iterations: int, seed: int,
+                    hyper: GGMHyperParameters | None = None) -> CentralisedFit:
+    """Algorithm 1 computed centrally on pooled data with per-source π^s and the identical initialisation.
+
+    ``datasets`` is the list of per-participant matrices (the pooled data keep their source labels);
+    ``iterations=0`` gives the initial parameters only. With ``datasets = [X]`` it is plain MAP-EM.
+    """
+    h = hyper or GGMHyperParameters()
+    Xs = [np.asarray(X, dtype=np.float64) for X in datasets]
+    pooled = np.concatenate(Xs)
+    n = float(pooled.shape[0])
+    xbar, V = pooled_moments(n, pooled.sum(axis=0), pooled.T @ pooled)
+    m0, rho = _resolve(h, n, xbar)
+    params = initial_parameters(xbar, V, h.n_components, shared_init_rng(seed), h.init_precision)
+    K = h.n_components
+    pis = [np.full(K, 1.0 / K) for _ in Xs]
+    fit = CentralisedFit(m0=m0, rho=rho)
+    fit.params.append(params)
+    fit.pis.append(np.stack(pis))
+    for _ in range(iterations):
+        N_bar, m_sum, C_sum, ll = 0.0, 0.0, 0.0, 0.0
+        for s, X in enumerate(Xs):
+            N, m, C, loglik, pis[s] = local_update(X, pis[s], params, h)
+            N_bar, m_sum, C_sum, ll = N_bar + N, m_sum + m, C_sum + C, ll + loglik
+        fit.objectives.append(ll + log_prior(params, m0, h.lam0, rho))
+        params = optimize(N_bar, m_sum, C_sum, params, m0, h.lam0, rho, h.delta)
+        pis = [_restrict_pi(p, params.active) for p in pis]
+        fit.params.append(params)
+        fit.pis.append(np.stack(pis))
+    return fit

@@ -1,0 +1,268 @@
+"""The sparse Gaussian graphical-model (GGM) mixture of CollabDict (ALGORITHMS.md §2; seed 000 §4, eqs. 7–16).
+
+Pure numerical building blocks, shared by the decentralised step function
+(:mod:`algorithms.collabdict.ggm`) and the centralised reference (:func:`fit_centralised`):
+
+* :func:`log_gaussian` — ln N(x | μ_k, Λ_k^{-1}) for all x and k (precision parameterisation);
+* :func:`responsibilities` — eq. (12) in the log domain [SEED-FIX: mean μ_k, not m_k];
+* :func:`local_statistics` — the unnormalised sufficient statistics N_k^s, m_k^s, C_k^s of eq. (13);
+* :func:`update_mixing_weights` — π^s = N^s/ΣN^s (eq. 13) or the exact ℓ0-regularised update (§2.2, RECON);
+* :func:`optimize` — eqs. (14)–(16), with pruning of components whose N̄_k < δ;
+* :func:`solve_precision` — eq. (16) through the graphical-lasso reduction (§2.2 [OURS]);
+* :func:`map_objective` — the global MAP objective whose monotonicity EM guarantees (§6.1 item 6);
+* :func:`initial_parameters` — the identical initialisation from pooled moments and a common seed.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import logsumexp
+
+LOG_2PI = float(np.log(2 * np.pi))
+
+
+@dataclass(frozen=True)
+class MixtureParameters:
+    """Global parameters θ = {μ_k, Λ_k} plus the mask of components still in use (not pruned)."""
+
+    means: np.ndarray        # (K, M)   μ_k
+    precisions: np.ndarray   # (K, M, M) Λ_k
+    active: np.ndarray       # (K,) bool
+
+    @property
+    def n_components(self) -> int:
+        return int(self.means.shape[0])
+
+
+def _cholesky_precisions(precisions: np.ndarray) -> np.ndarray:
+    try:
+        return np.linalg.cholesky(precisions)
+    except np.linalg.LinAlgError:
+        raise ValueError("a precision matrix Λ_k is not positive definite") from None
+
+
+def log_gaussian(X: np.ndarray, means: np.ndarray, precisions: np.ndarray) -> np.ndarray:
+    """ln N(x^(n) | μ_k, Λ_k^{-1}) = −(M/2) ln 2π + ½ ln|Λ_k| − ½ (x−μ_k)^T Λ_k (x−μ_k); shape (n, K)."""
+    X = np.atleast_2d(np.asarray(X, dtype=np.float64))
+    M = X.shape[1]
+    L = _cholesky_precisions(precisions)                               # Λ_k = L_k L_k^T
+    logdet = 2.0 * np.log(np.diagonal(L, axis1=1, axis2=2)).sum(axis=1)  # ln|Λ_k|
+    diff = X[:, None, :] - means[None, :, :]                           # (n, K, M)
+    proj = np.einsum("nkm,kml->nkl", diff, L)                          # (x−μ)^T L
+    quad = np.einsum("nkl,nkl->nk", proj, proj)
+    return -0.5 * M * LOG_2PI + 0.5 * logdet[None, :] - 0.5 * quad
+
+
+def _log_weights(pi: np.ndarray, active: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore"):
+        lw = np.log(np.asarray(pi, dtype=np.float64))
+    return np.where(active, lw, -np.inf)
+
+
+def responsibilities(X: np.ndarray, pi: np.ndarray, params: MixtureParameters) -> tuple[np.ndarray, np.ndarray]:
+    """Eq. (12) in the log domain: r_k^{(n)} ∝ π_k N(x^(n)|μ_k,Λ_k^{-1}); also returns ln p(x^(n)) = ln Σ_k π_k N(..)."""
+    logp_k = log_gaussian(X, params.means, params.precisions) + _log_weights(pi, params.active)[None, :]
+    logp = logsumexp(logp_k, axis=1)
+    with np.errstate(invalid="ignore"):
+        r = np.exp(logp_k - logp[:, None])
+    r = np.nan_to_num(r, nan=0.0)
+    return r, logp
+
+
+def local_statistics(X: np.ndarray, r: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Eq. (13): N_k = Σ_n r_k^(n), m_k = Σ_n r_k^(n) x^(n), C_k = Σ_n r_k^(n) x^(n) x^(n)T (sums, not means)."""
+    X = np.asarray(X, dtype=np.float64)
+    N = r.sum(axis=0)
+    m = r.T @ X
+    C = np.einsum("nk,ni,nj->kij", r, X, X)
+    return N, m, C
+
+
+def update_mixing_weights(N: np.ndarray, active: np.ndarray, tau: float = 0.0, eps: float = 1e-8) -> np.ndarray:
+    """π^s from the local counts N_k^s.
+
+    τ = 0: π_k = N_k / Σ_l N_l (eq. 13). τ > 0: the cardinality-regularised update of §2.2 [RECON]
+        π = argmax_{π∈Δ, π_k ≥ ε} Σ_k N_k ln π_k − τ Σ_k 1[π_k > ε],
+    solved exactly: for support size a the best support is the a largest N_k, with π_k = ε off the support
+    and π_k = (1 − (K_act − a)ε) N_k / Σ_{l∈A} N_l on it; the best a is kept. Pruned components get π_k = 0.
+    """
+    N = np.where(active, np.maximum(np.asarray(N, dtype=np.float64), 0.0), 0.0)
+    pi = np.zeros_like(N)
+    idx = np.flatnonzero(active)
+    if idx.size == 0:
+        raise ValueError("no active mixture component left")
+    total = N[idx].sum()
+    if total <= 0:
+        pi[idx] = 1.0 / idx.size
+        return pi
+    if tau == 0:
+        pi[idx] = N[idx] / total
+        return pi
+    if tau < 0 or not 0 < eps < 1.0 / idx.size:
+        raise ValueError(f"need tau ≥ 0 and 0 < eps < 1/K, got tau={tau}, eps={eps}")
+    order = idx[np.argsort(-N[idx], kind="stable")]
+    K = idx.size
+    best_val, best_a = -np.inf, 1
+    for a in range(1, K + 1):
+        if N[order[a - 1]] <= 0:
+            break
+        on = order[:a]
+        mass = 1.0 - (K - a) * eps
+        val = float(np.sum(N[on] * np.log(mass * N[on] / N[on].sum())))
+        val += float(np.sum(N[order[a:]]) * np.log(eps)) - tau * a
+        if val > best_val + 1e-12:
+            best_val, best_a = val, a
+    on, off = order[:best_a], order[best_a:]
+    pi[off] = eps
+    pi[on] = (1.0 - (K - best_a) * eps) * N[on] / N[on].sum()
+    return pi
+
+
+def solve_precision(Sigma: np.ndarray, N_bar: float, rho: float, *, tol: float = 1e-6,
+                    max_iter: int = 1000, enet_tol: float = 1e-10) -> np.ndarray:
+    """Eq. (16): Λ = argmax_{Λ≻0} b ln|Λ| − Tr(ΛΣ) − (ρ/N̄)||Λ||_1 with b = (N̄+1)/N̄ (ℓ1 over all entries).
+
+    Graphical-lasso reduction (§2.2): dividing by b, Λ = argmax ln|Λ| − Tr(Λ S) − α||Λ||_1 with
+    S = N̄Σ/(N̄+1) and α = ρ/(N̄+1). Because ||Λ||_1 = Σ_{i≠j}|Λ_ij| + Tr Λ for Λ ≻ 0, this equals the
+    off-diagonal-penalised glasso on S + αI (scikit-learn's ``graphical_lasso``). ρ = 0: Λ = b Σ^{-1}.
+    """
+    if N_bar <= 0:
+        raise ValueError(f"N̄_k must be positive to solve eq. (16), got {N_bar}")
+    if rho < 0:
+        raise ValueError(f"rho must be ≥ 0, got {rho}")
+    Sigma = 0.5 * (Sigma + Sigma.T)
+    b = (N_bar + 1.0) / N_bar
+    if rho == 0:
+        try:
+            np.linalg.cholesky(Sigma)
+        except np.linalg.LinAlgError:
+            raise ValueError("Σ_k is singular; use rho > 0 or a larger pruning threshold δ") from None
+        Lam = b * np.linalg.inv(Sigma)
+        return 0.5 * (Lam + Lam.T)
+    from sklearn.covariance import graphical_lasso  # local import: sklearn is slow to import
+
+    S = Sigma / b
+    alpha = rho / (N_bar + 1.0)
+    emp = S + alpha * np.eye(S.shape[0])
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            _, Lam = graphical_lasso(emp, alpha=alpha, tol=tol, enet_tol=enet_tol, max_iter=max_iter)
+    except FloatingPointError:          # coordinate descent gave up on an ill-conditioned Σ: use ADMM
+        Lam = glasso_admm(S, alpha)
+    return 0.5 * (Lam + Lam.T)
+
+
+def glasso_admm(S: np.ndarray, alpha: float, *, rel_tol: float = 1e-9, max_iter: int = 5000) -> np.ndarray:
+    """argmax_{Λ≻0} ln|Λ| − Tr(ΛS) − α||Λ||_1 (all entries penalised) by ADMM (Boyd et al. 2011, §6.5, with
+    residual balancing of the penalty, §3.4.1).
+
+    Robust fallback for ill-conditioned S (e.g. components fitted to a handful of integer-valued rows);
+    each iteration is one symmetric eigen-decomposition. Returns the primal iterate Θ (positive definite).
+    """
+    M = S.shape[0]
+    penalty = 1.0 / max(float(np.abs(S).max()), 1e-12)
+    Z = np.eye(M)
+    U = np.zeros((M, M))                          # scaled dual variable
+    Theta = Z
+    for _ in range(max_iter):
+        e, Q = np.linalg.eigh(penalty * (Z - U) - S)
+        theta = (e + np.sqrt(e * e + 4 * penalty)) / (2 * penalty)
+        Theta = (Q * theta) @ Q.T
+        Z_old = Z
+        A = Theta + U
+        Z = np.sign(A) * np.maximum(np.abs(A) - alpha / penalty, 0.0)
+        U = U + Theta - Z
+        r = np.linalg.norm(Theta - Z)             # primal residual
+        d = penalty * np.linalg.norm(Z - Z_old)   # dual residual
+        scale = max(np.linalg.norm(Theta), np.linalg.norm(Z), 1e-300)
+        if r <= rel_tol * scale and d <= rel_tol * max(penalty * np.linalg.norm(U), 1e-300) * 10 + rel_tol * scale:
+            break
+        if r > 10 * d:
+            penalty *= 2.0
+            U /= 2.0
+        elif d > 10 * r:
+            penalty /= 2.0
+            U *= 2.0
+    return 0.5 * (Theta + Theta.T)
+
+
+def precision_objective(Lam: np.ndarray, Sigma: np.ndarray, N_bar: float, rho: float) -> float:
+    """The function maximised in eq. (16), for checking solutions."""
+    sign, logdet = np.linalg.slogdet(Lam)
+    if sign <= 0:
+        return -np.inf
+    return float((N_bar + 1) / N_bar * logdet - np.trace(Lam @ Sigma) - rho / N_bar * np.abs(Lam).sum())
+
+
+def optimize(N_bar: np.ndarray, m_sum: np.ndarray, C_sum: np.ndarray, previous: MixtureParameters,
+             m0: np.ndarray, lam0: float, rho: float, delta: float = 1.0) -> MixtureParameters:
+    """Eqs. (14)–(16) from the aggregated sums Σ_s N_k^s, Σ_s m_k^s, Σ_s C_k^s.
+
+    Components with N̄_k < δ are pruned (Theorem 1's assumption) and keep their previous values.
+        m̄_k = m_sum/N̄_k,  C̄_k = C_sum/N̄_k                                         (14)
+        μ_k = (λ_0 m_0 + N̄_k m̄_k)/(λ_0 + N̄_k)                                      (15)
+        Σ_k = C̄_k − m̄_k m̄_k^T + λ_0/(λ_0+N̄_k) (m̄_k − m_0)(m̄_k − m_0)^T,  Λ_k by (16)
+    """
+    active = previous.active & (np.asarray(N_bar) >= delta) & (np.asarray(N_bar) > 0)
+    if not active.any():
+        raise ValueError(f"every mixture component has N̄_k < δ = {delta}")
+    means = previous.means.copy()
+    precisions = previous.precisions.copy()
+    for k in np.flatnonzero(active):
+        n = float(N_bar[k])
+        mbar = m_sum[k] / n
+        Cbar = C_sum[k] / n
+        means[k] = (lam0 * m0 + n * mbar) / (lam0 + n)
+        d = mbar - m0
+        Sigma = Cbar - np.outer(mbar, mbar) + lam0 / (lam0 + n) * np.outer(d, d)
+        precisions[k] = solve_precision(Sigma, n, rho)
+    return MixtureParameters(means=means, precisions=precisions, active=active)
+
+
+def log_prior(params: MixtureParameters, m0: np.ndarray, lam0: float, rho: float) -> float:
+    """Σ_k [ln N(μ_k | m_0, (λ_0 Λ_k)^{-1}) − (ρ/2)||Λ_k||_1] over active components (eqs. 8–9)."""
+    total = 0.0
+    for k in np.flatnonzero(params.active):
+        lg = log_gaussian(m0[None, :], params.means[k:k + 1], lam0 * params.precisions[k:k + 1])[0, 0]
+        total += float(lg) - 0.5 * rho * float(np.abs(params.precisions[k]).sum())
+    return total
+
+
+def map_objective(loglik_total: float, params: MixtureParameters, m0: np.ndarray, lam0: float, rho: float) -> float:
+    """Global MAP objective Σ_s Σ_n ln Σ_k π_k^s N(x|μ_k,Λ_k^{-1}) + log prior (§6.1 item 6)."""
+    return float(loglik_total) + log_prior(params, m0, lam0, rho)
+
+
+def pooled_moments(n: float, sum_x: np.ndarray, sum_xx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Pooled mean x̄ and covariance V from aggregated (N, Σx, Σxx^T)."""
+    if n <= 1:
+        raise ValueError(f"need more than one sample in total, got {n}")
+    xbar = sum_x / n
+    V = sum_xx / n - np.outer(xbar, xbar)
+    return xbar, 0.5 * (V + V.T)
+
+
+def initial_parameters(xbar: np.ndarray, V: np.ndarray, K: int, rng: np.random.Generator,
+                       precision: str = "pooled") -> MixtureParameters:
+    """Identical initialisation at all participants (§2.2 [RECON/OURS]): μ_k = x̄ + chol(V) ζ_k, ζ_k ~ N(0, I)
+    from a common seed; Λ_k = V^{-1} (``precision="pooled"``) or I_M (``"identity"``)."""
+    if K < 1:
+        raise ValueError(f"number of components must be ≥ 1, got {K}")
+    M = xbar.shape[0]
+    jitter = 1e-9 * max(float(np.trace(V)) / M, 1e-12)
+    Vj = V + jitter * np.eye(M)
+    Lc = np.linalg.cholesky(Vj)
+    zeta = rng.standard_normal((K, M))
+    means = xbar[None, :] + zeta @ Lc.T
+    if precision == "pooled":
+        P = np.linalg.inv(Vj)
+        P = 0.5 * (P + P.T)
+    elif precision == "identity":
+        P = np.eye(M)
+    else:
+        raise ValueError(f"initial precision must be 'pooled' or 'identity', got {precision!r}")
+    return MixtureParameters(means=means, precisions=np.repeat(P[None], K, axis=0), active=np.ones(K, bool))

@@ -1,0 +1,290 @@
+"""Decentralised aggregation primitives of CollabDict (ALGORITHMS.md §1.2–1.3; seed 000 eqs. (2)–(6)).
+
+Three ways for S participants to learn the sum (or average) of private quantities ξ^s:
+
+* **Dynamical (average) consensus**, eq. (3)::
+
+      ξ^s(t+1) = ξ^s(t) + ε Σ_j A_{s,j} [ξ^j(t) − ξ^s(t)]
+
+  i.e. ξ(t+1) = W ξ(t) with W = I − ε L, L = D − A (eq. 4). Two step sizes: the seed's ε = 1/S
+  (``step="seed"``) and the degree-scaled ε = 1/(d_max + 1) (``step="degree"``, our default; it gives
+  the O(ln S) iteration count on expanders that the seed claims, see §1.2). The fixed point is the
+  average (eq. 5); sums are S times the average.
+* **Random chunking** (§1.3, eq. 6): each participant splits ξ^s into C random chunks summing to ξ^s,
+  one consensus session per chunk, with a fresh relabelling of participants → graph positions per
+  session; the chunk averages add up to the average.
+* **Exact one-shot random-chunk sum** (DESIGN.md, "Algorithms"): each participant splits ξ^s into
+  random shares sent to random peers (message round 1); each peer publishes the sum of the shares it
+  received (message round 2); everybody adds the published partial sums. The result is the exact sum
+  up to floating-point rounding, and no single message reveals a ξ^s.
+
+Everything here operates element-wise on arrays of any shape and is deterministic given the
+``numpy.random.Generator`` passed in. The functions are vectorised over participants (axis 0) for
+the simulator and the benchmarks; :func:`local_consensus_update` is the per-participant form that
+step functions use.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+from scipy import sparse
+
+STEP_MODES = ("seed", "degree")
+
+
+# ----------------------------------------------------------------------------- graphs → W
+
+def _check_adjacency(adjacency) -> sparse.csr_matrix:
+    A = sparse.csr_matrix(adjacency, dtype=np.float64)
+    if A.shape[0] != A.shape[1]:
+        raise ValueError(f"adjacency must be square, got shape {A.shape}")
+    if A.shape[0] < 1:
+        raise ValueError("adjacency must have at least one node")
+    if abs(A - A.T).sum() != 0:
+        raise ValueError("dynamical consensus needs an undirected (symmetric) adjacency")
+    if A.diagonal().any():
+        raise ValueError("adjacency must have a zero diagonal (no self-loops)")
+    return A
+
+
+def laplacian(adjacency) -> sparse.csr_matrix:
+    """Graph Laplacian L = D − A, D = diag(A 1) (eq. 4)."""
+    A = _check_adjacency(adjacency)
+    d = np.asarray(A.sum(axis=1)).ravel()
+    return (sparse.diags(d) - A).tocsr()
+
+
+def step_size(adjacency, step: str | float = "degree") -> float:
+    """Consensus step ε: ``"seed"`` → 1/S (eq. 3), ``"degree"`` → 1/(d_max+1) (§1.2 [OURS]), or a number.
+
+    Any ε in (0, 1/d_max] keeps W = I − εL symmetric, doubly stochastic and non-negative.
+    """
+    A = _check_adjacency(adjacency)
+    S = A.shape[0]
+    if isinstance(step, str):
+        if step == "seed":
+            return 1.0 / S
+        if step == "degree":
+            d_max = float(np.asarray(A.sum(axis=1)).max()) if S > 1 else 0.0
+            return 1.0 / (d_max + 1.0)
+        raise ValueError(f"unknown consensus step {step!r}; expected one of {STEP_MODES} or a number")
+    eps = float(step)
+    if not (eps > 0 and math.isfinite(eps)):
+        raise ValueError(f"consensus step must be a positive number, got {step!r}")
+    return eps
+
+
+def mixing_matrix(adjacency, step: str | float = "degree") -> sparse.csr_matrix:
+    """W = I − ε L (eq. 4), as a sparse matrix."""
+    L = laplacian(adjacency)
+    eps = step_size(adjacency, step)
+    return (sparse.identity(L.shape[0], format="csr") - eps * L).tocsr()
+
+
+def mixing_rate(adjacency, step: str | float = "degree") -> float:
+    """ρ(W) = max(|1 − ελ_2(L)|, |1 − ελ_S(L)|): the contraction factor of the disagreement (§1.2).
+
+    Dense eigen-decomposition: meant for S up to a few thousand.
+    """
+    L = laplacian(adjacency).toarray()
+    lam = np.linalg.eigvalsh(L)
+    eps = step_size(adjacency, step)
+    if lam.size < 2:
+        return 0.0
+    return float(max(abs(1 - eps * lam[1]), abs(1 - eps * lam[-1])))
+
+
+def algebraic_connectivity(adjacency) -> float:
+    """λ_2(L), the second-smallest Laplacian eigenvalue (> 0 iff the graph is connected)."""
+    lam = np.linalg.eigvalsh(laplacian(adjacency).toarray())
+    return float(lam[1]) if lam.size > 1 else 0.0
+
+
+def rounds_for_tolerance(rho: float, S: int, tol: float = 1e-8) -> int:
+    """k_max = ⌈ln(√S / tol) / ln(1/ρ)⌉ (§8 default), from ||ξ(k) − ξ̄1|| ≤ ρ^k ||ξ(0) − ξ̄1|| (§1.2)."""
+    if not 0 <= rho < 1:
+        raise ValueError(f"mixing rate must be in [0, 1) (connected graph), got {rho}")
+    if S < 1 or tol <= 0:
+        raise ValueError("S must be ≥ 1 and tol > 0")
+    if rho == 0:
+        return 1
+    return max(1, math.ceil(math.log(math.sqrt(S) / tol) / math.log(1.0 / rho)))
+
+
+# ----------------------------------------------------------------------------- dynamical consensus
+
+def _as_matrix(values: np.ndarray) -> tuple[np.ndarray, tuple[int, ...]]:
+    v = np.asarray(values, dtype=np.float64)
+    if v.ndim < 1:
+        raise ValueError("values must have a participant axis (axis 0)")
+    return v.reshape(v.shape[0], -1), v.shape
+
+
+def consensus_iterate(values: np.ndarray, adjacency, step: str | float = "degree",
+                      iterations: int = 1) -> np.ndarray:
+    """Run ``iterations`` steps of eq. (3) on ``values`` (participants on axis 0); return ξ(iterations)."""
+    if iterations < 0:
+        raise ValueError(f"iterations must be ≥ 0, got {iterations}")
+    X, shape = _as_matrix(values)
+    W = mixing_matrix(adjacency, step)
+    if W.shape[0] != X.shape[0]:
+        raise ValueError(f"graph has {W.shape[0]} nodes but values have {X.shape[0]} participants")
+    for _ in range(iterations):
+        X = W @ X
+    return X.reshape(shape)
+
+
+def consensus_average(values: np.ndarray, adjacency, step: str | float = "degree",
+                      iterations: int | None = None, tol: float = 1e-8) -> np.ndarray:
+    """Every participant's estimate of the average (1/S)Σ_s ξ^s after dynamical consensus.
+
+    ``iterations=None`` uses :func:`rounds_for_tolerance` with ρ(W) (dense eigenvalues: small S).
+    """
+    if iterations is None:
+        S = np.asarray(values).shape[0]
+        iterations = rounds_for_tolerance(mixing_rate(adjacency, step), S, tol)
+    return consensus_iterate(values, adjacency, step, iterations)
+
+
+def consensus_sum(values: np.ndarray, adjacency, step: str | float = "degree",
+                  iterations: int | None = None, tol: float = 1e-8) -> np.ndarray:
+    """Σ_s ξ^s as S × the consensus average (§1.2 "Sums"); one estimate per participant."""
+    S = np.asarray(values).shape[0]
+    return S * consensus_average(values, adjacency, step, iterations, tol)
+
+
+def local_consensus_update(own: np.ndarray, neighbour_values: Sequence[np.ndarray], eps: float) -> np.ndarray:
+    """One participant's step of eq. (3): ξ^s + ε Σ_{j ∈ N(s)} (ξ^j − ξ^s)."""
+    own = np.asarray(own, dtype=np.float64)
+    acc = np.zeros_like(own)
+    for v in neighbour_values:
+        acc += np.asarray(v, dtype=np.float64) - own
+    return own + eps * acc
+
+
+def iterations_to_tolerance(values: np.ndarray, adjacency, step: str | float = "degree",
+                            rel_tol: float = 1e-6, max_iterations: int = 1_000_000) -> int:
+    """Smallest k with max_s |ξ^s(k) − ξ̄| ≤ rel_tol · max_s |ξ^s(0) − ξ̄| (the §1.2 table's criterion).
+
+    Raises ``RuntimeError`` if not reached within ``max_iterations`` (e.g. a disconnected graph).
+    """
+    X, _ = _as_matrix(values)
+    W = mixing_matrix(adjacency, step)
+    mean = X.mean(axis=0, keepdims=True)
+    target = rel_tol * float(np.abs(X - mean).max())
+    k = 0
+    while float(np.abs(X - mean).max()) > target:
+        if k >= max_iterations:
+            raise RuntimeError(f"consensus did not reach {rel_tol} in {max_iterations} iterations")
+        X = W @ X
+        k += 1
+    return k
+
+
+# ----------------------------------------------------------------------------- random chunking (§1.3)
+
+def random_chunks(xi: np.ndarray, chunks: int, rng: np.random.Generator, kappa: float | None = None) -> np.ndarray:
+    """Split ξ into C chunks with Σ_l ξ^{[l]} = ξ (eq. 6 set-up; §1.3 [OURS] split).
+
+    Chunks 1..C−1 are i.i.d. N(0, κ²) element-wise, the last is ξ − Σ_{l<C} ξ^{[l]}. Default κ =
+    10·max|ξ| (§8), at least 1. Returns an array of shape (C, *ξ.shape).
+    """
+    if int(chunks) != chunks or chunks < 1:
+        raise ValueError(f"number of chunks must be a positive integer, got {chunks!r}")
+    xi = np.asarray(xi, dtype=np.float64)
+    if kappa is None:
+        kappa = max(1.0, 10.0 * float(np.abs(xi).max(initial=0.0)))
+    if not kappa > 0:
+        raise ValueError(f"chunk scale kappa must be > 0, got {kappa}")
+    out = np.empty((int(chunks),) + xi.shape)
+    if chunks > 1:
+        out[:-1] = rng.normal(0.0, kappa, size=(int(chunks) - 1,) + xi.shape)
+    out[-1] = xi - out[:-1].sum(axis=0)
+    return out
+
+
+def session_relabellings(S: int, sessions: int, rng: np.random.Generator) -> np.ndarray:
+    """One random permutation per aggregation session: ``perm[l, s]`` = graph position of participant s
+    in session l (§1.3: "randomly change the node labels for each aggregation session"). ``rng`` must be
+    common to all participants (e.g. ``TaskContext.shared_rng``)."""
+    if S < 1 or sessions < 1:
+        raise ValueError("S and sessions must be ≥ 1")
+    return np.stack([rng.permutation(S) for _ in range(sessions)])
+
+
+def chunked_consensus_sum(values: np.ndarray, adjacency, chunks: int, rngs: Sequence[np.random.Generator],
+                          relabel_rng: np.random.Generator | None = None, step: str | float = "degree",
+                          iterations: int | None = None, tol: float = 1e-8,
+                          kappa: float | None = None) -> np.ndarray:
+    """Σ_s ξ^s by C chunked consensus sessions with per-session relabelling (§1.3, eq. 6).
+
+    ``rngs[s]`` is participant s's private generator (its chunks); ``relabel_rng`` the common one
+    (identity labels if None). Returns every participant's estimate of the sum, shape = values.shape.
+    """
+    X = np.asarray(values, dtype=np.float64)
+    S = X.shape[0]
+    if len(rngs) != S:
+        raise ValueError(f"need one generator per participant ({S}), got {len(rngs)}")
+    parts = np.stack([random_chunks(X[s], chunks, rngs[s], kappa) for s in range(S)], axis=1)  # (C, S, ...)
+    perms = (session_relabellings(S, chunks, relabel_rng) if relabel_rng is not None
+             else np.tile(np.arange(S), (chunks, 1)))
+    if iterations is None:
+        iterations = rounds_for_tolerance(mixing_rate(adjacency, step), S, tol)
+    total = np.zeros_like(X)
+    for l in range(chunks):
+        pos = perms[l]                      # participant s sits at graph position pos[s]
+        placed = np.empty_like(parts[l])
+        placed[pos] = parts[l]
+        avg = consensus_iterate(placed, adjacency, step, iterations)
+        total += S * avg[pos]               # back to participant order
+    return total
+
+
+# ----------------------------------------------------------------------------- exact one-shot sum
+
+def split_shares(xi: np.ndarray, shares: int, rng: np.random.Generator, kappa: float | None = None) -> np.ndarray:
+    """Random additive shares of ξ (same construction as :func:`random_chunks`)."""
+    return random_chunks(xi, shares, rng, kappa)
+
+
+def share_recipients(S: int, me: int, shares: int, rng: np.random.Generator) -> np.ndarray:
+    """Positions receiving participant ``me``'s shares, aligned with the output of :func:`split_shares`:
+    ``me`` plus ``shares − 1`` distinct random peers, in random order (so the share a participant keeps,
+    and the peer that gets the share carrying ξ − Σ(noise), are random)."""
+    if not 1 <= shares <= S:
+        raise ValueError(f"shares must be in [1, S={S}], got {shares}")
+    others = np.array([j for j in range(S) if j != me], dtype=np.int64)
+    peers = rng.choice(others, size=shares - 1, replace=False) if shares > 1 else np.empty(0, np.int64)
+    return rng.permutation(np.concatenate([[me], peers]).astype(np.int64))
+
+
+def one_shot_sum(values: np.ndarray, rngs: Sequence[np.random.Generator], shares: int | None = None,
+                 kappa: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Vectorised reference of the two-round exact random-chunk sum.
+
+    Round 1: participant s draws ``shares`` (default S) additive shares of ξ^s and sends them to
+    :func:`share_recipients`; round 2: each participant publishes the sum of shares it holds (in sender
+    order); everyone adds the published partial sums in participant order. Returns (sum, partial sums).
+    """
+    X = np.asarray(values, dtype=np.float64)
+    S = X.shape[0]
+    shares = S if shares is None else int(shares)
+    held: list[list[np.ndarray]] = [[None] * S for _ in range(S)]  # held[receiver][sender]
+    for s in range(S):
+        parts = split_shares(X[s], shares, rngs[s], kappa)
+        recips = share_recipients(S, s, shares, rngs[s])
+        for part, r in zip(parts, recips):
+            held[int(r)][s] = part
+    partials = np.stack([sum_in_order([h for h in held[r] if h is not None], X.shape[1:]) for r in range(S)])
+    return sum_in_order(list(partials), X.shape[1:]), partials
+
+
+def sum_in_order(arrays: Sequence[np.ndarray], shape: tuple[int, ...]) -> np.ndarray:
+    """Left-to-right float64 sum (a fixed order makes every participant's total bit-identical)."""
+    acc = np.zeros(shape, dtype=np.float64)
+    for a in arrays:
+        acc = acc + np.asarray(a, dtype=np.float64)
+    return acc

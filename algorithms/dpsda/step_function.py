@@ -1,0 +1,148 @@
+"""DPSDA-C / DPSDA-PS as a deterministic step function (:class:`algorithms.step.Algorithm`).
+
+One platform round r = one time step t = r of the online protocol; organisation i's online data
+stream is its :class:`~algorithms.step.LocalDataset` in order (rows (t−1)B … tB−1 define f_t; every
+organisation holds the same stream, since f_t is revealed to all nodes, §4.1).
+
+Messages of round r are delivered in round r+1, so update k (eqs. (11)–(14) / (20)–(22)) is split
+over two rounds:
+
+* round k:   play x^i(k); compute n·ĝ_i(k) at x_i(k) (kept private); release h_i(k) = z_i(k) + η_i(k)
+             to the out-neighbours of G(k)  — DPSDA-C sends h_i and its degree; DPSDA-PS pushes
+             a·h_i and a·w_i with a = 1/(d_i^out + 1);
+* round k+1: z_i(k+1) = Σ_j a_ij h_j (own term and received terms in ascending consortium order)
+             + n E_i ĝ_i(k); x_i(k+1) = Π(z_i(k+1)[/w_i(k+1)], α(k)); play x^i(k+1); …
+
+Nothing is released in the last round (its update would only produce x(T+1)), so the
+``epsilon_spent`` metric — this round's ε = Δ/σ — is 0 there, and ``epsilon_total`` is the running
+sum (basic composition); the ledger keeps its own sum of ``epsilon_spent`` and caps it. A
+non-private run (σ = 0) has no finite ε and reports neither metric (metrics are signed as canonical
+JSON, which has no infinity), so a learning process with a privacy budget rejects it.
+The model is the node's played block x^i(r) and its estimate x_i(r) of the whole decision.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+
+from algorithms.dpsda.framework import (DPSDAConfig, check_stream, gradient_data_index, initial_decision,
+                                        perturb, primal, scaled_block_gradient, stream_batch)
+from algorithms.dpsda.privacy import epsilon_per_step
+from algorithms.dpsda.weights import circulation_weight, metropolis_row, push_sum_weight
+from algorithms.step import LocalDataset, StepResult, TaskContext
+
+
+class DPSDA:
+    """DPSDA-C (``variant="C"``) or DPSDA-PS (``variant="PS"``); parameters as :class:`DPSDAConfig`."""
+
+    def __init__(self, **params: Any):
+        self.config = DPSDAConfig(**params)
+        self.name = "dpsda-c" if self.config.variant == "C" else "dpsda-ps"
+        # ε of one release (Theorem 2/4); a constant of the configuration, so the object stays stateless
+        self._epsilon_per_release = epsilon_per_step(self.config.sensitivity, self.config.laplace_scale)
+
+    def params(self) -> dict[str, Any]:
+        return self.config.params()
+
+    # -- Algorithm -----------------------------------------------------------------------------
+    def init(self, data: LocalDataset, ctx: TaskContext) -> dict[str, Any]:
+        cfg = self.config
+        if ctx.size != cfg.n_nodes:
+            raise ValueError(f"{self.name} is configured for {cfg.n_nodes} nodes, the consortium has {ctx.size}")
+        check_stream(cfg, np.asarray(data.features), data.labels, ctx.rounds)
+        m = cfg.dimension
+        return {"z": np.zeros(m), "y": np.zeros(m), "w": 1.0, "epsilon_total": 0.0,
+                "pending_gradient": None, "own_message": None, "expected_senders": [], "self_degree": 0}
+
+    def step(self, state: dict[str, Any], inbox: Mapping[str, Any], data: LocalDataset,
+             ctx: TaskContext) -> StepResult:
+        cfg = self.config
+        r, i = ctx.round, ctx.position
+        block = cfg.block(i)
+        features = np.asarray(data.features, dtype=np.float64)
+        labels = np.asarray(data.labels, dtype=np.float64)
+        z = np.asarray(state["z"], dtype=np.float64)
+        y = np.asarray(state["y"], dtype=np.float64)
+        w = float(state["w"])
+
+        if r == 1:
+            decision = initial_decision(cfg, ctx)[block]
+        else:
+            z, w = self._combine(state, inbox, ctx)
+            z[block] += state["pending_gradient"]                     # + n E_i ĝ_i(r−1)
+            y = primal(cfg, z, w, r - 1)                              # (13) / (22)
+            decision = y[block]
+
+        new_state: dict[str, Any] = {"z": z, "y": y, "w": w, "epsilon_total": float(state["epsilon_total"]),
+                                     "pending_gradient": None, "own_message": None,
+                                     "expected_senders": [], "self_degree": 0}
+        outbox: dict[str, Any] = {}
+        epsilon_spent = 0.0
+        if r < ctx.rounds:
+            new_state["pending_gradient"] = scaled_block_gradient(cfg, y, features, labels,
+                                                                  gradient_data_index(cfg, r), ctx)
+            h = perturb(cfg, z, ctx)                                  # (11) / (20)
+            outbox, own = self._release(h, w, ctx)
+            new_state["own_message"] = own
+            new_state["expected_senders"] = sorted(ctx.consortium.index(s) for s in ctx.in_neighbours)
+            new_state["self_degree"] = len(ctx.out_neighbours)
+            epsilon_spent = self._epsilon_per_release
+            new_state["epsilon_total"] = new_state["epsilon_total"] + epsilon_spent
+
+        a, b = stream_batch(cfg, features, labels, r)
+        metrics = {"laplace_scale": cfg.laplace_scale, "sensitivity": cfg.sensitivity,
+                   "estimate_loss": cfg.loss_function.value(y, a, b)}
+        if cfg.laplace_scale > 0:
+            metrics["epsilon_spent"] = epsilon_spent
+            metrics["epsilon_total"] = new_state["epsilon_total"]
+        model = {"round": r, "block_start": block.start, "block_stop": block.stop,
+                 "decision_block": np.array(decision, dtype=np.float64), "estimate": y}
+        return StepResult(state=new_state, outbox=outbox, metrics=metrics, model=model)
+
+    # -- internals -----------------------------------------------------------------------------
+    def _release(self, h: np.ndarray, w: float, ctx: TaskContext) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The messages of eq. (11)/(20) to this round's out-neighbours, and the node's own term."""
+        degree = len(ctx.out_neighbours)
+        if self.config.variant == "C":
+            if set(ctx.out_neighbours) != set(ctx.in_neighbours):
+                raise ValueError(f"DPSDA-C needs an undirected graph; round {ctx.round} gives "
+                                 f"{ctx.organisation} out {ctx.out_neighbours}, in {ctx.in_neighbours}")
+            msg = {"h": h, "degree": degree}
+            return {o: msg for o in ctx.out_neighbours}, msg
+        a = push_sum_weight(degree)
+        msg = {"h": a * h, "w": a * w}
+        return {o: msg for o in ctx.out_neighbours}, msg
+
+    def _combine(self, state: Mapping[str, Any], inbox: Mapping[str, Any], ctx: TaskContext) -> tuple[np.ndarray, float]:
+        """Σ_j a_ij h_j (and Σ_j a_ij w_j for push-sum) over the own term and the inbox, ascending order."""
+        cfg = self.config
+        i = ctx.position
+        senders = sorted(ctx.consortium.index(s) for s in inbox)
+        if senders != list(state["expected_senders"]):
+            raise ValueError(f"{ctx.organisation} expected messages from positions {state['expected_senders']} "
+                             f"in round {ctx.round}, got {senders}")
+        terms = {ctx.consortium[j]: inbox[ctx.consortium[j]] for j in senders}
+        terms[ctx.organisation] = state["own_message"]
+        order = sorted(senders + [i])
+        z = np.zeros(cfg.dimension)
+        if cfg.variant == "PS":
+            w = 0.0
+            for j in order:
+                msg = terms[ctx.consortium[j]]
+                z += np.asarray(msg["h"], dtype=np.float64)
+                w += float(msg["w"])
+            return z, w
+        if cfg.weights == "metropolis":
+            nbrs = [j for j in order if j != i]
+            diag, off = metropolis_row(int(state["self_degree"]),
+                                       [int(terms[ctx.consortium[j]]["degree"]) for j in nbrs])
+            coef = dict(zip(nbrs, off))
+            coef[i] = diag
+        else:
+            a = circulation_weight(int(state["self_degree"]))
+            coef = {j: a for j in order}
+        for j in order:
+            z += coef[j] * np.asarray(terms[ctx.consortium[j]]["h"], dtype=np.float64)
+        return z, 1.0

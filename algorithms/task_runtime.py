@@ -1,0 +1,453 @@
+"""The task runtime: what runs inside an algorithm image for one task (one organisation, one round).
+
+It is the seed's *Computational Task Runtime* (003 §IV-B, Fig. 2): it reads the task's inputs
+from files, calls the algorithm's ``init``/``step`` (:mod:`algorithms.step`), writes the outputs
+as files and signs a manifest of their digests with the task's private key. The executor
+(``executor/``) prepares the inputs, runs this module in an isolated container or sandbox, and
+publishes the signed manifest to the ledger. The file contract (documented in docs/executor.md):
+
+    <task>/in/task.json            the task description (canonical JSON, see TaskSpec)
+    <task>/in/state.bin            previous private state (absent in round 1: init runs first)
+    <task>/in/inbox/<sender>.bin   each message addressed to this organisation for this round
+    <data>/dataset.npz             the organisation's dataset (read-only mount)
+    <key>/task_key.pem             the task's private key (PKCS#8 PEM, readable only by the task)
+
+    <task>/out/state.bin           new private state            (algorithms.codec payload)
+    <task>/out/outbox/<recipient>.bin  one message per recipient (algorithms.codec payload)
+    <task>/out/model.bin           the model, if the step returned one
+    <task>/out/metrics.json        metrics (canonical JSON)
+    <task>/out/manifest.json       the result: input and output digests, metrics (canonical JSON,
+                                   the ExecutionRecord contract's result schema, see build_manifest)
+    <task>/out/manifest.sig        DER ECDSA P-256/SHA-256 low-S signature of manifest.json
+    <task>/out/timing.json         init/step wall seconds (unsigned; for overhead measurements)
+    <task>/out/error.json          only on failure: {"error": type, "message": text}
+
+The manifest bytes are exactly the canonical JSON (sorted keys, compact, UTF-8) of the result,
+so the signature verifies against the canonical form of the result the agent submits.
+
+This module imports only numpy, ``cryptography`` and :mod:`algorithms` (it runs inside images).
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import importlib
+import json
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from algorithms import codec
+from algorithms.step import Algorithm, LocalDataset, StepResult, TaskContext
+
+_P256_ORDER = 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551
+
+
+class TaskInputError(ValueError):
+    """The task directory does not satisfy the file contract."""
+
+
+def canonical_json(value: Any) -> bytes:
+    """Sorted keys, compact separators, UTF-8, no NaN (the house canonical form)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      allow_nan=False).encode("utf-8")
+
+
+def _safe_name(name: str, what: str) -> str:
+    if not name or "/" in name or name.startswith(".") or "\x00" in name:
+        raise TaskInputError(f"invalid {what} name {name!r}")
+    return name
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """The task description (``in/task.json``).
+
+    ``algorithm`` is ``"package.module:Class"``; ``params`` rebuild it (``Class(**params)``).
+    ``data_salt`` (hex) salts the data commitment so that it reveals nothing about the data.
+    """
+
+    process_id: str
+    round: int
+    rounds: int
+    organisation: str
+    consortium: tuple[str, ...]
+    process_seed: int
+    algorithm: str
+    params: Mapping[str, Any]
+    image_digest: str
+    runtime: str
+    out_neighbours: tuple[str, ...] = ()
+    in_neighbours: tuple[str, ...] = ()
+    data_salt: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.round, int) or not 1 <= self.round <= self.rounds:
+            raise TaskInputError(f"round must be in 1..{self.rounds}, got {self.round!r}")
+        if self.organisation not in self.consortium:
+            raise TaskInputError(f"organisation {self.organisation!r} is not in the consortium")
+        if ":" not in self.algorithm:
+            raise TaskInputError(f"algorithm must be 'module:Class', got {self.algorithm!r}")
+        if not self.image_digest.startswith("sha256:"):
+            raise TaskInputError(f"image digest must be sha256:<hex>, got {self.image_digest!r}")
+        try:
+            bytes.fromhex(self.data_salt)
+        except ValueError:
+            raise TaskInputError("data_salt must be hex") from None
+
+    def to_json(self) -> bytes:
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        for k in ("consortium", "out_neighbours", "in_neighbours"):
+            d[k] = list(d[k])
+        d["params"] = dict(self.params)
+        return canonical_json(d)
+
+    @classmethod
+    def from_json(cls, data: bytes) -> "TaskSpec":
+        try:
+            d = json.loads(data)
+            for k in ("consortium", "out_neighbours", "in_neighbours"):
+                if k in d:
+                    d[k] = tuple(d[k])
+            return cls(**d)
+        except (ValueError, TypeError) as exc:
+            raise TaskInputError(f"bad task.json: {exc}") from None
+
+    def context(self) -> TaskContext:
+        return TaskContext(process_seed=self.process_seed, round=self.round, rounds=self.rounds,
+                           organisation=self.organisation, consortium=self.consortium,
+                           out_neighbours=self.out_neighbours, in_neighbours=self.in_neighbours)
+
+    def init_context(self) -> TaskContext:
+        """Round 0, no neighbours: exactly what the simulator passes to ``init``."""
+        return TaskContext(process_seed=self.process_seed, round=0, rounds=self.rounds,
+                           organisation=self.organisation, consortium=self.consortium)
+
+
+# --------------------------------------------------------------------------- data
+
+def save_dataset(path: str | os.PathLike, data: LocalDataset) -> None:
+    """Write a dataset in the runtime's format (npz: features, labels?, extra__<name>...)."""
+    arrays: dict[str, np.ndarray] = {"features": np.asarray(data.features)}
+    if data.labels is not None:
+        arrays["labels"] = np.asarray(data.labels)
+    for k, v in data.extras.items():
+        arrays[f"extra__{k}"] = np.asarray(v)
+    arrays["name"] = np.array(data.name)
+    with open(path, "wb") as f:
+        np.savez(f, **arrays)
+
+
+def load_dataset(path: str | os.PathLike) -> LocalDataset:
+    with np.load(path, allow_pickle=False) as z:
+        extras = {k[len("extra__"):]: z[k] for k in z.files if k.startswith("extra__")}
+        labels = z["labels"] if "labels" in z.files else None
+        name = str(z["name"]) if "name" in z.files else "local"
+        return LocalDataset(features=z["features"], labels=labels, name=name, extras=extras)
+
+
+def data_commitment(salt_hex: str, data_bytes: bytes) -> str:
+    """Salted hash of the dataset file: ``sha256(salt || bytes)`` (DESIGN.md, execution record)."""
+    return "sha256:" + hashlib.sha256(bytes.fromhex(salt_hex) + data_bytes).hexdigest()
+
+
+# --------------------------------------------------------------------------- signing
+
+def sign_low_s(private_key_pem: bytes, data: bytes) -> bytes:
+    """DER ECDSA P-256/SHA-256 signature, normalised to low S (same rule as ledger.identity)."""
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature, encode_dss_signature
+
+    key = serialization.load_pem_private_key(private_key_pem, None)
+    if not isinstance(key, ec.EllipticCurvePrivateKey) or key.curve.name != "secp256r1":
+        raise TaskInputError("task key must be an ECDSA P-256 private key")
+    r, s = decode_dss_signature(key.sign(data, ec.ECDSA(hashes.SHA256())))
+    if s > _P256_ORDER // 2:
+        s = _P256_ORDER - s
+    return encode_dss_signature(r, s)
+
+
+# --------------------------------------------------------------------------- the task
+
+def load_algorithm(spec: TaskSpec) -> Algorithm:
+    module_name, _, class_name = spec.algorithm.partition(":")
+    try:
+        cls = getattr(importlib.import_module(module_name), class_name)
+    except (ImportError, AttributeError) as exc:
+        raise TaskInputError(f"cannot load algorithm {spec.algorithm!r}: {exc}") from None
+    algo = cls(**dict(spec.params))
+    if not isinstance(algo, Algorithm):
+        raise TaskInputError(f"{spec.algorithm} does not implement algorithms.step.Algorithm")
+    return algo
+
+
+def _metrics_json(metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """Metrics as finite floats; non-finite values are left out (canonical JSON has no NaN)."""
+    out: dict[str, Any] = {}
+    for k, v in metrics.items():
+        v = float(v)
+        if math.isfinite(v):
+            out[str(k)] = v
+    return out
+
+
+def _utc_now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def build_manifest(spec: TaskSpec, *, previous_state: str | None, inbox: Mapping[str, str],
+                   data_commitment: str, state: str, outbox: Mapping[str, tuple[str, int]],
+                   model: tuple[str, int] | None, metrics: Mapping[str, Any],
+                   started: str, finished: str,
+                   outbox_provenance: Mapping[str, Mapping[str, Any]] | None = None,
+                   model_provenance: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The execution result a task signs (the ExecutionRecord contract's result schema):
+    what it read and what it wrote, as digests, plus its metrics and its own start/end times.
+
+    ``outbox_provenance`` / ``model_provenance``: extra signed fields of an output message / the
+    model that the algorithm declares (:func:`payload_provenance`), e.g. the ids and digests of
+    the shared estimators a collaborative-RF message or model carries."""
+    outbox_provenance = outbox_provenance or {}
+    return {
+        "process_id": spec.process_id,
+        "round": spec.round,
+        "organisation": spec.organisation,
+        "image_digest": spec.image_digest,
+        "runtime": spec.runtime,
+        "inputs": {"state": previous_state,
+                   "messages": [{"sender": s, "digest": d} for s, d in sorted(inbox.items())],
+                   "data_commitment": data_commitment},
+        "outputs": {"state": state,
+                    "messages": [{**dict(outbox_provenance.get(r, {})), "recipient": r, "digest": d, "size": n}
+                                 for r, (d, n) in sorted(outbox.items())],
+                    "model": None if model is None else {**dict(model_provenance or {}),
+                                                         "digest": model[0], "size": model[1]}},
+        "metrics": _metrics_json(metrics),
+        "started": started,
+        "finished": finished,
+    }
+
+
+def payload_provenance(algo: Algorithm, payload: Any) -> dict[str, Any]:
+    """Extra fields an algorithm wants recorded (and signed) with an output message or model:
+    its optional ``payload_provenance(payload) -> dict`` hook, else nothing. Collaborative RF
+    lists the ids and digests of the estimators a payload carries (seed 003 Fig. 5)."""
+    hook = getattr(algo, "payload_provenance", None)
+    if hook is None:
+        return {}
+    extra = dict(hook(payload))
+    clash = {"recipient", "digest", "size"} & set(extra)
+    if clash:
+        raise TaskInputError(f"payload_provenance may not override {sorted(clash)}")
+    return json.loads(canonical_json(extra))
+
+
+def run_task(task_dir: str | os.PathLike, data_dir: str | os.PathLike,
+             key_path: str | os.PathLike, only_algorithm: str | None = None,
+             out_dir: str | os.PathLike | None = None) -> dict[str, Any]:
+    """Run one task per the file contract; return the manifest it wrote and signed.
+
+    ``only_algorithm`` (set by an image's entrypoint) refuses tasks for any other algorithm;
+    ``out_dir`` (default ``<task_dir>/out``) is where outputs go (warm workers)."""
+    started = _utc_now()
+    task = Path(task_dir)
+    spec = TaskSpec.from_json((task / "in" / "task.json").read_bytes())
+    if only_algorithm is not None and spec.algorithm != only_algorithm:
+        raise TaskInputError(f"this image runs {only_algorithm}, not {spec.algorithm}")
+    algo = load_algorithm(spec)
+    data_bytes = (Path(data_dir) / "dataset.npz").read_bytes()
+    import io
+    dataset = load_dataset(io.BytesIO(data_bytes))
+
+    state_file = task / "in" / "state.bin"
+    init_digest = None
+    t_init = time.perf_counter()
+    if state_file.exists():
+        state_bytes = state_file.read_bytes()
+        previous_digest = codec.digest(state_bytes)
+        state = codec.decode(state_bytes)
+    else:
+        if spec.round != 1:
+            raise TaskInputError(f"round {spec.round} needs in/state.bin (the previous state)")
+        previous_digest = None
+        init_bytes = codec.encode(algo.init(dataset, spec.init_context()))
+        init_digest = codec.digest(init_bytes)
+        state = codec.decode(init_bytes)   # exactly what the simulator hands to step
+    init_seconds = time.perf_counter() - t_init if init_digest is not None else 0.0
+
+    inbox: dict[str, Any] = {}
+    inbox_digests: dict[str, str] = {}
+    inbox_dir = task / "in" / "inbox"
+    if inbox_dir.is_dir():
+        for f in sorted(inbox_dir.iterdir()):
+            if f.suffix != ".bin":
+                continue
+            sender = _safe_name(f.stem, "sender")
+            if sender not in spec.consortium:
+                raise TaskInputError(f"message from {sender!r}, not a consortium member")
+            b = f.read_bytes()
+            inbox_digests[sender] = codec.digest(b)
+            inbox[sender] = codec.decode(b)
+
+    ctx = spec.context()
+    t_step = time.perf_counter()
+    res = algo.step(state, dict(sorted(inbox.items())), dataset, ctx)
+    step_seconds = time.perf_counter() - t_step
+    if not isinstance(res, StepResult):
+        raise TaskInputError(f"{spec.algorithm}.step returned {type(res).__name__}, not StepResult")
+    for recipient in res.outbox:
+        if recipient == spec.organisation or recipient not in spec.consortium:
+            raise TaskInputError(f"message addressed to {recipient!r}: not another consortium member")
+
+    out = Path(out_dir) if out_dir is not None else task / "out"
+    (out / "outbox").mkdir(parents=True, exist_ok=True)
+    new_state = codec.encode(res.state)
+    (out / "state.bin").write_bytes(new_state)
+    outbox_digests: dict[str, tuple[str, int]] = {}
+    outbox_provenance: dict[str, dict[str, Any]] = {}
+    for recipient, payload in sorted(res.outbox.items()):
+        blob = codec.encode(payload)
+        (out / "outbox" / f"{_safe_name(recipient, 'recipient')}.bin").write_bytes(blob)
+        outbox_digests[recipient] = (codec.digest(blob), len(blob))
+        outbox_provenance[recipient] = payload_provenance(algo, payload)
+    model_digest = None
+    model_provenance: dict[str, Any] = {}
+    if res.model is not None:
+        model = codec.encode(res.model)
+        (out / "model.bin").write_bytes(model)
+        model_digest = (codec.digest(model), len(model))
+        model_provenance = payload_provenance(algo, res.model)
+    metrics = _metrics_json(res.metrics)
+    (out / "metrics.json").write_bytes(canonical_json(metrics))
+    # Not signed, not on the ledger: lets the executor separate its overhead from the algorithm's time.
+    (out / "timing.json").write_bytes(canonical_json({"init_seconds": init_seconds,
+                                                      "step_seconds": step_seconds}))
+
+    manifest = build_manifest(spec, previous_state=previous_digest, inbox=inbox_digests,
+                              data_commitment=data_commitment(spec.data_salt, data_bytes),
+                              state=codec.digest(new_state), outbox=outbox_digests,
+                              model=model_digest, metrics=metrics, started=started, finished=_utc_now(),
+                              outbox_provenance=outbox_provenance, model_provenance=model_provenance)
+    body = canonical_json(manifest)
+    signature = sign_low_s(Path(key_path).read_bytes(), body)
+    (out / "manifest.sig").write_bytes(signature)
+    (out / "manifest.json").write_bytes(body)   # written last: its presence means "done"
+    return manifest
+
+
+def _run_reporting(task_dir: str | os.PathLike, data_dir: str | os.PathLike, key_path: str | os.PathLike,
+                   only_algorithm: str | None, out_dir: str | os.PathLike | None = None) -> int:
+    t0 = time.perf_counter()
+    out = Path(out_dir) if out_dir is not None else Path(task_dir) / "out"
+    try:
+        manifest = run_task(task_dir, data_dir, key_path, only_algorithm, out_dir=out)
+    except Exception as exc:  # report any failure as a file the agent records on the ledger
+        err = {"error": type(exc).__name__, "message": str(exc)[:2000]}
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            (out / "error.json").write_bytes(canonical_json(err))
+        except OSError:
+            pass
+        print(f"task failed: {err['error']}: {err['message']}", file=sys.stderr)
+        return 1
+    print(json.dumps({"task": "completed", "round": manifest["round"],
+                      "seconds": round(time.perf_counter() - t0, 6)}), file=sys.stderr)
+    return 0
+
+
+class _Lifeline:
+    """If stdin is a pipe (the sandbox runtime passes one whose write end only the executor holds),
+    EOF on it means the executor is gone: the worker must not outlive it."""
+
+    def __init__(self) -> None:
+        import stat
+        try:
+            self.fd = sys.stdin.fileno()
+            self.active = stat.S_ISFIFO(os.fstat(self.fd).st_mode)
+        except (OSError, ValueError, AttributeError):
+            self.active = False
+
+    def cut(self) -> bool:
+        if not self.active:
+            return False
+        import select
+        readable, _, _ = select.select([self.fd], [], [], 0)
+        return bool(readable) and os.read(self.fd, 1) == b""
+
+
+def _preload(only_algorithm: str | None) -> None:
+    """Import the signing code and the image's algorithm module ahead of the first task."""
+    from cryptography.hazmat.primitives import hashes, serialization  # noqa: F401
+    from cryptography.hazmat.primitives.asymmetric import ec, utils  # noqa: F401
+    if only_algorithm:
+        try:
+            importlib.import_module(only_algorithm.partition(":")[0])
+        except ImportError:
+            pass  # reported by the task that needs it
+
+
+def serve(in_root: str | os.PathLike = "/task/in-root", out_root: str | os.PathLike = "/task/out-root",
+          data_dir: str | os.PathLike = "/data", only_algorithm: str | None = None,
+          idle_exit_s: float = 3600.0, max_tasks: int | None = None) -> int:
+    """Warm worker: run task after task in one isolated process (one organisation, one process).
+
+    The executor writes each task as ``<in_root>/<name>/{in/..., key/task_key.pem}`` and then the
+    empty file ``<in_root>/<name>/READY``; the worker runs it with outputs in ``<out_root>/<name>/``
+    and then writes ``<out_root>/<name>/DONE`` (exit status). ``<in_root>/STOP`` ends the worker;
+    so does EOF on a stdin pipe (the executor died), ``idle_exit_s`` without a task, or ``max_tasks`` tasks (``--serve-once``: a one-shot
+    worker started while the executor registers the task key). Everything a task needs is imported
+    before waiting. Polls every 1-2 ms, backing off to 50 ms after 2 s idle."""
+    _preload(only_algorithm)
+    lifeline = _Lifeline()
+    in_root, out_root = Path(in_root), Path(out_root)
+    done: set[str] = set()
+    delay, idle_since = 0.001, time.monotonic()
+    while True:
+        if (in_root / "STOP").exists() or lifeline.cut():
+            return 0
+        ready = sorted(p.parent.name for p in in_root.glob("*/READY") if p.parent.name not in done)
+        for name in ready:
+            out = out_root / name
+            out.mkdir(parents=True, exist_ok=True)
+            code = _run_reporting(in_root / name, data_dir, in_root / name / "key" / "task_key.pem",
+                                  only_algorithm, out_dir=out)
+            (out / "DONE").write_text(str(code))
+            done.add(name)
+            if max_tasks is not None and len(done) >= max_tasks:
+                return 0
+        if ready:
+            delay, idle_since = 0.001, time.monotonic()
+        else:
+            idle = time.monotonic() - idle_since
+            if idle > idle_exit_s:
+                return 0
+            time.sleep(delay)
+            delay = min(delay * 1.5, 0.002 if idle < 2.0 else 0.05)
+
+
+def main(argv: list[str] | None = None, only_algorithm: str | None = None) -> int:
+    """``python -m algorithms.task_runtime [TASK_DIR [DATA_DIR [KEY_FILE]]]``
+    (defaults: /task, /data, /run/task-key/task_key.pem -- the image layout), or
+    ``... --serve [IN_ROOT OUT_ROOT DATA_DIR]`` for a warm worker (see :func:`serve`)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in ("--serve", "--serve-once"):
+        rest = argv[1:] + ["/task/in-root", "/task/out-root", "/data"][len(argv) - 1:]
+        once = argv[0] == "--serve-once"
+        return serve(rest[0], rest[1], rest[2], only_algorithm, max_tasks=1 if once else None,
+                     idle_exit_s=600.0 if once else 3600.0)
+    task_dir = argv[0] if len(argv) > 0 else "/task"
+    data_dir = argv[1] if len(argv) > 1 else "/data"
+    key_path = argv[2] if len(argv) > 2 else "/run/task-key/task_key.pem"
+    return _run_reporting(task_dir, data_dir, key_path, only_algorithm)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

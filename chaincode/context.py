@@ -1,0 +1,151 @@
+"""The transaction context a contract method runs in: the stub plus who is calling.
+
+The calling organisation is always taken from the creator's certificate (its MSP id), never
+from an argument. Records are stored as canonical JSON under composite keys.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, Iterator
+
+from cryptography import x509
+from cryptography.x509.oid import NameOID
+
+from chaincode.canonical import RawJSON, canonical_json
+from chaincode.errors import Forbidden, InvalidArgument, NotFound
+from chaincode.stub import ChaincodeStub, KeyModification, create_composite_key
+
+SUBMITTER_ROLES = ("client", "admin")
+
+
+_SECONDS: dict[int, str] = {}
+
+
+def iso_time(ts: float) -> str:
+    """UTC ISO-8601 with microseconds, e.g. ``2026-11-22T01:52:38.690341Z`` (transaction times)."""
+    secs, micros = divmod(int(round(ts * 1_000_000)), 1_000_000)
+    head = _SECONDS.get(secs)
+    if head is None:
+        if len(_SECONDS) > 4096:
+            _SECONDS.clear()
+        head = _SECONDS[secs] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(secs))
+    return f"{head}.{micros:06d}Z"
+
+
+def _parse_creator(creator: bytes) -> tuple[str, x509.Certificate]:
+    # msp.SerializedIdentity{mspid=1, id_bytes=2}; parsed here without protobuf so that
+    # chaincode has no dependency on ledger/.
+    fields: dict[int, bytes] = {}
+    i = 0
+    while i < len(creator):
+        tag = creator[i]
+        i += 1
+        n = shift = 0
+        while True:
+            b = creator[i]
+            i += 1
+            n |= (b & 0x7F) << shift
+            shift += 7
+            if not b & 0x80:
+                break
+        fields[tag >> 3] = creator[i:i + n]
+        i += n
+    return fields[1].decode("utf-8"), x509.load_pem_x509_certificate(fields[2])
+
+
+class TransactionContext:
+    def __init__(self, stub: ChaincodeStub):
+        self.stub = stub
+        try:
+            self.msp_id, self.certificate = _parse_creator(stub.get_creator())
+        except (KeyError, IndexError, ValueError) as exc:
+            raise Forbidden(f"cannot read the submitter's identity: {exc}") from None
+        ous = [a.value for a in self.certificate.subject.get_attributes_for_oid(NameOID.ORGANIZATIONAL_UNIT_NAME)]
+        self.role = next((str(o) for o in ous if o in ("client", "admin", "peer", "orderer")), None)
+        cns = self.certificate.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
+        self.subject = str(cns[0].value) if cns else ""
+
+    # ---- caller
+    def require_submitter(self) -> None:
+        if self.role not in SUBMITTER_ROLES:
+            raise Forbidden(f"identity {self.subject} of {self.msp_id} has role {self.role!r}; "
+                            f"only client or admin identities may invoke contracts")
+
+    # ---- time and ids
+    @property
+    def tx_id(self) -> str:
+        return self.stub.get_tx_id()
+
+    @property
+    def timestamp(self) -> str:
+        return iso_time(self.stub.get_tx_timestamp())
+
+    # ---- records
+    def key(self, object_type: str, *attributes: str) -> str:
+        return create_composite_key(object_type, list(attributes))
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        raw = self.stub.get_state(key)
+        return None if raw is None else json.loads(raw)
+
+    def get_required(self, key: str, what: str) -> dict[str, Any]:
+        rec = self.get(key)
+        if rec is None:
+            raise NotFound(f"{what} does not exist")
+        return rec
+
+    def put(self, key: str, record: dict[str, Any]) -> None:
+        self.stub.put_state(key, canonical_json(record))
+
+    def scan(self, object_type: str, *attributes: str) -> Iterator[dict[str, Any]]:
+        for kv in self.stub.get_state_by_partial_composite_key(object_type, list(attributes)):
+            yield json.loads(kv.value)
+
+    def history(self, key: str) -> RawJSON:
+        """Every committed version of ``key``, oldest first, as ``[{is_delete, timestamp, tx_id, value}]``,
+        spliced from the stored canonical JSON values
+        (no decoding and re-encoding; keys in canonical order: is_delete, timestamp, tx_id, value)."""
+        parts = []
+        for m in self.stub.get_history_for_key(key):
+            parts.append(b'{"is_delete":%s,"timestamp":"%s","tx_id":"%s","value":%s}' % (
+                b"true" if m.is_delete else b"false", iso_time(m.timestamp).encode(), m.tx_id.encode(),
+                b"null" if m.is_delete else m.value))
+        return RawJSON(b"[" + b",".join(parts) + b"]")
+
+    def emit(self, name: str, payload: dict[str, Any]) -> None:
+        self.stub.set_event(name, canonical_json(payload))
+
+
+def parse_json_arg(arg: str, what: str) -> Any:
+    try:
+        return json.loads(arg)
+    except (ValueError, TypeError):
+        raise InvalidArgument(f"{what} is not valid JSON") from None
+
+
+def require_str(obj: dict[str, Any], field: str, *, max_len: int = 256, pattern: str | None = None) -> str:
+    import re
+    v = obj.get(field)
+    if not isinstance(v, str) or not v:
+        raise InvalidArgument(f"field {field!r} must be a non-empty string")
+    if len(v) > max_len:
+        raise InvalidArgument(f"field {field!r} is longer than {max_len} characters")
+    if pattern is not None and not re.fullmatch(pattern, v):
+        raise InvalidArgument(f"field {field!r} = {v!r} does not match {pattern}")
+    if "\x00" in v or "\U0010ffff" in v:
+        raise InvalidArgument(f"field {field!r} contains a reserved character")
+    return v
+
+
+def require_keys(obj: Any, allowed: set[str], required: set[str], what: str) -> dict[str, Any]:
+    if not isinstance(obj, dict):
+        raise InvalidArgument(f"{what} must be a JSON object")
+    unknown = set(obj) - allowed
+    if unknown:
+        raise InvalidArgument(f"{what} has unknown fields {sorted(unknown)}")
+    missing = required - set(obj)
+    if missing:
+        raise InvalidArgument(f"{what} lacks required fields {sorted(missing)}")
+    return obj

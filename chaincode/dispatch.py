@@ -1,0 +1,60 @@
+"""The chaincode entry point shared by both ledger hosts.
+
+``invoke(stub, "Contract:function", args)`` runs one contract method and returns its result as
+canonical JSON bytes, or raises a :class:`ContractError` (whose ``to_wire()`` JSON the Fabric
+chaincode service returns as the error message, so clients rebuild the typed error).
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from typing import Any, Callable
+
+from chaincode.canonical import RawJSON, canonical_json
+from chaincode.context import TransactionContext
+from chaincode.errors import ContractError, InternalError, InvalidArgument, NotFound
+from chaincode.execution_record import ExecutionRecordContract
+from chaincode.image import ImageContract
+from chaincode.learning_process import LearningProcessContract
+from chaincode.model import ModelContract
+from chaincode.stub import ChaincodeStub
+
+log = logging.getLogger(__name__)
+
+CONTRACTS = (ImageContract(), LearningProcessContract(), ExecutionRecordContract(), ModelContract())
+
+
+def _functions() -> dict[str, tuple[Callable[..., Any], int, int]]:
+    table = {}
+    for contract in CONTRACTS:
+        for name, fn in inspect.getmembers(contract, inspect.ismethod):
+            if name.startswith("_"):
+                continue
+            params = list(inspect.signature(fn).parameters.values())[1:]  # drop ctx
+            required = sum(1 for p in params if p.default is inspect.Parameter.empty)
+            table[f"{contract.name}:{name}"] = (fn, required, len(params))
+    return table
+
+
+FUNCTIONS = _functions()
+
+
+def invoke(stub: ChaincodeStub, function: str, args: list[str]) -> bytes:
+    entry = FUNCTIONS.get(function)
+    if entry is None:
+        raise NotFound(f"no chaincode function {function!r}; known: {sorted(FUNCTIONS)}")
+    fn, required, total = entry
+    if not required <= len(args) <= total:
+        raise InvalidArgument(f"{function} takes {required}..{total} arguments, got {len(args)}")
+    if not all(isinstance(a, str) for a in args):
+        raise InvalidArgument(f"{function}: arguments must be strings")
+    ctx = TransactionContext(stub)
+    try:
+        result = fn(ctx, *args)
+        return bytes(result) if isinstance(result, RawJSON) else canonical_json(result)
+    except ContractError:
+        raise
+    except Exception as exc:  # a bug must not look like a rule; report without payloads
+        log.exception("internal error in %s", function)
+        raise InternalError(f"internal error in {function}: {type(exc).__name__}") from None

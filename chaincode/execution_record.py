@@ -1,0 +1,276 @@
+"""ExecutionRecord contract: one signed record per organisation per round
+(seed 003 §IV-C, Fig. 2 "signed execution records"; DESIGN.md "On-chain data").
+
+Life of a record: ``create_task`` registers the task's public key before the task runs;
+``complete_task`` accepts the task's result only from the executing organisation, only with a
+valid ECDSA P-256 signature by the registered key over the canonical JSON of the result, only
+for the process's pinned image digest, only while the round is open, only once, and only while
+the privacy budget holds; ``fail_task`` records why a task did not run or did not finish.
+
+The result (what the task key signs) is::
+
+    {process_id, round, organisation, image_digest, runtime,
+     inputs:  {state, messages: [{sender, digest}], data_commitment},
+     outputs: {state, messages: [{recipient, digest, size, ...}], model: {digest, size, ...} | null},
+     metrics: {name: number}, started, finished}
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import math
+from typing import Any
+
+from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
+
+from chaincode.canonical import canonical_json, is_digest
+from chaincode.canonical import RawJSON
+from chaincode.context import TransactionContext, parse_json_arg, require_keys, require_str
+from chaincode.errors import (AlreadyExists, BudgetExceeded, Forbidden, ImageMismatch, InvalidArgument,
+                              InvalidState, NotFound, SignatureInvalid)
+from chaincode.image import ID_PATTERN
+from chaincode.learning_process import (EXECUTION, completed_organisations, load_process, require_member,
+                                        round_key)
+
+P256_HALF_ORDER = 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551 // 2
+RUNTIMES = ("container", "sandbox", "inprocess")
+RESULT_FIELDS = {"process_id", "round", "organisation", "image_digest", "runtime", "inputs", "outputs",
+                 "metrics", "started", "finished"}
+
+
+def _round(value: Any) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise InvalidArgument(f"round must be a positive integer, got {value!r}")
+    return value
+
+
+def _round_arg(text: str) -> int:
+    try:
+        return _round(int(text))
+    except (TypeError, ValueError):
+        raise InvalidArgument(f"round must be a positive integer, got {text!r}") from None
+
+
+def _load_public_key(pem: str) -> ec.EllipticCurvePublicKey:
+    try:
+        key = serialization.load_pem_public_key(pem.encode("ascii"))
+    except (ValueError, UnsupportedAlgorithm, UnicodeEncodeError):
+        raise InvalidArgument("task public key is not a PEM public key") from None
+    if not isinstance(key, ec.EllipticCurvePublicKey) or key.curve.name != "secp256r1":
+        raise InvalidArgument("task public key must be an ECDSA P-256 key")
+    return key
+
+
+def _check_digest(value: Any, what: str) -> None:
+    if not is_digest(value):
+        raise InvalidArgument(f"{what} must be a digest sha256:<64 hex>, got {value!r}")
+
+
+def _validate_result(result: Any) -> dict[str, Any]:
+    result = require_keys(result, RESULT_FIELDS, RESULT_FIELDS - {"started", "finished"}, "execution result")
+    _check_digest(result["image_digest"], "result.image_digest")
+    if result["runtime"] not in RUNTIMES:
+        raise InvalidArgument(f"result.runtime must be one of {RUNTIMES}")
+    inputs = require_keys(result["inputs"], {"state", "messages", "data_commitment"},
+                          {"messages", "data_commitment"}, "result.inputs")
+    if inputs.get("state") is not None:
+        _check_digest(inputs["state"], "result.inputs.state")
+    _check_digest(inputs["data_commitment"], "result.inputs.data_commitment")
+    if not isinstance(inputs["messages"], list):
+        raise InvalidArgument("result.inputs.messages must be a list")
+    for m in inputs["messages"]:
+        if not isinstance(m, dict) or not isinstance(m.get("sender"), str):
+            raise InvalidArgument("each input message needs a sender")
+        _check_digest(m.get("digest"), "input message digest")
+    outputs = require_keys(result["outputs"], {"state", "messages", "model"}, {"state", "messages"}, "result.outputs")
+    _check_digest(outputs["state"], "result.outputs.state")
+    if not isinstance(outputs["messages"], list):
+        raise InvalidArgument("result.outputs.messages must be a list")
+    for m in outputs["messages"]:
+        if not isinstance(m, dict) or not isinstance(m.get("recipient"), str):
+            raise InvalidArgument("each output message needs a recipient")
+        _check_digest(m.get("digest"), "output message digest")
+    if outputs.get("model") is not None:
+        if not isinstance(outputs["model"], dict):
+            raise InvalidArgument("result.outputs.model must be an object")
+        _check_digest(outputs["model"].get("digest"), "result.outputs.model.digest")
+    metrics = result["metrics"]
+    if not isinstance(metrics, dict):
+        raise InvalidArgument("result.metrics must be an object")
+    for k, v in metrics.items():
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v):
+            raise InvalidArgument(f"metric {k!r} must be a finite number")
+    return result
+
+
+class ExecutionRecordContract:
+    name = "ExecutionRecord"
+
+    @staticmethod
+    def _key(ctx: TransactionContext, process_id: str, rnd: int, org: str) -> str:
+        return ctx.key(EXECUTION, process_id, round_key(rnd), org)
+
+    def _check_round_open(self, ctx: TransactionContext, process: dict[str, Any], rnd: int) -> None:
+        if process["status"] != "running":
+            raise InvalidState(f"round {rnd} of learning process {process['id']} is closed: "
+                               f"the process is {process['status']}")
+        if rnd > process["rounds"]:
+            raise InvalidState(f"round {rnd} is closed: learning process {process['id']} has "
+                               f"{process['rounds']} rounds")
+        if rnd > 1:
+            missing = set(process["consortium"]) - completed_organisations(ctx, process["id"], rnd - 1)
+            if missing:
+                raise InvalidState(f"round {rnd} of learning process {process['id']} is not open: "
+                                   f"round {rnd - 1} not completed by {sorted(missing)}")
+
+    def create_task(self, ctx: TransactionContext, spec_json: str) -> dict[str, Any]:
+        """Register the caller organisation's task for (process, round) with the task's public key."""
+        ctx.require_submitter()
+        spec = require_keys(parse_json_arg(spec_json, "task specification"),
+                            {"process_id", "round", "public_key", "runtime"},
+                            {"process_id", "round", "public_key", "runtime"}, "task specification")
+        pid = require_str(spec, "process_id", pattern=ID_PATTERN)
+        rnd = _round(spec["round"])
+        if spec["runtime"] not in RUNTIMES:
+            raise InvalidArgument(f"runtime must be one of {RUNTIMES}")
+        pem = require_str(spec, "public_key", max_len=1024)
+        _load_public_key(pem)
+        process = load_process(ctx, pid)
+        require_member(ctx, process)
+        key = self._key(ctx, pid, rnd, ctx.msp_id)
+        if ctx.stub.get_state(key) is not None:
+            raise AlreadyExists(f"{ctx.msp_id} already has a task for round {rnd} of learning process {pid}")
+        self._check_round_open(ctx, process, rnd)
+        record = {
+            "process_id": pid, "round": rnd, "organisation": ctx.msp_id,
+            "image_digest": process["image_digest"], "runtime": spec["runtime"],
+            "public_key": pem, "status": "running", "created": ctx.timestamp,
+            "created_by": ctx.subject, "tx_id": ctx.tx_id,
+            "result": None, "signature": "", "completed": "", "failure_reason": "",
+            "epsilon_total": 0.0,
+        }
+        ctx.put(key, record)
+        ctx.emit("TaskCreated", {"process_id": pid, "round": rnd, "organisation": ctx.msp_id})
+        return record
+
+    def complete_task(self, ctx: TransactionContext, result_json: str, signature_b64: str) -> dict[str, Any]:
+        """Accept a task's signed result (see the module docstring for every rule)."""
+        ctx.require_submitter()
+        result = _validate_result(parse_json_arg(result_json, "execution result"))
+        pid = require_str(result, "process_id", pattern=ID_PATTERN)
+        rnd = _round(result["round"])
+        org = require_str(result, "organisation")
+        if org != ctx.msp_id:
+            raise Forbidden(f"{ctx.msp_id} cannot complete the task of {org}: a result is accepted only "
+                            f"from the executing organisation")
+        process = load_process(ctx, pid)
+        require_member(ctx, process)
+        key = self._key(ctx, pid, rnd, org)
+        record = ctx.get(key)
+        if record is None:
+            raise NotFound(f"no task registered for {org} in round {rnd} of learning process {pid}")
+        if record["status"] != "running":
+            raise InvalidState(f"task of {org} for round {rnd} of learning process {pid} is already "
+                               f"{record['status']}; a result is accepted only once")
+        self._check_round_open(ctx, process, rnd)
+        if result["image_digest"] != process["image_digest"]:
+            raise ImageMismatch(f"result of {org} for round {rnd} was produced by image {result['image_digest']}, "
+                                f"but learning process {pid} pins {process['image_digest']}")
+        if result["runtime"] != record["runtime"]:
+            raise InvalidArgument(f"result names runtime {result['runtime']}, the task was registered "
+                                  f"for {record['runtime']}")
+        try:
+            signature = base64.b64decode(signature_b64, validate=True)
+            _, s = decode_dss_signature(signature)
+        except (binascii.Error, ValueError):
+            raise SignatureInvalid(f"execution result of {org} for round {rnd} of {pid} carries a malformed signature") from None
+        if s > P256_HALF_ORDER:
+            raise SignatureInvalid("execution result signature is not in low-S form")
+        try:
+            _load_public_key(record["public_key"]).verify(signature, canonical_json(result), ec.ECDSA(hashes.SHA256()))
+        except InvalidSignature:
+            raise SignatureInvalid(f"execution result of {org} for round {rnd} of learning process {pid} "
+                                   f"is not signed by the key registered for that task") from None
+        total = 0.0
+        budget = process.get("privacy_budget")
+        if budget is not None:
+            spent = result["metrics"].get("epsilon_spent")
+            if spent is None or spent < 0:
+                raise InvalidArgument(f"learning process {pid} has a privacy budget; the result must report "
+                                      f"a non-negative metric 'epsilon_spent'")
+            previous = 0.0
+            if rnd > 1:
+                prev = ctx.get(self._key(ctx, pid, rnd - 1, org))
+                previous = float(prev["epsilon_total"]) if prev else 0.0
+            total = previous + float(spent)
+            if total > float(budget["epsilon"]) * (1 + 1e-12):
+                raise BudgetExceeded(f"round {rnd} of {org} would spend ε = {total:.6g} in total, over the "
+                                     f"budget ε = {budget['epsilon']} of learning process {pid}",
+                                     spent=total, budget=budget["epsilon"])
+        record.update(status="completed", result=result, signature=signature_b64, completed=ctx.timestamp,
+                      completed_tx_id=ctx.tx_id, epsilon_total=total)
+        ctx.put(key, record)
+        ctx.emit("TaskCompleted", {"process_id": pid, "round": rnd, "organisation": org,
+                                   "outputs": result["outputs"], "epsilon_total": total})
+        return record
+
+    def fail_task(self, ctx: TransactionContext, spec_json: str) -> dict[str, Any]:
+        """Record that the caller's task for (process, round) failed or was refused, with the reason."""
+        ctx.require_submitter()
+        spec = require_keys(parse_json_arg(spec_json, "task failure"),
+                            {"process_id", "round", "reason", "details"}, {"process_id", "round", "reason"},
+                            "task failure")
+        pid = require_str(spec, "process_id", pattern=ID_PATTERN)
+        rnd = _round(spec["round"])
+        reason = require_str(spec, "reason", max_len=2048)
+        process = load_process(ctx, pid)
+        require_member(ctx, process)
+        key = self._key(ctx, pid, rnd, ctx.msp_id)
+        record = ctx.get(key)
+        if record is not None and record["status"] != "running":
+            raise InvalidState(f"task of {ctx.msp_id} for round {rnd} of {pid} is already {record['status']}")
+        if record is None:
+            if rnd > process["rounds"]:
+                raise InvalidArgument(f"learning process {pid} has no round {rnd}")
+            record = {"process_id": pid, "round": rnd, "organisation": ctx.msp_id,
+                      "image_digest": process["image_digest"], "runtime": "", "public_key": "",
+                      "created": ctx.timestamp, "created_by": ctx.subject, "tx_id": ctx.tx_id,
+                      "result": None, "signature": "", "completed": "", "epsilon_total": 0.0}
+        details = spec.get("details") or {}
+        if not isinstance(details, dict):
+            raise InvalidArgument("failure details must be an object")
+        record.update(status="failed", failure_reason=reason, failure_details=details, completed=ctx.timestamp,
+                      completed_tx_id=ctx.tx_id)
+        ctx.put(key, record)
+        ctx.emit("TaskFailed", {"process_id": pid, "round": rnd, "organisation": ctx.msp_id, "reason": reason})
+        return record
+
+    def get(self, ctx: TransactionContext, process_id: str, rnd: str, organisation: str) -> dict[str, Any]:
+        process = load_process(ctx, process_id)
+        require_member(ctx, process)
+        return ctx.get_required(self._key(ctx, process_id, _round_arg(rnd), organisation),
+                                f"execution record of {organisation} for round {rnd} of {process_id}")
+
+    def query(self, ctx: TransactionContext, filter_json: str) -> list[dict[str, Any]]:
+        """Records of a process, optionally for one round and/or one organisation."""
+        flt = require_keys(parse_json_arg(filter_json, "query"), {"process_id", "round", "organisation"},
+                           {"process_id"}, "query")
+        process = load_process(ctx, require_str(flt, "process_id", pattern=ID_PATTERN))
+        require_member(ctx, process)
+        attrs = [process["id"]]
+        if flt.get("round") is not None:
+            attrs.append(round_key(_round(flt["round"])))
+        org = flt.get("organisation")
+        return [r for r in ctx.scan(EXECUTION, *attrs) if org is None or r["organisation"] == org]
+
+    def history(self, ctx: TransactionContext, process_id: str, rnd: str, organisation: str) -> RawJSON:
+        process = load_process(ctx, process_id)
+        require_member(ctx, process)
+        key = self._key(ctx, process_id, _round_arg(rnd), organisation)
+        if ctx.stub.get_state(key) is None:
+            raise NotFound(f"no execution record of {organisation} for round {rnd} of {process_id}")
+        return ctx.history(key)

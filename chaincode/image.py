@@ -1,0 +1,107 @@
+"""Image contract: the registry of algorithm images (seed 003 §IV-B, Fig. 2 "image hashes").
+
+An image record pins an algorithm image by its content digest. The owner is the caller's
+organisation (from its certificate). Other organisations may approve an image (each approval
+is its own key, so approvals never conflict); the owner may revoke it, after which no new
+learning process can pin it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from chaincode.canonical import RawJSON, is_digest
+from chaincode.context import TransactionContext, parse_json_arg, require_keys, require_str
+from chaincode.errors import AlreadyExists, Forbidden, ImageMismatch, InvalidArgument, InvalidState, NotFound
+
+ID_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._:+-]{0,127}"
+IMAGE = "Image"
+APPROVAL = "ImageApproval"
+
+
+class ImageContract:
+    name = "Image"
+
+    @staticmethod
+    def _key(ctx: TransactionContext, image_id: str) -> str:
+        return ctx.key(IMAGE, image_id)
+
+    def register(self, ctx: TransactionContext, spec_json: str) -> dict[str, Any]:
+        """Register an image: ``{id, name, version, algorithm, digest, reference}``."""
+        ctx.require_submitter()
+        spec = require_keys(parse_json_arg(spec_json, "image specification"),
+                            {"id", "name", "version", "algorithm", "digest", "reference", "description"},
+                            {"name", "version", "algorithm", "digest"}, "image specification")
+        name = require_str(spec, "name", pattern=r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+        version = require_str(spec, "version", pattern=r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
+        image_id = spec.get("id") or f"{name}:{version}"
+        if not isinstance(image_id, str) or not re.fullmatch(ID_PATTERN, image_id):
+            raise InvalidArgument(f"image id {image_id!r} must match {ID_PATTERN}")
+        if not is_digest(spec["digest"]):
+            raise InvalidArgument(f"image digest {spec['digest']!r} is not of the form sha256:<64 hex>")
+        key = self._key(ctx, image_id)
+        if ctx.stub.get_state(key) is not None:
+            raise AlreadyExists(f"image {image_id} is already registered", image_id=image_id)
+        record = {
+            "id": image_id, "name": name, "version": version,
+            "algorithm": require_str(spec, "algorithm", max_len=64),
+            "digest": spec["digest"],
+            "reference": str(spec.get("reference") or ""),
+            "description": str(spec.get("description") or ""),
+            "owner": ctx.msp_id, "registered_by": ctx.subject,
+            "created": ctx.timestamp, "tx_id": ctx.tx_id,
+            "status": "active", "revoked_reason": "",
+        }
+        ctx.put(key, record)
+        ctx.emit("ImageRegistered", {"id": image_id, "digest": record["digest"], "owner": ctx.msp_id})
+        return record
+
+    def _load(self, ctx: TransactionContext, image_id: str) -> dict[str, Any]:
+        return ctx.get_required(self._key(ctx, image_id), f"image {image_id}")
+
+    def get(self, ctx: TransactionContext, image_id: str) -> dict[str, Any]:
+        record = self._load(ctx, image_id)
+        record["approvals"] = sorted(ctx.scan(APPROVAL, image_id), key=lambda a: a["organisation"])
+        return record
+
+    def list(self, ctx: TransactionContext) -> list[dict[str, Any]]:
+        return list(ctx.scan(IMAGE))
+
+    def revoke(self, ctx: TransactionContext, image_id: str, reason: str = "") -> dict[str, Any]:
+        ctx.require_submitter()
+        record = self._load(ctx, image_id)
+        if record["owner"] != ctx.msp_id:
+            raise Forbidden(f"image {image_id} is owned by {record['owner']}; {ctx.msp_id} may not revoke it")
+        if record["status"] == "revoked":
+            raise InvalidState(f"image {image_id} is already revoked")
+        record.update(status="revoked", revoked_reason=reason[:512], revoked=ctx.timestamp, tx_id=ctx.tx_id)
+        ctx.put(self._key(ctx, image_id), record)
+        ctx.emit("ImageRevoked", {"id": image_id, "reason": reason[:512]})
+        return record
+
+    def approve(self, ctx: TransactionContext, image_id: str, digest: str) -> dict[str, Any]:
+        """Another organisation approves the image it inspected, naming the digest it saw."""
+        ctx.require_submitter()
+        record = self._load(ctx, image_id)
+        if record["status"] != "active":
+            raise InvalidState(f"image {image_id} is revoked and cannot be approved")
+        if record["owner"] == ctx.msp_id:
+            raise Forbidden(f"{ctx.msp_id} owns image {image_id} and cannot approve its own image")
+        if digest != record["digest"]:
+            raise ImageMismatch(f"approval of image {image_id} names digest {digest}, "
+                                f"but the registered digest is {record['digest']}")
+        key = ctx.key(APPROVAL, image_id, ctx.msp_id)
+        if ctx.stub.get_state(key) is not None:
+            raise AlreadyExists(f"{ctx.msp_id} has already approved image {image_id}")
+        approval = {"image_id": image_id, "organisation": ctx.msp_id, "digest": digest,
+                    "approved_by": ctx.subject, "created": ctx.timestamp, "tx_id": ctx.tx_id}
+        ctx.put(key, approval)
+        ctx.emit("ImageApproved", {"id": image_id, "organisation": ctx.msp_id})
+        return approval
+
+    def history(self, ctx: TransactionContext, image_id: str) -> RawJSON:
+        key = self._key(ctx, image_id)
+        if ctx.stub.get_state(key) is None:
+            raise NotFound(f"image {image_id} does not exist")
+        return ctx.history(key)

@@ -1,0 +1,179 @@
+"""LearningProcess contract: orchestration metadata of a collaborative learning process
+(seed 003 §IV-B/C, Fig. 2 "learning-process orchestration").
+
+A process pins an image by digest, names its consortium (MSP ids), topology, hyper-parameters,
+number of rounds and privacy budget. Status: created -> running -> completed | failed | aborted.
+The current round is derived from execution records (never stored in a hot key).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from chaincode.canonical import RawJSON
+from chaincode.context import TransactionContext, parse_json_arg, require_keys, require_str
+from chaincode.errors import AlreadyExists, Forbidden, ImageMismatch, InvalidArgument, InvalidState, NotFound
+from chaincode.image import ID_PATTERN, IMAGE
+
+PROCESS = "LearningProcess"
+EXECUTION = "Execution"
+MSP_PATTERN = r"[A-Za-z0-9][A-Za-z0-9.-]{0,63}"
+MAX_ROUNDS = 100_000
+TERMINAL = ("completed", "failed", "aborted")
+
+
+def round_key(rnd: int) -> str:
+    """Execution keys sort by round: zero-padded decimal."""
+    return f"{rnd:06d}"
+
+
+def load_process(ctx: TransactionContext, process_id: str) -> dict[str, Any]:
+    return ctx.get_required(ctx.key(PROCESS, process_id), f"learning process {process_id}")
+
+
+def require_member(ctx: TransactionContext, process: dict[str, Any]) -> None:
+    if ctx.msp_id not in process["consortium"]:
+        raise Forbidden(f"{ctx.msp_id} is not a member of the consortium of learning process {process['id']}")
+
+
+def completed_organisations(ctx: TransactionContext, process_id: str, rnd: int) -> set[str]:
+    return {r["organisation"] for r in ctx.scan(EXECUTION, process_id, round_key(rnd))
+            if r["status"] == "completed"}
+
+
+def current_round(ctx: TransactionContext, process: dict[str, Any]) -> int:
+    """The first round not yet completed by every organisation (rounds + 1 when all are done).
+
+    Derived from the execution records: round r is complete when every consortium member has
+    a completed record for r."""
+    members = set(process["consortium"])
+    by_round: dict[int, set[str]] = {}
+    for r in ctx.scan(EXECUTION, process["id"]):
+        if r["status"] == "completed":
+            by_round.setdefault(r["round"], set()).add(r["organisation"])
+    rnd = 1
+    while rnd <= process["rounds"] and by_round.get(rnd, set()) >= members:
+        rnd += 1
+    return rnd
+
+
+class LearningProcessContract:
+    name = "LearningProcess"
+
+    def create(self, ctx: TransactionContext, spec_json: str) -> dict[str, Any]:
+        """Create a process: ``{id, image_id, image_digest?, consortium, topology, hyperparameters,
+        rounds, privacy_budget?, dataset?, description?}``. The image's digest is pinned."""
+        ctx.require_submitter()
+        spec = require_keys(parse_json_arg(spec_json, "process specification"),
+                            {"id", "image_id", "image_digest", "consortium", "topology", "hyperparameters",
+                             "rounds", "privacy_budget", "dataset", "description"},
+                            {"id", "image_id", "consortium", "topology", "rounds"}, "process specification")
+        pid = require_str(spec, "id", pattern=ID_PATTERN)
+        key = ctx.key(PROCESS, pid)
+        if ctx.stub.get_state(key) is not None:
+            raise AlreadyExists(f"learning process {pid} already exists", process_id=pid)
+        image = ctx.get(ctx.key(IMAGE, require_str(spec, "image_id", pattern=ID_PATTERN)))
+        if image is None:
+            raise NotFound(f"image {spec['image_id']} is not registered")
+        if image["status"] != "active":
+            raise InvalidState(f"image {image['id']} is revoked and cannot be used by a new process")
+        if "image_digest" in spec and spec["image_digest"] != image["digest"]:
+            raise ImageMismatch(f"process names digest {spec['image_digest']} for image {image['id']}, "
+                                f"but the registered digest is {image['digest']}")
+        consortium = spec["consortium"]
+        if (not isinstance(consortium, list) or not consortium
+                or not all(isinstance(m, str) and re.fullmatch(MSP_PATTERN, m) for m in consortium)):
+            raise InvalidArgument("consortium must be a non-empty list of MSP ids")
+        if len(set(consortium)) != len(consortium):
+            raise InvalidArgument("consortium lists an organisation twice")
+        if ctx.msp_id not in consortium:
+            raise Forbidden(f"{ctx.msp_id} cannot create a process for a consortium it is not part of")
+        topology = spec["topology"]
+        if not isinstance(topology, dict) or not isinstance(topology.get("kind"), str):
+            raise InvalidArgument("topology must be an object with a 'kind'")
+        seed = topology.get("seed", 0)
+        if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**63:
+            raise InvalidArgument("topology seed must be an integer in [0, 2^63)")
+        rounds = spec["rounds"]
+        if not isinstance(rounds, int) or isinstance(rounds, bool) or not 1 <= rounds <= MAX_ROUNDS:
+            raise InvalidArgument(f"rounds must be an integer in [1, {MAX_ROUNDS}]")
+        hyper = spec.get("hyperparameters", {})
+        if not isinstance(hyper, dict):
+            raise InvalidArgument("hyperparameters must be an object")
+        budget = spec.get("privacy_budget")
+        if budget is not None:
+            budget = require_keys(budget, {"mechanism", "epsilon", "delta"}, {"mechanism", "epsilon"}, "privacy budget")
+            eps = budget["epsilon"]
+            if not isinstance(eps, (int, float)) or isinstance(eps, bool) or not math.isfinite(eps) or eps <= 0:
+                raise InvalidArgument("privacy budget epsilon must be a positive finite number")
+        record = {
+            "id": pid, "image_id": image["id"], "image_digest": image["digest"],
+            "algorithm": image["algorithm"], "consortium": consortium,
+            "topology": {**topology, "seed": seed}, "hyperparameters": hyper, "rounds": rounds,
+            "privacy_budget": budget, "dataset": str(spec.get("dataset") or ""),
+            "description": str(spec.get("description") or ""),
+            "creator": ctx.msp_id, "created_by": ctx.subject, "created": ctx.timestamp,
+            "status": "created", "status_reason": "", "updated": ctx.timestamp, "tx_id": ctx.tx_id,
+        }
+        ctx.put(key, record)
+        ctx.emit("ProcessCreated", {"id": pid, "consortium": consortium, "image_digest": image["digest"]})
+        return record
+
+    def get(self, ctx: TransactionContext, process_id: str) -> dict[str, Any]:
+        process = load_process(ctx, process_id)
+        require_member(ctx, process)
+        process["current_round"] = current_round(ctx, process)
+        return process
+
+    def list(self, ctx: TransactionContext) -> list[dict[str, Any]]:
+        """Processes whose consortium includes the caller's organisation."""
+        return [p for p in ctx.scan(PROCESS) if ctx.msp_id in p["consortium"]]
+
+    def _transition(self, ctx: TransactionContext, process_id: str, to: str, reason: str,
+                    allowed_from: tuple[str, ...]) -> dict[str, Any]:
+        ctx.require_submitter()
+        process = load_process(ctx, process_id)
+        require_member(ctx, process)
+        if process["status"] not in allowed_from:
+            raise InvalidState(f"learning process {process_id} is {process['status']}; cannot become {to}")
+        process.update(status=to, status_reason=reason[:1024], updated=ctx.timestamp, tx_id=ctx.tx_id,
+                       status_by=ctx.msp_id)
+        ctx.put(ctx.key(PROCESS, process_id), process)
+        ctx.emit("ProcessStatus", {"id": process_id, "status": to, "reason": reason[:1024], "by": ctx.msp_id})
+        return process
+
+    def start(self, ctx: TransactionContext, process_id: str) -> dict[str, Any]:
+        """created -> running; any consortium member may start the process."""
+        return self._transition(ctx, process_id, "running", "", ("created",))
+
+    def complete(self, ctx: TransactionContext, process_id: str) -> dict[str, Any]:
+        """running -> completed, accepted only when every organisation completed the last round."""
+        process = load_process(ctx, process_id)
+        require_member(ctx, process)
+        missing = set(process["consortium"]) - completed_organisations(ctx, process_id, process["rounds"])
+        if missing:
+            raise InvalidState(f"learning process {process_id} cannot complete: round {process['rounds']} "
+                               f"not completed by {sorted(missing)}")
+        return self._transition(ctx, process_id, "completed", "", ("running",))
+
+    def fail(self, ctx: TransactionContext, process_id: str, reason: str) -> dict[str, Any]:
+        """created/running -> failed, by any member, with the reason on the ledger."""
+        if not reason:
+            raise InvalidArgument("a failed process needs a reason")
+        return self._transition(ctx, process_id, "failed", reason, ("created", "running"))
+
+    def abort(self, ctx: TransactionContext, process_id: str, reason: str = "") -> dict[str, Any]:
+        """created/running -> aborted, only by the organisation that created the process."""
+        process = load_process(ctx, process_id)
+        if process["creator"] != ctx.msp_id:
+            raise Forbidden(f"only the creator {process['creator']} may abort learning process {process_id}")
+        return self._transition(ctx, process_id, "aborted", reason or "aborted by creator", ("created", "running"))
+
+    def history(self, ctx: TransactionContext, process_id: str) -> RawJSON:
+        process = ctx.get(ctx.key(PROCESS, process_id))
+        if process is None:
+            raise NotFound(f"learning process {process_id} does not exist")
+        require_member(ctx, process)
+        return ctx.history(ctx.key(PROCESS, process_id))

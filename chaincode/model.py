@@ -1,0 +1,175 @@
+"""Model contract: final models and who may read them (seed 003 §IV-B, Fig. 2 "models").
+
+The payload lives off chain, encrypted once under a random data key; the ledger holds that
+data key sealed for each organisation on the access list, one ``ModelKey`` record per
+organisation beside the model record, so access holds cryptographically as well as in the
+contract: granting adds a sealed key, revoking deletes it. An organisation only ever reads its
+own sealed key.
+A model can only be published by the organisation whose completed execution record of the last
+round names the model's digest, so every model has an audited lineage.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import math
+import re
+from typing import Any
+
+from chaincode.canonical import RawJSON, is_digest
+from chaincode.context import TransactionContext, parse_json_arg, require_keys, require_str
+from chaincode.errors import AlreadyExists, Forbidden, ImageMismatch, InvalidArgument, InvalidState, NotFound
+from chaincode.image import ID_PATTERN
+from chaincode.learning_process import EXECUTION, MSP_PATTERN, load_process, require_member, round_key
+
+MODEL = "Model"
+MODEL_KEY = "ModelKey"
+
+
+def _check_wrapped_key(value: Any, org: str) -> str:
+    if not isinstance(value, str):
+        raise InvalidArgument(f"wrapped key for {org} must be base64 text")
+    try:
+        raw = base64.b64decode(value, validate=True)
+    except binascii.Error:
+        raise InvalidArgument(f"wrapped key for {org} is not valid base64") from None
+    if not 32 < len(raw) <= 512:
+        raise InvalidArgument(f"wrapped key for {org} has an implausible length {len(raw)}")
+    return value
+
+
+def _sealed_key(ctx: TransactionContext, model_id: str, org: str) -> str | None:
+    rec = ctx.get(ctx.key(MODEL_KEY, model_id, org))
+    return None if rec is None else rec["wrapped_key"]
+
+
+def _view(ctx: TransactionContext, record: dict[str, Any]) -> dict[str, Any]:
+    """The model record with the caller's own sealed data key."""
+    return {**record, "wrapped_key": _sealed_key(ctx, record["id"], ctx.msp_id)}
+
+
+def _put_sealed_key(ctx: TransactionContext, model_id: str, org: str, wrapped: str) -> None:
+    ctx.put(ctx.key(MODEL_KEY, model_id, org), {"model_id": model_id, "organisation": org, "wrapped_key": wrapped,
+                                                "granted": ctx.timestamp, "tx_id": ctx.tx_id})
+
+
+class ModelContract:
+    name = "Model"
+
+    @staticmethod
+    def _key(ctx: TransactionContext, model_id: str) -> str:
+        return ctx.key(MODEL, model_id)
+
+    def publish(self, ctx: TransactionContext, spec_json: str) -> dict[str, Any]:
+        """Publish the caller's final model of a process: ``{process_id, digest, size,
+        ciphertext_digest, wrapped_keys, metrics?, location?, estimators?, id?}``."""
+        ctx.require_submitter()
+        spec = require_keys(parse_json_arg(spec_json, "model"),
+                            {"id", "process_id", "digest", "size", "ciphertext_digest", "wrapped_keys",
+                             "metrics", "location", "estimators"},
+                            {"process_id", "digest", "size", "ciphertext_digest", "wrapped_keys"}, "model")
+        pid = require_str(spec, "process_id", pattern=ID_PATTERN)
+        process = load_process(ctx, pid)
+        require_member(ctx, process)
+        model_id = spec.get("id") or f"{pid}:{ctx.msp_id}"
+        if not isinstance(model_id, str) or not re.fullmatch(ID_PATTERN, model_id):
+            raise InvalidArgument(f"model id {model_id!r} must match {ID_PATTERN}")
+        for f in ("digest", "ciphertext_digest"):
+            if not is_digest(spec[f]):
+                raise InvalidArgument(f"model {f} must be sha256:<64 hex>")
+        if not isinstance(spec["size"], int) or isinstance(spec["size"], bool) or spec["size"] < 0:
+            raise InvalidArgument("model size must be a non-negative integer")
+        key = self._key(ctx, model_id)
+        if ctx.stub.get_state(key) is not None:
+            raise AlreadyExists(f"model {model_id} is already published")
+        last = process["rounds"]
+        execution = ctx.get(ctx.key(EXECUTION, pid, round_key(last), ctx.msp_id))
+        if execution is None or execution["status"] != "completed":
+            raise InvalidState(f"{ctx.msp_id} has not completed the last round ({last}) of learning process {pid}; "
+                               f"only a model produced by a completed audited run can be published")
+        produced = (execution["result"]["outputs"].get("model") or {}).get("digest")
+        if produced != spec["digest"]:
+            raise ImageMismatch(f"model digest {spec['digest']} is not the model {produced} that the execution "
+                                f"record of {ctx.msp_id} for round {last} of {pid} signed")
+        wrapped = spec["wrapped_keys"]
+        if not isinstance(wrapped, dict) or set(wrapped) != set(process["consortium"]):
+            raise InvalidArgument(f"wrapped_keys must hold the data key sealed for exactly the consortium "
+                                  f"{sorted(process['consortium'])}")
+        for org, v in wrapped.items():
+            _check_wrapped_key(v, org)
+        metrics = spec.get("metrics") or {}
+        if not isinstance(metrics, dict) or not all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in metrics.values()):
+            raise InvalidArgument("model metrics must be an object of finite numbers")
+        estimators = spec.get("estimators") or []
+        if not isinstance(estimators, list):
+            raise InvalidArgument("estimators must be a list")
+        record = {
+            "id": model_id, "process_id": pid, "owner": ctx.msp_id, "digest": spec["digest"],
+            "size": spec["size"], "ciphertext_digest": spec["ciphertext_digest"],
+            "location": str(spec.get("location") or ""), "metrics": metrics, "estimators": estimators,
+            "image_digest": process["image_digest"], "round": last,
+            "access": sorted(process["consortium"]),
+            "created": ctx.timestamp, "published_by": ctx.subject, "tx_id": ctx.tx_id,
+        }
+        ctx.put(key, record)
+        for org, sealed in sorted(wrapped.items()):
+            _put_sealed_key(ctx, model_id, org, sealed)
+        ctx.emit("ModelPublished", {"id": model_id, "process_id": pid, "owner": ctx.msp_id, "digest": spec["digest"]})
+        return {**record, "wrapped_key": wrapped[ctx.msp_id]}
+
+    def _load(self, ctx: TransactionContext, model_id: str) -> dict[str, Any]:
+        return ctx.get_required(self._key(ctx, model_id), f"model {model_id}")
+
+    def _require_access(self, ctx: TransactionContext, record: dict[str, Any]) -> None:
+        if ctx.msp_id not in record["access"]:
+            raise Forbidden(f"{ctx.msp_id} is not on the access list of model {record['id']}")
+
+    def get(self, ctx: TransactionContext, model_id: str) -> dict[str, Any]:
+        record = self._load(ctx, model_id)
+        self._require_access(ctx, record)
+        return _view(ctx, record)
+
+    def list(self, ctx: TransactionContext) -> list[dict[str, Any]]:
+        """Models whose access list includes the caller's organisation."""
+        return [_view(ctx, r) for r in ctx.scan(MODEL) if ctx.msp_id in r["access"]]
+
+    def _owner_update(self, ctx: TransactionContext, model_id: str) -> dict[str, Any]:
+        ctx.require_submitter()
+        record = self._load(ctx, model_id)
+        if record["owner"] != ctx.msp_id:
+            raise Forbidden(f"model {model_id} is owned by {record['owner']}; only the owner may change its access list")
+        return record
+
+    def grant(self, ctx: TransactionContext, model_id: str, organisation: str, wrapped_key: str) -> dict[str, Any]:
+        record = self._owner_update(ctx, model_id)
+        if not re.fullmatch(MSP_PATTERN, organisation):
+            raise InvalidArgument(f"{organisation!r} is not an MSP id")
+        if organisation in record["access"]:
+            raise AlreadyExists(f"{organisation} already has access to model {model_id}")
+        _put_sealed_key(ctx, model_id, organisation, _check_wrapped_key(wrapped_key, organisation))
+        record["access"] = sorted(set(record["access"]) | {organisation})
+        record.update(updated=ctx.timestamp, tx_id=ctx.tx_id)
+        ctx.put(self._key(ctx, model_id), record)
+        ctx.emit("ModelAccessGranted", {"id": model_id, "organisation": organisation})
+        return _view(ctx, record)
+
+    def revoke(self, ctx: TransactionContext, model_id: str, organisation: str) -> dict[str, Any]:
+        record = self._owner_update(ctx, model_id)
+        if organisation == record["owner"]:
+            raise InvalidArgument("the owner cannot revoke its own access")
+        if organisation not in record["access"]:
+            raise NotFound(f"{organisation} has no access to model {model_id}")
+        ctx.stub.del_state(ctx.key(MODEL_KEY, model_id, organisation))
+        record["access"] = [o for o in record["access"] if o != organisation]
+        record.update(updated=ctx.timestamp, tx_id=ctx.tx_id)
+        ctx.put(self._key(ctx, model_id), record)
+        ctx.emit("ModelAccessRevoked", {"id": model_id, "organisation": organisation})
+        return _view(ctx, record)
+
+    def history(self, ctx: TransactionContext, model_id: str) -> RawJSON:
+        """Every version of the model record (sealed keys are separate records, never shown)."""
+        record = self._load(ctx, model_id)
+        self._require_access(ctx, record)
+        return ctx.history(self._key(ctx, model_id))

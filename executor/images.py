@@ -1,0 +1,372 @@
+"""Algorithm images: build locally, identify by digest, verify before every run.
+
+There is no registry here (DESIGN.md "Execution"): images are built in three cached layers,
+
+1. ``consortia-base:<h>`` -- ``debootstrap --variant=minbase bookworm`` (python3 3.11) written
+   to a tarball under the cache (``algorithm-images/base/debootstrap.sh``) and imported;
+2. ``consortia-python:<h>`` -- the project's pinned numpy/scipy/scikit-learn/cryptography,
+   installed offline (``--network none``) from wheels the host downloaded with ``pip download``
+   at the exact versions of pyproject.toml;
+3. ``consortia/<name>:<version>`` -- one per folder of ``algorithm-images/`` (Containerfile,
+   image.json, entrypoint, algorithm module) plus the project's ``algorithms`` package.
+
+``<h>`` is a hash of what goes into the layer, so a layer is rebuilt only when its recipe, the
+wheels or its parent change. The **image digest** is the engine's content-addressed image id
+(``sha256:...``) -- what the ledger's Image record and a learning process pin.
+
+For the sandbox runtime (no engine) the same folder + ``algorithms`` package is materialised as a
+**bundle** directory; its digest is the sha256 of the canonical JSON listing of its files'
+digests plus the interpreter and pinned package versions it runs with.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+from executor.errors import ImageBuildError, ImageDigestMismatch
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+IMAGES_DIR = PROJECT_ROOT / "algorithm-images"
+BASE_DIR = IMAGES_DIR / "base"
+DEFAULT_SOCKET = "unix:///run/consortia/podman.sock"
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("CONSORTIA_CACHE", Path.home() / ".cache" / "consortia"))
+
+
+def _sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _tree_listing(root: Path, files: Iterable[Path]) -> list[list[str]]:
+    return sorted([str(p.relative_to(root)), _sha256_file(p)] for p in files)
+
+
+def _hash_json(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def _source_files(root: Path) -> list[Path]:
+    """Files that belong in an image from a source folder (no caches, no bytecode)."""
+    out = []
+    for p in sorted(root.rglob("*")):
+        if p.is_file() and "__pycache__" not in p.parts and p.suffix not in (".pyc", ".pyo") \
+                and not p.name.startswith("."):
+            out.append(p)
+    return out
+
+
+# --------------------------------------------------------------------------- recipes
+
+@dataclass(frozen=True)
+class ImageRecipe:
+    """One folder of ``algorithm-images/``: Containerfile, image.json, entrypoint.py, module(s)."""
+
+    folder: Path
+    name: str
+    version: str
+    algorithm: str
+
+    @classmethod
+    def load(cls, folder: str | os.PathLike) -> "ImageRecipe":
+        folder = Path(folder)
+        try:
+            meta = json.loads((folder / "image.json").read_text())
+        except FileNotFoundError:
+            raise ImageBuildError(f"{folder} is not an image recipe (no image.json)") from None
+        for f in ("Containerfile", "entrypoint.py"):
+            if not (folder / f).is_file():
+                raise ImageBuildError(f"image recipe {folder} lacks {f}")
+        for k in ("name", "version", "algorithm"):
+            if not isinstance(meta.get(k), str) or not meta[k]:
+                raise ImageBuildError(f"{folder}/image.json: {k!r} must be a non-empty string")
+        return cls(folder, meta["name"], meta["version"], meta["algorithm"])
+
+    @classmethod
+    def named(cls, name: str) -> "ImageRecipe":
+        return cls.load(IMAGES_DIR / name)
+
+    @property
+    def reference(self) -> str:
+        return f"consortia/{self.name}:{self.version}"
+
+    def payload_files(self) -> list[tuple[Path, str]]:
+        """(source file, path inside the build context / bundle) for algorithms/ and the folder."""
+        files = [(p, "algorithms/" + str(p.relative_to(PROJECT_ROOT / "algorithms")))
+                 for p in _source_files(PROJECT_ROOT / "algorithms") if p.suffix == ".py"]
+        files += [(p, "image/" + str(p.relative_to(self.folder))) for p in _source_files(self.folder)]
+        return files
+
+
+def project_pins(pyproject: Path = PROJECT_ROOT / "pyproject.toml") -> dict[str, str]:
+    """Exact ``==`` pins of the project's dependencies, by lower-case distribution name."""
+    deps = tomllib.loads(pyproject.read_text())["project"]["dependencies"]
+    pins = {}
+    for d in deps:
+        if "==" in d:
+            name, version = d.split("==", 1)
+            pins[name.strip().lower()] = version.strip()
+    return pins
+
+
+def image_requirements() -> list[str]:
+    """``name==version`` for each distribution of algorithm-images/base/requirements.txt."""
+    pins = project_pins()
+    reqs = []
+    for line in (BASE_DIR / "requirements.txt").read_text().splitlines():
+        name = line.split("#", 1)[0].strip().lower()
+        if not name:
+            continue
+        if name not in pins:
+            raise ImageBuildError(f"{name} is not pinned with == in pyproject.toml")
+        reqs.append(f"{name}=={pins[name]}")
+    return reqs
+
+
+# --------------------------------------------------------------------------- host-side downloads
+
+def download_wheels() -> Path:
+    """Wheels for the image requirements (and their dependencies) for CPython 3.11 manylinux
+    x86_64, downloaded once into the cache; returns the directory (with requirements.lock)."""
+    reqs = image_requirements()
+    d = cache_root() / "images" / "wheels" / _hash_json(reqs)[:16]
+    lock = d / "requirements.lock"
+    if lock.exists():
+        return d
+    d.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "pip", "download", "-q", "--disable-pip-version-check",
+           "--only-binary=:all:", "--python-version", "3.11", "--implementation", "cp",
+           "--platform", "manylinux_2_28_x86_64", "--platform", "manylinux_2_17_x86_64",
+           "--platform", "manylinux2014_x86_64", "--platform", "any", "-d", str(d), *reqs]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise ImageBuildError(f"pip download failed: {proc.stderr.strip()[-800:]}")
+    lock.write_text("\n".join(reqs) + "\n")
+    return d
+
+
+def base_rootfs() -> Path:
+    """The debootstrap tarball of the base image (built once per recipe; ~2 min, ~150 MB)."""
+    script = BASE_DIR / "debootstrap.sh"
+    tar = cache_root() / "images" / f"rootfs-{_sha256_file(script)[:16]}.tar"
+    if not tar.exists():
+        tar.parent.mkdir(parents=True, exist_ok=True)
+        proc = subprocess.run(["bash", str(script), str(tar)], capture_output=True, text=True)
+        if proc.returncode != 0 or not tar.exists():
+            raise ImageBuildError(f"debootstrap of the base image failed: {proc.stderr.strip()[-800:]}")
+    return tar
+
+
+# --------------------------------------------------------------------------- engine
+
+def engine_client(base_url: str | None = None, timeout: int = 600):
+    """A ``docker.DockerClient`` for the engine socket (Podman's Docker API, or Docker).
+
+    ``base_url`` defaults to $CONSORTIA_DOCKER_HOST, then $DOCKER_HOST, then the socket
+    scripts/install-container-engine starts."""
+    import docker
+
+    url = base_url or os.environ.get("CONSORTIA_DOCKER_HOST") or os.environ.get("DOCKER_HOST") or DEFAULT_SOCKET
+    return docker.DockerClient(base_url=url, timeout=timeout)
+
+
+def _image_id(client, ref: str) -> str | None:
+    import docker.errors
+
+    try:
+        return client.images.get(ref).id
+    except docker.errors.ImageNotFound:
+        return None
+
+
+def _build(client, context: Path, dockerfile: str, tag: str, buildargs: dict[str, str],
+           labels: dict[str, str]) -> str:
+    import docker.errors
+
+    try:
+        image, _logs = client.images.build(path=str(context), dockerfile=dockerfile, tag=tag,
+                                           buildargs=buildargs, labels=labels, rm=True,
+                                           network_mode="none", pull=False)
+    except docker.errors.BuildError as exc:
+        tail = "".join(str(x.get("stream", x.get("error", ""))) for x in list(exc.build_log)[-15:])
+        raise ImageBuildError(f"build of {tag} failed: {exc}\n{tail}") from None
+    except docker.errors.APIError as exc:
+        raise ImageBuildError(f"build of {tag} failed: {exc}") from None
+    return image.id
+
+
+def ensure_base_image(client) -> str:
+    """Import the debootstrap tarball as ``consortia-base:<h>`` unless present; return the tag."""
+    tar = base_rootfs()
+    tag = f"consortia-base:{tar.stem.split('-', 1)[1]}"
+    if _image_id(client, tag) is None:
+        repo, t = tag.split(":")
+        out = client.api.import_image_from_file(str(tar), repository=repo, tag=t)
+        # Podman's compat API ignores the tag and answers with the new image id: tag it ourselves.
+        ids = re.findall(r"sha256:[0-9a-f]{64}", out if isinstance(out, str) else str(out))
+        if ids and _image_id(client, tag) is None:
+            client.images.get(ids[-1]).tag(repo, t)
+        if _image_id(client, tag) is None:
+            raise ImageBuildError(f"import of {tar} did not produce {tag}")
+    return tag
+
+
+def ensure_python_image(client) -> str:
+    base = ensure_base_image(client)
+    wheels = download_wheels()
+    recipe = (BASE_DIR / "Containerfile.python").read_bytes()
+    h = _hash_json([base, hashlib.sha256(recipe).hexdigest(),
+                    _tree_listing(wheels, [p for p in wheels.iterdir() if p.is_file()])])[:16]
+    tag = f"consortia-python:{h}"
+    if _image_id(client, tag) is not None:
+        return tag
+    ctx = cache_root() / "images" / "contexts" / f"python-{h}"
+    if ctx.exists():
+        shutil.rmtree(ctx)
+    (ctx / "wheels").mkdir(parents=True)
+    for p in wheels.iterdir():
+        if p.is_file():
+            os.link(p, ctx / "wheels" / p.name) if _same_fs(p, ctx) else shutil.copy2(p, ctx / "wheels" / p.name)
+    shutil.copy2(BASE_DIR / "Containerfile.python", ctx / "Containerfile")
+    _build(client, ctx, "Containerfile", tag, {"BASE_IMAGE": base}, {"org.consortia.layer": "python"})
+    shutil.rmtree(ctx, ignore_errors=True)
+    return tag
+
+
+def _same_fs(a: Path, b: Path) -> bool:
+    return os.stat(a).st_dev == os.stat(b).st_dev
+
+
+@dataclass(frozen=True)
+class BuiltImage:
+    reference: str      # consortia/<name>:<version>
+    digest: str         # sha256:<engine image id>
+    recipe_hash: str    # hash of everything that went in (cache key)
+    runtime: str        # "container" or "sandbox"
+    location: str = ""  # sandbox: the bundle directory
+
+
+def _recipe_hash(recipe: ImageRecipe, parent: str) -> str:
+    return _hash_json([parent, [[dst, _sha256_file(src)] for src, dst in recipe.payload_files()]])
+
+
+def build_image(client, recipe: ImageRecipe, reference: str | None = None, force: bool = False) -> BuiltImage:
+    """Build (or reuse) the container image of ``recipe``; tag it ``reference``."""
+    parent = ensure_python_image(client)
+    ref = reference or recipe.reference
+    h = _recipe_hash(recipe, parent)
+    cached = f"consortia-cache/{recipe.name}:{h[:16]}"
+    image_id = None if force else _image_id(client, cached)
+    if image_id is None:
+        ctx = cache_root() / "images" / "contexts" / f"{recipe.name}-{h[:16]}"
+        if ctx.exists():
+            shutil.rmtree(ctx)
+        for src, dst in recipe.payload_files():
+            (ctx / dst).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, ctx / dst)
+        shutil.copy2(recipe.folder / "Containerfile", ctx / "Containerfile")
+        image_id = _build(client, ctx, "Containerfile", cached, {"PYTHON_IMAGE": parent},
+                          {"org.consortia.image": recipe.name, "org.consortia.version": recipe.version,
+                           "org.consortia.algorithm": recipe.algorithm, "org.consortia.recipe": h})
+        shutil.rmtree(ctx, ignore_errors=True)
+    client.images.get(image_id).tag(*ref.rsplit(":", 1))
+    return BuiltImage(reference=ref, digest=image_id, recipe_hash=h, runtime="container")
+
+
+def local_image_digest(client, reference: str) -> str | None:
+    """The engine's content-addressed id of the local image ``reference`` (None if absent)."""
+    return _image_id(client, reference)
+
+
+# --------------------------------------------------------------------------- sandbox bundles
+
+def interpreter_identity() -> dict[str, Any]:
+    """What a bundle runs with on the host: Python version and the pinned image packages."""
+    from importlib.metadata import version
+
+    pins = {}
+    for req in image_requirements():
+        name = req.split("==")[0]
+        pins[name] = version(name)
+    return {"python": ".".join(map(str, sys.version_info[:3])), "packages": pins}
+
+
+def _bundle_files(d: Path) -> list[Path]:
+    """Every file of a bundle, bytecode included (it is what runs), except bundle.json."""
+    return [p for p in sorted(d.rglob("*")) if p.is_file() and p.name != "bundle.json"]
+
+
+def bundle_digest(bundle_dir: str | os.PathLike) -> str:
+    """Digest of a bundle: sha256 of canonical JSON {files: [[path, sha256]...], interpreter}."""
+    d = Path(bundle_dir)
+    listing = _tree_listing(d, _bundle_files(d))
+    interp = json.loads((d / "bundle.json").read_text())["interpreter"] if (d / "bundle.json").exists() else None
+    return "sha256:" + _hash_json({"files": listing, "interpreter": interp})
+
+
+def build_bundle(recipe: ImageRecipe, reference: str | None = None) -> BuiltImage:
+    """Materialise the sandbox bundle of ``recipe`` (same files as the image's /opt/consortia).
+
+    Its reference is ``bundle:<directory name>`` (resolved under ``<cache>/bundles``)."""
+    interp = interpreter_identity()
+    h = _hash_json(["bundle-v2", [[dst, _sha256_file(src)] for src, dst in recipe.payload_files()], interp])
+    d = cache_root() / "bundles" / f"{recipe.name}-{h[:16]}"
+    if not (d / "bundle.json").exists():
+        tmp = d.with_name(d.name + ".partial")
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        for src, dst in recipe.payload_files():
+            (tmp / dst).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, tmp / dst)
+        (tmp / "bundle.json").write_text(json.dumps({"image": recipe.reference, "interpreter": interp,
+                                                     "algorithm": recipe.algorithm}, sort_keys=True))
+        # bytecode for the host interpreter, checked against its source hash (see Containerfile)
+        import compileall
+        import py_compile
+        if not compileall.compile_dir(str(tmp), quiet=1,
+                                      invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH):
+            raise ImageBuildError(f"bundle {recipe.name} does not compile")
+        for p in tmp.rglob("*"):
+            p.chmod(0o555 if p.is_dir() else 0o444)
+        tmp.chmod(0o555)
+        if d.exists():
+            shutil.rmtree(d)
+        os.replace(tmp, d)
+    ref = reference or f"bundle:{d.name}"
+    return BuiltImage(reference=ref, digest=bundle_digest(d), recipe_hash=h, runtime="sandbox",
+                      location=str(d))
+
+
+# --------------------------------------------------------------------------- verification
+
+def verify_digest(reference: str, pinned: str, local: str | None) -> None:
+    """Refuse (ImageDigestMismatch) unless the local digest equals the pinned one."""
+    if not pinned.startswith("sha256:"):
+        raise ValueError(f"pinned digest must be sha256:<hex>, got {pinned!r}")
+    if local != pinned:
+        raise ImageDigestMismatch(reference, pinned, local)
+
+
+def register(client, recipe: ImageRecipe, built: BuiltImage, image_id: str | None = None,
+             description: str = ""):
+    """Write a built image (or bundle) to the ledger's Image contract: name, version, algorithm,
+    digest and reference; the owner is the caller's organisation (from its certificate).
+    ``client`` is a :class:`ledger.client.ConsortiaClient`; returns the ImageRecord."""
+    return client.register_image(recipe.name, recipe.version, recipe.algorithm, built.digest,
+                                 reference=built.reference, image_id=image_id,
+                                 description=description or f"{built.runtime} image of {recipe.name}")

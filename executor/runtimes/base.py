@@ -1,0 +1,99 @@
+"""What a runtime is given and what it returns."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol, Sequence, runtime_checkable
+
+from executor.task_keys import TASK_GID, TASK_UID  # noqa: F401
+
+# Paths inside the container / sandbox.
+TASK_IN = "/task/in"
+TASK_OUT = "/task/out"
+DATA = "/data"
+KEY_DIR = "/run/task-key"
+
+
+def numeric_environment() -> dict[str, str]:
+    """Environment that fixes the numerical kernels a task computes with, forwarded from the host:
+    OpenBLAS picks its kernels by CPU type (``OPENBLAS_CORETYPE``), and different kernels round
+    differently, so a task must use the kernel the host (and the simulator) uses for its results to
+    be bit-identical (seen with CollabDict GGM's LAPACK calls)."""
+    import os
+    return {k: os.environ[k] for k in ("OPENBLAS_CORETYPE",) if os.environ.get(k)}
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits of one task."""
+
+    memory_bytes: int = 2 << 30
+    cpus: float = 1.0
+    pids: int = 256
+    timeout_s: float = 600.0
+
+    def __post_init__(self) -> None:
+        if self.memory_bytes < 64 << 20:
+            raise ValueError(f"memory limit must be at least 64 MiB, got {self.memory_bytes}")
+        if not 0 < self.cpus <= 64:
+            raise ValueError(f"cpus must be in (0, 64], got {self.cpus}")
+        if not 8 <= self.pids <= 65536:
+            raise ValueError(f"pids limit must be in [8, 65536], got {self.pids}")
+        if self.timeout_s <= 0:
+            raise ValueError("timeout must be positive")
+
+
+@dataclass(frozen=True)
+class TaskMounts:
+    """Host directories of one task. ``task_dir`` holds ``in/`` and ``out/``."""
+
+    task_dir: Path
+    data_dir: Path
+    key_dir: Path
+
+    @property
+    def inputs(self) -> Path:
+        return self.task_dir / "in"
+
+    @property
+    def outputs(self) -> Path:
+        return self.task_dir / "out"
+
+    def prepare(self, task_uid: int | None = TASK_UID) -> None:
+        """Create ``out/`` writable only by the task's host uid (chown needs root)."""
+        self.inputs.mkdir(parents=True, exist_ok=True)
+        self.outputs.mkdir(parents=True, exist_ok=True)
+        if task_uid is not None and os.geteuid() == 0:
+            os.chown(self.outputs, task_uid, TASK_GID)
+        self.outputs.chmod(0o700)
+        for p in [self.inputs, *self.inputs.rglob("*")]:
+            p.chmod(0o755 if p.is_dir() else 0o644)
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    runtime: str
+    exit_code: int
+    wall_s: float
+    logs: str
+    timed_out: bool = False
+
+
+@runtime_checkable
+class TaskRuntime(Protocol):
+    name: str
+    task_uid: int | None   # host uid that owns the task's outputs and key (None: the agent's)
+
+    def available(self) -> bool: ...
+
+    def local_digest(self, reference: str) -> str | None:
+        """Digest of the local image/bundle named ``reference`` (None if absent)."""
+        ...
+
+    def run(self, image_digest: str, mounts: TaskMounts, limits: Limits = Limits(),
+            command: Sequence[str] | None = None, bundle_dir: str | os.PathLike | None = None) -> RunOutcome:
+        """Run the image with digest ``image_digest`` (its entrypoint, or ``command``); the
+        sandbox runtime also needs the bundle directory and re-checks its digest."""
+        ...

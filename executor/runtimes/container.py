@@ -1,0 +1,127 @@
+"""Container runtime: one task per container through the Docker SDK (Podman or Docker).
+
+Isolation of every run: no network (``network_mode="none"``), read-only root file system, the
+task's inputs, dataset and key mounted read-only, only ``/task/out`` (and a small ``/tmp`` tmpfs)
+writable, all capabilities dropped, ``no-new-privileges``, memory (no swap), CPU and process
+limits, the unprivileged task user 10001. The container is started by **image id** (the verified
+digest), never by a tag that could be re-pointed between verification and run.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Sequence
+
+from executor.errors import RuntimeUnavailable
+from executor.runtimes.base import DATA, KEY_DIR, TASK_IN, TASK_OUT, Limits, RunOutcome, TaskMounts, numeric_environment
+from executor.task_keys import TASK_GID, TASK_UID
+
+
+class ContainerRuntime:
+    name = "container"
+
+    def __init__(self, client=None, base_url: str | None = None):
+        self._client = client
+        self._base_url = base_url
+
+    @property
+    def client(self):
+        if self._client is None:
+            from executor.images import engine_client
+            self._client = engine_client(self._base_url)
+        return self._client
+
+    def available(self) -> bool:
+        try:
+            return bool(self.client.ping())
+        except Exception:
+            return False
+
+    def local_digest(self, reference: str) -> str | None:
+        from executor.images import local_image_digest
+        return local_image_digest(self.client, reference)
+
+    @staticmethod
+    def task_volumes(mounts: TaskMounts) -> dict:
+        return {
+            str(mounts.inputs.resolve()): {"bind": TASK_IN, "mode": "ro"},
+            str(mounts.outputs.resolve()): {"bind": TASK_OUT, "mode": "rw"},
+            str(mounts.data_dir.resolve()): {"bind": DATA, "mode": "ro"},
+            str(mounts.key_dir.resolve()): {"bind": KEY_DIR, "mode": "ro"},
+        }
+
+    def container_options(self, mounts: TaskMounts | dict, limits: Limits) -> dict:
+        """The isolation options (also used by tests to assert what a run asks for);
+        ``mounts`` is a task's mounts or a docker ``volumes`` mapping."""
+        volumes = self.task_volumes(mounts) if isinstance(mounts, TaskMounts) else dict(mounts)
+        return dict(
+            network_mode="none",
+            read_only=True,
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges"],
+            user=f"{TASK_UID}:{TASK_GID}",
+            mem_limit=limits.memory_bytes,
+            memswap_limit=limits.memory_bytes,
+            nano_cpus=int(limits.cpus * 1e9),
+            pids_limit=limits.pids,
+            volumes=volumes,
+            tmpfs={"/tmp": "rw,noexec,nosuid,size=64m"},
+            environment=numeric_environment(),
+            working_dir="/task",
+        )
+
+    task_uid: int | None = TASK_UID   # outputs and key are handed to this host uid
+
+    def run(self, image_digest: str, mounts: TaskMounts, limits: Limits = Limits(),
+            command: Sequence[str] | None = None, bundle_dir=None) -> RunOutcome:
+        import docker.errors
+        import requests
+
+        t0 = time.perf_counter()
+        try:
+            extra = {"entrypoint": [command[0]], "command": list(command[1:])} if command else {}
+            container = self.client.containers.create(image_digest, **extra,
+                                                      **self.container_options(mounts, limits))
+        except docker.errors.ImageNotFound:
+            raise RuntimeUnavailable(f"image {image_digest} is not present in the engine") from None
+        except (docker.errors.DockerException, requests.RequestException) as exc:
+            raise RuntimeUnavailable(f"container engine refused the task: {exc}") from None
+        timed_out = False
+        try:
+            container.start()
+            try:
+                status = container.wait(timeout=limits.timeout_s)
+                code = int(status.get("StatusCode", -1))
+            except requests.exceptions.ReadTimeout:
+                timed_out, code = True, -9
+                container.kill()
+            logs = container.logs(stdout=True, stderr=True).decode("utf-8", "replace")
+        finally:
+            # The exited container holds nothing the result depends on (outputs are in the bind
+            # mount): remove it off the critical path, in order, on one background thread.
+            self._remover().submit(_remove, container)
+        return RunOutcome(self.name, code, time.perf_counter() - t0, logs[-20000:], timed_out)
+
+    _removals: ThreadPoolExecutor | None = None
+
+    @classmethod
+    def _remover(cls) -> ThreadPoolExecutor:
+        if cls._removals is None:
+            cls._removals = ThreadPoolExecutor(max_workers=1, thread_name_prefix="container-remove")
+        return cls._removals
+
+    @classmethod
+    def flush_removals(cls) -> None:
+        """Wait until every finished task container has been removed."""
+        if cls._removals is not None:
+            cls._removals.shutdown(wait=True)
+            cls._removals = None
+
+
+def _remove(container) -> None:
+    import docker.errors
+    try:
+        container.remove(force=True)
+    except docker.errors.DockerException:
+        pass

@@ -1,0 +1,200 @@
+"""Sandbox runtime: one task per bubblewrap sandbox, for machines without a container engine.
+
+It runs the same bundle (the image's ``algorithms`` package + algorithm folder, see
+:func:`executor.images.build_bundle`) with the host interpreter, whose pinned packages are part
+of the bundle digest. Isolation of every run:
+
+* new user, mount, network, PID, IPC, UTS and cgroup namespaces (``--unshare-all``): no network
+  interface but loopback, no view of host processes;
+* a file system made only of read-only binds -- ``/usr`` (+ the interpreter's prefix and the
+  venv), the bundle at ``/opt/consortia``, ``/task/in``, ``/data``, ``/run/task-key`` -- plus
+  the writable ``/task/out`` and a private ``/tmp``; nothing else of the host is visible, so
+  another organisation's data cannot even be named;
+* all capabilities dropped, ``PR_SET_NO_NEW_PRIVS`` (bubblewrap sets it), a new session, the
+  task user id 10001 inside, a cleared environment;
+* limits: address space and CPU time (rlimits), processes and memory through cgroup v1
+  ``pids``/``memory`` controllers when writable (root), else ``RLIMIT_NPROC``; a wall-clock
+  timeout kills the sandbox.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Sequence
+
+from executor.errors import RuntimeUnavailable
+from executor.runtimes.base import DATA, KEY_DIR, TASK_IN, TASK_OUT, Limits, RunOutcome, TaskMounts, numeric_environment
+from executor.task_keys import TASK_GID, TASK_UID
+
+CGROUP_V1 = Path("/sys/fs/cgroup")
+BUNDLE_MOUNT = "/opt/consortia"
+
+
+class _Cgroup:
+    """A per-task cgroup v1 under the pids and memory controllers (best effort)."""
+
+    def __init__(self, limits: Limits):
+        self.dirs: list[Path] = []
+        name = f"consortia-task-{uuid.uuid4().hex[:12]}"
+        for controller, files in (("pids", {"pids.max": str(limits.pids)}),
+                                  ("memory", {"memory.limit_in_bytes": str(limits.memory_bytes)})):
+            d = CGROUP_V1 / controller / name
+            try:
+                d.mkdir()
+                for f, v in files.items():
+                    (d / f).write_text(v)
+                self.dirs.append(d)
+            except OSError:
+                if d.exists():
+                    try:
+                        d.rmdir()
+                    except OSError:
+                        pass
+        self.controllers = {d.parent.name for d in self.dirs}
+
+    def enter(self) -> None:
+        for d in self.dirs:
+            (d / "cgroup.procs").write_text(str(os.getpid()))
+
+    def close(self) -> None:
+        for d in self.dirs:
+            for _ in range(50):
+                try:
+                    d.rmdir()
+                    break
+                except OSError:
+                    time.sleep(0.02)
+
+
+class SandboxRuntime:
+    name = "sandbox"
+    # Inside the user namespace the task is uid 10001; on the host it is the agent's own uid
+    # (bubblewrap maps it), so outputs and key stay owned by the agent's uid.
+    task_uid: int | None = None
+
+    def __init__(self, bwrap: str | None = None, python: str | None = None):
+        self.bwrap = bwrap or shutil.which("bwrap") or ""
+        self.python = python or sys.executable
+
+    def available(self) -> bool:
+        return bool(self.bwrap) and os.access(self.bwrap, os.X_OK)
+
+    def local_digest(self, reference: str) -> str | None:
+        """``reference`` of a bundle is its directory."""
+        from executor.images import bundle_digest
+        d = Path(reference)
+        return bundle_digest(d) if (d / "bundle.json").exists() else None
+
+    def _interpreter_binds(self) -> list[str]:
+        args: list[str] = []
+        seen: set[str] = set()
+        for p in (sys.base_prefix, sys.prefix, os.path.dirname(os.path.realpath(self.python))):
+            p = os.path.realpath(p)
+            if p.startswith("/usr") or p in seen:
+                continue
+            seen.add(p)
+            args += ["--ro-bind", p, p]
+        venv = os.path.dirname(os.path.dirname(os.path.abspath(self.python)))
+        if os.path.exists(os.path.join(venv, "pyvenv.cfg")) and venv not in seen:
+            args += ["--ro-bind", venv, venv]
+        return args
+
+    @staticmethod
+    def task_binds(mounts: TaskMounts) -> list[tuple[Path, str, str]]:
+        return [(mounts.inputs, TASK_IN, "ro"), (mounts.outputs, TASK_OUT, "rw"),
+                (mounts.data_dir, DATA, "ro"), (mounts.key_dir, KEY_DIR, "ro")]
+
+    def command(self, bundle_dir: Path, mounts: TaskMounts | Sequence[tuple[Path, str, str]],
+                command: Sequence[str] | None) -> list[str]:
+        """The bubblewrap command line: ``mounts`` is a task's mounts or (host, sandbox, ro|rw) binds."""
+        binds = self.task_binds(mounts) if isinstance(mounts, TaskMounts) else list(mounts)
+        bind_args: list[str] = []
+        for host, inside, mode in binds:
+            bind_args += ["--ro-bind" if mode == "ro" else "--bind", str(Path(host).resolve()), inside]
+        python = os.path.abspath(self.python)
+        args = [self.bwrap, "--unshare-all", "--die-with-parent", "--new-session",
+                "--uid", str(TASK_UID), "--gid", str(TASK_GID),
+                "--ro-bind", "/usr", "/usr",
+                "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
+                "--symlink", "usr/bin", "/bin", "--symlink", "usr/sbin", "/sbin",
+                *self._interpreter_binds(),
+                "--ro-bind", str(bundle_dir.resolve()), BUNDLE_MOUNT,
+                *bind_args,
+                "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
+                "--remount-ro", "/",
+                "--cap-drop", "ALL",
+                "--clearenv",
+                "--setenv", "PYTHONPATH", f"{BUNDLE_MOUNT}:{BUNDLE_MOUNT}/image",
+                "--setenv", "PYTHONDONTWRITEBYTECODE", "1", "--setenv", "PYTHONHASHSEED", "0",
+                "--setenv", "OMP_NUM_THREADS", "1", "--setenv", "OPENBLAS_NUM_THREADS", "1",
+                "--setenv", "PATH", "/usr/bin:/bin",
+                *[a for k, v in numeric_environment().items() for a in ("--setenv", k, v)],
+                "--chdir", "/task", "--"]
+        if command:
+            return args + list(command)
+        return args + [python, "-s", f"{BUNDLE_MOUNT}/image/entrypoint.py"]
+
+    def run(self, image_digest: str, mounts: TaskMounts, limits: Limits = Limits(),
+            command: Sequence[str] | None = None, bundle_dir: str | os.PathLike | None = None) -> RunOutcome:
+        """Run the bundle at ``bundle_dir`` after checking that its digest is ``image_digest``."""
+        if not self.available():
+            raise RuntimeUnavailable("bubblewrap (bwrap) is not installed")
+        if bundle_dir is None:
+            raise RuntimeUnavailable("the sandbox runtime needs the bundle directory")
+        bundle = Path(bundle_dir)
+        local = self.local_digest(str(bundle))
+        if local != image_digest:
+            raise RuntimeUnavailable(f"bundle {bundle} has digest {local}, not {image_digest}")
+        t0 = time.perf_counter()
+        proc, cg = self.spawn(bundle, mounts, limits, command)
+        timed_out = False
+        try:
+            try:
+                out, _ = proc.communicate(timeout=limits.timeout_s)
+                code = proc.returncode
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                proc.kill()
+                out, _ = proc.communicate()
+                code = -9
+        finally:
+            cg.close()
+        return RunOutcome(self.name, code, time.perf_counter() - t0,
+                          out.decode("utf-8", "replace")[-20000:], timed_out)
+
+    def spawn(self, bundle: Path, mounts: TaskMounts | Sequence[tuple[Path, str, str]], limits: Limits,
+              command: Sequence[str] | None = None, cpu_seconds: int | None = None,
+              stdout: int = subprocess.PIPE, lifeline: bool = False) -> tuple[subprocess.Popen, "_Cgroup"]:
+        """Start the sandbox (limits applied in the child before exec); caller waits and closes.
+
+        ``lifeline``: the sandbox's stdin is a pipe whose write end only the caller holds; a
+        worker exits when it reads EOF, i.e. when the caller dies, however it dies."""
+        cg = _Cgroup(limits)
+        cpu_s = cpu_seconds or max(1, int(limits.timeout_s) + 1)
+        as_bytes = max(limits.memory_bytes, 1 << 30) * 4   # address space >> RSS (numpy/BLAS maps)
+        use_nproc = "pids" not in cg.controllers and os.geteuid() != 0
+
+        def preexec() -> None:
+            cg.enter()
+            resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s))
+            resource.setrlimit(resource.RLIMIT_AS, (as_bytes, as_bytes))
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+            if use_nproc:
+                resource.setrlimit(resource.RLIMIT_NPROC, (limits.pids, limits.pids))
+
+        try:
+            proc = subprocess.Popen(self.command(bundle, mounts, command),
+                                    stdin=subprocess.PIPE if lifeline else subprocess.DEVNULL,
+                                    stdout=stdout, stderr=subprocess.STDOUT,
+                                    preexec_fn=preexec, close_fds=True)
+        except BaseException:
+            cg.close()
+            raise
+        return proc, cg

@@ -1,0 +1,90 @@
+"""Task keys: a fresh ECDSA P-256 key pair per task (seed 003 §IV-C).
+
+The public key (PEM) is registered in the execution record *before* the task runs; the private
+key is written only into a key directory that is mounted read-only into the task's container or
+sandbox, owned by the task's user with mode 0400, and destroyed after the run. It is never
+logged (``repr`` hides it) and never sent to the ledger.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from ledger.identity import load_public_key_pem, public_key_pem, sign, verify
+
+KEY_FILE = "task_key.pem"
+TASK_UID = 10001   # the unprivileged user of algorithm images (algorithm-images/base)
+TASK_GID = 10001
+
+
+@dataclass(frozen=True)
+class TaskKey:
+    private_key: ec.EllipticCurvePrivateKey = field(repr=False)
+
+    @classmethod
+    def generate(cls) -> "TaskKey":
+        return cls(ec.generate_private_key(ec.SECP256R1()))
+
+    @property
+    def public_key_pem(self) -> str:
+        return public_key_pem(self.private_key.public_key())
+
+    def private_pem(self) -> bytes:
+        return self.private_key.private_bytes(serialization.Encoding.PEM,
+                                              serialization.PrivateFormat.PKCS8,
+                                              serialization.NoEncryption())
+
+    def sign(self, data: bytes) -> bytes:
+        return sign(self.private_key, data)
+
+    def __repr__(self) -> str:
+        return f"TaskKey(public={self.public_key_pem.splitlines()[1][:16]}...)"
+
+    def hand_over(self, key_dir: str | os.PathLike, uid: int | None = TASK_UID,
+                  gid: int | None = TASK_GID) -> Path:
+        """Write the private key for the task: directory 0500 and file 0400, owned by the task's
+        user when we may chown (root); returns the key file path."""
+        d = Path(key_dir)
+        d.mkdir(parents=True, exist_ok=True)
+        path = d / KEY_FILE
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o400)
+        try:
+            os.write(fd, self.private_pem())
+        finally:
+            os.close(fd)
+        if uid is not None and os.geteuid() == 0:
+            os.chown(path, uid, gid if gid is not None else uid)
+            os.chown(d, uid, gid if gid is not None else uid)
+        d.chmod(0o500)
+        return path
+
+
+def destroy_key_dir(key_dir: str | os.PathLike) -> None:
+    """Overwrite and remove a handed-over key (best effort against later disk reads)."""
+    d = Path(key_dir)
+    if not d.exists():
+        return
+    d.chmod(0o700)
+    p = d / KEY_FILE
+    if p.exists():
+        p.chmod(0o600)
+        size = p.stat().st_size
+        with open(p, "r+b") as f:
+            f.write(b"\0" * size)
+            f.flush()
+            os.fsync(f.fileno())
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def verify_task_signature(public_pem: str | bytes, data: bytes, signature: bytes) -> bool:
+    """Check a task's signature the way the execution-record contract does."""
+    try:
+        return verify(load_public_key_pem(public_pem), data, signature)
+    except ValueError:
+        return False

@@ -1,0 +1,156 @@
+"""The typed client: the four journeys' ledger operations over any :class:`Ledger` host.
+
+``ConsortiaClient(ledger, identity)`` acts for one identity; its methods read like the seed's
+description of each contract and return typed records (:mod:`ledger.records`).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any, Sequence
+
+from chaincode.canonical import canonical_json
+from ledger.identity import Identity, public_key_pem
+from ledger.interface import Ledger, SubmitResult
+from ledger.records import ExecutionRecord, HistoryEntry, ImageRecord, ModelRecord, ProcessRecord
+
+
+def _history(raw: bytes) -> list[HistoryEntry]:
+    return [HistoryEntry(h["tx_id"], h["timestamp"], h["is_delete"], h["value"]) for h in json.loads(raw)]
+
+
+class ConsortiaClient:
+    def __init__(self, ledger: Ledger, identity: Identity):
+        self.ledger = ledger
+        self.identity = identity
+
+    @property
+    def organisation(self) -> str:
+        return self.identity.msp_id
+
+    def _submit(self, function: str, *args: str, **kw: Any) -> Any:
+        res: SubmitResult = self.ledger.submit(self.identity, function, *args, **kw)
+        return json.loads(res.result)
+
+    def _evaluate(self, function: str, *args: str) -> Any:
+        return json.loads(self.ledger.evaluate(self.identity, function, *args))
+
+    # ---- images
+    def register_image(self, name: str, version: str, algorithm: str, digest: str, reference: str = "",
+                       image_id: str | None = None, description: str = "") -> ImageRecord:
+        spec = {"name": name, "version": version, "algorithm": algorithm, "digest": digest,
+                "reference": reference, "description": description}
+        if image_id:
+            spec["id"] = image_id
+        return ImageRecord.from_dict(self._submit("Image:register", json.dumps(spec)))
+
+    def get_image(self, image_id: str) -> ImageRecord:
+        return ImageRecord.from_dict(self._evaluate("Image:get", image_id))
+
+    def list_images(self) -> list[ImageRecord]:
+        return [ImageRecord.from_dict(r) for r in self._evaluate("Image:list")]
+
+    def revoke_image(self, image_id: str, reason: str = "") -> ImageRecord:
+        return ImageRecord.from_dict(self._submit("Image:revoke", image_id, reason))
+
+    def approve_image(self, image_id: str, digest: str) -> dict[str, Any]:
+        return self._submit("Image:approve", image_id, digest)
+
+    def image_history(self, image_id: str) -> list[HistoryEntry]:
+        return _history(self.ledger.evaluate(self.identity, "Image:history", image_id))
+
+    # ---- learning processes
+    def create_process(self, process_id: str, image_id: str, consortium: Sequence[str], topology: dict[str, Any],
+                       rounds: int, hyperparameters: dict[str, Any] | None = None,
+                       privacy_budget: dict[str, Any] | None = None, dataset: str = "",
+                       image_digest: str | None = None, description: str = "") -> ProcessRecord:
+        spec: dict[str, Any] = {"id": process_id, "image_id": image_id, "consortium": list(consortium),
+                                "topology": topology, "rounds": rounds, "hyperparameters": hyperparameters or {},
+                                "dataset": dataset, "description": description}
+        if privacy_budget is not None:
+            spec["privacy_budget"] = privacy_budget
+        if image_digest is not None:
+            spec["image_digest"] = image_digest
+        return ProcessRecord.from_dict(self._submit("LearningProcess:create", json.dumps(spec)))
+
+    def get_process(self, process_id: str) -> ProcessRecord:
+        return ProcessRecord.from_dict(self._evaluate("LearningProcess:get", process_id))
+
+    def list_processes(self) -> list[ProcessRecord]:
+        return [ProcessRecord.from_dict(r) for r in self._evaluate("LearningProcess:list")]
+
+    def start_process(self, process_id: str) -> ProcessRecord:
+        return ProcessRecord.from_dict(self._submit("LearningProcess:start", process_id))
+
+    def complete_process(self, process_id: str) -> ProcessRecord:
+        return ProcessRecord.from_dict(self._submit("LearningProcess:complete", process_id))
+
+    def fail_process(self, process_id: str, reason: str) -> ProcessRecord:
+        return ProcessRecord.from_dict(self._submit("LearningProcess:fail", process_id, reason))
+
+    def abort_process(self, process_id: str, reason: str = "") -> ProcessRecord:
+        return ProcessRecord.from_dict(self._submit("LearningProcess:abort", process_id, reason))
+
+    def process_history(self, process_id: str) -> list[HistoryEntry]:
+        return _history(self.ledger.evaluate(self.identity, "LearningProcess:history", process_id))
+
+    # ---- execution records
+    def create_task(self, process_id: str, round: int, public_key, runtime: str) -> ExecutionRecord:
+        pem = public_key if isinstance(public_key, str) else public_key_pem(public_key)
+        spec = {"process_id": process_id, "round": round, "public_key": pem, "runtime": runtime}
+        return ExecutionRecord.from_dict(self._submit("ExecutionRecord:create_task", json.dumps(spec)))
+
+    def complete_task(self, result: dict[str, Any], signature: bytes) -> ExecutionRecord:
+        """Submit a task's result with the task key's signature over ``canonical_json(result)``."""
+        return ExecutionRecord.from_dict(self._submit(
+            "ExecutionRecord:complete_task", canonical_json(result).decode("utf-8"),
+            base64.b64encode(signature).decode("ascii")))
+
+    def fail_task(self, process_id: str, round: int, reason: str, details: dict[str, Any] | None = None) -> ExecutionRecord:
+        spec = {"process_id": process_id, "round": round, "reason": reason, "details": details or {}}
+        return ExecutionRecord.from_dict(self._submit("ExecutionRecord:fail_task", json.dumps(spec)))
+
+    def get_execution(self, process_id: str, round: int, organisation: str) -> ExecutionRecord:
+        return ExecutionRecord.from_dict(self._evaluate("ExecutionRecord:get", process_id, str(round), organisation))
+
+    def query_executions(self, process_id: str, round: int | None = None,
+                         organisation: str | None = None) -> list[ExecutionRecord]:
+        flt: dict[str, Any] = {"process_id": process_id}
+        if round is not None:
+            flt["round"] = round
+        if organisation is not None:
+            flt["organisation"] = organisation
+        return [ExecutionRecord.from_dict(r) for r in self._evaluate("ExecutionRecord:query", json.dumps(flt))]
+
+    def execution_history(self, process_id: str, round: int, organisation: str) -> list[HistoryEntry]:
+        return _history(self.ledger.evaluate(self.identity, "ExecutionRecord:history", process_id, str(round), organisation))
+
+    # ---- models
+    def publish_model(self, process_id: str, digest: str, size: int, ciphertext_digest: str,
+                      wrapped_keys: dict[str, bytes], metrics: dict[str, float] | None = None,
+                      location: str = "", estimators: list[Any] | None = None,
+                      model_id: str | None = None) -> ModelRecord:
+        spec: dict[str, Any] = {"process_id": process_id, "digest": digest, "size": size,
+                                "ciphertext_digest": ciphertext_digest,
+                                "wrapped_keys": {o: base64.b64encode(k).decode() for o, k in wrapped_keys.items()},
+                                "metrics": metrics or {}, "location": location, "estimators": estimators or []}
+        if model_id:
+            spec["id"] = model_id
+        return ModelRecord.from_dict(self._submit("Model:publish", json.dumps(spec)))
+
+    def get_model(self, model_id: str) -> ModelRecord:
+        return ModelRecord.from_dict(self._evaluate("Model:get", model_id))
+
+    def list_models(self) -> list[ModelRecord]:
+        return [ModelRecord.from_dict(r) for r in self._evaluate("Model:list")]
+
+    def grant_model(self, model_id: str, organisation: str, wrapped_key: bytes) -> ModelRecord:
+        return ModelRecord.from_dict(self._submit("Model:grant", model_id, organisation,
+                                                  base64.b64encode(wrapped_key).decode()))
+
+    def revoke_model(self, model_id: str, organisation: str) -> ModelRecord:
+        return ModelRecord.from_dict(self._submit("Model:revoke", model_id, organisation))
+
+    def model_history(self, model_id: str) -> list[HistoryEntry]:
+        return _history(self.ledger.evaluate(self.identity, "Model:history", model_id))

@@ -1,0 +1,74 @@
+"""Block and transaction formats of the embedded ledger (canonical JSON, Fabric's structure).
+
+A transaction carries the client's proposal, the endorsed response (result, read/write set,
+event) and the endorsements (peer identity + signature over response||endorser), and is signed
+by the client. A block carries its transactions, the validation code of each, the previous
+block's header hash, and the orderer's signature over its header:
+
+    header      = canonical({number, previous_hash, data_hash, codes_hash, timestamp})
+    header_hash = sha256(header)      data_hash = sha256(canonical(transactions | config))
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from typing import Any
+
+from chaincode.canonical import canonical_json
+
+VALID = "VALID"
+MVCC_READ_CONFLICT = "MVCC_READ_CONFLICT"
+PHANTOM_READ_CONFLICT = "PHANTOM_READ_CONFLICT"
+ENDORSEMENT_POLICY_FAILURE = "ENDORSEMENT_POLICY_FAILURE"
+DUPLICATE_TXID = "DUPLICATE_TXID"
+BAD_CREATOR_SIGNATURE = "BAD_CREATOR_SIGNATURE"
+BAD_PROPOSAL_TXID = "BAD_PROPOSAL_TXID"
+INVALID_OTHER_REASON = "INVALID_OTHER_REASON"
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def unb64(text: str) -> bytes:
+    return base64.b64decode(text.encode("ascii"), validate=True)
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def compute_tx_id(nonce: bytes, creator: bytes) -> str:
+    """Fabric's ComputeTxID: hex(sha256(nonce || creator))."""
+    return sha256_hex(nonce + creator)
+
+
+def signed_part(tx: dict[str, Any]) -> bytes:
+    """What the client signs in a transaction envelope."""
+    return canonical_json({"proposal": tx["proposal"], "response": tx["response"], "endorsements": tx["endorsements"]})
+
+
+def endorsement_message(response: dict[str, Any], endorser: bytes) -> bytes:
+    """What an endorsing peer signs: the proposal response payload followed by its identity."""
+    return canonical_json(response) + endorser
+
+
+def data_of(body: dict[str, Any]) -> Any:
+    return body["config"] if body["number"] == 0 else body["transactions"]
+
+
+def header_bytes(body: dict[str, Any]) -> bytes:
+    return canonical_json({"number": body["number"], "previous_hash": body["previous_hash"],
+                           "data_hash": body["data_hash"], "codes_hash": sha256_hex(canonical_json(body["validation_codes"])),
+                           "timestamp": body["timestamp"]})
+
+
+def make_body(number: int, previous_hash: str, timestamp: float, transactions: list[dict[str, Any]],
+              codes: list[str], config: dict[str, Any] | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {"number": number, "previous_hash": previous_hash, "timestamp": timestamp,
+                            "transactions": transactions, "validation_codes": codes}
+    if number == 0:
+        body["config"] = config
+    body["data_hash"] = sha256_hex(canonical_json(data_of(body)))
+    return body

@@ -1,0 +1,388 @@
+"""The embedded ledger: the chaincode run in-process with Fabric's semantics, in one SQLite file.
+
+Flow of :meth:`EmbeddedLedger.submit` (the same steps as Fabric's Gateway):
+
+1. the client builds and signs a proposal (creator = SerializedIdentity, tx id = sha256(nonce||creator));
+2. endorsement: the proposal is checked (identity valid for the channel, signature, tx id), the
+   chaincode is simulated against a snapshot of the world state, and the peers of enough
+   organisations to satisfy the endorsement policy sign the response (result, read/write set,
+   event). All peers of the embedded host share one state database, so one simulation stands for
+   each endorser's identical simulation; each endorsement is still a real signature by that
+   organisation's peer key;
+3. the client checks the response and signs the transaction envelope;
+4. ordering: an orderer thread cuts transactions into blocks (``batch_size`` / ``batch_timeout``);
+5. commit: under SQLite's write lock, each transaction is validated (signatures, endorsement
+   policy, MVCC and phantom reads against the state including earlier transactions of the block),
+   the block is hash-chained to the previous one, signed by the orderer and stored with the state,
+   history, event and tx-index updates of its valid transactions, atomically.
+
+Several processes may share the file: blocks are appended under SQLite's write lock, and MVCC is
+checked against the state as committed by all of them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import queue
+import sqlite3
+import threading
+import time
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any, Iterator, Mapping, Sequence
+
+from chaincode import dispatch
+from chaincode.canonical import canonical_json
+from chaincode.errors import ContractError
+from cryptography import x509
+from cryptography.hazmat.primitives.serialization import Encoding
+from ledger.embedded import blocks as B
+from ledger.embedded.policy import EndorsementPolicy
+from ledger.embedded.simulation import TxSimulator
+from ledger.embedded.store import Store
+from ledger.embedded.validation import StateView, validate_transaction, writes_of
+from ledger.errors import (AccessDenied, CommitTimeout, EndorsementPolicyFailure, LedgerError, MVCCConflict,
+                           TransactionInvalid)
+from ledger.identity import Consortium, Identity, MembershipService
+from ledger.interface import BlockInfo, ChaincodeEvent, SubmitResult
+
+log = logging.getLogger(__name__)
+
+_CONFLICT_CODES = (B.MVCC_READ_CONFLICT, B.PHANTOM_READ_CONFLICT)
+
+
+def _error_for(tx_id: str, code: str) -> TransactionInvalid:
+    if code in _CONFLICT_CODES:
+        return MVCCConflict(tx_id, code, f"transaction {tx_id} invalidated: {code} (a key it read was "
+                                         f"changed by an earlier transaction; retry it)")
+    if code == B.ENDORSEMENT_POLICY_FAILURE:
+        return EndorsementPolicyFailure(tx_id, code, f"transaction {tx_id} invalidated: {code}")
+    return TransactionInvalid(tx_id, code)
+
+
+class EmbeddedLedger:
+    """A Fabric-semantics ledger in one SQLite file. Implements :class:`ledger.interface.Ledger`."""
+
+    def __init__(self, path: str | os.PathLike, consortium: Consortium, *, channel: str = "consortia",
+                 chaincode: str = "consortia", policy: str = "MAJORITY", batch_size: int = 500,
+                 batch_timeout: float = 0.01, synchronous: str = "FULL"):
+        if batch_size < 1 or batch_timeout < 0:
+            raise ValueError("batch_size must be >= 1 and batch_timeout >= 0")
+        self.path = Path(path)
+        self.consortium = consortium
+        self.batch_size = batch_size
+        self.batch_timeout = batch_timeout
+        self._store = Store(self.path, synchronous=synchronous)
+        self._peers = {o.msp_id: consortium.peer_identity(o.msp_id) for o in consortium.organisations}
+        self._orderer = consortium.orderer_identity()
+        config = self._load_or_create_genesis(channel, chaincode, policy)
+        self.channel: str = config["channel"]
+        self.chaincode: str = config["chaincode"]
+        cas = {m: x509.load_pem_x509_certificate(pem.encode()) for m, pem in config["organisations"].items()}
+        cas[config["orderer"]["msp_id"]] = x509.load_pem_x509_certificate(config["orderer"]["ca"].encode())
+        self.membership = MembershipService(cas)
+        self.organisations: tuple[str, ...] = tuple(sorted(config["organisations"]))
+        self.policy = EndorsementPolicy.parse(config["policy"], self.organisations)
+        self._queue: queue.Queue[tuple[dict[str, Any], Future] | None] = queue.Queue()
+        self._orderer_thread: threading.Thread | None = None
+        self._start_lock = threading.Lock()
+        self._committed = threading.Condition()
+        self._closed = False
+
+    # ------------------------------------------------------------------ genesis / configuration
+    def _load_or_create_genesis(self, channel: str, chaincode: str, policy: str) -> dict[str, Any]:
+        con = self._store.connection()
+        row = con.execute("SELECT body FROM blocks WHERE number = 0").fetchone()
+        if row is not None:
+            config = json.loads(row[0])["config"]
+        else:
+            orgs = {o.msp_id: self.consortium.ca_certificate(o.msp_id).public_bytes(Encoding.PEM).decode()
+                    for o in self.consortium.organisations}
+            orderer_ca = self.consortium.membership().ca_certificates["OrdererMSP"]
+            config = {"channel": channel, "chaincode": chaincode, "policy": policy, "organisations": orgs,
+                      "orderer": {"msp_id": "OrdererMSP", "ca": orderer_ca.public_bytes(Encoding.PEM).decode()}}
+            EndorsementPolicy.parse(policy, tuple(sorted(orgs)))  # validate before writing
+            body = B.make_body(0, "", time.time(), [], [], config)
+            self._append_block(con, body, genesis=True)
+        mine = {o.msp_id for o in self.consortium.organisations}
+        if set(config["organisations"]) != mine:
+            raise LedgerError(f"ledger {self.path} belongs to a channel of {sorted(config['organisations'])}, "
+                              f"not of this consortium {sorted(mine)}")
+        return config
+
+    def _append_block(self, con: sqlite3.Connection, body: dict[str, Any], genesis: bool = False) -> str:
+        header = B.header_bytes(body)
+        body["orderer"] = B.b64(self._orderer.serialized())
+        body["signature"] = B.b64(self._orderer.sign(header))
+        header_hash = B.sha256_hex(header)
+        if genesis:
+            con.execute("BEGIN IMMEDIATE")
+            if con.execute("SELECT 1 FROM blocks WHERE number = 0").fetchone():
+                con.execute("ROLLBACK")
+                return ""
+            con.execute("INSERT INTO blocks VALUES (?, ?, ?, ?)", (0, header_hash, "", canonical_json(body)))
+            con.execute("COMMIT")
+        else:
+            con.execute("INSERT INTO blocks VALUES (?, ?, ?, ?)",
+                        (body["number"], header_hash, body["previous_hash"], canonical_json(body)))
+        return header_hash
+
+    # ------------------------------------------------------------------ proposals and endorsement
+    def _proposal(self, identity: Identity, function: str, args: Sequence[str]) -> tuple[dict[str, Any], bytes]:
+        if not isinstance(function, str) or not all(isinstance(a, str) for a in args):
+            raise TypeError("function and arguments must be strings")
+        creator = identity.serialized()
+        nonce = os.urandom(24)
+        proposal = {"channel": self.channel, "chaincode": self.chaincode, "tx_id": B.compute_tx_id(nonce, creator),
+                    "nonce": B.b64(nonce), "creator": B.b64(creator), "timestamp": time.time(),
+                    "function": function, "args": list(args)}
+        return proposal, identity.sign(canonical_json(proposal))
+
+    def _check_proposal(self, proposal: dict[str, Any], signature: bytes) -> None:
+        """What a peer's endorser checks before running chaincode (msgvalidation.go)."""
+        creator = B.unb64(proposal["creator"])
+        msp_id, role = self.membership.verify_signature(creator, canonical_json(proposal), signature)  # AccessDenied
+        if role not in ("client", "admin"):
+            # Fabric's proposal ACL is the channel's Writers policy: admin or client identities
+            raise AccessDenied(f"a {role} identity of {msp_id} may not send proposals (Writers policy: admin | client)")
+        if B.compute_tx_id(B.unb64(proposal["nonce"]), creator) != proposal["tx_id"]:
+            raise AccessDenied("proposal transaction id is not sha256(nonce || creator)")
+        if proposal["channel"] != self.channel or proposal["chaincode"] != self.chaincode:
+            raise AccessDenied(f"proposal is for channel {proposal['channel']}/{proposal['chaincode']}")
+
+    def _simulate(self, proposal: dict[str, Any], transient: Mapping[str, bytes] | None) -> tuple[TxSimulator, bytes]:
+        """Run the chaincode against one snapshot of the committed state (raises ContractError)."""
+        con = self._store.connection()
+        con.execute("BEGIN")
+        try:
+            sim = TxSimulator(con, tx_id=proposal["tx_id"], channel=self.channel, timestamp=proposal["timestamp"],
+                              creator=B.unb64(proposal["creator"]), transient=dict(transient or {}))
+            try:
+                payload = dispatch.invoke(sim, proposal["function"], proposal["args"])
+            except ContractError as err:
+                # the chaincode's error reply, rebuilt from its wire form as a Fabric client would
+                raise ContractError.from_wire(err.to_wire()) from None
+        finally:
+            con.execute("COMMIT")
+        return sim, payload
+
+    def _response(self, proposal: dict[str, Any], sim: TxSimulator, payload: bytes) -> dict[str, Any]:
+        """The proposal response payload that endorsers sign."""
+        return {"proposal_hash": B.sha256_hex(canonical_json(proposal)), "status": 200,
+                "payload": B.b64(payload), "rwset": sim.rwset(),
+                "event": None if sim.event is None else [sim.event[0], B.b64(sim.event[1])]}
+
+    def _endorse(self, response: dict[str, Any], organisations: Sequence[str]) -> list[dict[str, str]]:
+        out = []
+        for org in organisations:
+            peer = self._peers.get(org)
+            if peer is None:
+                raise LedgerError(f"no peer of organisation {org!r} in this channel")
+            endorser = peer.serialized()
+            out.append({"endorser": B.b64(endorser), "signature": B.b64(peer.sign(B.endorsement_message(response, endorser)))})
+        return out
+
+    # ------------------------------------------------------------------ Ledger interface
+    def evaluate(self, identity: Identity, function: str, *args: str) -> bytes:
+        proposal, signature = self._proposal(identity, function, args)
+        self._check_proposal(proposal, signature)
+        _, payload = self._simulate(proposal, None)
+        return payload
+
+    def submit(self, identity: Identity, function: str, *args: str,
+               transient: Mapping[str, bytes] | None = None,
+               endorsing_organisations: Sequence[str] | None = None,
+               timeout: float = 60.0) -> SubmitResult:
+        future = self.submit_async(identity, function, *args, transient=transient,
+                                   endorsing_organisations=endorsing_organisations)
+        tx_id = future.tx_id  # type: ignore[attr-defined]
+        try:
+            block_number, code, payload = future.result(timeout=timeout)
+        except TimeoutError:
+            raise CommitTimeout(tx_id, timeout) from None
+        if code != B.VALID:
+            raise _error_for(tx_id, code)
+        return SubmitResult(tx_id=tx_id, block_number=block_number, result=payload, validation_code=code)
+
+    def submit_async(self, identity: Identity, function: str, *args: str,
+                     transient: Mapping[str, bytes] | None = None,
+                     endorsing_organisations: Sequence[str] | None = None) -> Future:
+        """Endorse now, order and commit in the background; the future yields (block, code, result)."""
+        if self._closed:
+            raise LedgerError("ledger is closed")
+        proposal, signature = self._proposal(identity, function, args)
+        self._check_proposal(proposal, signature)
+        sim, payload = self._simulate(proposal, transient)
+        response = self._response(proposal, sim, payload)
+        orgs = list(endorsing_organisations) if endorsing_organisations else self.policy.default_endorsers(identity.msp_id)
+        endorsements = self._endorse(response, orgs)
+        tx = {"proposal": proposal, "response": response, "endorsements": endorsements}
+        tx["signature"] = B.b64(identity.sign(B.signed_part(tx)))
+        future: Future = Future()
+        future.tx_id = proposal["tx_id"]  # type: ignore[attr-defined]
+        future.payload = payload  # type: ignore[attr-defined]
+        self._ensure_orderer()
+        self._queue.put((tx, future))
+        return future
+
+    # ------------------------------------------------------------------ ordering and commit
+    def _ensure_orderer(self) -> None:
+        if self._orderer_thread is None:
+            with self._start_lock:
+                if self._orderer_thread is None:
+                    t = threading.Thread(target=self._order_loop, name="embedded-orderer", daemon=True)
+                    t.start()
+                    self._orderer_thread = t
+
+    def _order_loop(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            batch = [item]
+            deadline = time.monotonic() + self.batch_timeout
+            stop = False
+            while len(batch) < self.batch_size:
+                remaining = deadline - time.monotonic()
+                try:
+                    nxt = self._queue.get(timeout=remaining) if remaining > 0 else self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if nxt is None:
+                    stop = True
+                    break
+                batch.append(nxt)
+            try:
+                results = self._commit_block([tx for tx, _ in batch])
+                for (tx, fut), (block_number, code) in zip(batch, results):
+                    fut.set_result((block_number, code, fut.payload))  # type: ignore[attr-defined]
+            except Exception as exc:  # commit failed as a whole: nothing was written
+                log.exception("block commit failed")
+                for _, fut in batch:
+                    fut.set_exception(LedgerError(f"block commit failed: {exc}"))
+            with self._committed:
+                self._committed.notify_all()
+            if stop:
+                return
+
+    def _commit_block(self, txs: list[dict[str, Any]]) -> list[tuple[int, str]]:
+        con = self._store.connection()
+        con.execute("BEGIN IMMEDIATE")
+        try:
+            number, previous_hash = con.execute(
+                "SELECT number + 1, header_hash FROM blocks ORDER BY number DESC LIMIT 1").fetchone()
+
+            def get_version(key: str):
+                row = Store.get_state(con, key.encode("utf-8"))
+                return None if row is None else row[1]
+
+            def get_range(start: str, end: str):
+                return [(k.decode("utf-8"), v) for k, _, v in Store.range(con, start.encode(), end.encode())]
+
+            view = StateView(get_version, get_range)
+            block_ids: set[str] = set()
+
+            def seen(tx_id: str) -> bool:
+                return tx_id in block_ids or con.execute("SELECT 1 FROM txs WHERE tx_id = ?", (tx_id,)).fetchone() is not None
+
+            codes: list[str] = []
+            history_rows, event_rows = [], []
+            for txnum, tx in enumerate(txs):
+                code = validate_transaction(tx, membership=self.membership, policy=self.policy, view=view,
+                                            seen_tx_ids=seen, channel=self.channel, chaincode=self.chaincode)
+                codes.append(code)
+                tx_id = tx["proposal"]["tx_id"]
+                if code == B.VALID:
+                    ts = float(tx["proposal"]["timestamp"])
+                    for key, value in writes_of(tx):
+                        view.updates[key] = (value, (number, txnum))
+                        history_rows.append((key.encode("utf-8"), number, txnum, tx_id, ts, value, int(value is None)))
+                    ev = tx["response"]["event"]
+                    if ev is not None:
+                        event_rows.append((number, txnum, tx_id, self.chaincode, ev[0], B.unb64(ev[1])))
+                block_ids.add(tx_id)
+            body = B.make_body(number, previous_hash, time.time(), txs, codes)
+            self._append_block(con, body)
+            for key, (value, (blk, txnum)) in view.updates.items():
+                k = key.encode("utf-8")
+                if value is None:
+                    con.execute("DELETE FROM state WHERE key = ?", (k,))
+                else:
+                    con.execute("INSERT OR REPLACE INTO state VALUES (?, ?, ?, ?)", (k, value, blk, txnum))
+            con.executemany("INSERT INTO history VALUES (?, ?, ?, ?, ?, ?, ?)", history_rows)
+            con.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?, ?)", event_rows)
+            con.executemany("INSERT OR IGNORE INTO txs VALUES (?, ?, ?, ?)",
+                            [(tx["proposal"]["tx_id"], number, i, c) for i, (tx, c) in enumerate(zip(txs, codes))])
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        return [(number, c) for c in codes]
+
+    # ------------------------------------------------------------------ events and blocks
+    def events(self, identity: Identity, start_block: int = 0, timeout: float | None = None) -> Iterator[ChaincodeEvent]:
+        self.membership.deserialize(identity.serialized())
+        con = self._store.connection()
+        next_block, last_seen = start_block, time.monotonic()
+        while not self._closed:
+            height = Store.height(con)
+            if height > next_block:
+                rows = con.execute("SELECT block, txnum, tx_id, chaincode, name, payload FROM events "
+                                   "WHERE block >= ? AND block < ? ORDER BY block, txnum", (next_block, height)).fetchall()
+                for blk, _, tx_id, cc, name, payload in rows:
+                    yield ChaincodeEvent(blk, tx_id, cc, name, payload)
+                next_block = height
+                last_seen = time.monotonic()
+                continue
+            if timeout is not None and time.monotonic() - last_seen >= timeout:
+                return
+            with self._committed:
+                self._committed.wait(0.05)  # woken by our own commits; polls for other processes'
+
+    def block_height(self, identity: Identity) -> int:
+        self.membership.deserialize(identity.serialized())
+        return Store.height(self._store.connection())
+
+    def block(self, identity: Identity, number: int) -> BlockInfo:
+        self.membership.deserialize(identity.serialized())
+        row = self._store.connection().execute("SELECT header_hash, body FROM blocks WHERE number = ?", (number,)).fetchone()
+        if row is None:
+            raise LedgerError(f"no block {number}")
+        body = json.loads(row[1])
+        return BlockInfo(number=number, header_hash=row[0], previous_hash=body["previous_hash"],
+                         data_hash=body["data_hash"], tx_ids=tuple(t["proposal"]["tx_id"] for t in body["transactions"]),
+                         validation_codes=tuple(body["validation_codes"]), timestamp=body["timestamp"])
+
+    def transaction_block(self, tx_id: str) -> tuple[int, str] | None:
+        """(block number, validation code) of a committed transaction id, or None."""
+        row = self._store.connection().execute("SELECT block, code FROM txs WHERE tx_id = ?", (tx_id,)).fetchone()
+        return None if row is None else (row[0], row[1])
+
+    def verify(self) -> dict[str, int]:
+        """Re-check every block hash and signature, replay validation and state; see ledger.embedded.verify."""
+        from ledger.embedded.verify import verify_ledger
+        return verify_ledger(self._store.connection(), self.membership, self.policy, self.channel, self.chaincode)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        if self._orderer_thread is not None:
+            self._queue.put(None)
+            self._orderer_thread.join(timeout=30)
+        self._closed = True
+        with self._committed:
+            self._committed.notify_all()
+        con = self._store.connection()
+        try:
+            con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        except sqlite3.Error:
+            pass
+        self._store.close()
+
+    def __enter__(self) -> "EmbeddedLedger":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,105 @@
+"""Transaction simulation: the chaincode stub of the embedded host (Fabric's TxSimulator).
+
+Reads come from one consistent snapshot of the committed world state and are recorded in the
+read set with their versions; range reads are recorded with the keys and versions they
+returned (for phantom detection at commit); writes are buffered in the write set and are not
+visible to the transaction's own reads, exactly as on a Fabric peer.
+"""
+
+from __future__ import annotations
+
+import base64
+import sqlite3
+from typing import Iterator
+
+from chaincode.stub import (MAX_UNICODE_RUNE, ChaincodeStub, KeyModification, KeyValue,
+                            create_composite_key)
+from ledger.embedded.store import Store
+
+Version = tuple[int, int]
+
+
+class TxSimulator(ChaincodeStub):
+    def __init__(self, con: sqlite3.Connection, *, tx_id: str, channel: str, timestamp: float,
+                 creator: bytes, transient: dict[str, bytes] | None = None):
+        self._con = con
+        self._tx_id = tx_id
+        self._channel = channel
+        self._timestamp = timestamp
+        self._creator = creator
+        self._transient = dict(transient or {})
+        self.reads: dict[str, Version | None] = {}
+        self.range_reads: list[tuple[str, str, list[tuple[str, Version]]]] = []
+        self.writes: dict[str, bytes | None] = {}
+        self.event: tuple[str, bytes] | None = None
+
+    # ---- identity and time
+    def get_tx_id(self) -> str:
+        return self._tx_id
+
+    def get_channel_id(self) -> str:
+        return self._channel
+
+    def get_tx_timestamp(self) -> float:
+        return self._timestamp
+
+    def get_creator(self) -> bytes:
+        return self._creator
+
+    def get_transient(self) -> dict[str, bytes]:
+        return dict(self._transient)
+
+    # ---- state
+    @staticmethod
+    def _check_key(key: str) -> None:
+        if not isinstance(key, str) or not key:
+            raise ValueError("key must be a non-empty string")
+
+    def get_state(self, key: str) -> bytes | None:
+        self._check_key(key)
+        row = Store.get_state(self._con, key.encode("utf-8"))
+        if key not in self.reads:
+            self.reads[key] = None if row is None else row[1]
+        return None if row is None else row[0]
+
+    def put_state(self, key: str, value: bytes) -> None:
+        self._check_key(key)
+        if not isinstance(value, (bytes, bytearray)):
+            raise TypeError("state values are bytes")
+        self.writes[key] = bytes(value)
+
+    def del_state(self, key: str) -> None:
+        self._check_key(key)
+        self.writes[key] = None
+
+    def get_state_by_range(self, start_key: str, end_key: str) -> Iterator[KeyValue]:
+        rows = Store.range(self._con, start_key.encode("utf-8"), end_key.encode("utf-8"))
+        self.range_reads.append((start_key, end_key, [(k.decode("utf-8"), v) for k, _, v in rows]))
+        for k, value, _ in rows:
+            yield KeyValue(k.decode("utf-8"), value)
+
+    def get_state_by_partial_composite_key(self, object_type: str, attributes: list[str]) -> Iterator[KeyValue]:
+        start = create_composite_key(object_type, attributes)
+        return self.get_state_by_range(start, start + MAX_UNICODE_RUNE)
+
+    def get_history_for_key(self, key: str) -> Iterator[KeyModification]:
+        rows = self._con.execute(
+            "SELECT tx_id, value, timestamp, is_delete FROM history WHERE key = ? ORDER BY block, txnum",
+            (key.encode("utf-8"),)).fetchall()
+        for tx_id, value, ts, is_delete in rows:
+            yield KeyModification(tx_id, value or b"", ts, bool(is_delete))
+
+    # ---- events
+    def set_event(self, name: str, payload: bytes) -> None:
+        if not name:
+            raise ValueError("event name must not be empty")
+        self.event = (name, bytes(payload))  # Fabric keeps one event per transaction: the last set
+
+    # ---- the read/write set as recorded in the transaction
+    def rwset(self) -> dict:
+        return {
+            "reads": [[k, list(v) if v is not None else None] for k, v in sorted(self.reads.items())],
+            "range_reads": [[s, e, [[k, list(v)] for k, v in kv]] for s, e, kv in self.range_reads],
+            "writes": [[k, None if v is None else base64.b64encode(v).decode("ascii")]
+                       for k, v in sorted(self.writes.items())],
+        }

@@ -1,0 +1,114 @@
+"""Persistence of the embedded ledger: one SQLite file (WAL mode).
+
+Tables: ``blocks`` (the hash-chained blocks, each with its full canonical JSON body), ``state``
+(world state: key -> value and version = (block, tx number)), ``history`` (every committed
+version of every key), ``events`` (chaincode events of valid transactions) and ``txs`` (tx id
+-> block, position, validation code). ``blocks`` is the ledger; the other tables are indexes
+derived from it, which ``verify`` rebuilds and compares.
+
+Keys are stored as UTF-8 BLOBs so that SQLite orders them bytewise, as Fabric does.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from pathlib import Path
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS blocks (
+    number        INTEGER PRIMARY KEY,
+    header_hash   TEXT NOT NULL,
+    previous_hash TEXT NOT NULL,
+    body          BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS state (
+    key    BLOB PRIMARY KEY,
+    value  BLOB NOT NULL,
+    block  INTEGER NOT NULL,
+    txnum  INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS history (
+    key       BLOB NOT NULL,
+    block     INTEGER NOT NULL,
+    txnum     INTEGER NOT NULL,
+    tx_id     TEXT NOT NULL,
+    timestamp REAL NOT NULL,
+    value     BLOB,
+    is_delete INTEGER NOT NULL,
+    PRIMARY KEY (key, block, txnum)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS events (
+    block     INTEGER NOT NULL,
+    txnum     INTEGER NOT NULL,
+    tx_id     TEXT NOT NULL,
+    chaincode TEXT NOT NULL,
+    name      TEXT NOT NULL,
+    payload   BLOB NOT NULL,
+    PRIMARY KEY (block, txnum)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS txs (
+    tx_id TEXT PRIMARY KEY,
+    block INTEGER NOT NULL,
+    txnum INTEGER NOT NULL,
+    code  TEXT NOT NULL
+) WITHOUT ROWID;
+"""
+
+MAX_KEY_BYTES = "\U0010ffff".encode("utf-8")
+
+
+class Store:
+    """Thread-local SQLite connections to one ledger file."""
+
+    def __init__(self, path: str | Path, synchronous: str = "FULL"):
+        self.path = Path(path)
+        self.synchronous = synchronous
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        con = self.connection()
+        con.executescript(SCHEMA)
+
+    def connection(self) -> sqlite3.Connection:
+        con = getattr(self._local, "con", None)
+        if con is None:
+            con = sqlite3.connect(self.path, timeout=60.0, isolation_level=None, check_same_thread=False)
+            con.execute("PRAGMA journal_mode=WAL")
+            con.execute(f"PRAGMA synchronous={self.synchronous}")
+            con.execute("PRAGMA busy_timeout=60000")
+            self._local.con = con
+            with self._lock:
+                self._all.append(con)
+        return con
+
+    def close(self) -> None:
+        with self._lock:
+            for con in self._all:
+                try:
+                    con.close()
+                except sqlite3.Error:
+                    pass
+            self._all.clear()
+        self._local = threading.local()
+
+    # ---- reads (caller holds a read transaction for a consistent snapshot)
+    @staticmethod
+    def get_state(con: sqlite3.Connection, key: bytes) -> tuple[bytes, tuple[int, int]] | None:
+        row = con.execute("SELECT value, block, txnum FROM state WHERE key = ?", (key,)).fetchone()
+        return None if row is None else (row[0], (row[1], row[2]))
+
+    @staticmethod
+    def range(con: sqlite3.Connection, start: bytes, end: bytes) -> list[tuple[bytes, bytes, tuple[int, int]]]:
+        if end:
+            rows = con.execute("SELECT key, value, block, txnum FROM state WHERE key >= ? AND key < ? ORDER BY key",
+                               (start, end)).fetchall()
+        else:
+            rows = con.execute("SELECT key, value, block, txnum FROM state WHERE key >= ? ORDER BY key",
+                               (start,)).fetchall()
+        return [(r[0], r[1], (r[2], r[3])) for r in rows]
+
+    @staticmethod
+    def height(con: sqlite3.Connection) -> int:
+        row = con.execute("SELECT MAX(number) FROM blocks").fetchone()
+        return 0 if row[0] is None else row[0] + 1

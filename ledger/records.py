@@ -1,0 +1,147 @@
+"""Typed views of the on-chain records, as the client returns them (house convention:
+typed records at package boundaries). Field names mirror the contracts' canonical JSON."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+def _from(cls: type[T], data: dict[str, Any]) -> T:
+    names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+    known = {k: v for k, v in data.items() if k in names}
+    extra = {k: v for k, v in data.items() if k not in names}
+    obj = cls(**known)
+    if "extra" in names:
+        object.__setattr__(obj, "extra", extra)
+    return obj
+
+
+@dataclass(frozen=True)
+class ImageApproval:
+    image_id: str
+    organisation: str
+    digest: str
+    approved_by: str
+    created: str
+    tx_id: str
+
+
+@dataclass(frozen=True)
+class ImageRecord:
+    id: str
+    name: str
+    version: str
+    algorithm: str
+    digest: str
+    reference: str
+    owner: str
+    created: str
+    status: str
+    tx_id: str
+    registered_by: str = ""
+    description: str = ""
+    revoked_reason: str = ""
+    approvals: tuple[ImageApproval, ...] = ()
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "ImageRecord":
+        d = dict(d)
+        d["approvals"] = tuple(_from(ImageApproval, a) for a in d.get("approvals", []))
+        return _from(cls, d)
+
+
+@dataclass(frozen=True)
+class ProcessRecord:
+    id: str
+    image_id: str
+    image_digest: str
+    algorithm: str
+    consortium: tuple[str, ...]
+    topology: dict[str, Any]
+    hyperparameters: dict[str, Any]
+    rounds: int
+    privacy_budget: dict[str, Any] | None
+    creator: str
+    created: str
+    status: str
+    status_reason: str
+    updated: str
+    tx_id: str
+    dataset: str = ""
+    description: str = ""
+    created_by: str = ""
+    current_round: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "ProcessRecord":
+        d = dict(d)
+        d["consortium"] = tuple(d["consortium"])
+        return _from(cls, d)
+
+
+@dataclass(frozen=True)
+class ExecutionRecord:
+    process_id: str
+    round: int
+    organisation: str
+    image_digest: str
+    runtime: str
+    public_key: str
+    status: str
+    created: str
+    tx_id: str
+    result: dict[str, Any] | None = None
+    signature: str = ""
+    completed: str = ""
+    failure_reason: str = ""
+    epsilon_total: float = 0.0
+    created_by: str = ""
+    completed_tx_id: str = ""
+    failure_details: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "ExecutionRecord":
+        return _from(cls, d)
+
+
+@dataclass(frozen=True)
+class ModelRecord:
+    id: str
+    process_id: str
+    owner: str
+    digest: str
+    size: int
+    ciphertext_digest: str
+    access: tuple[str, ...]
+    wrapped_key: str | None
+    created: str
+    tx_id: str
+    image_digest: str = ""
+    round: int = 0
+    location: str = ""
+    metrics: dict[str, float] = field(default_factory=dict)
+    estimators: tuple[Any, ...] = ()
+    published_by: str = ""
+    updated: str = ""
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "ModelRecord":
+        d = dict(d)
+        d["access"] = tuple(d["access"])
+        d["estimators"] = tuple(d.get("estimators", ()))
+        return _from(cls, d)
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    tx_id: str
+    timestamp: str
+    is_delete: bool
+    value: dict[str, Any] | None

@@ -1,0 +1,74 @@
+"""Tests for algorithms.collabdict.vae: the VAE step function in the simulator (§6.1 item 11)."""
+
+import numpy as np
+import pytest
+from sklearn.metrics import roc_auc_score
+
+from algorithms.collabdict.vae import CollabDictVAE, fit_centralised, rounds_for, score
+from algorithms.simulator import simulate
+from algorithms.step import LocalDataset
+from tests.algorithms.conftest import make_mixture
+
+
+def datasets(Xs):
+    return {f"org{s}": LocalDataset(X) for s, X in enumerate(Xs)}
+
+
+@pytest.fixture(scope="module")
+def data():
+    return [X / 3.0 for X in make_mixture(S=4, M=3, K=2, seed=0)]
+
+
+@pytest.mark.parametrize("kw", [dict(optimizer="sgd", normalise=False, lr=1e-3),
+                                dict(optimizer="adam", lr=1e-2, batch_size=30, mc_train=2)])
+def test_decentralised_equals_centralised_gradient_ascent(data, kw):
+    algo = CollabDictVAE(hidden=16, **kw)
+    iters = 6
+    res = simulate(algo, datasets(data), rounds_for(iters, 4, algo.agg), seed=3)
+    ref = fit_centralised(data, iters, seed=3, hyper=algo.hyper)
+    for s in range(4):
+        m = res.model(f"org{s}")
+        assert m["iteration"] == iters
+        for k, v in ref.thetas[-1].items():
+            assert np.allclose(m["theta"][k], v, rtol=1e-6, atol=1e-6)
+        for k, v in ref.phis[-1][s].items():
+            assert np.allclose(m["phi"][k], v, rtol=1e-6, atol=1e-6)
+    elbos = [r["org0"]["elbo"] for r in res.metrics if "elbo" in r["org0"]]
+    assert np.allclose(elbos, ref.elbos, rtol=1e-9)
+
+
+def test_consensus_aggregation_also_matches(data):
+    algo = CollabDictVAE(hidden=8, optimizer="sgd", normalise=False, lr=1e-3,
+                         aggregation={"mode": "consensus", "graph": "ring", "rounds": 120, "chunks": 2})
+    res = simulate(algo, datasets(data), rounds_for(2, 4, algo.agg), seed=1)
+    ref = fit_centralised(data, 2, seed=1, hyper=algo.hyper)
+    m = res.model("org2")
+    for k, v in ref.thetas[-1].items():
+        assert np.allclose(m["theta"][k], v, atol=1e-6)
+
+
+def test_training_increases_elbo_and_detects_outliers(data):
+    algo = CollabDictVAE(hidden=16, lr=1e-2)
+    res = simulate(algo, datasets(data), rounds_for(60, 4, algo.agg), seed=0)
+    elbos = np.array([r["org0"]["elbo"] for r in res.metrics if "elbo" in r["org0"]])
+    assert elbos[-10:].mean() > elbos[:10].mean()
+    model = res.model("org3")
+    rng = np.random.default_rng(4)
+    normal = data[3]                                   # the largest participant
+    outliers = normal[:15] + 2.0 * rng.choice([-1, 1], size=(15, 3))     # 6σ of the raw data
+    y = np.r_[np.zeros(len(normal)), np.ones(15)]
+    assert roc_auc_score(y, score(model, np.concatenate([normal, outliers]), seed=0)) > 0.9
+
+
+def test_reproducible_and_params_rebuild(data):
+    algo = CollabDictVAE(hidden=8, latent=2)
+    a = simulate(algo, datasets(data), 5, seed=9)
+    b = simulate(type(algo)(**algo.params()), datasets(data), 5, seed=9)
+    assert a.state_digests == b.state_digests and a.models == b.models
+
+
+def test_validation():
+    with pytest.raises(ValueError, match="optimizer"):
+        CollabDictVAE(optimizer="rmsprop")
+    with pytest.raises(ValueError, match="latent"):
+        CollabDictVAE(latent=0)

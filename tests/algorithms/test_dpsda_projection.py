@@ -1,0 +1,90 @@
+"""Π^ψ_X(z, α) of eq. (7) equals the QP solution (ALGORITHMS.md §6.2 item 4)."""
+
+import numpy as np
+import pytest
+from scipy.optimize import Bounds, minimize
+
+from algorithms.dpsda.projection import (BallProjection, BlockBallProjection, BoxProjection, Projection,
+                                          dual_averaging_objective)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_box_projection_equals_qp_solution(seed):
+    rng = np.random.default_rng(seed)
+    m = 21
+    z = rng.normal(0, 10, m)
+    alpha = float(rng.uniform(0.05, 2.0))
+    box = BoxProjection(-5.0, 5.0, m)
+    x = box(z, alpha)
+    qp = minimize(lambda v: dual_averaging_objective(v, z, alpha), np.zeros(m),
+                  jac=lambda v: z + v / alpha, method="L-BFGS-B", bounds=Bounds(-5.0, 5.0),
+                  options={"ftol": 1e-15, "gtol": 1e-12})
+    assert qp.success
+    np.testing.assert_allclose(x, qp.x, atol=1e-6)
+    assert dual_averaging_objective(x, z, alpha) <= qp.fun + 1e-12
+    # some coordinates must be active for the check to mean anything
+    assert np.any(np.abs(x) == 5.0) and np.any(np.abs(x) < 5.0)
+
+
+def test_box_projection_satisfies_kkt_conditions():
+    rng = np.random.default_rng(7)
+    z, alpha = rng.normal(0, 10, 50), 0.3
+    x = BoxProjection(-1.0, 2.0)(z, alpha)
+    grad = z + x / alpha
+    interior = (x > -1.0) & (x < 2.0)
+    assert np.allclose(grad[interior], 0.0, atol=1e-12)
+    assert np.all(grad[x == -1.0] >= 0) and np.all(grad[x == 2.0] <= 0)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_ball_projection_equals_constrained_solution(seed):
+    rng = np.random.default_rng(seed)
+    z, alpha, r = rng.normal(0, 3, 8), 0.7, 1.5
+    x = BallProjection(r)(z, alpha)
+    qp = minimize(lambda v: dual_averaging_objective(v, z, alpha), np.zeros(8), jac=lambda v: z + v / alpha,
+                  method="SLSQP", constraints=[{"type": "ineq", "fun": lambda v: r * r - v @ v,
+                                                "jac": lambda v: -2 * v}],
+                  options={"ftol": 1e-14, "maxiter": 1000})
+    assert qp.success
+    np.testing.assert_allclose(x, qp.x, atol=1e-5)
+    inside = BallProjection(100.0)(z, alpha)
+    np.testing.assert_array_equal(inside, -alpha * z)
+
+
+def test_protocol_and_radius():
+    assert isinstance(BoxProjection(-5, 5, 21), Projection)
+    assert isinstance(BallProjection(1.0), Projection)
+    assert BoxProjection(-5, 5, 4).radius() == pytest.approx(10.0)
+    assert BoxProjection(-1, 1, 4).contains(np.array([1.0, -1.0, 0.0, 0.5]))
+    assert not BoxProjection(-1, 1, 4).contains(np.array([1.1, 0, 0, 0]))
+    with pytest.raises(ValueError, match="dimension"):
+        BoxProjection(-1, 1).radius()
+
+
+def test_validation():
+    with pytest.raises(ValueError, match="exceeds"):
+        BoxProjection(1.0, -1.0)
+    with pytest.raises(ValueError, match="finite"):
+        BoxProjection(-np.inf, 1.0)
+    with pytest.raises(ValueError, match="step size"):
+        BoxProjection(-1, 1)(np.zeros(3), 0.0)
+    with pytest.raises(ValueError, match="radius"):
+        BallProjection(0.0)
+
+
+def test_block_ball_projection_is_the_product_of_ball_projections():
+    rng = np.random.default_rng(3)
+    z, alpha = rng.normal(0, 4, 12), 0.5
+    proj = BlockBallProjection(1.0, 3)
+    x = proj(z, alpha)
+    for k in range(4):
+        np.testing.assert_array_equal(x[3 * k:3 * k + 3], BallProjection(1.0)(z[3 * k:3 * k + 3], alpha))
+    assert proj.contains(x, 1e-12)
+    assert proj.radius_for(12) == pytest.approx(2.0)
+    # the product projection minimises the separable objective: no feasible perturbation does better
+    best = dual_averaging_objective(x, z, alpha)
+    for _ in range(200):
+        y = proj(-(x + rng.normal(0, 0.3, 12)) / alpha, alpha)     # a random feasible point
+        assert dual_averaging_objective(y, z, alpha) >= best - 1e-12
+    with pytest.raises(ValueError, match="blocks"):
+        proj(np.zeros(10), 1.0)

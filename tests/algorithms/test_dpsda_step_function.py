@@ -1,0 +1,100 @@
+"""The step function: ``simulate`` reproduces the direct matrix form exactly (bit for bit)."""
+
+import math
+
+import numpy as np
+import pytest
+
+from algorithms.dpsda import DPSDA, DPSDAConfig, run_dpsda
+from algorithms.dpsda.experiments import OnlineStream, synthetic_olr
+from algorithms.simulator import simulate
+from algorithms.step import Algorithm, LocalDataset
+from algorithms.topologies.periodic import dpsda_digraphs, dpsda_graphs
+from algorithms.topologies.static import ring
+
+NAMES = ("Org1MSP", "Org2MSP", "Org3MSP", "Org4MSP", "Org5MSP", "Org6MSP", "Org7MSP")
+
+
+def _simulate(params, stream, topo, rounds, seed, batch=1):
+    datasets = {o: LocalDataset(stream.features[:rounds * batch], stream.labels[:rounds * batch], name=o)
+                for o in NAMES}
+    decisions, estimates = [], []
+
+    def collect(rnd, results):
+        decisions.append(np.concatenate([np.asarray(results[o].model["decision_block"]) for o in NAMES]))
+        estimates.append(np.stack([np.asarray(results[o].model["estimate"]) for o in NAMES]))
+
+    res = simulate(DPSDA(**params), datasets, rounds, seed, topology=topo, consortium=NAMES, on_round=collect)
+    return res, np.array(decisions), estimates
+
+
+@pytest.mark.parametrize("params, topo", [
+    ({"variant": "C", "laplace_scale": 2.0}, dpsda_graphs()),
+    ({"variant": "PS", "laplace_scale": 1.0}, dpsda_digraphs()),
+    ({"variant": "C", "laplace_scale": 5.0, "lookahead": True, "grad_noise": "frozen"}, dpsda_graphs()),
+    ({"variant": "PS", "laplace_scale": 0.0, "lookahead": True, "gradient_clip": 0.3}, dpsda_digraphs()),
+    ({"variant": "C", "laplace_scale": 1.0, "weights": "metropolis"}, ring(7)),
+    ({"variant": "PS", "laplace_scale": 1.0, "domain": "block_ball", "radius": 2.0}, dpsda_digraphs()),
+])
+def test_simulate_reproduces_the_matrix_form_exactly(params, topo):
+    T, seed = 40, 11
+    stream = synthetic_olr(4, horizon=T)
+    res, decisions, estimates = _simulate(params, stream, topo, T, seed)
+    tr = run_dpsda(DPSDAConfig(**params), stream.features, stream.labels, topo, T, seed, consortium=NAMES)
+    assert np.array_equal(decisions, tr.decisions)              # bit-identical, every round
+    assert np.array_equal(estimates[-1], tr.estimates)
+    final = {o: res.state(o) for o in NAMES}
+    assert np.array_equal(np.stack([np.asarray(final[o]["z"]) for o in NAMES]), tr.duals)
+    if params["variant"] == "PS":
+        assert np.array_equal([final[o]["w"] for o in NAMES], tr.push_sum_weights[-1])
+
+
+def test_reproduction_with_batches_of_logistic_losses():
+    rng = np.random.default_rng(0)
+    T, B = 25, 4
+    feats = rng.normal(size=(T * B, 14))
+    labels = np.where(feats[:, 0] + 0.3 * rng.normal(size=T * B) > 0, 1.0, -1.0)
+    params = {"variant": "PS", "dimension": 14, "lower": -1.0, "upper": 1.0, "laplace_scale": 0.5,
+              "loss": "logistic", "batch_size": B}
+    _, decisions, _ = _simulate(params, OnlineStream(feats, labels), dpsda_digraphs(), T, 3, batch=B)
+    tr = run_dpsda(DPSDAConfig(**params), feats, labels, dpsda_digraphs(), T, 3, consortium=NAMES)
+    assert np.array_equal(decisions, tr.decisions)
+
+
+def test_epsilon_metrics_per_round():
+    stream = synthetic_olr(0, horizon=12)
+    res, _, _ = _simulate({"variant": "C", "laplace_scale": 2.0}, stream, dpsda_graphs(), 12, 0)
+    for rnd, metrics in enumerate(res.metrics, start=1):
+        for o in NAMES:
+            expected = 0.5 if rnd < 12 else 0.0              # nothing is released in the last round
+            assert metrics[o]["epsilon_spent"] == expected
+            assert metrics[o]["epsilon_total"] == pytest.approx(0.5 * min(rnd, 11))
+    res0, _, _ = _simulate({"variant": "PS"}, stream, dpsda_digraphs(), 12, 0)
+    for metrics in res0.metrics:                                       # σ = 0: no finite ε to report
+        assert "epsilon_spent" not in metrics[NAMES[0]] and "epsilon_total" not in metrics[NAMES[0]]
+        assert all(math.isfinite(v) for v in metrics[NAMES[0]].values())
+
+
+def test_messages_follow_the_topology_and_carry_no_plain_dual():
+    stream = synthetic_olr(0, horizon=6)
+    res, _, _ = _simulate({"variant": "PS", "laplace_scale": 1.0}, stream, dpsda_digraphs(), 6, 0)
+    g1 = dpsda_digraphs().adjacency(1)
+    sent = {(NAMES.index(s), NAMES.index(r)) for s, r in res.message_digests[0]}
+    assert sent == {tuple(map(int, e)) for e in np.argwhere(g1)}
+    assert res.message_digests[-1] == {}
+
+
+def test_algorithm_protocol_and_params_roundtrip():
+    algo = DPSDA(variant="PS", laplace_scale=2.0)
+    assert isinstance(algo, Algorithm) and algo.name == "dpsda-ps"
+    assert DPSDA(**algo.params()).config == algo.config
+
+
+def test_wrong_consortium_or_short_stream_is_rejected():
+    stream = synthetic_olr(0, horizon=10)
+    with pytest.raises(ValueError, match="configured for 7 nodes"):
+        simulate(DPSDA(), {o: LocalDataset(stream.features, stream.labels) for o in NAMES[:5]}, 10, 0,
+                 topology=ring(5))
+    with pytest.raises(ValueError, match="rows"):
+        simulate(DPSDA(), {o: LocalDataset(stream.features, stream.labels) for o in NAMES}, 11, 0,
+                 topology=dpsda_graphs())

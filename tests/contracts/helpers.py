@@ -1,0 +1,60 @@
+"""Building signed execution results the way a task does (key pair per task, signature over
+the canonical JSON of the result)."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from chaincode.canonical import canonical_json
+from ledger.client import ConsortiaClient
+from ledger.identity import sign
+
+IMAGE_DIGEST = "sha256:" + "ab" * 32
+
+
+def digest_of(text: str) -> str:
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+def make_result(process_id: str, rnd: int, org: str, *, image_digest: str = IMAGE_DIGEST,
+                runtime: str = "sandbox", metrics: dict[str, float] | None = None,
+                model_digest: str | None = None, recipients: tuple[str, ...] = ()) -> dict[str, Any]:
+    return {
+        "process_id": process_id, "round": rnd, "organisation": org, "image_digest": image_digest,
+        "runtime": runtime,
+        "inputs": {"state": digest_of(f"state-{org}-{rnd - 1}"), "messages": [],
+                   "data_commitment": digest_of(f"data-{org}")},
+        "outputs": {"state": digest_of(f"state-{org}-{rnd}"),
+                    "messages": [{"recipient": r, "digest": digest_of(f"msg-{org}-{r}-{rnd}"), "size": 10}
+                                 for r in recipients],
+                    "model": None if model_digest is None else {"digest": model_digest, "size": 123}},
+        "metrics": metrics or {"loss": 0.5},
+        "started": "2026-01-01T00:00:00Z", "finished": "2026-01-01T00:00:01Z",
+    }
+
+
+def run_task(client: ConsortiaClient, process_id: str, rnd: int, **result_kw: Any) -> dict[str, Any]:
+    """Register a task key, then complete the task with a correctly signed result."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    client.create_task(process_id, rnd, key.public_key(), result_kw.get("runtime", "sandbox"))
+    result = make_result(process_id, rnd, client.organisation, **result_kw)
+    client.complete_task(result, sign(key, canonical_json(result)))
+    return result
+
+
+def new_process(org1: ConsortiaClient, uid: str, consortium=("Org1MSP", "Org2MSP"), rounds: int = 2,
+                privacy_budget: dict | None = None, start: bool = True) -> str:
+    image_id = f"img-{uid}:1"
+    try:
+        org1.get_image(image_id)
+    except Exception:
+        org1.register_image(f"img-{uid}", "1", "collab-rf", IMAGE_DIGEST)
+    pid = f"proc-{uid}"
+    org1.create_process(pid, image_id, list(consortium), {"kind": "ring", "seed": 7}, rounds,
+                        hyperparameters={"n_new": 5}, privacy_budget=privacy_budget)
+    if start:
+        org1.start_process(pid)
+    return pid

@@ -1,0 +1,213 @@
+"""ExecutionRecord contract rules, through the Ledger interface."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature, encode_dss_signature
+
+from chaincode.canonical import canonical_json
+from chaincode.errors import (AlreadyExists, BudgetExceeded, Forbidden, ImageMismatch, InvalidArgument,
+                              InvalidState, NotFound, SignatureInvalid)
+from ledger.identity import P256_ORDER, sign
+from tests.contracts.helpers import make_result, new_process, run_task
+
+
+def _task(client, pid, rnd, runtime="sandbox"):
+    key = ec.generate_private_key(ec.SECP256R1())
+    client.create_task(pid, rnd, key.public_key(), runtime)
+    return key
+
+
+def test_create_complete_and_read_back(org1, org2, uid):
+    pid = new_process(org1, uid)
+    key = _task(org1, pid, 1)
+    rec = org1.get_execution(pid, 1, "Org1MSP")
+    assert rec.status == "running" and rec.runtime == "sandbox" and "BEGIN PUBLIC KEY" in rec.public_key
+    result = make_result(pid, 1, "Org1MSP", recipients=("Org2MSP",))
+    done = org1.complete_task(result, sign(key, canonical_json(result)))
+    assert done.status == "completed" and done.result == result
+    assert org2.get_execution(pid, 1, "Org1MSP").result["outputs"]["messages"][0]["recipient"] == "Org2MSP"
+
+
+def test_create_task_refusals(org1, org2, org3, uid):
+    pid = new_process(org1, uid, rounds=2)
+    with pytest.raises(Forbidden, match="not a member"):
+        _task(org3, pid, 1)
+    with pytest.raises(InvalidState, match="round 1 not completed"):
+        _task(org1, pid, 2)
+    with pytest.raises(InvalidState, match="has 2 rounds"):
+        _task(org1, pid, 3)
+    _task(org1, pid, 1)
+    with pytest.raises(AlreadyExists):
+        _task(org1, pid, 1)
+    with pytest.raises(InvalidArgument, match="P-256|PEM"):
+        org2.create_task(pid, 1, "-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n", "sandbox")
+    with pytest.raises(InvalidArgument, match="runtime"):
+        org2.create_task(pid, 1, ec.generate_private_key(ec.SECP256R1()).public_key(), "bare-metal")
+    not_started = new_process(org1, uid + "b", start=False)
+    with pytest.raises(InvalidState, match="closed"):
+        _task(org1, not_started, 1)
+
+
+def test_result_only_from_the_executing_organisation(org1, org2, uid):
+    pid = new_process(org1, uid)
+    key = _task(org1, pid, 1)
+    result = make_result(pid, 1, "Org1MSP")
+    with pytest.raises(Forbidden, match="executing organisation"):
+        org2.complete_task(result, sign(key, canonical_json(result)))
+    assert org1.get_execution(pid, 1, "Org1MSP").status == "running"
+
+
+def test_result_signed_by_unregistered_key_is_refused(org1, uid):
+    pid = new_process(org1, uid)
+    _task(org1, pid, 1)
+    other = ec.generate_private_key(ec.SECP256R1())
+    result = make_result(pid, 1, "Org1MSP")
+    with pytest.raises(SignatureInvalid, match="not signed by the key registered"):
+        org1.complete_task(result, sign(other, canonical_json(result)))
+
+
+def test_altered_result_is_refused(org1, uid):
+    pid = new_process(org1, uid)
+    key = _task(org1, pid, 1)
+    result = make_result(pid, 1, "Org1MSP")
+    sig = sign(key, canonical_json(result))
+    result["metrics"]["loss"] = 0.01
+    with pytest.raises(SignatureInvalid):
+        org1.complete_task(result, sig)
+
+
+def test_malformed_and_high_s_signatures_are_refused(org1, ledger, consortium, uid):
+    pid = new_process(org1, uid)
+    key = _task(org1, pid, 1)
+    result = make_result(pid, 1, "Org1MSP")
+    r, s = decode_dss_signature(key.sign(canonical_json(result), ec.ECDSA(hashes.SHA256())))
+    high_s = encode_dss_signature(r, s if s > P256_ORDER // 2 else P256_ORDER - s)
+    with pytest.raises(SignatureInvalid, match="low-S"):
+        org1.complete_task(result, high_s)
+    with pytest.raises(SignatureInvalid, match="malformed"):
+        ledger.submit(consortium.identity("Org1"), "ExecutionRecord:complete_task",
+                      canonical_json(result).decode(), "!!notbase64")
+
+
+def test_replayed_result_is_refused(org1, uid):
+    pid = new_process(org1, uid)
+    key = _task(org1, pid, 1)
+    result = make_result(pid, 1, "Org1MSP")
+    sig = sign(key, canonical_json(result))
+    org1.complete_task(result, sig)
+    with pytest.raises(InvalidState, match="accepted only once"):
+        org1.complete_task(result, sig)
+
+
+def test_wrong_image_digest_is_refused(org1, uid):
+    pid = new_process(org1, uid)
+    key = _task(org1, pid, 1)
+    result = make_result(pid, 1, "Org1MSP", image_digest="sha256:" + "99" * 32)
+    with pytest.raises(ImageMismatch, match="pins"):
+        org1.complete_task(result, sign(key, canonical_json(result)))
+
+
+def test_result_for_a_closed_round_is_refused(org1, uid):
+    pid = new_process(org1, uid)
+    key = _task(org1, pid, 1)
+    org1.abort_process(pid, "stop")
+    result = make_result(pid, 1, "Org1MSP")
+    with pytest.raises(InvalidState, match="closed"):
+        org1.complete_task(result, sign(key, canonical_json(result)))
+
+
+def test_result_runtime_must_match_registration(org1, uid):
+    pid = new_process(org1, uid)
+    key = _task(org1, pid, 1, runtime="container")
+    result = make_result(pid, 1, "Org1MSP", runtime="sandbox")
+    with pytest.raises(InvalidArgument, match="runtime"):
+        org1.complete_task(result, sign(key, canonical_json(result)))
+
+
+def test_result_without_registered_task(org1, uid):
+    pid = new_process(org1, uid)
+    key = ec.generate_private_key(ec.SECP256R1())
+    result = make_result(pid, 1, "Org1MSP")
+    with pytest.raises(NotFound, match="no task registered"):
+        org1.complete_task(result, sign(key, canonical_json(result)))
+
+
+def test_privacy_budget_is_enforced(org1, org2, uid):
+    pid = new_process(org1, uid, rounds=3, privacy_budget={"mechanism": "laplace", "epsilon": 1.0})
+    key = _task(org1, pid, 1)
+    no_eps = make_result(pid, 1, "Org1MSP")
+    with pytest.raises(InvalidArgument, match="epsilon_spent"):
+        org1.complete_task(no_eps, sign(key, canonical_json(no_eps)))
+    ok = make_result(pid, 1, "Org1MSP", metrics={"epsilon_spent": 0.4})
+    assert org1.complete_task(ok, sign(key, canonical_json(ok))).epsilon_total == pytest.approx(0.4)
+    run_task(org2, pid, 1, metrics={"epsilon_spent": 0.4})
+    key2 = _task(org1, pid, 2)
+    r2 = make_result(pid, 2, "Org1MSP", metrics={"epsilon_spent": 0.5})
+    assert org1.complete_task(r2, sign(key2, canonical_json(r2))).epsilon_total == pytest.approx(0.9)
+    run_task(org2, pid, 2, metrics={"epsilon_spent": 0.4})
+    key3 = _task(org1, pid, 3)
+    r3 = make_result(pid, 3, "Org1MSP", metrics={"epsilon_spent": 0.2})
+    with pytest.raises(BudgetExceeded, match="over the budget"):
+        org1.complete_task(r3, sign(key3, canonical_json(r3)))
+    assert org1.get_execution(pid, 3, "Org1MSP").status == "running"
+    failed = org1.fail_task(pid, 3, "privacy budget exhausted", {"epsilon_total": 1.1})
+    assert failed.status == "failed" and failed.failure_reason == "privacy budget exhausted"
+    assert org1.fail_process(pid, "privacy budget of Org1MSP exhausted in round 3").status == "failed"
+
+
+def test_fail_task_records_refusal_without_a_key(org1, org2, uid):
+    pid = new_process(org1, uid)
+    rec = org2.fail_task(pid, 1, "image digest mismatch", {"local": "sha256:" + "12" * 32})
+    assert rec.status == "failed" and rec.public_key == "" and rec.failure_details["local"].startswith("sha256:")
+    with pytest.raises(InvalidState, match="already failed"):
+        org2.fail_task(pid, 1, "again")
+    with pytest.raises(AlreadyExists):
+        _task(org2, pid, 1)
+
+
+def test_query_by_round_and_organisation(org1, org2, org3, uid):
+    pid = new_process(org1, uid, rounds=2)
+    run_task(org1, pid, 1)
+    run_task(org2, pid, 1)
+    run_task(org2, pid, 2)
+    assert len(org1.query_executions(pid)) == 3
+    assert {(r.round, r.organisation) for r in org1.query_executions(pid, round=1)} == {(1, "Org1MSP"), (1, "Org2MSP")}
+    assert [r.round for r in org1.query_executions(pid, organisation="Org2MSP")] == [1, 2]
+    with pytest.raises(Forbidden):
+        org3.query_executions(pid)
+    with pytest.raises(Forbidden):
+        org3.get_execution(pid, 1, "Org1MSP")
+
+
+def test_history_of_a_record(org1, uid):
+    pid = new_process(org1, uid)
+    run_task(org1, pid, 1)
+    hist = org1.execution_history(pid, 1, "Org1MSP")
+    assert [h.value["status"] for h in hist] == ["running", "completed"]
+    with pytest.raises(NotFound):
+        org1.execution_history(pid, 2, "Org1MSP")
+    with pytest.raises(InvalidArgument, match="round"):
+        org1.ledger.evaluate(org1.identity, "ExecutionRecord:get", pid, "one", "Org1MSP")
+
+
+def test_result_must_be_well_formed(org1, ledger, consortium, uid):
+    pid = new_process(org1, uid)
+    key = _task(org1, pid, 1)
+    result = make_result(pid, 1, "Org1MSP")
+    del result["outputs"]["state"]
+    with pytest.raises(InvalidArgument, match="outputs"):
+        org1.complete_task(result, sign(key, canonical_json(result)))
+    result = make_result(pid, 1, "Org1MSP")
+    result["inputs"]["messages"] = [{"sender": "Org2MSP", "digest": "nope"}]
+    with pytest.raises(InvalidArgument, match="digest"):
+        org1.complete_task(result, sign(key, canonical_json(result)))
+    bad = json.dumps({"process_id": pid})
+    with pytest.raises(InvalidArgument):
+        ledger.submit(consortium.identity("Org1"), "ExecutionRecord:complete_task", bad,
+                      base64.b64encode(b"x").decode())

@@ -1,0 +1,109 @@
+"""LearningProcess contract rules, through the Ledger interface."""
+
+from __future__ import annotations
+
+import pytest
+
+from chaincode.errors import AlreadyExists, Forbidden, ImageMismatch, InvalidArgument, InvalidState, NotFound
+from tests.contracts.helpers import IMAGE_DIGEST, new_process, run_task
+
+
+def test_create_pins_the_image_digest(org1, uid):
+    img = org1.register_image(f"i-{uid}", "1", "collab-rf", IMAGE_DIGEST)
+    p = org1.create_process(f"p-{uid}", img.id, ["Org1MSP", "Org2MSP"], {"kind": "ring", "seed": 3}, 4,
+                            hyperparameters={"n_new": 10}, privacy_budget={"mechanism": "laplace", "epsilon": 2.0},
+                            dataset="creditcard")
+    assert p.image_digest == IMAGE_DIGEST and p.algorithm == "collab-rf"
+    assert p.status == "created" and p.creator == "Org1MSP" and p.rounds == 4
+    assert p.topology == {"kind": "ring", "seed": 3}
+    got = org1.get_process(p.id)
+    assert got.current_round == 1 and got.privacy_budget == {"mechanism": "laplace", "epsilon": 2.0}
+
+
+def test_create_refusals(org1, org2, uid):
+    img = org1.register_image(f"i-{uid}", "1", "a", IMAGE_DIGEST)
+    ok = dict(image_id=img.id, consortium=["Org1MSP", "Org2MSP"], topology={"kind": "ring"}, rounds=2)
+    with pytest.raises(NotFound, match="not registered"):
+        org1.create_process(f"a-{uid}", **{**ok, "image_id": f"missing-{uid}:1"})
+    with pytest.raises(ImageMismatch):
+        org1.create_process(f"b-{uid}", **ok, image_digest="sha256:" + "11" * 32)
+    with pytest.raises(Forbidden, match="not part of"):
+        org1.create_process(f"c-{uid}", **{**ok, "consortium": ["Org2MSP", "Org3MSP"]})
+    with pytest.raises(InvalidArgument, match="twice"):
+        org1.create_process(f"d-{uid}", **{**ok, "consortium": ["Org1MSP", "Org1MSP"]})
+    with pytest.raises(InvalidArgument, match="rounds"):
+        org1.create_process(f"e-{uid}", **{**ok, "rounds": 0})
+    with pytest.raises(InvalidArgument, match="epsilon"):
+        org1.create_process(f"f-{uid}", **ok, privacy_budget={"mechanism": "laplace", "epsilon": -1})
+    with pytest.raises(InvalidArgument, match="seed"):
+        org1.create_process(f"g-{uid}", **{**ok, "topology": {"kind": "ring", "seed": -5}})
+    org1.create_process(f"h-{uid}", **ok)
+    with pytest.raises(AlreadyExists):
+        org2.create_process(f"h-{uid}", **ok)
+    org1.revoke_image(img.id, "bad")
+    with pytest.raises(InvalidState, match="revoked"):
+        org1.create_process(f"i-{uid}", **ok)
+
+
+def test_non_member_cannot_read_or_act(org1, org3, uid):
+    pid = new_process(org1, uid, start=False)
+    with pytest.raises(Forbidden, match="not a member"):
+        org3.get_process(pid)
+    with pytest.raises(Forbidden):
+        org3.start_process(pid)
+    with pytest.raises(Forbidden):
+        org3.process_history(pid)
+    assert pid not in {p.id for p in org3.list_processes()}
+    assert pid in {p.id for p in org1.list_processes()}
+
+
+def test_status_transitions(org1, org2, uid):
+    pid = new_process(org1, uid, start=False, rounds=1)
+    with pytest.raises(InvalidState, match="cannot complete"):
+        org1.complete_process(pid)
+    assert org2.start_process(pid).status == "running"
+    with pytest.raises(InvalidState):
+        org1.start_process(pid)
+    with pytest.raises(InvalidState, match="not completed by"):
+        org1.complete_process(pid)
+    run_task(org1, pid, 1)
+    run_task(org2, pid, 1)
+    assert org1.get_process(pid).current_round == 2
+    done = org2.complete_process(pid)
+    assert done.status == "completed"
+    with pytest.raises(InvalidState):
+        org1.abort_process(pid)
+    with pytest.raises(InvalidState):
+        org1.fail_process(pid, "late")
+    statuses = [h.value["status"] for h in org1.process_history(pid)]
+    assert statuses == ["created", "running", "completed"]
+
+
+def test_abort_only_by_creator(org1, org2, uid):
+    pid = new_process(org1, uid)
+    with pytest.raises(Forbidden, match="only the creator"):
+        org2.abort_process(pid, "no")
+    rec = org1.abort_process(pid, "data issue")
+    assert rec.status == "aborted" and rec.status_reason == "data issue"
+
+
+def test_fail_needs_reason(org1, org2, uid):
+    pid = new_process(org1, uid)
+    with pytest.raises(InvalidArgument):
+        org2.fail_process(pid, "")
+    rec = org2.fail_process(pid, "privacy budget exhausted")
+    assert rec.status == "failed" and rec.status_reason == "privacy budget exhausted"
+
+
+def test_current_round_is_derived_from_execution_records(org1, org2, uid):
+    pid = new_process(org1, uid, rounds=3)
+    assert org1.get_process(pid).current_round == 1
+    run_task(org1, pid, 1)
+    assert org1.get_process(pid).current_round == 1  # Org2 has not finished round 1
+    run_task(org2, pid, 1)
+    assert org2.get_process(pid).current_round == 2
+    run_task(org2, pid, 2)
+    run_task(org1, pid, 2)
+    run_task(org1, pid, 3)
+    run_task(org2, pid, 3)
+    assert org1.get_process(pid).current_round == 4

@@ -1,0 +1,125 @@
+"""Warm workers: same isolation, a fresh key and a signed manifest per round, same bytes as cold runs."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from algorithms.task_runtime import TaskSpec, save_dataset
+from executor.runtimes.sandbox import SandboxRuntime
+from executor.runtimes.warm import WarmWorker
+from executor.task_keys import TaskKey
+from executor.tasks import run_isolated_task
+
+from tests.executor.conftest import make_dataset
+
+ORGS = ("Org1MSP", "Org2MSP")
+
+
+def _spec(rnd, image, runtime, algorithm):
+    return TaskSpec(process_id="p-warm", round=rnd, rounds=3, organisation="Org1MSP", consortium=ORGS,
+                    process_seed=4, algorithm=algorithm, params={"eps": 0.5, "noise": 0.3}, image_digest=image.digest,
+                    runtime=runtime, out_neighbours=("Org2MSP",), in_neighbours=("Org2MSP",), data_salt="aa")
+
+
+def _rounds(tmp_path, runtime, image, recipe, worker=None):
+    data = tmp_path / "data"
+    data.mkdir(parents=True, exist_ok=True)
+    save_dataset(data / "dataset.npz", make_dataset(7))
+    state, keys, manifests = None, [], []
+    for rnd in (1, 2, 3):
+        key = TaskKey.generate()
+        keys.append(key.public_key_pem)
+        spec = _spec(rnd, image, runtime.name, recipe.algorithm)
+        if worker is None:
+            out = run_isolated_task(runtime, spec, key, tmp_path / f"cold{rnd}", data, state, {},
+                                    bundle_dir=image.location or None)
+        else:
+            out = worker.run(spec, key, state, {})
+            assert not list(worker.in_root.rglob("task_key.pem"))   # key destroyed after the round
+        state = out.state
+        manifests.append(out.manifest)
+    assert len(set(keys)) == 3
+    return [(m["inputs"], m["outputs"]) for m in manifests]
+
+
+def test_warm_sandbox_equals_cold_runs_and_is_isolated(tmp_path, bundle, recipe):
+    rt = SandboxRuntime()
+    cold = _rounds(tmp_path / "c", rt, bundle, recipe)
+    data = tmp_path / "w" / "data"
+    data.mkdir(parents=True)
+    with WarmWorker(rt, bundle.digest, tmp_path / "w" / "warm", data, bundle_dir=bundle.location) as worker:
+        warm = _rounds(tmp_path / "w", rt, bundle, recipe, worker)
+        pid = worker._proc.pid
+        # the worker (bwrap's child) lives in other namespaces than ours: no shared network stack
+        children = [int(c) for c in open(f"/proc/{pid}/task/{pid}/children").read().split()]
+        assert children
+        assert all(os.readlink(f"/proc/{c}/ns/net") != os.readlink("/proc/self/ns/net") for c in children)
+    assert warm == cold
+    assert not worker.alive()
+
+
+def test_warm_worker_refuses_other_images_and_reports_dead_workers(tmp_path, bundle, recipe):
+    rt = SandboxRuntime()
+    data = tmp_path / "data"
+    data.mkdir()
+    save_dataset(data / "dataset.npz", make_dataset(7))
+    worker = WarmWorker(rt, bundle.digest, tmp_path / "warm", data, bundle_dir=bundle.location).start()
+    with pytest.raises(ValueError):
+        worker.run(_spec(1, type(bundle)(bundle.reference, "sha256:" + "0" * 64, "", "sandbox"), "sandbox",
+                         recipe.algorithm), TaskKey.generate(), None, {})
+    worker._proc.kill()
+    worker._proc.wait()
+    with pytest.raises(Exception, match="not running"):
+        worker.run(_spec(1, bundle, "sandbox", recipe.algorithm), TaskKey.generate(), None, {})
+    worker.stop()
+
+
+@pytest.mark.container
+def test_warm_container_equals_cold_runs_with_the_same_isolation(tmp_path, engine, container_image, recipe):
+    from executor.runtimes.container import ContainerRuntime
+    rt = ContainerRuntime(client=engine)
+    cold = _rounds(tmp_path / "c", rt, container_image, recipe)
+    data = tmp_path / "w" / "data"
+    data.mkdir(parents=True)
+    with WarmWorker(rt, container_image.digest, tmp_path / "w" / "warm", data, name="consortia-warm-test") as worker:
+        warm = _rounds(tmp_path / "w", rt, container_image, recipe, worker)
+        hc = engine.api.inspect_container(worker._container.id)["HostConfig"]
+        assert hc["NetworkMode"] == "none" and hc["ReadonlyRootfs"] is True
+        assert hc["SecurityOpt"] and "no-new-privileges" in hc["SecurityOpt"][0]
+        assert hc["PidsLimit"] == 256 and hc["Memory"] == 2 << 30
+        assert engine.api.inspect_container(worker._container.id)["Config"]["User"] == "10001:10001"
+    assert warm == cold
+
+
+def test_worker_does_not_outlive_its_executor(tmp_path, bundle):
+    """A sandbox worker whose executor process is SIGKILLed exits (stdin lifeline), even though
+    nobody touches STOP."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.executor.conftest import ROOT
+    data = tmp_path / "data"
+    data.mkdir()
+    script = (f"import sys, time; sys.path.insert(0, {str(ROOT)!r})\n"
+              "from executor.runtimes.sandbox import SandboxRuntime\n"
+              "from executor.runtimes.warm import WarmWorker\n"
+              f"w = WarmWorker(SandboxRuntime(), {bundle.digest!r}, {str(tmp_path / 'warm')!r}, {str(data)!r},"
+              f" bundle_dir={bundle.location!r}).start()\n"
+              "print(w._proc.pid, flush=True)\n"
+              "time.sleep(60)\n")
+    agent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    bwrap_pid = int(agent.stdout.readline())
+    time.sleep(1.0)
+    children = [int(c) for c in open(f"/proc/{bwrap_pid}/task/{bwrap_pid}/children").read().split()]
+    assert children
+    os.kill(agent.pid, signal.SIGKILL)
+    agent.wait()
+    deadline = time.monotonic() + 10
+    while any(os.path.exists(f"/proc/{p}") and "zombie" not in open(f"/proc/{p}/status").read().lower()
+              for p in [bwrap_pid, *children]):
+        assert time.monotonic() < deadline, "worker outlived its executor"
+        time.sleep(0.1)

@@ -1,0 +1,259 @@
+"""Embedded-host semantics: MVCC, endorsement policy, blocks, persistence, tampering, processes."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from chaincode.canonical import canonical_json
+from ledger.client import ConsortiaClient
+from ledger.embedded import EmbeddedLedger
+from ledger.embedded import blocks as B
+from ledger.errors import EndorsementPolicyFailure, LedgerCorrupted, LedgerError, MVCCConflict
+from ledger.identity import Consortium
+
+DIGEST = "sha256:" + "ab" * 32
+
+
+@pytest.fixture(scope="module")
+def consortium(tmp_path_factory) -> Consortium:
+    return Consortium.generate(tmp_path_factory.mktemp("crypto"), ["Org1", "Org2", "Org3"])
+
+
+def _spec(name: str) -> str:
+    return json.dumps({"name": name, "version": "1", "algorithm": "a", "digest": DIGEST})
+
+
+def test_conflicting_transactions_exactly_one_valid(consortium, tmp_path):
+    # a long batch timeout: both conflicting transactions are endorsed before the first commits
+    with EmbeddedLedger(tmp_path / "l.db", consortium, batch_timeout=1.0) as led:
+        u1 = consortium.identity("Org1")
+        led.submit(u1, "Image:register", _spec("mvcc"))
+        # both revokes are endorsed against the same version of the image key before either commits
+        f1 = led.submit_async(u1, "Image:revoke", "mvcc:1", "first")
+        f2 = led.submit_async(u1, "Image:revoke", "mvcc:1", "second")
+        codes = sorted([f1.result(10)[1], f2.result(10)[1]])
+        assert codes == [B.MVCC_READ_CONFLICT, B.VALID]
+        rec = json.loads(led.evaluate(u1, "Image:get", "mvcc:1"))
+        assert rec["revoked_reason"] == "first"
+        hist = json.loads(led.evaluate(u1, "Image:history", "mvcc:1"))
+        assert len(hist) == 2  # the invalid transaction left no trace in state or history
+        # the synchronous API raises the typed error for the loser
+        f3 = led.submit_async(u1, "Image:register", _spec("race"))
+        with pytest.raises(MVCCConflict):
+            # endorsed before f3 commits: both saw the key absent -> phantom of a point read
+            led.submit(u1, "Image:register", _spec("race"))
+        assert f3.result(10)[1] == B.VALID
+
+
+def test_too_few_endorsements_is_invalid(consortium, tmp_path):
+    with EmbeddedLedger(tmp_path / "l.db", consortium) as led:
+        u1 = consortium.identity("Org1")
+        with pytest.raises(EndorsementPolicyFailure) as err:
+            led.submit(u1, "Image:register", _spec("lonely"), endorsing_organisations=["Org1MSP"])
+        assert err.value.validation_code == "ENDORSEMENT_POLICY_FAILURE"
+        assert led.transaction_block(err.value.tx_id)[1] == "ENDORSEMENT_POLICY_FAILURE"
+        with pytest.raises(Exception, match="does not exist"):
+            led.evaluate(u1, "Image:get", "lonely:1")
+        led.submit(u1, "Image:register", _spec("lonely"), endorsing_organisations=["Org2MSP", "Org3MSP"])
+        assert json.loads(led.evaluate(u1, "Image:get", "lonely:1"))["owner"] == "Org1MSP"
+
+
+def test_policy_all_needs_every_organisation(consortium, tmp_path):
+    with EmbeddedLedger(tmp_path / "l.db", consortium, policy="ALL") as led:
+        u = consortium.identity("Org2")
+        with pytest.raises(EndorsementPolicyFailure):
+            led.submit(u, "Image:register", _spec("x"), endorsing_organisations=["Org1MSP", "Org2MSP"])
+        led.submit(u, "Image:register", _spec("x"))
+
+
+def _endorsed_tx(led: EmbeddedLedger, identity, function: str, *args: str) -> dict:
+    proposal, _ = led._proposal(identity, function, args)
+    sim, payload = led._simulate(proposal, None)
+    response = led._response(proposal, sim, payload)
+    tx = {"proposal": proposal, "response": response,
+          "endorsements": led._endorse(response, led.policy.default_endorsers(identity.msp_id))}
+    tx["signature"] = B.b64(identity.sign(B.signed_part(tx)))
+    return tx
+
+
+def test_tampered_and_replayed_transactions_are_invalidated(consortium, tmp_path):
+    with EmbeddedLedger(tmp_path / "l.db", consortium) as led:
+        u1, u2 = consortium.identity("Org1"), consortium.identity("Org2")
+        # a client that changes the write set after endorsement: endorsements no longer match
+        tx = _endorsed_tx(led, u1, "Image:register", _spec("forged"))
+        key, value = tx["response"]["rwset"]["writes"][0]
+        rec = json.loads(B.unb64(value))
+        rec["owner"] = "Org2MSP"
+        tx["response"]["rwset"]["writes"][0][1] = B.b64(canonical_json(rec))
+        tx["signature"] = B.b64(u1.sign(B.signed_part(tx)))
+        assert led._commit_block([tx])[0][1] == B.ENDORSEMENT_POLICY_FAILURE
+        # someone else's envelope re-signed by another client: creator signature fails
+        tx = _endorsed_tx(led, u1, "Image:register", _spec("stolen"))
+        tx["signature"] = B.b64(u2.sign(B.signed_part(tx)))
+        assert led._commit_block([tx])[0][1] == B.BAD_CREATOR_SIGNATURE
+        # a valid transaction submitted twice: the second copy is a duplicate
+        tx = _endorsed_tx(led, u1, "Image:register", _spec("twice"))
+        assert [c for _, c in led._commit_block([tx, tx])] == [B.VALID, B.DUPLICATE_TXID]
+        assert led._commit_block([tx])[0][1] == B.DUPLICATE_TXID
+        # an endorsement by a client identity does not count
+        tx = _endorsed_tx(led, u1, "Image:register", _spec("client-endorsed"))
+        fake = consortium.identity("Org3")
+        tx["endorsements"].append({"endorser": B.b64(fake.serialized()),
+                                   "signature": B.b64(fake.sign(B.endorsement_message(tx["response"], fake.serialized())))})
+        tx["signature"] = B.b64(u1.sign(B.signed_part(tx)))
+        assert led._commit_block([tx])[0][1] == B.ENDORSEMENT_POLICY_FAILURE
+        assert led.verify()["valid_transactions"] == 1
+
+
+def test_blocks_are_hash_chained_and_cut_by_size(consortium, tmp_path):
+    with EmbeddedLedger(tmp_path / "l.db", consortium, batch_size=3, batch_timeout=0.2) as led:
+        u = consortium.identity("Org1")
+        futures = [led.submit_async(u, "Image:register", _spec(f"b{i}")) for i in range(7)]
+        blocks = [f.result(10)[0] for f in futures]
+        assert all(f.result()[1] == B.VALID for f in futures)
+        sizes = [blocks.count(b) for b in sorted(set(blocks))]
+        assert max(sizes) <= 3 and sum(sizes) == 7
+        h = led.block_height(u)
+        for n in range(1, h):
+            assert led.block(u, n).previous_hash == led.block(u, n - 1).header_hash
+
+
+def test_restart_keeps_state_and_history(consortium, tmp_path):
+    path = tmp_path / "l.db"
+    with EmbeddedLedger(path, consortium) as led:
+        c = ConsortiaClient(led, consortium.identity("Org1"))
+        c.register_image("persist", "1", "a", DIGEST)
+        c.revoke_image("persist:1", "why")
+        height = led.block_height(c.identity)
+    with EmbeddedLedger(path, consortium) as led:
+        c = ConsortiaClient(led, consortium.identity("Org1"))
+        assert c.get_image("persist:1").status == "revoked"
+        assert [h.value["status"] for h in c.image_history("persist:1")] == ["active", "revoked"]
+        assert led.block_height(c.identity) == height
+        c.register_image("after", "1", "a", DIGEST)
+        assert led.verify()["blocks"] == height + 1
+
+
+def test_ledger_refuses_another_consortium(consortium, tmp_path):
+    path = tmp_path / "l.db"
+    EmbeddedLedger(path, consortium).close()
+    other = Consortium.generate(tmp_path / "other", ["Org1", "Org2"])
+    with pytest.raises(LedgerError, match="belongs to a channel"):
+        EmbeddedLedger(path, other)
+
+
+def _populated(consortium, path: Path) -> None:
+    with EmbeddedLedger(path, consortium) as led:
+        c = ConsortiaClient(led, consortium.identity("Org1"))
+        c.register_image("alpha", "1", "a", DIGEST)
+        c.register_image("tamper-target", "1", "zzzunique", DIGEST)
+        c.register_image("omega", "1", "a", DIGEST)
+
+
+def _block_of(path: Path, name: str) -> int:
+    con = sqlite3.connect(path)
+    for number, body in con.execute("SELECT number, body FROM blocks ORDER BY number"):
+        if name.encode() in body:
+            con.close()
+            return number
+    raise AssertionError("not found")
+
+
+def test_any_changed_byte_in_records_is_found_and_named(consortium, tmp_path):
+    clean = tmp_path / "clean.db"
+    _populated(consortium, clean)
+    with EmbeddedLedger(clean, consortium) as led:
+        assert led.verify() == {"blocks": 4, "transactions": 3, "valid_transactions": 3}
+    target_block = _block_of(clean, "zzzunique")
+    raw = clean.read_bytes()
+    marker = b"zzzunique"
+    offsets = []
+    start = 0
+    while (i := raw.find(marker, start)) >= 0:
+        offsets.append(i)
+        start = i + 1
+    assert len(offsets) >= 3  # block body (proposal args), world state value, history value
+    for n, off in enumerate(offsets):
+        for delta in (0, 4):
+            bad = tmp_path / f"bad-{n}-{delta}.db"
+            data = bytearray(raw)
+            data[off + delta] ^= 0x01
+            bad.write_bytes(bytes(data))
+            with EmbeddedLedger(bad, consortium) as led:
+                with pytest.raises(LedgerCorrupted) as err:
+                    led.verify()
+            assert err.value.block_number == target_block, str(err.value)
+            assert f"block {target_block}" in str(err.value)
+
+
+def test_changed_byte_in_block_header_hash_is_named(consortium, tmp_path):
+    path = tmp_path / "l.db"
+    _populated(consortium, path)
+    con = sqlite3.connect(path)
+    (h,) = con.execute("SELECT header_hash FROM blocks WHERE number = 2").fetchone()
+    con.close()
+    raw = bytearray(path.read_bytes())
+    off = raw.find(h.encode())
+    raw[off] = ord("0") if raw[off] != ord("0") else ord("1")
+    path.write_bytes(bytes(raw))
+    with EmbeddedLedger(path, consortium) as led:
+        with pytest.raises(LedgerCorrupted, match=r"block 2") as err:
+            led.verify()
+    assert err.value.block_number == 2
+
+
+def test_events_in_order_and_resume(consortium, tmp_path):
+    with EmbeddedLedger(tmp_path / "l.db", consortium) as led:
+        c = ConsortiaClient(led, consortium.identity("Org1"))
+        c.register_image("e1", "1", "a", DIGEST)
+        c.revoke_image("e1:1")
+        blk = led.block_height(c.identity)
+        c.register_image("e2", "1", "a", DIGEST)
+        events = list(led.events(c.identity, 0, timeout=0.2))
+        assert [e.name for e in events] == ["ImageRegistered", "ImageRevoked", "ImageRegistered"]
+        assert json.loads(events[0].payload)["id"] == "e1:1"
+        resumed = list(led.events(c.identity, blk, timeout=0.2))
+        assert [json.loads(e.payload)["id"] for e in resumed] == ["e2:1"]
+        assert all(e.block_number >= blk for e in resumed)
+
+
+def _worker(crypto: str, path: str, org: str, n: int, q) -> None:
+    cons = Consortium(crypto)
+    with EmbeddedLedger(path, cons, batch_timeout=0.005) as led:
+        c = ConsortiaClient(led, cons.identity(org))
+        for i in range(n):
+            c.register_image(f"mp-{org}-{i}", "1", "a", DIGEST)
+        # all workers race on one key: exactly one may create it
+        try:
+            c.register_image("contended", "1", "a", DIGEST)
+            q.put("won")
+        except Exception as exc:  # AlreadyExists or MVCCConflict
+            q.put(type(exc).__name__)
+
+
+def test_processes_share_one_file(consortium, tmp_path):
+    path = tmp_path / "shared.db"
+    EmbeddedLedger(path, consortium).close()
+    ctx = multiprocessing.get_context("spawn")
+    q = ctx.Queue()
+    procs = [ctx.Process(target=_worker, args=(str(consortium.root), str(path), org, 15, q))
+             for org in ("Org1", "Org2", "Org3")]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0
+    outcomes = sorted(q.get(timeout=5) for _ in procs)
+    assert outcomes.count("won") == 1 and set(outcomes) <= {"won", "AlreadyExists", "MVCCConflict"}
+    with EmbeddedLedger(path, consortium) as led:
+        c = ConsortiaClient(led, consortium.identity("Org1"))
+        ids = {i.id for i in c.list_images()}
+        assert len([i for i in ids if i.startswith("mp-")]) == 45 and "contended:1" in ids
+        stats = led.verify()
+        assert stats["valid_transactions"] == 46
