@@ -82,8 +82,14 @@ class LinRegBootstrapRanking:
             b = y[idx] - y[idx].mean()
             # scipy's gelsd with sklearn's cutoff (numpy's lstsq fails to converge on some
             # rank-deficient prediction matrices that occur here)
-            coef = scipy.linalg.lstsq(A, b, cond=max(A.shape) * np.finfo(np.float64).eps,
-                                      lapack_driver="gelsd")[0]
+            cond = max(A.shape) * np.finfo(np.float64).eps
+            try:
+                coef = scipy.linalg.lstsq(A, b, cond=cond, lapack_driver="gelsd")[0]
+            except np.linalg.LinAlgError:
+                # gelsd's SVD occasionally fails to converge on these rank-deficient
+                # matrices (seen once in the full experiment): fall back, deterministically,
+                # to the minimum-norm solution by complete orthogonal factorisation
+                coef = scipy.linalg.lstsq(A, b, cond=cond, lapack_driver="gelsy")[0]
             w += coef
         return w / self.n_rep
 

@@ -15,7 +15,7 @@ from algorithms.topologies.static import complete, empty, ring
 
 @pytest.fixture(scope="module")
 def small():
-    return synthetic_fraud(n_nodes=5, n_per_node=400, positive_rate=0.02, n_test=200, seed=4)
+    return synthetic_fraud(n_nodes=5, n_per_node=250, positive_rate=0.03, n_test=200, seed=4)
 
 
 @pytest.mark.parametrize("ranking,registry,topo", [

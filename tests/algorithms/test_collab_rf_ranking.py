@@ -1,3 +1,5 @@
+import time
+
 import numpy as np
 import pytest
 from sklearn.ensemble import RandomForestRegressor
@@ -60,3 +62,18 @@ def test_validation():
         make_ranking("oracle")
     with pytest.raises(ValueError, match="needs local"):
         LinRegBootstrapRanking().top([{}, {}], 1)
+
+
+def test_get_top_on_60_depth10_trees_within_one_second():
+    from sklearn.datasets import make_classification
+    from algorithms.collab_rf.ensemble import get_top
+    from algorithms.collab_rf.estimators import depth_of
+    X, y = make_classification(n_samples=1500, n_features=29, n_informative=12, random_state=0)
+    ests = forest(X, y, 60, 0, "org00", depth=10)
+    assert min(depth_of(e) for e in ests) == 10
+    rk = PGreedyTreeKernelRanking()
+    for k in (10, 50):
+        t0 = time.perf_counter()
+        top = get_top(ests, k, rk)
+        assert time.perf_counter() - t0 <= 1.0
+        assert len({estimator_id(e) for e in top}) == k
