@@ -217,6 +217,7 @@ class NodeAgent:
         self._salt = self._data_salt()
         self.warm = warm
         self._workers: dict[str, WarmWorker] = {}
+        self._finished: set[str] = set()   # processes this agent saw finished (run_once skips them)
 
     # ---- warm workers (one per process, same isolation, fresh key per round)
     def _worker(self, process: ProcessRecord, image: ImageRecord) -> WarmWorker:
@@ -284,11 +285,17 @@ class NodeAgent:
         An infrastructure error (engine down, ledger unreachable) is logged and retried on the
         next pass; it is not recorded as a task failure."""
         outcomes = []
-        for p in self.processes():
+        for p in self.client.list_processes():
+            if self.org not in p.consortium or p.id in self._finished or p.status == "created":
+                continue
             try:
-                outcomes.append(self.run_process_round(p.id))
+                outcome = self.run_process_round(p.id)
             except (ExecutorError, OSError) as exc:
                 log.error("%s: process %s: %s (will retry)", self.org, p.id, exc)
+                continue
+            if outcome.status == "done":   # final: model published, journal and workers cleared
+                self._finished.add(p.id)
+            outcomes.append(outcome)
         return outcomes
 
     def run_until_idle(self, process_id: str, timeout: float = 600.0, poll: float = 0.05) -> list[RoundOutcome]:
