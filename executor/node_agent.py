@@ -57,7 +57,7 @@ from algorithms.task_runtime import TaskSpec
 from algorithms.topologies.base import Topology
 from chaincode.errors import AlreadyExists, ContractError, InvalidState, NotFound
 from executor.artifacts import ArtifactRef, ArtifactStore, MessageRef, open_message
-from executor.errors import ExecutorError, ImageDigestMismatch, ManifestInvalid, TaskFailed
+from executor.errors import ExecutorError, ImageDigestMismatch, ManifestInvalid, RuntimeUnavailable, TaskFailed
 from executor.images import cache_root, verify_digest
 from executor.runtimes.base import Limits, TaskRuntime
 from executor.runtimes.warm import WarmWorker
@@ -223,7 +223,7 @@ class NodeAgent:
     def _worker(self, process: ProcessRecord, image: ImageRecord) -> WarmWorker:
         pid = process.id
         w = self._workers.get(pid)
-        if w is not None and w.alive():
+        if w is not None and w.alive(max_age=2.0):
             return w
         if w is not None:
             w.stop()
@@ -304,7 +304,12 @@ class NodeAgent:
         deadline = time.monotonic() + timeout
         outcomes: list[RoundOutcome] = []
         while time.monotonic() < deadline:
-            o = self.run_process_round(process_id)
+            try:
+                o = self.run_process_round(process_id)
+            except RuntimeUnavailable as exc:   # e.g. a worker ended before its task: start anew
+                log.warning("%s: %s (retrying)", self.org, exc)
+                time.sleep(poll)
+                continue
             if o.status != "waiting":
                 outcomes.append(o)
             if o.status in ("done", "failed"):
@@ -376,9 +381,13 @@ class NodeAgent:
     def _execute(self, process: ProcessRecord, rnd: int, record: ExecutionRecord | None) -> RoundOutcome:
         pid = process.id
         image = self.client.get_image(process.image_id)
-        # 1. verify the image before anything else
+        # 1. verify the image before anything else (a live warm worker was verified when it started
+        #    and runs that image id for its whole life: nothing to re-check)
         try:
-            verify_digest(image.reference, process.image_digest, self.images.local_digest(image.reference))
+            live = self._workers.get(pid)
+            if not (self.warm and live is not None and live.image_digest == process.image_digest
+                    and live.alive(max_age=2.0)):
+                verify_digest(image.reference, process.image_digest, self.images.local_digest(image.reference))
         except ImageDigestMismatch as exc:
             return self._fail(pid, rnd, f"image refused: {exc}", {"code": exc.code, "pinned": exc.pinned,
                                                                     "local": exc.local or ""})

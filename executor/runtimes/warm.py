@@ -156,6 +156,8 @@ class WarmWorker:
                 if now > next_check:   # liveness costs an engine API call: not on every poll
                     next_check = now + 0.5
                     if not self.alive() and not (out / "DONE").exists():
+                        if not out.exists():   # died before taking the task: retry with a new worker
+                            raise RuntimeUnavailable(f"{self.runtime.name} worker ended before the task started")
                         raise TaskFailed(f"{self.runtime.name} worker died during the task")
                 time.sleep(delay)
                 delay = min(delay * 1.5, 0.01)

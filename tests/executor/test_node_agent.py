@@ -157,6 +157,21 @@ def test_warm_agents_equal_the_simulator(request, platform, recipe, average_cons
     assert all(not a._workers for a in agents)    # workers stopped after the last round
 
 
+def test_dead_warm_worker_is_replaced_between_rounds(platform, bundle, recipe, average_consensus):
+    platform.register_image("avg:d", recipe, bundle.digest, bundle.reference)
+    orgs = ["Org1MSP", "Org2MSP"]
+    platform.launch("p-dead", "avg:d", rounds=3, orgs=orgs)
+    agents = [platform.agent(o, warm=True) for o in orgs]
+    for a in agents:
+        assert a.run_process_round("p-dead").status == "completed"
+    first = agents[0]._workers["p-dead"]
+    first._proc.kill()                                   # the worker dies between rounds
+    first._proc.wait()
+    run_all(platform, "p-dead", agents)
+    assert_matches_simulation(platform, "p-dead", 3, average_consensus, orgs)
+    assert all(r["status"] == "completed" for r in platform.records("p-dead"))
+
+
 def test_image_with_one_changed_byte_is_refused_on_the_ledger(tmp_path, platform, bundle, recipe):
     from tests.executor.test_images import _altered_recipe
     tampered = images.build_bundle(_altered_recipe(tmp_path, recipe))
