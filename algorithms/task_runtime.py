@@ -206,9 +206,16 @@ def _utc_now() -> str:
 def build_manifest(spec: TaskSpec, *, previous_state: str | None, inbox: Mapping[str, str],
                    data_commitment: str, state: str, outbox: Mapping[str, tuple[str, int]],
                    model: tuple[str, int] | None, metrics: Mapping[str, Any],
-                   started: str, finished: str) -> dict[str, Any]:
+                   started: str, finished: str,
+                   outbox_provenance: Mapping[str, Mapping[str, Any]] | None = None,
+                   model_provenance: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The execution result a task signs (the ExecutionRecord contract's result schema):
-    what it read and what it wrote, as digests, plus its metrics and its own start/end times."""
+    what it read and what it wrote, as digests, plus its metrics and its own start/end times.
+
+    ``outbox_provenance`` / ``model_provenance``: extra signed fields of an output message / the
+    model that the algorithm declares (:func:`payload_provenance`), e.g. the ids and digests of
+    the shared estimators a collaborative-RF message or model carries."""
+    outbox_provenance = outbox_provenance or {}
     return {
         "process_id": spec.process_id,
         "round": spec.round,
@@ -219,12 +226,28 @@ def build_manifest(spec: TaskSpec, *, previous_state: str | None, inbox: Mapping
                    "messages": [{"sender": s, "digest": d} for s, d in sorted(inbox.items())],
                    "data_commitment": data_commitment},
         "outputs": {"state": state,
-                    "messages": [{"recipient": r, "digest": d, "size": n} for r, (d, n) in sorted(outbox.items())],
-                    "model": None if model is None else {"digest": model[0], "size": model[1]}},
+                    "messages": [{**dict(outbox_provenance.get(r, {})), "recipient": r, "digest": d, "size": n}
+                                 for r, (d, n) in sorted(outbox.items())],
+                    "model": None if model is None else {**dict(model_provenance or {}),
+                                                         "digest": model[0], "size": model[1]}},
         "metrics": _metrics_json(metrics),
         "started": started,
         "finished": finished,
     }
+
+
+def payload_provenance(algo: Algorithm, payload: Any) -> dict[str, Any]:
+    """Extra fields an algorithm wants recorded (and signed) with an output message or model:
+    its optional ``payload_provenance(payload) -> dict`` hook, else nothing. Collaborative RF
+    lists the ids and digests of the estimators a payload carries (seed 003 Fig. 5)."""
+    hook = getattr(algo, "payload_provenance", None)
+    if hook is None:
+        return {}
+    extra = dict(hook(payload))
+    clash = {"recipient", "digest", "size"} & set(extra)
+    if clash:
+        raise TaskInputError(f"payload_provenance may not override {sorted(clash)}")
+    return json.loads(canonical_json(extra))
 
 
 def run_task(task_dir: str | os.PathLike, data_dir: str | os.PathLike,
@@ -289,15 +312,19 @@ def run_task(task_dir: str | os.PathLike, data_dir: str | os.PathLike,
     new_state = codec.encode(res.state)
     (out / "state.bin").write_bytes(new_state)
     outbox_digests: dict[str, tuple[str, int]] = {}
+    outbox_provenance: dict[str, dict[str, Any]] = {}
     for recipient, payload in sorted(res.outbox.items()):
         blob = codec.encode(payload)
         (out / "outbox" / f"{_safe_name(recipient, 'recipient')}.bin").write_bytes(blob)
         outbox_digests[recipient] = (codec.digest(blob), len(blob))
+        outbox_provenance[recipient] = payload_provenance(algo, payload)
     model_digest = None
+    model_provenance: dict[str, Any] = {}
     if res.model is not None:
         model = codec.encode(res.model)
         (out / "model.bin").write_bytes(model)
         model_digest = (codec.digest(model), len(model))
+        model_provenance = payload_provenance(algo, res.model)
     metrics = _metrics_json(res.metrics)
     (out / "metrics.json").write_bytes(canonical_json(metrics))
     # Not signed, not on the ledger: lets the executor separate its overhead from the algorithm's time.
@@ -307,7 +334,8 @@ def run_task(task_dir: str | os.PathLike, data_dir: str | os.PathLike,
     manifest = build_manifest(spec, previous_state=previous_digest, inbox=inbox_digests,
                               data_commitment=data_commitment(spec.data_salt, data_bytes),
                               state=codec.digest(new_state), outbox=outbox_digests,
-                              model=model_digest, metrics=metrics, started=started, finished=_utc_now())
+                              model=model_digest, metrics=metrics, started=started, finished=_utc_now(),
+                              outbox_provenance=outbox_provenance, model_provenance=model_provenance)
     body = canonical_json(manifest)
     signature = sign_low_s(Path(key_path).read_bytes(), body)
     (out / "manifest.sig").write_bytes(signature)

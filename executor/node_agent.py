@@ -55,7 +55,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from algorithms.simulator import context as task_context
 from algorithms.task_runtime import TaskSpec
 from algorithms.topologies.base import Topology
-from chaincode.errors import AlreadyExists, ContractError, InvalidState, NotFound
+from chaincode.errors import AlreadyExists, BudgetExceeded, ContractError, InvalidState, NotFound
 from executor.artifacts import ArtifactRef, ArtifactStore, MessageRef, open_message
 from executor.errors import ExecutorError, ImageDigestMismatch, ManifestInvalid, RuntimeUnavailable, TaskFailed
 from executor.images import cache_root, verify_digest
@@ -442,9 +442,18 @@ class NodeAgent:
         _checkpoint("before_complete", rnd)
         try:
             self._retry(self.client.complete_task, outputs.manifest, outputs.signature)
+        except BudgetExceeded as exc:
+            # the contract refused the round: it would exceed the process's privacy budget
+            return self._fail(pid, rnd, f"privacy budget exceeded: {exc}",
+                              {"code": exc.code, "epsilon_spent": outputs.manifest["metrics"].get("epsilon_spent", 0.0)})
         except InvalidState:
             rec = self._record(pid, rnd)
             if not (rec and rec.status == "completed" and rec.public_key == key.public_key_pem):
+                now = self.client.get_process(pid)
+                if now.status in ("failed", "aborted") and rec is not None and rec.status == "running":
+                    # another member ended the process meanwhile: close this record, do not hang
+                    return self._fail(pid, rnd, f"result not accepted: the process is {now.status} "
+                                                f"({now.status_reason})")
                 raise
         _checkpoint("after_complete", rnd)
         self.journal.forget(pid, rnd)
@@ -541,7 +550,8 @@ class NodeAgent:
                    for org in process.consortium}
         try:
             self._retry(self.client.publish_model, pid, model["digest"], model["size"], stored.digest, wrapped,
-                        metrics=dict(rec.result.get("metrics", {})), location=stored.location)
+                        metrics=dict(rec.result.get("metrics", {})), location=stored.location,
+                        estimators=list(model.get("estimators", [])))
         except AlreadyExists:
             pass
 

@@ -44,6 +44,14 @@ class CollaborativeRandomForest:
     def params(self) -> dict[str, Any]:
         return self.p.to_json()
 
+    @staticmethod
+    def payload_provenance(payload: Mapping[str, Any]) -> dict[str, Any]:
+        """Signed with each message / model on the platform: ``{"estimators": [[creator, counter,
+        digest], ...]}`` (ids of seed 003 §III-C), so the estimator-origin matrix (Fig. 5) of any
+        model can be computed from the ledger alone."""
+        from algorithms.collab_rf.estimators import estimator_digests
+        return {"estimators": [[c, n, d] for (c, n), d in estimator_digests(payload)]}
+
     def init(self, data: LocalDataset, ctx: TaskContext) -> dict:
         return protocol.init_node(ctx.organisation, data, self.p)
 

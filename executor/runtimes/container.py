@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Sequence
 
 from executor.errors import RuntimeUnavailable
-from executor.runtimes.base import DATA, KEY_DIR, TASK_IN, TASK_OUT, Limits, RunOutcome, TaskMounts
+from executor.runtimes.base import DATA, KEY_DIR, TASK_IN, TASK_OUT, Limits, RunOutcome, TaskMounts, numeric_environment
 from executor.task_keys import TASK_GID, TASK_UID
 
 
@@ -67,7 +67,7 @@ class ContainerRuntime:
             pids_limit=limits.pids,
             volumes=volumes,
             tmpfs={"/tmp": "rw,noexec,nosuid,size=64m"},
-            environment={},
+            environment=numeric_environment(),
             working_dir="/task",
         )
 

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Sequence
 
 from executor.errors import RuntimeUnavailable
-from executor.runtimes.base import DATA, KEY_DIR, TASK_IN, TASK_OUT, Limits, RunOutcome, TaskMounts
+from executor.runtimes.base import DATA, KEY_DIR, TASK_IN, TASK_OUT, Limits, RunOutcome, TaskMounts, numeric_environment
 from executor.task_keys import TASK_GID, TASK_UID
 
 CGROUP_V1 = Path("/sys/fs/cgroup")
@@ -135,6 +135,7 @@ class SandboxRuntime:
                 "--setenv", "PYTHONDONTWRITEBYTECODE", "1", "--setenv", "PYTHONHASHSEED", "0",
                 "--setenv", "OMP_NUM_THREADS", "1", "--setenv", "OPENBLAS_NUM_THREADS", "1",
                 "--setenv", "PATH", "/usr/bin:/bin",
+                *[a for k, v in numeric_environment().items() for a in ("--setenv", k, v)],
                 "--chdir", "/task", "--"]
         if command:
             return args + list(command)

@@ -55,11 +55,11 @@ def test_exact_sum_takes_two_rounds_and_is_identical_everywhere(shares):
 
 @pytest.mark.parametrize("chunks", [1, 2, 5])
 def test_consensus_session_with_chunks_and_relabelling(chunks):
-    S = 11
+    S = 7
     values = np.random.default_rng(1).normal(size=(S, 4))
-    cfg = AggregationConfig(mode="consensus", graph="cic", chunks=chunks, rounds=700)
+    cfg = AggregationConfig(mode="consensus", graph="cic", chunks=chunks, rounds=170)
     totals, rounds, first = run_session(cfg, values)
-    assert rounds == 700
+    assert rounds == 170
     for t in totals.values():
         assert np.allclose(t, values.sum(axis=0), rtol=1e-10, atol=1e-10)
     if chunks > 1:
@@ -82,9 +82,9 @@ def test_consensus_error_decays_geometrically_in_kmax():
 
 
 def test_random_link_graph_session_converges():
-    S = 8
+    S = 6
     values = np.random.default_rng(3).normal(size=(S, 2))
-    totals, _, _ = run_session(AggregationConfig(mode="consensus", graph="random-link", rounds=400), values)
+    totals, _, _ = run_session(AggregationConfig(mode="consensus", graph="random-link", rounds=150), values)
     for t in totals.values():
         assert np.allclose(t, values.sum(0), atol=1e-6)
 

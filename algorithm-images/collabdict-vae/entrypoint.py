@@ -1,0 +1,14 @@
+"""Entrypoint of an algorithm image: run the task runtime for this image's algorithm only."""
+
+import json
+import sys
+from pathlib import Path
+
+from algorithms import task_runtime
+
+HERE = Path(__file__).resolve().parent
+ALGORITHM = json.loads((HERE / "image.json").read_text())["algorithm"]
+
+if __name__ == "__main__":
+
+    sys.exit(task_runtime.main(sys.argv[1:], only_algorithm=ALGORITHM))

@@ -1,0 +1,245 @@
+"""Cost of auditing: wall time of an audited learning process over the simulator's for the same work.
+
+    python -m benchmarks.audit_overhead [--quick] [--container] [--algorithms collab-rf,dpsda,...]
+
+For every algorithm (collaborative RF on the credit-card data; CollabDict GGM and VAE, DPSDA-C on
+small synthetic data) it runs the same data, seed and rounds
+
+* in the simulator (:func:`algorithms.simulator.simulate`, all organisations in one process), and
+* as an audited process on the embedded ledger (:func:`executor.process.run_process`: one node
+  agent thread per organisation, every task isolated, signed, recorded; messages sealed off chain)
+  with the sandbox runtime (one sandbox per task, and ``warm``: one sandbox per organisation
+  kept across rounds), and with ``--container`` the container runtime (warm);
+
+and prints, per algorithm and runtime, audited / simulated wall time, the ledger's share of the
+agents' time (seconds inside Ledger.submit/evaluate summed over agent threads, over wall time ×
+organisations), and whether the audited models are bit-identical to the simulator's. The real
+Fabric host is not on this branch (docs/audited-process.md). Reports go to
+``benchmarks/results/audit_overhead[-quick].{json,md}``; the last line printed is JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from algorithms.simulator import simulate
+from algorithms.step import LocalDataset
+from algorithms.topologies.static import complete, ring
+
+RESULTS = Path(__file__).resolve().parent / "results"
+TOPOLOGIES = {"complete": complete, "ring": ring}
+
+
+class TimedLedger:
+    """A Ledger that adds up the time spent in submit/evaluate (thread-safe); everything else passes."""
+
+    def __init__(self, inner: Any):
+        self._inner = inner
+        self._lock = threading.Lock()
+        self.seconds = 0.0
+        self.calls = 0
+
+    def _timed(self, fn: Callable, *a: Any, **kw: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return fn(*a, **kw)
+        finally:
+            dt = time.perf_counter() - t0
+            with self._lock:
+                self.seconds += dt
+                self.calls += 1
+
+    def submit(self, *a: Any, **kw: Any) -> Any:
+        return self._timed(self._inner.submit, *a, **kw)
+
+    def evaluate(self, *a: Any, **kw: Any) -> Any:
+        return self._timed(self._inner.evaluate, *a, **kw)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+# --------------------------------------------------------------------------- cases
+
+def _mixture(seed: int, n: int) -> LocalDataset:
+    rng = np.random.default_rng(seed)
+    centres = np.array([[0.0, 0.0, 0.0], [3.0, -2.0, 1.0]])
+    z = rng.integers(0, 2, n)
+    return LocalDataset(centres[z] + rng.standard_normal((n, 3)), name=f"mix-{seed}")
+
+
+def case_collab_rf(quick: bool, orgs_override: int | None) -> dict[str, Any]:
+    from algorithms.collab_rf.algorithm import CollaborativeRandomForest
+    from algorithms.datasets.creditcard import load_creditcard, split_nodes, subsample_split
+    n = orgs_override or (5 if quick else 20)
+    X, y = load_creditcard()
+    split = subsample_split(split_nodes(X, y, n_agents=n), 0.05 if quick else 0.1, seed=0)
+    orgs = [f"Org{i + 1}MSP" for i in range(n)]
+    data = {o: LocalDataset(s.X_train, s.y_train, name=o) for o, s in zip(orgs, split.nodes)}
+    if quick:
+        params = {"n_new": 5, "n_share": 5, "n_max": 20, "max_depth": 8, "n_rep": 5,
+                  "schedule": ["FIT", "SHARE", "GET"] * 2}
+    else:   # seed-003 defaults (n_new = n_share = 10, n_max = 50, depth 10), 12 rounds
+        params = {"schedule": ["FIT", "SHARE", "GET"] * 4}
+    return {"image": "collab-rf", "cls": CollaborativeRandomForest, "params": params, "orgs": orgs, "data": data,
+            "rounds": len(params["schedule"]), "topology": {"kind": "complete", "seed": 1}}
+
+
+def case_ggm(quick: bool, orgs_override: int | None) -> dict[str, Any]:
+    from algorithms.collabdict.ggm import CollabDictGGM, rounds_for
+    n = orgs_override or (3 if quick else 5)
+    orgs = [f"Org{i + 1}MSP" for i in range(n)]
+    params = {"n_components": 2, "aggregation": {"mode": "exact"}}
+    rounds = rounds_for(2 if quick else 5, n, CollabDictGGM(**params).agg)
+    return {"image": "collabdict-ggm", "cls": CollabDictGGM, "params": params, "orgs": orgs,
+            "data": {o: _mixture(30 + i, 200 + 50 * i) for i, o in enumerate(orgs)}, "rounds": rounds,
+            "topology": {"kind": "complete", "seed": 3}}
+
+
+def case_vae(quick: bool, orgs_override: int | None) -> dict[str, Any]:
+    from algorithms.collabdict.vae import CollabDictVAE, rounds_for
+    n = orgs_override or 3
+    orgs = [f"Org{i + 1}MSP" for i in range(n)]
+    params = {"hidden": 16, "optimizer": "adam", "lr": 1e-2, "mc_score": 8, "aggregation": {"mode": "exact"}}
+    rounds = rounds_for(2 if quick else 5, n, CollabDictVAE(**params).agg)
+    return {"image": "collabdict-vae", "cls": CollabDictVAE, "params": params, "orgs": orgs,
+            "data": {o: _mixture(40 + i, 200 + 50 * i) for i, o in enumerate(orgs)}, "rounds": rounds,
+            "topology": {"kind": "complete", "seed": 4}, "runtimes": ("sandbox",)}
+
+
+def case_dpsda(quick: bool, orgs_override: int | None) -> dict[str, Any]:
+    from algorithms.dpsda import DPSDA
+    from algorithms.dpsda.experiments import synthetic_olr
+    n = orgs_override or (3 if quick else 7)
+    rounds = 10 if quick else 40
+    orgs = [f"Org{i + 1}MSP" for i in range(n)]
+    stream = synthetic_olr(4, dimension=3 * n, horizon=rounds)
+    params = {"variant": "C", "n_nodes": n, "dimension": 3 * n, "laplace_scale": 2.0, "weights": "metropolis"}
+    return {"image": "dpsda", "cls": DPSDA, "params": params, "orgs": orgs, "rounds": rounds,
+            "data": {o: LocalDataset(stream.features, stream.labels, name=o) for o in orgs},
+            "topology": {"kind": "ring", "seed": 9}}
+
+
+CASES = {"collab-rf": case_collab_rf, "collabdict-ggm": case_ggm, "dpsda": case_dpsda, "collabdict-vae": case_vae}
+
+
+# --------------------------------------------------------------------------- runs
+
+def run_simulated(case: dict[str, Any]) -> tuple[float, Any]:
+    topo = TOPOLOGIES[case["topology"]["kind"]](len(case["orgs"]))
+    t0 = time.perf_counter()
+    sim = simulate(case["cls"](**case["params"]), case["data"], case["rounds"], case["topology"]["seed"], topo,
+                   case["orgs"])
+    return time.perf_counter() - t0, sim
+
+
+def run_audited(case: dict[str, Any], runtime: str, warm: bool, sim: Any, engine: Any = None) -> dict[str, Any]:
+    from executor.process import Platform, ProcessSpec, collect_models, launch, map_dataset, prepare_image, run_process
+    from executor.runtimes import get_runtime
+    from ledger.embedded import EmbeddedLedger
+    from ledger.identity import Consortium
+
+    orgs = case["orgs"]
+    with tempfile.TemporaryDirectory(prefix="audit-overhead-") as tmp:
+        root = Path(tmp)
+        consortium = Consortium.generate(root / "crypto", [o[:-3] for o in orgs])
+        inner = EmbeddedLedger(root / "ledger.sqlite", consortium)
+        ledger = TimedLedger(inner)
+        platform = Platform(ledger, consortium, root / "nodes", root / "ledger.sqlite")
+        client = platform.client(orgs[0])
+        image = prepare_image(client, case["image"], runtime, engine=engine)
+        for o in orgs:
+            map_dataset(platform.data_root, o, "bench", case["data"][o])
+        launch(client, ProcessSpec("bench", image.record.id, tuple(orgs), case["topology"], case["params"],
+                                   case["rounds"], "bench"))
+        ledger.seconds, ledger.calls = 0.0, 0
+        factory = (lambda: get_runtime("container", client=engine)) if runtime == "container" \
+            else (lambda: get_runtime(runtime))
+        t0 = time.perf_counter()
+        out = run_process(platform, "bench", factory, warm=warm, timeout=7200)
+        wall = time.perf_counter() - t0
+        models = collect_models(platform, "bench") if out.status == "completed" else {}
+        inner.close()
+    return {"status": out.status, "wall_seconds": wall, "step_seconds": out.step_seconds,
+            "ledger_seconds": ledger.seconds, "ledger_calls": ledger.calls,
+            "ledger_share": ledger.seconds / (wall * len(orgs)) if wall > 0 else 0.0,
+            "bit_identical": bool(models) and all(models[o] == sim.models[o] for o in orgs),
+            "tasks": len(orgs) * case["rounds"], "errors": out.agent_errors}
+
+
+def write_reports(tag: str, results: dict[str, Any]) -> list[Path]:
+    RESULTS.mkdir(exist_ok=True)
+    j = RESULTS / f"audit_overhead{tag}.json"
+    j.write_text(json.dumps(results, indent=2, sort_keys=True))
+    lines = [f"# Audit overhead{' (--quick)' if tag else ''}", "",
+             "Audited (embedded ledger, one agent thread per organisation, isolated tasks) over simulated "
+             "(one process, in memory) wall time for the same data, seed and rounds. Ledger share: seconds "
+             "in Ledger.submit/evaluate summed over agents / (wall × organisations). Machine: 2 shared cores; "
+             f"load average at start {results['load_average']}.", "",
+             "| algorithm | orgs × rounds | simulated s | runtime | audited s | ratio | step s (in tasks) | "
+             "ledger share | bit-identical |", "|---|---|---|---|---|---|---|---|---|"]
+    for algo, r in results["algorithms"].items():
+        for mode, a in r["audited"].items():
+            lines.append(f"| {algo} | {r['organisations']} × {r['rounds']} | {r['simulated_seconds']:.2f} | {mode} | "
+                         f"{a['wall_seconds']:.1f} | {a['ratio']:.2f} | {a['step_seconds']:.1f} | "
+                         f"{a['ledger_share']:.3f} | {a['bit_identical']} |")
+    lines += ["", "Real Fabric: not measured (the Fabric host is not merged on this branch).", ""]
+    m = RESULTS / f"audit_overhead{tag}.md"
+    m.write_text("\n".join(lines))
+    return [j, m]
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    import os
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="small cases (minutes)")
+    ap.add_argument("--container", action="store_true", help="also run the container runtime (Podman)")
+    ap.add_argument("--algorithms", default=",".join(CASES), help="comma-separated subset of " + ",".join(CASES))
+    ap.add_argument("--orgs", type=int, default=None, help="override the number of organisations")
+    ap.add_argument("--no-cold", action="store_true", help="skip the one-sandbox-per-task runs")
+    args = ap.parse_args(argv)
+    engine = None
+    if args.container:
+        from executor.images import engine_client
+        engine = engine_client()
+    results: dict[str, Any] = {"quick": args.quick, "load_average": [round(x, 2) for x in os.getloadavg()],
+                               "algorithms": {}}
+    for name in [a for a in args.algorithms.split(",") if a]:
+        case = CASES[name](args.quick, args.orgs)
+        sim_s, sim = run_simulated(case)
+        entry = {"organisations": len(case["orgs"]), "rounds": case["rounds"], "simulated_seconds": sim_s,
+                 "audited": {}}
+        print(f"{name}: {len(case['orgs'])} organisations × {case['rounds']} rounds; simulated {sim_s:.2f} s",
+              flush=True)
+        modes = [] if args.no_cold else [("sandbox", False)]
+        modes.append(("sandbox", True))
+        if args.container and "container" in case.get("runtimes", ("container", "sandbox")):
+            modes.append(("container", True))
+        for runtime, warm in modes:
+            a = run_audited(case, runtime, warm, sim, engine)
+            a["ratio"] = a["wall_seconds"] / sim_s if sim_s > 0 else float("inf")
+            label = runtime + ("-warm" if warm else "")
+            entry["audited"][label] = a
+            print(f"  {label:15s} audited {a['wall_seconds']:7.1f} s  ratio {a['ratio']:7.2f}  "
+                  f"ledger share {a['ledger_share']:.3f}  step {a['step_seconds']:.1f} s  "
+                  f"bit-identical {a['bit_identical']}  {a['status']} {a['errors'] or ''}", flush=True)
+        results["algorithms"][name] = entry
+    paths = write_reports("-quick" if args.quick else "", results)
+    print("reports:", ", ".join(str(p) for p in paths))
+    summary = {name: {mode: {"ratio": round(a["ratio"], 3), "ledger_share": round(a["ledger_share"], 4),
+                             "bit_identical": a["bit_identical"]}
+                      for mode, a in e["audited"].items()} for name, e in results["algorithms"].items()}
+    print(json.dumps({"audit_overhead": summary, "fabric": "not measured (host not merged)"}, sort_keys=True))
+    return results
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,88 @@
+"""The Fabric half of the ledger benchmark: the same workloads as the embedded host
+(``benchmarks.ledger``: ``bench_submit``, ``bench_evaluate``, ``bench_history``) against a real
+Fabric 3.1 network brought up fresh for the run (its own directory and ports, purged first, stopped
+after), serving the Consortia contracts through the Python chaincode service.
+
+    python -m benchmarks.ledger --backend fabric [--quick]     # embedded + fabric, one JSON line
+    python -m benchmarks.ledger_fabric [--quick] [--clients N]  # fabric only
+
+Figures: ``fabric_submit_tps`` (concurrent clients, each submit = endorse by a MAJORITY of peers,
+order, commit, wait for its commit status), ``fabric_commit_p50_s`` / ``fabric_commit_p99_s``
+(latency of those submits, proposal to commit status), ``fabric_evaluate_tps``, and history
+latency on a key with ``fabric_history_versions`` versions. BatchTimeout is 500 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from ledger.fabric.gateway import FabricLedger
+from ledger.fabric.network import DEFAULT_HOME, FabricNetwork, NetworkConfig
+
+BENCH_NET = Path(os.environ.get("CONSORTIA_FABRIC_BENCH_NET", Path.home() / ".cache" / "consortia" / "fabric-bench"))
+BENCH_PORT_BASE = int(os.environ.get("CONSORTIA_FABRIC_BENCH_PORT_BASE", "17050"))
+DEFAULT_FABRIC_CLIENTS = 96
+
+
+def run_fabric(args: Any, consortium: Any = None) -> dict[str, float]:
+    """Run the workloads on a fresh network; ``consortium`` (the embedded run's) is not used:
+    the network has its own identities. Reads ``args.submits``, ``args.evaluates``,
+    ``args.eval_clients``, ``args.quick`` and optionally ``args.fabric_clients``."""
+    from benchmarks.ledger import bench_evaluate, bench_history, bench_submit
+    clients = int(getattr(args, "fabric_clients", 0) or os.environ.get("FABRIC_BENCH_CLIENTS", DEFAULT_FABRIC_CLIENTS))
+    # bench_evaluate reads images bench-<i>-<j % 50> of the first clients: every client writes >= 50
+    submits = clients * max(50, args.submits // clients)
+    versions = 50 if args.quick else 1000
+    samples = 20 if args.quick else 100
+    net = FabricNetwork(NetworkConfig(net_dir=BENCH_NET, port_base=BENCH_PORT_BASE, fabric_home=DEFAULT_HOME,
+                                      dispatch="chaincode.dispatch:invoke", batch_timeout="500ms"))
+    net.down(purge=True)
+    t0 = time.perf_counter()
+    try:
+        net.up()
+        up_s = time.perf_counter() - t0
+        cons = net.consortium()
+        with FabricLedger.from_profile(net.profile_file) as led:
+            s = bench_submit(led, cons, clients, submits)
+            reader = cons.identity(cons.organisations[0].name)
+            for i in range(max(1, args.eval_clients)):      # the records bench_evaluate reads exist
+                led.evaluate(reader, "Image:get", f"bench-{i}-49:1")
+            e = bench_evaluate(led, cons, max(1, args.eval_clients), args.evaluates)
+            h = bench_history(led, cons, versions, samples)
+    finally:
+        net.down()
+    return {"fabric_submit_tps": s["submit_tps"], "fabric_commit_p50_s": s["submit_p50_ms"] / 1e3,
+            "fabric_commit_p99_s": s["submit_p99_ms"] / 1e3, "fabric_submits": s["submits"],
+            "fabric_clients": clients, "fabric_evaluate_tps": e["evaluate_tps"],
+            "fabric_history_versions": h["history_versions"], "fabric_history_p50_ms": h["history_p50_ms"],
+            "fabric_history_p99_ms": h["history_p99_ms"], "fabric_batch_timeout_s": 0.5,
+            "fabric_network_up_s": up_s}
+
+
+def main(argv: list[str] | None = None) -> dict[str, float]:
+    ap = argparse.ArgumentParser(description="Fabric ledger benchmark (fabric host only)")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--clients", dest="fabric_clients", type=int, default=DEFAULT_FABRIC_CLIENTS)
+    ap.add_argument("--eval-clients", type=int, default=2)
+    args = ap.parse_args(argv)
+    if args.fabric_clients < 1:
+        ap.error("--clients must be >= 1")
+    args.submits = 2000 if args.quick else 10000
+    args.evaluates = 4000 if args.quick else 20000
+    results: dict[str, float] = {"cores": os.cpu_count() or 0, **run_fabric(args)}
+    for k, v in results.items():
+        print(f"{k:>24}: {v:.3f}" if isinstance(v, float) else f"{k:>24}: {v}")
+    out = Path(__file__).parent / "results" / ("ledger-fabric-quick.json" if args.quick else "ledger-fabric.json")
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps(results, indent=2, sort_keys=True))
+    print(json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in results.items()}, sort_keys=True))
+    return results
+
+
+if __name__ == "__main__":
+    main()

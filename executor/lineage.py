@@ -1,0 +1,232 @@
+"""Verify the lineage of a final model from the ledger and the artifact stores
+(seed 003 §IV-C "verifiable": every step signed, every artifact bound by its digest).
+
+The lineage of organisation o's model is every execution record its model depends on: o's
+record of the last round, and recursively, for a record (p, r), p's record of round r-1 (the
+previous state it read) and the record (s, r-1) of every sender s of a message p read in round r.
+For each record in the lineage, :func:`verify_model_lineage` re-checks, without trusting the agent
+that wrote it:
+
+* **signature** -- the ECDSA P-256 signature over the canonical JSON of the result verifies with
+  the task public key registered in the record before the task ran;
+* **identity** -- the result names the record's process, round, organisation and runtime;
+* **image** -- the result's image digest equals the record's, the process's pinned digest and
+  the Image record's digest (and, given a resolver, the digest of the local image);
+* **chain** -- the previous-state digest equals the output state of (p, r-1) (``null`` in round 1);
+  the input messages are exactly the messages the senders' signed results addressed to p in r-1,
+  with the same digests;
+* **history** -- the record was created once and completed once (``running -> completed``);
+* **artifacts** -- the output state is in p's store and re-hashes to its digest; every sealed
+  message is in the sender's store, re-hashes, and (given the recipient's key) opens to bytes
+  whose digest is the signed payload digest; the model is in the owner's store with the digest
+  the Model record and the last signed result name, and its encrypted copy re-hashes.
+
+The function only reads: it is what the gateway's ``audit verify`` calls.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from chaincode.canonical import canonical_json
+from chaincode.errors import ContractError
+from executor.artifacts import ArtifactCorrupted, ArtifactRef, ArtifactStore, MessageRef, open_message, sha256_digest
+from ledger.client import ConsortiaClient
+from ledger.identity import load_public_key_pem
+from ledger.records import ExecutionRecord
+
+
+@dataclass(frozen=True)
+class Check:
+    kind: str          # signature | identity | image | chain | history | artifact | model
+    subject: str       # e.g. "Org1MSP round 3"
+    ok: bool
+    detail: str = ""
+
+
+@dataclass
+class LineageReport:
+    process_id: str
+    owner: str
+    model_digest: str
+    image_digest: str
+    records: list[tuple[str, int]] = field(default_factory=list)
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.checks) and all(c.ok for c in self.checks)
+
+    @property
+    def failures(self) -> list[Check]:
+        return [c for c in self.checks if not c.ok]
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for c in self.checks:
+            out[c.kind] = out.get(c.kind, 0) + 1
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {"process_id": self.process_id, "owner": self.owner, "model_digest": self.model_digest,
+                "image_digest": self.image_digest, "ok": self.ok, "records": [list(r) for r in self.records],
+                "checks": self.counts(), "failures": [c.__dict__ for c in self.failures]}
+
+
+def _signature_valid(record: ExecutionRecord) -> tuple[bool, str]:
+    try:
+        key = load_public_key_pem(record.public_key)
+        if not isinstance(key, ec.EllipticCurvePublicKey):
+            return False, "registered task key is not an EC key"
+        key.verify(base64.b64decode(record.signature, validate=True), canonical_json(record.result),
+                   ec.ECDSA(hashes.SHA256()))
+        return True, ""
+    except InvalidSignature:
+        return False, "signature does not verify with the registered task key"
+    except (ValueError, TypeError) as exc:
+        return False, f"malformed key or signature: {exc}"
+
+
+def _message_index(store_root: Path, sender: str, pid: str, rnd: int, recipient: str) -> dict[str, Any] | None:
+    p = store_root / sender / "messages" / pid.replace("/", "_") / f"{rnd:06d}" / f"{recipient}.json"
+    try:
+        return json.loads(p.read_text())
+    except FileNotFoundError:
+        return None
+
+
+def verify_model_lineage(client: ConsortiaClient, process_id: str, owner: str, store_root: str | Path,
+                         recipient_keys: Mapping[str, Any] | None = None,
+                         local_image_digest: Callable[[str], str | None] | None = None,
+                         check_history: bool = True) -> LineageReport:
+    """Verify organisation ``owner``'s final model of ``process_id`` and its whole lineage.
+
+    ``client`` reads the ledger as a consortium member; ``store_root`` holds the organisations'
+    artifact stores; ``recipient_keys`` (MSP id -> key-agreement private key) lets sealed messages
+    be opened and their payload digests re-checked (without a key a sealed message is checked for
+    integrity only); ``local_image_digest(reference)`` adds the local-image check."""
+    store_root = Path(store_root)
+    recipient_keys = recipient_keys or {}
+    process = client.get_process(process_id)
+    image = client.get_image(process.image_id)
+    model = client.get_model(f"{process_id}:{owner}")
+    rep = LineageReport(process_id, owner, model.digest, process.image_digest)
+    add = rep.checks.append
+
+    # the image
+    add(Check("image", f"image {image.id}", image.digest == process.image_digest,
+              f"image record {image.digest}, process pins {process.image_digest}"))
+    if local_image_digest is not None:
+        local = local_image_digest(image.reference)
+        add(Check("image", f"local image {image.reference}", local == process.image_digest,
+                  f"local {local}, pinned {process.image_digest}"))
+
+    cache: dict[tuple[str, int], ExecutionRecord | None] = {}
+
+    def record(org: str, rnd: int) -> ExecutionRecord | None:
+        if (org, rnd) not in cache:
+            try:
+                cache[(org, rnd)] = client.get_execution(process_id, rnd, org)
+            except ContractError:
+                cache[(org, rnd)] = None
+        return cache[(org, rnd)]
+
+    # walk the lineage back from the owner's last record
+    last = model.round or process.rounds
+    todo = [(owner, last)]
+    seen: set[tuple[str, int]] = set()
+    while todo:
+        org, rnd = todo.pop()
+        if (org, rnd) in seen:
+            continue
+        seen.add((org, rnd))
+        subj = f"{org} round {rnd}"
+        rec = record(org, rnd)
+        if rec is None or rec.status != "completed" or rec.result is None:
+            add(Check("chain", subj, False, "no completed execution record"))
+            continue
+        res = rec.result
+        ok, why = _signature_valid(rec)
+        add(Check("signature", subj, ok, why))
+        add(Check("identity", subj, (res["process_id"], res["round"], res["organisation"], res["runtime"])
+                  == (process_id, rnd, org, rec.runtime), "result names another task" ))
+        add(Check("image", subj, res["image_digest"] == rec.image_digest == process.image_digest,
+                  f"result {res['image_digest']}, record {rec.image_digest}"))
+        if check_history:
+            states = [h.value["status"] for h in client.execution_history(process_id, rnd, org) if h.value]
+            add(Check("history", subj, states == ["running", "completed"], f"history {states}"))
+        # chain: previous state
+        ins = res["inputs"]
+        if rnd == 1:
+            add(Check("chain", subj, ins["state"] is None, "round 1 must start from init"))
+        else:
+            prev = record(org, rnd - 1)
+            want = prev.result["outputs"]["state"] if prev and prev.result else None
+            add(Check("chain", subj + " state", want is not None and ins["state"] == want,
+                      f"read {ins['state']}, round {rnd - 1} wrote {want}"))
+            todo.append((org, rnd - 1))
+            # chain: messages read == messages addressed to org in round r-1
+            got = {m["sender"]: m["digest"] for m in ins["messages"]}
+            sent: dict[str, str] = {}
+            for s in process.consortium:
+                if s == org:
+                    continue
+                srec = record(s, rnd - 1)
+                for m in (srec.result["outputs"]["messages"] if srec and srec.result else []):
+                    if m["recipient"] == org:
+                        sent[s] = m["digest"]
+            add(Check("chain", subj + " inbox", got == sent,
+                      f"read {sorted(got)} / sent {sorted(sent)}" if got != sent else ""))
+            for s in sent:
+                todo.append((s, rnd - 1))
+        # artifacts: state and messages
+        store = ArtifactStore(store_root, org)
+        try:
+            store.get(res["outputs"]["state"])
+            add(Check("artifact", subj + " state", True))
+        except (ArtifactCorrupted, FileNotFoundError, OSError, ValueError) as exc:
+            add(Check("artifact", subj + " state", False, f"{type(exc).__name__}: {exc}"))
+        for m in res["outputs"]["messages"]:
+            msubj = f"{subj} message to {m['recipient']}"
+            entry = _message_index(store_root, org, process_id, rnd, m["recipient"])
+            if entry is None or entry.get("payload_digest") != m["digest"]:
+                add(Check("artifact", msubj, False, "sealed message not in the sender's store"))
+                continue
+            ref = ArtifactRef(**entry["stored"])
+            try:
+                sealed = store.get(ref.digest)
+                key = recipient_keys.get(m["recipient"])
+                if key is not None:
+                    open_message(MessageRef(org, m["recipient"], m["digest"], ref), process_id=process_id,
+                                 round=rnd, recipient=m["recipient"], recipient_key=key)
+                    add(Check("artifact", msubj, True, "opened; payload digest matches"))
+                else:
+                    add(Check("artifact", msubj, sha256_digest(sealed) == ref.digest, "sealed; integrity only"))
+            except Exception as exc:  # any failure to fetch / open / match is a failed check
+                add(Check("artifact", msubj, False, f"{type(exc).__name__}: {exc}"))
+
+    rep.records = sorted(seen, key=lambda t: (t[1], t[0]))
+    # the model
+    lrec = record(owner, last)
+    signed = (lrec.result["outputs"].get("model") or {}) if lrec and lrec.result else {}
+    add(Check("model", f"model {model.id}", signed.get("digest") == model.digest,
+              f"signed {signed.get('digest')}, Model record {model.digest}"))
+    add(Check("model", f"model {model.id} estimators",
+              [list(e) for e in signed.get("estimators", [])] == [list(e) for e in model.estimators],
+              "estimator ids differ between the signed result and the Model record"))
+    owner_store = ArtifactStore(store_root, model.owner)
+    for what, digest in (("plaintext", model.digest), ("ciphertext", model.ciphertext_digest)):
+        try:
+            owner_store.get(digest)
+            add(Check("model", f"model {model.id} {what}", True))
+        except Exception as exc:
+            add(Check("model", f"model {model.id} {what}", False, f"{type(exc).__name__}: {exc}"))
+    return rep

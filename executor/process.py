@@ -1,0 +1,387 @@
+"""Launch and run an audited learning process end to end (DESIGN.md journey 2; seed 003 §IV-B/C).
+
+The pieces, in the order a consortium uses them:
+
+* :func:`prepare_image` builds an algorithm image (container) or bundle (sandbox) from a folder of
+  ``algorithm-images/`` and registers its digest on the ledger (``Image:register``);
+* :func:`map_dataset` puts one organisation's local data where *its own* node agent reads it
+  (``<data root>/<org>/<process dataset name>/dataset.npz``): the process names a dataset, each
+  organisation maps that name to its own rows, and the data never leaves the organisation -- only
+  the salted commitment the task computes reaches the ledger;
+* :func:`launch` creates the ``LearningProcess`` (image pinned by digest, consortium, topology with
+  seed, hyper-parameters, rounds, privacy budget) and starts it;
+* :func:`run_process` runs every organisation's :class:`executor.node_agent.NodeAgent` -- one thread
+  per organisation, or one OS process per organisation (``agents="processes"``, the same command a
+  node runs, supervised: an agent that dies is restarted and resumes from the ledger) -- until the
+  process is completed or failed, reporting progress from the ledger;
+* :func:`collect_models` fetches each organisation's published final model, decrypts it with that
+  organisation's key-agreement key and checks it against the digest on the ledger;
+* :func:`estimator_origins` computes the estimator-origin matrix of each final model (seed 003,
+  Fig. 5) from ledger records alone (the estimator ids each model record lists).
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from algorithms.step import LocalDataset
+from algorithms.task_runtime import save_dataset
+from executor.errors import ExecutorError
+from executor.runtimes.base import Limits, TaskRuntime
+from ledger.client import ConsortiaClient
+from ledger.identity import Consortium
+from ledger.interface import Ledger
+from ledger.records import ImageRecord, ProcessRecord
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+# --------------------------------------------------------------------------- image
+
+@dataclass(frozen=True)
+class PreparedImage:
+    record: ImageRecord
+    digest: str
+    reference: str
+    runtime: str
+
+
+def recipe_runtimes(recipe: Any) -> tuple[str, ...]:
+    """Runtimes an image folder declares in ``image.json`` (default: both)."""
+    import json
+    meta = json.loads((Path(recipe.folder) / "image.json").read_text())
+    return tuple(meta.get("runtimes", ("container", "sandbox")))
+
+
+def prepare_image(client: ConsortiaClient, image_name: str, runtime: str, image_id: str | None = None,
+                  engine: Any = None) -> PreparedImage:
+    """Build (cached) the image of ``algorithm-images/<image_name>`` for ``runtime`` and register it.
+
+    An image already registered under ``image_id`` with the same digest is reused."""
+    from chaincode.errors import NotFound
+    from executor import images
+
+    recipe = images.ImageRecipe.named(image_name)
+    if runtime not in recipe_runtimes(recipe):
+        raise ExecutorError(f"image {image_name} runs with {list(recipe_runtimes(recipe))} only, not {runtime!r} "
+                            f"(see its image.json)")
+    if runtime == "sandbox":
+        built = images.build_bundle(recipe)
+    elif runtime == "container":
+        built = images.build_image(engine or images.engine_client(), recipe)
+    else:
+        raise ExecutorError(f"unknown runtime {runtime!r}")
+    image_id = image_id or f"{recipe.name}-{built.digest[7:19]}:{recipe.version}"
+    try:
+        rec = client.get_image(image_id)
+        if rec.digest != built.digest:
+            raise ExecutorError(f"image {image_id} is registered with digest {rec.digest}, built {built.digest}")
+    except NotFound:
+        rec = images.register(client, recipe, built, image_id=image_id)
+    return PreparedImage(rec, built.digest, built.reference, runtime)
+
+
+# --------------------------------------------------------------------------- data
+
+def dataset_dir(data_root: str | os.PathLike, org: str, dataset: str) -> Path:
+    """Where ``org``'s node agent reads the process's dataset ``dataset`` (NodeAgent.data_dir)."""
+    if not dataset or "/" in dataset or dataset.startswith("."):
+        raise ExecutorError(f"invalid dataset name {dataset!r}")
+    return Path(data_root) / org / dataset
+
+
+def map_dataset(data_root: str | os.PathLike, org: str, dataset: str, data: LocalDataset) -> Path:
+    """Write ``org``'s local data for the process dataset name ``dataset`` (read-only to its tasks)."""
+    d = dataset_dir(data_root, org, dataset)
+    d.mkdir(parents=True, exist_ok=True)
+    path = d / "dataset.npz"
+    tmp = d / "dataset.npz.tmp"
+    save_dataset(tmp, data)
+    os.replace(tmp, path)
+    return path
+
+
+# --------------------------------------------------------------------------- launch
+
+@dataclass(frozen=True)
+class ProcessSpec:
+    """What a process names (DESIGN.md "Learning process"); ``privacy_budget`` = ``{mechanism, epsilon}``."""
+
+    process_id: str
+    image_id: str
+    consortium: tuple[str, ...]
+    topology: Mapping[str, Any]
+    hyperparameters: Mapping[str, Any]
+    rounds: int
+    dataset: str = "default"
+    privacy_budget: Mapping[str, Any] | None = None
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if self.rounds < 1:
+            raise ValueError(f"rounds must be >= 1, got {self.rounds}")
+        if len(set(self.consortium)) != len(self.consortium) or len(self.consortium) < 1:
+            raise ValueError(f"consortium must list distinct organisations, got {self.consortium}")
+        if "seed" not in self.topology or "kind" not in self.topology:
+            raise ValueError("topology must name its kind and seed, e.g. {'kind': 'ring', 'seed': 7}")
+        if self.privacy_budget is not None and not float(self.privacy_budget.get("epsilon", -1)) > 0:
+            raise ValueError(f"privacy budget must have epsilon > 0, got {self.privacy_budget}")
+
+
+def launch(client: ConsortiaClient, spec: ProcessSpec) -> ProcessRecord:
+    """Create the process (the image's digest is pinned by the contract) and start it."""
+    image = client.get_image(spec.image_id)
+    client.create_process(spec.process_id, spec.image_id, list(spec.consortium), dict(spec.topology),
+                          spec.rounds, dict(spec.hyperparameters),
+                          privacy_budget=None if spec.privacy_budget is None else dict(spec.privacy_budget),
+                          dataset=spec.dataset, image_digest=image.digest, description=spec.description)
+    return client.start_process(spec.process_id)
+
+
+# --------------------------------------------------------------------------- running
+
+@dataclass
+class Progress:
+    """What the ledger says about a running process (for progress bars)."""
+
+    process_id: str
+    status: str
+    rounds: int
+    organisations: int
+    completed_tasks: int
+    current_round: int
+
+    @property
+    def total_tasks(self) -> int:
+        return self.rounds * self.organisations
+
+
+@dataclass
+class ProcessOutcome:
+    process_id: str
+    status: str                          # completed | failed | aborted
+    reason: str
+    wall_seconds: float
+    agent_errors: dict[str, str] = field(default_factory=dict)
+    restarts: dict[str, int] = field(default_factory=dict)
+    step_seconds: float = 0.0           # the algorithm's own init+step time summed over tasks (thread mode)
+
+
+def progress(client: ConsortiaClient, process_id: str) -> Progress:
+    p = client.get_process(process_id)
+    done = sum(1 for r in client.query_executions(process_id) if r.status == "completed")
+    return Progress(process_id, p.status, p.rounds, len(p.consortium), done, int(p.current_round or 1))
+
+
+@dataclass
+class Platform:
+    """Where the organisations' nodes keep their things on this machine: one ledger (embedded file
+    or Fabric gateway), the consortium's identities, and per organisation a data root, an artifact
+    store and an agent state directory (each under the organisation's own folder)."""
+
+    ledger: Ledger
+    consortium: Consortium
+    root: Path
+    ledger_path: Path | None = None     # the embedded ledger file (for agents run as OS processes)
+    bundles_roots: dict[str, Path] = field(default_factory=dict)   # per organisation (default: the cache)
+
+    @property
+    def data_root(self) -> Path:
+        return self.root / "data"
+
+    @property
+    def store_root(self) -> Path:
+        return self.root / "store"
+
+    @property
+    def state_root(self) -> Path:
+        return self.root / "state"
+
+    def client(self, org: str) -> ConsortiaClient:
+        return ConsortiaClient(self.ledger, self.consortium.identity(org))
+
+    def agent(self, org: str, runtime: TaskRuntime, warm: bool = False, limits: Limits = Limits()):
+        from executor.node_agent import ImageResolver, NodeAgent
+        images = ImageResolver(runtime, self.bundles_roots[org]) if org in self.bundles_roots else None
+        return NodeAgent(self.ledger, self.consortium.identity(org), self.consortium, runtime,
+                         self.data_root / org, self.store_root, self.state_root, limits=limits,
+                         images=images, warm=warm)
+
+    def agent_command(self, org: str, process_id: str, runtime: str, warm: bool = False,
+                      timeout: float = 3600.0) -> list[str]:
+        """The node command of ``org`` (``consortia node run``) for one process."""
+        if self.ledger_path is None:
+            raise ExecutorError("agents as OS processes need the embedded ledger file (ledger_path)")
+        cmd = [sys.executable, "-m", "executor.node_agent", "run", "--org", org,
+               "--consortium", str(self.consortium.root), "--ledger", str(self.ledger_path),
+               "--runtime", runtime, "--data", str(self.data_root / org), "--store", str(self.store_root),
+               "--state", str(self.state_root), "--process", process_id, "--timeout", str(timeout)]
+        return cmd + (["--warm"] if warm else [])
+
+
+def _runtime_instance(runtime: Any) -> TaskRuntime:
+    """A runtime instance from a runtime, a runtime class or a factory."""
+    if isinstance(runtime, type) or not hasattr(runtime, "run"):
+        return runtime()
+    return runtime
+
+
+def run_process(platform: Platform, process_id: str, runtime: TaskRuntime | Callable[[], TaskRuntime],
+                orgs: Sequence[str] | None = None, *, agents: str = "threads", warm: bool = False,
+                timeout: float = 1800.0, poll: float = 0.5, progress_every: float = 1.0,
+                on_progress: Callable[[Progress], None] | None = None,
+                agent_env: Mapping[str, Mapping[str, str]] | None = None,
+                max_restarts: int = 3) -> ProcessOutcome:
+    """Run every organisation's node agent for ``process_id`` until it is completed or failed.
+
+    ``agents="threads"``: one :class:`NodeAgent` per organisation in a thread of this process;
+    ``runtime`` is a runtime or a factory (one runtime per organisation). ``agents="processes"``:
+    one ``python -m executor.node_agent run --process`` per organisation (embedded ledger file),
+    with ``agent_env[org]`` added to that organisation's environment on its first start only (fault
+    injection); an agent that dies is restarted (up to ``max_restarts``) and resumes from the ledger.
+    """
+    client = platform.client((orgs or platform.consortium.msp_ids)[0])
+    process = client.get_process(process_id)
+    orgs = list(orgs or process.consortium)
+    t0 = time.perf_counter()
+    errors: dict[str, str] = {}
+    restarts: dict[str, int] = {o: 0 for o in orgs}
+    step_seconds = [0.0]
+    generation = [0]
+    lock = threading.Lock()
+    deadline = time.monotonic() + timeout
+
+    def report() -> Progress:
+        pr = progress(client, process_id)
+        if on_progress is not None:
+            on_progress(pr)
+        return pr
+
+    if agents == "threads":
+        # Agents in one process wake each other when a task completes (a round opens only when every
+        # member has completed the previous one), so a waiting agent does not poll the ledger at a
+        # high rate (20 agents polling every 50 ms took a visible share of 2 cores); ``poll`` bounds
+        # the wait in case the news comes from elsewhere (another process or node).
+        news = threading.Condition()
+
+        def go(org: str) -> None:
+            rt = _runtime_instance(runtime)
+            agent = platform.agent(org, rt, warm=warm)
+            try:
+                while True:
+                    if time.monotonic() > deadline:
+                        raise TimeoutError(f"{org}: process {process_id} did not finish within {timeout} s")
+                    with news:
+                        seen = generation[0]
+                    o = agent.run_process_round(process_id)
+                    if o.status in ("done", "failed"):
+                        with news:
+                            generation[0] += 1
+                            news.notify_all()
+                        return
+                    if o.status == "completed":
+                        with lock:
+                            step_seconds[0] += o.step_seconds
+                        with news:
+                            generation[0] += 1
+                            news.notify_all()
+                    else:  # waiting for the others
+                        with news:
+                            news.wait_for(lambda: generation[0] != seen, timeout=poll)
+            except Exception as exc:  # reported in the outcome, never swallowed
+                with lock:
+                    errors[org] = f"{type(exc).__name__}: {exc}"
+                with news:
+                    generation[0] += 1
+                    news.notify_all()
+            finally:
+                agent.close()
+
+        threads = [threading.Thread(target=go, args=(o,), name=f"agent-{o}", daemon=True) for o in orgs]
+        for t in threads:
+            t.start()
+        while any(t.is_alive() for t in threads):
+            report()
+            for t in threads:
+                t.join(timeout=progress_every / max(1, len(threads)))
+    elif agents == "processes":
+        rt_name = runtime.name if isinstance(runtime, type) else _runtime_instance(runtime).name
+        env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}
+        env.pop("CONSORTIA_AGENT_KILL_AT", None)
+        logs = platform.root / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+
+        def start(org: str, first: bool) -> subprocess.Popen:
+            e = dict(env, **(dict((agent_env or {}).get(org, {})) if first else {}))
+            log = open(logs / f"{org}.log", "ab")
+            return subprocess.Popen(platform.agent_command(org, process_id, rt_name, warm, timeout), env=e,
+                                    stdout=log, stderr=log, cwd=PROJECT_ROOT)
+
+        procs = {o: start(o, True) for o in orgs}
+        while procs:
+            if time.monotonic() > deadline:
+                for p in procs.values():
+                    p.kill()
+                raise TimeoutError(f"process {process_id} did not finish within {timeout} s")
+            time.sleep(poll)
+            report()   # (agents in other processes poll the ledger themselves)
+            for org, p in list(procs.items()):
+                rc = p.poll()
+                if rc is None:
+                    continue
+                del procs[org]
+                if rc < 0 and restarts[org] < max_restarts:       # killed: restart, it resumes from the ledger
+                    restarts[org] += 1
+                    procs[org] = start(org, False)
+                elif rc != 0:
+                    errors[org] = f"agent exited with {rc} (log {logs / (org + '.log')})"
+    else:
+        raise ValueError(f"agents must be 'threads' or 'processes', got {agents!r}")
+
+    final = report()
+    p = client.get_process(process_id)
+    return ProcessOutcome(process_id, final.status, p.status_reason, time.perf_counter() - t0, errors,
+                          {o: n for o, n in restarts.items() if n}, step_seconds[0])
+
+
+# --------------------------------------------------------------------------- results
+
+def collect_models(platform: Platform, process_id: str, orgs: Sequence[str] | None = None) -> dict[str, bytes]:
+    """Each organisation's final model (codec bytes): fetched from the owner's store, decrypted with
+    the organisation's own key-agreement key, and checked against the model digest on the ledger."""
+    from executor.artifacts import ArtifactStore, sha256_digest
+    from ledger.envelope import decrypt_payload, unseal
+
+    out: dict[str, bytes] = {}
+    for org in orgs or platform.client(platform.consortium.msp_ids[0]).get_process(process_id).consortium:
+        rec = platform.client(org).get_model(f"{process_id}:{org}")
+        ciphertext = ArtifactStore(platform.store_root, rec.owner).get(rec.ciphertext_digest)
+        aad = f"consortia-model|{process_id}|{rec.owner}|{rec.digest}".encode()
+        data_key = unseal(platform.consortium.encryption_key(org), base64.b64decode(rec.wrapped_key or ""),
+                          b"consortia-model-key|" + aad)
+        model = decrypt_payload(data_key, ciphertext, aad)
+        if sha256_digest(model) != rec.digest:
+            raise ExecutorError(f"model of {org} does not match its digest on the ledger")
+        out[org] = model
+    return out
+
+
+def estimator_origins(client: ConsortiaClient, process_id: str) -> tuple[tuple[str, ...], list[list[int]]]:
+    """Estimator-origin matrix (seed 003, Fig. 5) from the ledger alone: row = model owner, column =
+    creator, entry = number of the owner's final estimators created by that organisation (from the
+    estimator ids ``[creator, counter, digest]`` each Model record lists)."""
+    orgs = tuple(client.get_process(process_id).consortium)
+    matrix = [[0] * len(orgs) for _ in orgs]
+    for i, owner in enumerate(orgs):
+        rec = client.get_model(f"{process_id}:{owner}")
+        for creator, _counter, _digest in rec.estimators:
+            matrix[i][orgs.index(creator)] += 1
+    return orgs, matrix

@@ -1,0 +1,145 @@
+"""Gateway gRPC errors -> the typed errors both ledger hosts raise.
+
+The Gateway reports failures as a gRPC status whose ``grpc-status-details-bin`` trailer is a
+``google.rpc.Status`` carrying one ``gateway.ErrorDetail{address, msp_id, message}`` per failing
+peer or orderer (fabric-gateway ``pkg/client/errors.go``). A contract refusal travels as the
+chaincode response message, which our chaincode service sets to ``ContractError.to_wire()``;
+it is found in those messages and rebuilt with ``ContractError.from_wire``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import grpc
+from fabric_protos.gateway import gateway_pb2
+from fabric_protos.peer import transaction_pb2
+
+from chaincode.errors import ContractError
+from ledger.errors import (AccessDenied, EndorsementFailure, EndorsementPolicyFailure, LedgerError,
+                           MVCCConflict, TransactionInvalid)
+
+_STATUS_DETAILS_KEY = "grpc-status-details-bin"
+_ACCESS_DENIED = re.compile(r"access denied|creator.*(unknown|not valid|invalid)|"
+                            r"(identity|certificate).*(not valid|invalid|unknown)|"
+                            r"MSP \S+ is unknown|could not deserialize|signature (is )?invalid|"
+                            r"failed evaluating policy|verify.*signature|"
+                            r"expected MSP ID .* received", re.IGNORECASE)
+
+
+def _fields(buf: bytes) -> list[tuple[int, int, bytes | int]]:
+    """Minimal protobuf wire decoding (for ``google.rpc.Status`` and ``google.protobuf.Any``,
+    whose generated classes are not a dependency of this project)."""
+    out: list[tuple[int, int, bytes | int]] = []
+    i = 0
+
+    def varint() -> int:
+        nonlocal i
+        n = shift = 0
+        while True:
+            b = buf[i]
+            i += 1
+            n |= (b & 0x7F) << shift
+            shift += 7
+            if not b & 0x80:
+                return n
+
+    while i < len(buf):
+        key = varint()
+        num, wt = key >> 3, key & 7
+        if wt == 0:
+            out.append((num, wt, varint()))
+        elif wt == 2:
+            n = varint()
+            out.append((num, wt, buf[i:i + n]))
+            i += n
+        elif wt == 1:
+            out.append((num, wt, buf[i:i + 8]))
+            i += 8
+        elif wt == 5:
+            out.append((num, wt, buf[i:i + 4]))
+            i += 4
+        else:
+            raise ValueError(f"unsupported wire type {wt}")
+    return out
+
+
+def error_details(err: grpc.RpcError) -> list[gateway_pb2.ErrorDetail]:
+    """The ``gateway.ErrorDetail`` entries of a Gateway gRPC error (empty if none)."""
+    md = getattr(err, "trailing_metadata", None)
+    if md is None:
+        return []
+    details: list[gateway_pb2.ErrorDetail] = []
+    try:
+        for key, value in (md() or ()):
+            if key != _STATUS_DETAILS_KEY:
+                continue
+            for num, _, any_bytes in _fields(value):
+                if num != 3 or not isinstance(any_bytes, bytes):
+                    continue
+                parts = {n: v for n, _, v in _fields(any_bytes)}
+                if str(parts.get(1, b""), "utf-8", "replace").endswith("gateway.ErrorDetail"):
+                    details.append(gateway_pb2.ErrorDetail.FromString(parts.get(2, b"")))
+    except (ValueError, IndexError):
+        return details
+    return details
+
+
+def _contract_error(text: str) -> ContractError | None:
+    start = text.find('{"code":')
+    if start < 0:
+        return None
+    # The chaincode message is the JSON itself; it may be embedded in a longer peer message.
+    depth = 0
+    for j in range(start, len(text)):
+        c = text[j]
+        if c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+            if depth == 0:
+                candidate = text[start:j + 1]
+                try:
+                    json.loads(candidate)
+                except ValueError:
+                    return None
+                return ContractError.from_wire(candidate)
+    return None
+
+
+def describe(err: grpc.RpcError) -> str:
+    """One line naming the status and every failing peer (no payloads)."""
+    code = err.code().name if callable(getattr(err, "code", None)) and err.code() else "UNKNOWN"
+    text = f"{code}: {err.details() if callable(getattr(err, 'details', None)) else err}"
+    for d in error_details(err):
+        text += f"; {d.msp_id}@{d.address}: {d.message}"
+    return text
+
+
+def translate(err: grpc.RpcError, stage: str) -> Exception:
+    """Map a Gateway error of ``stage`` (evaluate/endorse/submit/commit/events) to a typed error."""
+    messages = [err.details() or ""] if callable(getattr(err, "details", None)) else [str(err)]
+    messages += [d.message for d in error_details(err)]
+    for m in messages:
+        ce = _contract_error(m)
+        if ce is not None:
+            return ce
+    summary = describe(err)
+    code = err.code() if callable(getattr(err, "code", None)) else None
+    if code == grpc.StatusCode.PERMISSION_DENIED or any(_ACCESS_DENIED.search(m) for m in messages):
+        return AccessDenied(f"{stage} refused: {summary}")
+    if stage in ("endorse", "evaluate"):
+        return EndorsementFailure(f"{stage} failed: {summary}")
+    return LedgerError(f"{stage} failed: {summary}")
+
+
+def validation_error(tx_id: str, code: int) -> TransactionInvalid:
+    """The typed error for a non-VALID ``TxValidationCode``."""
+    name = transaction_pb2.TxValidationCode.Name(code) if code in transaction_pb2.TxValidationCode.values() \
+        else str(code)
+    if name in ("MVCC_READ_CONFLICT", "PHANTOM_READ_CONFLICT"):
+        return MVCCConflict(tx_id, name)
+    if name == "ENDORSEMENT_POLICY_FAILURE":
+        return EndorsementPolicyFailure(tx_id, name)
+    return TransactionInvalid(tx_id, name)

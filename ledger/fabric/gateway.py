@@ -1,0 +1,282 @@
+"""The Fabric host of the ``Ledger`` interface: a Fabric Gateway client on
+``hyperledger-fabric-protos`` + ``grpcio`` + ``cryptography`` (FABRIC.md §3).
+
+Each call acts for an explicit :class:`ledger.identity.Identity` and goes to the Gateway of that
+identity's organisation (its own peer, as fabric-gateway applications do); an identity of an
+organisation without a peer here uses the first peer, which then judges it. ``submit`` =
+Endorse -> sign -> Submit -> CommitStatus; ``evaluate`` = Evaluate; ``events`` = ChaincodeEvents
+from a block, resumed after a broken stream from the last event seen; block queries go through
+the ``qscc`` system chaincode. Errors: ContractError subclasses for contract refusals,
+:mod:`ledger.errors` for the rest (see :mod:`ledger.fabric.errors`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, Mapping, Sequence
+
+import grpc
+from fabric_protos.common import common_pb2, ledger_pb2
+from fabric_protos.gateway import gateway_pb2, gateway_pb2_grpc
+from fabric_protos.orderer import ab_pb2
+from fabric_protos.peer import transaction_pb2
+
+from ledger.errors import CommitTimeout, LedgerError
+from ledger.fabric.errors import translate, validation_error
+from ledger.fabric.proposal import (block_header_hash, build_proposal, channel_header_of, envelope_result,
+                                    sign_envelope)
+from ledger.identity import Identity
+from ledger.interface import BlockInfo, ChaincodeEvent, SubmitResult
+
+log = logging.getLogger(__name__)
+
+MAX_MESSAGE_BYTES = 100 * 1024 * 1024
+CHANNEL_OPTIONS = (
+    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.keepalive_time_ms", 120_000),
+    ("grpc.keepalive_timeout_ms", 20_000),
+)
+_RETRYABLE_EVENT_CODES = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN,
+                          grpc.StatusCode.CANCELLED)
+
+
+@dataclass(frozen=True)
+class PeerEndpoint:
+    """A peer's Gateway: organisation, ``host:port`` and the PEM of its TLS CA (None: plaintext)."""
+
+    msp_id: str
+    address: str
+    tls_root_cert: bytes | None = None
+    server_name: str | None = None   # TLS name override when the address is not in the cert SAN
+
+
+class FabricLedger:
+    """``ledger.interface.Ledger`` on a real Fabric network."""
+
+    def __init__(self, peers: Sequence[PeerEndpoint], channel: str, chaincode: str, *,
+                 endorse_timeout: float = 60.0):
+        if not peers:
+            raise ValueError("at least one peer endpoint is required")
+        if not channel or not chaincode:
+            raise ValueError("channel and chaincode are required")
+        self.channel = channel
+        self.chaincode = chaincode
+        self.peers = tuple(peers)
+        self.endorse_timeout = endorse_timeout
+        self._channels: dict[str, grpc.Channel] = {}
+        self._lock = threading.Lock()
+
+    # ---- construction from fabric-network/ output
+    @classmethod
+    def from_profile(cls, path: str | Path, chaincode: str | None = None) -> "FabricLedger":
+        """Read ``connection.json`` written by ``fabric-network`` (``network up``)."""
+        prof = json.loads(Path(path).read_text())
+        peers = [PeerEndpoint(p["msp_id"], p["address"],
+                              Path(p["tls_ca_file"]).read_bytes() if p.get("tls_ca_file") else None,
+                              p.get("server_name"))
+                 for p in prof["peers"]]
+        return cls(peers, prof["channel"], chaincode or prof["chaincode"])
+
+    # ---- connections
+    def _peer_for(self, identity: Identity) -> PeerEndpoint:
+        for p in self.peers:
+            if p.msp_id == identity.msp_id:
+                return p
+        return self.peers[0]
+
+    def _stub(self, peer: PeerEndpoint) -> gateway_pb2_grpc.GatewayStub:
+        with self._lock:
+            ch = self._channels.get(peer.address)
+            if ch is None:
+                opts = list(CHANNEL_OPTIONS)
+                if peer.server_name:
+                    opts.append(("grpc.ssl_target_name_override", peer.server_name))
+                if peer.tls_root_cert is not None:
+                    ch = grpc.secure_channel(peer.address, grpc.ssl_channel_credentials(peer.tls_root_cert), opts)
+                else:
+                    ch = grpc.insecure_channel(peer.address, opts)
+                self._channels[peer.address] = ch
+        return gateway_pb2_grpc.GatewayStub(ch)
+
+    def close(self) -> None:
+        with self._lock:
+            channels, self._channels = list(self._channels.values()), {}
+        for ch in channels:
+            ch.close()
+
+    def __enter__(self) -> "FabricLedger":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- evaluate
+    def evaluate(self, identity: Identity, function: str, *args: str, chaincode: str | None = None) -> bytes:
+        prop = build_proposal(identity, self.channel, chaincode or self.chaincode, function, args)
+        req = gateway_pb2.EvaluateRequest(transaction_id=prop.tx_id, channel_id=self.channel,
+                                          proposed_transaction=prop.signed)
+        try:
+            resp = self._stub(self._peer_for(identity)).Evaluate(req, timeout=self.endorse_timeout)
+        except grpc.RpcError as err:
+            raise translate(err, "evaluate") from None
+        return resp.result.payload
+
+    # ---- submit (the four Gateway steps)
+    def endorse(self, identity: Identity, function: str, *args: str,
+                transient: Mapping[str, bytes] | None = None,
+                endorsing_organisations: Sequence[str] | None = None) -> tuple[str, common_pb2.Envelope, bytes]:
+        """Collect endorsements; return (tx id, prepared envelope, chaincode result)."""
+        prop = build_proposal(identity, self.channel, self.chaincode, function, args, transient)
+        req = gateway_pb2.EndorseRequest(transaction_id=prop.tx_id, channel_id=self.channel,
+                                         proposed_transaction=prop.signed,
+                                         endorsing_organizations=list(endorsing_organisations or ()))
+        try:
+            resp = self._stub(self._peer_for(identity)).Endorse(req, timeout=self.endorse_timeout)
+        except grpc.RpcError as err:
+            raise translate(err, "endorse") from None
+        return prop.tx_id, resp.prepared_transaction, envelope_result(resp.prepared_transaction)
+
+    def send(self, identity: Identity, tx_id: str, envelope: common_pb2.Envelope) -> None:
+        """Sign the prepared transaction and hand it to the orderer (through the Gateway)."""
+        req = gateway_pb2.SubmitRequest(transaction_id=tx_id, channel_id=self.channel,
+                                        prepared_transaction=sign_envelope(identity, envelope))
+        try:
+            self._stub(self._peer_for(identity)).Submit(req, timeout=self.endorse_timeout)
+        except grpc.RpcError as err:
+            raise translate(err, "submit") from None
+
+    def commit_status(self, identity: Identity, tx_id: str, timeout: float = 60.0) -> tuple[int, int]:
+        """Wait for the commit; return (TxValidationCode, block number)."""
+        req = gateway_pb2.CommitStatusRequest(transaction_id=tx_id, channel_id=self.channel,
+                                              identity=identity.serialized()).SerializeToString()
+        signed = gateway_pb2.SignedCommitStatusRequest(request=req, signature=identity.sign(req))
+        try:
+            resp = self._stub(self._peer_for(identity)).CommitStatus(signed, timeout=timeout)
+        except grpc.RpcError as err:
+            if err.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+                raise CommitTimeout(tx_id, timeout) from None
+            raise translate(err, "commit") from None
+        return resp.result, resp.block_number
+
+    def submit(self, identity: Identity, function: str, *args: str,
+               transient: Mapping[str, bytes] | None = None,
+               endorsing_organisations: Sequence[str] | None = None,
+               timeout: float = 60.0) -> SubmitResult:
+        tx_id, envelope, result = self.endorse(identity, function, *args, transient=transient,
+                                               endorsing_organisations=endorsing_organisations)
+        self.send(identity, tx_id, envelope)
+        code, block = self.commit_status(identity, tx_id, timeout)
+        if code != transaction_pb2.VALID:
+            raise validation_error(tx_id, code)
+        return SubmitResult(tx_id=tx_id, block_number=block, result=result)
+
+    # ---- events
+    def events(self, identity: Identity, start_block: int = 0,
+               timeout: float | None = None) -> Iterator[ChaincodeEvent]:
+        """Chaincode events from ``start_block`` on; a broken stream is reopened from the last
+        event delivered (``after_transaction_id``), so nothing is lost or repeated."""
+        if start_block < 0:
+            raise ValueError("start_block must be >= 0")
+        next_block, after_tx = start_block, ""
+        while True:
+            call, q = self._open_events(identity, next_block, after_tx)
+            broken = False
+            try:
+                while True:
+                    try:
+                        item = q.get(timeout=timeout)
+                    except queue.Empty:
+                        return
+                    if isinstance(item, grpc.RpcError):
+                        if item.code() in _RETRYABLE_EVENT_CODES:
+                            log.info("event stream broken (%s); reconnecting from block %d", item.code().name, next_block)
+                            broken = True
+                            break
+                        raise translate(item, "events") from None
+                    if item is None:       # server closed the stream
+                        broken = True
+                        break
+                    for ev in item.events:
+                        next_block, after_tx = item.block_number, ev.tx_id
+                        yield ChaincodeEvent(block_number=item.block_number, tx_id=ev.tx_id,
+                                             chaincode=ev.chaincode_id, name=ev.event_name, payload=ev.payload)
+            finally:
+                call.cancel()
+            if broken:
+                time.sleep(0.5)
+
+    def _open_events(self, identity: Identity, start_block: int, after_tx: str):
+        req = gateway_pb2.ChaincodeEventsRequest(
+            channel_id=self.channel, chaincode_id=self.chaincode, identity=identity.serialized(),
+            start_position=ab_pb2.SeekPosition(specified=ab_pb2.SeekSpecified(number=start_block)),
+            after_transaction_id=after_tx).SerializeToString()
+        signed = gateway_pb2.SignedChaincodeEventsRequest(request=req, signature=identity.sign(req))
+        call = self._stub(self._peer_for(identity)).ChaincodeEvents(signed)
+        q: "queue.Queue[object]" = queue.Queue()
+
+        def pump() -> None:
+            try:
+                for resp in call:
+                    q.put(resp)
+                q.put(None)
+            except grpc.RpcError as err:
+                if err.code() != grpc.StatusCode.CANCELLED or not call.cancelled():
+                    q.put(err)
+
+        threading.Thread(target=pump, daemon=True, name="fabric-events").start()
+        return call, q
+
+    # ---- blocks (qscc)
+    def block_height(self, identity: Identity) -> int:
+        raw = self.evaluate(identity, "GetChainInfo", self.channel, chaincode="qscc")
+        return ledger_pb2.BlockchainInfo.FromString(raw).height
+
+    def block(self, identity: Identity, number: int) -> BlockInfo:
+        if number < 0:
+            raise ValueError("block number must be >= 0")
+        raw = self.evaluate(identity, "GetBlockByNumber", self.channel, str(number), chaincode="qscc")
+        blk = common_pb2.Block.FromString(raw)
+        h = blk.header
+        tx_ids, timestamp = [], 0.0
+        for env in blk.data.data:
+            try:
+                chdr = channel_header_of(env)
+            except Exception:
+                tx_ids.append("")
+                continue
+            tx_ids.append(chdr.tx_id)
+            if not timestamp:
+                timestamp = chdr.timestamp.seconds + chdr.timestamp.nanos / 1e9
+        flags = b""
+        if len(blk.metadata.metadata) > common_pb2.TRANSACTIONS_FILTER:
+            flags = blk.metadata.metadata[common_pb2.TRANSACTIONS_FILTER]
+        codes = tuple(transaction_pb2.TxValidationCode.Name(flags[i]) if i < len(flags) else "NOT_VALIDATED"
+                      for i in range(len(tx_ids)))
+        return BlockInfo(number=h.number,
+                         header_hash=block_header_hash(h.number, h.previous_hash, h.data_hash).hex(),
+                         previous_hash=h.previous_hash.hex(), data_hash=h.data_hash.hex(),
+                         tx_ids=tuple(tx_ids), validation_codes=codes, timestamp=timestamp)
+
+
+def submit_with_retry(ledger: FabricLedger, identity: Identity, function: str, *args: str,
+                      attempts: int = 3, **kwargs) -> SubmitResult:
+    """``submit`` that re-runs the whole transaction after an MVCC conflict (safe: a conflicting
+    transaction changed nothing) up to ``attempts`` times, then re-raises."""
+    from ledger.errors import MVCCConflict
+    if attempts < 1:
+        raise ValueError("attempts must be >= 1")
+    for i in range(attempts):
+        try:
+            return ledger.submit(identity, function, *args, **kwargs)
+        except MVCCConflict:
+            if i == attempts - 1:
+                raise
+            time.sleep(0.05 * (i + 1))
+    raise LedgerError("unreachable")

@@ -1,0 +1,113 @@
+"""Fabric transaction messages built and parsed on ``hyperledger-fabric-protos`` (FABRIC.md §3.2).
+
+A port of fabric-gateway's ``transactioncontext.go``, ``proposalbuilder.go``,
+``transactionparser.go`` and the block-header hash of ``protoutil/blockutils.go``:
+
+* ``tx_id = hex(sha256(nonce || creator))`` -- checked by the peer (msgvalidation.go);
+* the proposal is signed over SHA-256(proposal bytes), low-S (``ledger.identity.sign``);
+* the endorsed result sits in Envelope.payload -> Payload.data -> Transaction.actions[0] ->
+  ChaincodeActionPayload.action.proposal_response_payload -> ChaincodeAction.response.payload.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+from fabric_protos.common import common_pb2
+from fabric_protos.peer import (chaincode_pb2, proposal_pb2, proposal_response_pb2, transaction_pb2)
+from google.protobuf import timestamp_pb2
+
+from ledger.identity import Identity
+
+NONCE_BYTES = 24
+
+
+@dataclass(frozen=True)
+class SignedProposal:
+    tx_id: str
+    signed: proposal_pb2.SignedProposal
+
+
+def compute_tx_id(nonce: bytes, creator: bytes) -> str:
+    """Fabric's ``protoutil.ComputeTxID``."""
+    return hashlib.sha256(nonce + creator).hexdigest()
+
+
+def build_proposal(identity: Identity, channel: str, chaincode: str, function: str,
+                   args: Sequence[str | bytes], transient: Mapping[str, bytes] | None = None,
+                   *, nonce: bytes | None = None, timestamp: float | None = None) -> SignedProposal:
+    """A signed ENDORSER_TRANSACTION proposal invoking ``function(*args)`` on ``chaincode``."""
+    if not channel or not chaincode or not function:
+        raise ValueError("channel, chaincode and function must be non-empty")
+    creator = identity.serialized()
+    nonce = os.urandom(NONCE_BYTES) if nonce is None else nonce
+    tx_id = compute_tx_id(nonce, creator)
+    now = time.time() if timestamp is None else timestamp
+    ts = timestamp_pb2.Timestamp(seconds=int(now), nanos=int((now % 1) * 1e9))
+    cc_id = chaincode_pb2.ChaincodeID(name=chaincode)
+    chdr = common_pb2.ChannelHeader(
+        type=common_pb2.ENDORSER_TRANSACTION, timestamp=ts, channel_id=channel, tx_id=tx_id, epoch=0,
+        extension=proposal_pb2.ChaincodeHeaderExtension(chaincode_id=cc_id).SerializeToString())
+    shdr = common_pb2.SignatureHeader(creator=creator, nonce=nonce)
+    header = common_pb2.Header(channel_header=chdr.SerializeToString(), signature_header=shdr.SerializeToString())
+    raw_args = [function.encode()] + [a if isinstance(a, bytes) else str(a).encode("utf-8") for a in args]
+    cis = chaincode_pb2.ChaincodeInvocationSpec(chaincode_spec=chaincode_pb2.ChaincodeSpec(
+        type=chaincode_pb2.ChaincodeSpec.UNDEFINED, chaincode_id=cc_id,
+        input=chaincode_pb2.ChaincodeInput(args=raw_args)))
+    ccpp = proposal_pb2.ChaincodeProposalPayload(input=cis.SerializeToString(), TransientMap=dict(transient or {}))
+    proposal_bytes = proposal_pb2.Proposal(header=header.SerializeToString(),
+                                           payload=ccpp.SerializeToString()).SerializeToString()
+    signed = proposal_pb2.SignedProposal(proposal_bytes=proposal_bytes, signature=identity.sign(proposal_bytes))
+    return SignedProposal(tx_id, signed)
+
+
+def sign_envelope(identity: Identity, envelope: common_pb2.Envelope) -> common_pb2.Envelope:
+    """The prepared transaction from Endorse, signed by the submitter over SHA-256(payload)."""
+    return common_pb2.Envelope(payload=envelope.payload, signature=identity.sign(envelope.payload))
+
+
+def envelope_result(envelope: common_pb2.Envelope) -> bytes:
+    """The chaincode's response payload inside an endorsed transaction envelope."""
+    payload = common_pb2.Payload.FromString(envelope.payload)
+    tx = transaction_pb2.Transaction.FromString(payload.data)
+    if not tx.actions:
+        raise ValueError("endorsed transaction has no actions")
+    cap = transaction_pb2.ChaincodeActionPayload.FromString(tx.actions[0].payload)
+    prp = proposal_response_pb2.ProposalResponsePayload.FromString(cap.action.proposal_response_payload)
+    action = proposal_pb2.ChaincodeAction.FromString(prp.extension)
+    return action.response.payload
+
+
+# --------------------------------------------------------------------------- blocks
+
+def _der_length(n: int) -> bytes:
+    if n < 0x80:
+        return bytes([n])
+    b = n.to_bytes((n.bit_length() + 7) // 8, "big")
+    return bytes([0x80 | len(b)]) + b
+
+
+def _der_integer(n: int) -> bytes:
+    b = n.to_bytes(max(1, (n.bit_length() + 8) // 8), "big", signed=True)
+    return b"\x02" + _der_length(len(b)) + b
+
+
+def _der_octets(b: bytes) -> bytes:
+    return b"\x04" + _der_length(len(b)) + b
+
+
+def block_header_hash(number: int, previous_hash: bytes, data_hash: bytes) -> bytes:
+    """SHA-256 of the ASN.1 DER ``SEQUENCE{INTEGER number, OCTET STRING previous_hash, OCTET
+    STRING data_hash}`` (Fabric ``protoutil.BlockHeaderBytes``): block n+1's previous_hash."""
+    body = _der_integer(number) + _der_octets(previous_hash) + _der_octets(data_hash)
+    return hashlib.sha256(b"\x30" + _der_length(len(body)) + body).digest()
+
+
+def channel_header_of(envelope_bytes: bytes) -> common_pb2.ChannelHeader:
+    env = common_pb2.Envelope.FromString(envelope_bytes)
+    payload = common_pb2.Payload.FromString(env.payload)
+    return common_pb2.ChannelHeader.FromString(payload.header.channel_header)

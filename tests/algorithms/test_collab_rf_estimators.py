@@ -1,0 +1,65 @@
+import numpy as np
+import pytest
+from sklearn.ensemble import RandomForestRegressor
+
+from algorithms import codec
+from algorithms.collab_rf.estimators import (depth_of, ensemble_predict, ensemble_scores, estimator_digest,
+                                             estimator_digests, estimator_id, from_sklearn_tree, predict_trees,
+                                             validate_estimator)
+
+
+@pytest.fixture(scope="module")
+def forest():
+    rng = np.random.default_rng(0)
+    X = rng.normal(3.0, 2.0, size=(600, 5))
+    y = (X[:, 0] + X[:, 1] ** 2 > 12).astype(float)
+    mean, scale = X.mean(axis=0), X.std(axis=0)
+    rf = RandomForestRegressor(n_estimators=6, max_depth=5, random_state=0).fit((X - mean) / scale, y)
+    ests = [from_sklearn_tree(t, "org01", i, mean, scale) for i, t in enumerate(rf.estimators_)]
+    return X, y, mean, scale, rf, ests
+
+
+def test_predictions_equal_sklearn_exactly(forest):
+    X, _, mean, scale, rf, ests = forest
+    Xs = (X - mean) / scale
+    ours = predict_trees(ests, X)
+    ref = np.array([t.predict(Xs) for t in rf.estimators_])
+    assert ours.shape == (6, 600)
+    assert np.array_equal(ours, ref)
+    assert np.array_equal(ensemble_scores(ests, X), ours.mean(axis=0))
+
+
+def test_ensemble_predict_threshold_and_empty(forest):
+    X, *_, ests = forest
+    s = ensemble_scores(ests, X)
+    assert np.array_equal(ensemble_predict(ests, X), (s > 0.5).astype(int))
+    assert ensemble_predict([], X).sum() == 0
+
+
+def test_trees_with_different_scalers_predict_with_their_own(forest):
+    X, _, mean, scale, rf, ests = forest
+    other = dict(ests[0]); other["scaler_mean"] = mean + 1.0; other["counter"] = 99
+    both = predict_trees([ests[0], other], X)
+    assert np.array_equal(both[1], rf.estimators_[0].predict((X - mean - 1.0) / scale))
+
+
+def test_ids_digests_and_codec_roundtrip(forest):
+    *_, ests = forest
+    assert [estimator_id(e) for e in ests] == [("org01", i) for i in range(6)]
+    back = codec.decode(codec.encode({"estimators": ests}))["estimators"]
+    assert [estimator_digest(e) for e in back] == [estimator_digest(e) for e in ests]
+    msg = {"sender": "org01", "estimators": ests[:3]}
+    listed = estimator_digests(msg)
+    assert [i for i, _ in listed] == [("org01", 0), ("org01", 1), ("org01", 2)]
+    assert len({d for _, d in listed}) == 3 and all(d.startswith("sha256:") for _, d in listed)
+    with pytest.raises(ValueError, match="estimators"):
+        estimator_digests({"sender": "x"})
+
+
+def test_validation_and_depth(forest):
+    *_, ests = forest
+    validate_estimator(ests[0])
+    assert 1 <= depth_of(ests[0]) <= 5
+    bad = dict(ests[0]); bad["value"] = bad["value"][:-1]
+    with pytest.raises(ValueError, match="value"):
+        validate_estimator(bad)

@@ -1,0 +1,170 @@
+"""End to end on the embedded ledger (executor.process): every algorithm's audited process equals
+the simulator bit for bit; the estimator-origin matrix from the ledger equals the simulator's; the
+privacy budget stops a process cleanly; a killed agent is restarted and the process ends complete
+and verified; an organisation whose image digest differs refuses to run it."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+
+from algorithms import codec
+from algorithms.simulator import simulate
+from algorithms.topologies.static import complete, ring
+from executor.lineage import verify_model_lineage
+from executor.process import (ProcessSpec, collect_models, dataset_dir, estimator_origins, launch, map_dataset,
+                              prepare_image, run_process)
+from executor.runtimes.sandbox import SandboxRuntime
+from tests.e2e.conftest import ORGS3, collab_rf_case, dpsda_case, ggm_case, vae_case
+
+TOPOLOGIES = {"ring": ring, "complete": complete}
+
+
+def simulated(case, orgs=ORGS3):
+    topo = TOPOLOGIES[case.topology["kind"]](len(orgs))
+    return simulate(case.algorithm(**case.params), case.datasets, case.rounds, case.topology["seed"], topo, orgs)
+
+
+def start(platform, case, pid, runtime="sandbox", orgs=ORGS3, engine=None):
+    client = platform.client(orgs[0])
+    image = prepare_image(client, case.image, runtime, engine=engine)
+    for o in orgs:
+        map_dataset(platform.data_root, o, "train", case.datasets[o])
+    launch(client, ProcessSpec(pid, image.record.id, tuple(orgs), case.topology, case.params, case.rounds,
+                               "train", case.privacy_budget))
+    return client, image
+
+
+def assert_bit_identical(platform, client, pid, sim, orgs=ORGS3):
+    """Every state, message and model digest on the ledger equals the simulator's."""
+    recs = client.query_executions(pid)
+    assert len(recs) == sim.rounds * len(orgs)
+    for r in recs:
+        assert r.status == "completed"
+        out = r.result["outputs"]
+        assert out["state"] == sim.state_digests[r.round][r.organisation]
+        sent = {(r.organisation, m["recipient"]): m["digest"] for m in out["messages"]}
+        assert sent == {k: v for k, v in sim.message_digests[r.round - 1].items() if k[0] == r.organisation}
+    models = collect_models(platform, pid)
+    assert models == {o: sim.models[o] for o in orgs}
+
+
+def test_process_spec_is_validated():
+    with pytest.raises(ValueError, match="rounds"):
+        ProcessSpec("p", "i", ORGS3, {"kind": "ring", "seed": 1}, {}, 0)
+    with pytest.raises(ValueError, match="seed"):
+        ProcessSpec("p", "i", ORGS3, {"kind": "ring"}, {}, 2)
+    with pytest.raises(ValueError, match="distinct"):
+        ProcessSpec("p", "i", ("A", "A"), {"kind": "ring", "seed": 1}, {}, 2)
+    with pytest.raises(ValueError, match="epsilon"):
+        ProcessSpec("p", "i", ORGS3, {"kind": "ring", "seed": 1}, {}, 2, privacy_budget={"epsilon": 0})
+
+
+def test_each_organisation_maps_the_dataset_name_to_its_own_data(tmp_path):
+    case = dpsda_case()
+    p = map_dataset(tmp_path, "Org2MSP", "train", case.datasets["Org2MSP"])
+    assert p == dataset_dir(tmp_path, "Org2MSP", "train") / "dataset.npz"
+    with pytest.raises(Exception, match="invalid dataset"):
+        dataset_dir(tmp_path, "Org2MSP", "../other")
+
+
+@pytest.mark.parametrize("make_case", [collab_rf_case, ggm_case, dpsda_case, vae_case],
+                         ids=["collab-rf", "collabdict-ggm", "dpsda", "collabdict-vae"])
+def test_sandbox_process_is_bit_identical_to_the_simulator(platform, make_case):
+    case = make_case()
+    if case.image == "collabdict-vae":
+        pytest.importorskip("torch")
+    client, image = start(platform, case, "p-eq")
+    # the heavy-import algorithms run with warm workers (one sandbox per organisation, fresh key per
+    # round): that also proves warm mode equal to the simulator; the others one sandbox per task
+    warm = case.image in ("collab-rf", "collabdict-vae")
+    out = run_process(platform, "p-eq", SandboxRuntime, warm=warm)
+    assert out.status == "completed", (out.reason, out.agent_errors)
+    sim = simulated(case)
+    assert_bit_identical(platform, client, "p-eq", sim)
+    # every model's lineage verifies, each record signed and chained back to round 1
+    keys = {o: platform.consortium.encryption_key(o) for o in ORGS3}
+    for o in ORGS3:
+        rep = verify_model_lineage(platform.client(o), "p-eq", o, platform.store_root, keys)
+        assert rep.ok, rep.failures
+        assert (o, 1) in rep.records and (o, case.rounds) in rep.records
+    if case.image == "collab-rf":
+        # estimator-origin matrix (seed 003 Fig. 5) from the ledger alone equals the simulator's
+        orgs, matrix = estimator_origins(client, "p-eq")
+        expected = [[sum(1 for e in codec.decode(sim.models[owner])["estimators"] if e["creator"] == creator)
+                     for creator in orgs] for owner in orgs]
+        assert matrix == expected
+        assert sum(map(sum, matrix)) > 0 and any(matrix[i][j] for i in range(3) for j in range(3) if i != j)
+        # and each shared message's signed estimator list names exactly the estimators it carries
+        r2 = client.get_execution("p-eq", 2, "Org1MSP").result["outputs"]["messages"]
+        assert r2 and all(e[0] == "Org1MSP" and e[2].startswith("sha256:") for m in r2 for e in m["estimators"])
+
+
+def test_container_process_is_bit_identical_to_the_simulator(platform, engine):
+    case = dpsda_case()
+    from executor.runtimes.container import ContainerRuntime
+    client, image = start(platform, case, "p-ctr", runtime="container", engine=engine)
+    out = run_process(platform, "p-ctr", lambda: ContainerRuntime(client=engine))
+    assert out.status == "completed", (out.reason, out.agent_errors)
+    assert_bit_identical(platform, client, "p-ctr", simulated(case))
+    assert {r.runtime for r in client.query_executions("p-ctr")} == {"container"}
+
+
+def test_privacy_budget_refuses_the_round_that_would_exceed_it(platform):
+    # σ = 2, Δ = 1: every release spends ε = 0.5; a budget of 1.2 covers two releases, not three
+    case = dpsda_case(budget=1.2, rounds=5)
+    client, _ = start(platform, case, "p-dp")
+    out = run_process(platform, "p-dp", SandboxRuntime)
+    assert out.status == "failed" and "privacy budget exceeded" in out.reason
+    recs = client.query_executions("p-dp")
+    by_round = {}
+    for r in recs:
+        by_round.setdefault(r.round, []).append(r)
+    assert all(r.status == "completed" for rnd in (1, 2) for r in by_round[rnd])
+    assert max(r.epsilon_total for rnd in (1, 2) for r in by_round[rnd]) == pytest.approx(1.0)
+    failed = [r for r in recs if r.status == "failed"]
+    assert failed and all(r.round == 3 for r in failed)
+    refused = [r for r in failed if r.failure_reason.startswith("privacy budget exceeded")]
+    assert refused and all(r.failure_details["code"] == "PRIVACY_BUDGET_EXCEEDED" for r in refused)
+    assert all(r.status in ("failed", "running") for r in by_round[3])  # no round-3 result was accepted
+    assert not any(r.round > 3 for r in recs)              # the process stopped there
+    assert client.process_history("p-dp")[-1].value["status"] == "failed"
+
+
+def test_killed_agent_is_restarted_and_the_process_ends_complete_and_verified(platform):
+    case = dpsda_case()
+    client, _ = start(platform, case, "p-kill")
+    out = run_process(platform, "p-kill", SandboxRuntime, agents="processes",
+                      agent_env={"Org2MSP": {"CONSORTIA_AGENT_KILL_AT": "during_run:2"}})
+    assert out.status == "completed", (out.reason, out.agent_errors, out.restarts)
+    assert out.restarts == {"Org2MSP": 1}
+    assert_bit_identical(platform, client, "p-kill", simulated(case))
+    for r in client.query_executions("p-kill"):                # created once, completed once
+        states = [h.value["status"] for h in client.execution_history("p-kill", r.round, r.organisation)]
+        assert states == ["running", "completed"]
+    keys = {o: platform.consortium.encryption_key(o) for o in ORGS3}
+    assert all(verify_model_lineage(platform.client(o), "p-kill", o, platform.store_root, keys).ok for o in ORGS3)
+
+
+def test_organisation_with_a_different_image_digest_refuses_and_the_process_reports_it(tmp_path, platform):
+    case = dpsda_case()
+    client, image = start(platform, case, "p-img")
+    # Org3's local copy of the bundle differs by one byte from the one the process pins
+    from executor.images import bundle_digest, cache_root
+    genuine = cache_root() / "bundles" / image.reference.split(":", 1)[1]
+    local = tmp_path / "org3-bundles" / genuine.name
+    shutil.copytree(genuine, local)
+    target = local / "image" / "entrypoint.py"
+    target.chmod(0o644)
+    target.write_bytes(target.read_bytes() + b"\n# changed\n")
+    assert bundle_digest(local) != image.digest
+    platform.bundles_roots["Org3MSP"] = local.parent
+    out = run_process(platform, "p-img", SandboxRuntime)
+    assert out.status == "failed" and "image refused" in out.reason and "Org3MSP" in out.reason
+    rec = client.get_execution("p-img", 1, "Org3MSP")
+    assert rec.status == "failed" and rec.public_key == "" and rec.result is None   # never ran: no task key
+    assert rec.failure_details["pinned"] == image.digest
+    assert rec.failure_details["local"] == bundle_digest(local)
+    assert not any(r.organisation == "Org3MSP" and r.status == "completed" for r in client.query_executions("p-img"))

@@ -1,0 +1,100 @@
+"""Gateway error translation (ledger.fabric.errors)."""
+
+from __future__ import annotations
+
+import grpc
+import pytest
+from fabric_protos.gateway import gateway_pb2
+
+from chaincode.errors import AlreadyExists, Forbidden, NotFound
+from ledger.errors import (AccessDenied, EndorsementFailure, EndorsementPolicyFailure, LedgerError, MVCCConflict,
+                           TransactionInvalid)
+from ledger.fabric.errors import error_details, translate, validation_error
+
+
+def _ld(b: bytes) -> bytes:
+    n, out = len(b), bytearray()
+    while True:
+        out.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
+        n >>= 7
+        if not n:
+            return bytes(out)
+
+
+def status_bin(code: int, message: str, details: list[gateway_pb2.ErrorDetail]) -> bytes:
+    """google.rpc.Status{code=1, message=2, details=3 (Any{type_url=1, value=2})} by hand."""
+    out = b"\x08" + bytes([code]) + b"\x12" + _ld(message.encode()) + message.encode()
+    for d in details:
+        url = b"type.googleapis.com/gateway.ErrorDetail"
+        val = d.SerializeToString()
+        any_ = b"\x0a" + _ld(url) + url + b"\x12" + _ld(val) + val
+        out += b"\x1a" + _ld(any_) + any_
+    return out
+
+
+class FakeRpcError(grpc.RpcError):
+    def __init__(self, code, details, trailing=()):
+        self._code, self._details, self._trailing = code, details, trailing
+
+    def code(self):
+        return self._code
+
+    def details(self):
+        return self._details
+
+    def trailing_metadata(self):
+        return self._trailing
+
+
+def endorse_error(peer_message: str) -> FakeRpcError:
+    d = gateway_pb2.ErrorDetail(address="127.0.0.1:7051", msp_id="Org1MSP", message=peer_message)
+    return FakeRpcError(grpc.StatusCode.ABORTED, "failed to endorse transaction, see attached details",
+                        (("grpc-status-details-bin", status_bin(10, "failed", [d])),))
+
+
+def test_error_details_decoded_from_status_trailer():
+    err = endorse_error("chaincode response 404, boom")
+    [d] = error_details(err)
+    assert (d.address, d.msp_id, d.message) == ("127.0.0.1:7051", "Org1MSP", "chaincode response 404, boom")
+    assert error_details(FakeRpcError(grpc.StatusCode.UNKNOWN, "x")) == []
+
+
+def test_contract_error_in_detail_rebuilt_typed():
+    wire = NotFound("image x does not exist", key="x").to_wire()
+    err = translate(endorse_error(f"chaincode response 404, {wire}"), "endorse")
+    assert isinstance(err, NotFound) and err.details == {"key": "x"} and err.message == "image x does not exist"
+
+
+def test_contract_error_in_evaluate_message_rebuilt_typed():
+    wire = AlreadyExists("dup {braces} inside", id="a").to_wire()
+    err = translate(FakeRpcError(grpc.StatusCode.UNKNOWN, f"evaluate call to endorser returned error: "
+                                                          f"chaincode response 409, {wire}"), "evaluate")
+    assert isinstance(err, AlreadyExists) and err.message == "dup {braces} inside"
+    assert isinstance(translate(endorse_error(f"x {Forbidden('no').to_wire()}"), "endorse"), Forbidden)
+
+
+@pytest.mark.parametrize("msg", [
+    "access denied: channel [consortia] creator org unknown, creator is malformed",
+    "Failed evaluating policy on signed data during check policy on channel [c] with policy [/Channel/Application/Writers]",
+    "error validating proposal: access denied: channel [c] creator org [Org9MSP]",
+])
+def test_refused_identities_become_access_denied(msg):
+    assert isinstance(translate(endorse_error(msg), "endorse"), AccessDenied)
+    assert isinstance(translate(FakeRpcError(grpc.StatusCode.PERMISSION_DENIED, "no"), "evaluate"), AccessDenied)
+
+
+def test_other_failures_by_stage():
+    unavailable = FakeRpcError(grpc.StatusCode.UNAVAILABLE, "no peers")
+    assert type(translate(unavailable, "endorse")) is EndorsementFailure
+    assert type(translate(unavailable, "submit")) is LedgerError
+    assert "UNAVAILABLE" in str(translate(unavailable, "submit"))
+
+
+def test_validation_codes_to_typed_errors():
+    assert isinstance(validation_error("t", 11), MVCCConflict)
+    assert validation_error("t", 12).validation_code == "PHANTOM_READ_CONFLICT"
+    e = validation_error("t", 10)
+    assert isinstance(e, EndorsementPolicyFailure) and e.tx_id == "t"
+    dup = validation_error("t", 9)
+    assert type(dup) is TransactionInvalid and dup.validation_code == "DUPLICATE_TXID"
+    assert validation_error("t", 4242).validation_code == "4242"

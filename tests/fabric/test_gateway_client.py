@@ -1,0 +1,219 @@
+"""FabricLedger against an in-process fake Gateway that checks what a peer checks (signatures,
+low-S, tx id) -- so the client logic is tested where the real network is not installed."""
+
+from __future__ import annotations
+
+import threading
+from concurrent import futures
+
+import grpc
+import pytest
+from fabric_protos.common import common_pb2
+from fabric_protos.gateway import gateway_pb2, gateway_pb2_grpc
+from fabric_protos.peer import (chaincode_event_pb2, chaincode_pb2, proposal_pb2, proposal_response_pb2,
+                                transaction_pb2)
+
+from chaincode.errors import NotFound
+from ledger.errors import AccessDenied, CommitTimeout, MVCCConflict
+from ledger.fabric.gateway import FabricLedger, PeerEndpoint, submit_with_retry
+from ledger.fabric.proposal import compute_tx_id
+from ledger.identity import Consortium
+
+PORT = 17997
+
+
+def _ld(b: bytes) -> bytes:
+    """Length-delimited protobuf field body: varint length + bytes."""
+    n, out = len(b), bytearray()
+    while True:
+        out.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
+        n >>= 7
+        if not n:
+            return bytes(out) + b
+
+
+def _status_details(msg: str) -> bytes:
+    """google.rpc.Status{code=10, details=[Any(gateway.ErrorDetail)]}."""
+    d = gateway_pb2.ErrorDetail(address="peer", msp_id="Org1MSP", message=msg).SerializeToString()
+    any_ = b"\x0a" + _ld(b"type.googleapis.com/gateway.ErrorDetail") + b"\x12" + _ld(d)
+    return b"\x08\x0a" + b"\x1a" + _ld(any_)
+
+
+class FakeGateway(gateway_pb2_grpc.GatewayServicer):
+    def __init__(self, membership):
+        self.msp = membership
+        self.submitted: list[str] = []
+        self.codes: dict[str, int] = {}          # tx id -> validation code to report
+        self.conflicts_left = 0
+        self.events_calls: list[gateway_pb2.ChaincodeEventsRequest] = []
+        self.hang_commit = False
+
+    def _check(self, signed: proposal_pb2.SignedProposal, context) -> tuple[str, list[bytes]]:
+        prop = proposal_pb2.Proposal.FromString(signed.proposal_bytes)
+        header = common_pb2.Header.FromString(prop.header)
+        chdr = common_pb2.ChannelHeader.FromString(header.channel_header)
+        shdr = common_pb2.SignatureHeader.FromString(header.signature_header)
+        try:
+            self.msp.verify_signature(shdr.creator, signed.proposal_bytes, signed.signature)
+        except Exception as exc:
+            context.abort(grpc.StatusCode.PERMISSION_DENIED, f"access denied: {exc}")
+        if chdr.tx_id != compute_tx_id(shdr.nonce, shdr.creator):
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "incorrect txid")
+        cis = chaincode_pb2.ChaincodeInvocationSpec.FromString(
+            proposal_pb2.ChaincodeProposalPayload.FromString(prop.payload).input)
+        return chdr.tx_id, list(cis.chaincode_spec.input.args)
+
+    def _respond(self, args: list[bytes], context) -> bytes:
+        if args[0] == b"missing":
+            wire = NotFound("no such key", key="k").to_wire()
+            context.set_trailing_metadata((("grpc-status-details-bin", _status_details(f"chaincode response 404, {wire}")),))
+            context.abort(grpc.StatusCode.ABORTED, "failed to endorse transaction, see attached details")
+        return b"result:" + b",".join(args)
+
+    def Evaluate(self, request, context):  # noqa: N802
+        _, args = self._check(request.proposed_transaction, context)
+        return gateway_pb2.EvaluateResponse(result=proposal_response_pb2.Response(status=200, payload=self._respond(args, context)))
+
+    def Endorse(self, request, context):  # noqa: N802
+        tx_id, args = self._check(request.proposed_transaction, context)
+        action = proposal_pb2.ChaincodeAction(response=proposal_response_pb2.Response(status=200, payload=self._respond(args, context)))
+        prp = proposal_response_pb2.ProposalResponsePayload(extension=action.SerializeToString())
+        cap = transaction_pb2.ChaincodeActionPayload(action=transaction_pb2.ChaincodeEndorsedAction(
+            proposal_response_payload=prp.SerializeToString()))
+        tx = transaction_pb2.Transaction(actions=[transaction_pb2.TransactionAction(payload=cap.SerializeToString())])
+        creator = common_pb2.SignatureHeader.FromString(common_pb2.Header.FromString(
+            proposal_pb2.Proposal.FromString(request.proposed_transaction.proposal_bytes).header).signature_header).creator
+        payload = common_pb2.Payload(header=common_pb2.Header(
+            channel_header=common_pb2.ChannelHeader(tx_id=tx_id).SerializeToString(),
+            signature_header=common_pb2.SignatureHeader(creator=creator).SerializeToString()), data=tx.SerializeToString())
+        if args[0] == b"conflict" and self.conflicts_left > 0:
+            self.conflicts_left -= 1
+            self.codes[tx_id] = transaction_pb2.MVCC_READ_CONFLICT
+        return gateway_pb2.EndorseResponse(prepared_transaction=common_pb2.Envelope(payload=payload.SerializeToString()))
+
+    def Submit(self, request, context):  # noqa: N802
+        env = request.prepared_transaction
+        shdr = common_pb2.SignatureHeader.FromString(common_pb2.Payload.FromString(env.payload).header.signature_header)
+        try:
+            self.msp.verify_signature(shdr.creator, env.payload, env.signature)
+        except Exception as exc:
+            context.abort(grpc.StatusCode.PERMISSION_DENIED, f"bad envelope signature: {exc}")
+        self.submitted.append(request.transaction_id)
+        return gateway_pb2.SubmitResponse()
+
+    def CommitStatus(self, request, context):  # noqa: N802
+        req = gateway_pb2.CommitStatusRequest.FromString(request.request)
+        self.msp.verify_signature(req.identity, request.request, request.signature)
+        if self.hang_commit:
+            threading.Event().wait(5)
+        if req.transaction_id not in self.submitted:
+            context.abort(grpc.StatusCode.NOT_FOUND, "unknown tx")
+        return gateway_pb2.CommitStatusResponse(result=self.codes.get(req.transaction_id, transaction_pb2.VALID),
+                                                block_number=7)
+
+    def ChaincodeEvents(self, request, context):  # noqa: N802
+        req = gateway_pb2.ChaincodeEventsRequest.FromString(request.request)
+        self.msp.verify_signature(req.identity, request.request, request.signature)
+        self.events_calls.append(req)
+        start = req.start_position.specified.number
+        blocks = {5: ["t1", "t2"], 6: ["t3"], 8: ["t4"]}
+        first = len(self.events_calls) == 1
+        for b in sorted(blocks):
+            if b < start:
+                continue
+            ids = blocks[b]
+            if b == start and req.after_transaction_id in ids:
+                ids = ids[ids.index(req.after_transaction_id) + 1:]
+            if not ids:
+                continue
+            yield gateway_pb2.ChaincodeEventsResponse(block_number=b, events=[
+                chaincode_event_pb2.ChaincodeEvent(chaincode_id="cc", tx_id=t, event_name="E", payload=t.encode())
+                for t in ids])
+            if first and b == 5:
+                context.abort(grpc.StatusCode.UNAVAILABLE, "peer going down")   # break the stream once
+        threading.Event().wait(30)
+
+
+@pytest.fixture(scope="module")
+def consortium(tmp_path_factory):
+    return Consortium.generate(tmp_path_factory.mktemp("ids"), ["Org1", "Org2"])
+
+
+@pytest.fixture
+def gateway(consortium):
+    fake = FakeGateway(consortium.membership())
+    server = grpc.server(futures.ThreadPoolExecutor(8))
+    gateway_pb2_grpc.add_GatewayServicer_to_server(fake, server)
+    server.add_insecure_port(f"127.0.0.1:{PORT}")
+    server.start()
+    led = FabricLedger([PeerEndpoint("Org1MSP", f"127.0.0.1:{PORT}")], "ch", "cc")
+    yield fake, led
+    led.close()
+    server.stop(0).wait()
+
+
+def test_evaluate_and_submit_signed_as_the_peer_requires(gateway, consortium):
+    fake, led = gateway
+    ident = consortium.identity("Org2")                  # no Org2 peer here: uses the first
+    assert led.evaluate(ident, "get", "a", "b") == b"result:get,a,b"
+    r = led.submit(ident, "put", "k", "v")
+    assert (r.result, r.block_number, r.validation_code) == (b"result:put,k,v", 7, "VALID")
+    assert fake.submitted == [r.tx_id]
+
+
+def test_contract_error_from_error_details(gateway, consortium):
+    _, led = gateway
+    with pytest.raises(NotFound) as e:
+        led.submit(consortium.identity("Org1"), "missing")
+    assert e.value.details == {"key": "k"}
+
+
+def test_foreign_identity_refused(gateway, tmp_path):
+    _, led = gateway
+    stranger = Consortium.generate(tmp_path / "x", ["Org9"]).identity("Org9")
+    with pytest.raises(AccessDenied):
+        led.evaluate(stranger, "get")
+
+
+def test_mvcc_conflict_typed_and_retried(gateway, consortium):
+    fake, led = gateway
+    fake.conflicts_left = 1
+    with pytest.raises(MVCCConflict):
+        led.submit(consortium.identity("Org1"), "conflict")
+    fake.conflicts_left = 2
+    r = submit_with_retry(led, consortium.identity("Org1"), "conflict", attempts=3)
+    assert r.validation_code == "VALID"
+    fake.conflicts_left = 5
+    with pytest.raises(MVCCConflict):
+        submit_with_retry(led, consortium.identity("Org1"), "conflict", attempts=2)
+
+
+def test_commit_timeout(gateway, consortium):
+    fake, led = gateway
+    fake.hang_commit = True
+    ident = consortium.identity("Org1")
+    tx, env, _ = led.endorse(ident, "put", "k")
+    led.send(ident, tx, env)
+    with pytest.raises(CommitTimeout):
+        led.commit_status(ident, tx, timeout=0.5)
+
+
+def test_events_resume_after_broken_stream_without_loss_or_repeat(gateway, consortium):
+    fake, led = gateway
+    got = [(e.block_number, e.tx_id) for e in led.events(consortium.identity("Org1"), start_block=5, timeout=3)]
+    assert got == [(5, "t1"), (5, "t2"), (6, "t3"), (8, "t4")]
+    first, second = fake.events_calls[0], fake.events_calls[1]
+    assert first.start_position.WhichOneof("Type") == "specified" and first.start_position.specified.number == 5
+    assert (second.start_position.specified.number, second.after_transaction_id) == (5, "t2")
+
+
+def test_argument_validation(gateway, consortium):
+    _, led = gateway
+    with pytest.raises(ValueError):
+        FabricLedger([], "ch", "cc")
+    with pytest.raises(ValueError):
+        list(led.events(consortium.identity("Org1"), start_block=-1))
+    with pytest.raises(ValueError):
+        led.block(consortium.identity("Org1"), -1)
+    with pytest.raises(ValueError):
+        submit_with_retry(led, consortium.identity("Org1"), "x", attempts=0)

@@ -1,0 +1,159 @@
+"""Network configuration and commands (ledger.fabric.network, fabric-network/network)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from ledger.fabric.network import REPO_ROOT, FabricNetwork, NetworkConfig
+from ledger.fabric.testing import network_dir
+
+
+@pytest.fixture
+def net(tmp_path):
+    return FabricNetwork(NetworkConfig(net_dir=tmp_path / "net", organisations=("Org1", "Org2", "Org3")))
+
+
+@pytest.mark.parametrize("kw,msg", [({"organisations": ()}, "at least one"),
+                                    ({"organisations": ("A", "A")}, "unique"),
+                                    ({"port_base": 80}, "port_base")])
+def test_config_validation(kw, msg):
+    with pytest.raises(ValueError, match=msg):
+        NetworkConfig(**kw)
+
+
+def test_ports_follow_fabric_md_and_never_collide(net):
+    c = net.cfg
+    assert (c.orderer_port, c.orderer_admin_port, c.orderer_ops_port) == (7050, 7053, 8443)
+    assert [c.peer_port(i) for i in range(3)] == [7051, 8051, 9051]
+    assert [c.peer_ops_port(i) for i in range(3)] == [9444, 9445, 9446]
+    ports = [c.orderer_port, c.orderer_admin_port, c.orderer_ops_port, c.chaincode_port]
+    for i in range(3):
+        ports += [c.peer_port(i), c.peer_port(i) + 1, c.peer_ops_port(i)]
+    assert len(ports) == len(set(ports))
+
+
+def test_peer_environment_turns_docker_off_and_uses_the_ccaas_builder(net):
+    env = net.peer_env(1)
+    assert env["CORE_VM_ENDPOINT"] == ""
+    [builder] = json.loads(env["CORE_CHAINCODE_EXTERNALBUILDERS"])
+    assert Path(builder["path"]).is_absolute() and (Path(builder["path"]) / "bin" / "detect").exists()
+    assert builder["propagateEnvironment"] == ["CHAINCODE_AS_A_SERVICE_BUILDER_CONFIG"]
+    assert json.loads(env["CHAINCODE_AS_A_SERVICE_BUILDER_CONFIG"]) == {"ccport": "9999"}
+    assert env["CORE_PEER_GOSSIP_EXTERNALENDPOINT"] == "127.0.0.1:8051"
+    assert env["CORE_PEER_TLS_ENABLED"] == "true" and env["CORE_PEER_LOCALMSPID"] == "Org2MSP"
+    assert all(v.startswith("127.0.0.1:") for k, v in env.items() if k.endswith("ADDRESS"))
+
+
+def test_orderer_environment_tls_and_admin_mtls(net):
+    env = net.orderer_env()
+    assert env["ORDERER_GENERAL_TLS_ENABLED"] == env["ORDERER_ADMIN_TLS_CLIENTAUTHREQUIRED"] == "true"
+    assert env["ORDERER_GENERAL_BOOTSTRAPMETHOD"] == "none"
+    assert env["ORDERER_ADMIN_LISTENADDRESS"] == "127.0.0.1:7053"
+
+
+def test_configtx_has_every_organisation_and_the_batch_settings(net):
+    yaml = pytest.importorskip("yaml")
+    doc = yaml.safe_load(net.configtx_yaml())
+    prof = doc["Profiles"]["ConsortiaChannel"]
+    assert [o["ID"] for o in prof["Application"]["Organizations"]] == ["Org1MSP", "Org2MSP", "Org3MSP"]
+    assert prof["Orderer"]["BatchTimeout"] == "500ms" and prof["Orderer"]["OrdererType"] == "etcdraft"
+    assert doc["Capabilities"]["Channel"] == {"V3_0": True}
+    assert prof["Application"]["Policies"]["Endorsement"]["Rule"] == "MAJORITY Endorsement"
+    org2 = prof["Application"]["Organizations"][1]
+    assert org2["AnchorPeers"] == [{"Host": "127.0.0.1", "Port": 8051}]
+    assert "Org2MSP.peer" in org2["Policies"]["Endorsement"]["Rule"]
+
+
+def test_package_is_ccaas_and_reproducible(tmp_path):
+    net = FabricNetwork(NetworkConfig(net_dir=tmp_path / "net", chaincode_tls=False))
+    a = net.package().read_bytes()
+    b = net.package().read_bytes()
+    assert hashlib.sha256(a).digest() == hashlib.sha256(b).digest()     # same package id every time
+    with tarfile.open(net.package()) as tf:
+        assert sorted(tf.getnames()) == ["code.tar.gz", "metadata.json"]
+        meta = json.load(tf.extractfile("metadata.json"))
+        assert meta == {"type": "ccaas", "label": "consortia_1.0"}
+
+
+def test_tls_package_carries_client_credentials_and_root(net):
+    from cryptography import x509
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from ledger.identity import Consortium
+    Consortium.generate(net.crypto, net.cfg.organisations)
+    net._chaincode_tls_material()
+    with tarfile.open(net.package()) as tf:
+        with tarfile.open(fileobj=tf.extractfile("code.tar.gz")) as code:
+            conn = json.load(code.extractfile("connection.json"))
+    assert conn["tls_required"] is True and conn["client_auth_required"] is True
+    ca = x509.load_pem_x509_certificate(conn["root_cert"].encode())
+    for name in ("client", "server"):
+        cert = x509.load_pem_x509_certificate((net.chaincode_tls_dir / f"{name}.crt").read_bytes())
+        assert cert.issuer == ca.subject
+        ca.public_key().verify(cert.signature, cert.tbs_certificate_bytes, ec.ECDSA(cert.signature_hash_algorithm))
+    assert conn["client_cert"] == (net.chaincode_tls_dir / "client.crt").read_text()
+
+
+def test_two_organisation_network_generates_a_genesis_block(tmp_path):
+    n = FabricNetwork(NetworkConfig(net_dir=tmp_path / "net2", organisations=("Alpha", "Beta")))
+    if not (n.bin / "configtxgen").is_file():
+        pytest.skip("Fabric binaries not installed")
+    n.generate()
+    block = tmp_path / "net2" / "consortia.block"
+    assert block.stat().st_size > 1000
+    assert [o.msp_id for o in n.consortium().organisations] == ["AlphaMSP", "BetaMSP"]
+
+
+@pytest.mark.fabric
+def test_status_and_logs_commands_on_the_running_network(fabric):
+    script = REPO_ROOT / "fabric-network" / "network"
+    r = subprocess.run([str(script), "status", "--net-dir", str(network_dir())], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    st = json.loads(r.stdout)
+    assert all(st["running"].values()) and st["committed"] and st["package_id"].startswith("consortia_1.0:")
+    r = subprocess.run([str(script), "logs", "chaincode", "-n", "5", "--net-dir", str(network_dir())],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and len(r.stdout.splitlines()) == 5
+    r = subprocess.run([str(script), "logs", "nosuchnode", "--net-dir", str(network_dir())], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 1 and "no log" in r.stderr
+
+
+def test_missing_binaries_reported_when_install_cannot_fetch(tmp_path, monkeypatch):
+    """install.sh runs, fails fast without a module proxy, and the network names what is missing."""
+    from ledger.fabric.network import NetworkError
+    monkeypatch.setenv("GOPROXY", "off")
+    n = FabricNetwork(NetworkConfig(net_dir=tmp_path / "n", fabric_home=tmp_path / "nofabric"))
+    with pytest.raises(NetworkError, match="binaries missing.*peer"):
+        n.ensure_binaries()
+
+
+def test_connect_without_start_refuses_a_stopped_network(tmp_path):
+    from ledger.fabric.network import NetworkError, connect
+    with pytest.raises(NetworkError, match="no running Fabric network"):
+        connect(NetworkConfig(net_dir=tmp_path / "none"), start=False)
+
+
+@pytest.mark.fabric
+def test_connect_reuses_the_running_network(fabric):
+    from ledger.fabric.network import connect
+    led, cons, net = connect(fabric.network.cfg, start=False)
+    with led:
+        assert net.net == fabric.network.net
+        assert led.evaluate(cons.identity("Org3"), "KV:whoami")
+
+
+def test_a_recorded_pid_that_is_not_ours_is_never_signalled(net):
+    """After a reboot a recorded pid may belong to another process: it counts as not running
+    and ``down`` leaves it alone."""
+    import os
+    net.net.mkdir(parents=True)
+    net._save_state({"pids": {"orderer": os.getpid(), "peer0.org1": 999999999}})
+    assert net.running()["orderer"] is False and net.running()["peer0.org1"] is False
+    net.down()                       # must not signal this test process
+    assert net._state()["pids"] == {}
