@@ -91,6 +91,8 @@ class WarmWorker:
                        str(self.out_root.resolve()): {"bind": OUT_ROOT, "mode": "rw"},
                        str(self.data_dir.resolve()): {"bind": DATA, "mode": "ro"}}
             opts = self.runtime.container_options(volumes, self.limits)
+            if self.one_shot:
+                opts["auto_remove"] = True   # gone once it exits, even if its agent was killed
             if self.name:
                 opts["name"] = self.name
                 try:   # a worker left by a killed agent: replace it
