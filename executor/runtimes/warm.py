@@ -65,7 +65,9 @@ class WarmWorker:
         return self.root / "out"
 
     def start(self) -> "WarmWorker":
-        if self.root.exists():
+        if self.root.exists():   # left by a killed agent: destroy any handed-over key first
+            for key_file in self.root.rglob("task_key.pem"):
+                destroy_key_dir(key_file.parent)
             shutil.rmtree(self.root)
         self.in_root.mkdir(parents=True)
         self.out_root.mkdir(parents=True)
