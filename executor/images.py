@@ -296,14 +296,18 @@ def local_image_digest(client, reference: str) -> str | None:
 # --------------------------------------------------------------------------- sandbox bundles
 
 def interpreter_identity() -> dict[str, Any]:
-    """What a bundle runs with on the host: Python version and the pinned image packages."""
-    from importlib.metadata import version
+    """What a bundle runs with on the host: the Python version and the installed version of every
+    ``==``-pinned project dependency (numpy, scipy, scikit-learn, torch, ...), so that a bundle's
+    digest changes if any library an algorithm may import changes."""
+    from importlib.metadata import PackageNotFoundError, version
 
-    pins = {}
-    for req in image_requirements():
-        name = req.split("==")[0]
-        pins[name] = version(name)
-    return {"python": ".".join(map(str, sys.version_info[:3])), "packages": pins}
+    packages = {}
+    for name in sorted(project_pins()):
+        try:
+            packages[name] = version(name)
+        except PackageNotFoundError:
+            continue
+    return {"python": ".".join(map(str, sys.version_info[:3])), "packages": packages}
 
 
 def _bundle_files(d: Path) -> list[Path]:
@@ -342,7 +346,7 @@ def build_bundle(recipe: ImageRecipe, reference: str | None = None) -> BuiltImag
 
     Its reference is ``bundle:<directory name>`` (resolved under ``<cache>/bundles``)."""
     interp = interpreter_identity()
-    h = _hash_json(["bundle-v2", [[dst, _sha256_file(src)] for src, dst in recipe.payload_files()], interp])
+    h = _hash_json(["bundle-v3", [[dst, _sha256_file(src)] for src, dst in recipe.payload_files()], interp])
     d = cache_root() / "bundles" / f"{recipe.name}-{h[:16]}"
     if not (d / "bundle.json").exists():
         tmp = d.with_name(d.name + ".partial")
