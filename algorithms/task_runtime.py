@@ -25,6 +25,9 @@ publishes the signed manifest to the ledger. The file contract (documented in do
 The manifest bytes are exactly the canonical JSON (sorted keys, compact, UTF-8) of the result,
 so the signature verifies against the canonical form of the result the agent submits.
 
+``--serve`` / ``--serve-once`` (:func:`serve`) run the same contract task after task in one
+isolated worker: each task under ``/task/in-root/<name>/`` with outputs in ``/task/out-root/<name>/``.
+
 This module imports only numpy, ``cryptography`` and :mod:`algorithms` (it runs inside images).
 """
 

@@ -296,14 +296,18 @@ def local_image_digest(client, reference: str) -> str | None:
 # --------------------------------------------------------------------------- sandbox bundles
 
 def interpreter_identity() -> dict[str, Any]:
-    """What a bundle runs with on the host: Python version and the pinned image packages."""
-    from importlib.metadata import version
+    """What a bundle runs with on the host: the Python version and the installed version of every
+    ``==``-pinned project dependency (numpy, scipy, scikit-learn, torch, ...), so that a bundle's
+    digest changes if any library an algorithm may import changes."""
+    from importlib.metadata import PackageNotFoundError, version
 
-    pins = {}
-    for req in image_requirements():
-        name = req.split("==")[0]
-        pins[name] = version(name)
-    return {"python": ".".join(map(str, sys.version_info[:3])), "packages": pins}
+    packages = {}
+    for name in sorted(project_pins()):
+        try:
+            packages[name] = version(name)
+        except PackageNotFoundError:
+            continue
+    return {"python": ".".join(map(str, sys.version_info[:3])), "packages": packages}
 
 
 def _bundle_files(d: Path) -> list[Path]:
@@ -311,10 +315,28 @@ def _bundle_files(d: Path) -> list[Path]:
     return [p for p in sorted(d.rglob("*")) if p.is_file() and p.name != "bundle.json"]
 
 
+_BUNDLE_DIGESTS: dict[str, tuple[tuple, str]] = {}
+
+
 def bundle_digest(bundle_dir: str | os.PathLike) -> str:
-    """Digest of a bundle: sha256 of canonical JSON {files: [[path, sha256]...], interpreter}."""
+    """Digest of a bundle: sha256 of canonical JSON {files: [[path, sha256]...], interpreter}.
+
+    Recomputed whenever any file's (inode, size, mtime, ctime) or the file set changed since the
+    last computation in this process (as git's index does); ctime cannot be set back by a writer."""
     d = Path(bundle_dir)
-    listing = _tree_listing(d, _bundle_files(d))
+    files = _bundle_files(d)
+    signature = tuple((str(p), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+                      for p in [*files, d / "bundle.json"] if p.exists() for st in [p.stat()])
+    cached = _BUNDLE_DIGESTS.get(str(d.resolve()))
+    if cached is not None and cached[0] == signature:
+        return cached[1]
+    digest = _bundle_digest_uncached(d, files)
+    _BUNDLE_DIGESTS[str(d.resolve())] = (signature, digest)
+    return digest
+
+
+def _bundle_digest_uncached(d: Path, files: list[Path]) -> str:
+    listing = _tree_listing(d, files)
     interp = json.loads((d / "bundle.json").read_text())["interpreter"] if (d / "bundle.json").exists() else None
     return "sha256:" + _hash_json({"files": listing, "interpreter": interp})
 
@@ -324,7 +346,7 @@ def build_bundle(recipe: ImageRecipe, reference: str | None = None) -> BuiltImag
 
     Its reference is ``bundle:<directory name>`` (resolved under ``<cache>/bundles``)."""
     interp = interpreter_identity()
-    h = _hash_json(["bundle-v2", [[dst, _sha256_file(src)] for src, dst in recipe.payload_files()], interp])
+    h = _hash_json(["bundle-v3", [[dst, _sha256_file(src)] for src, dst in recipe.payload_files()], interp])
     d = cache_root() / "bundles" / f"{recipe.name}-{h[:16]}"
     if not (d / "bundle.json").exists():
         tmp = d.with_name(d.name + ".partial")
