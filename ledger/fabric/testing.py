@@ -70,7 +70,11 @@ def test_config() -> NetworkConfig:
         return NetworkConfig(dispatch=TEST_DISPATCH, net_dir=net_dir)
     saved = net_dir / "port_base"
     if saved.is_file():
-        return NetworkConfig(dispatch=TEST_DISPATCH, net_dir=net_dir, port_base=int(saved.read_text()))
+        cfg = NetworkConfig(dispatch=TEST_DISPATCH, net_dir=net_dir, port_base=int(saved.read_text()))
+        # keep the ports while our network holds them; if it is down and another program took
+        # them meanwhile, choose a free range again instead of failing to start
+        if FabricNetwork(cfg).is_up() or _ports_free(cfg):
+            return cfg
     for base in PORT_BASES:
         cfg = NetworkConfig(dispatch=TEST_DISPATCH, net_dir=net_dir, port_base=base)
         if _ports_free(cfg):
