@@ -25,6 +25,9 @@ publishes the signed manifest to the ledger. The file contract (documented in do
 The manifest bytes are exactly the canonical JSON (sorted keys, compact, UTF-8) of the result,
 so the signature verifies against the canonical form of the result the agent submits.
 
+``--serve`` / ``--serve-once`` (:func:`serve`) run the same contract task after task in one
+isolated worker: each task under ``/task/in-root/<name>/`` with outputs in ``/task/out-root/<name>/``.
+
 This module imports only numpy, ``cryptography`` and :mod:`algorithms` (it runs inside images).
 """
 
@@ -363,6 +366,26 @@ def _run_reporting(task_dir: str | os.PathLike, data_dir: str | os.PathLike, key
     return 0
 
 
+class _Lifeline:
+    """If stdin is a pipe (the sandbox runtime passes one whose write end only the executor holds),
+    EOF on it means the executor is gone: the worker must not outlive it."""
+
+    def __init__(self) -> None:
+        import stat
+        try:
+            self.fd = sys.stdin.fileno()
+            self.active = stat.S_ISFIFO(os.fstat(self.fd).st_mode)
+        except (OSError, ValueError, AttributeError):
+            self.active = False
+
+    def cut(self) -> bool:
+        if not self.active:
+            return False
+        import select
+        readable, _, _ = select.select([self.fd], [], [], 0)
+        return bool(readable) and os.read(self.fd, 1) == b""
+
+
 def _preload(only_algorithm: str | None) -> None:
     """Import the signing code and the image's algorithm module ahead of the first task."""
     from cryptography.hazmat.primitives import hashes, serialization  # noqa: F401
@@ -382,15 +405,16 @@ def serve(in_root: str | os.PathLike = "/task/in-root", out_root: str | os.PathL
     The executor writes each task as ``<in_root>/<name>/{in/..., key/task_key.pem}`` and then the
     empty file ``<in_root>/<name>/READY``; the worker runs it with outputs in ``<out_root>/<name>/``
     and then writes ``<out_root>/<name>/DONE`` (exit status). ``<in_root>/STOP`` ends the worker;
-    so does ``idle_exit_s`` without a task, or ``max_tasks`` tasks (``--serve-once``: a one-shot
+    so does EOF on a stdin pipe (the executor died), ``idle_exit_s`` without a task, or ``max_tasks`` tasks (``--serve-once``: a one-shot
     worker started while the executor registers the task key). Everything a task needs is imported
     before waiting. Polls every 1-2 ms, backing off to 50 ms after 2 s idle."""
     _preload(only_algorithm)
+    lifeline = _Lifeline()
     in_root, out_root = Path(in_root), Path(out_root)
     done: set[str] = set()
     delay, idle_since = 0.001, time.monotonic()
     while True:
-        if (in_root / "STOP").exists():
+        if (in_root / "STOP").exists() or lifeline.cut():
             return 0
         ready = sorted(p.parent.name for p in in_root.glob("*/READY") if p.parent.name not in done)
         for name in ready:

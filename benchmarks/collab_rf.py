@@ -1,7 +1,7 @@
 """Reproduce seed 003 §VI (collaborative random forests on credit-card fraud).
 
     python -m benchmarks.collab_rf            # the full 20-node experiment (284,807 rows)
-    python -m benchmarks.collab_rf --quick    # every fraud, 10 % of the normal rows
+    python -m benchmarks.collab_rf --quick    # every fraud, 5 % of the normal rows
 
 Runs the step function through the in-memory simulator (the platform's code path) for the
 four topologies of Fig. 3 and both GET_TOP rankings, plus the centralised baseline, and writes
@@ -35,6 +35,7 @@ from algorithms.topologies.static import complete, empty, ring
 RESULTS = Path(__file__).resolve().parent / "results"
 TOPOLOGIES = ("full", "pairwise", "random", "disconnected")
 METRICS = ("bacc", "prec", "rec")
+QUICK_FRACTION = 0.05
 
 # Seed 003 Table 3: (mean, median) per metric, train and test; centralised: single values.
 PAPER_TABLE3 = {
@@ -103,7 +104,7 @@ def time_get_top(seed: int = 0) -> dict:
     they reach depth 10), selecting n_share = 10 and n_max = 50."""
     from sklearn.datasets import make_classification
     from sklearn.ensemble import RandomForestRegressor
-    X, y = make_classification(n_samples=8000, n_features=29, n_informative=12, random_state=seed)
+    X, y = make_classification(n_samples=4000, n_features=29, n_informative=12, random_state=seed)
     rf = RandomForestRegressor(n_estimators=60, max_depth=10, random_state=seed, n_jobs=1).fit(X, y)
     ests = [from_sklearn_tree(t, f"org{i % 20:02d}", i, np.zeros(29), np.ones(29)) for i, t in enumerate(rf.estimators_)]
     depths = [t.get_depth() for t in rf.estimators_]
@@ -130,7 +131,7 @@ def write_reports(tag: str, split, summaries: dict, improvements: dict, origins:
     paths = []
     lines = [f"# Collaborative RF on credit-card fraud ({tag})", "",
              "Reproduction of seed 003 §VI (ALGORITHMS.md §5.4). "
-             + ("QUICK run: all frauds, 10 % of the normal rows of each node (train and test); numbers are not comparable to the paper's."
+             + ("QUICK run: all frauds, 5 % of the normal rows of each node (train and test); numbers are not comparable to the paper's."
                 if quick else "Full data: 284,807 rows, N = 20, offset 0.7."), "",
              "## Table 1: split (train samples / frauds per node; ours vs paper)", "",
              "| node | train (ours) | frauds (ours) | train (paper) | frauds (paper) |", "|---|---|---|---|---|"]
@@ -209,7 +210,8 @@ def improvement_stats(scores: dict[str, dict], base: dict[str, dict], orgs: list
 
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="all frauds, 10%% of the normal rows")
+    ap.add_argument("--quick", action="store_true", help="all frauds, 5%% of the normal rows")
+    ap.add_argument("--n-jobs", type=int, default=1, help="threads per forest fit (results do not depend on it)")
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--max-depth", type=int, default=10)
     ap.add_argument("--rankings", default="pgreedy_treekernel,linreg_bootstrap")
@@ -218,7 +220,7 @@ def main(argv: list[str] | None = None) -> dict:
     X, y = load_creditcard()
     split = split_nodes(X, y)
     if args.quick:
-        split = subsample_split(split, 0.1, seed=args.seed)
+        split = subsample_split(split, QUICK_FRACTION, seed=args.seed)
     orgs = [n.name for n in split.nodes]
     datasets = {n.name: LocalDataset(n.X_train, n.y_train, name=n.name) for n in split.nodes}
     print("Table 1 (train samples, frauds):", split.table1(), "common test:", len(split.y_test), int(split.y_test.sum()))
@@ -229,13 +231,13 @@ def main(argv: list[str] | None = None) -> dict:
     for ranking in [r for r in args.rankings.split(",") if r]:
         runs, scores = {}, {}
         for topo in TOPOLOGIES:
-            runs[topo] = run_topology(topo, datasets, ranking, args.seed, max_depth=args.max_depth)
+            runs[topo] = run_topology(topo, datasets, ranking, args.seed, max_depth=args.max_depth, n_jobs=args.n_jobs)
             scores[topo] = evaluate(runs[topo]["models"], datasets, split.X_test, split.y_test)
             timings[f"{ranking}/{topo}"] = runs[topo]["seconds"]
             s = summarise(scores[topo])
             print(f"[{ranking}] {topo:12s} {runs[topo]['seconds']:6.1f}s  test BAcc {_fmt(s['test_bacc'])}  "
                   f"Prec {_fmt(s['test_prec'])}  Rec {_fmt(s['test_rec'])}  | train BAcc {_fmt(s['train_bacc'])}", flush=True)
-        c = run_topology("disconnected", central_data, ranking, args.seed, max_depth=args.max_depth)
+        c = run_topology("disconnected", central_data, ranking, args.seed, max_depth=args.max_depth, n_jobs=args.n_jobs)
         timings[f"{ranking}/centralised"] = c["seconds"]
         scores["centralised"] = evaluate(c["models"], central_data, split.X_test, split.y_test)
         print(f"[{ranking}] centralised  {c['seconds']:6.1f}s  {scores['centralised']['central']}", flush=True)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import sys
@@ -171,7 +172,6 @@ def main(argv: list[str] | None = None) -> int:
         proc = subprocess.run([str(root / "scripts" / "install-container-engine")], capture_output=True, text=True)
         if proc.returncode != 0:
             raise SystemExit(f"container engine unavailable: {proc.stderr[-500:]}")
-        import os
         os.environ.setdefault("CONSORTIA_DOCKER_HOST", proc.stdout.strip().splitlines()[-1])
 
     inproc = inprocess_seconds(repeats)
@@ -193,8 +193,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"warm {rt:9s} per-round overhead, median of {repeats}: {d['overhead_s']:.3f} s "
                       f"[min {d['overhead_min_s']:.3f}, max {d['overhead_max_s']:.3f}] "
                       f"(stretch target < 0.10 s: {'met' if d['overhead_s'] < 0.1 else 'MISSED'})")
+    load = os.getloadavg()[0]
+    print(f"load average (1 min) at the end: {load:.1f} on {os.cpu_count()} cores -- the figures scale with it")
     summary = {"benchmark": "executor", "quick": bool(args.quick), "repeats": repeats,
-               "inprocess_s": round(inproc, 6)}
+               "inprocess_s": round(inproc, 6), "load_average": round(load, 2)}
     for rt in runtimes:
         summary[f"{rt}_overhead_s"] = round(details[rt]["overhead_s"], 4)
         if f"warm_{rt}" in details:
@@ -211,7 +213,8 @@ def main(argv: list[str] | None = None) -> int:
         d = details[rt]
         lines.append(f"| {rt} | {d['overhead_s']:.3f} | {d['overhead_min_s']:.3f} | {d['overhead_max_s']:.3f} | "
                      f"{d['wall_s']:.3f} | {TARGETS.get(rt + '_overhead_s', 0.1 if rt.startswith('warm_') else '')} |")
-    lines += ["", f"In-process init+step: {inproc * 1e3:.3f} ms.", ""]
+    lines += ["", f"In-process init+step: {inproc * 1e3:.3f} ms. Load average at the end: {load:.1f} "
+              f"on {os.cpu_count()} shared cores.", ""]
     (RESULTS / f"{name}.md").write_text("\n".join(lines))
     print(json.dumps(summary, sort_keys=True))
     return 0

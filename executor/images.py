@@ -311,10 +311,28 @@ def _bundle_files(d: Path) -> list[Path]:
     return [p for p in sorted(d.rglob("*")) if p.is_file() and p.name != "bundle.json"]
 
 
+_BUNDLE_DIGESTS: dict[str, tuple[tuple, str]] = {}
+
+
 def bundle_digest(bundle_dir: str | os.PathLike) -> str:
-    """Digest of a bundle: sha256 of canonical JSON {files: [[path, sha256]...], interpreter}."""
+    """Digest of a bundle: sha256 of canonical JSON {files: [[path, sha256]...], interpreter}.
+
+    Recomputed whenever any file's (inode, size, mtime, ctime) or the file set changed since the
+    last computation in this process (as git's index does); ctime cannot be set back by a writer."""
     d = Path(bundle_dir)
-    listing = _tree_listing(d, _bundle_files(d))
+    files = _bundle_files(d)
+    signature = tuple((str(p), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+                      for p in [*files, d / "bundle.json"] if p.exists() for st in [p.stat()])
+    cached = _BUNDLE_DIGESTS.get(str(d.resolve()))
+    if cached is not None and cached[0] == signature:
+        return cached[1]
+    digest = _bundle_digest_uncached(d, files)
+    _BUNDLE_DIGESTS[str(d.resolve())] = (signature, digest)
+    return digest
+
+
+def _bundle_digest_uncached(d: Path, files: list[Path]) -> str:
+    listing = _tree_listing(d, files)
     interp = json.loads((d / "bundle.json").read_text())["interpreter"] if (d / "bundle.json").exists() else None
     return "sha256:" + _hash_json({"files": listing, "interpreter": interp})
 

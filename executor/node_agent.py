@@ -57,7 +57,7 @@ from algorithms.task_runtime import TaskSpec
 from algorithms.topologies.base import Topology
 from chaincode.errors import AlreadyExists, BudgetExceeded, ContractError, InvalidState, NotFound
 from executor.artifacts import ArtifactRef, ArtifactStore, MessageRef, open_message
-from executor.errors import ExecutorError, ImageDigestMismatch, ManifestInvalid, TaskFailed
+from executor.errors import ExecutorError, ImageDigestMismatch, ManifestInvalid, RuntimeUnavailable, TaskFailed
 from executor.images import cache_root, verify_digest
 from executor.runtimes.base import Limits, TaskRuntime
 from executor.runtimes.warm import WarmWorker
@@ -210,18 +210,20 @@ class NodeAgent:
         self.store_root = Path(store_root)
         self.state_dir = Path(state_dir) / self.org
         self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.state_dir.chmod(0o700)   # salt, key journal, task directories: this organisation's only
         self.limits = limits
         self.images = images or ImageResolver(runtime)
         self.journal = TaskJournal(self.state_dir / "tasks", consortium, self.org)
         self._salt = self._data_salt()
         self.warm = warm
         self._workers: dict[str, WarmWorker] = {}
+        self._finished: set[str] = set()   # processes this agent saw finished (run_once skips them)
 
     # ---- warm workers (one per process, same isolation, fresh key per round)
     def _worker(self, process: ProcessRecord, image: ImageRecord) -> WarmWorker:
         pid = process.id
         w = self._workers.get(pid)
-        if w is not None and w.alive():
+        if w is not None and w.alive(max_age=2.0):
             return w
         if w is not None:
             w.stop()
@@ -283,11 +285,17 @@ class NodeAgent:
         An infrastructure error (engine down, ledger unreachable) is logged and retried on the
         next pass; it is not recorded as a task failure."""
         outcomes = []
-        for p in self.processes():
+        for p in self.client.list_processes():
+            if self.org not in p.consortium or p.id in self._finished or p.status == "created":
+                continue
             try:
-                outcomes.append(self.run_process_round(p.id))
+                outcome = self.run_process_round(p.id)
             except (ExecutorError, OSError) as exc:
                 log.error("%s: process %s: %s (will retry)", self.org, p.id, exc)
+                continue
+            if outcome.status == "done":   # final: model published, journal and workers cleared
+                self._finished.add(p.id)
+            outcomes.append(outcome)
         return outcomes
 
     def run_until_idle(self, process_id: str, timeout: float = 600.0, poll: float = 0.05) -> list[RoundOutcome]:
@@ -296,7 +304,12 @@ class NodeAgent:
         deadline = time.monotonic() + timeout
         outcomes: list[RoundOutcome] = []
         while time.monotonic() < deadline:
-            o = self.run_process_round(process_id)
+            try:
+                o = self.run_process_round(process_id)
+            except RuntimeUnavailable as exc:   # e.g. a worker ended before its task: start anew
+                log.warning("%s: %s (retrying)", self.org, exc)
+                time.sleep(poll)
+                continue
             if o.status != "waiting":
                 outcomes.append(o)
             if o.status in ("done", "failed"):
@@ -368,9 +381,13 @@ class NodeAgent:
     def _execute(self, process: ProcessRecord, rnd: int, record: ExecutionRecord | None) -> RoundOutcome:
         pid = process.id
         image = self.client.get_image(process.image_id)
-        # 1. verify the image before anything else
+        # 1. verify the image before anything else (a live warm worker was verified when it started
+        #    and runs that image id for its whole life: nothing to re-check)
         try:
-            verify_digest(image.reference, process.image_digest, self.images.local_digest(image.reference))
+            live = self._workers.get(pid)
+            if not (self.warm and live is not None and live.image_digest == process.image_digest
+                    and live.alive(max_age=2.0)):
+                verify_digest(image.reference, process.image_digest, self.images.local_digest(image.reference))
         except ImageDigestMismatch as exc:
             return self._fail(pid, rnd, f"image refused: {exc}", {"code": exc.code, "pinned": exc.pinned,
                                                                     "local": exc.local or ""})

@@ -30,7 +30,7 @@ from algorithms.consensus import (mixing_rate, random_chunks, rounds_for_toleran
                                   share_recipients, split_shares, step_size, sum_in_order)
 from algorithms.step import TaskContext
 from algorithms.topologies.random_graphs import RandomLinkTopology
-from algorithms.topologies.static import cic_adjacency, complete, ring
+from algorithms.topologies.static import complete, cycle_with_inverse_chord, ring
 
 GRAPHS = ("cic", "ring", "complete", "random-link")
 MODES = ("exact", "consensus")
@@ -81,23 +81,15 @@ class AggregationConfig:
         return asdict(self)
 
 
-class _Static:
-    def __init__(self, A: np.ndarray):
-        self.A = A
-
-    def adjacency(self, round: int) -> np.ndarray:
-        return self.A
-
-
 @lru_cache(maxsize=64)
 def consensus_topology(graph: str, S: int, seed: int):
     """The consensus graph every participant rebuilds from (graph kind, S, process seed)."""
     if graph == "cic":
-        return _Static(cic_adjacency(S))
+        return cycle_with_inverse_chord(S)
     if graph == "ring":
-        return _Static(ring(S).adjacency(1))
+        return ring(S)
     if graph == "complete":
-        return _Static(complete(S).adjacency(1))
+        return complete(S)
     if graph == "random-link":
         return RandomLinkTopology(S, seed)
     raise ValueError(f"unknown consensus graph {graph!r}")

@@ -156,16 +156,18 @@ def solve_precision(Sigma: np.ndarray, N_bar: float, rho: float, *, tol: float =
     return 0.5 * (Lam + Lam.T)
 
 
-def glasso_admm(S: np.ndarray, alpha: float, *, penalty: float = 1.0, tol: float = 1e-10,
-                max_iter: int = 20000) -> np.ndarray:
-    """argmax_{Λ≻0} ln|Λ| − Tr(ΛS) − α||Λ||_1 (all entries penalised) by ADMM (Boyd et al. 2011, §6.5).
+def glasso_admm(S: np.ndarray, alpha: float, *, rel_tol: float = 1e-9, max_iter: int = 5000) -> np.ndarray:
+    """argmax_{Λ≻0} ln|Λ| − Tr(ΛS) − α||Λ||_1 (all entries penalised) by ADMM (Boyd et al. 2011, §6.5, with
+    residual balancing of the penalty, §3.4.1).
 
     Robust fallback for ill-conditioned S (e.g. components fitted to a handful of integer-valued rows);
     each iteration is one symmetric eigen-decomposition. Returns the primal iterate Θ (positive definite).
     """
     M = S.shape[0]
+    penalty = 1.0 / max(float(np.abs(S).max()), 1e-12)
     Z = np.eye(M)
-    U = np.zeros((M, M))
+    U = np.zeros((M, M))                          # scaled dual variable
+    Theta = Z
     for _ in range(max_iter):
         e, Q = np.linalg.eigh(penalty * (Z - U) - S)
         theta = (e + np.sqrt(e * e + 4 * penalty)) / (2 * penalty)
@@ -174,8 +176,17 @@ def glasso_admm(S: np.ndarray, alpha: float, *, penalty: float = 1.0, tol: float
         A = Theta + U
         Z = np.sign(A) * np.maximum(np.abs(A) - alpha / penalty, 0.0)
         U = U + Theta - Z
-        if np.abs(Theta - Z).max() < tol and penalty * np.abs(Z - Z_old).max() < tol:
+        r = np.linalg.norm(Theta - Z)             # primal residual
+        d = penalty * np.linalg.norm(Z - Z_old)   # dual residual
+        scale = max(np.linalg.norm(Theta), np.linalg.norm(Z), 1e-300)
+        if r <= rel_tol * scale and d <= rel_tol * max(penalty * np.linalg.norm(U), 1e-300) * 10 + rel_tol * scale:
             break
+        if r > 10 * d:
+            penalty *= 2.0
+            U /= 2.0
+        elif d > 10 * r:
+            penalty /= 2.0
+            U *= 2.0
     return 0.5 * (Theta + Theta.T)
 
 

@@ -171,8 +171,11 @@ class SandboxRuntime:
 
     def spawn(self, bundle: Path, mounts: TaskMounts | Sequence[tuple[Path, str, str]], limits: Limits,
               command: Sequence[str] | None = None, cpu_seconds: int | None = None,
-              stdout: int = subprocess.PIPE) -> tuple[subprocess.Popen, "_Cgroup"]:
-        """Start the sandbox (limits applied in the child before exec); caller waits and closes."""
+              stdout: int = subprocess.PIPE, lifeline: bool = False) -> tuple[subprocess.Popen, "_Cgroup"]:
+        """Start the sandbox (limits applied in the child before exec); caller waits and closes.
+
+        ``lifeline``: the sandbox's stdin is a pipe whose write end only the caller holds; a
+        worker exits when it reads EOF, i.e. when the caller dies, however it dies."""
         cg = _Cgroup(limits)
         cpu_s = cpu_seconds or max(1, int(limits.timeout_s) + 1)
         as_bytes = max(limits.memory_bytes, 1 << 30) * 4   # address space >> RSS (numpy/BLAS maps)
@@ -187,7 +190,8 @@ class SandboxRuntime:
                 resource.setrlimit(resource.RLIMIT_NPROC, (limits.pids, limits.pids))
 
         try:
-            proc = subprocess.Popen(self.command(bundle, mounts, command), stdin=subprocess.DEVNULL,
+            proc = subprocess.Popen(self.command(bundle, mounts, command),
+                                    stdin=subprocess.PIPE if lifeline else subprocess.DEVNULL,
                                     stdout=stdout, stderr=subprocess.STDOUT,
                                     preexec_fn=preexec, close_fds=True)
         except BaseException:

@@ -52,6 +52,7 @@ class WarmWorker:
         self._cgroup = None
         self._container = None
         self._count = 0
+        self._alive_at = 0.0
         self.name = name   # container name; an older worker of the same name is replaced
         self.one_shot = one_shot   # a fresh container/sandbox for exactly one task, started early
 
@@ -64,7 +65,9 @@ class WarmWorker:
         return self.root / "out"
 
     def start(self) -> "WarmWorker":
-        if self.root.exists():
+        if self.root.exists():   # left by a killed agent: destroy any handed-over key first
+            for key_file in self.root.rglob("task_key.pem"):
+                destroy_key_dir(key_file.parent)
             shutil.rmtree(self.root)
         self.in_root.mkdir(parents=True)
         self.out_root.mkdir(parents=True)
@@ -84,12 +87,14 @@ class WarmWorker:
             cmd = [os.path.abspath(self.runtime.python), "-s", f"{BUNDLE_MOUNT}/image/entrypoint.py", self._mode]
             self._proc, self._cgroup = self.runtime.spawn(
                 self.bundle_dir, binds, self.limits, cmd, stdout=subprocess_devnull(),
-                cpu_seconds=None if self.one_shot else 10**6)
+                cpu_seconds=None if self.one_shot else 10**6, lifeline=True)
         elif self.runtime.name == "container":
             volumes = {str(self.in_root.resolve()): {"bind": IN_ROOT, "mode": "ro"},
                        str(self.out_root.resolve()): {"bind": OUT_ROOT, "mode": "rw"},
                        str(self.data_dir.resolve()): {"bind": DATA, "mode": "ro"}}
             opts = self.runtime.container_options(volumes, self.limits)
+            if self.one_shot:
+                opts["auto_remove"] = True   # gone once it exits, even if its agent was killed
             if self.name:
                 opts["name"] = self.name
                 try:   # a worker left by a killed agent: replace it
@@ -109,22 +114,29 @@ class WarmWorker:
     def _mode(self) -> str:
         return "--serve-once" if self.one_shot else "--serve"
 
-    def alive(self) -> bool:
+    def alive(self, max_age: float = 0.0) -> bool:
+        """Is the worker running? For a container this is an engine API call; an answer younger
+        than ``max_age`` seconds is reused."""
         if self._proc is not None:
             return self._proc.poll() is None
         if self._container is not None:
+            now = time.monotonic()
+            if max_age and now - self._alive_at <= max_age:
+                return True
             try:
                 self._container.reload()
-                return self._container.status == "running"
+                ok = self._container.status == "running"
             except Exception:
-                return False
+                ok = False
+            self._alive_at = now if ok else 0.0
+            return ok
         return False
 
     def run(self, spec: TaskSpec, task_key: TaskKey, previous_state: bytes | None,
             inbox: Mapping[str, bytes]) -> TaskOutputs:
         if spec.runtime != self.runtime.name or spec.image_digest != self.image_digest:
             raise ValueError("task is for another runtime or image than this worker")
-        if not self.alive():
+        if not self.alive(max_age=0.5):
             raise RuntimeUnavailable("warm worker is not running")
         self._count += 1
         name = f"{spec.round:06d}-{self._count}"
@@ -139,13 +151,18 @@ class WarmWorker:
             task_key.hand_over(mounts.key_dir, uid=self.runtime.task_uid)
             (task_dir / "READY").touch()
             deadline = time.monotonic() + self.limits.timeout_s
-            delay = 0.0005
+            delay, next_check = 0.0005, time.monotonic() + 0.5
             while not (out / "DONE").exists():
-                if time.monotonic() > deadline:
+                now = time.monotonic()
+                if now > deadline:
                     self.stop()
                     raise TaskFailed(f"warm {self.runtime.name} task timed out")
-                if not self.alive() and not (out / "DONE").exists():
-                    raise TaskFailed(f"{self.runtime.name} worker died during the task")
+                if now > next_check:   # liveness costs an engine API call: not on every poll
+                    next_check = now + 0.5
+                    if not self.alive() and not (out / "DONE").exists():
+                        if not out.exists():   # died before taking the task: retry with a new worker
+                            raise RuntimeUnavailable(f"{self.runtime.name} worker ended before the task started")
+                        raise TaskFailed(f"{self.runtime.name} worker died during the task")
                 time.sleep(delay)
                 delay = min(delay * 1.5, 0.01)
         finally:
@@ -157,19 +174,19 @@ class WarmWorker:
         finally:
             shutil.rmtree(task_dir, ignore_errors=True)
 
-    def stop(self) -> None:
-        """End the worker. A one-shot worker has already delivered its result (or failed): it is
-        reaped on a background thread so that its teardown is off the task's critical path."""
+    def stop(self, wait: bool = False) -> None:
+        """End the worker. Its results are already delivered (or it failed), so by default it is
+        reaped on a background thread, off the critical path; ``wait=True`` reaps it here."""
         try:
             (self.in_root / "STOP").touch()
         except OSError:
             pass
         proc, cgroup, container = self._proc, self._cgroup, self._container
         self._proc = self._cgroup = self._container = None
-        if self.one_shot:
-            _reaper().submit(_reap, proc, cgroup, container, 5.0)
+        if wait:
+            _reap(proc, cgroup, container, 2.0)
         else:
-            _reap(proc, cgroup, container, 1.0)
+            _reaper().submit(_reap, proc, cgroup, container, 5.0)
 
     def __enter__(self) -> "WarmWorker":
         return self.start()
@@ -198,6 +215,11 @@ def flush_reaper() -> None:
 
 
 def _reap(proc, cgroup, container, grace: float) -> None:
+    if proc is not None and proc.stdin is not None:
+        try:
+            proc.stdin.close()   # the worker's lifeline: EOF ends it even if it missed STOP
+        except OSError:
+            pass
     if proc is not None:
         try:
             proc.wait(timeout=grace)

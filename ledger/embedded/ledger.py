@@ -143,7 +143,10 @@ class EmbeddedLedger:
     def _check_proposal(self, proposal: dict[str, Any], signature: bytes) -> None:
         """What a peer's endorser checks before running chaincode (msgvalidation.go)."""
         creator = B.unb64(proposal["creator"])
-        self.membership.verify_signature(creator, canonical_json(proposal), signature)  # raises AccessDenied
+        msp_id, role = self.membership.verify_signature(creator, canonical_json(proposal), signature)  # AccessDenied
+        if role not in ("client", "admin"):
+            # Fabric's proposal ACL is the channel's Writers policy: admin or client identities
+            raise AccessDenied(f"a {role} identity of {msp_id} may not send proposals (Writers policy: admin | client)")
         if B.compute_tx_id(B.unb64(proposal["nonce"]), creator) != proposal["tx_id"]:
             raise AccessDenied("proposal transaction id is not sha256(nonce || creator)")
         if proposal["channel"] != self.channel or proposal["chaincode"] != self.chaincode:

@@ -144,17 +144,21 @@ class FabricNetwork:
     def _save_state(self, st: dict) -> None:
         self.state_file.write_text(json.dumps(st, indent=2, sort_keys=True))
 
-    @staticmethod
-    def _alive(pid: int) -> bool:
+    def _marker(self, name: str) -> bytes:
+        """Environment entry every node we start carries: proves a recorded pid is still ours."""
+        return f"CONSORTIA_FABRIC_NODE={self.net.resolve()}:{name}".encode()
+
+    def _alive(self, pid: int, name: str) -> bool:
+        """True iff ``pid`` runs, is not a zombie, and is the node ``name`` this network started
+        (a recycled pid of another process is never taken for ours, so never signalled)."""
         try:
-            os.kill(pid, 0)
-        except OSError:
-            return False
-        try:   # a zombie is not alive
             with open(f"/proc/{pid}/stat") as f:
-                return f.read().split()[2] != "Z"
-        except OSError:
-            return True
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return False
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                return self._marker(name) in f.read().split(b"\0")
+        except (OSError, IndexError):
+            return False
 
     # ------------------------------------------------------------------ processes
     def _env(self, extra: dict[str, str]) -> dict[str, str]:
@@ -165,6 +169,7 @@ class FabricNetwork:
     def _spawn(self, name: str, argv: list[str], env: dict[str, str]) -> int:
         (self.net / "logs").mkdir(parents=True, exist_ok=True)
         log = open(self.net / "logs" / f"{name}.log", "ab")
+        env = {**env, self._marker(name).decode().split("=", 1)[0]: self._marker(name).decode().split("=", 1)[1]}
         proc = subprocess.Popen(argv, env=self._env(env), stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True, cwd=str(REPO_ROOT))
         log.close()
@@ -174,8 +179,11 @@ class FabricNetwork:
         return proc.pid
 
     def _run(self, argv: list[str], env: dict[str, str], step: str, timeout: float = 120) -> str:
-        r = subprocess.run(argv, env=self._env(env), capture_output=True, text=True, timeout=timeout,
-                           cwd=str(self.net))
+        try:
+            r = subprocess.run(argv, env=self._env(env), capture_output=True, text=True, timeout=timeout,
+                               cwd=str(self.net))
+        except subprocess.TimeoutExpired:
+            raise NetworkError(f"{step} did not finish within {timeout} s") from None
         if r.returncode != 0:
             raise NetworkError(f"{step} failed (exit {r.returncode}): {(r.stderr or r.stdout).strip()[-2000:]}")
         return r.stdout
@@ -185,7 +193,7 @@ class FabricNetwork:
         pid = self._state()["pids"].get(name)
         last = ""
         while time.monotonic() < deadline:
-            if pid and not self._alive(pid):
+            if pid and not self._alive(pid, name):
                 raise NetworkError(f"{name} exited during start; see {self.net / 'logs' / (name + '.log')}")
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as r:
@@ -201,13 +209,13 @@ class FabricNetwork:
         st = self._state()
         pid = st["pids"].pop(name, None)
         self._save_state(st)
-        if pid is None or not self._alive(pid):
+        if pid is None or not self._alive(pid, name):
             return
         os.killpg(pid, signal.SIGTERM)
         deadline = time.monotonic() + timeout
-        while self._alive(pid) and time.monotonic() < deadline:
+        while self._alive(pid, name) and time.monotonic() < deadline:
             time.sleep(0.1)
-        if self._alive(pid):
+        if self._alive(pid, name):
             os.killpg(pid, signal.SIGKILL)
         try:
             os.waitpid(pid, os.WNOHANG)
@@ -461,7 +469,7 @@ Profiles:
         deadline = time.monotonic() + 30
         import socket
         while time.monotonic() < deadline:
-            if not self._alive(self._state()["pids"]["chaincode"]):
+            if not self._alive(self._state()["pids"]["chaincode"], "chaincode"):
                 raise NetworkError(f"chaincode server exited; see {self.net / 'logs' / 'chaincode.log'}")
             with socket.socket() as s:
                 if s.connect_ex(("127.0.0.1", self.cfg.chaincode_port)) == 0:
@@ -483,7 +491,7 @@ Profiles:
     def running(self) -> dict[str, bool]:
         pids = self._state()["pids"]
         names = ["orderer"] + [self.peer_name(i) for i in range(len(self.cfg.organisations))] + ["chaincode"]
-        return {n: bool(pids.get(n)) and self._alive(pids[n]) for n in names}
+        return {n: bool(pids.get(n)) and self._alive(pids[n], n) for n in names}
 
     def is_up(self) -> bool:
         return all(self.running().values()) and self.profile_file.is_file() and bool(self._state().get("committed"))
@@ -703,6 +711,20 @@ Profiles:
         return "\n".join(f.read_text(errors="replace").splitlines()[-lines:])
 
 
+def connect(config: NetworkConfig | None = None, *, start: bool = True):
+    """The Fabric host for applications (e.g. ``consortia demo --backend fabric``): bring the
+    network up if needed (``start``) and return ``(FabricLedger, Consortium, FabricNetwork)``.
+    The ledger uses the network's identities; the caller closes the ledger (the network keeps
+    running until ``network down``)."""
+    from ledger.fabric.gateway import FabricLedger
+    net = FabricNetwork(config)
+    if not net.is_up():
+        if not start:
+            raise NetworkError(f"no running Fabric network in {net.net}: run 'fabric-network/network up'")
+        net.up()
+    return FabricLedger.from_profile(net.profile_file), net.consortium(), net
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="fabric-network/network", description="Native Fabric network for Consortia")
     p.add_argument("command", choices=["up", "down", "deploy", "status", "logs"])
@@ -733,6 +755,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except NetworkError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    except BrokenPipeError:      # output piped into head & co.
+        sys.stderr.close()
     return 0
 
 

@@ -53,7 +53,7 @@ def start_shared_network(config: NetworkConfig | None = None) -> FabricSession:
         if _failure is not None:
             raise FabricUnavailable(_failure)
         net = FabricNetwork(config or NetworkConfig(dispatch=TEST_DISPATCH))
-        was_up = net.is_up() and net._state().get("dispatch") == net.cfg.dispatch
+        was_running = any(net.running().values())     # someone's network: never stop it
         try:
             net.up()
         except NetworkError as exc:
@@ -61,7 +61,7 @@ def start_shared_network(config: NetworkConfig | None = None) -> FabricSession:
             if "binaries missing" in _failure:
                 raise FabricUnavailable(_failure) from None
             raise
-        _session = FabricSession(net, net.consortium(), started_here=not was_up)
+        _session = FabricSession(net, net.consortium(), started_here=not was_running)
         if _session.started_here and os.environ.get("CONSORTIA_FABRIC_KEEP") != "1":
             atexit.register(net.down)
         return _session

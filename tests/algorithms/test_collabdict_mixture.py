@@ -137,7 +137,11 @@ def test_admm_fallback_agrees_with_coordinate_descent():
     alpha = 0.1
     Lam_admm = mx.glasso_admm(S, alpha)
     Lam_cd = mx.solve_precision(S * 41 / 40, 40.0, alpha * 41)   # same problem through the reduction
-    assert np.allclose(Lam_admm, Lam_cd, atol=1e-5)
+    assert np.allclose(Lam_admm, Lam_cd, atol=1e-6)
+    G = np.linalg.inv(Lam_admm) - S                # KKT of the diagonal-penalised problem
+    nz = np.abs(Lam_admm) > 1e-8
+    assert np.allclose(G[nz], alpha * np.sign(Lam_admm[nz]), atol=1e-7)
+    assert np.all(np.abs(G[~nz]) <= alpha + 1e-7)
 
 
 def test_ill_conditioned_sigma_still_gives_positive_definite_precision():

@@ -85,3 +85,17 @@ def test_register_writes_the_digest_to_the_ledger(tmp_path, consortium, recipe, 
         rec = images.register(client, recipe, bundle, image_id="avg-bundle:1")
         assert rec.digest == bundle.digest and rec.reference == bundle.reference and rec.owner == "Org2MSP"
         assert client.get_image("avg-bundle:1").algorithm == recipe.algorithm
+
+
+def test_bundle_digest_notices_an_in_place_change(tmp_path, bundle):
+    copy = tmp_path / "bundle"
+    shutil.copytree(bundle.location, copy)
+    before = images.bundle_digest(copy)
+    assert before == bundle.digest
+    target = copy / "algorithms" / "codec.py"
+    copy.chmod(0o755)
+    target.parent.chmod(0o755)
+    target.chmod(0o644)
+    data = target.read_bytes()
+    target.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))   # one byte, same size, same file
+    assert images.bundle_digest(copy) != before

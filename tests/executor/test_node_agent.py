@@ -157,6 +157,21 @@ def test_warm_agents_equal_the_simulator(request, platform, recipe, average_cons
     assert all(not a._workers for a in agents)    # workers stopped after the last round
 
 
+def test_dead_warm_worker_is_replaced_between_rounds(platform, bundle, recipe, average_consensus):
+    platform.register_image("avg:d", recipe, bundle.digest, bundle.reference)
+    orgs = ["Org1MSP", "Org2MSP"]
+    platform.launch("p-dead", "avg:d", rounds=3, orgs=orgs)
+    agents = [platform.agent(o, warm=True) for o in orgs]
+    for a in agents:
+        assert a.run_process_round("p-dead").status == "completed"
+    first = agents[0]._workers["p-dead"]
+    first._proc.kill()                                   # the worker dies between rounds
+    first._proc.wait()
+    run_all(platform, "p-dead", agents)
+    assert_matches_simulation(platform, "p-dead", 3, average_consensus, orgs)
+    assert all(r["status"] == "completed" for r in platform.records("p-dead"))
+
+
 def test_image_with_one_changed_byte_is_refused_on_the_ledger(tmp_path, platform, bundle, recipe):
     from tests.executor.test_images import _altered_recipe
     tampered = images.build_bundle(_altered_recipe(tmp_path, recipe))
@@ -251,25 +266,32 @@ def test_forged_or_altered_result_signature_is_rejected_by_the_chaincode(tmp_pat
         platform.submit("Org1MSP", "ExecutionRecord:complete_task", out.manifest_bytes.decode(), good_sig)
 
 
-def _agent_cmd(platform, org, pid):
+def _agent_cmd(platform, org, pid, runtime="sandbox"):
     return [sys.executable, "-m", "executor.node_agent", "run", "--org", org,
             "--consortium", str(platform.consortium.root), "--ledger", str(platform.root / "ledger.sqlite"),
-            "--runtime", "sandbox", "--data", str(platform.root / "data" / org), "--store",
+            "--runtime", runtime, "--data", str(platform.root / "data" / org), "--store",
             str(platform.root / "store"), "--state", str(platform.root / "state"), "--process", pid,
             "--timeout", "120"]
 
 
-@pytest.mark.parametrize("checkpoint,warm", [(c, False) for c in CHECKPOINTS] + [("during_run", True)])
-def test_agent_killed_at_any_step_resumes_without_duplicates(platform, bundle, recipe, average_consensus,
-                                                             checkpoint, warm):
-    pid = f"p-kill-{checkpoint.replace('_', '-')}{'-warm' if warm else ''}"
+@pytest.mark.parametrize("checkpoint,warm,runtime", [(c, False, "sandbox") for c in CHECKPOINTS]
+                         + [("during_run", True, "sandbox"),
+                            pytest.param("during_run", False, "container", marks=pytest.mark.container)])
+def test_agent_killed_at_any_step_resumes_without_duplicates(request, platform, recipe, average_consensus,
+                                                             checkpoint, warm, runtime):
+    pid = f"p-kill-{checkpoint.replace('_', '-')}{'-warm' if warm else ''}-{runtime}"
     orgs = ["Org1MSP", "Org2MSP"]
-    platform.register_image("avg:k", recipe, bundle.digest, bundle.reference)
+    if runtime == "container":
+        from executor.runtimes.container import ContainerRuntime
+        image, rt = request.getfixturevalue("container_image"), ContainerRuntime(client=request.getfixturevalue("engine"))
+    else:
+        image, rt = request.getfixturevalue("bundle"), SandboxRuntime()
+    platform.register_image("avg:k", recipe, image.digest, image.reference)
     platform.launch(pid, "avg:k", rounds=2, orgs=orgs)
-    other = threading.Thread(target=lambda: platform.agent("Org2MSP").run_until_idle(pid, timeout=120))
+    other = threading.Thread(target=lambda: platform.agent("Org2MSP", runtime=rt).run_until_idle(pid, timeout=120))
     other.start()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "CONSORTIA_AGENT_KILL_AT": f"{checkpoint}:2"}
-    cmd = _agent_cmd(platform, "Org1MSP", pid) + (["--warm"] if warm else [])
+    cmd = _agent_cmd(platform, "Org1MSP", pid, runtime) + (["--warm"] if warm else [])
     killed = subprocess.run(cmd, env=env, capture_output=True, text=True,
                             timeout=180, cwd=ROOT)
     assert killed.returncode == -9, killed.stderr[-3000:]

@@ -91,3 +91,35 @@ def test_warm_container_equals_cold_runs_with_the_same_isolation(tmp_path, engin
         assert hc["PidsLimit"] == 256 and hc["Memory"] == 2 << 30
         assert engine.api.inspect_container(worker._container.id)["Config"]["User"] == "10001:10001"
     assert warm == cold
+
+
+def test_worker_does_not_outlive_its_executor(tmp_path, bundle):
+    """A sandbox worker whose executor process is SIGKILLed exits (stdin lifeline), even though
+    nobody touches STOP."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.executor.conftest import ROOT
+    data = tmp_path / "data"
+    data.mkdir()
+    script = (f"import sys, time; sys.path.insert(0, {str(ROOT)!r})\n"
+              "from executor.runtimes.sandbox import SandboxRuntime\n"
+              "from executor.runtimes.warm import WarmWorker\n"
+              f"w = WarmWorker(SandboxRuntime(), {bundle.digest!r}, {str(tmp_path / 'warm')!r}, {str(data)!r},"
+              f" bundle_dir={bundle.location!r}).start()\n"
+              "print(w._proc.pid, flush=True)\n"
+              "time.sleep(60)\n")
+    agent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    bwrap_pid = int(agent.stdout.readline())
+    time.sleep(1.0)
+    children = [int(c) for c in open(f"/proc/{bwrap_pid}/task/{bwrap_pid}/children").read().split()]
+    assert children
+    os.kill(agent.pid, signal.SIGKILL)
+    agent.wait()
+    deadline = time.monotonic() + 10
+    while any(os.path.exists(f"/proc/{p}") and "zombie" not in open(f"/proc/{p}/status").read().lower()
+              for p in [bwrap_pid, *children]):
+        assert time.monotonic() < deadline, "worker outlived its executor"
+        time.sleep(0.1)

@@ -118,7 +118,7 @@ def test_status_and_logs_commands_on_the_running_network(fabric):
     assert all(st["running"].values()) and st["committed"] and st["package_id"].startswith("consortia_1.0:")
     r = subprocess.run([str(script), "logs", "chaincode", "-n", "5", "--net-dir", str(network_dir())],
                        capture_output=True, text=True, timeout=60)
-    assert r.returncode == 0 and "chaincode" in r.stdout
+    assert r.returncode == 0 and len(r.stdout.splitlines()) == 5
     r = subprocess.run([str(script), "logs", "nosuchnode", "--net-dir", str(network_dir())], capture_output=True,
                        text=True, timeout=60)
     assert r.returncode == 1 and "no log" in r.stderr
@@ -131,3 +131,29 @@ def test_missing_binaries_reported_when_install_cannot_fetch(tmp_path, monkeypat
     n = FabricNetwork(NetworkConfig(net_dir=tmp_path / "n", fabric_home=tmp_path / "nofabric"))
     with pytest.raises(NetworkError, match="binaries missing.*peer"):
         n.ensure_binaries()
+
+
+def test_connect_without_start_refuses_a_stopped_network(tmp_path):
+    from ledger.fabric.network import NetworkError, connect
+    with pytest.raises(NetworkError, match="no running Fabric network"):
+        connect(NetworkConfig(net_dir=tmp_path / "none"), start=False)
+
+
+@pytest.mark.fabric
+def test_connect_reuses_the_running_network(fabric):
+    from ledger.fabric.network import connect
+    led, cons, net = connect(fabric.network.cfg, start=False)
+    with led:
+        assert net.net == fabric.network.net
+        assert led.evaluate(cons.identity("Org3"), "KV:whoami")
+
+
+def test_a_recorded_pid_that_is_not_ours_is_never_signalled(net):
+    """After a reboot a recorded pid may belong to another process: it counts as not running
+    and ``down`` leaves it alone."""
+    import os
+    net.net.mkdir(parents=True)
+    net._save_state({"pids": {"orderer": os.getpid(), "peer0.org1": 999999999}})
+    assert net.running()["orderer"] is False and net.running()["peer0.org1"] is False
+    net.down()                       # must not signal this test process
+    assert net._state()["pids"] == {}

@@ -1,0 +1,331 @@
+"""Typed request and response bodies of the gateway (pydantic; they make the OpenAPI document).
+
+Identifiers are validated with the contracts' own patterns, so a malformed id is refused with 422
+before it reaches the ledger. Responses mirror the contracts' canonical JSON records.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Generic, Literal, Optional, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from chaincode.image import ID_PATTERN
+from chaincode.learning_process import MAX_ROUNDS, MSP_PATTERN
+
+ID = f"^{ID_PATTERN}$"
+MSP = f"^{MSP_PATTERN}$"
+DIGEST = r"^sha256:[0-9a-f]{64}$"
+T = TypeVar("T")
+
+
+def _plain_json(value: Any) -> Any:
+    """Only finite JSON values (no NaN/Infinity), so what is stored hashes the same everywhere."""
+    try:
+        json.dumps(value, allow_nan=False)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"must be plain JSON with finite numbers ({exc})") from None
+    return value
+
+
+class ErrorBody(BaseModel):
+    """Every error response: a stable code, a message saying what was refused, and details."""
+
+    code: str
+    message: str
+    details: dict[str, Any] = {}
+
+
+class Page(BaseModel, Generic[T]):
+    items: list[T]
+    total: int
+    limit: int
+    offset: int
+
+
+class Health(BaseModel):
+    status: Literal["ok", "degraded"]
+    organisation: str
+    last_indexed_block: int
+    block_height: int
+    index_error: str = ""
+
+
+class WhoAmI(BaseModel):
+    organisation: str
+    user: str
+    token_id: str
+
+
+# ---------------------------------------------------------------------- images
+class ImageIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", examples=["collab-rf"])
+    version: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$", examples=["1.0"])
+    algorithm: str = Field(min_length=1, max_length=64, examples=["collab-rf"])
+    digest: str = Field(pattern=DIGEST)
+    reference: str = Field("", max_length=512)
+    description: str = Field("", max_length=2048)
+    id: Optional[str] = Field(None, pattern=ID)
+
+
+class ApprovalOut(BaseModel):
+    image_id: str
+    organisation: str
+    digest: str
+    approved_by: str
+    created: str
+    tx_id: str
+
+
+class ImageOut(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    id: str
+    name: str
+    version: str
+    algorithm: str
+    digest: str
+    reference: str
+    owner: str
+    created: str
+    status: str
+    tx_id: str
+    description: str = ""
+    revoked_reason: str = ""
+    approvals: list[ApprovalOut] = []
+
+
+class RevokeImageIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    reason: str = Field("", max_length=512)
+
+
+class ApproveImageIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    digest: str = Field(pattern=DIGEST, description="The digest the approving organisation inspected.")
+
+
+# ---------------------------------------------------------------------- processes
+class TopologyIn(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    kind: str = Field(min_length=1, max_length=64, examples=["cycle_with_inverse_chord"])
+    seed: int = Field(0, ge=0, lt=2**63)
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _finite(cls, v: Any) -> Any:
+        return _plain_json(v)
+
+
+class PrivacyBudgetIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    mechanism: str = Field(min_length=1, max_length=64, examples=["gaussian"])
+    epsilon: float = Field(gt=0, allow_inf_nan=False)
+    delta: Optional[float] = Field(None, ge=0, lt=1, allow_inf_nan=False)
+
+
+class ProcessIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    id: str = Field(pattern=ID)
+    image_id: str = Field(pattern=ID)
+    image_digest: Optional[str] = Field(None, pattern=DIGEST)
+    consortium: list[str] = Field(min_length=1, max_length=64)
+    topology: TopologyIn
+    rounds: int = Field(ge=1, le=MAX_ROUNDS)
+    hyperparameters: dict[str, Any] = {}
+    privacy_budget: Optional[PrivacyBudgetIn] = None
+    dataset: str = Field("", max_length=256)
+    description: str = Field("", max_length=2048)
+    start: bool = Field(False, description="Start the process right after creating it.")
+
+    @field_validator("consortium")
+    @classmethod
+    def _msp_ids(cls, v: list[str]) -> list[str]:
+        import re
+        for m in v:
+            if not re.fullmatch(MSP_PATTERN, m):
+                raise ValueError(f"{m!r} is not an MSP id")
+        return v
+
+    @field_validator("hyperparameters")
+    @classmethod
+    def _hyper(cls, v: dict[str, Any]) -> dict[str, Any]:
+        return _plain_json(v)
+
+
+class ProcessOut(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    id: str
+    image_id: str
+    image_digest: str
+    algorithm: str
+    consortium: list[str]
+    topology: dict[str, Any]
+    hyperparameters: dict[str, Any]
+    rounds: int
+    privacy_budget: Optional[dict[str, Any]] = None
+    creator: str
+    created: str
+    status: str
+    status_reason: str = ""
+    updated: str = ""
+    tx_id: str
+    current_round: Optional[int] = None
+
+
+class AbortIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    reason: str = Field("", max_length=1024)
+
+
+class ExecutionOut(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    process_id: str
+    round: int
+    organisation: str
+    image_digest: str
+    runtime: str
+    status: str
+    created: str
+    tx_id: str
+    result: Optional[dict[str, Any]] = None
+    signature: str = ""
+    completed: str = ""
+    completed_tx_id: str = ""
+    failure_reason: str = ""
+    epsilon_total: float = 0.0
+
+
+class HistoryEntryOut(BaseModel):
+    tx_id: str
+    timestamp: str
+    is_delete: bool
+    value: Optional[dict[str, Any]] = None
+
+
+class EventOut(BaseModel):
+    block: int
+    tx_id: str
+    name: str
+    process_id: Optional[str] = None
+    subject: str
+    payload: dict[str, Any]
+
+
+class TimelineOut(BaseModel):
+    process: ProcessOut
+    executions: list[ExecutionOut]
+    events: list[EventOut]
+    last_indexed_block: int
+
+
+class WatchOut(BaseModel):
+    events: list[EventOut]
+    last_indexed_block: int
+    status: str
+
+
+class PublishedArtifact(BaseModel):
+    round: int
+    organisation: str
+    kind: str
+    recipient: Optional[str] = None
+    digest: str
+    size: Optional[int] = None
+
+
+class RunArtifacts(BaseModel):
+    round: int
+    organisation: str
+    artifacts: list[PublishedArtifact]
+
+
+class ArtifactUse(BaseModel):
+    process_id: str
+    round: int
+    organisation: str
+    kind: str
+    peer: str
+    size: Optional[int] = None
+
+
+class ArtifactProvenance(BaseModel):
+    digest: str
+    produced_by: list[ArtifactUse]
+    consumed_by: list[ArtifactUse]
+
+
+# ---------------------------------------------------------------------- models
+class ModelOut(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    id: str
+    process_id: str
+    owner: str
+    digest: str
+    size: int
+    ciphertext_digest: str
+    access: list[str]
+    created: str
+    tx_id: str
+    image_digest: str = ""
+    round: int = 0
+    location: str = ""
+    metrics: dict[str, float] = {}
+    estimators: list[Any] = []
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_sealed_key(cls, data: Any) -> Any:
+        """The caller's sealed data key stays inside the gateway (it is used for downloads)."""
+        if isinstance(data, dict) and "wrapped_key" in data:
+            data = {k: v for k, v in data.items() if k != "wrapped_key"}
+        return data
+
+
+class AccessIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    organisation: str = Field(pattern=MSP)
+
+
+class LineageNode(BaseModel):
+    id: str
+    process_id: str
+    round: int
+    organisation: str
+    status: str
+    image_digest: str
+    tx_id: str
+    completed_tx_id: str
+    block: int
+
+
+class LineageEdge(BaseModel):
+    model_config = ConfigDict(populate_by_name=True)
+    source: str = Field(alias="from")
+    to: str
+    kind: str
+    digest: str
+
+
+class LineageOut(BaseModel):
+    model: ModelOut
+    process: Optional[ProcessOut]
+    image_digest: str
+    root: str
+    nodes: list[LineageNode]
+    edges: list[LineageEdge]
+    external_inputs: list[dict[str, Any]]
+
+
+class CheckOut(BaseModel):
+    check: str
+    ok: bool
+    detail: str = ""
+
+
+class VerificationOut(BaseModel):
+    subject: str
+    ok: bool
+    failures: int
+    checks: list[CheckOut]

@@ -1,0 +1,173 @@
+"""Verifying a model's whole lineage: every signature and digest, against the ledger or offline.
+
+The pure checks here take plain records (canonical JSON dicts, as the contracts store them) and
+are shared by the gateway's live verification (:func:`verify_model_on_ledger`, which also
+re-checks the index's answer against the ledger) and the offline audit bundle (:mod:`api.bundle`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from ledger.client import ConsortiaClient
+from api.attestation import AttestationError, check_task_signature
+from api.index import AuditIndex, execution_node_id
+
+
+@dataclass
+class Report:
+    """Outcome of a verification: every check with its result; ``ok`` only if all passed."""
+
+    subject: str
+    checks: list[dict[str, Any]] = field(default_factory=list)
+
+    def add(self, name: str, ok: bool, detail: str = "") -> bool:
+        self.checks.append({"check": name, "ok": bool(ok), "detail": detail})
+        return ok
+
+    def run(self, name: str, fn, *args: Any) -> bool:
+        """Run ``fn(*args)``; a raised error fails the check with its message."""
+        try:
+            detail = fn(*args)
+        except (AttestationError, ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
+            return self.add(name, False, str(exc) or type(exc).__name__)
+        return self.add(name, True, detail or "")
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.checks) and all(c["ok"] for c in self.checks)
+
+    @property
+    def failures(self) -> list[dict[str, Any]]:
+        return [c for c in self.checks if not c["ok"]]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"subject": self.subject, "ok": self.ok, "checks": self.checks,
+                "failures": len(self.failures)}
+
+
+def check_execution(record: dict[str, Any], process: dict[str, Any]) -> str:
+    """A completed execution record: result matches the record, pinned image, valid task signature."""
+    node = execution_node_id(record["process_id"], record["round"], record["organisation"])
+    if record.get("status") != "completed":
+        raise ValueError(f"execution {node} is {record.get('status')}, not completed")
+    result = record["result"]
+    for f in ("process_id", "round", "organisation"):
+        if result.get(f) != record[f]:
+            raise ValueError(f"execution {node}: result.{f} = {result.get(f)!r} differs from the record")
+    if result["image_digest"] != process["image_digest"] or record["image_digest"] != process["image_digest"]:
+        raise ValueError(f"execution {node} ran image {result['image_digest']}, the process pins "
+                         f"{process['image_digest']}")
+    check_task_signature(record)
+    return f"{node}: task signature and pinned image verified"
+
+
+def check_links(executions: list[dict[str, Any]]) -> str:
+    """Every input of every execution is an output of an earlier execution of the same process:
+    previous state from the same organisation, inbox messages from their sender addressed to the
+    consumer (round 1's initial state and the data commitments are external inputs)."""
+    outs: dict[tuple[str, str], set[str]] = {}     # (producer, recipient or 'state') -> digests
+    first: dict[str, int] = {}
+    by_round = sorted((e for e in executions if e.get("result")), key=lambda e: e["round"])
+    n = 0
+    for e in by_round:
+        first.setdefault(e["organisation"], e["round"])
+    for rnd in sorted({e["round"] for e in by_round}):
+        current = [e for e in by_round if e["round"] == rnd]
+        for e in current:
+            org, ins = e["organisation"], e["result"]["inputs"]
+            node = execution_node_id(e["process_id"], rnd, org)
+            if ins.get("state") and rnd > first[org] and ins["state"] not in outs.get((org, "state"), set()):
+                raise ValueError(f"{node}: input state {ins['state']} is not an earlier output state of {org}")
+            for m in ins.get("messages") or []:
+                if m["digest"] not in outs.get((m["sender"], org), set()):
+                    raise ValueError(f"{node}: inbox message {m['digest']} from {m['sender']} was never "
+                                     f"published by {m['sender']} for {org}")
+                n += 1
+        for e in current:
+            o = e["result"]["outputs"]
+            outs.setdefault((e["organisation"], "state"), set()).add(o["state"])
+            for m in o.get("messages") or []:
+                outs.setdefault((e["organisation"], m["recipient"]), set()).add(m["digest"])
+    return f"{len(by_round)} executions, {n} message links verified"
+
+
+def check_model(model: dict[str, Any], process: dict[str, Any], executions: list[dict[str, Any]],
+                image: dict[str, Any] | None = None) -> str:
+    """The model is the one its owner's last-round execution signed, from the pinned image."""
+    if model["process_id"] != process["id"]:
+        raise ValueError(f"model {model['id']} belongs to {model['process_id']}, not {process['id']}")
+    last = [e for e in executions if e["organisation"] == model["owner"] and e["round"] == process["rounds"]]
+    if not last or not last[0].get("result"):
+        raise ValueError(f"no completed last-round execution of {model['owner']} for {process['id']}")
+    produced = (last[0]["result"]["outputs"].get("model") or {}).get("digest")
+    if produced != model["digest"]:
+        raise ValueError(f"model digest {model['digest']} is not the digest {produced} signed by the "
+                         f"last-round execution of {model['owner']}")
+    if model.get("image_digest") and model["image_digest"] != process["image_digest"]:
+        raise ValueError(f"model names image {model['image_digest']}, the process pins {process['image_digest']}")
+    if image is not None and image["digest"] != process["image_digest"]:
+        raise ValueError(f"image {image['id']} has digest {image['digest']}, the process pinned "
+                         f"{process['image_digest']}")
+    return f"model {model['digest']} produced by {model['owner']} in round {process['rounds']}"
+
+
+def _strip(record: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in record.items() if k not in ("wrapped_key", "current_round")}
+
+
+def transaction_block(client: ConsortiaClient, index: AuditIndex | None, tx_id: str) -> int | None:
+    """Block number of a transaction: from the host when it can say, else from the index's events."""
+    finder = getattr(client.ledger, "transaction_block", None)
+    if finder is not None:
+        hit = finder(tx_id)
+        return None if hit is None else hit[0]
+    if index is not None:
+        rows = index._q("SELECT block FROM events WHERE tx_id = ? LIMIT 1", (tx_id,))
+        return rows[0][0] if rows else None
+    return None
+
+
+def verify_model_on_ledger(client: ConsortiaClient, index: AuditIndex, model_id: str) -> Report:
+    """Re-check a model's lineage against the ledger itself (not the index): records, signatures,
+    pinned image, links between executions, the model digest, that every transaction is in a
+    valid block -- and that the index's copy of each record is the ledger's."""
+    report = Report(f"model:{model_id}")
+    model = _strip(json.loads(client.ledger.evaluate(client.identity, "Model:get", model_id)))
+    process = _strip(json.loads(client.ledger.evaluate(client.identity, "LearningProcess:get", model["process_id"])))
+    image = json.loads(client.ledger.evaluate(client.identity, "Image:get", process["image_id"]))
+    executions = json.loads(client.ledger.evaluate(client.identity, "ExecutionRecord:query",
+                                                   json.dumps({"process_id": process["id"]})))
+    report.add("index matches ledger: model", index.model(model_id) == model,
+               "" if index.model(model_id) == model else "the index's model record differs from the ledger's")
+    lineage = index.lineage(model_id)
+    on_ledger = {execution_node_id(e["process_id"], e["round"], e["organisation"]): e for e in executions}
+    wanted = [n["id"] for n in (lineage or {}).get("nodes", [])] or list(on_ledger)
+    for node in wanted:
+        rec = on_ledger.get(node)
+        if rec is None:
+            report.add(f"execution {node} on ledger", False, "the index lists it, the ledger has no such record")
+            continue
+        pid, rnd, org = node.rsplit("/", 2)
+        same = index.execution(pid, int(rnd), org) == rec
+        report.add(f"index matches ledger: {node}", same, "" if same else "the index's copy differs")
+        report.run(f"execution {node}", check_execution, rec, process)
+    report.run("lineage links", check_links, [on_ledger[n] for n in wanted if n in on_ledger])
+    report.run("model", check_model, model, process, executions, image)
+    txs = {model["tx_id"], process["tx_id"], image["tx_id"]}
+    for node in wanted:
+        if node in on_ledger:
+            txs |= {on_ledger[node]["tx_id"], on_ledger[node].get("completed_tx_id") or on_ledger[node]["tx_id"]}
+    bad = []
+    for tx in sorted(txs):
+        number = transaction_block(client, index, tx)
+        if number is None:
+            bad.append(f"{tx}: not found")
+            continue
+        info = client.ledger.block(client.identity, number)
+        if tx not in info.tx_ids or info.validation_codes[info.tx_ids.index(tx)] != "VALID":
+            bad.append(f"{tx}: not a valid transaction of block {number}")
+    report.add("transactions in valid blocks", not bad, "; ".join(bad) or f"{len(txs)} transactions")
+    return report

@@ -1,0 +1,114 @@
+"""The ``consortia`` CLI journeys against an embedded ledger in a Consortia home, with --json."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from api.cli import app
+from tests.api.world import IMAGE_DIGEST, build_world
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory) -> tuple[Path, dict[str, bytes]]:
+    root = tmp_path_factory.mktemp("home")
+    w = build_world(root)
+    models = dict(w.models)
+    w.ledger.close()             # the CLI opens the ledger file itself
+    return root, models
+
+
+def cli(home: Path, *args: str, org: str = "Org1", code: int = 0) -> dict | list:
+    result = runner.invoke(app, [*args, "--home", str(home), "--org", org, "--json"])
+    assert result.exit_code == code, result.output
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_image_journey(home):
+    root, _ = home
+    rec = cli(root, "image", "register", "svm", "1", "--digest", IMAGE_DIGEST, "--algorithm", "svm")
+    assert rec["owner"] == "Org1MSP" and rec["id"] == "svm:1"
+    assert "svm:1" in [i["id"] for i in cli(root, "image", "list")]
+    assert cli(root, "image", "approve", "svm:1", "--digest", IMAGE_DIGEST, org="Org2")["organisation"] == "Org2MSP"
+    err = cli(root, "image", "revoke", "svm:1", org="Org2", code=1)
+    assert err["code"] == "FORBIDDEN"
+    assert cli(root, "image", "revoke", "svm:1", "--reason", "old")["status"] == "revoked"
+    assert cli(root, "image", "get", "svm:1")["status"] == "revoked"
+    hist = cli(root, "provenance", "image", "svm:1")
+    assert [h["value"]["status"] for h in hist] == ["active", "revoked"]
+
+
+def test_process_journey(home):
+    root, _ = home
+    rec = cli(root, "process", "create", "p-cli", "--image", "rf:1", "--consortium", "Org1MSP,Org2MSP",
+              "--rounds", "2", "--epsilon", "1.5", "--hyperparameters", '{"depth": 3}', "--start")
+    assert rec["status"] == "running" and rec["privacy_budget"]["epsilon"] == 1.5
+    assert "p-cli" in [p["id"] for p in cli(root, "process", "list", org="Org2")]
+    assert cli(root, "process", "get", "p-cli", org="Org3", code=1)["code"] == "FORBIDDEN"
+    assert cli(root, "process", "abort", "p-cli", "--reason", "stop")["status"] == "aborted"
+    watched = cli(root, "process", "watch", "p-cli", "--timeout", "1", code=1)
+    assert watched["status"] == "aborted" and watched["completed_tasks"] == 0
+    assert cli(root, "process", "watch", "proc-0")["status"] == "completed"
+    timeline = cli(root, "provenance", "process", "p-cli")
+    assert [e["name"] for e in timeline] == ["ProcessCreated", "ProcessStatus", "ProcessStatus"]
+
+
+def test_provenance_queries(home):
+    root, _ = home
+    arts = cli(root, "provenance", "artifacts", "proc-0", "--by", "Org2MSP")
+    assert {a["organisation"] for a in arts} == {"Org2MSP"} and {a["round"] for a in arts} == {1, 2, 3}
+    msg = next(a for a in arts if a["kind"] == "message" and a["round"] == 1)
+    prov = cli(root, "provenance", "artifact", msg["digest"])
+    assert prov["produced_by"][0]["organisation"] == "Org2MSP" and prov["consumed_by"][0]["organisation"] == "Org3MSP"
+    hist = cli(root, "provenance", "execution", "proc-0", "1", "Org2MSP")
+    assert [h["value"]["status"] for h in hist] == ["running", "completed"]
+    lin = cli(root, "provenance", "model", "proc-0:Org2MSP")
+    assert lin["root"] == "proc-0/3/Org2MSP" and len(lin["nodes"]) == 6
+
+
+def test_model_journey_and_audit_bundle(home, tmp_path):
+    root, models = home
+    listed = cli(root, "model", "list", org="Org3")
+    assert {m["id"] for m in listed} >= {"proc-0:Org1MSP"} and all("wrapped_key" not in m for m in listed)
+    out = tmp_path / "model.bin"
+    got = cli(root, "model", "get", "proc-0:Org1MSP", "--out", str(out), org="Org3")
+    assert out.read_bytes() == models["proc-0:Org1MSP"] and got["downloaded_to"] == str(out)
+    assert cli(root, "model", "get", "proc-0:Org1MSP", org="Org4", code=1)["code"] == "FORBIDDEN"
+    assert "Org4MSP" in cli(root, "model", "grant", "proc-0:Org1MSP", "Org4")["access"]
+    assert "Org4MSP" not in cli(root, "model", "revoke", "proc-0:Org1MSP", "Org4")["access"]
+    assert cli(root, "model", "verify", "proc-0:Org1MSP", org="Org2")["ok"] is True
+    bundle = tmp_path / "bundle"
+    summary = cli(root, "audit", "export", "proc-0:Org1MSP", "--out", str(bundle))
+    assert summary["executions"] == 9 and summary["attestations"] == 9
+    result = runner.invoke(app, ["audit", "verify", str(bundle), "--json"])
+    assert result.exit_code == 0 and json.loads(result.stdout)["ok"] is True
+    target = bundle / "records" / "model.json"
+    target.write_bytes(target.read_bytes().replace(b"Org1MSP", b"Org2MSP", 1))
+    result = runner.invoke(app, ["audit", "verify", str(bundle), "--json"])
+    report = json.loads(result.stdout)
+    assert result.exit_code == 1 and not report["ok"]
+    assert any(c["check"] == "file records/model.json" and not c["ok"] for c in report["checks"])
+
+
+def test_tokens_and_index(home):
+    root, _ = home
+    tok = cli(root, "token", "issue", "--user", "User1", org="Org2")
+    assert tok["token"].startswith("cst_Org2MSP_")
+    ids = [t["token_id"] for t in cli(root, "token", "list", org="Org2")]
+    assert len(ids) == 1
+    assert cli(root, "token", "revoke", ids[0], org="Org2")["revoked"] is True
+    assert cli(root, "token", "list", org="Org2") == []
+    idx = cli(root, "index", "sync", org="Org3")
+    assert idx["executions"] == 9 and idx["last_block"] >= 0
+    assert cli(root, "index", "sync", org="Org3")["new_events"] == 0      # resumes: nothing new to index
+
+
+def test_unknown_organisation_is_a_usage_error(home):
+    root, _ = home
+    result = runner.invoke(app, ["image", "list", "--home", str(root), "--org", "Nope"])
+    assert result.exit_code == 2

@@ -1,0 +1,78 @@
+"""Building the index from ledger events: visibility per organisation, resumable after a crash."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import api.follower as follower
+from api.follower import IndexFollower, sync
+from api.index import AuditIndex
+from tests.api.world import ring_process
+
+
+def rows(ix: AuditIndex) -> dict:
+    q = lambda sql: sorted(ix._q(sql))  # noqa: E731
+    return {"executions": q("SELECT process_id, round, organisation, record FROM executions"),
+            "artifacts": q("SELECT * FROM artifacts"), "models": q("SELECT id, record FROM models"),
+            "processes": q("SELECT id, record FROM processes"),
+            "events": q("SELECT block, tx_id, name, subject, payload FROM events")}
+
+
+def test_member_sees_everything_outsider_only_public_records(world, tmp_path):
+    ix1 = AuditIndex(tmp_path / "org1.db")
+    ix4 = AuditIndex(tmp_path / "org4.db")
+    sync(ix1, world.clients["Org1MSP"])
+    sync(ix4, world.clients["Org4MSP"])
+    c1, c4 = ix1.counts(), ix4.counts()
+    assert c1["executions"] == 9 and c1["models"] == 3 and c1["processes"] >= 1
+    assert c4["executions"] == 0 and c4["models"] == 0 and c4["processes"] == 0
+    assert c4["images"] == c1["images"] >= 1                     # images are public to the channel
+    assert ix4.events(process_id="proc-0") == []
+    assert ix1.last_block == ix4.last_block == world.ledger.block_height(world.clients["Org1MSP"].identity) - 1
+
+
+def test_resumes_after_a_crash_without_duplicates(world, tmp_path, monkeypatch):
+    client = world.clients["Org2MSP"]
+    reference = AuditIndex(tmp_path / "ref.db")
+    sync(reference, client)
+    crashed = AuditIndex(tmp_path / "crashed.db")
+    applied = {"n": 0}
+    real_apply = follower._apply
+
+    def dying_apply(index, block, items):
+        if applied["n"] == 7:
+            raise KeyboardInterrupt("killed")
+        applied["n"] += 1
+        real_apply(index, block, items)
+
+    monkeypatch.setattr(follower, "_apply", dying_apply)
+    with pytest.raises(KeyboardInterrupt):
+        sync(crashed, client)
+    partial = crashed.last_block
+    assert 0 <= partial < reference.last_block
+    monkeypatch.setattr(follower, "_apply", real_apply)
+    sync(crashed, client)
+    assert crashed.last_block == reference.last_block
+    assert rows(crashed) == rows(reference)
+    assert sync(crashed, client) == 0
+
+
+def test_follower_thread_indexes_new_processes(world, tmp_path):
+    ix = AuditIndex(tmp_path / "live.db")
+    f = IndexFollower(ix, world.clients["Org3MSP"], interval=0.05).start()
+    try:
+        ring_process(world, "proc-follow", rounds=2, publish=False)
+        deadline = time.time() + 20
+        done = lambda: (ix.executions("proc-follow").total == 6  # noqa: E731
+                        and (ix.process("proc-follow") or {}).get("status") == "completed")
+        while time.time() < deadline and not done():
+            time.sleep(0.05)
+        assert ix.executions("proc-follow").total == 6
+        assert ix.process("proc-follow")["status"] == "completed"
+        assert f.last_error == ""
+    finally:
+        f.stop()
+    with pytest.raises(ValueError):
+        IndexFollower(ix, world.clients["Org3MSP"], interval=0)

@@ -1,0 +1,297 @@
+"""The gateway's endpoints, journey by journey, with their refusals (organisation A cannot act as
+B, non-members cannot read, malformed input is refused with a clear message and changes nothing)."""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+
+import pytest
+
+from tests.api.world import IMAGE_DIGEST
+
+
+def uid() -> str:
+    return uuid.uuid4().hex[:10]
+
+
+@pytest.fixture
+def org1(gateways):
+    return gateways["Org1MSP"][1]
+
+
+@pytest.fixture
+def org2(gateways):
+    return gateways["Org2MSP"][1]
+
+
+@pytest.fixture
+def org4(gateways):
+    return gateways["Org4MSP"][1]
+
+
+def error(resp, status: int, code: str | None = None) -> dict:
+    assert resp.status_code == status, resp.text
+    body = resp.json()
+    assert set(body) == {"code", "message", "details"} and body["message"]
+    if code:
+        assert body["code"] == code, body
+    return body
+
+
+# ---------------------------------------------------------------- authentication
+def test_health_and_whoami(org1, gateways):
+    h = org1.get("/api/v1/health").json()
+    assert h["organisation"] == "Org1MSP" and h["last_indexed_block"] >= 0
+    me = org1.get("/api/v1/whoami").json()
+    assert me["organisation"] == "Org1MSP" and me["user"] == "User1"
+
+
+def test_requests_without_or_with_bad_tokens_are_refused(org1):
+    error(org1.get("/api/v1/images", headers={"Authorization": ""}), 401, "UNAUTHENTICATED")
+    error(org1.get("/api/v1/images", headers={"Authorization": "Bearer cst_Org1MSP_" + "A" * 43}), 401)
+    error(org1.get("/api/v1/images", headers={"Authorization": "Basic abc"}), 401)
+
+
+def test_token_of_another_organisation_cannot_act_here(gateways):
+    _, org1, _ = gateways["Org1MSP"]
+    _, _, org2_token = gateways["Org2MSP"]
+    before = org1.get("/api/v1/images").json()["total"]
+    body = {"name": f"x{uid()}", "version": "1", "algorithm": "a", "digest": IMAGE_DIGEST}
+    r = org1.post("/api/v1/images", json=body, headers={"Authorization": f"Bearer {org2_token}"})
+    error(r, 403, "WRONG_ORGANISATION")
+    assert org1.get("/api/v1/images").json()["total"] == before
+
+
+def test_acting_organisation_comes_from_the_token_not_the_body(org1):
+    body = {"name": f"img{uid()}", "version": "1", "algorithm": "a", "digest": IMAGE_DIGEST, "owner": "Org2MSP"}
+    error(org1.post("/api/v1/images", json=body), 422, "INVALID_REQUEST")   # no such field
+    del body["owner"]
+    rec = org1.post("/api/v1/images", json=body).json()
+    assert rec["owner"] == "Org1MSP"
+
+
+# ---------------------------------------------------------------- images
+def test_image_journey_register_list_get_approve_revoke(org1, org2):
+    name = f"img{uid()}"
+    body = {"name": name, "version": "2.0", "algorithm": "collab-rf", "digest": IMAGE_DIGEST, "reference": "r"}
+    r = org1.post("/api/v1/images", json=body)
+    assert r.status_code == 201 and r.json()["id"] == f"{name}:2.0"
+    iid = f"{name}:2.0"
+    error(org1.post("/api/v1/images", json=body), 409, "ALREADY_EXISTS")
+    listed = org2.get("/api/v1/images", params={"limit": 1000}).json()
+    assert iid in [i["id"] for i in listed["items"]] and listed["limit"] == 1000
+    page = org2.get("/api/v1/images", params={"limit": 1, "offset": 0}).json()
+    assert len(page["items"]) == 1 and page["total"] >= 2
+    error(org1.post(f"/api/v1/images/{iid}/approve", json={"digest": IMAGE_DIGEST}), 403, "FORBIDDEN")
+    error(org2.post(f"/api/v1/images/{iid}/approve", json={"digest": "sha256:" + "00" * 32}), 409,
+          "IMAGE_DIGEST_MISMATCH")
+    assert org2.post(f"/api/v1/images/{iid}/approve", json={"digest": IMAGE_DIGEST}).json()["organisation"] == "Org2MSP"
+    assert [a["organisation"] for a in org1.get(f"/api/v1/images/{iid}").json()["approvals"]] == ["Org2MSP"]
+    error(org2.post(f"/api/v1/images/{iid}/revoke", json={"reason": "mine now"}), 403, "FORBIDDEN")
+    assert org1.post(f"/api/v1/images/{iid}/revoke", json={"reason": "CVE"}).json()["status"] == "revoked"
+    hist = org2.get(f"/api/v1/images/{iid}/history").json()
+    assert [h["value"]["status"] for h in hist] == ["active", "revoked"]
+    revoked = org1.get("/api/v1/images", params={"status": "revoked", "limit": 1000}).json()["items"]
+    assert iid in [i["id"] for i in revoked]
+
+
+@pytest.mark.parametrize("bad", [
+    {"name": "", "version": "1", "algorithm": "a", "digest": IMAGE_DIGEST},
+    {"name": "ok", "version": "1", "algorithm": "a", "digest": "sha1:abc"},
+    {"name": "ok", "version": "1", "algorithm": "a"},
+    {"name": "bad name", "version": "1", "algorithm": "a", "digest": IMAGE_DIGEST},
+    "not an object",
+])
+def test_malformed_image_is_refused_and_changes_nothing(org1, bad):
+    before = org1.get("/api/v1/health").json()["block_height"]
+    body = error(org1.post("/api/v1/images", json=bad), 422, "INVALID_REQUEST")
+    assert body["details"]["errors"]
+    assert org1.get("/api/v1/health").json()["block_height"] == before
+
+
+def test_unknown_image_and_malformed_ids(org1):
+    error(org1.get("/api/v1/images/nope:1"), 404, "NOT_FOUND")
+    error(org1.get("/api/v1/images/bad%20id"), 422, "INVALID_REQUEST")
+    error(org1.get("/api/v1/images", params={"limit": 0}), 422)
+
+
+# ---------------------------------------------------------------- processes
+def test_process_journey_create_start_watch_abort(org1, org2, org4):
+    pid = f"p-{uid()}"
+    body = {"id": pid, "image_id": "rf:1", "consortium": ["Org1MSP", "Org2MSP"],
+            "topology": {"kind": "ring", "seed": 3}, "rounds": 2, "hyperparameters": {"depth": 4},
+            "privacy_budget": {"mechanism": "gaussian", "epsilon": 1.0}}
+    r = org1.post("/api/v1/processes", json=body)
+    assert r.status_code == 201 and r.json()["status"] == "created" and r.json()["creator"] == "Org1MSP"
+    assert pid in [p["id"] for p in org2.get("/api/v1/processes", params={"limit": 1000}).json()["items"]]
+    assert pid not in [p["id"] for p in org4.get("/api/v1/processes", params={"limit": 1000}).json()["items"]]
+    error(org4.get(f"/api/v1/processes/{pid}"), 403, "FORBIDDEN")
+    error(org4.get(f"/api/v1/processes/{pid}/timeline"), 403, "FORBIDDEN")
+    error(org4.post(f"/api/v1/processes/{pid}/start"), 403)
+    assert org2.post(f"/api/v1/processes/{pid}/start").json()["status"] == "running"
+    w = org1.get(f"/api/v1/processes/{pid}/watch", params={"after_block": -1, "wait": 0}).json()
+    assert [e["name"] for e in w["events"]] == ["ProcessCreated", "ProcessStatus"] and w["status"] == "running"
+    last = w["events"][-1]["block"]
+    assert org1.get(f"/api/v1/processes/{pid}/watch", params={"after_block": last, "wait": 0}).json()["events"] == []
+    error(org2.post(f"/api/v1/processes/{pid}/abort", json={"reason": "no"}), 403, "FORBIDDEN")
+    a = org1.post(f"/api/v1/processes/{pid}/abort", json={"reason": "test over"}).json()
+    assert a["status"] == "aborted" and a["status_reason"] == "test over"
+    w = org1.get(f"/api/v1/processes/{pid}/watch", params={"after_block": last, "wait": 0}).json()
+    assert w["status"] == "aborted" and w["events"][0]["payload"]["status"] == "aborted"
+    hist = org2.get(f"/api/v1/processes/{pid}/history").json()
+    assert [h["value"]["status"] for h in hist] == ["created", "running", "aborted"]
+    error(org1.post(f"/api/v1/processes/{pid}/start"), 409, "INVALID_STATE")
+
+
+@pytest.mark.parametrize("patch", [
+    {"rounds": 0}, {"rounds": "many"}, {"consortium": []}, {"consortium": ["not an msp!"]},
+    {"topology": {"seed": 1}}, {"privacy_budget": {"mechanism": "g", "epsilon": -1}},
+    {"id": "has space"}, {"creator": "Org2MSP"},
+])
+def test_malformed_process_is_refused_and_changes_nothing(org1, patch):
+    pid = f"p-{uid()}"
+    body = {"id": pid, "image_id": "rf:1", "consortium": ["Org1MSP"], "topology": {"kind": "ring"}, "rounds": 2}
+    body.update(patch)
+    before = org1.get("/api/v1/health").json()["block_height"]
+    error(org1.post("/api/v1/processes", json=body), 422, "INVALID_REQUEST")
+    assert org1.get("/api/v1/health").json()["block_height"] == before
+
+
+def test_process_refusals_from_the_contract(org1):
+    base = {"image_id": "rf:1", "topology": {"kind": "ring"}, "rounds": 1}
+    error(org1.post("/api/v1/processes", json={**base, "id": f"p-{uid()}", "consortium": ["Org2MSP"]}), 403)
+    error(org1.post("/api/v1/processes", json={**base, "id": f"p-{uid()}", "consortium": ["Org1MSP"],
+                                                "image_id": "missing:1"}), 404)
+    error(org1.post("/api/v1/processes", json={**base, "id": "proc-0", "consortium": ["Org1MSP"]}), 409)
+
+
+# ---------------------------------------------------------------- provenance
+def test_executions_timeline_and_history(org1, org4):
+    page = org1.get("/api/v1/processes/proc-0/executions").json()
+    assert page["total"] == 9 and all(e["status"] == "completed" for e in page["items"])
+    one = org1.get("/api/v1/processes/proc-0/executions", params={"round": 2, "organisation": "Org3MSP"}).json()
+    assert [(e["round"], e["organisation"]) for e in one["items"]] == [(2, "Org3MSP")]
+    rec = org1.get("/api/v1/processes/proc-0/executions/2/Org3MSP").json()
+    assert rec == one["items"][0]
+    hist = org1.get("/api/v1/processes/proc-0/executions/2/Org3MSP/history").json()
+    assert [h["value"]["status"] for h in hist] == ["running", "completed"]
+    tl = org1.get("/api/v1/processes/proc-0/timeline").json()
+    names = [e["name"] for e in tl["events"]]
+    assert names[0] == "ProcessCreated" and names.count("TaskCompleted") == 9 and "ModelPublished" in names
+    error(org4.get("/api/v1/processes/proc-0/executions"), 403)
+    error(org4.get("/api/v1/processes/proc-0/executions/1/Org1MSP"), 403)
+    error(org1.get("/api/v1/processes/proc-0/executions/9/Org1MSP"), 404)
+
+
+def test_which_artifacts_each_run_and_each_organisation_published(org1, world):
+    runs = org1.get("/api/v1/processes/proc-0/artifacts").json()
+    assert len(runs) == 9
+    for run in runs:
+        rec = org1.get(f"/api/v1/processes/proc-0/executions/{run['round']}/{run['organisation']}").json()
+        outs = rec["result"]["outputs"]
+        expected = {outs["state"], *(m["digest"] for m in outs["messages"])} | (
+            {outs["model"]["digest"]} if outs["model"] else set())
+        assert {a["digest"] for a in run["artifacts"]} == expected
+    org2_only = org1.get("/api/v1/processes/proc-0/artifacts", params={"organisation": "Org2MSP"}).json()
+    assert {r["organisation"] for r in org2_only} == {"Org2MSP"} and len(org2_only) == 3
+    msg = next(a for a in runs[0]["artifacts"] if a["kind"] == "message")
+    prov = org1.get(f"/api/v1/artifacts/{msg['digest']}").json()
+    assert prov["produced_by"][0]["organisation"] == runs[0]["organisation"]
+    assert prov["consumed_by"][0]["organisation"] == msg["recipient"] and prov["consumed_by"][0]["round"] == 2
+    error(org1.get("/api/v1/artifacts/sha256:" + "0" * 64), 404)
+    error(org1.get("/api/v1/artifacts/nonsense"), 422)
+
+
+def test_attestation_only_for_own_executions(org1):
+    env = org1.get("/api/v1/processes/proc-0/executions/3/Org1MSP/attestation").json()
+    assert env["payloadType"] == "application/vnd.in-toto+json" and len(env["signatures"]) == 1
+    error(org1.get("/api/v1/processes/proc-0/executions/3/Org2MSP/attestation"), 403, "FORBIDDEN")
+
+
+# ---------------------------------------------------------------- models
+def test_models_list_get_lineage_verify(org1, org2, org4):
+    ids = [m["id"] for m in org1.get("/api/v1/models").json()["items"]]
+    assert {"proc-0:Org1MSP", "proc-0:Org2MSP", "proc-0:Org3MSP"} <= set(ids)
+    assert org4.get("/api/v1/models").json()["total"] == 0
+    m = org2.get("/api/v1/models/proc-0:Org1MSP").json()
+    assert m["owner"] == "Org1MSP" and "wrapped_key" not in m
+    lin = org1.get("/api/v1/models/proc-0:Org1MSP/lineage").json()
+    assert lin["root"] == "proc-0/3/Org1MSP" and len(lin["nodes"]) == 6
+    assert {(e["from"], e["to"]) for e in lin["edges"]} >= {("proc-0/2/Org3MSP", "proc-0/3/Org1MSP")}
+    rep = org2.post("/api/v1/models/proc-0:Org1MSP/verify").json()
+    assert rep["ok"] and rep["failures"] == 0 and len(rep["checks"]) > 10
+    error(org4.get("/api/v1/models/proc-0:Org1MSP"), 403)
+    error(org4.get("/api/v1/models/proc-0:Org1MSP/lineage"), 403)
+    error(org4.post("/api/v1/models/proc-0:Org1MSP/verify"), 403)
+    error(org1.get("/api/v1/models/nope"), 404)
+
+
+def test_download_checks_access_and_digest(org1, org2, org4, world):
+    r = org2.get("/api/v1/models/proc-0:Org1MSP/download")
+    assert r.status_code == 200 and r.content == world.models["proc-0:Org1MSP"]
+    assert r.headers["x-consortia-digest"] == "sha256:" + hashlib.sha256(r.content).hexdigest()
+    error(org4.get("/api/v1/models/proc-0:Org1MSP/download"), 403)
+
+
+def test_download_refuses_a_tampered_artifact(org1, world, gateways):
+    model = org1.get("/api/v1/models/proc-0:Org3MSP").json()
+    path = world.stores["Org3MSP"]._path(model["ciphertext_digest"])    # the owner's store, named by location
+    original = path.read_bytes()
+    try:
+        path.write_bytes(original[:-1] + bytes([original[-1] ^ 1]))
+        error(org1.get("/api/v1/models/proc-0:Org3MSP/download"), 502, "DIGEST_MISMATCH")
+        path.unlink()
+        error(org1.get("/api/v1/models/proc-0:Org3MSP/download"), 404, "ARTIFACT_MISSING")
+    finally:
+        path.write_bytes(original)
+    assert org1.get("/api/v1/models/proc-0:Org3MSP/download").status_code == 200
+
+
+def test_grant_and_revoke_model_access(org1, org2, org4, world):
+    mid = "proc-0:Org1MSP"
+    error(org2.post(f"/api/v1/models/{mid}/grant", json={"organisation": "Org4MSP"}), 403, "FORBIDDEN")
+    error(org1.post(f"/api/v1/models/{mid}/grant", json={"organisation": "Org9MSP"}), 404)
+    error(org1.post(f"/api/v1/models/{mid}/grant", json={"organisation": "bad msp!"}), 422)
+    g = org1.post(f"/api/v1/models/{mid}/grant", json={"organisation": "Org4MSP"}).json()
+    assert "Org4MSP" in g["access"]
+    assert not world.stores["Org4MSP"]._path(g["ciphertext_digest"]).exists()   # fetched from the owner's location
+    r = org4.get(f"/api/v1/models/{mid}/download")
+    assert r.status_code == 200 and r.content == world.models[mid]      # the sealed key opens for Org4
+    assert mid in [m["id"] for m in org4.get("/api/v1/models").json()["items"]]
+    error(org1.post(f"/api/v1/models/{mid}/grant", json={"organisation": "Org4MSP"}), 409)
+    rv = org1.post(f"/api/v1/models/{mid}/revoke", json={"organisation": "Org4MSP"}).json()
+    assert "Org4MSP" not in rv["access"]
+    error(org4.get(f"/api/v1/models/{mid}/download"), 403)
+    import time   # the revoked model leaves Org4's index
+    deadline = time.time() + 5
+    while time.time() < deadline and mid in [m["id"] for m in org4.get("/api/v1/models").json()["items"]]:
+        time.sleep(0.1)
+    assert mid not in [m["id"] for m in org4.get("/api/v1/models").json()["items"]]
+    hist = org2.get(f"/api/v1/models/{mid}/history").json()
+    assert [sorted(h["value"]["access"]) for h in hist][-2:] == [
+        ["Org1MSP", "Org2MSP", "Org3MSP", "Org4MSP"], ["Org1MSP", "Org2MSP", "Org3MSP"]]
+    error(org1.post(f"/api/v1/models/{mid}/revoke", json={"organisation": "Org1MSP"}), 400, "INVALID_ARGUMENT")
+
+
+def test_openapi_document_lists_every_journey(org1):
+    doc = org1.get("/openapi.json").json()
+    paths = set(doc["paths"])
+    for p in ("/api/v1/images", "/api/v1/processes/{process_id}/watch", "/api/v1/models/{model_id}/lineage",
+              "/api/v1/models/{model_id}/download", "/api/v1/artifacts/{digest}",
+              "/api/v1/processes/{process_id}/executions/{round}/{organisation}/attestation"):
+        assert p in paths
+    assert "ErrorBody" in doc["components"]["schemas"]
+
+
+def test_explorer_is_served_without_external_resources(org1):
+    import re
+    r = org1.get("/explorer/")
+    assert r.status_code == 200 and 'src="explorer.js"' in r.text
+    assert org1.get("/", follow_redirects=False).headers["location"] == "/explorer/"
+    for asset in ("", "explorer.js", "explorer.css"):
+        body = org1.get(f"/explorer/{asset}").text
+        assert body
+        # the only absolute URL is the SVG namespace name, which is never fetched
+        urls = {u for u in re.findall(r"https?://[^\s\"')]+", body) if not u.startswith("http://www.w3.org/2000/svg")}
+        assert not urls, urls

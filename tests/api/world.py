@@ -1,0 +1,114 @@
+"""A small consortium with a completed audited learning process, built through the typed client
+the way node agents do it: task keys registered, results signed, messages linking rounds, models
+encrypted to the consortium and published. Shared by the API tests."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from chaincode.canonical import canonical_json
+from ledger.client import ConsortiaClient
+from ledger.embedded import EmbeddedLedger
+from ledger.envelope import encrypt_payload, seal
+from ledger.identity import Consortium, sign
+from api.artifacts import DirectoryArtifactStore
+from api.gateway import model_aad, model_key_info
+
+ORGS = ("Org1MSP", "Org2MSP", "Org3MSP")
+IMAGE_DIGEST = "sha256:" + "cd" * 32
+
+
+def digest(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+@dataclass
+class World:
+    consortium: Consortium
+    ledger: EmbeddedLedger
+    clients: dict[str, ConsortiaClient]
+    stores: dict[str, DirectoryArtifactStore]
+    root: Path
+    processes: list[str] = field(default_factory=list)
+    models: dict[str, bytes] = field(default_factory=dict)   # model id -> plaintext
+
+
+def ring_process(w: World, pid: str, rounds: int = 3, orgs: tuple[str, ...] = ORGS, *, image_id: str = "rf:1",
+                 budget: float | None = 3.0, publish: bool = True) -> None:
+    """Run a ring process to completion: in round r each organisation reads its previous state and the
+    message of its predecessor from round r-1, and sends a message to its successor."""
+    c1 = w.clients[orgs[0]]
+    try:
+        c1.get_image(image_id)
+    except Exception:
+        name, version = image_id.split(":")
+        c1.register_image(name, version, "collab-rf", IMAGE_DIGEST, reference="localhost/rf:1")
+    c1.create_process(pid, image_id, list(orgs), {"kind": "ring", "seed": 7}, rounds,
+                      hyperparameters={"n_trees": 4},
+                      privacy_budget=None if budget is None else {"mechanism": "gaussian", "epsilon": budget})
+    c1.start_process(pid)
+    n = len(orgs)
+    prev_state: dict[str, str | None] = {o: None for o in orgs}
+    prev_msgs: dict[str, list[dict[str, str]]] = {o: [] for o in orgs}
+    for rnd in range(1, rounds + 1):
+        new_msgs: dict[str, list[dict[str, str]]] = {o: [] for o in orgs}
+        for i, org in enumerate(orgs):
+            c = w.clients[org]
+            key = ec.generate_private_key(ec.SECP256R1())
+            c.create_task(pid, rnd, key.public_key(), "sandbox")
+            succ = orgs[(i + 1) % n]
+            state = digest(f"{pid}-state-{org}-{rnd}".encode())
+            msg = digest(f"{pid}-msg-{org}-{succ}-{rnd}".encode())
+            model = None
+            if rnd == rounds:
+                payload = f"model of {org} for {pid}: ".encode() + bytes(range(64))
+                model = {"digest": digest(payload), "size": len(payload)}
+                w.models[f"{pid}:{org}"] = payload
+            result = {
+                "process_id": pid, "round": rnd, "organisation": org, "image_digest": IMAGE_DIGEST,
+                "runtime": "sandbox",
+                "inputs": {"state": prev_state[org], "messages": prev_msgs[org],
+                           "data_commitment": digest(f"data-{org}".encode())},
+                "outputs": {"state": state, "messages": [{"recipient": succ, "digest": msg, "size": 32}],
+                            "model": model},
+                "metrics": {"loss": round(1.0 / rnd + 0.01 * i, 6), "epsilon_spent": 0.5},
+                "started": "2026-01-01T00:00:00Z", "finished": "2026-01-01T00:00:01Z",
+            }
+            c.complete_task(result, sign(key, canonical_json(result)))
+            prev_state[org] = state
+            new_msgs[succ].append({"sender": org, "digest": msg})
+        prev_msgs = new_msgs
+    c1.complete_process(pid)
+    w.processes.append(pid)
+    if publish:
+        for org in orgs:
+            publish_model(w, pid, org, orgs)
+
+
+def publish_model(w: World, pid: str, org: str, orgs: tuple[str, ...]) -> str:
+    payload = w.models[f"{pid}:{org}"]
+    ident = {"process_id": pid, "owner": org, "digest": digest(payload)}     # the executor's convention
+    data_key, ciphertext = encrypt_payload(payload, model_aad(ident))
+    cdig = w.stores[org].put(ciphertext)      # in the owner's store; others fetch it by its location
+    wrapped = {o: seal(w.consortium.encryption_certificate(o), data_key, model_key_info(ident)) for o in orgs}
+    w.clients[org].publish_model(pid, digest(payload), len(payload), cdig, wrapped,
+                                 metrics={"accuracy": 0.9}, estimators=[{"origin": o, "trees": 2} for o in orgs],
+                                 location=w.stores[org].root.resolve().as_uri())
+    return f"{pid}:{org}"
+
+
+def build_world(root: Path, processes: int = 1) -> World:
+    consortium = Consortium.generate(root / "crypto", ["Org1", "Org2", "Org3", "Org4"])
+    led = EmbeddedLedger(root / "ledger.db", consortium, batch_timeout=0.002)
+    clients = {o.msp_id: ConsortiaClient(led, consortium.identity(o.msp_id)) for o in consortium.organisations}
+    stores = {m: DirectoryArtifactStore(root / "artifacts" / m) for m in clients}   # the executor's layout
+    w = World(consortium, led, clients, stores, root)
+    for i in range(processes):
+        ring_process(w, f"proc-{i}")
+    return w
