@@ -469,7 +469,6 @@ def model_get(model_id: str, out: Optional[Path] = typer.Option(None, help="Down
 def model_grant(model_id: str, organisation: str, home: Optional[Path] = HomeOpt, org: str = OrgOpt,
                 as_json: bool = JsonOpt) -> None:
     """Give another organisation access (its own sealed copy of the data key)."""
-    import base64
     from api.gateway import _data_key, model_key_info
     from ledger.envelope import seal
     s = _session(home, org)
@@ -630,6 +629,24 @@ def serve(host: str = "127.0.0.1", port: int = 8000, home: Optional[Path] = Home
                     **extra)
     finally:
         s.close()
+
+
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []},
+             add_help_option=False)
+def node(ctx: typer.Context) -> None:
+    """This organisation's node agent: `consortia node run --org … --consortium … --ledger … --data … --store …
+    --state …` (the executor's command line; `consortia node --help` lists its options)."""
+    from executor.node_agent import main as node_main
+    raise typer.Exit(node_main(list(ctx.args)))
+
+
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []},
+             add_help_option=False)
+def network(ctx: typer.Context) -> None:
+    """A native Hyperledger Fabric network: `consortia network up|down|deploy|status|logs …`
+    (ledger.fabric.network; `consortia network --help` lists its options)."""
+    from ledger.fabric.network import main as network_main
+    raise typer.Exit(network_main(list(ctx.args)))
 
 
 def main(argv: Optional[list[str]] = None) -> None:

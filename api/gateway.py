@@ -12,7 +12,7 @@ where the contracts enforce membership and access lists. Errors are typed JSON b
 from __future__ import annotations
 
 import asyncio
-import json
+import dataclasses
 import base64
 import logging
 import threading
@@ -24,6 +24,7 @@ from typing import Any, Optional
 from fastapi import Depends, FastAPI, Path as PathParam, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, RedirectResponse, Response
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -106,6 +107,13 @@ class Gateway:
             self.follower = None
 
 
+def record(obj: Any) -> dict[str, Any]:
+    """A typed ledger record (``ledger.records``) as the plain dict of its canonical JSON fields."""
+    d = dataclasses.asdict(obj)
+    d.update(d.pop("extra", None) or {})
+    return d
+
+
 def _error(status: int, code: str, message: str, details: dict[str, Any] | None = None) -> JSONResponse:
     return JSONResponse(status_code=status, content={"code": code, "message": message, "details": details or {}})
 
@@ -176,7 +184,21 @@ def create_app(gw: Gateway, *, start: bool = True) -> FastAPI:
                              422: {"model": S.ErrorBody}})
     _install_error_handlers(app)
 
-    def owner(request: Request) -> TokenOwner:
+    @app.middleware("http")
+    async def access_log(request: Request, call_next):
+        """One structured log line per request (never the token or a payload)."""
+        started = time.perf_counter()
+        response = await call_next(request)
+        log.info("request", extra={"method": request.method, "path": request.url.path,
+                                   "status": response.status_code, "organisation": gw.msp_id,
+                                   "ms": round((time.perf_counter() - started) * 1000, 2)})
+        return response
+
+    bearer = HTTPBearer(auto_error=False, scheme_name="ApiToken",
+                        description="An API token of this gateway (`consortia token issue`), or a TLS client "
+                                    "certificate of one of the organisation's users when the gateway runs with --mtls.")
+
+    def owner(request: Request, _: Optional[HTTPAuthorizationCredentials] = Depends(bearer)) -> TokenOwner:
         header = request.headers.get("authorization", "")
         if not header and gw.mtls:
             from api.mtls import client_certificate_owner, peer_certificate
@@ -229,17 +251,18 @@ def create_app(gw: Gateway, *, start: bool = True) -> FastAPI:
 
     @app.post("/api/v1/images", response_model=S.ImageOut, status_code=201, tags=["images"])
     def register_image(body: S.ImageIn, c: ConsortiaClient = Depends(client)) -> dict[str, Any]:
-        rec = c._submit("Image:register", json.dumps(body.model_dump(exclude_none=True)))
+        rec = record(c.register_image(body.name, body.version, body.algorithm, body.digest, body.reference,
+                                      image_id=body.id, description=body.description))
         gw.refresh()
         return rec
 
     @app.get("/api/v1/images/{image_id}", response_model=S.ImageOut, tags=["images"])
     def get_image(image_id: str = ImageId, c: ConsortiaClient = Depends(client)) -> dict[str, Any]:
-        return c._evaluate("Image:get", image_id)
+        return record(c.get_image(image_id))
 
     @app.post("/api/v1/images/{image_id}/revoke", response_model=S.ImageOut, tags=["images"])
     def revoke_image(body: S.RevokeImageIn, image_id: str = ImageId, c: ConsortiaClient = Depends(client)) -> dict:
-        rec = c._submit("Image:revoke", image_id, body.reason)
+        rec = record(c.revoke_image(image_id, body.reason))
         gw.refresh()
         return rec
 
@@ -264,26 +287,28 @@ def create_app(gw: Gateway, *, start: bool = True) -> FastAPI:
 
     @app.post("/api/v1/processes", response_model=S.ProcessOut, status_code=201, tags=["processes"])
     def create_process(body: S.ProcessIn, c: ConsortiaClient = Depends(client)) -> dict[str, Any]:
-        spec = body.model_dump(exclude_none=True, exclude={"start"})
-        rec = c._submit("LearningProcess:create", json.dumps(spec))
+        budget = body.privacy_budget.model_dump(exclude_none=True) if body.privacy_budget else None
+        rec = record(c.create_process(body.id, body.image_id, body.consortium, body.topology.model_dump(),
+                                      body.rounds, body.hyperparameters, budget, body.dataset,
+                                      image_digest=body.image_digest, description=body.description))
         if body.start:
-            rec = c._submit("LearningProcess:start", body.id)
+            rec = record(c.start_process(body.id))
         gw.refresh()
         return rec
 
     @app.get("/api/v1/processes/{process_id}", response_model=S.ProcessOut, tags=["processes"])
     def get_process(process_id: str = ProcessId, c: ConsortiaClient = Depends(client)) -> dict[str, Any]:
-        return c._evaluate("LearningProcess:get", process_id)
+        return record(c.get_process(process_id))
 
     @app.post("/api/v1/processes/{process_id}/start", response_model=S.ProcessOut, tags=["processes"])
     def start_process(process_id: str = ProcessId, c: ConsortiaClient = Depends(client)) -> dict[str, Any]:
-        rec = c._submit("LearningProcess:start", process_id)
+        rec = record(c.start_process(process_id))
         gw.refresh()
         return rec
 
     @app.post("/api/v1/processes/{process_id}/abort", response_model=S.ProcessOut, tags=["processes"])
     def abort_process(body: S.AbortIn, process_id: str = ProcessId, c: ConsortiaClient = Depends(client)) -> dict:
-        rec = c._submit("LearningProcess:abort", process_id, body.reason)
+        rec = record(c.abort_process(process_id, body.reason))
         gw.refresh()
         return rec
 
@@ -293,7 +318,7 @@ def create_app(gw: Gateway, *, start: bool = True) -> FastAPI:
 
     def member_process(c: ConsortiaClient, process_id: str) -> dict[str, Any]:
         """The process, read through the contract (403 for a non-member, 404 if unknown)."""
-        return c._evaluate("LearningProcess:get", process_id)
+        return record(c.get_process(process_id))
 
     @app.get("/api/v1/processes/{process_id}/executions", response_model=S.Page[S.ExecutionOut], tags=["provenance"])
     def list_executions(process_id: str = ProcessId, round: Optional[int] = Query(None, ge=1, le=100_000),
@@ -309,7 +334,7 @@ def create_app(gw: Gateway, *, start: bool = True) -> FastAPI:
              tags=["provenance"])
     def get_execution(process_id: str = ProcessId, round: int = Round, organisation: str = Org,
                       c: ConsortiaClient = Depends(client)) -> dict[str, Any]:
-        return c._evaluate("ExecutionRecord:get", process_id, str(round), organisation)
+        return record(c.get_execution(process_id, round, organisation))
 
     @app.get("/api/v1/processes/{process_id}/executions/{round}/{organisation}/history",
              response_model=list[S.HistoryEntryOut], tags=["provenance"])
@@ -321,14 +346,14 @@ def create_app(gw: Gateway, *, start: bool = True) -> FastAPI:
              responses={200: {"description": "DSSE envelope of an in-toto Statement v1"}})
     def execution_attestation(process_id: str = ProcessId, round: int = Round, organisation: str = Org,
                               c: ConsortiaClient = Depends(client)) -> dict[str, Any]:
-        record = c._evaluate("ExecutionRecord:get", process_id, str(round), organisation)
+        rec = record(c.get_execution(process_id, round, organisation))
         if organisation != c.organisation:
             raise Forbidden(f"only {organisation}'s gateway can attest its own execution records; "
                             f"this is the gateway of {c.organisation}")
-        if record["status"] != "completed":
+        if rec["status"] != "completed":
             raise InvalidArgument(f"execution of {organisation} for round {round} of {process_id} is "
-                                  f"{record['status']}; only completed executions are attested")
-        return attest_execution(record, c.identity)
+                                  f"{rec['status']}; only completed executions are attested")
+        return attest_execution(rec, c.identity)
 
     @app.get("/api/v1/processes/{process_id}/timeline", response_model=S.TimelineOut, tags=["provenance"])
     def timeline(process_id: str = ProcessId, c: ConsortiaClient = Depends(client)) -> dict[str, Any]:
@@ -390,7 +415,7 @@ def create_app(gw: Gateway, *, start: bool = True) -> FastAPI:
 
     @app.get("/api/v1/models/{model_id}", response_model=S.ModelOut, tags=["models"])
     def get_model(model_id: str = ModelId, c: ConsortiaClient = Depends(client)) -> dict[str, Any]:
-        return c._evaluate("Model:get", model_id)
+        return record(c.get_model(model_id))
 
     @app.get("/api/v1/models/{model_id}/history", response_model=list[S.HistoryEntryOut], tags=["provenance"])
     def model_history(model_id: str = ModelId, c: ConsortiaClient = Depends(client)) -> list[dict]:
@@ -398,7 +423,7 @@ def create_app(gw: Gateway, *, start: bool = True) -> FastAPI:
 
     @app.get("/api/v1/models/{model_id}/lineage", response_model=S.LineageOut, tags=["provenance"])
     def lineage(model_id: str = ModelId, c: ConsortiaClient = Depends(client)) -> dict[str, Any]:
-        c._evaluate("Model:get", model_id)   # access list check by the contract
+        c.get_model(model_id)   # access list check by the contract
         found = gw.index.lineage(model_id)
         if found is None:
             gw.refresh()
@@ -417,30 +442,30 @@ def create_app(gw: Gateway, *, start: bool = True) -> FastAPI:
              responses={200: {"content": {"application/octet-stream": {}},
                               "description": "The model payload, verified against its on-chain digest"}})
     def download_model(model_id: str = ModelId, c: ConsortiaClient = Depends(client)) -> Response:
-        record = c._evaluate("Model:get", model_id)
-        data = open_model_payload(gw, record)
+        rec = record(c.get_model(model_id))
+        data = open_model_payload(gw, rec)
         return Response(data, media_type="application/octet-stream",
-                        headers={"X-Consortia-Digest": record["digest"],
+                        headers={"X-Consortia-Digest": rec["digest"],
                                  "Content-Disposition": f'attachment; filename="{model_id.replace(":", "_")}.bin"'})
 
     @app.post("/api/v1/models/{model_id}/grant", response_model=S.ModelOut, tags=["models"])
     def grant_model(body: S.AccessIn, model_id: str = ModelId, c: ConsortiaClient = Depends(client)) -> dict:
-        record = c._evaluate("Model:get", model_id)
-        if record["owner"] != c.organisation:
-            raise Forbidden(f"model {model_id} is owned by {record['owner']}; only the owner may change its access list")
+        rec = record(c.get_model(model_id))
+        if rec["owner"] != c.organisation:
+            raise Forbidden(f"model {model_id} is owned by {rec['owner']}; only the owner may change its access list")
         try:
             cert = gw.consortium.encryption_certificate(body.organisation)
         except KeyError:
             raise NotFound(f"{body.organisation} is not an organisation of this consortium") from None
-        data_key = _data_key(gw, record)
-        wrapped = seal(cert, data_key, model_key_info(record))
-        rec = c._submit("Model:grant", model_id, body.organisation, base64.b64encode(wrapped).decode())
+        data_key = _data_key(gw, rec)
+        wrapped = seal(cert, data_key, model_key_info(rec))
+        rec = record(c.grant_model(model_id, body.organisation, wrapped))
         gw.refresh()
         return rec
 
     @app.post("/api/v1/models/{model_id}/revoke", response_model=S.ModelOut, tags=["models"])
     def revoke_model(body: S.AccessIn, model_id: str = ModelId, c: ConsortiaClient = Depends(client)) -> dict:
-        rec = c._submit("Model:revoke", model_id, body.organisation)
+        rec = record(c.revoke_model(model_id, body.organisation))
         gw.refresh()
         return rec
 

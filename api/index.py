@@ -19,6 +19,7 @@ Tables: ``images``, ``processes``, ``executions`` (one row per organisation per 
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import threading
 from collections import deque
@@ -28,6 +29,10 @@ from typing import Any, Iterable, Iterator
 
 from chaincode.canonical import canonical_json
 
+log = logging.getLogger("consortia.index")
+
+SCHEMA_VERSION = "3"
+TABLES = ("meta", "images", "processes", "executions", "artifacts", "models", "events")
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS images (
@@ -41,6 +46,9 @@ CREATE TABLE IF NOT EXISTS executions (
     image_digest TEXT NOT NULL, tx_id TEXT NOT NULL, completed_tx_id TEXT NOT NULL, block INTEGER NOT NULL,
     record TEXT NOT NULL);
 CREATE UNIQUE INDEX IF NOT EXISTS executions_by_key ON executions (process_id, round, organisation);
+-- covering index: a lineage walk reads only this index, never the (large) records
+CREATE INDEX IF NOT EXISTS executions_lineage ON executions
+    (process_id, round, organisation, status, image_digest, tx_id, completed_tx_id, block);
 CREATE TABLE IF NOT EXISTS artifacts (
     process_id TEXT NOT NULL, round INTEGER NOT NULL, organisation TEXT NOT NULL,
     direction TEXT NOT NULL, kind TEXT NOT NULL, peer TEXT NOT NULL, digest TEXT NOT NULL, size INTEGER,
@@ -115,10 +123,25 @@ class AuditIndex:
             self._con.execute(f"PRAGMA synchronous={synchronous}")
             self._con.execute("PRAGMA cache_size=-65536")          # 64 MiB page cache
             self._con.execute("PRAGMA wal_autocheckpoint=16384")   # fewer, larger checkpoints while ingesting
-            self._con.executescript(SCHEMA)
+            self._con.execute("PRAGMA mmap_size=1073741824")       # reads straight from the OS page cache
+            self._migrate()
         except sqlite3.DatabaseError as exc:
             self._con.close()
             raise IndexCorrupted(f"{self.path} is not a usable audit index: {exc}") from None
+
+    def _migrate(self) -> None:
+        """Create the schema; an index of another schema version is derived data: it is dropped
+        and rebuilt from block 0 by the next sync."""
+        has_meta = self._con.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'").fetchone()
+        if has_meta:
+            row = self._con.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+            if row is None or row[0] != SCHEMA_VERSION:
+                log.warning("audit index %s has schema %s, not %s: rebuilding it from the ledger",
+                            self.path, row[0] if row else "?", SCHEMA_VERSION)
+                for table in TABLES:
+                    self._con.execute(f"DROP TABLE IF EXISTS {table}")
+        self._con.executescript(SCHEMA)
+        self._con.execute("INSERT OR REPLACE INTO meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
 
     # ------------------------------------------------------------------ bookkeeping
     def close(self) -> None:

@@ -155,12 +155,21 @@
       .sort((a, b) => a.round - b.round).map((e) => [e.round, value(e)]).filter((pt) => typeof pt[1] === "number" && isFinite(pt[1])) }));
   }
 
-  function convergenceCard(p, executions) {
+  const PREFERRED = ["loss", "objective", "log_likelihood", "elbo", "accuracy", "f1", "auc", "norm", "n_estimators"];
+  const IGNORED = new Set(["epsilon_spent", "action"]);
+
+  function convergenceCard(p, executions, chosen) {
     const names = new Set();
-    for (const e of executions) if (e.result) Object.keys(e.result.metrics).forEach((k) => { if (k !== "epsilon_spent") names.add(k); });
-    const metric = names.has("loss") ? "loss" : [...names][0];
+    for (const e of executions) if (e.result) Object.keys(e.result.metrics).forEach((k) => names.add(k));
+    const options = [...names].sort();
+    const metric = chosen || PREFERRED.find((m) => names.has(m)) || options.find((m) => !IGNORED.has(m)) || options[0];
     if (!metric) return card("Convergence", "convergence");
-    return linePlot("convergence", "Convergence: " + metric + " per round", perOrg(p, executions, (e) => e.result.metrics[metric]), {});
+    const c = linePlot("convergence", "Convergence: " + metric + " per round", perOrg(p, executions, (e) => e.result.metrics[metric]), {});
+    const select = el("select", { id: "metric", "aria-label": "metric" }, ...options.map((m) => el("option", { value: m }, m)));
+    select.value = metric;
+    select.addEventListener("change", () => c.replaceWith(convergenceCard(p, executions, select.value)));
+    c.querySelector("h3").append(" ", select);
+    return c;
   }
 
   function privacyCard(p, executions) {
@@ -177,8 +186,9 @@
     for (const m of models) {
       const counts = {};
       for (const est of m.estimators || []) {
-        const origin = typeof est === "string" ? est : (est.origin || est.organisation || "?");
-        const n = typeof est === "object" && typeof est.trees === "number" ? est.trees : 1;
+        // estimator ids as the executor publishes them: [creator, counter, digest]; also {origin, trees} or "origin"
+        const origin = Array.isArray(est) ? est[0] : typeof est === "string" ? est : (est.origin || est.organisation || "?");
+        const n = !Array.isArray(est) && typeof est === "object" && typeof est.trees === "number" ? est.trees : 1;
         counts[origin] = (counts[origin] || 0) + n;
       }
       table.append(el("tr", {}, el("th", {}, m.owner), ...origins.map((o) => el("td", {}, counts[o] || 0))));

@@ -63,6 +63,7 @@ SERVER_OPTIONS: tuple[tuple[str, int], ...] = (
     ("grpc.keepalive_permit_without_calls", 1),
     ("grpc.keepalive_time_ms", 60_000),
     ("grpc.keepalive_timeout_ms", 20_000),
+    ("grpc.so_reuseport", 0),             # a second server on a taken port must fail, not share it
 )
 PEER_CALL_TIMEOUT_S = 60.0
 HEALTH_FUNCTION = "__health__"                # answered by the shim itself: readiness probes
@@ -193,6 +194,15 @@ def _validate_key(key: str) -> None:
 
 # --------------------------------------------------------------------------- one stream
 
+def _offer(q: "queue.Queue[Msg]", msg: Msg) -> bool:
+    """Hand a reply to the one waiting call without ever blocking the stream's reader."""
+    try:
+        q.put_nowait(msg)
+        return True
+    except queue.Full:
+        return False
+
+
 class _StreamHandler:
     """The chaincode side of one ``Connect`` stream (fabric-chaincode-go ``Handler``)."""
 
@@ -224,7 +234,7 @@ class _StreamHandler:
         with self._lock:
             waiting = list(self._waiting.values())
         for q in waiting:
-            q.put(Msg(type=Msg.ERROR, payload=b"chaincode stream closed"))
+            _offer(q, Msg(type=Msg.ERROR, payload=b"chaincode stream closed"))
 
     def call_peer(self, channel_id: str, tx_id: str, kind: int, payload: bytes) -> bytes:
         key = (channel_id, tx_id)
@@ -255,10 +265,8 @@ class _StreamHandler:
         if t in (Msg.RESPONSE, Msg.ERROR):
             with self._lock:
                 q = self._waiting.get((msg.channel_id, msg.txid))
-            if q is None:
-                log.warning("reply %s for unknown transaction %s dropped", Msg.Type.Name(t), msg.txid)
-            else:
-                q.put(msg)
+            if q is None or not _offer(q, msg):
+                log.warning("reply %s for transaction %s dropped (no call waiting)", Msg.Type.Name(t), msg.txid)
         elif t in (Msg.TRANSACTION, Msg.INIT):
             self._pool.submit(self._run_transaction, msg)
         elif t == Msg.KEEPALIVE:
@@ -357,12 +365,15 @@ def serve(address: str, chaincode_id: str, dispatch: Dispatch, *, tls_cert: byte
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_streams, thread_name_prefix="cc-stream"),
                          options=list(SERVER_OPTIONS), maximum_concurrent_rpcs=max_streams)
     chaincode_shim_pb2_grpc.add_ChaincodeServicer_to_server(service, server)
-    if tls_cert is not None:
-        creds = grpc.ssl_server_credentials([(tls_key, tls_cert)], root_certificates=client_ca_certs,
-                                            require_client_auth=client_ca_certs is not None)
-        port = server.add_secure_port(address, creds)
-    else:
-        port = server.add_insecure_port(address)
+    try:
+        if tls_cert is not None:
+            creds = grpc.ssl_server_credentials([(tls_key, tls_cert)], root_certificates=client_ca_certs,
+                                                require_client_auth=client_ca_certs is not None)
+            port = server.add_secure_port(address, creds)
+        else:
+            port = server.add_insecure_port(address)
+    except RuntimeError:      # grpcio reports a failed bind this way
+        port = 0
     if port == 0:
         raise OSError(f"could not bind the chaincode server to {address}")
     server.start()

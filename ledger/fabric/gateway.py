@@ -27,7 +27,7 @@ from fabric_protos.gateway import gateway_pb2, gateway_pb2_grpc
 from fabric_protos.orderer import ab_pb2
 from fabric_protos.peer import transaction_pb2
 
-from ledger.errors import CommitTimeout, LedgerError
+from ledger.errors import CommitTimeout, EndorsementFailure, LedgerError
 from ledger.fabric.errors import translate, validation_error
 from ledger.fabric.proposal import (block_header_hash, build_proposal, channel_header_of, envelope_result,
                                     sign_envelope)
@@ -55,6 +55,9 @@ class PeerEndpoint:
     address: str
     tls_root_cert: bytes | None = None
     server_name: str | None = None   # TLS name override when the address is not in the cert SAN
+
+
+_LAG_RETRIES = 5  # endorsement retries when peers disagree because one lags a block behind
 
 
 class FabricLedger:
@@ -169,8 +172,18 @@ class FabricLedger:
                transient: Mapping[str, bytes] | None = None,
                endorsing_organisations: Sequence[str] | None = None,
                timeout: float = 60.0) -> SubmitResult:
-        tx_id, envelope, result = self.endorse(identity, function, *args, transient=transient,
-                                               endorsing_organisations=endorsing_organisations)
+        for attempt in range(_LAG_RETRIES + 1):
+            try:
+                tx_id, envelope, result = self.endorse(identity, function, *args, transient=transient,
+                                                       endorsing_organisations=endorsing_organisations)
+                break
+            except EndorsementFailure as exc:
+                # Peers of different organisations simulated against different block heights (one
+                # had not committed the previous block yet): their responses differ. Nothing was
+                # submitted; endorse again once the lagging peer has caught up.
+                if "ProposalResponsePayloads do not match" not in str(exc) or attempt == _LAG_RETRIES:
+                    raise
+                time.sleep(0.2 * (attempt + 1))
         self.send(identity, tx_id, envelope)
         code, block = self.commit_status(identity, tx_id, timeout)
         if code != transaction_pb2.VALID:

@@ -10,24 +10,74 @@ Use from a fixture::
 
 A network this process started is stopped at interpreter exit (``CONSORTIA_FABRIC_KEEP=1`` keeps
 it for the next run); a network found running is left running.
+
+Several checkouts on one machine (several engineers, CI) must not share a network: each checkout
+gets its own directory ``~/.cache/consortia/fabric-test/<hash of the checkout path>`` and a port
+base found free at first start (kept in ``port_base`` beside it), unless
+``CONSORTIA_FABRIC_NET`` / ``CONSORTIA_FABRIC_PORT_BASE`` say otherwise.
 """
 
 from __future__ import annotations
 
 import atexit
+import hashlib
 import os
+import socket
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 from ledger.fabric.gateway import FabricLedger
-from ledger.fabric.network import FabricNetwork, NetworkConfig, NetworkError
+from ledger.fabric.network import REPO_ROOT, FabricNetwork, NetworkConfig, NetworkError
 from ledger.identity import Consortium
 
 TEST_DISPATCH = "ledger.fabric.probe_contract:invoke"
 _lock = threading.Lock()
 _session: "FabricSession | None" = None
 _failure: str | None = None
+
+
+PORT_BASES = range(20050, 60000, 3100)     # each network spans base .. base + 1000 * orgs + 2950
+
+
+def network_dir() -> Path:
+    """This checkout's test network directory."""
+    env = os.environ.get("CONSORTIA_FABRIC_NET")
+    if env:
+        return Path(env)
+    tag = hashlib.sha256(str(REPO_ROOT).encode()).hexdigest()[:10]
+    return Path.home() / ".cache" / "consortia" / "fabric-test" / tag
+
+
+def _ports_free(cfg: NetworkConfig) -> bool:
+    ports = [cfg.orderer_port, cfg.orderer_admin_port, cfg.orderer_ops_port, cfg.chaincode_port]
+    for i in range(len(cfg.organisations)):
+        ports += [cfg.peer_port(i), cfg.peer_port(i) + 1, cfg.peer_ops_port(i)]
+    for port in ports:
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                return False
+    return True
+
+
+def test_config() -> NetworkConfig:
+    """This checkout's test network: own directory, own ports (kept once chosen)."""
+    net_dir = network_dir()
+    if os.environ.get("CONSORTIA_FABRIC_PORT_BASE"):
+        return NetworkConfig(dispatch=TEST_DISPATCH, net_dir=net_dir)
+    saved = net_dir / "port_base"
+    if saved.is_file():
+        return NetworkConfig(dispatch=TEST_DISPATCH, net_dir=net_dir, port_base=int(saved.read_text()))
+    for base in PORT_BASES:
+        cfg = NetworkConfig(dispatch=TEST_DISPATCH, net_dir=net_dir, port_base=base)
+        if _ports_free(cfg):
+            net_dir.mkdir(parents=True, exist_ok=True)
+            saved.write_text(str(base))
+            return cfg
+    raise NetworkError("no free port range for a test network on 127.0.0.1")
 
 
 class FabricUnavailable(RuntimeError):
@@ -52,11 +102,13 @@ def start_shared_network(config: NetworkConfig | None = None) -> FabricSession:
             return _session
         if _failure is not None:
             raise FabricUnavailable(_failure)
-        net = FabricNetwork(config or NetworkConfig(dispatch=TEST_DISPATCH))
+        net = FabricNetwork(config or test_config())
         was_running = any(net.running().values())     # someone's network: never stop it
         try:
             net.up()
         except NetworkError as exc:
+            if not was_running:
+                net.down()                           # leave no half-started network behind
             _failure = str(exc)
             if "binaries missing" in _failure:
                 raise FabricUnavailable(_failure) from None
@@ -76,6 +128,3 @@ def shared_fabric() -> FabricSession:
         pytest.skip(f"Hyperledger Fabric not available: {exc}")
         raise  # unreachable
 
-
-def network_dir() -> Path:
-    return NetworkConfig().net_dir

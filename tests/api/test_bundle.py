@@ -14,7 +14,6 @@ from chaincode.canonical import canonical_json
 from ledger.identity import Consortium
 from api.attestation import attest_execution, sign_envelope
 from api.bundle import ENVELOPE, MANIFEST_TYPE, BundleError, export_bundle, verify_bundle
-from api.index import AuditIndex
 
 MODEL = "proc-0:Org1MSP"
 
@@ -69,7 +68,7 @@ def test_any_changed_byte_fails_naming_what_broke(bundle):
     for path in files:
         rel = path.relative_to(bundle).as_posix()
         data = path.read_bytes()
-        positions = {0, len(data) // 2, len(data) - 1, *(rng.randrange(len(data)) for _ in range(2))}
+        positions = {0, len(data) - 1, rng.randrange(len(data))}
         for pos in positions:
             changed = bytearray(data)
             changed[pos] ^= 0x01 if rng.random() < 0.5 else 0x20

@@ -112,3 +112,12 @@ def test_unknown_organisation_is_a_usage_error(home):
     root, _ = home
     result = runner.invoke(app, ["image", "list", "--home", str(root), "--org", "Nope"])
     assert result.exit_code == 2
+
+
+def test_node_and_network_forward_to_the_executor_and_fabric_command_lines():
+    result = runner.invoke(app, ["node", "--help"])
+    assert result.exit_code == 0 and "follow the ledger" in result.output
+    result = runner.invoke(app, ["node", "run", "--org", "Org1MSP"])
+    assert result.exit_code == 2 and "--consortium" in result.output     # argparse names what is missing
+    result = runner.invoke(app, ["network", "--help"])
+    assert result.exit_code == 0 and "up" in result.output and "deploy" in result.output

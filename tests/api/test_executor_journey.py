@@ -6,63 +6,16 @@ from __future__ import annotations
 
 import json
 import shutil
-import threading
 
 import pytest
 
-from algorithms.task_runtime import save_dataset
-from ledger.client import ConsortiaClient
-from ledger.embedded import EmbeddedLedger
-from ledger.identity import Consortium
 from api.bundle import export_bundle, verify_bundle
 from api.follower import sync
 from api.verification import verify_model_on_ledger
 from tests.api.conftest import make_gateway
-from tests.api.world import World
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="the sandbox runtime needs bubblewrap")
 ORGS = ["Org1MSP", "Org2MSP", "Org3MSP"]
-
-
-@pytest.fixture(scope="module")
-def executed(tmp_path_factory):
-    from executor.images import ImageRecipe, build_bundle
-    from executor.node_agent import NodeAgent
-    from executor.runtimes.sandbox import SandboxRuntime
-    from tests.executor.conftest import make_dataset
-    root = tmp_path_factory.mktemp("executed")
-    consortium = Consortium.generate(root / "crypto", ["Org1", "Org2", "Org3"])
-    led = EmbeddedLedger(root / "ledger.db", consortium, batch_timeout=0.002)
-    for i, o in enumerate(ORGS):
-        (root / "data" / o / "default").mkdir(parents=True)
-        save_dataset(root / "data" / o / "default" / "dataset.npz", make_dataset(10 + i, shift=float(i)))
-    recipe = ImageRecipe.named("average-consensus")
-    image = build_bundle(recipe)
-    c1 = ConsortiaClient(led, consortium.identity("Org1MSP"))
-    c1.register_image("avg", "1", recipe.algorithm, image.digest, image.reference)
-    c1.create_process("p-exec", "avg:1", ORGS, {"kind": "ring", "seed": 11}, 3,
-                      hyperparameters={"eps": 0.3, "noise": 0.1})
-    c1.start_process("p-exec")
-    errors = []
-
-    def run(org):
-        try:
-            NodeAgent(led, consortium.identity(org), consortium, SandboxRuntime(), root / "data" / org,
-                      root / "store", root / "state").run_until_idle("p-exec", timeout=300)
-        except Exception as exc:
-            errors.append(exc)
-
-    threads = [threading.Thread(target=run, args=(o,)) for o in ORGS]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors
-    clients = {o: ConsortiaClient(led, consortium.identity(o)) for o in ORGS}
-    from api.artifacts import DirectoryArtifactStore
-    w = World(consortium, led, clients, {o: DirectoryArtifactStore(root / "store" / o) for o in ORGS}, root)
-    yield w
-    led.close()
 
 
 def test_lineage_of_an_executed_model_verifies(executed, tmp_path):

@@ -12,7 +12,7 @@ from schemathesis.checks import not_a_server_error
 from tests.api.conftest import make_gateway
 from tests.api.live import LiveServer
 
-MAX_EXAMPLES = 25
+MAX_EXAMPLES = 20
 
 
 @pytest.fixture(scope="module")

@@ -122,3 +122,20 @@ def test_a_file_that_is_not_an_index_is_refused(tmp_path):
         AuditIndex(bad)
     with pytest.raises(ValueError):
         AuditIndex(tmp_path / "x.db", synchronous="SOMETIMES")
+
+
+def test_an_index_of_another_schema_version_is_rebuilt(tmp_path):
+    ix = AuditIndex(tmp_path / "ix.db")
+    chain(ix, rounds=2)
+    with ix.transaction() as t:
+        t._set_last_block(42)
+        t._con.execute("UPDATE meta SET value = 'old' WHERE key = 'schema'")
+    ix.close()
+    again = AuditIndex(tmp_path / "ix.db")
+    assert again.last_block == -1 and again.counts()["executions"] == 0     # the next sync starts at block 0
+    again.close()
+    kept = AuditIndex(tmp_path / "ix.db")
+    with kept.transaction() as t:
+        t._set_last_block(7)
+    kept.close()
+    assert AuditIndex(tmp_path / "ix.db").last_block == 7                 # same version: kept

@@ -4,6 +4,7 @@ artefacts in ``$CONSORTIA_TEST_ARTIFACTS/explorer`` (default ``~/.cache/consorti
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -100,3 +101,111 @@ def test_explorer_shows_timeline_plots_matrix_lineage_and_verifies(browser, live
     shot(browser, "model-lineage")
     logs = [e for e in browser.get_log("browser") if e.get("level") == "SEVERE" and "401" not in e.get("message", "")]
     assert not logs, logs
+
+
+@pytest.fixture(scope="module")
+def live_executed(executed, tmp_path_factory):
+    from api.gateway import create_app
+    gw = make_gateway(executed, "Org1MSP", tmp_path_factory.mktemp("gw-web-exec"))
+    token = gw.tokens.issue("User1")
+    with LiveServer(create_app(gw)) as server:
+        yield server, token
+    gw.index.close()
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="the executor's sandbox runtime needs bubblewrap")
+def test_explorer_on_a_process_run_by_the_executor(browser, live_executed, executed):
+    import json
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as EC
+    from selenium.webdriver.support.ui import WebDriverWait
+    server, token = live_executed
+    wait = WebDriverWait(browser, 20)
+    browser.execute_script("sessionStorage.clear()") if browser.current_url.startswith("http") else None
+    browser.get(server.url + "/explorer/")
+    box = wait.until(EC.visibility_of_element_located((By.ID, "token")))
+    box.clear()
+    box.send_keys(token)
+    browser.find_element(By.CSS_SELECTOR, "#login button").click()
+    wait.until(EC.text_to_be_present_in_element((By.ID, "whoami"), "Org1MSP"))
+    wait.until(EC.element_to_be_clickable((By.CSS_SELECTOR, '#processes a[data-id="p-exec"]'))).click()
+    wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, "#timeline rect.cell")))
+    cells = browser.find_elements(By.CSS_SELECTOR, "#timeline rect.cell")
+    assert len(cells) == 9 and all("status-completed" in c.get_attribute("class") for c in cells)
+    records = json.loads(executed.ledger.evaluate(executed.consortium.identity("Org1MSP"), "ExecutionRecord:query",
+                                                  json.dumps({"process_id": "p-exec"})))
+    if any(set(r["result"]["metrics"]) - {"epsilon_spent"} for r in records):
+        assert len(browser.find_elements(By.CSS_SELECTOR, "#convergence path.series")) == 3
+    shot(browser, "executed-process-timeline")
+    browser.find_element(By.CSS_SELECTOR, '#models a[data-id="p-exec:Org1MSP"]').click()
+    wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, "#lineage circle.node")))
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#lineage circle.node")) > 3
+    browser.find_element(By.ID, "verify").click()
+    wait.until(EC.text_to_be_present_in_element((By.ID, "verify-result"), "verified"))
+    shot(browser, "executed-model-lineage")
+
+
+@pytest.fixture(scope="module")
+def demo_gateway(tmp_path_factory):
+    """``consortia demo --quick`` (the README's main job), then Bank2's gateway on its ledger."""
+    from rich.console import Console
+    from api.demo import run_demo
+    from api.gateway import Gateway, create_app
+    from api.index import AuditIndex
+    from api.tokens import TokenStore
+    from api.artifacts import DirectoryArtifactStore
+    from ledger.embedded import EmbeddedLedger
+    from ledger.identity import Consortium
+    out = tmp_path_factory.mktemp("demo")
+    assert run_demo(out=out, quick=True, console=Console(quiet=True)) == 0
+    work = out / "consortium"
+    consortium = Consortium(work / "crypto")
+    led = EmbeddedLedger(work / "ledger.sqlite", consortium)
+    home = tmp_path_factory.mktemp("gw-demo")
+    gw = Gateway(led, consortium, "Bank2MSP", AuditIndex(home / "index.db"), TokenStore(home / "tokens.json", "Bank2MSP"),
+                 DirectoryArtifactStore(home / "artifacts"))
+    token = gw.tokens.issue("User1")
+    with LiveServer(create_app(gw)) as server:
+        yield server, token, json.loads((out / "report.json").read_text()), led, consortium
+    gw.index.close()
+    led.close()
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="the demo's sandbox runtime needs bubblewrap")
+def test_explorer_on_the_completed_demo_process(browser, demo_gateway):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as EC
+    from selenium.webdriver.support.ui import WebDriverWait
+    from executor.process import estimator_origins
+    from ledger.client import ConsortiaClient
+    server, token, report, led, consortium = demo_gateway
+    wait = WebDriverWait(browser, 30)
+    browser.get(server.url + "/explorer/")
+    box = wait.until(EC.visibility_of_element_located((By.ID, "token")))
+    box.clear()
+    box.send_keys(token)
+    browser.find_element(By.CSS_SELECTOR, "#login button").click()
+    wait.until(EC.text_to_be_present_in_element((By.ID, "whoami"), "Bank2MSP"))
+    wait.until(EC.element_to_be_clickable((By.CSS_SELECTOR, '#processes a[data-id="demo-collab-rf"]'))).click()
+    wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, "#timeline rect.cell")))
+    orgs, matrix = estimator_origins(ConsortiaClient(led, consortium.identity("Bank2MSP")), "demo-collab-rf")
+    cells = browser.find_elements(By.CSS_SELECTOR, "#timeline rect.cell")
+    process = json.loads(led.evaluate(consortium.identity("Bank2MSP"), "LearningProcess:get", "demo-collab-rf"))
+    assert len(cells) == process["rounds"] * len(orgs)
+    assert all("status-completed" in c.get_attribute("class") for c in cells)
+    rows = browser.find_elements(By.CSS_SELECTOR, "#matrix table tr")[1:]
+    shown = [[int(td.text) for td in r.find_elements(By.TAG_NAME, "td")] for r in rows]
+    assert shown == matrix and sum(map(sum, shown)) > 0          # the estimator-origin matrix of the ledger
+    from selenium.webdriver.support.ui import Select
+    metric = Select(browser.find_element(By.ID, "metric"))
+    assert metric.first_selected_option.text == "n_estimators"   # a meaningful default, not the action code
+    metric.select_by_visible_text("n_shared")
+    wait.until(EC.text_to_be_present_in_element((By.CSS_SELECTOR, "#convergence h3"), "n_shared per round"))
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#convergence path.series")) == len(orgs)
+    shot(browser, "demo-process")
+    browser.find_element(By.CSS_SELECTOR, '#models a[data-id="demo-collab-rf:Bank1MSP"]').click()
+    wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, "#lineage circle.node")))
+    assert browser.find_element(By.CSS_SELECTOR, "#lineage circle.root").get_attribute("data-id").endswith("/Bank1MSP")
+    browser.find_element(By.ID, "verify").click()
+    wait.until(EC.text_to_be_present_in_element((By.ID, "verify-result"), "verified"))
+    shot(browser, "demo-model-lineage")

@@ -4,11 +4,9 @@ encrypted to the consortium and published. Shared by the API tests."""
 
 from __future__ import annotations
 
-import base64
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric import ec
 

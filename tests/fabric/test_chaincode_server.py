@@ -373,3 +373,32 @@ def test_validation_of_arguments():
         load_dispatch("nocolon")
     assert load_dispatch("ledger.fabric.probe_contract:invoke").__name__ == "invoke"
     assert chaincode_server.EMPTY_KEY_SUBSTITUTE == "\x01"
+
+
+def test_second_server_on_a_taken_port_fails():
+    srv, svc = serve("127.0.0.1:17996", "cc_1:abc", contract)
+    try:
+        with pytest.raises(OSError, match="could not bind"):
+            serve("127.0.0.1:17996", "cc_1:abc", contract)
+    finally:
+        srv.stop(0).wait()
+        svc.shutdown()
+
+
+def test_duplicate_reply_and_close_never_block_the_reader():
+    """A second reply for a call (or a close racing a reply) is dropped, not waited on."""
+    from ledger.fabric.chaincode_server import _StreamHandler
+    from concurrent import futures as f
+    h = _StreamHandler("cc", contract, f.ThreadPoolExecutor(1))
+    got = []
+    t = threading.Thread(target=lambda: got.append(h.call_peer("ch", "t1", Msg.GET_STATE, b"")))
+    t.start()
+    deadline = time.monotonic() + 5
+    while ("ch", "t1") not in h._waiting and time.monotonic() < deadline:
+        time.sleep(0.01)
+    reply = Msg(type=Msg.RESPONSE, payload=b"v", txid="t1", channel_id="ch")
+    h.receive(reply)
+    h.receive(reply)          # duplicate: must return at once
+    h.close()                 # must not block either
+    t.join(5)
+    assert got == [b"v"]

@@ -2,13 +2,35 @@
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 
+from ledger.fabric import testing
 from ledger.fabric.testing import shared_fabric
 
-pytestmark = pytest.mark.fabric
+
+def test_each_checkout_gets_free_ports_kept_once_chosen(tmp_path, monkeypatch):
+    monkeypatch.setenv("CONSORTIA_FABRIC_NET", str(tmp_path / "net"))
+    monkeypatch.delenv("CONSORTIA_FABRIC_PORT_BASE", raising=False)
+    monkeypatch.setattr(testing, "PORT_BASES", [41050, 44150])
+    first = 41050
+    with socket.socket() as busy:                 # take one port of the first range
+        busy.bind(("127.0.0.1", first + 1001))
+        busy.listen()
+        cfg = testing.test_config()
+    assert cfg.net_dir == tmp_path / "net" and cfg.port_base == 44150
+    assert cfg.dispatch == testing.TEST_DISPATCH
+    assert testing.test_config().port_base == cfg.port_base        # kept in net/port_base
 
 
+def test_default_directory_depends_on_the_checkout(monkeypatch):
+    monkeypatch.delenv("CONSORTIA_FABRIC_NET", raising=False)
+    d = testing.network_dir()
+    assert d.parent.name == "fabric-test" and len(d.name) == 10
+
+
+@pytest.mark.fabric
 def test_one_network_per_session_with_its_own_identities(fabric):
     again = shared_fabric()
     assert again is fabric
