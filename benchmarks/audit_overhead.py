@@ -9,12 +9,12 @@ small synthetic data) it runs the same data, seed and rounds
 * as an audited process on the embedded ledger (:func:`executor.process.run_process`: one node
   agent thread per organisation, every task isolated, signed, recorded; messages sealed off chain)
   with the sandbox runtime (one sandbox per task, and ``warm``: one sandbox per organisation
-  kept across rounds), and with ``--container`` the container runtime (warm);
+  kept across rounds), with ``--container`` the container runtime (warm), and with ``--fabric`` on the
+real Fabric network (sandbox, warm; the network's three organisations, so use ``--orgs 3``);
 
 and prints, per algorithm and runtime, audited / simulated wall time, the ledger's share of the
 agents' time (seconds inside Ledger.submit/evaluate summed over agent threads, over wall time ×
-organisations), and whether the audited models are bit-identical to the simulator's. The real
-Fabric host is not on this branch (docs/audited-process.md). Reports go to
+organisations), and whether the audited models are bit-identical to the simulator's. Reports go to
 ``benchmarks/results/audit_overhead[-quick].{json,md}``; the last line printed is JSON.
 """
 
@@ -133,42 +133,64 @@ CASES = {"collab-rf": case_collab_rf, "collabdict-ggm": case_ggm, "dpsda": case_
 
 # --------------------------------------------------------------------------- runs
 
-def run_simulated(case: dict[str, Any]) -> tuple[float, Any]:
+def cpu_seconds() -> float:
+    """User + system CPU seconds of this process and of its reaped children (tasks, sandboxes,
+    containers' runtime clients; not the container engine's own work)."""
+    import resource
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def run_simulated(case: dict[str, Any]) -> tuple[float, Any, float]:
     topo = TOPOLOGIES[case["topology"]["kind"]](len(case["orgs"]))
-    t0 = time.perf_counter()
+    c0, t0 = cpu_seconds(), time.perf_counter()
     sim = simulate(case["cls"](**case["params"]), case["data"], case["rounds"], case["topology"]["seed"], topo,
                    case["orgs"])
-    return time.perf_counter() - t0, sim
+    return time.perf_counter() - t0, sim, cpu_seconds() - c0
 
 
-def run_audited(case: dict[str, Any], runtime: str, warm: bool, sim: Any, engine: Any = None) -> dict[str, Any]:
+def run_audited(case: dict[str, Any], runtime: str, warm: bool, sim: Any, engine: Any = None,
+                backend: str = "embedded") -> dict[str, Any]:
     from executor.process import Platform, ProcessSpec, collect_models, launch, map_dataset, prepare_image, run_process
     from executor.runtimes import get_runtime
     from ledger.embedded import EmbeddedLedger
     from ledger.identity import Consortium
 
     orgs = case["orgs"]
+    pid = "bench"
     with tempfile.TemporaryDirectory(prefix="audit-overhead-") as tmp:
         root = Path(tmp)
-        consortium = Consortium.generate(root / "crypto", [o[:-3] for o in orgs])
-        inner = EmbeddedLedger(root / "ledger.sqlite", consortium)
+        if backend == "fabric":   # the network's own organisations Org1MSP..; a fresh process id per run
+            from ledger.fabric.testing import start_shared_network
+            fab = start_shared_network()
+            consortium = fab.consortium
+            missing = set(orgs) - set(consortium.msp_ids)
+            if missing:
+                raise SystemExit(f"the Fabric network has no organisations {sorted(missing)} (use --orgs 3)")
+            inner = fab.ledger()
+            pid = f"bench-{int(time.time() * 1000)}"
+        else:
+            consortium = Consortium.generate(root / "crypto", [o[:-3] for o in orgs])
+            inner = EmbeddedLedger(root / "ledger.sqlite", consortium)
         ledger = TimedLedger(inner)
         platform = Platform(ledger, consortium, root / "nodes", root / "ledger.sqlite")
         client = platform.client(orgs[0])
         image = prepare_image(client, case["image"], runtime, engine=engine)
         for o in orgs:
             map_dataset(platform.data_root, o, "bench", case["data"][o])
-        launch(client, ProcessSpec("bench", image.record.id, tuple(orgs), case["topology"], case["params"],
+        launch(client, ProcessSpec(pid, image.record.id, tuple(orgs), case["topology"], case["params"],
                                    case["rounds"], "bench"))
         ledger.seconds, ledger.calls = 0.0, 0
+        c0 = cpu_seconds()
         factory = (lambda: get_runtime("container", client=engine)) if runtime == "container" \
             else (lambda: get_runtime(runtime))
         t0 = time.perf_counter()
-        out = run_process(platform, "bench", factory, warm=warm, timeout=7200)
+        out = run_process(platform, pid, factory, warm=warm, timeout=7200)
         wall = time.perf_counter() - t0
-        models = collect_models(platform, "bench") if out.status == "completed" else {}
+        cpu = cpu_seconds() - c0
+        models = collect_models(platform, pid) if out.status == "completed" else {}
         inner.close()
-    return {"status": out.status, "wall_seconds": wall, "step_seconds": out.step_seconds,
+    return {"status": out.status, "wall_seconds": wall, "cpu_seconds": cpu, "step_seconds": out.step_seconds,
             "ledger_seconds": ledger.seconds, "ledger_calls": ledger.calls,
             "ledger_share": ledger.seconds / (wall * len(orgs)) if wall > 0 else 0.0,
             "bit_identical": bool(models) and all(models[o] == sim.models[o] for o in orgs),
@@ -184,14 +206,18 @@ def write_reports(tag: str, results: dict[str, Any]) -> list[Path]:
              "(one process, in memory) wall time for the same data, seed and rounds. Ledger share: seconds "
              "in Ledger.submit/evaluate summed over agents / (wall × organisations). Machine: 2 shared cores; "
              f"load average at start {results['load_average']}.", "",
-             "| algorithm | orgs × rounds | simulated s | runtime | audited s | ratio | step s (in tasks) | "
-             "ledger share | bit-identical |", "|---|---|---|---|---|---|---|---|---|"]
+             "CPU: user+system seconds of the run's process and its reaped children (sandboxes; a container "
+             "engine's own work is not counted), a load-independent view of the work done.", "",
+             "| algorithm | orgs × rounds | simulated s (CPU) | runtime | audited s | ratio | audited CPU s | "
+             "CPU ratio | ledger share | bit-identical |", "|---|---|---|---|---|---|---|---|---|---|"]
     for algo, r in results["algorithms"].items():
         for mode, a in r["audited"].items():
-            lines.append(f"| {algo} | {r['organisations']} × {r['rounds']} | {r['simulated_seconds']:.2f} | {mode} | "
-                         f"{a['wall_seconds']:.1f} | {a['ratio']:.2f} | {a['step_seconds']:.1f} | "
-                         f"{a['ledger_share']:.3f} | {a['bit_identical']} |")
-    lines += ["", "Real Fabric: not measured (the Fabric host is not merged on this branch).", ""]
+            lines.append(f"| {algo} | {r['organisations']} × {r['rounds']} | {r['simulated_seconds']:.2f} "
+                         f"({r['simulated_cpu_seconds']:.2f}) | {mode} | {a['wall_seconds']:.1f} | {a['ratio']:.2f} | "
+                         f"{a['cpu_seconds']:.1f} | {a['cpu_ratio']:.2f} | {a['ledger_share']:.3f} | "
+                         f"{a['bit_identical']} |")
+    if not any(k.startswith("fabric") for r in results["algorithms"].values() for k in r["audited"]):
+        lines += ["", "Real Fabric: not measured in this run (``--fabric``).", ""]
     m = RESULTS / f"audit_overhead{tag}.md"
     m.write_text("\n".join(lines))
     return [j, m]
@@ -204,6 +230,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--container", action="store_true", help="also run the container runtime (Podman)")
     ap.add_argument("--algorithms", default=",".join(CASES), help="comma-separated subset of " + ",".join(CASES))
     ap.add_argument("--orgs", type=int, default=None, help="override the number of organisations")
+    ap.add_argument("--fabric", action="store_true", help="also run on the real Fabric network (3 organisations)")
     ap.add_argument("--no-cold", action="store_true", help="skip the one-sandbox-per-task runs")
     args = ap.parse_args(argv)
     engine = None
@@ -214,30 +241,35 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                                "algorithms": {}}
     for name in [a for a in args.algorithms.split(",") if a]:
         case = CASES[name](args.quick, args.orgs)
-        sim_s, sim = run_simulated(case)
+        sim_s, sim, sim_cpu = run_simulated(case)
         entry = {"organisations": len(case["orgs"]), "rounds": case["rounds"], "simulated_seconds": sim_s,
-                 "audited": {}}
-        print(f"{name}: {len(case['orgs'])} organisations × {case['rounds']} rounds; simulated {sim_s:.2f} s",
-              flush=True)
-        modes = [] if args.no_cold else [("sandbox", False)]
-        modes.append(("sandbox", True))
+                 "simulated_cpu_seconds": sim_cpu, "audited": {}}
+        print(f"{name}: {len(case['orgs'])} organisations × {case['rounds']} rounds; simulated {sim_s:.2f} s "
+              f"(CPU {sim_cpu:.2f} s)", flush=True)
+        modes = [] if args.no_cold else [("sandbox", False, "embedded")]
+        modes.append(("sandbox", True, "embedded"))
         if args.container and "container" in case.get("runtimes", ("container", "sandbox")):
-            modes.append(("container", True))
-        for runtime, warm in modes:
-            a = run_audited(case, runtime, warm, sim, engine)
+            modes.append(("container", True, "embedded"))
+        if args.fabric:
+            modes.append(("sandbox", True, "fabric"))
+        for runtime, warm, backend in modes:
+            a = run_audited(case, runtime, warm, sim, engine, backend)
             a["ratio"] = a["wall_seconds"] / sim_s if sim_s > 0 else float("inf")
-            label = runtime + ("-warm" if warm else "")
+            a["cpu_ratio"] = a["cpu_seconds"] / sim_cpu if sim_cpu > 0 else float("inf")
+            label = ("fabric-" if backend == "fabric" else "") + runtime + ("-warm" if warm else "")
             entry["audited"][label] = a
             print(f"  {label:15s} audited {a['wall_seconds']:7.1f} s  ratio {a['ratio']:7.2f}  "
+                  f"CPU {a['cpu_seconds']:7.1f} s  CPU ratio {a['cpu_ratio']:6.2f}  "
                   f"ledger share {a['ledger_share']:.3f}  step {a['step_seconds']:.1f} s  "
                   f"bit-identical {a['bit_identical']}  {a['status']} {a['errors'] or ''}", flush=True)
         results["algorithms"][name] = entry
     paths = write_reports("-quick" if args.quick else "", results)
     print("reports:", ", ".join(str(p) for p in paths))
-    summary = {name: {mode: {"ratio": round(a["ratio"], 3), "ledger_share": round(a["ledger_share"], 4),
+    summary = {name: {mode: {"ratio": round(a["ratio"], 3), "cpu_ratio": round(a["cpu_ratio"], 3),
+                             "ledger_share": round(a["ledger_share"], 4),
                              "bit_identical": a["bit_identical"]}
                       for mode, a in e["audited"].items()} for name, e in results["algorithms"].items()}
-    print(json.dumps({"audit_overhead": summary, "fabric": "not measured (host not merged)"}, sort_keys=True))
+    print(json.dumps({"audit_overhead": summary}, sort_keys=True))
     return results
 
 

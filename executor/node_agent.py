@@ -477,7 +477,9 @@ class NodeAgent:
         if rnd == 1:
             return None, {}
         pid = process.id
-        own = self._record(pid, rnd - 1)
+        # one query for every member's record of round r-1 (not one evaluation per sender)
+        previous = {r.organisation: r for r in self.client.query_executions(pid, rnd - 1)}
+        own = previous.get(self.org)
         if own is None or own.status != "completed" or own.result is None:
             raise ExecutorError(f"no completed own record for round {rnd - 1}")
         state = self.store.get(own.result["outputs"]["state"])
@@ -486,7 +488,7 @@ class NodeAgent:
         for sender in process.consortium:
             if sender == self.org:
                 continue
-            rec = self._record(pid, rnd - 1, sender)
+            rec = previous.get(sender)
             if rec is None or rec.status != "completed" or rec.result is None:
                 raise ExecutorError(f"round {rnd - 1} of {sender} is not completed")
             for m in rec.result["outputs"]["messages"]:

@@ -23,6 +23,7 @@ The pieces, in the order a consortium uses them:
 from __future__ import annotations
 
 import base64
+import logging
 import os
 import subprocess
 import sys
@@ -34,7 +35,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from algorithms.step import LocalDataset
 from algorithms.task_runtime import save_dataset
-from executor.errors import ExecutorError
+from executor.errors import ExecutorError, RuntimeUnavailable
 from executor.runtimes.base import Limits, TaskRuntime
 from ledger.client import ConsortiaClient
 from ledger.identity import Consortium
@@ -42,6 +43,7 @@ from ledger.interface import Ledger
 from ledger.records import ImageRecord, ProcessRecord
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
+log = logging.getLogger(__name__)
 
 
 # --------------------------------------------------------------------------- image
@@ -246,7 +248,8 @@ def run_process(platform: Platform, process_id: str, runtime: TaskRuntime | Call
     ``runtime`` is a runtime or a factory (one runtime per organisation). ``agents="processes"``:
     one ``python -m executor.node_agent run --process`` per organisation (embedded ledger file),
     with ``agent_env[org]`` added to that organisation's environment on its first start only (fault
-    injection); an agent that dies is restarted (up to ``max_restarts``) and resumes from the ledger.
+    injection); an agent that dies (signal or error exit) while the process runs is restarted (up to
+    ``max_restarts``) and resumes from the ledger.
     """
     client = platform.client((orgs or platform.consortium.msp_ids)[0])
     process = client.get_process(process_id)
@@ -281,7 +284,12 @@ def run_process(platform: Platform, process_id: str, runtime: TaskRuntime | Call
                         raise TimeoutError(f"{org}: process {process_id} did not finish within {timeout} s")
                     with news:
                         seen = generation[0]
-                    o = agent.run_process_round(process_id)
+                    try:
+                        o = agent.run_process_round(process_id)
+                    except RuntimeUnavailable as exc:   # e.g. a warm worker ended before its task: anew
+                        log.warning("%s: %s (retrying)", org, exc)
+                        time.sleep(poll)
+                        continue
                     if o.status in ("done", "failed"):
                         with news:
                             generation[0] += 1
@@ -338,10 +346,13 @@ def run_process(platform: Platform, process_id: str, runtime: TaskRuntime | Call
                 if rc is None:
                     continue
                 del procs[org]
-                if rc < 0 and restarts[org] < max_restarts:       # killed: restart, it resumes from the ledger
+                if rc == 0:
+                    continue
+                still_running = client.get_process(process_id).status in ("created", "running")
+                if still_running and restarts[org] < max_restarts:   # died: restart, it resumes from the ledger
                     restarts[org] += 1
                     procs[org] = start(org, False)
-                elif rc != 0:
+                else:
                     errors[org] = f"agent exited with {rc} (log {logs / (org + '.log')})"
     else:
         raise ValueError(f"agents must be 'threads' or 'processes', got {agents!r}")

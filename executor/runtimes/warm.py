@@ -66,7 +66,7 @@ class WarmWorker:
 
     def start(self) -> "WarmWorker":
         if self.root.exists():   # left by a killed agent: destroy any handed-over key first
-            for key_file in list(self.root.rglob("task_key.pem")):
+            for key_file in list(self.root.rglob("task_key.pem")):   # list first: the loop deletes dirs
                 destroy_key_dir(key_file.parent)
             shutil.rmtree(self.root)
         self.in_root.mkdir(parents=True)
