@@ -101,6 +101,7 @@ class FabricNetwork:
         self.cfg = config or NetworkConfig()
         self.net = self.cfg.net_dir
         self.bin = self.cfg.fabric_home / "bin"
+        self._children: dict[int, subprocess.Popen] = {}   # nodes this object started, by pid
 
     # ------------------------------------------------------------------ paths
     @property
@@ -173,6 +174,7 @@ class FabricNetwork:
         proc = subprocess.Popen(argv, env=self._env(env), stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True, cwd=str(REPO_ROOT))
         log.close()
+        self._children[proc.pid] = proc
         st = self._state()
         st["pids"][name] = proc.pid
         self._save_state(st)
@@ -193,7 +195,10 @@ class FabricNetwork:
         pid = self._state()["pids"].get(name)
         last = ""
         while time.monotonic() < deadline:
-            if pid and not self._alive(pid, name):
+            child = self._children.get(pid) if pid else None
+            # a node we just started: its own exit status is authoritative; otherwise the marker check
+            exited = child.poll() is not None if child is not None else bool(pid) and not self._alive(pid, name)
+            if exited:
                 raise NetworkError(f"{name} exited during start; see {self.net / 'logs' / (name + '.log')}")
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as r:
