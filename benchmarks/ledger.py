@@ -161,7 +161,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--backend", choices=["embedded", "fabric"], default="embedded")
-    ap.add_argument("--clients", type=int, default=8)
+    ap.add_argument("--clients", type=int, default=16)
     ap.add_argument("--eval-clients", type=int, default=2)
     ap.add_argument("--batch-timeout", type=float, default=0.01)
     args = ap.parse_args(argv)
