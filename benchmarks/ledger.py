@@ -18,11 +18,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import tempfile
 import threading
 import time
 from pathlib import Path
+
+from cryptography.hazmat.primitives.asymmetric import ec
 
 from chaincode.canonical import canonical_json
 from ledger.client import ConsortiaClient
@@ -40,61 +41,62 @@ def percentile(xs: list[float], q: float) -> float:
     return xs[k]
 
 
-def bench_submit(ledger, consortium: Consortium, clients: int, total: int) -> dict[str, float]:
-    orgs = [o.msp_id for o in consortium.organisations]
-    per_client = total // clients
-    latencies: list[float] = []
-    lock = threading.Lock()
-    errors: list[BaseException] = []
+def run_clients(worker, clients: int) -> float:
+    """Run ``worker(i)`` in ``clients`` threads released together; return the wall seconds.
+    An exception in any worker is raised here (never lost in a thread)."""
     barrier = threading.Barrier(clients + 1)
+    errors: list[BaseException] = []
 
-    def worker(i: int) -> None:
-        c = ConsortiaClient(ledger, consortium.identity(orgs[i % len(orgs)]))
-        mine = []
+    def run(i: int) -> None:
         barrier.wait()
         try:
-            for j in range(per_client):
-                t = time.perf_counter()
-                c.register_image(f"bench-{i}-{j}", "1", "bench", DIGEST)
-                mine.append(time.perf_counter() - t)
-        except BaseException as exc:  # report, don't hide
+            worker(i)
+        except BaseException as exc:
             errors.append(exc)
-        with lock:
-            latencies.extend(mine)
 
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(clients)]
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(clients)]
     for t in threads:
         t.start()
     barrier.wait()
     t0 = time.perf_counter()
     for t in threads:
         t.join()
-    elapsed = time.perf_counter() - t0
     if errors:
         raise errors[0]
-    return {"submit_tps": len(latencies) / elapsed, "submit_p50_ms": percentile(latencies, 50) * 1e3,
-            "submit_p99_ms": percentile(latencies, 99) * 1e3, "submits": len(latencies)}
+    return time.perf_counter() - t0
+
+
+def _clients(ledger, consortium: Consortium, n: int) -> list[ConsortiaClient]:
+    orgs = [o.msp_id for o in consortium.organisations]
+    return [ConsortiaClient(ledger, consortium.identity(orgs[i % len(orgs)])) for i in range(n)]
+
+
+def bench_submit(ledger, consortium: Consortium, clients: int, total: int) -> dict[str, float]:
+    per_client = total // clients
+    users = _clients(ledger, consortium, clients)
+    latencies: list[list[float]] = [[] for _ in range(clients)]
+
+    def worker(i: int) -> None:
+        for j in range(per_client):
+            t = time.perf_counter()
+            users[i].register_image(f"bench-{i}-{j}", "1", "bench", DIGEST)
+            latencies[i].append(time.perf_counter() - t)
+
+    elapsed = run_clients(worker, clients)
+    flat = [x for lat in latencies for x in lat]
+    return {"submit_tps": len(flat) / elapsed, "submit_p50_ms": percentile(flat, 50) * 1e3,
+            "submit_p99_ms": percentile(flat, 99) * 1e3, "submits": len(flat)}
 
 
 def bench_evaluate(ledger, consortium: Consortium, clients: int, total: int) -> dict[str, float]:
-    orgs = [o.msp_id for o in consortium.organisations]
     per_client = total // clients
-    barrier = threading.Barrier(clients + 1)
+    users = _clients(ledger, consortium, clients)
 
     def worker(i: int) -> None:
-        c = ConsortiaClient(ledger, consortium.identity(orgs[i % len(orgs)]))
-        barrier.wait()
         for j in range(per_client):
-            ledger.evaluate(c.identity, "Image:get", f"bench-{i % clients}-{j % 50}:1")
+            ledger.evaluate(users[i].identity, "Image:get", f"bench-{i % clients}-{j % 50}:1")
 
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(clients)]
-    for t in threads:
-        t.start()
-    barrier.wait()
-    t0 = time.perf_counter()
-    for t in threads:
-        t.join()
-    return {"evaluate_tps": per_client * clients / (time.perf_counter() - t0)}
+    return {"evaluate_tps": per_client * clients / run_clients(worker, clients)}
 
 
 def bench_history(ledger, consortium: Consortium, versions: int, samples: int) -> dict[str, float]:
@@ -107,7 +109,6 @@ def bench_history(ledger, consortium: Consortium, versions: int, samples: int) -
     c1.start_process(pid)
     model_digest = "sha256:" + "cd" * 32
     for c in (c1, c2):
-        from cryptography.hazmat.primitives.asymmetric import ec
         key = ec.generate_private_key(ec.SECP256R1())
         c.create_task(pid, 1, key.public_key(), "inprocess")
         res = {"process_id": pid, "round": 1, "organisation": c.organisation, "image_digest": DIGEST,
@@ -119,15 +120,12 @@ def bench_history(ledger, consortium: Consortium, versions: int, samples: int) -
     wrapped = {m: seal(consortium.encryption_certificate(m), data_key) for m in ("Org1MSP", "Org2MSP")}
     model = c1.publish_model(pid, model_digest, 5, DIGEST, wrapped)
     sealed3 = seal(consortium.encryption_certificate("Org3MSP"), data_key)
-    from concurrent.futures import wait
-    pending = []
     # grant/revoke alternate on one key: each must see the previous version, so submit in sequence
     for i in range(versions - 1):
         if i % 2 == 0:
             c1.grant_model(model.id, "Org3MSP", sealed3)
         else:
             c1.revoke_model(model.id, "Org3MSP")
-    wait(pending)
     lat = []
     n_versions = 0
     for _ in range(samples):

@@ -42,7 +42,7 @@ from ledger.embedded import blocks as B
 from ledger.embedded.policy import EndorsementPolicy
 from ledger.embedded.simulation import TxSimulator
 from ledger.embedded.store import Store
-from ledger.embedded.validation import StateView, validate_transaction, writes_of
+from ledger.embedded.validation import validate_block, write_block_outcome
 from ledger.errors import (AccessDenied, CommitTimeout, EndorsementPolicyFailure, LedgerError, MVCCConflict,
                            TransactionInvalid)
 from ledger.identity import Consortium, Identity, MembershipService
@@ -274,47 +274,11 @@ class EmbeddedLedger:
             number, previous_hash = con.execute(
                 "SELECT number + 1, header_hash FROM blocks ORDER BY number DESC LIMIT 1").fetchone()
 
-            def get_version(key: str):
-                row = Store.get_state(con, key.encode("utf-8"))
-                return None if row is None else row[1]
-
-            def get_range(start: str, end: str):
-                return [(k.decode("utf-8"), v) for k, _, v in Store.range(con, start.encode(), end.encode())]
-
-            view = StateView(get_version, get_range)
-            block_ids: set[str] = set()
-
-            def seen(tx_id: str) -> bool:
-                return tx_id in block_ids or con.execute("SELECT 1 FROM txs WHERE tx_id = ?", (tx_id,)).fetchone() is not None
-
-            codes: list[str] = []
-            history_rows, event_rows = [], []
-            for txnum, tx in enumerate(txs):
-                code = validate_transaction(tx, membership=self.membership, policy=self.policy, view=view,
-                                            seen_tx_ids=seen, channel=self.channel, chaincode=self.chaincode)
-                codes.append(code)
-                tx_id = tx["proposal"]["tx_id"]
-                if code == B.VALID:
-                    ts = float(tx["proposal"]["timestamp"])
-                    for key, value in writes_of(tx):
-                        view.updates[key] = (value, (number, txnum))
-                        history_rows.append((key.encode("utf-8"), number, txnum, tx_id, ts, value, int(value is None)))
-                    ev = tx["response"]["event"]
-                    if ev is not None:
-                        event_rows.append((number, txnum, tx_id, self.chaincode, ev[0], B.unb64(ev[1])))
-                block_ids.add(tx_id)
-            body = B.make_body(number, previous_hash, time.time(), txs, codes)
-            self._append_block(con, body)
-            for key, (value, (blk, txnum)) in view.updates.items():
-                k = key.encode("utf-8")
-                if value is None:
-                    con.execute("DELETE FROM state WHERE key = ?", (k,))
-                else:
-                    con.execute("INSERT OR REPLACE INTO state VALUES (?, ?, ?, ?)", (k, value, blk, txnum))
-            con.executemany("INSERT INTO history VALUES (?, ?, ?, ?, ?, ?, ?)", history_rows)
-            con.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?, ?)", event_rows)
-            con.executemany("INSERT OR IGNORE INTO txs VALUES (?, ?, ?, ?)",
-                            [(tx["proposal"]["tx_id"], number, i, c) for i, (tx, c) in enumerate(zip(txs, codes))])
+            outcome = validate_block(con, number, txs, membership=self.membership, policy=self.policy,
+                                     channel=self.channel, chaincode=self.chaincode)
+            codes = outcome.codes
+            self._append_block(con, B.make_body(number, previous_hash, time.time(), txs, codes))
+            write_block_outcome(con, outcome)
             con.execute("COMMIT")
         except BaseException:
             con.execute("ROLLBACK")

@@ -15,11 +15,14 @@ The same code validates new blocks at commit and replays the chain in ``verify``
 from __future__ import annotations
 
 import base64
+import sqlite3
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from chaincode.canonical import canonical_json
 from ledger.embedded import blocks as B
 from ledger.embedded.policy import EndorsementPolicy
+from ledger.embedded.store import Store
 from ledger.errors import AccessDenied
 from ledger.identity import MembershipService
 
@@ -34,6 +37,18 @@ class StateView:
         self._get_version = get_version
         self._get_range = get_range
         self.updates: dict[str, tuple[bytes | None, Version]] = {}
+
+    @classmethod
+    def of(cls, con: sqlite3.Connection) -> "StateView":
+        """The view of the world state stored behind ``con``."""
+        def get_version(key: str) -> Version | None:
+            row = Store.get_state(con, key.encode("utf-8"))
+            return None if row is None else row[1]
+
+        def get_range(start: str, end: str) -> list[tuple[str, Version]]:
+            return [(k.decode("utf-8"), v) for k, _, v in Store.range(con, start.encode(), end.encode())]
+
+        return cls(get_version, get_range)
 
     def version(self, key: str) -> Version | None:
         if key in self.updates:
@@ -103,3 +118,55 @@ def validate_transaction(tx: dict[str, Any], *, membership: MembershipService, p
 def writes_of(tx: dict[str, Any]) -> Iterable[tuple[str, bytes | None]]:
     for key, value in tx["response"]["rwset"]["writes"]:
         yield key, (None if value is None else B.unb64(value))
+
+
+@dataclass
+class BlockOutcome:
+    """The validation codes of a block's transactions and the index rows of its valid ones."""
+
+    codes: list[str]
+    view: StateView
+    history_rows: list[tuple] = field(default_factory=list)
+    event_rows: list[tuple] = field(default_factory=list)
+    tx_rows: list[tuple] = field(default_factory=list)
+
+
+def validate_block(con: sqlite3.Connection, number: int, txs: list[dict[str, Any]], *,
+                   membership: MembershipService, policy: EndorsementPolicy, channel: str,
+                   chaincode: str) -> BlockOutcome:
+    """Validate block ``number`` against the state behind ``con`` (used at commit and by verify)."""
+    out = BlockOutcome(codes=[], view=StateView.of(con))
+    in_block: set[str] = set()
+
+    def seen(tx_id: str) -> bool:
+        return tx_id in in_block or con.execute("SELECT 1 FROM txs WHERE tx_id = ?", (tx_id,)).fetchone() is not None
+
+    for txnum, tx in enumerate(txs):
+        code = validate_transaction(tx, membership=membership, policy=policy, view=out.view,
+                                    seen_tx_ids=seen, channel=channel, chaincode=chaincode)
+        out.codes.append(code)
+        tx_id = tx["proposal"]["tx_id"]
+        if code == B.VALID:
+            ts = float(tx["proposal"]["timestamp"])
+            for key, value in writes_of(tx):
+                out.view.updates[key] = (value, (number, txnum))
+                out.history_rows.append((key.encode("utf-8"), number, txnum, tx_id, ts, value, int(value is None)))
+            ev = tx["response"]["event"]
+            if ev is not None:
+                out.event_rows.append((number, txnum, tx_id, chaincode, ev[0], B.unb64(ev[1])))
+        out.tx_rows.append((tx_id, number, txnum, code))
+        in_block.add(tx_id)
+    return out
+
+
+def write_block_outcome(con: sqlite3.Connection, out: BlockOutcome) -> None:
+    """Apply a validated block to the state, history, event and tx-index tables behind ``con``."""
+    for key, (value, (blk, txnum)) in out.view.updates.items():
+        k = key.encode("utf-8")
+        if value is None:
+            con.execute("DELETE FROM state WHERE key = ?", (k,))
+        else:
+            con.execute("INSERT OR REPLACE INTO state VALUES (?, ?, ?, ?)", (k, value, blk, txnum))
+    con.executemany("INSERT INTO history VALUES (?, ?, ?, ?, ?, ?, ?)", out.history_rows)
+    con.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?, ?)", out.event_rows)
+    con.executemany("INSERT OR IGNORE INTO txs VALUES (?, ?, ?, ?)", out.tx_rows)

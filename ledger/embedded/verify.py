@@ -17,8 +17,8 @@ from typing import Any
 from chaincode.canonical import canonical_json
 from ledger.embedded import blocks as B
 from ledger.embedded.policy import EndorsementPolicy
-from ledger.embedded.store import SCHEMA, Store
-from ledger.embedded.validation import StateView, validate_transaction, writes_of
+from ledger.embedded.store import SCHEMA
+from ledger.embedded.validation import validate_block, write_block_outcome
 from ledger.errors import AccessDenied, LedgerCorrupted
 from ledger.identity import MembershipService
 
@@ -39,7 +39,6 @@ def verify_ledger(con: sqlite3.Connection, membership: MembershipService, policy
     replay.executescript(SCHEMA)
     previous_hash = ""
     blocks = txs_total = valid_total = 0
-    last_writer: dict[bytes, int] = {}
     try:
         rows = con.execute("SELECT number, header_hash, previous_hash, body FROM blocks ORDER BY number")
         expected_number = 0
@@ -69,43 +68,16 @@ def verify_ledger(con: sqlite3.Connection, membership: MembershipService, policy
             if len(codes) != len(body["transactions"]):
                 raise LedgerCorrupted(f"block {number}: validation codes do not match its transactions", number)
 
-            def get_version(key: str):
-                row = Store.get_state(replay, key.encode("utf-8"))
-                return None if row is None else row[1]
-
-            def get_range(start: str, end: str):
-                return [(k.decode("utf-8"), v) for k, _, v in Store.range(replay, start.encode(), end.encode())]
-
-            view = StateView(get_version, get_range)
-            in_block: set[str] = set()
-            for txnum, tx in enumerate(body["transactions"]):
-                tx_id = tx["proposal"]["tx_id"]
-                code = validate_transaction(
-                    tx, membership=membership, policy=policy, view=view, channel=channel, chaincode=chaincode,
-                    seen_tx_ids=lambda t: t in in_block or replay.execute("SELECT 1 FROM txs WHERE tx_id=?", (t,)).fetchone() is not None)
-                if code != codes[txnum]:
-                    raise LedgerCorrupted(f"block {number}, transaction {txnum} ({tx_id}): recorded as {codes[txnum]}, "
-                                          f"replay says {code}", number)
-                txs_total += 1
-                if code == B.VALID:
-                    valid_total += 1
-                    ts = float(tx["proposal"]["timestamp"])
-                    for key, value in writes_of(tx):
-                        view.updates[key] = (value, (number, txnum))
-                        replay.execute("INSERT INTO history VALUES (?, ?, ?, ?, ?, ?, ?)",
-                                       (key.encode(), number, txnum, tx_id, ts, value, int(value is None)))
-                        last_writer[key.encode()] = number
-                    ev = tx["response"]["event"]
-                    if ev is not None:
-                        replay.execute("INSERT INTO events VALUES (?, ?, ?, ?, ?, ?)",
-                                       (number, txnum, tx_id, chaincode, ev[0], B.unb64(ev[1])))
-                replay.execute("INSERT OR IGNORE INTO txs VALUES (?, ?, ?, ?)", (tx_id, number, txnum, code))
-                in_block.add(tx_id)
-            for key, (value, (blk, txnum)) in view.updates.items():
-                if value is None:
-                    replay.execute("DELETE FROM state WHERE key = ?", (key.encode(),))
-                else:
-                    replay.execute("INSERT OR REPLACE INTO state VALUES (?, ?, ?, ?)", (key.encode(), value, blk, txnum))
+            outcome = validate_block(replay, number, body["transactions"], membership=membership, policy=policy,
+                                     channel=channel, chaincode=chaincode)
+            for txnum, (recorded, replayed) in enumerate(zip(codes, outcome.codes)):
+                if recorded != replayed:
+                    tx_id = body["transactions"][txnum]["proposal"]["tx_id"]
+                    raise LedgerCorrupted(f"block {number}, transaction {txnum} ({tx_id}): recorded as {recorded}, "
+                                          f"replay says {replayed}", number)
+            txs_total += len(codes)
+            valid_total += outcome.codes.count(B.VALID)
+            write_block_outcome(replay, outcome)
     except sqlite3.DatabaseError as exc:
         raise LedgerCorrupted(f"the ledger file is damaged: {exc} (after block {blocks - 1})", max(blocks - 1, 0)) from None
 
