@@ -13,6 +13,10 @@ The result (what the task key signs) is::
      inputs:  {state, messages: [{sender, digest}], data_commitment},
      outputs: {state, messages: [{recipient, digest, size, ...}], model: {digest, size, ...} | null},
      metrics: {name: number}, started, finished}
+
+Chaincode events reach every channel member, so ``TaskCreated`` / ``TaskCompleted`` /
+``TaskFailed`` carry only (process id, round, organisation): a member reads digests, metrics and
+failure reasons through :meth:`ExecutionRecordContract.get`, which checks process membership.
 """
 
 from __future__ import annotations
@@ -214,8 +218,7 @@ class ExecutionRecordContract:
         record.update(status="completed", result=result, signature=signature_b64, completed=ctx.timestamp,
                       completed_tx_id=ctx.tx_id, epsilon_total=total)
         ctx.put(key, record)
-        ctx.emit("TaskCompleted", {"process_id": pid, "round": rnd, "organisation": org,
-                                   "outputs": result["outputs"], "epsilon_total": total})
+        ctx.emit("TaskCompleted", {"process_id": pid, "round": rnd, "organisation": org})
         return record
 
     def fail_task(self, ctx: TransactionContext, spec_json: str) -> dict[str, Any]:
@@ -246,7 +249,7 @@ class ExecutionRecordContract:
         record.update(status="failed", failure_reason=reason, failure_details=details, completed=ctx.timestamp,
                       completed_tx_id=ctx.tx_id)
         ctx.put(key, record)
-        ctx.emit("TaskFailed", {"process_id": pid, "round": rnd, "organisation": ctx.msp_id, "reason": reason})
+        ctx.emit("TaskFailed", {"process_id": pid, "round": rnd, "organisation": ctx.msp_id})
         return record
 
     def get(self, ctx: TransactionContext, process_id: str, rnd: str, organisation: str) -> dict[str, Any]:

@@ -4,6 +4,8 @@
 A process pins an image by digest, names its consortium (MSP ids), topology, hyper-parameters,
 number of rounds and privacy budget. Status: created -> running -> completed | failed | aborted.
 The current round is derived from execution records (never stored in a hot key).
+Events (seen by every channel member) carry the process id and, for ``ProcessStatus``, the new
+status only; consortium, image, reason and actor are read through ``get`` by members.
 """
 
 from __future__ import annotations
@@ -118,7 +120,7 @@ class LearningProcessContract:
             "status": "created", "status_reason": "", "updated": ctx.timestamp, "tx_id": ctx.tx_id,
         }
         ctx.put(key, record)
-        ctx.emit("ProcessCreated", {"id": pid, "consortium": consortium, "image_digest": image["digest"]})
+        ctx.emit("ProcessCreated", {"id": pid})
         return record
 
     def get(self, ctx: TransactionContext, process_id: str) -> dict[str, Any]:
@@ -141,7 +143,7 @@ class LearningProcessContract:
         process.update(status=to, status_reason=reason[:1024], updated=ctx.timestamp, tx_id=ctx.tx_id,
                        status_by=ctx.msp_id)
         ctx.put(ctx.key(PROCESS, process_id), process)
-        ctx.emit("ProcessStatus", {"id": process_id, "status": to, "reason": reason[:1024], "by": ctx.msp_id})
+        ctx.emit("ProcessStatus", {"id": process_id, "status": to})
         return process
 
     def start(self, ctx: TransactionContext, process_id: str) -> dict[str, Any]:

@@ -3,8 +3,16 @@
 The payload lives off chain, encrypted once under a random data key; the ledger holds that
 data key sealed for each organisation on the access list, one ``ModelKey`` record per
 organisation beside the model record, so access holds cryptographically as well as in the
-contract: granting adds a sealed key, revoking deletes it. An organisation only ever reads its
-own sealed key.
+contract. An organisation only ever reads its own sealed key.
+
+Granting adds a sealed key. Revoking *rotates* the data key: the owner re-encrypts the stored
+model under a fresh key and the revocation carries the new ciphertext digest and the new key
+sealed for exactly the remaining access list, so a sealed key the revoked organisation fetched
+earlier opens nothing that is stored any more (``key_version`` counts the rotations). What
+revocation cannot undo -- plaintext already downloaded -- is stated in docs/models.md.
+
+Events carry identifiers only (model id, process id, organisation): digests and locations are
+read through :meth:`ModelContract.get`, which checks the access list.
 A model can only be published by the organisation whose completed execution record of the last
 round names the model's digest, so every model has an audited lineage.
 """
@@ -110,13 +118,13 @@ class ModelContract:
             "size": spec["size"], "ciphertext_digest": spec["ciphertext_digest"],
             "location": str(spec.get("location") or ""), "metrics": metrics, "estimators": estimators,
             "image_digest": process["image_digest"], "round": last,
-            "access": sorted(process["consortium"]),
+            "access": sorted(process["consortium"]), "key_version": 1,
             "created": ctx.timestamp, "published_by": ctx.subject, "tx_id": ctx.tx_id,
         }
         ctx.put(key, record)
         for org, sealed in sorted(wrapped.items()):
             _put_sealed_key(ctx, model_id, org, sealed)
-        ctx.emit("ModelPublished", {"id": model_id, "process_id": pid, "owner": ctx.msp_id, "digest": spec["digest"]})
+        ctx.emit("ModelPublished", {"id": model_id, "process_id": pid, "owner": ctx.msp_id})
         return {**record, "wrapped_key": wrapped[ctx.msp_id]}
 
     def _load(self, ctx: TransactionContext, model_id: str) -> dict[str, Any]:
@@ -155,14 +163,42 @@ class ModelContract:
         ctx.emit("ModelAccessGranted", {"id": model_id, "organisation": organisation})
         return _view(ctx, record)
 
-    def revoke(self, ctx: TransactionContext, model_id: str, organisation: str) -> dict[str, Any]:
+    def revoke(self, ctx: TransactionContext, model_id: str, organisation: str, rotation_json: str) -> dict[str, Any]:
+        """Remove ``organisation`` from the access list and rotate the data key: ``rotation_json`` is
+        ``{ciphertext_digest, wrapped_keys, location?}`` -- the digest of the model re-encrypted under
+        a fresh data key (it must differ from the current one) and that key sealed for exactly the
+        remaining access list. Every remaining sealed key is replaced; the revoked one is deleted."""
         record = self._owner_update(ctx, model_id)
         if organisation == record["owner"]:
             raise InvalidArgument("the owner cannot revoke its own access")
         if organisation not in record["access"]:
             raise NotFound(f"{organisation} has no access to model {model_id}")
+        rotation = require_keys(parse_json_arg(rotation_json, "key rotation"),
+                                {"ciphertext_digest", "wrapped_keys", "location"},
+                                {"ciphertext_digest", "wrapped_keys"}, "key rotation")
+        if not is_digest(rotation["ciphertext_digest"]):
+            raise InvalidArgument("key rotation ciphertext_digest must be sha256:<64 hex>")
+        if rotation["ciphertext_digest"] == record["ciphertext_digest"]:
+            raise InvalidArgument(f"revoking access to model {model_id} must replace its ciphertext "
+                                  f"(re-encrypted under a fresh data key); got the current one")
+        remaining = [o for o in record["access"] if o != organisation]
+        wrapped = rotation["wrapped_keys"]
+        if not isinstance(wrapped, dict) or set(wrapped) != set(remaining):
+            raise InvalidArgument(f"wrapped_keys must hold the new data key sealed for exactly the remaining "
+                                  f"access list {remaining}")
+        for org, v in wrapped.items():
+            _check_wrapped_key(v, org)
+        location = rotation.get("location")
+        if location is not None and (not isinstance(location, str) or len(location) > 2048):
+            raise InvalidArgument("key rotation location must be a string of at most 2048 characters")
         ctx.stub.del_state(ctx.key(MODEL_KEY, model_id, organisation))
-        record["access"] = [o for o in record["access"] if o != organisation]
+        for org, sealed in sorted(wrapped.items()):
+            _put_sealed_key(ctx, model_id, org, sealed)
+        record["access"] = remaining
+        record["ciphertext_digest"] = rotation["ciphertext_digest"]
+        if location is not None:
+            record["location"] = location
+        record["key_version"] = int(record.get("key_version", 1)) + 1
         record.update(updated=ctx.timestamp, tx_id=ctx.tx_id)
         ctx.put(self._key(ctx, model_id), record)
         ctx.emit("ModelAccessRevoked", {"id": model_id, "organisation": organisation})

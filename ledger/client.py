@@ -149,8 +149,15 @@ class ConsortiaClient:
         return ModelRecord.from_dict(self._submit("Model:grant", model_id, organisation,
                                                   base64.b64encode(wrapped_key).decode()))
 
-    def revoke_model(self, model_id: str, organisation: str) -> ModelRecord:
-        return ModelRecord.from_dict(self._submit("Model:revoke", model_id, organisation))
+    def revoke_model(self, model_id: str, organisation: str, ciphertext_digest: str,
+                     wrapped_keys: dict[str, bytes], location: str | None = None) -> ModelRecord:
+        """Revoke ``organisation`` and rotate the data key: ``ciphertext_digest`` is the model
+        re-encrypted under a fresh key, ``wrapped_keys`` that key sealed for the remaining list."""
+        rotation: dict[str, Any] = {"ciphertext_digest": ciphertext_digest,
+                                    "wrapped_keys": {o: base64.b64encode(k).decode() for o, k in wrapped_keys.items()}}
+        if location is not None:
+            rotation["location"] = location
+        return ModelRecord.from_dict(self._submit("Model:revoke", model_id, organisation, json.dumps(rotation)))
 
     def model_history(self, model_id: str) -> list[HistoryEntry]:
         return _history(self.ledger.evaluate(self.identity, "Model:history", model_id))
