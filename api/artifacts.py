@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import tempfile
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -60,10 +61,18 @@ def fetch_verified(store: ArtifactStore, digest: str) -> bytes:
 
 
 class DirectoryArtifactStore:
-    """One organisation's content-addressed files ``<root>/sha256/<hex[:2]>/<hex>`` (read and write)."""
+    """One organisation's content-addressed files ``<root>/sha256/<hex[:2]>/<hex>`` (read and write).
+
+    Written files are 0600 and directories 0700, like the executor's store: only the
+    organisation's own user reads them."""
 
     def __init__(self, root: str | os.PathLike):
         self.root = Path(root)
+
+    @property
+    def location(self) -> str:
+        """The ``file://`` location other organisations fetch from (as the executor records it)."""
+        return self.root.resolve().as_uri()
 
     def _path(self, digest: str) -> Path:
         if not is_digest(digest):
@@ -81,11 +90,37 @@ class DirectoryArtifactStore:
         digest = sha256_digest(data)
         path = self._path(digest)
         if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(".tmp")
-            tmp.write_bytes(data)
-            os.replace(tmp, path)
+            _private_dirs(path.parent, self.root)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".put-")   # 0600
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+                os.replace(tmp, path)
+            except BaseException:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
+                raise
         return digest
+
+    def delete(self, digest: str) -> bool:
+        """Remove an artifact (a model ciphertext replaced by a key rotation); False if absent."""
+        try:
+            self._path(digest).unlink()
+            return True
+        except FileNotFoundError:
+            return False
+
+
+def _private_dirs(d: Path, top: Path) -> None:
+    """``mkdir -p d`` with every directory from ``top`` down to ``d`` at mode 0700."""
+    d.mkdir(parents=True, exist_ok=True, mode=0o700)
+    p = d
+    while True:
+        if p.stat().st_mode & 0o777 != 0o700:
+            p.chmod(0o700)
+        if p == top or top not in p.parents:
+            break
+        p = p.parent
 
 
 def store_at(location: str) -> DirectoryArtifactStore | None:

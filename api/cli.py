@@ -485,11 +485,18 @@ def model_grant(model_id: str, organisation: str, home: Optional[Path] = HomeOpt
 @model_app.command("revoke")
 def model_revoke(model_id: str, organisation: str, home: Optional[Path] = HomeOpt, org: str = OrgOpt,
                  as_json: bool = JsonOpt) -> None:
+    """Take an organisation off the access list; the data key is rotated and the model re-encrypted."""
     s = _session(home, org)
     try:
         target = s.consortium.organisation(organisation).msp_id
-        _emit({k: v for k, v in _plain(_run(lambda: s.client.revoke_model(model_id, target), as_json)).items()
-               if k != "wrapped_key"}, as_json, "access revoked")
+        from api.artifacts import ArtifactMissing, DigestMismatch
+        from api.gateway import revoke_with_rotation
+        try:
+            revoked = _run(lambda: revoke_with_rotation(s.gateway(), s.client, model_id, target), as_json)
+        except (ArtifactMissing, DigestMismatch) as exc:   # the stored model cannot be re-encrypted
+            console.print(f"[red]{type(exc).__name__}[/red]: {exc}")
+            raise typer.Exit(1)
+        _emit({k: v for k, v in _plain(revoked).items() if k != "wrapped_key"}, as_json, "access revoked")
     finally:
         s.close()
 

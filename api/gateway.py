@@ -30,12 +30,13 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from chaincode.errors import ContractError, Forbidden, InvalidArgument, NotFound
 from ledger.client import ConsortiaClient
-from ledger.envelope import DecryptionError, decrypt_payload, seal, unseal
+from ledger.envelope import DecryptionError, decrypt_payload, encrypt_payload, seal, unseal
 from ledger.errors import AccessDenied, LedgerError, MVCCConflict
 from ledger.identity import Consortium, Identity
 from ledger.interface import Ledger
 from api import schemas as S
-from api.artifacts import ArtifactMissing, ArtifactStore, DigestMismatch, fetch_verified, sha256_digest, store_at
+from api.artifacts import (ArtifactMissing, ArtifactStore, DigestMismatch, DirectoryArtifactStore, fetch_verified,
+                           sha256_digest, store_at)
 from api.attestation import attest_execution
 from api.follower import IndexFollower, sync
 from api.index import AuditIndex
@@ -465,7 +466,9 @@ def create_app(gw: Gateway, *, start: bool = True) -> FastAPI:
 
     @app.post("/api/v1/models/{model_id}/revoke", response_model=S.ModelOut, tags=["models"])
     def revoke_model(body: S.AccessIn, model_id: str = ModelId, c: ConsortiaClient = Depends(client)) -> dict:
-        rec = record(c.revoke_model(model_id, body.organisation))
+        """Remove an organisation from the access list and rotate the model's data key (the stored
+        ciphertext is replaced; the remaining members get new sealed keys)."""
+        rec = record(revoke_with_rotation(gw, c, model_id, body.organisation))
         gw.refresh()
         return rec
 
@@ -503,3 +506,56 @@ def open_model_payload(gw: Gateway, record: dict[str, Any]) -> bytes:
         raise DigestMismatch(f"model {record['id']} decrypts to {sha256_digest(plaintext)}, the ledger says "
                              f"{record['digest']}")
     return plaintext
+
+
+def _model_store(gw: Gateway, record: dict[str, Any]) -> tuple[Any, str]:
+    """Where the owner keeps the model's ciphertext: the store its ``location`` names (the owner's
+    own store, which other members fetch from), else this gateway's store. (store, location)"""
+    remote = store_at(record.get("location") or "")
+    if remote is not None and remote.root.is_dir():
+        return remote, record["location"]
+    local = gw.artifacts
+    location = local.location if isinstance(local, DirectoryArtifactStore) else (record.get("location") or "")
+    return local, location
+
+
+def revoke_with_rotation(gw: Gateway, c: ConsortiaClient, model_id: str, organisation: str) -> Any:
+    """Revoke ``organisation``'s access to a model this organisation owns, so that it revokes
+    (issue: a sealed key fetched before revocation must open nothing stored afterwards):
+
+    1. open the current ciphertext with the owner's sealed key (digest checked);
+    2. encrypt it again under a fresh data key and store the new ciphertext;
+    3. ``Model:revoke`` with the new ciphertext digest and the new key sealed for exactly the
+       remaining access list -- the contract replaces every sealed key and the ciphertext digest;
+    4. delete the old ciphertext from the owner's stores.
+
+    A failed revocation deletes the new ciphertext and leaves the model as it was. Copies the
+    revoked organisation made before (plaintext or old ciphertext with its old key) are beyond
+    reach: see docs/models.md."""
+    rec = record(c.get_model(model_id))
+    if rec["owner"] != c.organisation:
+        raise Forbidden(f"model {model_id} is owned by {rec['owner']}; only the owner may change its access list")
+    if organisation == rec["owner"]:
+        raise InvalidArgument("the owner cannot revoke its own access")
+    if organisation not in rec["access"]:
+        raise NotFound(f"{organisation} has no access to model {model_id}")
+    plaintext = open_model_payload(gw, rec)
+    remaining = [o for o in rec["access"] if o != organisation]
+    data_key, ciphertext = encrypt_payload(plaintext, model_aad(rec))
+    try:
+        wrapped = {o: seal(gw.consortium.encryption_certificate(o), data_key, model_key_info(rec)) for o in remaining}
+    except KeyError as exc:
+        raise NotFound(f"{exc} on the access list of {model_id} has no key-agreement certificate") from None
+    store, location = _model_store(gw, rec)
+    new_digest = store.put(ciphertext)
+    new_digest = new_digest if isinstance(new_digest, str) else new_digest.digest
+    try:
+        revoked = c.revoke_model(model_id, organisation, new_digest, wrapped, location=location)
+    except BaseException:
+        store.delete(new_digest)
+        raise
+    for s in {id(store): store, id(gw.artifacts): gw.artifacts}.values():
+        delete = getattr(s, "delete", None)
+        if delete is not None:
+            delete(rec["ciphertext_digest"])
+    return revoked

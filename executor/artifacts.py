@@ -11,6 +11,17 @@ digest* (of the sealed bytes; the content address). The seal's associated info b
 ciphertext to (process, round, sender, recipient, payload digest), so a sealed message cannot be
 replayed into another round or attributed to another sender.
 
+*Private* artifacts (an organisation's states and plaintext models) are never stored in the
+clear: :meth:`ArtifactStore.put_private` seals them to the owner organisation's own
+key-agreement certificate (the same ECIES envelope as messages), under
+``<root>/<org>/private/<hex[:2]>/<hex of the plaintext digest>``; only the owner's key opens them
+(:meth:`ArtifactStore.get_private`), and the seal's info binds the blob to (owner, plaintext
+digest), so a blob cannot be passed off as another artifact. The ledger keeps naming the
+plaintext digest (what the task signs), so lineages and bit-identity checks are unchanged.
+
+Every file is written 0600 and every directory of an organisation's store is 0700: nothing in
+a store is readable by other users of the machine.
+
 Locations are ``file://`` URLs of a store root (one machine); a remote store would serve the
 same ``<root>/<org>/sha256/<hex>`` layout over HTTP.
 """
@@ -58,6 +69,44 @@ class MessageRef:
     stored: ArtifactRef    # the sealed bytes in the sender's store
 
 
+FILE_MODE = 0o600
+DIR_MODE = 0o700
+
+
+def private_info(owner: str, payload_digest: str) -> bytes:
+    """Associated data binding a sealed private artifact to its owner and plaintext digest."""
+    return f"consortia-private|{owner}|{payload_digest}".encode()
+
+
+def write_private_file(path: Path, data: bytes, top: Path) -> None:
+    """Write ``data`` to ``path`` atomically, 0600, creating missing directories below ``top`` 0700."""
+    make_private_dirs(path.parent, top)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".put-")   # mkstemp creates 0600
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, FILE_MODE)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def make_private_dirs(d: Path, top: Path) -> None:
+    """``mkdir -p d`` with every directory from ``top`` down to ``d`` at mode 0700."""
+    d.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
+    p = d
+    while True:
+        if p.stat().st_mode & 0o777 != DIR_MODE:
+            p.chmod(DIR_MODE)
+        if p == top or p.parent == p or top not in p.parents:
+            break
+        p = p.parent
+
+
 def message_info(process_id: str, round: int, sender: str, recipient: str, payload_digest: str) -> bytes:
     """Associated data binding a sealed message to its place in the protocol."""
     return f"consortia-message|{process_id}|{round}|{sender}|{recipient}|{payload_digest}".encode()
@@ -71,8 +120,10 @@ class ArtifactStore:
             raise ValueError(f"invalid organisation id {organisation!r}")
         self.root = Path(root)
         self.organisation = organisation
-        self.base = self.root / organisation / "sha256"
-        self.base.mkdir(parents=True, exist_ok=True)
+        self.home = self.root / organisation
+        self.base = self.home / "sha256"
+        self.private = self.home / "private"
+        make_private_dirs(self.base, self.home)
 
     @property
     def location(self) -> str:
@@ -87,19 +138,7 @@ class ArtifactStore:
         digest = sha256_digest(data)
         path = self._path(digest)
         if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".put-")
-            try:
-                with os.fdopen(fd, "wb") as f:
-                    f.write(data)
-                    f.flush()
-                    os.fsync(f.fileno())
-                os.chmod(tmp, 0o444)
-                os.replace(tmp, path)
-            except BaseException:
-                if os.path.exists(tmp):
-                    os.unlink(tmp)
-                raise
+            write_private_file(path, data, self.home)
         return ArtifactRef(digest=digest, size=len(data), producer=self.organisation, location=self.location)
 
     def has(self, digest: str) -> bool:
@@ -115,6 +154,53 @@ class ArtifactStore:
             raise ArtifactCorrupted(f"artifact {digest} in the store of {self.organisation} "
                                     f"hashes to {sha256_digest(data)}")
         return data
+
+    def delete(self, digest: str) -> bool:
+        """Remove the artifact ``digest`` (e.g. a model ciphertext replaced by a key rotation)."""
+        try:
+            self._path(digest).unlink()
+            return True
+        except FileNotFoundError:
+            return False
+
+    # ---- private artifacts (states, plaintext models): sealed to the owner organisation
+    def private_path(self, payload_digest: str) -> Path:
+        h = _hex(payload_digest)
+        return self.private / h[:2] / h
+
+    def put_private(self, payload: bytes,
+                    owner_certificate: x509.Certificate | ec.EllipticCurvePublicKey) -> str:
+        """Seal ``payload`` to this organisation's own key-agreement certificate and store it under
+        its plaintext digest (idempotent). Returns the plaintext digest."""
+        digest = sha256_digest(payload)
+        path = self.private_path(digest)
+        if not path.exists():
+            write_private_file(path, seal(owner_certificate, payload, private_info(self.organisation, digest)),
+                               self.home)
+        return digest
+
+    def has_private(self, payload_digest: str) -> bool:
+        return self.private_path(payload_digest).exists()
+
+    def get_private(self, payload_digest: str, owner_key: ec.EllipticCurvePrivateKey) -> bytes:
+        """Open the private artifact ``payload_digest`` with the owner's key-agreement key.
+
+        Raises ArtifactNotFound if absent, ArtifactCorrupted if the blob was altered or does not
+        open to bytes with that digest (DecryptionError if the key is not the owner's)."""
+        try:
+            sealed = self.private_path(payload_digest).read_bytes()
+        except FileNotFoundError:
+            raise ArtifactNotFound(f"private artifact {payload_digest} not in the store of "
+                                   f"{self.organisation}") from None
+        try:
+            payload = unseal(owner_key, sealed, private_info(self.organisation, payload_digest))
+        except DecryptionError as exc:
+            raise ArtifactCorrupted(f"private artifact {payload_digest} of {self.organisation} does not open "
+                                    f"with the key given (altered, or not the owner's key): {exc}") from None
+        if sha256_digest(payload) != payload_digest:
+            raise ArtifactCorrupted(f"private artifact {payload_digest} of {self.organisation} opens to bytes "
+                                    f"with digest {sha256_digest(payload)}")
+        return payload
 
     @staticmethod
     def fetch(ref: ArtifactRef) -> bytes:

@@ -16,10 +16,12 @@ that wrote it:
   the input messages are exactly the messages the senders' signed results addressed to p in r-1,
   with the same digests;
 * **history** -- the record was created once and completed once (``running -> completed``);
-* **artifacts** -- the output state is in p's store and re-hashes to its digest; every sealed
-  message is in the sender's store, re-hashes, and (given the recipient's key) opens to bytes
-  whose digest is the signed payload digest; the model is in the owner's store with the digest
-  the Model record and the last signed result name, and its encrypted copy re-hashes.
+* **artifacts** -- the output state is in p's store, sealed to p; given p's key it opens to bytes
+  with the signed digest (without it, only its presence is checked: a state is p's secret);
+  every sealed message is in the sender's store, re-hashes, and (given the recipient's key)
+  opens to bytes whose digest is the signed payload digest; the model is in the owner's store,
+  sealed to the owner (opened and re-hashed given the owner's key), with the digest the Model
+  record and the last signed result name, and its encrypted copy re-hashes.
 
 The function only reads: it is what the gateway's ``audit verify`` calls.
 """
@@ -38,7 +40,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from chaincode.canonical import canonical_json
 from chaincode.errors import ContractError
-from executor.artifacts import ArtifactCorrupted, ArtifactRef, ArtifactStore, MessageRef, open_message, sha256_digest
+from executor.artifacts import ArtifactCorrupted, ArtifactNotFound, ArtifactRef, ArtifactStore, MessageRef, open_message, sha256_digest
 from ledger.client import ConsortiaClient
 from ledger.identity import load_public_key_pem
 from ledger.records import ExecutionRecord
@@ -189,11 +191,7 @@ def verify_model_lineage(client: ConsortiaClient, process_id: str, owner: str, s
                 todo.append((s, rnd - 1))
         # artifacts: state and messages
         store = ArtifactStore(store_root, org)
-        try:
-            store.get(res["outputs"]["state"])
-            add(Check("artifact", subj + " state", True))
-        except (ArtifactCorrupted, FileNotFoundError, OSError, ValueError) as exc:
-            add(Check("artifact", subj + " state", False, f"{type(exc).__name__}: {exc}"))
+        add(_private_check(store, res["outputs"]["state"], recipient_keys.get(org), "artifact", subj + " state"))
         for m in res["outputs"]["messages"]:
             msubj = f"{subj} message to {m['recipient']}"
             entry = _message_index(store_root, org, process_id, rnd, m["recipient"])
@@ -223,10 +221,25 @@ def verify_model_lineage(client: ConsortiaClient, process_id: str, owner: str, s
               [list(e) for e in signed.get("estimators", [])] == [list(e) for e in model.estimators],
               "estimator ids differ between the signed result and the Model record"))
     owner_store = ArtifactStore(store_root, model.owner)
-    for what, digest in (("plaintext", model.digest), ("ciphertext", model.ciphertext_digest)):
-        try:
-            owner_store.get(digest)
-            add(Check("model", f"model {model.id} {what}", True))
-        except Exception as exc:
-            add(Check("model", f"model {model.id} {what}", False, f"{type(exc).__name__}: {exc}"))
+    add(_private_check(owner_store, model.digest, recipient_keys.get(model.owner), "model",
+                       f"model {model.id} plaintext"))
+    try:
+        owner_store.get(model.ciphertext_digest)
+        add(Check("model", f"model {model.id} ciphertext", True))
+    except Exception as exc:
+        add(Check("model", f"model {model.id} ciphertext", False, f"{type(exc).__name__}: {exc}"))
     return rep
+
+
+def _private_check(store: ArtifactStore, digest: str, owner_key: Any, kind: str, subject: str) -> Check:
+    """A state or plaintext model is stored sealed to its owner: with the owner's key it is opened
+    and re-hashed; without it only its presence can be checked (its bytes are not ours to read)."""
+    try:
+        if owner_key is None:
+            ok = store.has_private(digest)
+            return Check(kind, subject, ok, "sealed to its owner; present (contents checked with the owner's key only)"
+                         if ok else f"private artifact {digest} not in the store of {store.organisation}")
+        store.get_private(digest, owner_key)
+        return Check(kind, subject, True, "opened with the owner's key; digest matches")
+    except (ArtifactCorrupted, ArtifactNotFound, OSError, ValueError) as exc:
+        return Check(kind, subject, False, f"{type(exc).__name__}: {exc}")

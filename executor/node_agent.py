@@ -13,8 +13,9 @@ process's current round ``r`` (derived on chain from the execution records):
    completed record of round r-1), each message addressed to it in round r-1 (located in the
    sender's store, verified against the sender's signed on-chain digest, decrypted), its dataset;
 4. **run** the task isolated (:func:`executor.tasks.run_isolated_task`);
-5. **publish**: store the new state, seal each outgoing message to its recipient, store the
-   model, then ``complete_task`` with the signed result; after the last round, publish the model
+5. **publish**: store the new state and the model sealed to the organisation itself (nothing
+   plaintext at rest, :meth:`executor.artifacts.ArtifactStore.put_private`), seal each outgoing
+   message to its recipient, then ``complete_task`` with the signed result; after the last round, publish the model
    (encrypted once, data key sealed to every consortium member) with ``Model:publish``.
 
 **Idempotent and resumable.** Every step is keyed by (process, round, organisation) and checks
@@ -56,7 +57,7 @@ from algorithms.simulator import context as task_context
 from algorithms.task_runtime import TaskSpec
 from algorithms.topologies.base import Topology
 from chaincode.errors import AlreadyExists, BudgetExceeded, ContractError, InvalidState, NotFound
-from executor.artifacts import ArtifactRef, ArtifactStore, MessageRef, open_message
+from executor.artifacts import ArtifactRef, ArtifactStore, MessageRef, open_message, write_private_file
 from executor.errors import ExecutorError, ImageDigestMismatch, ManifestInvalid, RuntimeUnavailable, TaskFailed
 from executor.images import cache_root, verify_digest
 from executor.runtimes.base import Limits, TaskRuntime
@@ -482,9 +483,9 @@ class NodeAgent:
         own = previous.get(self.org)
         if own is None or own.status != "completed" or own.result is None:
             raise ExecutorError(f"no completed own record for round {rnd - 1}")
-        state = self.store.get(own.result["outputs"]["state"])
-        inbox: dict[str, bytes] = {}
         key = self.consortium.encryption_key(self.org)
+        state = self.store.get_private(own.result["outputs"]["state"], key)
+        inbox: dict[str, bytes] = {}
         for sender in process.consortium:
             if sender == self.org:
                 continue
@@ -517,18 +518,16 @@ class NodeAgent:
 
     def _store_outputs(self, process: ProcessRecord, rnd: int, outputs: TaskOutputs) -> None:
         pid = process.id
-        self.store.put(outputs.state)
+        own = self.consortium.encryption_certificate(self.org)
+        self.store.put_private(outputs.state, own)   # sealed to this organisation: never in the clear at rest
         for recipient, payload in sorted(outputs.outbox.items()):
             ref = self.store.put_message(payload, process_id=pid, round=rnd, recipient=recipient,
                                          recipient_certificate=self.consortium.encryption_certificate(recipient))
-            p = self._index_path(self.org, pid, rnd, recipient)
-            p.parent.mkdir(parents=True, exist_ok=True)
-            tmp = p.with_suffix(".tmp")
-            tmp.write_text(json.dumps({"payload_digest": ref.payload_digest,
-                                       "stored": ref.stored.__dict__}, sort_keys=True))
-            os.replace(tmp, p)
+            write_private_file(self._index_path(self.org, pid, rnd, recipient),
+                               json.dumps({"payload_digest": ref.payload_digest, "stored": ref.stored.__dict__},
+                                          sort_keys=True).encode(), self.store.home)
         if outputs.model is not None:
-            self.store.put(outputs.model)
+            self.store.put_private(outputs.model, own)
 
     # ---- end of the process
     def _publish_model(self, process: ProcessRecord) -> None:
@@ -544,7 +543,7 @@ class NodeAgent:
         model = rec.result["outputs"].get("model") if rec is not None and rec.result else None
         if not model:
             return
-        payload = self.store.get(model["digest"])
+        payload = self.store.get_private(model["digest"], self.consortium.encryption_key(self.org))
         aad = f"consortia-model|{pid}|{self.org}|{model['digest']}".encode()
         data_key, ciphertext = encrypt_payload(payload, aad)
         stored = self.store.put(ciphertext)

@@ -3,10 +3,14 @@ B, non-members cannot read, malformed input is refused with a clear message and 
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import uuid
 
 import pytest
+
+from api.gateway import model_aad, model_key_info, record
+from ledger.envelope import DecryptionError, decrypt_payload, unseal
 
 from tests.api.world import IMAGE_DIGEST
 
@@ -260,9 +264,25 @@ def test_grant_and_revoke_model_access(org1, org2, org4, world):
     assert r.status_code == 200 and r.content == world.models[mid]      # the sealed key opens for Org4
     assert mid in [m["id"] for m in org4.get("/api/v1/models").json()["items"]]
     error(org1.post(f"/api/v1/models/{mid}/grant", json={"organisation": "Org4MSP"}), 409)
+    # Org4 keeps the sealed key it fetched while it had access
+    before = world.clients["Org4MSP"].get_model(mid)
+    old_key4 = unseal(world.consortium.encryption_key("Org4MSP"), base64.b64decode(before.wrapped_key),
+                      model_key_info(record(before)))
     rv = org1.post(f"/api/v1/models/{mid}/revoke", json={"organisation": "Org4MSP"}).json()
     assert "Org4MSP" not in rv["access"]
     error(org4.get(f"/api/v1/models/{mid}/download"), 403)
+    # the revocation rotated the data key: the stored ciphertext was replaced ...
+    owner_store = world.stores["Org1MSP"]
+    assert rv["ciphertext_digest"] != before.ciphertext_digest and rv["key_version"] == before.extra["key_version"] + 1
+    assert not owner_store._path(before.ciphertext_digest).exists()
+    stored = owner_store.get(rv["ciphertext_digest"])
+    assert owner_store._path(rv["ciphertext_digest"]).stat().st_mode & 0o777 == 0o600
+    # ... so the revoked member's old key opens nothing that is stored, while the remaining members read it
+    with pytest.raises(DecryptionError):
+        decrypt_payload(old_key4, stored, model_aad(record(before)))
+    for member in (org1, org2):
+        r = member.get(f"/api/v1/models/{mid}/download")
+        assert r.status_code == 200 and r.content == world.models[mid]
     import time   # the revoked model leaves Org4's index
     deadline = time.time() + 5
     while time.time() < deadline and mid in [m["id"] for m in org4.get("/api/v1/models").json()["items"]]:

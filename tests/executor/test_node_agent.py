@@ -20,6 +20,8 @@ from algorithms.task_runtime import canonical_json, save_dataset
 from algorithms.topologies.static import ring
 from chaincode.errors import InvalidState, SignatureInvalid
 from executor import images
+from executor.artifacts import ArtifactStore
+from executor.errors import ArtifactCorrupted
 from executor.node_agent import CHECKPOINTS, NodeAgent, build_topology
 from executor.runtimes.sandbox import SandboxRuntime
 from executor.task_keys import TaskKey
@@ -310,3 +312,38 @@ def test_agent_killed_at_any_step_resumes_without_duplicates(request, platform, 
     assert platform.evaluate("Org1MSP", "LearningProcess:get", pid)["status"] == "completed"
     # the sealed task-key journal is gone once the record is final
     assert not list((platform.root / "state" / "Org1MSP" / "tasks").rglob("task_key.sealed"))
+
+
+def _store_files(root):
+    return [p for p in root.rglob("*") if p.is_file()]
+
+
+def test_store_holds_only_ciphertext_in_private_modes(platform, bundle, recipe, average_consensus):
+    """Issue 14 item 6: after an audited run no organisation's state or plaintext model is in any
+    store file, every file is 0600 and every directory 0700; the owner opens its sealed state and
+    model with its own key and they are bit-identical to the simulator's."""
+    platform.register_image("avg:1", recipe, bundle.digest, bundle.reference)
+    platform.launch("p-rest", "avg:1", rounds=3)
+    run_all(platform, "p-rest", [platform.agent(o) for o in platform.orgs])
+    sim = simulate(average_consensus.AverageConsensus(**PARAMS), platform.datasets(), 3, SEED,
+                   ring(len(platform.orgs)), platform.orgs)
+    store = platform.root / "store"
+    files = _store_files(store)
+    assert files
+    contents = [f.read_bytes() for f in files]
+    for o in platform.orgs:
+        for secret in (sim.states[o], sim.models[o]):
+            assert not any(secret in c for c in contents), f"plaintext of {o} found in the store"
+    for p in [store / o for o in platform.orgs] + [d for d in store.rglob("*") if d.is_dir()]:
+        assert p.stat().st_mode & 0o777 == 0o700, p
+    for f in files:
+        assert f.stat().st_mode & 0o777 == 0o600, f
+    for o in platform.orgs:
+        s = ArtifactStore(store, o)
+        last = platform.evaluate(o, "ExecutionRecord:get", "p-rest", "3", o)["result"]["outputs"]
+        key = platform.consortium.encryption_key(o)
+        assert s.get_private(last["state"], key) == sim.states[o]
+        assert s.get_private(last["model"]["digest"], key) == sim.models[o]
+        other = platform.consortium.encryption_key(next(x for x in platform.orgs if x != o))
+        with pytest.raises(ArtifactCorrupted):
+            s.get_private(last["state"], other)
