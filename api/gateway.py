@@ -35,8 +35,7 @@ from ledger.errors import AccessDenied, LedgerError, MVCCConflict
 from ledger.identity import Consortium, Identity
 from ledger.interface import Ledger
 from api import schemas as S
-from api.artifacts import (ArtifactMissing, ArtifactStore, DigestMismatch, DirectoryArtifactStore, fetch_verified,
-                           sha256_digest, store_at)
+from api.artifacts import ArtifactMissing, ArtifactStore, DigestMismatch, fetch_verified, sha256_digest, store_at
 from api.attestation import attest_execution
 from api.follower import IndexFollower, sync
 from api.index import AuditIndex
@@ -515,8 +514,7 @@ def _model_store(gw: Gateway, record: dict[str, Any]) -> tuple[Any, str]:
     if remote is not None and remote.root.is_dir():
         return remote, record["location"]
     local = gw.artifacts
-    location = local.location if isinstance(local, DirectoryArtifactStore) else (record.get("location") or "")
-    return local, location
+    return local, str(getattr(local, "location", "") or record.get("location") or "")
 
 
 def revoke_with_rotation(gw: Gateway, c: ConsortiaClient, model_id: str, organisation: str) -> Any:

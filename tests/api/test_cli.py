@@ -79,8 +79,14 @@ def test_model_journey_and_audit_bundle(home, tmp_path):
     got = cli(root, "model", "get", "proc-0:Org1MSP", "--out", str(out), org="Org3")
     assert out.read_bytes() == models["proc-0:Org1MSP"] and got["downloaded_to"] == str(out)
     assert cli(root, "model", "get", "proc-0:Org1MSP", org="Org4", code=1)["code"] == "FORBIDDEN"
-    assert "Org4MSP" in cli(root, "model", "grant", "proc-0:Org1MSP", "Org4")["access"]
-    assert "Org4MSP" not in cli(root, "model", "revoke", "proc-0:Org1MSP", "Org4")["access"]
+    granted = cli(root, "model", "grant", "proc-0:Org1MSP", "Org4")
+    assert "Org4MSP" in granted["access"]
+    revoked = cli(root, "model", "revoke", "proc-0:Org1MSP", "Org4")
+    assert "Org4MSP" not in revoked["access"]
+    # the revocation rotated the data key: new ciphertext, and the remaining members still download it
+    assert revoked["ciphertext_digest"] != granted["ciphertext_digest"] and revoked["key_version"] == 2
+    got = cli(root, "model", "get", "proc-0:Org1MSP", "--out", str(out), org="Org3")
+    assert out.read_bytes() == models["proc-0:Org1MSP"]
     assert cli(root, "model", "verify", "proc-0:Org1MSP", org="Org2")["ok"] is True
     bundle = tmp_path / "bundle"
     summary = cli(root, "audit", "export", "proc-0:Org1MSP", "--out", str(bundle))
