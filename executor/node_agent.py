@@ -15,8 +15,9 @@ process's current round ``r`` (derived on chain from the execution records):
 4. **run** the task isolated (:func:`executor.tasks.run_isolated_task`);
 5. **publish**: store the new state and the model sealed to the organisation itself (nothing
    plaintext at rest, :meth:`executor.artifacts.ArtifactStore.put_private`), seal each outgoing
-   message to its recipient, then ``complete_task`` with the signed result; after the last round, publish the model
-   (encrypted once, data key sealed to every consortium member) with ``Model:publish``.
+   message to its recipient, then ``complete_task`` with the signed result; after the last
+   round, publish the model (encrypted once, data key sealed to every consortium member) with
+   ``Model:publish``.
 
 **Idempotent and resumable.** Every step is keyed by (process, round, organisation) and checks
 the ledger first, so a restart after a kill at any point neither duplicates nor loses a record:
