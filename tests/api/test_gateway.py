@@ -294,6 +294,31 @@ def test_grant_and_revoke_model_access(org1, org2, org4, world):
     error(org1.post(f"/api/v1/models/{mid}/revoke", json={"organisation": "Org1MSP"}), 400, "INVALID_ARGUMENT")
 
 
+def test_failed_revocation_leaves_model_and_store_unchanged(gateways, world):
+    """If the revocation is not committed, the new ciphertext is deleted and the old one stays."""
+    from api.gateway import revoke_with_rotation
+    from ledger.errors import MVCCConflict
+    gw = gateways["Org1MSP"][0]
+    mid = "proc-0:Org1MSP"
+    owner = world.clients["Org1MSP"]
+    before = owner.get_model(mid)
+    files = {f for f in world.stores["Org1MSP"].root.rglob("*") if f.is_file()}
+
+    class Refused:
+        organisation = owner.organisation
+
+        def __getattr__(self, name):
+            return getattr(owner, name)
+
+        def revoke_model(self, *a, **kw):
+            raise MVCCConflict("tx1", "MVCC_READ_CONFLICT")
+
+    with pytest.raises(MVCCConflict):
+        revoke_with_rotation(gw, Refused(), mid, "Org2MSP")
+    assert owner.get_model(mid) == before and "Org2MSP" in before.access
+    assert {f for f in world.stores["Org1MSP"].root.rglob("*") if f.is_file()} == files   # new removed, old kept
+
+
 def test_openapi_document_lists_every_journey(org1):
     doc = org1.get("/openapi.json").json()
     paths = set(doc["paths"])
