@@ -55,3 +55,14 @@ def test_the_executors_store_plugs_in_and_shares_the_layout(tmp_path):
     path.write_bytes(b"altered")
     with pytest.raises(DigestMismatch):
         fetch_verified(ex, ref.digest)
+
+
+def test_directory_store_writes_0600_files_in_0700_directories(tmp_path):
+    """Issue 14 item 6: the gateway's store is as private as the executor's."""
+    store = DirectoryArtifactStore(tmp_path / "Org1MSP")
+    digest = store.put(b"ciphertext")
+    path = store._path(digest)
+    assert path.stat().st_mode & 0o777 == 0o600
+    for d in (tmp_path / "Org1MSP", tmp_path / "Org1MSP" / "sha256", path.parent):
+        assert d.stat().st_mode & 0o777 == 0o700, d
+    assert store.delete(digest) and not path.exists() and not store.delete(digest)
