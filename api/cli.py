@@ -17,6 +17,20 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
 ledger_app = typer.Typer(no_args_is_help=True, help="The ledger itself: verify, inspect.")
 app.add_typer(ledger_app, name="ledger")
 console = Console()
+err_console = Console(stderr=True, soft_wrap=True)
+
+# Exit codes (stable; docs/api.md "Command line"): 0 done; 1 refused or failed (a contract refusal,
+# a failed verification or process); 2 bad input (usage, malformed value, unknown organisation,
+# invalid data); 3 not found (no home, no ledger, no such file or artifact).
+EXIT_REFUSED, EXIT_USAGE, EXIT_NOT_FOUND = 1, 2, 3
+
+
+def fail(message: str, code: int = EXIT_USAGE, as_json: bool = False, kind: str = "error") -> None:
+    """Report an error on stderr (JSON on stdout too with --json) and exit with ``code``."""
+    if as_json:
+        print(json.dumps({"ok": False, "code": kind, "message": message}))
+    err_console.print(f"[red]{kind}[/red]: {message}", markup=True, highlight=False)
+    raise typer.Exit(code)
 
 
 @app.command()
@@ -27,6 +41,32 @@ def demo(out: Path = typer.Option(Path("demo-output"), help="Folder for the repo
     """Run a complete audited learning process among several organisations (the main job)."""
     from api.demo import run_demo
     raise typer.Exit(run_demo(out=out, quick=quick, backend=backend, runtime=runtime, console=console))
+
+
+@app.command()
+def init(orgs: str = typer.Option(..., "--orgs", help="Comma-separated organisation names, e.g. Org1,Org2,Org3."),
+         home: Optional[Path] = typer.Option(None, "--home", envvar="CONSORTIA_HOME",
+                                             help="The new Consortia home (default ./consortia-home)."),
+         force: bool = typer.Option(False, help="Replace the consortium already in that home."),
+         as_json: bool = typer.Option(False, "--json", help="Machine-readable JSON output.")) -> None:
+    """Make a Consortia home: identities per organisation, consortia.toml, folders, an empty ledger."""
+    from ledger.config import HomeError, init_home
+    try:
+        settings = init_home(home, orgs.split(","), force=force)
+    except HomeError as exc:
+        fail(str(exc), EXIT_USAGE, as_json, kind="init refused")
+    layout = settings.paths
+    info = {"home": str(settings.home), "config": str(layout.config), "organisations": list(settings.organisations),
+            "default_organisation": settings.default_organisation, "crypto": str(layout.crypto),
+            "ledger": str(layout.ledger), "data": str(layout.data_root), "artifacts": str(layout.store_root)}
+    if as_json:
+        print(json.dumps(info, sort_keys=True))
+        return
+    console.print(f"consortium of {len(settings.organisations)} organisations in [bold]{settings.home}[/bold]: "
+                  f"{', '.join(settings.organisations)}", highlight=False)
+    for k in ("config", "crypto", "ledger", "data", "artifacts"):
+        console.print(f"  {k:10} {info[k]}", highlight=False, markup=False)
+    console.print(f"next: export CONSORTIA_HOME={settings.home}; consortia image build <name>", markup=False)
 
 
 @ledger_app.command("verify")
@@ -73,7 +113,8 @@ for _sub, _name in ((image_app, "image"), (process_app, "process"), (provenance_
     app.add_typer(_sub, name=_name)
 
 HomeOpt = typer.Option(None, "--home", envvar="CONSORTIA_HOME", help="The Consortia home directory.")
-OrgOpt = typer.Option("Org1", "--org", envvar="CONSORTIA_ORG", help="The organisation acting (name or MSP id).")
+OrgOpt = typer.Option(None, "--org", envvar="CONSORTIA_ORG",
+                      help="The organisation acting (name or MSP id; default: the home's first organisation).")
 UserOpt = typer.Option("User1", "--user", help="The user identity of the organisation.")
 JsonOpt = typer.Option(False, "--json", help="Machine-readable JSON output.")
 
@@ -81,28 +122,34 @@ JsonOpt = typer.Option(False, "--json", help="Machine-readable JSON output.")
 class _Session:
     """The ledger, identity, index and artifact store of one organisation, opened on demand."""
 
-    def __init__(self, home: Optional[Path], org: str, user: str = "User1"):
-        from ledger.config import load
+    def __init__(self, home: Optional[Path], org: Optional[str], user: str = "User1"):
+        from ledger.config import HomeError, LedgerNotFound, load, open_ledger
         from ledger.identity import Consortium
-        self.settings = load(home)
+        try:
+            self.settings = load(home)
+        except (HomeError, ValueError) as exc:
+            fail(str(exc), EXIT_USAGE, kind="bad home")
         if self.settings.ledger_backend != "embedded":
-            raise typer.BadParameter("the CLI reaches the embedded ledger; start a gateway for a Fabric network")
-        if not self.settings.crypto.exists():
-            raise typer.BadParameter(f"no consortium crypto at {self.settings.crypto} (run `consortia demo` or generate one)")
+            fail("the CLI reaches the embedded ledger; start a gateway for a Fabric network", EXIT_USAGE)
+        if not (self.settings.crypto / Consortium.MANIFEST).exists():
+            fail(f"no consortium at {self.settings.home} (no {self.settings.crypto / Consortium.MANIFEST}): "
+                 f"run `consortia init --home {self.settings.home} --orgs Org1,Org2,Org3` to make one",
+                 EXIT_NOT_FOUND, kind="no consortium")
         self.consortium = Consortium(self.settings.crypto)
+        org = org or self.settings.default_organisation or self.consortium.msp_ids[0]
         try:
             self.msp_id = self.consortium.organisation(org).msp_id
         except KeyError as exc:
-            raise typer.BadParameter(str(exc)) from None
+            raise typer.BadParameter(str(exc).strip("'\""), param_hint="--org") from None
         self.user = user
         self._ledger = self._index = None
+        try:    # never create a ledger by accident: a wrong --home is an error, not an empty ledger
+            self._ledger = open_ledger(self.settings, self.consortium)
+        except LedgerNotFound as exc:
+            fail(str(exc), EXIT_NOT_FOUND, kind="no ledger")
 
     @property
     def ledger(self):
-        if self._ledger is None:
-            from ledger.embedded import EmbeddedLedger
-            self._ledger = EmbeddedLedger(self.settings.ledger_path, self.consortium, policy=self.settings.policy,
-                                          batch_timeout=self.settings.batch_timeout)
         return self._ledger
 
     @property
@@ -112,7 +159,7 @@ class _Session:
 
     @property
     def gateway_home(self) -> Path:
-        return self.settings.home / "gateways" / self.msp_id
+        return self.settings.paths.gateway(self.msp_id)
 
     @property
     def index(self):
@@ -132,7 +179,7 @@ class _Session:
         from api.tokens import TokenStore
         return Gateway(ledger=self.ledger, consortium=self.consortium, msp_id=self.msp_id, index=self.index,
                        tokens=TokenStore(self.gateway_home / "tokens.json", self.msp_id),
-                       artifacts=DirectoryArtifactStore(self.settings.home / "artifacts" / self.msp_id),
+                       artifacts=DirectoryArtifactStore(self.settings.paths.artifacts(self.msp_id)),
                        follow_interval=follow_interval)
 
     def close(self) -> None:
@@ -627,7 +674,7 @@ def serve(host: str = "127.0.0.1", port: int = 8000, home: Optional[Path] = Home
         gw.mtls = True
         extra = ssl_options(s.consortium, s.gateway_home, require_client_cert)
     if not gw.tokens.owners():
-        console.print(f"[yellow]no API tokens yet[/yellow]: run `consortia token issue --org {org}`")
+        console.print(f"[yellow]no API tokens yet[/yellow]: run `consortia token issue --org {s.msp_id}`")
     console.print(f"gateway of [bold]{s.msp_id}[/bold] on http{'s' if tls_cert else ''}://{host}:{port} "
                   f"(explorer at /explorer/, OpenAPI at /docs)")
     try:

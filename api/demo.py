@@ -132,6 +132,7 @@ def run_demo(out: Path, quick: bool = False, backend: str = "embedded", runtime:
     from executor.process import (Platform, ProcessSpec, collect_models, estimator_origins, launch, map_dataset,
                                   prepare_image, run_process)
     from executor.runtimes import get_runtime
+    from ledger.config import Layout, write_config
     from ledger.embedded import EmbeddedLedger
     from ledger.identity import Consortium
 
@@ -140,14 +141,17 @@ def run_demo(out: Path, quick: bool = False, backend: str = "embedded", runtime:
     n = cfg["organisations"]
     out.mkdir(parents=True, exist_ok=True)
     work = _fresh(out)
+    layout = Layout(work.resolve())
     console.rule("[bold]Consortia demo: an audited collaborative learning process")
 
     # 1. consortium and ledger
     pid = "demo-collab-rf"
     if backend == "embedded":
         names = [f"Bank{i + 1}" for i in range(n)]
-        consortium = Consortium.generate(work / "crypto", names)
-        ledger_path: Path | None = work / "ledger.sqlite"
+        # the consortium is a Consortia home (ledger/config.py): `--home <out>/consortium` opens it
+        consortium = Consortium.generate(layout.crypto, names)
+        write_config(layout, consortium)
+        ledger_path: Path | None = layout.ledger
         ledger = EmbeddedLedger(ledger_path, consortium)
         where = f"embedded ledger {ledger_path}"
     else:
@@ -164,7 +168,7 @@ def run_demo(out: Path, quick: bool = False, backend: str = "embedded", runtime:
         pid = f"demo-collab-rf-{int(time.time())}"        # the Fabric ledger outlives a demo run
         where = f"Hyperledger Fabric network {net.profile_file} (organisations fixed by the network)"
     orgs = list(consortium.msp_ids)
-    platform = Platform(ledger, consortium, work / "nodes", ledger_path)
+    platform = Platform(ledger, consortium, work, ledger_path)
     console.print(f"consortium of {n} organisations: {', '.join(orgs)}; {where}")
 
     try:

@@ -187,7 +187,8 @@ def progress(client: ConsortiaClient, process_id: str) -> Progress:
 class Platform:
     """Where the organisations' nodes keep their things on this machine: one ledger (embedded file
     or Fabric gateway), the consortium's identities, and per organisation a data root, an artifact
-    store and an agent state directory (each under the organisation's own folder)."""
+    store and an agent state directory -- in the one home layout of ``ledger.config.Layout``
+    (``root`` is a Consortia home: ``data/<MSP>``, ``artifacts/<MSP>``, ``state/<MSP>``)."""
 
     ledger: Ledger
     consortium: Consortium
@@ -196,16 +197,22 @@ class Platform:
     bundles_roots: dict[str, Path] = field(default_factory=dict)   # per organisation (default: the cache)
 
     @property
+    def layout(self):
+        """The home layout (ledger/config.py): ``root`` is a Consortia home."""
+        from ledger.config import Layout
+        return Layout(Path(self.root))
+
+    @property
     def data_root(self) -> Path:
-        return self.root / "data"
+        return self.layout.data_root
 
     @property
     def store_root(self) -> Path:
-        return self.root / "store"
+        return self.layout.store_root
 
     @property
     def state_root(self) -> Path:
-        return self.root / "state"
+        return self.layout.state_root
 
     def client(self, org: str) -> ConsortiaClient:
         return ConsortiaClient(self.ledger, self.consortium.identity(org))

@@ -1,18 +1,48 @@
-"""Configuration in one place: ``consortia.toml`` in the Consortia home, plus environment overrides.
+"""The Consortia home: its one layout and its configuration file ``consortia.toml``.
 
-The home directory is ``$CONSORTIA_HOME`` (default ``./consortia-home``). Its default layout, for
-the embedded setup:
+A home is made by ``consortia init --orgs Org1,Org2,Org3`` (or by ``consortia demo``, which writes
+the same thing into ``demo-output/consortium``). The CLI, the gateway and the node agents started
+by :class:`executor.process.Platform` all take their paths from :class:`Layout`::
 
-    consortia-home/
-      consortia.toml        # optional; every key below has a default
-      crypto/               # the consortium's identities (cryptogen layout)
-      ledger.db             # the embedded ledger
-      orgs/<MSP>/artifacts  # each organisation's content-addressed artifact store
-      orgs/<MSP>/data       # each organisation's local datasets
+    <home>/
+      consortia.toml          # this configuration (written by init / demo)
+      crypto/                 # the consortium's identities (cryptogen layout, ledger.identity)
+      ledger.db               # the embedded ledger
+      data/<MSP>/<dataset>/   # each organisation's local datasets (dataset.npz)
+      artifacts/<MSP>/        # each organisation's content-addressed artifact store
+      state/<MSP>/            # each organisation's node-agent state (task keys, progress)
+      gateways/<MSP>/         # each organisation's gateway: audit index, API token hashes
+      logs/                   # node-agent logs when agents run as OS processes
 
-Keys (``[ledger]``: ``backend = "embedded" | "fabric"``, ``path``, ``policy``, ``batch_timeout``;
-``[consortium]``: ``crypto``, ``organisations``). Environment overrides: ``CONSORTIA_LEDGER_BACKEND``,
-``CONSORTIA_LEDGER_PATH``, ``CONSORTIA_CRYPTO``.
+``consortia.toml``::
+
+    [consortium]
+    crypto = "crypto"
+    organisations = ["Org1MSP", "Org2MSP", "Org3MSP"]   # the first is the CLI's default
+
+    [ledger]
+    backend = "embedded"          # or "fabric"
+    path = "ledger.db"            # the embedded ledger file
+    policy = "MAJORITY"
+    batch_timeout = 0.01
+
+    [paths]
+    data = "data"
+    artifacts = "artifacts"
+    state = "state"
+
+    [organisations.Org1MSP]       # one table per organisation
+    name = "Org1"
+    identity = "crypto/peerOrganizations/org1.example.com/users/User1@org1.example.com/msp"
+    data = "data/Org1MSP"
+    artifacts = "artifacts/Org1MSP"
+
+Relative paths are relative to the home. Environment overrides: ``CONSORTIA_HOME`` (the home,
+default ``./consortia-home``), ``CONSORTIA_LEDGER_BACKEND``, ``CONSORTIA_LEDGER_PATH``,
+``CONSORTIA_CRYPTO``.
+
+Opening the embedded ledger of a home (:func:`open_ledger`) never creates it silently: a missing
+file is a :class:`LedgerNotFound` naming the path and ``consortia init``, unless ``create=True``.
 """
 
 from __future__ import annotations
@@ -21,6 +51,67 @@ import os
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Iterable
+
+CONFIG_FILE = "consortia.toml"
+
+
+class HomeError(Exception):
+    """A Consortia home is missing, incomplete or cannot be made."""
+
+
+class LedgerNotFound(HomeError):
+    """The embedded ledger file of a home does not exist (and creating it was not asked for)."""
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where things live in a home (the single definition; see the module docstring)."""
+
+    root: Path
+    ledger_file: str = "ledger.db"
+    crypto_dir: str = "crypto"
+    data_dir: str = "data"
+    artifacts_dir: str = "artifacts"
+    state_dir: str = "state"
+
+    @property
+    def config(self) -> Path:
+        return self.root / CONFIG_FILE
+
+    @property
+    def crypto(self) -> Path:
+        return self.root / self.crypto_dir
+
+    @property
+    def ledger(self) -> Path:
+        return self.root / self.ledger_file
+
+    @property
+    def data_root(self) -> Path:
+        return self.root / self.data_dir
+
+    @property
+    def store_root(self) -> Path:
+        return self.root / self.artifacts_dir
+
+    @property
+    def state_root(self) -> Path:
+        return self.root / self.state_dir
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"
+
+    def data(self, msp_id: str) -> Path:
+        """``msp_id``'s data root: its datasets are ``<data>/<dataset name>/dataset.npz``."""
+        return self.data_root / msp_id
+
+    def artifacts(self, msp_id: str) -> Path:
+        return self.store_root / msp_id
+
+    def gateway(self, msp_id: str) -> Path:
+        return self.root / "gateways" / msp_id
 
 
 @dataclass(frozen=True)
@@ -31,28 +122,141 @@ class Settings:
     policy: str = "MAJORITY"
     batch_timeout: float = 0.01
     crypto: Path = field(default=Path("crypto"))
-    organisations: tuple[str, ...] = ("Org1", "Org2", "Org3")
+    organisations: tuple[str, ...] = ()
+    layout: Layout | None = None
+    configured: bool = False           # a consortia.toml was read
+
+    @property
+    def paths(self) -> Layout:
+        return self.layout or Layout(self.home)
+
+    @property
+    def default_organisation(self) -> str | None:
+        """The CLI's default organisation: the home's first."""
+        return self.organisations[0] if self.organisations else None
 
     def org_dir(self, msp_id: str) -> Path:
-        return self.home / "orgs" / msp_id
+        return self.paths.data(msp_id)
+
+
+def home_root(home: str | os.PathLike | None = None) -> Path:
+    return Path(home or os.environ.get("CONSORTIA_HOME", "consortia-home")).resolve()
 
 
 def load(home: str | os.PathLike | None = None) -> Settings:
-    root = Path(home or os.environ.get("CONSORTIA_HOME", "consortia-home")).resolve()
+    root = home_root(home)
     data: dict = {}
-    cfg = root / "consortia.toml"
+    cfg = root / CONFIG_FILE
     if cfg.exists():
-        with cfg.open("rb") as fh:
-            data = tomllib.load(fh)
+        try:
+            with cfg.open("rb") as fh:
+                data = tomllib.load(fh)
+        except tomllib.TOMLDecodeError as exc:
+            raise HomeError(f"{cfg} is not valid TOML: {exc}") from None
     led = data.get("ledger", {})
     con = data.get("consortium", {})
+    paths = data.get("paths", {})
     backend = os.environ.get("CONSORTIA_LEDGER_BACKEND", led.get("backend", "embedded"))
     if backend not in ("embedded", "fabric"):
         raise ValueError(f"ledger backend must be 'embedded' or 'fabric', not {backend!r}")
+    layout = Layout(root, ledger_file=os.environ.get("CONSORTIA_LEDGER_PATH", led.get("path", "ledger.db")),
+                    crypto_dir=os.environ.get("CONSORTIA_CRYPTO", con.get("crypto", "crypto")),
+                    data_dir=paths.get("data", "data"), artifacts_dir=paths.get("artifacts", "artifacts"),
+                    state_dir=paths.get("state", "state"))
     return Settings(
-        home=root, ledger_backend=backend,
-        ledger_path=root / os.environ.get("CONSORTIA_LEDGER_PATH", led.get("path", "ledger.db")),
+        home=root, ledger_backend=backend, ledger_path=layout.ledger,
         policy=led.get("policy", "MAJORITY"), batch_timeout=float(led.get("batch_timeout", 0.01)),
-        crypto=root / os.environ.get("CONSORTIA_CRYPTO", con.get("crypto", "crypto")),
-        organisations=tuple(con.get("organisations", ("Org1", "Org2", "Org3"))),
+        crypto=layout.crypto, organisations=tuple(con.get("organisations", ())), layout=layout,
+        configured=bool(data),
     )
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    s = str(v).replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{s}"'
+
+
+def config_text(layout: Layout, consortium: Any, backend: str = "embedded", policy: str = "MAJORITY",
+                batch_timeout: float = 0.01) -> str:
+    """The ``consortia.toml`` of a home whose identities are ``consortium`` (a ledger.identity.Consortium)."""
+    def rel(p: Path) -> str:
+        try:
+            return str(Path(p).resolve().relative_to(layout.root.resolve()))
+        except ValueError:
+            return str(Path(p).resolve())
+
+    msps = list(consortium.msp_ids)
+    lines = ["# Consortia home configuration (ledger/config.py documents every key).", "",
+             "[consortium]", f"crypto = {_toml_value(layout.crypto_dir)}", f"organisations = {_toml_value(msps)}", "",
+             "[ledger]", f"backend = {_toml_value(backend)}", f"path = {_toml_value(layout.ledger_file)}",
+             f"policy = {_toml_value(policy)}", f"batch_timeout = {_toml_value(float(batch_timeout))}", "",
+             "[paths]", f"data = {_toml_value(layout.data_dir)}", f"artifacts = {_toml_value(layout.artifacts_dir)}",
+             f"state = {_toml_value(layout.state_dir)}", ""]
+    for o in consortium.organisations:
+        identity = o.path / "users" / f"User1@{o.domain}" / "msp"
+        lines += [f"[organisations.{o.msp_id}]", f"name = {_toml_value(o.name)}",
+                  f"identity = {_toml_value(rel(identity))}", f"data = {_toml_value(rel(layout.data(o.msp_id)))}",
+                  f"artifacts = {_toml_value(rel(layout.artifacts(o.msp_id)))}", ""]
+    return "\n".join(lines)
+
+
+def write_config(layout: Layout, consortium: Any, **kwargs: Any) -> Path:
+    """Write ``consortia.toml`` (atomically) and create each organisation's folders."""
+    layout.root.mkdir(parents=True, exist_ok=True)
+    for msp in consortium.msp_ids:
+        for d in (layout.data(msp), layout.artifacts(msp), layout.gateway(msp)):
+            d.mkdir(parents=True, exist_ok=True)
+    tmp = layout.config.with_suffix(".toml.tmp")
+    tmp.write_text(config_text(layout, consortium, **kwargs))
+    os.replace(tmp, layout.config)
+    return layout.config
+
+
+def init_home(home: str | os.PathLike | None, organisations: Iterable[str], *, force: bool = False) -> Settings:
+    """Make a new home: crypto per organisation, ``consortia.toml``, the folders and an empty ledger.
+
+    Refuses (:class:`HomeError`) a home that already has a configuration, crypto or ledger unless
+    ``force`` (which replaces all three)."""
+    import shutil
+    from ledger.identity import Consortium
+    names = [o.strip() for o in organisations if o.strip()]
+    if not names:
+        raise HomeError("name at least one organisation, e.g. --orgs Org1,Org2,Org3")
+    if len(set(names)) != len(names):
+        raise HomeError(f"organisation names must be distinct, got {names}")
+    for n in names:
+        if not n.isalnum():
+            raise HomeError(f"organisation names must be letters and digits only, got {n!r}")
+        if n.endswith("MSP"):
+            raise HomeError(f"name organisations without the MSP suffix (it is added), got {n!r}")
+    layout = Layout(home_root(home))
+    existing = [p for p in (layout.config, layout.crypto, layout.ledger) if p.exists()]
+    if existing and not force:
+        raise HomeError(f"{layout.root} already holds a consortium ({', '.join(str(p) for p in existing)}); "
+                        f"use another --home or --force to replace it")
+    for p in existing:
+        shutil.rmtree(p) if p.is_dir() else p.unlink()
+    consortium = Consortium.generate(layout.crypto, names)
+    write_config(layout, consortium)
+    settings = load(layout.root)
+    open_ledger(settings, consortium, create=True).close()
+    return settings
+
+
+def open_ledger(settings: Settings, consortium: Any, *, create: bool = False):
+    """The embedded ledger of a home; a missing file is :class:`LedgerNotFound` unless ``create``."""
+    from ledger.embedded import EmbeddedLedger
+    if settings.ledger_backend != "embedded":
+        raise HomeError(f"{settings.home} uses the {settings.ledger_backend} ledger, not an embedded file")
+    path = settings.ledger_path
+    if not path.exists() and not create:
+        raise LedgerNotFound(f"no ledger at {path}: run `consortia init --home {settings.home} --orgs ...` "
+                             f"to make a consortium there (or point --home at an existing one)")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return EmbeddedLedger(path, consortium, policy=settings.policy, batch_timeout=settings.batch_timeout)

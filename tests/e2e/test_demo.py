@@ -37,3 +37,12 @@ def test_quick_demo_completes_verified_and_writes_its_report(tmp_path):
     assert all(0.0 <= report["quality"][k][o]["bacc"] <= 1.0 for k in ("audited", "alone") for o in orgs)
     for name in ("report.md", "quality.png", "estimator_origins.png"):
         assert (tmp_path / name).stat().st_size > 0
+    # the demo's consortium is a Consortia home: the CLI opens it with --home alone, acting (by
+    # default) for the home's first organisation, and sees the completed process
+    from typer.testing import CliRunner
+    from api.cli import app
+    result = CliRunner().invoke(app, ["process", "list", "--home", str(tmp_path / "consortium"),
+                                                      "--json"])
+    assert result.exit_code == 0, result.stderr
+    listed = json.loads(result.stdout)
+    assert [(p["id"], p["status"], p["creator"]) for p in listed] == [(report["process_id"], "completed", orgs[0])]
