@@ -231,23 +231,26 @@ def _cell(v) -> str:
 
 
 def _run(fn, as_json: bool):
-    """Run a journey step; contract refusals become a clear message and exit code 1."""
-    from chaincode.errors import ContractError
+    """Run a journey step; refusals become a message on stderr (and JSON on stdout with --json) and
+    a stable exit code: contract NOT_FOUND 3, INVALID_ARGUMENT 2, any other refusal 1."""
+    from chaincode.errors import ContractError, InvalidArgument, NotFound
     from ledger.errors import LedgerError
     try:
         return fn()
     except ContractError as exc:
-        if as_json:
-            print(json.dumps({"ok": False, "code": exc.code, "message": exc.message}))
-        else:
-            console.print(f"[red]{exc.code}[/red]: {exc.message}")
-        raise typer.Exit(1)
+        code = EXIT_NOT_FOUND if isinstance(exc, NotFound) else EXIT_USAGE if isinstance(exc, InvalidArgument) \
+            else EXIT_REFUSED
+        fail(exc.message, code, as_json, kind=exc.code)
     except LedgerError as exc:
-        if as_json:
-            print(json.dumps({"ok": False, "code": type(exc).__name__, "message": str(exc)}))
-        else:
-            console.print(f"[red]{type(exc).__name__}[/red]: {exc}")
-        raise typer.Exit(1)
+        fail(str(exc), EXIT_REFUSED, as_json, kind=type(exc).__name__)
+
+
+def _known(s: _Session, org: str) -> bool:
+    try:
+        s.consortium.organisation(org)
+        return True
+    except KeyError:
+        return False
 
 
 def _session(home, org, user="User1") -> _Session:
@@ -311,22 +314,32 @@ def image_approve(image_id: str, digest: str = typer.Option(..., help="The diges
 # ---- processes
 @process_app.command("create")
 def process_create(process_id: str, image_id: str = typer.Option(..., "--image"),
-                   consortium: str = typer.Option(..., help="Comma-separated MSP ids."),
+                   consortium: str = typer.Option(..., help="Comma-separated organisations (names or MSP ids)."),
                    topology: str = typer.Option("ring", help="Topology kind."), seed: int = 0,
                    rounds: int = typer.Option(..., min=1), hyperparameters: str = typer.Option("{}", help="JSON object."),
                    epsilon: Optional[float] = typer.Option(None, help="Privacy budget ε (with --mechanism)."),
                    mechanism: str = "gaussian", start: bool = typer.Option(False, help="Start it right away."),
+                   dataset: str = typer.Option("", help="The dataset name each member imported "
+                                                        "(`consortia data import`); default: 'default'."),
                    home: Optional[Path] = HomeOpt, org: str = OrgOpt, as_json: bool = JsonOpt) -> None:
     """Create (and optionally start) an audited learning process."""
+    from executor.declarations import InvalidProcessSpec, validate_process
     try:
         hyper = json.loads(hyperparameters)
     except ValueError as exc:
-        raise typer.BadParameter(f"--hyperparameters is not JSON: {exc}") from None
+        fail(f"--hyperparameters is not JSON: {exc}", EXIT_USAGE, as_json, kind="bad input")
     s = _session(home, org)
     try:
+        members = [s.consortium.organisation(m.strip()).msp_id if _known(s, m.strip()) else m.strip()
+                   for m in consortium.split(",") if m.strip()]
+        image = _run(lambda: s.client.get_image(image_id), as_json)
+        try:
+            validate_process(image.algorithm, {"kind": topology, "seed": seed}, hyper, dataset)
+        except InvalidProcessSpec as exc:
+            fail(f"process {process_id} refused: {exc}", EXIT_USAGE, as_json, kind="INVALID_ARGUMENT")
         budget = None if epsilon is None else {"mechanism": mechanism, "epsilon": epsilon}
-        rec = _run(lambda: s.client.create_process(process_id, image_id, [m.strip() for m in consortium.split(",")],
-                                                   {"kind": topology, "seed": seed}, rounds, hyper, budget), as_json)
+        rec = _run(lambda: s.client.create_process(process_id, image_id, members, {"kind": topology, "seed": seed},
+                                                   rounds, hyper, budget, dataset), as_json)
         if start:
             rec = _run(lambda: s.client.start_process(process_id), as_json)
         _emit(rec, as_json, "learning process")

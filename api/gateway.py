@@ -288,6 +288,12 @@ def create_app(gw: Gateway, *, start: bool = True) -> FastAPI:
     @app.post("/api/v1/processes", response_model=S.ProcessOut, status_code=201, tags=["processes"])
     def create_process(body: S.ProcessIn, c: ConsortiaClient = Depends(client)) -> dict[str, Any]:
         budget = body.privacy_budget.model_dump(exclude_none=True) if body.privacy_budget else None
+        from executor.declarations import InvalidProcessSpec, validate_process
+        try:    # the same check as the CLI and executor.process.launch: what the image declares
+            validate_process(c.get_image(body.image_id).algorithm, body.topology.model_dump(),
+                             body.hyperparameters, body.dataset)
+        except InvalidProcessSpec as exc:
+            raise InvalidArgument(f"process {body.id} refused: {exc}", problems="; ".join(exc.problems)) from None
         rec = record(c.create_process(body.id, body.image_id, body.consortium, body.topology.model_dump(),
                                       body.rounds, body.hyperparameters, budget, body.dataset,
                                       image_digest=body.image_digest, description=body.description))

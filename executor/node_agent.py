@@ -56,8 +56,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from algorithms.simulator import context as task_context
 from algorithms.task_runtime import TaskSpec
-from algorithms.topologies.base import Topology
 from chaincode.errors import AlreadyExists, BudgetExceeded, ContractError, InvalidState, NotFound
+from executor.declarations import build_topology, dataset_problem, declaration
 from executor.artifacts import ArtifactRef, ArtifactStore, MessageRef, open_message, write_private_file
 from executor.errors import ExecutorError, ImageDigestMismatch, ManifestInvalid, RuntimeUnavailable, TaskFailed
 from executor.images import cache_root, verify_digest
@@ -82,23 +82,6 @@ def _checkpoint(name: str, rnd: int) -> None:
     if want and want == f"{name}:{rnd}":
         log.warning("fault injection: killing the agent at %s of round %d", name, rnd)
         os.kill(os.getpid(), signal.SIGKILL)
-
-
-def build_topology(spec: Mapping[str, Any], size: int) -> Topology | None:
-    """The process's topology from its ledger record ``{kind, seed, ...}``."""
-    from algorithms.topologies import static
-
-    kind = spec.get("kind", "empty")
-    builders: dict[str, Callable[[int], Topology]] = {
-        "cycle_with_inverse_chord": static.cycle_with_inverse_chord, "cic": static.cycle_with_inverse_chord,
-        "ring": static.ring, "complete": static.complete, "empty": static.empty,
-    }
-    if kind in ("none", ""):
-        return None
-    if kind not in builders:
-        raise ExecutorError(f"topology kind {kind!r} is not known to this executor "
-                            f"(known: {sorted(builders)})")
-    return builders[kind](size)
 
 
 # --------------------------------------------------------------------------- images
@@ -393,6 +376,12 @@ class NodeAgent:
         except ImageDigestMismatch as exc:
             return self._fail(pid, rnd, f"image refused: {exc}", {"code": exc.code, "pinned": exc.pinned,
                                                                     "local": exc.local or ""})
+        # 2. what only this agent can see: can this process run here at all? (a topology the executor
+        #    does not know, a missing dataset folder, labels the image does not declare). Refused
+        #    on the ledger with the reason, so the process ends failed instead of running for ever.
+        problem = self._preflight(process, image)
+        if problem is not None:
+            return self._fail(pid, rnd, problem, {"code": "TASK_PREFLIGHT"})
         # The task's fresh container/sandbox starts now (engine start-up and imports overlap the key
         # registration); it gets its key and inputs, and may run, only after registration.
         worker = self._worker(process, image) if self.warm else self._one_shot(process, image, rnd)
@@ -401,6 +390,18 @@ class NodeAgent:
         finally:
             if worker.one_shot:
                 worker.stop()
+
+    def _preflight(self, process: ProcessRecord, image: ImageRecord) -> str | None:
+        """Why this organisation cannot run a task of ``process`` at all, or None."""
+        try:
+            build_topology(process.topology, len(process.consortium))
+        except ExecutorError as exc:
+            return str(exc)
+        try:
+            data_dir = self.data_dir(process)
+        except ExecutorError as exc:
+            return str(exc)
+        return dataset_problem(data_dir, declaration(image.algorithm))
 
     def _one_shot(self, process: ProcessRecord, image: ImageRecord, rnd: int) -> WarmWorker:
         return WarmWorker(self.runtime, process.image_digest, self.journal.work_dir(process.id, rnd),

@@ -139,8 +139,14 @@ class ProcessSpec:
 
 
 def launch(client: ConsortiaClient, spec: ProcessSpec) -> ProcessRecord:
-    """Create the process (the image's digest is pinned by the contract) and start it."""
+    """Create the process (the image's digest is pinned by the contract) and start it.
+
+    The topology, hyper-parameters and dataset name are checked first against what the image
+    declares (:func:`executor.declarations.validate_process`; :class:`InvalidProcessSpec` lists every
+    problem), so nothing is written for a process no agent could run."""
+    from executor.declarations import validate_process
     image = client.get_image(spec.image_id)
+    validate_process(image.algorithm, spec.topology, spec.hyperparameters, spec.dataset)
     client.create_process(spec.process_id, spec.image_id, list(spec.consortium), dict(spec.topology),
                           spec.rounds, dict(spec.hyperparameters),
                           privacy_budget=None if spec.privacy_budget is None else dict(spec.privacy_budget),

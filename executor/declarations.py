@@ -1,0 +1,194 @@
+"""What an algorithm image declares, and the one check of a learning process against it.
+
+An image folder (``algorithm-images/<name>/image.json``, inside the image and covered by its digest)
+declares its ``algorithm`` and, optionally, its ``input``::
+
+    "input": {"features": "numeric", "label": true, "classes": [0, 1]}
+
+``features``: the columns must be numbers; ``label``: a label column is required; ``classes``: the
+label values the algorithm is built for (collaborative RF: 0 = genuine, 1 = fraud, seed 003 §V-A).
+The hyper-parameters an image accepts are those of its algorithm's constructor, checked by the
+algorithm's own validation (an unknown name or an out-of-range value is refused).
+
+:func:`validate_process` is called by every way of creating a process -- the CLI
+(``consortia process create``), the gateway (``POST /processes``) and the Python API
+(:func:`executor.process.launch`) -- so the three refuse the same input with the same message.
+The node agent checks what only it can see (its dataset folder, its labels) before a task starts
+and fails the task on the ledger with the reason (``NodeAgent._preflight``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from executor.errors import ExecutorError
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+IMAGES_DIR = PROJECT_ROOT / "algorithm-images"
+DATASET_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+class InvalidProcessSpec(ExecutorError, ValueError):
+    """A process specification the image or the executor cannot run; ``problems`` lists every reason."""
+
+    code = "INVALID_ARGUMENT"
+
+    def __init__(self, problems: Sequence[str]):
+        self.problems = list(problems)
+        super().__init__("; ".join(self.problems))
+
+
+# ---------------------------------------------------------------------------- topologies
+
+def _builders() -> dict[str, Callable[[int], Any]]:
+    from algorithms.topologies import static
+    return {"cycle_with_inverse_chord": static.cycle_with_inverse_chord, "cic": static.cycle_with_inverse_chord,
+            "ring": static.ring, "complete": static.complete, "empty": static.empty}
+
+
+TOPOLOGY_KINDS = ("cic", "complete", "cycle_with_inverse_chord", "empty", "none", "ring")
+
+
+def build_topology(spec: Mapping[str, Any], size: int):
+    """The process's topology from its ledger record ``{kind, seed, ...}`` (``none``: no exchange)."""
+    kind = spec.get("kind", "empty")
+    if kind in ("none", ""):
+        return None
+    builders = _builders()
+    if kind not in builders:
+        raise ExecutorError(f"topology kind {kind!r} is not known to this executor (known: {list(TOPOLOGY_KINDS)})")
+    return builders[kind](size)
+
+
+# ---------------------------------------------------------------------------- declarations
+
+@dataclass(frozen=True)
+class ImageDeclaration:
+    """The declaration of an image's recipe (``None`` fields: not declared)."""
+
+    algorithm: str
+    folder: Path | None = None
+    name: str = ""
+    features: str | None = None
+    label: bool = False
+    classes: tuple[Any, ...] | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_folder(cls, folder: Path) -> "ImageDeclaration":
+        meta = json.loads((folder / "image.json").read_text())
+        inp = meta.get("input") or {}
+        classes = inp.get("classes")
+        return cls(meta["algorithm"], folder, meta.get("name", folder.name), inp.get("features"),
+                   bool(inp.get("label", False)), None if classes is None else tuple(classes), inp)
+
+
+def declaration(algorithm: str, images_dir: Path = IMAGES_DIR) -> ImageDeclaration:
+    """The declaration of the recipe that runs ``algorithm`` (an undeclared one if none does)."""
+    for meta in sorted(images_dir.glob("*/image.json")):
+        try:
+            if json.loads(meta.read_text()).get("algorithm") == algorithm:
+                return ImageDeclaration.from_folder(meta.parent)
+        except (OSError, ValueError):
+            continue
+    return ImageDeclaration(algorithm)
+
+
+def algorithm_class(decl: ImageDeclaration) -> type | None:
+    """The algorithm class (``module:Class``), from the project or the image folder; None if absent."""
+    module_name, _, cls_name = decl.algorithm.partition(":")
+    if not cls_name:
+        return None
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError:
+        if decl.folder is None or not (decl.folder / f"{module_name}.py").is_file():
+            return None
+        spec = importlib.util.spec_from_file_location(f"_consortia_image_{decl.name}_{module_name}",
+                                                      decl.folder / f"{module_name}.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+    return getattr(module, cls_name, None)
+
+
+def hyperparameter_problems(decl: ImageDeclaration, hyperparameters: Mapping[str, Any]) -> list[str]:
+    """Refusals of the algorithm's own constructor for these hyper-parameters (empty: accepted)."""
+    cls = algorithm_class(decl)
+    if cls is None:
+        return []
+    try:
+        cls(**dict(hyperparameters))
+    except TypeError as exc:
+        msg = str(exc)
+        m = re.search(r"unexpected keyword argument '([^']+)'", msg)
+        if m:
+            import inspect
+            known = [p for p in inspect.signature(cls).parameters if p not in ("self", "params", "kwargs")]
+            return [f"hyper-parameter {m.group(1)!r} is not accepted by {decl.algorithm}"
+                    + (f" (accepted: {', '.join(known)})" if known else "")]
+        return [f"hyper-parameters refused by {decl.algorithm}: {msg}"]
+    except (ValueError, KeyError, AssertionError) as exc:
+        return [f"hyper-parameters refused by {decl.algorithm}: {exc}"]
+    return []
+
+
+def validate_process(algorithm: str, topology: Mapping[str, Any], hyperparameters: Mapping[str, Any],
+                     dataset: str = "") -> ImageDeclaration:
+    """Check a process against its image's declaration; raises :class:`InvalidProcessSpec` listing
+    every problem (unknown topology, bad seed, hyper-parameters refused, invalid dataset name)."""
+    problems: list[str] = []
+    if not isinstance(topology, Mapping):
+        problems.append("topology must be an object {kind, seed}")
+        topology = {}
+    kind = topology.get("kind")
+    if kind not in TOPOLOGY_KINDS:
+        problems.append(f"topology kind {kind!r} is not known to the executor (known: {', '.join(TOPOLOGY_KINDS)})")
+    seed = topology.get("seed")
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        problems.append(f"topology seed must be an integer, got {seed!r}")
+    if dataset and not DATASET_PATTERN.match(dataset):
+        problems.append(f"dataset name {dataset!r} is not valid (letters, digits, '.', '_', '-'; at most 64)")
+    decl = declaration(algorithm)
+    if not isinstance(hyperparameters, Mapping):
+        problems.append("hyper-parameters must be an object")
+    else:
+        problems += hyperparameter_problems(decl, hyperparameters)
+    if problems:
+        raise InvalidProcessSpec(problems)
+    return decl
+
+
+# ---------------------------------------------------------------------------- the agent's own checks
+
+def dataset_problem(data_dir: Path, decl: ImageDeclaration) -> str | None:
+    """Why ``data_dir`` (an organisation's dataset folder) cannot feed this image, or None."""
+    path = Path(data_dir) / "dataset.npz"
+    if not Path(data_dir).is_dir():
+        return f"dataset folder {data_dir} does not exist (import the data with `consortia data import`)"
+    if not path.is_file():
+        return f"dataset file {path} does not exist (import the data with `consortia data import`)"
+    if decl.classes is None and not decl.label:
+        return None
+    import numpy as np
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            labels = z["labels"] if "labels" in z.files else None
+    except (OSError, ValueError) as exc:
+        return f"dataset file {path} cannot be read: {exc}"
+    if labels is None:
+        return f"dataset file {path} has no labels; image {decl.name} needs a label column"
+    if decl.classes is not None:
+        found = np.unique(labels)
+        outside = [v.item() for v in found if v.item() not in decl.classes]
+        if outside:
+            return (f"labels {outside} of dataset {path} are outside the classes {list(decl.classes)} "
+                    f"image {decl.name} declares")
+    return None
