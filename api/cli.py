@@ -108,8 +108,9 @@ model_app = typer.Typer(no_args_is_help=True, help="Final models: list, get (dow
 audit_app = typer.Typer(no_args_is_help=True, help="Offline audit bundles: export and verify.")
 token_app = typer.Typer(no_args_is_help=True, help="API tokens of this organisation's gateway.")
 index_app = typer.Typer(no_args_is_help=True, help="The off-chain audit index.")
+data_app = typer.Typer(no_args_is_help=True, help="Your organisation's own datasets: import a CSV/Parquet file, list.")
 for _sub, _name in ((image_app, "image"), (process_app, "process"), (provenance_app, "provenance"),
-                    (model_app, "model"), (audit_app, "audit"), (token_app, "token"), (index_app, "index")):
+                    (model_app, "model"), (audit_app, "audit"), (token_app, "token"), (index_app, "index"), (data_app, "data")):
     app.add_typer(_sub, name=_name)
 
 HomeOpt = typer.Option(None, "--home", envvar="CONSORTIA_HOME", help="The Consortia home directory.")
@@ -623,6 +624,44 @@ def audit_verify(bundle: Path, ca: Optional[Path] = typer.Option(None, help="Fol
     from api.bundle import verify_bundle
     trusted = None if ca is None else {p.stem: p.read_bytes() for p in sorted(ca.glob("*.pem"))}
     _report(verify_bundle(bundle, trusted), as_json)
+
+
+# ---- data
+@data_app.command("import")
+def data_import(file: Path = typer.Argument(..., help="A .csv or .parquet file: one row per example."),
+                dataset: str = typer.Option(..., "--dataset", help="The name processes use (--dataset NAME)."),
+                label: Optional[str] = typer.Option(None, "--label", help="The label column (the rest are features)."),
+                image: Optional[str] = typer.Option(None, "--image",
+                                                    help="Check the file against what this image declares."),
+                replace: bool = typer.Option(False, help="Replace a dataset of that name."),
+                home: Optional[Path] = HomeOpt, org: str = OrgOpt, as_json: bool = JsonOpt) -> None:
+    """Import a CSV/Parquet file as one of your organisation's datasets (checked; all or nothing)."""
+    from executor.data_import import DataImportError, import_dataset
+    from executor.declarations import declaration
+    s = _session(home, org)
+    try:
+        decl = None
+        if image is not None:
+            decl = declaration(_run(lambda: s.client.get_image(image), as_json).algorithm)
+        try:
+            done = import_dataset(s.settings.paths.data(s.msp_id), dataset, file, label, decl, replace=replace)
+        except DataImportError as exc:
+            fail(str(exc), EXIT_NOT_FOUND if "no such file" in str(exc) else EXIT_USAGE, as_json, kind=exc.code)
+        _emit({"organisation": s.msp_id, **done.to_dict()}, as_json, f"dataset {dataset} of {s.msp_id}")
+    finally:
+        s.close()
+
+
+@data_app.command("list")
+def data_list(home: Optional[Path] = HomeOpt, org: str = OrgOpt, as_json: bool = JsonOpt) -> None:
+    """Your organisation's datasets (the names processes can use)."""
+    from executor.data_import import list_datasets
+    s = _session(home, org)
+    try:
+        _emit(list_datasets(s.settings.paths.data(s.msp_id)), as_json, f"datasets of {s.msp_id}",
+              ["dataset", "rows", "features", "label", "path"])
+    finally:
+        s.close()
 
 
 # ---- tokens, index, serve
