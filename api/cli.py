@@ -274,6 +274,32 @@ def image_register(name: str, version: str, digest: str = typer.Option(..., help
         s.close()
 
 
+@image_app.command("build")
+def image_build(name: str = typer.Argument(..., help="A folder of algorithm-images/ (e.g. collab-rf) or a path."),
+                runtime: str = typer.Option("sandbox", help="sandbox (bubblewrap bundle) or container (Podman)."),
+                image_id: Optional[str] = typer.Option(None, "--id", help="Image id (default NAME:VERSION of image.json)."),
+                home: Optional[Path] = HomeOpt, org: str = OrgOpt, as_json: bool = JsonOpt) -> None:
+    """Build an algorithm image, check its digest against what was built, and register it."""
+    from executor.errors import ExecutorError
+    from executor.image_build import build_and_register
+    s = _session(home, org)
+    try:
+        try:
+            with err_console.status(f"building {name} ({runtime})...", spinner="dots") if not as_json \
+                    else _nothing():
+                done = _run(lambda: build_and_register(s.client, name, runtime, image_id), as_json)
+        except ExecutorError as exc:
+            fail(str(exc), EXIT_USAGE if "no image recipe" in str(exc) else EXIT_REFUSED, as_json, kind=exc.code)
+        _emit(done.to_dict(), as_json, "image built and registered" if done.registered else "image already registered")
+    finally:
+        s.close()
+
+
+def _nothing():
+    import contextlib
+    return contextlib.nullcontext()
+
+
 @image_app.command("list")
 def image_list(home: Optional[Path] = HomeOpt, org: str = OrgOpt, as_json: bool = JsonOpt) -> None:
     s = _session(home, org)

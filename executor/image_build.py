@@ -1,0 +1,94 @@
+"""``consortia image build NAME``: build an algorithm image, check its digest, register it -- one step.
+
+:func:`build_and_register` builds the sandbox bundle (``executor.images.build_bundle``) or the
+container image (``build_image``) of a recipe folder (``algorithm-images/<NAME>`` or a path), then
+checks that what is on disk is what the recipe makes before anything reaches the ledger:
+
+* sandbox: every source file of the recipe (and of the ``algorithms`` package) is in the bundle
+  byte for byte, and the bundle's digest recomputed from its files (no cache) equals the digest
+  the build reported -- a cached bundle someone edited is refused, not registered;
+* container: the engine's id of the tagged image equals the digest the build reported.
+
+Then it registers the digest (or, when that image id is already registered, requires the same
+digest) and checks the ledger record carries exactly the digest that was built.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from executor import images
+from executor.errors import ImageBuildError, ImageDigestMismatch
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    record: object                  # ledger.records.ImageRecord
+    digest: str
+    reference: str
+    runtime: str
+    recipe: images.ImageRecipe
+    registered: bool                # False: the same digest was already registered under that id
+
+    def to_dict(self) -> dict:
+        return {"id": self.record.id, "digest": self.digest, "reference": self.reference, "runtime": self.runtime,
+                "algorithm": self.recipe.algorithm, "owner": self.record.owner, "registered": self.registered,
+                "recipe": str(self.recipe.folder)}
+
+
+def recipe_from(name_or_path: str | os.PathLike) -> images.ImageRecipe:
+    p = Path(name_or_path)
+    if p.is_dir():
+        return images.ImageRecipe.load(p)
+    if not (images.IMAGES_DIR / str(name_or_path) / "image.json").is_file():
+        known = sorted(d.name for d in images.IMAGES_DIR.iterdir() if (d / "image.json").is_file())
+        raise ImageBuildError(f"no image recipe {str(name_or_path)!r} (a folder with image.json, or one of {known})")
+    return images.ImageRecipe.named(str(name_or_path))
+
+
+def check_bundle(recipe: images.ImageRecipe, built: images.BuiltImage) -> None:
+    """The bundle on disk is what ``recipe`` makes, and its digest is ``built.digest``."""
+    d = Path(built.location)
+    for src, dst in recipe.payload_files():
+        copy = d / dst
+        if not copy.is_file() or images._sha256_file(copy) != images._sha256_file(src):
+            raise ImageBuildError(f"bundle {d} was altered: {dst} differs from the recipe's {src} "
+                                  f"(delete that folder and build again)")
+    fresh = images._bundle_digest_uncached(d, images._bundle_files(d))
+    if fresh != built.digest:
+        raise ImageDigestMismatch(built.reference, built.digest, fresh)
+
+
+def build_and_register(client, name_or_path: str | os.PathLike, runtime: str = "sandbox",
+                       image_id: str | None = None, engine=None) -> BuildResult:
+    from chaincode.errors import NotFound
+    from executor.process import recipe_runtimes
+    recipe = recipe_from(name_or_path)
+    if runtime not in recipe_runtimes(recipe):
+        raise ImageBuildError(f"image {recipe.name} runs with {list(recipe_runtimes(recipe))} only, not {runtime!r}")
+    if runtime == "sandbox":
+        built = images.build_bundle(recipe)
+        check_bundle(recipe, built)
+    elif runtime == "container":
+        engine = engine or images.engine_client()
+        built = images.build_image(engine, recipe)
+        local = images.local_image_digest(engine, built.reference)
+        if local != built.digest:
+            raise ImageDigestMismatch(built.reference, built.digest, local)
+    else:
+        raise ImageBuildError(f"unknown runtime {runtime!r} (sandbox or container)")
+    image_id = image_id or f"{recipe.name}:{recipe.version}"
+    try:
+        rec = client.get_image(image_id)
+        if rec.digest != built.digest:
+            raise ImageBuildError(f"image {image_id} is registered with digest {rec.digest}, this build is "
+                                  f"{built.digest}: register it under another id (--id NAME:VERSION)")
+        registered = False
+    except NotFound:
+        rec = images.register(client, recipe, built, image_id=image_id)
+        registered = True
+    if rec.digest != built.digest:          # what the ledger holds is what was built
+        raise ImageDigestMismatch(image_id, built.digest, rec.digest)
+    return BuildResult(rec, built.digest, built.reference, runtime, recipe, registered)
