@@ -552,6 +552,61 @@ def model_get(model_id: str, out: Optional[Path] = typer.Option(None, help="Down
         s.close()
 
 
+@model_app.command("export")
+def model_export(model_id: str, out: Path = typer.Option(..., help="New folder for the exported model."),
+                 home: Optional[Path] = HomeOpt, org: str = OrgOpt, as_json: bool = JsonOpt) -> None:
+    """Export a model in a standard format (scikit-learn joblib for forests, PyTorch state_dict for
+    the VAE) with its digest, lineage reference and library versions in metadata.json."""
+    from api.artifacts import ArtifactMissing, DigestMismatch
+    from api.gateway import open_model_payload
+    from api.model_export import ModelExportError, export_model
+    s = _session(home, org)
+    try:
+        rec = _plain(_run(lambda: s.client.get_model(model_id), as_json))
+        process = _run(lambda: s.client.get_process(rec["process_id"]), as_json)
+        try:
+            payload = open_model_payload(s.gateway(), rec)
+        except (ArtifactMissing, DigestMismatch) as exc:
+            fail(str(exc), EXIT_NOT_FOUND if isinstance(exc, ArtifactMissing) else EXIT_REFUSED, as_json,
+                 kind=type(exc).__name__)
+        schema_file = s.settings.paths.data(s.msp_id) / (process.dataset or "default") / "schema.json"
+        schema = json.loads(schema_file.read_text()) if schema_file.is_file() else {}
+        lineage = {"root_execution": f"{process.id}/{process.rounds}/{rec['owner']}",
+                   "image_id": process.image_id, "image_digest": rec.get("image_digest") or process.image_digest,
+                   "model_tx_id": rec.get("tx_id"), "dataset": process.dataset or "default",
+                   "verify": f"consortia model verify {model_id}"}
+        try:
+            done = export_model(payload, rec, out, features=schema.get("features"), label=schema.get("label"),
+                                classes=schema.get("classes"), lineage=lineage)
+        except ModelExportError as exc:
+            fail(str(exc), EXIT_USAGE, as_json, kind=exc.code)
+        _emit({"folder": str(done.folder), **done.metadata}, as_json, f"model {model_id} exported")
+    finally:
+        s.close()
+
+
+@model_app.command("predict")
+def model_predict(model: Path = typer.Argument(..., help="A folder written by `consortia model export`."),
+                  csv: Path = typer.Option(..., "--csv", help="Rows to score (the model's feature columns)."),
+                  as_json: bool = JsonOpt) -> None:
+    """Score CSV rows with an exported forest: one line per row (score and decision)."""
+    from api.model_export import ModelExportError, predict_csv
+    if not (model / "metadata.json").is_file():
+        fail(f"{model} is not an exported model (no metadata.json): run `consortia model export MODEL --out DIR`",
+             EXIT_NOT_FOUND, as_json, kind="not found")
+    if not csv.is_file():
+        fail(f"no such file {csv}", EXIT_NOT_FOUND, as_json, kind="not found")
+    try:
+        scores, decisions, meta = predict_csv(model, csv)
+    except ModelExportError as exc:
+        fail(str(exc), EXIT_USAGE, as_json, kind=exc.code)
+    rows = [{"row": i + 1, "score": float(sc), "positive": int(d)} for i, (sc, d) in enumerate(zip(scores, decisions))]
+    if as_json:
+        print(json.dumps({"model_id": meta["model_id"], "model_digest": meta["model_digest"], "rows": rows}))
+    else:
+        _emit(rows, False, f"{meta['model_id']} ({meta['decision']})", ["row", "score", "positive"])
+
+
 @model_app.command("grant")
 def model_grant(model_id: str, organisation: str, home: Optional[Path] = HomeOpt, org: str = OrgOpt,
                 as_json: bool = JsonOpt) -> None:

@@ -574,6 +574,9 @@ def build_agent(args: argparse.Namespace) -> NodeAgent:
 
     consortium = Consortium(args.consortium)
     identity = consortium.identity(args.org)
+    if not Path(args.ledger).is_file():     # an agent never creates a ledger (a wrong path is an error)
+        raise SystemExit(f"no ledger at {args.ledger}: run `consortia init` to make a consortium, or point "
+                         f"--ledger/--home at an existing one")
     ledger = EmbeddedLedger(args.ledger, consortium)
     runtime = get_runtime(args.runtime)
     if not runtime.available():
@@ -589,12 +592,14 @@ def main(argv: list[str] | None = None) -> int:
     sub = p.add_subparsers(dest="command", required=True)
     r = sub.add_parser("run", help="follow the ledger and run this organisation's tasks")
     r.add_argument("--org", required=True, help="MSP id or name of this node's organisation")
-    r.add_argument("--consortium", required=True, help="consortium identity directory (cryptogen layout)")
-    r.add_argument("--ledger", required=True, help="embedded ledger file")
+    r.add_argument("--home", default=os.environ.get("CONSORTIA_HOME"),
+                   help="a Consortia home (consortia init): the five paths below default to its layout")
+    r.add_argument("--consortium", help="consortium identity directory (cryptogen layout)")
+    r.add_argument("--ledger", help="embedded ledger file")
     r.add_argument("--runtime", choices=("container", "sandbox"), default="container")
-    r.add_argument("--data", required=True, help="data root: <data>/<dataset>/dataset.npz")
-    r.add_argument("--store", required=True, help="artifact store root")
-    r.add_argument("--state", required=True, help="agent state directory")
+    r.add_argument("--data", help="this organisation's data root: <data>/<dataset>/dataset.npz")
+    r.add_argument("--store", help="artifact store root")
+    r.add_argument("--state", help="agent state directory")
     r.add_argument("--process", help="run only this process, until this organisation is done with it")
     r.add_argument("--memory-mb", type=int, default=2048)
     r.add_argument("--cpus", type=float, default=1.0)
@@ -602,6 +607,22 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--warm", action="store_true",
                    help="keep one isolated worker per process alive across rounds (fresh key per round)")
     args = p.parse_args(argv)
+    paths = ("consortium", "ledger", "data", "store", "state")
+    if args.home:
+        from ledger.config import load
+        settings = load(args.home)
+        try:
+            msp = Consortium(args.consortium or settings.crypto).organisation(args.org).msp_id
+        except (FileNotFoundError, KeyError) as exc:
+            p.error(str(exc))
+        defaults = {"consortium": settings.crypto, "ledger": settings.ledger_path, "data": settings.paths.data(msp),
+                    "store": settings.paths.store_root, "state": settings.paths.state_root}
+        for k in paths:
+            if getattr(args, k) is None:
+                setattr(args, k, str(defaults[k]))
+    missing = [f"--{k}" for k in paths if getattr(args, k) is None]
+    if missing:
+        p.error(f"without --home, {', '.join(missing)} are required")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     agent = build_agent(args)
     try:
