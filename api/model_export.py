@@ -135,6 +135,10 @@ def export_model(payload: bytes, record: Mapping[str, Any], out: str | os.PathLi
     out = Path(out)
     if out.exists() and any(out.iterdir()):
         raise ModelExportError(f"{out} exists and is not empty")
+    if not (isinstance(model, dict) and ("estimators" in model or ("theta" in model and "phi" in model))):
+        keys = sorted(model) if isinstance(model, dict) else type(model).__name__
+        raise ModelExportError(f"no standard export for this model (payload keys {keys}); collaborative RF "
+                               f"and CollabDict VAE models are exported")
     out.mkdir(parents=True, exist_ok=True)
     meta: dict[str, Any] = {"model_id": record.get("id"), "owner": record.get("owner"),
                             "process_id": record.get("process_id"), "model_digest": digest,
@@ -152,7 +156,7 @@ def export_model(payload: bytes, record: Mapping[str, Any], out: str | os.PathLi
                     members=len(model["estimators"]), n_features=est.n_features_in_, decision=DECISION,
                     load="import joblib; m = joblib.load('model.joblib'); scores = m.predict(X)",
                     versions=_versions("scikit-learn", "numpy", "scipy", "joblib"))
-    elif isinstance(model, dict) and "theta" in model and "phi" in model:
+    else:
         import torch
         state = {f"theta.{k}": torch.from_numpy(np.array(v)) for k, v in sorted(model["theta"].items())}
         state |= {f"phi.{k}": torch.from_numpy(np.array(v)) for k, v in sorted(model["phi"].items())}
@@ -162,10 +166,6 @@ def export_model(payload: bytes, record: Mapping[str, Any], out: str | os.PathLi
                     mc_score=int(model.get("mc_score", 64)),
                     load="import torch; state = torch.load('model.pt')",
                     versions=_versions("torch", "numpy"))
-    else:
-        keys = sorted(model) if isinstance(model, dict) else type(model).__name__
-        raise ModelExportError(f"no standard export for this model (payload keys {keys}); collaborative RF "
-                               f"and CollabDict VAE models are exported")
     meta["file"] = file.name
     meta["file_sha256"] = _sha256(file)
     (out / "metadata.json").write_text(json.dumps(meta, indent=2, sort_keys=True, default=str) + "\n")
