@@ -14,10 +14,39 @@ from rich.console import Console
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Consortia: verifiable and auditable collaborative learning on a permissioned ledger.")
-ledger_app = typer.Typer(no_args_is_help=True, help="The ledger itself: verify, inspect.")
+ledger_app = typer.Typer(no_args_is_help=True, help="The ledger itself: verify.")
 app.add_typer(ledger_app, name="ledger")
 console = Console()
 err_console = Console(stderr=True, soft_wrap=True)
+DIGEST_RE = r"^sha256:[0-9a-f]{64}$"
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("consortia")
+    except PackageNotFoundError:
+        import tomllib
+        return tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml").read_text())["project"]["version"]
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        print(f"consortia {_version()}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main(version: bool = typer.Option(False, "--version", callback=_version_callback, is_eager=True,
+                                       help="Print the version and exit.")) -> None:
+    """Consortia: verifiable and auditable collaborative learning on a permissioned ledger."""
+
+
+def _table_console() -> Console:
+    """Tables are printed at their natural width (never cut with "…"): ids and digests stay whole
+    and can be copied; a terminal narrower than the table wraps the lines itself."""
+    return Console(width=4000, force_terminal=console.is_terminal, color_system=console.color_system,
+                   no_color=console.no_color, highlight=False)
 
 # Exit codes (stable; docs/api.md "Command line"): 0 done; 1 refused or failed (a contract refusal,
 # a failed verification or process); 2 bad input (usage, malformed value, unknown organisation,
@@ -29,7 +58,8 @@ def fail(message: str, code: int = EXIT_USAGE, as_json: bool = False, kind: str 
     """Report an error on stderr (JSON on stdout too with --json) and exit with ``code``."""
     if as_json:
         print(json.dumps({"ok": False, "code": kind, "message": message}))
-    err_console.print(f"[red]{kind}[/red]: {message}", markup=True, highlight=False)
+    from rich.text import Text
+    err_console.print(Text.assemble((str(kind), "red"), ": ", str(message)), highlight=False)
     raise typer.Exit(code)
 
 
@@ -104,7 +134,7 @@ def ledger_verify(path: Path = typer.Argument(..., help="The embedded ledger fil
 image_app = typer.Typer(no_args_is_help=True, help="Algorithm images: register, list, get, revoke, approve.")
 process_app = typer.Typer(no_args_is_help=True, help="Learning processes: create, list, get, start, abort, watch.")
 provenance_app = typer.Typer(no_args_is_help=True, help="Provenance history of images, processes, executions, artifacts, models.")
-model_app = typer.Typer(no_args_is_help=True, help="Final models: list, get (download), grant, revoke, lineage, verify.")
+model_app = typer.Typer(no_args_is_help=True, help="Final models: list, get (download), export, predict, grant, revoke, verify (lineage: `provenance model`).")
 audit_app = typer.Typer(no_args_is_help=True, help="Offline audit bundles: export and verify.")
 token_app = typer.Typer(no_args_is_help=True, help="API tokens of this organisation's gateway.")
 index_app = typer.Typer(no_args_is_help=True, help="The off-chain audit index.")
@@ -204,25 +234,26 @@ def _plain(obj):
 def _emit(obj, as_json: bool, title: str = "", columns: Optional[list[str]] = None) -> None:
     """Print ``obj`` as JSON (--json) or as a Rich table / key-value list."""
     from rich.table import Table
+    from rich.text import Text
     obj = _plain(obj)
     if as_json:
         print(json.dumps(obj, indent=None, sort_keys=True, default=str))
         return
     if isinstance(obj, list):
         cols = columns or (list(obj[0])[:6] if obj else [])
-        table = Table(title=title or None)
+        table = Table(title=Text(title) if title else None)
         for c in cols:
-            table.add_column(c)
+            table.add_column(c, no_wrap=True)
         for row in obj:
-            table.add_row(*[_cell(row.get(c)) for c in cols])
-        console.print(table)
+            table.add_row(*[Text(_cell(row.get(c))) for c in cols])
+        _table_console().print(table)
         return
-    table = Table(title=title or None, show_header=False)
-    table.add_column("field", style="bold")
-    table.add_column("value", overflow="fold")
+    table = Table(title=Text(title) if title else None, show_header=False)
+    table.add_column("field", style="bold", no_wrap=True)
+    table.add_column("value", no_wrap=True)
     for k, v in obj.items():
-        table.add_row(str(k), _cell(v))
-    console.print(table)
+        table.add_row(str(k), Text(_cell(v)))       # Text: "[completed]" is shown, not read as markup
+    _table_console().print(table)
 
 
 def _cell(v) -> str:
@@ -246,6 +277,19 @@ def _run(fn, as_json: bool):
         fail(str(exc), EXIT_REFUSED, as_json, kind=type(exc).__name__)
 
 
+def _digest(value: str, as_json: bool, what: str = "digest") -> str:
+    """A malformed digest is a usage error (exit 2), never an empty result."""
+    import re
+    if not re.fullmatch(DIGEST_RE, value or ""):
+        fail(f"{what} {value!r} is not sha256:<64 lower-case hex digits>", EXIT_USAGE, as_json, kind="INVALID_ARGUMENT")
+    return value
+
+
+def _msp(s: _Session, org: str) -> str:
+    """An organisation's MSP id from its name, MSP id or domain (unknown ones are left to the contract)."""
+    return s.consortium.organisation(org).msp_id if _known(s, org) else org
+
+
 def _known(s: _Session, org: str) -> bool:
     try:
         s.consortium.organisation(org)
@@ -265,7 +309,8 @@ def image_register(name: str, version: str, digest: str = typer.Option(..., help
                    reference: str = typer.Option("", help="Where the image can be pulled or built from."),
                    description: str = "", home: Optional[Path] = HomeOpt, org: str = OrgOpt,
                    as_json: bool = JsonOpt) -> None:
-    """Register an algorithm image (owner = your organisation)."""
+    """Register an algorithm image built elsewhere (owner = your organisation); see also `image build`."""
+    _digest(digest, as_json, "--digest")
     s = _session(home, org)
     try:
         _emit(_run(lambda: s.client.register_image(name, version, algorithm, digest, reference,
@@ -302,6 +347,7 @@ def _nothing():
 
 @image_app.command("list")
 def image_list(home: Optional[Path] = HomeOpt, org: str = OrgOpt, as_json: bool = JsonOpt) -> None:
+    """Every registered algorithm image."""
     s = _session(home, org)
     try:
         _emit(_run(s.client.list_images, as_json), as_json, "images", ["id", "owner", "status", "digest", "created"])
@@ -311,6 +357,7 @@ def image_list(home: Optional[Path] = HomeOpt, org: str = OrgOpt, as_json: bool 
 
 @image_app.command("get")
 def image_get(image_id: str, home: Optional[Path] = HomeOpt, org: str = OrgOpt, as_json: bool = JsonOpt) -> None:
+    """One image record: digest, algorithm, owner, status, approvals."""
     s = _session(home, org)
     try:
         _emit(_run(lambda: s.client.get_image(image_id), as_json), as_json, f"image {image_id}")
@@ -321,6 +368,7 @@ def image_get(image_id: str, home: Optional[Path] = HomeOpt, org: str = OrgOpt, 
 @image_app.command("revoke")
 def image_revoke(image_id: str, reason: str = typer.Option("", help="Why it is revoked."),
                  home: Optional[Path] = HomeOpt, org: str = OrgOpt, as_json: bool = JsonOpt) -> None:
+    """Revoke your image: no new process can pin it."""
     s = _session(home, org)
     try:
         _emit(_run(lambda: s.client.revoke_image(image_id, reason), as_json), as_json, "image revoked")
@@ -331,6 +379,8 @@ def image_revoke(image_id: str, reason: str = typer.Option("", help="Why it is r
 @image_app.command("approve")
 def image_approve(image_id: str, digest: str = typer.Option(..., help="The digest you inspected."),
                   home: Optional[Path] = HomeOpt, org: str = OrgOpt, as_json: bool = JsonOpt) -> None:
+    """Approve an image for your organisation, naming the digest you inspected."""
+    _digest(digest, as_json, "--digest")
     s = _session(home, org)
     try:
         _emit(_run(lambda: s.client.approve_image(image_id, digest), as_json), as_json, "image approved")
@@ -376,6 +426,7 @@ def process_create(process_id: str, image_id: str = typer.Option(..., "--image")
 
 @process_app.command("list")
 def process_list(home: Optional[Path] = HomeOpt, org: str = OrgOpt, as_json: bool = JsonOpt) -> None:
+    """The learning processes your organisation can see."""
     s = _session(home, org)
     try:
         _emit(_run(s.client.list_processes, as_json), as_json, "learning processes",
@@ -386,6 +437,7 @@ def process_list(home: Optional[Path] = HomeOpt, org: str = OrgOpt, as_json: boo
 
 @process_app.command("get")
 def process_get(process_id: str, home: Optional[Path] = HomeOpt, org: str = OrgOpt, as_json: bool = JsonOpt) -> None:
+    """One process: image digest, consortium, topology, rounds, status and its reason."""
     s = _session(home, org)
     try:
         _emit(_run(lambda: s.client.get_process(process_id), as_json), as_json, f"learning process {process_id}")
@@ -395,6 +447,7 @@ def process_get(process_id: str, home: Optional[Path] = HomeOpt, org: str = OrgO
 
 @process_app.command("start")
 def process_start(process_id: str, home: Optional[Path] = HomeOpt, org: str = OrgOpt, as_json: bool = JsonOpt) -> None:
+    """Start a created process: the members' node agents begin round 1."""
     s = _session(home, org)
     try:
         _emit(_run(lambda: s.client.start_process(process_id), as_json), as_json, "started")
@@ -405,6 +458,7 @@ def process_start(process_id: str, home: Optional[Path] = HomeOpt, org: str = Or
 @process_app.command("abort")
 def process_abort(process_id: str, reason: str = "", home: Optional[Path] = HomeOpt, org: str = OrgOpt,
                   as_json: bool = JsonOpt) -> None:
+    """Abort a process you created, with a reason."""
     s = _session(home, org)
     try:
         _emit(_run(lambda: s.client.abort_process(process_id, reason), as_json), as_json, "aborted")
@@ -423,8 +477,8 @@ def process_watch(process_id: str, timeout: float = typer.Option(600.0, help="Gi
         process = _run(lambda: s.client.get_process(process_id), as_json)
         total = process.rounds * len(process.consortium)
         deadline = time.monotonic() + timeout
-        with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total} tasks"),
-                      console=console, disable=as_json) as bar:
+        with Progress(TextColumn("{task.description}", markup=False), BarColumn(),
+                      TextColumn("{task.completed}/{task.total} tasks"), console=console, disable=as_json) as bar:
             task = bar.add_task(f"{process_id}", total=total)
             while True:
                 execs = s.client.query_executions(process_id)
@@ -435,7 +489,8 @@ def process_watch(process_id: str, timeout: float = typer.Option(600.0, help="Gi
                 if process.status in ("completed", "failed", "aborted") or time.monotonic() > deadline:
                     break
                 time.sleep(0.5)
-        _emit({"id": process_id, "status": process.status, "completed_tasks": done, "tasks": total}, as_json)
+        _emit({"id": process_id, "status": process.status, "completed_tasks": done, "tasks": total,
+               "reason": process.status_reason or ""}, as_json)
         raise typer.Exit(0 if process.status == "completed" else 1)
     finally:
         s.close()
@@ -471,6 +526,7 @@ def provenance_execution(process_id: str, round: int, organisation: str, home: O
     """Every version of one execution record (task registered, completed or failed)."""
     s = _session(home, org)
     try:
+        organisation = _msp(s, organisation)
         _emit(_run(lambda: s.client.execution_history(process_id, round, organisation), as_json), as_json,
               f"history of {process_id}/{round}/{organisation}", ["tx_id", "timestamp", "value"])
     finally:
@@ -484,7 +540,7 @@ def provenance_artifacts(process_id: str, organisation: Optional[str] = typer.Op
     s = _session(home, org)
     try:
         _run(lambda: s.client.get_process(process_id), as_json)
-        rows = s.synced_index().published_artifacts(process_id, organisation)
+        rows = s.synced_index().published_artifacts(process_id, organisation and _msp(s, organisation))
         _emit(rows, as_json, f"artifacts published for {process_id}", ["round", "organisation", "kind", "recipient", "digest"])
     finally:
         s.close()
@@ -493,6 +549,7 @@ def provenance_artifacts(process_id: str, organisation: Optional[str] = typer.Op
 @provenance_app.command("artifact")
 def provenance_artifact(digest: str, home: Optional[Path] = HomeOpt, org: str = OrgOpt, as_json: bool = JsonOpt) -> None:
     """Which executions produced and consumed an artifact."""
+    _digest(digest, as_json)
     s = _session(home, org)
     try:
         _emit({"digest": digest, **s.synced_index().artifact(digest)}, as_json, f"artifact {digest}")
@@ -543,8 +600,8 @@ def model_get(model_id: str, out: Optional[Path] = typer.Option(None, help="Down
             try:
                 data = open_model_payload(s.gateway(), rec)
             except (ArtifactMissing, DigestMismatch) as exc:
-                console.print(f"[red]{type(exc).__name__}[/red]: {exc}")
-                raise typer.Exit(1)
+                fail(str(exc), EXIT_NOT_FOUND if isinstance(exc, ArtifactMissing) else EXIT_REFUSED, as_json,
+                     kind=type(exc).__name__)
             out.write_bytes(data)
             info["downloaded_to"] = str(out)
         _emit(info, as_json, f"model {model_id}")
@@ -636,8 +693,8 @@ def model_revoke(model_id: str, organisation: str, home: Optional[Path] = HomeOp
         try:
             revoked = _run(lambda: revoke_with_rotation(s.gateway(), s.client, model_id, target), as_json)
         except (ArtifactMissing, DigestMismatch) as exc:   # the stored model cannot be re-encrypted
-            console.print(f"[red]{type(exc).__name__}[/red]: {exc}")
-            raise typer.Exit(1)
+            fail(str(exc), EXIT_NOT_FOUND if isinstance(exc, ArtifactMissing) else EXIT_REFUSED, as_json,
+                 kind=type(exc).__name__)
         _emit({k: v for k, v in _plain(revoked).items() if k != "wrapped_key"}, as_json, "access revoked")
     finally:
         s.close()
@@ -692,18 +749,28 @@ def audit_export(model_id: str, out: Path = typer.Option(..., help="New director
                                                  progress=lambda i, n: bar.update(task, completed=i, total=n)), as_json)
         _emit(summary, as_json, "audit bundle written")
     except BundleError as exc:
-        console.print(f"[red]{exc}[/red]")
-        raise typer.Exit(1)
+        fail(str(exc), EXIT_REFUSED, as_json, kind="BundleError")
     finally:
         s.close()
 
 
 @audit_app.command("verify")
-def audit_verify(bundle: Path, ca: Optional[Path] = typer.Option(None, help="Folder of trusted CA certificates <MSP>.pem."),
+def audit_verify(bundle: Path, ca: Optional[Path] = typer.Option(
+        None, help="Trusted CA certificates: a folder of <MSP>.pem, or a consortium's crypto folder."),
                  as_json: bool = JsonOpt) -> None:
     """Verify an audit bundle with no network and no ledger access."""
     from api.bundle import verify_bundle
-    trusted = None if ca is None else {p.stem: p.read_bytes() for p in sorted(ca.glob("*.pem"))}
+    trusted = None
+    if ca is not None:
+        from ledger.identity import Consortium
+        if (ca / Consortium.MANIFEST).is_file():    # a consortium's crypto folder (cryptogen layout)
+            cons = Consortium(ca)
+            trusted = {o.msp_id: (o.path / "ca" / f"ca.{o.domain}-cert.pem").read_bytes() for o in cons.organisations}
+        elif ca.is_dir():
+            trusted = {p.stem: p.read_bytes() for p in sorted(ca.glob("*.pem"))}
+        if not trusted:
+            fail(f"{ca} holds no CA certificates (a folder of <MSP>.pem files or a consortium crypto folder)",
+                 EXIT_NOT_FOUND, as_json, kind="not found")
     _report(verify_bundle(bundle, trusted), as_json)
 
 
@@ -760,17 +827,19 @@ def token_issue(home: Optional[Path] = HomeOpt, org: str = OrgOpt, user: str = U
 
 @token_app.command("list")
 def token_list(home: Optional[Path] = HomeOpt, org: str = OrgOpt, as_json: bool = JsonOpt) -> None:
+    """Your organisation's API tokens (ids and users; the tokens themselves are never stored)."""
     s = _session(home, org)
     _emit([o.__dict__ for o in s.gateway().tokens.owners()], as_json, "API tokens", ["token_id", "user", "created"])
 
 
 @token_app.command("revoke")
 def token_revoke(token_id: str, home: Optional[Path] = HomeOpt, org: str = OrgOpt, as_json: bool = JsonOpt) -> None:
+    """Revoke an API token by its id."""
     s = _session(home, org)
     ok = s.gateway().tokens.revoke(token_id)
-    _emit({"revoked": ok, "token_id": token_id}, as_json)
     if not ok:
-        raise typer.Exit(1)
+        fail(f"no token {token_id} in {s.msp_id}'s gateway", EXIT_NOT_FOUND, as_json, kind="NOT_FOUND")
+    _emit({"revoked": ok, "token_id": token_id}, as_json)
 
 
 @index_app.command("sync")

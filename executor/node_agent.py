@@ -604,6 +604,8 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--memory-mb", type=int, default=2048)
     r.add_argument("--cpus", type=float, default=1.0)
     r.add_argument("--timeout", type=float, default=3600.0)
+    r.add_argument("--json", action="store_true",
+                   help="outcomes as JSON on stdout (one line per task with --process; logs go to stderr)")
     r.add_argument("--warm", action="store_true",
                    help="keep one isolated worker per process alive across rounds (fresh key per round)")
     args = p.parse_args(argv)

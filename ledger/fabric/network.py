@@ -739,6 +739,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--net-dir", default=str(DEFAULT_NET))
     p.add_argument("--purge", action="store_true", help="down: also delete ledgers and identities")
     p.add_argument("-n", "--lines", type=int, default=50)
+    p.add_argument("--json", action="store_true", help="machine-readable output (status and deploy always are)")
     a = p.parse_args(argv)
     net = FabricNetwork(NetworkConfig(organisations=tuple(o.strip() for o in a.orgs.split(",") if o.strip()),
                                       dispatch=a.dispatch, net_dir=Path(a.net_dir)))
@@ -746,18 +747,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         if a.command == "up":
             t0 = time.monotonic()
             net.up()
-            print(f"network up in {time.monotonic() - t0:.1f} s; profile {net.profile_file}")
+            print(json.dumps({"status": "up", "seconds": round(time.monotonic() - t0, 1),
+                              "profile": str(net.profile_file)}) if a.json else
+                  f"network up in {time.monotonic() - t0:.1f} s; profile {net.profile_file}")
         elif a.command == "down":
             net.down(purge=a.purge)
-            print("network down" + (" (purged)" if a.purge else ""))
+            print(json.dumps({"status": "down", "purged": a.purge}) if a.json else
+                  "network down" + (" (purged)" if a.purge else ""))
         elif a.command == "deploy":
             net.deploy()
             print(json.dumps(net.status(), indent=2))
         elif a.command == "status":
             print(json.dumps(net.status(), indent=2))
         elif a.command == "logs":
-            print(net.logs(a.node or "orderer", a.lines))
+            logs = net.logs(a.node or "orderer", a.lines)
+            print(json.dumps({"node": a.node or "orderer", "lines": logs.splitlines()}) if a.json else logs)
     except NetworkError as exc:
+        if a.json:
+            print(json.dumps({"ok": False, "code": "NetworkError", "message": str(exc)}))
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except BrokenPipeError:      # output piped into head & co.
