@@ -194,17 +194,29 @@ class FabricLedger:
     def events(self, identity: Identity, start_block: int = 0,
                timeout: float | None = None) -> Iterator[ChaincodeEvent]:
         """Chaincode events from ``start_block`` on; a broken stream is reopened from the last
-        event delivered (``after_transaction_id``), so nothing is lost or repeated."""
+        event delivered (``after_transaction_id``), so nothing is lost or repeated.
+
+        ``timeout`` (the ``Ledger`` interface): the iteration ends after ``timeout`` seconds
+        without an event -- also while the peer is unreachable and the stream keeps breaking
+        (reconnection attempts count against the same clock)."""
         if start_block < 0:
             raise ValueError("start_block must be >= 0")
         next_block, after_tx = start_block, ""
+        last_event = time.monotonic()
+
+        def remaining() -> float | None:
+            return None if timeout is None else timeout - (time.monotonic() - last_event)
+
         while True:
             call, q = self._open_events(identity, next_block, after_tx)
             broken = False
             try:
                 while True:
+                    left = remaining()
+                    if left is not None and left <= 0:
+                        return
                     try:
-                        item = q.get(timeout=timeout)
+                        item = q.get(timeout=left)
                     except queue.Empty:
                         return
                     if isinstance(item, grpc.RpcError):
@@ -220,10 +232,14 @@ class FabricLedger:
                         next_block, after_tx = item.block_number, ev.tx_id
                         yield ChaincodeEvent(block_number=item.block_number, tx_id=ev.tx_id,
                                              chaincode=ev.chaincode_id, name=ev.event_name, payload=ev.payload)
+                        last_event = time.monotonic()
             finally:
                 call.cancel()
             if broken:
-                time.sleep(0.5)
+                left = remaining()
+                if left is not None and left <= 0:
+                    return
+                time.sleep(0.5 if left is None else min(0.5, left))
 
     def _open_events(self, identity: Identity, start_block: int, after_tx: str):
         req = gateway_pb2.ChaincodeEventsRequest(
