@@ -31,7 +31,7 @@ import threading
 import time
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
 from chaincode import dispatch
 from chaincode.canonical import canonical_json
@@ -39,6 +39,7 @@ from chaincode.errors import ContractError
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 from ledger.embedded import blocks as B
+from ledger.embedded.genesis import config_mismatch
 from ledger.embedded.policy import EndorsementPolicy
 from ledger.embedded.simulation import TxSimulator
 from ledger.embedded.store import Store
@@ -47,6 +48,9 @@ from ledger.errors import (AccessDenied, CommitTimeout, EndorsementPolicyFailure
                            TransactionInvalid)
 from ledger.identity import Consortium, Identity, MembershipService
 from ledger.interface import BlockInfo, ChaincodeEvent, SubmitResult
+
+if TYPE_CHECKING:
+    from ledger.checkpoint import Checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -106,10 +110,9 @@ class EmbeddedLedger:
             EndorsementPolicy.parse(policy, tuple(sorted(orgs)))  # validate before writing
             body = B.make_body(0, "", time.time(), [], [], config)
             self._append_block(con, body, genesis=True)
-        mine = {o.msp_id for o in self.consortium.organisations}
-        if set(config["organisations"]) != mine:
-            raise LedgerError(f"ledger {self.path} belongs to a channel of {sorted(config['organisations'])}, "
-                              f"not of this consortium {sorted(mine)}")
+        why = config_mismatch(config, self.consortium)
+        if why is not None:
+            raise LedgerError(f"ledger {self.path} belongs to a channel that is not this consortium's: {why}")
         return config
 
     def _append_block(self, con: sqlite3.Connection, body: dict[str, Any], genesis: bool = False) -> str:
@@ -274,10 +277,11 @@ class EmbeddedLedger:
             number, previous_hash = con.execute(
                 "SELECT number + 1, header_hash FROM blocks ORDER BY number DESC LIMIT 1").fetchone()
 
+            timestamp = time.time()   # certificates are judged at the block's own timestamp (as verify does)
             outcome = validate_block(con, number, txs, membership=self.membership, policy=self.policy,
-                                     channel=self.channel, chaincode=self.chaincode)
+                                     channel=self.channel, chaincode=self.chaincode, timestamp=timestamp)
             codes = outcome.codes
-            self._append_block(con, B.make_body(number, previous_hash, time.time(), txs, codes))
+            self._append_block(con, B.make_body(number, previous_hash, timestamp, txs, codes))
             write_block_outcome(con, outcome)
             con.execute("COMMIT")
         except BaseException:
@@ -324,10 +328,17 @@ class EmbeddedLedger:
         row = self._store.connection().execute("SELECT block, code FROM txs WHERE tx_id = ?", (tx_id,)).fetchone()
         return None if row is None else (row[0], row[1])
 
-    def verify(self) -> dict[str, int]:
-        """Re-check every block hash and signature, replay validation and state; see ledger.embedded.verify."""
-        from ledger.embedded.verify import verify_ledger
-        return verify_ledger(self._store.connection(), self.membership, self.policy, self.channel, self.chaincode)
+    def verify(self, checkpoints: Sequence["Checkpoint"] = ()) -> dict[str, Any]:
+        """Re-check every block hash and signature, replay validation and state, against the
+        consortium's certificates, through a read-only connection; see ledger.embedded.verify."""
+        from ledger.embedded.verify import verify_ledger_file
+        return verify_ledger_file(self.path, self.consortium, checkpoints)
+
+    def checkpoint(self, identity: Identity | None = None) -> "Checkpoint":
+        """A signed checkpoint of the current chain head (by the orderer unless ``identity`` is
+        given); keep it outside the ledger file to detect truncation later (ledger.checkpoint)."""
+        from ledger.checkpoint import checkpoint_of
+        return checkpoint_of(self, identity or self._orderer)
 
     def close(self) -> None:
         if self._closed:
