@@ -40,8 +40,9 @@ from ledger.client import ConsortiaClient
 from ledger.identity import Identity
 from api.attestation import (AttestationError, attest_execution, certificate_keyid, check_certificate,
                              check_statement, open_envelope, sign_envelope)
-from api.index import AuditIndex
-from api.verification import Report, check_execution, check_links, check_model, transaction_block
+from api.index import AuditIndex, execution_node_id, record_lineage
+from api.verification import (Report, check_execution, check_lineage_complete, check_links, check_model,
+                              transaction_block)
 
 FORMAT = "consortia-audit-bundle/1"
 MANIFEST_TYPE = "application/vnd.consortia.audit-bundle+json"
@@ -231,6 +232,9 @@ def _verify_bundle(root: Path, trusted_cas: Mapping[str, bytes] | None, report: 
     for name, e in named.items():
         report.run(f"execution {name}", check_execution, e, process)
     report.run("lineage links", check_links, executions)
+    by_id = {execution_node_id(e["process_id"], e["round"], e["organisation"]): e for e in executions}
+    report.run("lineage complete", check_lineage_complete,
+               record_lineage(executions, model.get("owner"), model.get("round") or process.get("rounds")), by_id)
     report.run("model", check_model, model, process, executions, image)
     # 4. attestations
     by_node = named
