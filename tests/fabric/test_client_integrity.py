@@ -49,3 +49,14 @@ def test_events_timeout_returns_while_the_peer_is_stopped(fabric, fabric_ledger,
         net.restart_node("peer0.org2")
         net.wait_block_height(1, height, timeout=60)
     fabric_ledger.submit(org2, "KV:put", f"after-{uuid.uuid4().hex[:8]}", "x")   # Org2 is back
+
+
+def test_events_timeout_zero_delivers_what_is_committed(fabric_ledger, fabric_ids):
+    """As on the embedded host (and as the audit index's ``sync`` relies on): ``timeout=0`` yields
+    the events already committed, then returns."""
+    org1 = fabric_ids["Org1"]
+    first = fabric_ledger.submit(org1, "KV:put", f"t0-{uuid.uuid4().hex[:8]}", "a")
+    second = fabric_ledger.submit(org1, "KV:put", f"t0-{uuid.uuid4().hex[:8]}", "b")
+    t0 = time.monotonic()
+    got = [e.tx_id for e in fabric_ledger.events(org1, start_block=first.block_number, timeout=0)]
+    assert got[:2] == [first.tx_id, second.tx_id] and time.monotonic() - t0 < 30
