@@ -26,6 +26,7 @@ from fabric_protos.common import common_pb2, ledger_pb2
 from fabric_protos.gateway import gateway_pb2, gateway_pb2_grpc
 from fabric_protos.orderer import ab_pb2
 from fabric_protos.peer import transaction_pb2
+from google.protobuf.message import DecodeError
 
 from ledger.errors import CommitTimeout, EndorsementFailure, LedgerError
 from ledger.fabric.errors import translate, validation_error
@@ -265,7 +266,7 @@ class FabricLedger:
                 raw = self.evaluate(identity, "GetBlockByNumber", self.channel, str(n), chaincode="qscc")
                 if block_has_events(common_pb2.Block.FromString(raw), self.chaincode):
                     return n
-        except LedgerError as exc:
+        except (LedgerError, DecodeError) as exc:
             log.info("cannot look up the last event block (%s); events idle clock starts now", exc)
         return None
 
