@@ -76,14 +76,20 @@ def ledger_checkpoint(path: Path = typer.Argument(..., help="The embedded ledger
                       org: Optional[str] = typer.Option(None, help="Sign as this organisation's admin "
                                                                    "(default: the orderer identity)."),
                       as_json: bool = typer.Option(False, "--json")) -> None:
-    """Sign a checkpoint of the chain head (block number + header hash) and append it to a file."""
+    """Verify the ledger, then sign a checkpoint of its chain head (block number + header hash)
+    and append it to a file (never vouch for a head that does not verify)."""
     from ledger.checkpoint import append_checkpoint, sign_checkpoint
-    from ledger.embedded.verify import open_read_only
-    from ledger.errors import LedgerError
+    from ledger.embedded.verify import open_read_only, verify_ledger_file
+    from ledger.errors import LedgerCorrupted, LedgerError
     from ledger.identity import Consortium
     try:
         consortium = Consortium(crypto)
         identity = consortium.identity(org, "Admin") if org else consortium.orderer_identity()
+        try:
+            verify_ledger_file(path, consortium)
+        except LedgerCorrupted as exc:
+            console.print(f"[red]not checkpointed: the ledger does not verify:[/red] {exc}")
+            raise typer.Exit(1)
         con = open_read_only(path)
         try:
             number, header_hash, body = con.execute(

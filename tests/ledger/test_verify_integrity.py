@@ -248,3 +248,9 @@ def test_cli_checkpoint_then_verify(consortium, tmp_path):
     assert json.loads(res.stdout)["block_number"] == 2
     code, got = cli_verify(path, consortium.root, "--checkpoint", str(out))
     assert code == 0 and got["checkpoints"] == 1
+    attacker = Consortium.generate(tmp_path / "attacker", ["Org1", "Org2", "Org3"])
+    forged = tmp_path / "forged.db"
+    populate(attacker, forged, images=1)
+    res = runner.invoke(app, ["ledger", "checkpoint", str(forged), "--crypto", str(consortium.root),
+                              "--out", str(out), "--json"])
+    assert res.exit_code == 1 and len(load_checkpoints(out)) == 1     # a forged head is never vouched for
