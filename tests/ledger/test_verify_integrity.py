@@ -87,6 +87,30 @@ def test_genesis_with_the_real_cas_but_blocks_signed_by_another_orderer_is_refus
     assert err.value.block_number == 0
 
 
+def test_blocks_signed_by_another_certificate_of_the_orderer_ca_are_refused(consortium, tmp_path):
+    """Byte for byte: a second orderer certificate, even one issued by the consortium's own orderer
+    CA, is not the consortium's orderer."""
+    d = consortium.orderer_domain
+    ca_dir = consortium.root / "ordererOrganizations" / d / "ca"
+    ca_key = serialization.load_pem_private_key((ca_dir / "priv_sk").read_bytes(), None)
+    ca = x509.load_pem_x509_certificate((ca_dir / f"ca.{d}-cert.pem").read_bytes())
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = dt.datetime.now(dt.timezone.utc)
+    cert = (x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, "orderer"),
+                                     x509.NameAttribute(NameOID.COMMON_NAME, f"rogue-orderer.{d}")]))
+            .issuer_name(ca.subject).public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - dt.timedelta(minutes=1)).not_valid_after(now + dt.timedelta(days=1))
+            .sign(ca_key, hashes.SHA256()))
+    path = tmp_path / "second-orderer.db"
+    with EmbeddedLedger(path, consortium, batch_timeout=0.001) as led:
+        led._orderer = Identity("OrdererMSP", cert.public_bytes(serialization.Encoding.PEM), key)
+        ConsortiaClient(led, consortium.identity("Org1")).register_image("o", "1", "a", DIGEST)
+    with pytest.raises(LedgerCorrupted, match="not the consortium's orderer") as err:
+        verify_ledger_file(path, consortium)
+    assert err.value.block_number == 1
+
+
 # ------------------------------------------------------------------------------- item 3
 
 def test_zero_byte_file_is_refused_and_left_empty(consortium, tmp_path):
