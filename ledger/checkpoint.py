@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import datetime as dt
 import json
 import os
 import re
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -42,7 +42,7 @@ _HASH = re.compile(r"^[0-9a-f]{64}$")
 _FIELDS = {"format", "channel", "block_number", "header_hash", "created", "signer", "signature"}
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class Checkpoint:
     channel: str
     block_number: int
@@ -80,8 +80,8 @@ class Checkpoint:
             raise CheckpointInvalid("checkpoint header_hash must be 64 lowercase hex digits")
         if not isinstance(ch, str) or not ch:
             raise CheckpointInvalid("checkpoint channel must be a non-empty string")
-        if not isinstance(created, (int, float)) or isinstance(created, bool):
-            raise CheckpointInvalid("checkpoint created must be a number")
+        if not isinstance(created, (int, float)) or isinstance(created, bool) or not 0 <= created < 1e11:
+            raise CheckpointInvalid("checkpoint created must be a unix time")
         try:
             signer = base64.b64decode(obj["signer"], validate=True)
             signature = base64.b64decode(obj["signature"], validate=True)
@@ -95,8 +95,7 @@ def sign_checkpoint(identity: Identity, channel: str, block_number: int, header_
                     created: float | None = None) -> Checkpoint:
     unsigned = Checkpoint(channel, block_number, header_hash, time.time() if created is None else created,
                           identity.serialized(), b"")
-    return Checkpoint(unsigned.channel, unsigned.block_number, unsigned.header_hash, unsigned.created,
-                      unsigned.signer, identity.sign(unsigned.signed_bytes()))
+    return dataclasses.replace(unsigned, signature=identity.sign(unsigned.signed_bytes()))
 
 
 def checkpoint_of(ledger: Ledger, identity: Identity) -> Checkpoint:

@@ -256,6 +256,12 @@ def test_rewritten_chain_and_forged_checkpoints_are_refused(consortium, tmp_path
     tampered = Checkpoint(cp.channel, cp.block_number + 5, cp.header_hash, cp.created, cp.signer, cp.signature)
     with pytest.raises(CheckpointInvalid):
         verify_ledger_file(a, consortium, [tampered])
+    for field, value in (("created", float("nan")), ("created", -1), ("header_hash", "AB" * 32), ("block_number", True),
+                         ("signer", "not base64!")):
+        obj = cp.to_json()
+        obj[field] = value
+        with pytest.raises(CheckpointInvalid):
+            Checkpoint.from_json(obj)
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"format": "consortia-checkpoint/1", "block_number": -1}))
     code, out = cli_verify(a, consortium.root, "--checkpoint", str(bad))
