@@ -71,9 +71,17 @@ class EmbeddedLedger:
 
     def __init__(self, path: str | os.PathLike, consortium: Consortium, *, channel: str = "consortia",
                  chaincode: str = "consortia", policy: str = "MAJORITY", batch_size: int = 500,
-                 batch_timeout: float = 0.01, synchronous: str = "FULL"):
+                 batch_timeout: float = 0.01, synchronous: str = "FULL",
+                 checkpoint_file: str | os.PathLike | None = None, checkpoint_every: int = 100):
         if batch_size < 1 or batch_timeout < 0:
             raise ValueError("batch_size must be >= 1 and batch_timeout >= 0")
+        if checkpoint_every < 1:
+            raise ValueError("checkpoint_every must be >= 1")
+        # signed chain-head checkpoints kept outside the ledger file (ledger.checkpoint): one every
+        # ``checkpoint_every`` blocks this instance commits, and one at close
+        self.checkpoint_file = None if checkpoint_file is None else Path(checkpoint_file)
+        self.checkpoint_every = checkpoint_every
+        self._uncheckpointed = False
         self.path = Path(path)
         self.consortium = consortium
         self.batch_size = batch_size
@@ -287,7 +295,20 @@ class EmbeddedLedger:
         except BaseException:
             con.execute("ROLLBACK")
             raise
+        self._uncheckpointed = True
+        if self.checkpoint_file is not None and number % self.checkpoint_every == 0:
+            self._keep_checkpoint()
         return [(number, c) for c in codes]
+
+    def _keep_checkpoint(self) -> None:
+        """Append a checkpoint of the head, signed by the orderer, to ``checkpoint_file``. The
+        blocks are committed already: failing to write the anchor is logged, not raised."""
+        from ledger.checkpoint import append_checkpoint
+        try:
+            append_checkpoint(self.checkpoint_file, self.checkpoint())
+            self._uncheckpointed = False
+        except (OSError, LedgerError) as exc:
+            log.warning("could not append a checkpoint to %s: %s", self.checkpoint_file, exc)
 
     # ------------------------------------------------------------------ events and blocks
     def events(self, identity: Identity, start_block: int = 0, timeout: float | None = None) -> Iterator[ChaincodeEvent]:
@@ -346,6 +367,8 @@ class EmbeddedLedger:
         if self._orderer_thread is not None:
             self._queue.put(None)
             self._orderer_thread.join(timeout=30)
+        if self.checkpoint_file is not None and self._uncheckpointed:
+            self._keep_checkpoint()
         self._closed = True
         with self._committed:
             self._committed.notify_all()

@@ -284,3 +284,24 @@ def test_cli_checkpoint_then_verify(consortium, tmp_path):
     res = runner.invoke(app, ["ledger", "checkpoint", str(forged), "--crypto", str(consortium.root),
                               "--out", str(out), "--json"])
     assert res.exit_code == 1 and len(load_checkpoints(out)) == 1     # a forged head is never vouched for
+
+
+def test_the_ledger_keeps_checkpoints_outside_its_file(consortium, tmp_path):
+    """``checkpoint_file``: the embedded host appends an orderer-signed checkpoint every
+    ``checkpoint_every`` blocks and at close -- the anchor an organisation keeps beside (not in)
+    the ledger file; a later consistent truncation is caught with it."""
+    path, kept = tmp_path / "l.db", tmp_path / "anchors" / "checkpoints.jsonl"
+    with EmbeddedLedger(path, consortium, batch_timeout=0.001, checkpoint_file=kept, checkpoint_every=2) as led:
+        c = ConsortiaClient(led, consortium.identity("Org1"))
+        for i in range(5):
+            c.register_image(f"k{i}", "1", "a", DIGEST)
+        height = led.block_height(c.identity)
+    cps = load_checkpoints(kept)
+    assert [cp.block_number for cp in cps] == [2, 4, 5] and height == 6
+    assert all(cp.signer_msp_id == "OrdererMSP" for cp in cps)
+    assert verify_ledger_file(path, consortium, cps)["checkpoints"] == 3
+    truncate_consistently(path, 3)
+    with pytest.raises(LedgerCorrupted, match="truncated"):
+        verify_ledger_file(path, consortium, cps)
+    with pytest.raises(ValueError):
+        EmbeddedLedger(tmp_path / "x.db", consortium, checkpoint_every=0)
