@@ -29,6 +29,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from chaincode.errors import ContractError, Forbidden, InvalidArgument, NotFound
+from ledger.checkpoint import checkpoint_of
 from ledger.client import ConsortiaClient
 from ledger.envelope import DecryptionError, decrypt_payload, encrypt_payload, seal, unseal
 from ledger.errors import AccessDenied, LedgerError, MVCCConflict
@@ -353,7 +354,7 @@ def create_app(gw: Gateway, *, start: bool = True) -> FastAPI:
         if rec["status"] != "completed":
             raise InvalidArgument(f"execution of {organisation} for round {round} of {process_id} is "
                                   f"{rec['status']}; only completed executions are attested")
-        return attest_execution(rec, c.identity)
+        return attest_execution(rec, c.identity, checkpoint_of(c.ledger, c.identity))   # anchors the chain head
 
     @app.get("/api/v1/processes/{process_id}/timeline", response_model=S.TimelineOut, tags=["provenance"])
     def timeline(process_id: str = ProcessId, c: ConsortiaClient = Depends(client)) -> dict[str, Any]:
