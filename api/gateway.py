@@ -12,7 +12,6 @@ where the contracts enforce membership and access lists. Errors are typed JSON b
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import base64
 import logging
 import threading
@@ -29,11 +28,13 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from chaincode.errors import ContractError, Forbidden, InvalidArgument, NotFound
+from chaincode.limits import MAX_ARGUMENT_BYTES
 from ledger.client import ConsortiaClient
 from ledger.envelope import DecryptionError, decrypt_payload, seal, unseal
 from ledger.errors import AccessDenied, LedgerError, MVCCConflict
 from ledger.identity import Consortium, Identity
 from ledger.interface import Ledger
+from ledger.records import to_dict
 from api import schemas as S
 from api.artifacts import ArtifactMissing, ArtifactStore, DigestMismatch, fetch_verified, sha256_digest, store_at
 from api.attestation import attest_execution
@@ -57,6 +58,7 @@ def model_key_info(record: dict[str, Any]) -> bytes:
     return b"consortia-model-key|" + model_aad(record)
 ID = S.ID
 DIGEST = S.DIGEST
+MAX_REQUEST_BYTES = MAX_ARGUMENT_BYTES   # a body becomes (at most) one contract argument
 
 
 @dataclass
@@ -108,14 +110,68 @@ class Gateway:
 
 
 def record(obj: Any) -> dict[str, Any]:
-    """A typed ledger record (``ledger.records``) as the plain dict of its canonical JSON fields."""
-    d = dataclasses.asdict(obj)
-    d.update(d.pop("extra", None) or {})
-    return d
+    """A typed ledger record (``ledger.records``) as the plain dict of its canonical JSON fields
+    (depth-safe: :func:`ledger.records.to_dict` copies no nested JSON value)."""
+    return to_dict(obj)
+
+
+ERROR_DESCRIPTIONS = {
+    400: "Invalid argument (INVALID_ARGUMENT: a contract rule on the value was broken)",
+    401: "Unauthenticated: no or unknown API token / client certificate",
+    403: "Forbidden: not a member, not the owner, not on the access list, or another organisation's token",
+    404: "Not found: no such record (or artifact) visible to this organisation",
+    409: "Conflict: already exists, invalid state, image digest mismatch, privacy budget exceeded, or MVCC "
+         "conflict (retry)",
+    413: "Request body larger than the gateway accepts",
+    422: "Invalid request: the body or a parameter does not match the schema",
+    502: "An artifact store returned bytes that do not match the on-chain digest, or that do not decrypt",
+    503: "The ledger is unavailable",
+}
+
+
+def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` for the error statuses a route can answer, each with the error body."""
+    return {c: {"model": S.ErrorBody, "description": ERROR_DESCRIPTIONS[c]} for c in codes}
 
 
 def _error(status: int, code: str, message: str, details: dict[str, Any] | None = None) -> JSONResponse:
     return JSONResponse(status_code=status, content={"code": code, "message": message, "details": details or {}})
+
+
+def _allowed_methods(request: Request) -> list[str]:
+    """Every method some route of the app serves at the request's path (HEAD with GET, as served)."""
+    from starlette.routing import Match
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        route_methods = getattr(route, "methods", None)
+        if route_methods and route.matches(request.scope)[0] != Match.NONE:
+            methods |= set(route_methods)
+    order = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+    return sorted(methods, key=lambda m: (order.index(m) if m in order else len(order), m))
+
+
+def _known_query_parameters(request: Request) -> None:
+    """A query parameter the operation does not declare is refused (422), not silently ignored: a
+    misspelt filter (``?stauts=revoked``) must not answer as if no filter had been asked for."""
+    route = request.scope.get("route")
+    dependant = getattr(route, "dependant", None)
+    if dependant is None:
+        return
+    declared = {p.alias for p in _query_params(dependant)}
+    unknown = sorted(set(request.query_params) - declared)
+    if unknown:
+        raise RequestValidationError([{"loc": ("query", name), "msg": "unknown query parameter",
+                                       "type": "extra_forbidden"} for name in unknown])
+
+
+def _query_params(dependant) -> list:
+    """The query parameters of a route and of all its dependencies, iteratively."""
+    out, stack = [], [dependant]
+    while stack:
+        d = stack.pop()
+        out.extend(d.query_params)
+        stack.extend(d.dependencies)
+    return out
 
 
 def _install_error_handlers(app: FastAPI) -> None:
@@ -139,9 +195,15 @@ def _install_error_handlers(app: FastAPI) -> None:
         return _error(422, "INVALID_REQUEST", f"{first['location']}: {first['message']}", {"errors": errors})
 
     @app.exception_handler(StarletteHTTPException)
-    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         codes = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 401: "UNAUTHENTICATED", 403: "FORBIDDEN"}
-        return _error(exc.status_code, codes.get(exc.status_code, "HTTP_ERROR"), str(exc.detail))
+        resp = _error(exc.status_code, codes.get(exc.status_code, "HTTP_ERROR"), str(exc.detail))
+        resp.headers.update(exc.headers or {})
+        if exc.status_code == 405:
+            # RFC 9110 §15.5.6: a 405 lists every method of the resource (Starlette names only those
+            # of the first route matching the path, and a path may have a GET and a POST route)
+            resp.headers["Allow"] = ", ".join(_allowed_methods(request))
+        return resp
 
     @app.exception_handler(AccessDenied)
     async def access_denied(_: Request, exc: AccessDenied) -> JSONResponse:
@@ -164,6 +226,50 @@ def _install_error_handlers(app: FastAPI) -> None:
         return _error(502, "DIGEST_MISMATCH", str(exc))
 
 
+class BodyLimit:
+    """ASGI middleware: a request body over ``max_bytes`` is answered 413 before any route reads it
+    (by ``Content-Length``, or by counting the chunks of a body sent without one)."""
+
+    def __init__(self, app, max_bytes: int):
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        length = dict(scope.get("headers") or []).get(b"content-length")
+        if length is not None and (not length.isdigit() or int(length) > self.max_bytes):
+            return await self._refuse(scope, receive, send)
+        if length is not None or scope["method"] in ("GET", "HEAD", "OPTIONS"):
+            return await self.app(scope, receive, send)
+        # no Content-Length (chunked): read the body here, within the limit, then replay it
+        chunks, size, more = [], 0, True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":
+                return await self.app(scope, receive, send)
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            more = message.get("more_body", False)
+            if size > self.max_bytes:
+                return await self._refuse(scope, receive, send)
+        body, sent = b"".join(chunks), False
+
+        async def replay():
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        return await self.app(scope, replay, send)
+
+    async def _refuse(self, scope, receive, send):
+        resp = _error(413, "REQUEST_TOO_LARGE", f"request bodies are limited to {self.max_bytes} bytes",
+                      {"limit": self.max_bytes})
+        await resp(scope, receive, send)
+
+
 def create_app(gw: Gateway, *, start: bool = True) -> FastAPI:
     """The gateway's ASGI application. ``start`` runs the index follower for the app's lifetime."""
     from contextlib import asynccontextmanager
@@ -179,10 +285,10 @@ def create_app(gw: Gateway, *, start: bool = True) -> FastAPI:
 
     app = FastAPI(title=f"Consortia gateway of {gw.msp_id}", version="1.0",
                   description="Audit and provenance API: images, learning processes, provenance, models.",
-                  lifespan=lifespan,
-                  responses={401: {"model": S.ErrorBody}, 403: {"model": S.ErrorBody},
-                             422: {"model": S.ErrorBody}})
+                  lifespan=lifespan, dependencies=[Depends(_known_query_parameters)],
+                  responses=errors(401, 403, 413, 422, 503))
     _install_error_handlers(app)
+    app.add_middleware(BodyLimit, max_bytes=MAX_REQUEST_BYTES)
 
     @app.middleware("http")
     async def access_log(request: Request, call_next):
@@ -249,30 +355,35 @@ def create_app(gw: Gateway, *, start: bool = True) -> FastAPI:
         p = gw.index.images(limit, offset, status)
         return page(p.items, p.total, limit, offset)
 
-    @app.post("/api/v1/images", response_model=S.ImageOut, status_code=201, tags=["images"])
+    @app.post("/api/v1/images", response_model=S.ImageOut, status_code=201, tags=["images"],
+             responses=errors(400, 409))
     def register_image(body: S.ImageIn, c: ConsortiaClient = Depends(client)) -> dict[str, Any]:
         rec = record(c.register_image(body.name, body.version, body.algorithm, body.digest, body.reference,
                                       image_id=body.id, description=body.description))
         gw.refresh()
         return rec
 
-    @app.get("/api/v1/images/{image_id}", response_model=S.ImageOut, tags=["images"])
+    @app.get("/api/v1/images/{image_id}", response_model=S.ImageOut, tags=["images"],
+             responses=errors(400, 404))
     def get_image(image_id: str = ImageId, c: ConsortiaClient = Depends(client)) -> dict[str, Any]:
         return record(c.get_image(image_id))
 
-    @app.post("/api/v1/images/{image_id}/revoke", response_model=S.ImageOut, tags=["images"])
+    @app.post("/api/v1/images/{image_id}/revoke", response_model=S.ImageOut, tags=["images"],
+             responses=errors(400, 404, 409))
     def revoke_image(body: S.RevokeImageIn, image_id: str = ImageId, c: ConsortiaClient = Depends(client)) -> dict:
         rec = record(c.revoke_image(image_id, body.reason))
         gw.refresh()
         return rec
 
-    @app.post("/api/v1/images/{image_id}/approve", response_model=S.ApprovalOut, tags=["images"])
+    @app.post("/api/v1/images/{image_id}/approve", response_model=S.ApprovalOut, tags=["images"],
+             responses=errors(400, 404, 409))
     def approve_image(body: S.ApproveImageIn, image_id: str = ImageId, c: ConsortiaClient = Depends(client)) -> dict:
         rec = c.approve_image(image_id, body.digest)
         gw.refresh()
         return rec
 
-    @app.get("/api/v1/images/{image_id}/history", response_model=list[S.HistoryEntryOut], tags=["provenance"])
+    @app.get("/api/v1/images/{image_id}/history", response_model=list[S.HistoryEntryOut], tags=["provenance"],
+             responses=errors(400, 404))
     def image_history(image_id: str = ImageId, c: ConsortiaClient = Depends(client)) -> list[dict]:
         return [h.__dict__ for h in c.image_history(image_id)]
 
@@ -285,7 +396,8 @@ def create_app(gw: Gateway, *, start: bool = True) -> FastAPI:
         p = gw.index.processes(limit, offset, status)
         return page(p.items, p.total, limit, offset)
 
-    @app.post("/api/v1/processes", response_model=S.ProcessOut, status_code=201, tags=["processes"])
+    @app.post("/api/v1/processes", response_model=S.ProcessOut, status_code=201, tags=["processes"],
+             responses=errors(400, 404, 409))
     def create_process(body: S.ProcessIn, c: ConsortiaClient = Depends(client)) -> dict[str, Any]:
         budget = body.privacy_budget.model_dump(exclude_none=True) if body.privacy_budget else None
         rec = record(c.create_process(body.id, body.image_id, body.consortium, body.topology.model_dump(),
@@ -296,23 +408,27 @@ def create_app(gw: Gateway, *, start: bool = True) -> FastAPI:
         gw.refresh()
         return rec
 
-    @app.get("/api/v1/processes/{process_id}", response_model=S.ProcessOut, tags=["processes"])
+    @app.get("/api/v1/processes/{process_id}", response_model=S.ProcessOut, tags=["processes"],
+             responses=errors(400, 404))
     def get_process(process_id: str = ProcessId, c: ConsortiaClient = Depends(client)) -> dict[str, Any]:
         return record(c.get_process(process_id))
 
-    @app.post("/api/v1/processes/{process_id}/start", response_model=S.ProcessOut, tags=["processes"])
+    @app.post("/api/v1/processes/{process_id}/start", response_model=S.ProcessOut, tags=["processes"],
+             responses=errors(400, 404, 409))
     def start_process(process_id: str = ProcessId, c: ConsortiaClient = Depends(client)) -> dict[str, Any]:
         rec = record(c.start_process(process_id))
         gw.refresh()
         return rec
 
-    @app.post("/api/v1/processes/{process_id}/abort", response_model=S.ProcessOut, tags=["processes"])
+    @app.post("/api/v1/processes/{process_id}/abort", response_model=S.ProcessOut, tags=["processes"],
+             responses=errors(400, 404, 409))
     def abort_process(body: S.AbortIn, process_id: str = ProcessId, c: ConsortiaClient = Depends(client)) -> dict:
         rec = record(c.abort_process(process_id, body.reason))
         gw.refresh()
         return rec
 
-    @app.get("/api/v1/processes/{process_id}/history", response_model=list[S.HistoryEntryOut], tags=["provenance"])
+    @app.get("/api/v1/processes/{process_id}/history", response_model=list[S.HistoryEntryOut], tags=["provenance"],
+             responses=errors(400, 404))
     def process_history(process_id: str = ProcessId, c: ConsortiaClient = Depends(client)) -> list[dict]:
         return [h.__dict__ for h in c.process_history(process_id)]
 
@@ -320,7 +436,8 @@ def create_app(gw: Gateway, *, start: bool = True) -> FastAPI:
         """The process, read through the contract (403 for a non-member, 404 if unknown)."""
         return record(c.get_process(process_id))
 
-    @app.get("/api/v1/processes/{process_id}/executions", response_model=S.Page[S.ExecutionOut], tags=["provenance"])
+    @app.get("/api/v1/processes/{process_id}/executions", response_model=S.Page[S.ExecutionOut], tags=["provenance"],
+             responses=errors(400, 404))
     def list_executions(process_id: str = ProcessId, round: Optional[int] = Query(None, ge=1, le=100_000),
                         organisation: Optional[str] = Query(None, pattern=S.MSP),
                         limit: int = Query(1000, ge=1, le=10_000), offset: int = Offset,
@@ -331,19 +448,21 @@ def create_app(gw: Gateway, *, start: bool = True) -> FastAPI:
         return page(p.items, p.total, limit, offset)
 
     @app.get("/api/v1/processes/{process_id}/executions/{round}/{organisation}", response_model=S.ExecutionOut,
-             tags=["provenance"])
+             tags=["provenance"],
+             responses=errors(400, 404))
     def get_execution(process_id: str = ProcessId, round: int = Round, organisation: str = Org,
                       c: ConsortiaClient = Depends(client)) -> dict[str, Any]:
         return record(c.get_execution(process_id, round, organisation))
 
     @app.get("/api/v1/processes/{process_id}/executions/{round}/{organisation}/history",
-             response_model=list[S.HistoryEntryOut], tags=["provenance"])
+             response_model=list[S.HistoryEntryOut], tags=["provenance"],
+             responses=errors(400, 404))
     def execution_history(process_id: str = ProcessId, round: int = Round, organisation: str = Org,
                           c: ConsortiaClient = Depends(client)) -> list[dict]:
         return [h.__dict__ for h in c.execution_history(process_id, round, organisation)]
 
     @app.get("/api/v1/processes/{process_id}/executions/{round}/{organisation}/attestation", tags=["provenance"],
-             responses={200: {"description": "DSSE envelope of an in-toto Statement v1"}})
+             responses={200: {"description": "DSSE envelope of an in-toto Statement v1"}, **errors(400, 404)})
     def execution_attestation(process_id: str = ProcessId, round: int = Round, organisation: str = Org,
                               c: ConsortiaClient = Depends(client)) -> dict[str, Any]:
         rec = record(c.get_execution(process_id, round, organisation))
@@ -355,7 +474,8 @@ def create_app(gw: Gateway, *, start: bool = True) -> FastAPI:
                                   f"{rec['status']}; only completed executions are attested")
         return attest_execution(rec, c.identity)
 
-    @app.get("/api/v1/processes/{process_id}/timeline", response_model=S.TimelineOut, tags=["provenance"])
+    @app.get("/api/v1/processes/{process_id}/timeline", response_model=S.TimelineOut, tags=["provenance"],
+             responses=errors(400, 404))
     def timeline(process_id: str = ProcessId, c: ConsortiaClient = Depends(client)) -> dict[str, Any]:
         gw.current()
         process = member_process(c, process_id)
@@ -363,7 +483,8 @@ def create_app(gw: Gateway, *, start: bool = True) -> FastAPI:
                 "events": gw.index.events(process_id=process_id, limit=10_000),
                 "last_indexed_block": gw.index.last_block}
 
-    @app.get("/api/v1/processes/{process_id}/watch", response_model=S.WatchOut, tags=["processes"])
+    @app.get("/api/v1/processes/{process_id}/watch", response_model=S.WatchOut, tags=["processes"],
+             responses=errors(400, 404))
     async def watch(process_id: str = ProcessId, after_block: int = Query(-1, ge=-1, le=2**62),
                     wait: float = Query(10.0, ge=0, le=30), c: ConsortiaClient = Depends(client)) -> dict[str, Any]:
         """Long poll: the process's events after ``after_block``, waiting up to ``wait`` s for one."""
@@ -378,7 +499,8 @@ def create_app(gw: Gateway, *, start: bool = True) -> FastAPI:
         current = gw.index.process(process_id) or process
         return {"events": events, "last_indexed_block": gw.index.last_block, "status": current["status"]}
 
-    @app.get("/api/v1/processes/{process_id}/artifacts", response_model=list[S.RunArtifacts], tags=["provenance"])
+    @app.get("/api/v1/processes/{process_id}/artifacts", response_model=list[S.RunArtifacts], tags=["provenance"],
+             responses=errors(400, 404))
     def process_artifacts(process_id: str = ProcessId, organisation: Optional[str] = Query(None, pattern=S.MSP),
                           c: ConsortiaClient = Depends(client)) -> list[dict[str, Any]]:
         """Which artifacts each run published -- or, with ``organisation``, which artifacts that
@@ -390,13 +512,15 @@ def create_app(gw: Gateway, *, start: bool = True) -> FastAPI:
             runs.setdefault((a["round"], a["organisation"]), []).append(a)
         return [{"round": r, "organisation": o, "artifacts": arts} for (r, o), arts in sorted(runs.items())]
 
-    @app.get("/api/v1/processes/{process_id}/models", response_model=list[S.ModelOut], tags=["models"])
+    @app.get("/api/v1/processes/{process_id}/models", response_model=list[S.ModelOut], tags=["models"],
+             responses=errors(400, 404))
     def process_models(process_id: str = ProcessId, c: ConsortiaClient = Depends(client)) -> list[dict[str, Any]]:
         gw.current()
         member_process(c, process_id)
         return gw.index.models(1000, 0, process_id).items
 
-    @app.get("/api/v1/artifacts/{digest}", response_model=S.ArtifactProvenance, tags=["provenance"])
+    @app.get("/api/v1/artifacts/{digest}", response_model=S.ArtifactProvenance, tags=["provenance"],
+             responses=errors(404))
     def artifact(digest: str = PathParam(pattern=DIGEST), _: ConsortiaClient = Depends(client)) -> dict[str, Any]:
         """Which executions produced and consumed an artifact (among processes this organisation sees)."""
         gw.current()
@@ -413,15 +537,18 @@ def create_app(gw: Gateway, *, start: bool = True) -> FastAPI:
         p = gw.index.models(limit, offset, process_id)
         return page(p.items, p.total, limit, offset)
 
-    @app.get("/api/v1/models/{model_id}", response_model=S.ModelOut, tags=["models"])
+    @app.get("/api/v1/models/{model_id}", response_model=S.ModelOut, tags=["models"],
+             responses=errors(400, 404))
     def get_model(model_id: str = ModelId, c: ConsortiaClient = Depends(client)) -> dict[str, Any]:
         return record(c.get_model(model_id))
 
-    @app.get("/api/v1/models/{model_id}/history", response_model=list[S.HistoryEntryOut], tags=["provenance"])
+    @app.get("/api/v1/models/{model_id}/history", response_model=list[S.HistoryEntryOut], tags=["provenance"],
+             responses=errors(400, 404))
     def model_history(model_id: str = ModelId, c: ConsortiaClient = Depends(client)) -> list[dict]:
         return [h.__dict__ for h in c.model_history(model_id)]
 
-    @app.get("/api/v1/models/{model_id}/lineage", response_model=S.LineageOut, tags=["provenance"])
+    @app.get("/api/v1/models/{model_id}/lineage", response_model=S.LineageOut, tags=["provenance"],
+             responses=errors(400, 404))
     def lineage(model_id: str = ModelId, c: ConsortiaClient = Depends(client)) -> dict[str, Any]:
         c.get_model(model_id)   # access list check by the contract
         found = gw.index.lineage(model_id)
@@ -432,7 +559,8 @@ def create_app(gw: Gateway, *, start: bool = True) -> FastAPI:
             raise NotFound(f"model {model_id} is not in the index yet")
         return found
 
-    @app.post("/api/v1/models/{model_id}/verify", response_model=S.VerificationOut, tags=["provenance"])
+    @app.post("/api/v1/models/{model_id}/verify", response_model=S.VerificationOut, tags=["provenance"],
+             responses=errors(400, 404))
     def verify_model(model_id: str = ModelId, c: ConsortiaClient = Depends(client)) -> dict[str, Any]:
         """Re-check every signature and digest of the model's lineage against the ledger."""
         gw.refresh()
@@ -440,7 +568,8 @@ def create_app(gw: Gateway, *, start: bool = True) -> FastAPI:
 
     @app.get("/api/v1/models/{model_id}/download", tags=["models"],
              responses={200: {"content": {"application/octet-stream": {}},
-                              "description": "The model payload, verified against its on-chain digest"}})
+                              "description": "The model payload, verified against its on-chain digest"},
+                        **errors(400, 404, 502)})
     def download_model(model_id: str = ModelId, c: ConsortiaClient = Depends(client)) -> Response:
         rec = record(c.get_model(model_id))
         data = open_model_payload(gw, rec)
@@ -448,7 +577,8 @@ def create_app(gw: Gateway, *, start: bool = True) -> FastAPI:
                         headers={"X-Consortia-Digest": rec["digest"],
                                  "Content-Disposition": f'attachment; filename="{model_id.replace(":", "_")}.bin"'})
 
-    @app.post("/api/v1/models/{model_id}/grant", response_model=S.ModelOut, tags=["models"])
+    @app.post("/api/v1/models/{model_id}/grant", response_model=S.ModelOut, tags=["models"],
+             responses=errors(400, 404, 409, 502))
     def grant_model(body: S.AccessIn, model_id: str = ModelId, c: ConsortiaClient = Depends(client)) -> dict:
         rec = record(c.get_model(model_id))
         if rec["owner"] != c.organisation:
@@ -463,7 +593,8 @@ def create_app(gw: Gateway, *, start: bool = True) -> FastAPI:
         gw.refresh()
         return rec
 
-    @app.post("/api/v1/models/{model_id}/revoke", response_model=S.ModelOut, tags=["models"])
+    @app.post("/api/v1/models/{model_id}/revoke", response_model=S.ModelOut, tags=["models"],
+             responses=errors(400, 404, 409))
     def revoke_model(body: S.AccessIn, model_id: str = ModelId, c: ConsortiaClient = Depends(client)) -> dict:
         rec = record(c.revoke_model(model_id, body.organisation))
         gw.refresh()

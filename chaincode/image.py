@@ -14,6 +14,7 @@ from typing import Any
 from chaincode.canonical import RawJSON, is_digest
 from chaincode.context import TransactionContext, parse_json_arg, require_keys, require_str
 from chaincode.errors import AlreadyExists, Forbidden, ImageMismatch, InvalidArgument, InvalidState, NotFound
+from chaincode.limits import MAX_DESCRIPTION_CHARS, MAX_REFERENCE_CHARS, bounded_text
 
 ID_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._:+-]{0,127}"
 IMAGE = "Image"
@@ -47,8 +48,8 @@ class ImageContract:
             "id": image_id, "name": name, "version": version,
             "algorithm": require_str(spec, "algorithm", max_len=64),
             "digest": spec["digest"],
-            "reference": str(spec.get("reference") or ""),
-            "description": str(spec.get("description") or ""),
+            "reference": bounded_text(spec.get("reference"), "image reference", MAX_REFERENCE_CHARS),
+            "description": bounded_text(spec.get("description"), "image description", MAX_DESCRIPTION_CHARS),
             "owner": ctx.msp_id, "registered_by": ctx.subject,
             "created": ctx.timestamp, "tx_id": ctx.tx_id,
             "status": "active", "revoked_reason": "",
