@@ -14,7 +14,7 @@ from chaincode.canonical import canonical_json
 from chaincode.image import ID_PATTERN
 from chaincode.learning_process import MAX_ROUNDS, MSP_PATTERN
 from chaincode.limits import (MAX_CONSORTIUM, MAX_DATASET_CHARS, MAX_DESCRIPTION_CHARS, MAX_HYPERPARAMETERS_BYTES,
-                              MAX_JSON_DEPTH, MAX_REFERENCE_CHARS, MAX_TOPOLOGY_BYTES, json_depth)
+                              MAX_FIELD_DEPTH, MAX_REFERENCE_CHARS, MAX_TOPOLOGY_BYTES, json_depth)
 
 ID = f"^{ID_PATTERN}$"
 MSP = f"^{MSP_PATTERN}$"
@@ -24,12 +24,14 @@ T = TypeVar("T")
 
 def _bounded_json(value: Any, max_bytes: int) -> Any:
     """Plain JSON within the contracts' limits (:mod:`chaincode.limits`): nested at most
-    ``MAX_JSON_DEPTH`` levels (measured without recursion, before anything encodes it), only finite
+    ``MAX_FIELD_DEPTH`` levels (the field of a specification object, which the contract receives
+    as one argument of at most ``MAX_JSON_DEPTH`` levels; measured without recursion, before
+    anything encodes it), only finite
     numbers (no NaN/Infinity, so what is stored hashes the same everywhere), and at most
     ``max_bytes`` bytes of canonical JSON."""
     depth = json_depth(value)
-    if depth > MAX_JSON_DEPTH:
-        raise ValueError(f"is nested {depth} levels deep, over the limit of {MAX_JSON_DEPTH}")
+    if depth > MAX_FIELD_DEPTH:
+        raise ValueError(f"is nested {depth} levels deep, over the limit of {MAX_FIELD_DEPTH}")
     try:
         size = len(canonical_json(value))
     except (ValueError, TypeError) as exc:
@@ -119,7 +121,7 @@ class ApproveImageIn(BaseModel):
 # ---------------------------------------------------------------------- processes
 class TopologyIn(BaseModel):
     """The communication graph: a ``kind``, a ``seed`` and the kind's own fields (plain JSON, nested at
-    most 32 levels, at most 16 KiB of canonical JSON as a whole)."""
+    most 31 levels, at most 16 KiB of canonical JSON as a whole)."""
 
     model_config = ConfigDict(extra="allow")
     kind: str = Field(min_length=1, max_length=64, examples=["cycle_with_inverse_chord"])
@@ -151,7 +153,7 @@ class ProcessIn(BaseModel):
     topology: TopologyIn
     rounds: int = Field(ge=1, le=MAX_ROUNDS)
     hyperparameters: dict[str, Any] = Field(
-        {}, description=f"Plain JSON object: finite numbers only, nested at most {MAX_JSON_DEPTH} levels, at most "
+        {}, description=f"Plain JSON object: finite numbers only, nested at most {MAX_FIELD_DEPTH} levels, at most "
                         f"{MAX_HYPERPARAMETERS_BYTES // 1024} KiB of canonical JSON.")
     privacy_budget: Optional[PrivacyBudgetIn] = None
     dataset: str = Field("", max_length=MAX_DATASET_CHARS)

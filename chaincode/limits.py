@@ -31,6 +31,7 @@ MiB = 1024 * KiB
 
 MAX_ARGUMENT_BYTES = 1 * MiB          #: one contract argument, UTF-8 bytes
 MAX_JSON_DEPTH = 32                   #: containers (objects/arrays) nested in one JSON argument
+MAX_FIELD_DEPTH = MAX_JSON_DEPTH - 1  #: a value inside an argument's object (the object is level 1)
 MAX_HYPERPARAMETERS_BYTES = 64 * KiB  #: a process's hyper-parameters, canonical JSON bytes
 MAX_TOPOLOGY_BYTES = 16 * KiB         #: a process's topology object, canonical JSON bytes
 MAX_FAILURE_DETAILS_BYTES = 16 * KiB  #: the details of a failed task, canonical JSON bytes
