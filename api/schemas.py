@@ -75,7 +75,8 @@ class ImageIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", examples=["collab-rf"])
     version: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$", examples=["1.0"])
-    algorithm: str = Field(min_length=1, max_length=64, examples=["collab-rf"])
+    algorithm: str = Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9._:+-]{0,63}$",
+                           examples=["collab-rf", "algorithms.dpsda.step_function:DPSDA"])
     digest: str = Field(pattern=DIGEST)
     reference: str = Field("", max_length=MAX_REFERENCE_CHARS)
     description: str = Field("", max_length=MAX_DESCRIPTION_CHARS)
