@@ -39,6 +39,7 @@ from api import schemas as S
 from api.artifacts import ArtifactMissing, ArtifactStore, DigestMismatch, fetch_verified, sha256_digest, store_at
 from api.attestation import attest_execution
 from api.follower import IndexFollower, sync
+from api.responses import DepthSafeRoute
 from api.index import AuditIndex
 from api.tokens import AuthenticationError, TokenOwner, TokenStore
 from api.verification import verify_model_on_ledger
@@ -287,6 +288,7 @@ def create_app(gw: Gateway, *, start: bool = True) -> FastAPI:
                   description="Audit and provenance API: images, learning processes, provenance, models.",
                   lifespan=lifespan, dependencies=[Depends(_known_query_parameters)],
                   responses=errors(401, 403, 413, 422, 503))
+    app.router.route_class = DepthSafeRoute   # answers at any depth (api.responses)
     _install_error_handlers(app)
     app.add_middleware(BodyLimit, max_bytes=MAX_REQUEST_BYTES)
 

@@ -100,3 +100,47 @@ def test_record_and_canonical_json_do_not_recurse():
     text = canonical_json({"b": deep, "a": [1.5, "é", None, True]})
     assert text.startswith(b'{"a":[1.5,"\xc3\xa9",null,true],"b":{"a":{"a":') and text.endswith(b"}" * 5001)
     assert len(text) == len(canonical_json({"b": {}, "a": [1.5, "é", None, True]})) + 6 * 4999
+
+
+def test_a_process_committed_before_the_limits_is_still_listed(world, tmp_path):
+    """A process with hyper-parameters 900 levels deep already on a ledger (committed before the
+    contracts had limits) is listed and served: deeper than pydantic serialises (256 levels), the
+    answer is encoded by the depth-safe path, with the same content."""
+    from fastapi.testclient import TestClient
+    from api.gateway import create_app
+    from tests.api.conftest import make_gateway
+    gw = make_gateway(world, "Org1MSP", tmp_path / "gw")
+    token = gw.tokens.issue("User1")
+    gw.refresh()
+    legacy = {"id": "legacy-deep", "image_id": "rf:1", "image_digest": "sha256:" + "cd" * 32,
+              "algorithm": "collab-rf", "consortium": ["Org1MSP", "Org2MSP"], "topology": {"kind": "ring", "seed": 1},
+              "hyperparameters": nested(900), "rounds": 2, "privacy_budget": None, "dataset": "", "description": "",
+              "creator": "Org1MSP", "created_by": "User1", "created": "2026-01-01T00:00:00.000000Z",
+              "status": "created", "status_reason": "", "updated": "2026-01-01T00:00:00.000000Z", "tx_id": "ab" * 32}
+    with gw.index.transaction() as index:
+        index._put_process(legacy, gw.index.last_block)
+    with TestClient(create_app(gw, start=False), raise_server_exceptions=False) as client:
+        client.headers["Authorization"] = f"Bearer {token}"
+        r = client.get("/api/v1/processes", params={"limit": 1000})
+        assert r.status_code == 200, r.text
+        listed = next(p for p in r.json()["items"] if p["id"] == "legacy-deep")
+        assert listed["hyperparameters"] == nested(900) and listed["current_round"] is None
+        shallow = [p for p in r.json()["items"] if p["id"] != "legacy-deep"]
+        assert shallow and all(p["status"] for p in shallow)
+    gw.index.close()
+
+
+def test_depth_safe_encoding_equals_pydantic_where_pydantic_can():
+    from pydantic import TypeAdapter
+    from api import schemas as S
+    from api.responses import encode
+    model = {"id": "m", "process_id": "p", "owner": "Org1MSP", "digest": "sha256:" + "0" * 64, "size": 3,
+             "ciphertext_digest": "sha256:" + "1" * 64, "access": ["Org1MSP"], "created": "t", "tx_id": "x",
+             "wrapped_key": "c2VjcmV0", "estimators": [nested(5)]}
+    adapter = TypeAdapter(S.Page[S.ModelOut])
+    page = {"items": [model], "total": 1, "limit": 1, "offset": 0}
+    assert json.loads(encode(adapter, page)) == json.loads(adapter.dump_json(adapter.validate_python(page)))
+    deep = {**page, "items": [{**model, "estimators": [nested(900)]}]}
+    out = json.loads(encode(adapter, deep))
+    assert out["items"][0]["estimators"] == [nested(900)] and "wrapped_key" not in out["items"][0]
+    assert out["items"][0]["location"] == "" and out["items"][0]["round"] == 0    # defaults, as pydantic writes
