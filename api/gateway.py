@@ -39,6 +39,7 @@ from api import schemas as S
 from api.artifacts import ArtifactMissing, ArtifactStore, DigestMismatch, fetch_verified, sha256_digest, store_at
 from api.attestation import attest_execution
 from api.follower import IndexFollower, sync
+from api.http_rules import BodyLimit, allowed_methods, error_response, known_query_parameters
 from api.responses import DepthSafeRoute
 from api.index import AuditIndex
 from api.tokens import AuthenticationError, TokenOwner, TokenStore
@@ -135,55 +136,17 @@ def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
     return {c: {"model": S.ErrorBody, "description": ERROR_DESCRIPTIONS[c]} for c in codes}
 
 
-def _error(status: int, code: str, message: str, details: dict[str, Any] | None = None) -> JSONResponse:
-    return JSONResponse(status_code=status, content={"code": code, "message": message, "details": details or {}})
-
-
-def _allowed_methods(request: Request) -> list[str]:
-    """Every method some route of the app serves at the request's path (HEAD with GET, as served)."""
-    from starlette.routing import Match
-    methods: set[str] = set()
-    for route in request.app.router.routes:
-        route_methods = getattr(route, "methods", None)
-        if route_methods and route.matches(request.scope)[0] != Match.NONE:
-            methods |= set(route_methods)
-    order = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
-    return sorted(methods, key=lambda m: (order.index(m) if m in order else len(order), m))
-
-
-def _known_query_parameters(request: Request) -> None:
-    """A query parameter the operation does not declare is refused (422), not silently ignored: a
-    misspelt filter (``?stauts=revoked``) must not answer as if no filter had been asked for."""
-    route = request.scope.get("route")
-    dependant = getattr(route, "dependant", None)
-    if dependant is None:
-        return
-    declared = {p.alias for p in _query_params(dependant)}
-    unknown = sorted(set(request.query_params) - declared)
-    if unknown:
-        raise RequestValidationError([{"loc": ("query", name), "msg": "unknown query parameter",
-                                       "type": "extra_forbidden"} for name in unknown])
-
-
-def _query_params(dependant) -> list:
-    """The query parameters of a route and of all its dependencies, iteratively."""
-    out, stack = [], [dependant]
-    while stack:
-        d = stack.pop()
-        out.extend(d.query_params)
-        stack.extend(d.dependencies)
-    return out
 
 
 def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ContractError)
     async def contract_error(_: Request, exc: ContractError) -> JSONResponse:
-        return _error(exc.status, exc.code, exc.message, {k: str(v) if not isinstance(v, (int, float, str, bool))
+        return error_response(exc.status, exc.code, exc.message, {k: str(v) if not isinstance(v, (int, float, str, bool))
                                                           else v for k, v in exc.details.items()})
 
     @app.exception_handler(AuthenticationError)
     async def auth_error(_: Request, exc: AuthenticationError) -> JSONResponse:
-        resp = _error(exc.status, exc.code, str(exc))
+        resp = error_response(exc.status, exc.code, str(exc))
         if exc.status == 401:
             resp.headers["WWW-Authenticate"] = "Bearer"
         return resp
@@ -193,82 +156,38 @@ def _install_error_handlers(app: FastAPI) -> None:
         errors = [{"location": ".".join(str(p) for p in e.get("loc", ())), "message": e.get("msg", "")}
                   for e in exc.errors()]
         first = errors[0] if errors else {"location": "", "message": "invalid request"}
-        return _error(422, "INVALID_REQUEST", f"{first['location']}: {first['message']}", {"errors": errors})
+        return error_response(422, "INVALID_REQUEST", f"{first['location']}: {first['message']}", {"errors": errors})
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         codes = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 401: "UNAUTHENTICATED", 403: "FORBIDDEN"}
-        resp = _error(exc.status_code, codes.get(exc.status_code, "HTTP_ERROR"), str(exc.detail))
+        resp = error_response(exc.status_code, codes.get(exc.status_code, "HTTP_ERROR"), str(exc.detail))
         resp.headers.update(exc.headers or {})
         if exc.status_code == 405:
             # RFC 9110 §15.5.6: a 405 lists every method of the resource (Starlette names only those
             # of the first route matching the path, and a path may have a GET and a POST route)
-            resp.headers["Allow"] = ", ".join(_allowed_methods(request))
+            resp.headers["Allow"] = ", ".join(allowed_methods(request))
         return resp
 
     @app.exception_handler(AccessDenied)
     async def access_denied(_: Request, exc: AccessDenied) -> JSONResponse:
-        return _error(403, "ACCESS_DENIED", str(exc))
+        return error_response(403, "ACCESS_DENIED", str(exc))
 
     @app.exception_handler(MVCCConflict)
     async def conflict(_: Request, exc: MVCCConflict) -> JSONResponse:
-        return _error(409, "MVCC_CONFLICT", f"{exc}; retry the request")
+        return error_response(409, "MVCC_CONFLICT", f"{exc}; retry the request")
 
     @app.exception_handler(LedgerError)
     async def ledger_error(_: Request, exc: LedgerError) -> JSONResponse:
-        return _error(503, "LEDGER_UNAVAILABLE", str(exc))
+        return error_response(503, "LEDGER_UNAVAILABLE", str(exc))
 
     @app.exception_handler(ArtifactMissing)
     async def missing(_: Request, exc: ArtifactMissing) -> JSONResponse:
-        return _error(404, "ARTIFACT_MISSING", str(exc))
+        return error_response(404, "ARTIFACT_MISSING", str(exc))
 
     @app.exception_handler(DigestMismatch)
     async def mismatch(_: Request, exc: DigestMismatch) -> JSONResponse:
-        return _error(502, "DIGEST_MISMATCH", str(exc))
-
-
-class BodyLimit:
-    """ASGI middleware: a request body over ``max_bytes`` is answered 413 before any route reads it
-    (by ``Content-Length``, or by counting the chunks of a body sent without one)."""
-
-    def __init__(self, app, max_bytes: int):
-        self.app = app
-        self.max_bytes = max_bytes
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
-        length = dict(scope.get("headers") or []).get(b"content-length")
-        if length is not None and (not length.isdigit() or int(length) > self.max_bytes):
-            return await self._refuse(scope, receive, send)
-        if length is not None or scope["method"] in ("GET", "HEAD", "OPTIONS"):
-            return await self.app(scope, receive, send)
-        # no Content-Length (chunked): read the body here, within the limit, then replay it
-        chunks, size, more = [], 0, True
-        while more:
-            message = await receive()
-            if message["type"] != "http.request":
-                return await self.app(scope, receive, send)
-            chunks.append(message.get("body", b""))
-            size += len(chunks[-1])
-            more = message.get("more_body", False)
-            if size > self.max_bytes:
-                return await self._refuse(scope, receive, send)
-        body, sent = b"".join(chunks), False
-
-        async def replay():
-            nonlocal sent
-            if not sent:
-                sent = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
-        return await self.app(scope, replay, send)
-
-    async def _refuse(self, scope, receive, send):
-        resp = _error(413, "REQUEST_TOO_LARGE", f"request bodies are limited to {self.max_bytes} bytes",
-                      {"limit": self.max_bytes})
-        await resp(scope, receive, send)
+        return error_response(502, "DIGEST_MISMATCH", str(exc))
 
 
 def create_app(gw: Gateway, *, start: bool = True) -> FastAPI:
@@ -286,7 +205,7 @@ def create_app(gw: Gateway, *, start: bool = True) -> FastAPI:
 
     app = FastAPI(title=f"Consortia gateway of {gw.msp_id}", version="1.0",
                   description="Audit and provenance API: images, learning processes, provenance, models.",
-                  lifespan=lifespan, dependencies=[Depends(_known_query_parameters)],
+                  lifespan=lifespan, dependencies=[Depends(known_query_parameters)],
                   responses=errors(401, 403, 413, 422, 503))
     app.router.route_class = DepthSafeRoute   # answers at any depth (api.responses)
     _install_error_handlers(app)

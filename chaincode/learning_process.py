@@ -17,7 +17,7 @@ from chaincode.context import TransactionContext, parse_json_arg, require_keys, 
 from chaincode.errors import AlreadyExists, Forbidden, ImageMismatch, InvalidArgument, InvalidState, NotFound
 from chaincode.image import ID_PATTERN, IMAGE
 from chaincode.limits import (MAX_CONSORTIUM, MAX_DATASET_CHARS, MAX_DESCRIPTION_CHARS, MAX_HYPERPARAMETERS_BYTES,
-                              MAX_TOPOLOGY_BYTES, bounded_json, bounded_text)
+                              MAX_STATUS_REASON_CHARS, MAX_TOPOLOGY_BYTES, bounded_json, bounded_text)
 
 PROCESS = "LearningProcess"
 EXECUTION = "Execution"
@@ -146,14 +146,15 @@ class LearningProcessContract:
     def _transition(self, ctx: TransactionContext, process_id: str, to: str, reason: str,
                     allowed_from: tuple[str, ...]) -> dict[str, Any]:
         ctx.require_submitter()
+        reason = bounded_text(reason, "reason", MAX_STATUS_REASON_CHARS)
         process = load_process(ctx, process_id)
         require_member(ctx, process)
         if process["status"] not in allowed_from:
             raise InvalidState(f"learning process {process_id} is {process['status']}; cannot become {to}")
-        process.update(status=to, status_reason=reason[:1024], updated=ctx.timestamp, tx_id=ctx.tx_id,
+        process.update(status=to, status_reason=reason, updated=ctx.timestamp, tx_id=ctx.tx_id,
                        status_by=ctx.msp_id)
         ctx.put(ctx.key(PROCESS, process_id), process)
-        ctx.emit("ProcessStatus", {"id": process_id, "status": to, "reason": reason[:1024], "by": ctx.msp_id})
+        ctx.emit("ProcessStatus", {"id": process_id, "status": to, "reason": reason, "by": ctx.msp_id})
         return process
 
     def start(self, ctx: TransactionContext, process_id: str) -> dict[str, Any]:

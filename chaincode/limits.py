@@ -40,6 +40,8 @@ MAX_DESCRIPTION_CHARS = 2048          #: description of an image or a process
 MAX_REFERENCE_CHARS = 512             #: an image's reference / a model's location
 MAX_DATASET_CHARS = 256               #: a process's dataset name
 MAX_REASON_CHARS = 2048               #: reason of a failed task
+MAX_STATUS_REASON_CHARS = 1024        #: reason of a process's failure or abort
+MAX_REVOCATION_REASON_CHARS = 512     #: reason of an image's revocation
 MAX_CONSORTIUM = 64                   #: organisations in one learning process
 
 

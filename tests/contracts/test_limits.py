@@ -145,3 +145,19 @@ def test_fail_task_refuses_a_process_that_is_not_running(org1, org2, uid):
     assert org2.get_execution(pid, 1, "Org2MSP").status == "running"
     with pytest.raises(NotFound):
         org1.get_execution(pid, 1, "Org1MSP")
+
+
+def test_over_long_reasons_are_refused_not_cut(org1, uid):
+    """A reason over its limit used to be cut silently; now it is refused and nothing changes."""
+    image_id = _image(org1, uid)
+    with pytest.raises(InvalidArgument, match="revocation reason is 513 characters long, over the limit of 512"):
+        org1.revoke_image(image_id, "r" * 513)
+    assert org1.get_image(image_id).status == "active"
+    pid = new_process(org1, uid, rounds=1)
+    with pytest.raises(InvalidArgument, match="reason is 1025 characters long, over the limit of 1024"):
+        org1.abort_process(pid, "a" * 1025)
+    with pytest.raises(InvalidArgument, match="over the limit of 1024"):
+        org1.fail_process(pid, "f" * 1025)
+    assert org1.get_process(pid).status == "running"
+    assert org1.abort_process(pid, "a" * 1024).status_reason == "a" * 1024
+    assert org1.revoke_image(image_id, "r" * 512).revoked_reason == "r" * 512
