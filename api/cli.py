@@ -195,11 +195,10 @@ class _Session:
 
 
 def _plain(obj):
-    from dataclasses import asdict, is_dataclass
-    if is_dataclass(obj):
-        d = asdict(obj)
-        d.update(d.pop("extra", {}) or {})
-        return d
+    from dataclasses import is_dataclass
+    from ledger.records import to_dict
+    if is_dataclass(obj) and not isinstance(obj, type):
+        return to_dict(obj)
     if isinstance(obj, (list, tuple)):
         return [_plain(o) for o in obj]
     return obj
