@@ -14,6 +14,12 @@ The envelope (DSSE v1) is signed by the executing organisation's identity
 ``PAE(type, body) = "DSSEv1" SP len(type) SP type SP len(body) SP body``. ``keyid`` is the
 SHA-256 of the signer's certificate (PEM bytes), so a verifier finds the certificate and checks it
 against the organisation's CA.
+
+Every attestation also carries, as the byproduct ``ledger-checkpoint``, a signed checkpoint of the
+ledger's chain head when it was made (:mod:`ledger.checkpoint`): block number and header hash,
+signed by a consortium identity. Whoever holds the attestation can later check that the ledger
+still reaches that block with that hash (``consortia ledger verify --checkpoint``), so a ledger
+cut short below the attested record is detected.
 """
 
 from __future__ import annotations
@@ -21,20 +27,24 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import datetime as dt
 import json
-from typing import Any
+from typing import Any, Mapping
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from chaincode.canonical import canonical_json
+from ledger.checkpoint import MEDIA_TYPE as CHECKPOINT_MEDIA_TYPE, Checkpoint
+from ledger.errors import CheckpointInvalid
 from ledger.identity import Identity, load_public_key_pem, verify
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PREDICATE_TYPE = "https://slsa.dev/provenance/v1"
 BUILD_TYPE = "https://consortia.dev/ExecutionRecord/v1"
 IN_TOTO_PAYLOAD = "application/vnd.in-toto+json"
+CHECKPOINT_BYPRODUCT = "ledger-checkpoint"
 
 
 class AttestationError(ValueError):
@@ -105,11 +115,12 @@ def execution_dependencies(record: dict[str, Any]) -> list[dict[str, Any]]:
     return deps
 
 
-def execution_statement(record: dict[str, Any]) -> dict[str, Any]:
-    """The in-toto Statement v1 (SLSA Provenance v1 predicate) of a completed execution record."""
+def execution_statement(record: dict[str, Any], checkpoint: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The in-toto Statement v1 (SLSA Provenance v1 predicate) of a completed execution record;
+    ``checkpoint`` (a signed chain-head checkpoint, JSON form) is carried as a byproduct."""
     subjects = execution_subjects(record)
     result = record["result"]
-    return {
+    statement = {
         "_type": STATEMENT_TYPE,
         "subject": subjects,
         "predicateType": PREDICATE_TYPE,
@@ -137,6 +148,50 @@ def execution_statement(record: dict[str, Any]) -> dict[str, Any]:
             },
         },
     }
+    if checkpoint is not None:
+        statement["predicate"]["runDetails"]["byproducts"].append(
+            {"name": CHECKPOINT_BYPRODUCT, "mediaType": CHECKPOINT_MEDIA_TYPE, "content": _b64(canonical_json(checkpoint))})
+    return statement
+
+
+def statement_checkpoint(statement: Any) -> dict[str, Any] | None:
+    """The ledger checkpoint a statement carries (JSON form), or None."""
+    try:
+        found = [b for b in statement["predicate"]["runDetails"]["byproducts"] if b.get("name") == CHECKPOINT_BYPRODUCT]
+    except (KeyError, TypeError, AttributeError):
+        return None
+    if len(found) != 1:
+        return None
+    body = strict_b64decode(found[0].get("content"), "ledger checkpoint")
+    try:
+        obj = json.loads(body)
+    except ValueError:
+        raise AttestationError("ledger checkpoint is not JSON") from None
+    if canonical_json(obj) != body:
+        raise AttestationError("ledger checkpoint is not canonical JSON")
+    return obj
+
+
+def check_checkpoint(obj: Any, cas: Mapping[str, bytes], what: str = "ledger checkpoint") -> tuple[Checkpoint, str]:
+    """Verify a checkpoint offline: its signer's certificate is issued by the CA of the MSP it
+    names (``cas``: MSP id -> CA PEM), was valid when it signed, and the signature holds.
+    Returns (checkpoint, signer MSP id)."""
+    try:
+        cp = Checkpoint.from_json(obj)
+        msp, pem = cp.signer_msp_id, cp.signer_certificate_pem
+    except (CheckpointInvalid, ValueError) as exc:
+        raise AttestationError(f"{what}: {exc}") from None
+    ca = cas.get(msp)
+    if ca is None:
+        raise AttestationError(f"{what} is signed by {msp}, whose CA is not trusted")
+    cert = check_certificate(pem, ca, what)
+    at = dt.datetime.fromtimestamp(cp.created, dt.timezone.utc)
+    if not (cert.not_valid_before_utc <= at <= cert.not_valid_after_utc):
+        raise AttestationError(f"{what}: the signer's certificate was not valid when it signed")
+    pub = cert.public_key()
+    if not isinstance(pub, ec.EllipticCurvePublicKey) or not verify(pub, cp.signed_bytes(), cp.signature):
+        raise AttestationError(f"{what}: signature does not verify")
+    return cp, msp
 
 
 def sign_envelope(payload: dict[str, Any], identity: Identity, payload_type: str = IN_TOTO_PAYLOAD) -> dict[str, Any]:
@@ -147,12 +202,16 @@ def sign_envelope(payload: dict[str, Any], identity: Identity, payload_type: str
             "signatures": [{"keyid": certificate_keyid(identity.certificate_pem), "sig": _b64(sig)}]}
 
 
-def attest_execution(record: dict[str, Any], identity: Identity) -> dict[str, Any]:
-    """Sign the Statement of ``record``; only the executing organisation's identity may."""
+def attest_execution(record: dict[str, Any], identity: Identity,
+                     checkpoint: Checkpoint | Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Sign the Statement of ``record`` (with the ledger ``checkpoint`` it was read at); only the
+    executing organisation's identity may."""
     if identity.msp_id != record.get("organisation"):
         raise AttestationError(f"an execution record of {record.get('organisation')} is attested by "
                                f"{record.get('organisation')} itself, not by {identity.msp_id}")
-    return sign_envelope(execution_statement(record), identity)
+    if isinstance(checkpoint, Checkpoint):
+        checkpoint = checkpoint.to_json()
+    return sign_envelope(execution_statement(record, checkpoint), identity)
 
 
 def check_certificate(cert_pem: bytes, ca_pem: bytes, what: str) -> x509.Certificate:
@@ -208,17 +267,20 @@ def open_envelope(envelope: Any, certificates: dict[str, bytes], what: str = "en
     return payload, keyid
 
 
-def check_statement(statement: dict[str, Any], record: dict[str, Any]) -> None:
-    """The statement says exactly what the execution record says, and the task signature holds."""
+def check_statement(statement: dict[str, Any], record: dict[str, Any]) -> dict[str, Any] | None:
+    """The statement says exactly what the execution record says, and the task signature holds.
+    Returns the ledger checkpoint it carries (JSON form, not yet verified: :func:`check_checkpoint`)."""
     if statement.get("_type") != STATEMENT_TYPE or statement.get("predicateType") != PREDICATE_TYPE:
         raise AttestationError("not an in-toto Statement v1 with a SLSA Provenance v1 predicate")
-    expected = execution_statement(record)
+    checkpoint = statement_checkpoint(statement)
+    expected = execution_statement(record, checkpoint)
     if statement != expected:
         for part in ("subject", "predicate"):
             if statement.get(part) != expected[part]:
                 raise AttestationError(f"statement {part} differs from the execution record")
         raise AttestationError("statement differs from the execution record")
     check_task_signature(record)
+    return checkpoint
 
 
 def check_task_signature(record: dict[str, Any]) -> None:

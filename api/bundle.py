@@ -11,7 +11,11 @@ Layout of a bundle (a directory)::
     attestations/<round>-<org>.dsse.json   in-toto Statement v1 (SLSA Provenance v1) in DSSE, signed by
                                      the executing organisation (api.attestation)
     blocks/<number>.json             header hash, previous hash, data hash, transaction ids and
-                                     validation codes of every block holding one of the records' transactions
+                                     validation codes of every block holding one of the records' transactions,
+                                     and of the checkpointed head block
+    checkpoint.json                  a signed checkpoint of the ledger's chain head at export (block number +
+                                     header hash, signed by the exporter; ledger.checkpoint) -- every
+                                     attestation carries the same checkpoint
     certificates/ca/<MSP>.pem        the organisations' CA certificates (trust anchors, or pinned with --ca)
     certificates/signers/<hex>.pem   certificates of the signers, named by keyid
 
@@ -19,8 +23,14 @@ Layout of a bundle (a directory)::
 certificate chain; that the files on disk are exactly those of the manifest with the same SHA-256
 (so any changed byte names its file); every attestation's signature, signer organisation and
 certificate chain, and that its statement says what the execution record says; every task
-signature; the pinned image; the links between executions; the model digest; and that every
-transaction id is a valid transaction of an included block, with consecutive blocks chained.
+signature; the pinned image; the links between executions and that the lineage is whole; the
+model digest; that every transaction id is a valid transaction of an included block, with
+consecutive blocks chained; and the chain-head checkpoint: signed by a trusted organisation, its
+block included with the same header hash, no included block beyond it, and every attestation's
+checkpoint valid and at or after the block of the record it attests.
+
+The checkpoint is the bundle's anchor against truncation: ``consortia ledger verify --checkpoint
+<bundle>/checkpoint.json`` checks that the ledger still reaches the head the bundle saw.
 """
 
 from __future__ import annotations
@@ -39,11 +49,13 @@ from chaincode.canonical import canonical_json
 from ledger.client import ConsortiaClient
 from ledger.identity import Identity
 from api.attestation import (AttestationError, attest_execution, certificate_keyid, check_certificate,
-                             check_statement, open_envelope, sign_envelope)
-from api.index import AuditIndex
-from api.verification import Report, check_execution, check_links, check_model, transaction_block
+                             check_checkpoint, check_statement, open_envelope, sign_envelope)
+from ledger.checkpoint import checkpoint_of
+from api.index import AuditIndex, execution_node_id, record_lineage
+from api.verification import (Report, check_execution, check_lineage_complete, check_links, check_model,
+                              transaction_block)
 
-FORMAT = "consortia-audit-bundle/1"
+FORMAT = "consortia-audit-bundle/2"
 MANIFEST_TYPE = "application/vnd.consortia.audit-bundle+json"
 ENVELOPE = "bundle.dsse.json"
 
@@ -83,7 +95,10 @@ def export_bundle(out: str | os.PathLike, client: ConsortiaClient, model_id: str
     image = ev("Image:get", process["image_id"])
     executions = [e for e in ev("ExecutionRecord:query", json.dumps({"process_id": process["id"]}))
                   if e["status"] == "completed"]
+    # the head after every record was read: no record's transaction lies beyond it
+    checkpoint = checkpoint_of(client.ledger, client.identity)
     files: dict[str, str] = {}
+    _write(root, "checkpoint.json", canonical_json(checkpoint.to_json()), files)
     _write(root, "records/image.json", canonical_json(image), files)
     _write(root, "records/process.json", canonical_json(process), files)
     _write(root, "records/model.json", canonical_json(model), files)
@@ -93,7 +108,7 @@ def export_bundle(out: str | os.PathLike, client: ConsortiaClient, model_id: str
         _write(root, f"records/executions/{_node(e)}.json", canonical_json(e), files)
         signer = signers.get(e["organisation"])
         if signer is not None:
-            env = attest_execution(e, signer)
+            env = attest_execution(e, signer, checkpoint)
             certs[certificate_keyid(signer.certificate_pem)] = signer.certificate_pem
             _write(root, f"attestations/{_node(e)}.dsse.json", canonical_json(env), files)
             attested += 1
@@ -102,7 +117,7 @@ def export_bundle(out: str | os.PathLike, client: ConsortiaClient, model_id: str
     txs = {model["tx_id"], process["tx_id"], image["tx_id"]}
     for e in executions:
         txs |= {e["tx_id"], e.get("completed_tx_id") or e["tx_id"]}
-    blocks = set()
+    blocks = {checkpoint.block_number}
     for tx in sorted(txs):
         number = transaction_block(client, index, tx)
         if number is None:
@@ -121,7 +136,8 @@ def export_bundle(out: str | os.PathLike, client: ConsortiaClient, model_id: str
                 "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "files": files}
     (root / ENVELOPE).write_bytes(canonical_json(sign_envelope(manifest, client.identity, MANIFEST_TYPE)))
     return {"path": str(root), "model_id": model_id, "files": len(files) + 1, "executions": len(executions),
-            "attestations": attested, "blocks": len(blocks)}
+            "attestations": attested, "blocks": len(blocks),
+            "checkpoint": {"block_number": checkpoint.block_number, "header_hash": checkpoint.header_hash}}
 
 
 def _load_json(root: Path, rel: str) -> Any:
@@ -231,9 +247,15 @@ def _verify_bundle(root: Path, trusted_cas: Mapping[str, bytes] | None, report: 
     for name, e in named.items():
         report.run(f"execution {name}", check_execution, e, process)
     report.run("lineage links", check_links, executions)
+    by_id = {execution_node_id(e["process_id"], e["round"], e["organisation"]): e for e in executions}
+    report.run("lineage complete", check_lineage_complete,
+               record_lineage(executions, model.get("owner"), model.get("round") or process.get("rounds")), by_id)
     report.run("model", check_model, model, process, executions, image)
-    # 4. attestations
+    # 4. the chain-head checkpoint
+    head = _check_checkpoint(report, root, anchors, blocks)
+    # 5. attestations
     by_node = named
+    where = {tx: n for n, b in blocks.items() for tx in b.get("tx_ids", ())}
     for p in sorted((root / "attestations").glob("*.dsse.json")):
         node = p.name[:-len(".dsse.json")]
         name = f"attestation {node}"
@@ -247,16 +269,45 @@ def _verify_bundle(root: Path, trusted_cas: Mapping[str, bytes] | None, report: 
             if signer != record["organisation"]:
                 raise AttestationError(f"{name} is signed by {signer}, not by the executing organisation "
                                        f"{record['organisation']}")
-            check_statement(statement, record)
+            cp_obj = check_statement(statement, record)
+            if cp_obj is None:
+                raise AttestationError(f"{name} carries no ledger checkpoint")
+            cp, _ = check_checkpoint(cp_obj, anchors, f"{name} ledger checkpoint")
+            done = where.get(record.get("completed_tx_id") or record["tx_id"])
+            if done is None or done > cp.block_number:
+                raise AttestationError(f"{name}: its ledger checkpoint (block {cp.block_number}) does not reach "
+                                       f"the block of the record it attests ({done})")
+            if head is not None and cp.block_number > head:
+                raise AttestationError(f"{name}: its ledger checkpoint (block {cp.block_number}) is beyond the "
+                                       f"bundle's checkpoint (block {head})")
             report.add(name, True, f"signed by {signer}")
         except (AttestationError, ValueError, KeyError, TypeError, AttributeError) as exc:
             report.add(name, False, f"{type(exc).__name__}: {exc}")
-    # 5. transactions in blocks, blocks chained
+    # 6. transactions in blocks, blocks chained
     try:
         _check_blocks(report, model, process, image, named, blocks)
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
         report.add("blocks", False, f"malformed record or block: {type(exc).__name__} {exc}")
     return report
+
+
+def _check_checkpoint(report: Report, root: Path, anchors: Mapping[str, bytes], blocks: dict[int, dict]) -> int | None:
+    """The bundle's chain-head checkpoint; returns its block number (None if it failed)."""
+    try:
+        cp, signer = check_checkpoint(_load_json(root, "checkpoint.json"), anchors)
+        included = blocks.get(cp.block_number)
+        if included is None or included.get("header_hash") != cp.header_hash:
+            raise AttestationError(f"the checkpointed block {cp.block_number} is not in the bundle with the "
+                                   f"checkpoint's header hash")
+        beyond = sorted(n for n in blocks if n > cp.block_number)
+        if beyond:
+            raise AttestationError(f"blocks {beyond} lie beyond the checkpointed head {cp.block_number}")
+    except (AttestationError, OSError, ValueError) as exc:
+        report.add("ledger checkpoint", False, str(exc))
+        return None
+    report.add("ledger checkpoint", True, f"block {cp.block_number} ({cp.header_hash[:16]}…) of channel "
+                                          f"{cp.channel}, signed by {signer}")
+    return cp.block_number
 
 
 def _check_blocks(report: Report, model: dict, process: dict, image: dict, executions: dict[str, dict],

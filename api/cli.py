@@ -101,29 +101,81 @@ def init(orgs: str = typer.Option(..., "--orgs", help="Comma-separated organisat
 
 @ledger_app.command("verify")
 def ledger_verify(path: Path = typer.Argument(..., help="The embedded ledger file."),
-                  crypto: Path = typer.Option(..., help="The consortium's crypto directory."),
+                  crypto: Path = typer.Option(..., help="The consortium's crypto directory (the only trusted certificates)."),
+                  checkpoint: list[Path] = typer.Option([], "--checkpoint", help="A file of signed chain-head "
+                                                        "checkpoints (ledger checkpoint, or an audit bundle's "
+                                                        "checkpoint.json); the chain must still reach and match each."),
                   as_json: bool = typer.Option(False, "--json")) -> None:
-    """Re-check every block hash and signature and replay the state of an embedded ledger."""
-    from ledger.embedded import EmbeddedLedger
-    from ledger.errors import LedgerCorrupted
+    """Re-check every block hash and signature and replay the state of an embedded ledger.
+
+    Opens the file read-only, trusts only the consortium's CA and orderer certificates, judges
+    certificates at each block's timestamp, and detects truncation below any given checkpoint."""
+    from ledger.checkpoint import load_checkpoints
+    from ledger.embedded.verify import verify_ledger_file
+    from ledger.errors import LedgerError
     from ledger.identity import Consortium
-    if not path.exists():
-        console.print(f"[red]no ledger at {path}[/red]")
-        raise typer.Exit(2)
-    with EmbeddedLedger(path, Consortium(crypto)) as led:
-        try:
-            stats = led.verify()
-        except LedgerCorrupted as exc:
-            if as_json:
-                print(json.dumps({"ok": False, "error": str(exc), "block": exc.block_number}))
-            else:
-                console.print(f"[red]ledger corrupted:[/red] {exc}")
-            raise typer.Exit(1)
+
+    def fail(exc: Exception, code: int) -> None:
+        if as_json:
+            print(json.dumps({"ok": False, "error": str(exc), "block": getattr(exc, "block_number", None)}))
+        else:
+            console.print(f"[red]ledger not verified:[/red] {exc}")
+        raise typer.Exit(code)
+
+    try:
+        consortium = Consortium(crypto)
+        cps = [cp for f in checkpoint for cp in load_checkpoints(f)]
+    except (OSError, LedgerError) as exc:
+        fail(exc, 2)
+    try:
+        stats = verify_ledger_file(path, consortium, cps)
+    except LedgerError as exc:
+        fail(exc, 1)
     if as_json:
         print(json.dumps({"ok": True, **stats}))
     else:
         console.print(f"[green]ledger verified[/green]: {stats['blocks']} blocks, "
-                      f"{stats['transactions']} transactions ({stats['valid_transactions']} valid)")
+                      f"{stats['transactions']} transactions ({stats['valid_transactions']} valid)"
+                      + (f", reaches {stats['checkpoints']} checkpoint(s)" if cps else ""))
+
+
+@ledger_app.command("checkpoint")
+def ledger_checkpoint(path: Path = typer.Argument(..., help="The embedded ledger file."),
+                      crypto: Path = typer.Option(..., help="The consortium's crypto directory."),
+                      out: Path = typer.Option(..., help="Checkpoint file to append to (keep it outside the ledger)."),
+                      org: Optional[str] = typer.Option(None, help="Sign as this organisation's admin "
+                                                                   "(default: the orderer identity)."),
+                      as_json: bool = typer.Option(False, "--json")) -> None:
+    """Verify the ledger, then sign a checkpoint of its chain head (block number + header hash)
+    and append it to a file (never vouch for a head that does not verify)."""
+    from ledger.checkpoint import append_checkpoint, sign_checkpoint
+    from ledger.embedded.verify import open_read_only, verify_ledger_file
+    from ledger.errors import LedgerCorrupted, LedgerError
+    from ledger.identity import Consortium
+    try:
+        consortium = Consortium(crypto)
+        identity = consortium.identity(org, "Admin") if org else consortium.orderer_identity()
+        try:
+            verify_ledger_file(path, consortium)
+        except LedgerCorrupted as exc:
+            console.print(f"[red]not checkpointed: the ledger does not verify:[/red] {exc}")
+            raise typer.Exit(1)
+        con = open_read_only(path)
+        try:
+            number, header_hash, body = con.execute(
+                "SELECT number, header_hash, body FROM blocks ORDER BY number DESC LIMIT 1").fetchone()
+            channel = json.loads(con.execute("SELECT body FROM blocks WHERE number = 0").fetchone()[0])["config"]["channel"]
+        finally:
+            con.close()
+    except (OSError, StopIteration, KeyError, LedgerError) as exc:
+        console.print(f"[red]cannot checkpoint:[/red] {exc}")
+        raise typer.Exit(2)
+    cp = sign_checkpoint(identity, channel, number, header_hash)
+    append_checkpoint(out, cp)
+    if as_json:
+        print(json.dumps(cp.to_json()))
+    else:
+        console.print(f"checkpoint of block {number} ({header_hash[:16]}…) signed by {identity.msp_id}, appended to {out}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -221,11 +273,10 @@ class _Session:
 
 
 def _plain(obj):
-    from dataclasses import asdict, is_dataclass
-    if is_dataclass(obj):
-        d = asdict(obj)
-        d.update(d.pop("extra", {}) or {})
-        return d
+    from dataclasses import is_dataclass
+    from ledger.records import to_dict
+    if is_dataclass(obj) and not isinstance(obj, type):
+        return to_dict(obj)
     if isinstance(obj, (list, tuple)):
         return [_plain(o) for o in obj]
     return obj

@@ -12,7 +12,6 @@ where the contracts enforce membership and access lists. Errors are typed JSON b
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import base64
 import logging
 import threading
@@ -29,15 +28,20 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from chaincode.errors import ContractError, Forbidden, InvalidArgument, NotFound
+from ledger.checkpoint import checkpoint_of
+from chaincode.limits import MAX_ARGUMENT_BYTES
 from ledger.client import ConsortiaClient
 from ledger.envelope import DecryptionError, decrypt_payload, encrypt_payload, seal, unseal
 from ledger.errors import AccessDenied, LedgerError, MVCCConflict
 from ledger.identity import Consortium, Identity
 from ledger.interface import Ledger
+from ledger.records import to_dict
 from api import schemas as S
 from api.artifacts import ArtifactMissing, ArtifactStore, DigestMismatch, fetch_verified, sha256_digest, store_at
 from api.attestation import attest_execution
 from api.follower import IndexFollower, sync
+from api.http_rules import BodyLimit, allowed_methods, error_response, known_query_parameters
+from api.responses import DepthSafeRoute
 from api.index import AuditIndex
 from api.tokens import AuthenticationError, TokenOwner, TokenStore
 from api.verification import verify_model_on_ledger
@@ -57,6 +61,7 @@ def model_key_info(record: dict[str, Any]) -> bytes:
     return b"consortia-model-key|" + model_aad(record)
 ID = S.ID
 DIGEST = S.DIGEST
+MAX_REQUEST_BYTES = MAX_ARGUMENT_BYTES   # a body becomes (at most) one contract argument
 
 
 @dataclass
@@ -108,25 +113,41 @@ class Gateway:
 
 
 def record(obj: Any) -> dict[str, Any]:
-    """A typed ledger record (``ledger.records``) as the plain dict of its canonical JSON fields."""
-    d = dataclasses.asdict(obj)
-    d.update(d.pop("extra", None) or {})
-    return d
+    """A typed ledger record (``ledger.records``) as the plain dict of its canonical JSON fields
+    (depth-safe: :func:`ledger.records.to_dict` copies no nested JSON value)."""
+    return to_dict(obj)
 
 
-def _error(status: int, code: str, message: str, details: dict[str, Any] | None = None) -> JSONResponse:
-    return JSONResponse(status_code=status, content={"code": code, "message": message, "details": details or {}})
+ERROR_DESCRIPTIONS = {
+    400: "Invalid argument (INVALID_ARGUMENT: a contract rule on the value was broken)",
+    401: "Unauthenticated: no or unknown API token / client certificate",
+    403: "Forbidden: not a member, not the owner, not on the access list, or another organisation's token",
+    404: "Not found: no such record (or artifact) visible to this organisation",
+    409: "Conflict: already exists, invalid state, image digest mismatch, privacy budget exceeded, or MVCC "
+         "conflict (retry)",
+    413: "Request body larger than the gateway accepts",
+    422: "Invalid request: the body or a parameter does not match the schema",
+    502: "An artifact store returned bytes that do not match the on-chain digest, or that do not decrypt",
+    503: "The ledger is unavailable",
+}
+
+
+def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` for the error statuses a route can answer, each with the error body."""
+    return {c: {"model": S.ErrorBody, "description": ERROR_DESCRIPTIONS[c]} for c in codes}
+
+
 
 
 def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ContractError)
     async def contract_error(_: Request, exc: ContractError) -> JSONResponse:
-        return _error(exc.status, exc.code, exc.message, {k: str(v) if not isinstance(v, (int, float, str, bool))
+        return error_response(exc.status, exc.code, exc.message, {k: str(v) if not isinstance(v, (int, float, str, bool))
                                                           else v for k, v in exc.details.items()})
 
     @app.exception_handler(AuthenticationError)
     async def auth_error(_: Request, exc: AuthenticationError) -> JSONResponse:
-        resp = _error(exc.status, exc.code, str(exc))
+        resp = error_response(exc.status, exc.code, str(exc))
         if exc.status == 401:
             resp.headers["WWW-Authenticate"] = "Bearer"
         return resp
@@ -136,32 +157,38 @@ def _install_error_handlers(app: FastAPI) -> None:
         errors = [{"location": ".".join(str(p) for p in e.get("loc", ())), "message": e.get("msg", "")}
                   for e in exc.errors()]
         first = errors[0] if errors else {"location": "", "message": "invalid request"}
-        return _error(422, "INVALID_REQUEST", f"{first['location']}: {first['message']}", {"errors": errors})
+        return error_response(422, "INVALID_REQUEST", f"{first['location']}: {first['message']}", {"errors": errors})
 
     @app.exception_handler(StarletteHTTPException)
-    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         codes = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 401: "UNAUTHENTICATED", 403: "FORBIDDEN"}
-        return _error(exc.status_code, codes.get(exc.status_code, "HTTP_ERROR"), str(exc.detail))
+        resp = error_response(exc.status_code, codes.get(exc.status_code, "HTTP_ERROR"), str(exc.detail))
+        resp.headers.update(exc.headers or {})
+        if exc.status_code == 405:
+            # RFC 9110 §15.5.6: a 405 lists every method of the resource (Starlette names only those
+            # of the first route matching the path, and a path may have a GET and a POST route)
+            resp.headers["Allow"] = ", ".join(allowed_methods(request))
+        return resp
 
     @app.exception_handler(AccessDenied)
     async def access_denied(_: Request, exc: AccessDenied) -> JSONResponse:
-        return _error(403, "ACCESS_DENIED", str(exc))
+        return error_response(403, "ACCESS_DENIED", str(exc))
 
     @app.exception_handler(MVCCConflict)
     async def conflict(_: Request, exc: MVCCConflict) -> JSONResponse:
-        return _error(409, "MVCC_CONFLICT", f"{exc}; retry the request")
+        return error_response(409, "MVCC_CONFLICT", f"{exc}; retry the request")
 
     @app.exception_handler(LedgerError)
     async def ledger_error(_: Request, exc: LedgerError) -> JSONResponse:
-        return _error(503, "LEDGER_UNAVAILABLE", str(exc))
+        return error_response(503, "LEDGER_UNAVAILABLE", str(exc))
 
     @app.exception_handler(ArtifactMissing)
     async def missing(_: Request, exc: ArtifactMissing) -> JSONResponse:
-        return _error(404, "ARTIFACT_MISSING", str(exc))
+        return error_response(404, "ARTIFACT_MISSING", str(exc))
 
     @app.exception_handler(DigestMismatch)
     async def mismatch(_: Request, exc: DigestMismatch) -> JSONResponse:
-        return _error(502, "DIGEST_MISMATCH", str(exc))
+        return error_response(502, "DIGEST_MISMATCH", str(exc))
 
 
 def create_app(gw: Gateway, *, start: bool = True) -> FastAPI:
@@ -179,10 +206,11 @@ def create_app(gw: Gateway, *, start: bool = True) -> FastAPI:
 
     app = FastAPI(title=f"Consortia gateway of {gw.msp_id}", version="1.0",
                   description="Audit and provenance API: images, learning processes, provenance, models.",
-                  lifespan=lifespan,
-                  responses={401: {"model": S.ErrorBody}, 403: {"model": S.ErrorBody},
-                             422: {"model": S.ErrorBody}})
+                  lifespan=lifespan, dependencies=[Depends(known_query_parameters)],
+                  responses=errors(401, 403, 413, 422, 503))
+    app.router.route_class = DepthSafeRoute   # answers at any depth (api.responses)
     _install_error_handlers(app)
+    app.add_middleware(BodyLimit, max_bytes=MAX_REQUEST_BYTES)
 
     @app.middleware("http")
     async def access_log(request: Request, call_next):
@@ -249,30 +277,35 @@ def create_app(gw: Gateway, *, start: bool = True) -> FastAPI:
         p = gw.index.images(limit, offset, status)
         return page(p.items, p.total, limit, offset)
 
-    @app.post("/api/v1/images", response_model=S.ImageOut, status_code=201, tags=["images"])
+    @app.post("/api/v1/images", response_model=S.ImageOut, status_code=201, tags=["images"],
+             responses=errors(400, 409))
     def register_image(body: S.ImageIn, c: ConsortiaClient = Depends(client)) -> dict[str, Any]:
         rec = record(c.register_image(body.name, body.version, body.algorithm, body.digest, body.reference,
                                       image_id=body.id, description=body.description))
         gw.refresh()
         return rec
 
-    @app.get("/api/v1/images/{image_id}", response_model=S.ImageOut, tags=["images"])
+    @app.get("/api/v1/images/{image_id}", response_model=S.ImageOut, tags=["images"],
+             responses=errors(400, 404))
     def get_image(image_id: str = ImageId, c: ConsortiaClient = Depends(client)) -> dict[str, Any]:
         return record(c.get_image(image_id))
 
-    @app.post("/api/v1/images/{image_id}/revoke", response_model=S.ImageOut, tags=["images"])
+    @app.post("/api/v1/images/{image_id}/revoke", response_model=S.ImageOut, tags=["images"],
+             responses=errors(400, 404, 409))
     def revoke_image(body: S.RevokeImageIn, image_id: str = ImageId, c: ConsortiaClient = Depends(client)) -> dict:
         rec = record(c.revoke_image(image_id, body.reason))
         gw.refresh()
         return rec
 
-    @app.post("/api/v1/images/{image_id}/approve", response_model=S.ApprovalOut, tags=["images"])
+    @app.post("/api/v1/images/{image_id}/approve", response_model=S.ApprovalOut, tags=["images"],
+             responses=errors(400, 404, 409))
     def approve_image(body: S.ApproveImageIn, image_id: str = ImageId, c: ConsortiaClient = Depends(client)) -> dict:
         rec = c.approve_image(image_id, body.digest)
         gw.refresh()
         return rec
 
-    @app.get("/api/v1/images/{image_id}/history", response_model=list[S.HistoryEntryOut], tags=["provenance"])
+    @app.get("/api/v1/images/{image_id}/history", response_model=list[S.HistoryEntryOut], tags=["provenance"],
+             responses=errors(400, 404))
     def image_history(image_id: str = ImageId, c: ConsortiaClient = Depends(client)) -> list[dict]:
         return [h.__dict__ for h in c.image_history(image_id)]
 
@@ -285,7 +318,8 @@ def create_app(gw: Gateway, *, start: bool = True) -> FastAPI:
         p = gw.index.processes(limit, offset, status)
         return page(p.items, p.total, limit, offset)
 
-    @app.post("/api/v1/processes", response_model=S.ProcessOut, status_code=201, tags=["processes"])
+    @app.post("/api/v1/processes", response_model=S.ProcessOut, status_code=201, tags=["processes"],
+             responses=errors(400, 404, 409))
     def create_process(body: S.ProcessIn, c: ConsortiaClient = Depends(client)) -> dict[str, Any]:
         budget = body.privacy_budget.model_dump(exclude_none=True) if body.privacy_budget else None
         from executor.declarations import InvalidProcessSpec, validate_process
@@ -302,23 +336,27 @@ def create_app(gw: Gateway, *, start: bool = True) -> FastAPI:
         gw.refresh()
         return rec
 
-    @app.get("/api/v1/processes/{process_id}", response_model=S.ProcessOut, tags=["processes"])
+    @app.get("/api/v1/processes/{process_id}", response_model=S.ProcessOut, tags=["processes"],
+             responses=errors(400, 404))
     def get_process(process_id: str = ProcessId, c: ConsortiaClient = Depends(client)) -> dict[str, Any]:
         return record(c.get_process(process_id))
 
-    @app.post("/api/v1/processes/{process_id}/start", response_model=S.ProcessOut, tags=["processes"])
+    @app.post("/api/v1/processes/{process_id}/start", response_model=S.ProcessOut, tags=["processes"],
+             responses=errors(400, 404, 409))
     def start_process(process_id: str = ProcessId, c: ConsortiaClient = Depends(client)) -> dict[str, Any]:
         rec = record(c.start_process(process_id))
         gw.refresh()
         return rec
 
-    @app.post("/api/v1/processes/{process_id}/abort", response_model=S.ProcessOut, tags=["processes"])
+    @app.post("/api/v1/processes/{process_id}/abort", response_model=S.ProcessOut, tags=["processes"],
+             responses=errors(400, 404, 409))
     def abort_process(body: S.AbortIn, process_id: str = ProcessId, c: ConsortiaClient = Depends(client)) -> dict:
         rec = record(c.abort_process(process_id, body.reason))
         gw.refresh()
         return rec
 
-    @app.get("/api/v1/processes/{process_id}/history", response_model=list[S.HistoryEntryOut], tags=["provenance"])
+    @app.get("/api/v1/processes/{process_id}/history", response_model=list[S.HistoryEntryOut], tags=["provenance"],
+             responses=errors(400, 404))
     def process_history(process_id: str = ProcessId, c: ConsortiaClient = Depends(client)) -> list[dict]:
         return [h.__dict__ for h in c.process_history(process_id)]
 
@@ -326,7 +364,8 @@ def create_app(gw: Gateway, *, start: bool = True) -> FastAPI:
         """The process, read through the contract (403 for a non-member, 404 if unknown)."""
         return record(c.get_process(process_id))
 
-    @app.get("/api/v1/processes/{process_id}/executions", response_model=S.Page[S.ExecutionOut], tags=["provenance"])
+    @app.get("/api/v1/processes/{process_id}/executions", response_model=S.Page[S.ExecutionOut], tags=["provenance"],
+             responses=errors(400, 404))
     def list_executions(process_id: str = ProcessId, round: Optional[int] = Query(None, ge=1, le=100_000),
                         organisation: Optional[str] = Query(None, pattern=S.MSP),
                         limit: int = Query(1000, ge=1, le=10_000), offset: int = Offset,
@@ -337,19 +376,21 @@ def create_app(gw: Gateway, *, start: bool = True) -> FastAPI:
         return page(p.items, p.total, limit, offset)
 
     @app.get("/api/v1/processes/{process_id}/executions/{round}/{organisation}", response_model=S.ExecutionOut,
-             tags=["provenance"])
+             tags=["provenance"],
+             responses=errors(400, 404))
     def get_execution(process_id: str = ProcessId, round: int = Round, organisation: str = Org,
                       c: ConsortiaClient = Depends(client)) -> dict[str, Any]:
         return record(c.get_execution(process_id, round, organisation))
 
     @app.get("/api/v1/processes/{process_id}/executions/{round}/{organisation}/history",
-             response_model=list[S.HistoryEntryOut], tags=["provenance"])
+             response_model=list[S.HistoryEntryOut], tags=["provenance"],
+             responses=errors(400, 404))
     def execution_history(process_id: str = ProcessId, round: int = Round, organisation: str = Org,
                           c: ConsortiaClient = Depends(client)) -> list[dict]:
         return [h.__dict__ for h in c.execution_history(process_id, round, organisation)]
 
     @app.get("/api/v1/processes/{process_id}/executions/{round}/{organisation}/attestation", tags=["provenance"],
-             responses={200: {"description": "DSSE envelope of an in-toto Statement v1"}})
+             responses={200: {"description": "DSSE envelope of an in-toto Statement v1"}, **errors(400, 404)})
     def execution_attestation(process_id: str = ProcessId, round: int = Round, organisation: str = Org,
                               c: ConsortiaClient = Depends(client)) -> dict[str, Any]:
         rec = record(c.get_execution(process_id, round, organisation))
@@ -359,9 +400,10 @@ def create_app(gw: Gateway, *, start: bool = True) -> FastAPI:
         if rec["status"] != "completed":
             raise InvalidArgument(f"execution of {organisation} for round {round} of {process_id} is "
                                   f"{rec['status']}; only completed executions are attested")
-        return attest_execution(rec, c.identity)
+        return attest_execution(rec, c.identity, checkpoint_of(c.ledger, c.identity))   # anchors the chain head
 
-    @app.get("/api/v1/processes/{process_id}/timeline", response_model=S.TimelineOut, tags=["provenance"])
+    @app.get("/api/v1/processes/{process_id}/timeline", response_model=S.TimelineOut, tags=["provenance"],
+             responses=errors(400, 404))
     def timeline(process_id: str = ProcessId, c: ConsortiaClient = Depends(client)) -> dict[str, Any]:
         gw.current()
         process = member_process(c, process_id)
@@ -369,7 +411,8 @@ def create_app(gw: Gateway, *, start: bool = True) -> FastAPI:
                 "events": gw.index.events(process_id=process_id, limit=10_000),
                 "last_indexed_block": gw.index.last_block}
 
-    @app.get("/api/v1/processes/{process_id}/watch", response_model=S.WatchOut, tags=["processes"])
+    @app.get("/api/v1/processes/{process_id}/watch", response_model=S.WatchOut, tags=["processes"],
+             responses=errors(400, 404))
     async def watch(process_id: str = ProcessId, after_block: int = Query(-1, ge=-1, le=2**62),
                     wait: float = Query(10.0, ge=0, le=30), c: ConsortiaClient = Depends(client)) -> dict[str, Any]:
         """Long poll: the process's events after ``after_block``, waiting up to ``wait`` s for one."""
@@ -384,7 +427,8 @@ def create_app(gw: Gateway, *, start: bool = True) -> FastAPI:
         current = gw.index.process(process_id) or process
         return {"events": events, "last_indexed_block": gw.index.last_block, "status": current["status"]}
 
-    @app.get("/api/v1/processes/{process_id}/artifacts", response_model=list[S.RunArtifacts], tags=["provenance"])
+    @app.get("/api/v1/processes/{process_id}/artifacts", response_model=list[S.RunArtifacts], tags=["provenance"],
+             responses=errors(400, 404))
     def process_artifacts(process_id: str = ProcessId, organisation: Optional[str] = Query(None, pattern=S.MSP),
                           c: ConsortiaClient = Depends(client)) -> list[dict[str, Any]]:
         """Which artifacts each run published -- or, with ``organisation``, which artifacts that
@@ -396,13 +440,15 @@ def create_app(gw: Gateway, *, start: bool = True) -> FastAPI:
             runs.setdefault((a["round"], a["organisation"]), []).append(a)
         return [{"round": r, "organisation": o, "artifacts": arts} for (r, o), arts in sorted(runs.items())]
 
-    @app.get("/api/v1/processes/{process_id}/models", response_model=list[S.ModelOut], tags=["models"])
+    @app.get("/api/v1/processes/{process_id}/models", response_model=list[S.ModelOut], tags=["models"],
+             responses=errors(400, 404))
     def process_models(process_id: str = ProcessId, c: ConsortiaClient = Depends(client)) -> list[dict[str, Any]]:
         gw.current()
         member_process(c, process_id)
         return gw.index.models(1000, 0, process_id).items
 
-    @app.get("/api/v1/artifacts/{digest}", response_model=S.ArtifactProvenance, tags=["provenance"])
+    @app.get("/api/v1/artifacts/{digest}", response_model=S.ArtifactProvenance, tags=["provenance"],
+             responses=errors(404))
     def artifact(digest: str = PathParam(pattern=DIGEST), _: ConsortiaClient = Depends(client)) -> dict[str, Any]:
         """Which executions produced and consumed an artifact (among processes this organisation sees)."""
         gw.current()
@@ -419,15 +465,18 @@ def create_app(gw: Gateway, *, start: bool = True) -> FastAPI:
         p = gw.index.models(limit, offset, process_id)
         return page(p.items, p.total, limit, offset)
 
-    @app.get("/api/v1/models/{model_id}", response_model=S.ModelOut, tags=["models"])
+    @app.get("/api/v1/models/{model_id}", response_model=S.ModelOut, tags=["models"],
+             responses=errors(400, 404))
     def get_model(model_id: str = ModelId, c: ConsortiaClient = Depends(client)) -> dict[str, Any]:
         return record(c.get_model(model_id))
 
-    @app.get("/api/v1/models/{model_id}/history", response_model=list[S.HistoryEntryOut], tags=["provenance"])
+    @app.get("/api/v1/models/{model_id}/history", response_model=list[S.HistoryEntryOut], tags=["provenance"],
+             responses=errors(400, 404))
     def model_history(model_id: str = ModelId, c: ConsortiaClient = Depends(client)) -> list[dict]:
         return [h.__dict__ for h in c.model_history(model_id)]
 
-    @app.get("/api/v1/models/{model_id}/lineage", response_model=S.LineageOut, tags=["provenance"])
+    @app.get("/api/v1/models/{model_id}/lineage", response_model=S.LineageOut, tags=["provenance"],
+             responses=errors(400, 404))
     def lineage(model_id: str = ModelId, c: ConsortiaClient = Depends(client)) -> dict[str, Any]:
         c.get_model(model_id)   # access list check by the contract
         found = gw.index.lineage(model_id)
@@ -438,7 +487,8 @@ def create_app(gw: Gateway, *, start: bool = True) -> FastAPI:
             raise NotFound(f"model {model_id} is not in the index yet")
         return found
 
-    @app.post("/api/v1/models/{model_id}/verify", response_model=S.VerificationOut, tags=["provenance"])
+    @app.post("/api/v1/models/{model_id}/verify", response_model=S.VerificationOut, tags=["provenance"],
+             responses=errors(400, 404))
     def verify_model(model_id: str = ModelId, c: ConsortiaClient = Depends(client)) -> dict[str, Any]:
         """Re-check every signature and digest of the model's lineage against the ledger."""
         gw.refresh()
@@ -446,7 +496,8 @@ def create_app(gw: Gateway, *, start: bool = True) -> FastAPI:
 
     @app.get("/api/v1/models/{model_id}/download", tags=["models"],
              responses={200: {"content": {"application/octet-stream": {}},
-                              "description": "The model payload, verified against its on-chain digest"}})
+                              "description": "The model payload, verified against its on-chain digest"},
+                        **errors(400, 404, 502)})
     def download_model(model_id: str = ModelId, c: ConsortiaClient = Depends(client)) -> Response:
         rec = record(c.get_model(model_id))
         data = open_model_payload(gw, rec)
@@ -454,7 +505,8 @@ def create_app(gw: Gateway, *, start: bool = True) -> FastAPI:
                         headers={"X-Consortia-Digest": rec["digest"],
                                  "Content-Disposition": f'attachment; filename="{model_id.replace(":", "_")}.bin"'})
 
-    @app.post("/api/v1/models/{model_id}/grant", response_model=S.ModelOut, tags=["models"])
+    @app.post("/api/v1/models/{model_id}/grant", response_model=S.ModelOut, tags=["models"],
+             responses=errors(400, 404, 409, 502))
     def grant_model(body: S.AccessIn, model_id: str = ModelId, c: ConsortiaClient = Depends(client)) -> dict:
         rec = record(c.get_model(model_id))
         if rec["owner"] != c.organisation:
@@ -469,7 +521,8 @@ def create_app(gw: Gateway, *, start: bool = True) -> FastAPI:
         gw.refresh()
         return rec
 
-    @app.post("/api/v1/models/{model_id}/revoke", response_model=S.ModelOut, tags=["models"])
+    @app.post("/api/v1/models/{model_id}/revoke", response_model=S.ModelOut, tags=["models"],
+             responses=errors(400, 404, 409))
     def revoke_model(body: S.AccessIn, model_id: str = ModelId, c: ConsortiaClient = Depends(client)) -> dict:
         """Remove an organisation from the access list and rotate the model's data key (the stored
         ciphertext is replaced; the remaining members get new sealed keys)."""

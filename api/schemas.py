@@ -6,13 +6,15 @@ before it reaches the ledger. Responses mirror the contracts' canonical JSON rec
 
 from __future__ import annotations
 
-import json
-from typing import Any, Generic, Literal, Optional, TypeVar
+from typing import Annotated, Any, Generic, Literal, Optional, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from chaincode.canonical import canonical_json
 from chaincode.image import ID_PATTERN
 from chaincode.learning_process import MAX_ROUNDS, MSP_PATTERN
+from chaincode.limits import (MAX_CONSORTIUM, MAX_DATASET_CHARS, MAX_DESCRIPTION_CHARS, MAX_HYPERPARAMETERS_BYTES,
+                              MAX_FIELD_DEPTH, MAX_REFERENCE_CHARS, MAX_TOPOLOGY_BYTES, json_depth)
 
 ID = f"^{ID_PATTERN}$"
 MSP = f"^{MSP_PATTERN}$"
@@ -20,12 +22,22 @@ DIGEST = r"^sha256:[0-9a-f]{64}$"
 T = TypeVar("T")
 
 
-def _plain_json(value: Any) -> Any:
-    """Only finite JSON values (no NaN/Infinity), so what is stored hashes the same everywhere."""
+def _bounded_json(value: Any, max_bytes: int) -> Any:
+    """Plain JSON within the contracts' limits (:mod:`chaincode.limits`): nested at most
+    ``MAX_FIELD_DEPTH`` levels (the field of a specification object, which the contract receives
+    as one argument of at most ``MAX_JSON_DEPTH`` levels; measured without recursion, before
+    anything encodes it), only finite
+    numbers (no NaN/Infinity, so what is stored hashes the same everywhere), and at most
+    ``max_bytes`` bytes of canonical JSON."""
+    depth = json_depth(value)
+    if depth > MAX_FIELD_DEPTH:
+        raise ValueError(f"is nested {depth} levels deep, over the limit of {MAX_FIELD_DEPTH}")
     try:
-        json.dumps(value, allow_nan=False)
+        size = len(canonical_json(value))
     except (ValueError, TypeError) as exc:
         raise ValueError(f"must be plain JSON with finite numbers ({exc})") from None
+    if size > max_bytes:
+        raise ValueError(f"is {size} bytes of canonical JSON, over the limit of {max_bytes} bytes")
     return value
 
 
@@ -63,10 +75,11 @@ class ImageIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", examples=["collab-rf"])
     version: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$", examples=["1.0"])
-    algorithm: str = Field(min_length=1, max_length=64, examples=["collab-rf"])
+    algorithm: str = Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9._:+-]{0,63}$",
+                           examples=["collab-rf", "algorithms.dpsda.step_function:DPSDA"])
     digest: str = Field(pattern=DIGEST)
-    reference: str = Field("", max_length=512)
-    description: str = Field("", max_length=2048)
+    reference: str = Field("", max_length=MAX_REFERENCE_CHARS)
+    description: str = Field("", max_length=MAX_DESCRIPTION_CHARS)
     id: Optional[str] = Field(None, pattern=ID)
 
 
@@ -108,14 +121,19 @@ class ApproveImageIn(BaseModel):
 
 # ---------------------------------------------------------------------- processes
 class TopologyIn(BaseModel):
+    """The communication graph: a ``kind``, a ``seed`` and the kind's own fields (plain JSON, nested at
+    most 31 levels, at most 16 KiB of canonical JSON as a whole)."""
+
     model_config = ConfigDict(extra="allow")
     kind: str = Field(min_length=1, max_length=64, examples=["cycle_with_inverse_chord"])
-    seed: int = Field(0, ge=0, lt=2**63)
+    seed: int = Field(0, ge=0, le=2**53 - 1,
+                      description="Integer in [0, 2^53): exact in every JSON implementation (the contract "
+                                  "accepts up to 2^63 - 1 from other clients).")
 
-    @field_validator("*", mode="after")
+    @model_validator(mode="before")
     @classmethod
-    def _finite(cls, v: Any) -> Any:
-        return _plain_json(v)
+    def _bounded(cls, data: Any) -> Any:
+        return _bounded_json(data, MAX_TOPOLOGY_BYTES) if isinstance(data, dict) else data
 
 
 class PrivacyBudgetIn(BaseModel):
@@ -130,28 +148,30 @@ class ProcessIn(BaseModel):
     id: str = Field(pattern=ID)
     image_id: str = Field(pattern=ID)
     image_digest: Optional[str] = Field(None, pattern=DIGEST)
-    consortium: list[str] = Field(min_length=1, max_length=64)
+    consortium: list[Annotated[str, Field(pattern=MSP, max_length=64)]] = Field(
+        min_length=1, max_length=MAX_CONSORTIUM, json_schema_extra={"uniqueItems": True},
+        description="MSP ids of the organisations of the process, each once; the caller's organisation among them.")
     topology: TopologyIn
     rounds: int = Field(ge=1, le=MAX_ROUNDS)
-    hyperparameters: dict[str, Any] = {}
+    hyperparameters: dict[str, Any] = Field(
+        {}, description=f"Plain JSON object: finite numbers only, nested at most {MAX_FIELD_DEPTH} levels, at most "
+                        f"{MAX_HYPERPARAMETERS_BYTES // 1024} KiB of canonical JSON.")
     privacy_budget: Optional[PrivacyBudgetIn] = None
-    dataset: str = Field("", max_length=256)
-    description: str = Field("", max_length=2048)
+    dataset: str = Field("", max_length=MAX_DATASET_CHARS)
+    description: str = Field("", max_length=MAX_DESCRIPTION_CHARS)
     start: bool = Field(False, description="Start the process right after creating it.")
 
     @field_validator("consortium")
     @classmethod
-    def _msp_ids(cls, v: list[str]) -> list[str]:
-        import re
-        for m in v:
-            if not re.fullmatch(MSP_PATTERN, m):
-                raise ValueError(f"{m!r} is not an MSP id")
+    def _each_once(cls, v: list[str]) -> list[str]:
+        if len(set(v)) != len(v):
+            raise ValueError("lists an organisation twice")
         return v
 
     @field_validator("hyperparameters")
     @classmethod
     def _hyper(cls, v: dict[str, Any]) -> dict[str, Any]:
-        return _plain_json(v)
+        return _bounded_json(v, MAX_HYPERPARAMETERS_BYTES)
 
 
 class ProcessOut(BaseModel):

@@ -13,7 +13,7 @@ from typing import Any
 
 from ledger.client import ConsortiaClient
 from api.attestation import AttestationError, check_task_signature
-from api.index import AuditIndex, execution_node_id
+from api.index import AuditIndex, execution_node_id, record_lineage
 
 
 @dataclass
@@ -94,6 +94,29 @@ def check_links(executions: list[dict[str, Any]]) -> str:
     return f"{len(by_round)} executions, {n} message links verified"
 
 
+def check_lineage_complete(lineage: list[str], executions: dict[str, dict[str, Any]],
+                           indexed: set[str] | None = None) -> str:
+    """The lineage computed from the records is whole: every node is a record at hand, for every
+    organisation in it the walk reaches the execution that started from the initial state
+    (round 1), and (given) the index's lineage lists exactly the same executions."""
+    missing = [n for n in lineage if n not in executions]
+    if missing or not lineage:
+        raise ValueError(f"the lineage names executions that are not records: {missing}" if missing
+                         else "the lineage is empty")
+    first: dict[str, str] = {}
+    for n in lineage:
+        org = executions[n]["organisation"]
+        if org not in first or executions[n]["round"] < executions[first[org]]["round"]:
+            first[org] = n
+    short = sorted(n for n in first.values() if (executions[n].get("result") or {}).get("inputs", {}).get("state"))
+    if short:
+        raise ValueError(f"the lineage stops at {short}, which read a state no earlier execution produced")
+    if indexed is not None and indexed != set(lineage):
+        raise ValueError(f"the index's lineage lists {len(indexed)} executions, the records give {len(lineage)} "
+                         f"(missing {sorted(set(lineage) - indexed)[:5]}, extra {sorted(indexed - set(lineage))[:5]})")
+    return f"{len(lineage)} executions, each organisation back to its initial state"
+
+
 def check_model(model: dict[str, Any], process: dict[str, Any], executions: list[dict[str, Any]],
                 image: dict[str, Any] | None = None) -> str:
     """The model is the one its owner's last-round execution signed, from the pinned image."""
@@ -144,7 +167,11 @@ def verify_model_on_ledger(client: ConsortiaClient, index: AuditIndex, model_id:
                "" if index.model(model_id) == model else "the index's model record differs from the ledger's")
     lineage = index.lineage(model_id)
     on_ledger = {execution_node_id(e["process_id"], e["round"], e["organisation"]): e for e in executions}
-    wanted = [n["id"] for n in (lineage or {}).get("nodes", [])] or list(on_ledger)
+    # the lineage is recomputed from the ledger's records: the index's answer is checked, not trusted
+    wanted = sorted(record_lineage(executions, model["owner"], model.get("round") or process["rounds"]),
+                    key=lambda n: (int(n.rsplit("/", 2)[1]), n))
+    report.run("lineage complete", check_lineage_complete, wanted, on_ledger,
+               {n["id"] for n in (lineage or {}).get("nodes", [])})
     for node in wanted:
         rec = on_ledger.get(node)
         if rec is None:

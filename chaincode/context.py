@@ -15,6 +15,7 @@ from cryptography.x509.oid import NameOID
 
 from chaincode.canonical import RawJSON, canonical_json
 from chaincode.errors import Forbidden, InvalidArgument, NotFound
+from chaincode.limits import parse_json
 from chaincode.stub import ChaincodeStub, KeyModification, create_composite_key
 
 SUBMITTER_ROLES = ("client", "admin")
@@ -119,10 +120,8 @@ class TransactionContext:
 
 
 def parse_json_arg(arg: str, what: str) -> Any:
-    try:
-        return json.loads(arg)
-    except (ValueError, TypeError):
-        raise InvalidArgument(f"{what} is not valid JSON") from None
+    """A JSON argument within the limits of :mod:`chaincode.limits` (depth, finite numbers)."""
+    return parse_json(arg, what)
 
 
 def require_str(obj: dict[str, Any], field: str, *, max_len: int = 256, pattern: str | None = None) -> str:

@@ -17,6 +17,7 @@ from chaincode.errors import ContractError, InternalError, InvalidArgument, NotF
 from chaincode.execution_record import ExecutionRecordContract
 from chaincode.image import ImageContract
 from chaincode.learning_process import LearningProcessContract
+from chaincode.limits import check_arguments
 from chaincode.model import ModelContract
 from chaincode.stub import ChaincodeStub
 
@@ -47,8 +48,7 @@ def invoke(stub: ChaincodeStub, function: str, args: list[str]) -> bytes:
     fn, required, total = entry
     if not required <= len(args) <= total:
         raise InvalidArgument(f"{function} takes {required}..{total} arguments, got {len(args)}")
-    if not all(isinstance(a, str) for a in args):
-        raise InvalidArgument(f"{function}: arguments must be strings")
+    check_arguments(function, args)
     ctx = TransactionContext(stub)
     try:
         result = fn(ctx, *args)

@@ -5,7 +5,8 @@ Life of a record: ``create_task`` registers the task's public key before the tas
 ``complete_task`` accepts the task's result only from the executing organisation, only with a
 valid ECDSA P-256 signature by the registered key over the canonical JSON of the result, only
 for the process's pinned image digest, only while the round is open, only once, and only while
-the privacy budget holds; ``fail_task`` records why a task did not run or did not finish.
+the privacy budget holds; ``fail_task`` records why a task did not run or did not finish, under the same
+open-round and process-status rules as ``create_task``.
 
 The result (what the task key signs) is::
 
@@ -37,6 +38,7 @@ from chaincode.context import TransactionContext, parse_json_arg, require_keys, 
 from chaincode.errors import (AlreadyExists, BudgetExceeded, Forbidden, ImageMismatch, InvalidArgument,
                               InvalidState, NotFound, SignatureInvalid)
 from chaincode.image import ID_PATTERN
+from chaincode.limits import MAX_FAILURE_DETAILS_BYTES, MAX_REASON_CHARS, bounded_json
 from chaincode.learning_process import (EXECUTION, completed_organisations, load_process, require_member,
                                         round_key)
 
@@ -229,16 +231,16 @@ class ExecutionRecordContract:
                             "task failure")
         pid = require_str(spec, "process_id", pattern=ID_PATTERN)
         rnd = _round(spec["round"])
-        reason = require_str(spec, "reason", max_len=2048)
+        reason = require_str(spec, "reason", max_len=MAX_REASON_CHARS)
         process = load_process(ctx, pid)
         require_member(ctx, process)
         key = self._key(ctx, pid, rnd, ctx.msp_id)
         record = ctx.get(key)
         if record is not None and record["status"] != "running":
             raise InvalidState(f"task of {ctx.msp_id} for round {rnd} of {pid} is already {record['status']}")
+        # the rules of create_task: only a running process, only an existing round that is open
+        self._check_round_open(ctx, process, rnd)
         if record is None:
-            if rnd > process["rounds"]:
-                raise InvalidArgument(f"learning process {pid} has no round {rnd}")
             record = {"process_id": pid, "round": rnd, "organisation": ctx.msp_id,
                       "image_digest": process["image_digest"], "runtime": "", "public_key": "",
                       "created": ctx.timestamp, "created_by": ctx.subject, "tx_id": ctx.tx_id,
@@ -246,6 +248,7 @@ class ExecutionRecordContract:
         details = spec.get("details") or {}
         if not isinstance(details, dict):
             raise InvalidArgument("failure details must be an object")
+        bounded_json(details, "failure details", MAX_FAILURE_DETAILS_BYTES)
         record.update(status="failed", failure_reason=reason, failure_details=details, completed=ctx.timestamp,
                       completed_tx_id=ctx.tx_id)
         ctx.put(key, record)

@@ -14,6 +14,7 @@ from typing import Any
 from chaincode.canonical import RawJSON, is_digest
 from chaincode.context import TransactionContext, parse_json_arg, require_keys, require_str
 from chaincode.errors import AlreadyExists, Forbidden, ImageMismatch, InvalidArgument, InvalidState, NotFound
+from chaincode.limits import MAX_DESCRIPTION_CHARS, MAX_REFERENCE_CHARS, MAX_REVOCATION_REASON_CHARS, bounded_text
 
 ID_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._:+-]{0,127}"
 IMAGE = "Image"
@@ -47,8 +48,8 @@ class ImageContract:
             "id": image_id, "name": name, "version": version,
             "algorithm": require_str(spec, "algorithm", max_len=64),
             "digest": spec["digest"],
-            "reference": str(spec.get("reference") or ""),
-            "description": str(spec.get("description") or ""),
+            "reference": bounded_text(spec.get("reference"), "image reference", MAX_REFERENCE_CHARS),
+            "description": bounded_text(spec.get("description"), "image description", MAX_DESCRIPTION_CHARS),
             "owner": ctx.msp_id, "registered_by": ctx.subject,
             "created": ctx.timestamp, "tx_id": ctx.tx_id,
             "status": "active", "revoked_reason": "",
@@ -70,14 +71,15 @@ class ImageContract:
 
     def revoke(self, ctx: TransactionContext, image_id: str, reason: str = "") -> dict[str, Any]:
         ctx.require_submitter()
+        reason = bounded_text(reason, "revocation reason", MAX_REVOCATION_REASON_CHARS)
         record = self._load(ctx, image_id)
         if record["owner"] != ctx.msp_id:
             raise Forbidden(f"image {image_id} is owned by {record['owner']}; {ctx.msp_id} may not revoke it")
         if record["status"] == "revoked":
             raise InvalidState(f"image {image_id} is already revoked")
-        record.update(status="revoked", revoked_reason=reason[:512], revoked=ctx.timestamp, tx_id=ctx.tx_id)
+        record.update(status="revoked", revoked_reason=reason, revoked=ctx.timestamp, tx_id=ctx.tx_id)
         ctx.put(self._key(ctx, image_id), record)
-        ctx.emit("ImageRevoked", {"id": image_id, "reason": reason[:512]})
+        ctx.emit("ImageRevoked", {"id": image_id, "reason": reason})
         return record
 
     def approve(self, ctx: TransactionContext, image_id: str, digest: str) -> dict[str, Any]:

@@ -18,6 +18,8 @@ from chaincode.canonical import RawJSON
 from chaincode.context import TransactionContext, parse_json_arg, require_keys, require_str
 from chaincode.errors import AlreadyExists, Forbidden, ImageMismatch, InvalidArgument, InvalidState, NotFound
 from chaincode.image import ID_PATTERN, IMAGE
+from chaincode.limits import (MAX_CONSORTIUM, MAX_DATASET_CHARS, MAX_DESCRIPTION_CHARS, MAX_HYPERPARAMETERS_BYTES,
+                              MAX_STATUS_REASON_CHARS, MAX_TOPOLOGY_BYTES, bounded_json, bounded_text)
 
 PROCESS = "LearningProcess"
 EXECUTION = "Execution"
@@ -88,6 +90,8 @@ class LearningProcessContract:
         if (not isinstance(consortium, list) or not consortium
                 or not all(isinstance(m, str) and re.fullmatch(MSP_PATTERN, m) for m in consortium)):
             raise InvalidArgument("consortium must be a non-empty list of MSP ids")
+        if len(consortium) > MAX_CONSORTIUM:
+            raise InvalidArgument(f"consortium lists {len(consortium)} organisations, over the limit of {MAX_CONSORTIUM}")
         if len(set(consortium)) != len(consortium):
             raise InvalidArgument("consortium lists an organisation twice")
         if ctx.msp_id not in consortium:
@@ -95,6 +99,7 @@ class LearningProcessContract:
         topology = spec["topology"]
         if not isinstance(topology, dict) or not isinstance(topology.get("kind"), str):
             raise InvalidArgument("topology must be an object with a 'kind'")
+        bounded_json(topology, "topology", MAX_TOPOLOGY_BYTES)
         seed = topology.get("seed", 0)
         if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**63:
             raise InvalidArgument("topology seed must be an integer in [0, 2^63)")
@@ -104,18 +109,25 @@ class LearningProcessContract:
         hyper = spec.get("hyperparameters", {})
         if not isinstance(hyper, dict):
             raise InvalidArgument("hyperparameters must be an object")
+        bounded_json(hyper, "hyperparameters", MAX_HYPERPARAMETERS_BYTES)
         budget = spec.get("privacy_budget")
         if budget is not None:
             budget = require_keys(budget, {"mechanism", "epsilon", "delta"}, {"mechanism", "epsilon"}, "privacy budget")
             eps = budget["epsilon"]
             if not isinstance(eps, (int, float)) or isinstance(eps, bool) or not math.isfinite(eps) or eps <= 0:
                 raise InvalidArgument("privacy budget epsilon must be a positive finite number")
+            if not isinstance(budget["mechanism"], str) or not 1 <= len(budget["mechanism"]) <= 64:
+                raise InvalidArgument("privacy budget mechanism must be a name of 1 to 64 characters")
+            delta = budget.get("delta")
+            if delta is not None and (not isinstance(delta, (int, float)) or isinstance(delta, bool)
+                                      or not 0 <= delta < 1):
+                raise InvalidArgument("privacy budget delta must be a number in [0, 1)")
         record = {
             "id": pid, "image_id": image["id"], "image_digest": image["digest"],
             "algorithm": image["algorithm"], "consortium": consortium,
             "topology": {**topology, "seed": seed}, "hyperparameters": hyper, "rounds": rounds,
-            "privacy_budget": budget, "dataset": str(spec.get("dataset") or ""),
-            "description": str(spec.get("description") or ""),
+            "privacy_budget": budget, "dataset": bounded_text(spec.get("dataset"), "dataset", MAX_DATASET_CHARS),
+            "description": bounded_text(spec.get("description"), "process description", MAX_DESCRIPTION_CHARS),
             "creator": ctx.msp_id, "created_by": ctx.subject, "created": ctx.timestamp,
             "status": "created", "status_reason": "", "updated": ctx.timestamp, "tx_id": ctx.tx_id,
         }
@@ -136,11 +148,12 @@ class LearningProcessContract:
     def _transition(self, ctx: TransactionContext, process_id: str, to: str, reason: str,
                     allowed_from: tuple[str, ...]) -> dict[str, Any]:
         ctx.require_submitter()
+        reason = bounded_text(reason, "reason", MAX_STATUS_REASON_CHARS)
         process = load_process(ctx, process_id)
         require_member(ctx, process)
         if process["status"] not in allowed_from:
             raise InvalidState(f"learning process {process_id} is {process['status']}; cannot become {to}")
-        process.update(status=to, status_reason=reason[:1024], updated=ctx.timestamp, tx_id=ctx.tx_id,
+        process.update(status=to, status_reason=reason, updated=ctx.timestamp, tx_id=ctx.tx_id,
                        status_by=ctx.msp_id)
         ctx.put(ctx.key(PROCESS, process_id), process)
         ctx.emit("ProcessStatus", {"id": process_id, "status": to})

@@ -30,6 +30,7 @@ from chaincode.context import TransactionContext, parse_json_arg, require_keys, 
 from chaincode.errors import AlreadyExists, Forbidden, ImageMismatch, InvalidArgument, InvalidState, NotFound
 from chaincode.image import ID_PATTERN
 from chaincode.learning_process import EXECUTION, MSP_PATTERN, load_process, require_member, round_key
+from chaincode.limits import MAX_ESTIMATORS_BYTES, MAX_REFERENCE_CHARS, bounded_json, bounded_text
 
 MODEL = "Model"
 MODEL_KEY = "ModelKey"
@@ -113,10 +114,12 @@ class ModelContract:
         estimators = spec.get("estimators") or []
         if not isinstance(estimators, list):
             raise InvalidArgument("estimators must be a list")
+        bounded_json(estimators, "estimators", MAX_ESTIMATORS_BYTES)
+        location = bounded_text(spec.get("location"), "model location", MAX_REFERENCE_CHARS)
         record = {
             "id": model_id, "process_id": pid, "owner": ctx.msp_id, "digest": spec["digest"],
             "size": spec["size"], "ciphertext_digest": spec["ciphertext_digest"],
-            "location": str(spec.get("location") or ""), "metrics": metrics, "estimators": estimators,
+            "location": location, "metrics": metrics, "estimators": estimators,
             "image_digest": process["image_digest"], "round": last,
             "access": sorted(process["consortium"]), "key_version": 1,
             "created": ctx.timestamp, "published_by": ctx.subject, "tx_id": ctx.tx_id,

@@ -295,19 +295,66 @@ def local_image_digest(client, reference: str) -> str | None:
 
 # --------------------------------------------------------------------------- sandbox bundles
 
-def interpreter_identity() -> dict[str, Any]:
-    """What a bundle runs with on the host: the Python version and the installed version of every
-    ``==``-pinned project dependency (numpy, scipy, scikit-learn, torch, ...), so that a bundle's
-    digest changes if any library an algorithm may import changes."""
+def interpreter_identity(python: str | os.PathLike | None = None) -> dict[str, Any]:
+    """What a bundle runs with: the Python version and the installed version of every ``==``-pinned
+    project dependency (numpy, scipy, scikit-learn, torch, ...), so that a bundle's digest changes
+    if the interpreter or any library an algorithm may import changes.
+
+    Always measured from the interpreter itself, never read from a file: ``python`` None (or the
+    running interpreter's path) is the running interpreter, recomputed whenever a directory of its
+    ``sys.path`` changed (an install or upgrade adds/removes a ``*.dist-info`` entry); another
+    path is asked in a subprocess."""
+    if python is not None and os.path.abspath(python) != os.path.abspath(sys.executable):
+        return _foreign_interpreter_identity(str(python))
+    signature = (sys.version, tuple(_mtime(p) for p in sys.path))
+    global _IDENTITY
+    if _IDENTITY is None or _IDENTITY[0] != signature:
+        _IDENTITY = (signature, _running_identity(sorted(project_pins())))
+    return json.loads(json.dumps(_IDENTITY[1]))   # a copy: callers may not alter the cached one
+
+
+_IDENTITY: tuple[tuple, dict[str, Any]] | None = None
+
+
+def _mtime(path: str) -> tuple[str, int]:
+    try:
+        return path, os.stat(path or ".").st_mtime_ns
+    except OSError:
+        return path, -1
+
+
+def _running_identity(names: list[str]) -> dict[str, Any]:
     from importlib.metadata import PackageNotFoundError, version
 
     packages = {}
-    for name in sorted(project_pins()):
+    for name in names:
         try:
             packages[name] = version(name)
         except PackageNotFoundError:
             continue
     return {"python": ".".join(map(str, sys.version_info[:3])), "packages": packages}
+
+
+_IDENTITY_SCRIPT = """
+import json, sys
+from importlib.metadata import PackageNotFoundError, version
+packages = {}
+for name in sys.argv[1:]:
+    try:
+        packages[name] = version(name)
+    except PackageNotFoundError:
+        pass
+print(json.dumps({"python": ".".join(map(str, sys.version_info[:3])), "packages": packages}))
+"""
+
+
+def _foreign_interpreter_identity(python: str) -> dict[str, Any]:
+    try:
+        out = subprocess.run([python, "-I", "-c", _IDENTITY_SCRIPT, *sorted(project_pins())], capture_output=True,
+                             text=True, timeout=60, check=True).stdout
+        return json.loads(out)
+    except (OSError, subprocess.SubprocessError, ValueError) as exc:
+        raise ImageBuildError(f"cannot ask interpreter {python} for its identity: {exc}") from None
 
 
 def _bundle_files(d: Path) -> list[Path]:
@@ -318,27 +365,27 @@ def _bundle_files(d: Path) -> list[Path]:
 _BUNDLE_DIGESTS: dict[str, tuple[tuple, str]] = {}
 
 
-def bundle_digest(bundle_dir: str | os.PathLike) -> str:
-    """Digest of a bundle: sha256 of canonical JSON {files: [[path, sha256]...], interpreter}.
+def bundle_digest(bundle_dir: str | os.PathLike, python: str | os.PathLike | None = None) -> str:
+    """Digest of a bundle as run by ``python`` (default: the running interpreter): sha256 of
+    canonical JSON ``{files: [[path, sha256]...], interpreter}``.
 
-    Recomputed whenever any file's (inode, size, mtime, ctime) or the file set changed since the
-    last computation in this process (as git's index does); ctime cannot be set back by a writer."""
+    ``interpreter`` is :func:`interpreter_identity` of the interpreter that will run the bundle --
+    measured, not read from the bundle's own ``bundle.json`` (a bundle built for another
+    interpreter must not carry that interpreter's digest onto this one).
+    Recomputed whenever any file's (inode, size, mtime, ctime), the file set or the interpreter
+    identity changed since the last computation in this process (as git's index does); ctime
+    cannot be set back by a writer."""
     d = Path(bundle_dir)
     files = _bundle_files(d)
-    signature = tuple((str(p), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-                      for p in [*files, d / "bundle.json"] if p.exists() for st in [p.stat()])
+    interp = interpreter_identity(python)
+    signature = (tuple((str(p), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+                       for p in files for st in [p.stat()]), _hash_json(interp))
     cached = _BUNDLE_DIGESTS.get(str(d.resolve()))
     if cached is not None and cached[0] == signature:
         return cached[1]
-    digest = _bundle_digest_uncached(d, files)
+    digest = "sha256:" + _hash_json({"files": _tree_listing(d, files), "interpreter": interp})
     _BUNDLE_DIGESTS[str(d.resolve())] = (signature, digest)
     return digest
-
-
-def _bundle_digest_uncached(d: Path, files: list[Path]) -> str:
-    listing = _tree_listing(d, files)
-    interp = json.loads((d / "bundle.json").read_text())["interpreter"] if (d / "bundle.json").exists() else None
-    return "sha256:" + _hash_json({"files": listing, "interpreter": interp})
 
 
 def build_bundle(recipe: ImageRecipe, reference: str | None = None) -> BuiltImage:

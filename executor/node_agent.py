@@ -454,7 +454,8 @@ class NodeAgent:
             if not (rec and rec.status == "completed" and rec.public_key == key.public_key_pem):
                 now = self.client.get_process(pid)
                 if now.status in ("failed", "aborted") and rec is not None and rec.status == "running":
-                    # another member ended the process meanwhile: close this record, do not hang
+                    # another member ended the process meanwhile: stop, do not hang (fail_task is refused
+                    # once the process ended, so the record stays running; the process says why)
                     return self._fail(pid, rnd, f"result not accepted: the process is {now.status} "
                                                 f"({now.status_reason})")
                 raise

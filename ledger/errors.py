@@ -52,3 +52,8 @@ class LedgerCorrupted(LedgerError):
     def __init__(self, message: str, block_number: int | None = None):
         super().__init__(message)
         self.block_number = block_number
+
+
+class CheckpointInvalid(LedgerError):
+    """A chain-head checkpoint is malformed, or its signature does not verify against the
+    consortium's certificates (the checkpoint, not the ledger, is at fault)."""

@@ -231,9 +231,12 @@ class MembershipService:
         self._validated[serialized] = (msp_id, cert, role, pub)
         return msp_id, cert, role
 
-    def verify_signature(self, serialized: bytes, data: bytes, signature: bytes) -> tuple[str, str]:
-        """Validate the identity and its signature over ``data``; return (msp id, role)."""
-        msp_id, _, role = self.deserialize(serialized)
+    def verify_signature(self, serialized: bytes, data: bytes, signature: bytes, *,
+                         at: dt.datetime | None = None) -> tuple[str, str]:
+        """Validate the identity and its signature over ``data``; return (msp id, role).
+        ``at``: the time the certificate must be valid at (default now; a replay passes the
+        block's timestamp)."""
+        msp_id, _, role = self.deserialize(serialized, at=at)
         pub = self._validated[serialized][3]
         if not verify(pub, data, signature):
             raise AccessDenied(f"signature of {msp_id} identity does not verify")
@@ -444,6 +447,12 @@ class Consortium:
     def orderer_identity(self) -> Identity:
         d = self.orderer_domain
         return Identity.from_msp_dir("OrdererMSP", self.root / "ordererOrganizations" / d / "orderers" / f"orderer.{d}" / "msp")
+
+    def orderer_certificate(self) -> x509.Certificate:
+        """The orderer's signing certificate (public; no private key needed)."""
+        d = self.orderer_domain
+        signcerts = self.root / "ordererOrganizations" / d / "orderers" / f"orderer.{d}" / "msp" / "signcerts"
+        return x509.load_pem_x509_certificate(next(signcerts.glob("*.pem")).read_bytes())
 
     def ca_certificate(self, org: str) -> x509.Certificate:
         o = self.organisation(org)

@@ -68,7 +68,10 @@ class Ledger(Protocol):
     def events(self, identity: Identity, start_block: int = 0,
                timeout: float | None = None) -> Iterator[ChaincodeEvent]:
         """Chaincode events of committed valid transactions from ``start_block`` on, in order.
-        Blocks waiting for new events; stops after ``timeout`` seconds without one (None: never)."""
+        Blocks waiting for new events; stops after ``timeout`` seconds without one (None: never).
+        The events already committed when the call is made are delivered first, so ``timeout=0``
+        yields what is committed now and returns; while the host is unreachable the iteration
+        still ends after ``timeout`` seconds."""
         ...
 
     def block_height(self, identity: Identity) -> int:

@@ -3,7 +3,7 @@ typed records at package boundaries). Field names mirror the contracts' canonica
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -17,6 +17,27 @@ def _from(cls: type[T], data: dict[str, Any]) -> T:
     if "extra" in names:
         object.__setattr__(obj, "extra", extra)
     return obj
+
+
+def to_dict(record: Any) -> dict[str, Any]:
+    """A typed record as the plain dict of its canonical JSON fields (``extra`` merged back in).
+
+    Not ``dataclasses.asdict``: that deep-copies every nested value recursively, so one record
+    nested deeper than the interpreter's recursion limit made every answer that holds it fail.
+    Only the record and the typed records it holds (an image's approvals) are converted; the
+    JSON values inside are passed on as they are, whatever their depth."""
+    out: dict[str, Any] = {}
+    for f in fields(record):
+        value = getattr(record, f.name)
+        if f.name == "extra":
+            continue
+        if isinstance(value, tuple) and any(is_dataclass(v) for v in value):
+            value = [to_dict(v) if is_dataclass(v) else v for v in value]
+        elif is_dataclass(value) and not isinstance(value, type):
+            value = to_dict(value)
+        out[f.name] = value
+    out.update(getattr(record, "extra", None) or {})
+    return out
 
 
 @dataclass(frozen=True)

@@ -90,7 +90,7 @@ class SandboxRuntime:
         """``reference`` of a bundle is its directory."""
         from executor.images import bundle_digest
         d = Path(reference)
-        return bundle_digest(d) if (d / "bundle.json").exists() else None
+        return bundle_digest(d, self.python) if (d / "bundle.json").exists() else None
 
     def _interpreter_binds(self) -> list[str]:
         args: list[str] = []

@@ -31,7 +31,7 @@ import threading
 import time
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
 from chaincode import dispatch
 from chaincode.canonical import canonical_json
@@ -39,6 +39,7 @@ from chaincode.errors import ContractError
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 from ledger.embedded import blocks as B
+from ledger.embedded.genesis import config_mismatch
 from ledger.embedded.policy import EndorsementPolicy
 from ledger.embedded.simulation import TxSimulator
 from ledger.embedded.store import Store
@@ -47,6 +48,9 @@ from ledger.errors import (AccessDenied, CommitTimeout, EndorsementPolicyFailure
                            TransactionInvalid)
 from ledger.identity import Consortium, Identity, MembershipService
 from ledger.interface import BlockInfo, ChaincodeEvent, SubmitResult
+
+if TYPE_CHECKING:
+    from ledger.checkpoint import Checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -67,9 +71,17 @@ class EmbeddedLedger:
 
     def __init__(self, path: str | os.PathLike, consortium: Consortium, *, channel: str = "consortia",
                  chaincode: str = "consortia", policy: str = "MAJORITY", batch_size: int = 500,
-                 batch_timeout: float = 0.01, synchronous: str = "FULL"):
+                 batch_timeout: float = 0.01, synchronous: str = "FULL",
+                 checkpoint_file: str | os.PathLike | None = None, checkpoint_every: int = 100):
         if batch_size < 1 or batch_timeout < 0:
             raise ValueError("batch_size must be >= 1 and batch_timeout >= 0")
+        if checkpoint_every < 1:
+            raise ValueError("checkpoint_every must be >= 1")
+        # signed chain-head checkpoints kept outside the ledger file (ledger.checkpoint): one every
+        # ``checkpoint_every`` blocks this instance commits, and one at close
+        self.checkpoint_file = None if checkpoint_file is None else Path(checkpoint_file)
+        self.checkpoint_every = checkpoint_every
+        self._uncheckpointed = False
         self.path = Path(path)
         self.consortium = consortium
         self.batch_size = batch_size
@@ -106,10 +118,9 @@ class EmbeddedLedger:
             EndorsementPolicy.parse(policy, tuple(sorted(orgs)))  # validate before writing
             body = B.make_body(0, "", time.time(), [], [], config)
             self._append_block(con, body, genesis=True)
-        mine = {o.msp_id for o in self.consortium.organisations}
-        if set(config["organisations"]) != mine:
-            raise LedgerError(f"ledger {self.path} belongs to a channel of {sorted(config['organisations'])}, "
-                              f"not of this consortium {sorted(mine)}")
+        why = config_mismatch(config, self.consortium)
+        if why is not None:
+            raise LedgerError(f"ledger {self.path} belongs to a channel that is not this consortium's: {why}")
         return config
 
     def _append_block(self, con: sqlite3.Connection, body: dict[str, Any], genesis: bool = False) -> str:
@@ -274,16 +285,30 @@ class EmbeddedLedger:
             number, previous_hash = con.execute(
                 "SELECT number + 1, header_hash FROM blocks ORDER BY number DESC LIMIT 1").fetchone()
 
+            timestamp = time.time()   # certificates are judged at the block's own timestamp (as verify does)
             outcome = validate_block(con, number, txs, membership=self.membership, policy=self.policy,
-                                     channel=self.channel, chaincode=self.chaincode)
+                                     channel=self.channel, chaincode=self.chaincode, timestamp=timestamp)
             codes = outcome.codes
-            self._append_block(con, B.make_body(number, previous_hash, time.time(), txs, codes))
+            self._append_block(con, B.make_body(number, previous_hash, timestamp, txs, codes))
             write_block_outcome(con, outcome)
             con.execute("COMMIT")
         except BaseException:
             con.execute("ROLLBACK")
             raise
+        self._uncheckpointed = True
+        if self.checkpoint_file is not None and number % self.checkpoint_every == 0:
+            self._keep_checkpoint()
         return [(number, c) for c in codes]
+
+    def _keep_checkpoint(self) -> None:
+        """Append a checkpoint of the head, signed by the orderer, to ``checkpoint_file``. The
+        blocks are committed already: failing to write the anchor is logged, not raised."""
+        from ledger.checkpoint import append_checkpoint
+        try:
+            append_checkpoint(self.checkpoint_file, self.checkpoint())
+            self._uncheckpointed = False
+        except (OSError, LedgerError) as exc:
+            log.warning("could not append a checkpoint to %s: %s", self.checkpoint_file, exc)
 
     # ------------------------------------------------------------------ events and blocks
     def events(self, identity: Identity, start_block: int = 0, timeout: float | None = None) -> Iterator[ChaincodeEvent]:
@@ -324,10 +349,17 @@ class EmbeddedLedger:
         row = self._store.connection().execute("SELECT block, code FROM txs WHERE tx_id = ?", (tx_id,)).fetchone()
         return None if row is None else (row[0], row[1])
 
-    def verify(self) -> dict[str, int]:
-        """Re-check every block hash and signature, replay validation and state; see ledger.embedded.verify."""
-        from ledger.embedded.verify import verify_ledger
-        return verify_ledger(self._store.connection(), self.membership, self.policy, self.channel, self.chaincode)
+    def verify(self, checkpoints: Sequence["Checkpoint"] = ()) -> dict[str, Any]:
+        """Re-check every block hash and signature, replay validation and state, against the
+        consortium's certificates, through a read-only connection; see ledger.embedded.verify."""
+        from ledger.embedded.verify import verify_ledger_file
+        return verify_ledger_file(self.path, self.consortium, checkpoints)
+
+    def checkpoint(self, identity: Identity | None = None) -> "Checkpoint":
+        """A signed checkpoint of the current chain head (by the orderer unless ``identity`` is
+        given); keep it outside the ledger file to detect truncation later (ledger.checkpoint)."""
+        from ledger.checkpoint import checkpoint_of
+        return checkpoint_of(self, identity or self._orderer)
 
     def close(self) -> None:
         if self._closed:
@@ -335,6 +367,8 @@ class EmbeddedLedger:
         if self._orderer_thread is not None:
             self._queue.put(None)
             self._orderer_thread.join(timeout=30)
+        if self.checkpoint_file is not None and self._uncheckpointed:
+            self._keep_checkpoint()
         self._closed = True
         with self._committed:
             self._committed.notify_all()

@@ -15,6 +15,7 @@ The same code validates new blocks at commit and replays the chain in ``verify``
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import sqlite3
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
@@ -69,8 +70,10 @@ class StateView:
 
 
 def validate_transaction(tx: dict[str, Any], *, membership: MembershipService, policy: EndorsementPolicy,
-                         view: StateView, seen_tx_ids: Callable[[str], bool], channel: str, chaincode: str) -> str:
-    """Return the validation code of ``tx`` (does not apply its writes)."""
+                         view: StateView, seen_tx_ids: Callable[[str], bool], channel: str, chaincode: str,
+                         at: dt.datetime | None = None) -> str:
+    """Return the validation code of ``tx`` (does not apply its writes). Certificates must be
+    valid at ``at``: the block's timestamp (default now)."""
     try:
         proposal, response = tx["proposal"], tx["response"]
         tx_id = proposal["tx_id"]
@@ -78,7 +81,7 @@ def validate_transaction(tx: dict[str, Any], *, membership: MembershipService, p
             return B.DUPLICATE_TXID
         creator = B.unb64(proposal["creator"])
         try:
-            _, role = membership.verify_signature(creator, B.signed_part(tx), B.unb64(tx["signature"]))
+            _, role = membership.verify_signature(creator, B.signed_part(tx), B.unb64(tx["signature"]), at=at)
         except AccessDenied:
             return B.BAD_CREATOR_SIGNATURE
         if role not in ("client", "admin"):
@@ -94,7 +97,7 @@ def validate_transaction(tx: dict[str, Any], *, membership: MembershipService, p
             endorser = B.unb64(e["endorser"])
             try:
                 msp_id, role = membership.verify_signature(endorser, B.endorsement_message(response, endorser),
-                                                           B.unb64(e["signature"]))
+                                                           B.unb64(e["signature"]), at=at)
             except AccessDenied:
                 return B.ENDORSEMENT_POLICY_FAILURE
             if role != "peer":
@@ -133,8 +136,10 @@ class BlockOutcome:
 
 def validate_block(con: sqlite3.Connection, number: int, txs: list[dict[str, Any]], *,
                    membership: MembershipService, policy: EndorsementPolicy, channel: str,
-                   chaincode: str) -> BlockOutcome:
-    """Validate block ``number`` against the state behind ``con`` (used at commit and by verify)."""
+                   chaincode: str, timestamp: float | None = None) -> BlockOutcome:
+    """Validate block ``number`` against the state behind ``con`` (used at commit and by verify).
+    ``timestamp``: the block's timestamp, at which every certificate must be valid."""
+    at = None if timestamp is None else dt.datetime.fromtimestamp(timestamp, dt.timezone.utc)
     out = BlockOutcome(codes=[], view=StateView.of(con))
     in_block: set[str] = set()
 
@@ -143,7 +148,7 @@ def validate_block(con: sqlite3.Connection, number: int, txs: list[dict[str, Any
 
     for txnum, tx in enumerate(txs):
         code = validate_transaction(tx, membership=membership, policy=policy, view=out.view,
-                                    seen_tx_ids=seen, channel=channel, chaincode=chaincode)
+                                    seen_tx_ids=seen, channel=channel, chaincode=chaincode, at=at)
         out.codes.append(code)
         tx_id = tx["proposal"]["tx_id"]
         if code == B.VALID:

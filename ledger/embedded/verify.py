@@ -1,26 +1,122 @@
 """Full verification of an embedded ledger file.
 
-Walks the chain from the genesis block and checks, for every block: its stored header hash and
-link to the previous block, its data hash, the orderer's signature; for every transaction: the
-client's and endorsers' signatures, the endorsement policy and MVCC validity, by replaying
-validation into a fresh state; and finally that the stored world state, key history, events and
-transaction index equal the replay. The first discrepancy raises :class:`LedgerCorrupted` naming
-the block it was found in.
+:func:`verify_ledger_file` is what ``consortia ledger verify`` runs. It
+
+* opens the file **read-only** (SQLite ``mode=ro``): verification never writes into what it
+  audits; a missing, 0-byte or emptied file (no block 0) is refused, never given a genesis block;
+* trusts **only the consortium's certificates** (its crypto directory), never the CAs a file's
+  own genesis block names: the genesis block must name exactly the consortium's organisation CAs
+  and orderer CA, byte for byte, and every block must be signed by the consortium's orderer
+  certificate;
+* walks the chain from the genesis block and checks, for every block: its stored header hash and
+  link to the previous block, its data hash, the orderer's signature; for every transaction: the
+  client's and endorsers' signatures, the endorsement policy and MVCC validity, by replaying
+  validation into a fresh state -- every certificate judged valid **at the block's timestamp**,
+  so a certificate that expired since does not make old blocks "corrupt";
+* checks that the stored world state, key history, events and transaction index equal the replay;
+* given signed checkpoints of the chain head (:mod:`ledger.checkpoint`), checks that the chain
+  still reaches each checkpointed block with the same header hash (truncation is detected).
+
+The first discrepancy raises :class:`LedgerCorrupted` naming the block it was found in.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import os
 import sqlite3
-from typing import Any
+import urllib.parse
+from pathlib import Path
+from typing import Any, Sequence
+
+from cryptography import x509
+from cryptography.hazmat.primitives.serialization import Encoding
 
 from chaincode.canonical import canonical_json
+from ledger.checkpoint import Checkpoint, check_chain, check_signature
 from ledger.embedded import blocks as B
+from ledger.embedded.genesis import config_mismatch
 from ledger.embedded.policy import EndorsementPolicy
 from ledger.embedded.store import SCHEMA
 from ledger.embedded.validation import validate_block, write_block_outcome
-from ledger.errors import AccessDenied, LedgerCorrupted
-from ledger.identity import MembershipService
+from ledger.errors import AccessDenied, LedgerCorrupted, LedgerError
+from ledger.identity import Consortium, MembershipService, parse_serialized_identity
+
+
+def open_read_only(path: str | os.PathLike) -> sqlite3.Connection:
+    """A read-only connection to an existing ledger file that has a genesis block."""
+    p = Path(path)
+    if not p.is_file():
+        raise LedgerError(f"no ledger file at {p}")
+    uri = f"file:{urllib.parse.quote(str(p.resolve()))}?mode=ro"
+    try:
+        con = sqlite3.connect(uri, uri=True, isolation_level=None)
+    except sqlite3.Error as exc:
+        raise LedgerCorrupted(f"{p} cannot be opened as a ledger: {exc}", 0) from None
+    try:
+        has_blocks = con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'blocks'").fetchone()
+        genesis = has_blocks and con.execute("SELECT 1 FROM blocks WHERE number = 0").fetchone()
+    except sqlite3.DatabaseError as exc:
+        con.close()
+        raise LedgerCorrupted(f"{p} is not a readable ledger file: {exc}", 0) from None
+    if not genesis:
+        con.close()
+        raise LedgerCorrupted(f"{p} has no genesis block (block 0): it is empty, emptied or not a ledger", 0)
+    return con
+
+
+def verify_ledger_file(path: str | os.PathLike, consortium: Consortium,
+                       checkpoints: Sequence[Checkpoint] = ()) -> dict[str, Any]:
+    """Verify the ledger file at ``path`` against ``consortium`` (and the given checkpoints)."""
+    con = open_read_only(path)
+    try:
+        try:
+            raw = con.execute("SELECT body FROM blocks WHERE number = 0").fetchone()[0]
+        except sqlite3.DatabaseError as exc:
+            raise LedgerCorrupted(f"the ledger file is damaged: {exc}", 0) from None
+        config = _block_body(0, raw).get("config")
+        why = config_mismatch(config, consortium)
+        if why is not None:
+            raise LedgerCorrupted(f"block 0: {why}", 0)
+        membership = consortium.membership()       # the consortium's CAs, never the file's
+        try:
+            policy = EndorsementPolicy.parse(config["policy"], tuple(sorted(config["organisations"])))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise LedgerCorrupted(f"block 0: the endorsement policy is not valid: {exc}", 0) from None
+        orderer_der = consortium.orderer_certificate().public_bytes(Encoding.DER)
+        stats: dict[str, Any] = verify_ledger(con, membership, policy, config["channel"], config["chaincode"],
+                                              orderer_certificate_der=orderer_der)
+        for cp in checkpoints:
+            check_signature(cp, membership)
+            check_chain(cp, config["channel"], stats["blocks"], lambda n: _header_hash(con, n))
+        if checkpoints:
+            stats["checkpoints"] = len(checkpoints)
+        return stats
+    finally:
+        con.close()
+
+
+def _header_hash(con: sqlite3.Connection, number: int) -> str:
+    row = con.execute("SELECT header_hash FROM blocks WHERE number = ?", (number,)).fetchone()
+    return "" if row is None else row[0]
+
+
+def _block_time(number: int, body: dict[str, Any]) -> tuple[float, dt.datetime]:
+    ts = body.get("timestamp")
+    if not isinstance(ts, (int, float)) or isinstance(ts, bool):
+        raise LedgerCorrupted(f"block {number} has no valid timestamp", number)
+    try:
+        return float(ts), dt.datetime.fromtimestamp(ts, dt.timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        raise LedgerCorrupted(f"block {number} has no valid timestamp", number) from None
+
+
+def _cert_der(serialized: bytes) -> bytes | None:
+    try:
+        return x509.load_pem_x509_certificate(parse_serialized_identity(serialized)[1]).public_bytes(Encoding.DER)
+    except ValueError:
+        return None
 
 
 def _block_body(number: int, raw: bytes) -> dict[str, Any]:
@@ -34,7 +130,9 @@ def _block_body(number: int, raw: bytes) -> dict[str, Any]:
 
 
 def verify_ledger(con: sqlite3.Connection, membership: MembershipService, policy: EndorsementPolicy,
-                  channel: str, chaincode: str) -> dict[str, int]:
+                  channel: str, chaincode: str, *, orderer_certificate_der: bytes | None = None) -> dict[str, int]:
+    """Replay the chain behind ``con`` (see the module docstring); ``membership`` holds the trusted
+    CAs and ``orderer_certificate_der`` (when given) the only certificate allowed to sign blocks."""
     replay = sqlite3.connect(":memory:")
     replay.executescript(SCHEMA)
     previous_hash = ""
@@ -54,12 +152,17 @@ def verify_ledger(con: sqlite3.Connection, membership: MembershipService, policy
             header = B.header_bytes(body)
             if B.sha256_hex(header) != header_hash:
                 raise LedgerCorrupted(f"block {number}: header hash does not match the stored hash", number)
+            timestamp, at = _block_time(number, body)
             try:
-                _, role = membership.verify_signature(B.unb64(body["orderer"]), header, B.unb64(body["signature"]))
-            except (AccessDenied, KeyError, ValueError):
+                orderer = B.unb64(body["orderer"])
+                _, role = membership.verify_signature(orderer, header, B.unb64(body["signature"]), at=at)
+            except (AccessDenied, KeyError, ValueError, TypeError):
                 raise LedgerCorrupted(f"block {number}: orderer signature does not verify", number) from None
             if role != "orderer":
                 raise LedgerCorrupted(f"block {number} is signed by a non-orderer identity", number)
+            if orderer_certificate_der is not None and _cert_der(orderer) != orderer_certificate_der:
+                raise LedgerCorrupted(f"block {number} is signed by an orderer certificate that is not the "
+                                      f"consortium's orderer", number)
             previous_hash = header_hash
             blocks += 1
             if number == 0:
@@ -69,7 +172,7 @@ def verify_ledger(con: sqlite3.Connection, membership: MembershipService, policy
                 raise LedgerCorrupted(f"block {number}: validation codes do not match its transactions", number)
 
             outcome = validate_block(replay, number, body["transactions"], membership=membership, policy=policy,
-                                     channel=channel, chaincode=chaincode)
+                                     channel=channel, chaincode=chaincode, timestamp=timestamp)
             for txnum, (recorded, replayed) in enumerate(zip(codes, outcome.codes)):
                 if recorded != replayed:
                     tx_id = body["transactions"][txnum]["proposal"]["tx_id"]

@@ -86,25 +86,24 @@ def error_details(err: grpc.RpcError) -> list[gateway_pb2.ErrorDetail]:
     return details
 
 
+_DECODER = json.JSONDecoder()
+
+
 def _contract_error(text: str) -> ContractError | None:
-    start = text.find('{"code":')
-    if start < 0:
-        return None
-    # The chaincode message is the JSON itself; it may be embedded in a longer peer message.
-    depth = 0
-    for j in range(start, len(text)):
-        c = text[j]
-        if c == "{":
-            depth += 1
-        elif c == "}":
-            depth -= 1
-            if depth == 0:
-                candidate = text[start:j + 1]
-                try:
-                    json.loads(candidate)
-                except ValueError:
-                    return None
-                return ContractError.from_wire(candidate)
+    """The ContractError whose wire JSON is embedded in ``text`` (a peer message may wrap it in
+    other words), or None. Each ``{`` is tried as the start of a JSON value with
+    ``JSONDecoder.raw_decode``, which reads strings as strings -- braces inside an id or a message
+    never end the object early -- and the first object of the wire form's shape wins."""
+    i = text.find("{")
+    while i >= 0:
+        try:
+            obj, _ = _DECODER.raw_decode(text, i)
+        except ValueError:
+            obj = None
+        if isinstance(obj, dict) and isinstance(obj.get("code"), str) and isinstance(obj.get("message"), str) \
+                and isinstance(obj.get("details", {}), dict):
+            return ContractError.from_wire(json.dumps(obj))
+        i = text.find("{", i + 1)
     return None
 
 

@@ -26,11 +26,12 @@ from fabric_protos.common import common_pb2, ledger_pb2
 from fabric_protos.gateway import gateway_pb2, gateway_pb2_grpc
 from fabric_protos.orderer import ab_pb2
 from fabric_protos.peer import transaction_pb2
+from google.protobuf.message import DecodeError
 
 from ledger.errors import CommitTimeout, EndorsementFailure, LedgerError
 from ledger.fabric.errors import translate, validation_error
-from ledger.fabric.proposal import (block_header_hash, build_proposal, channel_header_of, envelope_result,
-                                    sign_envelope)
+from ledger.fabric.proposal import (block_header_hash, build_proposal, chaincode_event_of, channel_header_of,
+                                    envelope_result, sign_envelope)
 from ledger.identity import Identity
 from ledger.interface import BlockInfo, ChaincodeEvent, SubmitResult
 
@@ -194,17 +195,40 @@ class FabricLedger:
     def events(self, identity: Identity, start_block: int = 0,
                timeout: float | None = None) -> Iterator[ChaincodeEvent]:
         """Chaincode events from ``start_block`` on; a broken stream is reopened from the last
-        event delivered (``after_transaction_id``), so nothing is lost or repeated."""
+        event delivered (``after_transaction_id``), so nothing is lost or repeated.
+
+        ``timeout`` (the ``Ledger`` interface): the iteration ends after ``timeout`` seconds
+        without an event -- also while the peer is unreachable and the stream keeps breaking
+        (reconnection attempts count against the same clock). As on the embedded host, events
+        already committed when the call is made are delivered first (``timeout=0`` means "what is
+        there now"): the stream does not say when it has caught up, so the last block below the
+        current height that carries an event of this chaincode is looked up (``qscc``) and the
+        idle clock starts once that block's events have arrived (waiting at most
+        ``max(timeout, endorse_timeout)`` for them). If the peer cannot be asked, the idle clock
+        starts at once."""
         if start_block < 0:
             raise ValueError("start_block must be >= 0")
         next_block, after_tx = start_block, ""
+        started = last_event = time.monotonic()
+        target = None if timeout is None else self._last_event_block(identity, start_block)
+
+        def remaining() -> float | None:
+            if timeout is None:
+                return None
+            if target is not None:                      # still catching up with committed events
+                return max(timeout, self.endorse_timeout) - (time.monotonic() - started)
+            return timeout - (time.monotonic() - last_event)
+
         while True:
             call, q = self._open_events(identity, next_block, after_tx)
             broken = False
             try:
                 while True:
+                    left = remaining()
+                    if left is not None and left <= 0:
+                        return
                     try:
-                        item = q.get(timeout=timeout)
+                        item = q.get(timeout=left)
                     except queue.Empty:
                         return
                     if isinstance(item, grpc.RpcError):
@@ -220,10 +244,31 @@ class FabricLedger:
                         next_block, after_tx = item.block_number, ev.tx_id
                         yield ChaincodeEvent(block_number=item.block_number, tx_id=ev.tx_id,
                                              chaincode=ev.chaincode_id, name=ev.event_name, payload=ev.payload)
+                        last_event = time.monotonic()
+                    if target is not None and item.block_number >= target:
+                        target, last_event = None, time.monotonic()
             finally:
                 call.cancel()
             if broken:
-                time.sleep(0.5)
+                left = remaining()
+                if left is not None and left <= 0:
+                    return
+                time.sleep(0.5 if left is None else min(0.5, left))
+
+    _CATCH_UP_SCAN = 1000     # blocks looked at, from the head backwards, for the last event
+
+    def _last_event_block(self, identity: Identity, start_block: int) -> int | None:
+        """The last block in [start_block, height) with a chaincode event of this chaincode in a
+        valid transaction; None if there is none (within the scan) or the peer cannot be asked."""
+        try:
+            height = self.block_height(identity)
+            for n in range(height - 1, max(start_block, height - self._CATCH_UP_SCAN) - 1, -1):
+                raw = self.evaluate(identity, "GetBlockByNumber", self.channel, str(n), chaincode="qscc")
+                if block_has_events(common_pb2.Block.FromString(raw), self.chaincode):
+                    return n
+        except (LedgerError, DecodeError) as exc:
+            log.info("cannot look up the last event block (%s); events idle clock starts now", exc)
+        return None
 
     def _open_events(self, identity: Identity, start_block: int, after_tx: str):
         req = gateway_pb2.ChaincodeEventsRequest(
@@ -276,6 +321,23 @@ class FabricLedger:
                          header_hash=block_header_hash(h.number, h.previous_hash, h.data_hash).hex(),
                          previous_hash=h.previous_hash.hex(), data_hash=h.data_hash.hex(),
                          tx_ids=tuple(tx_ids), validation_codes=codes, timestamp=timestamp)
+
+
+def block_has_events(block: common_pb2.Block, chaincode: str) -> bool:
+    """Whether a block holds a valid transaction that emitted an event of ``chaincode``."""
+    flags = b""
+    if len(block.metadata.metadata) > common_pb2.TRANSACTIONS_FILTER:
+        flags = block.metadata.metadata[common_pb2.TRANSACTIONS_FILTER]
+    for i, env in enumerate(block.data.data):
+        if i >= len(flags) or flags[i] != transaction_pb2.TxValidationCode.Value("VALID"):
+            continue
+        try:
+            event = chaincode_event_of(common_pb2.Envelope.FromString(env))
+        except Exception:  # a config or otherwise undecodable envelope carries no chaincode event
+            continue
+        if event is not None and event.chaincode_id == chaincode and event.event_name:
+            return True
+    return False
 
 
 def submit_with_retry(ledger: FabricLedger, identity: Identity, function: str, *args: str,

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from fabric_protos.common import common_pb2
-from fabric_protos.peer import (chaincode_pb2, proposal_pb2, proposal_response_pb2, transaction_pb2)
+from fabric_protos.peer import (chaincode_event_pb2, chaincode_pb2, proposal_pb2, proposal_response_pb2,
+                                transaction_pb2)
 from google.protobuf import timestamp_pb2
 
 from ledger.identity import Identity
@@ -80,6 +81,18 @@ def envelope_result(envelope: common_pb2.Envelope) -> bytes:
     prp = proposal_response_pb2.ProposalResponsePayload.FromString(cap.action.proposal_response_payload)
     action = proposal_pb2.ChaincodeAction.FromString(prp.extension)
     return action.response.payload
+
+
+def chaincode_event_of(envelope: common_pb2.Envelope) -> chaincode_event_pb2.ChaincodeEvent | None:
+    """The chaincode event a committed transaction envelope carries (None if it set none)."""
+    payload = common_pb2.Payload.FromString(envelope.payload)
+    tx = transaction_pb2.Transaction.FromString(payload.data)
+    if not tx.actions:
+        return None
+    cap = transaction_pb2.ChaincodeActionPayload.FromString(tx.actions[0].payload)
+    prp = proposal_response_pb2.ProposalResponsePayload.FromString(cap.action.proposal_response_payload)
+    action = proposal_pb2.ChaincodeAction.FromString(prp.extension)
+    return chaincode_event_pb2.ChaincodeEvent.FromString(action.events) if action.events else None
 
 
 # --------------------------------------------------------------------------- blocks

@@ -38,9 +38,13 @@ class World:
 
 
 def ring_process(w: World, pid: str, rounds: int = 3, orgs: tuple[str, ...] = ORGS, *, image_id: str = "rf:1",
-                 budget: float | None = 3.0, publish: bool = True) -> None:
+                 budget: float | None = 3.0, publish: bool = True, all_to_all: bool = False,
+                 unchanged_rounds: frozenset[int] = frozenset()) -> None:
     """Run a ring process to completion: in round r each organisation reads its previous state and the
-    message of its predecessor from round r-1, and sends a message to its successor."""
+    message of its predecessor from round r-1, and sends a message to its successor (``all_to_all``:
+    to every other organisation, as collaborative RF does). In ``unchanged_rounds`` (collaborative
+    RF's SHARE rounds) an organisation's state and messages are those of the round before: the
+    same digests are output by several rounds."""
     c1 = w.clients[orgs[0]]
     try:
         c1.get_image(image_id)
@@ -60,9 +64,14 @@ def ring_process(w: World, pid: str, rounds: int = 3, orgs: tuple[str, ...] = OR
             c = w.clients[org]
             key = ec.generate_private_key(ec.SECP256R1())
             c.create_task(pid, rnd, key.public_key(), "sandbox")
-            succ = orgs[(i + 1) % n]
-            state = digest(f"{pid}-state-{org}-{rnd}".encode())
-            msg = digest(f"{pid}-msg-{org}-{succ}-{rnd}".encode())
+            same = rnd in unchanged_rounds and prev_state[org] is not None
+            base = rnd
+            while base in unchanged_rounds and base > 1:
+                base -= 1
+            state = prev_state[org] if same else digest(f"{pid}-state-{org}-{rnd}".encode())
+            recipients = [o for o in orgs if o != org] if all_to_all else [orgs[(i + 1) % n]]
+            sent = [{"recipient": r, "digest": digest(f"{pid}-msg-{org}-{r}-{base}".encode()), "size": 32}
+                    for r in recipients]
             model = None
             if rnd == rounds:
                 payload = f"model of {org} for {pid}: ".encode() + bytes(range(64))
@@ -73,14 +82,14 @@ def ring_process(w: World, pid: str, rounds: int = 3, orgs: tuple[str, ...] = OR
                 "runtime": "sandbox",
                 "inputs": {"state": prev_state[org], "messages": prev_msgs[org],
                            "data_commitment": digest(f"data-{org}".encode())},
-                "outputs": {"state": state, "messages": [{"recipient": succ, "digest": msg, "size": 32}],
-                            "model": model},
+                "outputs": {"state": state, "messages": sent, "model": model},
                 "metrics": {"loss": round(1.0 / rnd + 0.01 * i, 6), "epsilon_spent": 0.5},
                 "started": "2026-01-01T00:00:00Z", "finished": "2026-01-01T00:00:01Z",
             }
             c.complete_task(result, sign(key, canonical_json(result)))
             prev_state[org] = state
-            new_msgs[succ].append({"sender": org, "digest": msg})
+            for m in sent:
+                new_msgs[m["recipient"]].append({"sender": org, "digest": m["digest"]})
         prev_msgs = new_msgs
     c1.complete_process(pid)
     w.processes.append(pid)

@@ -99,3 +99,35 @@ def test_bundle_digest_notices_an_in_place_change(tmp_path, bundle):
     data = target.read_bytes()
     target.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))   # one byte, same size, same file
     assert images.bundle_digest(copy) != before
+
+
+def test_bundle_digest_measures_the_interpreter_instead_of_reading_bundle_json(tmp_path, bundle, monkeypatch):
+    """Issue 14, item 9: the interpreter identity in a bundle's digest is the running interpreter's.
+    A bundle whose bundle.json names another interpreter (as one built elsewhere would) still digests
+    as a bundle for this interpreter, so a digest pinned for another interpreter cannot match here."""
+    import importlib.metadata
+    copy = tmp_path / "bundle"
+    shutil.copytree(bundle.location, copy)
+    copy.chmod(0o755)
+    meta = copy / "bundle.json"
+    meta.chmod(0o644)
+    data = json.loads(meta.read_text())
+    assert data["interpreter"] == images.interpreter_identity()
+    data["interpreter"] = {"python": "3.9.0", "packages": {"numpy": "1.0.0"}}
+    meta.write_text(json.dumps(data))
+    assert images.bundle_digest(copy) == bundle.digest
+    # a different library version under the running interpreter changes the digest
+    real_version = importlib.metadata.version
+    monkeypatch.setattr(importlib.metadata, "version",
+                        lambda name: "0.0.1" if name == "numpy" else real_version(name))
+    monkeypatch.setattr(images, "_IDENTITY", None, raising=False)
+    assert images.interpreter_identity()["packages"]["numpy"] == "0.0.1"
+    assert images.bundle_digest(copy) != bundle.digest
+
+
+def test_interpreter_identity_of_another_interpreter_is_asked_of_it():
+    import sys
+    assert images.interpreter_identity(sys.executable) == images.interpreter_identity()
+    assert images._foreign_interpreter_identity(sys.executable) == images.interpreter_identity()
+    with pytest.raises(ImageBuildError, match="cannot ask interpreter"):
+        images.interpreter_identity("/nonexistent/python3")

@@ -6,7 +6,7 @@ import grpc
 import pytest
 from fabric_protos.gateway import gateway_pb2
 
-from chaincode.errors import AlreadyExists, Forbidden, NotFound
+from chaincode.errors import AlreadyExists, Forbidden, InvalidArgument, NotFound
 from ledger.errors import (AccessDenied, EndorsementFailure, EndorsementPolicyFailure, LedgerError, MVCCConflict,
                            TransactionInvalid)
 from ledger.fabric.errors import error_details, translate, validation_error
@@ -71,6 +71,28 @@ def test_contract_error_in_evaluate_message_rebuilt_typed():
                                                           f"chaincode response 409, {wire}"), "evaluate")
     assert isinstance(err, AlreadyExists) and err.message == "dup {braces} inside"
     assert isinstance(translate(endorse_error(f"x {Forbidden('no').to_wire()}"), "endorse"), Forbidden)
+
+
+@pytest.mark.parametrize("ident", ["a{", "}b", "x}{y", '{"code":"NOT_FOUND"', "}}}", "{{{", 'q"}{"'])
+def test_contract_error_with_unbalanced_braces_in_strings_stays_typed(ident):
+    """Issue 14 item 10: braces inside the JSON strings (an id, a message) must not end the
+    object early -- a brace counter turned these into EndorsementFailure."""
+    wire = NotFound(f"process {ident} does not exist", key=ident).to_wire()
+    err = translate(endorse_error(f"chaincode response 404, {wire}"), "endorse")
+    assert isinstance(err, NotFound) and err.details == {"key": ident}
+    assert err.message == f"process {ident} does not exist"
+    wire = InvalidArgument(f"bad {ident}", field=ident).to_wire()
+    err = translate(FakeRpcError(grpc.StatusCode.UNKNOWN, f"evaluate call to endorser returned error: "
+                                                          f"chaincode response 400, {wire} (peer0)"), "evaluate")
+    assert isinstance(err, InvalidArgument) and err.details == {"field": ident}
+
+
+def test_contract_error_after_unrelated_braces_and_no_contract_error():
+    wire = NotFound("gone", key="k").to_wire()
+    err = translate(endorse_error("prefix {not json} {\"x\": 1} then " + wire), "endorse")
+    assert isinstance(err, NotFound) and err.details == {"key": "k"}
+    err = translate(endorse_error("chaincode response 500, {\"code\": unterminated"), "endorse")
+    assert isinstance(err, EndorsementFailure)
 
 
 @pytest.mark.parametrize("msg", [

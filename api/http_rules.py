@@ -1,0 +1,94 @@
+"""HTTP-level rules of the gateway (issue 14, items 8 and 11): a request body over the size limit
+is refused (413) before any route reads it, a query parameter the operation does not declare is
+refused (422), and a 405 names every method of the resource in ``Allow``."""
+
+from __future__ import annotations
+
+from fastapi import Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+
+def error_response(status: int, code: str, message: str, details: dict | None = None) -> JSONResponse:
+    """The gateway's error body ``{code, message, details}``."""
+    return JSONResponse(status_code=status, content={"code": code, "message": message, "details": details or {}})
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route of the app serves at the request's path (HEAD with GET, as served)."""
+    from starlette.routing import Match
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        route_methods = getattr(route, "methods", None)
+        if route_methods and route.matches(request.scope)[0] != Match.NONE:
+            methods |= set(route_methods)
+    order = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+    return sorted(methods, key=lambda m: (order.index(m) if m in order else len(order), m))
+
+
+def known_query_parameters(request: Request) -> None:
+    """A query parameter the operation does not declare is refused (422), not silently ignored: a
+    misspelt filter (``?stauts=revoked``) must not answer as if no filter had been asked for."""
+    route = request.scope.get("route")
+    dependant = getattr(route, "dependant", None)
+    if dependant is None:
+        return
+    declared = {p.alias for p in _query_params(dependant)}
+    unknown = sorted(set(request.query_params) - declared)
+    if unknown:
+        raise RequestValidationError([{"loc": ("query", name), "msg": "unknown query parameter",
+                                       "type": "extra_forbidden"} for name in unknown])
+
+
+def _query_params(dependant) -> list:
+    """The query parameters of a route and of all its dependencies, iteratively."""
+    out, stack = [], [dependant]
+    while stack:
+        d = stack.pop()
+        out.extend(d.query_params)
+        stack.extend(d.dependencies)
+    return out
+
+
+class BodyLimit:
+    """ASGI middleware: a request body over ``max_bytes`` is answered 413 before any route reads it
+    (by ``Content-Length``, or by counting the chunks of a body sent without one)."""
+
+    def __init__(self, app, max_bytes: int):
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        length = dict(scope.get("headers") or []).get(b"content-length")
+        if length is not None and (not length.isdigit() or int(length) > self.max_bytes):
+            return await self._refuse(scope, receive, send)
+        if length is not None or scope["method"] in ("GET", "HEAD", "OPTIONS"):
+            return await self.app(scope, receive, send)
+        # no Content-Length (chunked): read the body here, within the limit, then replay it
+        chunks, size, more = [], 0, True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":
+                return await self.app(scope, receive, send)
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            more = message.get("more_body", False)
+            if size > self.max_bytes:
+                return await self._refuse(scope, receive, send)
+        body, sent = b"".join(chunks), False
+
+        async def replay():
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        return await self.app(scope, replay, send)
+
+    async def _refuse(self, scope, receive, send):
+        resp = error_response(413, "REQUEST_TOO_LARGE", f"request bodies are limited to {self.max_bytes} bytes",
+                      {"limit": self.max_bytes})
+        await resp(scope, receive, send)

@@ -1,0 +1,169 @@
+"""Signed checkpoints of a chain head: the anchor that makes truncation detectable.
+
+A hash chain proves that no block was changed or removed *between* two blocks, but not that the
+chain was not cut short: deleting the last blocks (and their derived rows) leaves a shorter
+chain that verifies. A checkpoint records, at some moment, the head of the chain -- its block
+number and header hash -- signed by a consortium identity (the orderer, or an organisation's
+admin or client). Whoever keeps it outside the ledger file (an organisation's exported
+checkpoint file, every audit bundle, every attestation) can later check that the chain still
+reaches that block with that header hash (:func:`check_chain`).
+
+Wire format (canonical JSON, one object; a checkpoint file may hold one object, a JSON list, or
+JSON lines)::
+
+    {"format": "consortia-checkpoint/1", "channel", "block_number", "header_hash", "created",
+     "signer": base64(SerializedIdentity), "signature": base64(ECDSA P-256 over the canonical
+     JSON of every other field)}
+
+Works on both hosts: only ``Ledger.block_height`` and ``Ledger.block`` are used.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import dataclasses
+import datetime as dt
+import json
+import os
+import re
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from chaincode.canonical import canonical_json
+from ledger.errors import AccessDenied, CheckpointInvalid, LedgerCorrupted
+from ledger.identity import Identity, MembershipService, parse_serialized_identity
+from ledger.interface import Ledger
+
+FORMAT = "consortia-checkpoint/1"
+MEDIA_TYPE = "application/vnd.consortia.checkpoint+json"
+_HASH = re.compile(r"^[0-9a-f]{64}$")
+_FIELDS = {"format", "channel", "block_number", "header_hash", "created", "signer", "signature"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Checkpoint:
+    channel: str
+    block_number: int
+    header_hash: str          # hex header hash of block ``block_number`` (the head when signed)
+    created: float            # unix time of signing
+    signer: bytes             # SerializedIdentity of the signer
+    signature: bytes
+
+    def signed_bytes(self) -> bytes:
+        return canonical_json({"format": FORMAT, "channel": self.channel, "block_number": self.block_number,
+                               "header_hash": self.header_hash, "created": self.created,
+                               "signer": base64.b64encode(self.signer).decode("ascii")})
+
+    def to_json(self) -> dict[str, Any]:
+        obj = json.loads(self.signed_bytes())
+        obj["signature"] = base64.b64encode(self.signature).decode("ascii")
+        return obj
+
+    @property
+    def signer_msp_id(self) -> str:
+        return parse_serialized_identity(self.signer)[0]
+
+    @property
+    def signer_certificate_pem(self) -> bytes:
+        return parse_serialized_identity(self.signer)[1]
+
+    @classmethod
+    def from_json(cls, obj: Any) -> "Checkpoint":
+        if not isinstance(obj, dict) or set(obj) != _FIELDS or obj.get("format") != FORMAT:
+            raise CheckpointInvalid(f"not a {FORMAT} checkpoint (fields {sorted(obj) if isinstance(obj, dict) else obj!r})")
+        n, h, ch, created = obj["block_number"], obj["header_hash"], obj["channel"], obj["created"]
+        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+            raise CheckpointInvalid(f"checkpoint block_number must be a non-negative integer, not {n!r}")
+        if not isinstance(h, str) or not _HASH.match(h):
+            raise CheckpointInvalid("checkpoint header_hash must be 64 lowercase hex digits")
+        if not isinstance(ch, str) or not ch:
+            raise CheckpointInvalid("checkpoint channel must be a non-empty string")
+        if not isinstance(created, (int, float)) or isinstance(created, bool) or not 0 <= created < 1e11:
+            raise CheckpointInvalid("checkpoint created must be a unix time")
+        try:
+            signer = base64.b64decode(obj["signer"], validate=True)
+            signature = base64.b64decode(obj["signature"], validate=True)
+            parse_serialized_identity(signer)
+        except (binascii.Error, ValueError, TypeError):
+            raise CheckpointInvalid("checkpoint signer or signature is not valid base64 / a SerializedIdentity") from None
+        return cls(ch, n, h, created, signer, signature)
+
+
+def sign_checkpoint(identity: Identity, channel: str, block_number: int, header_hash: str,
+                    created: float | None = None) -> Checkpoint:
+    unsigned = Checkpoint(channel, block_number, header_hash, time.time() if created is None else created,
+                          identity.serialized(), b"")
+    return dataclasses.replace(unsigned, signature=identity.sign(unsigned.signed_bytes()))
+
+
+def checkpoint_of(ledger: Ledger, identity: Identity) -> Checkpoint:
+    """A checkpoint of ``ledger``'s current head, signed by ``identity`` (either host)."""
+    height = ledger.block_height(identity)
+    head = ledger.block(identity, height - 1)
+    return sign_checkpoint(identity, ledger.channel, head.number, head.header_hash)
+
+
+def check_signature(cp: Checkpoint, membership: MembershipService) -> str:
+    """The signer is a consortium identity valid when it signed, and the signature holds.
+    Returns the signer's MSP id; raises :class:`CheckpointInvalid`."""
+    at = dt.datetime.fromtimestamp(cp.created, dt.timezone.utc)
+    try:
+        msp_id, _ = membership.verify_signature(cp.signer, cp.signed_bytes(), cp.signature, at=at)
+    except AccessDenied as exc:
+        raise CheckpointInvalid(f"checkpoint of block {cp.block_number} does not verify: {exc}") from None
+    return msp_id
+
+
+def check_chain(cp: Checkpoint, channel: str, height: int, header_hash_of: Callable[[int], str]) -> None:
+    """The chain (``height`` blocks, ``header_hash_of(n)``) still reaches the checkpoint's block
+    with the same header hash; raises :class:`LedgerCorrupted` otherwise."""
+    if cp.channel != channel:
+        raise CheckpointInvalid(f"the checkpoint is of channel {cp.channel!r}, the ledger is {channel!r}")
+    if height <= cp.block_number:
+        raise LedgerCorrupted(f"the chain is truncated: it ends at block {height - 1}, a checkpoint signed "
+                              f"{_when(cp.created)} saw block {cp.block_number}", max(height - 1, 0))
+    if header_hash_of(cp.block_number) != cp.header_hash:
+        raise LedgerCorrupted(f"block {cp.block_number} is not the block the checkpoint signed {_when(cp.created)} "
+                              f"saw (header hash differs): the chain was rewritten", cp.block_number)
+
+
+def check_on_ledger(cp: Checkpoint, ledger: Ledger, identity: Identity, membership: MembershipService) -> str:
+    """Both checks against a live ledger (either host); returns the signer's MSP id."""
+    signer = check_signature(cp, membership)
+    check_chain(cp, ledger.channel, ledger.block_height(identity), lambda n: ledger.block(identity, n).header_hash)
+    return signer
+
+
+def _when(created: float) -> str:
+    return dt.datetime.fromtimestamp(created, dt.timezone.utc).isoformat(timespec="seconds")
+
+
+# ---------------------------------------------------------------------------------- files
+
+def load_checkpoints(path: str | os.PathLike) -> list[Checkpoint]:
+    """Every checkpoint in a file: one JSON object, a JSON list, or one object per line."""
+    text = Path(path).read_text(encoding="utf-8")
+    try:
+        obj = json.loads(text)
+        items: Iterable[Any] = obj if isinstance(obj, list) else [obj]
+    except ValueError:
+        try:
+            items = [json.loads(line) for line in text.splitlines() if line.strip()]
+        except ValueError:
+            raise CheckpointInvalid(f"{path} is not a checkpoint file (JSON object, list or lines)") from None
+    out = [Checkpoint.from_json(i) for i in items]
+    if not out:
+        raise CheckpointInvalid(f"{path} holds no checkpoint")
+    return out
+
+
+def append_checkpoint(path: str | os.PathLike, cp: Checkpoint) -> None:
+    """Append one checkpoint as a JSON line (the file an organisation keeps outside the ledger)."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    with p.open("ab") as fh:
+        fh.write(canonical_json(cp.to_json()) + b"\n")
+        fh.flush()
+        os.fsync(fh.fileno())

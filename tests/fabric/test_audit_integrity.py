@@ -1,0 +1,79 @@
+"""Issue 14 items 1 and 5 on the real Fabric network: the lineage of a process whose SHARE rounds
+repeat digests reaches round 1 through the index, the ledger verification and the audit bundle;
+signed chain-head checkpoints taken through the Gateway verify against the chain, and a
+checkpoint the chain no longer reaches (or reaches with another hash) is refused."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from api.artifacts import DirectoryArtifactStore
+from api.bundle import export_bundle, verify_bundle
+from api.follower import sync
+from api.index import AuditIndex, execution_node_id
+from api.verification import verify_model_on_ledger
+from ledger.checkpoint import check_on_ledger, checkpoint_of, sign_checkpoint
+from ledger.client import ConsortiaClient
+from ledger.errors import CheckpointInvalid, LedgerCorrupted
+from tests.api.world import World, ring_process
+
+pytestmark = [pytest.mark.fabric, pytest.mark.timeout(900)]
+
+ROUNDS, SHARE = 6, frozenset({3, 4, 5})
+
+
+@pytest.fixture(scope="module")
+def crf(fabric, fabric_ledger, tmp_path_factory):
+    root = tmp_path_factory.mktemp("fabric-crf")
+    c = fabric.consortium
+    orgs = tuple(o.msp_id for o in c.organisations)
+    clients = {m: ConsortiaClient(fabric_ledger, c.identity(m)) for m in orgs}
+    stores = {m: DirectoryArtifactStore(root / "artifacts" / m) for m in orgs}
+    w = World(c, fabric_ledger, clients, stores, root)      # type: ignore[arg-type]
+    pid = f"crf-{uuid.uuid4().hex[:8]}"
+    ring_process(w, pid, rounds=ROUNDS, orgs=orgs, all_to_all=True, unchanged_rounds=SHARE)
+    return w, pid, orgs
+
+
+def test_lineage_through_repeated_digests_on_fabric(crf, tmp_path):
+    w, pid, orgs = crf
+    owner = orgs[0]
+    model_id = f"{pid}:{owner}"
+    expected = {execution_node_id(pid, r, o) for o in orgs for r in range(1, ROUNDS + 1) if o == owner or r < ROUNDS}
+    client = w.clients[owner]
+    with AuditIndex(tmp_path / "ix.db") as ix:
+        sync(ix, client)
+        lin = ix.lineage(model_id)
+        assert {n["id"] for n in lin["nodes"]} == expected and len(expected) == 16
+        report = verify_model_on_ledger(client, ix, model_id)
+        assert report.ok, report.failures
+        signers = {m: w.consortium.identity(m) for m in orgs}
+        cas = {o.msp_id: (o.path / "ca" / f"ca.{o.domain}-cert.pem").read_bytes() for o in w.consortium.organisations}
+        summary = export_bundle(tmp_path / "bundle", client, model_id, signers=signers, ca_certificates=cas, index=ix)
+    assert summary["executions"] == 18
+    bundle_report = verify_bundle(tmp_path / "bundle", trusted_cas=cas)
+    assert bundle_report.ok, bundle_report.failures
+    names = {c["check"]: c for c in bundle_report.checks}
+    assert names["lineage complete"]["detail"].startswith("16 executions")
+    assert names["ledger checkpoint"]["ok"]
+
+
+def test_checkpoints_on_fabric(fabric, fabric_ledger, fabric_ids):
+    membership = fabric.consortium.membership()
+    org1, org2 = fabric_ids["Org1"], fabric_ids["Org2"]
+    cp = checkpoint_of(fabric_ledger, org1)
+    assert check_on_ledger(cp, fabric_ledger, org2, membership) == "Org1MSP"
+    fabric_ledger.submit(org1, "KV:put", f"cp-{uuid.uuid4().hex[:8]}", "x")     # the chain grows past it
+    assert check_on_ledger(cp, fabric_ledger, org2, membership) == "Org1MSP"
+    height = fabric_ledger.block_height(org1)
+    beyond = sign_checkpoint(org1, fabric_ledger.channel, height + 3, "ab" * 32)  # a head this chain lacks
+    with pytest.raises(LedgerCorrupted, match="truncated"):
+        check_on_ledger(beyond, fabric_ledger, org2, membership)
+    other = sign_checkpoint(org1, fabric_ledger.channel, cp.block_number, "cd" * 32)
+    with pytest.raises(LedgerCorrupted, match="rewritten"):
+        check_on_ledger(other, fabric_ledger, org2, membership)
+    wrong_channel = sign_checkpoint(org1, "elsewhere", cp.block_number, cp.header_hash)
+    with pytest.raises(CheckpointInvalid, match="channel"):
+        check_on_ledger(wrong_channel, fabric_ledger, org2, membership)
