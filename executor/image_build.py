@@ -56,7 +56,8 @@ def check_bundle(recipe: images.ImageRecipe, built: images.BuiltImage) -> None:
         if not copy.is_file() or images._sha256_file(copy) != images._sha256_file(src):
             raise ImageBuildError(f"bundle {d} was altered: {dst} differs from the recipe's {src} "
                                   f"(delete that folder and build again)")
-    fresh = images._bundle_digest_uncached(d, images._bundle_files(d))
+    images._BUNDLE_DIGESTS.pop(str(d.resolve()), None)      # recomputed from the files, not remembered
+    fresh = images.bundle_digest(d)
     if fresh != built.digest:
         raise ImageDigestMismatch(built.reference, built.digest, fresh)
 
