@@ -225,6 +225,10 @@ class _Session:
         except KeyError as exc:
             raise typer.BadParameter(str(exc).strip("'\""), param_hint="--org") from None
         self.user = user
+        named = self.settings.identity_dir(self.msp_id)
+        if user == "User1" and named is not None and not (named / "signcerts").is_dir():
+            fail(f"no identity at {named} (named for {self.msp_id} in {self.settings.paths.config})",
+                 EXIT_NOT_FOUND, kind="no identity")
         self._ledger = self._index = None
         try:    # never create a ledger by accident: a wrong --home is an error, not an empty ledger
             self._ledger = open_ledger(self.settings, self.consortium)
@@ -238,7 +242,11 @@ class _Session:
     @property
     def client(self):
         from ledger.client import ConsortiaClient
-        return ConsortiaClient(self.ledger, self.consortium.identity(self.msp_id, self.user))
+        from ledger.identity import Identity
+        named = self.settings.identity_dir(self.msp_id) if self.user == "User1" else None
+        identity = Identity.from_msp_dir(self.msp_id, named) if named is not None \
+            else self.consortium.identity(self.msp_id, self.user)
+        return ConsortiaClient(self.ledger, identity)
 
     @property
     def gateway_home(self) -> Path:

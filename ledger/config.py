@@ -37,7 +37,10 @@ by :class:`executor.process.Platform` all take their paths from :class:`Layout`:
     data = "data/Org1MSP"
     artifacts = "artifacts/Org1MSP"
 
-Relative paths are relative to the home. Environment overrides: ``CONSORTIA_HOME`` (the home,
+Relative paths are relative to the home. Of the per-organisation keys, ``identity`` (the MSP folder
+the CLI signs with as ``User1``) and ``data`` (where that organisation's datasets are) are honoured;
+``artifacts`` is informative (the store is always ``<artifacts>/<MSP>``: other organisations' agents
+read messages from that layout). Environment overrides: ``CONSORTIA_HOME`` (the home,
 default ``./consortia-home``), ``CONSORTIA_LEDGER_BACKEND``, ``CONSORTIA_LEDGER_PATH``,
 ``CONSORTIA_CRYPTO``.
 
@@ -74,6 +77,7 @@ class Layout:
     data_dir: str = "data"
     artifacts_dir: str = "artifacts"
     state_dir: str = "state"
+    org_data: tuple[tuple[str, str], ...] = ()      # [organisations.<MSP>] data = ... (overrides)
 
     @property
     def config(self) -> Path:
@@ -105,7 +109,8 @@ class Layout:
 
     def data(self, msp_id: str) -> Path:
         """``msp_id``'s data root: its datasets are ``<data>/<dataset name>/dataset.npz``."""
-        return self.data_root / msp_id
+        override = dict(self.org_data).get(msp_id)
+        return self.root / override if override else self.data_root / msp_id
 
     def artifacts(self, msp_id: str) -> Path:
         return self.store_root / msp_id
@@ -125,6 +130,11 @@ class Settings:
     organisations: tuple[str, ...] = ()
     layout: Layout | None = None
     configured: bool = False           # a consortia.toml was read
+    identities: tuple[tuple[str, Path], ...] = ()   # [organisations.<MSP>] identity = <MSP folder of User1>
+
+    def identity_dir(self, msp_id: str) -> Path | None:
+        """The MSP folder of ``msp_id``'s default user named by consortia.toml (None: cryptogen default)."""
+        return dict(self.identities).get(msp_id)
 
     @property
     def paths(self) -> Layout:
@@ -159,15 +169,20 @@ def load(home: str | os.PathLike | None = None) -> Settings:
     backend = os.environ.get("CONSORTIA_LEDGER_BACKEND", led.get("backend", "embedded"))
     if backend not in ("embedded", "fabric"):
         raise ValueError(f"ledger backend must be 'embedded' or 'fabric', not {backend!r}")
+    orgs = data.get("organisations", {})
+    if not isinstance(orgs, dict):
+        raise HomeError(f"{cfg}: [organisations] must hold one table per MSP id")
     layout = Layout(root, ledger_file=os.environ.get("CONSORTIA_LEDGER_PATH", led.get("path", "ledger.db")),
                     crypto_dir=os.environ.get("CONSORTIA_CRYPTO", con.get("crypto", "crypto")),
                     data_dir=paths.get("data", "data"), artifacts_dir=paths.get("artifacts", "artifacts"),
-                    state_dir=paths.get("state", "state"))
+                    state_dir=paths.get("state", "state"),
+                    org_data=tuple((m, str(t["data"])) for m, t in sorted(orgs.items()) if t.get("data")))
     return Settings(
         home=root, ledger_backend=backend, ledger_path=layout.ledger,
         policy=led.get("policy", "MAJORITY"), batch_timeout=float(led.get("batch_timeout", 0.01)),
         crypto=layout.crypto, organisations=tuple(con.get("organisations", ())), layout=layout,
         configured=bool(data),
+        identities=tuple((m, root / str(t["identity"])) for m, t in sorted(orgs.items()) if t.get("identity")),
     )
 
 

@@ -79,7 +79,9 @@ def test_one_layout_for_cli_platform_and_config(tmp_path):
     settings = load(home)
     platform = Platform(None, Consortium(settings.crypto), home, settings.ledger_path)
     layout = Layout(home.resolve())
-    assert settings.paths == layout
+    assert (settings.paths.data("Org1MSP"), settings.paths.store_root, settings.paths.state_root,
+            settings.ledger_path, settings.crypto) == (layout.data("Org1MSP"), layout.store_root, layout.state_root,
+                                                       layout.ledger, layout.crypto)
     assert (platform.data_root, platform.store_root, platform.state_root) == \
         (layout.data_root, layout.store_root, layout.state_root)
     cfg = tomllib.loads((home / "consortia.toml").read_text())
@@ -87,3 +89,24 @@ def test_one_layout_for_cli_platform_and_config(tmp_path):
     assert home / cfg["organisations"]["Org1MSP"]["data"] == platform.data_root / "Org1MSP"
     assert "--data" in (cmd := platform.agent_command("Org1MSP", "p", "sandbox")) and \
         cmd[cmd.index("--data") + 1] == str(layout.data("Org1MSP"))
+
+
+def test_the_config_names_the_identity_and_data_each_organisation_uses(tmp_path):
+    import shutil
+    home = tmp_path / "h"
+    run("init", "--orgs", "Org1,Org2", "--home", str(home))
+    cfg = (home / "consortia.toml").read_text()
+    # Org2's node keeps its data elsewhere and acts with Admin's identity instead of User1's
+    cfg = cfg.replace('data = "data/Org2MSP"', 'data = "elsewhere/org2-data"').replace(
+        "users/User1@org2.example.com/msp", "users/Admin@org2.example.com/msp")
+    (home / "consortia.toml").write_text(cfg)
+    assert load(home).paths.data("Org2MSP") == home.resolve() / "elsewhere" / "org2-data"
+    rec = json.loads(run("image", "register", "svm", "1", "--digest", "sha256:" + "ab" * 32, "--algorithm", "svm",
+                         "--org", "Org2", "--home", str(home), "--json").stdout)
+    assert rec["registered_by"].startswith("Admin@org2")
+    (tmp_path / "d.csv").write_text("a,b\n1,2\n3,4\n")
+    run("data", "import", str(tmp_path / "d.csv"), "--dataset", "d", "--org", "Org2", "--home", str(home))
+    assert (home / "elsewhere" / "org2-data" / "d" / "dataset.npz").is_file()
+    shutil.rmtree(home / "crypto" / "peerOrganizations" / "org2.example.com" / "users" / "Admin@org2.example.com")
+    r = run("image", "list", "--org", "Org2", "--home", str(home), code=3)
+    assert "Admin@org2.example.com/msp" in r.stderr and "consortia.toml" in r.stderr
