@@ -160,7 +160,8 @@ def demo_gateway(tmp_path_factory):
     assert run_demo(out=out, quick=True, console=Console(quiet=True)) == 0
     work = out / "consortium"
     consortium = Consortium(work / "crypto")
-    led = EmbeddedLedger(work / "ledger.sqlite", consortium)
+    from ledger.config import load
+    led = EmbeddedLedger(load(work).ledger_path, consortium)     # the demo's consortium is a Consortia home
     home = tmp_path_factory.mktemp("gw-demo")
     gw = Gateway(led, consortium, "Bank2MSP", AuditIndex(home / "index.db"), TokenStore(home / "tokens.json", "Bank2MSP"),
                  DirectoryArtifactStore(home / "artifacts"))
