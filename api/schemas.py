@@ -11,6 +11,7 @@ from typing import Annotated, Any, Generic, Literal, Optional, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from chaincode.canonical import canonical_json
+from executor.declarations import DATASET_NAME, TOPOLOGY_KIND
 from chaincode.image import ID_PATTERN
 from chaincode.learning_process import MAX_ROUNDS, MSP_PATTERN
 from chaincode.limits import (MAX_CONSORTIUM, MAX_DATASET_CHARS, MAX_DESCRIPTION_CHARS, MAX_HYPERPARAMETERS_BYTES,
@@ -125,7 +126,8 @@ class TopologyIn(BaseModel):
     most 31 levels, at most 16 KiB of canonical JSON as a whole)."""
 
     model_config = ConfigDict(extra="allow")
-    kind: str = Field(min_length=1, max_length=64, examples=["cycle_with_inverse_chord"])
+    kind: str = Field(min_length=1, max_length=64, pattern=TOPOLOGY_KIND, examples=["cycle_with_inverse_chord"],
+                      description="A topology the executor knows (executor.declarations.TOPOLOGY_KINDS).")
     seed: int = Field(0, ge=0, le=2**53 - 1,
                       description="Integer in [0, 2^53): exact in every JSON implementation (the contract "
                                   "accepts up to 2^63 - 1 from other clients).")
@@ -157,7 +159,8 @@ class ProcessIn(BaseModel):
         {}, description=f"Plain JSON object: finite numbers only, nested at most {MAX_FIELD_DEPTH} levels, at most "
                         f"{MAX_HYPERPARAMETERS_BYTES // 1024} KiB of canonical JSON.")
     privacy_budget: Optional[PrivacyBudgetIn] = None
-    dataset: str = Field("", max_length=MAX_DATASET_CHARS)
+    dataset: str = Field("", max_length=MAX_DATASET_CHARS, pattern="^$|" + DATASET_NAME,
+                         description="The dataset name each member maps to its own data (a folder name).")
     description: str = Field("", max_length=MAX_DESCRIPTION_CHARS)
     start: bool = Field(False, description="Start the process right after creating it.")
 

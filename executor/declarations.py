@@ -32,7 +32,8 @@ from executor.errors import ExecutorError
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 IMAGES_DIR = PROJECT_ROOT / "algorithm-images"
-DATASET_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+DATASET_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"      #: a dataset name is a folder name of the data root
+DATASET_PATTERN = re.compile(DATASET_NAME)
 
 
 class InvalidProcessSpec(ExecutorError, ValueError):
@@ -54,6 +55,7 @@ def _builders() -> dict[str, Callable[[int], Any]]:
 
 
 TOPOLOGY_KINDS = ("cic", "complete", "cycle_with_inverse_chord", "empty", "none", "ring")
+TOPOLOGY_KIND = "^(" + "|".join(TOPOLOGY_KINDS) + ")$"     #: the same, as a pattern (the gateway's schema)
 
 
 def build_topology(spec: Mapping[str, Any], size: int):
