@@ -8,7 +8,6 @@ The current round is derived from execution records (never stored in a hot key).
 
 from __future__ import annotations
 
-import math
 import re
 from typing import Any
 
@@ -16,6 +15,7 @@ from chaincode.canonical import RawJSON
 from chaincode.context import TransactionContext, parse_json_arg, require_keys, require_str
 from chaincode.errors import AlreadyExists, Forbidden, ImageMismatch, InvalidArgument, InvalidState, NotFound
 from chaincode.image import ID_PATTERN, IMAGE
+from chaincode.privacy import parse_budget
 
 PROCESS = "LearningProcess"
 EXECUTION = "Execution"
@@ -64,7 +64,8 @@ class LearningProcessContract:
 
     def create(self, ctx: TransactionContext, spec_json: str) -> dict[str, Any]:
         """Create a process: ``{id, image_id, image_digest?, consortium, topology, hyperparameters,
-        rounds, privacy_budget?, dataset?, description?}``. The image's digest is pinned."""
+        rounds, privacy_budget?, dataset?, description?}``. The image's digest is pinned; a privacy
+        budget is validated and resolved by :func:`chaincode.privacy.parse_budget` (it requires clipping)."""
         ctx.require_submitter()
         spec = require_keys(parse_json_arg(spec_json, "process specification"),
                             {"id", "image_id", "image_digest", "consortium", "topology", "hyperparameters",
@@ -102,12 +103,7 @@ class LearningProcessContract:
         hyper = spec.get("hyperparameters", {})
         if not isinstance(hyper, dict):
             raise InvalidArgument("hyperparameters must be an object")
-        budget = spec.get("privacy_budget")
-        if budget is not None:
-            budget = require_keys(budget, {"mechanism", "epsilon", "delta"}, {"mechanism", "epsilon"}, "privacy budget")
-            eps = budget["epsilon"]
-            if not isinstance(eps, (int, float)) or isinstance(eps, bool) or not math.isfinite(eps) or eps <= 0:
-                raise InvalidArgument("privacy budget epsilon must be a positive finite number")
+        budget = parse_budget(spec.get("privacy_budget"), hyper)
         record = {
             "id": pid, "image_id": image["id"], "image_digest": image["digest"],
             "algorithm": image["algorithm"], "consortium": consortium,
