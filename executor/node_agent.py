@@ -448,7 +448,9 @@ class NodeAgent:
         except BudgetExceeded as exc:
             # the contract refused the round: it would exceed the process's privacy budget
             return self._fail(pid, rnd, f"privacy budget exceeded: {exc}",
-                              {"code": exc.code, "epsilon_spent": outputs.manifest["metrics"].get("epsilon_spent", 0.0)})
+                              {"code": exc.code, **exc.details,
+                               **{k: outputs.manifest["metrics"][k] for k in ("epsilon_spent", "epsilon_network_spent")
+                                  if k in outputs.manifest["metrics"]}})
         except InvalidState:
             rec = self._record(pid, rnd)
             if not (rec and rec.status == "completed" and rec.public_key == key.public_key_pem):

@@ -115,7 +115,8 @@ def map_dataset(data_root: str | os.PathLike, org: str, dataset: str, data: Loca
 
 @dataclass(frozen=True)
 class ProcessSpec:
-    """What a process names (DESIGN.md "Learning process"); ``privacy_budget`` = ``{mechanism, epsilon}``."""
+    """What a process names (DESIGN.md "Learning process"); ``privacy_budget`` =
+    ``{mechanism, epsilon, delta?, accounting?, scope?}`` (docs/dpsda.md "Privacy accounting")."""
 
     process_id: str
     image_id: str
@@ -136,6 +137,9 @@ class ProcessSpec:
             raise ValueError("topology must name its kind and seed, e.g. {'kind': 'ring', 'seed': 7}")
         if self.privacy_budget is not None and not float(self.privacy_budget.get("epsilon", -1)) > 0:
             raise ValueError(f"privacy budget must have epsilon > 0, got {self.privacy_budget}")
+        if self.privacy_budget is not None and not float(self.hyperparameters.get("gradient_clip") or 0) > 0:
+            # the ledger refuses it too (chaincode.privacy): without clipping no sensitivity bound holds
+            raise ValueError("a process with a privacy budget must clip: set hyperparameters.gradient_clip > 0")
 
 
 def launch(client: ConsortiaClient, spec: ProcessSpec) -> ProcessRecord:

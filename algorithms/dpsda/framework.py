@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from algorithms.dpsda.losses import OnlineLoss, get_loss
-from algorithms.dpsda.privacy import laplace_noise
+from algorithms.dpsda.privacy import NORMALISED_SENSITIVITY, laplace_noise, sensitivity_bound
 from algorithms.dpsda.projection import BallProjection, BlockBallProjection, BoxProjection, Projection
 from algorithms.step import TaskContext
 
@@ -48,12 +48,16 @@ class DPSDAConfig:
     lower, upper     the box bounds
     radius           the block-ball radius (domain "block_ball" only)
     laplace_scale    σ of the Laplace perturbation (0 = non-private)
-    sensitivity      Δ used for accounting, ε(t) = Δ/σ; 1.0 is the paper's normalisation (σ = 1/ε)
+    sensitivity      Δ used for accounting, ε(t) = Δ/σ. None (default): the proven bound 2nL̂√d when
+                     ``gradient_clip`` is set (rigorous accounting), else the paper's normalisation Δ = 1
+                     (σ = 1/ε; a nominal ε). A value given with clipping must be ≥ 2nL̂√d.
     lookahead        False: the correct online protocol; True: the authors' code (gradient of f_{t+1} before playing x(t+1))
     grad_noise       "fresh" ζ ~ N(0, std² I_d) each step (paper); "frozen" one draw per run shared by all nodes and
                      zero when σ = 0 (the code); "none"
     grad_noise_std   std of ζ (0.01)
-    gradient_clip    L̂: clip ĝ_i to ℓ2 norm ≤ L̂ so the sensitivity bound 2nL̂√d holds; None = no clipping
+    gradient_clip    L̂: clip ĝ_i to ℓ2 norm ≤ L̂ so the sensitivity bound 2nL̂√d holds; None = no clipping,
+                     and then no bound holds: the ε is nominal (a learning process with a privacy budget
+                     refuses such a configuration)
     loss             "squared" (OLR) or "logistic" (OBC)
     batch_size       |B_t|: rows of the stream revealed per time step
     weights          "uniform" (the code) or "metropolis" (symmetric, DPSDA-C only; for the circulation test)
@@ -68,7 +72,7 @@ class DPSDAConfig:
     domain: str = "box"
     radius: float | None = None
     laplace_scale: float = 0.0
-    sensitivity: float = 1.0
+    sensitivity: float | None = None
     lookahead: bool = False
     grad_noise: str = "fresh"
     grad_noise_std: float = 0.01
@@ -98,14 +102,19 @@ class DPSDAConfig:
             raise ValueError("radius applies to the block_ball domain only")
         if not (self.laplace_scale >= 0 and math.isfinite(self.laplace_scale)):
             raise ValueError(f"laplace_scale must be finite and ≥ 0, got {self.laplace_scale}")
-        if not (self.sensitivity > 0 and math.isfinite(self.sensitivity)):
-            raise ValueError(f"sensitivity must be positive and finite, got {self.sensitivity}")
+        if self.sensitivity is not None and not (self.sensitivity > 0 and math.isfinite(self.sensitivity)):
+            raise ValueError(f"sensitivity must be positive and finite or None, got {self.sensitivity}")
         if self.grad_noise not in GRAD_NOISE_MODES:
             raise ValueError(f"grad_noise must be one of {GRAD_NOISE_MODES}, got {self.grad_noise!r}")
         if not (self.grad_noise_std >= 0 and math.isfinite(self.grad_noise_std)):
             raise ValueError(f"grad_noise_std must be finite and ≥ 0, got {self.grad_noise_std}")
         if self.gradient_clip is not None and not (self.gradient_clip > 0 and math.isfinite(self.gradient_clip)):
             raise ValueError(f"gradient_clip must be positive and finite or None, got {self.gradient_clip}")
+        if self.gradient_clip is not None and self.sensitivity is not None:
+            bound = sensitivity_bound(self.n_nodes, self.gradient_clip, self.block_size)
+            if self.sensitivity < bound * (1 - 1e-12):
+                raise ValueError(f"sensitivity {self.sensitivity} is below the proven bound 2nL̂√d = {bound:.6g} "
+                                 f"for n = {self.n_nodes}, L̂ = {self.gradient_clip}, d = {self.block_size}")
         get_loss(self.loss)
         if not (isinstance(self.batch_size, int) and self.batch_size >= 1):
             raise ValueError(f"batch_size must be a positive integer, got {self.batch_size!r}")
@@ -121,6 +130,20 @@ class DPSDAConfig:
     def block_size(self) -> int:
         """d = m / n coordinates per node."""
         return self.dimension // self.n_nodes
+
+    @property
+    def rigorous_privacy(self) -> bool:
+        """True when ĝ is clipped, so Δ is a proven bound and ε = Δ/σ a guarantee (not the nominal Δ = 1)."""
+        return self.gradient_clip is not None
+
+    @property
+    def accounting_sensitivity(self) -> float:
+        """Δ of the accounting: the given value, else 2nL̂√d if clipped, else the nominal Δ = 1."""
+        if self.sensitivity is not None:
+            return float(self.sensitivity)
+        if self.gradient_clip is not None:
+            return sensitivity_bound(self.n_nodes, self.gradient_clip, self.block_size)
+        return NORMALISED_SENSITIVITY
 
     def block(self, i: int) -> slice:
         """B_i: the coordinates node i controls (its E_i of eq. (5))."""

@@ -85,7 +85,7 @@ def run_dpsda(cfg: DPSDAConfig, features: np.ndarray, labels: np.ndarray, topolo
     if len(names) != n or len(set(names)) != n:
         raise ValueError(f"need {n} distinct node names, got {names}")
 
-    accountant = PrivacyAccountant(cfg.sensitivity, cfg.laplace_scale)
+    accountant = PrivacyAccountant(cfg.accounting_sensitivity, cfg.laplace_scale)
     Z = np.zeros((n, m))
     Y = np.zeros((n, m))
     w = np.ones(n)

@@ -13,10 +13,20 @@ over two rounds:
 * round k+1: z_i(k+1) = Σ_j a_ij h_j (own term and received terms in ascending consortium order)
              + n E_i ĝ_i(k); x_i(k+1) = Π(z_i(k+1)[/w_i(k+1)], α(k)); play x^i(k+1); …
 
-Nothing is released in the last round (its update would only produce x(T+1)), so the
-``epsilon_spent`` metric — this round's ε = Δ/σ — is 0 there, and ``epsilon_total`` is the running
-sum (basic composition); the ledger keeps its own sum of ``epsilon_spent`` and caps it. A
-non-private run (σ = 0) has no finite ε and reports neither metric (metrics are signed as canonical
+Nothing is released in the last round (its update would only produce x(T+1)), so every per-round
+privacy metric is 0 there. Per round, with σ > 0 (:mod:`~algorithms.dpsda.privacy`, docs/dpsda.md):
+
+* ``epsilon_spent``          ε0 = Δ/σ of this node's release (the node observer);
+* ``epsilon_network_spent``  n·ε0: all n releases of the round (the observer of every link; f_t is
+                             shared, so one changed f_{t0} moves every node's release);
+* ``rho_spent`` / ``rho_network_spent``  the zCDP ρ = ε0²/2 of the same releases (n·ε0²/2);
+* ``epsilon_total``          this node's running basic composition Σ ε0;
+* ``privacy_rigorous``       1 when ĝ is clipped and Δ is the proven bound 2nL̂√d, 0 when Δ is the
+                             paper's nominal normalisation (then ε is a label, not a guarantee);
+* ``sensitivity`` (Δ used) and ``gradient_clip`` (L̂, when set).
+
+The ledger adds these up per organisation and caps the process's budget (chaincode/execution_record.py).
+A non-private run (σ = 0) has no finite ε and reports no ε metric (metrics are signed as canonical
 JSON, which has no infinity), so a learning process with a privacy budget rejects it.
 The model is the node's played block x^i(r) and its estimate x_i(r) of the whole decision.
 """
@@ -29,9 +39,16 @@ import numpy as np
 
 from algorithms.dpsda.framework import (DPSDAConfig, check_stream, gradient_data_index, initial_decision,
                                         perturb, primal, scaled_block_gradient, stream_batch)
-from algorithms.dpsda.privacy import epsilon_per_step
+from algorithms.dpsda.privacy import epsilon_per_step, zcdp_of_laplace
 from algorithms.dpsda.weights import circulation_weight, metropolis_row, push_sum_weight
 from algorithms.step import LocalDataset, StepResult, TaskContext
+
+
+def privacy_metrics(epsilon0: float, n_nodes: int) -> dict[str, float]:
+    """What one round charges to the ledger: node and network ε0 and zCDP ρ of this round's releases."""
+    rho = zcdp_of_laplace(epsilon0)
+    return {"epsilon_spent": epsilon0, "epsilon_network_spent": n_nodes * epsilon0,
+            "rho_spent": rho, "rho_network_spent": n_nodes * rho}
 
 
 class DPSDA:
@@ -41,7 +58,7 @@ class DPSDA:
         self.config = DPSDAConfig(**params)
         self.name = "dpsda-c" if self.config.variant == "C" else "dpsda-ps"
         # ε of one release (Theorem 2/4); a constant of the configuration, so the object stays stateless
-        self._epsilon_per_release = epsilon_per_step(self.config.sensitivity, self.config.laplace_scale)
+        self._epsilon_per_release = epsilon_per_step(self.config.accounting_sensitivity, self.config.laplace_scale)
 
     def params(self) -> dict[str, Any]:
         return self.config.params()
@@ -92,10 +109,13 @@ class DPSDA:
             new_state["epsilon_total"] = new_state["epsilon_total"] + epsilon_spent
 
         a, b = stream_batch(cfg, features, labels, r)
-        metrics = {"laplace_scale": cfg.laplace_scale, "sensitivity": cfg.sensitivity,
-                   "estimate_loss": cfg.loss_function.value(y, a, b)}
+        metrics = {"laplace_scale": cfg.laplace_scale, "sensitivity": cfg.accounting_sensitivity,
+                   "estimate_loss": cfg.loss_function.value(y, a, b),
+                   "privacy_rigorous": 1.0 if cfg.rigorous_privacy else 0.0}
+        if cfg.gradient_clip is not None:
+            metrics["gradient_clip"] = cfg.gradient_clip
         if cfg.laplace_scale > 0:
-            metrics["epsilon_spent"] = epsilon_spent
+            metrics.update(privacy_metrics(epsilon_spent, cfg.n_nodes))
             metrics["epsilon_total"] = new_state["epsilon_total"]
         model = {"round": r, "block_start": block.start, "block_stop": block.stop,
                  "decision_block": np.array(decision, dtype=np.float64), "estimate": y}

@@ -173,7 +173,8 @@
   }
 
   function privacyCard(p, executions) {
-    return linePlot("privacy", "Privacy budget: cumulative ε per organisation", perOrg(p, executions, (e) => e.epsilon_total),
+    const b = p.privacy_budget, scope = b.scope ? " (" + b.scope + " ε, " + b.accounting + " accounting)" : "";
+    return linePlot("privacy", "Privacy budget: cumulative ε per organisation" + scope, perOrg(p, executions, (e) => e.epsilon_total),
       { budget: p.privacy_budget.epsilon, extraY: [p.privacy_budget.epsilon] });
   }
 

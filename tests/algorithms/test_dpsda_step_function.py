@@ -7,6 +7,7 @@ import pytest
 
 from algorithms.dpsda import DPSDA, DPSDAConfig, run_dpsda
 from algorithms.dpsda.experiments import OnlineStream, synthetic_olr
+from algorithms.dpsda.privacy import sensitivity_bound
 from algorithms.simulator import simulate
 from algorithms.step import Algorithm, LocalDataset
 from algorithms.topologies.periodic import dpsda_digraphs, dpsda_graphs
@@ -69,6 +70,8 @@ def test_epsilon_metrics_per_round():
             expected = 0.5 if rnd < 12 else 0.0              # nothing is released in the last round
             assert metrics[o]["epsilon_spent"] == expected
             assert metrics[o]["epsilon_total"] == pytest.approx(0.5 * min(rnd, 11))
+    assert res.metrics[0][NAMES[0]]["privacy_rigorous"] == 0.0          # unclipped: Δ = 1 is nominal
+    assert res.metrics[0][NAMES[0]]["epsilon_network_spent"] == 7 * 0.5
     res0, _, _ = _simulate({"variant": "PS"}, stream, dpsda_digraphs(), 12, 0)
     for metrics in res0.metrics:                                       # σ = 0: no finite ε to report
         assert "epsilon_spent" not in metrics[NAMES[0]] and "epsilon_total" not in metrics[NAMES[0]]
@@ -98,3 +101,17 @@ def test_wrong_consortium_or_short_stream_is_rejected():
     with pytest.raises(ValueError, match="rows"):
         simulate(DPSDA(), {o: LocalDataset(stream.features, stream.labels) for o in NAMES}, 11, 0,
                  topology=dpsda_graphs())
+
+
+def test_clipped_run_charges_the_proven_sensitivity_per_node_and_network():
+    stream = synthetic_olr(0, horizon=6)
+    res, _, _ = _simulate({"variant": "C", "laplace_scale": 4.0, "gradient_clip": 0.25}, stream, dpsda_graphs(), 6, 0)
+    delta = sensitivity_bound(7, 0.25, 3)
+    eps0 = delta / 4.0
+    for rnd, metrics in enumerate(res.metrics, start=1):
+        m = metrics[NAMES[3]]
+        spent = eps0 if rnd < 6 else 0.0
+        assert m["privacy_rigorous"] == 1.0 and m["sensitivity"] == delta and m["gradient_clip"] == 0.25
+        assert m["epsilon_spent"] == spent and m["epsilon_network_spent"] == 7 * spent
+        assert m["rho_spent"] == pytest.approx(spent ** 2 / 2) and m["rho_network_spent"] == pytest.approx(7 * spent ** 2 / 2)
+        assert m["epsilon_total"] == pytest.approx(eps0 * min(rnd, 5))

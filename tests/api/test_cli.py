@@ -46,7 +46,7 @@ def test_image_journey(home):
 def test_process_journey(home):
     root, _ = home
     rec = cli(root, "process", "create", "p-cli", "--image", "rf:1", "--consortium", "Org1MSP,Org2MSP",
-              "--rounds", "2", "--epsilon", "1.5", "--hyperparameters", '{"depth": 3}', "--start")
+              "--rounds", "2", "--epsilon", "1.5", "--hyperparameters", '{"depth": 3, "gradient_clip": 1.0}', "--start")
     assert rec["status"] == "running" and rec["privacy_budget"]["epsilon"] == 1.5
     assert "p-cli" in [p["id"] for p in cli(root, "process", "list", org="Org2")]
     assert cli(root, "process", "get", "p-cli", org="Org3", code=1)["code"] == "FORBIDDEN"

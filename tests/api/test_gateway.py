@@ -124,7 +124,7 @@ def test_unknown_image_and_malformed_ids(org1):
 def test_process_journey_create_start_watch_abort(org1, org2, org4):
     pid = f"p-{uid()}"
     body = {"id": pid, "image_id": "rf:1", "consortium": ["Org1MSP", "Org2MSP"],
-            "topology": {"kind": "ring", "seed": 3}, "rounds": 2, "hyperparameters": {"depth": 4},
+            "topology": {"kind": "ring", "seed": 3}, "rounds": 2, "hyperparameters": {"depth": 4, "gradient_clip": 1.0},
             "privacy_budget": {"mechanism": "gaussian", "epsilon": 1.0}}
     r = org1.post("/api/v1/processes", json=body)
     assert r.status_code == 201 and r.json()["status"] == "created" and r.json()["creator"] == "Org1MSP"

@@ -52,8 +52,9 @@ def ring_process(w: World, pid: str, rounds: int = 3, orgs: tuple[str, ...] = OR
         name, version = image_id.split(":")
         c1.register_image(name, version, "collab-rf", IMAGE_DIGEST, reference="localhost/rf:1")
     c1.create_process(pid, image_id, list(orgs), {"kind": "ring", "seed": 7}, rounds,
-                      hyperparameters={"n_trees": 4},
-                      privacy_budget=None if budget is None else {"mechanism": "gaussian", "epsilon": budget})
+                      hyperparameters={"n_trees": 4, "gradient_clip": 1.0},   # a private process must clip
+                      privacy_budget=None if budget is None else {"mechanism": "gaussian", "epsilon": budget,
+                                                                  "scope": "node"})
     c1.start_process(pid)
     n = len(orgs)
     prev_state: dict[str, str | None] = {o: None for o in orgs}
@@ -83,7 +84,8 @@ def ring_process(w: World, pid: str, rounds: int = 3, orgs: tuple[str, ...] = OR
                 "inputs": {"state": prev_state[org], "messages": prev_msgs[org],
                            "data_commitment": digest(f"data-{org}".encode())},
                 "outputs": {"state": state, "messages": sent, "model": model},
-                "metrics": {"loss": round(1.0 / rnd + 0.01 * i, 6), "epsilon_spent": 0.5},
+                "metrics": {"loss": round(1.0 / rnd + 0.01 * i, 6), "epsilon_spent": 0.5,
+                            "epsilon_network_spent": 0.5 * n, "privacy_rigorous": 1},
                 "started": "2026-01-01T00:00:00Z", "finished": "2026-01-01T00:00:01Z",
             }
             c.complete_task(result, sign(key, canonical_json(result)))

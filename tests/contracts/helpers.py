@@ -46,7 +46,8 @@ def run_task(client: ConsortiaClient, process_id: str, rnd: int, **result_kw: An
 
 
 def new_process(org1: ConsortiaClient, uid: str, consortium=("Org1MSP", "Org2MSP"), rounds: int = 2,
-                privacy_budget: dict | None = None, start: bool = True) -> str:
+                privacy_budget: dict | None = None, start: bool = True,
+                hyperparameters: dict | None = None) -> str:
     image_id = f"img-{uid}:1"
     try:
         org1.get_image(image_id)
@@ -54,7 +55,13 @@ def new_process(org1: ConsortiaClient, uid: str, consortium=("Org1MSP", "Org2MSP
         org1.register_image(f"img-{uid}", "1", "collab-rf", IMAGE_DIGEST)
     pid = f"proc-{uid}"
     org1.create_process(pid, image_id, list(consortium), {"kind": "ring", "seed": 7}, rounds,
-                        hyperparameters={"n_new": 5}, privacy_budget=privacy_budget)
+                        hyperparameters=hyperparameters or {"n_new": 5}, privacy_budget=privacy_budget)
     if start:
         org1.start_process(pid)
     return pid
+
+
+def private_metrics(eps: float, n: int = 2, **extra: float) -> dict[str, float]:
+    """The privacy metrics of one round whose n releases are each ε-DP Laplace (ρ = ε²/2 each)."""
+    return {"privacy_rigorous": 1, "epsilon_spent": eps, "epsilon_network_spent": n * eps,
+            "rho_spent": eps * eps / 2, "rho_network_spent": n * eps * eps / 2, **extra}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 
 import pytest
 from cryptography.hazmat.primitives import hashes
@@ -14,7 +15,7 @@ from chaincode.canonical import canonical_json
 from chaincode.errors import (AlreadyExists, BudgetExceeded, Forbidden, ImageMismatch, InvalidArgument,
                               InvalidState, NotFound, SignatureInvalid)
 from ledger.identity import P256_ORDER, sign
-from tests.contracts.helpers import make_result, new_process, run_task
+from tests.contracts.helpers import make_result, new_process, private_metrics, run_task
 
 
 def _task(client, pid, rnd, runtime="sandbox"):
@@ -139,26 +140,78 @@ def test_result_without_registered_task(org1, uid):
 
 
 def test_privacy_budget_is_enforced(org1, org2, uid):
-    pid = new_process(org1, uid, rounds=3, privacy_budget={"mechanism": "laplace", "epsilon": 1.0})
+    # basic composition, node scope: the organisation's own Σ ε0 is capped
+    pid = new_process(org1, uid, rounds=3, privacy_budget={"mechanism": "laplace", "epsilon": 1.0, "scope": "node"},
+                      hyperparameters={"gradient_clip": 1.0})
     key = _task(org1, pid, 1)
-    no_eps = make_result(pid, 1, "Org1MSP")
+    no_eps = make_result(pid, 1, "Org1MSP", metrics={"privacy_rigorous": 1})
     with pytest.raises(InvalidArgument, match="epsilon_spent"):
         org1.complete_task(no_eps, sign(key, canonical_json(no_eps)))
-    ok = make_result(pid, 1, "Org1MSP", metrics={"epsilon_spent": 0.4})
+    ok = make_result(pid, 1, "Org1MSP", metrics=private_metrics(0.4))
     assert org1.complete_task(ok, sign(key, canonical_json(ok))).epsilon_total == pytest.approx(0.4)
-    run_task(org2, pid, 1, metrics={"epsilon_spent": 0.4})
+    run_task(org2, pid, 1, metrics=private_metrics(0.4))
     key2 = _task(org1, pid, 2)
-    r2 = make_result(pid, 2, "Org1MSP", metrics={"epsilon_spent": 0.5})
+    r2 = make_result(pid, 2, "Org1MSP", metrics=private_metrics(0.5))
     assert org1.complete_task(r2, sign(key2, canonical_json(r2))).epsilon_total == pytest.approx(0.9)
-    run_task(org2, pid, 2, metrics={"epsilon_spent": 0.4})
+    run_task(org2, pid, 2, metrics=private_metrics(0.4))
     key3 = _task(org1, pid, 3)
-    r3 = make_result(pid, 3, "Org1MSP", metrics={"epsilon_spent": 0.2})
+    r3 = make_result(pid, 3, "Org1MSP", metrics=private_metrics(0.2))
     with pytest.raises(BudgetExceeded, match="over the budget"):
         org1.complete_task(r3, sign(key3, canonical_json(r3)))
     assert org1.get_execution(pid, 3, "Org1MSP").status == "running"
     failed = org1.fail_task(pid, 3, "privacy budget exhausted", {"epsilon_total": 1.1})
     assert failed.status == "failed" and failed.failure_reason == "privacy budget exhausted"
     assert org1.fail_process(pid, "privacy budget of Org1MSP exhausted in round 3").status == "failed"
+
+
+def test_nominal_epsilon_is_refused_on_a_private_process(org1, uid):
+    pid = new_process(org1, uid, privacy_budget={"mechanism": "laplace", "epsilon": 10.0},
+                      hyperparameters={"gradient_clip": 1.0})
+    key = _task(org1, pid, 1)
+    for metrics in (private_metrics(0.1, privacy_rigorous=0), {**private_metrics(0.1)} | {"privacy_rigorous": 0.5},
+                    {k: v for k, v in private_metrics(0.1).items() if k != "privacy_rigorous"}):
+        nominal = make_result(pid, 1, "Org1MSP", metrics=metrics)
+        with pytest.raises(InvalidArgument, match="nominal"):
+            org1.complete_task(nominal, sign(key, canonical_json(nominal)))
+    below = make_result(pid, 1, "Org1MSP", metrics=private_metrics(0.1, epsilon_network_spent=0.05))
+    with pytest.raises(InvalidArgument, match="below the node charge"):
+        org1.complete_task(below, sign(key, canonical_json(below)))
+    assert org1.get_execution(pid, 1, "Org1MSP").status == "running"
+
+
+def test_network_zcdp_budget_records_both_observers_and_the_accounting(org1, org2, uid):
+    """Scope network, zCDP at δ = 1e-5: the network total (2 releases per round) is capped, the node
+    total is recorded beside it, and each record names the accounting and sensitivity it used."""
+    delta = 1e-5
+    pid = new_process(org1, uid, rounds=3, hyperparameters={"gradient_clip": 0.5},
+                      privacy_budget={"mechanism": "laplace", "epsilon": 2.0, "delta": delta})
+    eps0 = 0.1
+
+    def zcdp(rho):
+        return rho + 2 * math.sqrt(rho * math.log(1 / delta))
+
+    for rnd in (1, 2):
+        for client in (org1, org2):
+            run_task(client, pid, rnd, metrics=private_metrics(eps0, sensitivity=3.0, gradient_clip=0.5))
+        rec = org1.get_execution(pid, rnd, "Org1MSP")
+        priv = rec.extra["privacy"]
+        assert priv["accounting"] == "zcdp" and priv["scope"] == "network" and priv["rigorous"] is True
+        assert priv["sensitivity"] == 3.0 and priv["gradient_clip"] == 0.5 and priv["delta"] == delta
+        assert priv["node"]["epsilon_basic"] == pytest.approx(rnd * eps0)
+        assert priv["node"]["rho"] == pytest.approx(rnd * eps0 ** 2 / 2)
+        assert priv["network"]["rho"] == pytest.approx(2 * rnd * eps0 ** 2 / 2)
+        net = min(2 * rnd * eps0, zcdp(2 * rnd * eps0 ** 2 / 2))
+        assert priv["network"]["epsilon"] == pytest.approx(net)
+        assert priv["node"]["epsilon"] == pytest.approx(min(rnd * eps0, zcdp(rnd * eps0 ** 2 / 2)))
+        assert rec.epsilon_total == pytest.approx(net)             # the capped figure is the network one
+    # a budget between a round's node charge (1.0) and its network charge (2 × 1.0) refuses the round
+    pid2 = new_process(org1, uid + "n", rounds=2, hyperparameters={"gradient_clip": 0.5},
+                       privacy_budget={"mechanism": "laplace", "epsilon": 1.5})
+    key = _task(org1, pid2, 1)
+    r1 = make_result(pid2, 1, "Org1MSP", metrics=private_metrics(1.0))
+    with pytest.raises(BudgetExceeded, match="network"):
+        org1.complete_task(r1, sign(key, canonical_json(r1)))
+    assert org1.get_execution(pid2, 1, "Org1MSP").status == "running"
 
 
 def test_fail_task_records_refusal_without_a_key(org1, org2, uid):

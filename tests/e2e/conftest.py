@@ -85,6 +85,9 @@ def dpsda_case(orgs=ORGS3, budget: float | None = None, rounds: int = 4) -> Case
     from algorithms.dpsda import DPSDA
     from algorithms.dpsda.experiments import synthetic_olr
     params = {"variant": "C", "n_nodes": len(orgs), "dimension": 6, "laplace_scale": 2.0, "weights": "metropolis"}
+    if budget is not None:
+        # a private process must clip: L̂ = 1/(2n√d) makes the proven sensitivity 2nL̂√d = 1, so ε0 = Δ/σ = 0.5
+        params["gradient_clip"] = 1.0 / (2 * len(orgs) * (6 // len(orgs)) ** 0.5)
     stream = synthetic_olr(4, dimension=6, horizon=rounds)
     data = {o: LocalDataset(stream.features, stream.labels, name=o) for o in orgs}
     return Case("dpsda", DPSDA, params, rounds, {"kind": "ring", "seed": 9}, data,

@@ -58,6 +58,9 @@ def test_process_spec_is_validated():
         ProcessSpec("p", "i", ORGS3, {"kind": "ring"}, {}, 2)
     with pytest.raises(ValueError, match="distinct"):
         ProcessSpec("p", "i", ("A", "A"), {"kind": "ring", "seed": 1}, {}, 2)
+    with pytest.raises(ValueError, match="gradient_clip"):      # a private process must clip
+        ProcessSpec("p", "i", ORGS3, {"kind": "ring", "seed": 1}, {"laplace_scale": 2.0}, 2,
+                    privacy_budget={"mechanism": "laplace", "epsilon": 1.0})
     with pytest.raises(ValueError, match="epsilon"):
         ProcessSpec("p", "i", ORGS3, {"kind": "ring", "seed": 1}, {}, 2, privacy_budget={"epsilon": 0})
 
@@ -113,8 +116,9 @@ def test_container_process_is_bit_identical_to_the_simulator(platform, engine):
 
 
 def test_privacy_budget_refuses_the_round_that_would_exceed_it(platform):
-    # σ = 2, Δ = 1: every release spends ε = 0.5; a budget of 1.2 covers two releases, not three
-    case = dpsda_case(budget=1.2, rounds=5)
+    # σ = 2, clipped so that Δ = 2nL̂√d = 1: every node's release spends ε0 = 0.5, every round 3 × 0.5 on the
+    # network (the budget's default scope); a budget of 3.2 covers two rounds of releases, not three
+    case = dpsda_case(budget=3.2, rounds=5)
     client, _ = start(platform, case, "p-dp")
     out = run_process(platform, "p-dp", SandboxRuntime)
     assert out.status == "failed" and "privacy budget exceeded" in out.reason
@@ -123,7 +127,12 @@ def test_privacy_budget_refuses_the_round_that_would_exceed_it(platform):
     for r in recs:
         by_round.setdefault(r.round, []).append(r)
     assert all(r.status == "completed" for rnd in (1, 2) for r in by_round[rnd])
-    assert max(r.epsilon_total for rnd in (1, 2) for r in by_round[rnd]) == pytest.approx(1.0)
+    assert max(r.epsilon_total for rnd in (1, 2) for r in by_round[rnd]) == pytest.approx(3.0)
+    for r in by_round[2]:                       # the ledger keeps both observers and the accounting used
+        priv = r.extra["privacy"]
+        assert priv["accounting"] == "basic" and priv["scope"] == "network" and priv["rigorous"] is True
+        assert priv["node"]["epsilon"] == pytest.approx(1.0) and priv["network"]["epsilon"] == pytest.approx(3.0)
+        assert priv["sensitivity"] == pytest.approx(1.0) and priv["gradient_clip"] == case.params["gradient_clip"]
     failed = [r for r in recs if r.status == "failed"]
     assert failed and all(r.round == 3 for r in failed)
     refused = [r for r in failed if r.failure_reason.startswith("privacy budget exceeded")]
