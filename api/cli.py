@@ -473,6 +473,11 @@ def process_create(process_id: str, image_id: str = typer.Option(..., "--image")
             validate_process(image.algorithm, {"kind": topology, "seed": seed}, hyper, dataset)
         except InvalidProcessSpec as exc:
             fail(f"process {process_id} refused: {exc}", EXIT_USAGE, as_json, kind="INVALID_ARGUMENT")
+        mine = s.settings.paths.data(s.msp_id) / (dataset or "default") / "dataset.npz"
+        if s.msp_id in members and not mine.is_file():    # the others' data cannot be seen from here
+            err_console.print(f"warning: {s.msp_id} has no dataset {dataset or 'default'!r} at {mine.parent} yet "
+                              f"(import it with `consortia data import`); its tasks fail until it does",
+                              markup=False, highlight=False)
         budget = None if epsilon is None else {"mechanism": mechanism, "epsilon": epsilon}
         rec = _run(lambda: s.client.create_process(process_id, image_id, members, {"kind": topology, "seed": seed},
                                                    rounds, hyper, budget, dataset), as_json)

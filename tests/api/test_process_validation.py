@@ -45,6 +45,8 @@ def test_cli_refuses_before_writing(home, topology, hyper, dataset, needle):
     ok = CliRunner().invoke(app, ["process", "create", "p-ok", "--image", "rf:1", "--consortium", "Org1,Org2MSP",
                                   "--rounds", "1", "--dataset", "fraud", "--home", str(home), "--json"])
     assert ok.exit_code in (0, 1), ok.stderr           # 1: p-ok exists from an earlier case
+    if ok.exit_code == 0:                               # Org1 has not imported 'fraud': it is told so
+        assert f"no dataset 'fraud' at {home.resolve() / 'data' / 'Org1MSP' / 'fraud'}" in ok.stderr
     got = json.loads(CliRunner().invoke(app, ["process", "get", "p-ok", "--home", str(home), "--json"]).stdout)
     assert got["consortium"] == ["Org1MSP", "Org2MSP"] and got["dataset"] == "fraud"
 
