@@ -14,7 +14,7 @@ from rich.console import Console
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Consortia: verifiable and auditable collaborative learning on a permissioned ledger.")
-ledger_app = typer.Typer(no_args_is_help=True, help="The ledger itself: verify.")
+ledger_app = typer.Typer(no_args_is_help=True, help="The ledger itself: verify, checkpoint.")
 app.add_typer(ledger_app, name="ledger")
 console = Console()
 err_console = Console(stderr=True, soft_wrap=True)
@@ -183,7 +183,7 @@ def ledger_checkpoint(path: Path = typer.Argument(..., help="The embedded ledger
 # Every command acts for one organisation (--org, default from $CONSORTIA_ORG) of the consortium in
 # the Consortia home (--home, default $CONSORTIA_HOME); the identity comes from its certificate.
 
-image_app = typer.Typer(no_args_is_help=True, help="Algorithm images: register, list, get, revoke, approve.")
+image_app = typer.Typer(no_args_is_help=True, help="Algorithm images: build, register, list, get, revoke, approve.")
 process_app = typer.Typer(no_args_is_help=True, help="Learning processes: create, list, get, start, abort, watch.")
 provenance_app = typer.Typer(no_args_is_help=True, help="Provenance history of images, processes, executions, artifacts, models.")
 model_app = typer.Typer(no_args_is_help=True, help="Final models: list, get (download), export, predict, grant, revoke, verify (lineage: `provenance model`).")
@@ -954,8 +954,8 @@ def serve(host: str = "127.0.0.1", port: int = 8000, home: Optional[Path] = Home
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []},
              add_help_option=False)
 def node(ctx: typer.Context) -> None:
-    """This organisation's node agent: `consortia node run --org … --consortium … --ledger … --data … --store …
-    --state …` (the executor's command line; `consortia node --help` lists its options)."""
+    """This organisation's node agent: `consortia node run --org ORG --home H --runtime sandbox [--process ID]`
+    (the executor's command line; `consortia node run --help` lists its options)."""
     from executor.node_agent import main as node_main
     raise typer.Exit(node_main(list(ctx.args)))
 
