@@ -13,7 +13,7 @@ Layout of the network directory (default ``~/.cache/consortia/fabric-net``, outs
     state.json               process ids, ports, package id
     connection.json          profile for ledger.fabric.gateway.FabricLedger.from_profile
 
-Binaries come from ``$FABRIC_HOME`` (default ``~/.cache/consortia/fabric``), installed by
+Binaries come from ``$FABRIC_HOME`` (default ``$CONSORTIA_CACHE/fabric``, i.e. ``~/.cache/consortia/fabric``), installed by
 ``fabric-network/install.sh``. Everything is overridable through :class:`NetworkConfig`.
 """
 
@@ -37,7 +37,8 @@ from typing import Sequence
 from ledger.identity import Consortium
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_HOME = Path(os.environ.get("FABRIC_HOME", Path.home() / ".cache" / "consortia" / "fabric"))
+CACHE = Path(os.environ.get("CONSORTIA_CACHE", Path.home() / ".cache" / "consortia"))
+DEFAULT_HOME = Path(os.environ.get("FABRIC_HOME", CACHE / "fabric"))
 DEFAULT_NET = Path(os.environ.get("CONSORTIA_FABRIC_NET", Path.home() / ".cache" / "consortia" / "fabric-net"))
 BINARIES = ("peer", "orderer", "configtxgen", "osnadmin")
 
@@ -229,13 +230,16 @@ class FabricNetwork:
 
     # ------------------------------------------------------------------ binaries
     def ensure_binaries(self) -> None:
+        # install.sh re-checks what is installed (files, checksums, `peer version`) on every run,
+        # in well under a second, and installs or repairs only when that check fails.
+        script = REPO_ROOT / "fabric-network" / "install.sh"
+        r = subprocess.run(["bash", str(script)], env={**os.environ, "FABRIC_HOME": str(self.cfg.fabric_home)},
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         missing = [b for b in BINARIES if not (self.bin / b).is_file()]
-        if missing:
-            script = REPO_ROOT / "fabric-network" / "install.sh"
-            r = subprocess.run(["bash", str(script)], env={**os.environ, "FABRIC_HOME": str(self.cfg.fabric_home)})
-            missing = [b for b in BINARIES if not (self.bin / b).is_file()]
-            if r.returncode != 0 or missing:
-                raise NetworkError(f"Fabric binaries missing in {self.bin}: {missing} (install.sh exit {r.returncode})")
+        if r.returncode != 0 or missing:
+            why = (r.stderr.strip().splitlines() or [""])[-1]
+            raise NetworkError(f"Fabric binaries missing in {self.bin}: {missing} "
+                               f"(install.sh exit {r.returncode}: {why})")
         for f in ("core.yaml", "orderer.yaml"):
             if not (self.cfg.fabric_home / "config" / f).is_file():
                 raise NetworkError(f"{self.cfg.fabric_home / 'config' / f} missing: run fabric-network/install.sh")

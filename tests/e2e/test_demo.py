@@ -4,7 +4,6 @@ writes says so with figures taken from the ledger."""
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
 from rich.console import Console
@@ -17,7 +16,6 @@ def test_unknown_backend_or_runtime_is_refused(tmp_path):
     assert run_demo(tmp_path, quick=True, runtime="inprocess", console=Console(quiet=True)) == 2
 
 
-@pytest.mark.skipif(shutil.which("bwrap") is None, reason="the demo's sandbox runtime needs bubblewrap")
 def test_quick_demo_completes_verified_and_writes_its_report(tmp_path):
     assert run_demo(tmp_path, quick=True, console=Console(quiet=True)) == 0
     report = json.loads((tmp_path / "report.json").read_text())
