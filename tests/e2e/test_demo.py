@@ -35,3 +35,13 @@ def test_quick_demo_completes_verified_and_writes_its_report(tmp_path):
     assert all(0.0 <= report["quality"][k][o]["bacc"] <= 1.0 for k in ("audited", "alone") for o in orgs)
     for name in ("report.md", "quality.png", "estimator_origins.png"):
         assert (tmp_path / name).stat().st_size > 0
+
+
+def test_demo_help_offers_only_what_run_demo_accepts():
+    """The README and `--help` must not advertise an option the code rejects (issue 13)."""
+    from typer.testing import CliRunner
+
+    from api.cli import app
+    out = CliRunner().invoke(app, ["demo", "--help"], env={"COLUMNS": "200"}).output
+    assert "--runtime" in out and "sandbox" in out and "container" in out
+    assert "inprocess" not in out
