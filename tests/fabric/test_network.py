@@ -125,11 +125,13 @@ def test_status_and_logs_commands_on_the_running_network(fabric):
 
 
 def test_missing_binaries_reported_when_install_cannot_fetch(tmp_path, monkeypatch):
-    """install.sh runs, fails fast without a module proxy, and the network names what is missing."""
+    """install.sh runs, fails fast without an archive or a module proxy, and the network names what
+    is missing and why."""
     from ledger.fabric.network import NetworkError
     monkeypatch.setenv("GOPROXY", "off")
+    monkeypatch.setenv("CONSORTIA_FABRIC_ARCHIVE", str(tmp_path / "no-such-archive.tar.xz"))
     n = FabricNetwork(NetworkConfig(net_dir=tmp_path / "n", fabric_home=tmp_path / "nofabric"))
-    with pytest.raises(NetworkError, match="binaries missing.*peer"):
+    with pytest.raises(NetworkError, match="binaries missing.*peer.*install.sh exit 4.*does not exist"):
         n.ensure_binaries()
 
 
