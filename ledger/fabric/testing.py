@@ -127,13 +127,17 @@ def shared_fabric() -> FabricSession:
     """``start_shared_network`` for pytest: skips the calling test if Fabric is unavailable, except
     under ``CI=true``, where an unavailable Fabric fails the test (CI runs the real network every
     time; a skip would hide a missing install)."""
-    import pytest
     try:
         return start_shared_network()
     except FabricUnavailable as exc:
-        reason = f"Hyperledger Fabric not available: {exc}"
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{reason} (CI=true: the fabric tests must run; see docs/setup.md)", pytrace=False)
-        pytest.skip(reason)
+        skip_or_fail(f"Hyperledger Fabric not available: {exc}")
         raise  # unreachable
+
+
+def skip_or_fail(reason: str) -> None:
+    """Skip the calling test for a missing Fabric install, or fail it under ``CI=true``."""
+    import pytest
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{reason} (CI=true: the fabric tests must run; see docs/setup.md)", pytrace=False)
+    pytest.skip(reason)
 

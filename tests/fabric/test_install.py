@@ -9,7 +9,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
+from ledger.fabric.testing import skip_or_fail
 
 ROOT = Path(__file__).resolve().parents[2]
 INSTALL = ROOT / "fabric-network" / "install.sh"
@@ -20,9 +20,7 @@ def _archive() -> Path:
     named = os.environ.get("CONSORTIA_FABRIC_ARCHIVE")
     path = Path(named) if named else ROOT.parent / "shared" / "fabric" / ARCHIVE_NAME
     if not path.is_file():
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"no Fabric 3.1.5 archive at {path} (CI=true)", pytrace=False)
-        pytest.skip(f"no Fabric 3.1.5 archive at {path}")
+        skip_or_fail(f"no Fabric 3.1.5 archive at {path}")
     return path
 
 
