@@ -97,6 +97,20 @@ class NetworkConfig:
         return self.port_base + 2949          # 9999: one server serves every peer
 
 
+def _reproducible_tgz(out: Path, folder: Path, members: list[str]) -> None:
+    """A .tgz whose bytes depend only on the members' names and contents: the gzip header carries
+    no time or file name (``tarfile``'s "w:gz" writes the current time there, so a package made a
+    second later had another package id) and every member has mtime 0, owner 0:0."""
+    import gzip
+    with open(out, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz, \
+            tarfile.open(fileobj=gz, mode="w") as tf:
+        for member in members:
+            info = tf.gettarinfo(str(folder / member), member)
+            info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""
+            with open(folder / member, "rb") as f:
+                tf.addfile(info, f)
+
+
 class FabricNetwork:
     def __init__(self, config: NetworkConfig | None = None):
         self.cfg = config or NetworkConfig()
@@ -598,18 +612,8 @@ Profiles:
         pkg = d / f"{label}.tgz"
         (d / "connection.json").write_text(conn)
         (d / "metadata.json").write_text(meta)
-        for out, member in ((code, "connection.json"),):
-            with tarfile.open(out, "w:gz") as tf:
-                info = tf.gettarinfo(str(d / member), member)
-                info.mtime = 0
-                with open(d / member, "rb") as f:
-                    tf.addfile(info, f)
-        with tarfile.open(pkg, "w:gz") as tf:
-            for member in ("metadata.json", "code.tar.gz"):
-                info = tf.gettarinfo(str(d / member), member)
-                info.mtime = 0
-                with open(d / member, "rb") as f:
-                    tf.addfile(info, f)
+        _reproducible_tgz(code, d, ["connection.json"])
+        _reproducible_tgz(pkg, d, ["metadata.json", "code.tar.gz"])
         return pkg
 
     def deploy(self) -> None:
