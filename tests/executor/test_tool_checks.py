@@ -98,3 +98,25 @@ def test_install_system_tools_does_nothing_when_everything_is_there(tmp_path):
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == "" and not (tmp_path / "cache" / "apt.log").exists()
+
+
+def test_scripts_demo_on_a_machine_without_the_tools_stops_at_once_with_one_line(tmp_path):
+    """The README's `scripts/demo` where nothing can be installed (not root, no sudo, no bwrap):
+    one line naming what to install, exit 1, before any Python set-up (issue 13, "Must show")."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("bash", "dirname", "mkdir", "cat", "tail", "sha256sum", "cut"):
+        (bin_dir / tool).symlink_to(shutil.which(tool))
+    (bin_dir / "id").write_text("#!/bin/bash\necho 1000\n")
+    (bin_dir / "id").chmod(0o755)
+    cache = tmp_path / "cache"
+    env = {"PATH": str(bin_dir), "HOME": str(tmp_path), "CONSORTIA_CACHE": str(cache)}
+    t0 = time.monotonic()
+    proc = subprocess.run([str(bin_dir / "bash"), str(ROOT / "scripts" / "demo"), "--quick"], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert lines[-1].startswith("[setup] could not install:") and "bubblewrap" in lines[-1], proc.stderr
+    assert "apt-get install" in lines[-1]
+    assert time.monotonic() - t0 < 30
+    assert not (cache / "venv").exists()                   # stopped before the Python set-up
