@@ -24,6 +24,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tarfile
@@ -223,6 +224,21 @@ class FabricNetwork:
                 last = str(exc)
             time.sleep(0.3)
         raise NetworkError(f"{name} not healthy after {timeout} s ({last}); see logs/{name}.log")
+
+    def _wait_listening(self, name: str, port: int, timeout: float = 60) -> None:
+        """Wait until ``name`` accepts TCP connections on ``port`` (it must not exit meanwhile)."""
+        deadline = time.monotonic() + timeout
+        pid = self._state()["pids"].get(name)
+        while time.monotonic() < deadline:
+            child = self._children.get(pid) if pid else None
+            if child is not None and child.poll() is not None:
+                raise NetworkError(f"{name} exited during start; see {self.net / 'logs' / (name + '.log')}")
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=2):
+                    return
+            except OSError:
+                time.sleep(0.3)
+        raise NetworkError(f"{name} does not listen on 127.0.0.1:{port} after {timeout} s; see logs/{name}.log")
 
     def stop_node(self, name: str, timeout: float = 20) -> None:
         """Stop one node (e.g. ``peer0.org2``) by its recorded process id."""
@@ -429,11 +445,15 @@ Profiles:
     def start_orderer(self) -> None:
         self._spawn("orderer", [str(self.bin / "orderer")], self.orderer_env())
         self._wait_health("orderer", self.cfg.orderer_ops_port)
+        # /healthz answers before the admin endpoint listens; on a loaded machine osnadmin then met
+        # "connection refused" (seen in the bare-machine check at load 10 on 2 cores)
+        self._wait_listening("orderer", self.cfg.orderer_admin_port)
 
     def start_peer(self, i: int) -> None:
         name = self.peer_name(i)
         self._spawn(name, [str(self.bin / "peer"), "node", "start"], self.peer_env(i))
         self._wait_health(name, self.cfg.peer_ops_port(i))
+        self._wait_listening(name, self.cfg.peer_port(i))
 
     @property
     def chaincode_tls_dir(self) -> Path:
