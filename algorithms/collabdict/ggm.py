@@ -248,6 +248,19 @@ def score(model: Mapping[str, Any], X: np.ndarray, kind: str = "eq20") -> np.nda
     return anomaly_score(X, np.asarray(model["pi"]), params, kind)
 
 
+def max_relative_deviation(model: Mapping[str, Any], params: MixtureParameters, pi: np.ndarray) -> float:
+    """How far a participant's model is from reference θ, π^s: the largest of max|ΔΛ_k|/max|Λ_k|,
+    max|Δμ_k|/max(max|μ_k|, 1) over active components and max|Δπ_k|; ∞ if the active sets differ."""
+    if not np.array_equal(np.asarray(model["active"], dtype=bool), params.active):
+        return float("inf")
+    worst = float(np.abs(np.asarray(model["pi"]) - pi).max())
+    for k in np.flatnonzero(params.active):
+        ref_L, ref_m = params.precisions[k], params.means[k]
+        worst = max(worst, float(np.abs(np.asarray(model["precisions"])[k] - ref_L).max() / np.abs(ref_L).max()),
+                    float(np.abs(np.asarray(model["means"])[k] - ref_m).max() / max(np.abs(ref_m).max(), 1.0)))
+    return worst
+
+
 # ------------------------------------------------------------------------------------------- reference
 
 @dataclass

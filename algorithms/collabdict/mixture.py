@@ -146,16 +146,19 @@ def l0_penalty(tau: float, n_features: int, n_local: float, units: str = "bic") 
 
 
 def solve_precision(Sigma: np.ndarray, N_bar: float, rho: float, *, tol: float = 1e-6,
-                    max_iter: int = 1000, enet_tol: float = 1e-10, warm: np.ndarray | None = None) -> np.ndarray:
+                    max_iter: int = 100, enet_tol: float = 1e-10, warm: np.ndarray | None = None) -> np.ndarray:
     """Eq. (16): Λ = argmax_{Λ≻0} b ln|Λ| − Tr(ΛΣ) − (ρ/N̄)||Λ||_1 with b = (N̄+1)/N̄ (ℓ1 over all entries).
 
     Graphical-lasso reduction (§2.2): dividing by b, Λ = argmax ln|Λ| − Tr(Λ S) − α||Λ||_1 with
     S = N̄Σ/(N̄+1) and α = ρ/(N̄+1). Because ||Λ||_1 = Σ_{i≠j}|Λ_ij| + Tr Λ for Λ ≻ 0, this equals the
     off-diagonal-penalised glasso on S + αI (scikit-learn's ``graphical_lasso``). ρ = 0: Λ = b Σ^{-1}.
 
-    Coordinate descent fails on ill-conditioned S + αI (components on a handful of integer-valued rows): then,
-    and without trying coordinate descent when cond(S + αI) > 1e10, :func:`glasso_admm` solves the same
-    problem, warm-started from ``warm`` (the previous EM iteration's Λ_k) when given.
+    Coordinate descent fails on ill-conditioned S + αI (components on a handful of integer-valued rows) and
+    crawls on badly scaled ones (each of its sweeps is a Python loop over the M columns; ~80 ms per call when
+    it runs to 1000 sweeps, which was most of the time of small organisations' fits). So it gets ``max_iter``
+    = 100 sweeps; if it fails, does not reach the dual gap ``tol`` in them, or cond(S + αI) > 1e10 (then it
+    is not tried), :func:`glasso_admm` solves the same problem, warm-started from where coordinate descent
+    stopped (if positive definite) or from ``warm`` (the previous EM iteration's Λ_k).
     """
     if N_bar <= 0:
         raise ValueError(f"N̄_k must be positive to solve eq. (16), got {N_bar}")
@@ -181,9 +184,15 @@ def solve_precision(Sigma: np.ndarray, N_bar: float, rho: float, *, tol: float =
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            _, Lam = graphical_lasso(emp, alpha=alpha, tol=tol, enet_tol=enet_tol, max_iter=max_iter)
+            _, Lam, n_iter = graphical_lasso(emp, alpha=alpha, tol=tol, enet_tol=enet_tol, max_iter=max_iter,
+                                             return_n_iter=True)
     except FloatingPointError:          # coordinate descent gave up on an ill-conditioned Σ: use ADMM
-        Lam = glasso_admm(S, alpha, warm=warm)
+        return glasso_admm(S, alpha, warm=warm)
+    if n_iter >= max_iter:              # not converged: finish with ADMM, started from where CD stopped
+        start = 0.5 * (Lam + Lam.T)
+        if np.linalg.eigvalsh(start)[0] <= 0:
+            start = warm
+        Lam = glasso_admm(S, alpha, warm=start)
     return 0.5 * (Lam + Lam.T)
 
 

@@ -178,3 +178,18 @@ def test_ill_conditioned_problem_goes_straight_to_admm(monkeypatch):
     monkeypatch.setattr(sklearn.covariance, "graphical_lasso", lambda *a, **k: pytest.fail("coordinate descent called"))
     Lam = mx.solve_precision(Sigma, 6.0, 1e-11, warm=np.eye(5))      # cond(S + αI) ≈ 5e11
     assert np.all(np.linalg.eigvalsh(Lam) > 0)
+
+
+def test_coordinate_descent_that_stops_early_is_finished_by_admm():
+    rng = np.random.default_rng(13)
+    Sigma = _random_spd(5, rng, n=8)
+    ref = mx.solve_precision(Sigma, 40.0, 8.0)
+    calls = []
+    orig = mx.glasso_admm
+    mx.glasso_admm = lambda *a, **k: calls.append(k.get("warm")) or orig(*a, **k)
+    try:
+        Lam = mx.solve_precision(Sigma, 40.0, 8.0, tol=1e-14, max_iter=2)   # 2 sweeps cannot reach the gap
+    finally:
+        mx.glasso_admm = orig
+    assert len(calls) == 1 and calls[0] is not None                          # warm-started from the CD iterate
+    assert np.allclose(Lam, ref, atol=1e-5)
