@@ -196,7 +196,8 @@ def segment_scales(xi: np.ndarray, segments: Sequence[int] | None = None,
 
     Each segment (e.g. one N_k, one m_k, one C_k of eq. 13, or the log-likelihood) gets its own
     κ_seg = factor·max|ξ_seg|, so the chunk noise of a small statistic is not set by the largest one in the
-    packed vector. A segment that is all zeros borrows the largest segment's scale (1 if ξ = 0). ``segments``
+    packed vector. A segment that is all zeros borrows the largest segment's scale (1 if ξ = 0). Non-finite
+    entries are ignored for the scale (they stay non-finite in the sum, as without chunking). ``segments``
     None → one segment (the whole vector). Returns an array of ξ's shape.
     """
     v = np.asarray(xi, dtype=np.float64)
@@ -208,13 +209,14 @@ def segment_scales(xi: np.ndarray, segments: Sequence[int] | None = None,
         raise ValueError(f"segments {lengths[:8]}… must be positive lengths summing to the vector size {flat.size}")
     if not (factor > 0 and math.isfinite(factor)):
         raise ValueError(f"chunk scale factor must be a positive number, got {factor}")
-    overall = float(flat.max(initial=0.0))
-    fallback = factor * overall if overall > 0 else 1.0
+    finite = np.where(np.isfinite(flat), flat, 0.0)   # NaN/inf entries (a diverged model) pass through the sum
+    overall = float(finite.max(initial=0.0))
+    fallback = factor * overall if 0 < factor * overall < np.inf else 1.0
     scales = np.empty_like(flat)
     start = 0
     for n in lengths:
-        peak = float(flat[start:start + n].max())
-        scales[start:start + n] = factor * peak if peak > 0 else fallback
+        peak = float(finite[start:start + n].max())
+        scales[start:start + n] = factor * peak if 0 < factor * peak < np.inf else fallback
         start += n
     return scales.reshape(v.shape)
 

@@ -144,6 +144,7 @@ def test_segment_scales_follow_each_statistic():
     assert np.allclose(k, [20, 20, 3000, 3000, 3000, 5e-3])      # the all-zero segment borrows the largest scale
     assert np.allclose(c.segment_scales(xi), 3000)
     assert np.allclose(c.segment_scales(np.zeros(3)), 1.0)
+    assert np.allclose(c.segment_scales(np.array([np.nan, 2.0, np.inf]), [1, 1, 1]), [20, 20, 20])
     with pytest.raises(ValueError, match="segments"):
         c.segment_scales(xi, [2, 2])
     parts = c.random_chunks(xi, 3, np.random.default_rng(0), k)
