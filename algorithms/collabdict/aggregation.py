@@ -54,7 +54,7 @@ class AggregationConfig:
     mode: ``"consensus"`` (k_max rounds of eq. 3) or ``"exact"`` (two rounds, all-to-all).
     graph: consensus graph kind (``cic`` needs S prime; ``auto`` = cic if S is prime, else complete).
     step: ``"degree"`` (1/(d_max+1)), ``"seed"`` (1/S) or ε.
-    rounds: k_max; None → ⌈ln(√S·g/tol)/ln(1/ρ)⌉, g = 10·C for C > 1 (static graphs only). chunks: C random
+    rounds: k_max; None → ⌈ln(√S·g/tol)/ln(1/ρ)⌉, g = S·10·C for C > 1 (static graphs only). chunks: C random
     chunks per statistic. relabel: fresh participant → position permutation per chunk session. shares: shares
     per participant in exact mode (None → S). kappa: one chunk/share scale for the whole vector (None → 10·max|ξ|
     per segment of the vector, see :func:`start`).
