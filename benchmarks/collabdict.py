@@ -45,7 +45,7 @@ from algorithms.collabdict.aggregation import rounds_per_session
 from algorithms.collabdict.ggm import CollabDictGGM
 from algorithms.collabdict.scores import SCORES as SCORE_KINDS
 from algorithms.collabdict.vae import CollabDictVAE
-from algorithms.consensus import iterations_to_tolerance, step_size
+from algorithms.consensus import iterations_to_tolerance
 from algorithms.datasets.shuttle import load_shuttle, signed_log, uneven_split
 from algorithms.simulator import simulate
 from algorithms.step import LocalDataset
