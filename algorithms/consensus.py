@@ -186,24 +186,79 @@ def iterations_to_tolerance(values: np.ndarray, adjacency, step: str | float = "
 
 # ----------------------------------------------------------------------------- random chunking (§1.3)
 
-def random_chunks(xi: np.ndarray, chunks: int, rng: np.random.Generator, kappa: float | None = None) -> np.ndarray:
+KAPPA_FACTOR = 10.0
+"""Chunk noise scale relative to the statistic it hides: κ = KAPPA_FACTOR·max|ξ_segment| (§8 uses 10)."""
+
+
+def segment_scales(xi: np.ndarray, segments: Sequence[int] | None = None,
+                   factor: float = KAPPA_FACTOR) -> np.ndarray:
+    """Per-element chunk scale κ for a flat statistic vector split into contiguous ``segments``.
+
+    Each segment (e.g. one N_k, one m_k, one C_k of eq. 13, or the log-likelihood) gets its own
+    κ_seg = factor·max|ξ_seg|, so the chunk noise of a small statistic is not set by the largest one in the
+    packed vector. A segment that is all zeros borrows the largest segment's scale (1 if ξ = 0). Non-finite
+    entries are ignored for the scale (they stay non-finite in the sum, as without chunking). ``segments``
+    None → one segment (the whole vector). Returns an array of ξ's shape.
+    """
+    v = np.asarray(xi, dtype=np.float64)
+    flat = np.abs(v.ravel())
+    if segments is None:
+        segments = [flat.size]
+    lengths = [int(n) for n in segments]
+    if any(n < 1 for n in lengths) or sum(lengths) != flat.size:
+        raise ValueError(f"segments {lengths[:8]}… must be positive lengths summing to the vector size {flat.size}")
+    if not (factor > 0 and math.isfinite(factor)):
+        raise ValueError(f"chunk scale factor must be a positive number, got {factor}")
+    finite = np.where(np.isfinite(flat), flat, 0.0)   # NaN/inf entries (a diverged model) pass through the sum
+    overall = float(finite.max(initial=0.0))
+    fallback = factor * overall if 0 < factor * overall < np.inf else 1.0
+    scales = np.empty_like(flat)
+    start = 0
+    for n in lengths:
+        peak = float(finite[start:start + n].max())
+        scales[start:start + n] = factor * peak if 0 < factor * peak < np.inf else fallback
+        start += n
+    return scales.reshape(v.shape)
+
+
+def random_chunks(xi: np.ndarray, chunks: int, rng: np.random.Generator,
+                  kappa: float | np.ndarray | None = None) -> np.ndarray:
     """Split ξ into C chunks with Σ_l ξ^{[l]} = ξ (eq. 6 set-up; §1.3 [OURS] split).
 
-    Chunks 1..C−1 are i.i.d. N(0, κ²) element-wise, the last is ξ − Σ_{l<C} ξ^{[l]}. Default κ =
-    10·max|ξ| (§8), at least 1. Returns an array of shape (C, *ξ.shape).
+    Chunks 1..C−1 are element-wise N(0, κ²), the last is ξ − Σ_{l<C} ξ^{[l]}. ``kappa`` is a number, an
+    array of ξ's shape (per-element scale, e.g. from :func:`segment_scales`), or None → κ = 10·max|ξ| (§8;
+    1 if ξ = 0). Returns an array of shape (C, *ξ.shape).
     """
     if int(chunks) != chunks or chunks < 1:
         raise ValueError(f"number of chunks must be a positive integer, got {chunks!r}")
     xi = np.asarray(xi, dtype=np.float64)
     if kappa is None:
-        kappa = max(1.0, 10.0 * float(np.abs(xi).max(initial=0.0)))
-    if not kappa > 0:
-        raise ValueError(f"chunk scale kappa must be > 0, got {kappa}")
+        kappa = segment_scales(xi)
+    kappa = np.broadcast_to(np.asarray(kappa, dtype=np.float64), xi.shape)
+    if not (np.all(kappa > 0) and np.all(np.isfinite(kappa))):
+        raise ValueError("chunk scale kappa must be > 0 and finite")
     out = np.empty((int(chunks),) + xi.shape)
     if chunks > 1:
-        out[:-1] = rng.normal(0.0, kappa, size=(int(chunks) - 1,) + xi.shape)
+        out[:-1] = rng.standard_normal(size=(int(chunks) - 1,) + xi.shape) * kappa
     out[-1] = xi - out[:-1].sum(axis=0)
     return out
+
+
+def chunked_rounds_for_tolerance(rho: float, S: int, chunks: int, tol: float = 1e-8,
+                                 kappa_factor: float = KAPPA_FACTOR) -> int:
+    """k_max for C chunked sessions whose chunks are κ = kappa_factor·|ξ| in scale (§1.3 with eq. 6).
+
+    After k rounds each participant's estimate of a session's average is off by ≤ ρ^k·||ξ^{[l]}(0) − mean||₂
+    ≤ ρ^k·√S·max_s|ξ^{s,[l]}| (§1.2), and its estimate of the sum (S × average) by S times that. The chunks
+    are ≈ kappa_factor times the statistic they hide, and a sum can be as small as its largest term (one
+    dominant participant), so over C sessions the error relative to the sum is ≲ ρ^k·√S·(S·kappa_factor·C).
+    Hence k_max = ⌈ln(√S·g/tol)/ln(1/ρ)⌉ with g = S·kappa_factor·C (g = 1 for C = 1, which is
+    :func:`rounds_for_tolerance`).
+    """
+    if int(chunks) != chunks or chunks < 1:
+        raise ValueError(f"number of chunks must be a positive integer, got {chunks!r}")
+    gain = 1.0 if chunks == 1 else S * float(kappa_factor) * int(chunks)
+    return rounds_for_tolerance(rho, S, tol / gain)
 
 
 def session_relabellings(S: int, sessions: int, rng: np.random.Generator) -> np.ndarray:
@@ -222,7 +277,8 @@ def chunked_consensus_sum(values: np.ndarray, adjacency, chunks: int, rngs: Sequ
     """Σ_s ξ^s by C chunked consensus sessions with per-session relabelling (§1.3, eq. 6).
 
     ``rngs[s]`` is participant s's private generator (its chunks); ``relabel_rng`` the common one
-    (identity labels if None). Returns every participant's estimate of the sum, shape = values.shape.
+    (identity labels if None); ``kappa`` as in :func:`random_chunks`; ``iterations`` None →
+    :func:`chunked_rounds_for_tolerance`. Returns every participant's estimate of the sum, shape = values.shape.
     """
     X = np.asarray(values, dtype=np.float64)
     S = X.shape[0]
@@ -232,7 +288,7 @@ def chunked_consensus_sum(values: np.ndarray, adjacency, chunks: int, rngs: Sequ
     perms = (session_relabellings(S, chunks, relabel_rng) if relabel_rng is not None
              else np.tile(np.arange(S), (chunks, 1)))
     if iterations is None:
-        iterations = rounds_for_tolerance(mixing_rate(adjacency, step), S, tol)
+        iterations = chunked_rounds_for_tolerance(mixing_rate(adjacency, step), S, chunks, tol)
     total = np.zeros_like(X)
     for l in range(chunks):
         pos = perms[l]                      # participant s sits at graph position pos[s]
@@ -245,7 +301,8 @@ def chunked_consensus_sum(values: np.ndarray, adjacency, chunks: int, rngs: Sequ
 
 # ----------------------------------------------------------------------------- exact one-shot sum
 
-def split_shares(xi: np.ndarray, shares: int, rng: np.random.Generator, kappa: float | None = None) -> np.ndarray:
+def split_shares(xi: np.ndarray, shares: int, rng: np.random.Generator,
+                 kappa: float | np.ndarray | None = None) -> np.ndarray:
     """Random additive shares of ξ (same construction as :func:`random_chunks`)."""
     return random_chunks(xi, shares, rng, kappa)
 

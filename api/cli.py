@@ -67,7 +67,7 @@ def fail(message: str, code: int = EXIT_USAGE, as_json: bool = False, kind: str 
 def demo(out: Path = typer.Option(Path("demo-output"), help="Folder for the report, plots and ledger."),
          quick: bool = typer.Option(False, help="A smaller run (fewer rows and rounds)."),
          backend: str = typer.Option("embedded", help="Ledger host: embedded or fabric."),
-         runtime: str = typer.Option("sandbox", help="Task runtime: sandbox, container or inprocess.")) -> None:
+         runtime: str = typer.Option("sandbox", help="Task runtime: sandbox (bubblewrap) or container (Podman).")) -> None:
     """Run a complete audited learning process among several organisations (the main job)."""
     from api.demo import run_demo
     raise typer.Exit(run_demo(out=out, quick=quick, backend=backend, runtime=runtime, console=console))

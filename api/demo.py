@@ -122,6 +122,14 @@ def run_demo(out: Path, quick: bool = False, backend: str = "embedded", runtime:
         console.print(f"[red]runtime {runtime!r} is not supported by the demo[/red]: use sandbox or container")
         return 2
 
+    from executor.errors import RuntimeUnavailable
+    from executor.runtimes import get_runtime
+    try:       # before any work: one line saying what to install, not an error per organisation
+        get_runtime(runtime).check()
+    except RuntimeUnavailable as exc:
+        console.print(f"[red]cannot run the demo:[/red] {exc}", highlight=False, soft_wrap=True)
+        return 2
+
     from algorithms.collab_rf.algorithm import CollaborativeRandomForest
     from algorithms.datasets.creditcard import load_creditcard, split_nodes, subsample_split
     from algorithms.simulator import simulate
@@ -131,7 +139,6 @@ def run_demo(out: Path, quick: bool = False, backend: str = "embedded", runtime:
     from executor.node_agent import ImageResolver
     from executor.process import (Platform, ProcessSpec, collect_models, estimator_origins, launch, map_dataset,
                                   prepare_image, run_process)
-    from executor.runtimes import get_runtime
     from ledger.config import Layout, write_config
     from ledger.embedded import EmbeddedLedger
     from ledger.identity import Consortium

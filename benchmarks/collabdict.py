@@ -9,16 +9,21 @@
    ⌈ln(1e6)/ln(1/ρ)⌉ (labelled as an estimate).
 2. Anomaly detection on ODDS shuttle split unevenly across S = 5 organisations (stratified, shares ∝ 3^{−s}):
    ROC-AUC of each organisation's anomaly score for isolated training (each organisation alone),
-   collaborative CollabDict (simulator, exact aggregation) and centralised training (pooled data, one
+   collaborative CollabDict (simulator) and centralised training (pooled data, one
    model), for the GGM mixture (eq. 20) and the VAE (eq. 39); mean and worst organisation, evaluated on the
    organisation's own test rows and on the merged test set of all organisations (seed 003's practice; the
    small organisations' own test sets hold only a few anomalies). Two training protocols: "one-class"
    (training rows labelled normal) and "contaminated" (all training rows, unsupervised). Features:
    sign(x)·ln(1+|x|), standardised with the pooled training moments (one extra exact-sum session in a
    deployment). Quick: 6,000 rows sampled (stratified); full: all 49,097.
+   The GGM is scored with the paper's eq. (20) and with −ln p(x), side by side; its collaborative run uses the
+   default aggregation (CIC consensus, C = 3 chunks, default k_max) and is repeated with the exact sum, each
+   compared with the centralised computation (``consensus_c3_max_rel_error``: largest relative deviation of
+   any organisation's μ_k, Λ_k, π^s). The VAE uses the exact sum (consensus would multiply its rounds by k_max).
 3. Time per decentralised GGM iteration (simulator, all organisations in one process, including codec
-   round trips) relative to one iteration of the centralised computation, wall-clock and process CPU time
-   (the CPU time is the steadier figure on a shared machine).
+   round trips) for both aggregations relative to one iteration of the centralised computation, wall-clock
+   and process CPU time (the CPU time is the steadier figure on a shared machine); CPU time per iteration of
+   each isolated fit, and of its M-step, against the organisation's number of rows.
 
 Writes benchmarks/results/collabdict[-quick].{json,md}; the last line printed is the JSON summary.
 """
@@ -36,9 +41,11 @@ import numpy as np
 from sklearn.metrics import roc_auc_score
 
 from algorithms.collabdict import ggm, vae
+from algorithms.collabdict.aggregation import rounds_per_session
 from algorithms.collabdict.ggm import CollabDictGGM
+from algorithms.collabdict.scores import SCORES as SCORE_KINDS
 from algorithms.collabdict.vae import CollabDictVAE
-from algorithms.consensus import iterations_to_tolerance, step_size
+from algorithms.consensus import iterations_to_tolerance
 from algorithms.datasets.shuttle import load_shuttle, signed_log, uneven_split
 from algorithms.simulator import simulate
 from algorithms.step import LocalDataset
@@ -146,33 +153,84 @@ def results_of(isolated, collab, central) -> dict:
     return out
 
 
+class _MStepTimer:
+    """Process CPU time spent in the GGM M-step (eqs. 14–16) while active (wraps ``ggm.optimize``)."""
+
+    def __init__(self):
+        self.seconds = 0.0
+
+    def __enter__(self):
+        self._orig = ggm.optimize
+
+        def timed(*a, **k):
+            c = time.process_time()
+            try:
+                return self._orig(*a, **k)
+            finally:
+                self.seconds += time.process_time() - c
+        ggm.optimize = timed
+        return self
+
+    def __exit__(self, *exc):
+        ggm.optimize = self._orig
+
+
 def ggm_benchmark(trains, tests, quick: bool, seed: int) -> dict:
+    """Collaborative runs with the default aggregation (the seed's CIC consensus, C = 3 chunks) and with the exact
+    sum, each against the centralised computation; isolated and centralised fits; both anomaly scores."""
     S = len(trains)
     iters = 20 if quick else 40
     kw = dict(n_components=8, tau=2.0)
-    algo = CollabDictGGM(**kw, aggregation={"mode": "exact"})
+    hyper = CollabDictGGM(**kw).hyper
     datasets = {f"org{s}": LocalDataset(X, name=f"org{s}") for s, X in enumerate(trains)}
     t0, c0 = time.perf_counter(), time.process_time()
-    res = simulate(algo, datasets, ggm.rounds_for(iters, S, algo.agg), seed=seed)
-    t_decentral, c_decentral = time.perf_counter() - t0, time.process_time() - c0
-    t0, c0 = time.perf_counter(), time.process_time()
-    ref = ggm.fit_centralised(trains, iters, seed, algo.hyper)       # same computation, sums done centrally
+    ref = ggm.fit_centralised(trains, iters, seed, hyper)           # same computation, sums done centrally
     t_central, c_central = time.perf_counter() - t0, time.process_time() - c0
-    dev = max(float(np.abs(res.model(f"org{s}")["means"] - ref.params[-1].means).max()) for s in range(S))
-    collab = evaluate([lambda X, m=res.model(f"org{s}"): ggm.score(m, X) for s in range(S)], tests)
-    iso_models = [ggm.fit_centralised([trains[s]], iters, seed, algo.hyper).model(0) for s in range(S)]
-    isolated = evaluate([lambda X, m=m: ggm.score(m, X) for m in iso_models], tests)
-    pooled = ggm.fit_centralised([np.concatenate(trains)], iters, seed, algo.hyper).model(0)
-    central = evaluate([lambda X: ggm.score(pooled, X)] * S, tests)
-    last = res.metrics[-1]["org0"]
-    return {"iterations": iters, "n_components": kw["n_components"], **results_of(isolated, collab, central),
-            "collab_vs_centralised_max_abs_mean_difference": dev,
-            "seconds_per_iteration_decentralised": t_decentral / iters,
+    aggregations, res_default = {}, None
+    for name, agg in (("consensus_c3", None), ("exact", {"mode": "exact"})):
+        algo = CollabDictGGM(**kw, aggregation=agg)
+        t0, c0 = time.perf_counter(), time.process_time()
+        res = simulate(algo, datasets, ggm.rounds_for(iters, S, algo.agg), seed=seed)
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        err = max(ggm.max_relative_deviation(res.model(f"org{s}"), ref.params[-1], ref.pis[-1][s]) for s in range(S))
+        aggregations[name] = {"config": algo.agg.to_dict(), "rounds_per_iteration": rounds_per_session(algo.agg, S),
+                              "max_rel_error_vs_centralised": err, "seconds_per_iteration": wall / iters,
+                              "cpu_seconds_per_iteration": cpu / iters,
+                              "cpu_time_ratio_over_centralised": cpu / c_central}
+        print(f"  {name:>12}: {aggregations[name]['rounds_per_iteration']} rounds/iteration, max relative error vs "
+              f"centralised {err:.2e}, {wall / iters:.3f} s/iteration ({cpu / iters:.3f} s CPU)")
+        if res_default is None:
+            res_default = res
+    iso_models, iso_cpu, iso_mstep, iso_active = [], [], [], []
+    for s in range(S):
+        with _MStepTimer() as mt:
+            c0 = time.process_time()
+            iso_models.append(ggm.fit_centralised([trains[s]], iters, seed, hyper).model(0))
+            iso_cpu.append((time.process_time() - c0) / iters)
+        iso_mstep.append(mt.seconds / iters)
+        iso_active.append(int(np.asarray(iso_models[-1]["active"]).sum()))
+    pooled = ggm.fit_centralised([np.concatenate(trains)], iters, seed, hyper).model(0)
+    collab_models = [res_default.model(f"org{s}") for s in range(S)]
+    scores: dict = {}
+    for kind in SCORE_KINDS:
+        collab = evaluate([lambda X, m=m: ggm.score(m, X, kind) for m in collab_models], tests)
+        isolated = evaluate([lambda X, m=m: ggm.score(m, X, kind) for m in iso_models], tests)
+        central = evaluate([lambda X: ggm.score(pooled, X, kind)] * S, tests)
+        scores[kind] = results_of(isolated, collab, central)
+    last = res_default.metrics[-1]["org0"]
+    exact = aggregations["exact"]
+    return {"iterations": iters, "n_components": kw["n_components"], "tau": kw["tau"], "tau_units": hyper.tau_units,
+            **scores["eq20"], "scores": scores, "aggregations": aggregations,
+            "collab_vs_centralised_max_rel_error": aggregations["consensus_c3"]["max_rel_error_vs_centralised"],
+            "seconds_per_iteration_decentralised": exact["seconds_per_iteration"],
             "seconds_per_iteration_centralised": t_central / iters,
-            "time_ratio_decentralised_over_centralised": t_decentral / t_central,
-            "cpu_seconds_per_iteration_decentralised": c_decentral / iters,
+            "time_ratio_decentralised_over_centralised": exact["seconds_per_iteration"] * iters / t_central,
+            "cpu_seconds_per_iteration_decentralised": exact["cpu_seconds_per_iteration"],
             "cpu_seconds_per_iteration_centralised": c_central / iters,
-            "cpu_time_ratio_decentralised_over_centralised": c_decentral / c_central,
+            "cpu_time_ratio_decentralised_over_centralised": exact["cpu_time_ratio_over_centralised"],
+            "isolated_train_rows": [len(X) for X in trains],
+            "isolated_cpu_seconds_per_iteration": iso_cpu, "isolated_mstep_cpu_seconds_per_iteration": iso_mstep,
+            "isolated_active_components": iso_active,
             "final_active_components": last.get("n_active"), "final_l_diversity_org0": last.get("l_diversity"),
             "final_l_diversity_min_org0": last.get("l_diversity_min")}
 
@@ -181,7 +239,7 @@ def vae_benchmark(trains, tests, quick: bool, seed: int) -> dict:
     S = len(trains)
     iters = 150 if quick else 400
     kw = dict(latent=4, hidden=32, lr=1e-2, mc_score=32)
-    algo = CollabDictVAE(**kw)
+    algo = CollabDictVAE(**kw, aggregation={"mode": "exact"})   # consensus would multiply the rounds by k_max
     datasets = {f"org{s}": LocalDataset(X, name=f"org{s}") for s, X in enumerate(trains)}
     t0 = time.perf_counter()
     res = simulate(algo, datasets, vae.rounds_for(iters, S, algo.agg), seed=seed)
@@ -214,6 +272,28 @@ def table(name: str, r: dict) -> list[str]:
     return lines + [""]
 
 
+def ggm_lines(name: str, g: dict) -> list[str]:
+    """Both scores' AUC tables, the two aggregations (rounds, error vs centralised, time) and the isolated fits'
+    time per iteration against organisation size."""
+    lines = table(f"{name}, score eq. 20 (the paper's)", g["scores"]["eq20"])
+    lines += table(f"{name}, score −ln p(x)", g["scores"]["nll"])
+    lines += ["| aggregation | rounds / iteration | max relative error vs centralised | s / iteration | CPU s / iteration |",
+              "|---|---|---|---|---|"]
+    for agg, a in g["aggregations"].items():
+        lines.append(f"| {agg} | {a['rounds_per_iteration']} | {a['max_rel_error_vs_centralised']:.2e} | "
+                     f"{a['seconds_per_iteration']:.4f} | {a['cpu_seconds_per_iteration']:.4f} |")
+    lines.append(f"| centralised | – | – | {g['seconds_per_iteration_centralised']:.4f} | "
+                 f"{g['cpu_seconds_per_iteration_centralised']:.4f} |")
+    lines += ["", "| isolated fit: training rows | CPU s / iteration | of which M-step | active components |",
+              "|---|---|---|---|"]
+    for n, t, m, k in zip(g["isolated_train_rows"], g["isolated_cpu_seconds_per_iteration"],
+                          g["isolated_mstep_cpu_seconds_per_iteration"], g["isolated_active_components"]):
+        lines.append(f"| {n} | {t:.4f} | {m:.4f} | {k} |")
+    lines += ["", f"Collaborative model: {g['final_active_components']:.0f} of {g['n_components']} components "
+                  f"active (τ = {g['tau']} in {g['tau_units']} units)."]
+    return lines + [""]
+
+
 PROTOCOLS = {"one-class": "normal", "contaminated": "all"}
 
 
@@ -233,11 +313,8 @@ def main(argv: list[str] | None = None) -> dict:
         sizes = [len(X) for X in trains]
         print(f"  training rows per organisation: {sizes}; test anomalies: {[int(y.sum()) for _, y in tests]}")
         g = ggm_benchmark(trains, tests, args.quick, args.seed)
-        for line in table(f"GGM ({protocol})", g):
+        for line in ggm_lines(f"GGM ({protocol})", g):
             print("  " + line)
-        print(f"  decentralised GGM iteration: {g['seconds_per_iteration_decentralised']:.4f} s, centralised: "
-              f"{g['seconds_per_iteration_centralised']:.4f} s (wall ratio {g['time_ratio_decentralised_over_centralised']:.2f}, "
-              f"CPU ratio {g['cpu_time_ratio_decentralised_over_centralised']:.2f})")
         v = vae_benchmark(trains, tests, args.quick, args.seed)
         for line in table(f"VAE ({protocol})", v):
             print("  " + line)
@@ -245,13 +322,15 @@ def main(argv: list[str] | None = None) -> dict:
     print("[collabdict] synthetic control: 8-d, 3-cluster mixture, training rows [2000, 400, 80, 30, 15]")
     trains, tests = synthetic_setting(args.seed)
     g = ggm_benchmark(trains, tests, args.quick, args.seed)
-    for line in table("GGM (synthetic)", g):
+    for line in ggm_lines("GGM (synthetic)", g):
         print("  " + line)
     v = vae_benchmark(trains, tests, args.quick, args.seed)
     for line in table("VAE (synthetic)", v):
         print("  " + line)
     synthetic = {"train_rows": [len(X) for X in trains], "ggm": g, "vae": v}
-    targets = {"consensus_growth_at_most_3x": cons["cic_growth_31_to_16381"] <= 3.0}
+    c3_error = max(r["ggm"]["aggregations"]["consensus_c3"]["max_rel_error_vs_centralised"] for r in results.values())
+    targets = {"consensus_growth_at_most_3x": cons["cic_growth_31_to_16381"] <= 3.0,
+               "consensus_c3_max_rel_error_at_most_1e-6": c3_error <= 1e-6}
     for protocol, r in results.items():
         for model in ("ggm", "vae"):
             m = r[model]
@@ -270,15 +349,9 @@ def main(argv: list[str] | None = None) -> dict:
     md += [f"| {k} | {v_} |" for k, v_ in cons.items()]
     for protocol, r in results.items():
         md += ["", f"## ODDS shuttle, {protocol} training, 5 organisations, training rows {r['train_rows']}", ""]
-        md += table("GGM", r["ggm"]) + table("VAE", r["vae"])
-        g = r["ggm"]
-        md += [f"Time per GGM iteration: decentralised (simulator, exact aggregation) "
-               f"{g['seconds_per_iteration_decentralised']:.4f} s; centralised {g['seconds_per_iteration_centralised']:.4f} s;"
-               f" wall ratio {g['time_ratio_decentralised_over_centralised']:.2f}; CPU-time ratio "
-               f"{g['cpu_time_ratio_decentralised_over_centralised']:.2f} (the machine is shared: CPU time is the"
-               f" steadier figure)", ""]
+        md += ggm_lines("GGM", r["ggm"]) + table("VAE", r["vae"])
     md += ["", f"## Synthetic control (not real data), training rows {synthetic['train_rows']}", ""]
-    md += table("GGM", synthetic["ggm"]) + table("VAE", synthetic["vae"])
+    md += ggm_lines("GGM", synthetic["ggm"]) + table("VAE", synthetic["vae"])
     md += ["## Targets (shuttle)", ""] + [f"- {k}: {'met' if ok else 'NOT met'}" for k, ok in targets.items()]
     (RESULTS / f"{stem}.md").write_text("\n".join(md) + "\n")
     summary = {"benchmark": "collabdict", "quick": args.quick,
@@ -286,13 +359,23 @@ def main(argv: list[str] | None = None) -> dict:
                "consensus_iters_ring_S31": cons["ring_S31"],
                "consensus_iters_ring_S16381_estimated": cons["ring_S16381_estimated"],
                "consensus_iters_cic_seed_step_S31": cons["cic_seed_step_S31"],
-               "consensus_growth_31_to_16381": round(cons["cic_growth_31_to_16381"], 3)}
+               "consensus_growth_31_to_16381": round(cons["cic_growth_31_to_16381"], 3),
+               "consensus_c3_max_rel_error": float(f"{c3_error:.3g}")}
     for protocol, r in results.items():
         for model in ("ggm", "vae"):
             for kind in ("isolated", "collaborative", "centralised"):
                 for ev in ("", "_merged"):
                     for stat in ("mean", "worst"):
                         summary[f"{model}_{protocol}_auc_{kind}{ev}_{stat}"] = round(r[model][kind + ev][stat], 4)
+        for kind in ("isolated", "collaborative", "centralised"):
+            for ev in ("", "_merged"):
+                summary[f"ggm_{protocol}_nll_auc_{kind}{ev}_mean"] = round(r["ggm"]["scores"]["nll"][kind + ev]["mean"], 4)
+        for name, a in r["ggm"]["aggregations"].items():
+            summary[f"ggm_{protocol}_{name}_max_rel_error"] = float(f"{a['max_rel_error_vs_centralised']:.3g}")
+            summary[f"ggm_{protocol}_{name}_cpu_seconds_per_iteration"] = round(a["cpu_seconds_per_iteration"], 4)
+        summary[f"ggm_{protocol}_isolated_cpu_seconds_per_iteration_by_rows"] = {
+            str(n): round(t, 4) for n, t in zip(r["ggm"]["isolated_train_rows"], r["ggm"]["isolated_cpu_seconds_per_iteration"])}
+        summary[f"ggm_{protocol}_final_active_components"] = r["ggm"]["final_active_components"]
         summary[f"ggm_{protocol}_time_ratio_decentralised_over_centralised"] = round(
             r["ggm"]["time_ratio_decentralised_over_centralised"], 3)
         summary[f"ggm_{protocol}_cpu_time_ratio_decentralised_over_centralised"] = round(
@@ -301,6 +384,8 @@ def main(argv: list[str] | None = None) -> dict:
         for kind in ("isolated", "collaborative", "centralised"):
             summary[f"synthetic_{model}_auc_{kind}_mean"] = round(synthetic[model][kind]["mean"], 4)
             summary[f"synthetic_{model}_auc_{kind}_worst"] = round(synthetic[model][kind]["worst"], 4)
+    for kind in ("isolated", "collaborative", "centralised"):
+        summary[f"synthetic_ggm_nll_auc_{kind}_mean"] = round(synthetic["ggm"]["scores"]["nll"][kind]["mean"], 4)
     summary["targets_met"] = targets
     summary["seconds"] = round(report["seconds"], 1)
     print(json.dumps(summary, sort_keys=True))

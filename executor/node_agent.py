@@ -582,8 +582,10 @@ def build_agent(args: argparse.Namespace) -> NodeAgent:
                          f"--ledger/--home at an existing one")
     ledger = EmbeddedLedger(args.ledger, consortium)
     runtime = get_runtime(args.runtime)
-    if not runtime.available():
-        raise SystemExit(f"runtime {args.runtime} is not available on this machine")
+    try:
+        runtime.check()
+    except RuntimeUnavailable as exc:
+        raise SystemExit(f"node agent {args.org}: {exc}") from None
     return NodeAgent(ledger, identity, consortium, runtime, data_root=args.data, store_root=args.store,
                      state_dir=args.state, limits=Limits(memory_bytes=args.memory_mb << 20, cpus=args.cpus),
                      warm=args.warm)

@@ -4,14 +4,20 @@ A CollabDict participant needs Σ_s ξ^s of a vector of statistics (eq. 14) or g
 runs one such *aggregation session* across platform rounds, one message exchange per round
 (DESIGN.md, "Algorithms"):
 
+* ``mode="consensus"`` (default; the seed's mechanism, §1.3) — dynamical consensus eq. (3) on a graph rebuilt
+  by every participant from ``graph`` and the process seed, ``k_max`` rounds, with C = 3 random chunks (eq. 6)
+  and a fresh common relabelling participants → graph positions per chunk session. ``graph="auto"`` is the
+  seed's cycle with inverse chord when S is prime and the complete graph otherwise. Each participant ends
+  with its own estimate S·ξ̄^s of the sum.
 * ``mode="exact"`` — the exact one-shot random-chunk sum, two rounds: shares go to random peers
   (:func:`algorithms.consensus.share_recipients`), then every participant publishes the sum of the shares it
   holds; everybody adds the published partial sums in consortium order, so all participants hold the same
   bits. Communication is all-to-all regardless of the process topology.
-* ``mode="consensus"`` — dynamical consensus eq. (3) on a graph rebuilt by every participant from
-  ``graph`` and the process seed, ``k_max`` rounds, with C random chunks (eq. 6) and a fresh common
-  relabelling participants → graph positions per chunk session (§1.3). Each participant ends with its own
-  estimate S·ξ̄^s of the sum.
+
+Chunks and shares are scaled per *segment* of the vector (``segments``: e.g. one per N_k, m_k, C_k and the
+log-likelihood), κ_seg = 10·max|ξ_seg| (:func:`algorithms.consensus.segment_scales`), and the default k_max
+accounts for that scale (:func:`algorithms.consensus.chunked_rounds_for_tolerance`), so every statistic is
+recovered to ~tol relative to its own size rather than to the largest entry of the packed vector.
 
 :func:`start` opens a session (returns the state and the first outbox); :func:`advance` consumes one inbox and
 returns the next state, outbox, and the sum once the session is complete. States and messages are plain
@@ -22,17 +28,17 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from functools import lru_cache
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from algorithms.consensus import (mixing_rate, random_chunks, rounds_for_tolerance, session_relabellings,
-                                  share_recipients, split_shares, step_size, sum_in_order)
+from algorithms.consensus import (chunked_rounds_for_tolerance, mixing_rate, random_chunks, segment_scales,
+                                  session_relabellings, share_recipients, split_shares, step_size, sum_in_order)
 from algorithms.step import TaskContext
 from algorithms.topologies.random_graphs import RandomLinkTopology
 from algorithms.topologies.static import complete, cycle_with_inverse_chord, ring
 
-GRAPHS = ("cic", "ring", "complete", "random-link")
+GRAPHS = ("auto", "cic", "ring", "complete", "random-link")
 MODES = ("exact", "consensus")
 
 
@@ -44,18 +50,21 @@ class AggregationError(RuntimeError):
 class AggregationConfig:
     """How CollabDict aggregates (ALGORITHMS.md §1.2–1.3, §8 defaults).
 
-    mode: ``"exact"`` (two rounds) or ``"consensus"`` (k_max rounds of eq. 3).
-    graph: consensus graph kind (``cic`` needs S prime). step: ``"degree"`` (1/(d_max+1)), ``"seed"`` (1/S) or ε.
-    rounds: k_max; None → ⌈ln(√S/tol)/ln(1/ρ)⌉ (static graphs only). chunks: C random chunks per statistic.
-    relabel: fresh participant → position permutation per chunk session. shares: shares per participant in
-    exact mode (None → S). kappa: chunk/share scale (None → 10·max|ξ|).
+    Defaults are the seed's mechanism: CIC consensus with C = 3 chunks (§1.3, eq. 6).
+    mode: ``"consensus"`` (k_max rounds of eq. 3) or ``"exact"`` (two rounds, all-to-all).
+    graph: consensus graph kind (``cic`` needs S prime; ``auto`` = cic if S is prime, else complete).
+    step: ``"degree"`` (1/(d_max+1)), ``"seed"`` (1/S) or ε.
+    rounds: k_max; None → ⌈ln(√S·g/tol)/ln(1/ρ)⌉, g = S·10·C for C > 1 (static graphs only). chunks: C random
+    chunks per statistic. relabel: fresh participant → position permutation per chunk session. shares: shares
+    per participant in exact mode (None → S). kappa: one chunk/share scale for the whole vector (None → 10·max|ξ|
+    per segment of the vector, see :func:`start`).
     """
 
-    mode: str = "exact"
-    graph: str = "cic"
+    mode: str = "consensus"
+    graph: str = "auto"
     step: str | float = "degree"
     rounds: int | None = None
-    chunks: int = 1
+    chunks: int = 3
     relabel: bool = True
     shares: int | None = None
     kappa: float | None = None
@@ -81,9 +90,15 @@ class AggregationConfig:
         return asdict(self)
 
 
+def _prime(n: int) -> bool:
+    return n >= 2 and all(n % d for d in range(2, int(n ** 0.5) + 1))
+
+
 @lru_cache(maxsize=64)
 def consensus_topology(graph: str, S: int, seed: int):
     """The consensus graph every participant rebuilds from (graph kind, S, process seed)."""
+    if graph == "auto":
+        graph = "cic" if _prime(S) else "complete"
     if graph == "cic":
         return cycle_with_inverse_chord(S)
     if graph == "ring":
@@ -96,9 +111,9 @@ def consensus_topology(graph: str, S: int, seed: int):
 
 
 @lru_cache(maxsize=64)
-def _default_rounds(graph: str, S: int, step: str | float, tol: float) -> int:
+def _default_rounds(graph: str, S: int, step: str | float, tol: float, chunks: int) -> int:
     A = consensus_topology(graph, S, 0).adjacency(1)
-    return rounds_for_tolerance(mixing_rate(A, step), S, tol)
+    return chunked_rounds_for_tolerance(mixing_rate(A, step), S, chunks, tol)
 
 
 def rounds_per_session(cfg: AggregationConfig, S: int) -> int:
@@ -109,7 +124,7 @@ def rounds_per_session(cfg: AggregationConfig, S: int) -> int:
         return int(cfg.rounds)
     if cfg.graph == "random-link":
         raise ValueError("consensus on a random time-varying graph needs an explicit number of rounds")
-    return _default_rounds(cfg.graph, S, cfg.step, cfg.tol)
+    return _default_rounds(cfg.graph, S, cfg.step, cfg.tol, int(cfg.chunks))
 
 
 def _positions(perms: np.ndarray, A: np.ndarray, me: int) -> list[np.ndarray]:
@@ -137,14 +152,20 @@ def _consensus_outbox(state: dict, cfg: AggregationConfig, ctx: TaskContext) -> 
     return out
 
 
-def start(cfg: AggregationConfig, vector: np.ndarray, session: int, ctx: TaskContext) -> tuple[dict, dict]:
-    """Open aggregation session ``session`` of this participant's ``vector``; return (state, outbox)."""
+def start(cfg: AggregationConfig, vector: np.ndarray, session: int, ctx: TaskContext,
+          segments: Sequence[int] | None = None) -> tuple[dict, dict]:
+    """Open aggregation session ``session`` of this participant's ``vector``; return (state, outbox).
+
+    ``segments`` — lengths of the contiguous statistics packed in ``vector`` (None: one); each gets its own
+    chunk/share scale unless ``cfg.kappa`` fixes one for all.
+    """
     vec = np.asarray(vector, dtype=np.float64).ravel()
     S, me = ctx.size, ctx.position
+    kappa = cfg.kappa if cfg.kappa is not None else segment_scales(vec, segments)
     if cfg.mode == "exact":
         n_sh = S if cfg.shares is None else min(int(cfg.shares), S)
         rng = ctx.rng(f"collabdict-shares-{session}")
-        parts = split_shares(vec, n_sh, rng, cfg.kappa)
+        parts = split_shares(vec, n_sh, rng, kappa)
         recips = share_recipients(S, me, n_sh, rng)
         outbox, own = {}, None
         for part, r in zip(parts, recips):
@@ -155,7 +176,7 @@ def start(cfg: AggregationConfig, vector: np.ndarray, session: int, ctx: TaskCon
         return {"mode": "exact", "stage": "share", "session": session, "own": own}, outbox
     perms = (session_relabellings(S, cfg.chunks, ctx.shared_rng(f"collabdict-relabel-{session}", round=0))
              if cfg.relabel else np.tile(np.arange(S), (int(cfg.chunks), 1)))
-    xi = random_chunks(vec, int(cfg.chunks), ctx.rng(f"collabdict-chunks-{session}"), cfg.kappa)
+    xi = random_chunks(vec, int(cfg.chunks), ctx.rng(f"collabdict-chunks-{session}"), kappa)
     state = {"mode": "consensus", "session": session, "t": 0, "xi": xi, "perms": perms,
              "graph_round": ctx.round, "k_max": rounds_per_session(cfg, S)}
     return state, _consensus_outbox(state, cfg, ctx)

@@ -32,11 +32,12 @@ import numpy as np
 
 from algorithms.collabdict import aggregation
 from algorithms.collabdict.aggregation import AggregationConfig
-from algorithms.collabdict.mixture import (MixtureParameters, initial_parameters, local_statistics, log_prior,
-                                           optimize, pooled_moments, responsibilities, update_mixing_weights)
+from algorithms.collabdict.mixture import (TAU_UNITS, MixtureParameters, initial_parameters, l0_penalty,
+                                           local_statistics, log_prior, optimize, pooled_moments, responsibilities,
+                                           update_mixing_weights)
 from algorithms.collabdict.privacy import (appendix_b_precision_bound, empirical_precision_bound,
                                            entropy_l_diversity, renyi_dp_epsilon)
-from algorithms.collabdict.scores import ggm_anomaly_score
+from algorithms.collabdict.scores import anomaly_score
 from algorithms.step import LocalDataset, StepResult, TaskContext
 
 INIT_PURPOSE = "collabdict-ggm-init"
@@ -54,6 +55,7 @@ class GGMHyperParameters:
     eps_pi: float = 1e-8
     delta: float = 1.0
     init_precision: str = "pooled"
+    tau_units: str = "bic"
 
     def __post_init__(self):
         if int(self.n_components) < 1:
@@ -66,6 +68,8 @@ class GGMHyperParameters:
             raise ValueError(f"tau must be ≥ 0, got {self.tau}")
         if self.delta < 0:
             raise ValueError(f"delta must be ≥ 0, got {self.delta}")
+        if self.tau_units not in TAU_UNITS:
+            raise ValueError(f"tau_units must be one of {TAU_UNITS}, got {self.tau_units!r}")
         if self.init_precision not in ("pooled", "identity"):
             raise ValueError(f"init_precision must be 'pooled' or 'identity', got {self.init_precision!r}")
 
@@ -92,16 +96,23 @@ def _restrict_pi(pi: np.ndarray, active: np.ndarray) -> np.ndarray:
 
 
 def local_update(X: np.ndarray, pi: np.ndarray, params: MixtureParameters, h: GGMHyperParameters):
-    """local_update of Algorithm 1: eqs. (12)–(13) and the π^s update; also Σ_n ln p^s(x^(n)) at the current
+    """local_update of Algorithm 1: eqs. (12)–(13) and the π^s update (ℓ0 with the penalty of
+    :func:`~algorithms.collabdict.mixture.l0_penalty`); also Σ_n ln p^s(x^(n)) at the current
     (π^s, θ) for the global objective. Returns (N, m, C, loglik, new π^s)."""
     r, logp = responsibilities(X, pi, params)
     N, m, C = local_statistics(X, r)
-    new_pi = update_mixing_weights(N, params.active, h.tau, h.eps_pi)
+    tau = l0_penalty(h.tau, X.shape[1], X.shape[0], h.tau_units)
+    new_pi = update_mixing_weights(N, params.active, tau, h.eps_pi)
     return N, m, C, float(logp.sum()), new_pi
 
 
 def _pack(N, m, C, loglik) -> np.ndarray:
     return np.concatenate([N, m.ravel(), C.ravel(), [loglik]])
+
+
+def _segments(K: int, M: int) -> list[int]:
+    """One chunk-scale segment per statistic of the packed vector: each N_k, m_k, C_k, and the log-likelihood."""
+    return [1] * K + [M] * K + [M * M] * K + [1]
 
 
 def _unpack(v: np.ndarray, K: int, M: int):
@@ -123,11 +134,11 @@ class CollabDictGGM:
 
     def __init__(self, n_components: int = 10, lam0: float = 1.0, m0: Sequence[float] | None = None,
                  rho: float | None = None, tau: float = 2.0, eps_pi: float = 1e-8, delta: float = 1.0,
-                 init_precision: str = "pooled", aggregation: Mapping[str, Any] | None = None,
+                 init_precision: str = "pooled", tau_units: str = "bic", aggregation: Mapping[str, Any] | None = None,
                  dp_radius: float | None = None, l_diversity_variant: str = "density"):
         self.hyper = GGMHyperParameters(int(n_components), float(lam0), None if m0 is None else tuple(map(float, m0)),
                                         None if rho is None else float(rho), float(tau), float(eps_pi), float(delta),
-                                        init_precision)
+                                        init_precision, tau_units)
         self.agg = AggregationConfig(**dict(aggregation or {}))
         if dp_radius is not None and not dp_radius > 0:
             raise ValueError(f"dp_radius R must be > 0, got {dp_radius}")
@@ -153,7 +164,8 @@ class CollabDictGGM:
 
     def step(self, state: dict, inbox: Mapping[str, Any], data: LocalDataset, ctx: TaskContext) -> StepResult:
         if state["agg"] is None:                                   # round 1: open the initial session
-            agg_state, outbox = aggregation.start(self.agg, state["pending"], 0, ctx)
+            M = np.asarray(data.features).shape[1]                 # pending = [N, Σx (M), Σxxᵀ (M²)]
+            agg_state, outbox = aggregation.start(self.agg, state["pending"], 0, ctx, segments=[1, M, M * M])
             return StepResult(state=dict(state, agg=agg_state, pending=None), outbox=outbox)
         agg_state, outbox, total = aggregation.advance(self.agg, state["agg"], inbox, ctx)
         if total is None:
@@ -166,7 +178,8 @@ class CollabDictGGM:
         model = self.model_of(state)                               # θ_n with the π^s of the same iteration
         N, m, C, loglik, new_pi = local_update(X, state["pi"], self._params(state), self.hyper)
         session = state["session"] + 1
-        agg_state, outbox = aggregation.start(self.agg, _pack(N, m, C, loglik), session, ctx)
+        agg_state, outbox = aggregation.start(self.agg, _pack(N, m, C, loglik), session, ctx,
+                                              segments=_segments(*m.shape))
         state = dict(state, pi=new_pi, agg=agg_state, session=session)
         return StepResult(state=state, outbox=outbox, metrics=metrics, model=model)
 
@@ -227,11 +240,25 @@ def _sigma_of(n: float, m_sum: np.ndarray, C_sum: np.ndarray, m0: np.ndarray, la
     return Cbar - np.outer(mbar, mbar) + lam0 / (lam0 + n) * np.outer(d, d)
 
 
-def score(model: Mapping[str, Any], X: np.ndarray) -> np.ndarray:
-    """Anomaly score a^s(x) (eq. 20) of a participant's model payload."""
+def score(model: Mapping[str, Any], X: np.ndarray, kind: str = "eq20") -> np.ndarray:
+    """Anomaly score of a participant's model payload: the seed's a^s(x) (eq. 20, default) or ``kind="nll"``,
+    −ln p^s(x) (:mod:`algorithms.collabdict.scores`)."""
     params = MixtureParameters(np.asarray(model["means"]), np.asarray(model["precisions"]),
                                np.asarray(model["active"], dtype=bool))
-    return ggm_anomaly_score(X, np.asarray(model["pi"]), params)
+    return anomaly_score(X, np.asarray(model["pi"]), params, kind)
+
+
+def max_relative_deviation(model: Mapping[str, Any], params: MixtureParameters, pi: np.ndarray) -> float:
+    """How far a participant's model is from reference θ, π^s: the largest of max|ΔΛ_k|/max|Λ_k|,
+    max|Δμ_k|/max(max|μ_k|, 1) over active components and max|Δπ_k|; ∞ if the active sets differ."""
+    if not np.array_equal(np.asarray(model["active"], dtype=bool), params.active):
+        return float("inf")
+    worst = float(np.abs(np.asarray(model["pi"]) - pi).max())
+    for k in np.flatnonzero(params.active):
+        ref_L, ref_m = params.precisions[k], params.means[k]
+        worst = max(worst, float(np.abs(np.asarray(model["precisions"])[k] - ref_L).max() / np.abs(ref_L).max()),
+                    float(np.abs(np.asarray(model["means"])[k] - ref_m).max() / max(np.abs(ref_m).max(), 1.0)))
+    return worst
 
 
 # ------------------------------------------------------------------------------------------- reference

@@ -121,13 +121,44 @@ def update_mixing_weights(N: np.ndarray, active: np.ndarray, tau: float = 0.0, e
     return pi
 
 
+TAU_UNITS = ("bic", "nats")
+ILL_CONDITIONED = 1e10
+"""cond(S + αI) above which eq. (16) goes straight to ADMM (coordinate descent would fail or crawl)."""
+
+
+def l0_penalty(tau: float, n_features: int, n_local: float, units: str = "bic") -> float:
+    """The per-component cost in nats that the ℓ0 update of π^s charges (§2.2 [RECON/OURS]).
+
+    ``units="nats"``: τ itself, as written in ALGORITHMS.md §2.2. With the floor ε_π = 1e-8, switching off a
+    component of N_k local samples loses ≈ N_k·ln(π_k/ε_π) ≈ 18·N_k in Σ_k N_k ln π_k, so τ = 2 only removes
+    components with N_k ≲ 0.1 — nothing on real data: automatic K never happens.
+    ``units="bic"`` (default): τ multiplies the Bayesian-information-criterion cost of one component as seen by
+    this organisation, τ·(d/2)·ln N^s with d = M + M(M+1)/2 + 1 free parameters (mean, precision, weight);
+    τ = 1 is BIC's own per-component charge. On shuttle (M = 9, d = 55) τ = 2 switches off components that
+    hold fewer than about 10–35 of an organisation's samples.
+    """
+    if units == "nats":
+        return float(tau)
+    if units != "bic":
+        raise ValueError(f"tau units must be one of {TAU_UNITS}, got {units!r}")
+    d = n_features + n_features * (n_features + 1) / 2 + 1
+    return float(tau) * 0.5 * d * float(np.log(max(float(n_local), 1.0)))
+
+
 def solve_precision(Sigma: np.ndarray, N_bar: float, rho: float, *, tol: float = 1e-6,
-                    max_iter: int = 1000, enet_tol: float = 1e-10) -> np.ndarray:
+                    max_iter: int = 100, enet_tol: float = 1e-10, warm: np.ndarray | None = None) -> np.ndarray:
     """Eq. (16): Λ = argmax_{Λ≻0} b ln|Λ| − Tr(ΛΣ) − (ρ/N̄)||Λ||_1 with b = (N̄+1)/N̄ (ℓ1 over all entries).
 
     Graphical-lasso reduction (§2.2): dividing by b, Λ = argmax ln|Λ| − Tr(Λ S) − α||Λ||_1 with
     S = N̄Σ/(N̄+1) and α = ρ/(N̄+1). Because ||Λ||_1 = Σ_{i≠j}|Λ_ij| + Tr Λ for Λ ≻ 0, this equals the
     off-diagonal-penalised glasso on S + αI (scikit-learn's ``graphical_lasso``). ρ = 0: Λ = b Σ^{-1}.
+
+    Coordinate descent fails on ill-conditioned S + αI (components on a handful of integer-valued rows) and
+    crawls on badly scaled ones (each of its sweeps is a Python loop over the M columns; ~80 ms per call when
+    it runs to 1000 sweeps, which was most of the time of small organisations' fits). So it gets ``max_iter``
+    = 100 sweeps; if it fails, does not reach the dual gap ``tol`` in them, or cond(S + αI) > 1e10 (then it
+    is not tried), :func:`glasso_admm` solves the same problem, warm-started from where coordinate descent
+    stopped (if positive definite) or from ``warm`` (the previous EM iteration's Λ_k).
     """
     if N_bar <= 0:
         raise ValueError(f"N̄_k must be positive to solve eq. (16), got {N_bar}")
@@ -147,47 +178,91 @@ def solve_precision(Sigma: np.ndarray, N_bar: float, rho: float, *, tol: float =
     S = Sigma / b
     alpha = rho / (N_bar + 1.0)
     emp = S + alpha * np.eye(S.shape[0])
+    ev = np.linalg.eigvalsh(emp)
+    if ev[0] <= 0 or ev[-1] > ILL_CONDITIONED * ev[0]:
+        return glasso_admm(S, alpha, warm=warm)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            _, Lam = graphical_lasso(emp, alpha=alpha, tol=tol, enet_tol=enet_tol, max_iter=max_iter)
+            _, Lam, n_iter = graphical_lasso(emp, alpha=alpha, tol=tol, enet_tol=enet_tol, max_iter=max_iter,
+                                             return_n_iter=True)
     except FloatingPointError:          # coordinate descent gave up on an ill-conditioned Σ: use ADMM
-        Lam = glasso_admm(S, alpha)
+        return glasso_admm(S, alpha, warm=warm)
+    if n_iter >= max_iter:              # not converged: finish with ADMM, started from where CD stopped
+        start = 0.5 * (Lam + Lam.T)
+        if np.linalg.eigvalsh(start)[0] <= 0:
+            start = warm
+        Lam = glasso_admm(S, alpha, warm=start)
     return 0.5 * (Lam + Lam.T)
 
 
-def glasso_admm(S: np.ndarray, alpha: float, *, rel_tol: float = 1e-9, max_iter: int = 5000) -> np.ndarray:
-    """argmax_{Λ≻0} ln|Λ| − Tr(ΛS) − α||Λ||_1 (all entries penalised) by ADMM (Boyd et al. 2011, §6.5, with
-    residual balancing of the penalty, §3.4.1).
+def glasso_admm(S: np.ndarray, alpha: float, *, warm: np.ndarray | None = None, rel_tol: float = 1e-9,
+                max_iter: int = 5000) -> np.ndarray:
+    """argmax_{Λ≻0} ln|Λ| − Tr(ΛS) − α||Λ||_1 (all entries penalised) by ADMM: one problem of
+    :func:`glasso_admm_batch`. Robust for ill-conditioned S (e.g. components fitted to a handful of
+    integer-valued rows): every iterate Θ is positive definite."""
+    S = np.asarray(S, dtype=np.float64)
+    return glasso_admm_batch(S[None], np.array([float(alpha)]), None if warm is None else np.asarray(warm)[None],
+                             rel_tol=rel_tol, max_iter=max_iter)[0]
 
-    Robust fallback for ill-conditioned S (e.g. components fitted to a handful of integer-valued rows);
-    each iteration is one symmetric eigen-decomposition. Returns the primal iterate Θ (positive definite).
+
+def glasso_admm_batch(S: np.ndarray, alpha: np.ndarray, warm: np.ndarray | None = None, *,
+                      rel_tol: float = 1e-9, max_iter: int = 5000, return_iterations: bool = False):
+    """K independent problems argmax_{Λ_k≻0} ln|Λ_k| − Tr(Λ_k S_k) − α_k||Λ_k||_1 by ADMM (Boyd et al. 2011,
+    §6.5, with residual balancing of the penalty, §3.4.1), vectorised over k (one batched symmetric
+    eigen-decomposition per iteration for all components still running).
+
+    ``warm`` (K, M, M): the previous EM iteration's Λ_k. The primal variable starts there, the scaled dual at
+    the KKT estimate clip(Λ_k^{-1} − S_k, ±α_k)/p, and the penalty at p = 1/mean(diag Λ_k)² (the scale that
+    balances the log-det and quadratic terms). EM moves Λ_k little between iterations, so a warm start
+    needs a few dozen iterations instead of hundreds. Each problem stops on its own residuals, so its
+    result does not depend on the other problems in the batch. Stops when ||Θ_k − Z_k|| and the step of Z_k are
+    both ≤ rel_tol·||Θ_k||. Returns (K, M, M) positive definite Θ_k (and the iterations each took).
     """
-    M = S.shape[0]
-    penalty = 1.0 / max(float(np.abs(S).max()), 1e-12)
-    Z = np.eye(M)
-    U = np.zeros((M, M))                          # scaled dual variable
-    Theta = Z
+    S = np.asarray(S, dtype=np.float64)
+    K, M, _ = S.shape
+    alpha = np.broadcast_to(np.asarray(alpha, dtype=np.float64), (K,)).copy()
+    if warm is None:
+        Z = np.repeat(np.eye(M)[None], K, axis=0)
+        pen = 1.0 / np.maximum(np.abs(S).max(axis=(1, 2)), 1e-12)
+        U = np.zeros((K, M, M))                                   # scaled dual variable
+    else:
+        Z = 0.5 * (np.asarray(warm, dtype=np.float64) + np.swapaxes(warm, 1, 2))
+        diag = np.abs(np.diagonal(Z, axis1=1, axis2=2)).mean(axis=1)
+        pen = 1.0 / np.maximum(diag, 1e-150) ** 2
+        G = np.linalg.inv(Z) - S
+        U = np.clip(G, -alpha[:, None, None], alpha[:, None, None]) / pen[:, None, None]
+    Theta = Z.copy()
+    live = np.ones(K, dtype=bool)
+    iterations = np.zeros(K, dtype=np.int64)
     for _ in range(max_iter):
-        e, Q = np.linalg.eigh(penalty * (Z - U) - S)
-        theta = (e + np.sqrt(e * e + 4 * penalty)) / (2 * penalty)
-        Theta = (Q * theta) @ Q.T
-        Z_old = Z
-        A = Theta + U
-        Z = np.sign(A) * np.maximum(np.abs(A) - alpha / penalty, 0.0)
-        U = U + Theta - Z
-        r = np.linalg.norm(Theta - Z)             # primal residual
-        d = penalty * np.linalg.norm(Z - Z_old)   # dual residual
-        scale = max(np.linalg.norm(Theta), np.linalg.norm(Z), 1e-300)
-        if r <= rel_tol * scale and d <= rel_tol * max(penalty * np.linalg.norm(U), 1e-300) * 10 + rel_tol * scale:
+        idx = np.flatnonzero(live)
+        if idx.size == 0:
             break
-        if r > 10 * d:
-            penalty *= 2.0
-            U /= 2.0
-        elif d > 10 * r:
-            penalty /= 2.0
-            U *= 2.0
-    return 0.5 * (Theta + Theta.T)
+        p = pen[idx]
+        e, Q = np.linalg.eigh(p[:, None, None] * (Z[idx] - U[idx]) - S[idx])
+        root = np.sqrt(e * e + 4 * p[:, None])
+        # θ = (e + √(e²+4p))/(2p), written without cancellation for e ≪ 0 (very ill-conditioned S)
+        theta = np.where(e >= 0, (e + root) / (2 * p[:, None]), 2.0 / np.maximum(root - e, 1e-300))
+        T = (Q * theta[:, None, :]) @ np.swapaxes(Q, 1, 2)
+        A = T + U[idx]
+        Zn = np.sign(A) * np.maximum(np.abs(A) - (alpha[idx] / p)[:, None, None], 0.0)
+        Un = U[idx] + T - Zn
+        r = np.linalg.norm(T - Zn, axis=(1, 2))                   # primal residual
+        d = p * np.linalg.norm(Zn - Z[idx], axis=(1, 2))          # dual residual
+        scale = np.maximum(np.maximum(np.linalg.norm(T, axis=(1, 2)), np.linalg.norm(Zn, axis=(1, 2))), 1e-300)
+        Theta[idx], Z[idx], U[idx] = T, Zn, Un
+        iterations[idx] += 1
+        done = (r <= rel_tol * scale) & (d <= rel_tol * scale * p)     # ||Θ − Z||, ||ΔZ|| ≤ tol·||Θ||
+        live[idx[done]] = False
+        up = idx[(r > 10 * d) & ~done]
+        down = idx[(d > 10 * r) & ~done]
+        pen[up] *= 2.0
+        U[up] /= 2.0
+        pen[down] /= 2.0
+        U[down] *= 2.0
+    Theta = 0.5 * (Theta + np.swapaxes(Theta, 1, 2))
+    return (Theta, iterations) if return_iterations else Theta
 
 
 def precision_objective(Lam: np.ndarray, Sigma: np.ndarray, N_bar: float, rho: float) -> float:
@@ -206,21 +281,32 @@ def optimize(N_bar: np.ndarray, m_sum: np.ndarray, C_sum: np.ndarray, previous: 
         m̄_k = m_sum/N̄_k,  C̄_k = C_sum/N̄_k                                         (14)
         μ_k = (λ_0 m_0 + N̄_k m̄_k)/(λ_0 + N̄_k)                                      (15)
         Σ_k = C̄_k − m̄_k m̄_k^T + λ_0/(λ_0+N̄_k) (m̄_k − m_0)(m̄_k − m_0)^T,  Λ_k by (16)
+    The previous Λ_k warm-starts the ADMM fallback of (16) (:func:`solve_precisions`).
     """
     active = previous.active & (np.asarray(N_bar) >= delta) & (np.asarray(N_bar) > 0)
     if not active.any():
         raise ValueError(f"every mixture component has N̄_k < δ = {delta}")
     means = previous.means.copy()
     precisions = previous.precisions.copy()
-    for k in np.flatnonzero(active):
+    ks = np.flatnonzero(active)
+    sigmas = []
+    for k in ks:
         n = float(N_bar[k])
         mbar = m_sum[k] / n
         Cbar = C_sum[k] / n
         means[k] = (lam0 * m0 + n * mbar) / (lam0 + n)
         d = mbar - m0
-        Sigma = Cbar - np.outer(mbar, mbar) + lam0 / (lam0 + n) * np.outer(d, d)
-        precisions[k] = solve_precision(Sigma, n, rho)
+        sigmas.append(Cbar - np.outer(mbar, mbar) + lam0 / (lam0 + n) * np.outer(d, d))
+    precisions[ks] = solve_precisions(np.stack(sigmas), np.asarray(N_bar, dtype=np.float64)[ks], rho,
+                                      warm=previous.precisions[ks])
     return MixtureParameters(means=means, precisions=precisions, active=active)
+
+
+def solve_precisions(Sigmas: np.ndarray, N_bars: np.ndarray, rho: float, warm: np.ndarray | None = None) -> np.ndarray:
+    """Eq. (16) for several components: :func:`solve_precision` for each, with the previous Λ_k (``warm``) as
+    the warm start of the ADMM fallback."""
+    return np.stack([solve_precision(Sg, float(n), rho, warm=None if warm is None else warm[i])
+                     for i, (Sg, n) in enumerate(zip(Sigmas, np.asarray(N_bars, dtype=np.float64)))])
 
 
 def log_prior(params: MixtureParameters, m0: np.ndarray, lam0: float, rho: float) -> float:

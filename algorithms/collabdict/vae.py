@@ -166,7 +166,9 @@ class CollabDictVAE:
         rng = iteration_rng(ctx.process_seed, ctx.size, ctx.position, state["iteration"] + 1, "collabdict-vae-draws")
         phi, phi_opt, g_theta, value = local_update(X, state["theta"], state["phi"], state["phi_opt"], self.hyper, rng)
         session = state["session"] + 1
-        agg_state, outbox = aggregation.start(self.agg, np.concatenate([g_theta, [value]]), session, ctx)
+        segments = [int(np.size(state["theta"][k])) for k in DECODER_KEYS] + [1]   # each decoder tensor, ELBO
+        agg_state, outbox = aggregation.start(self.agg, np.concatenate([g_theta, [value]]), session, ctx,
+                                              segments=segments)
         state = dict(state, phi=phi, phi_opt=phi_opt, agg=agg_state, session=session, elbo_local=float(value))
         return StepResult(state=state, outbox=outbox, metrics=metrics, model=model)
 

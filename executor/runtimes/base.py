@@ -88,6 +88,11 @@ class TaskRuntime(Protocol):
 
     def available(self) -> bool: ...
 
+    def check(self) -> None:
+        """Raise ``RuntimeUnavailable`` (``ToolMissing`` for a missing program) saying what to
+        install or start; called before any task is set up."""
+        ...
+
     def local_digest(self, reference: str) -> str | None:
         """Digest of the local image/bundle named ``reference`` (None if absent)."""
         ...

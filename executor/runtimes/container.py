@@ -9,11 +9,14 @@ digest), never by a tag that could be re-pointed between verification and run.
 
 from __future__ import annotations
 
+import os
+import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Sequence
 
 from executor.errors import RuntimeUnavailable
+from executor.runtimes.tools import ToolMissing
 from executor.runtimes.base import DATA, KEY_DIR, TASK_IN, TASK_OUT, Limits, RunOutcome, TaskMounts, numeric_environment
 from executor.task_keys import TASK_GID, TASK_UID
 
@@ -34,9 +37,25 @@ class ContainerRuntime:
 
     def available(self) -> bool:
         try:
-            return bool(self.client.ping())
-        except Exception:
+            self.check()
+        except RuntimeUnavailable:
             return False
+        return True
+
+    def check(self) -> None:
+        """:class:`RuntimeUnavailable` naming what to install or start if no engine answers."""
+        try:
+            if self.client.ping():
+                return
+        except Exception:
+            pass
+        from executor.images import DEFAULT_SOCKET
+        url = self._base_url or os.environ.get("CONSORTIA_DOCKER_HOST") or os.environ.get("DOCKER_HOST") or DEFAULT_SOCKET
+        if shutil.which("podman") is None and shutil.which("docker") is None:
+            raise ToolMissing("podman", "podman runc", "the container runtime")
+        raise RuntimeUnavailable(f"the container runtime found no container engine at {url}: run "
+                                 "scripts/install-container-engine (installs Podman and starts its socket) "
+                                 "and export CONSORTIA_DOCKER_HOST=<the URL it prints>")
 
     def local_digest(self, reference: str) -> str | None:
         from executor.images import local_image_digest

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Sequence
 
 from executor.errors import RuntimeUnavailable
+from executor.runtimes.tools import ToolMissing, find_tool
 from executor.runtimes.base import DATA, KEY_DIR, TASK_IN, TASK_OUT, Limits, RunOutcome, TaskMounts, numeric_environment
 from executor.task_keys import TASK_GID, TASK_UID
 
@@ -84,7 +85,15 @@ class SandboxRuntime:
         self.python = python or sys.executable
 
     def available(self) -> bool:
-        return bool(self.bwrap) and os.access(self.bwrap, os.X_OK)
+        try:
+            self.check()
+        except ToolMissing:
+            return False
+        return True
+
+    def check(self) -> None:
+        """:class:`ToolMissing` (naming bubblewrap and how to install it) if ``bwrap`` is absent."""
+        self.bwrap = find_tool("bwrap", "bubblewrap", "the sandbox runtime", self.bwrap or None)
 
     def local_digest(self, reference: str) -> str | None:
         """``reference`` of a bundle is its directory."""
@@ -144,8 +153,7 @@ class SandboxRuntime:
     def run(self, image_digest: str, mounts: TaskMounts, limits: Limits = Limits(),
             command: Sequence[str] | None = None, bundle_dir: str | os.PathLike | None = None) -> RunOutcome:
         """Run the bundle at ``bundle_dir`` after checking that its digest is ``image_digest``."""
-        if not self.available():
-            raise RuntimeUnavailable("bubblewrap (bwrap) is not installed")
+        self.check()
         if bundle_dir is None:
             raise RuntimeUnavailable("the sandbox runtime needs the bundle directory")
         bundle = Path(bundle_dir)
@@ -176,6 +184,7 @@ class SandboxRuntime:
 
         ``lifeline``: the sandbox's stdin is a pipe whose write end only the caller holds; a
         worker exits when it reads EOF, i.e. when the caller dies, however it dies."""
+        self.check()          # before anything is created: a clear error, not Popen([''])
         cg = _Cgroup(limits)
         cpu_s = cpu_seconds or max(1, int(limits.timeout_s) + 1)
         as_bytes = max(limits.memory_bytes, 1 << 30) * 4   # address space >> RSS (numpy/BLAS maps)

@@ -13,7 +13,7 @@ Layout of the network directory (default ``~/.cache/consortia/fabric-net``, outs
     state.json               process ids, ports, package id
     connection.json          profile for ledger.fabric.gateway.FabricLedger.from_profile
 
-Binaries come from ``$FABRIC_HOME`` (default ``~/.cache/consortia/fabric``), installed by
+Binaries come from ``$FABRIC_HOME`` (default ``$CONSORTIA_CACHE/fabric``, i.e. ``~/.cache/consortia/fabric``), installed by
 ``fabric-network/install.sh``. Everything is overridable through :class:`NetworkConfig`.
 """
 
@@ -24,6 +24,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tarfile
@@ -37,7 +38,8 @@ from typing import Sequence
 from ledger.identity import Consortium
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_HOME = Path(os.environ.get("FABRIC_HOME", Path.home() / ".cache" / "consortia" / "fabric"))
+CACHE = Path(os.environ.get("CONSORTIA_CACHE", Path.home() / ".cache" / "consortia"))
+DEFAULT_HOME = Path(os.environ.get("FABRIC_HOME", CACHE / "fabric"))
 DEFAULT_NET = Path(os.environ.get("CONSORTIA_FABRIC_NET", Path.home() / ".cache" / "consortia" / "fabric-net"))
 BINARIES = ("peer", "orderer", "configtxgen", "osnadmin")
 
@@ -94,6 +96,20 @@ class NetworkConfig:
     @property
     def chaincode_port(self) -> int:
         return self.port_base + 2949          # 9999: one server serves every peer
+
+
+def _reproducible_tgz(out: Path, folder: Path, members: list[str]) -> None:
+    """A .tgz whose bytes depend only on the members' names and contents: the gzip header carries
+    no time or file name (``tarfile``'s "w:gz" writes the current time there, so a package made a
+    second later had another package id) and every member has mtime 0, owner 0:0."""
+    import gzip
+    with open(out, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz, \
+            tarfile.open(fileobj=gz, mode="w") as tf:
+        for member in members:
+            info = tf.gettarinfo(str(folder / member), member)
+            info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""
+            with open(folder / member, "rb") as f:
+                tf.addfile(info, f)
 
 
 class FabricNetwork:
@@ -209,6 +225,21 @@ class FabricNetwork:
             time.sleep(0.3)
         raise NetworkError(f"{name} not healthy after {timeout} s ({last}); see logs/{name}.log")
 
+    def _wait_listening(self, name: str, port: int, timeout: float = 60) -> None:
+        """Wait until ``name`` accepts TCP connections on ``port`` (it must not exit meanwhile)."""
+        deadline = time.monotonic() + timeout
+        pid = self._state()["pids"].get(name)
+        while time.monotonic() < deadline:
+            child = self._children.get(pid) if pid else None
+            if child is not None and child.poll() is not None:
+                raise NetworkError(f"{name} exited during start; see {self.net / 'logs' / (name + '.log')}")
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=2):
+                    return
+            except OSError:
+                time.sleep(0.3)
+        raise NetworkError(f"{name} does not listen on 127.0.0.1:{port} after {timeout} s; see logs/{name}.log")
+
     def stop_node(self, name: str, timeout: float = 20) -> None:
         """Stop one node (e.g. ``peer0.org2``) by its recorded process id."""
         st = self._state()
@@ -229,13 +260,16 @@ class FabricNetwork:
 
     # ------------------------------------------------------------------ binaries
     def ensure_binaries(self) -> None:
+        # install.sh re-checks what is installed (files, checksums, `peer version`) on every run,
+        # in well under a second, and installs or repairs only when that check fails.
+        script = REPO_ROOT / "fabric-network" / "install.sh"
+        r = subprocess.run(["bash", str(script)], env={**os.environ, "FABRIC_HOME": str(self.cfg.fabric_home)},
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         missing = [b for b in BINARIES if not (self.bin / b).is_file()]
-        if missing:
-            script = REPO_ROOT / "fabric-network" / "install.sh"
-            r = subprocess.run(["bash", str(script)], env={**os.environ, "FABRIC_HOME": str(self.cfg.fabric_home)})
-            missing = [b for b in BINARIES if not (self.bin / b).is_file()]
-            if r.returncode != 0 or missing:
-                raise NetworkError(f"Fabric binaries missing in {self.bin}: {missing} (install.sh exit {r.returncode})")
+        if r.returncode != 0 or missing:
+            why = (r.stderr.strip().splitlines() or [""])[-1]
+            raise NetworkError(f"Fabric binaries missing in {self.bin}: {missing} "
+                               f"(install.sh exit {r.returncode}: {why})")
         for f in ("core.yaml", "orderer.yaml"):
             if not (self.cfg.fabric_home / "config" / f).is_file():
                 raise NetworkError(f"{self.cfg.fabric_home / 'config' / f} missing: run fabric-network/install.sh")
@@ -411,11 +445,15 @@ Profiles:
     def start_orderer(self) -> None:
         self._spawn("orderer", [str(self.bin / "orderer")], self.orderer_env())
         self._wait_health("orderer", self.cfg.orderer_ops_port)
+        # /healthz answers before the admin endpoint listens; on a loaded machine osnadmin then met
+        # "connection refused" (seen in the bare-machine check at load 10 on 2 cores)
+        self._wait_listening("orderer", self.cfg.orderer_admin_port)
 
     def start_peer(self, i: int) -> None:
         name = self.peer_name(i)
         self._spawn(name, [str(self.bin / "peer"), "node", "start"], self.peer_env(i))
         self._wait_health(name, self.cfg.peer_ops_port(i))
+        self._wait_listening(name, self.cfg.peer_port(i))
 
     @property
     def chaincode_tls_dir(self) -> Path:
@@ -594,18 +632,8 @@ Profiles:
         pkg = d / f"{label}.tgz"
         (d / "connection.json").write_text(conn)
         (d / "metadata.json").write_text(meta)
-        for out, member in ((code, "connection.json"),):
-            with tarfile.open(out, "w:gz") as tf:
-                info = tf.gettarinfo(str(d / member), member)
-                info.mtime = 0
-                with open(d / member, "rb") as f:
-                    tf.addfile(info, f)
-        with tarfile.open(pkg, "w:gz") as tf:
-            for member in ("metadata.json", "code.tar.gz"):
-                info = tf.gettarinfo(str(d / member), member)
-                info.mtime = 0
-                with open(d / member, "rb") as f:
-                    tf.addfile(info, f)
+        _reproducible_tgz(code, d, ["connection.json"])
+        _reproducible_tgz(pkg, d, ["metadata.json", "code.tar.gz"])
         return pkg
 
     def deploy(self) -> None:

@@ -4,7 +4,7 @@ reused if already running), serving the Consortia contracts plus the ``KV:*`` pr
 Use from a fixture::
 
     from ledger.fabric.testing import shared_fabric
-    fab = shared_fabric()            # FabricSession (skips the test if Fabric is not installed)
+    fab = shared_fabric()            # FabricSession (skips the test if Fabric is not installed; fails under CI=true)
     host = fab.ledger()              # a FabricLedger (Ledger interface); close() it after use
     fab.consortium                   # the network's identities (Consortium): use these, not new ones
 
@@ -124,11 +124,20 @@ def start_shared_network(config: NetworkConfig | None = None) -> FabricSession:
 
 
 def shared_fabric() -> FabricSession:
-    """``start_shared_network`` for pytest: skips the calling test if Fabric is unavailable."""
-    import pytest
+    """``start_shared_network`` for pytest: skips the calling test if Fabric is unavailable, except
+    under ``CI=true``, where an unavailable Fabric fails the test (CI runs the real network every
+    time; a skip would hide a missing install)."""
     try:
         return start_shared_network()
     except FabricUnavailable as exc:
-        pytest.skip(f"Hyperledger Fabric not available: {exc}")
+        skip_or_fail(f"Hyperledger Fabric not available: {exc}")
         raise  # unreachable
+
+
+def skip_or_fail(reason: str) -> None:
+    """Skip the calling test for a missing Fabric install, or fail it under ``CI=true``."""
+    import pytest
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{reason} (CI=true: the fabric tests must run; see docs/setup.md)", pytrace=False)
+    pytest.skip(reason)
 

@@ -9,7 +9,7 @@ from algorithms.collabdict.aggregation import AggregationConfig
 from algorithms.simulator import context
 
 
-def run_session(cfg, values, seed=0, session=1):
+def run_session(cfg, values, seed=0, session=1, segments=None):
     """Drive one session over all participants, messages through the codec; return (totals, rounds, first outboxes)."""
     S = len(values)
     orgs = tuple(f"o{i}" for i in range(S))
@@ -17,7 +17,7 @@ def run_session(cfg, values, seed=0, session=1):
     states, inbox = {}, {o: {} for o in orgs}
     first = {}
     for i, o in enumerate(orgs):
-        st, out = ag.start(cfg, values[i], session, context(seed, rnd, 10_000, o, orgs, None))
+        st, out = ag.start(cfg, values[i], session, context(seed, rnd, 10_000, o, orgs, None), segments=segments)
         states[o] = codec.decode(codec.encode(st))
         first[o] = out
         for r, msg in out.items():
@@ -89,9 +89,18 @@ def test_random_link_graph_session_converges():
         assert np.allclose(t, values.sum(0), atol=1e-6)
 
 
+def test_default_is_the_seeds_chunked_cic_consensus():
+    cfg = AggregationConfig()
+    assert (cfg.mode, cfg.chunks, cfg.graph) == ("consensus", 3, "auto")
+    assert ag.consensus_topology("auto", 31, 0).name == "cic(31)"
+    assert ag.consensus_topology("auto", 6, 0).name == "complete(6)"      # CIC needs S prime
+
+
 def test_default_rounds_and_validation():
-    assert ag.rounds_per_session(AggregationConfig(), 31) == 2
-    assert ag.rounds_per_session(AggregationConfig(mode="consensus"), 31) == 347
+    assert ag.rounds_per_session(AggregationConfig(mode="exact"), 31) == 2
+    assert ag.rounds_per_session(AggregationConfig(mode="consensus", chunks=1), 31) == 347
+    # C = 3 chunks of scale 10·|ξ|: k_max = ⌈ln(√S·S·10·C/tol)/ln(1/ρ)⌉, more rounds than the unchunked 347
+    assert ag.rounds_per_session(AggregationConfig(), 31) == 465
     with pytest.raises(ValueError, match="explicit"):
         ag.rounds_per_session(AggregationConfig(mode="consensus", graph="random-link"), 8)
     with pytest.raises(ValueError):
@@ -111,3 +120,24 @@ def test_missing_or_foreign_message_is_rejected():
     with pytest.raises(ag.AggregationError, match="session 4"):
         ag.advance(cfg, st, {"b": {"agg": "partial", "session": 3, "value": np.ones(2)},
                              "c": {"agg": "partial", "session": 4, "value": np.ones(2)}}, context(0, 3, 5, "a", orgs, None))
+
+
+def test_chunked_consensus_is_exact_per_statistic_at_the_default_kmax():
+    """Statistics of very different size packed in one vector (like N_k, m_k, C_k and the log-likelihood):
+    with per-segment chunk scales every one comes back to 1e-9 relative at the default k_max; one scale
+    for the whole vector (κ = 10·max|ξ|) loses the small ones."""
+    S = 5
+    rng = np.random.default_rng(4)
+    sizes = np.array([3e-2, 1.0, 5e2, 4e5, -2e6])
+    values = sizes[None, :] * (1 + 0.3 * rng.random((S, sizes.size)))
+    values[:, 0] *= np.array([1, 0.01, 0.5, 2, 0.1])                  # one participant dominates a statistic
+    ref = values.sum(axis=0)
+    segments = [1] * sizes.size
+    cfg = AggregationConfig()                                          # CIC(5), C = 3, default k_max
+    for seed in range(3):
+        totals, _, _ = run_session(cfg, values, seed=seed, segments=segments)
+        for t in totals.values():
+            assert np.all(np.abs(t - ref) <= 1e-9 * np.abs(ref))
+    totals, _, _ = run_session(AggregationConfig(kappa=10 * 2.6e6), values, seed=0)
+    worst = max(np.abs(t[0] - ref[0]) / abs(ref[0]) for t in totals.values())
+    assert worst > 1e-6

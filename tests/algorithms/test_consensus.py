@@ -136,3 +136,31 @@ def test_share_recipients_are_distinct_and_include_self():
 def test_sparse_input_accepted():
     A = sparse.csr_matrix(cic_adjacency(5))
     assert c.algebraic_connectivity(A) > 0
+
+
+def test_segment_scales_follow_each_statistic():
+    xi = np.array([2.0, -1.0, 300.0, 0.0, 0.0, 5e-4])
+    k = c.segment_scales(xi, [2, 1, 2, 1])
+    assert np.allclose(k, [20, 20, 3000, 3000, 3000, 5e-3])      # the all-zero segment borrows the largest scale
+    assert np.allclose(c.segment_scales(xi), 3000)
+    assert np.allclose(c.segment_scales(np.zeros(3)), 1.0)
+    assert np.allclose(c.segment_scales(np.array([np.nan, 2.0, np.inf]), [1, 1, 1]), [20, 20, 20])
+    with pytest.raises(ValueError, match="segments"):
+        c.segment_scales(xi, [2, 2])
+    parts = c.random_chunks(xi, 3, np.random.default_rng(0), k)
+    assert np.allclose(parts.sum(axis=0), xi, rtol=1e-12, atol=0)  # small entries survive the chunking
+
+
+def test_chunked_kmax_accounts_for_the_chunk_scale():
+    rho = c.mixing_rate(cic_adjacency(31))
+    assert c.chunked_rounds_for_tolerance(rho, 31, 1) == c.rounds_for_tolerance(rho, 31, 1e-8)
+    assert c.chunked_rounds_for_tolerance(rho, 31, 3) == c.rounds_for_tolerance(rho, 31, 1e-8 / (31 * 10 * 3))
+    # with it, a chunked sum of statistics spanning eight orders of magnitude is exact to 1e-9 relative each
+    S = 31
+    X = np.random.default_rng(1).lognormal(size=(S, 4)) * np.array([1e-3, 1.0, 1e3, 1e5])
+    rngs = [np.random.default_rng(200 + s) for s in range(S)]
+    kappas = [c.segment_scales(x, [1, 1, 1, 1]) for x in X]
+    parts = np.stack([c.random_chunks(X[s], 3, rngs[s], kappas[s]) for s in range(S)], axis=1)
+    k = c.chunked_rounds_for_tolerance(rho, S, 3)
+    total = sum(S * c.consensus_iterate(parts[l], cic_adjacency(S), "degree", k) for l in range(3))
+    assert np.all(np.abs(total - X.sum(0)) <= 1e-9 * X.sum(0))

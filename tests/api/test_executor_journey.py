@@ -5,7 +5,6 @@ executor's encryption convention, and the offline audit bundle all hold on real 
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
 
@@ -14,7 +13,6 @@ from api.follower import sync
 from api.verification import verify_model_on_ledger
 from tests.api.conftest import make_gateway
 
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="the sandbox runtime needs bubblewrap")
 ORGS = ["Org1MSP", "Org2MSP", "Org3MSP"]
 
 

@@ -113,7 +113,6 @@ def live_executed(executed, tmp_path_factory):
     gw.index.close()
 
 
-@pytest.mark.skipif(shutil.which("bwrap") is None, reason="the executor's sandbox runtime needs bubblewrap")
 def test_explorer_on_a_process_run_by_the_executor(browser, live_executed, executed):
     import json
     from selenium.webdriver.common.by import By
@@ -172,7 +171,6 @@ def demo_gateway(tmp_path_factory):
     led.close()
 
 
-@pytest.mark.skipif(shutil.which("bwrap") is None, reason="the demo's sandbox runtime needs bubblewrap")
 def test_explorer_on_the_completed_demo_process(browser, demo_gateway):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as EC

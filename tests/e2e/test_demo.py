@@ -4,7 +4,6 @@ writes says so with figures taken from the ledger."""
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
 from rich.console import Console
@@ -17,7 +16,6 @@ def test_unknown_backend_or_runtime_is_refused(tmp_path):
     assert run_demo(tmp_path, quick=True, runtime="inprocess", console=Console(quiet=True)) == 2
 
 
-@pytest.mark.skipif(shutil.which("bwrap") is None, reason="the demo's sandbox runtime needs bubblewrap")
 def test_quick_demo_completes_verified_and_writes_its_report(tmp_path):
     assert run_demo(tmp_path, quick=True, console=Console(quiet=True)) == 0
     report = json.loads((tmp_path / "report.json").read_text())
@@ -46,3 +44,13 @@ def test_quick_demo_completes_verified_and_writes_its_report(tmp_path):
     assert result.exit_code == 0, result.stderr
     listed = json.loads(result.stdout)
     assert [(p["id"], p["status"], p["creator"]) for p in listed] == [(report["process_id"], "completed", orgs[0])]
+
+
+def test_demo_help_offers_only_what_run_demo_accepts():
+    """The README and `--help` must not advertise an option the code rejects (issue 13)."""
+    from typer.testing import CliRunner
+
+    from api.cli import app
+    out = CliRunner().invoke(app, ["demo", "--help"], env={"COLUMNS": "200"}).output
+    assert "--runtime" in out and "sandbox" in out and "container" in out
+    assert "inprocess" not in out

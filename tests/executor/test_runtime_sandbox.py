@@ -22,7 +22,7 @@ ORGS = ("Org1MSP", "Org2MSP")
 @pytest.fixture(scope="module")
 def sandbox():
     rt = SandboxRuntime()
-    assert rt.available(), "bubblewrap missing: run scripts/install-container-engine"
+    rt.check()          # ToolMissing names bubblewrap and how to install it (scripts/setup does)
     return rt
 
 

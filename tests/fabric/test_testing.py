@@ -38,3 +38,14 @@ def test_one_network_per_session_with_its_own_identities(fabric):
     assert [o.msp_id for o in fabric.consortium.organisations] == ["Org1MSP", "Org2MSP", "Org3MSP"]
     with fabric.ledger() as led:
         assert led.evaluate(fabric.consortium.identity("Org1"), "KV:whoami")
+
+
+@pytest.mark.parametrize("ci, outcome", [("true", pytest.fail.Exception), ("", pytest.skip.Exception)])
+def test_unavailable_fabric_fails_under_ci_and_skips_elsewhere(monkeypatch, ci, outcome):
+    """CI runs the real network every time: a missing Fabric is a failure there, never a skip."""
+    def unavailable():
+        raise testing.FabricUnavailable("Fabric binaries missing in /nowhere/bin: ['peer']")
+    monkeypatch.setattr(testing, "start_shared_network", unavailable)
+    monkeypatch.setenv("CI", ci)
+    with pytest.raises(outcome, match="Fabric binaries missing"):
+        shared_fabric()
