@@ -208,9 +208,11 @@ class Platform:
 
     @property
     def layout(self):
-        """The home layout (ledger/config.py): ``root`` is a Consortia home."""
-        from ledger.config import Layout
-        return Layout(Path(self.root))
+        """The home layout (ledger/config.py): ``root`` is a Consortia home (its consortia.toml, if any,
+        is honoured, e.g. an organisation's data folder named there)."""
+        from ledger.config import CONFIG_FILE, Layout, load
+        root = Path(self.root)
+        return load(root).paths if (root / CONFIG_FILE).is_file() else Layout(root)
 
     @property
     def data_root(self) -> Path:
@@ -231,7 +233,7 @@ class Platform:
         from executor.node_agent import ImageResolver, NodeAgent
         images = ImageResolver(runtime, self.bundles_roots[org]) if org in self.bundles_roots else None
         return NodeAgent(self.ledger, self.consortium.identity(org), self.consortium, runtime,
-                         self.data_root / org, self.store_root, self.state_root, limits=limits,
+                         self.layout.data(org), self.store_root, self.state_root, limits=limits,
                          images=images, warm=warm)
 
     def agent_command(self, org: str, process_id: str, runtime: str, warm: bool = False,
@@ -241,7 +243,7 @@ class Platform:
             raise ExecutorError("agents as OS processes need the embedded ledger file (ledger_path)")
         cmd = [sys.executable, "-m", "executor.node_agent", "run", "--org", org,
                "--consortium", str(self.consortium.root), "--ledger", str(self.ledger_path),
-               "--runtime", runtime, "--data", str(self.data_root / org), "--store", str(self.store_root),
+               "--runtime", runtime, "--data", str(self.layout.data(org)), "--store", str(self.store_root),
                "--state", str(self.state_root), "--process", process_id, "--timeout", str(timeout)]
         return cmd + (["--warm"] if warm else [])
 

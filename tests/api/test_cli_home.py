@@ -101,6 +101,9 @@ def test_the_config_names_the_identity_and_data_each_organisation_uses(tmp_path)
         "users/User1@org2.example.com/msp", "users/Admin@org2.example.com/msp")
     (home / "consortia.toml").write_text(cfg)
     assert load(home).paths.data("Org2MSP") == home.resolve() / "elsewhere" / "org2-data"
+    from executor.process import Platform
+    cmd = Platform(None, Consortium(home / "crypto"), home, home / "ledger.db").agent_command("Org2MSP", "p", "sandbox")
+    assert cmd[cmd.index("--data") + 1] == str(home.resolve() / "elsewhere" / "org2-data")    # the agents too
     rec = json.loads(run("image", "register", "svm", "1", "--digest", "sha256:" + "ab" * 32, "--algorithm", "svm",
                          "--org", "Org2", "--home", str(home), "--json").stdout)
     assert rec["registered_by"].startswith("Admin@org2")
