@@ -183,9 +183,15 @@ def ensemble_scores(estimators: Sequence[Mapping[str, Any]], X: np.ndarray) -> n
     return predict_trees(estimators, X).mean(axis=0)
 
 
-def ensemble_predict(estimators: Sequence[Mapping[str, Any]], X: np.ndarray) -> np.ndarray:
-    """Anomaly iff Φ(x) > 0.5 (seed §II-A; equals the repo's ``np.round`` since 0.5 rounds to 0)."""
-    return (ensemble_scores(estimators, X) > 0.5).astype(np.int64)
+def ensemble_predict(estimators: Sequence[Mapping[str, Any]], X: np.ndarray, threshold: float = 0.5) -> np.ndarray:
+    """Anomaly iff Φ(x) > threshold; 0.5 is the paper's (seed §II-A; equals the repo's
+    ``np.round`` since 0.5 rounds to 0)."""
+    return (ensemble_scores(estimators, X) > threshold).astype(np.int64)
+
+
+def model_predict(model: Mapping[str, Any], X: np.ndarray) -> np.ndarray:
+    """Predictions of a model payload with its own threshold (0.5 if it records none)."""
+    return ensemble_predict(model["estimators"], X, float(model.get("threshold", 0.5)))
 
 
 def ids_of(estimators: Iterable[Mapping[str, Any]]) -> list[EstimatorId]:

@@ -33,7 +33,7 @@ def test_simulator_equals_direct_protocol(small, ranking, registry, topo):
     res = simulate(alg, small.nodes, rounds=alg.rounds, seed=17, topology=t)
     direct = run_protocol(small.nodes, CollabRFParams(**kw), seed=17, topology=t)
     for org in small.nodes:
-        model = {"organisation": org, "estimators": direct.states[org]["ensemble"]}
+        model = {"organisation": org, "estimators": direct.states[org]["ensemble"], "threshold": 0.5}
         assert res.models[org] == codec.encode(model)
         assert res.states[org] == codec.encode(direct.states[org])
     # messages of SHARE rounds are exactly the direct protocol's writes
