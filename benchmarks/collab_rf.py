@@ -276,14 +276,14 @@ def main(argv: list[str] | None = None) -> dict:
         runs, scores = {}, {}
         for topo in TOPOLOGIES:
             runs[topo] = run_topology(topo, datasets, ranking, args.seed, **algo)
-            scores[topo] = evaluate(runs[topo]["models"], datasets, split.X_test, split.y_test)
+            scores[topo] = evaluate(runs[topo]["models"], datasets, split.X_test, split.y_test, runs[topo]["thresholds"])
             timings[f"{ranking}/{topo}"] = runs[topo]["seconds"]
             s = summarise(scores[topo])
             print(f"[{ranking}] {topo:12s} {runs[topo]['seconds']:6.1f}s  test BAcc {_fmt(s['test_bacc'])}  "
                   f"Prec {_fmt(s['test_prec'])}  Rec {_fmt(s['test_rec'])}  | train BAcc {_fmt(s['train_bacc'])}", flush=True)
         c = run_topology("disconnected", central_data, ranking, args.seed, **algo)
         timings[f"{ranking}/centralised"] = c["seconds"]
-        scores["centralised"] = evaluate(c["models"], central_data, split.X_test, split.y_test)
+        scores["centralised"] = evaluate(c["models"], central_data, split.X_test, split.y_test, c["thresholds"])
         print(f"[{ranking}] centralised  {c['seconds']:6.1f}s  {scores['centralised']['central']}", flush=True)
         summaries[ranking] = {t: summarise(scores[t]) for t in scores}
         improvements[ranking] = {t: improvement_stats(scores[t], scores["disconnected"], orgs) for t in ("full", "pairwise", "random")}

@@ -10,7 +10,6 @@ from algorithms.collab_rf.protocol import CollabRFParams, final_model, run_proto
 from algorithms.collab_rf.synthetic import synthetic_fraud
 from algorithms.collab_rf.training import Scaler, fit_seed, fit_trees
 from algorithms.simulator import simulate
-from algorithms.step import LocalDataset
 from algorithms.topologies.static import complete, ring
 
 
