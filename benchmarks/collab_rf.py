@@ -6,7 +6,7 @@
 
 Only the full data reproduce Table 3: forests fitted on thinned normal rows see a higher fraud
 rate and score the common test set differently (measured, mean test BAcc per topology: with 2 %
-of the normal rows 0.05–0.09 above the full-data figures, with 10 % 0.03–0.07 above, and with 10 %
+of the normal rows 0.04–0.09 above the full-data figures, with 10 % 0.02–0.07 above, and with 10 %
 weighted 1/0.1 up to 0.12 below), so --quick keeps the full data and skips the second ranking.
 
 Runs the step function through the in-memory simulator (the platform's code path) for the
