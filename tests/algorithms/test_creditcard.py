@@ -83,6 +83,7 @@ PAPER_TABLE3_TEST = {"full": (0.89, 0.93, 0.79), "pairwise": (0.89, 0.92, 0.77),
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(5400)     # ≈ 12 CPU minutes; the centralised forest alone exceeds the suite's 600 s on a busy box
 def test_real_data_reproduces_table3_test_means(real):
     """The full §VI experiment (20 nodes, 284,807 rows, P-greedy, seed 42): every topology's and the
     centralised model's test means lie within ±0.03 BAcc and ±0.05 Prec/Rec of Table 3. The paper
