@@ -10,7 +10,8 @@ One platform round is one action of the schedule (default (FIT, SHARE, GET) × 4
   estimator ids — is returned.
 
 Message payload: {"sender": org, "estimators": [...]}; model payload: {"organisation": org,
-"estimators": [...]}. :func:`algorithms.collab_rf.estimators.estimator_digests` lists
+"estimators": [...], "threshold": t} (anomaly iff Φ(x) > t; t = 0.5 unless
+``decision_threshold="validation"``). :func:`algorithms.collab_rf.estimators.estimator_digests` lists
 (id, digest) of the estimators in either.
 """
 
@@ -32,10 +33,14 @@ class CollaborativeRandomForest:
     def __init__(self, n_new: int = 10, n_share: int = 10, n_max: int = 50, max_depth: int | None = 10,
                  ranking: str = "pgreedy_treekernel", registry: str = "paper", n_rep: int = 10,
                  val_size: float = 0.3, kernel_decay: float = 1.0,
-                 schedule: tuple[str, ...] | list[str] = protocol.DEFAULT_SCHEDULE, n_jobs: int = 1):
+                 schedule: tuple[str, ...] | list[str] = protocol.DEFAULT_SCHEDULE, n_jobs: int = 1,
+                 positive_weight: float | str = 1.0, decision_threshold: str = "fixed",
+                 validation_size: float = 0.2, tree_seed: int | None = None):
         self.p = CollabRFParams(n_new=n_new, n_share=n_share, n_max=n_max, max_depth=max_depth,
                                 ranking=ranking, registry=registry, n_rep=n_rep, val_size=val_size,
-                                kernel_decay=kernel_decay, schedule=tuple(schedule), n_jobs=n_jobs)
+                                kernel_decay=kernel_decay, schedule=tuple(schedule), n_jobs=n_jobs,
+                                positive_weight=positive_weight, decision_threshold=decision_threshold,
+                                validation_size=validation_size, tree_seed=tree_seed)
 
     @property
     def rounds(self) -> int:
@@ -53,7 +58,7 @@ class CollaborativeRandomForest:
         return {"estimators": [[c, n, d] for (c, n), d in estimator_digests(payload)]}
 
     def init(self, data: LocalDataset, ctx: TaskContext) -> dict:
-        return protocol.init_node(ctx.organisation, data, self.p)
+        return protocol.init_node(ctx.organisation, data, self.p, ctx.process_seed, ctx.position)
 
     def step(self, state: dict, inbox: Mapping[str, Any], data: LocalDataset, ctx: TaskContext) -> StepResult:
         for sender in sorted(inbox):
@@ -79,5 +84,5 @@ class CollaborativeRandomForest:
                    "action": float(-1 if action is None else protocol.ACTIONS.index(action))}
         model = None
         if ctx.round >= min(ctx.rounds, len(self.p.schedule)):
-            model = {"organisation": ctx.organisation, "estimators": state["ensemble"]}
+            model = protocol.final_model(state, data, self.p)
         return StepResult(state=state, outbox=outbox, metrics=metrics, model=model)

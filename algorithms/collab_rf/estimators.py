@@ -8,6 +8,7 @@ deterministically and every message, state and model can be hashed:
      "feature": int32[n_nodes],                          # split feature s(v), -2 at leaves
      "threshold": float64[n_nodes],                      # split value x(v), -2 at leaves
      "value": float64[n_nodes],                          # regression output at every node
+     "missing_left": uint8[n_nodes],                     # 1: a missing (NaN) value goes left
      "scaler_mean", "scaler_scale": float64[d]}          # the creator's StandardScaler
 
 The tree is sklearn's ``tree_`` of one member of a ``RandomForestRegressor`` (CODE S2);
@@ -16,6 +17,14 @@ prediction first standardises x with that scaler. Predictions are computed here 
 arrays (vectorised over trees and samples) and equal sklearn's ``tree.predict`` exactly:
 the standardised input is cast to float32 and compared with the float64 threshold by
 ``x <= t`` (go left), as sklearn's tree does.
+
+Missing values are routed as scikit-learn (≥ 1.3; pinned 1.9.1) routes them: a NaN feature value
+goes to the left child iff ``tree_.missing_go_to_left`` of the node is set (learned when the
+training data had NaN; otherwise the child that received more training samples), and a split
+that separates missing from present values has threshold +inf (present values go left). The
+scaler maps NaN to NaN, so standardising first changes nothing. Payloads made before this
+field existed lack ``missing_left``; they still predict NaN-free rows, and refuse NaN rows with
+:class:`MissingRoutingUnknown` instead of guessing.
 """
 
 from __future__ import annotations
@@ -30,6 +39,10 @@ Estimator = dict  # the payload described above
 EstimatorId = tuple[str, int]
 
 _ARRAYS = ("left", "right", "feature", "threshold", "value")
+
+
+class MissingRoutingUnknown(ValueError):
+    """X has missing values but an estimator carries no learned missing-value routing."""
 
 
 def estimator_id(est: Mapping[str, Any]) -> EstimatorId:
@@ -53,6 +66,7 @@ def from_sklearn_tree(tree: Any, creator: str, counter: int, scaler_mean: np.nda
         "feature": t.feature.astype(np.int32),
         "threshold": t.threshold.astype(np.float64),
         "value": t.value[:, 0, 0].astype(np.float64),
+        "missing_left": np.asarray(t.missing_go_to_left).astype(np.uint8),
         "scaler_mean": np.asarray(scaler_mean, dtype=np.float64).copy(),
         "scaler_scale": np.asarray(scaler_scale, dtype=np.float64).copy(),
     }
@@ -72,7 +86,7 @@ def validate_estimator(est: Mapping[str, Any]) -> None:
         if k not in est:
             raise ValueError(f"estimator payload lacks {k!r}")
     n = len(est["left"])
-    for k in _ARRAYS:
+    for k in _ARRAYS + (("missing_left",) if "missing_left" in est else ()):
         if len(est[k]) != n:
             raise ValueError(f"estimator {estimator_id(est)}: array {k!r} has length {len(est[k])}, expected {n}")
     left, right = np.asarray(est["left"]), np.asarray(est["right"])
@@ -123,6 +137,13 @@ def predict_trees(estimators: Sequence[Mapping[str, Any]], X: np.ndarray) -> np.
     feature = np.concatenate([np.asarray(e["feature"]) for e in estimators]).astype(np.int64)
     threshold = np.concatenate([np.asarray(e["threshold"]) for e in estimators])
     value = np.concatenate([np.asarray(e["value"]) for e in estimators])
+    has_nan = bool(np.isnan(X).any())
+    if has_nan:
+        unknown = [estimator_id(e) for e in estimators if "missing_left" not in e]
+        if unknown:
+            raise MissingRoutingUnknown(f"X has missing values but estimators {unknown[:5]} carry no missing-value "
+                                        "routing (made before 'missing_left' was recorded); impute X first")
+        missing_left = np.concatenate([np.asarray(e["missing_left"]) for e in estimators]).astype(bool)
     out = np.empty((n_t, n))
     # Group trees by creator scaler so each standardisation is done once.
     groups: dict[bytes, list[int]] = {}
@@ -145,7 +166,10 @@ def predict_trees(estimators: Sequence[Mapping[str, Any]], X: np.ndarray) -> np.
                     break
                 r = np.broadcast_to(rows, node.shape)
                 fa = np.where(active, f, 0)
-                go_left = Zc[r, fa] <= threshold[node]
+                z = Zc[r, fa]
+                go_left = z <= threshold[node]
+                if has_nan:
+                    go_left = np.where(np.isnan(z), missing_left[node], go_left)
                 node = np.where(active, np.where(go_left, left[node], right[node]), node)
             out[idxs, a:a + chunk] = value[node]
     return out
@@ -159,9 +183,15 @@ def ensemble_scores(estimators: Sequence[Mapping[str, Any]], X: np.ndarray) -> n
     return predict_trees(estimators, X).mean(axis=0)
 
 
-def ensemble_predict(estimators: Sequence[Mapping[str, Any]], X: np.ndarray) -> np.ndarray:
-    """Anomaly iff Φ(x) > 0.5 (seed §II-A; equals the repo's ``np.round`` since 0.5 rounds to 0)."""
-    return (ensemble_scores(estimators, X) > 0.5).astype(np.int64)
+def ensemble_predict(estimators: Sequence[Mapping[str, Any]], X: np.ndarray, threshold: float = 0.5) -> np.ndarray:
+    """Anomaly iff Φ(x) > threshold; 0.5 is the paper's (seed §II-A; equals the repo's
+    ``np.round`` since 0.5 rounds to 0)."""
+    return (ensemble_scores(estimators, X) > threshold).astype(np.int64)
+
+
+def model_predict(model: Mapping[str, Any], X: np.ndarray) -> np.ndarray:
+    """Predictions of a model payload with its own threshold (0.5 if it records none)."""
+    return ensemble_predict(model["estimators"], X, float(model.get("threshold", 0.5)))
 
 
 def ids_of(estimators: Iterable[Mapping[str, Any]]) -> list[EstimatorId]:

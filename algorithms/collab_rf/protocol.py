@@ -5,7 +5,11 @@ reference the step-function wrapper is checked against.
 Node state (a codec payload):
     {"organisation": str, "counter": int (next estimator counter), "fits": int,
      "ensemble": [estimators], "registry": registry payload,
-     "scaler_mean", "scaler_scale": float64[d]}
+     "scaler_mean", "scaler_scale": float64[d],
+     "validation_rows": int64[m]}     # rows held out for the decision threshold (empty: none)
+
+Model payload: {"organisation": str, "estimators": [...], "threshold": float} (a row is an
+anomaly iff Φ(x) > threshold; 0.5 unless ``decision_threshold="validation"``).
 """
 
 from __future__ import annotations
@@ -15,9 +19,11 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from algorithms.collab_rf import decision
 from algorithms.collab_rf import ensemble as ens
 from algorithms.collab_rf import registry as reg
 from algorithms.collab_rf.ranking import RANKINGS, make_ranking
+from algorithms.collab_rf.estimators import ensemble_scores
 from algorithms.collab_rf.training import Scaler, fit_seed, fit_trees
 from algorithms.step import LocalDataset, TaskContext
 
@@ -28,7 +34,13 @@ DISCONNECTED_SCHEDULE = ("FIT",) * 4
 
 @dataclass(frozen=True)
 class CollabRFParams:
-    """Hyper-parameters (defaults: ALGORITHMS.md §8)."""
+    """Hyper-parameters (defaults: ALGORITHMS.md §8, the paper's settings).
+
+    ``positive_weight``, ``decision_threshold`` and ``validation_size``: options for rare
+    positives (:mod:`algorithms.collab_rf.decision`). ``tree_seed``: None draws each FIT's
+    ``random_state`` from (process seed, position, FIT index); an integer r gives the k-th FIT
+    (k = 0, 1, ..) of every organisation ``random_state = r + k``, the authors' scheme.
+    """
 
     n_new: int = 10
     n_share: int = 10
@@ -41,6 +53,10 @@ class CollabRFParams:
     kernel_decay: float = 1.0
     schedule: tuple[str, ...] = field(default=DEFAULT_SCHEDULE)
     n_jobs: int = 1
+    positive_weight: float | str = 1.0
+    decision_threshold: str = "fixed"
+    validation_size: float = 0.2
+    tree_seed: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("n_new", "n_share", "n_max"):
@@ -63,6 +79,14 @@ class CollabRFParams:
         if self.n_jobs < 1:
             raise ValueError(f"n_jobs must be >= 1, got {self.n_jobs}")
         make_ranking(self.ranking, **self.ranking_options())  # validates n_rep, val_size, decay
+        decision.validate_positive_weight(self.positive_weight)
+        if self.decision_threshold not in decision.DECISIONS:
+            raise ValueError(f"decision_threshold must be one of {decision.DECISIONS}, got {self.decision_threshold!r}")
+        if not (isinstance(self.validation_size, (int, float)) and 0.0 < self.validation_size < 1.0):
+            raise ValueError(f"validation_size must be in (0, 1), got {self.validation_size!r}")
+        if self.tree_seed is not None and (isinstance(self.tree_seed, bool) or not isinstance(self.tree_seed, int)
+                                           or not 0 <= self.tree_seed < 2**31 - 64):
+            raise ValueError(f"tree_seed must be None or an integer in [0, 2**31 - 64), got {self.tree_seed!r}")
 
     def ranking_options(self) -> dict[str, Any]:
         if self.ranking == "linreg_bootstrap":
@@ -78,15 +102,50 @@ class CollabRFParams:
         return d
 
 
-def init_node(organisation: str, data: LocalDataset, params: CollabRFParams) -> dict:
-    """Empty ensemble, empty registry, the node's StandardScaler on its train set."""
+def validation_seed(process_seed: int, position: int) -> int:
+    """Seed of an organisation's held-out validation rows."""
+    ss = np.random.SeedSequence([int(process_seed), int(position), 0x7A11D])
+    return int(ss.generate_state(1)[0])
+
+
+def init_node(organisation: str, data: LocalDataset, params: CollabRFParams, process_seed: int = 0,
+              position: int = 0) -> dict:
+    """Empty ensemble, empty registry, the node's StandardScaler on its training rows (all its
+    rows, or those not held out for the decision threshold)."""
     if data.labels is None:
         raise ValueError(f"{organisation}: collaborative RF needs labelled local data")
-    s = Scaler.fit(data.features)
+    val = np.zeros(0, dtype=np.int64)
+    if params.decision_threshold == "validation":
+        val = decision.validation_rows(data.labels, params.validation_size, validation_seed(process_seed, position))
+    s = Scaler.fit(_training(data, val).features)
     state = {"organisation": organisation, "counter": 0, "fits": 0, "ensemble": [],
              "registry": reg.new_registry(params.registry),
-             "scaler_mean": s.mean, "scaler_scale": s.scale}
+             "scaler_mean": s.mean, "scaler_scale": s.scale, "validation_rows": val}
     return {k: state[k] for k in sorted(state)}   # key-sorted: encodes like its decoded copy
+
+
+def _training(data: LocalDataset, validation: np.ndarray) -> LocalDataset:
+    """The rows FIT and the rankings may use: all but the held-out validation rows."""
+    if len(validation) == 0:
+        return data
+    keep = np.ones(len(data), dtype=bool)
+    keep[np.asarray(validation, dtype=np.int64)] = False
+    return LocalDataset(data.features[keep], data.labels[keep], name=data.name)
+
+
+def training_data(state: Mapping[str, Any], data: LocalDataset) -> LocalDataset:
+    return _training(data, np.asarray(state.get("validation_rows", np.zeros(0, dtype=np.int64))))
+
+
+def final_model(state: Mapping[str, Any], data: LocalDataset, params: CollabRFParams) -> dict:
+    """The model payload: the ensemble and its decision threshold (0.5, or the BAcc-optimal cut
+    on the organisation's validation rows)."""
+    threshold = decision.PAPER_THRESHOLD
+    val = np.asarray(state.get("validation_rows", np.zeros(0, dtype=np.int64)), dtype=np.int64)
+    if params.decision_threshold == "validation" and len(val) and state["ensemble"]:
+        scores = ensemble_scores(state["ensemble"], data.features[val])
+        threshold = decision.balanced_accuracy_threshold(scores, data.labels[val])
+    return {"organisation": state["organisation"], "estimators": state["ensemble"], "threshold": float(threshold)}
 
 
 def _crop_if_needed(state: dict, params: CollabRFParams, data: LocalDataset,
@@ -100,10 +159,13 @@ def fit(state: Mapping[str, Any], data: LocalDataset, params: CollabRFParams, pr
         position: int, rng: np.random.Generator) -> dict:
     """FIT: n_new new trees with ids (v_j, counter..); Φ ← ADD(Φ, new); CROP if |Φ| > n_max."""
     state = dict(state)
+    data = training_data(state, data)
     scaler = Scaler(np.asarray(state["scaler_mean"]), np.asarray(state["scaler_scale"]))
-    new = fit_trees(data.features, data.labels, scaler, params.n_new, params.max_depth,
-                    fit_seed(process_seed, position, state["fits"]), state["organisation"],
-                    state["counter"], n_jobs=params.n_jobs)
+    seed = (params.tree_seed + int(state["fits"]) if params.tree_seed is not None
+            else fit_seed(process_seed, position, state["fits"]))
+    new = fit_trees(data.features, data.labels, scaler, params.n_new, params.max_depth, seed,
+                    state["organisation"], state["counter"], n_jobs=params.n_jobs,
+                    positive_weight=decision.resolve_positive_weight(params.positive_weight, data.labels))
     state["counter"] = int(state["counter"]) + params.n_new
     state["fits"] = int(state["fits"]) + 1
     state["ensemble"] = ens.add(state["ensemble"], new)
@@ -114,6 +176,7 @@ def fit(state: Mapping[str, Any], data: LocalDataset, params: CollabRFParams, pr
 def share(state: Mapping[str, Any], data: LocalDataset, params: CollabRFParams,
           rng: np.random.Generator) -> list[dict]:
     """SHARE: E = GET_TOP(Φ, n_share), to be written to each first-order neighbour."""
+    data = training_data(state, data)
     return ens.get_top(state["ensemble"], params.n_share, params.make_ranking(),
                        X=data.features, y=data.labels, rng=rng)
 
@@ -131,7 +194,7 @@ def get(state: Mapping[str, Any], data: LocalDataset, params: CollabRFParams,
     state = dict(state)
     received, state["registry"] = reg.read(state["registry"])
     state["ensemble"] = ens.add(state["ensemble"], received)
-    _crop_if_needed(state, params, data, rng)
+    _crop_if_needed(state, params, training_data(state, data), rng)
     return state
 
 
@@ -157,7 +220,7 @@ def run_protocol(datasets: Mapping[str, LocalDataset], params: CollabRFParams, s
     consortium order, runs action r of the schedule; SHARE writes straight into the
     neighbours' registries (read by their GET in a later round)."""
     consortium = tuple(consortium or datasets.keys())
-    states = {o: init_node(o, datasets[o], params) for o in consortium}
+    states = {o: init_node(o, datasets[o], params, seed, i) for i, o in enumerate(consortium)}
     shared_log, sizes = [], []
     for rnd, action in enumerate(params.schedule, start=1):
         A = topology.adjacency(rnd) if topology is not None else np.zeros((len(consortium),) * 2)

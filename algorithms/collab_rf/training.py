@@ -1,6 +1,8 @@
 """FIT's learner: n_new regression trees of a random forest on local, standardised data
 (ALGORITHMS.md §5.2 [CODE]: ``RandomForestRegressor(n_estimators=n_new, max_depth)`` on
 StandardScaler-transformed X; bootstrap on; ``max_features=1.0``, i.e. no feature bagging).
+``positive_weight`` ≠ 1 passes ``sample_weight`` (w for positive rows, 1 otherwise; an option
+for rare positives, not the paper's).
 
 Fitting is a pure function of (data, hyper-parameters, random_state), so results are
 memoised in-process (keyed by a digest of the data): the same organisation's k-th FIT gives
@@ -55,7 +57,8 @@ def _digest(*arrays: np.ndarray) -> str:
 
 
 def fit_trees(X: np.ndarray, y: np.ndarray, scaler: Scaler, n_new: int, max_depth: int | None,
-              random_state: int, creator: str, first_counter: int, n_jobs: int = 1) -> list[Estimator]:
+              random_state: int, creator: str, first_counter: int, n_jobs: int = 1,
+              positive_weight: float = 1.0) -> list[Estimator]:
     """Train ``n_new`` trees; ids (creator, first_counter .. first_counter+n_new-1)."""
     if n_new < 1:
         raise ValueError(f"n_new must be >= 1, got {n_new}")
@@ -65,12 +68,15 @@ def fit_trees(X: np.ndarray, y: np.ndarray, scaler: Scaler, n_new: int, max_dept
     y = np.asarray(y, dtype=np.float64)
     if X.ndim != 2 or len(X) != len(y) or len(X) == 0:
         raise ValueError(f"FIT needs non-empty X (n, d) and y (n,), got {X.shape} and {y.shape}")
-    key = (_digest(X, y, scaler.mean, scaler.scale), n_new, max_depth, random_state)
+    if not (np.isfinite(positive_weight) and positive_weight > 0):
+        raise ValueError(f"positive_weight must be a positive number, got {positive_weight}")
+    key = (_digest(X, y, scaler.mean, scaler.scale), n_new, max_depth, random_state, float(positive_weight))
     cached = _MEMO.get(key)
     if cached is None:
         rf = RandomForestRegressor(n_estimators=n_new, max_depth=max_depth, max_features=1.0,
                                    bootstrap=True, random_state=random_state, n_jobs=n_jobs)
-        rf.fit(scaler.transform(X), y)
+        weights = None if positive_weight == 1.0 else np.where(y == 1, float(positive_weight), 1.0)
+        rf.fit(scaler.transform(X), y, sample_weight=weights)
         cached = [from_sklearn_tree(t, "", 0, scaler.mean, scaler.scale) for t in rf.estimators_]
         _MEMO[key] = cached
         if len(_MEMO) > _MEMO_SIZE:

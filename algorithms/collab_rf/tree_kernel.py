@@ -11,6 +11,11 @@ C(v, v') = 0 if v or v' is a leaf or their productions (s(v), s(left v), s(right
 (a leaf child has the symbol ⊥); otherwise C(v, v') = λ Π_{c∈{left,right}} (1 + C(c(v), c(v')))
 (λ = ``decay``, 1 in the paper), so a pre-terminal pair gets λ.
 
+Missing values [OURS]. A tree trained on data with NaN can hold splits that send every present
+value left and the missing ones right; scikit-learn stores them with threshold +inf. Such a
+node has no finite x(v): it gets x(v) = 0 (its fragments carry no weight; the shapes below and
+above it count as usual), so the kernel stays finite and PSD. See :func:`node_weights`.
+
 Efficiency. C(v, v') depends only on the *labelled shapes* of the full subtrees below v and
 v' (thresholds play no role), so nodes are interned into shape types: type(v) = (s(v),
 type(left), type(right)), leaves = type 0. Then
@@ -126,6 +131,12 @@ def _subtree_counts(table: _TypeTable, decay: float) -> sp.csr_matrix:
     return sp.csr_matrix((C, (a, b)), shape=(U, U))
 
 
+def node_weights(est: Mapping[str, Any]) -> np.ndarray:
+    """x(v) for every node: the threshold, or 0 where it is not finite (a missing-vs-present split)."""
+    thr = np.asarray(est["threshold"], dtype=np.float64)
+    return np.where(np.isfinite(thr), thr, 0.0)
+
+
 def gram_matrix(estimators: Sequence[Mapping[str, Any]], decay: float = 1.0) -> np.ndarray:
     """K[i, j] = k(D_i, D_j) for the given trees (Appendix; symmetric PSD)."""
     if not (0.0 < decay <= 1.0):
@@ -140,7 +151,7 @@ def gram_matrix(estimators: Sequence[Mapping[str, Any]], decay: float = 1.0) -> 
         internal = types > 0
         rows.append(np.full(int(internal.sum()), i, dtype=np.int64))
         cols.append(types[internal])
-        vals.append(np.asarray(est["threshold"], dtype=np.float64)[internal])
+        vals.append(node_weights(est)[internal])
     U = len(table.feature)
     X = sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(n, U))
     C = _subtree_counts(table, decay)
@@ -164,7 +175,7 @@ def _fragments(v: int, left, right, feature) -> list[tuple]:
 def explicit_feature_map(est: Mapping[str, Any]) -> Counter:
     """h_x(D) = Σ_v x(v) h(v), as {fragment: weight} (exponential size: small trees only)."""
     left, right = np.asarray(est["left"]), np.asarray(est["right"])
-    feature, thr = np.asarray(est["feature"]), np.asarray(est["threshold"], dtype=np.float64)
+    feature, thr = np.asarray(est["feature"]), node_weights(est)
     h: Counter = Counter()
     for v in range(len(left)):
         if left[v] >= 0:

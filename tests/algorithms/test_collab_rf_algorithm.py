@@ -33,7 +33,7 @@ def test_simulator_equals_direct_protocol(small, ranking, registry, topo):
     res = simulate(alg, small.nodes, rounds=alg.rounds, seed=17, topology=t)
     direct = run_protocol(small.nodes, CollabRFParams(**kw), seed=17, topology=t)
     for org in small.nodes:
-        model = {"organisation": org, "estimators": direct.states[org]["ensemble"]}
+        model = {"organisation": org, "estimators": direct.states[org]["ensemble"], "threshold": 0.5}
         assert res.models[org] == codec.encode(model)
         assert res.states[org] == codec.encode(direct.states[org])
     # messages of SHARE rounds are exactly the direct protocol's writes
@@ -116,3 +116,25 @@ def test_zero_positive_node_lift_direction_with_linreg_ranking(fraud20):
     full_te, full_tr = _run(d, complete(20), "linreg_bootstrap")
     assert full_te["Node02"]["bacc"] > 0.55 and full_te["Node02"]["rec"] > 0.1
     assert _mean(full_te, "bacc") >= _mean(disc_te, "bacc")
+
+
+@pytest.mark.parametrize("ranking", ["pgreedy_treekernel", "linreg_bootstrap"])
+def test_collaborative_run_on_data_with_missing_values(ranking):
+    """20 % NaN in every organisation's rows: the run completes (no KernelOverflow from the
+    +inf thresholds of missing-vs-present splits) and the models score NaN rows."""
+    from algorithms.step import LocalDataset
+    d = synthetic_fraud(n_nodes=4, n_per_node=400, positive_rate=0.05, n_test=400, zero_positive_node=None, seed=5)
+    rng = np.random.default_rng(0)
+
+    def holes(X):
+        X = X.copy(); X[rng.random(X.shape) < 0.2] = np.nan
+        return X
+    nodes = {o: LocalDataset(holes(n.features), n.labels, name=o) for o, n in d.nodes.items()}
+    alg = CollaborativeRandomForest(n_new=4, n_share=3, n_max=8, max_depth=8, ranking=ranking, n_rep=3)
+    res = simulate(alg, nodes, rounds=alg.rounds, seed=3, topology=complete(4))
+    Xt = holes(d.X_test)
+    for org in nodes:
+        ests = res.model(org)["estimators"]
+        assert any(np.isinf(e["threshold"]).any() for e in ests) or any(e["missing_left"].any() for e in ests)
+        s = detection_scores(d.y_test, ensemble_predict(ests, Xt))
+        assert s["bacc"] > 0.6

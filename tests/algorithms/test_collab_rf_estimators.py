@@ -63,3 +63,42 @@ def test_validation_and_depth(forest):
     bad = dict(ests[0]); bad["value"] = bad["value"][:-1]
     with pytest.raises(ValueError, match="value"):
         validate_estimator(bad)
+
+
+def _with_nan(X, rate, seed):
+    X = X.copy()
+    X[np.random.default_rng(seed).random(X.shape) < rate] = np.nan
+    return X
+
+
+@pytest.mark.parametrize("train_nan", [0.2, 0.0], ids=["trained-with-nan", "trained-without-nan"])
+def test_missing_values_route_exactly_as_sklearn(train_nan):
+    """scikit-learn routes NaN by the learned ``missing_go_to_left`` (and +inf thresholds for
+    missing-vs-present splits); ignoring it disagreed with ``predict`` on ~19 % of rows."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(3.0, 2.0, size=(2000, 6))
+    y = (X[:, 0] + X[:, 1] ** 2 > 12).astype(float)
+    Xtr = _with_nan(X[:1000], train_nan, 1)
+    Xte = _with_nan(X[1000:], 0.2, 2)
+    mean, scale = np.nanmean(Xtr, axis=0), np.nanstd(Xtr, axis=0)
+    rf = RandomForestRegressor(n_estimators=10, max_depth=8, random_state=0).fit((Xtr - mean) / scale, y[:1000])
+    if train_nan:
+        assert any(np.isinf(t.tree_.threshold).any() for t in rf.estimators_)   # missing-vs-present splits exist
+    ests = [from_sklearn_tree(t, "org01", i, mean, scale) for i, t in enumerate(rf.estimators_)]
+    ours = predict_trees(ests, Xte)
+    ref = np.array([t.predict((Xte - mean) / scale) for t in rf.estimators_])
+    assert np.isnan(Xte).any(axis=1).mean() > 0.5
+    assert np.array_equal(ours, ref)
+    assert np.array_equal(ensemble_predict(ests, Xte), (ref.mean(axis=0) > 0.5).astype(int))
+    assert np.allclose(ensemble_scores(ests, Xte), rf.predict((Xte - mean) / scale), rtol=0, atol=1e-12)
+
+
+def test_payload_without_missing_routing_refuses_nan_rows(forest):
+    from algorithms.collab_rf.estimators import MissingRoutingUnknown
+    X, *_, ests = forest
+    old = [{k: v for k, v in e.items() if k != "missing_left"} for e in ests]
+    validate_estimator(old[0])                                      # still a valid payload
+    assert np.array_equal(predict_trees(old, X), predict_trees(ests, X))
+    Xn = X.copy(); Xn[0, 1] = np.nan
+    with pytest.raises(MissingRoutingUnknown, match="missing"):
+        predict_trees(old, Xn)

@@ -60,3 +60,19 @@ def test_decay_prevents_overflow_on_deep_repetitive_trees():
     with pytest.raises(KernelOverflow):
         gram_matrix([t])
     assert np.isfinite(gram_matrix([t], decay=0.1)[0, 0])
+
+
+def test_missing_vs_present_splits_weigh_zero_and_stay_finite():
+    """sklearn stores a split of present vs missing values with threshold +inf: x(v) = 0 there
+    (the paper's kernel would be infinite and raise a misleading KernelOverflow)."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(1000, 5))
+    y = (X[:, 0] + X[:, 1] > 0.5).astype(float)
+    X[rng.random(X.shape) < 0.2] = np.nan
+    rf = RandomForestRegressor(n_estimators=12, max_depth=6, random_state=0).fit(X, y)
+    ests = [from_sklearn_tree(t, "a", i, np.zeros(5), np.ones(5)) for i, t in enumerate(rf.estimators_)]
+    assert any(np.isinf(e["threshold"]).any() for e in ests)
+    K = gram_matrix(ests)
+    assert np.all(np.isfinite(K)) and np.linalg.eigvalsh(K).min() >= -1e-9 * np.trace(K)
+    finite = [dict(e, threshold=np.where(np.isinf(e["threshold"]), 0.0, e["threshold"])) for e in ests]
+    assert np.array_equal(K, gram_matrix(finite))

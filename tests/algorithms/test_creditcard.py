@@ -56,3 +56,53 @@ def test_real_split_reproduces_paper_table1_exactly(real):
     assert s.table1()[2][2] == 0                                  # Node02 has no frauds
     total = sum(a for _, a, _ in s.table1()) + len(s.y_test)
     assert total == 284_810                                       # overlapping cuts: 3 duplicated rows
+
+
+def test_split_uses_one_seed_for_shuffle_and_cuts():
+    """The authors' script seeds the shuffle and the cut points from one variable: with
+    seed = 45 (the only seed that gives Table 1) the rows of each node follow from it."""
+    rng = np.random.default_rng(1)
+    X = np.column_stack([np.arange(3000.0), rng.normal(size=(3000, 29))])
+    y = (rng.random(3000) < 0.05).astype(np.int8)
+    a, b = cc.split_nodes(X, y, n_agents=5, seed=45), cc.split_nodes(X, y, n_agents=5, seed=46)
+    assert not np.array_equal(a.nodes[0].X_train, b.nodes[0].X_train)
+    import pandas as pd
+    perm = pd.Series(np.arange(3000)).sample(frac=1, random_state=45).to_numpy()
+    pos = np.flatnonzero(y[perm] == 1)
+    cuts = cc.almost_equal_cuts(len(pos), 5, 0.7, np.random.RandomState(45))
+    want = X[perm[pos[cuts[0]:cuts[1]]], 1:]                         # Node00's frauds, Time dropped
+    got = np.concatenate([a.nodes[0].X_train, a.nodes[0].X_test])
+    got = got[np.concatenate([a.nodes[0].y_train, a.nodes[0].y_test]) == 1]
+    assert len(want) > 0
+    assert np.array_equal(want[np.argsort(want[:, 0])], got[np.argsort(got[:, 0])])
+
+
+# Seed 003 Table 3, test means: (BAcc, Prec, Rec) per topology (two decimals in the paper).
+PAPER_TABLE3_TEST = {"full": (0.89, 0.93, 0.79), "pairwise": (0.89, 0.92, 0.77), "random": (0.88, 0.93, 0.75),
+                     "disconnected": (0.82, 0.79, 0.65), "centralised": (0.92, 0.98, 0.84)}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(5400)     # ≈ 12 CPU minutes; the centralised forest alone exceeds the suite's 600 s on a busy box
+def test_real_data_reproduces_table3_test_means(real):
+    """The full §VI experiment (20 nodes, 284,807 rows, P-greedy, seed 42): every topology's and the
+    centralised model's test means lie within ±0.03 BAcc and ±0.05 Prec/Rec of Table 3. The paper
+    prints two decimals, so a figure 0.79 stands for [0.785, 0.795): the distance is measured to
+    that interval. (Several CPU minutes: fits 800 + 40 forests' trees on the full data.)"""
+    from benchmarks.collab_rf import TOPOLOGIES, evaluate, run_topology, summarise
+    from algorithms.step import LocalDataset
+    s = cc.split_nodes(*real)
+    assert [(a, b) for _, a, b in s.table1()] == list(cc.PAPER_TABLE1_TRAIN)
+    data = {n.name: LocalDataset(n.X_train, n.y_train, name=n.name) for n in s.nodes}
+    Xc, yc = s.centralised_train()
+    means = {}
+    for topo in TOPOLOGIES:
+        run = run_topology(topo, data, "pgreedy_treekernel", 42, max_depth=10)
+        means[topo] = summarise(evaluate(run["models"], data, s.X_test, s.y_test))
+    central = {"central": LocalDataset(Xc, yc, name="central")}
+    run = run_topology("disconnected", central, "pgreedy_treekernel", 42, max_depth=10)
+    means["centralised"] = summarise(evaluate(run["models"], central, s.X_test, s.y_test))
+    for topo, paper in PAPER_TABLE3_TEST.items():
+        for m, p, tol in zip(("bacc", "prec", "rec"), paper, (0.03, 0.05, 0.05)):
+            ours = means[topo][f"test_{m}"][0]
+            assert max(0.0, abs(ours - p) - 0.005) <= tol, f"{topo} {m}: {ours:.3f} vs paper {p}"
