@@ -4,7 +4,8 @@
 
 * **collaborative random forests** (seed 003): ``model.joblib``, a scikit-learn
   ``VotingRegressor`` whose members are ``Pipeline(StandardScaler, DecisionTreeRegressor)``, one
-  per estimator of the model, each with its creator's scaler -- the platform's own prediction
+  per estimator of the model, each with its creator's scaler and its learned missing-value routing
+  (``missing_left``) -- the platform's own prediction
   (``algorithms.collab_rf.estimators``): Φ(x) = (1/n) Σ_i φ^i(x) (seed 003 §II-A), fraud iff
   Φ(x) > 0.5. The trees are rebuilt node for node (children, split feature, threshold, leaf
   value) from the payload; the scaler output is cast to float32 by the tree as on the platform.
@@ -73,6 +74,8 @@ def _tree(est: Mapping[str, Any], n_features: int):
     nodes["right_child"] = np.asarray(est["right"], dtype=np.int64)
     nodes["feature"] = np.asarray(est["feature"], dtype=np.int64)
     nodes["threshold"] = np.asarray(est["threshold"], dtype=np.float64)
+    if "missing_left" in est:               # learned routing of missing values (payloads that carry it)
+        nodes["missing_go_to_left"] = np.asarray(est["missing_left"], dtype=np.uint8)
     nodes["n_node_samples"] = 1
     nodes["weighted_n_node_samples"] = 1.0
     values = np.asarray(est["value"], dtype=np.float64).reshape(n, 1, 1)

@@ -40,6 +40,8 @@ def test_forest_export_predicts_exactly_the_platform_ensemble(tmp_path):
     ests, rng = _forest()
     Xt = rng.normal(size=(2000, 4)) * [1, 10, 100, 0.1] + [0, 5, -3, 1]
     np.testing.assert_array_equal(forest_estimator(ests).predict(Xt), ensemble_scores(ests, Xt))
+    routing = [t.tree_.missing_go_to_left.tolist() for _, p in forest_estimator(ests).estimators for t in [p[-1]]]
+    assert routing == [np.asarray(e["missing_left"]).tolist() for e in ests]
     payload = codec.encode({"estimators": ests})
     done = export_model(payload, _record(payload), tmp_path / "out", features=["a", "b", "c", "d"], label="y")
     assert done.metadata["members"] == 15 and done.metadata["versions"]["scikit-learn"]
