@@ -76,6 +76,12 @@ class FabricLedger:
         self.endorse_timeout = endorse_timeout
         self._channels: dict[str, grpc.Channel] = {}
         self._lock = threading.Lock()
+        # Read-your-writes across the peers this object talks to: the highest block a submit through
+        # this object committed, and the height each peer is known to have reached.
+        self._committed = -1
+        self._heights: dict[str, int] = {}
+
+    catch_up_timeout = 10.0   #: seconds to wait for a peer to reach a block this object committed
 
     # ---- construction from fabric-network/ output
     @classmethod
@@ -122,7 +128,32 @@ class FabricLedger:
         self.close()
 
     # ---- evaluate
+    def _caught_up(self, identity: Identity) -> None:
+        """Wait (bounded) until ``identity``'s peer has committed every block a submit through this
+        object committed. Each organisation queries its own peer; right after another organisation's
+        commit that peer may still be a block behind, and would simulate against the older state
+        (e.g. refuse a task for a round the caller has just seen opened). Peers already known to be
+        caught up cost nothing; otherwise the peer's height is asked (``qscc``)."""
+        peer = self._peer_for(identity)
+        with self._lock:
+            target = self._committed
+            if target < 0 or self._heights.get(peer.address, 0) > target:
+                return
+        deadline = time.monotonic() + self.catch_up_timeout
+        while True:
+            try:
+                height = self.block_height(identity)
+            except LedgerError:
+                return     # an unreachable peer: the call itself reports it
+            with self._lock:
+                self._heights[peer.address] = max(self._heights.get(peer.address, 0), height)
+            if height > target or time.monotonic() >= deadline:
+                return     # a peer that stays behind answers from its own state, as it would anyway
+            time.sleep(0.05)
+
     def evaluate(self, identity: Identity, function: str, *args: str, chaincode: str | None = None) -> bytes:
+        if chaincode is None:
+            self._caught_up(identity)
         prop = build_proposal(identity, self.channel, chaincode or self.chaincode, function, args)
         req = gateway_pb2.EvaluateRequest(transaction_id=prop.tx_id, channel_id=self.channel,
                                           proposed_transaction=prop.signed)
@@ -137,6 +168,7 @@ class FabricLedger:
                 transient: Mapping[str, bytes] | None = None,
                 endorsing_organisations: Sequence[str] | None = None) -> tuple[str, common_pb2.Envelope, bytes]:
         """Collect endorsements; return (tx id, prepared envelope, chaincode result)."""
+        self._caught_up(identity)
         prop = build_proposal(identity, self.channel, self.chaincode, function, args, transient)
         req = gateway_pb2.EndorseRequest(transaction_id=prop.tx_id, channel_id=self.channel,
                                          proposed_transaction=prop.signed,
@@ -187,6 +219,10 @@ class FabricLedger:
                 time.sleep(0.2 * (attempt + 1))
         self.send(identity, tx_id, envelope)
         code, block = self.commit_status(identity, tx_id, timeout)
+        peer = self._peer_for(identity)
+        with self._lock:
+            self._committed = max(self._committed, block)
+            self._heights[peer.address] = max(self._heights.get(peer.address, 0), block + 1)
         if code != transaction_pb2.VALID:
             raise validation_error(tx_id, code)
         return SubmitResult(tx_id=tx_id, block_number=block, result=result)

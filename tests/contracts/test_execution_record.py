@@ -264,3 +264,15 @@ def test_result_must_be_well_formed(org1, ledger, consortium, uid):
     with pytest.raises(InvalidArgument):
         ledger.submit(consortium.identity("Org1"), "ExecutionRecord:complete_task", bad,
                       base64.b64encode(b"x").decode())
+
+
+def test_an_organisation_acts_at_once_on_another_organisations_commit(org1, org2, uid):
+    """Org1 starts a process and Org2 registers its task straight away, through its own peer. On a
+    real network Org2's peer may not have committed the start block yet; the client waits until it
+    has (read-your-writes across peers) instead of endorsing against the older state, which would
+    refuse the task with 'the process is created'. Repeated, because the lag is a race."""
+    for i in range(6):
+        pid = new_process(org1, f"{uid}{i}", rounds=1)
+        key = ec.generate_private_key(ec.SECP256R1())
+        rec = org2.create_task(pid, 1, key.public_key(), "sandbox")
+        assert (rec.process_id, rec.round, rec.organisation, rec.status) == (pid, 1, "Org2MSP", "running")
