@@ -1,4 +1,4 @@
-"""Learning algorithms as deterministic step functions (DESIGN.md, "Algorithms").
+"""Learning algorithms as deterministic step functions (docs/design.md, "Algorithms").
 
 Nothing here imports ``api``, ``executor`` or ``ledger``.
 """

@@ -2,8 +2,8 @@
 
 The simulator and the audited platform both pass every state and message through
 :func:`encode` / :func:`decode`, so the bytes they hash and the objects the next step
-sees are identical in both settings (DESIGN.md, "Algorithms: deterministic step
-functions"). The format is private to Consortia but stable and fully specified here:
+sees are identical in both settings (docs/design.md, "Algorithms").
+The format is private to Consortia but stable and fully specified here:
 
     payload  := b"CPL1" + u32 header_length + header(JSON, canonical) + blobs
     header   := the value with every ndarray replaced by {"$nd": [index, dtype, shape]}

@@ -1,4 +1,4 @@
-"""Decentralised aggregation primitives of CollabDict (ALGORITHMS.md §1.2–1.3; seed 000 eqs. (2)–(6)).
+"""Decentralised aggregation primitives of CollabDict (seed 000 eqs. (2)–(6); docs/collabdict.md).
 
 Three ways for S participants to learn the sum (or average) of private quantities ξ^s:
 
@@ -13,7 +13,7 @@ Three ways for S participants to learn the sum (or average) of private quantitie
 * **Random chunking** (§1.3, eq. 6): each participant splits ξ^s into C random chunks summing to ξ^s,
   one consensus session per chunk, with a fresh relabelling of participants → graph positions per
   session; the chunk averages add up to the average.
-* **Exact one-shot random-chunk sum** (DESIGN.md, "Algorithms"): each participant splits ξ^s into
+* **Exact one-shot random-chunk sum** (docs/collabdict.md, "exact" aggregation): each participant splits ξ^s into
   random shares sent to random peers (message round 1); each peer publishes the sum of the shares it
   received (message round 2); everybody adds the published partial sums. The result is the exact sum
   up to floating-point rounding, and no single message reveals a ξ^s.

@@ -1,6 +1,6 @@
 """The in-memory simulator: all organisations in one process, messages in memory.
 
-It is the unaudited baseline of the platform (DESIGN.md, "Algorithms"): every state and
+It is the unaudited baseline of the platform (docs/design.md, "Algorithms"): every state and
 message is passed through :mod:`algorithms.codec` exactly as the platform stores it in the
 artifact store, so a simulation and an audited run of the same process produce the same
 bytes, and the digests recorded here can be compared with the ledger's.

@@ -1,4 +1,4 @@
-"""The step-function interface every learning algorithm implements (DESIGN.md, "Algorithms").
+"""The step-function interface every learning algorithm implements (docs/design.md, "Algorithms").
 
 An algorithm is a deterministic object built from its hyper-parameters (scikit-learn style:
 parameters are validated in ``__init__``; all randomness comes from the :class:`TaskContext`):

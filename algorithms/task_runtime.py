@@ -157,7 +157,7 @@ def load_dataset(path: str | os.PathLike) -> LocalDataset:
 
 
 def data_commitment(salt_hex: str, data_bytes: bytes) -> str:
-    """Salted hash of the dataset file: ``sha256(salt || bytes)`` (DESIGN.md, execution record)."""
+    """Salted hash of the dataset file: ``sha256(salt || bytes)`` (docs/executor.md, "Task runtime file contract")."""
     return "sha256:" + hashlib.sha256(bytes.fromhex(salt_hex) + data_bytes).hexdigest()
 
 

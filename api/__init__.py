@@ -1,2 +1,2 @@
 """Front doors of the platform: the FastAPI gateway, the web provenance explorer and the
-``consortia`` command line (DESIGN.md, "Gateway, CLI, web")."""
+``consortia`` command line (docs/api.md)."""

@@ -1,7 +1,7 @@
 """The minimal artifact-store interface the gateway needs: bytes by digest, with verification.
 
 Payloads (states, messages, encrypted models) live off chain in a content-addressed store
-(DESIGN.md "On-chain data"); the executor owns the real store. The gateway only reads, so it
+(docs/design.md "One chaincode, two ledger hosts"); the executor owns the real store. The gateway only reads, so it
 depends on this small protocol. :class:`DirectoryArtifactStore` reads the executor's layout of one
 organisation's store, ``<store root>/<MSP>/sha256/<hex[:2]>/<hex>`` (``executor.artifacts.ArtifactStore``),
 and :func:`store_at` opens the store a record's ``file://`` location names; any object with

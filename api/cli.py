@@ -1,6 +1,6 @@
 """The ``consortia`` command line (Typer + Rich).
 
-Every journey of DESIGN.md plus operations. ``--json`` prints machine-readable output.
+Every user journey of docs/design.md plus operations (docs/api.md). ``--json`` prints machine-readable output.
 """
 
 from __future__ import annotations
@@ -179,7 +179,8 @@ def ledger_checkpoint(path: Path = typer.Argument(..., help="The embedded ledger
 
 
 # ---------------------------------------------------------------------------------------------
-# The journeys (DESIGN.md "Gateway, CLI, web"): images, processes, provenance, models, audit, serve.
+# The journeys (docs/design.md "Who uses it, for what"; docs/api.md): images, processes, provenance,
+# models, audit, serve.
 # Every command acts for one organisation (--org, default from $CONSORTIA_ORG) of the consortium in
 # the Consortia home (--home, default $CONSORTIA_HOME); the identity comes from its certificate.
 

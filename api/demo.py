@@ -2,8 +2,8 @@
 organisations on one machine, ending with provenance, verification and model quality.
 
 1. an embedded consortium (X.509 identities per organisation, an embedded ledger file);
-2. the ULB credit-card fraud data (DATASETS.md §1) split unevenly among the organisations with
-   the seed-003 split (ALGORITHMS.md §5.4: N nodes, offset 0.7; every fraud kept, a fraction of
+2. the ULB credit-card fraud data (docs/datasets.md) split unevenly among the organisations with
+   the seed-003 split (docs/collab_rf.md "The paper's experiment": N nodes, offset 0.7; every fraud kept, a fraction of
    the normal rows so that it runs in minutes on 2 cores); each organisation maps the process's
    dataset name to its own rows;
 3. the ``collab-rf`` image is built (sandbox bundle or container image) and registered;

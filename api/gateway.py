@@ -1,4 +1,4 @@
-"""The FastAPI gateway of one organisation (``consortia serve``; DESIGN.md "Gateway, CLI, web").
+"""The FastAPI gateway of one organisation (``consortia serve``; docs/api.md).
 
 Each organisation runs its own gateway with its own identity. Callers authenticate with an API
 token (:mod:`api.tokens`) bound to a user of the gateway's organisation; the ledger calls are made

@@ -1,4 +1,4 @@
-"""The off-chain audit index: ledger records, artifacts and events in SQLite (DESIGN.md "Gateway").
+"""The off-chain audit index: ledger records, artifacts and events in SQLite (docs/api.md "Audit index").
 
 Audit queries (histories, "which artifacts did each run publish", "which artifacts did
 organisation X publish for process P", the lineage of a model) are answered from here, so they

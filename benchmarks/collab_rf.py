@@ -157,7 +157,7 @@ def write_reports(tag: str, split, summaries: dict, improvements: dict, origins:
     RESULTS.mkdir(parents=True, exist_ok=True)
     paths = []
     lines = [f"# Collaborative RF on credit-card fraud ({tag})", "",
-             "Reproduction of seed 003 §VI (ALGORITHMS.md §5.4). "
+             "Reproduction of seed 003 §VI (docs/collab_rf.md). "
              + ("Full data: 284,807 rows, N = 20, offset 0.7." if fraction == 1.0 else
                 f"SMOKE run: all frauds, {fraction:.0%} of the normal rows of each node (train and test); the numbers are not "
                 "comparable to the paper's."), "",

@@ -1,4 +1,4 @@
-"""CollabDict reproduction benchmark (issue 5; ALGORITHMS.md §1.2 table, §6.1).
+"""CollabDict reproduction benchmark (issue 5; seed 000; docs/collabdict.md "Benchmark").
 
     python -m benchmarks.collabdict [--quick] [--seed N]
 

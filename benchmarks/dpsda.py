@@ -1,4 +1,4 @@
-"""DPSDA-C / DPSDA-PS reproduction benchmark (ALGORITHMS.md §4.6, targets of §6.2).
+"""DPSDA-C / DPSDA-PS reproduction benchmark (seed 002 §6; docs/dpsda.md "Results").
 
     python -m benchmarks.dpsda [--quick] [--seeds N] [--lookahead]
 

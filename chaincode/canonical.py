@@ -1,4 +1,4 @@
-"""Canonical JSON and digests (house convention, DESIGN.md "On-chain data").
+"""Canonical JSON and digests (house convention; docs/ledger.md "On-chain records and their keys").
 
 Canonical JSON = sorted keys, no whitespace, UTF-8, no NaN/Infinity. Its SHA-256 is stable
 across machines and languages, so it is what gets hashed and signed.

@@ -1,5 +1,5 @@
 """ExecutionRecord contract: one signed record per organisation per round
-(seed 003 §IV-C, Fig. 2 "signed execution records"; DESIGN.md "On-chain data").
+(seed 003 §IV-C, Fig. 2 "signed execution records"; docs/design.md "One chaincode, two ledger hosts"; docs/ledger.md).
 
 Life of a record: ``create_task`` registers the task's public key before the task runs;
 ``complete_task`` accepts the task's result only from the executing organisation, only with a

@@ -1,4 +1,4 @@
-"""The Secure Container Executor (DESIGN.md "Execution"; seed 003 §IV-B/C, Fig. 2).
+"""The Secure Container Executor (docs/executor.md, docs/design.md "Execution"; seed 003 §IV-B/C, Fig. 2).
 
 Images are built locally and verified against the digest a learning process pins
 (:mod:`executor.images`); each task gets a fresh key pair (:mod:`executor.task_keys`) and runs in an

@@ -1,4 +1,4 @@
-"""Content-addressed artifact store per organisation (DESIGN.md "Artifact reference").
+"""Content-addressed artifact store per organisation (docs/executor.md "Artifact store and messages").
 
 Payloads (states, messages, models) live off chain; the ledger holds their digests. Each
 organisation has its own store; bytes are addressed by ``sha256:<hex>`` of what is stored, and

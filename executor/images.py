@@ -1,6 +1,6 @@
 """Algorithm images: build locally, identify by digest, verify before every run.
 
-There is no registry here (DESIGN.md "Execution"): images are built in three cached layers,
+There is no registry here (docs/executor.md "Images and digests"): images are built in three cached layers,
 
 1. ``consortia-base:<h>`` -- ``debootstrap --variant=minbase bookworm`` (python3 3.11) written
    to a tarball under the cache (``algorithm-images/base/debootstrap.sh``) and imported;

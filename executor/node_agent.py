@@ -1,5 +1,5 @@
 """The node agent of one organisation: follows the ledger and runs its share of every open round
-(DESIGN.md "Execution", steps 1-6; seed 003 §IV-B/C, Fig. 2).
+(docs/design.md "Execution", docs/executor.md "Node agent"; seed 003 §IV-B/C, Fig. 2).
 
 For each running learning process whose consortium includes the organisation, and for the
 process's current round ``r`` (derived on chain from the execution records):

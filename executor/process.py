@@ -1,4 +1,5 @@
-"""Launch and run an audited learning process end to end (DESIGN.md journey 2; seed 003 §IV-B/C).
+"""Launch and run an audited learning process end to end (journey 2 of docs/design.md;
+docs/audited-process.md; seed 003 §IV-B/C).
 
 The pieces, in the order a consortium uses them:
 
@@ -115,7 +116,7 @@ def map_dataset(data_root: str | os.PathLike, org: str, dataset: str, data: Loca
 
 @dataclass(frozen=True)
 class ProcessSpec:
-    """What a process names (DESIGN.md "Learning process"); ``privacy_budget`` =
+    """What a process names (docs/audited-process.md); ``privacy_budget`` =
     ``{mechanism, epsilon, delta?, accounting?, scope?}`` (docs/dpsda.md "Privacy accounting")."""
 
     process_id: str

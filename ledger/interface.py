@@ -1,4 +1,5 @@
-"""The ``Ledger`` interface: how off-chain code reaches the chain (DESIGN.md, STYLE.md).
+"""The ``Ledger`` interface: how off-chain code reaches the chain (docs/design.md "One chaincode,
+two ledger hosts"; docs/ledger.md).
 
 Two verbs cover most use -- :meth:`Ledger.submit` (endorse, order, wait for commit) and
 :meth:`Ledger.evaluate` (query one peer, nothing is written) -- plus chaincode events and block

@@ -1,7 +1,7 @@
 """Average consensus over a communication topology: the smallest algorithm an image can hold.
 
 Each organisation starts from the mean of its local features and iterates the dynamical
-consensus update of the seed (000 §III, ALGORITHMS.md §1)
+consensus update of the seed (000 §III, eqs. (2)–(5); docs/collabdict.md)
 
     x_s(t+1) = x_s(t) + eps * sum_{j in N_in(s)} (x_j(t) - x_s(t))
 

@@ -1,1 +1,1 @@
-"""Collaborative random forests (seed 003 §III; ALGORITHMS.md §5): FIT/SHARE/GET with estimator ids."""
+"""Collaborative random forests (seed 003 §III; docs/collab_rf.md): FIT/SHARE/GET with estimator ids."""

@@ -1,4 +1,4 @@
-"""Ensembles and their atomic operations ADD / GET_TOP / CROP (seed 003 §III-A; ALGORITHMS.md §5.1).
+"""Ensembles and their atomic operations ADD / GET_TOP / CROP (seed 003 §III-A; docs/collab_rf.md).
 
 An ensemble is an ordered list of estimator payloads with unique ids (creator, counter);
 the order is insertion order (the authors' dict order), which also breaks ranking ties.

@@ -1,4 +1,4 @@
-"""Decision trees as codec payloads, with estimator ids (ALGORITHMS.md §5.1).
+"""Decision trees as codec payloads, with estimator ids (seed 003 §III-A; docs/collab_rf.md).
 
 A shared estimator is a plain dict of arrays, so :mod:`algorithms.codec` encodes it
 deterministically and every message, state and model can be hashed:

@@ -1,4 +1,4 @@
-"""P-greedy selection on a Gram matrix (seed 003 §III-D; ALGORITHMS.md §5.3).
+"""P-greedy selection on a Gram matrix (seed 003 §III-D; docs/collab_rf.md).
 
 De Marchi–Schaback–Wendland 2005 / Santin–Haasdonk 2017, in Newton-basis form:
 

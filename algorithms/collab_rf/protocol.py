@@ -1,4 +1,4 @@
-"""The node operations FIT / SHARE / GET (seed 003 §III-B; ALGORITHMS.md §5.2) on a node
+"""The node operations FIT / SHARE / GET (seed 003 §III-B; docs/collab_rf.md) on a node
 state, and a direct simulation of the protocol (the authors' round scheduler) used as the
 reference the step-function wrapper is checked against.
 
@@ -34,7 +34,7 @@ DISCONNECTED_SCHEDULE = ("FIT",) * 4
 
 @dataclass(frozen=True)
 class CollabRFParams:
-    """Hyper-parameters (defaults: ALGORITHMS.md §8, the paper's settings).
+    """Hyper-parameters (defaults: the paper's settings, seed 003 §VI; docs/collab_rf.md).
 
     ``positive_weight``, ``decision_threshold`` and ``validation_size``: options for rare
     positives (:mod:`algorithms.collab_rf.decision`). ``tree_seed``: None draws each FIT's

@@ -1,4 +1,4 @@
-"""GET_TOP rankings (ALGORITHMS.md §5.3): the paper's unsupervised tree-kernel P-greedy and
+"""GET_TOP rankings (seed 003 §III-D; docs/collab_rf.md): the paper's unsupervised tree-kernel P-greedy and
 the authors' code's supervised bootstrap linear regression.
 
 A ranking maps candidate estimators to the indices of the top ``k`` in rank order.

@@ -1,4 +1,4 @@
-"""Registries: where neighbours' SHAREs wait for the receiver's GET (ALGORITHMS.md §5.2).
+"""Registries: where neighbours' SHAREs wait for the receiver's GET (seed 003 §III-B; docs/collab_rf.md).
 
 * ``paper`` (seed 003 §III-B): one slot R_j(v_i) per sender, overwritten by each SHARE of v_i;
   GET reads every slot and does not clear (duplicates are dropped by ADD). Holds at most

@@ -1,4 +1,4 @@
-"""Synthetic fraud-like data split over nodes (ALGORITHMS.md §6.3 item 5): rare positives
+"""Synthetic fraud-like data split over nodes (a stand-in for seed 003 §VI): rare positives
 (0.2–0.5 %) that lie off the bulk of the normal data, one node optionally without positives,
 and a common test set. Used by tests and demos; the real experiment uses
 :mod:`algorithms.datasets.creditcard`."""

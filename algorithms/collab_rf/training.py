@@ -1,5 +1,5 @@
 """FIT's learner: n_new regression trees of a random forest on local, standardised data
-(ALGORITHMS.md §5.2 [CODE]: ``RandomForestRegressor(n_estimators=n_new, max_depth)`` on
+(as in the authors' code, docs/collab_rf.md: ``RandomForestRegressor(n_estimators=n_new, max_depth)`` on
 StandardScaler-transformed X; bootstrap on; ``max_features=1.0``, i.e. no feature bagging).
 ``positive_weight`` ≠ 1 passes ``sample_weight`` (w for positive rows, 1 otherwise; an option
 for rare positives, not the paper's).

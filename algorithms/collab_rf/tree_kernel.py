@@ -1,4 +1,4 @@
-"""The paper's tree kernel (seed 003, Appendix; ALGORITHMS.md §5.3), vectorised.
+"""The paper's tree kernel (seed 003, Appendix; docs/collab_rf.md), vectorised.
 
 A decision tree is D = (T, X): each non-terminal node v has a label s(v) (split feature)
 and a node feature x(v) (threshold). With h(v) the indicator of the labelled subtrees

@@ -2,7 +2,7 @@
 
 A CollabDict participant needs Σ_s ξ^s of a vector of statistics (eq. 14) or gradients (eq. 35). This module
 runs one such *aggregation session* across platform rounds, one message exchange per round
-(DESIGN.md, "Algorithms"):
+(docs/collabdict.md, "Step functions as state machines"):
 
 * ``mode="consensus"`` (default; the seed's mechanism, §1.3) — dynamical consensus eq. (3) on a graph rebuilt
   by every participant from ``graph`` and the process seed, ``k_max`` rounds, with C = 3 random chunks (eq. 6)
@@ -48,7 +48,7 @@ class AggregationError(RuntimeError):
 
 @dataclass(frozen=True)
 class AggregationConfig:
-    """How CollabDict aggregates (ALGORITHMS.md §1.2–1.3, §8 defaults).
+    """How CollabDict aggregates (seed 000 eqs. (2)–(6); defaults in docs/collabdict.md).
 
     Defaults are the seed's mechanism: CIC consensus with C = 3 chunks (§1.3, eq. 6).
     mode: ``"consensus"`` (k_max rounds of eq. 3) or ``"exact"`` (two rounds, all-to-all).

@@ -1,4 +1,4 @@
-"""CollabDict with a sparse GGM mixture as a step function (ALGORITHMS.md §2; seed 000 Algorithm 1, eqs. 10–20).
+"""CollabDict with a sparse GGM mixture as a step function (docs/collabdict.md; seed 000 Algorithm 1, eqs. 10–20).
 
 Each participant s keeps its data D^s and mixing weights π^s private; θ = {μ_k, Λ_k} is global. One EM
 iteration of Algorithm 1 is

@@ -1,4 +1,4 @@
-"""The sparse Gaussian graphical-model (GGM) mixture of CollabDict (ALGORITHMS.md §2; seed 000 §4, eqs. 7–16).
+"""The sparse Gaussian graphical-model (GGM) mixture of CollabDict (docs/collabdict.md; seed 000 §4, eqs. 7–16).
 
 Pure numerical building blocks, shared by the decentralised step function
 (:mod:`algorithms.collabdict.ggm`) and the centralised reference (:func:`fit_centralised`):
@@ -129,8 +129,8 @@ ILL_CONDITIONED = 1e10
 def l0_penalty(tau: float, n_features: int, n_local: float, units: str = "bic") -> float:
     """The per-component cost in nats that the ℓ0 update of π^s charges (§2.2 [RECON/OURS]).
 
-    ``units="nats"``: τ itself, as written in ALGORITHMS.md §2.2. With the floor ε_π = 1e-8, switching off a
-    component of N_k local samples loses ≈ N_k·ln(π_k/ε_π) ≈ 18·N_k in Σ_k N_k ln π_k, so τ = 2 only removes
+    ``units="nats"``: τ itself, the literal form of the objective (docs/collabdict.md, "ℓ0 update of π").
+    With the floor ε_π = 1e-8, switching off a component of N_k local samples loses ≈ N_k·ln(π_k/ε_π) ≈ 18·N_k in Σ_k N_k ln π_k, so τ = 2 only removes
     components with N_k ≲ 0.1 — nothing on real data: automatic K never happens.
     ``units="bic"`` (default): τ multiplies the Bayesian-information-criterion cost of one component as seen by
     this organisation, τ·(d/2)·ln N^s with d = M + M(M+1)/2 + 1 free parameters (mean, precision, weight);

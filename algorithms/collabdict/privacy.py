@@ -1,4 +1,4 @@
-"""Privacy analysis of the CollabDict GGM (ALGORITHMS.md §2.4–2.5; seed 000 §6, eqs. 41–48, App. A–B).
+"""Privacy analysis of the CollabDict GGM (docs/collabdict.md; seed 000 §6, eqs. 41–48, App. A–B).
 
 External privacy: the released posterior q(μ_k | Λ_k) = N(μ_k | w_k, (λ_k Λ_k)^{-1}), λ_k = λ_0 + N̄_k (eq. 42),
 is (1, ε)-Rényi differentially private with ε = K B R² / (2 λ_0) (Theorem 1, eq. 46), B ≥ max_k ||Λ_k||_2.

@@ -1,4 +1,4 @@
-"""Anomaly scores of the CollabDict GGM mixture (ALGORITHMS.md §2.3; seed 000 eqs. 17–20).
+"""Anomaly scores of the CollabDict GGM mixture (docs/collabdict.md; seed 000 eqs. 17–20).
 
 Two scores, reported side by side:
 

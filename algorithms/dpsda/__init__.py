@@ -1,5 +1,5 @@
 """DPSDA, DPSDA-C and DPSDA-PS: differentially private distributed online dual averaging for
-convex nondecomposable objectives (Cheng, Liao, Li; seed 002; ALGORITHMS.md §4).
+convex nondecomposable objectives (Cheng, Liao, Li; seed 002; docs/dpsda.md).
 
 Modules:
 

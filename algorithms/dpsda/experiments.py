@@ -1,4 +1,4 @@
-"""The experiments of ALGORITHMS.md §4.6: synthetic online linear regression (OLR) and online binary
+"""The experiments of seed 002 §6 (docs/dpsda.md): synthetic online linear regression (OLR) and online binary
 classification (OBC) with the logistic loss, plus the centralised baselines they are compared with.
 
 OLR [CODE ``Synthetic_main.m``]: a_t ∈ R^m with entries U[−0.5, 0.5], x_0 ~ N(0, I_m),

@@ -1,4 +1,4 @@
-"""The DPSDA framework (Protocol 1, eqs. (4)–(7); ALGORITHMS.md §4.2–4.5): configuration and the
+"""The DPSDA framework (seed 002 Protocol 1, eqs. (4)–(7); docs/dpsda.md): configuration and the
 node-level kernels that the direct matrix form (:mod:`~algorithms.dpsda.matrix_form`) and the step
 function (:mod:`~algorithms.dpsda.step_function`) both call, so that they compute bit-identically.
 
@@ -38,7 +38,8 @@ DOMAINS = ("box", "block_ball")
 
 @dataclass(frozen=True)
 class DPSDAConfig:
-    """Hyper-parameters of DPSDA-C / DPSDA-PS (defaults: ALGORITHMS.md §8).
+    """Hyper-parameters of DPSDA-C / DPSDA-PS (defaults: the authors' MATLAB experiments, except
+    where docs/dpsda.md "Conventions and deviations" says otherwise).
 
     variant          "C" (circulation, row-stochastic, undirected graphs) or "PS" (push-sum, column-stochastic, digraphs)
     n_nodes          n; node i controls block i of an equal split of the m coordinates (m % n == 0)

@@ -1,4 +1,4 @@
-"""The online losses f_t revealed at each time step (ALGORITHMS.md §4.6).
+"""The online losses f_t revealed at each time step (seed 002 §6; docs/dpsda.md).
 
 Each loss sees a batch B_t of rows (a_k, b_k) and is averaged over it:
 

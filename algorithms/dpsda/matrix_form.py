@@ -1,4 +1,4 @@
-"""DPSDA-C and DPSDA-PS in direct matrix form: all n nodes in one process (ALGORITHMS.md §4.3, §4.4, §4.7).
+"""DPSDA-C and DPSDA-PS in direct matrix form: all n nodes in one process (seed 002 Algorithms 1 and 2; docs/dpsda.md).
 
 State after k updates: Z (n × m) duals, Y (n × m) primal estimates, w (n) push-sum weights.
 Update k = 1 … T−1 on the graph G(k) with weight matrix W(k):

@@ -1,4 +1,4 @@
-"""Privacy of DPSDA: Laplace perturbation, sensitivity and ε accounting (ALGORITHMS.md §1.4, §4.5).
+"""Privacy of DPSDA: Laplace perturbation, sensitivity and ε accounting (seed 002; docs/dpsda.md "Privacy accounting").
 
 Mechanism (eq. (4)/(11)/(20)): before a node releases its dual z_i(t) it adds η_i(t) ~ Lap(0, σ)
 i.i.d. per coordinate (density (1/2σ)·exp(−|x|/σ), variance 2σ²); σ = 0 is the non-private run.

@@ -1,4 +1,4 @@
-"""The ψ-projection of dual averaging (ALGORITHMS.md §4.2, eq. (7)).
+"""The ψ-projection of dual averaging (seed 002 Protocol 1, eq. (7)).
 
     Π^ψ_X(z, α) = argmin_{x ∈ X} { ⟨z, x⟩ + (1/α) ψ(x) }                                   (7)
 

@@ -1,4 +1,4 @@
-"""Regret of the online decisions (ALGORITHMS.md §4.1, eqs. (2), (3), (19); §4.6).
+"""Regret of the online decisions (seed 002 eqs. (2), (3), (19); docs/dpsda.md).
 
     R(T) = Σ_{t≤T} f_t(x(t)) − min_{x} Σ_{t≤T} f_t(x)                                   (2)
     R̃(T) = Σ_{t≤T} f_t(x̃(t)) − min_{x} Σ_{t≤T} f_t(x),   x̃(t) = (1/t) Σ_{s≤t} x(s)          (19)

@@ -1,4 +1,4 @@
-"""Mixing weights of DPSDA-C and DPSDA-PS (ALGORITHMS.md §4.3–4.4, §6.2 item 1).
+"""Mixing weights of DPSDA-C and DPSDA-PS (seed 002 Algorithms 1 and 2; docs/dpsda.md).
 
 Adjacency convention (:mod:`algorithms.topologies.base`): ``A[i, j] = 1`` means node i sends to j.
 A weight matrix W has ``W[i, j] = a_ij``, the weight node i gives to what it receives from j

@@ -1,4 +1,4 @@
-"""Periodic time-varying graphs, and the 7-node graphs of the DPSDA experiments (ALGORITHMS.md §4.6).
+"""Periodic time-varying graphs, and the 7-node graphs of the DPSDA experiments (seed 002 §6; docs/dpsda.md).
 
 A :class:`PeriodicTopology` cycles through a fixed list of graphs: round r (1-based) uses
 ``graphs[(r − 1) mod period]``, so with the four DPSDA graphs G(t) = G_{((t−1) mod 4)+1} [CODE S1].

@@ -1,4 +1,4 @@
-"""Random time-varying undirected graphs (CollabDict consensus on changing links; ALGORITHMS.md §5.4 (iii)).
+"""Random time-varying undirected graphs (CollabDict consensus on changing links; cf. seed 003 §VI, Fig. 3 (iii)).
 
 Both graphs are a deterministic function of (seed, round): every participant can rebuild the graph of
 any round from the process seed alone, which is what the step functions need for relabelled consensus

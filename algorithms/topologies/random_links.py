@@ -1,4 +1,4 @@
-"""Random time-varying topology (seed 003 §VI, Fig. 3 (iii); ALGORITHMS.md §5.4).
+"""Random time-varying topology (seed 003 §VI, Fig. 3 (iii); docs/collab_rf.md).
 
 At every iteration each node draws one link uniformly among the S−1 others; links are
 undirected, so a node's degree in an iteration is 1 + the number of nodes that drew it.

@@ -1,4 +1,4 @@
-"""Fixed graphs of ALGORITHMS.md §1.1: cycle with inverse chord, ring, complete, empty."""
+"""Fixed graphs: cycle with inverse chord (seed 000 Fig. 1; docs/collabdict.md), ring, complete, empty."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 protocol (``protos.Chaincode/Connect``), a small shim on ``hyperledger-fabric-protos``.
 
 This ports the behaviour of fabric-chaincode-go's ``shim/handler.go`` and ``shim/stub.go``
-(FABRIC.md §4.2) and avoids each defect listed there for fabric-chaincode-python 2.5.4:
+and avoids each defect of fabric-chaincode-python 2.5.4 (docs/fabric.md "Chaincode service"):
 
 1. one lock-free outgoing queue per stream, so concurrent transactions never write to the stream
    at the same time (Go: ``serialSend``);

@@ -1,5 +1,5 @@
 """The Fabric host of the ``Ledger`` interface: a Fabric Gateway client on
-``hyperledger-fabric-protos`` + ``grpcio`` + ``cryptography`` (FABRIC.md §3).
+``hyperledger-fabric-protos`` + ``grpcio`` + ``cryptography`` (docs/fabric.md "Gateway client").
 
 Each call acts for an explicit :class:`ledger.identity.Identity` and goes to the Gateway of that
 identity's organisation (its own peer, as fabric-gateway applications do); an identity of an

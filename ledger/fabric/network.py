@@ -1,6 +1,6 @@
 """A native Hyperledger Fabric 3.1 network on 127.0.0.1: one etcdraft orderer, one peer per
 organisation, TLS on, Docker off, the chaincode served by our Python CCaaS server
-(FABRIC.md §1.3). Driven by ``fabric-network/network {up|down|deploy|status|logs}``.
+(docs/fabric.md "Topology"). Driven by ``fabric-network/network {up|down|deploy|status|logs}``.
 
 Layout of the network directory (default ``~/.cache/consortia/fabric-net``, outside the repo)::
 
@@ -74,7 +74,7 @@ class NetworkConfig:
         if not (1024 <= self.port_base <= 60000):
             raise ValueError("port_base must be between 1024 and 60000")
 
-    # ---- ports (FABRIC.md §1.3 with port_base = 7050)
+    # ---- ports (docs/fabric.md "Topology", with port_base = 7050)
     @property
     def orderer_port(self) -> int:
         return self.port_base
@@ -297,7 +297,7 @@ class FabricNetwork:
                        "-channelID", self.cfg.channel], {"FABRIC_CFG_PATH": str(conf)}, "configtxgen")
 
     def configtx_yaml(self) -> str:
-        """configtx.yaml (FABRIC.md §1.3): Channel V3_0, etcdraft, MAJORITY endorsement."""
+        """configtx.yaml (docs/fabric.md "Topology"): Channel V3_0, etcdraft, MAJORITY endorsement."""
         c = self.cfg
         od = self.orderer_dir
         omsp = self.crypto / "ordererOrganizations" / "example.com" / "msp"

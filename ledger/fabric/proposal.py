@@ -1,4 +1,4 @@
-"""Fabric transaction messages built and parsed on ``hyperledger-fabric-protos`` (FABRIC.md §3.2).
+"""Fabric transaction messages built and parsed on ``hyperledger-fabric-protos`` (docs/fabric.md "Gateway client").
 
 A port of fabric-gateway's ``transactioncontext.go``, ``proposalbuilder.go``,
 ``transactionparser.go`` and the block-header hash of ``protoutil/blockutils.go``:

@@ -87,7 +87,7 @@ def fraud20():
 
 
 def test_zero_positive_node_is_lifted_by_collaboration(fraud20):
-    """ALGORITHMS.md §6.3 item 5 (synthetic stand-in for the paper's Node02)."""
+    """A node without positives gains from collaboration (synthetic stand-in for seed 003's Node02, Table 2)."""
     d = fraud20
     assert d.nodes["Node02"].labels.sum() == 0
     disc_te, disc_tr = _run(d, empty(20), "pgreedy_treekernel", schedule=DISCONNECTED_SCHEDULE)

@@ -1,4 +1,4 @@
-"""Tests for algorithms.collabdict.aggregation: sums as message rounds (DESIGN.md "Algorithms", §1.2–1.3)."""
+"""Tests for algorithms.collabdict.aggregation: sums as message rounds (seed 000 eqs. (2)–(6); docs/collabdict.md)."""
 
 import numpy as np
 import pytest

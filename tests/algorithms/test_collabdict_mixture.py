@@ -1,4 +1,4 @@
-"""Tests for algorithms.collabdict.mixture (eqs. 12–16; ALGORITHMS.md §6.1 items 6–7)."""
+"""Tests for algorithms.collabdict.mixture (seed 000 eqs. 12–16: EM monotonicity, graphical-lasso reduction)."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""Tests for algorithms.consensus (ALGORITHMS.md §1.2–1.3, §6.1 items 2–4)."""
+"""Tests for algorithms.consensus (seed 000 eqs. (2)–(6); docs/collabdict.md)."""
 
 import numpy as np
 import pytest

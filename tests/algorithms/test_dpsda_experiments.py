@@ -1,4 +1,4 @@
-"""Experiment set-ups and centralised baselines (ALGORITHMS.md §4.6)."""
+"""Experiment set-ups and centralised baselines (seed 002 §6; docs/dpsda.md)."""
 
 import numpy as np
 import pytest

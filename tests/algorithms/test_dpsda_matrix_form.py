@@ -1,5 +1,6 @@
 """DPSDA-C / DPSDA-PS in matrix form: push-sum invariants, circulation, sublinear regret, privacy–utility
-ordering and the sensitivity bound (ALGORITHMS.md §6.2 items 2, 3, 5, 6, 8)."""
+ordering and the sensitivity bound (seed 002: push-sum and circulation invariants, sublinear regret,
+privacy–utility ordering; docs/dpsda.md)."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""Laplace perturbation and ε accounting (ALGORITHMS.md §1.4, §4.5, §6.2 item 8)."""
+"""Laplace perturbation and ε accounting (seed 002; docs/dpsda.md "Privacy accounting")."""
 
 import math
 

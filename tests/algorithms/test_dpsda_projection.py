@@ -1,4 +1,4 @@
-"""Π^ψ_X(z, α) of eq. (7) equals the QP solution (ALGORITHMS.md §6.2 item 4)."""
+"""Π^ψ_X(z, α) of eq. (7) equals the QP solution (seed 002; docs/dpsda.md)."""
 
 import numpy as np
 import pytest

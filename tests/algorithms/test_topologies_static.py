@@ -1,4 +1,4 @@
-"""Tests for the fixed graphs of algorithms.topologies.static (ALGORITHMS.md §1.1, §6.1 item 1)."""
+"""Tests for the fixed graphs of algorithms.topologies.static (seed 000 Fig. 1; docs/collabdict.md)."""
 
 import numpy as np
 import pytest

@@ -1,7 +1,7 @@
 """The Python CCaaS shim against a fake peer speaking Fabric's chaincode protocol in-process.
 
-Each test checks one behaviour that fabric-chaincode-python 2.5.4 gets wrong (FABRIC.md §4.2):
-concurrency on one stream, ERROR replies, chaincode events, early errors, keepalive, range keys.
+Each test checks one behaviour that fabric-chaincode-python 2.5.4 gets wrong (docs/fabric.md,
+"Chaincode service"): concurrency on one stream, ERROR replies, chaincode events, early errors, keepalive, range keys.
 """
 
 from __future__ import annotations
@@ -336,7 +336,7 @@ def test_idle_stream_survives_frequent_pings(server, identity):
 
 
 def test_mutual_tls_when_configured(tmp_path, identity):
-    """TLS with client authentication: the peer presents its TLS certificate (FABRIC.md §1.3)."""
+    """TLS with client authentication: the peer presents its TLS certificate (docs/fabric.md "Topology")."""
     cons = Consortium.generate(tmp_path / "tls", ["Org1"])
     tls = cons.organisations[0].path / "peers" / "peer0.org1.example.com" / "tls"
     ca, cert, key = ((tls / n).read_bytes() for n in ("ca.crt", "server.crt", "server.key"))

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Chaincode-as-a-service external builder for the Fabric peer (FABRIC.md §1.3, "The ccaas builder").
+"""Chaincode-as-a-service external builder for the Fabric peer (docs/fabric.md "Topology").
 
 Invoked by the peer as bin/detect, bin/build and bin/release (symlinks to this file):
   detect  SRC META          exit 0 iff META/metadata.json has type "ccaas" (case-insensitive)
