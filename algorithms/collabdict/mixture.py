@@ -4,12 +4,12 @@ Pure numerical building blocks, shared by the decentralised step function
 (:mod:`algorithms.collabdict.ggm`) and the centralised reference (:func:`fit_centralised`):
 
 * :func:`log_gaussian` — ln N(x | μ_k, Λ_k^{-1}) for all x and k (precision parameterisation);
-* :func:`responsibilities` — eq. (12) in the log domain [SEED-FIX: mean μ_k, not m_k];
+* :func:`responsibilities` — eq. (12) in the log domain (correcting a typo of the seed: mean μ_k, not m_k);
 * :func:`local_statistics` — the unnormalised sufficient statistics N_k^s, m_k^s, C_k^s of eq. (13);
-* :func:`update_mixing_weights` — π^s = N^s/ΣN^s (eq. 13) or the exact ℓ0-regularised update (§2.2, RECON);
+* :func:`update_mixing_weights` — π^s = N^s/ΣN^s (eq. 13) or the exact ℓ0-regularised update (reconstructed, docs/collabdict.md);
 * :func:`optimize` — eqs. (14)–(16), with pruning of components whose N̄_k < δ;
-* :func:`solve_precision` — eq. (16) through the graphical-lasso reduction (§2.2 [OURS]);
-* :func:`map_objective` — the global MAP objective whose monotonicity EM guarantees (§6.1 item 6);
+* :func:`solve_precision` — eq. (16) through the graphical-lasso reduction (our derivation);
+* :func:`map_objective` — the global MAP objective whose monotonicity EM guarantees;
 * :func:`initial_parameters` — the identical initialisation from pooled moments and a common seed.
 """
 
@@ -84,7 +84,7 @@ def local_statistics(X: np.ndarray, r: np.ndarray) -> tuple[np.ndarray, np.ndarr
 def update_mixing_weights(N: np.ndarray, active: np.ndarray, tau: float = 0.0, eps: float = 1e-8) -> np.ndarray:
     """π^s from the local counts N_k^s.
 
-    τ = 0: π_k = N_k / Σ_l N_l (eq. 13). τ > 0: the cardinality-regularised update of §2.2 [RECON]
+    τ = 0: π_k = N_k / Σ_l N_l (eq. 13). τ > 0: the cardinality-regularised update (reconstructed; docs/collabdict.md)
         π = argmax_{π∈Δ, π_k ≥ ε} Σ_k N_k ln π_k − τ Σ_k 1[π_k > ε],
     solved exactly: for support size a the best support is the a largest N_k, with π_k = ε off the support
     and π_k = (1 − (K_act − a)ε) N_k / Σ_{l∈A} N_l on it; the best a is kept. Pruned components get π_k = 0.
@@ -127,7 +127,7 @@ ILL_CONDITIONED = 1e10
 
 
 def l0_penalty(tau: float, n_features: int, n_local: float, units: str = "bic") -> float:
-    """The per-component cost in nats that the ℓ0 update of π^s charges (§2.2 [RECON/OURS]).
+    """The per-component cost in nats that the ℓ0 update of π^s charges (docs/collabdict.md, "ℓ0 update of π").
 
     ``units="nats"``: τ itself, the literal form of the objective (docs/collabdict.md, "ℓ0 update of π").
     With the floor ε_π = 1e-8, switching off a component of N_k local samples loses ≈ N_k·ln(π_k/ε_π) ≈ 18·N_k in Σ_k N_k ln π_k, so τ = 2 only removes
@@ -149,7 +149,7 @@ def solve_precision(Sigma: np.ndarray, N_bar: float, rho: float, *, tol: float =
                     max_iter: int = 100, enet_tol: float = 1e-10, warm: np.ndarray | None = None) -> np.ndarray:
     """Eq. (16): Λ = argmax_{Λ≻0} b ln|Λ| − Tr(ΛΣ) − (ρ/N̄)||Λ||_1 with b = (N̄+1)/N̄ (ℓ1 over all entries).
 
-    Graphical-lasso reduction (§2.2): dividing by b, Λ = argmax ln|Λ| − Tr(Λ S) − α||Λ||_1 with
+    Graphical-lasso reduction: dividing by b, Λ = argmax ln|Λ| − Tr(Λ S) − α||Λ||_1 with
     S = N̄Σ/(N̄+1) and α = ρ/(N̄+1). Because ||Λ||_1 = Σ_{i≠j}|Λ_ij| + Tr Λ for Λ ≻ 0, this equals the
     off-diagonal-penalised glasso on S + αI (scikit-learn's ``graphical_lasso``). ρ = 0: Λ = b Σ^{-1}.
 
@@ -319,7 +319,7 @@ def log_prior(params: MixtureParameters, m0: np.ndarray, lam0: float, rho: float
 
 
 def map_objective(loglik_total: float, params: MixtureParameters, m0: np.ndarray, lam0: float, rho: float) -> float:
-    """Global MAP objective Σ_s Σ_n ln Σ_k π_k^s N(x|μ_k,Λ_k^{-1}) + log prior (§6.1 item 6)."""
+    """Global MAP objective Σ_s Σ_n ln Σ_k π_k^s N(x|μ_k,Λ_k^{-1}) + log prior (non-decreasing under EM when τ = 0)."""
     return float(loglik_total) + log_prior(params, m0, lam0, rho)
 
 
@@ -334,7 +334,7 @@ def pooled_moments(n: float, sum_x: np.ndarray, sum_xx: np.ndarray) -> tuple[np.
 
 def initial_parameters(xbar: np.ndarray, V: np.ndarray, K: int, rng: np.random.Generator,
                        precision: str = "pooled") -> MixtureParameters:
-    """Identical initialisation at all participants (§2.2 [RECON/OURS]): μ_k = x̄ + chol(V) ζ_k, ζ_k ~ N(0, I)
+    """Identical initialisation at all participants (our choice): μ_k = x̄ + chol(V) ζ_k, ζ_k ~ N(0, I)
     from a common seed; Λ_k = V^{-1} (``precision="pooled"``) or I_M (``"identity"``)."""
     if K < 1:
         raise ValueError(f"number of components must be ≥ 1, got {K}")

@@ -34,7 +34,8 @@ def empirical_precision_bound(params: MixtureParameters) -> float:
 
 def appendix_b_precision_bound(Sigma: np.ndarray, N_bar: float, M: int, delta: float, rho: float,
                                S: int, N_max: int) -> float:
-    """Appendix B (Theorem 2) bound on ||Λ_k||_2 for one component [SEED, with the SEED-FIX h/c in (B.7)].
+    """Appendix B (Theorem 2) bound on ||Λ_k||_2 for one component (seed 000; (B.7)
+    prints 1 + d/c, the surrounding text shows it must be 1 + h/c).
 
     The largest root t ≥ (1 + h/c) b of g(t) = t − (1 + h/c) b ln t − (1 + h/c) f(I_M), with
     b = M(1 + 1/δ), c = ρ/(S max_s N^s), h = max_ij |[Σ_k − I_M]_ij|, f(I_M) = Tr(Σ_k) + ρ M / N̄_k.

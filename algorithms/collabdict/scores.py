@@ -42,9 +42,9 @@ def anomaly_score(X: np.ndarray, pi: np.ndarray, params: MixtureParameters, kind
 
 
 def ggm_anomaly_score(X: np.ndarray, pi: np.ndarray, params: MixtureParameters) -> np.ndarray:
-    """Eq. (20): a^s(x) = −Σ_k r_k^s(x) ln N(x | μ_k, Λ_k^{-1}), with r^s(x) from eq. (18) [SEED-FIX μ_k].
+    """Eq. (20): a^s(x) = −Σ_k r_k^s(x) ln N(x | μ_k, Λ_k^{-1}), with r^s(x) from eq. (18) (with μ_k, correcting a typo of the seed).
 
-    Identity (§2.3): a^s(x) = −ln p^s(x) − KL(r^s(x) || π^s) ≤ −ln p^s(x). Higher = more anomalous.
+    Identity (seed 000 eqs. 17–20): a^s(x) = −ln p^s(x) − KL(r^s(x) || π^s) ≤ −ln p^s(x). Higher = more anomalous.
     """
     r, _ = responsibilities(X, pi, params)
     lg = log_gaussian(X, params.means, params.precisions)

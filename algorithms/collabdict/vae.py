@@ -9,7 +9,7 @@ Per iteration, participant s (encoder φ^s private, decoder θ shared):
 
 ``optimizer="sgd", normalise=False`` is the seed's raw-sum gradient ascent (used for the equivalence test);
 the default is Adam on gradients divided by N^s (encoder) and by N̄ = Σ_s N^s (decoder, N̄ obtained by a first
-aggregation session) [OURS, §3]. The Monte-Carlo draws v of iteration i at participant s come from a
+aggregation session) (our choice). The Monte-Carlo draws v of iteration i at participant s come from a
 generator seeded by (process seed, s, i), so :func:`fit_centralised` — gradient ascent on Σ_s L^s computed in
 one place — uses exactly the same draws. The state machine is the one of :mod:`algorithms.collabdict.ggm`:
 phase ``init`` (aggregate N^s), then one session per iteration, 2 rounds each with exact aggregation.
@@ -33,7 +33,7 @@ OPTIMIZERS = ("adam", "sgd")
 
 @dataclass(frozen=True)
 class VAEHyperParameters:
-    """§8 defaults: d = 4, hidden = 64, η = 1e-3 (Adam), J_train = 1, J_score = 64."""
+    """Defaults: d = 4, hidden = 64, η = 1e-3 (Adam), J_train = 1, J_score = 64."""
 
     latent: int = 4
     hidden: int = 64

@@ -5,7 +5,7 @@ The CSV (284,807 rows; Time, V1..V28, Amount, Class; 492 frauds) is read straigh
 into the data cache (never installed: it pins ~170 old packages). After the first parse a
 compact copy (``creditcard_X.npy``, ``creditcard_y.npy``) is written to the data cache so later loads take well under a second.
 
-The split reproduces the authors' ``dataset_split.py`` + ``utils.almost_equal_split`` (CODE S2)
+The split reproduces the authors' ``dataset_split.py`` + ``utils.almost_equal_split`` (the authors' code)
 with N = 20 and offset = 0.7. The script seeds both random steps from ONE variable ``seed``:
   1. shuffle rows with pandas ``sample(frac=1, random_state=seed)``;
   2. with numpy's legacy stream seeded ``seed`` (``np.random.seed(seed)``), cut positives and then negatives separately at
@@ -80,7 +80,7 @@ def load_creditcard() -> tuple[np.ndarray, np.ndarray]:
 
 
 def almost_equal_cuts(n_elements: int, n_agents: int, offset: float, rs: np.random.RandomState) -> np.ndarray:
-    """Cut points linspace(0, n, N+1) with interior cuts moved by randint(−o, o) (CODE S2)."""
+    """Cut points linspace(0, n, N+1) with interior cuts moved by randint(−o, o) (the authors' code)."""
     cuts = np.linspace(0, n_elements, n_agents + 1).astype(np.int32)
     o = int(offset * np.mean(np.diff(cuts)))
     moves = np.zeros(n_agents + 1, dtype=np.int32)
@@ -115,7 +115,7 @@ class FraudSplit:
 
 def split_nodes(X: np.ndarray, y: np.ndarray, n_agents: int = 20, offset: float = 0.7,
                 test_size: float = 0.1, seed: int = 45, test_split_seed: int = 42) -> FraudSplit:
-    """The §5.4 unbalanced split (see module docstring); X has the ``COLUMNS`` layout.
+    """The seed-003 unbalanced split (see module docstring); X has the ``COLUMNS`` layout.
 
     ``seed`` drives both the shuffle and the cut points (the authors' one variable);
     ``test_split_seed`` is the per-node ``train_test_split`` random_state."""

@@ -11,7 +11,7 @@ Modules:
 * :mod:`~algorithms.dpsda.matrix_form` — the direct (all nodes in one process) implementation, eqs. (11)–(14), (20)–(22);
 * :mod:`~algorithms.dpsda.step_function` — the same algorithm as a :class:`algorithms.step.Algorithm`;
 * :mod:`~algorithms.dpsda.regret` — regret R(T), running-average regret R̃(T), comparators;
-* :mod:`~algorithms.dpsda.experiments` — the synthetic OLR set-up of §4.6, the MNIST OBC stream, centralised baselines.
+* :mod:`~algorithms.dpsda.experiments` — the synthetic OLR set-up of seed 002 §6, the MNIST OBC stream, centralised baselines.
 """
 
 from algorithms.dpsda.framework import DPSDAConfig

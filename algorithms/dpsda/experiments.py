@@ -31,7 +31,7 @@ class OnlineStream:
 
 
 def synthetic_olr(seed: int, dimension: int = 21, horizon: int = 500, noise_std: float = 0.04) -> OnlineStream:
-    """The synthetic OLR stream of §4.6 (one row per time step)."""
+    """The synthetic OLR stream of seed 002 §6 (one row per time step)."""
     if dimension < 1 or horizon < 1:
         raise ValueError(f"dimension and horizon must be ≥ 1, got {dimension}, {horizon}")
     if noise_std < 0:
@@ -78,7 +78,7 @@ def centralised_projected_sgd(loss: OnlineLoss, stream: OnlineStream, horizon: i
 def centralised_dual_averaging(loss: OnlineLoss, stream: OnlineStream, horizon: int, batch_size: int,
                                box: BoxProjection) -> np.ndarray:
     """The non-private centralised template DPCDA with σ = 0: z(t+1) = z(t) + ∇f_t(x(t)),
-    x(t+1) = Π(z(t+1), α(t)) (§4.2); returns x(1) … x(T) with x(1) = 0."""
+    x(t+1) = Π(z(t+1), α(t)) (Protocol 1); returns x(1) … x(T) with x(1) = 0."""
     m = stream.features.shape[1]
     xs = np.zeros((horizon, m))
     x = np.zeros(m)

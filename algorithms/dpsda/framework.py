@@ -208,7 +208,7 @@ INITIAL_DECISION_PURPOSE = "dpsda-initial-decision"
 
 
 def initial_decision(cfg: DPSDAConfig, ctx: TaskContext) -> np.ndarray:
-    """x(1): U[0,1]^m from the shared RNG of round 0 (identical at every node) [CODE], or 0."""
+    """x(1): U[0,1]^m from the shared RNG of round 0 (identical at every node; the authors' code), or 0."""
     if cfg.initial_decision == "zero":
         return np.zeros(cfg.dimension)
     return ctx.shared_rng(INITIAL_DECISION_PURPOSE, round=0).uniform(0.0, 1.0, cfg.dimension)

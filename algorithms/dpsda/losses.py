@@ -36,7 +36,7 @@ def _sigmoid(u: np.ndarray) -> np.ndarray:
 
 
 class SquaredLoss:
-    """½ (a^T x − b)² averaged over the batch (OLR, §4.6)."""
+    """½ (a^T x − b)² averaged over the batch (OLR, seed 002 §6)."""
 
     name = "squared"
 
@@ -50,7 +50,7 @@ class SquaredLoss:
 
 
 class LogisticLoss:
-    """ln(1 + e^{−b a^T x}) averaged over the batch, labels b ∈ {±1} (OBC, §4.6)."""
+    """ln(1 + e^{−b a^T x}) averaged over the batch, labels b ∈ {±1} (OBC, seed 002 §6)."""
 
     name = "logistic"
 

@@ -66,7 +66,7 @@ def run_dpsda(cfg: DPSDAConfig, features: np.ndarray, labels: np.ndarray, topolo
               seed: int, consortium: Sequence[str] | None = None, record: bool = False) -> DPSDATrace:
     """Run T = ``horizon`` time steps (T−1 updates) of DPSDA-C or DPSDA-PS on the stream (features, labels).
 
-    Every node sees the same stream (f_t is revealed to all nodes, §4.1); ``consortium`` names the nodes
+    Every node sees the same stream (f_t is revealed to all nodes, seed 002 §2.2); ``consortium`` names the nodes
     only to derive their RNG streams exactly as the step function's :class:`TaskContext` does.
     ``record`` keeps every released message H(k) and every dual matrix Z(k+1) and estimate matrix Y(k+1)
     (for tests and audits).

@@ -49,7 +49,7 @@ RDP_ORDERS = tuple(float(1.0 + 10.0 ** k) for k in np.linspace(-4.0, 6.0, 401))
 
 
 def laplace_noise(rng: np.random.Generator, scale: float, size: int | tuple[int, ...]) -> np.ndarray:
-    """η ~ Lap(0, scale) i.i.d. (§1.4); exactly zero (no draw) when ``scale == 0``."""
+    """η ~ Lap(0, scale) i.i.d. (as the authors' rand_laplace.m); exactly zero (no draw) when ``scale == 0``."""
     if not (scale >= 0 and math.isfinite(scale)):
         raise ValueError(f"the Laplace scale must be finite and ≥ 0, got {scale}")
     if scale == 0:

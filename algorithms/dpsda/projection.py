@@ -85,7 +85,7 @@ class BallProjection:
 class BlockBallProjection:
     """X = X_1 × … × X_n with X_i = {x^i ∈ R^d : ‖x^i‖₂ ≤ r}: the ball projection applied block by block.
 
-    DPSDA needs a product set (§4.1), because the played decision stacks blocks taken from different
+    DPSDA needs a product set (seed 002 §2.2), because the played decision stacks blocks taken from different
     nodes' estimates; a product of per-block balls is one, a single ball over R^m is not.
     """
 

@@ -2,7 +2,7 @@
 
 One platform round r = one time step t = r of the online protocol; organisation i's online data
 stream is its :class:`~algorithms.step.LocalDataset` in order (rows (t−1)B … tB−1 define f_t; every
-organisation holds the same stream, since f_t is revealed to all nodes, §4.1).
+organisation holds the same stream, since f_t is revealed to all nodes, seed 002 §2.2).
 
 Messages of round r are delivered in round r+1, so update k (eqs. (11)–(14) / (20)–(22)) is split
 over two rounds:

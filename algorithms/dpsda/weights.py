@@ -8,7 +8,7 @@ A weight matrix W has ``W[i, j] = a_ij``, the weight node i gives to what it rec
   The weight depends only on the receiver's degree, so a node can apply it alone.
 * DPSDA-PS (eq. (20)–(21a)) [CODE]: a_ij = 1/(d_j^out+1) if j → i or j = i — column-stochastic.
   The weight depends only on the sender's out-degree: the sender scales what it pushes.
-* Metropolis (for the circulation test of §6.2 item 3): a_ij = 1/(1+max(d_i, d_j)) on edges,
+* Metropolis (for the circulation test of DPSDA-C): a_ij = 1/(1+max(d_i, d_j)) on edges,
   a_ii = 1 − Σ_{j≠i} a_ij — symmetric and doubly stochastic.
 
 The scalar helpers (:func:`circulation_weight`, :func:`push_sum_weight`, :func:`metropolis_row`) are

@@ -1,10 +1,10 @@
 """Periodic time-varying graphs, and the 7-node graphs of the DPSDA experiments (seed 002 §6; docs/dpsda.md).
 
 A :class:`PeriodicTopology` cycles through a fixed list of graphs: round r (1-based) uses
-``graphs[(r − 1) mod period]``, so with the four DPSDA graphs G(t) = G_{((t−1) mod 4)+1} [CODE S1].
+``graphs[(r − 1) mod period]``, so with the four DPSDA graphs G(t) = G_{((t−1) mod 4)+1} (the authors' MATLAB code).
 
 Adjacency convention (:mod:`algorithms.topologies.base`): ``A[i, j] = 1`` means i sends to j.
-The table of §4.6 writes edges 1-based as "j→i" (j pushes to i); edge ``3→6`` is therefore
+The authors' MATLAB graph generators write edges 1-based as "j→i" (j pushes to i); edge ``3→6`` is therefore
 ``A[2, 5] = 1``.
 """
 
@@ -14,7 +14,7 @@ from typing import Sequence
 
 import numpy as np
 
-# §4.6 table [CODE S1 Directed_graph_generator.m / Undirected_graph_generator.m], 1-based.
+# From the authors' MATLAB Directed_graph_generator.m / Undirected_graph_generator.m, 1-based.
 DPSDA_DIRECTED_EDGES: tuple[tuple[tuple[int, int], ...], ...] = (
     ((3, 6), (3, 7), (4, 3), (5, 3), (5, 6), (6, 4), (7, 5)),   # G1 (nodes 1, 2 isolated)
     ((1, 2), (3, 2)),                                             # G2
@@ -79,13 +79,13 @@ def _from_edges(edges: Sequence[tuple[int, int]], size: int, directed: bool) -> 
 
 
 def dpsda_digraphs() -> PeriodicTopology:
-    """The 4-strongly-connected time-varying digraph on 7 nodes used by DPSDA-PS (§4.6)."""
+    """The 4-strongly-connected time-varying digraph on 7 nodes used by DPSDA-PS (seed 002 §6)."""
     return PeriodicTopology([_from_edges(e, DPSDA_NODES, True) for e in DPSDA_DIRECTED_EDGES],
                             name="dpsda-digraphs(7)")
 
 
 def dpsda_graphs() -> PeriodicTopology:
-    """The same graphs with directions deleted, used by DPSDA-C (§4.6)."""
+    """The same graphs with directions deleted, used by DPSDA-C (seed 002 §6)."""
     return PeriodicTopology([_from_edges(e, DPSDA_NODES, False) for e in DPSDA_UNDIRECTED_EDGES],
                             name="dpsda-graphs(7)")
 

@@ -19,7 +19,7 @@ def _is_prime(n: int) -> bool:
 
 
 def cic_adjacency(S: int) -> np.ndarray:
-    """Simple adjacency of the cycle with inverse chord on Z_S, S prime (§1.1, [OURS] convention):
+    """Simple adjacency of the cycle with inverse chord on Z_S, S prime (seed 000 Fig. 1; our convention):
     x ~ x±1 and x ~ x^{-1} = x^{S-2} mod S for x ≠ 0; symmetrised, no self-loops, no multi-edges."""
     if not _is_prime(S):
         raise ValueError(f"the cycle with inverse chord needs a prime number of nodes, got {S}")

@@ -1,4 +1,5 @@
-"""Tests for algorithms.collabdict.ggm: the GGM step function in the simulator (§6.1 items 5, 6, 9, 10)."""
+"""Tests for algorithms.collabdict.ggm: the GGM step function in the simulator (equals the centralised fit,
+EM monotonicity, the DP bound, ℓ-diversity)."""
 
 import math
 
@@ -147,7 +148,7 @@ def test_score_kinds_of_model_payload():
 
 def test_tau_in_bic_units_selects_components_automatically():
     """Start with too many components: with τ in BIC units the ℓ0 update switches the superfluous ones off at
-    every organisation and they are pruned (N̄_k < δ); in raw nats (the literal §2.2 objective with
+    every organisation and they are pruned (N̄_k < δ); in raw nats (the literal objective with
     ε_π = 1e-8) the same τ = 2 only zeroes weights of a sample or less and prunes nothing."""
     Xs = make_mixture(S=3, M=2, K=2, seed=11, base=120)
     fits = {units: fit_centralised(Xs, 15, seed=0, hyper=GGMHyperParameters(n_components=8, tau=2.0, tau_units=units))

@@ -1,4 +1,4 @@
-"""Tests for algorithms.collabdict.privacy (Theorem 1 eq. 46, App. B, eqs. 47–48; §6.1 items 9–10)."""
+"""Tests for algorithms.collabdict.privacy (Theorem 1 eq. 46, App. B, eqs. 47–48 of seed 000)."""
 
 import math
 

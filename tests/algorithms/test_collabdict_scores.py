@@ -1,4 +1,4 @@
-"""Tests for algorithms.collabdict.scores (eqs. 18–20; §6.1 item 8)."""
+"""Tests for algorithms.collabdict.scores (seed 000 eqs. 18–20: the score identity and outlier AUC)."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,5 @@
-"""Tests for algorithms.collabdict.vae: the VAE step function in the simulator (§6.1 item 11)."""
+"""Tests for algorithms.collabdict.vae: the VAE step function in the simulator (equivalence with centralised
+gradient ascent, seed 000 §5)."""
 
 import numpy as np
 import pytest

@@ -48,7 +48,7 @@ def test_psgd_on_olr_approaches_the_truth():
     assert np.linalg.norm(xs[-1] - s.truth) < np.linalg.norm(s.truth)
 
 
-# -- OBC: accuracy versus ε (§6.2 item 7) ----------------------------------------------------------
+# -- OBC: accuracy versus ε (does not rise as σ grows) -------------------------------------------------
 
 def _gaussian_task(seed, m=112, n=6000, separation=5.0):
     """Nearly separable two-class Gaussian data (Bayes accuracy Φ(2.5) ≈ 0.994), m = n·d with d = 16."""

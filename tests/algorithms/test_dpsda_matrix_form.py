@@ -47,7 +47,7 @@ def test_circulation_with_symmetric_weights_conserves_the_mean():
 
 
 def test_uniform_circulation_conserves_the_pi_weighted_sum_on_a_fixed_graph():
-    """Detailed balance π_i a_ij = π_j a_ji with π_i ∝ deg_i + 1 (§4.3); the plain mean is not conserved."""
+    """Detailed balance π_i a_ij = π_j a_ji with π_i ∝ deg_i + 1 (DPSDA-C's uniform weights 1/(deg_i + 1)); the plain mean is not conserved."""
     a = dpsda_graphs().adjacency(1)
     W = circulation_weights(a)
     pi = (a.sum(axis=1) + 1) / (a.sum() + 7)
@@ -59,7 +59,7 @@ def test_uniform_circulation_conserves_the_pi_weighted_sum_on_a_fixed_graph():
 
 
 def test_dpsda_c_mean_evolves_as_dpcda():
-    """Symmetric weights, σ > 0, gradients: z̄(t+1) = z̄(t) + η̄(t) + Σ_i E_i ĝ_i(t) (§6.2 item 3)."""
+    """Symmetric weights, σ > 0, gradients: z̄(t+1) = z̄(t) + η̄(t) + Σ_i E_i ĝ_i(t) (the circulation property of DPSDA-C)."""
     stream = synthetic_olr(3, horizon=40)
     cfg = DPSDAConfig(variant="C", weights="metropolis", laplace_scale=1.0, grad_noise="none")
     tr = run_dpsda(cfg, stream.features, stream.labels, ring(7), 40, seed=4, record=True)
@@ -120,7 +120,7 @@ def test_regret_increases_with_the_noise_scale(regret_runs):
 @pytest.mark.parametrize("variant, topo", [("C", dpsda_graphs()), ("PS", dpsda_digraphs())])
 def test_per_step_sensitivity_on_adjacent_sequences(variant, topo):
     """F ~ F′ differ in f_{t0}; same noise seed; the released messages first differ at step t0+1 and by at
-    most Δ = 2 n L̂ √d in ℓ1 per node (§6.2 item 8)."""
+    most Δ = 2 n L̂ √d in ℓ1 per node (the sensitivity bound)."""
     stream = synthetic_olr(5, horizon=30)
     a2, b2 = stream.features.copy(), stream.labels.copy()
     t0 = 12

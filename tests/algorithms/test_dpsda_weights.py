@@ -34,7 +34,7 @@ def test_uniform_weights_match_the_code_formulas():
 
 
 def test_uniform_circulation_weights_are_not_column_stochastic():
-    # the gap noted in §4.3: row-stochastic but not doubly stochastic on the DPSDA graphs
+    # DPSDA-C's uniform weights are row-stochastic but not doubly stochastic on the DPSDA graphs
     w = circulation_weights(dpsda_graphs().adjacency(1))
     assert not np.allclose(w.sum(axis=0), 1.0)
 
