@@ -32,6 +32,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from executor.images import sha256_file
+
 DECISION = "fraud (positive) iff predict(X) > 0.5"
 
 
@@ -58,7 +60,7 @@ def _versions(*names: str) -> dict[str, str]:
 
 
 def _sha256(path: Path) -> str:
-    return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+    return "sha256:" + sha256_file(path)
 
 
 # ---------------------------------------------------------------------------- random forests

@@ -19,7 +19,6 @@ never leaves O (only the salted commitment to it reaches the ledger).
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import json
 import os
 import shutil
@@ -32,6 +31,7 @@ import numpy as np
 
 from executor.declarations import DATASET_PATTERN, ImageDeclaration
 from executor.errors import ExecutorError
+from executor.images import sha256_file
 
 MAX_REPORTED = 20
 SUFFIXES = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
@@ -130,13 +130,6 @@ def validate_table(frame, label: str | None, declaration: ImageDeclaration | Non
     return X, y, features
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
 
 def import_dataset(data_root: str | os.PathLike, name: str, source: str | os.PathLike, label: str | None = None,
                    declaration: ImageDeclaration | None = None, replace: bool = False) -> ImportedDataset:
@@ -151,7 +144,7 @@ def import_dataset(data_root: str | os.PathLike, name: str, source: str | os.Pat
     if target.exists() and not replace:
         raise DataImportError(f"dataset {name!r} already exists at {target} (use --replace to replace it)")
     X, y, features = validate_table(read_table(source), label, declaration)
-    digest = _sha256(source)
+    digest = sha256_file(source)
     classes = tuple(np.unique(y).tolist()) if y is not None else ()
     root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".import-{name}-", dir=root))

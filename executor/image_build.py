@@ -53,7 +53,7 @@ def check_bundle(recipe: images.ImageRecipe, built: images.BuiltImage) -> None:
     d = Path(built.location)
     for src, dst in recipe.payload_files():
         copy = d / dst
-        if not copy.is_file() or images._sha256_file(copy) != images._sha256_file(src):
+        if not copy.is_file() or images.sha256_file(copy) != images.sha256_file(src):
             raise ImageBuildError(f"bundle {d} was altered: {dst} differs from the recipe's {src} "
                                   f"(delete that folder and build again)")
     images._BUNDLE_DIGESTS.pop(str(d.resolve()), None)      # recomputed from the files, not remembered

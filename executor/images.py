@@ -45,7 +45,8 @@ def cache_root() -> Path:
     return Path(os.environ.get("CONSORTIA_CACHE", Path.home() / ".cache" / "consortia"))
 
 
-def _sha256_file(path: Path) -> str:
+def sha256_file(path: Path) -> str:
+    """Hex SHA-256 of a file, read in 1 MiB chunks (bounded memory)."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
@@ -54,7 +55,7 @@ def _sha256_file(path: Path) -> str:
 
 
 def _tree_listing(root: Path, files: Iterable[Path]) -> list[list[str]]:
-    return sorted([str(p.relative_to(root)), _sha256_file(p)] for p in files)
+    return sorted([str(p.relative_to(root)), sha256_file(p)] for p in files)
 
 
 def _hash_json(value: Any) -> str:
@@ -163,7 +164,7 @@ def download_wheels() -> Path:
 def base_rootfs() -> Path:
     """The debootstrap tarball of the base image (built once per recipe; ~2 min, ~150 MB)."""
     script = BASE_DIR / "debootstrap.sh"
-    tar = cache_root() / "images" / f"rootfs-{_sha256_file(script)[:16]}.tar"
+    tar = cache_root() / "images" / f"rootfs-{sha256_file(script)[:16]}.tar"
     if not tar.exists():
         tar.parent.mkdir(parents=True, exist_ok=True)
         proc = subprocess.run(["bash", str(script), str(tar)], capture_output=True, text=True)
@@ -262,7 +263,7 @@ class BuiltImage:
 
 
 def _recipe_hash(recipe: ImageRecipe, parent: str) -> str:
-    return _hash_json([parent, [[dst, _sha256_file(src)] for src, dst in recipe.payload_files()]])
+    return _hash_json([parent, [[dst, sha256_file(src)] for src, dst in recipe.payload_files()]])
 
 
 def build_image(client, recipe: ImageRecipe, reference: str | None = None, force: bool = False) -> BuiltImage:
@@ -393,7 +394,7 @@ def build_bundle(recipe: ImageRecipe, reference: str | None = None) -> BuiltImag
 
     Its reference is ``bundle:<directory name>`` (resolved under ``<cache>/bundles``)."""
     interp = interpreter_identity()
-    h = _hash_json(["bundle-v3", [[dst, _sha256_file(src)] for src, dst in recipe.payload_files()], interp])
+    h = _hash_json(["bundle-v3", [[dst, sha256_file(src)] for src, dst in recipe.payload_files()], interp])
     d = cache_root() / "bundles" / f"{recipe.name}-{h[:16]}"
     if not (d / "bundle.json").exists():
         tmp = d.with_name(d.name + ".partial")
