@@ -83,8 +83,9 @@ def encode(value: Any) -> bytes:
 
     tree = walk(value)
     header = {"v": tree, "$lengths": [len(b) for b in blobs]}
-    hbytes = json.dumps(header, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                        allow_nan=False).encode("utf-8")
+    hbytes = json.dumps(
+        header, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    ).encode("utf-8")
     return MAGIC + struct.pack("<I", len(hbytes)) + hbytes + b"".join(blobs)
 
 
@@ -94,7 +95,7 @@ def decode(data: bytes) -> Any:
         raise CodecError("not a Consortia payload (bad magic)")
     (hlen,) = struct.unpack("<I", data[4:8])
     try:
-        header = json.loads(data[8:8 + hlen].decode("utf-8"))
+        header = json.loads(data[8 : 8 + hlen].decode("utf-8"))
         lengths = header["$lengths"]
     except (ValueError, KeyError, UnicodeDecodeError) as exc:
         raise CodecError(f"corrupt payload header: {exc}") from None

@@ -27,7 +27,7 @@ step functions use.
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 from scipy import sparse
@@ -36,6 +36,7 @@ STEP_MODES = ("seed", "degree")
 
 
 # ----------------------------------------------------------------------------- graphs → W
+
 
 def _check_adjacency(adjacency) -> sparse.csr_matrix:
     A = sparse.csr_matrix(adjacency, dtype=np.float64)
@@ -116,6 +117,7 @@ def rounds_for_tolerance(rho: float, S: int, tol: float = 1e-8) -> int:
 
 # ----------------------------------------------------------------------------- dynamical consensus
 
+
 def _as_matrix(values: np.ndarray) -> tuple[np.ndarray, tuple[int, ...]]:
     v = np.asarray(values, dtype=np.float64)
     if v.ndim < 1:
@@ -123,8 +125,9 @@ def _as_matrix(values: np.ndarray) -> tuple[np.ndarray, tuple[int, ...]]:
     return v.reshape(v.shape[0], -1), v.shape
 
 
-def consensus_iterate(values: np.ndarray, adjacency, step: str | float = "degree",
-                      iterations: int = 1) -> np.ndarray:
+def consensus_iterate(
+    values: np.ndarray, adjacency, step: str | float = "degree", iterations: int = 1
+) -> np.ndarray:
     """Run ``iterations`` steps of eq. (3) on ``values`` (participants on axis 0); return ξ(iterations)."""
     if iterations < 0:
         raise ValueError(f"iterations must be ≥ 0, got {iterations}")
@@ -137,8 +140,13 @@ def consensus_iterate(values: np.ndarray, adjacency, step: str | float = "degree
     return X.reshape(shape)
 
 
-def consensus_average(values: np.ndarray, adjacency, step: str | float = "degree",
-                      iterations: int | None = None, tol: float = 1e-8) -> np.ndarray:
+def consensus_average(
+    values: np.ndarray,
+    adjacency,
+    step: str | float = "degree",
+    iterations: int | None = None,
+    tol: float = 1e-8,
+) -> np.ndarray:
     """Every participant's estimate of the average (1/S)Σ_s ξ^s after dynamical consensus.
 
     ``iterations=None`` uses :func:`rounds_for_tolerance` with ρ(W) (dense eigenvalues: small S).
@@ -149,8 +157,13 @@ def consensus_average(values: np.ndarray, adjacency, step: str | float = "degree
     return consensus_iterate(values, adjacency, step, iterations)
 
 
-def consensus_sum(values: np.ndarray, adjacency, step: str | float = "degree",
-                  iterations: int | None = None, tol: float = 1e-8) -> np.ndarray:
+def consensus_sum(
+    values: np.ndarray,
+    adjacency,
+    step: str | float = "degree",
+    iterations: int | None = None,
+    tol: float = 1e-8,
+) -> np.ndarray:
     """Σ_s ξ^s as S × the consensus average; one estimate per participant."""
     S = np.asarray(values).shape[0]
     return S * consensus_average(values, adjacency, step, iterations, tol)
@@ -165,8 +178,13 @@ def local_consensus_update(own: np.ndarray, neighbour_values: Sequence[np.ndarra
     return own + eps * acc
 
 
-def iterations_to_tolerance(values: np.ndarray, adjacency, step: str | float = "degree",
-                            rel_tol: float = 1e-6, max_iterations: int = 1_000_000) -> int:
+def iterations_to_tolerance(
+    values: np.ndarray,
+    adjacency,
+    step: str | float = "degree",
+    rel_tol: float = 1e-6,
+    max_iterations: int = 1_000_000,
+) -> int:
     """Smallest k with max_s |ξ^s(k) − ξ̄| ≤ rel_tol · max_s |ξ^s(0) − ξ̄|.
 
     Raises ``RuntimeError`` if not reached within ``max_iterations`` (e.g. a disconnected graph).
@@ -190,8 +208,9 @@ KAPPA_FACTOR = 10.0
 """Chunk noise scale relative to the statistic it hides: κ = KAPPA_FACTOR·max|ξ_segment| (default 10)."""
 
 
-def segment_scales(xi: np.ndarray, segments: Sequence[int] | None = None,
-                   factor: float = KAPPA_FACTOR) -> np.ndarray:
+def segment_scales(
+    xi: np.ndarray, segments: Sequence[int] | None = None, factor: float = KAPPA_FACTOR
+) -> np.ndarray:
     """Per-element chunk scale κ for a flat statistic vector split into contiguous ``segments``.
 
     Each segment (e.g. one N_k, one m_k, one C_k of eq. 13, or the log-likelihood) gets its own
@@ -206,23 +225,26 @@ def segment_scales(xi: np.ndarray, segments: Sequence[int] | None = None,
         segments = [flat.size]
     lengths = [int(n) for n in segments]
     if any(n < 1 for n in lengths) or sum(lengths) != flat.size:
-        raise ValueError(f"segments {lengths[:8]}… must be positive lengths summing to the vector size {flat.size}")
+        raise ValueError(
+            f"segments {lengths[:8]}… must be positive lengths summing to the vector size {flat.size}"
+        )
     if not (factor > 0 and math.isfinite(factor)):
         raise ValueError(f"chunk scale factor must be a positive number, got {factor}")
-    finite = np.where(np.isfinite(flat), flat, 0.0)   # NaN/inf entries (a diverged model) pass through the sum
+    finite = np.where(np.isfinite(flat), flat, 0.0)  # NaN/inf entries (a diverged model) pass through the sum
     overall = float(finite.max(initial=0.0))
     fallback = factor * overall if 0 < factor * overall < np.inf else 1.0
     scales = np.empty_like(flat)
     start = 0
     for n in lengths:
-        peak = float(finite[start:start + n].max())
-        scales[start:start + n] = factor * peak if 0 < factor * peak < np.inf else fallback
+        peak = float(finite[start : start + n].max())
+        scales[start : start + n] = factor * peak if 0 < factor * peak < np.inf else fallback
         start += n
     return scales.reshape(v.shape)
 
 
-def random_chunks(xi: np.ndarray, chunks: int, rng: np.random.Generator,
-                  kappa: float | np.ndarray | None = None) -> np.ndarray:
+def random_chunks(
+    xi: np.ndarray, chunks: int, rng: np.random.Generator, kappa: float | np.ndarray | None = None
+) -> np.ndarray:
     """Split ξ into C chunks with Σ_l ξ^{[l]} = ξ (eq. 6 set-up; the split is our own).
 
     Chunks 1..C−1 are element-wise N(0, κ²), the last is ξ − Σ_{l<C} ξ^{[l]}. ``kappa`` is a number, an
@@ -244,8 +266,9 @@ def random_chunks(xi: np.ndarray, chunks: int, rng: np.random.Generator,
     return out
 
 
-def chunked_rounds_for_tolerance(rho: float, S: int, chunks: int, tol: float = 1e-8,
-                                 kappa_factor: float = KAPPA_FACTOR) -> int:
+def chunked_rounds_for_tolerance(
+    rho: float, S: int, chunks: int, tol: float = 1e-8, kappa_factor: float = KAPPA_FACTOR
+) -> int:
     """k_max for C chunked sessions whose chunks are κ = kappa_factor·|ξ| in scale (eq. 6).
 
     After k rounds each participant's estimate of a session's average is off by ≤ ρ^k·||ξ^{[l]}(0) − mean||₂
@@ -270,10 +293,17 @@ def session_relabellings(S: int, sessions: int, rng: np.random.Generator) -> np.
     return np.stack([rng.permutation(S) for _ in range(sessions)])
 
 
-def chunked_consensus_sum(values: np.ndarray, adjacency, chunks: int, rngs: Sequence[np.random.Generator],
-                          relabel_rng: np.random.Generator | None = None, step: str | float = "degree",
-                          iterations: int | None = None, tol: float = 1e-8,
-                          kappa: float | None = None) -> np.ndarray:
+def chunked_consensus_sum(
+    values: np.ndarray,
+    adjacency,
+    chunks: int,
+    rngs: Sequence[np.random.Generator],
+    relabel_rng: np.random.Generator | None = None,
+    step: str | float = "degree",
+    iterations: int | None = None,
+    tol: float = 1e-8,
+    kappa: float | None = None,
+) -> np.ndarray:
     """Σ_s ξ^s by C chunked consensus sessions with per-session relabelling (seed 000 §4.2, eq. 6).
 
     ``rngs[s]`` is participant s's private generator (its chunks); ``relabel_rng`` the common one
@@ -285,24 +315,29 @@ def chunked_consensus_sum(values: np.ndarray, adjacency, chunks: int, rngs: Sequ
     if len(rngs) != S:
         raise ValueError(f"need one generator per participant ({S}), got {len(rngs)}")
     parts = np.stack([random_chunks(X[s], chunks, rngs[s], kappa) for s in range(S)], axis=1)  # (C, S, ...)
-    perms = (session_relabellings(S, chunks, relabel_rng) if relabel_rng is not None
-             else np.tile(np.arange(S), (chunks, 1)))
+    perms = (
+        session_relabellings(S, chunks, relabel_rng)
+        if relabel_rng is not None
+        else np.tile(np.arange(S), (chunks, 1))
+    )
     if iterations is None:
         iterations = chunked_rounds_for_tolerance(mixing_rate(adjacency, step), S, chunks, tol)
     total = np.zeros_like(X)
     for l in range(chunks):
-        pos = perms[l]                      # participant s sits at graph position pos[s]
+        pos = perms[l]  # participant s sits at graph position pos[s]
         placed = np.empty_like(parts[l])
         placed[pos] = parts[l]
         avg = consensus_iterate(placed, adjacency, step, iterations)
-        total += S * avg[pos]               # back to participant order
+        total += S * avg[pos]  # back to participant order
     return total
 
 
 # ----------------------------------------------------------------------------- exact one-shot sum
 
-def split_shares(xi: np.ndarray, shares: int, rng: np.random.Generator,
-                 kappa: float | np.ndarray | None = None) -> np.ndarray:
+
+def split_shares(
+    xi: np.ndarray, shares: int, rng: np.random.Generator, kappa: float | np.ndarray | None = None
+) -> np.ndarray:
     """Random additive shares of ξ (same construction as :func:`random_chunks`)."""
     return random_chunks(xi, shares, rng, kappa)
 
@@ -318,8 +353,12 @@ def share_recipients(S: int, me: int, shares: int, rng: np.random.Generator) -> 
     return rng.permutation(np.concatenate([[me], peers]).astype(np.int64))
 
 
-def one_shot_sum(values: np.ndarray, rngs: Sequence[np.random.Generator], shares: int | None = None,
-                 kappa: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+def one_shot_sum(
+    values: np.ndarray,
+    rngs: Sequence[np.random.Generator],
+    shares: int | None = None,
+    kappa: float | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
     """Vectorised reference of the two-round exact random-chunk sum.
 
     Round 1: participant s draws ``shares`` (default S) additive shares of ξ^s and sends them to

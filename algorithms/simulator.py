@@ -12,8 +12,9 @@ in round r+1. Messages sent in the last round are recorded but not delivered.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from algorithms import codec
 from algorithms.step import Algorithm, LocalDataset, StepResult, TaskContext
@@ -30,11 +31,13 @@ class SimulationResult:
 
     consortium: tuple[str, ...]
     rounds: int
-    states: dict[str, bytes]                      # final encoded state per organisation
-    models: dict[str, bytes]                      # final encoded model per organisation
-    metrics: list[dict[str, dict[str, float]]]    # per round: organisation -> metrics
-    state_digests: list[dict[str, str]]           # per round (0 = init): organisation -> digest
-    message_digests: list[dict[tuple[str, str], str]] = field(default_factory=list)  # per round: (sender, recipient) -> digest
+    states: dict[str, bytes]  # final encoded state per organisation
+    models: dict[str, bytes]  # final encoded model per organisation
+    metrics: list[dict[str, dict[str, float]]]  # per round: organisation -> metrics
+    state_digests: list[dict[str, str]]  # per round (0 = init): organisation -> digest
+    message_digests: list[dict[tuple[str, str], str]] = field(
+        default_factory=list
+    )  # per round: (sender, recipient) -> digest
 
     def model(self, org: str) -> Any:
         return codec.decode(self.models[org])
@@ -43,8 +46,9 @@ class SimulationResult:
         return codec.decode(self.states[org])
 
 
-def context(seed: int, rnd: int, rounds: int, org: str, consortium: Sequence[str],
-            topology: Topology | None) -> TaskContext:
+def context(
+    seed: int, rnd: int, rounds: int, org: str, consortium: Sequence[str], topology: Topology | None
+) -> TaskContext:
     """The task context of ``org`` in round ``rnd`` (shared by simulator and platform)."""
     consortium = tuple(consortium)
     i = consortium.index(org)
@@ -54,8 +58,15 @@ def context(seed: int, rnd: int, rounds: int, org: str, consortium: Sequence[str
     else:
         outs = tuple(consortium[j] for j in out_neighbours(topology, rnd, i))
         ins = tuple(consortium[j] for j in in_neighbours(topology, rnd, i))
-    return TaskContext(process_seed=seed, round=rnd, rounds=rounds, organisation=org,
-                       consortium=consortium, out_neighbours=outs, in_neighbours=ins)
+    return TaskContext(
+        process_seed=seed,
+        round=rnd,
+        rounds=rounds,
+        organisation=org,
+        consortium=consortium,
+        out_neighbours=outs,
+        in_neighbours=ins,
+    )
 
 
 def check_outbox(result: StepResult, ctx: TaskContext) -> None:
@@ -63,13 +74,20 @@ def check_outbox(result: StepResult, ctx: TaskContext) -> None:
         if recipient == ctx.organisation:
             raise ProtocolViolation(f"{ctx.organisation} addressed a message to itself in round {ctx.round}")
         if recipient not in ctx.consortium:
-            raise ProtocolViolation(f"{ctx.organisation} addressed a message to {recipient!r}, "
-                                    f"not a member of the consortium")
+            raise ProtocolViolation(
+                f"{ctx.organisation} addressed a message to {recipient!r}, not a member of the consortium"
+            )
 
 
-def simulate(algorithm: Algorithm, datasets: Mapping[str, LocalDataset], rounds: int, seed: int,
-             topology: Topology | None = None, consortium: Sequence[str] | None = None,
-             on_round: Callable[[int, dict[str, StepResult]], None] | None = None) -> SimulationResult:
+def simulate(
+    algorithm: Algorithm,
+    datasets: Mapping[str, LocalDataset],
+    rounds: int,
+    seed: int,
+    topology: Topology | None = None,
+    consortium: Sequence[str] | None = None,
+    on_round: Callable[[int, dict[str, StepResult]], None] | None = None,
+) -> SimulationResult:
     """Run ``algorithm`` for ``rounds`` rounds over all organisations in memory."""
     consortium = tuple(consortium or datasets.keys())
     if topology is not None and topology.size != len(consortium):
@@ -114,6 +132,12 @@ def simulate(algorithm: Algorithm, datasets: Mapping[str, LocalDataset], rounds:
         if on_round is not None:
             on_round(rnd, results)
 
-    return SimulationResult(consortium=consortium, rounds=rounds, states=states, models=models,
-                            metrics=metrics_log, state_digests=state_digests,
-                            message_digests=message_log)
+    return SimulationResult(
+        consortium=consortium,
+        rounds=rounds,
+        states=states,
+        models=models,
+        metrics=metrics_log,
+        state_digests=state_digests,
+        message_digests=message_log,
+    )

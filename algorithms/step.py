@@ -20,8 +20,9 @@ produce bit-identical payloads.
 from __future__ import annotations
 
 import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -113,8 +114,9 @@ class Algorithm(Protocol):
 
     def init(self, data: LocalDataset, ctx: TaskContext) -> Payload: ...
 
-    def step(self, state: Payload, inbox: Mapping[str, Payload], data: LocalDataset,
-             ctx: TaskContext) -> StepResult: ...
+    def step(
+        self, state: Payload, inbox: Mapping[str, Payload], data: LocalDataset, ctx: TaskContext
+    ) -> StepResult: ...
 
     def params(self) -> dict[str, Any]:
         """The hyper-parameters (JSON-able) that rebuild this object: ``type(self)(**params)``."""

@@ -41,9 +41,10 @@ import math
 import os
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -59,8 +60,9 @@ class TaskInputError(ValueError):
 
 def canonical_json(value: Any) -> bytes:
     """Sorted keys, compact separators, UTF-8, no NaN (the house canonical form)."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                      allow_nan=False).encode("utf-8")
+    return json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    ).encode("utf-8")
 
 
 def _safe_name(name: str, what: str) -> str:
@@ -113,7 +115,7 @@ class TaskSpec:
         return canonical_json(d)
 
     @classmethod
-    def from_json(cls, data: bytes) -> "TaskSpec":
+    def from_json(cls, data: bytes) -> TaskSpec:
         try:
             d = json.loads(data)
             for k in ("consortium", "out_neighbours", "in_neighbours"):
@@ -124,17 +126,29 @@ class TaskSpec:
             raise TaskInputError(f"bad task.json: {exc}") from None
 
     def context(self) -> TaskContext:
-        return TaskContext(process_seed=self.process_seed, round=self.round, rounds=self.rounds,
-                           organisation=self.organisation, consortium=self.consortium,
-                           out_neighbours=self.out_neighbours, in_neighbours=self.in_neighbours)
+        return TaskContext(
+            process_seed=self.process_seed,
+            round=self.round,
+            rounds=self.rounds,
+            organisation=self.organisation,
+            consortium=self.consortium,
+            out_neighbours=self.out_neighbours,
+            in_neighbours=self.in_neighbours,
+        )
 
     def init_context(self) -> TaskContext:
         """Round 0, no neighbours: exactly what the simulator passes to ``init``."""
-        return TaskContext(process_seed=self.process_seed, round=0, rounds=self.rounds,
-                           organisation=self.organisation, consortium=self.consortium)
+        return TaskContext(
+            process_seed=self.process_seed,
+            round=0,
+            rounds=self.rounds,
+            organisation=self.organisation,
+            consortium=self.consortium,
+        )
 
 
 # --------------------------------------------------------------------------- data
+
 
 def save_dataset(path: str | os.PathLike, data: LocalDataset) -> None:
     """Write a dataset in the runtime's format (npz: features, labels?, extra__<name>...)."""
@@ -150,7 +164,7 @@ def save_dataset(path: str | os.PathLike, data: LocalDataset) -> None:
 
 def load_dataset(path: str | os.PathLike) -> LocalDataset:
     with np.load(path, allow_pickle=False) as z:
-        extras = {k[len("extra__"):]: z[k] for k in z.files if k.startswith("extra__")}
+        extras = {k[len("extra__") :]: z[k] for k in z.files if k.startswith("extra__")}
         labels = z["labels"] if "labels" in z.files else None
         name = str(z["name"]) if "name" in z.files else "local"
         return LocalDataset(features=z["features"], labels=labels, name=name, extras=extras)
@@ -162,6 +176,7 @@ def data_commitment(salt_hex: str, data_bytes: bytes) -> str:
 
 
 # --------------------------------------------------------------------------- signing
+
 
 def sign_low_s(private_key_pem: bytes, data: bytes) -> bytes:
     """DER ECDSA P-256/SHA-256 signature, normalised to low S (same rule as ledger.identity)."""
@@ -179,6 +194,7 @@ def sign_low_s(private_key_pem: bytes, data: bytes) -> bytes:
 
 
 # --------------------------------------------------------------------------- the task
+
 
 def load_algorithm(spec: TaskSpec) -> Algorithm:
     module_name, _, class_name = spec.algorithm.partition(":")
@@ -203,15 +219,24 @@ def _metrics_json(metrics: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _utc_now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def build_manifest(spec: TaskSpec, *, previous_state: str | None, inbox: Mapping[str, str],
-                   data_commitment: str, state: str, outbox: Mapping[str, tuple[str, int]],
-                   model: tuple[str, int] | None, metrics: Mapping[str, Any],
-                   started: str, finished: str,
-                   outbox_provenance: Mapping[str, Mapping[str, Any]] | None = None,
-                   model_provenance: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def build_manifest(
+    spec: TaskSpec,
+    *,
+    previous_state: str | None,
+    inbox: Mapping[str, str],
+    data_commitment: str,
+    state: str,
+    outbox: Mapping[str, tuple[str, int]],
+    model: tuple[str, int] | None,
+    metrics: Mapping[str, Any],
+    started: str,
+    finished: str,
+    outbox_provenance: Mapping[str, Mapping[str, Any]] | None = None,
+    model_provenance: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """The execution result a task signs (the ExecutionRecord contract's result schema):
     what it read and what it wrote, as digests, plus its metrics and its own start/end times.
 
@@ -225,14 +250,21 @@ def build_manifest(spec: TaskSpec, *, previous_state: str | None, inbox: Mapping
         "organisation": spec.organisation,
         "image_digest": spec.image_digest,
         "runtime": spec.runtime,
-        "inputs": {"state": previous_state,
-                   "messages": [{"sender": s, "digest": d} for s, d in sorted(inbox.items())],
-                   "data_commitment": data_commitment},
-        "outputs": {"state": state,
-                    "messages": [{**dict(outbox_provenance.get(r, {})), "recipient": r, "digest": d, "size": n}
-                                 for r, (d, n) in sorted(outbox.items())],
-                    "model": None if model is None else {**dict(model_provenance or {}),
-                                                         "digest": model[0], "size": model[1]}},
+        "inputs": {
+            "state": previous_state,
+            "messages": [{"sender": s, "digest": d} for s, d in sorted(inbox.items())],
+            "data_commitment": data_commitment,
+        },
+        "outputs": {
+            "state": state,
+            "messages": [
+                {**dict(outbox_provenance.get(r, {})), "recipient": r, "digest": d, "size": n}
+                for r, (d, n) in sorted(outbox.items())
+            ],
+            "model": None
+            if model is None
+            else {**dict(model_provenance or {}), "digest": model[0], "size": model[1]},
+        },
         "metrics": _metrics_json(metrics),
         "started": started,
         "finished": finished,
@@ -253,9 +285,13 @@ def payload_provenance(algo: Algorithm, payload: Any) -> dict[str, Any]:
     return json.loads(canonical_json(extra))
 
 
-def run_task(task_dir: str | os.PathLike, data_dir: str | os.PathLike,
-             key_path: str | os.PathLike, only_algorithm: str | None = None,
-             out_dir: str | os.PathLike | None = None) -> dict[str, Any]:
+def run_task(
+    task_dir: str | os.PathLike,
+    data_dir: str | os.PathLike,
+    key_path: str | os.PathLike,
+    only_algorithm: str | None = None,
+    out_dir: str | os.PathLike | None = None,
+) -> dict[str, Any]:
     """Run one task per the file contract; return the manifest it wrote and signed.
 
     ``only_algorithm`` (set by an image's entrypoint) refuses tasks for any other algorithm;
@@ -268,6 +304,7 @@ def run_task(task_dir: str | os.PathLike, data_dir: str | os.PathLike,
     algo = load_algorithm(spec)
     data_bytes = (Path(data_dir) / "dataset.npz").read_bytes()
     import io
+
     dataset = load_dataset(io.BytesIO(data_bytes))
 
     state_file = task / "in" / "state.bin"
@@ -283,7 +320,7 @@ def run_task(task_dir: str | os.PathLike, data_dir: str | os.PathLike,
         previous_digest = None
         init_bytes = codec.encode(algo.init(dataset, spec.init_context()))
         init_digest = codec.digest(init_bytes)
-        state = codec.decode(init_bytes)   # exactly what the simulator hands to step
+        state = codec.decode(init_bytes)  # exactly what the simulator hands to step
     init_seconds = time.perf_counter() - t_init if init_digest is not None else 0.0
 
     inbox: dict[str, Any] = {}
@@ -331,23 +368,38 @@ def run_task(task_dir: str | os.PathLike, data_dir: str | os.PathLike,
     metrics = _metrics_json(res.metrics)
     (out / "metrics.json").write_bytes(canonical_json(metrics))
     # Not signed, not on the ledger: lets the executor separate its overhead from the algorithm's time.
-    (out / "timing.json").write_bytes(canonical_json({"init_seconds": init_seconds,
-                                                      "step_seconds": step_seconds}))
+    (out / "timing.json").write_bytes(
+        canonical_json({"init_seconds": init_seconds, "step_seconds": step_seconds})
+    )
 
-    manifest = build_manifest(spec, previous_state=previous_digest, inbox=inbox_digests,
-                              data_commitment=data_commitment(spec.data_salt, data_bytes),
-                              state=codec.digest(new_state), outbox=outbox_digests,
-                              model=model_digest, metrics=metrics, started=started, finished=_utc_now(),
-                              outbox_provenance=outbox_provenance, model_provenance=model_provenance)
+    manifest = build_manifest(
+        spec,
+        previous_state=previous_digest,
+        inbox=inbox_digests,
+        data_commitment=data_commitment(spec.data_salt, data_bytes),
+        state=codec.digest(new_state),
+        outbox=outbox_digests,
+        model=model_digest,
+        metrics=metrics,
+        started=started,
+        finished=_utc_now(),
+        outbox_provenance=outbox_provenance,
+        model_provenance=model_provenance,
+    )
     body = canonical_json(manifest)
     signature = sign_low_s(Path(key_path).read_bytes(), body)
     (out / "manifest.sig").write_bytes(signature)
-    (out / "manifest.json").write_bytes(body)   # written last: its presence means "done"
+    (out / "manifest.json").write_bytes(body)  # written last: its presence means "done"
     return manifest
 
 
-def _run_reporting(task_dir: str | os.PathLike, data_dir: str | os.PathLike, key_path: str | os.PathLike,
-                   only_algorithm: str | None, out_dir: str | os.PathLike | None = None) -> int:
+def _run_reporting(
+    task_dir: str | os.PathLike,
+    data_dir: str | os.PathLike,
+    key_path: str | os.PathLike,
+    only_algorithm: str | None,
+    out_dir: str | os.PathLike | None = None,
+) -> int:
     t0 = time.perf_counter()
     out = Path(out_dir) if out_dir is not None else Path(task_dir) / "out"
     try:
@@ -361,8 +413,12 @@ def _run_reporting(task_dir: str | os.PathLike, data_dir: str | os.PathLike, key
             pass
         print(f"task failed: {err['error']}: {err['message']}", file=sys.stderr)
         return 1
-    print(json.dumps({"task": "completed", "round": manifest["round"],
-                      "seconds": round(time.perf_counter() - t0, 6)}), file=sys.stderr)
+    print(
+        json.dumps(
+            {"task": "completed", "round": manifest["round"], "seconds": round(time.perf_counter() - t0, 6)}
+        ),
+        file=sys.stderr,
+    )
     return 0
 
 
@@ -372,6 +428,7 @@ class _Lifeline:
 
     def __init__(self) -> None:
         import stat
+
         try:
             self.fd = sys.stdin.fileno()
             self.active = stat.S_ISFIFO(os.fstat(self.fd).st_mode)
@@ -382,6 +439,7 @@ class _Lifeline:
         if not self.active:
             return False
         import select
+
         readable, _, _ = select.select([self.fd], [], [], 0)
         return bool(readable) and os.read(self.fd, 1) == b""
 
@@ -390,6 +448,7 @@ def _preload(only_algorithm: str | None) -> None:
     """Import the signing code and the image's algorithm module ahead of the first task."""
     from cryptography.hazmat.primitives import hashes, serialization  # noqa: F401
     from cryptography.hazmat.primitives.asymmetric import ec, utils  # noqa: F401
+
     if only_algorithm:
         try:
             importlib.import_module(only_algorithm.partition(":")[0])
@@ -397,9 +456,14 @@ def _preload(only_algorithm: str | None) -> None:
             pass  # reported by the task that needs it
 
 
-def serve(in_root: str | os.PathLike = "/task/in-root", out_root: str | os.PathLike = "/task/out-root",
-          data_dir: str | os.PathLike = "/data", only_algorithm: str | None = None,
-          idle_exit_s: float = 3600.0, max_tasks: int | None = None) -> int:
+def serve(
+    in_root: str | os.PathLike = "/task/in-root",
+    out_root: str | os.PathLike = "/task/out-root",
+    data_dir: str | os.PathLike = "/data",
+    only_algorithm: str | None = None,
+    idle_exit_s: float = 3600.0,
+    max_tasks: int | None = None,
+) -> int:
     """Warm worker: run task after task in one isolated process (one organisation, one process).
 
     The executor writes each task as ``<in_root>/<name>/{in/..., key/task_key.pem}`` and then the
@@ -420,8 +484,9 @@ def serve(in_root: str | os.PathLike = "/task/in-root", out_root: str | os.PathL
         for name in ready:
             out = out_root / name
             out.mkdir(parents=True, exist_ok=True)
-            code = _run_reporting(in_root / name, data_dir, in_root / name / "key" / "task_key.pem",
-                                  only_algorithm, out_dir=out)
+            code = _run_reporting(
+                in_root / name, data_dir, in_root / name / "key" / "task_key.pem", only_algorithm, out_dir=out
+            )
             (out / "DONE").write_text(str(code))
             done.add(name)
             if max_tasks is not None and len(done) >= max_tasks:
@@ -433,7 +498,9 @@ def serve(in_root: str | os.PathLike = "/task/in-root", out_root: str | os.PathL
             if idle > idle_exit_s:
                 return 0
             time.sleep(delay)
-            delay = min(delay * 1.5, 0.01 if idle < 2.0 else 0.05)   # 20 workers polling every 2 ms cost ~1/4 core
+            delay = min(
+                delay * 1.5, 0.01 if idle < 2.0 else 0.05
+            )  # 20 workers polling every 2 ms cost ~1/4 core
 
 
 def main(argv: list[str] | None = None, only_algorithm: str | None = None) -> int:
@@ -442,10 +509,16 @@ def main(argv: list[str] | None = None, only_algorithm: str | None = None) -> in
     ``... --serve [IN_ROOT OUT_ROOT DATA_DIR]`` for a warm worker (see :func:`serve`)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in ("--serve", "--serve-once"):
-        rest = argv[1:] + ["/task/in-root", "/task/out-root", "/data"][len(argv) - 1:]
+        rest = argv[1:] + ["/task/in-root", "/task/out-root", "/data"][len(argv) - 1 :]
         once = argv[0] == "--serve-once"
-        return serve(rest[0], rest[1], rest[2], only_algorithm, max_tasks=1 if once else None,
-                     idle_exit_s=600.0 if once else 3600.0)
+        return serve(
+            rest[0],
+            rest[1],
+            rest[2],
+            only_algorithm,
+            max_tasks=1 if once else None,
+            idle_exit_s=600.0 if once else 3600.0,
+        )
     task_dir = argv[0] if len(argv) > 0 else "/task"
     data_dir = argv[1] if len(argv) > 1 else "/data"
     key_path = argv[2] if len(argv) > 2 else "/run/task-key/task_key.pem"

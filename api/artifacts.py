@@ -91,7 +91,7 @@ class DirectoryArtifactStore:
         path = self._path(digest)
         if not path.exists():
             _private_dirs(path.parent, self.root)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".put-")   # 0600
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".put-")  # 0600
             try:
                 with os.fdopen(fd, "wb") as f:
                     f.write(data)
@@ -127,4 +127,4 @@ def store_at(location: str) -> DirectoryArtifactStore | None:
     """The store a ``file://`` location names (as the executor records it), or None for other schemes."""
     if not location.startswith("file://"):
         return None
-    return DirectoryArtifactStore(Path(location[len("file://"):]))
+    return DirectoryArtifactStore(Path(location[len("file://") :]))

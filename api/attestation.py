@@ -26,17 +26,19 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
 import datetime as dt
+import hashlib
 import json
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from chaincode.canonical import canonical_json
-from ledger.checkpoint import MEDIA_TYPE as CHECKPOINT_MEDIA_TYPE, Checkpoint
+from ledger.checkpoint import MEDIA_TYPE as CHECKPOINT_MEDIA_TYPE
+from ledger.checkpoint import Checkpoint
 from ledger.errors import CheckpointInvalid
 from ledger.identity import Identity, load_public_key_pem, verify
 
@@ -90,8 +92,10 @@ def execution_subjects(record: dict[str, Any]) -> list[dict[str, Any]]:
     """The output digests of a completed execution record, as Statement subjects."""
     result = record.get("result")
     if not result:
-        raise AttestationError(f"execution of {record.get('organisation')} for round {record.get('round')} "
-                               f"of {record.get('process_id')} has no result (status {record.get('status')})")
+        raise AttestationError(
+            f"execution of {record.get('organisation')} for round {record.get('round')} "
+            f"of {record.get('process_id')} has no result (status {record.get('status')})"
+        )
     node = f"{result['process_id']}/{result['round']}/{result['organisation']}"
     outs = result["outputs"]
     subjects = [{"name": f"{node}/state", "digest": _hex(outs["state"])}]
@@ -106,8 +110,10 @@ def execution_dependencies(record: dict[str, Any]) -> list[dict[str, Any]]:
     """The inputs of an execution: pinned image, data commitment, previous state, inbox messages."""
     result = record["result"]
     ins = result["inputs"]
-    deps = [{"name": "image", "digest": _hex(result["image_digest"])},
-            {"name": "data_commitment", "digest": _hex(ins["data_commitment"])}]
+    deps = [
+        {"name": "image", "digest": _hex(result["image_digest"])},
+        {"name": "data_commitment", "digest": _hex(ins["data_commitment"])},
+    ]
     if ins.get("state"):
         deps.append({"name": "state", "digest": _hex(ins["state"])})
     for m in ins.get("messages") or []:
@@ -115,7 +121,9 @@ def execution_dependencies(record: dict[str, Any]) -> list[dict[str, Any]]:
     return deps
 
 
-def execution_statement(record: dict[str, Any], checkpoint: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def execution_statement(
+    record: dict[str, Any], checkpoint: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """The in-toto Statement v1 (SLSA Provenance v1 predicate) of a completed execution record;
     ``checkpoint`` (a signed chain-head checkpoint, JSON form) is carried as a byproduct."""
     subjects = execution_subjects(record)
@@ -127,37 +135,61 @@ def execution_statement(record: dict[str, Any], checkpoint: Mapping[str, Any] | 
         "predicate": {
             "buildDefinition": {
                 "buildType": BUILD_TYPE,
-                "externalParameters": {"process_id": result["process_id"], "round": result["round"],
-                                       "organisation": result["organisation"],
-                                       "image_digest": result["image_digest"]},
+                "externalParameters": {
+                    "process_id": result["process_id"],
+                    "round": result["round"],
+                    "organisation": result["organisation"],
+                    "image_digest": result["image_digest"],
+                },
                 "internalParameters": {"runtime": result["runtime"]},
                 "resolvedDependencies": execution_dependencies(record),
             },
             "runDetails": {
                 "builder": {"id": f"https://consortia.dev/node/{result['organisation']}"},
-                "metadata": {"invocationId": record.get("completed_tx_id") or record.get("tx_id", ""),
-                             "startedOn": result.get("started", ""), "finishedOn": result.get("finished", "")},
+                "metadata": {
+                    "invocationId": record.get("completed_tx_id") or record.get("tx_id", ""),
+                    "startedOn": result.get("started", ""),
+                    "finishedOn": result.get("finished", ""),
+                },
                 "byproducts": [
-                    {"name": "execution-result", "mediaType": "application/json",
-                     "content": _b64(canonical_json(result))},
-                    {"name": "task-signature", "mediaType": "application/x-der-ecdsa-signature",
-                     "content": record["signature"]},
-                    {"name": "task-public-key", "mediaType": "application/x-pem-file",
-                     "content": _b64(record["public_key"].encode("ascii"))},
+                    {
+                        "name": "execution-result",
+                        "mediaType": "application/json",
+                        "content": _b64(canonical_json(result)),
+                    },
+                    {
+                        "name": "task-signature",
+                        "mediaType": "application/x-der-ecdsa-signature",
+                        "content": record["signature"],
+                    },
+                    {
+                        "name": "task-public-key",
+                        "mediaType": "application/x-pem-file",
+                        "content": _b64(record["public_key"].encode("ascii")),
+                    },
                 ],
             },
         },
     }
     if checkpoint is not None:
         statement["predicate"]["runDetails"]["byproducts"].append(
-            {"name": CHECKPOINT_BYPRODUCT, "mediaType": CHECKPOINT_MEDIA_TYPE, "content": _b64(canonical_json(checkpoint))})
+            {
+                "name": CHECKPOINT_BYPRODUCT,
+                "mediaType": CHECKPOINT_MEDIA_TYPE,
+                "content": _b64(canonical_json(checkpoint)),
+            }
+        )
     return statement
 
 
 def statement_checkpoint(statement: Any) -> dict[str, Any] | None:
     """The ledger checkpoint a statement carries (JSON form), or None."""
     try:
-        found = [b for b in statement["predicate"]["runDetails"]["byproducts"] if b.get("name") == CHECKPOINT_BYPRODUCT]
+        found = [
+            b
+            for b in statement["predicate"]["runDetails"]["byproducts"]
+            if b.get("name") == CHECKPOINT_BYPRODUCT
+        ]
     except (KeyError, TypeError, AttributeError):
         return None
     if len(found) != 1:
@@ -172,7 +204,9 @@ def statement_checkpoint(statement: Any) -> dict[str, Any] | None:
     return obj
 
 
-def check_checkpoint(obj: Any, cas: Mapping[str, bytes], what: str = "ledger checkpoint") -> tuple[Checkpoint, str]:
+def check_checkpoint(
+    obj: Any, cas: Mapping[str, bytes], what: str = "ledger checkpoint"
+) -> tuple[Checkpoint, str]:
     """Verify a checkpoint offline: its signer's certificate is issued by the CA of the MSP it
     names (``cas``: MSP id -> CA PEM), was valid when it signed, and the signature holds.
     Returns (checkpoint, signer MSP id)."""
@@ -185,7 +219,7 @@ def check_checkpoint(obj: Any, cas: Mapping[str, bytes], what: str = "ledger che
     if ca is None:
         raise AttestationError(f"{what} is signed by {msp}, whose CA is not trusted")
     cert = check_certificate(pem, ca, what)
-    at = dt.datetime.fromtimestamp(cp.created, dt.timezone.utc)
+    at = dt.datetime.fromtimestamp(cp.created, dt.UTC)
     if not (cert.not_valid_before_utc <= at <= cert.not_valid_after_utc):
         raise AttestationError(f"{what}: the signer's certificate was not valid when it signed")
     pub = cert.public_key()
@@ -194,21 +228,29 @@ def check_checkpoint(obj: Any, cas: Mapping[str, bytes], what: str = "ledger che
     return cp, msp
 
 
-def sign_envelope(payload: dict[str, Any], identity: Identity, payload_type: str = IN_TOTO_PAYLOAD) -> dict[str, Any]:
+def sign_envelope(
+    payload: dict[str, Any], identity: Identity, payload_type: str = IN_TOTO_PAYLOAD
+) -> dict[str, Any]:
     """A DSSE envelope over the canonical JSON of ``payload``, signed by ``identity``."""
     body = canonical_json(payload)
     sig = identity.sign(pae(payload_type, body))
-    return {"payloadType": payload_type, "payload": _b64(body),
-            "signatures": [{"keyid": certificate_keyid(identity.certificate_pem), "sig": _b64(sig)}]}
+    return {
+        "payloadType": payload_type,
+        "payload": _b64(body),
+        "signatures": [{"keyid": certificate_keyid(identity.certificate_pem), "sig": _b64(sig)}],
+    }
 
 
-def attest_execution(record: dict[str, Any], identity: Identity,
-                     checkpoint: Checkpoint | Mapping[str, Any] | None = None) -> dict[str, Any]:
+def attest_execution(
+    record: dict[str, Any], identity: Identity, checkpoint: Checkpoint | Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """Sign the Statement of ``record`` (with the ledger ``checkpoint`` it was read at); only the
     executing organisation's identity may."""
     if identity.msp_id != record.get("organisation"):
-        raise AttestationError(f"an execution record of {record.get('organisation')} is attested by "
-                               f"{record.get('organisation')} itself, not by {identity.msp_id}")
+        raise AttestationError(
+            f"an execution record of {record.get('organisation')} is attested by "
+            f"{record.get('organisation')} itself, not by {identity.msp_id}"
+        )
     if isinstance(checkpoint, Checkpoint):
         checkpoint = checkpoint.to_json()
     return sign_envelope(execution_statement(record, checkpoint), identity)
@@ -233,7 +275,9 @@ def check_certificate(cert_pem: bytes, ca_pem: bytes, what: str) -> x509.Certifi
     return cert
 
 
-def open_envelope(envelope: Any, certificates: dict[str, bytes], what: str = "envelope") -> tuple[dict[str, Any], str]:
+def open_envelope(
+    envelope: Any, certificates: dict[str, bytes], what: str = "envelope"
+) -> tuple[dict[str, Any], str]:
     """Verify a DSSE envelope's signature with the certificate named by its keyid.
 
     ``certificates`` maps keyid -> PEM. Returns (payload object, keyid). Does *not* check the
@@ -241,8 +285,12 @@ def open_envelope(envelope: Any, certificates: dict[str, bytes], what: str = "en
     if not isinstance(envelope, dict) or set(envelope) != {"payloadType", "payload", "signatures"}:
         raise AttestationError(f"{what} is not a DSSE envelope")
     sigs = envelope["signatures"]
-    if not isinstance(sigs, list) or len(sigs) != 1 or not isinstance(sigs[0], dict) \
-            or set(sigs[0]) != {"keyid", "sig"}:
+    if (
+        not isinstance(sigs, list)
+        or len(sigs) != 1
+        or not isinstance(sigs[0], dict)
+        or set(sigs[0]) != {"keyid", "sig"}
+    ):
         raise AttestationError(f"{what} must carry exactly one signature {{keyid, sig}}")
     keyid = sigs[0]["keyid"]
     pem = certificates.get(keyid)
@@ -256,7 +304,9 @@ def open_envelope(envelope: Any, certificates: dict[str, bytes], what: str = "en
         pub = x509.load_pem_x509_certificate(pem).public_key()
     except (ValueError, UnsupportedAlgorithm):
         raise AttestationError(f"{what}: signer certificate is not a valid certificate") from None
-    if not isinstance(pub, ec.EllipticCurvePublicKey) or not verify(pub, pae(str(envelope["payloadType"]), body), sig):
+    if not isinstance(pub, ec.EllipticCurvePublicKey) or not verify(
+        pub, pae(str(envelope["payloadType"]), body), sig
+    ):
         raise AttestationError(f"{what}: DSSE signature does not verify")
     try:
         payload = json.loads(body)
@@ -291,5 +341,7 @@ def check_task_signature(record: dict[str, Any]) -> None:
     except (ValueError, KeyError, binascii.Error):
         raise AttestationError("execution record has no valid task key or signature") from None
     if not verify(key, canonical_json(record["result"]), sig):
-        raise AttestationError(f"task signature of {record['organisation']} for round {record['round']} "
-                               f"of {record['process_id']} does not verify")
+        raise AttestationError(
+            f"task signature of {record['organisation']} for round {record['round']} "
+            f"of {record['process_id']} does not verify"
+        )

@@ -40,20 +40,35 @@ import datetime as dt
 import hashlib
 import json
 import os
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from cryptography.exceptions import UnsupportedAlgorithm
 
+from api.attestation import (
+    AttestationError,
+    attest_execution,
+    certificate_keyid,
+    check_certificate,
+    check_checkpoint,
+    check_statement,
+    open_envelope,
+    sign_envelope,
+)
+from api.index import AuditIndex, execution_node_id, record_lineage
+from api.verification import (
+    Report,
+    check_execution,
+    check_lineage_complete,
+    check_links,
+    check_model,
+    transaction_block,
+)
 from chaincode.canonical import canonical_json
+from ledger.checkpoint import checkpoint_of
 from ledger.client import ConsortiaClient
 from ledger.identity import Identity
-from api.attestation import (AttestationError, attest_execution, certificate_keyid, check_certificate,
-                             check_checkpoint, check_statement, open_envelope, sign_envelope)
-from ledger.checkpoint import checkpoint_of
-from api.index import AuditIndex, execution_node_id, record_lineage
-from api.verification import (Report, check_execution, check_lineage_complete, check_links, check_model,
-                              transaction_block)
 
 FORMAT = "consortia-audit-bundle/2"
 MANIFEST_TYPE = "application/vnd.consortia.audit-bundle+json"
@@ -75,10 +90,16 @@ def _node(e: Mapping[str, Any]) -> str:
     return f"{e['round']:06d}-{e['organisation']}"
 
 
-def export_bundle(out: str | os.PathLike, client: ConsortiaClient, model_id: str, *,
-                  signers: Mapping[str, Identity], ca_certificates: Mapping[str, bytes],
-                  index: AuditIndex | None = None,
-                  progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+def export_bundle(
+    out: str | os.PathLike,
+    client: ConsortiaClient,
+    model_id: str,
+    *,
+    signers: Mapping[str, Identity],
+    ca_certificates: Mapping[str, bytes],
+    index: AuditIndex | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> dict[str, Any]:
     """Write the audit bundle of ``model_id`` into the new directory ``out``.
 
     ``client`` reads the ledger (as the exporting organisation, which signs the manifest);
@@ -91,10 +112,15 @@ def export_bundle(out: str | os.PathLike, client: ConsortiaClient, model_id: str
     root.mkdir(parents=True, exist_ok=True)
     ev = lambda fn, *a: json.loads(client.ledger.evaluate(client.identity, fn, *a))  # noqa: E731
     model = {k: v for k, v in ev("Model:get", model_id).items() if k != "wrapped_key"}
-    process = {k: v for k, v in ev("LearningProcess:get", model["process_id"]).items() if k != "current_round"}
+    process = {
+        k: v for k, v in ev("LearningProcess:get", model["process_id"]).items() if k != "current_round"
+    }
     image = ev("Image:get", process["image_id"])
-    executions = [e for e in ev("ExecutionRecord:query", json.dumps({"process_id": process["id"]}))
-                  if e["status"] == "completed"]
+    executions = [
+        e
+        for e in ev("ExecutionRecord:query", json.dumps({"process_id": process["id"]}))
+        if e["status"] == "completed"
+    ]
     # the head after every record was read: no record's transaction lies beyond it
     checkpoint = checkpoint_of(client.ledger, client.identity)
     files: dict[str, str] = {}
@@ -102,7 +128,9 @@ def export_bundle(out: str | os.PathLike, client: ConsortiaClient, model_id: str
     _write(root, "records/image.json", canonical_json(image), files)
     _write(root, "records/process.json", canonical_json(process), files)
     _write(root, "records/model.json", canonical_json(model), files)
-    certs: dict[str, bytes] = {certificate_keyid(client.identity.certificate_pem): client.identity.certificate_pem}
+    certs: dict[str, bytes] = {
+        certificate_keyid(client.identity.certificate_pem): client.identity.certificate_pem
+    }
     attested = 0
     for i, e in enumerate(executions):
         _write(root, f"records/executions/{_node(e)}.json", canonical_json(e), files)
@@ -125,19 +153,36 @@ def export_bundle(out: str | os.PathLike, client: ConsortiaClient, model_id: str
         blocks.add(number)
     for number in sorted(blocks):
         b = client.ledger.block(client.identity, number)
-        info = {"number": b.number, "header_hash": b.header_hash, "previous_hash": b.previous_hash,
-                "data_hash": b.data_hash, "tx_ids": list(b.tx_ids), "validation_codes": list(b.validation_codes)}
+        info = {
+            "number": b.number,
+            "header_hash": b.header_hash,
+            "previous_hash": b.previous_hash,
+            "data_hash": b.data_hash,
+            "tx_ids": list(b.tx_ids),
+            "validation_codes": list(b.validation_codes),
+        }
         _write(root, f"blocks/{number:08d}.json", canonical_json(info), files)
     for msp, pem in sorted(ca_certificates.items()):
         _write(root, f"certificates/ca/{msp}.pem", pem, files)
     for keyid, pem in sorted(certs.items()):
         _write(root, f"certificates/signers/{keyid.split(':', 1)[1]}.pem", pem, files)
-    manifest = {"format": FORMAT, "model_id": model_id, "exporter": client.identity.msp_id,
-                "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "files": files}
+    manifest = {
+        "format": FORMAT,
+        "model_id": model_id,
+        "exporter": client.identity.msp_id,
+        "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "files": files,
+    }
     (root / ENVELOPE).write_bytes(canonical_json(sign_envelope(manifest, client.identity, MANIFEST_TYPE)))
-    return {"path": str(root), "model_id": model_id, "files": len(files) + 1, "executions": len(executions),
-            "attestations": attested, "blocks": len(blocks),
-            "checkpoint": {"block_number": checkpoint.block_number, "header_hash": checkpoint.header_hash}}
+    return {
+        "path": str(root),
+        "model_id": model_id,
+        "files": len(files) + 1,
+        "executions": len(executions),
+        "attestations": attested,
+        "blocks": len(blocks),
+        "checkpoint": {"block_number": checkpoint.block_number, "header_hash": checkpoint.header_hash},
+    }
 
 
 def _load_json(root: Path, rel: str) -> Any:
@@ -167,8 +212,11 @@ def _check_files(report: Report, root: Path, listed: dict[str, str]) -> None:
         report.add(f"file {rel}", False, "not listed in the signed manifest")
     for rel in sorted(set(listed) - present):
         report.add(f"file {rel}", False, "listed in the manifest but missing")
-    changed = [rel for rel in sorted(present & set(listed))
-               if hashlib.sha256((root / rel).read_bytes()).hexdigest() != listed[rel]]
+    changed = [
+        rel
+        for rel in sorted(present & set(listed))
+        if hashlib.sha256((root / rel).read_bytes()).hexdigest() != listed[rel]
+    ]
     for rel in changed:
         report.add(f"file {rel}", False, "SHA-256 differs from the signed manifest: the file was changed")
     if not changed and present == set(listed):
@@ -184,7 +232,15 @@ def verify_bundle(path: str | os.PathLike, trusted_cas: Mapping[str, bytes] | No
     report = Report(f"bundle:{path}")
     try:
         return _verify_bundle(Path(path), trusted_cas, report)
-    except (KeyError, TypeError, ValueError, AttributeError, IndexError, OSError, UnsupportedAlgorithm) as exc:
+    except (
+        KeyError,
+        TypeError,
+        ValueError,
+        AttributeError,
+        IndexError,
+        OSError,
+        UnsupportedAlgorithm,
+    ) as exc:
         report.add("bundle structure", False, f"{type(exc).__name__}: {exc}")
         return report
 
@@ -209,9 +265,15 @@ def _verify_bundle(root: Path, trusted_cas: Mapping[str, bytes] | None, report: 
             raise AttestationError(f"{ENVELOPE} is not a Consortia bundle manifest")
         manifest, keyid = open_envelope(envelope, certs, ENVELOPE)
         msp = _issuing_ca(certs[keyid], anchors, "exporter")
-        if not isinstance(manifest, dict) or manifest.get("format") != FORMAT or manifest.get("exporter") != msp:
-            raise AttestationError(f"manifest format or exporter ({manifest.get('exporter')}) does not match "
-                                   f"its signer's organisation {msp}")
+        if (
+            not isinstance(manifest, dict)
+            or manifest.get("format") != FORMAT
+            or manifest.get("exporter") != msp
+        ):
+            raise AttestationError(
+                f"manifest format or exporter ({manifest.get('exporter')}) does not match "
+                f"its signer's organisation {msp}"
+            )
         report.add("manifest signature", True, f"signed by {msp}")
     except AttestationError as exc:
         report.add("manifest signature", False, str(exc))
@@ -230,11 +292,18 @@ def _verify_bundle(root: Path, trusted_cas: Mapping[str, bytes] | None, report: 
         image = _load_json(root, "records/image.json")
         process = _load_json(root, "records/process.json")
         model = _load_json(root, "records/model.json")
-        named = {p.stem: _load_json(root, p.relative_to(root).as_posix())
-                 for p in sorted((root / "records" / "executions").glob("*.json"))}
+        named = {
+            p.stem: _load_json(root, p.relative_to(root).as_posix())
+            for p in sorted((root / "records" / "executions").glob("*.json"))
+        }
         executions = list(named.values())
-        blocks = {b["number"]: b for b in (_load_json(root, p.relative_to(root).as_posix())
-                                           for p in sorted((root / "blocks").glob("*.json")))}
+        blocks = {
+            b["number"]: b
+            for b in (
+                _load_json(root, p.relative_to(root).as_posix())
+                for p in sorted((root / "blocks").glob("*.json"))
+            )
+        }
     except (ValueError, KeyError, TypeError, OSError) as exc:
         report.add("records", False, f"unreadable record: {exc}")
         return report
@@ -242,14 +311,21 @@ def _verify_bundle(root: Path, trusted_cas: Mapping[str, bytes] | None, report: 
         report.add("records", False, "a record is not a JSON object")
         return report
     if model.get("id") != manifest.get("model_id"):
-        report.add("model", False, f"records/model.json is {model.get('id')}, the manifest names "
-                                   f"{manifest.get('model_id')}")
+        report.add(
+            "model",
+            False,
+            f"records/model.json is {model.get('id')}, the manifest names {manifest.get('model_id')}",
+        )
     for name, e in named.items():
         report.run(f"execution {name}", check_execution, e, process)
     report.run("lineage links", check_links, executions)
     by_id = {execution_node_id(e["process_id"], e["round"], e["organisation"]): e for e in executions}
-    report.run("lineage complete", check_lineage_complete,
-               record_lineage(executions, model.get("owner"), model.get("round") or process.get("rounds")), by_id)
+    report.run(
+        "lineage complete",
+        check_lineage_complete,
+        record_lineage(executions, model.get("owner"), model.get("round") or process.get("rounds")),
+        by_id,
+    )
     report.run("model", check_model, model, process, executions, image)
     # 4. the chain-head checkpoint
     head = _check_checkpoint(report, root, anchors, blocks)
@@ -257,7 +333,7 @@ def _verify_bundle(root: Path, trusted_cas: Mapping[str, bytes] | None, report: 
     by_node = named
     where = {tx: n for n, b in blocks.items() for tx in b.get("tx_ids", ())}
     for p in sorted((root / "attestations").glob("*.dsse.json")):
-        node = p.name[:-len(".dsse.json")]
+        node = p.name[: -len(".dsse.json")]
         name = f"attestation {node}"
         try:
             env = _load_json(root, f"attestations/{p.name}")
@@ -267,19 +343,25 @@ def _verify_bundle(root: Path, trusted_cas: Mapping[str, bytes] | None, report: 
             if record is None:
                 raise AttestationError(f"{name} has no execution record in the bundle")
             if signer != record["organisation"]:
-                raise AttestationError(f"{name} is signed by {signer}, not by the executing organisation "
-                                       f"{record['organisation']}")
+                raise AttestationError(
+                    f"{name} is signed by {signer}, not by the executing organisation "
+                    f"{record['organisation']}"
+                )
             cp_obj = check_statement(statement, record)
             if cp_obj is None:
                 raise AttestationError(f"{name} carries no ledger checkpoint")
             cp, _ = check_checkpoint(cp_obj, anchors, f"{name} ledger checkpoint")
             done = where.get(record.get("completed_tx_id") or record["tx_id"])
             if done is None or done > cp.block_number:
-                raise AttestationError(f"{name}: its ledger checkpoint (block {cp.block_number}) does not reach "
-                                       f"the block of the record it attests ({done})")
+                raise AttestationError(
+                    f"{name}: its ledger checkpoint (block {cp.block_number}) does not reach "
+                    f"the block of the record it attests ({done})"
+                )
             if head is not None and cp.block_number > head:
-                raise AttestationError(f"{name}: its ledger checkpoint (block {cp.block_number}) is beyond the "
-                                       f"bundle's checkpoint (block {head})")
+                raise AttestationError(
+                    f"{name}: its ledger checkpoint (block {cp.block_number}) is beyond the "
+                    f"bundle's checkpoint (block {head})"
+                )
             report.add(name, True, f"signed by {signer}")
         except (AttestationError, ValueError, KeyError, TypeError, AttributeError) as exc:
             report.add(name, False, f"{type(exc).__name__}: {exc}")
@@ -291,36 +373,58 @@ def _verify_bundle(root: Path, trusted_cas: Mapping[str, bytes] | None, report: 
     return report
 
 
-def _check_checkpoint(report: Report, root: Path, anchors: Mapping[str, bytes], blocks: dict[int, dict]) -> int | None:
+def _check_checkpoint(
+    report: Report, root: Path, anchors: Mapping[str, bytes], blocks: dict[int, dict]
+) -> int | None:
     """The bundle's chain-head checkpoint; returns its block number (None if it failed)."""
     try:
         cp, signer = check_checkpoint(_load_json(root, "checkpoint.json"), anchors)
         included = blocks.get(cp.block_number)
         if included is None or included.get("header_hash") != cp.header_hash:
-            raise AttestationError(f"the checkpointed block {cp.block_number} is not in the bundle with the "
-                                   f"checkpoint's header hash")
+            raise AttestationError(
+                f"the checkpointed block {cp.block_number} is not in the bundle with the "
+                f"checkpoint's header hash"
+            )
         beyond = sorted(n for n in blocks if n > cp.block_number)
         if beyond:
             raise AttestationError(f"blocks {beyond} lie beyond the checkpointed head {cp.block_number}")
     except (AttestationError, OSError, ValueError) as exc:
         report.add("ledger checkpoint", False, str(exc))
         return None
-    report.add("ledger checkpoint", True, f"block {cp.block_number} ({cp.header_hash[:16]}…) of channel "
-                                          f"{cp.channel}, signed by {signer}")
+    report.add(
+        "ledger checkpoint",
+        True,
+        f"block {cp.block_number} ({cp.header_hash[:16]}…) of channel {cp.channel}, signed by {signer}",
+    )
     return cp.block_number
 
 
-def _check_blocks(report: Report, model: dict, process: dict, image: dict, executions: dict[str, dict],
-                  blocks: dict[int, dict]) -> None:
+def _check_blocks(
+    report: Report,
+    model: dict,
+    process: dict,
+    image: dict,
+    executions: dict[str, dict],
+    blocks: dict[int, dict],
+) -> None:
     txs = {model["tx_id"]: "model", process["tx_id"]: "process", image["tx_id"]: "image"}
     for name, e in executions.items():
         txs.setdefault(e["tx_id"], f"execution {name}")
         txs.setdefault(e.get("completed_tx_id") or e["tx_id"], f"execution {name}")
     where = {tx: (n, b["validation_codes"][i]) for n, b in blocks.items() for i, tx in enumerate(b["tx_ids"])}
     missing = [f"{what} ({tx})" for tx, what in sorted(txs.items()) if where.get(tx, (0, ""))[1] != "VALID"]
-    report.add("transactions in blocks", not missing,
-               "not valid transactions of an included block: " + ", ".join(missing) if missing
-               else f"{len(txs)} transactions in {len(blocks)} blocks")
-    broken = [n for n in blocks if n - 1 in blocks and blocks[n]["previous_hash"] != blocks[n - 1]["header_hash"]]
-    report.add("block chain", not broken, f"previous_hash mismatch at blocks {broken}" if broken
-               else "consecutive blocks are chained")
+    report.add(
+        "transactions in blocks",
+        not missing,
+        "not valid transactions of an included block: " + ", ".join(missing)
+        if missing
+        else f"{len(txs)} transactions in {len(blocks)} blocks",
+    )
+    broken = [
+        n for n in blocks if n - 1 in blocks and blocks[n]["previous_hash"] != blocks[n - 1]["header_hash"]
+    ]
+    report.add(
+        "block chain",
+        not broken,
+        f"previous_hash mismatch at blocks {broken}" if broken else "consecutive blocks are chained",
+    )

@@ -34,14 +34,22 @@ IMAGE = "collab-rf"
 
 def _settings(quick: bool) -> dict[str, Any]:
     if quick:
-        return {"organisations": 3, "negatives_fraction": 0.02, "schedule": ["FIT", "SHARE", "GET"] * 2,
-                "params": {"n_new": 4, "n_share": 3, "n_max": 12, "max_depth": 6, "n_rep": 3}}
-    return {"organisations": 5, "negatives_fraction": 0.05, "schedule": ["FIT", "SHARE", "GET"] * 3,
-            "params": {"n_new": 6, "n_share": 4, "n_max": 20, "max_depth": 8, "n_rep": 5}}
+        return {
+            "organisations": 3,
+            "negatives_fraction": 0.02,
+            "schedule": ["FIT", "SHARE", "GET"] * 2,
+            "params": {"n_new": 4, "n_share": 3, "n_max": 12, "max_depth": 6, "n_rep": 3},
+        }
+    return {
+        "organisations": 5,
+        "negatives_fraction": 0.05,
+        "schedule": ["FIT", "SHARE", "GET"] * 3,
+        "params": {"n_new": 6, "n_share": 4, "n_max": 20, "max_depth": 8, "n_rep": 5},
+    }
 
 
 def _short(d: str | None, n: int = 12) -> str:
-    return "-" if not d else (d[7:7 + n] if d.startswith("sha256:") else d[:n])
+    return "-" if not d else (d[7 : 7 + n] if d.startswith("sha256:") else d[:n])
 
 
 def _quality(estimators: list, X: np.ndarray, y: np.ndarray) -> dict[str, float]:
@@ -49,6 +57,7 @@ def _quality(estimators: list, X: np.ndarray, y: np.ndarray) -> dict[str, float]
 
     from algorithms.collab_rf.estimators import ensemble_scores
     from algorithms.collab_rf.metrics import detection_scores
+
     s = ensemble_scores(estimators, X)
     out = detection_scores(y, (s > 0.5).astype(np.int64))
     out["auc"] = float(roc_auc_score(y, s)) if 0 < y.sum() < len(y) else float("nan")
@@ -58,6 +67,7 @@ def _quality(estimators: list, X: np.ndarray, y: np.ndarray) -> dict[str, float]
 
 def _plots(out: Path, orgs: list[str], collab: dict, alone: dict, matrix: list[list[int]]) -> list[Path]:
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -103,8 +113,14 @@ def _fresh(out: Path) -> Path:
     return work
 
 
-def run_demo(out: Path, quick: bool = False, backend: str = "embedded", runtime: str = "sandbox",
-             console: Any = None, warm: bool = True) -> int:
+def run_demo(
+    out: Path,
+    quick: bool = False,
+    backend: str = "embedded",
+    runtime: str = "sandbox",
+    console: Any = None,
+    warm: bool = True,
+) -> int:
     """Run the main job; returns the exit code (0: completed, every check passed).
 
     ``warm``: one isolated worker (sandbox or container) per organisation kept across rounds, with
@@ -119,12 +135,15 @@ def run_demo(out: Path, quick: bool = False, backend: str = "embedded", runtime:
         console.print(f"[red]unknown backend {backend!r}[/red]: use embedded or fabric")
         return 2
     if runtime not in ("sandbox", "container"):
-        console.print(f"[red]runtime {runtime!r} is not supported by the demo[/red]: use sandbox or container")
+        console.print(
+            f"[red]runtime {runtime!r} is not supported by the demo[/red]: use sandbox or container"
+        )
         return 2
 
     from executor.errors import RuntimeUnavailable
     from executor.runtimes import get_runtime
-    try:       # before any work: one line saying what to install, not an error per organisation
+
+    try:  # before any work: one line saying what to install, not an error per organisation
         get_runtime(runtime).check()
     except RuntimeUnavailable as exc:
         console.print(f"[red]cannot run the demo:[/red] {exc}", highlight=False, soft_wrap=True)
@@ -137,8 +156,16 @@ def run_demo(out: Path, quick: bool = False, backend: str = "embedded", runtime:
     from algorithms.topologies.static import complete, empty
     from executor.lineage import verify_model_lineage
     from executor.node_agent import ImageResolver
-    from executor.process import (Platform, ProcessSpec, collect_models, estimator_origins, launch, map_dataset,
-                                  prepare_image, run_process)
+    from executor.process import (
+        Platform,
+        ProcessSpec,
+        collect_models,
+        estimator_origins,
+        launch,
+        map_dataset,
+        prepare_image,
+        run_process,
+    )
     from ledger.config import Layout, write_config
     from ledger.embedded import EmbeddedLedger
     from ledger.identity import Consortium
@@ -164,6 +191,7 @@ def run_demo(out: Path, quick: bool = False, backend: str = "embedded", runtime:
     else:
         from ledger.fabric.gateway import FabricLedger
         from ledger.fabric.network import FabricNetwork, NetworkConfig
+
         net = FabricNetwork(NetworkConfig())
         if not net.is_up():
             with console.status("bringing the Fabric network up (fabric-network/network up)..."):
@@ -172,7 +200,7 @@ def run_demo(out: Path, quick: bool = False, backend: str = "embedded", runtime:
         ledger = FabricLedger.from_profile(net.profile_file)
         ledger_path = None
         n = len(consortium.msp_ids)
-        pid = f"demo-collab-rf-{int(time.time())}"        # the Fabric ledger outlives a demo run
+        pid = f"demo-collab-rf-{int(time.time())}"  # the Fabric ledger outlives a demo run
         where = f"Hyperledger Fabric network {net.profile_file} (organisations fixed by the network)"
     orgs = list(consortium.msp_ids)
     platform = Platform(ledger, consortium, work, ledger_path)
@@ -199,32 +227,55 @@ def run_demo(out: Path, quick: bool = False, backend: str = "embedded", runtime:
         client = platform.client(orgs[0])
         with console.status(f"building and registering the {IMAGE} image ({runtime})..."):
             image = prepare_image(client, IMAGE, runtime)
-        console.print(f"image [bold]{image.record.id}[/bold] digest {image.digest} ({image.reference}), "
-                      f"registered by {image.record.owner}")
+        console.print(
+            f"image [bold]{image.record.id}[/bold] digest {image.digest} ({image.reference}), "
+            f"registered by {image.record.owner}"
+        )
 
         # 4. launch and run
         params = dict(cfg["params"], schedule=cfg["schedule"])
         rounds = len(cfg["schedule"])
-        spec = ProcessSpec(pid, image.record.id, tuple(orgs), {"kind": "complete", "seed": 2024}, params, rounds,
-                           DATASET, description="collaborative random forests on credit-card fraud")
+        spec = ProcessSpec(
+            pid,
+            image.record.id,
+            tuple(orgs),
+            {"kind": "complete", "seed": 2024},
+            params,
+            rounds,
+            DATASET,
+            description="collaborative random forests on credit-card fraud",
+        )
         launch(client, spec)
-        console.print(f"process [bold]{pid}[/bold]: {rounds} rounds {cfg['schedule']}, topology complete, "
-                      f"hyper-parameters {cfg['params']}; {runtime} runtime{' (warm workers)' if warm else ''}")
-        with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                      TimeElapsedColumn(), console=console) as bar:
+        console.print(
+            f"process [bold]{pid}[/bold]: {rounds} rounds {cfg['schedule']}, topology complete, "
+            f"hyper-parameters {cfg['params']}; {runtime} runtime{' (warm workers)' if warm else ''}"
+        )
+        with Progress(
+            TextColumn("[progress.description]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+        ) as bar:
             task = bar.add_task("tasks completed (organisation × round)", total=rounds * n)
 
             def on_progress(p):
-                bar.update(task, completed=p.completed_tasks,
-                           description=f"round {min(p.current_round, rounds)}/{rounds} · {p.status}")
+                bar.update(
+                    task,
+                    completed=p.completed_tasks,
+                    description=f"round {min(p.current_round, rounds)}/{rounds} · {p.status}",
+                )
 
-            outcome = run_process(platform, pid, lambda: get_runtime(runtime), on_progress=on_progress,
-                                  timeout=3600, warm=warm)
+            outcome = run_process(
+                platform, pid, lambda: get_runtime(runtime), on_progress=on_progress, timeout=3600, warm=warm
+            )
         if outcome.status != "completed":
             console.print(f"[red]process {outcome.status}[/red]: {outcome.reason} {outcome.agent_errors}")
             return 1
-        console.print(f"process completed in {outcome.wall_seconds:.1f} s "
-                      f"(algorithm's own step time {outcome.step_seconds:.1f} s)")
+        console.print(
+            f"process completed in {outcome.wall_seconds:.1f} s "
+            f"(algorithm's own step time {outcome.step_seconds:.1f} s)"
+        )
 
         # 5. provenance summary, from the ledger
         records = client.query_executions(pid)
@@ -237,25 +288,42 @@ def run_demo(out: Path, quick: bool = False, backend: str = "embedded", runtime:
             model = platform.client(org).get_model(f"{pid}:{org}")
             sent = sum(len(r.result["outputs"]["messages"]) for r in mine)
             commitments = {r.result["inputs"]["data_commitment"] for r in mine}
-            provenance[org] = {"records": len(mine), "runtime": sorted({r.runtime for r in mine}),
-                               "image_digest": sorted({r.image_digest for r in mine}),
-                               "data_commitments": sorted(commitments), "messages_sent": sent,
-                               "last_state": mine[-1].result["outputs"]["state"], "model": model.digest,
-                               "model_size": model.size, "estimators": len(model.estimators),
-                               "tx": [r.completed_tx_id for r in mine]}
-            prov.add_row(org.replace("MSP", ""), str(len(mine)), _short(image.digest, 10),
-                         _short(next(iter(commitments)), 10) + ("" if len(commitments) == 1 else " (varies!)"),
-                         str(sent), _short(model.digest, 10), str(len(model.estimators)))
+            provenance[org] = {
+                "records": len(mine),
+                "runtime": sorted({r.runtime for r in mine}),
+                "image_digest": sorted({r.image_digest for r in mine}),
+                "data_commitments": sorted(commitments),
+                "messages_sent": sent,
+                "last_state": mine[-1].result["outputs"]["state"],
+                "model": model.digest,
+                "model_size": model.size,
+                "estimators": len(model.estimators),
+                "tx": [r.completed_tx_id for r in mine],
+            }
+            prov.add_row(
+                org.replace("MSP", ""),
+                str(len(mine)),
+                _short(image.digest, 10),
+                _short(next(iter(commitments)), 10) + ("" if len(commitments) == 1 else " (varies!)"),
+                str(sent),
+                _short(model.digest, 10),
+                str(len(model.estimators)),
+            )
         console.print(prov)
 
         # 6. verification
         if hasattr(ledger, "verify"):
             ledger_stats = ledger.verify()
-            console.print(f"[green]ledger verified[/green]: {ledger_stats['blocks']} blocks, "
-                          f"{ledger_stats['transactions']} transactions, every block hash and signature re-checked")
-        else:   # Fabric: the peers validated every block; the block height is what we can report here
-            ledger_stats = {"blocks": ledger.block_height(consortium.identity(orgs[0])), "transactions": 0,
-                            "note": "Fabric peers validate blocks; records re-verified below"}
+            console.print(
+                f"[green]ledger verified[/green]: {ledger_stats['blocks']} blocks, "
+                f"{ledger_stats['transactions']} transactions, every block hash and signature re-checked"
+            )
+        else:  # Fabric: the peers validated every block; the block height is what we can report here
+            ledger_stats = {
+                "blocks": ledger.block_height(consortium.identity(orgs[0])),
+                "transactions": 0,
+                "note": "Fabric peers validate blocks; records re-verified below",
+            }
             console.print(f"Fabric ledger at height {ledger_stats['blocks']} (blocks validated by the peers)")
         resolver = ImageResolver(get_runtime(runtime))
         keys = {o: consortium.encryption_key(o) for o in orgs}
@@ -265,56 +333,100 @@ def run_demo(out: Path, quick: bool = False, backend: str = "embedded", runtime:
             vt.add_column(c)
         all_ok = True
         for org in orgs:
-            rep = verify_model_lineage(platform.client(org), pid, org, platform.store_root, keys,
-                                       local_image_digest=resolver.local_digest)
+            rep = verify_model_lineage(
+                platform.client(org),
+                pid,
+                org,
+                platform.store_root,
+                keys,
+                local_image_digest=resolver.local_digest,
+            )
             verification[org] = rep.to_json()
             counts = rep.counts()
             all_ok &= rep.ok
-            vt.add_row(f"{pid}:{org}", str(len(rep.records)), str(counts.get("signature", 0)),
-                       str(sum(v for k, v in counts.items() if k != "signature")),
-                       "[green]yes[/green]" if rep.ok else f"[red]NO[/red] {rep.failures[:2]}")
+            vt.add_row(
+                f"{pid}:{org}",
+                str(len(rep.records)),
+                str(counts.get("signature", 0)),
+                str(sum(v for k, v in counts.items() if k != "signature")),
+                "[green]yes[/green]" if rep.ok else f"[red]NO[/red] {rep.failures[:2]}",
+            )
         console.print(vt)
         models = collect_models(platform, pid)
-        sim = simulate(CollaborativeRandomForest(**params), datasets, rounds, spec.topology["seed"], complete(n), orgs)
+        sim = simulate(
+            CollaborativeRandomForest(**params), datasets, rounds, spec.topology["seed"], complete(n), orgs
+        )
         identical = all(models[o] == sim.models[o] for o in orgs) and all(
-            r.result["outputs"]["state"] == sim.state_digests[r.round][r.organisation] for r in records)
-        console.print(("[green]" if identical else "[red]") +
-                      f"models and states bit-identical to the simulator: {identical}")
+            r.result["outputs"]["state"] == sim.state_digests[r.round][r.organisation] for r in records
+        )
+        console.print(
+            ("[green]" if identical else "[red]")
+            + f"models and states bit-identical to the simulator: {identical}"
+        )
 
         # 7. quality: collaborative vs training alone (same trees budget, no sharing)
         alone_params = dict(params, schedule=["FIT"] * (rounds // 3))
-        alone_sim = simulate(CollaborativeRandomForest(**alone_params), datasets, len(alone_params["schedule"]),
-                             spec.topology["seed"], empty(n), orgs)
-        collab_q = {o: _quality(codec.decode(models[o])["estimators"], split.X_test, split.y_test) for o in orgs}
+        alone_sim = simulate(
+            CollaborativeRandomForest(**alone_params),
+            datasets,
+            len(alone_params["schedule"]),
+            spec.topology["seed"],
+            empty(n),
+            orgs,
+        )
+        collab_q = {
+            o: _quality(codec.decode(models[o])["estimators"], split.X_test, split.y_test) for o in orgs
+        }
         alone_q = {o: _quality(alone_sim.model(o)["estimators"], split.X_test, split.y_test) for o in orgs}
-        qt = Table(title=f"model quality on the common test set ({len(split.y_test)} rows, "
-                         f"{int(split.y_test.sum())} frauds): alone → audited collaborative")
+        qt = Table(
+            title=f"model quality on the common test set ({len(split.y_test)} rows, "
+            f"{int(split.y_test.sum())} frauds): alone → audited collaborative"
+        )
         for c in ("org", "balanced acc.", "ROC AUC", "recall", "precision"):
             qt.add_column(c, justify="right")
         for o in orgs:
             a, c = alone_q[o], collab_q[o]
-            qt.add_row(o.replace("MSP", ""), *(f"{a[m]:.3f} → {c[m]:.3f}" for m in ("bacc", "auc", "rec", "prec")))
+            qt.add_row(
+                o.replace("MSP", ""), *(f"{a[m]:.3f} → {c[m]:.3f}" for m in ("bacc", "auc", "rec", "prec"))
+            )
         console.print(qt)
         _, matrix = estimator_origins(client, pid)
 
         # 8. report
         plots = _plots(out, orgs, collab_q, alone_q, matrix)
-        report = {"process_id": pid, "organisations": orgs, "quick": quick, "runtime": runtime, "backend": backend,
-                  "image": {"id": image.record.id, "digest": image.digest, "reference": image.reference},
-                  "rounds": rounds, "hyperparameters": params,
-                  "split": {o: [len(datasets[o]), int(datasets[o].labels.sum())] for o in orgs},
-                  "test": [len(split.y_test), int(split.y_test.sum())],
-                  "wall_seconds": {"process": outcome.wall_seconds, "algorithm_steps": outcome.step_seconds,
-                                   "demo_total": time.perf_counter() - t_start},
-                  "ledger": ledger_stats, "provenance": provenance, "verification": verification,
-                  "bit_identical_to_simulator": identical, "quality": {"audited": collab_q, "alone": alone_q},
-                  "estimator_origins": matrix, "plots": [p.name for p in plots]}
+        report = {
+            "process_id": pid,
+            "organisations": orgs,
+            "quick": quick,
+            "runtime": runtime,
+            "backend": backend,
+            "image": {"id": image.record.id, "digest": image.digest, "reference": image.reference},
+            "rounds": rounds,
+            "hyperparameters": params,
+            "split": {o: [len(datasets[o]), int(datasets[o].labels.sum())] for o in orgs},
+            "test": [len(split.y_test), int(split.y_test.sum())],
+            "wall_seconds": {
+                "process": outcome.wall_seconds,
+                "algorithm_steps": outcome.step_seconds,
+                "demo_total": time.perf_counter() - t_start,
+            },
+            "ledger": ledger_stats,
+            "provenance": provenance,
+            "verification": verification,
+            "bit_identical_to_simulator": identical,
+            "quality": {"audited": collab_q, "alone": alone_q},
+            "estimator_origins": matrix,
+            "plots": [p.name for p in plots],
+        }
         (out / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True, default=float))
         (out / "report.md").write_text(_markdown(report))
         ok = all_ok and identical
         console.rule("[green]all checks passed" if ok else "[red]some checks failed")
-        console.print(f"report: {out / 'report.md'}, {out / 'report.json'}; plots: "
-                      + ", ".join(str(p) for p in plots) + f"; total {time.perf_counter() - t_start:.0f} s")
+        console.print(
+            f"report: {out / 'report.md'}, {out / 'report.json'}; plots: "
+            + ", ".join(str(p) for p in plots)
+            + f"; total {time.perf_counter() - t_start:.0f} s"
+        )
         return 0 if ok else 1
     finally:
         ledger.close()
@@ -322,31 +434,60 @@ def run_demo(out: Path, quick: bool = False, backend: str = "embedded", runtime:
 
 def _markdown(r: dict[str, Any]) -> str:
     orgs = r["organisations"]
-    lines = [f"# Consortia demo report: {r['process_id']}", "",
-             f"Collaborative random forests (seed 003) among {len(orgs)} organisations on the {r['backend']} ledger, "
-             f"runtime `{r['runtime']}`, {r['rounds']} rounds, image `{r['image']['id']}` "
-             f"(`{r['image']['digest']}`).", "",
-             f"Process wall time {r['wall_seconds']['process']:.1f} s (algorithm steps "
-             f"{r['wall_seconds']['algorithm_steps']:.1f} s); demo total {r['wall_seconds']['demo_total']:.0f} s.", "",
-             "## Split (train rows / frauds)", "", "| organisation | rows | frauds |", "|---|---|---|"]
+    lines = [
+        f"# Consortia demo report: {r['process_id']}",
+        "",
+        f"Collaborative random forests (seed 003) among {len(orgs)} organisations on the {r['backend']} ledger, "
+        f"runtime `{r['runtime']}`, {r['rounds']} rounds, image `{r['image']['id']}` "
+        f"(`{r['image']['digest']}`).",
+        "",
+        f"Process wall time {r['wall_seconds']['process']:.1f} s (algorithm steps "
+        f"{r['wall_seconds']['algorithm_steps']:.1f} s); demo total {r['wall_seconds']['demo_total']:.0f} s.",
+        "",
+        "## Split (train rows / frauds)",
+        "",
+        "| organisation | rows | frauds |",
+        "|---|---|---|",
+    ]
     lines += [f"| {o} | {r['split'][o][0]} | {r['split'][o][1]} |" for o in orgs]
-    lines += [f"| common test | {r['test'][0]} | {r['test'][1]} |", "", "## Provenance", "",
-              "| organisation | records | image | data commitment | messages sent | model | estimators |",
-              "|---|---|---|---|---|---|---|"]
+    lines += [
+        f"| common test | {r['test'][0]} | {r['test'][1]} |",
+        "",
+        "## Provenance",
+        "",
+        "| organisation | records | image | data commitment | messages sent | model | estimators |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for o in orgs:
         p = r["provenance"][o]
-        lines.append(f"| {o} | {p['records']} | `{_short(p['image_digest'][0])}` | `{_short(p['data_commitments'][0])}` "
-                     f"| {p['messages_sent']} | `{_short(p['model'])}` | {p['estimators']} |")
-    lines += ["", "## Verification", "",
-              f"Ledger ({r['backend']}): {r['ledger']['blocks']} blocks, {r['ledger']['transactions']} transactions "
-              f"re-verified{' (Fabric: blocks validated by the peers)' if r['backend'] == 'fabric' else ''}.", "",
-              "| model | records in lineage | checks | ok |", "|---|---|---|---|"]
+        lines.append(
+            f"| {o} | {p['records']} | `{_short(p['image_digest'][0])}` | `{_short(p['data_commitments'][0])}` "
+            f"| {p['messages_sent']} | `{_short(p['model'])}` | {p['estimators']} |"
+        )
+    lines += [
+        "",
+        "## Verification",
+        "",
+        f"Ledger ({r['backend']}): {r['ledger']['blocks']} blocks, {r['ledger']['transactions']} transactions "
+        f"re-verified{' (Fabric: blocks validated by the peers)' if r['backend'] == 'fabric' else ''}.",
+        "",
+        "| model | records in lineage | checks | ok |",
+        "|---|---|---|---|",
+    ]
     for o in orgs:
         v = r["verification"][o]
-        lines.append(f"| {r['process_id']}:{o} | {len(v['records'])} | {sum(v['checks'].values())} | {v['ok']} |")
-    lines += ["", f"Models and states bit-identical to the simulator: **{r['bit_identical_to_simulator']}**.", "",
-              "## Quality on the common test set", "",
-              "| organisation | bacc alone | bacc audited | AUC alone | AUC audited |", "|---|---|---|---|---|"]
+        lines.append(
+            f"| {r['process_id']}:{o} | {len(v['records'])} | {sum(v['checks'].values())} | {v['ok']} |"
+        )
+    lines += [
+        "",
+        f"Models and states bit-identical to the simulator: **{r['bit_identical_to_simulator']}**.",
+        "",
+        "## Quality on the common test set",
+        "",
+        "| organisation | bacc alone | bacc audited | AUC alone | AUC audited |",
+        "|---|---|---|---|---|",
+    ]
     for o in orgs:
         a, c = r["quality"]["alone"][o], r["quality"]["audited"][o]
         lines.append(f"| {o} | {a['bacc']:.3f} | {c['bacc']:.3f} | {a['auc']:.3f} | {c['auc']:.3f} |")

@@ -12,12 +12,13 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
+from api.index import AuditIndex, execution_node_id
 from chaincode.errors import Forbidden, NotFound
 from ledger.client import ConsortiaClient
 from ledger.interface import ChaincodeEvent
-from api.index import AuditIndex, execution_node_id
 
 log = logging.getLogger("consortia.index")
 
@@ -32,26 +33,55 @@ def _fetch(client: ConsortiaClient, ev: ChaincodeEvent) -> tuple[str, Any, str |
     p = json.loads(ev.payload)
     try:
         if ev.name in IMAGE_EVENTS:
-            return "image", client.ledger.evaluate(client.identity, "Image:get", p["id"]), None, f"image:{p['id']}"
+            return (
+                "image",
+                client.ledger.evaluate(client.identity, "Image:get", p["id"]),
+                None,
+                f"image:{p['id']}",
+            )
         if ev.name in PROCESS_EVENTS:
-            return "process", client.ledger.evaluate(client.identity, "LearningProcess:get", p["id"]), p["id"], \
-                f"process:{p['id']}"
+            return (
+                "process",
+                client.ledger.evaluate(client.identity, "LearningProcess:get", p["id"]),
+                p["id"],
+                f"process:{p['id']}",
+            )
         if ev.name in TASK_EVENTS:
             subject = "execution:" + execution_node_id(p["process_id"], p["round"], p["organisation"])
-            raw = client.ledger.evaluate(client.identity, "ExecutionRecord:get", p["process_id"], str(p["round"]),
-                                         p["organisation"])
+            raw = client.ledger.evaluate(
+                client.identity, "ExecutionRecord:get", p["process_id"], str(p["round"]), p["organisation"]
+            )
             return "execution", raw, p["process_id"], subject
         if ev.name in MODEL_EVENTS:
-            return "model", client.ledger.evaluate(client.identity, "Model:get", p["id"]), None, f"model:{p['id']}"
+            return (
+                "model",
+                client.ledger.evaluate(client.identity, "Model:get", p["id"]),
+                None,
+                f"model:{p['id']}",
+            )
     except (Forbidden, NotFound):
         key = p.get("id") or ""
-        kind = ("image" if ev.name in IMAGE_EVENTS else "process" if ev.name in PROCESS_EVENTS
-                else "model" if ev.name in MODEL_EVENTS else "execution")
-        return kind, None, p.get("process_id") or (p.get("id") if kind == "process" else None), f"{kind}:{key}"
+        kind = (
+            "image"
+            if ev.name in IMAGE_EVENTS
+            else "process"
+            if ev.name in PROCESS_EVENTS
+            else "model"
+            if ev.name in MODEL_EVENTS
+            else "execution"
+        )
+        return (
+            kind,
+            None,
+            p.get("process_id") or (p.get("id") if kind == "process" else None),
+            f"{kind}:{key}",
+        )
     return "other", None, None, ev.name
 
 
-def _apply(index: AuditIndex, block: int, items: list[tuple[ChaincodeEvent, tuple[str, Any, str | None, str]]]) -> None:
+def _apply(
+    index: AuditIndex, block: int, items: list[tuple[ChaincodeEvent, tuple[str, Any, str | None, str]]]
+) -> None:
     with index.transaction() as ix:
         for ev, (kind, rec, pid, subject) in items:
             if kind == "image":
@@ -77,8 +107,9 @@ def _apply(index: AuditIndex, block: int, items: list[tuple[ChaincodeEvent, tupl
         ix._set_last_block(block)
 
 
-def sync(index: AuditIndex, client: ConsortiaClient, *,
-         progress: Callable[[int, int], None] | None = None) -> int:
+def sync(
+    index: AuditIndex, client: ConsortiaClient, *, progress: Callable[[int, int], None] | None = None
+) -> int:
     """Index every event from ``index.last_block + 1`` up to the current block height.
     Returns the number of events indexed. Safe to call repeatedly and to interrupt."""
     height = client.ledger.block_height(client.identity)
@@ -110,17 +141,22 @@ def sync(index: AuditIndex, client: ConsortiaClient, *,
 class IndexFollower:
     """A background thread that calls :func:`sync` every ``interval`` seconds until stopped."""
 
-    def __init__(self, index: AuditIndex, client: ConsortiaClient, interval: float = 0.25,
-                 lock: threading.Lock | None = None):
+    def __init__(
+        self,
+        index: AuditIndex,
+        client: ConsortiaClient,
+        interval: float = 0.25,
+        lock: threading.Lock | None = None,
+    ):
         if interval <= 0:
             raise ValueError("interval must be positive")
         self.index, self.client, self.interval = index, client, interval
-        self._lock = lock or threading.Lock()   # shared with other callers of sync() on this index
+        self._lock = lock or threading.Lock()  # shared with other callers of sync() on this index
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.last_error: str = ""
 
-    def start(self) -> "IndexFollower":
+    def start(self) -> IndexFollower:
         self._thread = threading.Thread(target=self._run, name="consortia-index", daemon=True)
         self._thread.start()
         return self

@@ -18,33 +18,41 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
-from fastapi import Depends, FastAPI, Path as PathParam, Query, Request
+from fastapi import Depends, FastAPI, Query, Request
+from fastapi import Path as PathParam
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from api import schemas as S
+from api.artifacts import (
+    ArtifactMissing,
+    ArtifactStore,
+    DigestMismatch,
+    fetch_verified,
+    sha256_digest,
+    store_at,
+)
+from api.attestation import attest_execution
+from api.follower import IndexFollower, sync
+from api.http_rules import BodyLimit, allowed_methods, error_response, known_query_parameters
+from api.index import AuditIndex
+from api.responses import DepthSafeRoute
+from api.tokens import AuthenticationError, TokenOwner, TokenStore
+from api.verification import verify_model_on_ledger
 from chaincode.errors import ContractError, Forbidden, InvalidArgument, NotFound
-from ledger.checkpoint import checkpoint_of
 from chaincode.limits import MAX_ARGUMENT_BYTES
+from ledger.checkpoint import checkpoint_of
 from ledger.client import ConsortiaClient
 from ledger.envelope import DecryptionError, decrypt_payload, encrypt_payload, seal, unseal
 from ledger.errors import AccessDenied, LedgerError, MVCCConflict
 from ledger.identity import Consortium, Identity
 from ledger.interface import Ledger
 from ledger.records import to_dict
-from api import schemas as S
-from api.artifacts import ArtifactMissing, ArtifactStore, DigestMismatch, fetch_verified, sha256_digest, store_at
-from api.attestation import attest_execution
-from api.follower import IndexFollower, sync
-from api.http_rules import BodyLimit, allowed_methods, error_response, known_query_parameters
-from api.responses import DepthSafeRoute
-from api.index import AuditIndex
-from api.tokens import AuthenticationError, TokenOwner, TokenStore
-from api.verification import verify_model_on_ledger
 
 log = logging.getLogger("consortia.gateway")
 WEB = Path(__file__).with_name("web")
@@ -59,9 +67,11 @@ def model_aad(record: dict[str, Any]) -> bytes:
 def model_key_info(record: dict[str, Any]) -> bytes:
     """``info`` with which the model's data key is sealed to each organisation (ledger.envelope.seal)."""
     return b"consortia-model-key|" + model_aad(record)
+
+
 ID = S.ID
 DIGEST = S.DIGEST
-MAX_REQUEST_BYTES = MAX_ARGUMENT_BYTES   # a body becomes (at most) one contract argument
+MAX_REQUEST_BYTES = MAX_ARGUMENT_BYTES  # a body becomes (at most) one contract argument
 
 
 @dataclass
@@ -78,7 +88,7 @@ class Gateway:
     _clients: dict[str, ConsortiaClient] = field(default_factory=dict)
     _sync_lock: threading.Lock = field(default_factory=threading.Lock)
     follower: IndexFollower | None = None
-    mtls: bool = False        # accept TLS client certificates (api.mtls) when no token is sent
+    mtls: bool = False  # accept TLS client certificates (api.mtls) when no token is sent
 
     def client(self, user: str = "User1") -> ConsortiaClient:
         c = self._clients.get(user)
@@ -124,7 +134,7 @@ ERROR_DESCRIPTIONS = {
     403: "Forbidden: not a member, not the owner, not on the access list, or another organisation's token",
     404: "Not found: no such record (or artifact) visible to this organisation",
     409: "Conflict: already exists, invalid state, image digest mismatch, privacy budget exceeded, or MVCC "
-         "conflict (retry)",
+    "conflict (retry)",
     413: "Request body larger than the gateway accepts",
     422: "Invalid request: the body or a parameter does not match the schema",
     502: "An artifact store returned bytes that do not match the on-chain digest, or that do not decrypt",
@@ -137,13 +147,15 @@ def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
     return {c: {"model": S.ErrorBody, "description": ERROR_DESCRIPTIONS[c]} for c in codes}
 
 
-
-
 def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ContractError)
     async def contract_error(_: Request, exc: ContractError) -> JSONResponse:
-        return error_response(exc.status, exc.code, exc.message, {k: str(v) if not isinstance(v, (int, float, str, bool))
-                                                          else v for k, v in exc.details.items()})
+        return error_response(
+            exc.status,
+            exc.code,
+            exc.message,
+            {k: str(v) if not isinstance(v, (int, float, str, bool)) else v for k, v in exc.details.items()},
+        )
 
     @app.exception_handler(AuthenticationError)
     async def auth_error(_: Request, exc: AuthenticationError) -> JSONResponse:
@@ -154,10 +166,14 @@ def _install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:
-        errors = [{"location": ".".join(str(p) for p in e.get("loc", ())), "message": e.get("msg", "")}
-                  for e in exc.errors()]
+        errors = [
+            {"location": ".".join(str(p) for p in e.get("loc", ())), "message": e.get("msg", "")}
+            for e in exc.errors()
+        ]
         first = errors[0] if errors else {"location": "", "message": "invalid request"}
-        return error_response(422, "INVALID_REQUEST", f"{first['location']}: {first['message']}", {"errors": errors})
+        return error_response(
+            422, "INVALID_REQUEST", f"{first['location']}: {first['message']}", {"errors": errors}
+        )
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -204,11 +220,15 @@ def create_app(gw: Gateway, *, start: bool = True) -> FastAPI:
         finally:
             gw.stop()
 
-    app = FastAPI(title=f"Consortia gateway of {gw.msp_id}", version="1.0",
-                  description="Audit and provenance API: images, learning processes, provenance, models.",
-                  lifespan=lifespan, dependencies=[Depends(known_query_parameters)],
-                  responses=errors(401, 403, 413, 422, 503))
-    app.router.route_class = DepthSafeRoute   # answers at any depth (api.responses)
+    app = FastAPI(
+        title=f"Consortia gateway of {gw.msp_id}",
+        version="1.0",
+        description="Audit and provenance API: images, learning processes, provenance, models.",
+        lifespan=lifespan,
+        dependencies=[Depends(known_query_parameters)],
+        responses=errors(401, 403, 413, 422, 503),
+    )
+    app.router.route_class = DepthSafeRoute  # answers at any depth (api.responses)
     _install_error_handlers(app)
     app.add_middleware(BodyLimit, max_bytes=MAX_REQUEST_BYTES)
 
@@ -217,19 +237,30 @@ def create_app(gw: Gateway, *, start: bool = True) -> FastAPI:
         """One structured log line per request (never the token or a payload)."""
         started = time.perf_counter()
         response = await call_next(request)
-        log.info("request", extra={"method": request.method, "path": request.url.path,
-                                   "status": response.status_code, "organisation": gw.msp_id,
-                                   "ms": round((time.perf_counter() - started) * 1000, 2)})
+        log.info(
+            "request",
+            extra={
+                "method": request.method,
+                "path": request.url.path,
+                "status": response.status_code,
+                "organisation": gw.msp_id,
+                "ms": round((time.perf_counter() - started) * 1000, 2),
+            },
+        )
         return response
 
-    bearer = HTTPBearer(auto_error=False, scheme_name="ApiToken",
-                        description="An API token of this gateway (`consortia token issue`), or a TLS client "
-                                    "certificate of one of the organisation's users when the gateway runs with --mtls.")
+    bearer = HTTPBearer(
+        auto_error=False,
+        scheme_name="ApiToken",
+        description="An API token of this gateway (`consortia token issue`), or a TLS client "
+        "certificate of one of the organisation's users when the gateway runs with --mtls.",
+    )
 
-    def owner(request: Request, _: Optional[HTTPAuthorizationCredentials] = Depends(bearer)) -> TokenOwner:
+    def owner(request: Request, _: HTTPAuthorizationCredentials | None = Depends(bearer)) -> TokenOwner:
         header = request.headers.get("authorization", "")
         if not header and gw.mtls:
             from api.mtls import client_certificate_owner, peer_certificate
+
             der = peer_certificate(request.scope.get("client"))
             if der is not None:
                 return client_certificate_owner(der, gw.consortium, gw.msp_id)
@@ -260,9 +291,13 @@ def create_app(gw: Gateway, *, start: bool = True) -> FastAPI:
     @app.get("/api/v1/health", response_model=S.Health, tags=["service"])
     def health() -> dict[str, Any]:
         err = gw.follower.last_error if gw.follower else ""
-        return {"status": "degraded" if err else "ok", "organisation": gw.msp_id,
-                "last_indexed_block": gw.index.last_block,
-                "block_height": gw.ledger.block_height(gw.client().identity), "index_error": err}
+        return {
+            "status": "degraded" if err else "ok",
+            "organisation": gw.msp_id,
+            "last_indexed_block": gw.index.last_block,
+            "block_height": gw.ledger.block_height(gw.client().identity),
+            "index_error": err,
+        }
 
     @app.get("/api/v1/whoami", response_model=S.WhoAmI, tags=["service"])
     def whoami(who: TokenOwner = Depends(owner)) -> dict[str, Any]:
@@ -270,93 +305,171 @@ def create_app(gw: Gateway, *, start: bool = True) -> FastAPI:
 
     # ------------------------------------------------------------------ images
     @app.get("/api/v1/images", response_model=S.Page[S.ImageOut], tags=["images"])
-    def list_images(limit: int = Limit, offset: int = Offset,
-                    status: Optional[str] = Query(None, pattern="^(active|revoked)$"),
-                    _: ConsortiaClient = Depends(client)) -> dict[str, Any]:
+    def list_images(
+        limit: int = Limit,
+        offset: int = Offset,
+        status: str | None = Query(None, pattern="^(active|revoked)$"),
+        _: ConsortiaClient = Depends(client),
+    ) -> dict[str, Any]:
         gw.current()
         p = gw.index.images(limit, offset, status)
         return page(p.items, p.total, limit, offset)
 
-    @app.post("/api/v1/images", response_model=S.ImageOut, status_code=201, tags=["images"],
-             responses=errors(400, 409))
+    @app.post(
+        "/api/v1/images",
+        response_model=S.ImageOut,
+        status_code=201,
+        tags=["images"],
+        responses=errors(400, 409),
+    )
     def register_image(body: S.ImageIn, c: ConsortiaClient = Depends(client)) -> dict[str, Any]:
-        rec = record(c.register_image(body.name, body.version, body.algorithm, body.digest, body.reference,
-                                      image_id=body.id, description=body.description))
+        rec = record(
+            c.register_image(
+                body.name,
+                body.version,
+                body.algorithm,
+                body.digest,
+                body.reference,
+                image_id=body.id,
+                description=body.description,
+            )
+        )
         gw.refresh()
         return rec
 
-    @app.get("/api/v1/images/{image_id}", response_model=S.ImageOut, tags=["images"],
-             responses=errors(400, 404))
+    @app.get(
+        "/api/v1/images/{image_id}", response_model=S.ImageOut, tags=["images"], responses=errors(400, 404)
+    )
     def get_image(image_id: str = ImageId, c: ConsortiaClient = Depends(client)) -> dict[str, Any]:
         return record(c.get_image(image_id))
 
-    @app.post("/api/v1/images/{image_id}/revoke", response_model=S.ImageOut, tags=["images"],
-             responses=errors(400, 404, 409))
-    def revoke_image(body: S.RevokeImageIn, image_id: str = ImageId, c: ConsortiaClient = Depends(client)) -> dict:
+    @app.post(
+        "/api/v1/images/{image_id}/revoke",
+        response_model=S.ImageOut,
+        tags=["images"],
+        responses=errors(400, 404, 409),
+    )
+    def revoke_image(
+        body: S.RevokeImageIn, image_id: str = ImageId, c: ConsortiaClient = Depends(client)
+    ) -> dict:
         rec = record(c.revoke_image(image_id, body.reason))
         gw.refresh()
         return rec
 
-    @app.post("/api/v1/images/{image_id}/approve", response_model=S.ApprovalOut, tags=["images"],
-             responses=errors(400, 404, 409))
-    def approve_image(body: S.ApproveImageIn, image_id: str = ImageId, c: ConsortiaClient = Depends(client)) -> dict:
+    @app.post(
+        "/api/v1/images/{image_id}/approve",
+        response_model=S.ApprovalOut,
+        tags=["images"],
+        responses=errors(400, 404, 409),
+    )
+    def approve_image(
+        body: S.ApproveImageIn, image_id: str = ImageId, c: ConsortiaClient = Depends(client)
+    ) -> dict:
         rec = c.approve_image(image_id, body.digest)
         gw.refresh()
         return rec
 
-    @app.get("/api/v1/images/{image_id}/history", response_model=list[S.HistoryEntryOut], tags=["provenance"],
-             responses=errors(400, 404))
+    @app.get(
+        "/api/v1/images/{image_id}/history",
+        response_model=list[S.HistoryEntryOut],
+        tags=["provenance"],
+        responses=errors(400, 404),
+    )
     def image_history(image_id: str = ImageId, c: ConsortiaClient = Depends(client)) -> list[dict]:
         return [h.__dict__ for h in c.image_history(image_id)]
 
     # ------------------------------------------------------------------ processes
     @app.get("/api/v1/processes", response_model=S.Page[S.ProcessOut], tags=["processes"])
-    def list_processes(limit: int = Limit, offset: int = Offset,
-                       status: Optional[str] = Query(None, pattern="^(created|running|completed|failed|aborted)$"),
-                       _: ConsortiaClient = Depends(client)) -> dict[str, Any]:
+    def list_processes(
+        limit: int = Limit,
+        offset: int = Offset,
+        status: str | None = Query(None, pattern="^(created|running|completed|failed|aborted)$"),
+        _: ConsortiaClient = Depends(client),
+    ) -> dict[str, Any]:
         gw.current()
         p = gw.index.processes(limit, offset, status)
         return page(p.items, p.total, limit, offset)
 
-    @app.post("/api/v1/processes", response_model=S.ProcessOut, status_code=201, tags=["processes"],
-             responses=errors(400, 404, 409))
+    @app.post(
+        "/api/v1/processes",
+        response_model=S.ProcessOut,
+        status_code=201,
+        tags=["processes"],
+        responses=errors(400, 404, 409),
+    )
     def create_process(body: S.ProcessIn, c: ConsortiaClient = Depends(client)) -> dict[str, Any]:
         budget = body.privacy_budget.model_dump(exclude_none=True) if body.privacy_budget else None
         from executor.declarations import InvalidProcessSpec, validate_process
-        try:    # the same check as the CLI and executor.process.launch: what the image declares
-            validate_process(c.get_image(body.image_id).algorithm, body.topology.model_dump(),
-                             body.hyperparameters, body.dataset)
+
+        try:  # the same check as the CLI and executor.process.launch: what the image declares
+            validate_process(
+                c.get_image(body.image_id).algorithm,
+                body.topology.model_dump(),
+                body.hyperparameters,
+                body.dataset,
+            )
         except InvalidProcessSpec as exc:
-            raise InvalidArgument(f"process {body.id} refused: {exc}", problems="; ".join(exc.problems)) from None
-        rec = record(c.create_process(body.id, body.image_id, body.consortium, body.topology.model_dump(),
-                                      body.rounds, body.hyperparameters, budget, body.dataset,
-                                      image_digest=body.image_digest, description=body.description))
+            raise InvalidArgument(
+                f"process {body.id} refused: {exc}", problems="; ".join(exc.problems)
+            ) from None
+        rec = record(
+            c.create_process(
+                body.id,
+                body.image_id,
+                body.consortium,
+                body.topology.model_dump(),
+                body.rounds,
+                body.hyperparameters,
+                budget,
+                body.dataset,
+                image_digest=body.image_digest,
+                description=body.description,
+            )
+        )
         if body.start:
             rec = record(c.start_process(body.id))
         gw.refresh()
         return rec
 
-    @app.get("/api/v1/processes/{process_id}", response_model=S.ProcessOut, tags=["processes"],
-             responses=errors(400, 404))
+    @app.get(
+        "/api/v1/processes/{process_id}",
+        response_model=S.ProcessOut,
+        tags=["processes"],
+        responses=errors(400, 404),
+    )
     def get_process(process_id: str = ProcessId, c: ConsortiaClient = Depends(client)) -> dict[str, Any]:
         return record(c.get_process(process_id))
 
-    @app.post("/api/v1/processes/{process_id}/start", response_model=S.ProcessOut, tags=["processes"],
-             responses=errors(400, 404, 409))
+    @app.post(
+        "/api/v1/processes/{process_id}/start",
+        response_model=S.ProcessOut,
+        tags=["processes"],
+        responses=errors(400, 404, 409),
+    )
     def start_process(process_id: str = ProcessId, c: ConsortiaClient = Depends(client)) -> dict[str, Any]:
         rec = record(c.start_process(process_id))
         gw.refresh()
         return rec
 
-    @app.post("/api/v1/processes/{process_id}/abort", response_model=S.ProcessOut, tags=["processes"],
-             responses=errors(400, 404, 409))
-    def abort_process(body: S.AbortIn, process_id: str = ProcessId, c: ConsortiaClient = Depends(client)) -> dict:
+    @app.post(
+        "/api/v1/processes/{process_id}/abort",
+        response_model=S.ProcessOut,
+        tags=["processes"],
+        responses=errors(400, 404, 409),
+    )
+    def abort_process(
+        body: S.AbortIn, process_id: str = ProcessId, c: ConsortiaClient = Depends(client)
+    ) -> dict:
         rec = record(c.abort_process(process_id, body.reason))
         gw.refresh()
         return rec
 
-    @app.get("/api/v1/processes/{process_id}/history", response_model=list[S.HistoryEntryOut], tags=["provenance"],
-             responses=errors(400, 404))
+    @app.get(
+        "/api/v1/processes/{process_id}/history",
+        response_model=list[S.HistoryEntryOut],
+        tags=["provenance"],
+        responses=errors(400, 404),
+    )
     def process_history(process_id: str = ProcessId, c: ConsortiaClient = Depends(client)) -> list[dict]:
         return [h.__dict__ for h in c.process_history(process_id)]
 
@@ -364,57 +477,107 @@ def create_app(gw: Gateway, *, start: bool = True) -> FastAPI:
         """The process, read through the contract (403 for a non-member, 404 if unknown)."""
         return record(c.get_process(process_id))
 
-    @app.get("/api/v1/processes/{process_id}/executions", response_model=S.Page[S.ExecutionOut], tags=["provenance"],
-             responses=errors(400, 404))
-    def list_executions(process_id: str = ProcessId, round: Optional[int] = Query(None, ge=1, le=100_000),
-                        organisation: Optional[str] = Query(None, pattern=S.MSP),
-                        limit: int = Query(1000, ge=1, le=10_000), offset: int = Offset,
-                        c: ConsortiaClient = Depends(client)) -> dict[str, Any]:
+    @app.get(
+        "/api/v1/processes/{process_id}/executions",
+        response_model=S.Page[S.ExecutionOut],
+        tags=["provenance"],
+        responses=errors(400, 404),
+    )
+    def list_executions(
+        process_id: str = ProcessId,
+        round: int | None = Query(None, ge=1, le=100_000),
+        organisation: str | None = Query(None, pattern=S.MSP),
+        limit: int = Query(1000, ge=1, le=10_000),
+        offset: int = Offset,
+        c: ConsortiaClient = Depends(client),
+    ) -> dict[str, Any]:
         gw.current()
         member_process(c, process_id)
         p = gw.index.executions(process_id, round, organisation, limit, offset)
         return page(p.items, p.total, limit, offset)
 
-    @app.get("/api/v1/processes/{process_id}/executions/{round}/{organisation}", response_model=S.ExecutionOut,
-             tags=["provenance"],
-             responses=errors(400, 404))
-    def get_execution(process_id: str = ProcessId, round: int = Round, organisation: str = Org,
-                      c: ConsortiaClient = Depends(client)) -> dict[str, Any]:
+    @app.get(
+        "/api/v1/processes/{process_id}/executions/{round}/{organisation}",
+        response_model=S.ExecutionOut,
+        tags=["provenance"],
+        responses=errors(400, 404),
+    )
+    def get_execution(
+        process_id: str = ProcessId,
+        round: int = Round,
+        organisation: str = Org,
+        c: ConsortiaClient = Depends(client),
+    ) -> dict[str, Any]:
         return record(c.get_execution(process_id, round, organisation))
 
-    @app.get("/api/v1/processes/{process_id}/executions/{round}/{organisation}/history",
-             response_model=list[S.HistoryEntryOut], tags=["provenance"],
-             responses=errors(400, 404))
-    def execution_history(process_id: str = ProcessId, round: int = Round, organisation: str = Org,
-                          c: ConsortiaClient = Depends(client)) -> list[dict]:
+    @app.get(
+        "/api/v1/processes/{process_id}/executions/{round}/{organisation}/history",
+        response_model=list[S.HistoryEntryOut],
+        tags=["provenance"],
+        responses=errors(400, 404),
+    )
+    def execution_history(
+        process_id: str = ProcessId,
+        round: int = Round,
+        organisation: str = Org,
+        c: ConsortiaClient = Depends(client),
+    ) -> list[dict]:
         return [h.__dict__ for h in c.execution_history(process_id, round, organisation)]
 
-    @app.get("/api/v1/processes/{process_id}/executions/{round}/{organisation}/attestation", tags=["provenance"],
-             responses={200: {"description": "DSSE envelope of an in-toto Statement v1"}, **errors(400, 404)})
-    def execution_attestation(process_id: str = ProcessId, round: int = Round, organisation: str = Org,
-                              c: ConsortiaClient = Depends(client)) -> dict[str, Any]:
+    @app.get(
+        "/api/v1/processes/{process_id}/executions/{round}/{organisation}/attestation",
+        tags=["provenance"],
+        responses={200: {"description": "DSSE envelope of an in-toto Statement v1"}, **errors(400, 404)},
+    )
+    def execution_attestation(
+        process_id: str = ProcessId,
+        round: int = Round,
+        organisation: str = Org,
+        c: ConsortiaClient = Depends(client),
+    ) -> dict[str, Any]:
         rec = record(c.get_execution(process_id, round, organisation))
         if organisation != c.organisation:
-            raise Forbidden(f"only {organisation}'s gateway can attest its own execution records; "
-                            f"this is the gateway of {c.organisation}")
+            raise Forbidden(
+                f"only {organisation}'s gateway can attest its own execution records; "
+                f"this is the gateway of {c.organisation}"
+            )
         if rec["status"] != "completed":
-            raise InvalidArgument(f"execution of {organisation} for round {round} of {process_id} is "
-                                  f"{rec['status']}; only completed executions are attested")
-        return attest_execution(rec, c.identity, checkpoint_of(c.ledger, c.identity))   # anchors the chain head
+            raise InvalidArgument(
+                f"execution of {organisation} for round {round} of {process_id} is "
+                f"{rec['status']}; only completed executions are attested"
+            )
+        return attest_execution(
+            rec, c.identity, checkpoint_of(c.ledger, c.identity)
+        )  # anchors the chain head
 
-    @app.get("/api/v1/processes/{process_id}/timeline", response_model=S.TimelineOut, tags=["provenance"],
-             responses=errors(400, 404))
+    @app.get(
+        "/api/v1/processes/{process_id}/timeline",
+        response_model=S.TimelineOut,
+        tags=["provenance"],
+        responses=errors(400, 404),
+    )
     def timeline(process_id: str = ProcessId, c: ConsortiaClient = Depends(client)) -> dict[str, Any]:
         gw.current()
         process = member_process(c, process_id)
-        return {"process": process, "executions": gw.index.executions(process_id, limit=10_000).items,
-                "events": gw.index.events(process_id=process_id, limit=10_000),
-                "last_indexed_block": gw.index.last_block}
+        return {
+            "process": process,
+            "executions": gw.index.executions(process_id, limit=10_000).items,
+            "events": gw.index.events(process_id=process_id, limit=10_000),
+            "last_indexed_block": gw.index.last_block,
+        }
 
-    @app.get("/api/v1/processes/{process_id}/watch", response_model=S.WatchOut, tags=["processes"],
-             responses=errors(400, 404))
-    async def watch(process_id: str = ProcessId, after_block: int = Query(-1, ge=-1, le=2**62),
-                    wait: float = Query(10.0, ge=0, le=30), c: ConsortiaClient = Depends(client)) -> dict[str, Any]:
+    @app.get(
+        "/api/v1/processes/{process_id}/watch",
+        response_model=S.WatchOut,
+        tags=["processes"],
+        responses=errors(400, 404),
+    )
+    async def watch(
+        process_id: str = ProcessId,
+        after_block: int = Query(-1, ge=-1, le=2**62),
+        wait: float = Query(10.0, ge=0, le=30),
+        c: ConsortiaClient = Depends(client),
+    ) -> dict[str, Any]:
         """Long poll: the process's events after ``after_block``, waiting up to ``wait`` s for one."""
         process = await asyncio.to_thread(member_process, c, process_id)
         await asyncio.to_thread(gw.current)
@@ -427,10 +590,17 @@ def create_app(gw: Gateway, *, start: bool = True) -> FastAPI:
         current = gw.index.process(process_id) or process
         return {"events": events, "last_indexed_block": gw.index.last_block, "status": current["status"]}
 
-    @app.get("/api/v1/processes/{process_id}/artifacts", response_model=list[S.RunArtifacts], tags=["provenance"],
-             responses=errors(400, 404))
-    def process_artifacts(process_id: str = ProcessId, organisation: Optional[str] = Query(None, pattern=S.MSP),
-                          c: ConsortiaClient = Depends(client)) -> list[dict[str, Any]]:
+    @app.get(
+        "/api/v1/processes/{process_id}/artifacts",
+        response_model=list[S.RunArtifacts],
+        tags=["provenance"],
+        responses=errors(400, 404),
+    )
+    def process_artifacts(
+        process_id: str = ProcessId,
+        organisation: str | None = Query(None, pattern=S.MSP),
+        c: ConsortiaClient = Depends(client),
+    ) -> list[dict[str, Any]]:
         """Which artifacts each run published -- or, with ``organisation``, which artifacts that
         organisation published for the process."""
         gw.current()
@@ -440,16 +610,28 @@ def create_app(gw: Gateway, *, start: bool = True) -> FastAPI:
             runs.setdefault((a["round"], a["organisation"]), []).append(a)
         return [{"round": r, "organisation": o, "artifacts": arts} for (r, o), arts in sorted(runs.items())]
 
-    @app.get("/api/v1/processes/{process_id}/models", response_model=list[S.ModelOut], tags=["models"],
-             responses=errors(400, 404))
-    def process_models(process_id: str = ProcessId, c: ConsortiaClient = Depends(client)) -> list[dict[str, Any]]:
+    @app.get(
+        "/api/v1/processes/{process_id}/models",
+        response_model=list[S.ModelOut],
+        tags=["models"],
+        responses=errors(400, 404),
+    )
+    def process_models(
+        process_id: str = ProcessId, c: ConsortiaClient = Depends(client)
+    ) -> list[dict[str, Any]]:
         gw.current()
         member_process(c, process_id)
         return gw.index.models(1000, 0, process_id).items
 
-    @app.get("/api/v1/artifacts/{digest}", response_model=S.ArtifactProvenance, tags=["provenance"],
-             responses=errors(404))
-    def artifact(digest: str = PathParam(pattern=DIGEST), _: ConsortiaClient = Depends(client)) -> dict[str, Any]:
+    @app.get(
+        "/api/v1/artifacts/{digest}",
+        response_model=S.ArtifactProvenance,
+        tags=["provenance"],
+        responses=errors(404),
+    )
+    def artifact(
+        digest: str = PathParam(pattern=DIGEST), _: ConsortiaClient = Depends(client)
+    ) -> dict[str, Any]:
         """Which executions produced and consumed an artifact (among processes this organisation sees)."""
         gw.current()
         found = gw.index.artifact(digest)
@@ -459,26 +641,39 @@ def create_app(gw: Gateway, *, start: bool = True) -> FastAPI:
 
     # ------------------------------------------------------------------ models
     @app.get("/api/v1/models", response_model=S.Page[S.ModelOut], tags=["models"])
-    def list_models(limit: int = Limit, offset: int = Offset, process_id: Optional[str] = Query(None, pattern=ID),
-                    _: ConsortiaClient = Depends(client)) -> dict[str, Any]:
+    def list_models(
+        limit: int = Limit,
+        offset: int = Offset,
+        process_id: str | None = Query(None, pattern=ID),
+        _: ConsortiaClient = Depends(client),
+    ) -> dict[str, Any]:
         gw.current()
         p = gw.index.models(limit, offset, process_id)
         return page(p.items, p.total, limit, offset)
 
-    @app.get("/api/v1/models/{model_id}", response_model=S.ModelOut, tags=["models"],
-             responses=errors(400, 404))
+    @app.get(
+        "/api/v1/models/{model_id}", response_model=S.ModelOut, tags=["models"], responses=errors(400, 404)
+    )
     def get_model(model_id: str = ModelId, c: ConsortiaClient = Depends(client)) -> dict[str, Any]:
         return record(c.get_model(model_id))
 
-    @app.get("/api/v1/models/{model_id}/history", response_model=list[S.HistoryEntryOut], tags=["provenance"],
-             responses=errors(400, 404))
+    @app.get(
+        "/api/v1/models/{model_id}/history",
+        response_model=list[S.HistoryEntryOut],
+        tags=["provenance"],
+        responses=errors(400, 404),
+    )
     def model_history(model_id: str = ModelId, c: ConsortiaClient = Depends(client)) -> list[dict]:
         return [h.__dict__ for h in c.model_history(model_id)]
 
-    @app.get("/api/v1/models/{model_id}/lineage", response_model=S.LineageOut, tags=["provenance"],
-             responses=errors(400, 404))
+    @app.get(
+        "/api/v1/models/{model_id}/lineage",
+        response_model=S.LineageOut,
+        tags=["provenance"],
+        responses=errors(400, 404),
+    )
     def lineage(model_id: str = ModelId, c: ConsortiaClient = Depends(client)) -> dict[str, Any]:
-        c.get_model(model_id)   # access list check by the contract
+        c.get_model(model_id)  # access list check by the contract
         found = gw.index.lineage(model_id)
         if found is None:
             gw.refresh()
@@ -487,30 +682,52 @@ def create_app(gw: Gateway, *, start: bool = True) -> FastAPI:
             raise NotFound(f"model {model_id} is not in the index yet")
         return found
 
-    @app.post("/api/v1/models/{model_id}/verify", response_model=S.VerificationOut, tags=["provenance"],
-             responses=errors(400, 404))
+    @app.post(
+        "/api/v1/models/{model_id}/verify",
+        response_model=S.VerificationOut,
+        tags=["provenance"],
+        responses=errors(400, 404),
+    )
     def verify_model(model_id: str = ModelId, c: ConsortiaClient = Depends(client)) -> dict[str, Any]:
         """Re-check every signature and digest of the model's lineage against the ledger."""
         gw.refresh()
         return verify_model_on_ledger(c, gw.index, model_id).to_dict()
 
-    @app.get("/api/v1/models/{model_id}/download", tags=["models"],
-             responses={200: {"content": {"application/octet-stream": {}},
-                              "description": "The model payload, verified against its on-chain digest"},
-                        **errors(400, 404, 502)})
+    @app.get(
+        "/api/v1/models/{model_id}/download",
+        tags=["models"],
+        responses={
+            200: {
+                "content": {"application/octet-stream": {}},
+                "description": "The model payload, verified against its on-chain digest",
+            },
+            **errors(400, 404, 502),
+        },
+    )
     def download_model(model_id: str = ModelId, c: ConsortiaClient = Depends(client)) -> Response:
         rec = record(c.get_model(model_id))
         data = open_model_payload(gw, rec)
-        return Response(data, media_type="application/octet-stream",
-                        headers={"X-Consortia-Digest": rec["digest"],
-                                 "Content-Disposition": f'attachment; filename="{model_id.replace(":", "_")}.bin"'})
+        return Response(
+            data,
+            media_type="application/octet-stream",
+            headers={
+                "X-Consortia-Digest": rec["digest"],
+                "Content-Disposition": f'attachment; filename="{model_id.replace(":", "_")}.bin"',
+            },
+        )
 
-    @app.post("/api/v1/models/{model_id}/grant", response_model=S.ModelOut, tags=["models"],
-             responses=errors(400, 404, 409, 502))
+    @app.post(
+        "/api/v1/models/{model_id}/grant",
+        response_model=S.ModelOut,
+        tags=["models"],
+        responses=errors(400, 404, 409, 502),
+    )
     def grant_model(body: S.AccessIn, model_id: str = ModelId, c: ConsortiaClient = Depends(client)) -> dict:
         rec = record(c.get_model(model_id))
         if rec["owner"] != c.organisation:
-            raise Forbidden(f"model {model_id} is owned by {rec['owner']}; only the owner may change its access list")
+            raise Forbidden(
+                f"model {model_id} is owned by {rec['owner']}; only the owner may change its access list"
+            )
         try:
             cert = gw.consortium.encryption_certificate(body.organisation)
         except KeyError:
@@ -521,8 +738,12 @@ def create_app(gw: Gateway, *, start: bool = True) -> FastAPI:
         gw.refresh()
         return rec
 
-    @app.post("/api/v1/models/{model_id}/revoke", response_model=S.ModelOut, tags=["models"],
-             responses=errors(400, 404, 409))
+    @app.post(
+        "/api/v1/models/{model_id}/revoke",
+        response_model=S.ModelOut,
+        tags=["models"],
+        responses=errors(400, 404, 409),
+    )
     def revoke_model(body: S.AccessIn, model_id: str = ModelId, c: ConsortiaClient = Depends(client)) -> dict:
         """Remove an organisation from the access list and rotate the model's data key (the stored
         ciphertext is replaced; the remaining members get new sealed keys)."""
@@ -539,10 +760,15 @@ def _data_key(gw: Gateway, record: dict[str, Any]) -> bytes:
     if not record.get("wrapped_key"):
         raise Forbidden(f"{gw.msp_id} holds no sealed key for model {record['id']}")
     try:
-        return unseal(gw.consortium.encryption_key(gw.msp_id), base64.b64decode(record["wrapped_key"]),
-                      model_key_info(record))
+        return unseal(
+            gw.consortium.encryption_key(gw.msp_id),
+            base64.b64decode(record["wrapped_key"]),
+            model_key_info(record),
+        )
     except DecryptionError as exc:
-        raise Forbidden(f"the data key of model {record['id']} sealed for {gw.msp_id} does not open: {exc}") from None
+        raise Forbidden(
+            f"the data key of model {record['id']} sealed for {gw.msp_id} does not open: {exc}"
+        ) from None
 
 
 def open_model_payload(gw: Gateway, record: dict[str, Any]) -> bytes:
@@ -561,8 +787,9 @@ def open_model_payload(gw: Gateway, record: dict[str, Any]) -> bytes:
     except DecryptionError as exc:
         raise DigestMismatch(f"model {record['id']} does not decrypt: {exc}") from None
     if sha256_digest(plaintext) != record["digest"]:
-        raise DigestMismatch(f"model {record['id']} decrypts to {sha256_digest(plaintext)}, the ledger says "
-                             f"{record['digest']}")
+        raise DigestMismatch(
+            f"model {record['id']} decrypts to {sha256_digest(plaintext)}, the ledger says {record['digest']}"
+        )
     return plaintext
 
 
@@ -591,7 +818,9 @@ def revoke_with_rotation(gw: Gateway, c: ConsortiaClient, model_id: str, organis
     reach: see docs/models.md."""
     rec = record(c.get_model(model_id))
     if rec["owner"] != c.organisation:
-        raise Forbidden(f"model {model_id} is owned by {rec['owner']}; only the owner may change its access list")
+        raise Forbidden(
+            f"model {model_id} is owned by {rec['owner']}; only the owner may change its access list"
+        )
     if organisation == rec["owner"]:
         raise InvalidArgument("the owner cannot revoke its own access")
     if organisation not in rec["access"]:
@@ -600,7 +829,9 @@ def revoke_with_rotation(gw: Gateway, c: ConsortiaClient, model_id: str, organis
     remaining = [o for o in rec["access"] if o != organisation]
     data_key, ciphertext = encrypt_payload(plaintext, model_aad(rec))
     try:
-        wrapped = {o: seal(gw.consortium.encryption_certificate(o), data_key, model_key_info(rec)) for o in remaining}
+        wrapped = {
+            o: seal(gw.consortium.encryption_certificate(o), data_key, model_key_info(rec)) for o in remaining
+        }
     except KeyError as exc:
         raise NotFound(f"{exc} on the access list of {model_id} has no key-agreement certificate") from None
     store, location = _model_store(gw, rec)

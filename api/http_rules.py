@@ -11,12 +11,15 @@ from fastapi.responses import JSONResponse
 
 def error_response(status: int, code: str, message: str, details: dict | None = None) -> JSONResponse:
     """The gateway's error body ``{code, message, details}``."""
-    return JSONResponse(status_code=status, content={"code": code, "message": message, "details": details or {}})
+    return JSONResponse(
+        status_code=status, content={"code": code, "message": message, "details": details or {}}
+    )
 
 
 def allowed_methods(request: Request) -> list[str]:
     """Every method some route of the app serves at the request's path (HEAD with GET, as served)."""
     from starlette.routing import Match
+
     methods: set[str] = set()
     for route in request.app.router.routes:
         route_methods = getattr(route, "methods", None)
@@ -36,8 +39,12 @@ def known_query_parameters(request: Request) -> None:
     declared = {p.alias for p in _query_params(dependant)}
     unknown = sorted(set(request.query_params) - declared)
     if unknown:
-        raise RequestValidationError([{"loc": ("query", name), "msg": "unknown query parameter",
-                                       "type": "extra_forbidden"} for name in unknown])
+        raise RequestValidationError(
+            [
+                {"loc": ("query", name), "msg": "unknown query parameter", "type": "extra_forbidden"}
+                for name in unknown
+            ]
+        )
 
 
 def _query_params(dependant) -> list:
@@ -89,6 +96,10 @@ class BodyLimit:
         return await self.app(scope, replay, send)
 
     async def _refuse(self, scope, receive, send):
-        resp = error_response(413, "REQUEST_TOO_LARGE", f"request bodies are limited to {self.max_bytes} bytes",
-                      {"limit": self.max_bytes})
+        resp = error_response(
+            413,
+            "REQUEST_TOO_LARGE",
+            f"request bodies are limited to {self.max_bytes} bytes",
+            {"limit": self.max_bytes},
+        )
         await resp(scope, receive, send)

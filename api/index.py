@@ -24,9 +24,10 @@ import logging
 import sqlite3
 import threading
 from collections import deque
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 from chaincode.canonical import canonical_json
 
@@ -109,8 +110,9 @@ def _artifact_rows(record: dict[str, Any]) -> list[tuple]:
     return rows
 
 
-def walk_lineage(process_id: str, artifact_rows: Iterable[tuple[int, str, str, str, str, str]], start: str
-                 ) -> tuple[list[str], list[dict[str, Any]], list[dict[str, Any]]]:
+def walk_lineage(
+    process_id: str, artifact_rows: Iterable[tuple[int, str, str, str, str, str]], start: str
+) -> tuple[list[str], list[dict[str, Any]], list[dict[str, Any]]]:
     """Walk a lineage backwards from the execution ``start`` over ``artifact_rows`` (round,
     organisation, direction, kind, peer, digest) of one process. Returns (node ids in walk order,
     edges, external inputs).
@@ -136,13 +138,13 @@ def walk_lineage(process_id: str, artifact_rows: Iterable[tuple[int, str, str, s
 
     def producer_of(rnd: int, org: str, kind: str, peer: str, digest: str) -> str | None:
         if kind == "state":
-            key = ("state", org, org, digest)          # its own previous state
+            key = ("state", org, org, digest)  # its own previous state
         elif kind == "message":
-            key = ("message", peer, org, digest)       # sent by ``peer`` to ``org``
+            key = ("message", peer, org, digest)  # sent by ``peer`` to ``org``
         else:
-            return None                                # data commitments come from outside
+            return None  # data commitments come from outside
         rounds = produced.get(key, ())
-        i = bisect.bisect_left(rounds, rnd)            # rounds strictly before the consumer's
+        i = bisect.bisect_left(rounds, rnd)  # rounds strictly before the consumer's
         return execution_node_id(process_id, rounds[i - 1], key[1]) if i > 0 else None
 
     order, edges, external = [], [], []
@@ -169,7 +171,9 @@ def record_lineage(executions: Iterable[dict[str, Any]], owner: str, rnd: int) -
     if not execs:
         return []
     rows = [row[1:7] for e in execs for row in _artifact_rows(e)]
-    return walk_lineage(execs[0]["process_id"], rows, execution_node_id(execs[0]["process_id"], rnd, owner))[0]
+    return walk_lineage(execs[0]["process_id"], rows, execution_node_id(execs[0]["process_id"], rnd, owner))[
+        0
+    ]
 
 
 class AuditIndex:
@@ -185,9 +189,9 @@ class AuditIndex:
         try:
             self._con.execute("PRAGMA journal_mode=WAL")
             self._con.execute(f"PRAGMA synchronous={synchronous}")
-            self._con.execute("PRAGMA cache_size=-65536")          # 64 MiB page cache
-            self._con.execute("PRAGMA wal_autocheckpoint=16384")   # fewer, larger checkpoints while ingesting
-            self._con.execute("PRAGMA mmap_size=1073741824")       # reads straight from the OS page cache
+            self._con.execute("PRAGMA cache_size=-65536")  # 64 MiB page cache
+            self._con.execute("PRAGMA wal_autocheckpoint=16384")  # fewer, larger checkpoints while ingesting
+            self._con.execute("PRAGMA mmap_size=1073741824")  # reads straight from the OS page cache
             self._migrate()
         except sqlite3.DatabaseError as exc:
             self._con.close()
@@ -196,12 +200,18 @@ class AuditIndex:
     def _migrate(self) -> None:
         """Create the schema; an index of another schema version is derived data: it is dropped
         and rebuilt from block 0 by the next sync."""
-        has_meta = self._con.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'").fetchone()
+        has_meta = self._con.execute(
+            "SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'"
+        ).fetchone()
         if has_meta:
             row = self._con.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
             if row is None or row[0] != SCHEMA_VERSION:
-                log.warning("audit index %s has schema %s, not %s: rebuilding it from the ledger",
-                            self.path, row[0] if row else "?", SCHEMA_VERSION)
+                log.warning(
+                    "audit index %s has schema %s, not %s: rebuilding it from the ledger",
+                    self.path,
+                    row[0] if row else "?",
+                    SCHEMA_VERSION,
+                )
                 for table in TABLES:
                     self._con.execute(f"DROP TABLE IF EXISTS {table}")
         self._con.executescript(SCHEMA)
@@ -212,7 +222,7 @@ class AuditIndex:
         with self._lock:
             self._con.close()
 
-    def __enter__(self) -> "AuditIndex":
+    def __enter__(self) -> AuditIndex:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -224,57 +234,97 @@ class AuditIndex:
         row = self._q("SELECT value FROM meta WHERE key = 'last_block'").fetchone()
         return -1 if row is None else int(row[0])
 
-    def transaction(self) -> "_Transaction":
+    def transaction(self) -> _Transaction:
         """``with index.transaction() as tx:`` -- every write inside commits atomically."""
         return _Transaction(self)
 
     # ------------------------------------------------------------------ writes (inside a transaction)
     def _put_image(self, record: dict[str, Any], block: int) -> None:
-        self._con.execute("INSERT OR REPLACE INTO images VALUES (?,?,?,?,?,?)",
-                          (record["id"], record["digest"], record["owner"], record["status"], block,
-                           canonical_json(record).decode()))
+        self._con.execute(
+            "INSERT OR REPLACE INTO images VALUES (?,?,?,?,?,?)",
+            (
+                record["id"],
+                record["digest"],
+                record["owner"],
+                record["status"],
+                block,
+                canonical_json(record).decode(),
+            ),
+        )
 
     def _put_process(self, record: dict[str, Any], block: int) -> None:
         record = {k: v for k, v in record.items() if k != "current_round"}
-        self._con.execute("INSERT OR REPLACE INTO processes VALUES (?,?,?,?,?,?,?)",
-                          (record["id"], record["image_id"], record["image_digest"], record["creator"],
-                           record["status"], block, canonical_json(record).decode()))
+        self._con.execute(
+            "INSERT OR REPLACE INTO processes VALUES (?,?,?,?,?,?,?)",
+            (
+                record["id"],
+                record["image_id"],
+                record["image_digest"],
+                record["creator"],
+                record["status"],
+                block,
+                canonical_json(record).decode(),
+            ),
+        )
 
     def _put_executions(self, records: Iterable[tuple[dict[str, Any], int]]) -> int:
         rows, arts, n = [], [], 0
         for record, block in records:
-            rows.append((record["process_id"], record["round"], record["organisation"], record["status"],
-                         record["image_digest"], record["tx_id"], record.get("completed_tx_id", ""), block,
-                         canonical_json(record).decode()))
+            rows.append(
+                (
+                    record["process_id"],
+                    record["round"],
+                    record["organisation"],
+                    record["status"],
+                    record["image_digest"],
+                    record["tx_id"],
+                    record.get("completed_tx_id", ""),
+                    block,
+                    canonical_json(record).decode(),
+                )
+            )
             arts.extend(_artifact_rows(record))
             n += 1
         self._con.executemany("INSERT OR REPLACE INTO executions VALUES (?,?,?,?,?,?,?,?,?)", rows)
         # an execution's artifacts are replaced as a whole when its record is indexed again
-        self._con.executemany("DELETE FROM artifacts WHERE process_id = ? AND round = ? AND organisation = ?",
-                              [r[:3] for r in rows])
+        self._con.executemany(
+            "DELETE FROM artifacts WHERE process_id = ? AND round = ? AND organisation = ?",
+            [r[:3] for r in rows],
+        )
         self._con.executemany("INSERT OR REPLACE INTO artifacts VALUES (?,?,?,?,?,?,?,?)", arts)
         return n
 
     def _put_model(self, record: dict[str, Any], block: int) -> None:
         record = {k: v for k, v in record.items() if k != "wrapped_key"}  # the caller's sealed key stays out
-        self._con.execute("INSERT OR REPLACE INTO models VALUES (?,?,?,?,?,?)",
-                          (record["id"], record["process_id"], record["owner"], record["digest"], block,
-                           canonical_json(record).decode()))
+        self._con.execute(
+            "INSERT OR REPLACE INTO models VALUES (?,?,?,?,?,?)",
+            (
+                record["id"],
+                record["process_id"],
+                record["owner"],
+                record["digest"],
+                block,
+                canonical_json(record).decode(),
+            ),
+        )
 
     def _delete(self, table: str, key: str) -> None:
         assert table in ("images", "processes", "models")
         self._con.execute(f"DELETE FROM {table} WHERE id = ?", (key,))
 
-    def _add_event(self, block: int, tx_id: str, name: str, process_id: str | None, subject: str,
-                   payload: dict[str, Any]) -> None:
-        self._con.execute("INSERT INTO events (block, tx_id, name, process_id, subject, payload) VALUES (?,?,?,?,?,?)",
-                          (block, tx_id, name, process_id, subject, canonical_json(payload).decode()))
+    def _add_event(
+        self, block: int, tx_id: str, name: str, process_id: str | None, subject: str, payload: dict[str, Any]
+    ) -> None:
+        self._con.execute(
+            "INSERT INTO events (block, tx_id, name, process_id, subject, payload) VALUES (?,?,?,?,?,?)",
+            (block, tx_id, name, process_id, subject, canonical_json(payload).decode()),
+        )
 
     def _set_last_block(self, number: int) -> None:
         self._con.execute("INSERT OR REPLACE INTO meta VALUES ('last_block', ?)", (str(number),))
 
     # ------------------------------------------------------------------ reads
-    def _q(self, sql: str, args: Any = ()) -> "_Rows":
+    def _q(self, sql: str, args: Any = ()) -> _Rows:
         with self._lock:
             return _Rows(self._con.execute(sql, args).fetchall())
 
@@ -285,8 +335,9 @@ class AuditIndex:
     def _page(self, table: str, where: str, args: tuple, order: str, limit: int, offset: int) -> Page:
         _check_page(limit, offset)
         total = self._q(f"SELECT COUNT(*) FROM {table} {where}", args).fetchone()[0]
-        rows = self._q(f"SELECT record FROM {table} {where} ORDER BY {order} LIMIT ? OFFSET ?",
-                                 (*args, limit, offset)).fetchall()
+        rows = self._q(
+            f"SELECT record FROM {table} {where} ORDER BY {order} LIMIT ? OFFSET ?", (*args, limit, offset)
+        ).fetchall()
         return Page([json.loads(r[0]) for r in rows], total, limit, offset)
 
     def image(self, image_id: str) -> dict[str, Any] | None:
@@ -306,11 +357,19 @@ class AuditIndex:
         return self._page("processes", "", (), "id", limit, offset)
 
     def execution(self, process_id: str, rnd: int, organisation: str) -> dict[str, Any] | None:
-        return self._one("SELECT record FROM executions WHERE process_id = ? AND round = ? AND organisation = ?",
-                         (process_id, rnd, organisation))
+        return self._one(
+            "SELECT record FROM executions WHERE process_id = ? AND round = ? AND organisation = ?",
+            (process_id, rnd, organisation),
+        )
 
-    def executions(self, process_id: str, rnd: int | None = None, organisation: str | None = None,
-                   limit: int = 1000, offset: int = 0) -> Page:
+    def executions(
+        self,
+        process_id: str,
+        rnd: int | None = None,
+        organisation: str | None = None,
+        limit: int = 1000,
+        offset: int = 0,
+    ) -> Page:
         where, args = "WHERE process_id = ?", [process_id]
         if rnd is not None:
             where += " AND round = ?"
@@ -322,8 +381,13 @@ class AuditIndex:
 
     def execution_blocks(self, process_id: str) -> dict[str, int]:
         """Block number of the latest version of each execution record of a process, by node id."""
-        return {execution_node_id(p, r, o): b for p, r, o, b in self._q(
-            "SELECT process_id, round, organisation, block FROM executions WHERE process_id = ?", (process_id,))}
+        return {
+            execution_node_id(p, r, o): b
+            for p, r, o, b in self._q(
+                "SELECT process_id, round, organisation, block FROM executions WHERE process_id = ?",
+                (process_id,),
+            )
+        }
 
     def model(self, model_id: str) -> dict[str, Any] | None:
         return self._one("SELECT record FROM models WHERE id = ?", (model_id,))
@@ -335,28 +399,48 @@ class AuditIndex:
 
     def published_artifacts(self, process_id: str, organisation: str | None = None) -> list[dict[str, Any]]:
         """Artifacts published (output) by each run of a process -- or by one organisation."""
-        sql = ("SELECT round, organisation, kind, peer, digest, size FROM artifacts "
-               "WHERE process_id = ? AND direction = 'out'")
+        sql = (
+            "SELECT round, organisation, kind, peer, digest, size FROM artifacts "
+            "WHERE process_id = ? AND direction = 'out'"
+        )
         args: list[Any] = [process_id]
         if organisation is not None:
             sql += " AND organisation = ?"
             args.append(organisation)
         sql += " ORDER BY round, organisation, kind, peer"
-        return [{"round": r, "organisation": o, "kind": k, "recipient": p if k == "message" else None,
-                 "digest": d, "size": s} for r, o, k, p, d, s in self._q(sql, args)]
+        return [
+            {
+                "round": r,
+                "organisation": o,
+                "kind": k,
+                "recipient": p if k == "message" else None,
+                "digest": d,
+                "size": s,
+            }
+            for r, o, k, p, d, s in self._q(sql, args)
+        ]
 
     def artifact(self, digest: str) -> dict[str, list[dict[str, Any]]]:
         """Which executions produced and which consumed the artifact with this digest."""
         out: dict[str, list[dict[str, Any]]] = {"produced_by": [], "consumed_by": []}
         for pid, r, o, direction, kind, peer, size in self._q(
-                "SELECT process_id, round, organisation, direction, kind, peer, size FROM artifacts "
-                "WHERE digest = ? ORDER BY process_id, round, organisation", (digest,)):
+            "SELECT process_id, round, organisation, direction, kind, peer, size FROM artifacts "
+            "WHERE digest = ? ORDER BY process_id, round, organisation",
+            (digest,),
+        ):
             out["produced_by" if direction == "out" else "consumed_by"].append(
-                {"process_id": pid, "round": r, "organisation": o, "kind": kind, "peer": peer, "size": size})
+                {"process_id": pid, "round": r, "organisation": o, "kind": kind, "peer": peer, "size": size}
+            )
         return out
 
-    def events(self, *, process_id: str | None = None, subject: str | None = None, after_block: int = -1,
-               limit: int = 500) -> list[dict[str, Any]]:
+    def events(
+        self,
+        *,
+        process_id: str | None = None,
+        subject: str | None = None,
+        after_block: int = -1,
+        limit: int = 500,
+    ) -> list[dict[str, Any]]:
         where, args = ["block > ?"], [after_block]
         if process_id is not None:
             where.append("process_id = ?")
@@ -364,10 +448,15 @@ class AuditIndex:
         if subject is not None:
             where.append("subject = ?")
             args.append(subject)
-        rows = self._q(f"SELECT block, tx_id, name, process_id, subject, payload FROM events "
-                                 f"WHERE {' AND '.join(where)} ORDER BY seq LIMIT ?", (*args, limit)).fetchall()
-        return [{"block": b, "tx_id": t, "name": n, "process_id": p, "subject": s, "payload": json.loads(pl)}
-                for b, t, n, p, s, pl in rows]
+        rows = self._q(
+            f"SELECT block, tx_id, name, process_id, subject, payload FROM events "
+            f"WHERE {' AND '.join(where)} ORDER BY seq LIMIT ?",
+            (*args, limit),
+        ).fetchall()
+        return [
+            {"block": b, "tx_id": t, "name": n, "process_id": p, "subject": s, "payload": json.loads(pl)}
+            for b, t, n, p, s, pl in rows
+        ]
 
     def lineage(self, model_id: str) -> dict[str, Any] | None:
         """The lineage of a model: every execution it descends from, and the artifacts between them.
@@ -381,24 +470,48 @@ class AuditIndex:
         if model is None:
             return None
         pid = model["process_id"]
-        execs = self._q("SELECT round, organisation, status, image_digest, tx_id, completed_tx_id, block "
-                        "FROM executions WHERE process_id = ?", (pid,))
-        arts = self._q("SELECT round, organisation, direction, kind, peer, digest FROM artifacts "
-                       "WHERE process_id = ?", (pid,))
-        info = {execution_node_id(pid, r, o): {"id": execution_node_id(pid, r, o), "process_id": pid, "round": r,
-                                                "organisation": o, "status": s, "image_digest": img,
-                                                "tx_id": tx, "completed_tx_id": ctx, "block": b}
-                for r, o, s, img, tx, ctx, b in execs}
+        execs = self._q(
+            "SELECT round, organisation, status, image_digest, tx_id, completed_tx_id, block "
+            "FROM executions WHERE process_id = ?",
+            (pid,),
+        )
+        arts = self._q(
+            "SELECT round, organisation, direction, kind, peer, digest FROM artifacts WHERE process_id = ?",
+            (pid,),
+        )
+        info = {
+            execution_node_id(pid, r, o): {
+                "id": execution_node_id(pid, r, o),
+                "process_id": pid,
+                "round": r,
+                "organisation": o,
+                "status": s,
+                "image_digest": img,
+                "tx_id": tx,
+                "completed_tx_id": ctx,
+                "block": b,
+            }
+            for r, o, s, img, tx, ctx, b in execs
+        }
         start = execution_node_id(pid, model["round"], model["owner"])
         order, edges, external = walk_lineage(pid, arts, start)
         nodes = [info[n] for n in order if n in info]
         nodes.sort(key=lambda n: (n["round"], n["organisation"]))
-        return {"model": model, "process": self.process(pid), "image_digest": model.get("image_digest", ""),
-                "root": start, "nodes": nodes, "edges": edges, "external_inputs": external}
+        return {
+            "model": model,
+            "process": self.process(pid),
+            "image_digest": model.get("image_digest", ""),
+            "root": start,
+            "nodes": nodes,
+            "edges": edges,
+            "external_inputs": external,
+        }
 
     def counts(self) -> dict[str, int]:
-        return {t: self._q(f"SELECT COUNT(*) FROM {t}").fetchone()[0]
-                for t in ("images", "processes", "executions", "artifacts", "models", "events")}
+        return {
+            t: self._q(f"SELECT COUNT(*) FROM {t}").fetchone()[0]
+            for t in ("images", "processes", "executions", "artifacts", "models", "events")
+        }
 
 
 class _Rows(list):
@@ -436,7 +549,9 @@ def _check_page(limit: int, offset: int) -> None:
         raise ValueError(f"offset must be a non-negative integer, got {offset!r}")
 
 
-def ingest_executions(index: AuditIndex, records: Iterable[tuple[dict[str, Any], int]], batch: int = 5000) -> int:
+def ingest_executions(
+    index: AuditIndex, records: Iterable[tuple[dict[str, Any], int]], batch: int = 5000
+) -> int:
     """Bulk-load execution records (record, block) into the index, ``batch`` per transaction."""
     n, buf = 0, []
     for item in records:

@@ -26,9 +26,10 @@ import hashlib
 import json
 import os
 import platform as _platform
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -50,6 +51,7 @@ class Exported:
 
 def _versions(*names: str) -> dict[str, str]:
     from importlib.metadata import PackageNotFoundError, version
+
     out = {"python": _platform.python_version()}
     for n in names:
         try:
@@ -65,10 +67,12 @@ def _sha256(path: Path) -> str:
 
 # ---------------------------------------------------------------------------- random forests
 
+
 def _tree(est: Mapping[str, Any], n_features: int):
     """A fitted ``DecisionTreeRegressor`` with exactly the nodes of one estimator payload."""
     from sklearn.tree import DecisionTreeRegressor
     from sklearn.tree._tree import NODE_DTYPE, Tree
+
     left = np.asarray(est["left"], dtype=np.int64)
     n = len(left)
     nodes = np.zeros(n, dtype=NODE_DTYPE)
@@ -76,18 +80,19 @@ def _tree(est: Mapping[str, Any], n_features: int):
     nodes["right_child"] = np.asarray(est["right"], dtype=np.int64)
     nodes["feature"] = np.asarray(est["feature"], dtype=np.int64)
     nodes["threshold"] = np.asarray(est["threshold"], dtype=np.float64)
-    if "missing_left" in est:               # learned routing of missing values (payloads that carry it)
+    if "missing_left" in est:  # learned routing of missing values (payloads that carry it)
         nodes["missing_go_to_left"] = np.asarray(est["missing_left"], dtype=np.uint8)
     nodes["n_node_samples"] = 1
     nodes["weighted_n_node_samples"] = 1.0
     values = np.asarray(est["value"], dtype=np.float64).reshape(n, 1, 1)
     depth = np.zeros(n, dtype=np.int64)
-    for v in range(n):                      # sklearn numbers children after their parent
+    for v in range(n):  # sklearn numbers children after their parent
         if left[v] >= 0:
             depth[left[v]] = depth[nodes["right_child"][v]] = depth[v] + 1
     tree = Tree(n_features, np.array([1], dtype=np.intp), 1)
-    tree.__setstate__({"max_depth": int(depth.max()) if n else 0, "node_count": n, "nodes": nodes,
-                       "values": values})
+    tree.__setstate__(
+        {"max_depth": int(depth.max()) if n else 0, "node_count": n, "nodes": nodes, "values": values}
+    )
     reg = DecisionTreeRegressor()
     reg.tree_ = tree
     reg.n_outputs_ = 1
@@ -98,10 +103,11 @@ def _tree(est: Mapping[str, Any], n_features: int):
 
 def _scaler(mean: np.ndarray, scale: np.ndarray):
     from sklearn.preprocessing import StandardScaler
+
     s = StandardScaler()
     s.mean_ = np.asarray(mean, dtype=np.float64).copy()
     s.scale_ = np.asarray(scale, dtype=np.float64).copy()
-    s.var_ = s.scale_ ** 2
+    s.var_ = s.scale_**2
     s.n_features_in_ = len(s.mean_)
     s.n_samples_seen_ = 1
     return s
@@ -112,14 +118,16 @@ def forest_estimator(estimators: Sequence[Mapping[str, Any]]):
     from sklearn.ensemble import VotingRegressor
     from sklearn.pipeline import Pipeline
     from sklearn.utils import Bunch
+
     if not estimators:
         raise ModelExportError("the model holds no estimators")
     d = len(estimators[0]["scaler_mean"])
     members = []
     for e in estimators:
         name = f"{e['creator']}-{int(e['counter'])}"
-        members.append((name, Pipeline([("scale", _scaler(e["scaler_mean"], e["scaler_scale"])),
-                                        ("tree", _tree(e, d))])))
+        members.append(
+            (name, Pipeline([("scale", _scaler(e["scaler_mean"], e["scaler_scale"])), ("tree", _tree(e, d))]))
+        )
     vote = VotingRegressor(members)
     vote.estimators_ = [m for _, m in members]
     vote.named_estimators_ = Bunch(**dict(members))
@@ -128,49 +136,81 @@ def forest_estimator(estimators: Sequence[Mapping[str, Any]]):
 
 # ---------------------------------------------------------------------------- export
 
-def export_model(payload: bytes, record: Mapping[str, Any], out: str | os.PathLike, *,
-                 features: Sequence[str] | None = None, label: str | None = None,
-                 classes: Sequence[Any] | None = None, lineage: Mapping[str, Any] | None = None) -> Exported:
+
+def export_model(
+    payload: bytes,
+    record: Mapping[str, Any],
+    out: str | os.PathLike,
+    *,
+    features: Sequence[str] | None = None,
+    label: str | None = None,
+    classes: Sequence[Any] | None = None,
+    lineage: Mapping[str, Any] | None = None,
+) -> Exported:
     """Write the model ``payload`` (decrypted, codec-encoded) of ledger ``record`` into ``out``."""
     from algorithms import codec
+
     digest = "sha256:" + hashlib.sha256(payload).hexdigest()
     if digest != record.get("digest"):
-        raise ModelExportError(f"payload digest {digest} is not the model digest {record.get('digest')} on the ledger")
+        raise ModelExportError(
+            f"payload digest {digest} is not the model digest {record.get('digest')} on the ledger"
+        )
     model = codec.decode(payload)
     out = Path(out)
     if out.exists() and any(out.iterdir()):
         raise ModelExportError(f"{out} exists and is not empty")
     if not (isinstance(model, dict) and ("estimators" in model or ("theta" in model and "phi" in model))):
         keys = sorted(model) if isinstance(model, dict) else type(model).__name__
-        raise ModelExportError(f"no standard export for this model (payload keys {keys}); collaborative RF "
-                               f"and CollabDict VAE models are exported")
+        raise ModelExportError(
+            f"no standard export for this model (payload keys {keys}); collaborative RF "
+            f"and CollabDict VAE models are exported"
+        )
     out.mkdir(parents=True, exist_ok=True)
-    meta: dict[str, Any] = {"model_id": record.get("id"), "owner": record.get("owner"),
-                            "process_id": record.get("process_id"), "model_digest": digest,
-                            "lineage": dict(lineage or {}), "features": list(features) if features else None,
-                            "label": label, "classes": list(classes) if classes else None}
+    meta: dict[str, Any] = {
+        "model_id": record.get("id"),
+        "owner": record.get("owner"),
+        "process_id": record.get("process_id"),
+        "model_digest": digest,
+        "lineage": dict(lineage or {}),
+        "features": list(features) if features else None,
+        "label": label,
+        "classes": list(classes) if classes else None,
+    }
     if isinstance(model, dict) and "estimators" in model:
         import joblib
+
         est = forest_estimator(model["estimators"])
         if features is not None and len(features) != est.n_features_in_:
-            raise ModelExportError(f"the model takes {est.n_features_in_} features, the dataset schema names "
-                                   f"{len(features)}")
+            raise ModelExportError(
+                f"the model takes {est.n_features_in_} features, the dataset schema names {len(features)}"
+            )
         file = out / "model.joblib"
         joblib.dump(est, file)
-        meta.update(kind="collab-rf", format="joblib", estimator="sklearn.ensemble.VotingRegressor",
-                    members=len(model["estimators"]), n_features=est.n_features_in_, decision=DECISION,
-                    load="import joblib; m = joblib.load('model.joblib'); scores = m.predict(X)",
-                    versions=_versions("scikit-learn", "numpy", "scipy", "joblib"))
+        meta.update(
+            kind="collab-rf",
+            format="joblib",
+            estimator="sklearn.ensemble.VotingRegressor",
+            members=len(model["estimators"]),
+            n_features=est.n_features_in_,
+            decision=DECISION,
+            load="import joblib; m = joblib.load('model.joblib'); scores = m.predict(X)",
+            versions=_versions("scikit-learn", "numpy", "scipy", "joblib"),
+        )
     else:
         import torch
+
         state = {f"theta.{k}": torch.from_numpy(np.array(v)) for k, v in sorted(model["theta"].items())}
         state |= {f"phi.{k}": torch.from_numpy(np.array(v)) for k, v in sorted(model["phi"].items())}
         file = out / "model.pt"
         torch.save(state, file)
-        meta.update(kind="collabdict-vae", format="torch-state_dict", iteration=int(model.get("iteration", 0)),
-                    mc_score=int(model.get("mc_score", 64)),
-                    load="import torch; state = torch.load('model.pt')",
-                    versions=_versions("torch", "numpy"))
+        meta.update(
+            kind="collabdict-vae",
+            format="torch-state_dict",
+            iteration=int(model.get("iteration", 0)),
+            mc_score=int(model.get("mc_score", 64)),
+            load="import torch; state = torch.load('model.pt')",
+            versions=_versions("torch", "numpy"),
+        )
     meta["file"] = file.name
     meta["file_sha256"] = _sha256(file)
     (out / "metadata.json").write_text(json.dumps(meta, indent=2, sort_keys=True, default=str) + "\n")
@@ -182,6 +222,7 @@ def predict_csv(folder: str | os.PathLike, csv: str | os.PathLike) -> tuple[np.n
     when the export names them, else every column but the label)."""
     import joblib
     import pandas as pd
+
     folder = Path(folder)
     meta = json.loads((folder / "metadata.json").read_text())
     if meta.get("kind") != "collab-rf":
@@ -199,12 +240,15 @@ def predict_csv(folder: str | os.PathLike, csv: str | os.PathLike) -> tuple[np.n
     else:
         X = frame.drop(columns=[c for c in (meta.get("label"),) if c and c in frame.columns])
         if X.shape[1] != meta["n_features"]:
-            raise ModelExportError(f"{csv} has {X.shape[1]} feature columns, the model takes {meta['n_features']}")
+            raise ModelExportError(
+                f"{csv} has {X.shape[1]} feature columns, the model takes {meta['n_features']}"
+            )
     values = X.apply(pd.to_numeric, errors="coerce").to_numpy(dtype=np.float64)
     bad = np.argwhere(~np.isfinite(values))
     if len(bad):
         r, c = bad[0]
-        raise ModelExportError(f"{csv}: row {r + 1}, column {X.columns[c]!r} is not a finite number "
-                               f"({len(bad)} such cells)")
+        raise ModelExportError(
+            f"{csv}: row {r + 1}, column {X.columns[c]!r} is not a finite number ({len(bad)} such cells)"
+        )
     scores = joblib.load(file).predict(values)
     return scores, (scores > 0.5).astype(np.int64), meta

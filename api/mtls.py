@@ -20,9 +20,9 @@ from cryptography.hazmat.primitives.serialization import Encoding
 from cryptography.x509.oid import NameOID
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from ledger.identity import Consortium
 from api.attestation import AttestationError, check_certificate
 from api.tokens import AuthenticationError, TokenOwner, WrongOrganisation
+from ledger.identity import Consortium
 
 _PEERS: dict[tuple[str, int], bytes] = {}
 _LOCK = threading.Lock()
@@ -37,12 +37,12 @@ class PeerCertificateProtocol(H11Protocol):
         der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
         if der and self.client:
             with _LOCK:
-                _PEERS[tuple(self.client)] = der   # type: ignore[index]
+                _PEERS[tuple(self.client)] = der  # type: ignore[index]
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self.client:
             with _LOCK:
-                _PEERS.pop(tuple(self.client), None)   # type: ignore[arg-type]
+                _PEERS.pop(tuple(self.client), None)  # type: ignore[arg-type]
         super().connection_lost(exc)
 
 
@@ -82,8 +82,10 @@ def client_certificate_owner(der: bytes, consortium: Consortium, msp_id: str) ->
             if other.msp_id != msp_id:
                 try:
                     check_certificate(pem, tls_ca_pem(consortium, other.msp_id), "client certificate")
-                    raise WrongOrganisation(f"this is the gateway of {msp_id}; a client certificate of "
-                                            f"{other.msp_id} cannot act here")
+                    raise WrongOrganisation(
+                        f"this is the gateway of {msp_id}; a client certificate of "
+                        f"{other.msp_id} cannot act here"
+                    )
                 except AttestationError:
                     pass
         raise AuthenticationError("client certificate is not issued by a TLS CA of this consortium") from None
@@ -95,6 +97,8 @@ def client_certificate_owner(der: bytes, consortium: Consortium, msp_id: str) ->
 
 def ssl_options(consortium: Consortium, home, require: bool) -> dict[str, Any]:
     """uvicorn keyword arguments for client-certificate authentication."""
-    return {"http": PeerCertificateProtocol,
-            "ssl_cert_reqs": ssl.CERT_REQUIRED if require else ssl.CERT_OPTIONAL,
-            "ssl_ca_certs": write_client_ca_bundle(consortium, home / "client-cas.pem")}
+    return {
+        "http": PeerCertificateProtocol,
+        "ssl_cert_reqs": ssl.CERT_REQUIRED if require else ssl.CERT_OPTIONAL,
+        "ssl_ca_certs": write_client_ca_bundle(consortium, home / "client-cas.pem"),
+    }

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
-from fastapi.routing import APIRoute
 from fastapi.datastructures import DefaultPlaceholder
+from fastapi.routing import APIRoute
 from pydantic import BaseModel, TypeAdapter
 from pydantic_core import PydanticSerializationError
 from starlette.responses import Response
@@ -66,12 +67,15 @@ def _encoded(endpoint: Callable[..., Any], adapter: TypeAdapter, status: int) ->
         return Response(encode(adapter, data), status_code=status, media_type="application/json")
 
     if asyncio.iscoroutinefunction(endpoint):
+
         @functools.wraps(endpoint)
         async def run_async(*args: Any, **kwargs: Any) -> Any:
             return answer(await endpoint(*args, **kwargs))
+
         return run_async
 
     @functools.wraps(endpoint)
     def run(*args: Any, **kwargs: Any) -> Any:
         return answer(endpoint(*args, **kwargs))
+
     return run

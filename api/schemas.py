@@ -6,16 +6,24 @@ before it reaches the ledger. Responses mirror the contracts' canonical JSON rec
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Generic, Literal, Optional, TypeVar
+from typing import Annotated, Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from chaincode.canonical import canonical_json
-from executor.declarations import DATASET_NAME, TOPOLOGY_KIND
 from chaincode.image import ID_PATTERN
 from chaincode.learning_process import MAX_ROUNDS, MSP_PATTERN
-from chaincode.limits import (MAX_CONSORTIUM, MAX_DATASET_CHARS, MAX_DESCRIPTION_CHARS, MAX_HYPERPARAMETERS_BYTES,
-                              MAX_FIELD_DEPTH, MAX_REFERENCE_CHARS, MAX_TOPOLOGY_BYTES, json_depth)
+from chaincode.limits import (
+    MAX_CONSORTIUM,
+    MAX_DATASET_CHARS,
+    MAX_DESCRIPTION_CHARS,
+    MAX_FIELD_DEPTH,
+    MAX_HYPERPARAMETERS_BYTES,
+    MAX_REFERENCE_CHARS,
+    MAX_TOPOLOGY_BYTES,
+    json_depth,
+)
+from executor.declarations import DATASET_NAME, TOPOLOGY_KIND
 
 ID = f"^{ID_PATTERN}$"
 MSP = f"^{MSP_PATTERN}$"
@@ -76,12 +84,14 @@ class ImageIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", examples=["collab-rf"])
     version: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$", examples=["1.0"])
-    algorithm: str = Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9._:+-]{0,63}$",
-                           examples=["collab-rf", "algorithms.dpsda.step_function:DPSDA"])
+    algorithm: str = Field(
+        pattern=r"^[A-Za-z0-9_][A-Za-z0-9._:+-]{0,63}$",
+        examples=["collab-rf", "algorithms.dpsda.step_function:DPSDA"],
+    )
     digest: str = Field(pattern=DIGEST)
     reference: str = Field("", max_length=MAX_REFERENCE_CHARS)
     description: str = Field("", max_length=MAX_DESCRIPTION_CHARS)
-    id: Optional[str] = Field(None, pattern=ID)
+    id: str | None = Field(None, pattern=ID)
 
 
 class ApprovalOut(BaseModel):
@@ -126,11 +136,20 @@ class TopologyIn(BaseModel):
     most 31 levels, at most 16 KiB of canonical JSON as a whole)."""
 
     model_config = ConfigDict(extra="allow")
-    kind: str = Field(min_length=1, max_length=64, pattern=TOPOLOGY_KIND, examples=["cycle_with_inverse_chord"],
-                      description="A topology the executor knows (executor.declarations.TOPOLOGY_KINDS).")
-    seed: int = Field(0, ge=0, le=2**53 - 1,
-                      description="Integer in [0, 2^53): exact in every JSON implementation (the contract "
-                                  "accepts up to 2^63 - 1 from other clients).")
+    kind: str = Field(
+        min_length=1,
+        max_length=64,
+        pattern=TOPOLOGY_KIND,
+        examples=["cycle_with_inverse_chord"],
+        description="A topology the executor knows (executor.declarations.TOPOLOGY_KINDS).",
+    )
+    seed: int = Field(
+        0,
+        ge=0,
+        le=2**53 - 1,
+        description="Integer in [0, 2^53): exact in every JSON implementation (the contract "
+        "accepts up to 2^63 - 1 from other clients).",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -142,25 +161,34 @@ class PrivacyBudgetIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     mechanism: str = Field(min_length=1, max_length=64, examples=["gaussian"])
     epsilon: float = Field(gt=0, allow_inf_nan=False)
-    delta: Optional[float] = Field(None, ge=0, lt=1, allow_inf_nan=False)
+    delta: float | None = Field(None, ge=0, lt=1, allow_inf_nan=False)
 
 
 class ProcessIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     id: str = Field(pattern=ID)
     image_id: str = Field(pattern=ID)
-    image_digest: Optional[str] = Field(None, pattern=DIGEST)
+    image_digest: str | None = Field(None, pattern=DIGEST)
     consortium: list[Annotated[str, Field(pattern=MSP, max_length=64)]] = Field(
-        min_length=1, max_length=MAX_CONSORTIUM, json_schema_extra={"uniqueItems": True},
-        description="MSP ids of the organisations of the process, each once; the caller's organisation among them.")
+        min_length=1,
+        max_length=MAX_CONSORTIUM,
+        json_schema_extra={"uniqueItems": True},
+        description="MSP ids of the organisations of the process, each once; the caller's organisation among them.",
+    )
     topology: TopologyIn
     rounds: int = Field(ge=1, le=MAX_ROUNDS)
     hyperparameters: dict[str, Any] = Field(
-        {}, description=f"Plain JSON object: finite numbers only, nested at most {MAX_FIELD_DEPTH} levels, at most "
-                        f"{MAX_HYPERPARAMETERS_BYTES // 1024} KiB of canonical JSON.")
-    privacy_budget: Optional[PrivacyBudgetIn] = None
-    dataset: str = Field("", max_length=MAX_DATASET_CHARS, pattern="^$|" + DATASET_NAME,
-                         description="The dataset name each member maps to its own data (a folder name).")
+        {},
+        description=f"Plain JSON object: finite numbers only, nested at most {MAX_FIELD_DEPTH} levels, at most "
+        f"{MAX_HYPERPARAMETERS_BYTES // 1024} KiB of canonical JSON.",
+    )
+    privacy_budget: PrivacyBudgetIn | None = None
+    dataset: str = Field(
+        "",
+        max_length=MAX_DATASET_CHARS,
+        pattern="^$|" + DATASET_NAME,
+        description="The dataset name each member maps to its own data (a folder name).",
+    )
     description: str = Field("", max_length=MAX_DESCRIPTION_CHARS)
     start: bool = Field(False, description="Start the process right after creating it.")
 
@@ -187,14 +215,14 @@ class ProcessOut(BaseModel):
     topology: dict[str, Any]
     hyperparameters: dict[str, Any]
     rounds: int
-    privacy_budget: Optional[dict[str, Any]] = None
+    privacy_budget: dict[str, Any] | None = None
     creator: str
     created: str
     status: str
     status_reason: str = ""
     updated: str = ""
     tx_id: str
-    current_round: Optional[int] = None
+    current_round: int | None = None
 
 
 class AbortIn(BaseModel):
@@ -212,7 +240,7 @@ class ExecutionOut(BaseModel):
     status: str
     created: str
     tx_id: str
-    result: Optional[dict[str, Any]] = None
+    result: dict[str, Any] | None = None
     signature: str = ""
     completed: str = ""
     completed_tx_id: str = ""
@@ -224,14 +252,14 @@ class HistoryEntryOut(BaseModel):
     tx_id: str
     timestamp: str
     is_delete: bool
-    value: Optional[dict[str, Any]] = None
+    value: dict[str, Any] | None = None
 
 
 class EventOut(BaseModel):
     block: int
     tx_id: str
     name: str
-    process_id: Optional[str] = None
+    process_id: str | None = None
     subject: str
     payload: dict[str, Any]
 
@@ -253,9 +281,9 @@ class PublishedArtifact(BaseModel):
     round: int
     organisation: str
     kind: str
-    recipient: Optional[str] = None
+    recipient: str | None = None
     digest: str
-    size: Optional[int] = None
+    size: int | None = None
 
 
 class RunArtifacts(BaseModel):
@@ -270,7 +298,7 @@ class ArtifactUse(BaseModel):
     organisation: str
     kind: str
     peer: str
-    size: Optional[int] = None
+    size: int | None = None
 
 
 class ArtifactProvenance(BaseModel):
@@ -333,7 +361,7 @@ class LineageEdge(BaseModel):
 
 class LineageOut(BaseModel):
     model: ModelOut
-    process: Optional[ProcessOut]
+    process: ProcessOut | None
     image_digest: str
     root: str
     nodes: list[LineageNode]

@@ -44,7 +44,7 @@ class TokenOwner:
 
     msp_id: str
     user: str
-    token_id: str          # first 12 hex of the token's hash: names it in logs without revealing it
+    token_id: str  # first 12 hex of the token's hash: names it in logs without revealing it
     created: str
 
 
@@ -81,8 +81,11 @@ class TokenStore:
         token = f"cst_{self.msp_id}_{secrets.token_urlsafe(32)}"
         with self._lock:
             data = self._load()
-            data[_hash(token)] = {"msp_id": self.msp_id, "user": user,
-                                  "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
+            data[_hash(token)] = {
+                "msp_id": self.msp_id,
+                "user": user,
+                "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            }
             self._save(data)
         return token
 
@@ -99,7 +102,9 @@ class TokenStore:
         return bool(hits)
 
     def owners(self) -> list[TokenOwner]:
-        return [TokenOwner(v["msp_id"], v["user"], h[:12], v["created"]) for h, v in sorted(self._load().items())]
+        return [
+            TokenOwner(v["msp_id"], v["user"], h[:12], v["created"]) for h, v in sorted(self._load().items())
+        ]
 
     def authenticate(self, token: str | None) -> TokenOwner:
         """The owner of ``token``; :class:`AuthenticationError` or :class:`WrongOrganisation` otherwise."""
@@ -109,8 +114,10 @@ class TokenStore:
         if m is None:
             raise AuthenticationError("malformed API token")
         if m.group(1) != self.msp_id:
-            raise WrongOrganisation(f"this is the gateway of {self.msp_id}; a token issued for {m.group(1)} "
-                                    f"cannot act here (each organisation acts only through its own gateway)")
+            raise WrongOrganisation(
+                f"this is the gateway of {self.msp_id}; a token issued for {m.group(1)} "
+                f"cannot act here (each organisation acts only through its own gateway)"
+            )
         digest = _hash(token)
         data = self._load()
         for h, v in data.items():

@@ -11,9 +11,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from ledger.client import ConsortiaClient
 from api.attestation import AttestationError, check_task_signature
 from api.index import AuditIndex, execution_node_id, record_lineage
+from ledger.client import ConsortiaClient
 
 
 @dataclass
@@ -44,8 +44,7 @@ class Report:
         return [c for c in self.checks if not c["ok"]]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"subject": self.subject, "ok": self.ok, "checks": self.checks,
-                "failures": len(self.failures)}
+        return {"subject": self.subject, "ok": self.ok, "checks": self.checks, "failures": len(self.failures)}
 
 
 def check_execution(record: dict[str, Any], process: dict[str, Any]) -> str:
@@ -58,8 +57,9 @@ def check_execution(record: dict[str, Any], process: dict[str, Any]) -> str:
         if result.get(f) != record[f]:
             raise ValueError(f"execution {node}: result.{f} = {result.get(f)!r} differs from the record")
     if result["image_digest"] != process["image_digest"] or record["image_digest"] != process["image_digest"]:
-        raise ValueError(f"execution {node} ran image {result['image_digest']}, the process pins "
-                         f"{process['image_digest']}")
+        raise ValueError(
+            f"execution {node} ran image {result['image_digest']}, the process pins {process['image_digest']}"
+        )
     check_task_signature(record)
     return f"{node}: task signature and pinned image verified"
 
@@ -68,7 +68,7 @@ def check_links(executions: list[dict[str, Any]]) -> str:
     """Every input of every execution is an output of an earlier execution of the same process:
     previous state from the same organisation, inbox messages from their sender addressed to the
     consumer (round 1's initial state and the data commitments are external inputs)."""
-    outs: dict[tuple[str, str], set[str]] = {}     # (producer, recipient or 'state') -> digests
+    outs: dict[tuple[str, str], set[str]] = {}  # (producer, recipient or 'state') -> digests
     first: dict[str, int] = {}
     by_round = sorted((e for e in executions if e.get("result")), key=lambda e: e["round"])
     n = 0
@@ -80,11 +80,15 @@ def check_links(executions: list[dict[str, Any]]) -> str:
             org, ins = e["organisation"], e["result"]["inputs"]
             node = execution_node_id(e["process_id"], rnd, org)
             if ins.get("state") and rnd > first[org] and ins["state"] not in outs.get((org, "state"), set()):
-                raise ValueError(f"{node}: input state {ins['state']} is not an earlier output state of {org}")
+                raise ValueError(
+                    f"{node}: input state {ins['state']} is not an earlier output state of {org}"
+                )
             for m in ins.get("messages") or []:
                 if m["digest"] not in outs.get((m["sender"], org), set()):
-                    raise ValueError(f"{node}: inbox message {m['digest']} from {m['sender']} was never "
-                                     f"published by {m['sender']} for {org}")
+                    raise ValueError(
+                        f"{node}: inbox message {m['digest']} from {m['sender']} was never "
+                        f"published by {m['sender']} for {org}"
+                    )
                 n += 1
         for e in current:
             o = e["result"]["outputs"]
@@ -94,31 +98,43 @@ def check_links(executions: list[dict[str, Any]]) -> str:
     return f"{len(by_round)} executions, {n} message links verified"
 
 
-def check_lineage_complete(lineage: list[str], executions: dict[str, dict[str, Any]],
-                           indexed: set[str] | None = None) -> str:
+def check_lineage_complete(
+    lineage: list[str], executions: dict[str, dict[str, Any]], indexed: set[str] | None = None
+) -> str:
     """The lineage computed from the records is whole: every node is a record at hand, for every
     organisation in it the walk reaches the execution that started from the initial state
     (round 1), and (given) the index's lineage lists exactly the same executions."""
     missing = [n for n in lineage if n not in executions]
     if missing or not lineage:
-        raise ValueError(f"the lineage names executions that are not records: {missing}" if missing
-                         else "the lineage is empty")
+        raise ValueError(
+            f"the lineage names executions that are not records: {missing}"
+            if missing
+            else "the lineage is empty"
+        )
     first: dict[str, str] = {}
     for n in lineage:
         org = executions[n]["organisation"]
         if org not in first or executions[n]["round"] < executions[first[org]]["round"]:
             first[org] = n
-    short = sorted(n for n in first.values() if (executions[n].get("result") or {}).get("inputs", {}).get("state"))
+    short = sorted(
+        n for n in first.values() if (executions[n].get("result") or {}).get("inputs", {}).get("state")
+    )
     if short:
         raise ValueError(f"the lineage stops at {short}, which read a state no earlier execution produced")
     if indexed is not None and indexed != set(lineage):
-        raise ValueError(f"the index's lineage lists {len(indexed)} executions, the records give {len(lineage)} "
-                         f"(missing {sorted(set(lineage) - indexed)[:5]}, extra {sorted(indexed - set(lineage))[:5]})")
+        raise ValueError(
+            f"the index's lineage lists {len(indexed)} executions, the records give {len(lineage)} "
+            f"(missing {sorted(set(lineage) - indexed)[:5]}, extra {sorted(indexed - set(lineage))[:5]})"
+        )
     return f"{len(lineage)} executions, each organisation back to its initial state"
 
 
-def check_model(model: dict[str, Any], process: dict[str, Any], executions: list[dict[str, Any]],
-                image: dict[str, Any] | None = None) -> str:
+def check_model(
+    model: dict[str, Any],
+    process: dict[str, Any],
+    executions: list[dict[str, Any]],
+    image: dict[str, Any] | None = None,
+) -> str:
     """The model is the one its owner's last-round execution signed, from the pinned image."""
     if model["process_id"] != process["id"]:
         raise ValueError(f"model {model['id']} belongs to {model['process_id']}, not {process['id']}")
@@ -127,13 +143,18 @@ def check_model(model: dict[str, Any], process: dict[str, Any], executions: list
         raise ValueError(f"no completed last-round execution of {model['owner']} for {process['id']}")
     produced = (last[0]["result"]["outputs"].get("model") or {}).get("digest")
     if produced != model["digest"]:
-        raise ValueError(f"model digest {model['digest']} is not the digest {produced} signed by the "
-                         f"last-round execution of {model['owner']}")
+        raise ValueError(
+            f"model digest {model['digest']} is not the digest {produced} signed by the "
+            f"last-round execution of {model['owner']}"
+        )
     if model.get("image_digest") and model["image_digest"] != process["image_digest"]:
-        raise ValueError(f"model names image {model['image_digest']}, the process pins {process['image_digest']}")
+        raise ValueError(
+            f"model names image {model['image_digest']}, the process pins {process['image_digest']}"
+        )
     if image is not None and image["digest"] != process["image_digest"]:
-        raise ValueError(f"image {image['id']} has digest {image['digest']}, the process pinned "
-                         f"{process['image_digest']}")
+        raise ValueError(
+            f"image {image['id']} has digest {image['digest']}, the process pinned {process['image_digest']}"
+        )
     return f"model {model['digest']} produced by {model['owner']} in round {process['rounds']}"
 
 
@@ -159,23 +180,40 @@ def verify_model_on_ledger(client: ConsortiaClient, index: AuditIndex, model_id:
     valid block -- and that the index's copy of each record is the ledger's."""
     report = Report(f"model:{model_id}")
     model = _strip(json.loads(client.ledger.evaluate(client.identity, "Model:get", model_id)))
-    process = _strip(json.loads(client.ledger.evaluate(client.identity, "LearningProcess:get", model["process_id"])))
+    process = _strip(
+        json.loads(client.ledger.evaluate(client.identity, "LearningProcess:get", model["process_id"]))
+    )
     image = json.loads(client.ledger.evaluate(client.identity, "Image:get", process["image_id"]))
-    executions = json.loads(client.ledger.evaluate(client.identity, "ExecutionRecord:query",
-                                                   json.dumps({"process_id": process["id"]})))
-    report.add("index matches ledger: model", index.model(model_id) == model,
-               "" if index.model(model_id) == model else "the index's model record differs from the ledger's")
+    executions = json.loads(
+        client.ledger.evaluate(
+            client.identity, "ExecutionRecord:query", json.dumps({"process_id": process["id"]})
+        )
+    )
+    report.add(
+        "index matches ledger: model",
+        index.model(model_id) == model,
+        "" if index.model(model_id) == model else "the index's model record differs from the ledger's",
+    )
     lineage = index.lineage(model_id)
     on_ledger = {execution_node_id(e["process_id"], e["round"], e["organisation"]): e for e in executions}
     # the lineage is recomputed from the ledger's records: the index's answer is checked, not trusted
-    wanted = sorted(record_lineage(executions, model["owner"], model.get("round") or process["rounds"]),
-                    key=lambda n: (int(n.rsplit("/", 2)[1]), n))
-    report.run("lineage complete", check_lineage_complete, wanted, on_ledger,
-               {n["id"] for n in (lineage or {}).get("nodes", [])})
+    wanted = sorted(
+        record_lineage(executions, model["owner"], model.get("round") or process["rounds"]),
+        key=lambda n: (int(n.rsplit("/", 2)[1]), n),
+    )
+    report.run(
+        "lineage complete",
+        check_lineage_complete,
+        wanted,
+        on_ledger,
+        {n["id"] for n in (lineage or {}).get("nodes", [])},
+    )
     for node in wanted:
         rec = on_ledger.get(node)
         if rec is None:
-            report.add(f"execution {node} on ledger", False, "the index lists it, the ledger has no such record")
+            report.add(
+                f"execution {node} on ledger", False, "the index lists it, the ledger has no such record"
+            )
             continue
         pid, rnd, org = node.rsplit("/", 2)
         same = index.execution(pid, int(rnd), org) == rec
@@ -186,7 +224,10 @@ def verify_model_on_ledger(client: ConsortiaClient, index: AuditIndex, model_id:
     txs = {model["tx_id"], process["tx_id"], image["tx_id"]}
     for node in wanted:
         if node in on_ledger:
-            txs |= {on_ledger[node]["tx_id"], on_ledger[node].get("completed_tx_id") or on_ledger[node]["tx_id"]}
+            txs |= {
+                on_ledger[node]["tx_id"],
+                on_ledger[node].get("completed_tx_id") or on_ledger[node]["tx_id"],
+            }
     bad = []
     for tx in sorted(txs):
         number = transaction_block(client, index, tx)

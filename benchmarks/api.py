@@ -52,7 +52,11 @@ def _d(text: str) -> str:
 def synthetic_records(processes: int, rounds: int, seed: int = 7):
     """(record, block) pairs of ring processes, in commit order (round by round)."""
     rng = random.Random(seed)
-    key = "-----BEGIN PUBLIC KEY-----\n" + base64.b64encode(rng.randbytes(91)).decode() + "\n-----END PUBLIC KEY-----\n"
+    key = (
+        "-----BEGIN PUBLIC KEY-----\n"
+        + base64.b64encode(rng.randbytes(91)).decode()
+        + "\n-----END PUBLIC KEY-----\n"
+    )
     image = _d("image")
     block = 0
     n = len(ORGS)
@@ -63,21 +67,50 @@ def synthetic_records(processes: int, rounds: int, seed: int = 7):
             for i, org in enumerate(ORGS):
                 pred, succ = ORGS[(i - 1) % n], ORGS[(i + 1) % n]
                 result = {
-                    "process_id": pid, "round": r, "organisation": org, "image_digest": image, "runtime": "sandbox",
-                    "inputs": {"state": _d(f"{pid}s{org}{r - 1}") if r > 1 else None,
-                               "data_commitment": _d(f"data{org}"),
-                               "messages": [{"sender": pred, "digest": _d(f"{pid}m{pred}{org}{r - 1}")}] if r > 1 else []},
-                    "outputs": {"state": _d(f"{pid}s{org}{r}"),
-                                "messages": [{"recipient": succ, "digest": _d(f"{pid}m{org}{succ}{r}"), "size": 4096}],
-                                "model": {"digest": _d(f"{pid}model{org}"), "size": 65536} if r == rounds else None},
+                    "process_id": pid,
+                    "round": r,
+                    "organisation": org,
+                    "image_digest": image,
+                    "runtime": "sandbox",
+                    "inputs": {
+                        "state": _d(f"{pid}s{org}{r - 1}") if r > 1 else None,
+                        "data_commitment": _d(f"data{org}"),
+                        "messages": [{"sender": pred, "digest": _d(f"{pid}m{pred}{org}{r - 1}")}]
+                        if r > 1
+                        else [],
+                    },
+                    "outputs": {
+                        "state": _d(f"{pid}s{org}{r}"),
+                        "messages": [
+                            {"recipient": succ, "digest": _d(f"{pid}m{org}{succ}{r}"), "size": 4096}
+                        ],
+                        "model": {"digest": _d(f"{pid}model{org}"), "size": 65536} if r == rounds else None,
+                    },
                     "metrics": {"loss": 1.0 / r, "epsilon_spent": 0.01},
-                    "started": "2026-01-01T00:00:00Z", "finished": "2026-01-01T00:00:01Z"}
-                yield ({"process_id": pid, "round": r, "organisation": org, "image_digest": image, "runtime": "sandbox",
-                        "public_key": key, "status": "completed", "created": "2026-01-01T00:00:00Z",
-                        "created_by": f"User1@{org.lower()}", "tx_id": hashlib.sha256(f"c{pid}{r}{org}".encode()).hexdigest(),
-                        "result": result, "signature": base64.b64encode(rng.randbytes(71)).decode(),
-                        "completed": "2026-01-01T00:00:01Z", "failure_reason": "", "epsilon_total": 0.01 * r,
-                        "completed_tx_id": hashlib.sha256(f"d{pid}{r}{org}".encode()).hexdigest()}, block)
+                    "started": "2026-01-01T00:00:00Z",
+                    "finished": "2026-01-01T00:00:01Z",
+                }
+                yield (
+                    {
+                        "process_id": pid,
+                        "round": r,
+                        "organisation": org,
+                        "image_digest": image,
+                        "runtime": "sandbox",
+                        "public_key": key,
+                        "status": "completed",
+                        "created": "2026-01-01T00:00:00Z",
+                        "created_by": f"User1@{org.lower()}",
+                        "tx_id": hashlib.sha256(f"c{pid}{r}{org}".encode()).hexdigest(),
+                        "result": result,
+                        "signature": base64.b64encode(rng.randbytes(71)).decode(),
+                        "completed": "2026-01-01T00:00:01Z",
+                        "failure_reason": "",
+                        "epsilon_total": 0.01 * r,
+                        "completed_tx_id": hashlib.sha256(f"d{pid}{r}{org}".encode()).hexdigest(),
+                    },
+                    block,
+                )
 
 
 def bench_index(args, root: Path) -> dict[str, float]:
@@ -90,11 +123,32 @@ def bench_index(args, root: Path) -> dict[str, float]:
     with ix.transaction() as tx:
         for p in range(processes):
             pid = f"bench-{p:05d}"
-            tx._put_process({"id": pid, "image_id": "bench:1", "image_digest": _d("image"), "creator": ORGS[0],
-                             "status": "completed", "rounds": args.rounds, "consortium": list(ORGS), "tx_id": "t"}, 0)
+            tx._put_process(
+                {
+                    "id": pid,
+                    "image_id": "bench:1",
+                    "image_digest": _d("image"),
+                    "creator": ORGS[0],
+                    "status": "completed",
+                    "rounds": args.rounds,
+                    "consortium": list(ORGS),
+                    "tx_id": "t",
+                },
+                0,
+            )
             for org in ORGS:
-                tx._put_model({"id": f"{pid}:{org}", "process_id": pid, "owner": org, "digest": _d(f"{pid}model{org}"),
-                               "round": args.rounds, "image_digest": _d("image"), "tx_id": "t"}, 0)
+                tx._put_model(
+                    {
+                        "id": f"{pid}:{org}",
+                        "process_id": pid,
+                        "owner": org,
+                        "digest": _d(f"{pid}model{org}"),
+                        "round": args.rounds,
+                        "image_digest": _d("image"),
+                        "tx_id": "t",
+                    },
+                    0,
+                )
     del records
     rng = random.Random(1)
     lat, cpu, pub, sizes = [], [], [], []
@@ -111,27 +165,40 @@ def bench_index(args, root: Path) -> dict[str, float]:
         pub.append((time.perf_counter() - t) * 1000)
     counts = ix.counts()
     ix.close()
-    return {"records": n, "index_ingest_s": ingest_s, "index_ingest_per_s": n / ingest_s,
-            "index_mb": os.path.getsize(root / "index.db") / 2**20, "artifact_rows": counts["artifacts"],
-            "provenance_p50_ms": statistics.median(lat), "provenance_p99_ms": percentile(lat, 99),
-            "provenance_cpu_p99_ms": percentile(cpu, 99), "load_average": os.getloadavg()[0],
-            "lineage_nodes_mean": statistics.mean(sizes), "published_p99_ms": percentile(pub, 99),
-            "samples": args.samples}
+    return {
+        "records": n,
+        "index_ingest_s": ingest_s,
+        "index_ingest_per_s": n / ingest_s,
+        "index_mb": os.path.getsize(root / "index.db") / 2**20,
+        "artifact_rows": counts["artifacts"],
+        "provenance_p50_ms": statistics.median(lat),
+        "provenance_p99_ms": percentile(lat, 99),
+        "provenance_cpu_p99_ms": percentile(cpu, 99),
+        "load_average": os.getloadavg()[0],
+        "lineage_nodes_mean": statistics.mean(sizes),
+        "published_p99_ms": percentile(pub, 99),
+        "samples": args.samples,
+    }
 
 
 def bench_follower(args, root: Path) -> dict[str, float]:
+    from api.artifacts import DirectoryArtifactStore
     from api.follower import sync
     from ledger.client import ConsortiaClient
     from ledger.embedded import EmbeddedLedger
     from ledger.identity import Consortium
     from tests.api.world import World, ring_process
-    from api.artifacts import DirectoryArtifactStore
+
     consortium = Consortium.generate(root / "crypto", ["Org1", "Org2", "Org3"])
     with EmbeddedLedger(root / "ledger.db", consortium, batch_timeout=0.002) as led:
-        clients = {o.msp_id: ConsortiaClient(led, consortium.identity(o.msp_id)) for o in consortium.organisations}
+        clients = {
+            o.msp_id: ConsortiaClient(led, consortium.identity(o.msp_id)) for o in consortium.organisations
+        }
         w = World(consortium, led, clients, {m: DirectoryArtifactStore(root / m) for m in clients}, root)
         t = time.perf_counter()
-        ring_process(w, "follow", rounds=args.follower_rounds, orgs=("Org1MSP", "Org2MSP", "Org3MSP"), budget=None)
+        ring_process(
+            w, "follow", rounds=args.follower_rounds, orgs=("Org1MSP", "Org2MSP", "Org3MSP"), budget=None
+        )
         ledger_s = time.perf_counter() - t
         ix = AuditIndex(root / "follower.db")
         t = time.perf_counter()
@@ -139,8 +206,12 @@ def bench_follower(args, root: Path) -> dict[str, float]:
         sync_s = time.perf_counter() - t
         execs = ix.executions("follow", limit=10_000).total
         ix.close()
-    return {"follower_events": events, "follower_events_per_s": events / sync_s,
-            "follower_executions": execs, "ledger_process_s": ledger_s}
+    return {
+        "follower_events": events,
+        "follower_events_per_s": events / sync_s,
+        "follower_executions": execs,
+        "ledger_process_s": ledger_s,
+    }
 
 
 def main(argv: list[str] | None = None) -> dict[str, float]:
@@ -159,10 +230,16 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         results.update(bench_follower(args, Path(d)))
     for k, v in results.items():
         print(f"{k:>24}: {v:.3f}" if isinstance(v, float) else f"{k:>24}: {v}")
-    results["targets_met"] = bool(results["provenance_p99_ms"] <= 20 and results["index_ingest_per_s"] >= 2000)
+    results["targets_met"] = bool(
+        results["provenance_p99_ms"] <= 20 and results["index_ingest_per_s"] >= 2000
+    )
     out = Path(__file__).parent / "results" / ("api-quick.json" if args.quick else "api.json")
     out.write_text(json.dumps(results, indent=2, sort_keys=True))
-    print(json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in results.items()}, sort_keys=True))
+    print(
+        json.dumps(
+            {k: (round(v, 3) if isinstance(v, float) else v) for k, v in results.items()}, sort_keys=True
+        )
+    )
     return results
 
 

@@ -25,8 +25,9 @@ import json
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -69,6 +70,7 @@ class TimedLedger:
 
 # --------------------------------------------------------------------------- cases
 
+
 def _mixture(seed: int, n: int) -> LocalDataset:
     rng = np.random.default_rng(seed)
     centres = np.array([[0.0, 0.0, 0.0], [3.0, -2.0, 1.0]])
@@ -79,64 +81,107 @@ def _mixture(seed: int, n: int) -> LocalDataset:
 def case_collab_rf(quick: bool, orgs_override: int | None) -> dict[str, Any]:
     from algorithms.collab_rf.algorithm import CollaborativeRandomForest
     from algorithms.datasets.creditcard import load_creditcard, split_nodes, subsample_split
+
     n = orgs_override or (5 if quick else 20)
     X, y = load_creditcard()
     split = subsample_split(split_nodes(X, y, n_agents=n), 0.05 if quick else 0.1, seed=0)
     orgs = [f"Org{i + 1}MSP" for i in range(n)]
     data = {o: LocalDataset(s.X_train, s.y_train, name=o) for o, s in zip(orgs, split.nodes)}
     if quick:
-        params = {"n_new": 5, "n_share": 5, "n_max": 20, "max_depth": 8, "n_rep": 5,
-                  "schedule": ["FIT", "SHARE", "GET"] * 2}
-    else:   # seed-003 defaults (n_new = n_share = 10, n_max = 50, depth 10), 12 rounds
+        params = {
+            "n_new": 5,
+            "n_share": 5,
+            "n_max": 20,
+            "max_depth": 8,
+            "n_rep": 5,
+            "schedule": ["FIT", "SHARE", "GET"] * 2,
+        }
+    else:  # seed-003 defaults (n_new = n_share = 10, n_max = 50, depth 10), 12 rounds
         params = {"schedule": ["FIT", "SHARE", "GET"] * 4}
-    return {"image": "collab-rf", "cls": CollaborativeRandomForest, "params": params, "orgs": orgs, "data": data,
-            "rounds": len(params["schedule"]), "topology": {"kind": "complete", "seed": 1}}
+    return {
+        "image": "collab-rf",
+        "cls": CollaborativeRandomForest,
+        "params": params,
+        "orgs": orgs,
+        "data": data,
+        "rounds": len(params["schedule"]),
+        "topology": {"kind": "complete", "seed": 1},
+    }
 
 
 def case_ggm(quick: bool, orgs_override: int | None) -> dict[str, Any]:
     from algorithms.collabdict.ggm import CollabDictGGM, rounds_for
+
     n = orgs_override or (3 if quick else 5)
     orgs = [f"Org{i + 1}MSP" for i in range(n)]
     params = {"n_components": 2, "aggregation": {"mode": "exact"}}
     rounds = rounds_for(2 if quick else 5, n, CollabDictGGM(**params).agg)
-    return {"image": "collabdict-ggm", "cls": CollabDictGGM, "params": params, "orgs": orgs,
-            "data": {o: _mixture(30 + i, 200 + 50 * i) for i, o in enumerate(orgs)}, "rounds": rounds,
-            "topology": {"kind": "complete", "seed": 3}}
+    return {
+        "image": "collabdict-ggm",
+        "cls": CollabDictGGM,
+        "params": params,
+        "orgs": orgs,
+        "data": {o: _mixture(30 + i, 200 + 50 * i) for i, o in enumerate(orgs)},
+        "rounds": rounds,
+        "topology": {"kind": "complete", "seed": 3},
+    }
 
 
 def case_vae(quick: bool, orgs_override: int | None) -> dict[str, Any]:
     from algorithms.collabdict.vae import CollabDictVAE, rounds_for
+
     n = orgs_override or 3
     orgs = [f"Org{i + 1}MSP" for i in range(n)]
     params = {"hidden": 16, "optimizer": "adam", "lr": 1e-2, "mc_score": 8, "aggregation": {"mode": "exact"}}
     rounds = rounds_for(2 if quick else 5, n, CollabDictVAE(**params).agg)
-    return {"image": "collabdict-vae", "cls": CollabDictVAE, "params": params, "orgs": orgs,
-            "data": {o: _mixture(40 + i, 200 + 50 * i) for i, o in enumerate(orgs)}, "rounds": rounds,
-            "topology": {"kind": "complete", "seed": 4}, "runtimes": ("sandbox",)}
+    return {
+        "image": "collabdict-vae",
+        "cls": CollabDictVAE,
+        "params": params,
+        "orgs": orgs,
+        "data": {o: _mixture(40 + i, 200 + 50 * i) for i, o in enumerate(orgs)},
+        "rounds": rounds,
+        "topology": {"kind": "complete", "seed": 4},
+        "runtimes": ("sandbox",),
+    }
 
 
 def case_dpsda(quick: bool, orgs_override: int | None) -> dict[str, Any]:
     from algorithms.dpsda import DPSDA
     from algorithms.dpsda.experiments import synthetic_olr
+
     n = orgs_override or (3 if quick else 7)
     rounds = 10 if quick else 40
     orgs = [f"Org{i + 1}MSP" for i in range(n)]
     stream = synthetic_olr(4, dimension=3 * n, horizon=rounds)
     params = {"variant": "C", "n_nodes": n, "dimension": 3 * n, "laplace_scale": 2.0, "weights": "metropolis"}
-    return {"image": "dpsda", "cls": DPSDA, "params": params, "orgs": orgs, "rounds": rounds,
-            "data": {o: LocalDataset(stream.features, stream.labels, name=o) for o in orgs},
-            "topology": {"kind": "ring", "seed": 9}}
+    return {
+        "image": "dpsda",
+        "cls": DPSDA,
+        "params": params,
+        "orgs": orgs,
+        "rounds": rounds,
+        "data": {o: LocalDataset(stream.features, stream.labels, name=o) for o in orgs},
+        "topology": {"kind": "ring", "seed": 9},
+    }
 
 
-CASES = {"collab-rf": case_collab_rf, "collabdict-ggm": case_ggm, "dpsda": case_dpsda, "collabdict-vae": case_vae}
+CASES = {
+    "collab-rf": case_collab_rf,
+    "collabdict-ggm": case_ggm,
+    "dpsda": case_dpsda,
+    "collabdict-vae": case_vae,
+}
 
 
 # --------------------------------------------------------------------------- runs
+
 
 def cpu_seconds() -> float:
     """User + system CPU seconds of this process and of its reaped children (tasks, sandboxes,
     containers' runtime clients; not the container engine's own work)."""
     import resource
+
     me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
@@ -144,14 +189,29 @@ def cpu_seconds() -> float:
 def run_simulated(case: dict[str, Any]) -> tuple[float, Any, float]:
     topo = TOPOLOGIES[case["topology"]["kind"]](len(case["orgs"]))
     c0, t0 = cpu_seconds(), time.perf_counter()
-    sim = simulate(case["cls"](**case["params"]), case["data"], case["rounds"], case["topology"]["seed"], topo,
-                   case["orgs"])
+    sim = simulate(
+        case["cls"](**case["params"]),
+        case["data"],
+        case["rounds"],
+        case["topology"]["seed"],
+        topo,
+        case["orgs"],
+    )
     return time.perf_counter() - t0, sim, cpu_seconds() - c0
 
 
-def run_audited(case: dict[str, Any], runtime: str, warm: bool, sim: Any, engine: Any = None,
-                backend: str = "embedded") -> dict[str, Any]:
-    from executor.process import Platform, ProcessSpec, collect_models, launch, map_dataset, prepare_image, run_process
+def run_audited(
+    case: dict[str, Any], runtime: str, warm: bool, sim: Any, engine: Any = None, backend: str = "embedded"
+) -> dict[str, Any]:
+    from executor.process import (
+        Platform,
+        ProcessSpec,
+        collect_models,
+        launch,
+        map_dataset,
+        prepare_image,
+        run_process,
+    )
     from executor.runtimes import get_runtime
     from ledger.embedded import EmbeddedLedger
     from ledger.identity import Consortium
@@ -160,8 +220,9 @@ def run_audited(case: dict[str, Any], runtime: str, warm: bool, sim: Any, engine
     pid = "bench"
     with tempfile.TemporaryDirectory(prefix="audit-overhead-") as tmp:
         root = Path(tmp)
-        if backend == "fabric":   # the network's own organisations Org1MSP..; a fresh process id per run
+        if backend == "fabric":  # the network's own organisations Org1MSP..; a fresh process id per run
             from ledger.fabric.testing import start_shared_network
+
             fab = start_shared_network()
             consortium = fab.consortium
             missing = set(orgs) - set(consortium.msp_ids)
@@ -178,44 +239,66 @@ def run_audited(case: dict[str, Any], runtime: str, warm: bool, sim: Any, engine
         image = prepare_image(client, case["image"], runtime, engine=engine)
         for o in orgs:
             map_dataset(platform.data_root, o, "bench", case["data"][o])
-        launch(client, ProcessSpec(pid, image.record.id, tuple(orgs), case["topology"], case["params"],
-                                   case["rounds"], "bench"))
+        launch(
+            client,
+            ProcessSpec(
+                pid, image.record.id, tuple(orgs), case["topology"], case["params"], case["rounds"], "bench"
+            ),
+        )
         ledger.seconds, ledger.calls = 0.0, 0
         c0 = cpu_seconds()
-        factory = (lambda: get_runtime("container", client=engine)) if runtime == "container" \
+        factory = (
+            (lambda: get_runtime("container", client=engine))
+            if runtime == "container"
             else (lambda: get_runtime(runtime))
+        )
         t0 = time.perf_counter()
         out = run_process(platform, pid, factory, warm=warm, timeout=7200)
         wall = time.perf_counter() - t0
         cpu = cpu_seconds() - c0
         models = collect_models(platform, pid) if out.status == "completed" else {}
         inner.close()
-    return {"status": out.status, "wall_seconds": wall, "cpu_seconds": cpu, "step_seconds": out.step_seconds,
-            "ledger_seconds": ledger.seconds, "ledger_calls": ledger.calls,
-            "ledger_share": ledger.seconds / (wall * len(orgs)) if wall > 0 else 0.0,
-            "bit_identical": bool(models) and all(models[o] == sim.models[o] for o in orgs),
-            "tasks": len(orgs) * case["rounds"], "errors": out.agent_errors}
+    return {
+        "status": out.status,
+        "wall_seconds": wall,
+        "cpu_seconds": cpu,
+        "step_seconds": out.step_seconds,
+        "ledger_seconds": ledger.seconds,
+        "ledger_calls": ledger.calls,
+        "ledger_share": ledger.seconds / (wall * len(orgs)) if wall > 0 else 0.0,
+        "bit_identical": bool(models) and all(models[o] == sim.models[o] for o in orgs),
+        "tasks": len(orgs) * case["rounds"],
+        "errors": out.agent_errors,
+    }
 
 
 def write_reports(tag: str, results: dict[str, Any]) -> list[Path]:
     RESULTS.mkdir(exist_ok=True)
     j = RESULTS / f"audit_overhead{tag}.json"
     j.write_text(json.dumps(results, indent=2, sort_keys=True))
-    lines = [f"# Audit overhead{' (--quick)' if tag else ''}", "",
-             "Audited (embedded ledger, one agent thread per organisation, isolated tasks) over simulated "
-             "(one process, in memory) wall time for the same data, seed and rounds. Ledger share: seconds "
-             "in Ledger.submit/evaluate summed over agents / (wall × organisations). Machine: 2 shared cores; "
-             f"load average at start {results['load_average']}.", "",
-             "CPU: user+system seconds of the run's process and its reaped children (sandboxes; a container "
-             "engine's own work is not counted), a load-independent view of the work done.", "",
-             "| algorithm | orgs × rounds | simulated s (CPU) | runtime | audited s | ratio | audited CPU s | "
-             "CPU ratio | ledger share | bit-identical |", "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"# Audit overhead{' (--quick)' if tag else ''}",
+        "",
+        "Audited (embedded ledger, one agent thread per organisation, isolated tasks) over simulated "
+        "(one process, in memory) wall time for the same data, seed and rounds. Ledger share: seconds "
+        "in Ledger.submit/evaluate summed over agents / (wall × organisations). Machine: 2 shared cores; "
+        f"load average at start {results['load_average']}.",
+        "",
+        "CPU: user+system seconds of the run's process and its reaped children (sandboxes; a container "
+        "engine's own work is not counted), a load-independent view of the work done.",
+        "",
+        "| algorithm | orgs × rounds | simulated s (CPU) | runtime | audited s | ratio | audited CPU s | "
+        "CPU ratio | ledger share | bit-identical |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for algo, r in results["algorithms"].items():
         for mode, a in r["audited"].items():
-            lines.append(f"| {algo} | {r['organisations']} × {r['rounds']} | {r['simulated_seconds']:.2f} "
-                         f"({r['simulated_cpu_seconds']:.2f}) | {mode} | {a['wall_seconds']:.1f} | {a['ratio']:.2f} | "
-                         f"{a['cpu_seconds']:.1f} | {a['cpu_ratio']:.2f} | {a['ledger_share']:.3f} | "
-                         f"{a['bit_identical']} |")
+            lines.append(
+                f"| {algo} | {r['organisations']} × {r['rounds']} | {r['simulated_seconds']:.2f} "
+                f"({r['simulated_cpu_seconds']:.2f}) | {mode} | {a['wall_seconds']:.1f} | {a['ratio']:.2f} | "
+                f"{a['cpu_seconds']:.1f} | {a['cpu_ratio']:.2f} | {a['ledger_share']:.3f} | "
+                f"{a['bit_identical']} |"
+            )
     if not any(k.startswith("fabric") for r in results["algorithms"].values() for k in r["audited"]):
         lines += ["", "Real Fabric: not measured in this run (``--fabric``).", ""]
     m = RESULTS / f"audit_overhead{tag}.md"
@@ -225,27 +308,44 @@ def write_reports(tag: str, results: dict[str, Any]) -> list[Path]:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     import os
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="small cases (minutes)")
     ap.add_argument("--container", action="store_true", help="also run the container runtime (Podman)")
-    ap.add_argument("--algorithms", default=",".join(CASES), help="comma-separated subset of " + ",".join(CASES))
+    ap.add_argument(
+        "--algorithms", default=",".join(CASES), help="comma-separated subset of " + ",".join(CASES)
+    )
     ap.add_argument("--orgs", type=int, default=None, help="override the number of organisations")
-    ap.add_argument("--fabric", action="store_true", help="also run on the real Fabric network (3 organisations)")
+    ap.add_argument(
+        "--fabric", action="store_true", help="also run on the real Fabric network (3 organisations)"
+    )
     ap.add_argument("--no-cold", action="store_true", help="skip the one-sandbox-per-task runs")
     args = ap.parse_args(argv)
     engine = None
     if args.container:
         from executor.images import engine_client
+
         engine = engine_client()
-    results: dict[str, Any] = {"quick": args.quick, "load_average": [round(x, 2) for x in os.getloadavg()],
-                               "algorithms": {}}
+    results: dict[str, Any] = {
+        "quick": args.quick,
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+        "algorithms": {},
+    }
     for name in [a for a in args.algorithms.split(",") if a]:
         case = CASES[name](args.quick, args.orgs)
         sim_s, sim, sim_cpu = run_simulated(case)
-        entry = {"organisations": len(case["orgs"]), "rounds": case["rounds"], "simulated_seconds": sim_s,
-                 "simulated_cpu_seconds": sim_cpu, "audited": {}}
-        print(f"{name}: {len(case['orgs'])} organisations × {case['rounds']} rounds; simulated {sim_s:.2f} s "
-              f"(CPU {sim_cpu:.2f} s)", flush=True)
+        entry = {
+            "organisations": len(case["orgs"]),
+            "rounds": case["rounds"],
+            "simulated_seconds": sim_s,
+            "simulated_cpu_seconds": sim_cpu,
+            "audited": {},
+        }
+        print(
+            f"{name}: {len(case['orgs'])} organisations × {case['rounds']} rounds; simulated {sim_s:.2f} s "
+            f"(CPU {sim_cpu:.2f} s)",
+            flush=True,
+        )
         modes = [] if args.no_cold else [("sandbox", False, "embedded")]
         modes.append(("sandbox", True, "embedded"))
         if args.container and "container" in case.get("runtimes", ("container", "sandbox")):
@@ -258,17 +358,28 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             a["cpu_ratio"] = a["cpu_seconds"] / sim_cpu if sim_cpu > 0 else float("inf")
             label = ("fabric-" if backend == "fabric" else "") + runtime + ("-warm" if warm else "")
             entry["audited"][label] = a
-            print(f"  {label:15s} audited {a['wall_seconds']:7.1f} s  ratio {a['ratio']:7.2f}  "
-                  f"CPU {a['cpu_seconds']:7.1f} s  CPU ratio {a['cpu_ratio']:6.2f}  "
-                  f"ledger share {a['ledger_share']:.3f}  step {a['step_seconds']:.1f} s  "
-                  f"bit-identical {a['bit_identical']}  {a['status']} {a['errors'] or ''}", flush=True)
+            print(
+                f"  {label:15s} audited {a['wall_seconds']:7.1f} s  ratio {a['ratio']:7.2f}  "
+                f"CPU {a['cpu_seconds']:7.1f} s  CPU ratio {a['cpu_ratio']:6.2f}  "
+                f"ledger share {a['ledger_share']:.3f}  step {a['step_seconds']:.1f} s  "
+                f"bit-identical {a['bit_identical']}  {a['status']} {a['errors'] or ''}",
+                flush=True,
+            )
         results["algorithms"][name] = entry
     paths = write_reports("-quick" if args.quick else "", results)
     print("reports:", ", ".join(str(p) for p in paths))
-    summary = {name: {mode: {"ratio": round(a["ratio"], 3), "cpu_ratio": round(a["cpu_ratio"], 3),
-                             "ledger_share": round(a["ledger_share"], 4),
-                             "bit_identical": a["bit_identical"]}
-                      for mode, a in e["audited"].items()} for name, e in results["algorithms"].items()}
+    summary = {
+        name: {
+            mode: {
+                "ratio": round(a["ratio"], 3),
+                "cpu_ratio": round(a["cpu_ratio"], 3),
+                "ledger_share": round(a["ledger_share"], 4),
+                "bit_identical": a["bit_identical"],
+            }
+            for mode, a in e["audited"].items()
+        }
+        for name, e in results["algorithms"].items()
+    }
     print(json.dumps({"audit_overhead": summary}, sort_keys=True))
     return results
 

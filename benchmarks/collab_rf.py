@@ -32,7 +32,13 @@ from algorithms.collab_rf.estimators import ensemble_predict, from_sklearn_tree
 from algorithms.collab_rf.metrics import detection_scores
 from algorithms.collab_rf.protocol import DEFAULT_SCHEDULE, DISCONNECTED_SCHEDULE
 from algorithms.collab_rf.ranking import PGreedyTreeKernelRanking
-from algorithms.datasets.creditcard import PAPER_TABLE1_TRAIN, PAPER_TEST, load_creditcard, split_nodes, subsample_split
+from algorithms.datasets.creditcard import (
+    PAPER_TABLE1_TRAIN,
+    PAPER_TEST,
+    load_creditcard,
+    split_nodes,
+    subsample_split,
+)
 from algorithms.simulator import simulate
 from algorithms.step import LocalDataset
 from algorithms.topologies.random_links import RandomLinks
@@ -45,20 +51,46 @@ QUICK_RANKINGS = "pgreedy_treekernel"
 
 # Seed 003 Table 3: (mean, median) per metric, train and test; centralised: single values.
 PAPER_TABLE3 = {
-    "full":         {"bacc": ((0.87, 0.87), (0.89, 0.89)), "prec": ((0.82, 0.88), (0.93, 0.92)), "rec": ((0.69, 0.73), (0.79, 0.79))},
-    "pairwise":     {"bacc": ((0.88, 0.88), (0.89, 0.89)), "prec": ((0.86, 0.91), (0.92, 0.92)), "rec": ((0.71, 0.76), (0.77, 0.79))},
-    "random":       {"bacc": ((0.88, 0.89), (0.88, 0.89)), "prec": ((0.88, 0.93), (0.93, 0.93)), "rec": ((0.71, 0.77), (0.75, 0.77))},
-    "disconnected": {"bacc": ((0.99, 1.00), (0.82, 0.84)), "prec": ((0.95, 1.00), (0.79, 0.83)), "rec": ((0.93, 1.00), (0.65, 0.68))},
-    "centralised":  {"bacc": ((0.92, 0.92), (0.92, 0.92)), "prec": ((1.00, 1.00), (0.98, 0.98)), "rec": ((0.84, 0.84), (0.84, 0.84))},
+    "full": {
+        "bacc": ((0.87, 0.87), (0.89, 0.89)),
+        "prec": ((0.82, 0.88), (0.93, 0.92)),
+        "rec": ((0.69, 0.73), (0.79, 0.79)),
+    },
+    "pairwise": {
+        "bacc": ((0.88, 0.88), (0.89, 0.89)),
+        "prec": ((0.86, 0.91), (0.92, 0.92)),
+        "rec": ((0.71, 0.76), (0.77, 0.79)),
+    },
+    "random": {
+        "bacc": ((0.88, 0.89), (0.88, 0.89)),
+        "prec": ((0.88, 0.93), (0.93, 0.93)),
+        "rec": ((0.71, 0.77), (0.75, 0.77)),
+    },
+    "disconnected": {
+        "bacc": ((0.99, 1.00), (0.82, 0.84)),
+        "prec": ((0.95, 1.00), (0.79, 0.83)),
+        "rec": ((0.93, 1.00), (0.65, 0.68)),
+    },
+    "centralised": {
+        "bacc": ((0.92, 0.92), (0.92, 0.92)),
+        "prec": ((1.00, 1.00), (0.98, 0.98)),
+        "rec": ((0.84, 0.84), (0.84, 0.84)),
+    },
 }
 # Seed 003 Table 2: max and min test improvement over disconnected (value, node).
 PAPER_TABLE2 = {
-    "full":     {"max": {"bacc": (0.395, 2), "prec": (0.918, 2), "rec": (0.789, 2)},
-                 "min": {"bacc": (-1.75e-2, 18), "prec": (-5.2e-2, None), "rec": (-3.5e-2, None)}},
-    "pairwise": {"max": {"bacc": (0.395, 2), "prec": (0.938, 2), "rec": (0.789, 2)},
-                 "min": {"bacc": (3.5e-5, 7), "prec": (-7.9e-2, None), "rec": (0.0, None)}},
-    "random":   {"max": {"bacc": (0.333, 2), "prec": (0.974, 2), "rec": (0.667, 2)},
-                 "min": {"bacc": (-1.75e-2, 18), "prec": (-3.7e-2, None), "rec": (-3.5e-2, None)}},
+    "full": {
+        "max": {"bacc": (0.395, 2), "prec": (0.918, 2), "rec": (0.789, 2)},
+        "min": {"bacc": (-1.75e-2, 18), "prec": (-5.2e-2, None), "rec": (-3.5e-2, None)},
+    },
+    "pairwise": {
+        "max": {"bacc": (0.395, 2), "prec": (0.938, 2), "rec": (0.789, 2)},
+        "min": {"bacc": (3.5e-5, 7), "prec": (-7.9e-2, None), "rec": (0.0, None)},
+    },
+    "random": {
+        "max": {"bacc": (0.333, 2), "prec": (0.974, 2), "rec": (0.667, 2)},
+        "min": {"bacc": (-1.75e-2, 18), "prec": (-3.7e-2, None), "rec": (-3.5e-2, None)},
+    },
 }
 
 
@@ -72,22 +104,33 @@ def run_topology(name: str, datasets: dict[str, LocalDataset], ranking: str, see
     schedule = DISCONNECTED_SCHEDULE if name == "disconnected" else DEFAULT_SCHEDULE
     alg = CollaborativeRandomForest(ranking=ranking, schedule=schedule, **algo)
     t0 = time.perf_counter()
-    res = simulate(alg, datasets, rounds=len(schedule), seed=seed, topology=topology(name, len(datasets), seed))
-    return {"models": {o: res.model(o)["estimators"] for o in res.consortium},
-            "thresholds": {o: res.model(o)["threshold"] for o in res.consortium},
-            "seconds": time.perf_counter() - t0, "message_digests": sum(len(m) for m in res.message_digests)}
+    res = simulate(
+        alg, datasets, rounds=len(schedule), seed=seed, topology=topology(name, len(datasets), seed)
+    )
+    return {
+        "models": {o: res.model(o)["estimators"] for o in res.consortium},
+        "thresholds": {o: res.model(o)["threshold"] for o in res.consortium},
+        "seconds": time.perf_counter() - t0,
+        "message_digests": sum(len(m) for m in res.message_digests),
+    }
 
 
-def evaluate(models: dict[str, list], datasets: dict[str, LocalDataset], X_test, y_test,
-             thresholds: dict[str, float] | None = None) -> dict[str, dict]:
+def evaluate(
+    models: dict[str, list],
+    datasets: dict[str, LocalDataset],
+    X_test,
+    y_test,
+    thresholds: dict[str, float] | None = None,
+) -> dict[str, dict]:
     out = {}
     for org, ests in models.items():
         d = datasets[org]
         t = 0.5 if thresholds is None else thresholds[org]
-        out[org] = {"train": detection_scores(d.labels, ensemble_predict(ests, d.features, t)),
-                    "test": detection_scores(y_test, ensemble_predict(ests, X_test, t))}
+        out[org] = {
+            "train": detection_scores(d.labels, ensemble_predict(ests, d.features, t)),
+            "test": detection_scores(y_test, ensemble_predict(ests, X_test, t)),
+        }
     return out
-
 
 
 def origin_matrix(models: dict[str, list], orgs: list[str]) -> np.ndarray:
@@ -114,13 +157,21 @@ def time_get_top(seed: int = 0) -> dict:
     they reach depth 10), selecting n_share = 10 and n_max = 50."""
     from sklearn.datasets import make_classification
     from sklearn.ensemble import RandomForestRegressor
+
     X, y = make_classification(n_samples=1500, n_features=29, n_informative=12, random_state=seed)
     rf = RandomForestRegressor(n_estimators=60, max_depth=10, random_state=seed, n_jobs=1).fit(X, y)
-    ests = [from_sklearn_tree(t, f"org{i % 20:02d}", i, np.zeros(29), np.ones(29)) for i, t in enumerate(rf.estimators_)]
+    ests = [
+        from_sklearn_tree(t, f"org{i % 20:02d}", i, np.zeros(29), np.ones(29))
+        for i, t in enumerate(rf.estimators_)
+    ]
     depths = [t.get_depth() for t in rf.estimators_]
     rk = PGreedyTreeKernelRanking()
-    out = {"n_trees": 60, "min_depth": int(min(depths)), "max_depth": int(max(depths)),
-           "mean_nodes": float(np.mean([len(e["left"]) for e in ests]))}
+    out = {
+        "n_trees": 60,
+        "min_depth": int(min(depths)),
+        "max_depth": int(max(depths)),
+        "mean_nodes": float(np.mean([len(e["left"]) for e in ests])),
+    }
     for k in (10, 50):
         best = np.inf
         for _ in range(3):
@@ -136,40 +187,69 @@ def table3_gaps(summary: dict) -> dict:
     Table 3 test means, per metric (the paper prints two decimals)."""
     out = {}
     for m in METRICS:
-        gaps = {t: abs(summary[t][f"test_{m}"][0] - PAPER_TABLE3[t][m][1][0]) for t in (*TOPOLOGIES, "centralised")
-                if t in summary}
+        gaps = {
+            t: abs(summary[t][f"test_{m}"][0] - PAPER_TABLE3[t][m][1][0])
+            for t in (*TOPOLOGIES, "centralised")
+            if t in summary
+        }
         out[m] = round(max(gaps.values()), 4) if gaps else None
     return out
 
 
 def table1_exact(split) -> bool:
     """The split's (train samples, train frauds) per node and its common test set equal Table 1."""
-    return ([(a, b) for _, a, b in split.table1()] == list(PAPER_TABLE1_TRAIN)
-            and (len(split.y_test), int(split.y_test.sum())) == PAPER_TEST)
+    return [(a, b) for _, a, b in split.table1()] == list(PAPER_TABLE1_TRAIN) and (
+        len(split.y_test),
+        int(split.y_test.sum()),
+    ) == PAPER_TEST
 
 
 def _fmt(x: tuple[float, float]) -> str:
     return f"{x[0]:.3f} / {x[1]:.3f}"
 
 
-def write_reports(tag: str, split, summaries: dict, improvements: dict, origins: dict, orgs: list[str],
-                  timings: dict, getop: dict, fraction: float) -> list[Path]:
+def write_reports(
+    tag: str,
+    split,
+    summaries: dict,
+    improvements: dict,
+    origins: dict,
+    orgs: list[str],
+    timings: dict,
+    getop: dict,
+    fraction: float,
+) -> list[Path]:
     RESULTS.mkdir(parents=True, exist_ok=True)
     paths = []
-    lines = [f"# Collaborative RF on credit-card fraud ({tag})", "",
-             "Reproduction of seed 003 §VI (docs/collab_rf.md). "
-             + ("Full data: 284,807 rows, N = 20, offset 0.7." if fraction == 1.0 else
-                f"SMOKE run: all frauds, {fraction:.0%} of the normal rows of each node (train and test); the numbers are not "
-                "comparable to the paper's."), "",
-             "## Table 1: split (train samples / frauds per node; ours vs paper)", "",
-             "| node | train (ours) | frauds (ours) | train (paper) | frauds (paper) |", "|---|---|---|---|---|"]
+    lines = [
+        f"# Collaborative RF on credit-card fraud ({tag})",
+        "",
+        "Reproduction of seed 003 §VI (docs/collab_rf.md). "
+        + (
+            "Full data: 284,807 rows, N = 20, offset 0.7."
+            if fraction == 1.0
+            else f"SMOKE run: all frauds, {fraction:.0%} of the normal rows of each node (train and test); the numbers are not "
+            "comparable to the paper's."
+        ),
+        "",
+        "## Table 1: split (train samples / frauds per node; ours vs paper)",
+        "",
+        "| node | train (ours) | frauds (ours) | train (paper) | frauds (paper) |",
+        "|---|---|---|---|---|",
+    ]
     for (n, a, b), (pa, pb) in zip(split.table1(), PAPER_TABLE1_TRAIN):
         lines.append(f"| {n} | {a} | {b} | {pa} | {pb} |")
-    lines.append(f"| common test | {len(split.y_test)} | {int(split.y_test.sum())} | {PAPER_TEST[0]} | {PAPER_TEST[1]} |")
+    lines.append(
+        f"| common test | {len(split.y_test)} | {int(split.y_test.sum())} | {PAPER_TEST[0]} | {PAPER_TEST[1]} |"
+    )
     for ranking, summ in summaries.items():
-        lines += ["", f"## Table 3 ({ranking}): mean / median over the 20 nodes, ours | paper", "",
-                  "| topology | " + " | ".join(f"{s} {m}" for m in METRICS for s in ("train", "test")) + " |",
-                  "|---|" + "---|" * 6]
+        lines += [
+            "",
+            f"## Table 3 ({ranking}): mean / median over the 20 nodes, ours | paper",
+            "",
+            "| topology | " + " | ".join(f"{s} {m}" for m in METRICS for s in ("train", "test")) + " |",
+            "|---|" + "---|" * 6,
+        ]
         for topo in (*TOPOLOGIES, "centralised"):
             if topo not in summ:
                 continue
@@ -178,8 +258,13 @@ def write_reports(tag: str, split, summaries: dict, improvements: dict, origins:
                 for si, s in enumerate(("train", "test")):
                     cells.append(f"{_fmt(summ[topo][f'{s}_{m}'])} \\| {_fmt(PAPER_TABLE3[topo][m][si])}")
             lines.append(f"| {topo} | " + " | ".join(cells) + " |")
-        lines += ["", f"## Table 2 ({ranking}): test improvement over disconnected (node), ours | paper", "",
-                  "| topology | stat | " + " | ".join(METRICS) + " |", "|---|---|---|---|---|"]
+        lines += [
+            "",
+            f"## Table 2 ({ranking}): test improvement over disconnected (node), ours | paper",
+            "",
+            "| topology | stat | " + " | ".join(METRICS) + " |",
+            "|---|---|---|---|---|",
+        ]
         for topo, imp in improvements[ranking].items():
             for stat in ("max", "min", "mean", "median"):
                 cells = []
@@ -187,23 +272,35 @@ def write_reports(tag: str, split, summaries: dict, improvements: dict, origins:
                     v, node = imp[stat][m]
                     ours = f"{v:+.3f}" + (f" (Node{node:02d})" if node is not None else "")
                     paper = PAPER_TABLE2.get(topo, {}).get(stat, {}).get(m)
-                    ptxt = "" if paper is None else f"{paper[0]:+.3g}" + (f" (Node{paper[1]:02d})" if paper[1] is not None else "")
+                    ptxt = (
+                        ""
+                        if paper is None
+                        else f"{paper[0]:+.3g}" + (f" (Node{paper[1]:02d})" if paper[1] is not None else "")
+                    )
                     cells.append(f"{ours} \\| {ptxt}" if ptxt else ours)
                 lines.append(f"| {topo} | {stat} | " + " | ".join(cells) + " |")
     lines += ["", "## Timings", "", "| run | seconds |", "|---|---|"]
     lines += [f"| {k} | {v:.1f} |" for k, v in timings.items()]
-    lines += ["", f"GET_TOP (P-greedy tree kernel) on {getop['n_trees']} trees of depth {getop['min_depth']}–{getop['max_depth']} "
-              f"({getop['mean_nodes']:.0f} nodes on average): top 10 in {getop['seconds_k10']:.3f} s, top 50 in {getop['seconds_k50']:.3f} s.",
-              "", f"Estimator-origin matrices (Fig. 5): collab_rf_{tag}_origins.png."]
+    lines += [
+        "",
+        f"GET_TOP (P-greedy tree kernel) on {getop['n_trees']} trees of depth {getop['min_depth']}–{getop['max_depth']} "
+        f"({getop['mean_nodes']:.0f} nodes on average): top 10 in {getop['seconds_k10']:.3f} s, top 50 in {getop['seconds_k50']:.3f} s.",
+        "",
+        f"Estimator-origin matrices (Fig. 5): collab_rf_{tag}_origins.png.",
+    ]
     md = RESULTS / f"collab_rf_{tag}.md"
     md.write_text("\n".join(lines) + "\n")
     paths.append(md)
 
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     rankings = list(origins)
-    fig, axes = plt.subplots(len(rankings), len(TOPOLOGIES), figsize=(4 * len(TOPOLOGIES), 4 * len(rankings)), squeeze=False)
+    fig, axes = plt.subplots(
+        len(rankings), len(TOPOLOGIES), figsize=(4 * len(TOPOLOGIES), 4 * len(rankings)), squeeze=False
+    )
     for r, ranking in enumerate(rankings):
         for c, topo in enumerate(TOPOLOGIES):
             ax = axes[r][c]
@@ -238,17 +335,31 @@ def improvement_stats(scores: dict[str, dict], base: dict[str, dict], orgs: list
 
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help=f"only the paper's ranking ({QUICK_RANKINGS}); same data")
-    ap.add_argument("--negatives-fraction", type=float, default=1.0,
-                    help="keep all frauds and this fraction of each node's normal rows, train and test (smoke runs; "
-                         "below 1 the numbers are not comparable to the paper's)")
-    ap.add_argument("--tree-seed", type=int, default=None,
-                    help="the k-th FIT of every node uses random_state TREE_SEED + k (the authors' scheme); "
-                         "default: drawn from (seed, node, k)")
-    ap.add_argument("--n-jobs", type=int, default=1, help="threads per forest fit (results do not depend on it)")
+    ap.add_argument(
+        "--quick", action="store_true", help=f"only the paper's ranking ({QUICK_RANKINGS}); same data"
+    )
+    ap.add_argument(
+        "--negatives-fraction",
+        type=float,
+        default=1.0,
+        help="keep all frauds and this fraction of each node's normal rows, train and test (smoke runs; "
+        "below 1 the numbers are not comparable to the paper's)",
+    )
+    ap.add_argument(
+        "--tree-seed",
+        type=int,
+        default=None,
+        help="the k-th FIT of every node uses random_state TREE_SEED + k (the authors' scheme); "
+        "default: drawn from (seed, node, k)",
+    )
+    ap.add_argument(
+        "--n-jobs", type=int, default=1, help="threads per forest fit (results do not depend on it)"
+    )
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--max-depth", type=int, default=10)
-    ap.add_argument("--rankings", default=None, help="comma-separated; default: both, or the paper's with --quick")
+    ap.add_argument(
+        "--rankings", default=None, help="comma-separated; default: both, or the paper's with --quick"
+    )
     args = ap.parse_args(argv)
     if args.rankings is None:
         args.rankings = QUICK_RANKINGS if args.quick else "pgreedy_treekernel,linreg_bootstrap"
@@ -262,8 +373,15 @@ def main(argv: list[str] | None = None) -> dict:
         split = subsample_split(split, args.negatives_fraction, seed=args.seed)
     orgs = [n.name for n in split.nodes]
     datasets = {n.name: LocalDataset(n.X_train, n.y_train, name=n.name) for n in split.nodes}
-    print("Table 1 (train samples, frauds):", split.table1(), "common test:", len(split.y_test), int(split.y_test.sum()),
-          "exact:", t1_exact)
+    print(
+        "Table 1 (train samples, frauds):",
+        split.table1(),
+        "common test:",
+        len(split.y_test),
+        int(split.y_test.sum()),
+        "exact:",
+        t1_exact,
+    )
     timings: dict[str, float] = {}
     summaries, improvements, origins, test_means = {}, {}, {}, {}
     Xc, yc = split.centralised_train()
@@ -271,39 +389,67 @@ def main(argv: list[str] | None = None) -> dict:
     algo = dict(max_depth=args.max_depth, n_jobs=args.n_jobs, tree_seed=args.tree_seed)
     tag = ("quick" if args.quick else "full") if args.negatives_fraction == 1.0 else "smoke"
     getop = time_get_top()
-    print(f"GET_TOP on 60 trees of depth {getop['min_depth']}-{getop['max_depth']}: top10 {getop['seconds_k10']:.3f}s, top50 {getop['seconds_k50']:.3f}s")
+    print(
+        f"GET_TOP on 60 trees of depth {getop['min_depth']}-{getop['max_depth']}: top10 {getop['seconds_k10']:.3f}s, top50 {getop['seconds_k50']:.3f}s"
+    )
     for ranking in [r for r in args.rankings.split(",") if r]:
         runs, scores = {}, {}
         for topo in TOPOLOGIES:
             runs[topo] = run_topology(topo, datasets, ranking, args.seed, **algo)
-            scores[topo] = evaluate(runs[topo]["models"], datasets, split.X_test, split.y_test, runs[topo]["thresholds"])
+            scores[topo] = evaluate(
+                runs[topo]["models"], datasets, split.X_test, split.y_test, runs[topo]["thresholds"]
+            )
             timings[f"{ranking}/{topo}"] = runs[topo]["seconds"]
             s = summarise(scores[topo])
-            print(f"[{ranking}] {topo:12s} {runs[topo]['seconds']:6.1f}s  test BAcc {_fmt(s['test_bacc'])}  "
-                  f"Prec {_fmt(s['test_prec'])}  Rec {_fmt(s['test_rec'])}  | train BAcc {_fmt(s['train_bacc'])}", flush=True)
+            print(
+                f"[{ranking}] {topo:12s} {runs[topo]['seconds']:6.1f}s  test BAcc {_fmt(s['test_bacc'])}  "
+                f"Prec {_fmt(s['test_prec'])}  Rec {_fmt(s['test_rec'])}  | train BAcc {_fmt(s['train_bacc'])}",
+                flush=True,
+            )
         c = run_topology("disconnected", central_data, ranking, args.seed, **algo)
         timings[f"{ranking}/centralised"] = c["seconds"]
-        scores["centralised"] = evaluate(c["models"], central_data, split.X_test, split.y_test, c["thresholds"])
-        print(f"[{ranking}] centralised  {c['seconds']:6.1f}s  {scores['centralised']['central']}", flush=True)
+        scores["centralised"] = evaluate(
+            c["models"], central_data, split.X_test, split.y_test, c["thresholds"]
+        )
+        print(
+            f"[{ranking}] centralised  {c['seconds']:6.1f}s  {scores['centralised']['central']}", flush=True
+        )
         summaries[ranking] = {t: summarise(scores[t]) for t in scores}
-        improvements[ranking] = {t: improvement_stats(scores[t], scores["disconnected"], orgs) for t in ("full", "pairwise", "random")}
+        improvements[ranking] = {
+            t: improvement_stats(scores[t], scores["disconnected"], orgs)
+            for t in ("full", "pairwise", "random")
+        }
         origins[ranking] = {t: origin_matrix(runs[t]["models"], orgs) for t in TOPOLOGIES}
-        test_means[ranking] = {t: {m: round(summaries[ranking][t][f"test_{m}"][0], 4) for m in METRICS} for t in summaries[ranking]}
+        test_means[ranking] = {
+            t: {m: round(summaries[ranking][t][f"test_{m}"][0], 4) for m in METRICS}
+            for t in summaries[ranking]
+        }
         # a report after every ranking, so a long full run leaves results even if stopped
-        write_reports(tag, split, summaries, improvements, origins, orgs, timings, getop, args.negatives_fraction)
-    paths = write_reports(tag, split, summaries, improvements, origins, orgs, timings, getop, args.negatives_fraction)
+        write_reports(
+            tag, split, summaries, improvements, origins, orgs, timings, getop, args.negatives_fraction
+        )
+    paths = write_reports(
+        tag, split, summaries, improvements, origins, orgs, timings, getop, args.negatives_fraction
+    )
     for p in paths:
         print("wrote", p)
     paper_ranking = "pgreedy_treekernel" if "pgreedy_treekernel" in summaries else next(iter(summaries))
     gaps = table3_gaps(summaries[paper_ranking])
-    result = {"benchmark": "collab_rf", "mode": tag, "test_means": test_means, "tree_seed": args.tree_seed,
-              "negatives_fraction": args.negatives_fraction,
-              "table1_exact": t1_exact, "table3_ranking": paper_ranking,
-              "table3_max_abs_bacc_gap": gaps["bacc"], "table3_max_abs_prec_gap": gaps["prec"],
-              "table3_max_abs_rec_gap": gaps["rec"],
-              "get_top_60_depth10_seconds": round(getop["seconds_k10"], 4),
-              "get_top_60_depth10_top50_seconds": round(getop["seconds_k50"], 4),
-              "total_seconds": round(time.perf_counter() - t_all, 1)}
+    result = {
+        "benchmark": "collab_rf",
+        "mode": tag,
+        "test_means": test_means,
+        "tree_seed": args.tree_seed,
+        "negatives_fraction": args.negatives_fraction,
+        "table1_exact": t1_exact,
+        "table3_ranking": paper_ranking,
+        "table3_max_abs_bacc_gap": gaps["bacc"],
+        "table3_max_abs_prec_gap": gaps["prec"],
+        "table3_max_abs_rec_gap": gaps["rec"],
+        "get_top_60_depth10_seconds": round(getop["seconds_k10"], 4),
+        "get_top_60_depth10_top50_seconds": round(getop["seconds_k50"], 4),
+        "total_seconds": round(time.perf_counter() - t_all, 1),
+    }
     print(json.dumps(result, sort_keys=True))
     return result
 

@@ -72,8 +72,12 @@ def run(datasets: dict, setting: str, variant: dict, seed: int) -> dict[str, dic
 
 def scores_of(model: dict, X: np.ndarray, y: np.ndarray) -> dict[str, float]:
     d = detection_scores(y, model_predict(model, X))
-    return {"auc": float(roc_auc_score(y, ensemble_scores(model["estimators"], X))), "bacc": d["bacc"],
-            "rec": d["rec"], "threshold": float(model["threshold"])}
+    return {
+        "auc": float(roc_auc_score(y, ensemble_scores(model["estimators"], X))),
+        "bacc": d["bacc"],
+        "rec": d["rec"],
+        "threshold": float(model["threshold"]),
+    }
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -92,45 +96,96 @@ def main(argv: list[str] | None = None) -> dict:
             for setting in SETTINGS:
                 models = run(orgs, setting, opts, seed)
                 per[v][setting][seed] = {o: scores_of(m, Xte, yte) for o, m in models.items()}
-        print(f"seed {seed}: " + "  ".join(
-            f"{v} full/disc BAcc {np.mean([r['bacc'] for r in per[v]['full'][seed].values()]):.3f}/"
-            f"{np.mean([r['bacc'] for r in per[v]['disconnected'][seed].values()]):.3f}" for v in VARIANTS), flush=True)
-    summary = {v: {s: {m: float(np.mean([r[m] for sd in per[v][s].values() for r in sd.values()])) for m in METRICS}
-                   for s in SETTINGS} for v in VARIANTS}
+        print(
+            f"seed {seed}: "
+            + "  ".join(
+                f"{v} full/disc BAcc {np.mean([r['bacc'] for r in per[v]['full'][seed].values()]):.3f}/"
+                f"{np.mean([r['bacc'] for r in per[v]['disconnected'][seed].values()]):.3f}"
+                for v in VARIANTS
+            ),
+            flush=True,
+        )
+    summary = {
+        v: {
+            s: {m: float(np.mean([r[m] for sd in per[v][s].values() for r in sd.values()])) for m in METRICS}
+            for s in SETTINGS
+        }
+        for v in VARIANTS
+    }
     # organisations whose recall / BAcc fell with collaboration (full vs disconnected, same seed and org)
-    fell = {v: {m: int(sum(per[v]["full"][sd][o][m] < per[v]["disconnected"][sd][o][m]
-                           for sd in seeds for o in per[v]["full"][sd])) for m in METRICS} for v in VARIANTS}
+    fell = {
+        v: {
+            m: int(
+                sum(
+                    per[v]["full"][sd][o][m] < per[v]["disconnected"][sd][o][m]
+                    for sd in seeds
+                    for o in per[v]["full"][sd]
+                )
+            )
+            for m in METRICS
+        }
+        for v in VARIANTS
+    }
     n_pairs = len(seeds) * args.organisations
     tag = "quick" if args.quick else "full"
-    lines = [f"# Collaborative RF with rare positives: NASA PC1 ({tag})", "",
-             f"1,109 modules, 77 defective (6.9 %); per split seed ({len(seeds)}): 30 % common test set (stratified), the rest "
-             f"split into {args.organisations} organisations (stratified, equal shares). Paper settings otherwise "
-             "(n_new = n_share = 10, n_max = 50, depth 10, P-greedy). `python -m benchmarks.collab_rf_rare"
-             + (" --quick" if args.quick else "") + "`.", "",
-             "## Means over organisations and split seeds (test)", "",
-             "| variant | setting | ROC AUC | BAcc | recall |", "|---|---|---|---|---|"]
+    lines = [
+        f"# Collaborative RF with rare positives: NASA PC1 ({tag})",
+        "",
+        f"1,109 modules, 77 defective (6.9 %); per split seed ({len(seeds)}): 30 % common test set (stratified), the rest "
+        f"split into {args.organisations} organisations (stratified, equal shares). Paper settings otherwise "
+        "(n_new = n_share = 10, n_max = 50, depth 10, P-greedy). `python -m benchmarks.collab_rf_rare"
+        + (" --quick" if args.quick else "")
+        + "`.",
+        "",
+        "## Means over organisations and split seeds (test)",
+        "",
+        "| variant | setting | ROC AUC | BAcc | recall |",
+        "|---|---|---|---|---|",
+    ]
     for v in VARIANTS:
         for s in SETTINGS:
             r = summary[v][s]
             lines.append(f"| {v} | {s} | {r['auc']:.3f} | {r['bacc']:.3f} | {r['rec']:.3f} |")
-    lines += ["", f"## Fully connected vs disconnected: organisation × seed pairs (of {n_pairs}) where the metric fell", "",
-              "| variant | ROC AUC fell | BAcc fell | recall fell |", "|---|---|---|---|"]
+    lines += [
+        "",
+        f"## Fully connected vs disconnected: organisation × seed pairs (of {n_pairs}) where the metric fell",
+        "",
+        "| variant | ROC AUC fell | BAcc fell | recall fell |",
+        "|---|---|---|---|",
+    ]
     for v in VARIANTS:
         lines.append(f"| {v} | {fell[v]['auc']} | {fell[v]['bacc']} | {fell[v]['rec']} |")
-    lines += ["", "## Per organisation, split seed 0 (test): ROC AUC / BAcc / recall (threshold)", "",
-              "| organisation | setting | " + " | ".join(VARIANTS) + " |", "|---|---|" + "---|" * len(VARIANTS)]
+    lines += [
+        "",
+        "## Per organisation, split seed 0 (test): ROC AUC / BAcc / recall (threshold)",
+        "",
+        "| organisation | setting | " + " | ".join(VARIANTS) + " |",
+        "|---|---|" + "---|" * len(VARIANTS),
+    ]
     for setting in SETTINGS:
         for o in per["paper"][setting][0]:
-            cells = [f"{per[v][setting][0][o]['auc']:.3f} / {per[v][setting][0][o]['bacc']:.3f} / "
-                     f"{per[v][setting][0][o]['rec']:.3f} ({per[v][setting][0][o]['threshold']:.2f})" for v in VARIANTS]
+            cells = [
+                f"{per[v][setting][0][o]['auc']:.3f} / {per[v][setting][0][o]['bacc']:.3f} / "
+                f"{per[v][setting][0][o]['rec']:.3f} ({per[v][setting][0][o]['threshold']:.2f})"
+                for v in VARIANTS
+            ]
             lines.append(f"| {o} | {setting} | " + " | ".join(cells) + " |")
     RESULTS.mkdir(parents=True, exist_ok=True)
     md = RESULTS / f"collab_rf_rare{'_quick' if args.quick else ''}.md"
     md.write_text("\n".join(lines) + "\n")
     print("wrote", md)
-    result = {"benchmark": "collab_rf_rare", "mode": tag, "dataset": "pc1", "seeds": len(seeds),
-              "means": {v: {s: {m: round(x, 4) for m, x in r.items()} for s, r in sv.items()} for v, sv in summary.items()},
-              "fell_full_vs_disconnected": fell, "pairs": n_pairs, "seconds": round(time.perf_counter() - t0, 1)}
+    result = {
+        "benchmark": "collab_rf_rare",
+        "mode": tag,
+        "dataset": "pc1",
+        "seeds": len(seeds),
+        "means": {
+            v: {s: {m: round(x, 4) for m, x in r.items()} for s, r in sv.items()} for v, sv in summary.items()
+        },
+        "fell_full_vs_disconnected": fell,
+        "pairs": n_pairs,
+        "seconds": round(time.perf_counter() - t0, 1),
+    }
     print(json.dumps(result, sort_keys=True))
     return result
 

@@ -62,7 +62,9 @@ def consensus_iterations(quick: bool, seed: int) -> dict:
         x = np.random.default_rng(seed if S <= 1021 else seed + 1).standard_normal(S)
         t = time.perf_counter()
         out[f"cic_degree_S{S}"] = iterations_to_tolerance(x, cic_adjacency(S), "degree")
-        print(f"  CIC S={S:>5} eps=1/4 : {out[f'cic_degree_S{S}']:>6} iterations ({time.perf_counter() - t:.1f} s)")
+        print(
+            f"  CIC S={S:>5} eps=1/4 : {out[f'cic_degree_S{S}']:>6} iterations ({time.perf_counter() - t:.1f} s)"
+        )
     x = np.random.default_rng(seed).standard_normal(31)
     out["cic_seed_step_S31"] = iterations_to_tolerance(x, cic_adjacency(31), "seed")
     print(f"  CIC S=   31 eps=1/S : {out['cic_seed_step_S31']:>6} iterations")
@@ -75,7 +77,9 @@ def consensus_iterations(quick: bool, seed: int) -> dict:
     lam2 = 2 - 2 * math.cos(2 * math.pi / S)
     rho = max(abs(1 - lam2 / 3), abs(1 - (2 - 2 * math.cos(math.pi * (S - 1) / S)) / 3))
     out["ring_S16381_estimated"] = math.ceil(math.log(1e6) / math.log(1 / rho))
-    print(f"  ring S=16381 eps=1/3 : ~{out['ring_S16381_estimated']:.3g} iterations (spectral estimate, not run)")
+    print(
+        f"  ring S=16381 eps=1/3 : ~{out['ring_S16381_estimated']:.3g} iterations (spectral estimate, not run)"
+    )
     out["cic_growth_31_to_16381"] = out["cic_degree_S16381"] / out["cic_degree_S31"]
     return out
 
@@ -92,23 +96,34 @@ def evaluate(score_fns, tests) -> tuple[list[float], list[float]]:
     for f, (Xt, yt) in zip(score_fns, tests):
         a = f(X_all)
         merged.append(auc(y_all, a))
-        start = sum(len(t[0]) for t in tests[:len(own)])
-        own.append(auc(yt, a[start:start + len(Xt)]))
+        start = sum(len(t[0]) for t in tests[: len(own)])
+        own.append(auc(yt, a[start : start + len(Xt)]))
     return own, merged
 
 
 def summarise(per_org: list[float]) -> dict:
-    return {"per_org": [round(a, 4) for a in per_org], "mean": float(np.mean(per_org)), "worst": float(np.min(per_org))}
+    return {
+        "per_org": [round(a, 4) for a in per_org],
+        "mean": float(np.mean(per_org)),
+        "worst": float(np.min(per_org)),
+    }
 
 
-def shuttle_setting(quick: bool, seed: int, S: int = 5, train_on: str = "normal", skew: float = 3.0,
-                    max_rows: int | None = None):
+def shuttle_setting(
+    quick: bool,
+    seed: int,
+    S: int = 5,
+    train_on: str = "normal",
+    skew: float = 3.0,
+    max_rows: int | None = None,
+):
     """Per-organisation training matrices and (test matrix, labels). ``train_on="normal"``: training rows
     labelled normal only (one-class protocol); ``"all"``: unsupervised on contaminated rows."""
     X, y = load_shuttle()
     splits = uneven_split(y, S, seed=seed, skew=skew, max_rows=max_rows)
     if train_on == "normal":
         from algorithms.datasets.shuttle import OrganisationSplit
+
         splits = [OrganisationSplit(sp.train[y[sp.train] == 0], sp.test) for sp in splits]
     elif train_on != "all":
         raise ValueError(f"train_on must be 'normal' or 'all', got {train_on!r}")
@@ -140,7 +155,9 @@ def synthetic_setting(seed: int, S: int = 5, M: int = 8, K: int = 3):
         normal = draw(200)
         d = rng.standard_normal((20, M))
         d /= np.linalg.norm(d, axis=1, keepdims=True)
-        tests.append((np.concatenate([normal, draw(20) + 6.0 * d]), np.r_[np.zeros(200, int), np.ones(20, int)]))
+        tests.append(
+            (np.concatenate([normal, draw(20) + 6.0 * d]), np.r_[np.zeros(200, int), np.ones(20, int)])
+        )
     return trains, tests
 
 
@@ -168,6 +185,7 @@ class _MStepTimer:
                 return self._orig(*a, **k)
             finally:
                 self.seconds += time.process_time() - c
+
         ggm.optimize = timed
         return self
 
@@ -184,7 +202,7 @@ def ggm_benchmark(trains, tests, quick: bool, seed: int) -> dict:
     hyper = CollabDictGGM(**kw).hyper
     datasets = {f"org{s}": LocalDataset(X, name=f"org{s}") for s, X in enumerate(trains)}
     t0, c0 = time.perf_counter(), time.process_time()
-    ref = ggm.fit_centralised(trains, iters, seed, hyper)           # same computation, sums done centrally
+    ref = ggm.fit_centralised(trains, iters, seed, hyper)  # same computation, sums done centrally
     t_central, c_central = time.perf_counter() - t0, time.process_time() - c0
     aggregations, res_default = {}, None
     for name, agg in (("consensus_c3", None), ("exact", {"mode": "exact"})):
@@ -192,13 +210,21 @@ def ggm_benchmark(trains, tests, quick: bool, seed: int) -> dict:
         t0, c0 = time.perf_counter(), time.process_time()
         res = simulate(algo, datasets, ggm.rounds_for(iters, S, algo.agg), seed=seed)
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-        err = max(ggm.max_relative_deviation(res.model(f"org{s}"), ref.params[-1], ref.pis[-1][s]) for s in range(S))
-        aggregations[name] = {"config": algo.agg.to_dict(), "rounds_per_iteration": rounds_per_session(algo.agg, S),
-                              "max_rel_error_vs_centralised": err, "seconds_per_iteration": wall / iters,
-                              "cpu_seconds_per_iteration": cpu / iters,
-                              "cpu_time_ratio_over_centralised": cpu / c_central}
-        print(f"  {name:>12}: {aggregations[name]['rounds_per_iteration']} rounds/iteration, max relative error vs "
-              f"centralised {err:.2e}, {wall / iters:.3f} s/iteration ({cpu / iters:.3f} s CPU)")
+        err = max(
+            ggm.max_relative_deviation(res.model(f"org{s}"), ref.params[-1], ref.pis[-1][s]) for s in range(S)
+        )
+        aggregations[name] = {
+            "config": algo.agg.to_dict(),
+            "rounds_per_iteration": rounds_per_session(algo.agg, S),
+            "max_rel_error_vs_centralised": err,
+            "seconds_per_iteration": wall / iters,
+            "cpu_seconds_per_iteration": cpu / iters,
+            "cpu_time_ratio_over_centralised": cpu / c_central,
+        }
+        print(
+            f"  {name:>12}: {aggregations[name]['rounds_per_iteration']} rounds/iteration, max relative error vs "
+            f"centralised {err:.2e}, {wall / iters:.3f} s/iteration ({cpu / iters:.3f} s CPU)"
+        )
         if res_default is None:
             res_default = res
     iso_models, iso_cpu, iso_mstep, iso_active = [], [], [], []
@@ -213,33 +239,42 @@ def ggm_benchmark(trains, tests, quick: bool, seed: int) -> dict:
     collab_models = [res_default.model(f"org{s}") for s in range(S)]
     scores: dict = {}
     for kind in SCORE_KINDS:
-        collab = evaluate([lambda X, m=m: ggm.score(m, X, kind) for m in collab_models], tests)
-        isolated = evaluate([lambda X, m=m: ggm.score(m, X, kind) for m in iso_models], tests)
-        central = evaluate([lambda X: ggm.score(pooled, X, kind)] * S, tests)
+        collab = evaluate([lambda X, m=m, k=kind: ggm.score(m, X, k) for m in collab_models], tests)
+        isolated = evaluate([lambda X, m=m, k=kind: ggm.score(m, X, k) for m in iso_models], tests)
+        central = evaluate([lambda X, k=kind: ggm.score(pooled, X, k)] * S, tests)
         scores[kind] = results_of(isolated, collab, central)
     last = res_default.metrics[-1]["org0"]
     exact = aggregations["exact"]
-    return {"iterations": iters, "n_components": kw["n_components"], "tau": kw["tau"], "tau_units": hyper.tau_units,
-            **scores["eq20"], "scores": scores, "aggregations": aggregations,
-            "collab_vs_centralised_max_rel_error": aggregations["consensus_c3"]["max_rel_error_vs_centralised"],
-            "seconds_per_iteration_decentralised": exact["seconds_per_iteration"],
-            "seconds_per_iteration_centralised": t_central / iters,
-            "time_ratio_decentralised_over_centralised": exact["seconds_per_iteration"] * iters / t_central,
-            "cpu_seconds_per_iteration_decentralised": exact["cpu_seconds_per_iteration"],
-            "cpu_seconds_per_iteration_centralised": c_central / iters,
-            "cpu_time_ratio_decentralised_over_centralised": exact["cpu_time_ratio_over_centralised"],
-            "isolated_train_rows": [len(X) for X in trains],
-            "isolated_cpu_seconds_per_iteration": iso_cpu, "isolated_mstep_cpu_seconds_per_iteration": iso_mstep,
-            "isolated_active_components": iso_active,
-            "final_active_components": last.get("n_active"), "final_l_diversity_org0": last.get("l_diversity"),
-            "final_l_diversity_min_org0": last.get("l_diversity_min")}
+    return {
+        "iterations": iters,
+        "n_components": kw["n_components"],
+        "tau": kw["tau"],
+        "tau_units": hyper.tau_units,
+        **scores["eq20"],
+        "scores": scores,
+        "aggregations": aggregations,
+        "collab_vs_centralised_max_rel_error": aggregations["consensus_c3"]["max_rel_error_vs_centralised"],
+        "seconds_per_iteration_decentralised": exact["seconds_per_iteration"],
+        "seconds_per_iteration_centralised": t_central / iters,
+        "time_ratio_decentralised_over_centralised": exact["seconds_per_iteration"] * iters / t_central,
+        "cpu_seconds_per_iteration_decentralised": exact["cpu_seconds_per_iteration"],
+        "cpu_seconds_per_iteration_centralised": c_central / iters,
+        "cpu_time_ratio_decentralised_over_centralised": exact["cpu_time_ratio_over_centralised"],
+        "isolated_train_rows": [len(X) for X in trains],
+        "isolated_cpu_seconds_per_iteration": iso_cpu,
+        "isolated_mstep_cpu_seconds_per_iteration": iso_mstep,
+        "isolated_active_components": iso_active,
+        "final_active_components": last.get("n_active"),
+        "final_l_diversity_org0": last.get("l_diversity"),
+        "final_l_diversity_min_org0": last.get("l_diversity_min"),
+    }
 
 
 def vae_benchmark(trains, tests, quick: bool, seed: int) -> dict:
     S = len(trains)
     iters = 150 if quick else 400
     kw = dict(latent=4, hidden=32, lr=1e-2, mc_score=32)
-    algo = CollabDictVAE(**kw, aggregation={"mode": "exact"})   # consensus would multiply the rounds by k_max
+    algo = CollabDictVAE(**kw, aggregation={"mode": "exact"})  # consensus would multiply the rounds by k_max
     datasets = {f"org{s}": LocalDataset(X, name=f"org{s}") for s, X in enumerate(trains)}
     t0 = time.perf_counter()
     res = simulate(algo, datasets, vae.rounds_for(iters, S, algo.agg), seed=seed)
@@ -256,16 +291,23 @@ def vae_benchmark(trains, tests, quick: bool, seed: int) -> dict:
     model = {"theta": pooled.thetas[-1], "phi": pooled.phis[-1][0], "mc_score": kw["mc_score"]}
     central = evaluate([lambda X: vae.score(model, X, seed=seed)] * S, tests)
     elbo = [m["org0"]["elbo_per_sample"] for m in res.metrics if "elbo_per_sample" in m["org0"]]
-    return {"iterations": iters, **kw, **results_of(isolated, collab, central),
-            "elbo_per_sample_first": elbo[0], "elbo_per_sample_last": elbo[-1],
-            "seconds_per_iteration_decentralised": t_decentral / iters,
-            "seconds_per_iteration_centralised_pooled": t_central / iters}
+    return {
+        "iterations": iters,
+        **kw,
+        **results_of(isolated, collab, central),
+        "elbo_per_sample_first": elbo[0],
+        "elbo_per_sample_last": elbo[-1],
+        "seconds_per_iteration_decentralised": t_decentral / iters,
+        "seconds_per_iteration_centralised_pooled": t_central / iters,
+    }
 
 
 def table(name: str, r: dict) -> list[str]:
     lines = [f"### {name}", "", "| training | mean AUC | worst org | per organisation |", "|---|---|---|---|"]
     for k in ("isolated", "collaborative", "centralised"):
-        lines.append(f"| {k} (own test rows) | {r[k]['mean']:.4f} | {r[k]['worst']:.4f} | {r[k]['per_org']} |")
+        lines.append(
+            f"| {k} (own test rows) | {r[k]['mean']:.4f} | {r[k]['worst']:.4f} | {r[k]['per_org']} |"
+        )
     for k in ("isolated", "collaborative", "centralised"):
         m = r[f"{k}_merged"]
         lines.append(f"| {k} (merged test set) | {m['mean']:.4f} | {m['worst']:.4f} | {m['per_org']} |")
@@ -277,20 +319,36 @@ def ggm_lines(name: str, g: dict) -> list[str]:
     time per iteration against organisation size."""
     lines = table(f"{name}, score eq. 20 (the paper's)", g["scores"]["eq20"])
     lines += table(f"{name}, score −ln p(x)", g["scores"]["nll"])
-    lines += ["| aggregation | rounds / iteration | max relative error vs centralised | s / iteration | CPU s / iteration |",
-              "|---|---|---|---|---|"]
+    lines += [
+        "| aggregation | rounds / iteration | max relative error vs centralised | s / iteration | CPU s / iteration |",
+        "|---|---|---|---|---|",
+    ]
     for agg, a in g["aggregations"].items():
-        lines.append(f"| {agg} | {a['rounds_per_iteration']} | {a['max_rel_error_vs_centralised']:.2e} | "
-                     f"{a['seconds_per_iteration']:.4f} | {a['cpu_seconds_per_iteration']:.4f} |")
-    lines.append(f"| centralised | – | – | {g['seconds_per_iteration_centralised']:.4f} | "
-                 f"{g['cpu_seconds_per_iteration_centralised']:.4f} |")
-    lines += ["", "| isolated fit: training rows | CPU s / iteration | of which M-step | active components |",
-              "|---|---|---|---|"]
-    for n, t, m, k in zip(g["isolated_train_rows"], g["isolated_cpu_seconds_per_iteration"],
-                          g["isolated_mstep_cpu_seconds_per_iteration"], g["isolated_active_components"]):
+        lines.append(
+            f"| {agg} | {a['rounds_per_iteration']} | {a['max_rel_error_vs_centralised']:.2e} | "
+            f"{a['seconds_per_iteration']:.4f} | {a['cpu_seconds_per_iteration']:.4f} |"
+        )
+    lines.append(
+        f"| centralised | – | – | {g['seconds_per_iteration_centralised']:.4f} | "
+        f"{g['cpu_seconds_per_iteration_centralised']:.4f} |"
+    )
+    lines += [
+        "",
+        "| isolated fit: training rows | CPU s / iteration | of which M-step | active components |",
+        "|---|---|---|---|",
+    ]
+    for n, t, m, k in zip(
+        g["isolated_train_rows"],
+        g["isolated_cpu_seconds_per_iteration"],
+        g["isolated_mstep_cpu_seconds_per_iteration"],
+        g["isolated_active_components"],
+    ):
         lines.append(f"| {n} | {t:.4f} | {m:.4f} | {k} |")
-    lines += ["", f"Collaborative model: {g['final_active_components']:.0f} of {g['n_components']} components "
-                  f"active (τ = {g['tau']} in {g['tau_units']} units)."]
+    lines += [
+        "",
+        f"Collaborative model: {g['final_active_components']:.0f} of {g['n_components']} components "
+        f"active (τ = {g['tau']} in {g['tau_units']} units).",
+    ]
     return lines + [""]
 
 
@@ -308,10 +366,14 @@ def main(argv: list[str] | None = None) -> dict:
     max_rows = 6000 if args.quick else None
     results: dict = {}
     for protocol, train_on in PROTOCOLS.items():
-        print(f"[collabdict] ODDS shuttle, 5 organisations, uneven split (shares ∝ 3^-s), {protocol} training")
+        print(
+            f"[collabdict] ODDS shuttle, 5 organisations, uneven split (shares ∝ 3^-s), {protocol} training"
+        )
         trains, tests = shuttle_setting(args.quick, args.seed, train_on=train_on, max_rows=max_rows)
         sizes = [len(X) for X in trains]
-        print(f"  training rows per organisation: {sizes}; test anomalies: {[int(y.sum()) for _, y in tests]}")
+        print(
+            f"  training rows per organisation: {sizes}; test anomalies: {[int(y.sum()) for _, y in tests]}"
+        )
         g = ggm_benchmark(trains, tests, args.quick, args.seed)
         for line in ggm_lines(f"GGM ({protocol})", g):
             print("  " + line)
@@ -328,64 +390,107 @@ def main(argv: list[str] | None = None) -> dict:
     for line in table("VAE (synthetic)", v):
         print("  " + line)
     synthetic = {"train_rows": [len(X) for X in trains], "ggm": g, "vae": v}
-    c3_error = max(r["ggm"]["aggregations"]["consensus_c3"]["max_rel_error_vs_centralised"] for r in results.values())
-    targets = {"consensus_growth_at_most_3x": cons["cic_growth_31_to_16381"] <= 3.0,
-               "consensus_c3_max_rel_error_at_most_1e-6": c3_error <= 1e-6}
+    c3_error = max(
+        r["ggm"]["aggregations"]["consensus_c3"]["max_rel_error_vs_centralised"] for r in results.values()
+    )
+    targets = {
+        "consensus_growth_at_most_3x": cons["cic_growth_31_to_16381"] <= 3.0,
+        "consensus_c3_max_rel_error_at_most_1e-6": c3_error <= 1e-6,
+    }
     for protocol, r in results.items():
         for model in ("ggm", "vae"):
             m = r[model]
             for ev in ("", "_merged"):
                 targets[f"{model}_{protocol}{ev}_collab_above_isolated"] = (
-                    m[f"collaborative{ev}"]["mean"] > m[f"isolated{ev}"]["mean"])
+                    m[f"collaborative{ev}"]["mean"] > m[f"isolated{ev}"]["mean"]
+                )
                 targets[f"{model}_{protocol}{ev}_collab_within_0.02_of_centralised"] = (
-                    abs(m[f"collaborative{ev}"]["mean"] - m[f"centralised{ev}"]["mean"]) <= 0.02)
-    report = {"benchmark": "collabdict", "quick": args.quick, "seed": args.seed, "python": platform.python_version(),
-              "consensus": cons, "shuttle": results, "synthetic_control": synthetic, "targets_met": targets, "seconds": time.perf_counter() - t_start}
+                    abs(m[f"collaborative{ev}"]["mean"] - m[f"centralised{ev}"]["mean"]) <= 0.02
+                )
+    report = {
+        "benchmark": "collabdict",
+        "quick": args.quick,
+        "seed": args.seed,
+        "python": platform.python_version(),
+        "consensus": cons,
+        "shuttle": results,
+        "synthetic_control": synthetic,
+        "targets_met": targets,
+        "seconds": time.perf_counter() - t_start,
+    }
     RESULTS.mkdir(parents=True, exist_ok=True)
     stem = "collabdict-quick" if args.quick else "collabdict"
     (RESULTS / f"{stem}.json").write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
-    md = [f"# CollabDict benchmark ({'quick' if args.quick else 'full'}, seed {args.seed})", "",
-          "## Consensus iterations to 1e-6 relative error", "", "| graph / step | iterations |", "|---|---|"]
+    md = [
+        f"# CollabDict benchmark ({'quick' if args.quick else 'full'}, seed {args.seed})",
+        "",
+        "## Consensus iterations to 1e-6 relative error",
+        "",
+        "| graph / step | iterations |",
+        "|---|---|",
+    ]
     md += [f"| {k} | {v_} |" for k, v_ in cons.items()]
     for protocol, r in results.items():
-        md += ["", f"## ODDS shuttle, {protocol} training, 5 organisations, training rows {r['train_rows']}", ""]
+        md += [
+            "",
+            f"## ODDS shuttle, {protocol} training, 5 organisations, training rows {r['train_rows']}",
+            "",
+        ]
         md += ggm_lines("GGM", r["ggm"]) + table("VAE", r["vae"])
     md += ["", f"## Synthetic control (not real data), training rows {synthetic['train_rows']}", ""]
     md += ggm_lines("GGM", synthetic["ggm"]) + table("VAE", synthetic["vae"])
     md += ["## Targets (shuttle)", ""] + [f"- {k}: {'met' if ok else 'NOT met'}" for k, ok in targets.items()]
     (RESULTS / f"{stem}.md").write_text("\n".join(md) + "\n")
-    summary = {"benchmark": "collabdict", "quick": args.quick,
-               "consensus_iters_cic_S31": cons["cic_degree_S31"], "consensus_iters_cic_S16381": cons["cic_degree_S16381"],
-               "consensus_iters_ring_S31": cons["ring_S31"],
-               "consensus_iters_ring_S16381_estimated": cons["ring_S16381_estimated"],
-               "consensus_iters_cic_seed_step_S31": cons["cic_seed_step_S31"],
-               "consensus_growth_31_to_16381": round(cons["cic_growth_31_to_16381"], 3),
-               "consensus_c3_max_rel_error": float(f"{c3_error:.3g}")}
+    summary = {
+        "benchmark": "collabdict",
+        "quick": args.quick,
+        "consensus_iters_cic_S31": cons["cic_degree_S31"],
+        "consensus_iters_cic_S16381": cons["cic_degree_S16381"],
+        "consensus_iters_ring_S31": cons["ring_S31"],
+        "consensus_iters_ring_S16381_estimated": cons["ring_S16381_estimated"],
+        "consensus_iters_cic_seed_step_S31": cons["cic_seed_step_S31"],
+        "consensus_growth_31_to_16381": round(cons["cic_growth_31_to_16381"], 3),
+        "consensus_c3_max_rel_error": float(f"{c3_error:.3g}"),
+    }
     for protocol, r in results.items():
         for model in ("ggm", "vae"):
             for kind in ("isolated", "collaborative", "centralised"):
                 for ev in ("", "_merged"):
                     for stat in ("mean", "worst"):
-                        summary[f"{model}_{protocol}_auc_{kind}{ev}_{stat}"] = round(r[model][kind + ev][stat], 4)
+                        summary[f"{model}_{protocol}_auc_{kind}{ev}_{stat}"] = round(
+                            r[model][kind + ev][stat], 4
+                        )
         for kind in ("isolated", "collaborative", "centralised"):
             for ev in ("", "_merged"):
-                summary[f"ggm_{protocol}_nll_auc_{kind}{ev}_mean"] = round(r["ggm"]["scores"]["nll"][kind + ev]["mean"], 4)
+                summary[f"ggm_{protocol}_nll_auc_{kind}{ev}_mean"] = round(
+                    r["ggm"]["scores"]["nll"][kind + ev]["mean"], 4
+                )
         for name, a in r["ggm"]["aggregations"].items():
-            summary[f"ggm_{protocol}_{name}_max_rel_error"] = float(f"{a['max_rel_error_vs_centralised']:.3g}")
-            summary[f"ggm_{protocol}_{name}_cpu_seconds_per_iteration"] = round(a["cpu_seconds_per_iteration"], 4)
+            summary[f"ggm_{protocol}_{name}_max_rel_error"] = float(
+                f"{a['max_rel_error_vs_centralised']:.3g}"
+            )
+            summary[f"ggm_{protocol}_{name}_cpu_seconds_per_iteration"] = round(
+                a["cpu_seconds_per_iteration"], 4
+            )
         summary[f"ggm_{protocol}_isolated_cpu_seconds_per_iteration_by_rows"] = {
-            str(n): round(t, 4) for n, t in zip(r["ggm"]["isolated_train_rows"], r["ggm"]["isolated_cpu_seconds_per_iteration"])}
+            str(n): round(t, 4)
+            for n, t in zip(r["ggm"]["isolated_train_rows"], r["ggm"]["isolated_cpu_seconds_per_iteration"])
+        }
         summary[f"ggm_{protocol}_final_active_components"] = r["ggm"]["final_active_components"]
         summary[f"ggm_{protocol}_time_ratio_decentralised_over_centralised"] = round(
-            r["ggm"]["time_ratio_decentralised_over_centralised"], 3)
+            r["ggm"]["time_ratio_decentralised_over_centralised"], 3
+        )
         summary[f"ggm_{protocol}_cpu_time_ratio_decentralised_over_centralised"] = round(
-            r["ggm"]["cpu_time_ratio_decentralised_over_centralised"], 3)
+            r["ggm"]["cpu_time_ratio_decentralised_over_centralised"], 3
+        )
     for model in ("ggm", "vae"):
         for kind in ("isolated", "collaborative", "centralised"):
             summary[f"synthetic_{model}_auc_{kind}_mean"] = round(synthetic[model][kind]["mean"], 4)
             summary[f"synthetic_{model}_auc_{kind}_worst"] = round(synthetic[model][kind]["worst"], 4)
     for kind in ("isolated", "collaborative", "centralised"):
-        summary[f"synthetic_ggm_nll_auc_{kind}_mean"] = round(synthetic["ggm"]["scores"]["nll"][kind]["mean"], 4)
+        summary[f"synthetic_ggm_nll_auc_{kind}_mean"] = round(
+            synthetic["ggm"]["scores"]["nll"][kind]["mean"], 4
+        )
     summary["targets_met"] = targets
     summary["seconds"] = round(report["seconds"], 1)
     print(json.dumps(summary, sort_keys=True))

@@ -34,7 +34,12 @@ from pathlib import Path
 import numpy as np
 
 from algorithms.dpsda import DPSDAConfig, run_dpsda
-from algorithms.dpsda.experiments import accuracy, centralised_projected_sgd, classification_stream, synthetic_olr
+from algorithms.dpsda.experiments import (
+    accuracy,
+    centralised_projected_sgd,
+    classification_stream,
+    synthetic_olr,
+)
 from algorithms.dpsda.losses import LogisticLoss
 from algorithms.dpsda.privacy import LaplaceComposition, run_privacy, sensitivity_bound
 from algorithms.dpsda.projection import BoxProjection
@@ -44,13 +49,13 @@ from algorithms.topologies.periodic import dpsda_digraphs, dpsda_graphs
 RESULTS = Path(__file__).resolve().parent / "results"
 SIGMAS = (0.0, 1.0, 2.0, 5.0)
 GRID = (50, 100, 200, 300, 400, 500)
-MNIST_SIGMAS = (0.0, 0.5, 1.0, 2.0, 5.0)          # ε = ∞, 2, 1, 0.5, 0.2
+MNIST_SIGMAS = (0.0, 0.5, 1.0, 2.0, 5.0)  # ε = ∞, 2, 1, 0.5, 0.2
 MNIST_TASKS = ((0, 1), (4, 9))
 VARIANTS = (("C", dpsda_graphs), ("PS", dpsda_digraphs))
 DELTA = 1e-5
 N_NODES = 7
-OLR_CLIP = 30.0 * 3 ** 0.5          # (√d/2)·(m·r/2 + 7.5) with d = 3, m = 21, r = 5: ‖a_B‖₂·|a^T x − b| for |b| ≤ 7.5
-MNIST_CALIBRATION_EPSILONS = (1.0, 100.0, 1e4, 1e6)   # rigorous network ε at δ = 1e-5
+OLR_CLIP = 30.0 * 3**0.5  # (√d/2)·(m·r/2 + 7.5) with d = 3, m = 21, r = 5: ‖a_B‖₂·|a^T x − b| for |b| ≤ 7.5
+MNIST_CALIBRATION_EPSILONS = (1.0, 100.0, 1e4, 1e6)  # rigorous network ε at δ = 1e-5
 
 
 def eps_label(sigma: float) -> str:
@@ -61,14 +66,27 @@ def privacy_spent(sigma: float, clip: float, dimension: int, horizon: int) -> di
     """Nominal (Δ = 1) and rigorous (Δ = 2nL̂√d) ε of one run of T = ``horizon`` steps at Laplace scale σ."""
     delta_l1 = sensitivity_bound(N_NODES, clip, dimension // N_NODES)
     if sigma == 0:
-        return {"sigma": 0.0, "sensitivity": delta_l1, "nominal": None, "rigorous_node": None,
-                "rigorous_network": None}
+        return {
+            "sigma": 0.0,
+            "sensitivity": delta_l1,
+            "nominal": None,
+            "rigorous_node": None,
+            "rigorous_network": None,
+        }
     nominal = run_privacy(1.0, sigma, N_NODES, horizon)
     rigorous = run_privacy(delta_l1, sigma, N_NODES, horizon)
-    return {"sigma": sigma, "gradient_clip": clip, "sensitivity": delta_l1, "delta": DELTA,
-            "nominal_per_step": 1.0 / sigma, "nominal": nominal["node"].basic,
-            "node": rigorous["node"].summary(DELTA), "network": rigorous["network"].summary(DELTA),
-            "rigorous_node": rigorous["node"].epsilon(DELTA), "rigorous_network": rigorous["network"].epsilon(DELTA)}
+    return {
+        "sigma": sigma,
+        "gradient_clip": clip,
+        "sensitivity": delta_l1,
+        "delta": DELTA,
+        "nominal_per_step": 1.0 / sigma,
+        "nominal": nominal["node"].basic,
+        "node": rigorous["node"].summary(DELTA),
+        "network": rigorous["network"].summary(DELTA),
+        "rigorous_node": rigorous["node"].epsilon(DELTA),
+        "rigorous_network": rigorous["network"].epsilon(DELTA),
+    }
 
 
 def sigma_for_network_epsilon(target: float, sensitivity: float, horizon: int) -> float:
@@ -96,11 +114,17 @@ def olr_experiment(seeds: list[int], horizon: int, lookahead: bool) -> dict:
         comp = least_squares_comparator(stream.features, stream.labels, horizon)
         for variant, topo in VARIANTS:
             for sigma in SIGMAS:
-                cfg = DPSDAConfig(variant=variant, laplace_scale=sigma, lookahead=lookahead,
-                                  grad_noise="frozen" if lookahead else "fresh", gradient_clip=OLR_CLIP)
+                cfg = DPSDAConfig(
+                    variant=variant,
+                    laplace_scale=sigma,
+                    lookahead=lookahead,
+                    grad_noise="frozen" if lookahead else "fresh",
+                    gradient_clip=OLR_CLIP,
+                )
                 tr = run_dpsda(cfg, stream.features, stream.labels, topo(), horizon, seed=seed)
                 curves.setdefault((variant, sigma), []).append(
-                    olr_regret(tr.decisions, stream.features, stream.labels, comp))
+                    olr_regret(tr.decisions, stream.features, stream.labels, comp)
+                )
     return curves
 
 
@@ -125,18 +149,31 @@ def summarise_olr(curves: dict, horizon: int) -> dict:
             rows[eps_label(sigma)] = {
                 "sigma": sigma,
                 "R100_over_T": float(np.mean(r[:, 99] / 100)),
-                "R_over_T": float(final.mean()), "R_over_T_min": float(final.min()), "R_over_T_max": float(final.max()),
+                "R_over_T": float(final.mean()),
+                "R_over_T_min": float(final.min()),
+                "R_over_T_max": float(final.max()),
                 "Ravg_over_T": float(np.mean(ra[:, horizon - 1] / horizon)),
-                "loglog_slope_mean": float(np.mean(slopes)), "loglog_slope_max": float(np.max(slopes)),
-                "curve_R_over_T": (r.mean(axis=0) / t).tolist(), "curve_Ravg_over_T": (ra.mean(axis=0) / t).tolist(),
+                "loglog_slope_mean": float(np.mean(slopes)),
+                "loglog_slope_max": float(np.max(slopes)),
+                "curve_R_over_T": (r.mean(axis=0) / t).tolist(),
+                "curve_Ravg_over_T": (ra.mean(axis=0) / t).tolist(),
                 "privacy": privacy_spent(sigma, OLR_CLIP, 21, horizon),
             }
         means = [rows[eps_label(s)]["R_over_T"] for s in SIGMAS]
-        per_seed = sum(all(curves[(variant, a)][k][0][-1] < curves[(variant, b)][k][0][-1]
-                           for a, b in zip(SIGMAS, SIGMAS[1:])) for k in range(len(curves[(variant, 0.0)])))
+        per_seed = sum(
+            all(
+                curves[(variant, a)][k][0][-1] < curves[(variant, b)][k][0][-1]
+                for a, b in zip(SIGMAS, SIGMAS[1:])
+            )
+            for k in range(len(curves[(variant, 0.0)]))
+        )
         out["per_variant"][variant] = rows
-        out["checks"][f"{variant}_mean_R_increasing_in_sigma"] = bool(all(a < b for a, b in zip(means, means[1:])))
-        out["checks"][f"{variant}_seeds_strictly_ordered_in_sigma"] = f"{per_seed}/{len(curves[(variant, 0.0)])}"
+        out["checks"][f"{variant}_mean_R_increasing_in_sigma"] = bool(
+            all(a < b for a, b in zip(means, means[1:]))
+        )
+        out["checks"][f"{variant}_seeds_strictly_ordered_in_sigma"] = (
+            f"{per_seed}/{len(curves[(variant, 0.0)])}"
+        )
     out["checks"]["R500_below_R100_runs"] = f"{below_runs}/{runs}"
     out["checks"]["R_over_T_strictly_decreasing_on_grid_runs"] = f"{decreasing_runs}/{runs}"
     out["checks"]["loglog_slope_max"] = float(np.nanmax(slopes_all))
@@ -146,6 +183,7 @@ def summarise_olr(curves: dict, horizon: int) -> dict:
 
 def plot_regret(summary: dict, horizon: int, path: Path, title: str) -> None:
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -172,11 +210,17 @@ def mnist_experiment(seeds: list[int], horizon: int, batch: int, radius: float) 
 
     data = load_mnist()
     box = BoxProjection(-radius, radius)
-    clip = (784 // N_NODES) ** 0.5          # L̂ = √d: centred pixels lie in [−1, 1], σ(·) ≤ 1
+    clip = (784 // N_NODES) ** 0.5  # L̂ = √d: centred pixels lie in [−1, 1], σ(·) ≤ 1
     delta_l1 = sensitivity_bound(N_NODES, clip, 784 // N_NODES)
-    calibrated = {target: sigma_for_network_epsilon(target, delta_l1, horizon) for target in MNIST_CALIBRATION_EPSILONS}
-    out: dict = {"privacy": {eps_label(sg): privacy_spent(sg, clip, 784, horizon) for sg in MNIST_SIGMAS},
-                 "calibrated_privacy": {f"{t:g}": privacy_spent(sg, clip, 784, horizon) for t, sg in calibrated.items()}}
+    calibrated = {
+        target: sigma_for_network_epsilon(target, delta_l1, horizon) for target in MNIST_CALIBRATION_EPSILONS
+    }
+    out: dict = {
+        "privacy": {eps_label(sg): privacy_spent(sg, clip, 784, horizon) for sg in MNIST_SIGMAS},
+        "calibrated_privacy": {
+            f"{t:g}": privacy_spent(sg, clip, 784, horizon) for t, sg in calibrated.items()
+        },
+    }
     for pos, neg in MNIST_TASKS:
         task = binary_task(pos, neg, data)
         mean = task.train_features.mean(axis=0)
@@ -191,22 +235,41 @@ def mnist_experiment(seeds: list[int], horizon: int, batch: int, radius: float) 
                 runs = [(variant, eps_label(sg), sg) for sg in MNIST_SIGMAS]
                 runs += [(f"{variant}_calibrated", f"{t:g}", sg) for t, sg in calibrated.items()]
                 for key, label, sigma in runs:
-                    cfg = DPSDAConfig(variant=variant, dimension=784, lower=-radius, upper=radius,
-                                      laplace_scale=sigma, loss="logistic", batch_size=batch, gradient_clip=clip)
+                    cfg = DPSDAConfig(
+                        variant=variant,
+                        dimension=784,
+                        lower=-radius,
+                        upper=radius,
+                        laplace_scale=sigma,
+                        loss="logistic",
+                        batch_size=batch,
+                        gradient_clip=clip,
+                    )
                     tr = run_dpsda(cfg, stream.features, stream.labels, topo(), horizon, seed=seed)
                     d = acc.setdefault(key, {}).setdefault(label, {"train": [], "test": []})
                     d["train"].append(accuracy(tr.decisions[-1], xtr, task.train_labels))
                     d["test"].append(accuracy(tr.decisions[-1], xte, task.test_labels))
-        summary: dict = {"n_train": int(xtr.shape[0]), "n_test": int(xte.shape[0]),
-                         "psgd": {k: float(np.mean(v)) for k, v in acc["psgd"].items()}}
+        summary: dict = {
+            "n_train": int(xtr.shape[0]),
+            "n_test": int(xte.shape[0]),
+            "psgd": {k: float(np.mean(v)) for k, v in acc["psgd"].items()},
+        }
         for variant, _ in VARIANTS:
-            summary[variant] = {e: {k: float(np.mean(v)) for k, v in d.items()} for e, d in acc[variant].items()}
-            summary[f"{variant}_calibrated"] = {e: {k: float(np.mean(v)) for k, v in d.items()}
-                                                for e, d in acc[f"{variant}_calibrated"].items()}
+            summary[variant] = {
+                e: {k: float(np.mean(v)) for k, v in d.items()} for e, d in acc[variant].items()
+            }
+            summary[f"{variant}_calibrated"] = {
+                e: {k: float(np.mean(v)) for k, v in d.items()}
+                for e, d in acc[f"{variant}_calibrated"].items()
+            }
             tests = [summary[variant][eps_label(s)]["test"] for s in MNIST_SIGMAS]
             trains = [summary[variant][eps_label(s)]["train"] for s in MNIST_SIGMAS]
-            summary[f"{variant}_test_non_increasing_in_sigma"] = bool(all(a >= b for a, b in zip(tests, tests[1:])))
-            summary[f"{variant}_train_non_increasing_in_sigma"] = bool(all(a >= b for a, b in zip(trains, trains[1:])))
+            summary[f"{variant}_test_non_increasing_in_sigma"] = bool(
+                all(a >= b for a, b in zip(tests, tests[1:]))
+            )
+            summary[f"{variant}_train_non_increasing_in_sigma"] = bool(
+                all(a >= b for a, b in zip(trains, trains[1:]))
+            )
             gap = summary["psgd"]["test"] - summary[variant]["inf"]["test"]
             summary[f"{variant}_nonprivate_gap_to_psgd_points"] = 100 * gap
             summary[f"{variant}_within_2_points_of_psgd"] = bool(gap <= 0.02)
@@ -215,47 +278,82 @@ def mnist_experiment(seeds: list[int], horizon: int, batch: int, radius: float) 
 
 
 def markdown(report: dict) -> str:
-    lines = [f"# DPSDA benchmark ({report['mode']})", "",
-             f"OLR: m = 21, n = 7, T = {report['olr']['horizon']}, X = [-5,5]^21, seeds {report['olr']['seeds']}, "
-             f"{'code convention (lookahead, frozen noise)' if report['olr']['lookahead'] else 'correct online protocol'}.",
-             "", "| alg | σ | nominal ε/step | R(100)/100 | R(500)/T [min–max] | R̃(500)/T | slope mean (max) |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        f"# DPSDA benchmark ({report['mode']})",
+        "",
+        f"OLR: m = 21, n = 7, T = {report['olr']['horizon']}, X = [-5,5]^21, seeds {report['olr']['seeds']}, "
+        f"{'code convention (lookahead, frozen noise)' if report['olr']['lookahead'] else 'correct online protocol'}.",
+        "",
+        "| alg | σ | nominal ε/step | R(100)/100 | R(500)/T [min–max] | R̃(500)/T | slope mean (max) |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for variant, rows in report["olr"]["per_variant"].items():
         for e, row in rows.items():
-            lines.append(f"| {variant} | {row['sigma']:g} | {e} | {row['R100_over_T']:.3f} | {row['R_over_T']:.3f} "
-                         f"[{row['R_over_T_min']:.2f}–{row['R_over_T_max']:.2f}] | {row['Ravg_over_T']:.3f} | "
-                         f"{row['loglog_slope_mean']:.3f} ({row['loglog_slope_max']:.3f}) |")
+            lines.append(
+                f"| {variant} | {row['sigma']:g} | {e} | {row['R100_over_T']:.3f} | {row['R_over_T']:.3f} "
+                f"[{row['R_over_T_min']:.2f}–{row['R_over_T_max']:.2f}] | {row['Ravg_over_T']:.3f} | "
+                f"{row['loglog_slope_mean']:.3f} ({row['loglog_slope_max']:.3f}) |"
+            )
     lines += ["", "Checks: " + json.dumps(report["olr"]["checks"]), ""]
-    lines += privacy_markdown("OLR", {e: row["privacy"] for e, row in report["olr"]["per_variant"]["C"].items()},
-                              report["olr"]["horizon"])
+    lines += privacy_markdown(
+        "OLR",
+        {e: row["privacy"] for e, row in report["olr"]["per_variant"]["C"].items()},
+        report["olr"]["horizon"],
+    )
     if "olr_lookahead" in report:
-        lines += ["Code convention (lookahead=True, frozen gradient noise):", "",
-                  "| alg | σ | R(500)/T | R̃(500)/T |", "|---|---|---|---|"]
+        lines += [
+            "Code convention (lookahead=True, frozen gradient noise):",
+            "",
+            "| alg | σ | R(500)/T | R̃(500)/T |",
+            "|---|---|---|---|",
+        ]
         for variant, rows in report["olr_lookahead"]["per_variant"].items():
-            for e, row in rows.items():
-                lines.append(f"| {variant} | {row['sigma']:g} | {row['R_over_T']:.3f} | {row['Ravg_over_T']:.3f} |")
+            for row in rows.values():
+                lines.append(
+                    f"| {variant} | {row['sigma']:g} | {row['R_over_T']:.3f} | {row['Ravg_over_T']:.3f} |"
+                )
         lines += ["", "Checks: " + json.dumps(report["olr_lookahead"]["checks"]), ""]
     m = report.get("mnist")
     if m:
-        lines += [f"MNIST OBC: T = {m['horizon']}, |B_t| = {m['batch']}, box radius {m['radius']}, seeds {m['seeds']}; "
-                  "accuracy of the final decision x(T) (test / train).", ""]
+        lines += [
+            f"MNIST OBC: T = {m['horizon']}, |B_t| = {m['batch']}, box radius {m['radius']}, seeds {m['seeds']}; "
+            "accuracy of the final decision x(T) (test / train).",
+            "",
+        ]
         for task, s in m["tasks"].items():
-            lines += [f"## {task} (train {s['n_train']}, test {s['n_test']}); centralised projected SGD: "
-                      f"test {s['psgd']['test']:.4f}, train {s['psgd']['train']:.4f}", "",
-                      "| alg | " + " | ".join(f"σ = {sg:g} (nominal ε/step {eps_label(sg)})" for sg in MNIST_SIGMAS) + " |",
-                      "|---|" + "---|" * len(MNIST_SIGMAS)]
+            lines += [
+                f"## {task} (train {s['n_train']}, test {s['n_test']}); centralised projected SGD: "
+                f"test {s['psgd']['test']:.4f}, train {s['psgd']['train']:.4f}",
+                "",
+                "| alg | "
+                + " | ".join(f"σ = {sg:g} (nominal ε/step {eps_label(sg)})" for sg in MNIST_SIGMAS)
+                + " |",
+                "|---|" + "---|" * len(MNIST_SIGMAS),
+            ]
             for variant, _ in VARIANTS:
-                cells = [f"{s[variant][eps_label(sg)]['test']:.4f} / {s[variant][eps_label(sg)]['train']:.4f}"
-                         for sg in MNIST_SIGMAS]
+                cells = [
+                    f"{s[variant][eps_label(sg)]['test']:.4f} / {s[variant][eps_label(sg)]['train']:.4f}"
+                    for sg in MNIST_SIGMAS
+                ]
                 lines.append(f"| DPSDA-{variant} | " + " | ".join(cells) + " |")
-            lines += ["", "gap to PSGD (points): " + ", ".join(
-                f"{v} {s[f'{v}_nonprivate_gap_to_psgd_points']:.2f}" for v, _ in VARIANTS), ""]
+            lines += [
+                "",
+                "gap to PSGD (points): "
+                + ", ".join(f"{v} {s[f'{v}_nonprivate_gap_to_psgd_points']:.2f}" for v, _ in VARIANTS),
+                "",
+            ]
             cal = m["calibrated_privacy"]
-            lines += ["At the σ that a rigorous network ε requires (test / train accuracy):", "",
-                      "| alg | " + " | ".join(f"ε_net = {t} (σ = {cal[t]['sigma']:.4g})" for t in cal) + " |",
-                      "|---|" + "---|" * len(cal)]
+            lines += [
+                "At the σ that a rigorous network ε requires (test / train accuracy):",
+                "",
+                "| alg | " + " | ".join(f"ε_net = {t} (σ = {cal[t]['sigma']:.4g})" for t in cal) + " |",
+                "|---|" + "---|" * len(cal),
+            ]
             for variant, _ in VARIANTS:
-                cells = [f"{s[f'{variant}_calibrated'][t]['test']:.4f} / {s[f'{variant}_calibrated'][t]['train']:.4f}"
-                         for t in cal]
+                cells = [
+                    f"{s[f'{variant}_calibrated'][t]['test']:.4f} / {s[f'{variant}_calibrated'][t]['train']:.4f}"
+                    for t in cal
+                ]
                 lines.append(f"| DPSDA-{variant} | " + " | ".join(cells) + " |")
             lines.append("")
         lines += privacy_markdown("MNIST", m["privacy"], m["horizon"])
@@ -265,35 +363,47 @@ def markdown(report: dict) -> str:
 def privacy_markdown(name: str, rows: dict, horizon: int) -> list[str]:
     """The ε every run of one experiment spends (the same for both variants: same n, T, Δ, σ)."""
     first = next(r for r in rows.values() if r["nominal"] is not None)
-    lines = [f"Privacy spent by every {name} run (T = {horizon}: {horizon - 1} releases per node, "
-             f"{N_NODES * (horizon - 1)} on the network; rigorous: L̂ = {first['gradient_clip']:.4g}, "
-             f"Δ = 2nL̂√d = {first['sensitivity']:.4g}, δ = {DELTA:g}, the tightest of basic / zCDP / RDP):", "",
-             "| σ | nominal ε/step | nominal ε (basic) | rigorous ε/step | node ε | network ε | network ε: basic / zCDP / RDP |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        f"Privacy spent by every {name} run (T = {horizon}: {horizon - 1} releases per node, "
+        f"{N_NODES * (horizon - 1)} on the network; rigorous: L̂ = {first['gradient_clip']:.4g}, "
+        f"Δ = 2nL̂√d = {first['sensitivity']:.4g}, δ = {DELTA:g}, the tightest of basic / zCDP / RDP):",
+        "",
+        "| σ | nominal ε/step | nominal ε (basic) | rigorous ε/step | node ε | network ε | network ε: basic / zCDP / RDP |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for r in rows.values():
         if r["nominal"] is None:
             lines.append(f"| {r['sigma']:g} | ∞ | ∞ | ∞ | ∞ | ∞ | non-private |")
             continue
         net = r["network"]
-        lines.append(f"| {r['sigma']:.4g} | {r['nominal_per_step']:.4g} | {r['nominal']:.4g} | "
-                     f"{r['node']['epsilon_per_release']:.4g} | {r['rigorous_node']:.4g} | {r['rigorous_network']:.4g} | "
-                     f"{net['basic']:.4g} / {net['zcdp']:.4g} / {net['rdp']:.4g} |")
+        lines.append(
+            f"| {r['sigma']:.4g} | {r['nominal_per_step']:.4g} | {r['nominal']:.4g} | "
+            f"{r['node']['epsilon_per_release']:.4g} | {r['rigorous_node']:.4g} | {r['rigorous_network']:.4g} | "
+            f"{net['basic']:.4g} / {net['zcdp']:.4g} / {net['rdp']:.4g} |"
+        )
     return lines + [""]
 
 
 def eps_headline(row: dict) -> dict:
     """Nominal and rigorous ε of one run, rounded for the last JSON line (None = non-private, ε = ∞)."""
+
     def r(v):
         return None if v is None else float(f"{v:.5g}")
-    return {"nominal": r(row["nominal"]), "rigorous_node": r(row["rigorous_node"]),
-            "rigorous_network": r(row["rigorous_network"])}
+
+    return {
+        "nominal": r(row["nominal"]),
+        "rigorous_node": r(row["rigorous_node"]),
+        "rigorous_network": r(row["rigorous_network"]),
+    }
 
 
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="10 OLR seeds, 3 MNIST seeds, no lookahead run")
     ap.add_argument("--seeds", type=int, default=None, help="OLR seeds (default 10 quick, 20 full)")
-    ap.add_argument("--lookahead", action="store_true", help="also run the code convention (default in full mode)")
+    ap.add_argument(
+        "--lookahead", action="store_true", help="also run the code convention (default in full mode)"
+    )
     ap.add_argument("--skip-mnist", action="store_true")
     args = ap.parse_args(argv)
     if args.seeds is not None and args.seeds < 10:
@@ -310,16 +420,22 @@ def main(argv: list[str] | None = None) -> dict:
     report: dict = {"mode": mode}
     olr = summarise_olr(olr_experiment(seeds, horizon, lookahead=False), horizon)
     report["olr"] = {"horizon": horizon, "seeds": f"{seeds[0]}..{seeds[-1]}", "lookahead": False, **olr}
-    plot_regret(olr, horizon, RESULTS / f"dpsda_regret{suffix}.png",
-                f"Synthetic OLR, correct protocol, mean of {n_seeds} seeds")
+    plot_regret(
+        olr,
+        horizon,
+        RESULTS / f"dpsda_regret{suffix}.png",
+        f"Synthetic OLR, correct protocol, mean of {n_seeds} seeds",
+    )
     print(f"OLR (correct protocol), means over {n_seeds} seeds:")
     for variant, rows in olr["per_variant"].items():
         for e, row in rows.items():
-            print(f"  DPSDA-{variant:2s} σ={row['sigma']:g} (ε={e:>3s}): R(100)/100={row['R100_over_T']:.3f} "
-                  f"R(500)/T={row['R_over_T']:.3f} [{row['R_over_T_min']:.2f}-{row['R_over_T_max']:.2f}] "
-                  f"R̃(500)/T={row['Ravg_over_T']:.3f} slope={row['loglog_slope_mean']:.3f} (max {row['loglog_slope_max']:.3f})"
-                  f"  ε nominal={fmt_eps(row['privacy']['nominal'])} rigorous node={fmt_eps(row['privacy']['rigorous_node'])}"
-                  f" network={fmt_eps(row['privacy']['rigorous_network'])}")
+            print(
+                f"  DPSDA-{variant:2s} σ={row['sigma']:g} (ε={e:>3s}): R(100)/100={row['R100_over_T']:.3f} "
+                f"R(500)/T={row['R_over_T']:.3f} [{row['R_over_T_min']:.2f}-{row['R_over_T_max']:.2f}] "
+                f"R̃(500)/T={row['Ravg_over_T']:.3f} slope={row['loglog_slope_mean']:.3f} (max {row['loglog_slope_max']:.3f})"
+                f"  ε nominal={fmt_eps(row['privacy']['nominal'])} rigorous node={fmt_eps(row['privacy']['rigorous_node'])}"
+                f" network={fmt_eps(row['privacy']['rigorous_network'])}"
+            )
     print("  checks:", json.dumps(olr["checks"]))
 
     if args.lookahead or not args.quick:
@@ -327,31 +443,52 @@ def main(argv: list[str] | None = None) -> dict:
         report["olr_lookahead"] = {"horizon": horizon, "lookahead": True, **la}
         print(f"OLR (code convention: lookahead, frozen gradient noise), means over {n_seeds} seeds:")
         for variant, rows in la["per_variant"].items():
-            print(f"  DPSDA-{variant:2s} R(500)/T by σ: " +
-                  ", ".join(f"{row['sigma']:g}: {row['R_over_T']:.3f}" for row in rows.values()))
+            print(
+                f"  DPSDA-{variant:2s} R(500)/T by σ: "
+                + ", ".join(f"{row['sigma']:g}: {row['R_over_T']:.3f}" for row in rows.values())
+            )
         print("  checks:", json.dumps(la["checks"]))
 
     if not args.skip_mnist:
         mn = mnist_experiment(mnist_seeds, horizon=500, batch=10, radius=1.0)
         tasks = mn["tasks"]
-        report["mnist"] = {"horizon": 500, "batch": 10, "radius": 1.0, "seeds": f"{mnist_seeds[0]}..{mnist_seeds[-1]}",
-                           **mn}
-        print(f"MNIST OBC (logistic, box [-1,1]^784, T=500, |B_t|=10), mean test accuracy over {len(mnist_seeds)} seeds:")
+        report["mnist"] = {
+            "horizon": 500,
+            "batch": 10,
+            "radius": 1.0,
+            "seeds": f"{mnist_seeds[0]}..{mnist_seeds[-1]}",
+            **mn,
+        }
+        print(
+            f"MNIST OBC (logistic, box [-1,1]^784, T=500, |B_t|=10), mean test accuracy over {len(mnist_seeds)} seeds:"
+        )
         for task, s in tasks.items():
             print(f"  {task}: centralised PSGD {s['psgd']['test']:.4f}")
             for variant, _ in VARIANTS:
-                print(f"    DPSDA-{variant:2s} " + "  ".join(f"ε={eps_label(sg)}: {s[variant][eps_label(sg)]['test']:.4f}"
-                                                    for sg in MNIST_SIGMAS)
-                      + f"  (gap to PSGD {s[f'{variant}_nonprivate_gap_to_psgd_points']:.2f} pts)")
-                print(f"    DPSDA-{variant:2s} at a rigorous network ε (δ={DELTA:g}): " + "  ".join(
-                    f"ε_net={t} (σ={mn['calibrated_privacy'][t]['sigma']:.4g}): {acc['test']:.4f}"
-                    for t, acc in s[f"{variant}_calibrated"].items()))
-        print(f"MNIST privacy spent per run (same for C and PS; Δ = 2nL̂√d = "
-              f"{mn['privacy'][eps_label(1.0)]['sensitivity']:.4g} with L̂ = √d):")
+                print(
+                    f"    DPSDA-{variant:2s} "
+                    + "  ".join(
+                        f"ε={eps_label(sg)}: {s[variant][eps_label(sg)]['test']:.4f}" for sg in MNIST_SIGMAS
+                    )
+                    + f"  (gap to PSGD {s[f'{variant}_nonprivate_gap_to_psgd_points']:.2f} pts)"
+                )
+                print(
+                    f"    DPSDA-{variant:2s} at a rigorous network ε (δ={DELTA:g}): "
+                    + "  ".join(
+                        f"ε_net={t} (σ={mn['calibrated_privacy'][t]['sigma']:.4g}): {acc['test']:.4f}"
+                        for t, acc in s[f"{variant}_calibrated"].items()
+                    )
+                )
+        print(
+            f"MNIST privacy spent per run (same for C and PS; Δ = 2nL̂√d = "
+            f"{mn['privacy'][eps_label(1.0)]['sensitivity']:.4g} with L̂ = √d):"
+        )
         for row in mn["privacy"].values():
-            print(f"  σ={row['sigma']:g}: ε nominal={fmt_eps(row['nominal'])} "
-                  f"(per step {fmt_eps(row.get('nominal_per_step'))}), rigorous node={fmt_eps(row['rigorous_node'])} "
-                  f"network={fmt_eps(row['rigorous_network'])}")
+            print(
+                f"  σ={row['sigma']:g}: ε nominal={fmt_eps(row['nominal'])} "
+                f"(per step {fmt_eps(row.get('nominal_per_step'))}), rigorous node={fmt_eps(row['rigorous_node'])} "
+                f"network={fmt_eps(row['rigorous_network'])}"
+            )
     report["wall_seconds"] = round(time.time() - started, 1)
 
     def strip_curves(rep: dict) -> dict:
@@ -363,33 +500,59 @@ def main(argv: list[str] | None = None) -> dict:
                     row.pop("curve_Ravg_over_T", None)
         return out
 
-    (RESULTS / f"dpsda{suffix}.json").write_text(json.dumps(strip_curves(report), indent=1, sort_keys=True) + "\n")
+    (RESULTS / f"dpsda{suffix}.json").write_text(
+        json.dumps(strip_curves(report), indent=1, sort_keys=True) + "\n"
+    )
     (RESULTS / f"dpsda{suffix}.md").write_text(markdown(report))
 
     headline = {
-        "benchmark": "dpsda", "mode": mode, "olr_seeds": n_seeds,
-        "R500_over_T": {v: {f"{r['sigma']:g}": round(r["R_over_T"], 4) for r in rows.values()}
-                        for v, rows in olr["per_variant"].items()},
-        "loglog_slope": {v: {f"{r['sigma']:g}": round(r["loglog_slope_mean"], 3) for r in rows.values()}
-                         for v, rows in olr["per_variant"].items()},
+        "benchmark": "dpsda",
+        "mode": mode,
+        "olr_seeds": n_seeds,
+        "R500_over_T": {
+            v: {f"{r['sigma']:g}": round(r["R_over_T"], 4) for r in rows.values()}
+            for v, rows in olr["per_variant"].items()
+        },
+        "loglog_slope": {
+            v: {f"{r['sigma']:g}": round(r["loglog_slope_mean"], 3) for r in rows.values()}
+            for v, rows in olr["per_variant"].items()
+        },
         "loglog_slope_max": round(olr["checks"]["loglog_slope_max"], 3),
         "orderings_hold": {k: v for k, v in olr["checks"].items() if k.endswith("increasing_in_sigma")},
         "wall_seconds": report["wall_seconds"],
         "privacy_delta": DELTA,
-        "olr_epsilon": {f"{r['sigma']:g}": eps_headline(r["privacy"]) for r in olr["per_variant"]["C"].values()},
+        "olr_epsilon": {
+            f"{r['sigma']:g}": eps_headline(r["privacy"]) for r in olr["per_variant"]["C"].values()
+        },
     }
     if "mnist" in report:
         headline["mnist_test_accuracy"] = {
-            task: {"psgd": round(s["psgd"]["test"], 4),
-                   **{v: {e: round(s[v][e]["test"], 4) for e in s[v]} for v, _ in VARIANTS}}
-            for task, s in report["mnist"]["tasks"].items()}
-        headline["mnist_epsilon"] = {f"{r['sigma']:g}": eps_headline(r) for r in report["mnist"]["privacy"].values()}
+            task: {
+                "psgd": round(s["psgd"]["test"], 4),
+                **{v: {e: round(s[v][e]["test"], 4) for e in s[v]} for v, _ in VARIANTS},
+            }
+            for task, s in report["mnist"]["tasks"].items()
+        }
+        headline["mnist_epsilon"] = {
+            f"{r['sigma']:g}": eps_headline(r) for r in report["mnist"]["privacy"].values()
+        }
         headline["mnist_rigorous_network_epsilon_accuracy"] = {
-            task: {v: {t: {"sigma": round(report["mnist"]["calibrated_privacy"][t]["sigma"], 1),
-                           "test": round(acc["test"], 4)} for t, acc in s[f"{v}_calibrated"].items()}
-                   for v, _ in VARIANTS} for task, s in report["mnist"]["tasks"].items()}
+            task: {
+                v: {
+                    t: {
+                        "sigma": round(report["mnist"]["calibrated_privacy"][t]["sigma"], 1),
+                        "test": round(acc["test"], 4),
+                    }
+                    for t, acc in s[f"{v}_calibrated"].items()
+                }
+                for v, _ in VARIANTS
+            }
+            for task, s in report["mnist"]["tasks"].items()
+        }
         headline["mnist_within_2_points_of_psgd"] = {
-            task: {v: s[f"{v}_within_2_points_of_psgd"] for v, _ in VARIANTS} for task, s in report["mnist"]["tasks"].items()}
+            task: {v: s[f"{v}_within_2_points_of_psgd"] for v, _ in VARIANTS}
+            for task, s in report["mnist"]["tasks"].items()
+        }
     print(json.dumps(headline, sort_keys=True))
     return headline
 

@@ -41,6 +41,7 @@ TARGETS = {"container_overhead_s": 1.0, "sandbox_overhead_s": 0.25}
 
 def _dataset(seed: int) -> LocalDataset:
     import numpy as np
+
     return LocalDataset(np.random.default_rng(seed).normal(size=(16, 3)))
 
 
@@ -49,6 +50,7 @@ def inprocess_seconds(repeats: int) -> float:
     if str(AVERAGE_DIR) not in sys.path:
         sys.path.insert(0, str(AVERAGE_DIR))
     from average_consensus import AverageConsensus
+
     from algorithms.simulator import context
     from algorithms.topologies.static import ring
 
@@ -75,11 +77,26 @@ def _setup(runtime_name: str, root: Path):
     if not runtime.available():
         raise SystemExit(f"runtime {runtime_name} unavailable (run scripts/install-container-engine)")
     recipe = images.ImageRecipe.named("average-consensus")
-    built = images.build_bundle(recipe) if runtime_name == "sandbox" else images.build_image(runtime.client, recipe)
+    built = (
+        images.build_bundle(recipe)
+        if runtime_name == "sandbox"
+        else images.build_image(runtime.client, recipe)
+    )
     admin = consortium.identity("Org1")
-    ledger.submit(admin, "Image:register", json.dumps({"id": "avg:1", "name": "avg", "version": "1",
-                                                       "algorithm": recipe.algorithm, "digest": built.digest,
-                                                       "reference": built.reference}))
+    ledger.submit(
+        admin,
+        "Image:register",
+        json.dumps(
+            {
+                "id": "avg:1",
+                "name": "avg",
+                "version": "1",
+                "algorithm": recipe.algorithm,
+                "digest": built.digest,
+                "reference": built.reference,
+            }
+        ),
+    )
     for o in consortium.msp_ids:
         (root / "data" / o / "default").mkdir(parents=True)
         save_dataset(root / "data" / o / "default" / "dataset.npz", _dataset(1))
@@ -88,8 +105,14 @@ def _setup(runtime_name: str, root: Path):
 
 def _summary(walls: list[float], steps: list[float], repeats: int) -> dict[str, float]:
     over = [w - s for w, s in zip(walls, steps)]
-    return {"overhead_s": statistics.median(over), "overhead_min_s": min(over), "overhead_max_s": max(over),
-            "wall_s": statistics.median(walls), "step_s": statistics.median(steps), "repeats": repeats}
+    return {
+        "overhead_s": statistics.median(over),
+        "overhead_min_s": min(over),
+        "overhead_max_s": max(over),
+        "wall_s": statistics.median(walls),
+        "step_s": statistics.median(steps),
+        "repeats": repeats,
+    }
 
 
 def agent_overheads(runtime_name: str, repeats: int, work: Path) -> dict[str, float]:
@@ -100,13 +123,26 @@ def agent_overheads(runtime_name: str, repeats: int, work: Path) -> dict[str, fl
     root = work / runtime_name
     consortium, ledger, runtime = _setup(runtime_name, root)
     admin = consortium.identity("Org1")
-    agent = NodeAgent(ledger, admin, consortium, runtime, root / "data" / "Org1MSP", root / "store", root / "state")
+    agent = NodeAgent(
+        ledger, admin, consortium, runtime, root / "data" / "Org1MSP", root / "store", root / "state"
+    )
     walls, steps = [], []
-    for i in range(repeats + 1):          # the first run warms caches and is not counted
+    for i in range(repeats + 1):  # the first run warms caches and is not counted
         pid = f"bench-{i}"
-        ledger.submit(admin, "LearningProcess:create", json.dumps({
-            "id": pid, "image_id": "avg:1", "consortium": list(consortium.msp_ids),
-            "topology": {"kind": "ring", "seed": 0}, "hyperparameters": {"eps": 0.25}, "rounds": 2}))
+        ledger.submit(
+            admin,
+            "LearningProcess:create",
+            json.dumps(
+                {
+                    "id": pid,
+                    "image_id": "avg:1",
+                    "consortium": list(consortium.msp_ids),
+                    "topology": {"kind": "ring", "seed": 0},
+                    "hyperparameters": {"eps": 0.25},
+                    "rounds": 2,
+                }
+            ),
+        )
         ledger.submit(admin, "LearningProcess:start", pid)
         t = time.perf_counter()
         outcome = agent.run_process_round(pid)
@@ -129,13 +165,35 @@ def warm_overheads(runtime_name: str, repeats: int, work: Path) -> dict[str, flo
 
     root = work / f"warm-{runtime_name}"
     consortium, ledger, runtime = _setup(runtime_name, root)
-    agents = [NodeAgent(ledger, consortium.identity(o), consortium, runtime, root / "data" / o, root / "store",
-                        root / "state", warm=True) for o in consortium.msp_ids]
+    agents = [
+        NodeAgent(
+            ledger,
+            consortium.identity(o),
+            consortium,
+            runtime,
+            root / "data" / o,
+            root / "store",
+            root / "state",
+            warm=True,
+        )
+        for o in consortium.msp_ids
+    ]
     admin = consortium.identity("Org1")
     rounds = repeats + 1
-    ledger.submit(admin, "LearningProcess:create", json.dumps({
-        "id": "warm", "image_id": "avg:1", "consortium": list(consortium.msp_ids),
-        "topology": {"kind": "ring", "seed": 0}, "hyperparameters": {"eps": 0.25}, "rounds": rounds}))
+    ledger.submit(
+        admin,
+        "LearningProcess:create",
+        json.dumps(
+            {
+                "id": "warm",
+                "image_id": "avg:1",
+                "consortium": list(consortium.msp_ids),
+                "topology": {"kind": "ring", "seed": 0},
+                "hyperparameters": {"eps": 0.25},
+                "rounds": rounds,
+            }
+        ),
+    )
     ledger.submit(admin, "LearningProcess:start", "warm")
     walls, steps = [], []
     try:
@@ -168,8 +226,11 @@ def main(argv: list[str] | None = None) -> int:
 
     if "container" in runtimes:
         import subprocess
+
         root = Path(__file__).resolve().parent.parent
-        proc = subprocess.run([str(root / "scripts" / "install-container-engine")], capture_output=True, text=True)
+        proc = subprocess.run(
+            [str(root / "scripts" / "install-container-engine")], capture_output=True, text=True
+        )
         if proc.returncode != 0:
             raise SystemExit(f"container engine unavailable: {proc.stderr[-500:]}")
         os.environ.setdefault("CONSORTIA_DOCKER_HOST", proc.stdout.strip().splitlines()[-1])
@@ -182,39 +243,73 @@ def main(argv: list[str] | None = None) -> int:
             d = agent_overheads(rt, repeats, Path(tmp))
             details[rt] = d
             target = TARGETS.get(f"{rt}_overhead_s")
-            verdict = "" if target is None else (" (target <= %.2f s: %s)" % (target, "met" if d["overhead_s"] <= target else "MISSED"))
-            print(f"{rt:9s} task overhead, median of {repeats}: {d['overhead_s']:.3f} s "
-                  f"[min {d['overhead_min_s']:.3f}, max {d['overhead_max_s']:.3f}; wall {d['wall_s']:.3f} s, "
-                  f"step inside {d['step_s'] * 1e3:.3f} ms]{verdict}")
+            verdict = (
+                ""
+                if target is None
+                else (f" (target <= {target:.2f} s: {'met' if d['overhead_s'] <= target else 'MISSED'})")
+            )
+            print(
+                f"{rt:9s} task overhead, median of {repeats}: {d['overhead_s']:.3f} s "
+                f"[min {d['overhead_min_s']:.3f}, max {d['overhead_max_s']:.3f}; wall {d['wall_s']:.3f} s, "
+                f"step inside {d['step_s'] * 1e3:.3f} ms]{verdict}"
+            )
         if not args.no_warm:
             for rt in runtimes:
                 d = warm_overheads(rt, repeats, Path(tmp))
                 details[f"warm_{rt}"] = d
-                print(f"warm {rt:9s} per-round overhead, median of {repeats}: {d['overhead_s']:.3f} s "
-                      f"[min {d['overhead_min_s']:.3f}, max {d['overhead_max_s']:.3f}] "
-                      f"(stretch target < 0.10 s: {'met' if d['overhead_s'] < 0.1 else 'MISSED'})")
+                print(
+                    f"warm {rt:9s} per-round overhead, median of {repeats}: {d['overhead_s']:.3f} s "
+                    f"[min {d['overhead_min_s']:.3f}, max {d['overhead_max_s']:.3f}] "
+                    f"(stretch target < 0.10 s: {'met' if d['overhead_s'] < 0.1 else 'MISSED'})"
+                )
     load = os.getloadavg()[0]
-    print(f"load average (1 min) at the end: {load:.1f} on {os.cpu_count()} cores -- the figures scale with it")
-    summary = {"benchmark": "executor", "quick": bool(args.quick), "repeats": repeats,
-               "inprocess_s": round(inproc, 6), "load_average": round(load, 2)}
+    print(
+        f"load average (1 min) at the end: {load:.1f} on {os.cpu_count()} cores -- the figures scale with it"
+    )
+    summary = {
+        "benchmark": "executor",
+        "quick": bool(args.quick),
+        "repeats": repeats,
+        "inprocess_s": round(inproc, 6),
+        "load_average": round(load, 2),
+    }
     for rt in runtimes:
         summary[f"{rt}_overhead_s"] = round(details[rt]["overhead_s"], 4)
         if f"warm_{rt}" in details:
             summary[f"warm_{rt}_overhead_s"] = round(details[f"warm_{rt}"]["overhead_s"], 4)
     RESULTS.mkdir(parents=True, exist_ok=True)
     name = "executor-quick" if args.quick else "executor"
-    (RESULTS / f"{name}.json").write_text(json.dumps({"summary": summary, "details": details,
-                                                      "machine": {"python": platform.python_version(),
-                                                                  "platform": platform.platform()},
-                                                      "targets": TARGETS}, indent=2, sort_keys=True) + "\n")
-    lines = [f"# Executor overhead ({'quick, ' if args.quick else ''}{repeats} repeats)", "",
-             "| runtime | overhead median (s) | min | max | wall (s) | target (s) |", "|---|---|---|---|---|---|"]
+    (RESULTS / f"{name}.json").write_text(
+        json.dumps(
+            {
+                "summary": summary,
+                "details": details,
+                "machine": {"python": platform.python_version(), "platform": platform.platform()},
+                "targets": TARGETS,
+            },
+            indent=2,
+            sort_keys=True,
+        )
+        + "\n"
+    )
+    lines = [
+        f"# Executor overhead ({'quick, ' if args.quick else ''}{repeats} repeats)",
+        "",
+        "| runtime | overhead median (s) | min | max | wall (s) | target (s) |",
+        "|---|---|---|---|---|---|",
+    ]
     for rt in [k for k in details]:
         d = details[rt]
-        lines.append(f"| {rt} | {d['overhead_s']:.3f} | {d['overhead_min_s']:.3f} | {d['overhead_max_s']:.3f} | "
-                     f"{d['wall_s']:.3f} | {TARGETS.get(rt + '_overhead_s', 0.1 if rt.startswith('warm_') else '')} |")
-    lines += ["", f"In-process init+step: {inproc * 1e3:.3f} ms. Load average at the end: {load:.1f} "
-              f"on {os.cpu_count()} shared cores.", ""]
+        lines.append(
+            f"| {rt} | {d['overhead_s']:.3f} | {d['overhead_min_s']:.3f} | {d['overhead_max_s']:.3f} | "
+            f"{d['wall_s']:.3f} | {TARGETS.get(rt + '_overhead_s', 0.1 if rt.startswith('warm_') else '')} |"
+        )
+    lines += [
+        "",
+        f"In-process init+step: {inproc * 1e3:.3f} ms. Load average at the end: {load:.1f} "
+        f"on {os.cpu_count()} shared cores.",
+        "",
+    ]
     (RESULTS / f"{name}.md").write_text("\n".join(lines))
     print(json.dumps(summary, sort_keys=True))
     return 0

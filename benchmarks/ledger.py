@@ -84,8 +84,12 @@ def bench_submit(ledger, consortium: Consortium, clients: int, total: int) -> di
 
     elapsed = run_clients(worker, clients)
     flat = [x for lat in latencies for x in lat]
-    return {"submit_tps": len(flat) / elapsed, "submit_p50_ms": percentile(flat, 50) * 1e3,
-            "submit_p99_ms": percentile(flat, 99) * 1e3, "submits": len(flat)}
+    return {
+        "submit_tps": len(flat) / elapsed,
+        "submit_p50_ms": percentile(flat, 50) * 1e3,
+        "submit_p99_ms": percentile(flat, 99) * 1e3,
+        "submits": len(flat),
+    }
 
 
 def bench_evaluate(ledger, consortium: Consortium, clients: int, total: int) -> dict[str, float]:
@@ -111,10 +115,16 @@ def bench_history(ledger, consortium: Consortium, versions: int, samples: int) -
     for c in (c1, c2):
         key = ec.generate_private_key(ec.SECP256R1())
         c.create_task(pid, 1, key.public_key(), "inprocess")
-        res = {"process_id": pid, "round": 1, "organisation": c.organisation, "image_digest": DIGEST,
-               "runtime": "inprocess", "inputs": {"state": None, "messages": [], "data_commitment": DIGEST},
-               "outputs": {"state": DIGEST, "messages": [], "model": {"digest": model_digest, "size": 10}},
-               "metrics": {}}
+        res = {
+            "process_id": pid,
+            "round": 1,
+            "organisation": c.organisation,
+            "image_digest": DIGEST,
+            "runtime": "inprocess",
+            "inputs": {"state": None, "messages": [], "data_commitment": DIGEST},
+            "outputs": {"state": DIGEST, "messages": [], "model": {"digest": model_digest, "size": 10}},
+            "metrics": {},
+        }
         c.complete_task(res, sign(key, canonical_json(res)))
     data_key, ct = encrypt_payload(b"model")
     wrapped = {m: seal(consortium.encryption_certificate(m), data_key) for m in ("Org1MSP", "Org2MSP")}
@@ -133,12 +143,16 @@ def bench_history(ledger, consortium: Consortium, versions: int, samples: int) -
         h = c2.model_history(model.id)
         lat.append(time.perf_counter() - t)
         n_versions = len(h)
-    return {"history_versions": n_versions, "history_p50_ms": percentile(lat, 50) * 1e3,
-            "history_p99_ms": percentile(lat, 99) * 1e3}
+    return {
+        "history_versions": n_versions,
+        "history_p50_ms": percentile(lat, 50) * 1e3,
+        "history_p99_ms": percentile(lat, 99) * 1e3,
+    }
 
 
 def run_embedded(args, workdir: Path, consortium: Consortium) -> dict[str, float]:
     from ledger.embedded import EmbeddedLedger
+
     out: dict[str, float] = {}
     with EmbeddedLedger(workdir / "bench.db", consortium, batch_timeout=args.batch_timeout) as led:
         s = bench_submit(led, consortium, args.clients, args.submits)
@@ -147,11 +161,20 @@ def run_embedded(args, workdir: Path, consortium: Consortium) -> dict[str, float
         t = time.perf_counter()
         stats = led.verify()
         verify_s = time.perf_counter() - t
-    out.update({"embedded_submit_tps": s["submit_tps"], "submit_p50_ms": s["submit_p50_ms"],
-                "submit_p99_ms": s["submit_p99_ms"], "embedded_evaluate_tps": e["evaluate_tps"],
-                "history_p50_ms": h["history_p50_ms"], "history_p99_ms": h["history_p99_ms"],
-                "history_versions": h["history_versions"], "submits": s["submits"],
-                "verify_s": verify_s, "verified_transactions": stats["transactions"]})
+    out.update(
+        {
+            "embedded_submit_tps": s["submit_tps"],
+            "submit_p50_ms": s["submit_p50_ms"],
+            "submit_p99_ms": s["submit_p99_ms"],
+            "embedded_evaluate_tps": e["evaluate_tps"],
+            "history_p50_ms": h["history_p50_ms"],
+            "history_p99_ms": h["history_p99_ms"],
+            "history_versions": h["history_versions"],
+            "submits": s["submits"],
+            "verify_s": verify_s,
+            "verified_transactions": stats["transactions"],
+        }
+    )
     return out
 
 
@@ -173,12 +196,17 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         results.update(run_embedded(args, Path(d), consortium))
         if args.backend == "fabric":
             from benchmarks.ledger_fabric import run_fabric  # provided with the Fabric host
+
             results.update(run_fabric(args, consortium))
     for k, v in results.items():
         print(f"{k:>24}: {v:.3f}" if isinstance(v, float) else f"{k:>24}: {v}")
     out = Path(__file__).parent / "results" / ("ledger-quick.json" if args.quick else "ledger.json")
     out.write_text(json.dumps(results, indent=2, sort_keys=True))
-    print(json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in results.items()}, sort_keys=True))
+    print(
+        json.dumps(
+            {k: (round(v, 3) if isinstance(v, float) else v) for k, v in results.items()}, sort_keys=True
+        )
+    )
     return results
 
 

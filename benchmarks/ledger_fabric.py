@@ -24,7 +24,9 @@ from typing import Any
 from ledger.fabric.gateway import FabricLedger
 from ledger.fabric.network import DEFAULT_HOME, FabricNetwork, NetworkConfig
 
-BENCH_NET = Path(os.environ.get("CONSORTIA_FABRIC_BENCH_NET", Path.home() / ".cache" / "consortia" / "fabric-bench"))
+BENCH_NET = Path(
+    os.environ.get("CONSORTIA_FABRIC_BENCH_NET", Path.home() / ".cache" / "consortia" / "fabric-bench")
+)
 BENCH_PORT_BASE = int(os.environ.get("CONSORTIA_FABRIC_BENCH_PORT_BASE", "17050"))
 DEFAULT_FABRIC_CLIENTS = 96
 
@@ -34,13 +36,23 @@ def run_fabric(args: Any, consortium: Any = None) -> dict[str, float]:
     the network has its own identities. Reads ``args.submits``, ``args.evaluates``,
     ``args.eval_clients``, ``args.quick`` and optionally ``args.fabric_clients``."""
     from benchmarks.ledger import bench_evaluate, bench_history, bench_submit
-    clients = int(getattr(args, "fabric_clients", 0) or os.environ.get("FABRIC_BENCH_CLIENTS", DEFAULT_FABRIC_CLIENTS))
+
+    clients = int(
+        getattr(args, "fabric_clients", 0) or os.environ.get("FABRIC_BENCH_CLIENTS", DEFAULT_FABRIC_CLIENTS)
+    )
     # bench_evaluate reads images bench-<i>-<j % 50> of the first clients: every client writes >= 50
     submits = clients * max(50, args.submits // clients)
     versions = 50 if args.quick else 1000
     samples = 20 if args.quick else 100
-    net = FabricNetwork(NetworkConfig(net_dir=BENCH_NET, port_base=BENCH_PORT_BASE, fabric_home=DEFAULT_HOME,
-                                      dispatch="chaincode.dispatch:invoke", batch_timeout="500ms"))
+    net = FabricNetwork(
+        NetworkConfig(
+            net_dir=BENCH_NET,
+            port_base=BENCH_PORT_BASE,
+            fabric_home=DEFAULT_HOME,
+            dispatch="chaincode.dispatch:invoke",
+            batch_timeout="500ms",
+        )
+    )
     net.down(purge=True)
     t0 = time.perf_counter()
     try:
@@ -50,18 +62,25 @@ def run_fabric(args: Any, consortium: Any = None) -> dict[str, float]:
         with FabricLedger.from_profile(net.profile_file) as led:
             s = bench_submit(led, cons, clients, submits)
             reader = cons.identity(cons.organisations[0].name)
-            for i in range(max(1, args.eval_clients)):      # the records bench_evaluate reads exist
+            for i in range(max(1, args.eval_clients)):  # the records bench_evaluate reads exist
                 led.evaluate(reader, "Image:get", f"bench-{i}-49:1")
             e = bench_evaluate(led, cons, max(1, args.eval_clients), args.evaluates)
             h = bench_history(led, cons, versions, samples)
     finally:
         net.down()
-    return {"fabric_submit_tps": s["submit_tps"], "fabric_commit_p50_s": s["submit_p50_ms"] / 1e3,
-            "fabric_commit_p99_s": s["submit_p99_ms"] / 1e3, "fabric_submits": s["submits"],
-            "fabric_clients": clients, "fabric_evaluate_tps": e["evaluate_tps"],
-            "fabric_history_versions": h["history_versions"], "fabric_history_p50_ms": h["history_p50_ms"],
-            "fabric_history_p99_ms": h["history_p99_ms"], "fabric_batch_timeout_s": 0.5,
-            "fabric_network_up_s": up_s}
+    return {
+        "fabric_submit_tps": s["submit_tps"],
+        "fabric_commit_p50_s": s["submit_p50_ms"] / 1e3,
+        "fabric_commit_p99_s": s["submit_p99_ms"] / 1e3,
+        "fabric_submits": s["submits"],
+        "fabric_clients": clients,
+        "fabric_evaluate_tps": e["evaluate_tps"],
+        "fabric_history_versions": h["history_versions"],
+        "fabric_history_p50_ms": h["history_p50_ms"],
+        "fabric_history_p99_ms": h["history_p99_ms"],
+        "fabric_batch_timeout_s": 0.5,
+        "fabric_network_up_s": up_s,
+    }
 
 
 def main(argv: list[str] | None = None) -> dict[str, float]:
@@ -77,10 +96,18 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     results: dict[str, float] = {"cores": os.cpu_count() or 0, **run_fabric(args)}
     for k, v in results.items():
         print(f"{k:>24}: {v:.3f}" if isinstance(v, float) else f"{k:>24}: {v}")
-    out = Path(__file__).parent / "results" / ("ledger-fabric-quick.json" if args.quick else "ledger-fabric.json")
+    out = (
+        Path(__file__).parent
+        / "results"
+        / ("ledger-fabric-quick.json" if args.quick else "ledger-fabric.json")
+    )
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps(results, indent=2, sort_keys=True))
-    print(json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in results.items()}, sort_keys=True))
+    print(
+        json.dumps(
+            {k: (round(v, 3) if isinstance(v, float) else v) for k, v in results.items()}, sort_keys=True
+        )
+    )
     return results
 
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from cryptography import x509
 from cryptography.x509.oid import NameOID
@@ -16,7 +17,7 @@ from cryptography.x509.oid import NameOID
 from chaincode.canonical import RawJSON, canonical_json
 from chaincode.errors import Forbidden, InvalidArgument, NotFound
 from chaincode.limits import parse_json
-from chaincode.stub import ChaincodeStub, KeyModification, create_composite_key
+from chaincode.stub import ChaincodeStub, create_composite_key
 
 SUBMITTER_ROLES = ("client", "admin")
 
@@ -51,7 +52,7 @@ def _parse_creator(creator: bytes) -> tuple[str, x509.Certificate]:
             shift += 7
             if not b & 0x80:
                 break
-        fields[tag >> 3] = creator[i:i + n]
+        fields[tag >> 3] = creator[i : i + n]
         i += n
     return fields[1].decode("utf-8"), x509.load_pem_x509_certificate(fields[2])
 
@@ -63,7 +64,9 @@ class TransactionContext:
             self.msp_id, self.certificate = _parse_creator(stub.get_creator())
         except (KeyError, IndexError, ValueError) as exc:
             raise Forbidden(f"cannot read the submitter's identity: {exc}") from None
-        ous = [a.value for a in self.certificate.subject.get_attributes_for_oid(NameOID.ORGANIZATIONAL_UNIT_NAME)]
+        ous = [
+            a.value for a in self.certificate.subject.get_attributes_for_oid(NameOID.ORGANIZATIONAL_UNIT_NAME)
+        ]
         self.role = next((str(o) for o in ous if o in ("client", "admin", "peer", "orderer")), None)
         cns = self.certificate.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
         self.subject = str(cns[0].value) if cns else ""
@@ -71,8 +74,10 @@ class TransactionContext:
     # ---- caller
     def require_submitter(self) -> None:
         if self.role not in SUBMITTER_ROLES:
-            raise Forbidden(f"identity {self.subject} of {self.msp_id} has role {self.role!r}; "
-                            f"only client or admin identities may invoke contracts")
+            raise Forbidden(
+                f"identity {self.subject} of {self.msp_id} has role {self.role!r}; "
+                f"only client or admin identities may invoke contracts"
+            )
 
     # ---- time and ids
     @property
@@ -110,9 +115,15 @@ class TransactionContext:
         (no decoding and re-encoding; keys in canonical order: is_delete, timestamp, tx_id, value)."""
         parts = []
         for m in self.stub.get_history_for_key(key):
-            parts.append(b'{"is_delete":%s,"timestamp":"%s","tx_id":"%s","value":%s}' % (
-                b"true" if m.is_delete else b"false", iso_time(m.timestamp).encode(), m.tx_id.encode(),
-                b"null" if m.is_delete else m.value))
+            parts.append(
+                b'{"is_delete":%s,"timestamp":"%s","tx_id":"%s","value":%s}'
+                % (
+                    b"true" if m.is_delete else b"false",
+                    iso_time(m.timestamp).encode(),
+                    m.tx_id.encode(),
+                    b"null" if m.is_delete else m.value,
+                )
+            )
         return RawJSON(b"[" + b",".join(parts) + b"]")
 
     def emit(self, name: str, payload: dict[str, Any]) -> None:
@@ -126,6 +137,7 @@ def parse_json_arg(arg: str, what: str) -> Any:
 
 def require_str(obj: dict[str, Any], field: str, *, max_len: int = 256, pattern: str | None = None) -> str:
     import re
+
     v = obj.get(field)
     if not isinstance(v, str) or not v:
         raise InvalidArgument(f"field {field!r} must be a non-empty string")

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import inspect
 import logging
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from chaincode.canonical import RawJSON, canonical_json
 from chaincode.context import TransactionContext

@@ -22,11 +22,15 @@ class ContractError(Exception):
         self.details = details
 
     def to_wire(self) -> str:
-        return json.dumps({"code": self.code, "message": self.message, "details": self.details},
-                          sort_keys=True, separators=(",", ":"), default=str)
+        return json.dumps(
+            {"code": self.code, "message": self.message, "details": self.details},
+            sort_keys=True,
+            separators=(",", ":"),
+            default=str,
+        )
 
     @staticmethod
-    def from_wire(text: str) -> "ContractError":
+    def from_wire(text: str) -> ContractError:
         """Rebuild the typed error from its wire form; unknown text becomes a plain ContractError."""
         try:
             obj = json.loads(text)
@@ -92,5 +96,18 @@ class InternalError(ContractError):
     status = 500
 
 
-_BY_CODE = {c.code: c for c in (ContractError, InvalidArgument, NotFound, AlreadyExists, Forbidden,
-                                 InvalidState, SignatureInvalid, ImageMismatch, BudgetExceeded, InternalError)}
+_BY_CODE = {
+    c.code: c
+    for c in (
+        ContractError,
+        InvalidArgument,
+        NotFound,
+        AlreadyExists,
+        Forbidden,
+        InvalidState,
+        SignatureInvalid,
+        ImageMismatch,
+        BudgetExceeded,
+        InternalError,
+    )
+}

@@ -34,21 +34,43 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 
-from chaincode.canonical import canonical_json, is_digest
-from chaincode.canonical import RawJSON
+from chaincode.canonical import RawJSON, canonical_json, is_digest
 from chaincode.context import TransactionContext, parse_json_arg, require_keys, require_str
-from chaincode.errors import (AlreadyExists, BudgetExceeded, Forbidden, ImageMismatch, InvalidArgument,
-                              InvalidState, NotFound, SignatureInvalid)
+from chaincode.errors import (
+    AlreadyExists,
+    BudgetExceeded,
+    Forbidden,
+    ImageMismatch,
+    InvalidArgument,
+    InvalidState,
+    NotFound,
+    SignatureInvalid,
+)
 from chaincode.image import ID_PATTERN
+from chaincode.learning_process import (
+    EXECUTION,
+    completed_organisations,
+    load_process,
+    require_member,
+    round_key,
+)
 from chaincode.limits import MAX_FAILURE_DETAILS_BYTES, MAX_REASON_CHARS, bounded_json
 from chaincode.privacy import charge
-from chaincode.learning_process import (EXECUTION, completed_organisations, load_process, require_member,
-                                        round_key)
 
 P256_HALF_ORDER = 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551 // 2
 RUNTIMES = ("container", "sandbox", "inprocess")
-RESULT_FIELDS = {"process_id", "round", "organisation", "image_digest", "runtime", "inputs", "outputs",
-                 "metrics", "started", "finished"}
+RESULT_FIELDS = {
+    "process_id",
+    "round",
+    "organisation",
+    "image_digest",
+    "runtime",
+    "inputs",
+    "outputs",
+    "metrics",
+    "started",
+    "finished",
+}
 
 
 def _round(value: Any) -> int:
@@ -84,8 +106,12 @@ def _validate_result(result: Any) -> dict[str, Any]:
     _check_digest(result["image_digest"], "result.image_digest")
     if result["runtime"] not in RUNTIMES:
         raise InvalidArgument(f"result.runtime must be one of {RUNTIMES}")
-    inputs = require_keys(result["inputs"], {"state", "messages", "data_commitment"},
-                          {"messages", "data_commitment"}, "result.inputs")
+    inputs = require_keys(
+        result["inputs"],
+        {"state", "messages", "data_commitment"},
+        {"messages", "data_commitment"},
+        "result.inputs",
+    )
     if inputs.get("state") is not None:
         _check_digest(inputs["state"], "result.inputs.state")
     _check_digest(inputs["data_commitment"], "result.inputs.data_commitment")
@@ -95,7 +121,9 @@ def _validate_result(result: Any) -> dict[str, Any]:
         if not isinstance(m, dict) or not isinstance(m.get("sender"), str):
             raise InvalidArgument("each input message needs a sender")
         _check_digest(m.get("digest"), "input message digest")
-    outputs = require_keys(result["outputs"], {"state", "messages", "model"}, {"state", "messages"}, "result.outputs")
+    outputs = require_keys(
+        result["outputs"], {"state", "messages", "model"}, {"state", "messages"}, "result.outputs"
+    )
     _check_digest(outputs["state"], "result.outputs.state")
     if not isinstance(outputs["messages"], list):
         raise InvalidArgument("result.outputs.messages must be a list")
@@ -125,23 +153,31 @@ class ExecutionRecordContract:
 
     def _check_round_open(self, ctx: TransactionContext, process: dict[str, Any], rnd: int) -> None:
         if process["status"] != "running":
-            raise InvalidState(f"round {rnd} of learning process {process['id']} is closed: "
-                               f"the process is {process['status']}")
+            raise InvalidState(
+                f"round {rnd} of learning process {process['id']} is closed: "
+                f"the process is {process['status']}"
+            )
         if rnd > process["rounds"]:
-            raise InvalidState(f"round {rnd} is closed: learning process {process['id']} has "
-                               f"{process['rounds']} rounds")
+            raise InvalidState(
+                f"round {rnd} is closed: learning process {process['id']} has {process['rounds']} rounds"
+            )
         if rnd > 1:
             missing = set(process["consortium"]) - completed_organisations(ctx, process["id"], rnd - 1)
             if missing:
-                raise InvalidState(f"round {rnd} of learning process {process['id']} is not open: "
-                                   f"round {rnd - 1} not completed by {sorted(missing)}")
+                raise InvalidState(
+                    f"round {rnd} of learning process {process['id']} is not open: "
+                    f"round {rnd - 1} not completed by {sorted(missing)}"
+                )
 
     def create_task(self, ctx: TransactionContext, spec_json: str) -> dict[str, Any]:
         """Register the caller organisation's task for (process, round) with the task's public key."""
         ctx.require_submitter()
-        spec = require_keys(parse_json_arg(spec_json, "task specification"),
-                            {"process_id", "round", "public_key", "runtime"},
-                            {"process_id", "round", "public_key", "runtime"}, "task specification")
+        spec = require_keys(
+            parse_json_arg(spec_json, "task specification"),
+            {"process_id", "round", "public_key", "runtime"},
+            {"process_id", "round", "public_key", "runtime"},
+            "task specification",
+        )
         pid = require_str(spec, "process_id", pattern=ID_PATTERN)
         rnd = _round(spec["round"])
         if spec["runtime"] not in RUNTIMES:
@@ -155,11 +191,20 @@ class ExecutionRecordContract:
             raise AlreadyExists(f"{ctx.msp_id} already has a task for round {rnd} of learning process {pid}")
         self._check_round_open(ctx, process, rnd)
         record = {
-            "process_id": pid, "round": rnd, "organisation": ctx.msp_id,
-            "image_digest": process["image_digest"], "runtime": spec["runtime"],
-            "public_key": pem, "status": "running", "created": ctx.timestamp,
-            "created_by": ctx.subject, "tx_id": ctx.tx_id,
-            "result": None, "signature": "", "completed": "", "failure_reason": "",
+            "process_id": pid,
+            "round": rnd,
+            "organisation": ctx.msp_id,
+            "image_digest": process["image_digest"],
+            "runtime": spec["runtime"],
+            "public_key": pem,
+            "status": "running",
+            "created": ctx.timestamp,
+            "created_by": ctx.subject,
+            "tx_id": ctx.tx_id,
+            "result": None,
+            "signature": "",
+            "completed": "",
+            "failure_reason": "",
             "epsilon_total": 0.0,
         }
         ctx.put(key, record)
@@ -174,8 +219,10 @@ class ExecutionRecordContract:
         rnd = _round(result["round"])
         org = require_str(result, "organisation")
         if org != ctx.msp_id:
-            raise Forbidden(f"{ctx.msp_id} cannot complete the task of {org}: a result is accepted only "
-                            f"from the executing organisation")
+            raise Forbidden(
+                f"{ctx.msp_id} cannot complete the task of {org}: a result is accepted only "
+                f"from the executing organisation"
+            )
         process = load_process(ctx, pid)
         require_member(ctx, process)
         key = self._key(ctx, pid, rnd, org)
@@ -183,27 +230,38 @@ class ExecutionRecordContract:
         if record is None:
             raise NotFound(f"no task registered for {org} in round {rnd} of learning process {pid}")
         if record["status"] != "running":
-            raise InvalidState(f"task of {org} for round {rnd} of learning process {pid} is already "
-                               f"{record['status']}; a result is accepted only once")
+            raise InvalidState(
+                f"task of {org} for round {rnd} of learning process {pid} is already "
+                f"{record['status']}; a result is accepted only once"
+            )
         self._check_round_open(ctx, process, rnd)
         if result["image_digest"] != process["image_digest"]:
-            raise ImageMismatch(f"result of {org} for round {rnd} was produced by image {result['image_digest']}, "
-                                f"but learning process {pid} pins {process['image_digest']}")
+            raise ImageMismatch(
+                f"result of {org} for round {rnd} was produced by image {result['image_digest']}, "
+                f"but learning process {pid} pins {process['image_digest']}"
+            )
         if result["runtime"] != record["runtime"]:
-            raise InvalidArgument(f"result names runtime {result['runtime']}, the task was registered "
-                                  f"for {record['runtime']}")
+            raise InvalidArgument(
+                f"result names runtime {result['runtime']}, the task was registered for {record['runtime']}"
+            )
         try:
             signature = base64.b64decode(signature_b64, validate=True)
             _, s = decode_dss_signature(signature)
         except (binascii.Error, ValueError):
-            raise SignatureInvalid(f"execution result of {org} for round {rnd} of {pid} carries a malformed signature") from None
+            raise SignatureInvalid(
+                f"execution result of {org} for round {rnd} of {pid} carries a malformed signature"
+            ) from None
         if s > P256_HALF_ORDER:
             raise SignatureInvalid("execution result signature is not in low-S form")
         try:
-            _load_public_key(record["public_key"]).verify(signature, canonical_json(result), ec.ECDSA(hashes.SHA256()))
+            _load_public_key(record["public_key"]).verify(
+                signature, canonical_json(result), ec.ECDSA(hashes.SHA256())
+            )
         except InvalidSignature:
-            raise SignatureInvalid(f"execution result of {org} for round {rnd} of learning process {pid} "
-                                   f"is not signed by the key registered for that task") from None
+            raise SignatureInvalid(
+                f"execution result of {org} for round {rnd} of learning process {pid} "
+                f"is not signed by the key registered for that task"
+            ) from None
         total = 0.0
         privacy = None
         budget = process.get("privacy_budget")
@@ -215,13 +273,24 @@ class ExecutionRecordContract:
             privacy = charge(budget, previous, result["metrics"], f"learning process {pid}")
             total = privacy[budget["scope"]]["epsilon"]
             if total > float(budget["epsilon"]) * (1 + 1e-12):
-                raise BudgetExceeded(f"round {rnd} of {org} would spend {budget['scope']} ε = {total:.6g} in total "
-                                     f"({budget['accounting']} accounting), over the budget ε = {budget['epsilon']} "
-                                     f"of learning process {pid}",
-                                     spent=total, budget=budget["epsilon"], scope=budget["scope"],
-                                     accounting=budget["accounting"])
-        record.update(status="completed", result=result, signature=signature_b64, completed=ctx.timestamp,
-                      completed_tx_id=ctx.tx_id, epsilon_total=total, privacy=privacy)
+                raise BudgetExceeded(
+                    f"round {rnd} of {org} would spend {budget['scope']} ε = {total:.6g} in total "
+                    f"({budget['accounting']} accounting), over the budget ε = {budget['epsilon']} "
+                    f"of learning process {pid}",
+                    spent=total,
+                    budget=budget["epsilon"],
+                    scope=budget["scope"],
+                    accounting=budget["accounting"],
+                )
+        record.update(
+            status="completed",
+            result=result,
+            signature=signature_b64,
+            completed=ctx.timestamp,
+            completed_tx_id=ctx.tx_id,
+            epsilon_total=total,
+            privacy=privacy,
+        )
         ctx.put(key, record)
         ctx.emit("TaskCompleted", {"process_id": pid, "round": rnd, "organisation": org})
         return record
@@ -229,9 +298,12 @@ class ExecutionRecordContract:
     def fail_task(self, ctx: TransactionContext, spec_json: str) -> dict[str, Any]:
         """Record that the caller's task for (process, round) failed or was refused, with the reason."""
         ctx.require_submitter()
-        spec = require_keys(parse_json_arg(spec_json, "task failure"),
-                            {"process_id", "round", "reason", "details"}, {"process_id", "round", "reason"},
-                            "task failure")
+        spec = require_keys(
+            parse_json_arg(spec_json, "task failure"),
+            {"process_id", "round", "reason", "details"},
+            {"process_id", "round", "reason"},
+            "task failure",
+        )
         pid = require_str(spec, "process_id", pattern=ID_PATTERN)
         rnd = _round(spec["round"])
         reason = require_str(spec, "reason", max_len=MAX_REASON_CHARS)
@@ -244,16 +316,32 @@ class ExecutionRecordContract:
         # the rules of create_task: only a running process, only an existing round that is open
         self._check_round_open(ctx, process, rnd)
         if record is None:
-            record = {"process_id": pid, "round": rnd, "organisation": ctx.msp_id,
-                      "image_digest": process["image_digest"], "runtime": "", "public_key": "",
-                      "created": ctx.timestamp, "created_by": ctx.subject, "tx_id": ctx.tx_id,
-                      "result": None, "signature": "", "completed": "", "epsilon_total": 0.0}
+            record = {
+                "process_id": pid,
+                "round": rnd,
+                "organisation": ctx.msp_id,
+                "image_digest": process["image_digest"],
+                "runtime": "",
+                "public_key": "",
+                "created": ctx.timestamp,
+                "created_by": ctx.subject,
+                "tx_id": ctx.tx_id,
+                "result": None,
+                "signature": "",
+                "completed": "",
+                "epsilon_total": 0.0,
+            }
         details = spec.get("details") or {}
         if not isinstance(details, dict):
             raise InvalidArgument("failure details must be an object")
         bounded_json(details, "failure details", MAX_FAILURE_DETAILS_BYTES)
-        record.update(status="failed", failure_reason=reason, failure_details=details, completed=ctx.timestamp,
-                      completed_tx_id=ctx.tx_id)
+        record.update(
+            status="failed",
+            failure_reason=reason,
+            failure_details=details,
+            completed=ctx.timestamp,
+            completed_tx_id=ctx.tx_id,
+        )
         ctx.put(key, record)
         ctx.emit("TaskFailed", {"process_id": pid, "round": rnd, "organisation": ctx.msp_id})
         return record
@@ -261,13 +349,19 @@ class ExecutionRecordContract:
     def get(self, ctx: TransactionContext, process_id: str, rnd: str, organisation: str) -> dict[str, Any]:
         process = load_process(ctx, process_id)
         require_member(ctx, process)
-        return ctx.get_required(self._key(ctx, process_id, _round_arg(rnd), organisation),
-                                f"execution record of {organisation} for round {rnd} of {process_id}")
+        return ctx.get_required(
+            self._key(ctx, process_id, _round_arg(rnd), organisation),
+            f"execution record of {organisation} for round {rnd} of {process_id}",
+        )
 
     def query(self, ctx: TransactionContext, filter_json: str) -> list[dict[str, Any]]:
         """Records of a process, optionally for one round and/or one organisation."""
-        flt = require_keys(parse_json_arg(filter_json, "query"), {"process_id", "round", "organisation"},
-                           {"process_id"}, "query")
+        flt = require_keys(
+            parse_json_arg(filter_json, "query"),
+            {"process_id", "round", "organisation"},
+            {"process_id"},
+            "query",
+        )
         process = load_process(ctx, require_str(flt, "process_id", pattern=ID_PATTERN))
         require_member(ctx, process)
         attrs = [process["id"]]

@@ -14,7 +14,12 @@ from typing import Any
 from chaincode.canonical import RawJSON, is_digest
 from chaincode.context import TransactionContext, parse_json_arg, require_keys, require_str
 from chaincode.errors import AlreadyExists, Forbidden, ImageMismatch, InvalidArgument, InvalidState, NotFound
-from chaincode.limits import MAX_DESCRIPTION_CHARS, MAX_REFERENCE_CHARS, MAX_REVOCATION_REASON_CHARS, bounded_text
+from chaincode.limits import (
+    MAX_DESCRIPTION_CHARS,
+    MAX_REFERENCE_CHARS,
+    MAX_REVOCATION_REASON_CHARS,
+    bounded_text,
+)
 
 ID_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._:+-]{0,127}"
 IMAGE = "Image"
@@ -31,9 +36,12 @@ class ImageContract:
     def register(self, ctx: TransactionContext, spec_json: str) -> dict[str, Any]:
         """Register an image: ``{id, name, version, algorithm, digest, reference}``."""
         ctx.require_submitter()
-        spec = require_keys(parse_json_arg(spec_json, "image specification"),
-                            {"id", "name", "version", "algorithm", "digest", "reference", "description"},
-                            {"name", "version", "algorithm", "digest"}, "image specification")
+        spec = require_keys(
+            parse_json_arg(spec_json, "image specification"),
+            {"id", "name", "version", "algorithm", "digest", "reference", "description"},
+            {"name", "version", "algorithm", "digest"},
+            "image specification",
+        )
         name = require_str(spec, "name", pattern=r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
         version = require_str(spec, "version", pattern=r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
         image_id = spec.get("id") or f"{name}:{version}"
@@ -45,14 +53,19 @@ class ImageContract:
         if ctx.stub.get_state(key) is not None:
             raise AlreadyExists(f"image {image_id} is already registered", image_id=image_id)
         record = {
-            "id": image_id, "name": name, "version": version,
+            "id": image_id,
+            "name": name,
+            "version": version,
             "algorithm": require_str(spec, "algorithm", max_len=64),
             "digest": spec["digest"],
             "reference": bounded_text(spec.get("reference"), "image reference", MAX_REFERENCE_CHARS),
             "description": bounded_text(spec.get("description"), "image description", MAX_DESCRIPTION_CHARS),
-            "owner": ctx.msp_id, "registered_by": ctx.subject,
-            "created": ctx.timestamp, "tx_id": ctx.tx_id,
-            "status": "active", "revoked_reason": "",
+            "owner": ctx.msp_id,
+            "registered_by": ctx.subject,
+            "created": ctx.timestamp,
+            "tx_id": ctx.tx_id,
+            "status": "active",
+            "revoked_reason": "",
         }
         ctx.put(key, record)
         ctx.emit("ImageRegistered", {"id": image_id, "digest": record["digest"], "owner": ctx.msp_id})
@@ -91,13 +104,21 @@ class ImageContract:
         if record["owner"] == ctx.msp_id:
             raise Forbidden(f"{ctx.msp_id} owns image {image_id} and cannot approve its own image")
         if digest != record["digest"]:
-            raise ImageMismatch(f"approval of image {image_id} names digest {digest}, "
-                                f"but the registered digest is {record['digest']}")
+            raise ImageMismatch(
+                f"approval of image {image_id} names digest {digest}, "
+                f"but the registered digest is {record['digest']}"
+            )
         key = ctx.key(APPROVAL, image_id, ctx.msp_id)
         if ctx.stub.get_state(key) is not None:
             raise AlreadyExists(f"{ctx.msp_id} has already approved image {image_id}")
-        approval = {"image_id": image_id, "organisation": ctx.msp_id, "digest": digest,
-                    "approved_by": ctx.subject, "created": ctx.timestamp, "tx_id": ctx.tx_id}
+        approval = {
+            "image_id": image_id,
+            "organisation": ctx.msp_id,
+            "digest": digest,
+            "approved_by": ctx.subject,
+            "created": ctx.timestamp,
+            "tx_id": ctx.tx_id,
+        }
         ctx.put(key, approval)
         ctx.emit("ImageApproved", {"id": image_id, "organisation": ctx.msp_id})
         return approval

@@ -17,8 +17,16 @@ from chaincode.canonical import RawJSON
 from chaincode.context import TransactionContext, parse_json_arg, require_keys, require_str
 from chaincode.errors import AlreadyExists, Forbidden, ImageMismatch, InvalidArgument, InvalidState, NotFound
 from chaincode.image import ID_PATTERN, IMAGE
-from chaincode.limits import (MAX_CONSORTIUM, MAX_DATASET_CHARS, MAX_DESCRIPTION_CHARS, MAX_HYPERPARAMETERS_BYTES,
-                              MAX_STATUS_REASON_CHARS, MAX_TOPOLOGY_BYTES, bounded_json, bounded_text)
+from chaincode.limits import (
+    MAX_CONSORTIUM,
+    MAX_DATASET_CHARS,
+    MAX_DESCRIPTION_CHARS,
+    MAX_HYPERPARAMETERS_BYTES,
+    MAX_STATUS_REASON_CHARS,
+    MAX_TOPOLOGY_BYTES,
+    bounded_json,
+    bounded_text,
+)
 from chaincode.privacy import parse_budget
 
 PROCESS = "LearningProcess"
@@ -43,8 +51,11 @@ def require_member(ctx: TransactionContext, process: dict[str, Any]) -> None:
 
 
 def completed_organisations(ctx: TransactionContext, process_id: str, rnd: int) -> set[str]:
-    return {r["organisation"] for r in ctx.scan(EXECUTION, process_id, round_key(rnd))
-            if r["status"] == "completed"}
+    return {
+        r["organisation"]
+        for r in ctx.scan(EXECUTION, process_id, round_key(rnd))
+        if r["status"] == "completed"
+    }
 
 
 def current_round(ctx: TransactionContext, process: dict[str, Any]) -> int:
@@ -71,10 +82,23 @@ class LearningProcessContract:
         rounds, privacy_budget?, dataset?, description?}``. The image's digest is pinned; a privacy
         budget is validated and resolved by :func:`chaincode.privacy.parse_budget` (it requires clipping)."""
         ctx.require_submitter()
-        spec = require_keys(parse_json_arg(spec_json, "process specification"),
-                            {"id", "image_id", "image_digest", "consortium", "topology", "hyperparameters",
-                             "rounds", "privacy_budget", "dataset", "description"},
-                            {"id", "image_id", "consortium", "topology", "rounds"}, "process specification")
+        spec = require_keys(
+            parse_json_arg(spec_json, "process specification"),
+            {
+                "id",
+                "image_id",
+                "image_digest",
+                "consortium",
+                "topology",
+                "hyperparameters",
+                "rounds",
+                "privacy_budget",
+                "dataset",
+                "description",
+            },
+            {"id", "image_id", "consortium", "topology", "rounds"},
+            "process specification",
+        )
         pid = require_str(spec, "id", pattern=ID_PATTERN)
         key = ctx.key(PROCESS, pid)
         if ctx.stub.get_state(key) is not None:
@@ -85,14 +109,21 @@ class LearningProcessContract:
         if image["status"] != "active":
             raise InvalidState(f"image {image['id']} is revoked and cannot be used by a new process")
         if "image_digest" in spec and spec["image_digest"] != image["digest"]:
-            raise ImageMismatch(f"process names digest {spec['image_digest']} for image {image['id']}, "
-                                f"but the registered digest is {image['digest']}")
+            raise ImageMismatch(
+                f"process names digest {spec['image_digest']} for image {image['id']}, "
+                f"but the registered digest is {image['digest']}"
+            )
         consortium = spec["consortium"]
-        if (not isinstance(consortium, list) or not consortium
-                or not all(isinstance(m, str) and re.fullmatch(MSP_PATTERN, m) for m in consortium)):
+        if (
+            not isinstance(consortium, list)
+            or not consortium
+            or not all(isinstance(m, str) and re.fullmatch(MSP_PATTERN, m) for m in consortium)
+        ):
             raise InvalidArgument("consortium must be a non-empty list of MSP ids")
         if len(consortium) > MAX_CONSORTIUM:
-            raise InvalidArgument(f"consortium lists {len(consortium)} organisations, over the limit of {MAX_CONSORTIUM}")
+            raise InvalidArgument(
+                f"consortium lists {len(consortium)} organisations, over the limit of {MAX_CONSORTIUM}"
+            )
         if len(set(consortium)) != len(consortium):
             raise InvalidArgument("consortium lists an organisation twice")
         if ctx.msp_id not in consortium:
@@ -113,13 +144,26 @@ class LearningProcessContract:
         bounded_json(hyper, "hyperparameters", MAX_HYPERPARAMETERS_BYTES)
         budget = parse_budget(spec.get("privacy_budget"), hyper)
         record = {
-            "id": pid, "image_id": image["id"], "image_digest": image["digest"],
-            "algorithm": image["algorithm"], "consortium": consortium,
-            "topology": {**topology, "seed": seed}, "hyperparameters": hyper, "rounds": rounds,
-            "privacy_budget": budget, "dataset": bounded_text(spec.get("dataset"), "dataset", MAX_DATASET_CHARS),
-            "description": bounded_text(spec.get("description"), "process description", MAX_DESCRIPTION_CHARS),
-            "creator": ctx.msp_id, "created_by": ctx.subject, "created": ctx.timestamp,
-            "status": "created", "status_reason": "", "updated": ctx.timestamp, "tx_id": ctx.tx_id,
+            "id": pid,
+            "image_id": image["id"],
+            "image_digest": image["digest"],
+            "algorithm": image["algorithm"],
+            "consortium": consortium,
+            "topology": {**topology, "seed": seed},
+            "hyperparameters": hyper,
+            "rounds": rounds,
+            "privacy_budget": budget,
+            "dataset": bounded_text(spec.get("dataset"), "dataset", MAX_DATASET_CHARS),
+            "description": bounded_text(
+                spec.get("description"), "process description", MAX_DESCRIPTION_CHARS
+            ),
+            "creator": ctx.msp_id,
+            "created_by": ctx.subject,
+            "created": ctx.timestamp,
+            "status": "created",
+            "status_reason": "",
+            "updated": ctx.timestamp,
+            "tx_id": ctx.tx_id,
         }
         ctx.put(key, record)
         ctx.emit("ProcessCreated", {"id": pid})
@@ -135,16 +179,18 @@ class LearningProcessContract:
         """Processes whose consortium includes the caller's organisation."""
         return [p for p in ctx.scan(PROCESS) if ctx.msp_id in p["consortium"]]
 
-    def _transition(self, ctx: TransactionContext, process_id: str, to: str, reason: str,
-                    allowed_from: tuple[str, ...]) -> dict[str, Any]:
+    def _transition(
+        self, ctx: TransactionContext, process_id: str, to: str, reason: str, allowed_from: tuple[str, ...]
+    ) -> dict[str, Any]:
         ctx.require_submitter()
         reason = bounded_text(reason, "reason", MAX_STATUS_REASON_CHARS)
         process = load_process(ctx, process_id)
         require_member(ctx, process)
         if process["status"] not in allowed_from:
             raise InvalidState(f"learning process {process_id} is {process['status']}; cannot become {to}")
-        process.update(status=to, status_reason=reason, updated=ctx.timestamp, tx_id=ctx.tx_id,
-                       status_by=ctx.msp_id)
+        process.update(
+            status=to, status_reason=reason, updated=ctx.timestamp, tx_id=ctx.tx_id, status_by=ctx.msp_id
+        )
         ctx.put(ctx.key(PROCESS, process_id), process)
         ctx.emit("ProcessStatus", {"id": process_id, "status": to})
         return process
@@ -159,8 +205,10 @@ class LearningProcessContract:
         require_member(ctx, process)
         missing = set(process["consortium"]) - completed_organisations(ctx, process_id, process["rounds"])
         if missing:
-            raise InvalidState(f"learning process {process_id} cannot complete: round {process['rounds']} "
-                               f"not completed by {sorted(missing)}")
+            raise InvalidState(
+                f"learning process {process_id} cannot complete: round {process['rounds']} "
+                f"not completed by {sorted(missing)}"
+            )
         return self._transition(ctx, process_id, "completed", "", ("running",))
 
     def fail(self, ctx: TransactionContext, process_id: str, reason: str) -> dict[str, Any]:
@@ -174,7 +222,9 @@ class LearningProcessContract:
         process = load_process(ctx, process_id)
         if process["creator"] != ctx.msp_id:
             raise Forbidden(f"only the creator {process['creator']} may abort learning process {process_id}")
-        return self._transition(ctx, process_id, "aborted", reason or "aborted by creator", ("created", "running"))
+        return self._transition(
+            ctx, process_id, "aborted", reason or "aborted by creator", ("created", "running")
+        )
 
     def history(self, ctx: TransactionContext, process_id: str) -> RawJSON:
         process = ctx.get(ctx.key(PROCESS, process_id))

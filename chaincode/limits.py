@@ -29,20 +29,20 @@ from chaincode.errors import InvalidArgument
 KiB = 1024
 MiB = 1024 * KiB
 
-MAX_ARGUMENT_BYTES = 1 * MiB          #: one contract argument, UTF-8 bytes
-MAX_JSON_DEPTH = 32                   #: containers (objects/arrays) nested in one JSON argument
+MAX_ARGUMENT_BYTES = 1 * MiB  #: one contract argument, UTF-8 bytes
+MAX_JSON_DEPTH = 32  #: containers (objects/arrays) nested in one JSON argument
 MAX_FIELD_DEPTH = MAX_JSON_DEPTH - 1  #: a value inside an argument's object (the object is level 1)
 MAX_HYPERPARAMETERS_BYTES = 64 * KiB  #: a process's hyper-parameters, canonical JSON bytes
-MAX_TOPOLOGY_BYTES = 16 * KiB         #: a process's topology object, canonical JSON bytes
+MAX_TOPOLOGY_BYTES = 16 * KiB  #: a process's topology object, canonical JSON bytes
 MAX_FAILURE_DETAILS_BYTES = 16 * KiB  #: the details of a failed task, canonical JSON bytes
-MAX_ESTIMATORS_BYTES = 512 * KiB      #: a model's estimator list, canonical JSON bytes
-MAX_DESCRIPTION_CHARS = 2048          #: description of an image or a process
-MAX_REFERENCE_CHARS = 512             #: an image's reference / a model's location
-MAX_DATASET_CHARS = 256               #: a process's dataset name
-MAX_REASON_CHARS = 2048               #: reason of a failed task
-MAX_STATUS_REASON_CHARS = 1024        #: reason of a process's failure or abort
-MAX_REVOCATION_REASON_CHARS = 512     #: reason of an image's revocation
-MAX_CONSORTIUM = 64                   #: organisations in one learning process
+MAX_ESTIMATORS_BYTES = 512 * KiB  #: a model's estimator list, canonical JSON bytes
+MAX_DESCRIPTION_CHARS = 2048  #: description of an image or a process
+MAX_REFERENCE_CHARS = 512  #: an image's reference / a model's location
+MAX_DATASET_CHARS = 256  #: a process's dataset name
+MAX_REASON_CHARS = 2048  #: reason of a failed task
+MAX_STATUS_REASON_CHARS = 1024  #: reason of a process's failure or abort
+MAX_REVOCATION_REASON_CHARS = 512  #: reason of an image's revocation
+MAX_CONSORTIUM = 64  #: organisations in one learning process
 
 
 def check_arguments(function: str, args: list[Any]) -> None:
@@ -57,9 +57,12 @@ def check_arguments(function: str, args: list[Any]) -> None:
             except UnicodeEncodeError:
                 raise InvalidArgument(f"{function}: argument {i + 1} is not valid UTF-8 text") from None
             if size > MAX_ARGUMENT_BYTES:
-                raise InvalidArgument(f"{function}: argument {i + 1} is {size} bytes, over the limit of "
-                                      f"{MAX_ARGUMENT_BYTES} bytes per contract argument",
-                                      limit=MAX_ARGUMENT_BYTES, size=size)
+                raise InvalidArgument(
+                    f"{function}: argument {i + 1} is {size} bytes, over the limit of "
+                    f"{MAX_ARGUMENT_BYTES} bytes per contract argument",
+                    limit=MAX_ARGUMENT_BYTES,
+                    size=size,
+                )
 
 
 def _refuse_constant(name: str) -> Any:
@@ -95,8 +98,9 @@ def json_depth(value: Any) -> int:
 def check_depth(value: Any, what: str, limit: int = MAX_JSON_DEPTH) -> None:
     depth = json_depth(value)
     if depth > limit:
-        raise InvalidArgument(f"{what} is nested {depth} levels deep, over the limit of {limit}",
-                              limit=limit, depth=depth)
+        raise InvalidArgument(
+            f"{what} is nested {depth} levels deep, over the limit of {limit}", limit=limit, depth=depth
+        )
 
 
 def parse_json(text: str, what: str) -> Any:
@@ -106,12 +110,14 @@ def parse_json(text: str, what: str) -> Any:
     try:
         value = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
     except RecursionError:
-        raise InvalidArgument(f"{what} is nested deeper than the limit of {MAX_JSON_DEPTH} levels",
-                              limit=MAX_JSON_DEPTH) from None
+        raise InvalidArgument(
+            f"{what} is nested deeper than the limit of {MAX_JSON_DEPTH} levels", limit=MAX_JSON_DEPTH
+        ) from None
     except ValueError as exc:
         if "finite number" in str(exc):
-            raise InvalidArgument(f"{what} holds a number that is not finite ({exc}); only finite "
-                                  f"numbers are accepted") from None
+            raise InvalidArgument(
+                f"{what} holds a number that is not finite ({exc}); only finite numbers are accepted"
+            ) from None
         raise InvalidArgument(f"{what} is not valid JSON") from None
     except TypeError:
         raise InvalidArgument(f"{what} is not valid JSON") from None
@@ -123,8 +129,11 @@ def bounded_json(value: Any, what: str, max_bytes: int) -> Any:
     """``value`` as stored must be at most ``max_bytes`` bytes of canonical JSON."""
     size = len(canonical_json(value))
     if size > max_bytes:
-        raise InvalidArgument(f"{what} is {size} bytes of canonical JSON, over the limit of {max_bytes} bytes",
-                              limit=max_bytes, size=size)
+        raise InvalidArgument(
+            f"{what} is {size} bytes of canonical JSON, over the limit of {max_bytes} bytes",
+            limit=max_bytes,
+            size=size,
+        )
     return value
 
 
@@ -135,6 +144,9 @@ def bounded_text(value: Any, what: str, max_chars: int) -> str:
     if not isinstance(value, str):
         raise InvalidArgument(f"{what} must be a string")
     if len(value) > max_chars:
-        raise InvalidArgument(f"{what} is {len(value)} characters long, over the limit of {max_chars}",
-                              limit=max_chars, size=len(value))
+        raise InvalidArgument(
+            f"{what} is {len(value)} characters long, over the limit of {max_chars}",
+            limit=max_chars,
+            size=len(value),
+        )
     return value

@@ -59,8 +59,16 @@ def _view(ctx: TransactionContext, record: dict[str, Any]) -> dict[str, Any]:
 
 
 def _put_sealed_key(ctx: TransactionContext, model_id: str, org: str, wrapped: str) -> None:
-    ctx.put(ctx.key(MODEL_KEY, model_id, org), {"model_id": model_id, "organisation": org, "wrapped_key": wrapped,
-                                                "granted": ctx.timestamp, "tx_id": ctx.tx_id})
+    ctx.put(
+        ctx.key(MODEL_KEY, model_id, org),
+        {
+            "model_id": model_id,
+            "organisation": org,
+            "wrapped_key": wrapped,
+            "granted": ctx.timestamp,
+            "tx_id": ctx.tx_id,
+        },
+    )
 
 
 class ModelContract:
@@ -74,10 +82,22 @@ class ModelContract:
         """Publish the caller's final model of a process: ``{process_id, digest, size,
         ciphertext_digest, wrapped_keys, metrics?, location?, estimators?, id?}``."""
         ctx.require_submitter()
-        spec = require_keys(parse_json_arg(spec_json, "model"),
-                            {"id", "process_id", "digest", "size", "ciphertext_digest", "wrapped_keys",
-                             "metrics", "location", "estimators"},
-                            {"process_id", "digest", "size", "ciphertext_digest", "wrapped_keys"}, "model")
+        spec = require_keys(
+            parse_json_arg(spec_json, "model"),
+            {
+                "id",
+                "process_id",
+                "digest",
+                "size",
+                "ciphertext_digest",
+                "wrapped_keys",
+                "metrics",
+                "location",
+                "estimators",
+            },
+            {"process_id", "digest", "size", "ciphertext_digest", "wrapped_keys"},
+            "model",
+        )
         pid = require_str(spec, "process_id", pattern=ID_PATTERN)
         process = load_process(ctx, pid)
         require_member(ctx, process)
@@ -95,21 +115,29 @@ class ModelContract:
         last = process["rounds"]
         execution = ctx.get(ctx.key(EXECUTION, pid, round_key(last), ctx.msp_id))
         if execution is None or execution["status"] != "completed":
-            raise InvalidState(f"{ctx.msp_id} has not completed the last round ({last}) of learning process {pid}; "
-                               f"only a model produced by a completed audited run can be published")
+            raise InvalidState(
+                f"{ctx.msp_id} has not completed the last round ({last}) of learning process {pid}; "
+                f"only a model produced by a completed audited run can be published"
+            )
         produced = (execution["result"]["outputs"].get("model") or {}).get("digest")
         if produced != spec["digest"]:
-            raise ImageMismatch(f"model digest {spec['digest']} is not the model {produced} that the execution "
-                                f"record of {ctx.msp_id} for round {last} of {pid} signed")
+            raise ImageMismatch(
+                f"model digest {spec['digest']} is not the model {produced} that the execution "
+                f"record of {ctx.msp_id} for round {last} of {pid} signed"
+            )
         wrapped = spec["wrapped_keys"]
         if not isinstance(wrapped, dict) or set(wrapped) != set(process["consortium"]):
-            raise InvalidArgument(f"wrapped_keys must hold the data key sealed for exactly the consortium "
-                                  f"{sorted(process['consortium'])}")
+            raise InvalidArgument(
+                f"wrapped_keys must hold the data key sealed for exactly the consortium "
+                f"{sorted(process['consortium'])}"
+            )
         for org, v in wrapped.items():
             _check_wrapped_key(v, org)
         metrics = spec.get("metrics") or {}
         if not isinstance(metrics, dict) or not all(
-                isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in metrics.values()):
+            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+            for v in metrics.values()
+        ):
             raise InvalidArgument("model metrics must be an object of finite numbers")
         estimators = spec.get("estimators") or []
         if not isinstance(estimators, list):
@@ -117,12 +145,22 @@ class ModelContract:
         bounded_json(estimators, "estimators", MAX_ESTIMATORS_BYTES)
         location = bounded_text(spec.get("location"), "model location", MAX_REFERENCE_CHARS)
         record = {
-            "id": model_id, "process_id": pid, "owner": ctx.msp_id, "digest": spec["digest"],
-            "size": spec["size"], "ciphertext_digest": spec["ciphertext_digest"],
-            "location": location, "metrics": metrics, "estimators": estimators,
-            "image_digest": process["image_digest"], "round": last,
-            "access": sorted(process["consortium"]), "key_version": 1,
-            "created": ctx.timestamp, "published_by": ctx.subject, "tx_id": ctx.tx_id,
+            "id": model_id,
+            "process_id": pid,
+            "owner": ctx.msp_id,
+            "digest": spec["digest"],
+            "size": spec["size"],
+            "ciphertext_digest": spec["ciphertext_digest"],
+            "location": location,
+            "metrics": metrics,
+            "estimators": estimators,
+            "image_digest": process["image_digest"],
+            "round": last,
+            "access": sorted(process["consortium"]),
+            "key_version": 1,
+            "created": ctx.timestamp,
+            "published_by": ctx.subject,
+            "tx_id": ctx.tx_id,
         }
         ctx.put(key, record)
         for org, sealed in sorted(wrapped.items()):
@@ -150,10 +188,14 @@ class ModelContract:
         ctx.require_submitter()
         record = self._load(ctx, model_id)
         if record["owner"] != ctx.msp_id:
-            raise Forbidden(f"model {model_id} is owned by {record['owner']}; only the owner may change its access list")
+            raise Forbidden(
+                f"model {model_id} is owned by {record['owner']}; only the owner may change its access list"
+            )
         return record
 
-    def grant(self, ctx: TransactionContext, model_id: str, organisation: str, wrapped_key: str) -> dict[str, Any]:
+    def grant(
+        self, ctx: TransactionContext, model_id: str, organisation: str, wrapped_key: str
+    ) -> dict[str, Any]:
         record = self._owner_update(ctx, model_id)
         if not re.fullmatch(MSP_PATTERN, organisation):
             raise InvalidArgument(f"{organisation!r} is not an MSP id")
@@ -166,7 +208,9 @@ class ModelContract:
         ctx.emit("ModelAccessGranted", {"id": model_id, "organisation": organisation})
         return _view(ctx, record)
 
-    def revoke(self, ctx: TransactionContext, model_id: str, organisation: str, rotation_json: str) -> dict[str, Any]:
+    def revoke(
+        self, ctx: TransactionContext, model_id: str, organisation: str, rotation_json: str
+    ) -> dict[str, Any]:
         """Remove ``organisation`` from the access list and rotate the data key: ``rotation_json`` is
         ``{ciphertext_digest, wrapped_keys, location?}`` -- the digest of the model re-encrypted under
         a fresh data key (it must differ from the current one) and that key sealed for exactly the
@@ -176,19 +220,26 @@ class ModelContract:
             raise InvalidArgument("the owner cannot revoke its own access")
         if organisation not in record["access"]:
             raise NotFound(f"{organisation} has no access to model {model_id}")
-        rotation = require_keys(parse_json_arg(rotation_json, "key rotation"),
-                                {"ciphertext_digest", "wrapped_keys", "location"},
-                                {"ciphertext_digest", "wrapped_keys"}, "key rotation")
+        rotation = require_keys(
+            parse_json_arg(rotation_json, "key rotation"),
+            {"ciphertext_digest", "wrapped_keys", "location"},
+            {"ciphertext_digest", "wrapped_keys"},
+            "key rotation",
+        )
         if not is_digest(rotation["ciphertext_digest"]):
             raise InvalidArgument("key rotation ciphertext_digest must be sha256:<64 hex>")
         if rotation["ciphertext_digest"] == record["ciphertext_digest"]:
-            raise InvalidArgument(f"revoking access to model {model_id} must replace its ciphertext "
-                                  f"(re-encrypted under a fresh data key); got the current one")
+            raise InvalidArgument(
+                f"revoking access to model {model_id} must replace its ciphertext "
+                f"(re-encrypted under a fresh data key); got the current one"
+            )
         remaining = [o for o in record["access"] if o != organisation]
         wrapped = rotation["wrapped_keys"]
         if not isinstance(wrapped, dict) or set(wrapped) != set(remaining):
-            raise InvalidArgument(f"wrapped_keys must hold the new data key sealed for exactly the remaining "
-                                  f"access list {remaining}")
+            raise InvalidArgument(
+                f"wrapped_keys must hold the new data key sealed for exactly the remaining "
+                f"access list {remaining}"
+            )
         for org, v in wrapped.items():
             _check_wrapped_key(v, org)
         location = rotation.get("location")

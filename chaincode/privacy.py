@@ -20,7 +20,8 @@ normalisation), ``epsilon_spent`` / ``epsilon_network_spent`` and, for zCDP, ``r
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from chaincode.errors import InvalidArgument
 
@@ -57,14 +58,18 @@ def parse_budget(budget: Any, hyperparameters: Mapping[str, Any]) -> dict[str, A
     if accounting not in ACCOUNTINGS:
         raise InvalidArgument(f"privacy budget accounting must be one of {ACCOUNTINGS}")
     if accounting == "zcdp" and delta is None:
-        raise InvalidArgument("zCDP accounting converts ρ to ε at a δ: the privacy budget needs a delta in (0, 1)")
+        raise InvalidArgument(
+            "zCDP accounting converts ρ to ε at a δ: the privacy budget needs a delta in (0, 1)"
+        )
     scope = budget.get("scope", "network")
     if scope not in SCOPES:
         raise InvalidArgument(f"privacy budget scope must be one of {SCOPES}")
     clip = hyperparameters.get("gradient_clip")
     if not (_number(clip) and clip > 0):
-        raise InvalidArgument("a process with a privacy budget must clip: hyperparameters.gradient_clip must be a "
-                              "positive finite number (without it no sensitivity bound holds and ε is nominal)")
+        raise InvalidArgument(
+            "a process with a privacy budget must clip: hyperparameters.gradient_clip must be a "
+            "positive finite number (without it no sensitivity bound holds and ε is nominal)"
+        )
     out = {"mechanism": budget["mechanism"], "epsilon": eps, "accounting": accounting, "scope": scope}
     if delta is not None:
         out["delta"] = delta
@@ -74,7 +79,9 @@ def parse_budget(budget: Any, hyperparameters: Mapping[str, Any]) -> dict[str, A
 def _metric(metrics: Mapping[str, Any], name: str, what: str) -> float:
     value = metrics.get(name)
     if value is None or value < 0:
-        raise InvalidArgument(f"{what} has a privacy budget; the result must report a non-negative metric {name!r}")
+        raise InvalidArgument(
+            f"{what} has a privacy budget; the result must report a non-negative metric {name!r}"
+        )
     return float(value)
 
 
@@ -89,26 +96,38 @@ def _epsilon(budget: Mapping[str, Any], totals: Mapping[str, float]) -> float:
     return totals["epsilon_basic"]
 
 
-def charge(budget: Mapping[str, Any], previous: Mapping[str, Any] | None, metrics: Mapping[str, Any],
-           what: str) -> dict[str, Any]:
+def charge(
+    budget: Mapping[str, Any], previous: Mapping[str, Any] | None, metrics: Mapping[str, Any], what: str
+) -> dict[str, Any]:
     """The privacy block of an execution record: this round's charge added to the previous round's
     totals of the same organisation (``previous`` = that record's block, None in round 1)."""
     if metrics.get("privacy_rigorous") != 1:
-        raise InvalidArgument(f"{what} has a privacy budget; the result reports a nominal ε (metric "
-                              f"'privacy_rigorous' is not 1), which cannot be charged to a budget")
-    spent = {"node": {"epsilon_basic": _metric(metrics, "epsilon_spent", what)},
-             "network": {"epsilon_basic": _metric(metrics, "epsilon_network_spent", what)}}
+        raise InvalidArgument(
+            f"{what} has a privacy budget; the result reports a nominal ε (metric "
+            f"'privacy_rigorous' is not 1), which cannot be charged to a budget"
+        )
+    spent = {
+        "node": {"epsilon_basic": _metric(metrics, "epsilon_spent", what)},
+        "network": {"epsilon_basic": _metric(metrics, "epsilon_network_spent", what)},
+    }
     zcdp = budget["accounting"] == "zcdp"
     spent["node"]["rho"] = _metric(metrics, "rho_spent", what) if zcdp else 0.0
     spent["network"]["rho"] = _metric(metrics, "rho_network_spent", what) if zcdp else 0.0
     for key in ("epsilon_basic", "rho"):
         if spent["network"][key] < spent["node"][key]:
-            raise InvalidArgument(f"{what}: the network charge {key} = {spent['network'][key]} is below the "
-                                  f"node charge {spent['node'][key]}; every link sees at least one node's release")
-    block: dict[str, Any] = {"accounting": budget["accounting"], "scope": budget["scope"],
-                             "delta": budget.get("delta"), "rigorous": True,
-                             "sensitivity": metrics.get("sensitivity"), "gradient_clip": metrics.get("gradient_clip"),
-                             "spent": spent}
+            raise InvalidArgument(
+                f"{what}: the network charge {key} = {spent['network'][key]} is below the "
+                f"node charge {spent['node'][key]}; every link sees at least one node's release"
+            )
+    block: dict[str, Any] = {
+        "accounting": budget["accounting"],
+        "scope": budget["scope"],
+        "delta": budget.get("delta"),
+        "rigorous": True,
+        "sensitivity": metrics.get("sensitivity"),
+        "gradient_clip": metrics.get("gradient_clip"),
+        "spent": spent,
+    }
     for observer in SCOPES:
         before = (previous or {}).get(observer) or {}
         totals = {k: float(before.get(k, 0.0)) + spent[observer][k] for k in ("epsilon_basic", "rho")}

@@ -10,8 +10,9 @@ writes); writes are buffered in the write set and applied at commit if MVCC vali
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 COMPOSITE_KEY_NAMESPACE = "\x00"
 MIN_UNICODE_RUNE = "\x00"
@@ -57,7 +58,9 @@ class ChaincodeStub(Protocol):
 
     def get_state_by_range(self, start_key: str, end_key: str) -> Iterator[KeyValue]: ...
 
-    def get_state_by_partial_composite_key(self, object_type: str, attributes: list[str]) -> Iterator[KeyValue]: ...
+    def get_state_by_partial_composite_key(
+        self, object_type: str, attributes: list[str]
+    ) -> Iterator[KeyValue]: ...
 
     def get_history_for_key(self, key: str) -> Iterator[KeyModification]: ...
 

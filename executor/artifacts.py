@@ -55,18 +55,18 @@ def _hex(digest: str) -> str:
 
 @dataclass(frozen=True)
 class ArtifactRef:
-    digest: str        # sha256 of the stored bytes (content address)
+    digest: str  # sha256 of the stored bytes (content address)
     size: int
-    producer: str      # MSP id of the storing organisation
-    location: str      # where it can be fetched
+    producer: str  # MSP id of the storing organisation
+    location: str  # where it can be fetched
 
 
 @dataclass(frozen=True)
 class MessageRef:
     sender: str
     recipient: str
-    payload_digest: str    # sha256 of the plaintext payload (signed in the task manifest)
-    stored: ArtifactRef    # the sealed bytes in the sender's store
+    payload_digest: str  # sha256 of the plaintext payload (signed in the task manifest)
+    stored: ArtifactRef  # the sealed bytes in the sender's store
 
 
 FILE_MODE = 0o600
@@ -81,7 +81,7 @@ def private_info(owner: str, payload_digest: str) -> bytes:
 def write_private_file(path: Path, data: bytes, top: Path) -> None:
     """Write ``data`` to ``path`` atomically, 0600, creating missing directories below ``top`` 0700."""
     make_private_dirs(path.parent, top)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".put-")   # mkstemp creates 0600
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".put-")  # mkstemp creates 0600
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -151,8 +151,9 @@ class ArtifactStore:
         except FileNotFoundError:
             raise ArtifactNotFound(f"artifact {digest} not in the store of {self.organisation}") from None
         if sha256_digest(data) != digest:
-            raise ArtifactCorrupted(f"artifact {digest} in the store of {self.organisation} "
-                                    f"hashes to {sha256_digest(data)}")
+            raise ArtifactCorrupted(
+                f"artifact {digest} in the store of {self.organisation} hashes to {sha256_digest(data)}"
+            )
         return data
 
     def delete(self, digest: str) -> bool:
@@ -168,15 +169,17 @@ class ArtifactStore:
         h = _hex(payload_digest)
         return self.private / h[:2] / h
 
-    def put_private(self, payload: bytes,
-                    owner_certificate: x509.Certificate | ec.EllipticCurvePublicKey) -> str:
+    def put_private(
+        self, payload: bytes, owner_certificate: x509.Certificate | ec.EllipticCurvePublicKey
+    ) -> str:
         """Seal ``payload`` to this organisation's own key-agreement certificate and store it under
         its plaintext digest (idempotent). Returns the plaintext digest."""
         digest = sha256_digest(payload)
         path = self.private_path(digest)
         if not path.exists():
-            write_private_file(path, seal(owner_certificate, payload, private_info(self.organisation, digest)),
-                               self.home)
+            write_private_file(
+                path, seal(owner_certificate, payload, private_info(self.organisation, digest)), self.home
+            )
         return digest
 
     def has_private(self, payload_digest: str) -> bool:
@@ -190,16 +193,21 @@ class ArtifactStore:
         try:
             sealed = self.private_path(payload_digest).read_bytes()
         except FileNotFoundError:
-            raise ArtifactNotFound(f"private artifact {payload_digest} not in the store of "
-                                   f"{self.organisation}") from None
+            raise ArtifactNotFound(
+                f"private artifact {payload_digest} not in the store of {self.organisation}"
+            ) from None
         try:
             payload = unseal(owner_key, sealed, private_info(self.organisation, payload_digest))
         except DecryptionError as exc:
-            raise ArtifactCorrupted(f"private artifact {payload_digest} of {self.organisation} does not open "
-                                    f"with the key given (altered, or not the owner's key): {exc}") from None
+            raise ArtifactCorrupted(
+                f"private artifact {payload_digest} of {self.organisation} does not open "
+                f"with the key given (altered, or not the owner's key): {exc}"
+            ) from None
         if sha256_digest(payload) != payload_digest:
-            raise ArtifactCorrupted(f"private artifact {payload_digest} of {self.organisation} opens to bytes "
-                                    f"with digest {sha256_digest(payload)}")
+            raise ArtifactCorrupted(
+                f"private artifact {payload_digest} of {self.organisation} opens to bytes "
+                f"with digest {sha256_digest(payload)}"
+            )
         return payload
 
     @staticmethod
@@ -207,33 +215,49 @@ class ArtifactStore:
         """Fetch from the producer's store named by ``ref.location``; verified by digest."""
         if not ref.location.startswith("file://"):
             raise ArtifactNotFound(f"unsupported artifact location {ref.location!r}")
-        root = Path(ref.location[len("file://"):]).parent
+        root = Path(ref.location[len("file://") :]).parent
         return ArtifactStore(root, ref.producer).get(ref.digest)
 
     # ---- messages
-    def put_message(self, payload: bytes, *, process_id: str, round: int, recipient: str,
-                    recipient_certificate: x509.Certificate | ec.EllipticCurvePublicKey) -> MessageRef:
+    def put_message(
+        self,
+        payload: bytes,
+        *,
+        process_id: str,
+        round: int,
+        recipient: str,
+        recipient_certificate: x509.Certificate | ec.EllipticCurvePublicKey,
+    ) -> MessageRef:
         """Seal ``payload`` to ``recipient`` and store the sealed bytes."""
         payload_digest = sha256_digest(payload)
         info = message_info(process_id, round, self.organisation, recipient, payload_digest)
         sealed = seal(recipient_certificate, payload, info)
-        return MessageRef(sender=self.organisation, recipient=recipient,
-                          payload_digest=payload_digest, stored=self.put(sealed))
+        return MessageRef(
+            sender=self.organisation,
+            recipient=recipient,
+            payload_digest=payload_digest,
+            stored=self.put(sealed),
+        )
 
 
-def open_message(ref: MessageRef, *, process_id: str, round: int, recipient: str,
-                 recipient_key: ec.EllipticCurvePrivateKey) -> bytes:
+def open_message(
+    ref: MessageRef, *, process_id: str, round: int, recipient: str, recipient_key: ec.EllipticCurvePrivateKey
+) -> bytes:
     """Fetch, verify and decrypt a message addressed to ``recipient``.
 
     Raises ArtifactCorrupted if the stored bytes or the decrypted payload do not match their
     digests, DecryptionError if the key is not the recipient's (or the message was altered or
     moved to another round or sender)."""
     if ref.recipient != recipient:
-        raise DecryptionError(f"message {ref.payload_digest} is addressed to {ref.recipient}, not {recipient}")
+        raise DecryptionError(
+            f"message {ref.payload_digest} is addressed to {ref.recipient}, not {recipient}"
+        )
     sealed = ArtifactStore.fetch(ref.stored)
     info = message_info(process_id, round, ref.sender, ref.recipient, ref.payload_digest)
     payload = unseal(recipient_key, sealed, info)
     if sha256_digest(payload) != ref.payload_digest:
-        raise ArtifactCorrupted(f"message from {ref.sender} decrypts to bytes with digest "
-                                f"{sha256_digest(payload)}, not {ref.payload_digest}")
+        raise ArtifactCorrupted(
+            f"message from {ref.sender} decrypts to bytes with digest "
+            f"{sha256_digest(payload)}, not {ref.payload_digest}"
+        )
     return payload

@@ -23,9 +23,10 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -46,14 +47,16 @@ class DataImportError(ExecutorError):
         self.problems = list(problems)
         shown = self.problems[:MAX_REPORTED]
         more = len(self.problems) - len(shown)
-        text = message + ("".join(f"\n  {p}" for p in shown)) + (f"\n  ... and {more} more" if more > 0 else "")
+        text = (
+            message + ("".join(f"\n  {p}" for p in shown)) + (f"\n  ... and {more} more" if more > 0 else "")
+        )
         super().__init__(text)
 
 
 @dataclass(frozen=True)
 class ImportedDataset:
     name: str
-    path: Path                    # the dataset folder
+    path: Path  # the dataset folder
     rows: int
     features: tuple[str, ...]
     label: str | None
@@ -61,13 +64,21 @@ class ImportedDataset:
     source_sha256: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {"dataset": self.name, "path": str(self.path), "rows": self.rows, "features": list(self.features),
-                "label": self.label, "classes": list(self.classes), "source_sha256": self.source_sha256}
+        return {
+            "dataset": self.name,
+            "path": str(self.path),
+            "rows": self.rows,
+            "features": list(self.features),
+            "label": self.label,
+            "classes": list(self.classes),
+            "source_sha256": self.source_sha256,
+        }
 
 
 def read_table(source: Path):
     """A pandas DataFrame of strings (CSV) or typed columns (Parquet)."""
     import pandas as pd
+
     kind = SUFFIXES.get(source.suffix.lower())
     if kind is None:
         raise DataImportError(f"{source}: not a CSV or Parquet file (use .csv, .parquet or .pq)")
@@ -77,25 +88,34 @@ def read_table(source: Path):
         if kind == "csv":
             return pd.read_csv(source, dtype=str, keep_default_na=False, skipinitialspace=True)
         return pd.read_parquet(source)
-    except Exception as exc:   # the parser's own message names the line
+    except Exception as exc:  # the parser's own message names the line
         raise DataImportError(f"{source}: cannot be read as {kind}: {exc}") from None
 
 
 def _numeric(frame, column: str, problems: list[str], what: str) -> np.ndarray:
     import pandas as pd
+
     raw = frame[column]
     values = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
     bad = np.flatnonzero(~np.isfinite(values))
     for i in bad:
         shown = raw.iloc[int(i)]
-        shown = "empty" if (shown is None or (isinstance(shown, str) and not shown.strip())
-                            or (isinstance(shown, float) and np.isnan(shown))) else repr(shown)
+        shown = (
+            "empty"
+            if (
+                shown is None
+                or (isinstance(shown, str) and not shown.strip())
+                or (isinstance(shown, float) and np.isnan(shown))
+            )
+            else repr(shown)
+        )
         problems.append(f"row {int(i) + 1}: {what} {column!r} is {shown}, not a finite number")
     return values
 
 
-def validate_table(frame, label: str | None, declaration: ImageDeclaration | None = None
-                   ) -> tuple[np.ndarray, np.ndarray | None, list[str]]:
+def validate_table(
+    frame, label: str | None, declaration: ImageDeclaration | None = None
+) -> tuple[np.ndarray, np.ndarray | None, list[str]]:
     """Features (n, d), labels (n,) or None, feature names; raises :class:`DataImportError`."""
     columns = [str(c) for c in frame.columns]
     frame.columns = columns
@@ -120,8 +140,10 @@ def validate_table(frame, label: str | None, declaration: ImageDeclaration | Non
         if decl.classes is not None:
             allowed = {float(v) for v in decl.classes}
             for i in np.flatnonzero(np.isfinite(y) & ~np.isin(y, list(allowed))):
-                problems.append(f"row {int(i) + 1}: label {label!r} is {frame[label].iloc[int(i)]!r}, "
-                                f"outside the classes {list(decl.classes)} image {decl.name} declares")
+                problems.append(
+                    f"row {int(i) + 1}: label {label!r} is {frame[label].iloc[int(i)]!r}, "
+                    f"outside the classes {list(decl.classes)} image {decl.name} declares"
+                )
     if problems:
         problems.sort(key=lambda p: int(p.split(":")[0].split()[1]))
         raise DataImportError(f"{len(problems)} problem(s); nothing was written:", problems)
@@ -130,15 +152,23 @@ def validate_table(frame, label: str | None, declaration: ImageDeclaration | Non
     return X, y, features
 
 
-
-def import_dataset(data_root: str | os.PathLike, name: str, source: str | os.PathLike, label: str | None = None,
-                   declaration: ImageDeclaration | None = None, replace: bool = False) -> ImportedDataset:
+def import_dataset(
+    data_root: str | os.PathLike,
+    name: str,
+    source: str | os.PathLike,
+    label: str | None = None,
+    declaration: ImageDeclaration | None = None,
+    replace: bool = False,
+) -> ImportedDataset:
     """Validate ``source`` and write it as dataset ``name`` under ``data_root`` (one organisation's)."""
     from algorithms.step import LocalDataset
     from algorithms.task_runtime import save_dataset
+
     source = Path(source)
     if not DATASET_PATTERN.match(name or ""):
-        raise DataImportError(f"dataset name {name!r} is not valid (letters, digits, '.', '_', '-'; at most 64)")
+        raise DataImportError(
+            f"dataset name {name!r} is not valid (letters, digits, '.', '_', '-'; at most 64)"
+        )
     root = Path(data_root)
     target = root / name
     if target.exists() and not replace:
@@ -150,12 +180,18 @@ def import_dataset(data_root: str | os.PathLike, name: str, source: str | os.Pat
     tmp = Path(tempfile.mkdtemp(prefix=f".import-{name}-", dir=root))
     try:
         save_dataset(tmp / "dataset.npz", LocalDataset(X, y, name=name))
-        schema = {"dataset": name, "features": features, "label": label, "classes": list(classes),
-                  "rows": int(X.shape[0]), "source": {"file": source.name, "sha256": digest},
-                  "imported": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
+        schema = {
+            "dataset": name,
+            "features": features,
+            "label": label,
+            "classes": list(classes),
+            "rows": int(X.shape[0]),
+            "source": {"file": source.name, "sha256": digest},
+            "imported": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        }
         (tmp / "schema.json").write_text(json.dumps(schema, indent=2, sort_keys=True) + "\n")
         tmp.chmod(0o750)
-        if target.exists():                       # replace: the old one moves aside, then goes
+        if target.exists():  # replace: the old one moves aside, then goes
             old = root / f".old-{name}-{os.getpid()}"
             os.replace(target, old)
             os.replace(tmp, target)
@@ -176,6 +212,13 @@ def list_datasets(data_root: str | os.PathLike) -> list[dict[str, Any]]:
         if d.name.startswith(".") or not (d / "dataset.npz").is_file():
             continue
         schema = json.loads((d / "schema.json").read_text()) if (d / "schema.json").is_file() else {}
-        out.append({"dataset": d.name, "path": str(d), "rows": schema.get("rows"), "label": schema.get("label"),
-                    "features": len(schema.get("features", [])) or None})
+        out.append(
+            {
+                "dataset": d.name,
+                "path": str(d),
+                "rows": schema.get("rows"),
+                "label": schema.get("label"),
+                "features": len(schema.get("features", [])) or None,
+            }
+        )
     return out

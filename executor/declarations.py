@@ -24,15 +24,16 @@ import importlib.util
 import json
 import re
 import sys
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from executor.errors import ExecutorError
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 IMAGES_DIR = PROJECT_ROOT / "algorithm-images"
-DATASET_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"      #: a dataset name is a folder name of the data root
+DATASET_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"  #: a dataset name is a folder name of the data root
 DATASET_PATTERN = re.compile(DATASET_NAME)
 
 
@@ -48,14 +49,21 @@ class InvalidProcessSpec(ExecutorError, ValueError):
 
 # ---------------------------------------------------------------------------- topologies
 
+
 def _builders() -> dict[str, Callable[[int], Any]]:
     from algorithms.topologies import static
-    return {"cycle_with_inverse_chord": static.cycle_with_inverse_chord, "cic": static.cycle_with_inverse_chord,
-            "ring": static.ring, "complete": static.complete, "empty": static.empty}
+
+    return {
+        "cycle_with_inverse_chord": static.cycle_with_inverse_chord,
+        "cic": static.cycle_with_inverse_chord,
+        "ring": static.ring,
+        "complete": static.complete,
+        "empty": static.empty,
+    }
 
 
 TOPOLOGY_KINDS = ("cic", "complete", "cycle_with_inverse_chord", "empty", "none", "ring")
-TOPOLOGY_KIND = "^(" + "|".join(TOPOLOGY_KINDS) + ")$"     #: the same, as a pattern (the gateway's schema)
+TOPOLOGY_KIND = "^(" + "|".join(TOPOLOGY_KINDS) + ")$"  #: the same, as a pattern (the gateway's schema)
 
 
 def build_topology(spec: Mapping[str, Any], size: int):
@@ -65,11 +73,14 @@ def build_topology(spec: Mapping[str, Any], size: int):
         return None
     builders = _builders()
     if kind not in builders:
-        raise ExecutorError(f"topology kind {kind!r} is not known to this executor (known: {list(TOPOLOGY_KINDS)})")
+        raise ExecutorError(
+            f"topology kind {kind!r} is not known to this executor (known: {list(TOPOLOGY_KINDS)})"
+        )
     return builders[kind](size)
 
 
 # ---------------------------------------------------------------------------- declarations
+
 
 @dataclass(frozen=True)
 class ImageDeclaration:
@@ -84,12 +95,19 @@ class ImageDeclaration:
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def from_folder(cls, folder: Path) -> "ImageDeclaration":
+    def from_folder(cls, folder: Path) -> ImageDeclaration:
         meta = json.loads((folder / "image.json").read_text())
         inp = meta.get("input") or {}
         classes = inp.get("classes")
-        return cls(meta["algorithm"], folder, meta.get("name", folder.name), inp.get("features"),
-                   bool(inp.get("label", False)), None if classes is None else tuple(classes), inp)
+        return cls(
+            meta["algorithm"],
+            folder,
+            meta.get("name", folder.name),
+            inp.get("features"),
+            bool(inp.get("label", False)),
+            None if classes is None else tuple(classes),
+            inp,
+        )
 
 
 def declaration(algorithm: str, images_dir: Path = IMAGES_DIR) -> ImageDeclaration:
@@ -113,8 +131,9 @@ def algorithm_class(decl: ImageDeclaration) -> type | None:
     except ImportError:
         if decl.folder is None or not (decl.folder / f"{module_name}.py").is_file():
             return None
-        spec = importlib.util.spec_from_file_location(f"_consortia_image_{decl.name}_{module_name}",
-                                                      decl.folder / f"{module_name}.py")
+        spec = importlib.util.spec_from_file_location(
+            f"_consortia_image_{decl.name}_{module_name}", decl.folder / f"{module_name}.py"
+        )
         module = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = module
         spec.loader.exec_module(module)
@@ -133,17 +152,21 @@ def hyperparameter_problems(decl: ImageDeclaration, hyperparameters: Mapping[str
         m = re.search(r"unexpected keyword argument '([^']+)'", msg)
         if m:
             import inspect
+
             known = [p for p in inspect.signature(cls).parameters if p not in ("self", "params", "kwargs")]
-            return [f"hyper-parameter {m.group(1)!r} is not accepted by {decl.algorithm}"
-                    + (f" (accepted: {', '.join(known)})" if known else "")]
+            return [
+                f"hyper-parameter {m.group(1)!r} is not accepted by {decl.algorithm}"
+                + (f" (accepted: {', '.join(known)})" if known else "")
+            ]
         return [f"hyper-parameters refused by {decl.algorithm}: {msg}"]
     except (ValueError, KeyError, AssertionError) as exc:
         return [f"hyper-parameters refused by {decl.algorithm}: {exc}"]
     return []
 
 
-def validate_process(algorithm: str, topology: Mapping[str, Any], hyperparameters: Mapping[str, Any],
-                     dataset: str = "") -> ImageDeclaration:
+def validate_process(
+    algorithm: str, topology: Mapping[str, Any], hyperparameters: Mapping[str, Any], dataset: str = ""
+) -> ImageDeclaration:
     """Check a process against its image's declaration; raises :class:`InvalidProcessSpec` listing
     every problem (unknown topology, bad seed, hyper-parameters refused, invalid dataset name)."""
     problems: list[str] = []
@@ -152,7 +175,9 @@ def validate_process(algorithm: str, topology: Mapping[str, Any], hyperparameter
         topology = {}
     kind = topology.get("kind")
     if kind not in TOPOLOGY_KINDS:
-        problems.append(f"topology kind {kind!r} is not known to the executor (known: {', '.join(TOPOLOGY_KINDS)})")
+        problems.append(
+            f"topology kind {kind!r} is not known to the executor (known: {', '.join(TOPOLOGY_KINDS)})"
+        )
     seed = topology.get("seed")
     if not isinstance(seed, int) or isinstance(seed, bool):
         problems.append(f"topology seed must be an integer, got {seed!r}")
@@ -170,6 +195,7 @@ def validate_process(algorithm: str, topology: Mapping[str, Any], hyperparameter
 
 # ---------------------------------------------------------------------------- the agent's own checks
 
+
 def dataset_problem(data_dir: Path, decl: ImageDeclaration) -> str | None:
     """Why ``data_dir`` (an organisation's dataset folder) cannot feed this image, or None."""
     path = Path(data_dir) / "dataset.npz"
@@ -180,6 +206,7 @@ def dataset_problem(data_dir: Path, decl: ImageDeclaration) -> str | None:
     if decl.classes is None and not decl.label:
         return None
     import numpy as np
+
     try:
         with np.load(path, allow_pickle=False) as z:
             labels = z["labels"] if "labels" in z.files else None
@@ -191,6 +218,8 @@ def dataset_problem(data_dir: Path, decl: ImageDeclaration) -> str | None:
         found = np.unique(labels)
         outside = [v.item() for v in found if v.item() not in decl.classes]
         if outside:
-            return (f"labels {outside} of dataset {path} are outside the classes {list(decl.classes)} "
-                    f"image {decl.name} declares")
+            return (
+                f"labels {outside} of dataset {path} are outside the classes {list(decl.classes)} "
+                f"image {decl.name} declares"
+            )
     return None

@@ -25,17 +25,24 @@ from executor.errors import ImageBuildError, ImageDigestMismatch
 
 @dataclass(frozen=True)
 class BuildResult:
-    record: object                  # ledger.records.ImageRecord
+    record: object  # ledger.records.ImageRecord
     digest: str
     reference: str
     runtime: str
     recipe: images.ImageRecipe
-    registered: bool                # False: the same digest was already registered under that id
+    registered: bool  # False: the same digest was already registered under that id
 
     def to_dict(self) -> dict:
-        return {"id": self.record.id, "digest": self.digest, "reference": self.reference, "runtime": self.runtime,
-                "algorithm": self.recipe.algorithm, "owner": self.record.owner, "registered": self.registered,
-                "recipe": str(self.recipe.folder)}
+        return {
+            "id": self.record.id,
+            "digest": self.digest,
+            "reference": self.reference,
+            "runtime": self.runtime,
+            "algorithm": self.recipe.algorithm,
+            "owner": self.record.owner,
+            "registered": self.registered,
+            "recipe": str(self.recipe.folder),
+        }
 
 
 def recipe_from(name_or_path: str | os.PathLike) -> images.ImageRecipe:
@@ -44,7 +51,9 @@ def recipe_from(name_or_path: str | os.PathLike) -> images.ImageRecipe:
         return images.ImageRecipe.load(p)
     if not (images.IMAGES_DIR / str(name_or_path) / "image.json").is_file():
         known = sorted(d.name for d in images.IMAGES_DIR.iterdir() if (d / "image.json").is_file())
-        raise ImageBuildError(f"no image recipe {str(name_or_path)!r} (a folder with image.json, or one of {known})")
+        raise ImageBuildError(
+            f"no image recipe {str(name_or_path)!r} (a folder with image.json, or one of {known})"
+        )
     return images.ImageRecipe.named(str(name_or_path))
 
 
@@ -54,21 +63,31 @@ def check_bundle(recipe: images.ImageRecipe, built: images.BuiltImage) -> None:
     for src, dst in recipe.payload_files():
         copy = d / dst
         if not copy.is_file() or images.sha256_file(copy) != images.sha256_file(src):
-            raise ImageBuildError(f"bundle {d} was altered: {dst} differs from the recipe's {src} "
-                                  f"(delete that folder and build again)")
-    images._BUNDLE_DIGESTS.pop(str(d.resolve()), None)      # recomputed from the files, not remembered
+            raise ImageBuildError(
+                f"bundle {d} was altered: {dst} differs from the recipe's {src} "
+                f"(delete that folder and build again)"
+            )
+    images._BUNDLE_DIGESTS.pop(str(d.resolve()), None)  # recomputed from the files, not remembered
     fresh = images.bundle_digest(d)
     if fresh != built.digest:
         raise ImageDigestMismatch(built.reference, built.digest, fresh)
 
 
-def build_and_register(client, name_or_path: str | os.PathLike, runtime: str = "sandbox",
-                       image_id: str | None = None, engine=None) -> BuildResult:
+def build_and_register(
+    client,
+    name_or_path: str | os.PathLike,
+    runtime: str = "sandbox",
+    image_id: str | None = None,
+    engine=None,
+) -> BuildResult:
     from chaincode.errors import NotFound
     from executor.process import recipe_runtimes
+
     recipe = recipe_from(name_or_path)
     if runtime not in recipe_runtimes(recipe):
-        raise ImageBuildError(f"image {recipe.name} runs with {list(recipe_runtimes(recipe))} only, not {runtime!r}")
+        raise ImageBuildError(
+            f"image {recipe.name} runs with {list(recipe_runtimes(recipe))} only, not {runtime!r}"
+        )
     if runtime == "sandbox":
         built = images.build_bundle(recipe)
         check_bundle(recipe, built)
@@ -84,12 +103,14 @@ def build_and_register(client, name_or_path: str | os.PathLike, runtime: str = "
     try:
         rec = client.get_image(image_id)
         if rec.digest != built.digest:
-            raise ImageBuildError(f"image {image_id} is registered with digest {rec.digest}, this build is "
-                                  f"{built.digest}: register it under another id (--id NAME:VERSION)")
+            raise ImageBuildError(
+                f"image {image_id} is registered with digest {rec.digest}, this build is "
+                f"{built.digest}: register it under another id (--id NAME:VERSION)"
+            )
         registered = False
     except NotFound:
         rec = images.register(client, recipe, built, image_id=image_id)
         registered = True
-    if rec.digest != built.digest:          # what the ledger holds is what was built
+    if rec.digest != built.digest:  # what the ledger holds is what was built
         raise ImageDigestMismatch(image_id, built.digest, rec.digest)
     return BuildResult(rec, built.digest, built.reference, runtime, recipe, registered)

@@ -29,9 +29,10 @@ import shutil
 import subprocess
 import sys
 import tomllib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from executor.errors import ImageBuildError, ImageDigestMismatch
 
@@ -66,13 +67,18 @@ def _source_files(root: Path) -> list[Path]:
     """Files that belong in an image from a source folder (no caches, no bytecode)."""
     out = []
     for p in sorted(root.rglob("*")):
-        if p.is_file() and "__pycache__" not in p.parts and p.suffix not in (".pyc", ".pyo") \
-                and not p.name.startswith("."):
+        if (
+            p.is_file()
+            and "__pycache__" not in p.parts
+            and p.suffix not in (".pyc", ".pyo")
+            and not p.name.startswith(".")
+        ):
             out.append(p)
     return out
 
 
 # --------------------------------------------------------------------------- recipes
+
 
 @dataclass(frozen=True)
 class ImageRecipe:
@@ -84,7 +90,7 @@ class ImageRecipe:
     algorithm: str
 
     @classmethod
-    def load(cls, folder: str | os.PathLike) -> "ImageRecipe":
+    def load(cls, folder: str | os.PathLike) -> ImageRecipe:
         folder = Path(folder)
         try:
             meta = json.loads((folder / "image.json").read_text())
@@ -99,7 +105,7 @@ class ImageRecipe:
         return cls(folder, meta["name"], meta["version"], meta["algorithm"])
 
     @classmethod
-    def named(cls, name: str) -> "ImageRecipe":
+    def named(cls, name: str) -> ImageRecipe:
         return cls.load(IMAGES_DIR / name)
 
     @property
@@ -108,8 +114,11 @@ class ImageRecipe:
 
     def payload_files(self) -> list[tuple[Path, str]]:
         """(source file, path inside the build context / bundle) for algorithms/ and the folder."""
-        files = [(p, "algorithms/" + str(p.relative_to(PROJECT_ROOT / "algorithms")))
-                 for p in _source_files(PROJECT_ROOT / "algorithms") if p.suffix == ".py"]
+        files = [
+            (p, "algorithms/" + str(p.relative_to(PROJECT_ROOT / "algorithms")))
+            for p in _source_files(PROJECT_ROOT / "algorithms")
+            if p.suffix == ".py"
+        ]
         files += [(p, "image/" + str(p.relative_to(self.folder))) for p in _source_files(self.folder)]
         return files
 
@@ -141,6 +150,7 @@ def image_requirements() -> list[str]:
 
 # --------------------------------------------------------------------------- host-side downloads
 
+
 def download_wheels() -> Path:
     """Wheels for the image requirements (and their dependencies) for CPython 3.11 manylinux
     x86_64, downloaded once into the cache; returns the directory (with requirements.lock)."""
@@ -150,10 +160,30 @@ def download_wheels() -> Path:
     if lock.exists():
         return d
     d.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "pip", "download", "-q", "--disable-pip-version-check",
-           "--only-binary=:all:", "--python-version", "3.11", "--implementation", "cp",
-           "--platform", "manylinux_2_28_x86_64", "--platform", "manylinux_2_17_x86_64",
-           "--platform", "manylinux2014_x86_64", "--platform", "any", "-d", str(d), *reqs]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "-q",
+        "--disable-pip-version-check",
+        "--only-binary=:all:",
+        "--python-version",
+        "3.11",
+        "--implementation",
+        "cp",
+        "--platform",
+        "manylinux_2_28_x86_64",
+        "--platform",
+        "manylinux_2_17_x86_64",
+        "--platform",
+        "manylinux2014_x86_64",
+        "--platform",
+        "any",
+        "-d",
+        str(d),
+        *reqs,
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise ImageBuildError(f"pip download failed: {proc.stderr.strip()[-800:]}")
@@ -175,6 +205,7 @@ def base_rootfs() -> Path:
 
 # --------------------------------------------------------------------------- engine
 
+
 def engine_client(base_url: str | None = None, timeout: int = 600):
     """A ``docker.DockerClient`` for the engine socket (Podman's Docker API, or Docker).
 
@@ -182,7 +213,9 @@ def engine_client(base_url: str | None = None, timeout: int = 600):
     scripts/install-container-engine starts."""
     import docker
 
-    url = base_url or os.environ.get("CONSORTIA_DOCKER_HOST") or os.environ.get("DOCKER_HOST") or DEFAULT_SOCKET
+    url = (
+        base_url or os.environ.get("CONSORTIA_DOCKER_HOST") or os.environ.get("DOCKER_HOST") or DEFAULT_SOCKET
+    )
     return docker.DockerClient(base_url=url, timeout=timeout)
 
 
@@ -195,14 +228,22 @@ def _image_id(client, ref: str) -> str | None:
         return None
 
 
-def _build(client, context: Path, dockerfile: str, tag: str, buildargs: dict[str, str],
-           labels: dict[str, str]) -> str:
+def _build(
+    client, context: Path, dockerfile: str, tag: str, buildargs: dict[str, str], labels: dict[str, str]
+) -> str:
     import docker.errors
 
     try:
-        image, _logs = client.images.build(path=str(context), dockerfile=dockerfile, tag=tag,
-                                           buildargs=buildargs, labels=labels, rm=True,
-                                           network_mode="none", pull=False)
+        image, _logs = client.images.build(
+            path=str(context),
+            dockerfile=dockerfile,
+            tag=tag,
+            buildargs=buildargs,
+            labels=labels,
+            rm=True,
+            network_mode="none",
+            pull=False,
+        )
     except docker.errors.BuildError as exc:
         tail = "".join(str(x.get("stream", x.get("error", ""))) for x in list(exc.build_log)[-15:])
         raise ImageBuildError(f"build of {tag} failed: {exc}\n{tail}") from None
@@ -231,8 +272,13 @@ def ensure_python_image(client) -> str:
     base = ensure_base_image(client)
     wheels = download_wheels()
     recipe = (BASE_DIR / "Containerfile.python").read_bytes()
-    h = _hash_json([base, hashlib.sha256(recipe).hexdigest(),
-                    _tree_listing(wheels, [p for p in wheels.iterdir() if p.is_file()])])[:16]
+    h = _hash_json(
+        [
+            base,
+            hashlib.sha256(recipe).hexdigest(),
+            _tree_listing(wheels, [p for p in wheels.iterdir() if p.is_file()]),
+        ]
+    )[:16]
     tag = f"consortia-python:{h}"
     if _image_id(client, tag) is not None:
         return tag
@@ -242,7 +288,9 @@ def ensure_python_image(client) -> str:
     (ctx / "wheels").mkdir(parents=True)
     for p in wheels.iterdir():
         if p.is_file():
-            os.link(p, ctx / "wheels" / p.name) if _same_fs(p, ctx) else shutil.copy2(p, ctx / "wheels" / p.name)
+            os.link(p, ctx / "wheels" / p.name) if _same_fs(p, ctx) else shutil.copy2(
+                p, ctx / "wheels" / p.name
+            )
     shutil.copy2(BASE_DIR / "Containerfile.python", ctx / "Containerfile")
     _build(client, ctx, "Containerfile", tag, {"BASE_IMAGE": base}, {"org.consortia.layer": "python"})
     shutil.rmtree(ctx, ignore_errors=True)
@@ -255,10 +303,10 @@ def _same_fs(a: Path, b: Path) -> bool:
 
 @dataclass(frozen=True)
 class BuiltImage:
-    reference: str      # consortia/<name>:<version>
-    digest: str         # sha256:<engine image id>
-    recipe_hash: str    # hash of everything that went in (cache key)
-    runtime: str        # "container" or "sandbox"
+    reference: str  # consortia/<name>:<version>
+    digest: str  # sha256:<engine image id>
+    recipe_hash: str  # hash of everything that went in (cache key)
+    runtime: str  # "container" or "sandbox"
     location: str = ""  # sandbox: the bundle directory
 
 
@@ -281,9 +329,19 @@ def build_image(client, recipe: ImageRecipe, reference: str | None = None, force
             (ctx / dst).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, ctx / dst)
         shutil.copy2(recipe.folder / "Containerfile", ctx / "Containerfile")
-        image_id = _build(client, ctx, "Containerfile", cached, {"PYTHON_IMAGE": parent},
-                          {"org.consortia.image": recipe.name, "org.consortia.version": recipe.version,
-                           "org.consortia.algorithm": recipe.algorithm, "org.consortia.recipe": h})
+        image_id = _build(
+            client,
+            ctx,
+            "Containerfile",
+            cached,
+            {"PYTHON_IMAGE": parent},
+            {
+                "org.consortia.image": recipe.name,
+                "org.consortia.version": recipe.version,
+                "org.consortia.algorithm": recipe.algorithm,
+                "org.consortia.recipe": h,
+            },
+        )
         shutil.rmtree(ctx, ignore_errors=True)
     client.images.get(image_id).tag(*ref.rsplit(":", 1))
     return BuiltImage(reference=ref, digest=image_id, recipe_hash=h, runtime="container")
@@ -295,6 +353,7 @@ def local_image_digest(client, reference: str) -> str | None:
 
 
 # --------------------------------------------------------------------------- sandbox bundles
+
 
 def interpreter_identity(python: str | os.PathLike | None = None) -> dict[str, Any]:
     """What a bundle runs with: the Python version and the installed version of every ``==``-pinned
@@ -311,7 +370,7 @@ def interpreter_identity(python: str | os.PathLike | None = None) -> dict[str, A
     global _IDENTITY
     if _IDENTITY is None or _IDENTITY[0] != signature:
         _IDENTITY = (signature, _running_identity(sorted(project_pins())))
-    return json.loads(json.dumps(_IDENTITY[1]))   # a copy: callers may not alter the cached one
+    return json.loads(json.dumps(_IDENTITY[1]))  # a copy: callers may not alter the cached one
 
 
 _IDENTITY: tuple[tuple, dict[str, Any]] | None = None
@@ -351,8 +410,13 @@ print(json.dumps({"python": ".".join(map(str, sys.version_info[:3])), "packages"
 
 def _foreign_interpreter_identity(python: str) -> dict[str, Any]:
     try:
-        out = subprocess.run([python, "-I", "-c", _IDENTITY_SCRIPT, *sorted(project_pins())], capture_output=True,
-                             text=True, timeout=60, check=True).stdout
+        out = subprocess.run(
+            [python, "-I", "-c", _IDENTITY_SCRIPT, *sorted(project_pins())],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout
         return json.loads(out)
     except (OSError, subprocess.SubprocessError, ValueError) as exc:
         raise ImageBuildError(f"cannot ask interpreter {python} for its identity: {exc}") from None
@@ -379,8 +443,14 @@ def bundle_digest(bundle_dir: str | os.PathLike, python: str | os.PathLike | Non
     d = Path(bundle_dir)
     files = _bundle_files(d)
     interp = interpreter_identity(python)
-    signature = (tuple((str(p), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-                       for p in files for st in [p.stat()]), _hash_json(interp))
+    signature = (
+        tuple(
+            (str(p), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+            for p in files
+            for st in [p.stat()]
+        ),
+        _hash_json(interp),
+    )
     cached = _BUNDLE_DIGESTS.get(str(d.resolve()))
     if cached is not None and cached[0] == signature:
         return cached[1]
@@ -403,13 +473,19 @@ def build_bundle(recipe: ImageRecipe, reference: str | None = None) -> BuiltImag
         for src, dst in recipe.payload_files():
             (tmp / dst).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, tmp / dst)
-        (tmp / "bundle.json").write_text(json.dumps({"image": recipe.reference, "interpreter": interp,
-                                                     "algorithm": recipe.algorithm}, sort_keys=True))
+        (tmp / "bundle.json").write_text(
+            json.dumps(
+                {"image": recipe.reference, "interpreter": interp, "algorithm": recipe.algorithm},
+                sort_keys=True,
+            )
+        )
         # bytecode for the host interpreter, checked against its source hash (see Containerfile)
         import compileall
         import py_compile
-        if not compileall.compile_dir(str(tmp), quiet=1,
-                                      invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH):
+
+        if not compileall.compile_dir(
+            str(tmp), quiet=1, invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH
+        ):
             raise ImageBuildError(f"bundle {recipe.name} does not compile")
         for p in tmp.rglob("*"):
             p.chmod(0o555 if p.is_dir() else 0o444)
@@ -418,11 +494,13 @@ def build_bundle(recipe: ImageRecipe, reference: str | None = None) -> BuiltImag
             shutil.rmtree(d)
         os.replace(tmp, d)
     ref = reference or f"bundle:{d.name}"
-    return BuiltImage(reference=ref, digest=bundle_digest(d), recipe_hash=h, runtime="sandbox",
-                      location=str(d))
+    return BuiltImage(
+        reference=ref, digest=bundle_digest(d), recipe_hash=h, runtime="sandbox", location=str(d)
+    )
 
 
 # --------------------------------------------------------------------------- verification
+
 
 def verify_digest(reference: str, pinned: str, local: str | None) -> None:
     """Refuse (ImageDigestMismatch) unless the local digest equals the pinned one."""
@@ -432,11 +510,18 @@ def verify_digest(reference: str, pinned: str, local: str | None) -> None:
         raise ImageDigestMismatch(reference, pinned, local)
 
 
-def register(client, recipe: ImageRecipe, built: BuiltImage, image_id: str | None = None,
-             description: str = ""):
+def register(
+    client, recipe: ImageRecipe, built: BuiltImage, image_id: str | None = None, description: str = ""
+):
     """Write a built image (or bundle) to the ledger's Image contract: name, version, algorithm,
     digest and reference; the owner is the caller's organisation (from its certificate).
     ``client`` is a :class:`ledger.client.ConsortiaClient`; returns the ImageRecord."""
-    return client.register_image(recipe.name, recipe.version, recipe.algorithm, built.digest,
-                                 reference=built.reference, image_id=image_id,
-                                 description=description or f"{built.runtime} image of {recipe.name}")
+    return client.register_image(
+        recipe.name,
+        recipe.version,
+        recipe.algorithm,
+        built.digest,
+        reference=built.reference,
+        image_id=image_id,
+        description=description or f"{built.runtime} image of {recipe.name}",
+    )

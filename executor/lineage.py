@@ -30,9 +30,10 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes
@@ -40,7 +41,15 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from chaincode.canonical import canonical_json
 from chaincode.errors import ContractError
-from executor.artifacts import ArtifactCorrupted, ArtifactNotFound, ArtifactRef, ArtifactStore, MessageRef, open_message, sha256_digest
+from executor.artifacts import (
+    ArtifactCorrupted,
+    ArtifactNotFound,
+    ArtifactRef,
+    ArtifactStore,
+    MessageRef,
+    open_message,
+    sha256_digest,
+)
 from ledger.client import ConsortiaClient
 from ledger.identity import load_public_key_pem
 from ledger.records import ExecutionRecord
@@ -48,8 +57,8 @@ from ledger.records import ExecutionRecord
 
 @dataclass(frozen=True)
 class Check:
-    kind: str          # signature | identity | image | chain | history | artifact | model
-    subject: str       # e.g. "Org1MSP round 3"
+    kind: str  # signature | identity | image | chain | history | artifact | model
+    subject: str  # e.g. "Org1MSP round 3"
     ok: bool
     detail: str = ""
 
@@ -78,9 +87,16 @@ class LineageReport:
         return out
 
     def to_json(self) -> dict[str, Any]:
-        return {"process_id": self.process_id, "owner": self.owner, "model_digest": self.model_digest,
-                "image_digest": self.image_digest, "ok": self.ok, "records": [list(r) for r in self.records],
-                "checks": self.counts(), "failures": [c.__dict__ for c in self.failures]}
+        return {
+            "process_id": self.process_id,
+            "owner": self.owner,
+            "model_digest": self.model_digest,
+            "image_digest": self.image_digest,
+            "ok": self.ok,
+            "records": [list(r) for r in self.records],
+            "checks": self.counts(),
+            "failures": [c.__dict__ for c in self.failures],
+        }
 
 
 def _signature_valid(record: ExecutionRecord) -> tuple[bool, str]:
@@ -88,8 +104,11 @@ def _signature_valid(record: ExecutionRecord) -> tuple[bool, str]:
         key = load_public_key_pem(record.public_key)
         if not isinstance(key, ec.EllipticCurvePublicKey):
             return False, "registered task key is not an EC key"
-        key.verify(base64.b64decode(record.signature, validate=True), canonical_json(record.result),
-                   ec.ECDSA(hashes.SHA256()))
+        key.verify(
+            base64.b64decode(record.signature, validate=True),
+            canonical_json(record.result),
+            ec.ECDSA(hashes.SHA256()),
+        )
         return True, ""
     except InvalidSignature:
         return False, "signature does not verify with the registered task key"
@@ -97,7 +116,9 @@ def _signature_valid(record: ExecutionRecord) -> tuple[bool, str]:
         return False, f"malformed key or signature: {exc}"
 
 
-def _message_index(store_root: Path, sender: str, pid: str, rnd: int, recipient: str) -> dict[str, Any] | None:
+def _message_index(
+    store_root: Path, sender: str, pid: str, rnd: int, recipient: str
+) -> dict[str, Any] | None:
     p = store_root / sender / "messages" / pid.replace("/", "_") / f"{rnd:06d}" / f"{recipient}.json"
     try:
         return json.loads(p.read_text())
@@ -105,10 +126,15 @@ def _message_index(store_root: Path, sender: str, pid: str, rnd: int, recipient:
         return None
 
 
-def verify_model_lineage(client: ConsortiaClient, process_id: str, owner: str, store_root: str | Path,
-                         recipient_keys: Mapping[str, Any] | None = None,
-                         local_image_digest: Callable[[str], str | None] | None = None,
-                         check_history: bool = True) -> LineageReport:
+def verify_model_lineage(
+    client: ConsortiaClient,
+    process_id: str,
+    owner: str,
+    store_root: str | Path,
+    recipient_keys: Mapping[str, Any] | None = None,
+    local_image_digest: Callable[[str], str | None] | None = None,
+    check_history: bool = True,
+) -> LineageReport:
     """Verify organisation ``owner``'s final model of ``process_id`` and its whole lineage.
 
     ``client`` reads the ledger as a consortium member; ``store_root`` holds the organisations'
@@ -124,12 +150,24 @@ def verify_model_lineage(client: ConsortiaClient, process_id: str, owner: str, s
     add = rep.checks.append
 
     # the image
-    add(Check("image", f"image {image.id}", image.digest == process.image_digest,
-              f"image record {image.digest}, process pins {process.image_digest}"))
+    add(
+        Check(
+            "image",
+            f"image {image.id}",
+            image.digest == process.image_digest,
+            f"image record {image.digest}, process pins {process.image_digest}",
+        )
+    )
     if local_image_digest is not None:
         local = local_image_digest(image.reference)
-        add(Check("image", f"local image {image.reference}", local == process.image_digest,
-                  f"local {local}, pinned {process.image_digest}"))
+        add(
+            Check(
+                "image",
+                f"local image {image.reference}",
+                local == process.image_digest,
+                f"local {local}, pinned {process.image_digest}",
+            )
+        )
 
     cache: dict[tuple[str, int], ExecutionRecord | None] = {}
 
@@ -158,10 +196,23 @@ def verify_model_lineage(client: ConsortiaClient, process_id: str, owner: str, s
         res = rec.result
         ok, why = _signature_valid(rec)
         add(Check("signature", subj, ok, why))
-        add(Check("identity", subj, (res["process_id"], res["round"], res["organisation"], res["runtime"])
-                  == (process_id, rnd, org, rec.runtime), "result names another task" ))
-        add(Check("image", subj, res["image_digest"] == rec.image_digest == process.image_digest,
-                  f"result {res['image_digest']}, record {rec.image_digest}"))
+        add(
+            Check(
+                "identity",
+                subj,
+                (res["process_id"], res["round"], res["organisation"], res["runtime"])
+                == (process_id, rnd, org, rec.runtime),
+                "result names another task",
+            )
+        )
+        add(
+            Check(
+                "image",
+                subj,
+                res["image_digest"] == rec.image_digest == process.image_digest,
+                f"result {res['image_digest']}, record {rec.image_digest}",
+            )
+        )
         if check_history:
             states = [h.value["status"] for h in client.execution_history(process_id, rnd, org) if h.value]
             add(Check("history", subj, states == ["running", "completed"], f"history {states}"))
@@ -172,8 +223,14 @@ def verify_model_lineage(client: ConsortiaClient, process_id: str, owner: str, s
         else:
             prev = record(org, rnd - 1)
             want = prev.result["outputs"]["state"] if prev and prev.result else None
-            add(Check("chain", subj + " state", want is not None and ins["state"] == want,
-                      f"read {ins['state']}, round {rnd - 1} wrote {want}"))
+            add(
+                Check(
+                    "chain",
+                    subj + " state",
+                    want is not None and ins["state"] == want,
+                    f"read {ins['state']}, round {rnd - 1} wrote {want}",
+                )
+            )
             todo.append((org, rnd - 1))
             # chain: messages read == messages addressed to org in round r-1
             got = {m["sender"]: m["digest"] for m in ins["messages"]}
@@ -182,16 +239,26 @@ def verify_model_lineage(client: ConsortiaClient, process_id: str, owner: str, s
                 if s == org:
                     continue
                 srec = record(s, rnd - 1)
-                for m in (srec.result["outputs"]["messages"] if srec and srec.result else []):
+                for m in srec.result["outputs"]["messages"] if srec and srec.result else []:
                     if m["recipient"] == org:
                         sent[s] = m["digest"]
-            add(Check("chain", subj + " inbox", got == sent,
-                      f"read {sorted(got)} / sent {sorted(sent)}" if got != sent else ""))
+            add(
+                Check(
+                    "chain",
+                    subj + " inbox",
+                    got == sent,
+                    f"read {sorted(got)} / sent {sorted(sent)}" if got != sent else "",
+                )
+            )
             for s in sent:
                 todo.append((s, rnd - 1))
         # artifacts: state and messages
         store = ArtifactStore(store_root, org)
-        add(_private_check(store, res["outputs"]["state"], recipient_keys.get(org), "artifact", subj + " state"))
+        add(
+            _private_check(
+                store, res["outputs"]["state"], recipient_keys.get(org), "artifact", subj + " state"
+            )
+        )
         for m in res["outputs"]["messages"]:
             msubj = f"{subj} message to {m['recipient']}"
             entry = _message_index(store_root, org, process_id, rnd, m["recipient"])
@@ -203,11 +270,20 @@ def verify_model_lineage(client: ConsortiaClient, process_id: str, owner: str, s
                 sealed = store.get(ref.digest)
                 key = recipient_keys.get(m["recipient"])
                 if key is not None:
-                    open_message(MessageRef(org, m["recipient"], m["digest"], ref), process_id=process_id,
-                                 round=rnd, recipient=m["recipient"], recipient_key=key)
+                    open_message(
+                        MessageRef(org, m["recipient"], m["digest"], ref),
+                        process_id=process_id,
+                        round=rnd,
+                        recipient=m["recipient"],
+                        recipient_key=key,
+                    )
                     add(Check("artifact", msubj, True, "opened; payload digest matches"))
                 else:
-                    add(Check("artifact", msubj, sha256_digest(sealed) == ref.digest, "sealed; integrity only"))
+                    add(
+                        Check(
+                            "artifact", msubj, sha256_digest(sealed) == ref.digest, "sealed; integrity only"
+                        )
+                    )
             except Exception as exc:  # any failure to fetch / open / match is a failed check
                 add(Check("artifact", msubj, False, f"{type(exc).__name__}: {exc}"))
 
@@ -215,14 +291,28 @@ def verify_model_lineage(client: ConsortiaClient, process_id: str, owner: str, s
     # the model
     lrec = record(owner, last)
     signed = (lrec.result["outputs"].get("model") or {}) if lrec and lrec.result else {}
-    add(Check("model", f"model {model.id}", signed.get("digest") == model.digest,
-              f"signed {signed.get('digest')}, Model record {model.digest}"))
-    add(Check("model", f"model {model.id} estimators",
-              [list(e) for e in signed.get("estimators", [])] == [list(e) for e in model.estimators],
-              "estimator ids differ between the signed result and the Model record"))
+    add(
+        Check(
+            "model",
+            f"model {model.id}",
+            signed.get("digest") == model.digest,
+            f"signed {signed.get('digest')}, Model record {model.digest}",
+        )
+    )
+    add(
+        Check(
+            "model",
+            f"model {model.id} estimators",
+            [list(e) for e in signed.get("estimators", [])] == [list(e) for e in model.estimators],
+            "estimator ids differ between the signed result and the Model record",
+        )
+    )
     owner_store = ArtifactStore(store_root, model.owner)
-    add(_private_check(owner_store, model.digest, recipient_keys.get(model.owner), "model",
-                       f"model {model.id} plaintext"))
+    add(
+        _private_check(
+            owner_store, model.digest, recipient_keys.get(model.owner), "model", f"model {model.id} plaintext"
+        )
+    )
     try:
         owner_store.get(model.ciphertext_digest)
         add(Check("model", f"model {model.id} ciphertext", True))
@@ -237,8 +327,14 @@ def _private_check(store: ArtifactStore, digest: str, owner_key: Any, kind: str,
     try:
         if owner_key is None:
             ok = store.has_private(digest)
-            return Check(kind, subject, ok, "sealed to its owner; present (contents checked with the owner's key only)"
-                         if ok else f"private artifact {digest} not in the store of {store.organisation}")
+            return Check(
+                kind,
+                subject,
+                ok,
+                "sealed to its owner; present (contents checked with the owner's key only)"
+                if ok
+                else f"private artifact {digest} not in the store of {store.organisation}",
+            )
         store.get_private(digest, owner_key)
         return Check(kind, subject, True, "opened with the owner's key; digest matches")
     except (ArtifactCorrupted, ArtifactNotFound, OSError, ValueError) as exc:

@@ -47,9 +47,10 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -57,18 +58,24 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from algorithms.simulator import context as task_context
 from algorithms.task_runtime import TaskSpec
 from chaincode.errors import AlreadyExists, BudgetExceeded, ContractError, InvalidState, NotFound
-from executor.declarations import build_topology, dataset_problem, declaration
 from executor.artifacts import ArtifactRef, ArtifactStore, MessageRef, open_message, write_private_file
-from executor.errors import ExecutorError, ImageDigestMismatch, ManifestInvalid, RuntimeUnavailable, TaskFailed
+from executor.declarations import build_topology, dataset_problem, declaration
+from executor.errors import (
+    ExecutorError,
+    ImageDigestMismatch,
+    ManifestInvalid,
+    RuntimeUnavailable,
+    TaskFailed,
+)
 from executor.images import cache_root, verify_digest
 from executor.runtimes.base import Limits, TaskRuntime
 from executor.runtimes.warm import WarmWorker
 from executor.task_keys import TaskKey
 from executor.tasks import TaskOutputs
+from ledger.client import ConsortiaClient
 from ledger.envelope import encrypt_payload, seal, unseal
 from ledger.errors import MVCCConflict
 from ledger.identity import Consortium, Identity
-from ledger.client import ConsortiaClient
 from ledger.interface import Ledger
 from ledger.records import ExecutionRecord, ImageRecord, ProcessRecord
 
@@ -86,6 +93,7 @@ def _checkpoint(name: str, rnd: int) -> None:
 
 # --------------------------------------------------------------------------- images
 
+
 @dataclass
 class ImageResolver:
     """Maps a process's image (ledger record) to what the runtime runs locally.
@@ -99,7 +107,7 @@ class ImageResolver:
     def bundle_dir(self, reference: str) -> Path | None:
         if not reference.startswith("bundle:"):
             return None
-        name = reference[len("bundle:"):]
+        name = reference[len("bundle:") :]
         if "/" in name or name.startswith("."):
             return None
         return self.bundles_root / name
@@ -112,6 +120,7 @@ class ImageResolver:
 
 
 # --------------------------------------------------------------------------- journal
+
 
 class TaskJournal:
     """Per-task recovery state under ``<state>/<process>/<round>/``: the task key sealed to the
@@ -160,6 +169,7 @@ class TaskJournal:
 
     def forget(self, pid: str, rnd: int) -> None:
         import shutil
+
         d = self._dir(pid, rnd)
         p = d / "task_key.sealed"
         if p.exists():
@@ -169,21 +179,32 @@ class TaskJournal:
 
 # --------------------------------------------------------------------------- the agent
 
+
 @dataclass
 class RoundOutcome:
     process_id: str
     round: int
-    status: str          # completed | failed | waiting | done
+    status: str  # completed | failed | waiting | done
     detail: str = ""
-    step_seconds: float = 0.0   # the algorithm's own init+step time inside the task (completed only)
+    step_seconds: float = 0.0  # the algorithm's own init+step time inside the task (completed only)
 
 
 class NodeAgent:
     """Runs the tasks of one organisation (``identity.msp_id``)."""
 
-    def __init__(self, ledger: Ledger, identity: Identity, consortium: Consortium, runtime: TaskRuntime,
-                 data_root: str | os.PathLike, store_root: str | os.PathLike, state_dir: str | os.PathLike,
-                 limits: Limits = Limits(), images: ImageResolver | None = None, warm: bool = False):
+    def __init__(
+        self,
+        ledger: Ledger,
+        identity: Identity,
+        consortium: Consortium,
+        runtime: TaskRuntime,
+        data_root: str | os.PathLike,
+        store_root: str | os.PathLike,
+        state_dir: str | os.PathLike,
+        limits: Limits = Limits(),
+        images: ImageResolver | None = None,
+        warm: bool = False,
+    ):
         self.ledger = ledger
         self.identity = identity
         self.client = ConsortiaClient(ledger, identity)
@@ -195,14 +216,14 @@ class NodeAgent:
         self.store_root = Path(store_root)
         self.state_dir = Path(state_dir) / self.org
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        self.state_dir.chmod(0o700)   # salt, key journal, task directories: this organisation's only
+        self.state_dir.chmod(0o700)  # salt, key journal, task directories: this organisation's only
         self.limits = limits
         self.images = images or ImageResolver(runtime)
         self.journal = TaskJournal(self.state_dir / "tasks", consortium, self.org)
         self._salt = self._data_salt()
         self.warm = warm
         self._workers: dict[str, WarmWorker] = {}
-        self._finished: set[str] = set()   # processes this agent saw finished (run_once skips them)
+        self._finished: set[str] = set()  # processes this agent saw finished (run_once skips them)
 
     # ---- warm workers (one per process, same isolation, fresh key per round)
     def _worker(self, process: ProcessRecord, image: ImageRecord) -> WarmWorker:
@@ -213,9 +234,15 @@ class NodeAgent:
         if w is not None:
             w.stop()
         safe = "".join(c if c.isalnum() or c in "-_." else "-" for c in f"{self.org}-{pid}")
-        w = WarmWorker(self.runtime, process.image_digest, self.state_dir / "warm" / safe,
-                       self.data_dir(process), self.limits, bundle_dir=self.images.bundle_dir(image.reference),
-                       name=f"consortia-warm-{safe}"[:120])
+        w = WarmWorker(
+            self.runtime,
+            process.image_digest,
+            self.state_dir / "warm" / safe,
+            self.data_dir(process),
+            self.limits,
+            bundle_dir=self.images.bundle_dir(image.reference),
+            name=f"consortia-warm-{safe}"[:120],
+        )
         self._workers[pid] = w.start()
         return w
 
@@ -236,7 +263,7 @@ class NodeAgent:
             except MVCCConflict:
                 if i == attempts - 1:
                     raise
-                time.sleep(0.01 * (2 ** i) * (0.5 + secrets.randbelow(1000) / 1000))
+                time.sleep(0.01 * (2**i) * (0.5 + secrets.randbelow(1000) / 1000))
 
     def _record(self, pid: str, rnd: int, org: str | None = None) -> ExecutionRecord | None:
         try:
@@ -278,12 +305,14 @@ class NodeAgent:
             except (ExecutorError, OSError) as exc:
                 log.error("%s: process %s: %s (will retry)", self.org, p.id, exc)
                 continue
-            if outcome.status == "done":   # final: model published, journal and workers cleared
+            if outcome.status == "done":  # final: model published, journal and workers cleared
                 self._finished.add(p.id)
             outcomes.append(outcome)
         return outcomes
 
-    def run_until_idle(self, process_id: str, timeout: float = 600.0, poll: float = 0.05) -> list[RoundOutcome]:
+    def run_until_idle(
+        self, process_id: str, timeout: float = 600.0, poll: float = 0.05
+    ) -> list[RoundOutcome]:
         """Run this organisation's rounds of one process until it has nothing left to do
         (all its rounds completed, or a failure), waiting for other organisations as needed."""
         deadline = time.monotonic() + timeout
@@ -291,7 +320,7 @@ class NodeAgent:
         while time.monotonic() < deadline:
             try:
                 o = self.run_process_round(process_id)
-            except RuntimeUnavailable as exc:   # e.g. a worker ended before its task: start anew
+            except RuntimeUnavailable as exc:  # e.g. a worker ended before its task: start anew
                 log.warning("%s: %s (retrying)", self.org, exc)
                 time.sleep(poll)
                 continue
@@ -323,7 +352,7 @@ class NodeAgent:
         process = self.client.get_process(pid)
         rnd = int(process.current_round or 1)
         if process.status == "completed":
-            self._publish_model(process)   # a kill right after the last completion left it unpublished
+            self._publish_model(process)  # a kill right after the last completion left it unpublished
         if process.status in ("completed", "failed", "aborted"):
             self.journal.forget_process(pid)
             self.stop_workers(pid)
@@ -345,7 +374,9 @@ class NodeAgent:
             return RoundOutcome(pid, rnd, "failed", record.failure_reason)
         return self._execute(process, rnd, record)
 
-    def _fail(self, pid: str, rnd: int, reason: str, details: Mapping[str, Any] | None = None) -> RoundOutcome:
+    def _fail(
+        self, pid: str, rnd: int, reason: str, details: Mapping[str, Any] | None = None
+    ) -> RoundOutcome:
         try:
             self._retry(self.client.fail_task, pid, rnd, reason[:2000], dict(details or {}))
         except InvalidState:
@@ -370,12 +401,22 @@ class NodeAgent:
         #    and runs that image id for its whole life: nothing to re-check)
         try:
             live = self._workers.get(pid)
-            if not (self.warm and live is not None and live.image_digest == process.image_digest
-                    and live.alive(max_age=2.0)):
-                verify_digest(image.reference, process.image_digest, self.images.local_digest(image.reference))
+            if not (
+                self.warm
+                and live is not None
+                and live.image_digest == process.image_digest
+                and live.alive(max_age=2.0)
+            ):
+                verify_digest(
+                    image.reference, process.image_digest, self.images.local_digest(image.reference)
+                )
         except ImageDigestMismatch as exc:
-            return self._fail(pid, rnd, f"image refused: {exc}", {"code": exc.code, "pinned": exc.pinned,
-                                                                    "local": exc.local or ""})
+            return self._fail(
+                pid,
+                rnd,
+                f"image refused: {exc}",
+                {"code": exc.code, "pinned": exc.pinned, "local": exc.local or ""},
+            )
         # 2. what only this agent can see: can this process run here at all? (a topology the executor
         #    does not know, a missing dataset folder, labels the image does not declare). Refused
         #    on the ledger with the reason, so the process ends failed instead of running for ever.
@@ -404,12 +445,24 @@ class NodeAgent:
         return dataset_problem(data_dir, declaration(image.algorithm))
 
     def _one_shot(self, process: ProcessRecord, image: ImageRecord, rnd: int) -> WarmWorker:
-        return WarmWorker(self.runtime, process.image_digest, self.journal.work_dir(process.id, rnd),
-                          self.data_dir(process), self.limits, bundle_dir=self.images.bundle_dir(image.reference),
-                          one_shot=True).start()
+        return WarmWorker(
+            self.runtime,
+            process.image_digest,
+            self.journal.work_dir(process.id, rnd),
+            self.data_dir(process),
+            self.limits,
+            bundle_dir=self.images.bundle_dir(image.reference),
+            one_shot=True,
+        ).start()
 
-    def _register_run_publish(self, process: ProcessRecord, image: ImageRecord, rnd: int,
-                              record: ExecutionRecord | None, worker: WarmWorker) -> RoundOutcome:
+    def _register_run_publish(
+        self,
+        process: ProcessRecord,
+        image: ImageRecord,
+        rnd: int,
+        record: ExecutionRecord | None,
+        worker: WarmWorker,
+    ) -> RoundOutcome:
         pid = process.id
         # 2. task key: reuse the journaled one (restart), or create, journal, register
         key = self.journal.load_key(pid, rnd)
@@ -447,10 +500,20 @@ class NodeAgent:
             self._retry(self.client.complete_task, outputs.manifest, outputs.signature)
         except BudgetExceeded as exc:
             # the contract refused the round: it would exceed the process's privacy budget
-            return self._fail(pid, rnd, f"privacy budget exceeded: {exc}",
-                              {"code": exc.code, **exc.details,
-                               **{k: outputs.manifest["metrics"][k] for k in ("epsilon_spent", "epsilon_network_spent")
-                                  if k in outputs.manifest["metrics"]}})
+            return self._fail(
+                pid,
+                rnd,
+                f"privacy budget exceeded: {exc}",
+                {
+                    "code": exc.code,
+                    **exc.details,
+                    **{
+                        k: outputs.manifest["metrics"][k]
+                        for k in ("epsilon_spent", "epsilon_network_spent")
+                        if k in outputs.manifest["metrics"]
+                    },
+                },
+            )
         except InvalidState:
             rec = self._record(pid, rnd)
             if not (rec and rec.status == "completed" and rec.public_key == key.public_key_pem):
@@ -458,8 +521,9 @@ class NodeAgent:
                 if now.status in ("failed", "aborted") and rec is not None and rec.status == "running":
                     # another member ended the process meanwhile: stop, do not hang (fail_task is refused
                     # once the process ended, so the record stays running; the process says why)
-                    return self._fail(pid, rnd, f"result not accepted: the process is {now.status} "
-                                                f"({now.status_reason})")
+                    return self._fail(
+                        pid, rnd, f"result not accepted: the process is {now.status} ({now.status_reason})"
+                    )
                 raise
         _checkpoint("after_complete", rnd)
         self.journal.forget(pid, rnd)
@@ -473,11 +537,21 @@ class NodeAgent:
         topo = build_topology(process.topology, len(consortium))
         seed = int(process.topology.get("seed", 0))
         ctx = task_context(seed, rnd, process.rounds, self.org, consortium, topo)
-        return TaskSpec(process_id=process.id, round=rnd, rounds=process.rounds, organisation=self.org,
-                        consortium=consortium, process_seed=seed, algorithm=image.algorithm,
-                        params=dict(process.hyperparameters or {}), image_digest=process.image_digest,
-                        runtime=self.runtime.name, out_neighbours=ctx.out_neighbours,
-                        in_neighbours=ctx.in_neighbours, data_salt=self._salt)
+        return TaskSpec(
+            process_id=process.id,
+            round=rnd,
+            rounds=process.rounds,
+            organisation=self.org,
+            consortium=consortium,
+            process_seed=seed,
+            algorithm=image.algorithm,
+            params=dict(process.hyperparameters or {}),
+            image_digest=process.image_digest,
+            runtime=self.runtime.name,
+            out_neighbours=ctx.out_neighbours,
+            in_neighbours=ctx.in_neighbours,
+            data_salt=self._salt,
+        )
 
     def _gather_inputs(self, process: ProcessRecord, rnd: int) -> tuple[bytes | None, dict[str, bytes]]:
         if rnd == 1:
@@ -501,13 +575,21 @@ class NodeAgent:
                 if m["recipient"] != self.org:
                     continue
                 ref = self._locate_message(pid, rnd - 1, sender, m["digest"])
-                inbox[sender] = open_message(ref, process_id=pid, round=rnd - 1, recipient=self.org,
-                                             recipient_key=key)
+                inbox[sender] = open_message(
+                    ref, process_id=pid, round=rnd - 1, recipient=self.org, recipient_key=key
+                )
         return state, inbox
 
     # ---- message index: where a sender's sealed message for a recipient is
     def _index_path(self, store_org: str, pid: str, rnd: int, recipient: str) -> Path:
-        return self.store_root / store_org / "messages" / pid.replace("/", "_") / f"{rnd:06d}" / f"{recipient}.json"
+        return (
+            self.store_root
+            / store_org
+            / "messages"
+            / pid.replace("/", "_")
+            / f"{rnd:06d}"
+            / f"{recipient}.json"
+        )
 
     def _locate_message(self, pid: str, rnd: int, sender: str, payload_digest: str) -> MessageRef:
         p = self._index_path(sender, pid, rnd, self.org)
@@ -516,21 +598,36 @@ class NodeAgent:
         except FileNotFoundError:
             raise ExecutorError(f"message of {sender} for round {rnd} is not in its store") from None
         if entry["payload_digest"] != payload_digest:
-            raise ExecutorError(f"store of {sender} indexes message {entry['payload_digest']}, "
-                                f"the ledger names {payload_digest}")
-        return MessageRef(sender=sender, recipient=self.org, payload_digest=payload_digest,
-                          stored=ArtifactRef(**entry["stored"]))
+            raise ExecutorError(
+                f"store of {sender} indexes message {entry['payload_digest']}, "
+                f"the ledger names {payload_digest}"
+            )
+        return MessageRef(
+            sender=sender,
+            recipient=self.org,
+            payload_digest=payload_digest,
+            stored=ArtifactRef(**entry["stored"]),
+        )
 
     def _store_outputs(self, process: ProcessRecord, rnd: int, outputs: TaskOutputs) -> None:
         pid = process.id
         own = self.consortium.encryption_certificate(self.org)
-        self.store.put_private(outputs.state, own)   # sealed to this organisation: never in the clear at rest
+        self.store.put_private(outputs.state, own)  # sealed to this organisation: never in the clear at rest
         for recipient, payload in sorted(outputs.outbox.items()):
-            ref = self.store.put_message(payload, process_id=pid, round=rnd, recipient=recipient,
-                                         recipient_certificate=self.consortium.encryption_certificate(recipient))
-            write_private_file(self._index_path(self.org, pid, rnd, recipient),
-                               json.dumps({"payload_digest": ref.payload_digest, "stored": ref.stored.__dict__},
-                                          sort_keys=True).encode(), self.store.home)
+            ref = self.store.put_message(
+                payload,
+                process_id=pid,
+                round=rnd,
+                recipient=recipient,
+                recipient_certificate=self.consortium.encryption_certificate(recipient),
+            )
+            write_private_file(
+                self._index_path(self.org, pid, rnd, recipient),
+                json.dumps(
+                    {"payload_digest": ref.payload_digest, "stored": ref.stored.__dict__}, sort_keys=True
+                ).encode(),
+                self.store.home,
+            )
         if outputs.model is not None:
             self.store.put_private(outputs.model, own)
 
@@ -552,12 +649,22 @@ class NodeAgent:
         aad = f"consortia-model|{pid}|{self.org}|{model['digest']}".encode()
         data_key, ciphertext = encrypt_payload(payload, aad)
         stored = self.store.put(ciphertext)
-        wrapped = {org: seal(self.consortium.encryption_certificate(org), data_key, b"consortia-model-key|" + aad)
-                   for org in process.consortium}
+        wrapped = {
+            org: seal(self.consortium.encryption_certificate(org), data_key, b"consortia-model-key|" + aad)
+            for org in process.consortium
+        }
         try:
-            self._retry(self.client.publish_model, pid, model["digest"], model["size"], stored.digest, wrapped,
-                        metrics=dict(rec.result.get("metrics", {})), location=stored.location,
-                        estimators=list(model.get("estimators", [])))
+            self._retry(
+                self.client.publish_model,
+                pid,
+                model["digest"],
+                model["size"],
+                stored.digest,
+                wrapped,
+                metrics=dict(rec.result.get("metrics", {})),
+                location=stored.location,
+                estimators=list(model.get("estimators", [])),
+            )
         except AlreadyExists:
             pass
 
@@ -571,24 +678,35 @@ class NodeAgent:
 
 # --------------------------------------------------------------------------- command line
 
+
 def build_agent(args: argparse.Namespace) -> NodeAgent:
     from executor.runtimes import get_runtime
     from ledger.embedded import EmbeddedLedger
 
     consortium = Consortium(args.consortium)
     identity = consortium.identity(args.org)
-    if not Path(args.ledger).is_file():     # an agent never creates a ledger (a wrong path is an error)
-        raise SystemExit(f"no ledger at {args.ledger}: run `consortia init` to make a consortium, or point "
-                         f"--ledger/--home at an existing one")
+    if not Path(args.ledger).is_file():  # an agent never creates a ledger (a wrong path is an error)
+        raise SystemExit(
+            f"no ledger at {args.ledger}: run `consortia init` to make a consortium, or point "
+            f"--ledger/--home at an existing one"
+        )
     ledger = EmbeddedLedger(args.ledger, consortium)
     runtime = get_runtime(args.runtime)
     try:
         runtime.check()
     except RuntimeUnavailable as exc:
         raise SystemExit(f"node agent {args.org}: {exc}") from None
-    return NodeAgent(ledger, identity, consortium, runtime, data_root=args.data, store_root=args.store,
-                     state_dir=args.state, limits=Limits(memory_bytes=args.memory_mb << 20, cpus=args.cpus),
-                     warm=args.warm)
+    return NodeAgent(
+        ledger,
+        identity,
+        consortium,
+        runtime,
+        data_root=args.data,
+        store_root=args.store,
+        state_dir=args.state,
+        limits=Limits(memory_bytes=args.memory_mb << 20, cpus=args.cpus),
+        warm=args.warm,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -597,8 +715,11 @@ def main(argv: list[str] | None = None) -> int:
     sub = p.add_subparsers(dest="command", required=True)
     r = sub.add_parser("run", help="follow the ledger and run this organisation's tasks")
     r.add_argument("--org", required=True, help="MSP id or name of this node's organisation")
-    r.add_argument("--home", default=os.environ.get("CONSORTIA_HOME"),
-                   help="a Consortia home (consortia init): the five paths below default to its layout")
+    r.add_argument(
+        "--home",
+        default=os.environ.get("CONSORTIA_HOME"),
+        help="a Consortia home (consortia init): the five paths below default to its layout",
+    )
     r.add_argument("--consortium", help="consortium identity directory (cryptogen layout)")
     r.add_argument("--ledger", help="embedded ledger file")
     r.add_argument("--runtime", choices=("container", "sandbox"), default="container")
@@ -609,21 +730,33 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--memory-mb", type=int, default=2048)
     r.add_argument("--cpus", type=float, default=1.0)
     r.add_argument("--timeout", type=float, default=3600.0)
-    r.add_argument("--json", action="store_true",
-                   help="outcomes as JSON on stdout (one line per task with --process; logs go to stderr)")
-    r.add_argument("--warm", action="store_true",
-                   help="keep one isolated worker per process alive across rounds (fresh key per round)")
+    r.add_argument(
+        "--json",
+        action="store_true",
+        help="outcomes as JSON on stdout (one line per task with --process; logs go to stderr)",
+    )
+    r.add_argument(
+        "--warm",
+        action="store_true",
+        help="keep one isolated worker per process alive across rounds (fresh key per round)",
+    )
     args = p.parse_args(argv)
     paths = ("consortium", "ledger", "data", "store", "state")
     if args.home:
         from ledger.config import load
+
         settings = load(args.home)
         try:
             msp = Consortium(args.consortium or settings.crypto).organisation(args.org).msp_id
         except (FileNotFoundError, KeyError) as exc:
             p.error(str(exc))
-        defaults = {"consortium": settings.crypto, "ledger": settings.ledger_path, "data": settings.paths.data(msp),
-                    "store": settings.paths.store_root, "state": settings.paths.state_root}
+        defaults = {
+            "consortium": settings.crypto,
+            "ledger": settings.ledger_path,
+            "data": settings.paths.data(msp),
+            "store": settings.paths.store_root,
+            "state": settings.paths.state_root,
+        }
         for k in paths:
             if getattr(args, k) is None:
                 setattr(args, k, str(defaults[k]))

@@ -30,9 +30,10 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from algorithms.step import LocalDataset
 from algorithms.task_runtime import save_dataset
@@ -49,6 +50,7 @@ log = logging.getLogger(__name__)
 
 # --------------------------------------------------------------------------- image
 
+
 @dataclass(frozen=True)
 class PreparedImage:
     record: ImageRecord
@@ -60,12 +62,14 @@ class PreparedImage:
 def recipe_runtimes(recipe: Any) -> tuple[str, ...]:
     """Runtimes an image folder declares in ``image.json`` (default: both)."""
     import json
+
     meta = json.loads((Path(recipe.folder) / "image.json").read_text())
     return tuple(meta.get("runtimes", ("container", "sandbox")))
 
 
-def prepare_image(client: ConsortiaClient, image_name: str, runtime: str, image_id: str | None = None,
-                  engine: Any = None) -> PreparedImage:
+def prepare_image(
+    client: ConsortiaClient, image_name: str, runtime: str, image_id: str | None = None, engine: Any = None
+) -> PreparedImage:
     """Build (cached) the image of ``algorithm-images/<image_name>`` for ``runtime`` and register it.
 
     An image already registered under ``image_id`` with the same digest is reused."""
@@ -74,8 +78,10 @@ def prepare_image(client: ConsortiaClient, image_name: str, runtime: str, image_
 
     recipe = images.ImageRecipe.named(image_name)
     if runtime not in recipe_runtimes(recipe):
-        raise ExecutorError(f"image {image_name} runs with {list(recipe_runtimes(recipe))} only, not {runtime!r} "
-                            f"(see its image.json)")
+        raise ExecutorError(
+            f"image {image_name} runs with {list(recipe_runtimes(recipe))} only, not {runtime!r} "
+            f"(see its image.json)"
+        )
     if runtime == "sandbox":
         built = images.build_bundle(recipe)
     elif runtime == "container":
@@ -86,13 +92,16 @@ def prepare_image(client: ConsortiaClient, image_name: str, runtime: str, image_
     try:
         rec = client.get_image(image_id)
         if rec.digest != built.digest:
-            raise ExecutorError(f"image {image_id} is registered with digest {rec.digest}, built {built.digest}")
+            raise ExecutorError(
+                f"image {image_id} is registered with digest {rec.digest}, built {built.digest}"
+            )
     except NotFound:
         rec = images.register(client, recipe, built, image_id=image_id)
     return PreparedImage(rec, built.digest, built.reference, runtime)
 
 
 # --------------------------------------------------------------------------- data
+
 
 def dataset_dir(data_root: str | os.PathLike, org: str, dataset: str) -> Path:
     """Where ``org``'s node agent reads the process's dataset ``dataset`` (NodeAgent.data_dir)."""
@@ -113,6 +122,7 @@ def map_dataset(data_root: str | os.PathLike, org: str, dataset: str, data: Loca
 
 
 # --------------------------------------------------------------------------- launch
+
 
 @dataclass(frozen=True)
 class ProcessSpec:
@@ -140,7 +150,9 @@ class ProcessSpec:
             raise ValueError(f"privacy budget must have epsilon > 0, got {self.privacy_budget}")
         if self.privacy_budget is not None and not float(self.hyperparameters.get("gradient_clip") or 0) > 0:
             # the ledger refuses it too (chaincode.privacy): without clipping no sensitivity bound holds
-            raise ValueError("a process with a privacy budget must clip: set hyperparameters.gradient_clip > 0")
+            raise ValueError(
+                "a process with a privacy budget must clip: set hyperparameters.gradient_clip > 0"
+            )
 
 
 def launch(client: ConsortiaClient, spec: ProcessSpec) -> ProcessRecord:
@@ -150,16 +162,26 @@ def launch(client: ConsortiaClient, spec: ProcessSpec) -> ProcessRecord:
     declares (:func:`executor.declarations.validate_process`; :class:`InvalidProcessSpec` lists every
     problem), so nothing is written for a process no agent could run."""
     from executor.declarations import validate_process
+
     image = client.get_image(spec.image_id)
     validate_process(image.algorithm, spec.topology, spec.hyperparameters, spec.dataset)
-    client.create_process(spec.process_id, spec.image_id, list(spec.consortium), dict(spec.topology),
-                          spec.rounds, dict(spec.hyperparameters),
-                          privacy_budget=None if spec.privacy_budget is None else dict(spec.privacy_budget),
-                          dataset=spec.dataset, image_digest=image.digest, description=spec.description)
+    client.create_process(
+        spec.process_id,
+        spec.image_id,
+        list(spec.consortium),
+        dict(spec.topology),
+        spec.rounds,
+        dict(spec.hyperparameters),
+        privacy_budget=None if spec.privacy_budget is None else dict(spec.privacy_budget),
+        dataset=spec.dataset,
+        image_digest=image.digest,
+        description=spec.description,
+    )
     return client.start_process(spec.process_id)
 
 
 # --------------------------------------------------------------------------- running
+
 
 @dataclass
 class Progress:
@@ -180,12 +202,12 @@ class Progress:
 @dataclass
 class ProcessOutcome:
     process_id: str
-    status: str                          # completed | failed | aborted
+    status: str  # completed | failed | aborted
     reason: str
     wall_seconds: float
     agent_errors: dict[str, str] = field(default_factory=dict)
     restarts: dict[str, int] = field(default_factory=dict)
-    step_seconds: float = 0.0           # the algorithm's own init+step time summed over tasks (thread mode)
+    step_seconds: float = 0.0  # the algorithm's own init+step time summed over tasks (thread mode)
 
 
 def progress(client: ConsortiaClient, process_id: str) -> Progress:
@@ -204,14 +226,15 @@ class Platform:
     ledger: Ledger
     consortium: Consortium
     root: Path
-    ledger_path: Path | None = None     # the embedded ledger file (for agents run as OS processes)
-    bundles_roots: dict[str, Path] = field(default_factory=dict)   # per organisation (default: the cache)
+    ledger_path: Path | None = None  # the embedded ledger file (for agents run as OS processes)
+    bundles_roots: dict[str, Path] = field(default_factory=dict)  # per organisation (default: the cache)
 
     @property
     def layout(self):
         """The home layout (ledger/config.py): ``root`` is a Consortia home (its consortia.toml, if any,
         is honoured, e.g. an organisation's data folder named there)."""
         from ledger.config import CONFIG_FILE, Layout, load
+
         root = Path(self.root)
         return load(root).paths if (root / CONFIG_FILE).is_file() else Layout(root)
 
@@ -232,20 +255,51 @@ class Platform:
 
     def agent(self, org: str, runtime: TaskRuntime, warm: bool = False, limits: Limits = Limits()):
         from executor.node_agent import ImageResolver, NodeAgent
-        images = ImageResolver(runtime, self.bundles_roots[org]) if org in self.bundles_roots else None
-        return NodeAgent(self.ledger, self.consortium.identity(org), self.consortium, runtime,
-                         self.layout.data(org), self.store_root, self.state_root, limits=limits,
-                         images=images, warm=warm)
 
-    def agent_command(self, org: str, process_id: str, runtime: str, warm: bool = False,
-                      timeout: float = 3600.0) -> list[str]:
+        images = ImageResolver(runtime, self.bundles_roots[org]) if org in self.bundles_roots else None
+        return NodeAgent(
+            self.ledger,
+            self.consortium.identity(org),
+            self.consortium,
+            runtime,
+            self.layout.data(org),
+            self.store_root,
+            self.state_root,
+            limits=limits,
+            images=images,
+            warm=warm,
+        )
+
+    def agent_command(
+        self, org: str, process_id: str, runtime: str, warm: bool = False, timeout: float = 3600.0
+    ) -> list[str]:
         """The node command of ``org`` (``consortia node run``) for one process."""
         if self.ledger_path is None:
             raise ExecutorError("agents as OS processes need the embedded ledger file (ledger_path)")
-        cmd = [sys.executable, "-m", "executor.node_agent", "run", "--org", org,
-               "--consortium", str(self.consortium.root), "--ledger", str(self.ledger_path),
-               "--runtime", runtime, "--data", str(self.layout.data(org)), "--store", str(self.store_root),
-               "--state", str(self.state_root), "--process", process_id, "--timeout", str(timeout)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "executor.node_agent",
+            "run",
+            "--org",
+            org,
+            "--consortium",
+            str(self.consortium.root),
+            "--ledger",
+            str(self.ledger_path),
+            "--runtime",
+            runtime,
+            "--data",
+            str(self.layout.data(org)),
+            "--store",
+            str(self.store_root),
+            "--state",
+            str(self.state_root),
+            "--process",
+            process_id,
+            "--timeout",
+            str(timeout),
+        ]
         return cmd + (["--warm"] if warm else [])
 
 
@@ -256,12 +310,21 @@ def _runtime_instance(runtime: Any) -> TaskRuntime:
     return runtime
 
 
-def run_process(platform: Platform, process_id: str, runtime: TaskRuntime | Callable[[], TaskRuntime],
-                orgs: Sequence[str] | None = None, *, agents: str = "threads", warm: bool = False,
-                timeout: float = 1800.0, poll: float = 0.5, progress_every: float = 1.0,
-                on_progress: Callable[[Progress], None] | None = None,
-                agent_env: Mapping[str, Mapping[str, str]] | None = None,
-                max_restarts: int = 3) -> ProcessOutcome:
+def run_process(
+    platform: Platform,
+    process_id: str,
+    runtime: TaskRuntime | Callable[[], TaskRuntime],
+    orgs: Sequence[str] | None = None,
+    *,
+    agents: str = "threads",
+    warm: bool = False,
+    timeout: float = 1800.0,
+    poll: float = 0.5,
+    progress_every: float = 1.0,
+    on_progress: Callable[[Progress], None] | None = None,
+    agent_env: Mapping[str, Mapping[str, str]] | None = None,
+    max_restarts: int = 3,
+) -> ProcessOutcome:
     """Run every organisation's node agent for ``process_id`` until it is completed or failed.
 
     ``agents="threads"``: one :class:`NodeAgent` per organisation in a thread of this process;
@@ -306,7 +369,7 @@ def run_process(platform: Platform, process_id: str, runtime: TaskRuntime | Call
                         seen = generation[0]
                     try:
                         o = agent.run_process_round(process_id)
-                    except RuntimeUnavailable as exc:   # e.g. a warm worker ended before its task: anew
+                    except RuntimeUnavailable as exc:  # e.g. a warm worker ended before its task: anew
                         log.warning("%s: %s (retrying)", org, exc)
                         time.sleep(poll)
                         continue
@@ -323,7 +386,7 @@ def run_process(platform: Platform, process_id: str, runtime: TaskRuntime | Call
                             news.notify_all()
                     else:  # waiting for the others
                         with news:
-                            news.wait_for(lambda: generation[0] != seen, timeout=poll)
+                            news.wait_for(lambda seen=seen: generation[0] != seen, timeout=poll)
             except Exception as exc:  # reported in the outcome, never swallowed
                 with lock:
                     errors[org] = f"{type(exc).__name__}: {exc}"
@@ -350,8 +413,13 @@ def run_process(platform: Platform, process_id: str, runtime: TaskRuntime | Call
         def start(org: str, first: bool) -> subprocess.Popen:
             e = dict(env, **(dict((agent_env or {}).get(org, {})) if first else {}))
             log = open(logs / f"{org}.log", "ab")
-            return subprocess.Popen(platform.agent_command(org, process_id, rt_name, warm, timeout), env=e,
-                                    stdout=log, stderr=log, cwd=PROJECT_ROOT)
+            return subprocess.Popen(
+                platform.agent_command(org, process_id, rt_name, warm, timeout),
+                env=e,
+                stdout=log,
+                stderr=log,
+                cwd=PROJECT_ROOT,
+            )
 
         procs = {o: start(o, True) for o in orgs}
         while procs:
@@ -360,7 +428,7 @@ def run_process(platform: Platform, process_id: str, runtime: TaskRuntime | Call
                     p.kill()
                 raise TimeoutError(f"process {process_id} did not finish within {timeout} s")
             time.sleep(poll)
-            report()   # (agents in other processes poll the ledger themselves)
+            report()  # (agents in other processes poll the ledger themselves)
             for org, p in list(procs.items()):
                 rc = p.poll()
                 if rc is None:
@@ -369,7 +437,9 @@ def run_process(platform: Platform, process_id: str, runtime: TaskRuntime | Call
                 if rc == 0:
                     continue
                 still_running = client.get_process(process_id).status in ("created", "running")
-                if still_running and restarts[org] < max_restarts:   # died: restart, it resumes from the ledger
+                if (
+                    still_running and restarts[org] < max_restarts
+                ):  # died: restart, it resumes from the ledger
                     restarts[org] += 1
                     procs[org] = start(org, False)
                 else:
@@ -379,13 +449,23 @@ def run_process(platform: Platform, process_id: str, runtime: TaskRuntime | Call
 
     final = report()
     p = client.get_process(process_id)
-    return ProcessOutcome(process_id, final.status, p.status_reason, time.perf_counter() - t0, errors,
-                          {o: n for o, n in restarts.items() if n}, step_seconds[0])
+    return ProcessOutcome(
+        process_id,
+        final.status,
+        p.status_reason,
+        time.perf_counter() - t0,
+        errors,
+        {o: n for o, n in restarts.items() if n},
+        step_seconds[0],
+    )
 
 
 # --------------------------------------------------------------------------- results
 
-def collect_models(platform: Platform, process_id: str, orgs: Sequence[str] | None = None) -> dict[str, bytes]:
+
+def collect_models(
+    platform: Platform, process_id: str, orgs: Sequence[str] | None = None
+) -> dict[str, bytes]:
     """Each organisation's final model (codec bytes): fetched from the owner's store, decrypted with
     the organisation's own key-agreement key, and checked against the model digest on the ledger."""
     from executor.artifacts import ArtifactStore, sha256_digest
@@ -396,8 +476,11 @@ def collect_models(platform: Platform, process_id: str, orgs: Sequence[str] | No
         rec = platform.client(org).get_model(f"{process_id}:{org}")
         ciphertext = ArtifactStore(platform.store_root, rec.owner).get(rec.ciphertext_digest)
         aad = f"consortia-model|{process_id}|{rec.owner}|{rec.digest}".encode()
-        data_key = unseal(platform.consortium.encryption_key(org), base64.b64decode(rec.wrapped_key or ""),
-                          b"consortia-model-key|" + aad)
+        data_key = unseal(
+            platform.consortium.encryption_key(org),
+            base64.b64decode(rec.wrapped_key or ""),
+            b"consortia-model-key|" + aad,
+        )
         model = decrypt_payload(data_key, ciphertext, aad)
         if sha256_digest(model) != rec.digest:
             raise ExecutorError(f"model of {org} does not match its digest on the ledger")

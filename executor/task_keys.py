@@ -19,7 +19,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from ledger.identity import load_public_key_pem, public_key_pem, sign, verify
 
 KEY_FILE = "task_key.pem"
-TASK_UID = 10001   # the unprivileged user of algorithm images (algorithm-images/base)
+TASK_UID = 10001  # the unprivileged user of algorithm images (algorithm-images/base)
 TASK_GID = 10001
 
 
@@ -28,7 +28,7 @@ class TaskKey:
     private_key: ec.EllipticCurvePrivateKey = field(repr=False)
 
     @classmethod
-    def generate(cls) -> "TaskKey":
+    def generate(cls) -> TaskKey:
         return cls(ec.generate_private_key(ec.SECP256R1()))
 
     @property
@@ -36,9 +36,9 @@ class TaskKey:
         return public_key_pem(self.private_key.public_key())
 
     def private_pem(self) -> bytes:
-        return self.private_key.private_bytes(serialization.Encoding.PEM,
-                                              serialization.PrivateFormat.PKCS8,
-                                              serialization.NoEncryption())
+        return self.private_key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
 
     def sign(self, data: bytes) -> bytes:
         return sign(self.private_key, data)
@@ -46,8 +46,9 @@ class TaskKey:
     def __repr__(self) -> str:
         return f"TaskKey(public={self.public_key_pem.splitlines()[1][:16]}...)"
 
-    def hand_over(self, key_dir: str | os.PathLike, uid: int | None = TASK_UID,
-                  gid: int | None = TASK_GID) -> Path:
+    def hand_over(
+        self, key_dir: str | os.PathLike, uid: int | None = TASK_UID, gid: int | None = TASK_GID
+    ) -> Path:
         """Write the private key for the task: directory 0500 and file 0400, owned by the task's
         user when we may chown (root); returns the key file path."""
         d = Path(key_dir)

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from algorithms.task_runtime import TaskSpec, canonical_json
 from executor.artifacts import sha256_digest
@@ -47,8 +48,9 @@ class TaskOutputs:
         return float(self.timing.get("step_seconds", 0.0)) + float(self.timing.get("init_seconds", 0.0))
 
 
-def write_inputs(mounts: TaskMounts, spec: TaskSpec, previous_state: bytes | None,
-                 inbox: Mapping[str, bytes]) -> None:
+def write_inputs(
+    mounts: TaskMounts, spec: TaskSpec, previous_state: bytes | None, inbox: Mapping[str, bytes]
+) -> None:
     """Write ``in/`` per the file contract (and clear stale ``out/``)."""
     inp = mounts.inputs
     if inp.exists():
@@ -66,9 +68,14 @@ def write_inputs(mounts: TaskMounts, spec: TaskSpec, previous_state: bytes | Non
         shutil.rmtree(out)
 
 
-def verify_outputs(out_dir: Path, spec: TaskSpec, public_key_pem: str,
-                   previous_state: bytes | None, inbox: Mapping[str, bytes],
-                   outcome: RunOutcome) -> TaskOutputs:
+def verify_outputs(
+    out_dir: Path,
+    spec: TaskSpec,
+    public_key_pem: str,
+    previous_state: bytes | None,
+    inbox: Mapping[str, bytes],
+    outcome: RunOutcome,
+) -> TaskOutputs:
     """Check a task's outputs in ``out_dir`` against its signed manifest (see module doc)."""
     out = Path(out_dir)
     mpath = out / "manifest.json"
@@ -94,9 +101,13 @@ def verify_outputs(out_dir: Path, spec: TaskSpec, public_key_pem: str,
         raise ManifestInvalid(f"manifest is not JSON: {exc}") from None
     if canonical_json(manifest) != body:
         raise ManifestInvalid("manifest is not in canonical JSON form")
-    for k, want in (("process_id", spec.process_id), ("round", spec.round),
-                    ("organisation", spec.organisation), ("image_digest", spec.image_digest),
-                    ("runtime", spec.runtime)):
+    for k, want in (
+        ("process_id", spec.process_id),
+        ("round", spec.round),
+        ("organisation", spec.organisation),
+        ("image_digest", spec.image_digest),
+        ("runtime", spec.runtime),
+    ):
         if manifest.get(k) != want:
             raise ManifestInvalid(f"manifest {k} is {manifest.get(k)!r}, expected {want!r}")
 
@@ -105,7 +116,9 @@ def verify_outputs(out_dir: Path, spec: TaskSpec, public_key_pem: str,
         want_prev = sha256_digest(previous_state) if previous_state is not None else None
         if ins.get("state") != want_prev:
             raise ManifestInvalid("manifest names a previous state other than the one given")
-        if {m["sender"]: m["digest"] for m in ins["messages"]} != {s: sha256_digest(b) for s, b in inbox.items()}:
+        if {m["sender"]: m["digest"] for m in ins["messages"]} != {
+            s: sha256_digest(b) for s, b in inbox.items()
+        }:
             raise ManifestInvalid("manifest names inbox messages other than those given")
         out_messages = {m["recipient"]: m["digest"] for m in outs["messages"]}
         model_entry = outs.get("model")
@@ -121,8 +134,10 @@ def verify_outputs(out_dir: Path, spec: TaskSpec, public_key_pem: str,
         return data
 
     state = read_checked(out / "state.bin", outs["state"], "new state")
-    outbox = {r: read_checked(out / "outbox" / f"{r}.bin", d, f"message to {r}")
-              for r, d in sorted(out_messages.items())}
+    outbox = {
+        r: read_checked(out / "outbox" / f"{r}.bin", d, f"message to {r}")
+        for r, d in sorted(out_messages.items())
+    }
     for r in outbox:
         if r not in spec.consortium or r == spec.organisation:
             raise ManifestInvalid(f"message addressed to {r!r}, not another consortium member")
@@ -136,15 +151,31 @@ def verify_outputs(out_dir: Path, spec: TaskSpec, public_key_pem: str,
             timing = {k: float(v) for k, v in json.loads((out / "timing.json").read_bytes()).items()}
         except (ValueError, TypeError, AttributeError):
             timing = {}
-    return TaskOutputs(manifest=manifest, manifest_bytes=body, signature=signature, state=state,
-                       outbox=outbox, model=model, metrics=dict(manifest.get("metrics", {})),
-                       outcome=outcome, timing=timing)
+    return TaskOutputs(
+        manifest=manifest,
+        manifest_bytes=body,
+        signature=signature,
+        state=state,
+        outbox=outbox,
+        model=model,
+        metrics=dict(manifest.get("metrics", {})),
+        outcome=outcome,
+        timing=timing,
+    )
 
 
-def run_isolated_task(runtime: TaskRuntime, spec: TaskSpec, task_key: TaskKey, work_dir: str | Path,
-                      data_dir: str | Path, previous_state: bytes | None, inbox: Mapping[str, bytes],
-                      limits: Limits = Limits(), bundle_dir: str | Path | None = None,
-                      command: Sequence[str] | None = None) -> TaskOutputs:
+def run_isolated_task(
+    runtime: TaskRuntime,
+    spec: TaskSpec,
+    task_key: TaskKey,
+    work_dir: str | Path,
+    data_dir: str | Path,
+    previous_state: bytes | None,
+    inbox: Mapping[str, bytes],
+    limits: Limits = Limits(),
+    bundle_dir: str | Path | None = None,
+    command: Sequence[str] | None = None,
+) -> TaskOutputs:
     """Run one task under ``work_dir`` (created; its ``key/`` is always destroyed afterwards)."""
     if spec.runtime != runtime.name:
         raise ValueError(f"task is for runtime {spec.runtime!r}, given {runtime.name!r}")

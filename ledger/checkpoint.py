@@ -28,8 +28,9 @@ import json
 import os
 import re
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from chaincode.canonical import canonical_json
 from ledger.errors import AccessDenied, CheckpointInvalid, LedgerCorrupted
@@ -46,15 +47,22 @@ _FIELDS = {"format", "channel", "block_number", "header_hash", "created", "signe
 class Checkpoint:
     channel: str
     block_number: int
-    header_hash: str          # hex header hash of block ``block_number`` (the head when signed)
-    created: float            # unix time of signing
-    signer: bytes             # SerializedIdentity of the signer
+    header_hash: str  # hex header hash of block ``block_number`` (the head when signed)
+    created: float  # unix time of signing
+    signer: bytes  # SerializedIdentity of the signer
     signature: bytes
 
     def signed_bytes(self) -> bytes:
-        return canonical_json({"format": FORMAT, "channel": self.channel, "block_number": self.block_number,
-                               "header_hash": self.header_hash, "created": self.created,
-                               "signer": base64.b64encode(self.signer).decode("ascii")})
+        return canonical_json(
+            {
+                "format": FORMAT,
+                "channel": self.channel,
+                "block_number": self.block_number,
+                "header_hash": self.header_hash,
+                "created": self.created,
+                "signer": base64.b64encode(self.signer).decode("ascii"),
+            }
+        )
 
     def to_json(self) -> dict[str, Any]:
         obj = json.loads(self.signed_bytes())
@@ -70,9 +78,11 @@ class Checkpoint:
         return parse_serialized_identity(self.signer)[1]
 
     @classmethod
-    def from_json(cls, obj: Any) -> "Checkpoint":
+    def from_json(cls, obj: Any) -> Checkpoint:
         if not isinstance(obj, dict) or set(obj) != _FIELDS or obj.get("format") != FORMAT:
-            raise CheckpointInvalid(f"not a {FORMAT} checkpoint (fields {sorted(obj) if isinstance(obj, dict) else obj!r})")
+            raise CheckpointInvalid(
+                f"not a {FORMAT} checkpoint (fields {sorted(obj) if isinstance(obj, dict) else obj!r})"
+            )
         n, h, ch, created = obj["block_number"], obj["header_hash"], obj["channel"], obj["created"]
         if not isinstance(n, int) or isinstance(n, bool) or n < 0:
             raise CheckpointInvalid(f"checkpoint block_number must be a non-negative integer, not {n!r}")
@@ -87,14 +97,23 @@ class Checkpoint:
             signature = base64.b64decode(obj["signature"], validate=True)
             parse_serialized_identity(signer)
         except (binascii.Error, ValueError, TypeError):
-            raise CheckpointInvalid("checkpoint signer or signature is not valid base64 / a SerializedIdentity") from None
+            raise CheckpointInvalid(
+                "checkpoint signer or signature is not valid base64 / a SerializedIdentity"
+            ) from None
         return cls(ch, n, h, created, signer, signature)
 
 
-def sign_checkpoint(identity: Identity, channel: str, block_number: int, header_hash: str,
-                    created: float | None = None) -> Checkpoint:
-    unsigned = Checkpoint(channel, block_number, header_hash, time.time() if created is None else created,
-                          identity.serialized(), b"")
+def sign_checkpoint(
+    identity: Identity, channel: str, block_number: int, header_hash: str, created: float | None = None
+) -> Checkpoint:
+    unsigned = Checkpoint(
+        channel,
+        block_number,
+        header_hash,
+        time.time() if created is None else created,
+        identity.serialized(),
+        b"",
+    )
     return dataclasses.replace(unsigned, signature=identity.sign(unsigned.signed_bytes()))
 
 
@@ -108,7 +127,7 @@ def checkpoint_of(ledger: Ledger, identity: Identity) -> Checkpoint:
 def check_signature(cp: Checkpoint, membership: MembershipService) -> str:
     """The signer is a consortium identity valid when it signed, and the signature holds.
     Returns the signer's MSP id; raises :class:`CheckpointInvalid`."""
-    at = dt.datetime.fromtimestamp(cp.created, dt.timezone.utc)
+    at = dt.datetime.fromtimestamp(cp.created, dt.UTC)
     try:
         msp_id, _ = membership.verify_signature(cp.signer, cp.signed_bytes(), cp.signature, at=at)
     except AccessDenied as exc:
@@ -122,25 +141,34 @@ def check_chain(cp: Checkpoint, channel: str, height: int, header_hash_of: Calla
     if cp.channel != channel:
         raise CheckpointInvalid(f"the checkpoint is of channel {cp.channel!r}, the ledger is {channel!r}")
     if height <= cp.block_number:
-        raise LedgerCorrupted(f"the chain is truncated: it ends at block {height - 1}, a checkpoint signed "
-                              f"{_when(cp.created)} saw block {cp.block_number}", max(height - 1, 0))
+        raise LedgerCorrupted(
+            f"the chain is truncated: it ends at block {height - 1}, a checkpoint signed "
+            f"{_when(cp.created)} saw block {cp.block_number}",
+            max(height - 1, 0),
+        )
     if header_hash_of(cp.block_number) != cp.header_hash:
-        raise LedgerCorrupted(f"block {cp.block_number} is not the block the checkpoint signed {_when(cp.created)} "
-                              f"saw (header hash differs): the chain was rewritten", cp.block_number)
+        raise LedgerCorrupted(
+            f"block {cp.block_number} is not the block the checkpoint signed {_when(cp.created)} "
+            f"saw (header hash differs): the chain was rewritten",
+            cp.block_number,
+        )
 
 
 def check_on_ledger(cp: Checkpoint, ledger: Ledger, identity: Identity, membership: MembershipService) -> str:
     """Both checks against a live ledger (either host); returns the signer's MSP id."""
     signer = check_signature(cp, membership)
-    check_chain(cp, ledger.channel, ledger.block_height(identity), lambda n: ledger.block(identity, n).header_hash)
+    check_chain(
+        cp, ledger.channel, ledger.block_height(identity), lambda n: ledger.block(identity, n).header_hash
+    )
     return signer
 
 
 def _when(created: float) -> str:
-    return dt.datetime.fromtimestamp(created, dt.timezone.utc).isoformat(timespec="seconds")
+    return dt.datetime.fromtimestamp(created, dt.UTC).isoformat(timespec="seconds")
 
 
 # ---------------------------------------------------------------------------------- files
+
 
 def load_checkpoints(path: str | os.PathLike) -> list[Checkpoint]:
     """Every checkpoint in a file: one JSON object, a JSON list, or one object per line."""

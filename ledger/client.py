@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from chaincode.canonical import canonical_json
 from ledger.identity import Identity, public_key_pem
@@ -37,10 +38,24 @@ class ConsortiaClient:
         return json.loads(self.ledger.evaluate(self.identity, function, *args))
 
     # ---- images
-    def register_image(self, name: str, version: str, algorithm: str, digest: str, reference: str = "",
-                       image_id: str | None = None, description: str = "") -> ImageRecord:
-        spec = {"name": name, "version": version, "algorithm": algorithm, "digest": digest,
-                "reference": reference, "description": description}
+    def register_image(
+        self,
+        name: str,
+        version: str,
+        algorithm: str,
+        digest: str,
+        reference: str = "",
+        image_id: str | None = None,
+        description: str = "",
+    ) -> ImageRecord:
+        spec = {
+            "name": name,
+            "version": version,
+            "algorithm": algorithm,
+            "digest": digest,
+            "reference": reference,
+            "description": description,
+        }
         if image_id:
             spec["id"] = image_id
         return ImageRecord.from_dict(self._submit("Image:register", json.dumps(spec)))
@@ -61,13 +76,29 @@ class ConsortiaClient:
         return _history(self.ledger.evaluate(self.identity, "Image:history", image_id))
 
     # ---- learning processes
-    def create_process(self, process_id: str, image_id: str, consortium: Sequence[str], topology: dict[str, Any],
-                       rounds: int, hyperparameters: dict[str, Any] | None = None,
-                       privacy_budget: dict[str, Any] | None = None, dataset: str = "",
-                       image_digest: str | None = None, description: str = "") -> ProcessRecord:
-        spec: dict[str, Any] = {"id": process_id, "image_id": image_id, "consortium": list(consortium),
-                                "topology": topology, "rounds": rounds, "hyperparameters": hyperparameters or {},
-                                "dataset": dataset, "description": description}
+    def create_process(
+        self,
+        process_id: str,
+        image_id: str,
+        consortium: Sequence[str],
+        topology: dict[str, Any],
+        rounds: int,
+        hyperparameters: dict[str, Any] | None = None,
+        privacy_budget: dict[str, Any] | None = None,
+        dataset: str = "",
+        image_digest: str | None = None,
+        description: str = "",
+    ) -> ProcessRecord:
+        spec: dict[str, Any] = {
+            "id": process_id,
+            "image_id": image_id,
+            "consortium": list(consortium),
+            "topology": topology,
+            "rounds": rounds,
+            "hyperparameters": hyperparameters or {},
+            "dataset": dataset,
+            "description": description,
+        }
         if privacy_budget is not None:
             spec["privacy_budget"] = privacy_budget
         if image_digest is not None:
@@ -103,38 +134,67 @@ class ConsortiaClient:
 
     def complete_task(self, result: dict[str, Any], signature: bytes) -> ExecutionRecord:
         """Submit a task's result with the task key's signature over ``canonical_json(result)``."""
-        return ExecutionRecord.from_dict(self._submit(
-            "ExecutionRecord:complete_task", canonical_json(result).decode("utf-8"),
-            base64.b64encode(signature).decode("ascii")))
+        return ExecutionRecord.from_dict(
+            self._submit(
+                "ExecutionRecord:complete_task",
+                canonical_json(result).decode("utf-8"),
+                base64.b64encode(signature).decode("ascii"),
+            )
+        )
 
-    def fail_task(self, process_id: str, round: int, reason: str, details: dict[str, Any] | None = None) -> ExecutionRecord:
+    def fail_task(
+        self, process_id: str, round: int, reason: str, details: dict[str, Any] | None = None
+    ) -> ExecutionRecord:
         spec = {"process_id": process_id, "round": round, "reason": reason, "details": details or {}}
         return ExecutionRecord.from_dict(self._submit("ExecutionRecord:fail_task", json.dumps(spec)))
 
     def get_execution(self, process_id: str, round: int, organisation: str) -> ExecutionRecord:
-        return ExecutionRecord.from_dict(self._evaluate("ExecutionRecord:get", process_id, str(round), organisation))
+        return ExecutionRecord.from_dict(
+            self._evaluate("ExecutionRecord:get", process_id, str(round), organisation)
+        )
 
-    def query_executions(self, process_id: str, round: int | None = None,
-                         organisation: str | None = None) -> list[ExecutionRecord]:
+    def query_executions(
+        self, process_id: str, round: int | None = None, organisation: str | None = None
+    ) -> list[ExecutionRecord]:
         flt: dict[str, Any] = {"process_id": process_id}
         if round is not None:
             flt["round"] = round
         if organisation is not None:
             flt["organisation"] = organisation
-        return [ExecutionRecord.from_dict(r) for r in self._evaluate("ExecutionRecord:query", json.dumps(flt))]
+        return [
+            ExecutionRecord.from_dict(r) for r in self._evaluate("ExecutionRecord:query", json.dumps(flt))
+        ]
 
     def execution_history(self, process_id: str, round: int, organisation: str) -> list[HistoryEntry]:
-        return _history(self.ledger.evaluate(self.identity, "ExecutionRecord:history", process_id, str(round), organisation))
+        return _history(
+            self.ledger.evaluate(
+                self.identity, "ExecutionRecord:history", process_id, str(round), organisation
+            )
+        )
 
     # ---- models
-    def publish_model(self, process_id: str, digest: str, size: int, ciphertext_digest: str,
-                      wrapped_keys: dict[str, bytes], metrics: dict[str, float] | None = None,
-                      location: str = "", estimators: list[Any] | None = None,
-                      model_id: str | None = None) -> ModelRecord:
-        spec: dict[str, Any] = {"process_id": process_id, "digest": digest, "size": size,
-                                "ciphertext_digest": ciphertext_digest,
-                                "wrapped_keys": {o: base64.b64encode(k).decode() for o, k in wrapped_keys.items()},
-                                "metrics": metrics or {}, "location": location, "estimators": estimators or []}
+    def publish_model(
+        self,
+        process_id: str,
+        digest: str,
+        size: int,
+        ciphertext_digest: str,
+        wrapped_keys: dict[str, bytes],
+        metrics: dict[str, float] | None = None,
+        location: str = "",
+        estimators: list[Any] | None = None,
+        model_id: str | None = None,
+    ) -> ModelRecord:
+        spec: dict[str, Any] = {
+            "process_id": process_id,
+            "digest": digest,
+            "size": size,
+            "ciphertext_digest": ciphertext_digest,
+            "wrapped_keys": {o: base64.b64encode(k).decode() for o, k in wrapped_keys.items()},
+            "metrics": metrics or {},
+            "location": location,
+            "estimators": estimators or [],
+        }
         if model_id:
             spec["id"] = model_id
         return ModelRecord.from_dict(self._submit("Model:publish", json.dumps(spec)))
@@ -146,18 +206,29 @@ class ConsortiaClient:
         return [ModelRecord.from_dict(r) for r in self._evaluate("Model:list")]
 
     def grant_model(self, model_id: str, organisation: str, wrapped_key: bytes) -> ModelRecord:
-        return ModelRecord.from_dict(self._submit("Model:grant", model_id, organisation,
-                                                  base64.b64encode(wrapped_key).decode()))
+        return ModelRecord.from_dict(
+            self._submit("Model:grant", model_id, organisation, base64.b64encode(wrapped_key).decode())
+        )
 
-    def revoke_model(self, model_id: str, organisation: str, ciphertext_digest: str,
-                     wrapped_keys: dict[str, bytes], location: str | None = None) -> ModelRecord:
+    def revoke_model(
+        self,
+        model_id: str,
+        organisation: str,
+        ciphertext_digest: str,
+        wrapped_keys: dict[str, bytes],
+        location: str | None = None,
+    ) -> ModelRecord:
         """Revoke ``organisation`` and rotate the data key: ``ciphertext_digest`` is the model
         re-encrypted under a fresh key, ``wrapped_keys`` that key sealed for the remaining list."""
-        rotation: dict[str, Any] = {"ciphertext_digest": ciphertext_digest,
-                                    "wrapped_keys": {o: base64.b64encode(k).decode() for o, k in wrapped_keys.items()}}
+        rotation: dict[str, Any] = {
+            "ciphertext_digest": ciphertext_digest,
+            "wrapped_keys": {o: base64.b64encode(k).decode() for o, k in wrapped_keys.items()},
+        }
         if location is not None:
             rotation["location"] = location
-        return ModelRecord.from_dict(self._submit("Model:revoke", model_id, organisation, json.dumps(rotation)))
+        return ModelRecord.from_dict(
+            self._submit("Model:revoke", model_id, organisation, json.dumps(rotation))
+        )
 
     def model_history(self, model_id: str) -> list[HistoryEntry]:
         return _history(self.ledger.evaluate(self.identity, "Model:history", model_id))

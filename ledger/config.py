@@ -52,9 +52,10 @@ from __future__ import annotations
 
 import os
 import tomllib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 CONFIG_FILE = "consortia.toml"
 
@@ -77,7 +78,7 @@ class Layout:
     data_dir: str = "data"
     artifacts_dir: str = "artifacts"
     state_dir: str = "state"
-    org_data: tuple[tuple[str, str], ...] = ()      # [organisations.<MSP>] data = ... (overrides)
+    org_data: tuple[tuple[str, str], ...] = ()  # [organisations.<MSP>] data = ... (overrides)
 
     @property
     def config(self) -> Path:
@@ -129,8 +130,8 @@ class Settings:
     crypto: Path = field(default=Path("crypto"))
     organisations: tuple[str, ...] = ()
     layout: Layout | None = None
-    configured: bool = False           # a consortia.toml was read
-    identities: tuple[tuple[str, Path], ...] = ()   # [organisations.<MSP>] identity = <MSP folder of User1>
+    configured: bool = False  # a consortia.toml was read
+    identities: tuple[tuple[str, Path], ...] = ()  # [organisations.<MSP>] identity = <MSP folder of User1>
 
     def identity_dir(self, msp_id: str) -> Path | None:
         """The MSP folder of ``msp_id``'s default user named by consortia.toml (None: cryptogen default)."""
@@ -172,17 +173,28 @@ def load(home: str | os.PathLike | None = None) -> Settings:
     orgs = data.get("organisations", {})
     if not isinstance(orgs, dict):
         raise HomeError(f"{cfg}: [organisations] must hold one table per MSP id")
-    layout = Layout(root, ledger_file=os.environ.get("CONSORTIA_LEDGER_PATH", led.get("path", "ledger.db")),
-                    crypto_dir=os.environ.get("CONSORTIA_CRYPTO", con.get("crypto", "crypto")),
-                    data_dir=paths.get("data", "data"), artifacts_dir=paths.get("artifacts", "artifacts"),
-                    state_dir=paths.get("state", "state"),
-                    org_data=tuple((m, str(t["data"])) for m, t in sorted(orgs.items()) if t.get("data")))
+    layout = Layout(
+        root,
+        ledger_file=os.environ.get("CONSORTIA_LEDGER_PATH", led.get("path", "ledger.db")),
+        crypto_dir=os.environ.get("CONSORTIA_CRYPTO", con.get("crypto", "crypto")),
+        data_dir=paths.get("data", "data"),
+        artifacts_dir=paths.get("artifacts", "artifacts"),
+        state_dir=paths.get("state", "state"),
+        org_data=tuple((m, str(t["data"])) for m, t in sorted(orgs.items()) if t.get("data")),
+    )
     return Settings(
-        home=root, ledger_backend=backend, ledger_path=layout.ledger,
-        policy=led.get("policy", "MAJORITY"), batch_timeout=float(led.get("batch_timeout", 0.01)),
-        crypto=layout.crypto, organisations=tuple(con.get("organisations", ())), layout=layout,
+        home=root,
+        ledger_backend=backend,
+        ledger_path=layout.ledger,
+        policy=led.get("policy", "MAJORITY"),
+        batch_timeout=float(led.get("batch_timeout", 0.01)),
+        crypto=layout.crypto,
+        organisations=tuple(con.get("organisations", ())),
+        layout=layout,
         configured=bool(data),
-        identities=tuple((m, root / str(t["identity"])) for m, t in sorted(orgs.items()) if t.get("identity")),
+        identities=tuple(
+            (m, root / str(t["identity"])) for m, t in sorted(orgs.items()) if t.get("identity")
+        ),
     )
 
 
@@ -197,9 +209,15 @@ def _toml_value(v: Any) -> str:
     return f'"{s}"'
 
 
-def config_text(layout: Layout, consortium: Any, backend: str = "embedded", policy: str = "MAJORITY",
-                batch_timeout: float = 0.01) -> str:
+def config_text(
+    layout: Layout,
+    consortium: Any,
+    backend: str = "embedded",
+    policy: str = "MAJORITY",
+    batch_timeout: float = 0.01,
+) -> str:
     """The ``consortia.toml`` of a home whose identities are ``consortium`` (a ledger.identity.Consortium)."""
+
     def rel(p: Path) -> str:
         try:
             return str(Path(p).resolve().relative_to(layout.root.resolve()))
@@ -207,17 +225,35 @@ def config_text(layout: Layout, consortium: Any, backend: str = "embedded", poli
             return str(Path(p).resolve())
 
     msps = list(consortium.msp_ids)
-    lines = ["# Consortia home configuration (ledger/config.py documents every key).", "",
-             "[consortium]", f"crypto = {_toml_value(layout.crypto_dir)}", f"organisations = {_toml_value(msps)}", "",
-             "[ledger]", f"backend = {_toml_value(backend)}", f"path = {_toml_value(layout.ledger_file)}",
-             f"policy = {_toml_value(policy)}", f"batch_timeout = {_toml_value(float(batch_timeout))}", "",
-             "[paths]", f"data = {_toml_value(layout.data_dir)}", f"artifacts = {_toml_value(layout.artifacts_dir)}",
-             f"state = {_toml_value(layout.state_dir)}", ""]
+    lines = [
+        "# Consortia home configuration (ledger/config.py documents every key).",
+        "",
+        "[consortium]",
+        f"crypto = {_toml_value(layout.crypto_dir)}",
+        f"organisations = {_toml_value(msps)}",
+        "",
+        "[ledger]",
+        f"backend = {_toml_value(backend)}",
+        f"path = {_toml_value(layout.ledger_file)}",
+        f"policy = {_toml_value(policy)}",
+        f"batch_timeout = {_toml_value(float(batch_timeout))}",
+        "",
+        "[paths]",
+        f"data = {_toml_value(layout.data_dir)}",
+        f"artifacts = {_toml_value(layout.artifacts_dir)}",
+        f"state = {_toml_value(layout.state_dir)}",
+        "",
+    ]
     for o in consortium.organisations:
         identity = o.path / "users" / f"User1@{o.domain}" / "msp"
-        lines += [f"[organisations.{o.msp_id}]", f"name = {_toml_value(o.name)}",
-                  f"identity = {_toml_value(rel(identity))}", f"data = {_toml_value(rel(layout.data(o.msp_id)))}",
-                  f"artifacts = {_toml_value(rel(layout.artifacts(o.msp_id)))}", ""]
+        lines += [
+            f"[organisations.{o.msp_id}]",
+            f"name = {_toml_value(o.name)}",
+            f"identity = {_toml_value(rel(identity))}",
+            f"data = {_toml_value(rel(layout.data(o.msp_id)))}",
+            f"artifacts = {_toml_value(rel(layout.artifacts(o.msp_id)))}",
+            "",
+        ]
     return "\n".join(lines)
 
 
@@ -233,13 +269,17 @@ def write_config(layout: Layout, consortium: Any, **kwargs: Any) -> Path:
     return layout.config
 
 
-def init_home(home: str | os.PathLike | None, organisations: Iterable[str], *, force: bool = False) -> Settings:
+def init_home(
+    home: str | os.PathLike | None, organisations: Iterable[str], *, force: bool = False
+) -> Settings:
     """Make a new home: crypto per organisation, ``consortia.toml``, the folders and an empty ledger.
 
     Refuses (:class:`HomeError`) a home that already has a configuration, crypto or ledger unless
     ``force`` (which replaces all three)."""
     import shutil
+
     from ledger.identity import Consortium
+
     names = [o.strip() for o in organisations if o.strip()]
     if not names:
         raise HomeError("name at least one organisation, e.g. --orgs Org1,Org2,Org3")
@@ -253,8 +293,10 @@ def init_home(home: str | os.PathLike | None, organisations: Iterable[str], *, f
     layout = Layout(home_root(home))
     existing = [p for p in (layout.config, layout.crypto, layout.ledger) if p.exists()]
     if existing and not force:
-        raise HomeError(f"{layout.root} already holds a consortium ({', '.join(str(p) for p in existing)}); "
-                        f"use another --home or --force to replace it")
+        raise HomeError(
+            f"{layout.root} already holds a consortium ({', '.join(str(p) for p in existing)}); "
+            f"use another --home or --force to replace it"
+        )
     for p in existing:
         shutil.rmtree(p) if p.is_dir() else p.unlink()
     consortium = Consortium.generate(layout.crypto, names)
@@ -267,11 +309,14 @@ def init_home(home: str | os.PathLike | None, organisations: Iterable[str], *, f
 def open_ledger(settings: Settings, consortium: Any, *, create: bool = False):
     """The embedded ledger of a home; a missing file is :class:`LedgerNotFound` unless ``create``."""
     from ledger.embedded import EmbeddedLedger
+
     if settings.ledger_backend != "embedded":
         raise HomeError(f"{settings.home} uses the {settings.ledger_backend} ledger, not an embedded file")
     path = settings.ledger_path
     if not path.exists() and not create:
-        raise LedgerNotFound(f"no ledger at {path}: run `consortia init --home {settings.home} --orgs ...` "
-                             f"to make a consortium there (or point --home at an existing one)")
+        raise LedgerNotFound(
+            f"no ledger at {path}: run `consortia init --home {settings.home} --orgs ...` "
+            f"to make a consortium there (or point --home at an existing one)"
+        )
     path.parent.mkdir(parents=True, exist_ok=True)
     return EmbeddedLedger(path, consortium, policy=settings.policy, batch_timeout=settings.batch_timeout)

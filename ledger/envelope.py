@@ -41,12 +41,15 @@ def _kdf(shared: bytes, eph: bytes, info: bytes) -> bytes:
     return HKDF(algorithm=hashes.SHA256(), length=32, salt=eph, info=b"consortia-seal|" + info).derive(shared)
 
 
-def seal(recipient: x509.Certificate | ec.EllipticCurvePublicKey, plaintext: bytes, info: bytes = b"") -> bytes:
+def seal(
+    recipient: x509.Certificate | ec.EllipticCurvePublicKey, plaintext: bytes, info: bytes = b""
+) -> bytes:
     """Encrypt ``plaintext`` so that only ``recipient``'s private key opens it."""
     pub = _public_key(recipient)
     eph = ec.generate_private_key(ec.SECP256R1())
-    eph_bytes = eph.public_key().public_bytes(serialization.Encoding.X962,
-                                              serialization.PublicFormat.UncompressedPoint)
+    eph_bytes = eph.public_key().public_bytes(
+        serialization.Encoding.X962, serialization.PublicFormat.UncompressedPoint
+    )
     key = _kdf(eph.exchange(ec.ECDH(), pub), eph_bytes, info)
     nonce = os.urandom(12)
     return SEAL_MAGIC + eph_bytes + nonce + AESGCM(key).encrypt(nonce, plaintext, info)

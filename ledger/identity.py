@@ -19,10 +19,10 @@ import datetime as dt
 import ipaddress
 import json
 import os
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Iterable, Sequence
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
@@ -39,6 +39,7 @@ ROLES = ("client", "admin", "peer", "orderer")
 
 
 # --------------------------------------------------------------------------- signatures
+
 
 def sign(private_key: ec.EllipticCurvePrivateKey, data: bytes) -> bytes:
     """DER ECDSA signature over SHA-256(data), normalised to low S (Fabric rejects s > n/2)."""
@@ -65,8 +66,9 @@ def verify(public_key: ec.EllipticCurvePublicKey, data: bytes, signature: bytes)
 
 
 def public_key_pem(key: ec.EllipticCurvePublicKey) -> str:
-    return key.public_bytes(serialization.Encoding.PEM,
-                            serialization.PublicFormat.SubjectPublicKeyInfo).decode("ascii")
+    return key.public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    ).decode("ascii")
 
 
 def load_public_key_pem(pem: str | bytes) -> ec.EllipticCurvePublicKey:
@@ -77,6 +79,7 @@ def load_public_key_pem(pem: str | bytes) -> ec.EllipticCurvePublicKey:
 
 
 # --------------------------------------------------------------------------- SerializedIdentity
+
 
 def _varint(n: int) -> bytes:
     out = bytearray()
@@ -92,7 +95,7 @@ def serialize_identity(msp_id: str, certificate_pem: bytes) -> bytes:
     """``msp.SerializedIdentity{mspid=1, id_bytes=2}`` protobuf bytes (hand-encoded, so the
     chaincode needs no protobuf dependency; byte-identical to the official encoder)."""
     m = msp_id.encode("utf-8")
-    return (b"\x0a" + _varint(len(m)) + m + b"\x12" + _varint(len(certificate_pem)) + certificate_pem)
+    return b"\x0a" + _varint(len(m)) + m + b"\x12" + _varint(len(certificate_pem)) + certificate_pem
 
 
 def parse_serialized_identity(data: bytes) -> tuple[str, bytes]:
@@ -116,7 +119,7 @@ def parse_serialized_identity(data: bytes) -> tuple[str, bytes]:
                 break
         if i + n > len(data):
             raise ValueError("truncated SerializedIdentity")
-        fields[tag >> 3] = data[i:i + n]
+        fields[tag >> 3] = data[i : i + n]
         i += n
     if 1 not in fields or 2 not in fields:
         raise ValueError("SerializedIdentity lacks mspid or id_bytes")
@@ -132,6 +135,7 @@ def certificate_role(cert: x509.Certificate) -> str | None:
 
 
 # --------------------------------------------------------------------------- identities
+
 
 @dataclass(frozen=True)
 class Identity:
@@ -163,7 +167,7 @@ class Identity:
         return f"Identity({self.msp_id}, {self.name}, role={self.role})"
 
     @classmethod
-    def from_msp_dir(cls, msp_id: str, msp_dir: str | os.PathLike) -> "Identity":
+    def from_msp_dir(cls, msp_id: str, msp_dir: str | os.PathLike) -> Identity:
         msp_dir = Path(msp_dir)
         cert = next((msp_dir / "signcerts").glob("*.pem")).read_bytes()
         key = serialization.load_pem_private_key((msp_dir / "keystore" / "priv_sk").read_bytes(), None)
@@ -172,6 +176,7 @@ class Identity:
 
 
 # --------------------------------------------------------------------------- MSP validation
+
 
 class MembershipService:
     """Validates serialized identities against the organisations' CAs (Fabric's channel MSP).
@@ -193,11 +198,13 @@ class MembershipService:
     def msp_ids(self) -> tuple[str, ...]:
         return tuple(sorted(self._cas))
 
-    def deserialize(self, serialized: bytes, *, at: dt.datetime | None = None) -> tuple[str, x509.Certificate, str]:
+    def deserialize(
+        self, serialized: bytes, *, at: dt.datetime | None = None
+    ) -> tuple[str, x509.Certificate, str]:
         hit = self._validated.get(serialized)
         if hit is not None:
             msp_id, cert, role, _ = hit
-            now = at or dt.datetime.now(dt.timezone.utc)
+            now = at or dt.datetime.now(dt.UTC)
             if not (cert.not_valid_before_utc <= now <= cert.not_valid_after_utc):
                 raise AccessDenied(f"certificate of {msp_id} is expired or not yet valid")
             return msp_id, cert, role
@@ -217,7 +224,7 @@ class MembershipService:
             pub.verify(cert.signature, cert.tbs_certificate_bytes, ec.ECDSA(cert.signature_hash_algorithm))
         except (InvalidSignature, AssertionError, TypeError):
             raise AccessDenied(f"certificate of {msp_id} does not verify against the {msp_id} CA") from None
-        now = at or dt.datetime.now(dt.timezone.utc)
+        now = at or dt.datetime.now(dt.UTC)
         if not (cert.not_valid_before_utc <= now <= cert.not_valid_after_utc):
             raise AccessDenied(f"certificate of {msp_id} is expired or not yet valid")
         role = certificate_role(cert)
@@ -231,8 +238,9 @@ class MembershipService:
         self._validated[serialized] = (msp_id, cert, role, pub)
         return msp_id, cert, role
 
-    def verify_signature(self, serialized: bytes, data: bytes, signature: bytes, *,
-                         at: dt.datetime | None = None) -> tuple[str, str]:
+    def verify_signature(
+        self, serialized: bytes, data: bytes, signature: bytes, *, at: dt.datetime | None = None
+    ) -> tuple[str, str]:
         """Validate the identity and its signature over ``data``; return (msp id, role).
         ``at``: the time the certificate must be valid at (default now; a replay passes the
         block's timestamp)."""
@@ -249,9 +257,11 @@ _VALIDITY = dt.timedelta(days=3650)
 
 
 def _name(cn: str, org: str | None = None, ou: str | None = None) -> x509.Name:
-    attrs = [x509.NameAttribute(NameOID.COUNTRY_NAME, "US"),
-             x509.NameAttribute(NameOID.STATE_OR_PROVINCE_NAME, "California"),
-             x509.NameAttribute(NameOID.LOCALITY_NAME, "San Francisco")]
+    attrs = [
+        x509.NameAttribute(NameOID.COUNTRY_NAME, "US"),
+        x509.NameAttribute(NameOID.STATE_OR_PROVINCE_NAME, "California"),
+        x509.NameAttribute(NameOID.LOCALITY_NAME, "San Francisco"),
+    ]
     if org:
         attrs.append(x509.NameAttribute(NameOID.ORGANIZATION_NAME, org))
     if ou:
@@ -265,8 +275,9 @@ def _new_key() -> ec.EllipticCurvePrivateKey:
 
 
 def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                             serialization.NoEncryption())
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
 
 
 def _cert_pem(cert: x509.Certificate) -> bytes:
@@ -275,35 +286,70 @@ def _cert_pem(cert: x509.Certificate) -> bytes:
 
 def _ca(cn: str, org: str) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
     key = _new_key()
-    now = dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=5)
+    now = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=5)
     name = _name(cn, org)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number()).not_valid_before(now).not_valid_after(now + _VALIDITY)
-            .add_extension(x509.KeyUsage(True, True, False, False, False, True, True, False, False), critical=True)
-            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH, ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-            .sign(key, hashes.SHA256()))
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now)
+        .not_valid_after(now + _VALIDITY)
+        .add_extension(
+            x509.KeyUsage(True, True, False, False, False, True, True, False, False), critical=True
+        )
+        .add_extension(
+            x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH, ExtendedKeyUsageOID.SERVER_AUTH]),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .sign(key, hashes.SHA256())
+    )
     return cert, key
 
 
-def _leaf(ca_cert: x509.Certificate, ca_key: ec.EllipticCurvePrivateKey, cn: str, ou: str | None,
-          tls: bool = False, sans: Sequence[str] = (), key_agreement: bool = False
-          ) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+def _leaf(
+    ca_cert: x509.Certificate,
+    ca_key: ec.EllipticCurvePrivateKey,
+    cn: str,
+    ou: str | None,
+    tls: bool = False,
+    sans: Sequence[str] = (),
+    key_agreement: bool = False,
+) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
     key = _new_key()
-    now = dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=5)
-    b = (x509.CertificateBuilder().subject_name(_name(cn, None, ou)).issuer_name(ca_cert.subject)
-         .public_key(key.public_key()).serial_number(x509.random_serial_number())
-         .not_valid_before(now).not_valid_after(now + _VALIDITY)
-         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-         .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False))
+    now = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=5)
+    b = (
+        x509.CertificateBuilder()
+        .subject_name(_name(cn, None, ou))
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now)
+        .not_valid_after(now + _VALIDITY)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
+        )
+    )
     if key_agreement:
-        b = b.add_extension(x509.KeyUsage(False, False, False, False, True, False, False, False, False), critical=True)
+        b = b.add_extension(
+            x509.KeyUsage(False, False, False, False, True, False, False, False, False), critical=True
+        )
     elif tls:
-        b = b.add_extension(x509.KeyUsage(True, True, False, False, False, False, False, False, False), critical=True)
-        b = b.add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        b = b.add_extension(
+            x509.KeyUsage(True, True, False, False, False, False, False, False, False), critical=True
+        )
+        b = b.add_extension(
+            x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]),
+            critical=False,
+        )
     else:
-        b = b.add_extension(x509.KeyUsage(True, False, False, False, False, False, False, False, False), critical=True)
+        b = b.add_extension(
+            x509.KeyUsage(True, False, False, False, False, False, False, False, False), critical=True
+        )
     if sans:
         names: list[x509.GeneralName] = []
         for s in sans:
@@ -324,15 +370,30 @@ def _write(path: Path, data: bytes, private: bool = False) -> None:
 
 def _nodeou_config(ca_file: str) -> bytes:
     lines = ["NodeOUs:", "  Enable: true"]
-    for label, ou in (("ClientOUIdentifier", "client"), ("PeerOUIdentifier", "peer"),
-                      ("AdminOUIdentifier", "admin"), ("OrdererOUIdentifier", "orderer")):
-        lines += [f"  {label}:", f"    Certificate: cacerts/{ca_file}", f"    OrganizationalUnitIdentifier: {ou}"]
+    for label, ou in (
+        ("ClientOUIdentifier", "client"),
+        ("PeerOUIdentifier", "peer"),
+        ("AdminOUIdentifier", "admin"),
+        ("OrdererOUIdentifier", "orderer"),
+    ):
+        lines += [
+            f"  {label}:",
+            f"    Certificate: cacerts/{ca_file}",
+            f"    OrganizationalUnitIdentifier: {ou}",
+        ]
     return ("\n".join(lines) + "\n").encode()
 
 
-def _write_msp(msp: Path, ca_cert: x509.Certificate, ca_file: str, tlsca_cert: x509.Certificate,
-               tlsca_file: str, sign_cert: x509.Certificate | None = None,
-               sign_key: ec.EllipticCurvePrivateKey | None = None, sign_name: str = "") -> None:
+def _write_msp(
+    msp: Path,
+    ca_cert: x509.Certificate,
+    ca_file: str,
+    tlsca_cert: x509.Certificate,
+    tlsca_file: str,
+    sign_cert: x509.Certificate | None = None,
+    sign_key: ec.EllipticCurvePrivateKey | None = None,
+    sign_name: str = "",
+) -> None:
     _write(msp / "cacerts" / ca_file, _cert_pem(ca_cert))
     _write(msp / "tlscacerts" / tlsca_file, _cert_pem(tlsca_cert))
     _write(msp / "config.yaml", _nodeou_config(ca_file))
@@ -341,8 +402,7 @@ def _write_msp(msp: Path, ca_cert: x509.Certificate, ca_file: str, tlsca_cert: x
         _write(msp / "keystore" / "priv_sk", _key_pem(sign_key), private=True)
 
 
-def _generate_org(base: Path, domain: str, kind: str, peers: int, users: int,
-                  sans: Sequence[str]) -> None:
+def _generate_org(base: Path, domain: str, kind: str, peers: int, users: int, sans: Sequence[str]) -> None:
     """One organisation in cryptogen's layout (kind = 'peer' or 'orderer')."""
     ca_cert, ca_key = _ca(f"ca.{domain}", domain)
     tlsca_cert, tlsca_key = _ca(f"tlsca.{domain}", domain)
@@ -356,8 +416,9 @@ def _generate_org(base: Path, domain: str, kind: str, peers: int, users: int,
     def node(folder: str, host: str, role: str, tls_names: tuple[str, str]) -> None:
         cert, key = _leaf(ca_cert, ca_key, host, role)
         _write_msp(base / folder / host / "msp", ca_cert, ca_file, tlsca_cert, tlsca_file, cert, key, host)
-        tcert, tkey = _leaf(tlsca_cert, tlsca_key, host, None, tls=True,
-                            sans=[host, host.split(".")[0], *sans])
+        tcert, tkey = _leaf(
+            tlsca_cert, tlsca_key, host, None, tls=True, sans=[host, host.split(".")[0], *sans]
+        )
         _write(base / folder / host / "tls" / "ca.crt", _cert_pem(tlsca_cert))
         _write(base / folder / host / "tls" / tls_names[0], _cert_pem(tcert))
         _write(base / folder / host / "tls" / tls_names[1], _key_pem(tkey), private=True)
@@ -378,10 +439,10 @@ def _generate_org(base: Path, domain: str, kind: str, peers: int, users: int,
 
 @dataclass(frozen=True)
 class Organisation:
-    name: str          # "Org1"
-    msp_id: str        # "Org1MSP"
-    domain: str        # "org1.example.com"
-    path: Path         # .../peerOrganizations/org1.example.com
+    name: str  # "Org1"
+    msp_id: str  # "Org1MSP"
+    domain: str  # "org1.example.com"
+    path: Path  # .../peerOrganizations/org1.example.com
 
 
 class Consortium:
@@ -398,14 +459,20 @@ class Consortium:
         self.base_domain: str = meta["base_domain"]
         self.organisations: tuple[Organisation, ...] = tuple(
             Organisation(o["name"], o["msp_id"], o["domain"], self.root / "peerOrganizations" / o["domain"])
-            for o in meta["organisations"])
+            for o in meta["organisations"]
+        )
         self.orderer_domain: str = meta["orderer_domain"]
 
     # ---- generation
     @classmethod
-    def generate(cls, root: str | os.PathLike, organisations: Iterable[str] = ("Org1", "Org2", "Org3"),
-                 base_domain: str = "example.com", users: int = 1,
-                 sans: Sequence[str] = ("127.0.0.1", "localhost")) -> "Consortium":
+    def generate(
+        cls,
+        root: str | os.PathLike,
+        organisations: Iterable[str] = ("Org1", "Org2", "Org3"),
+        base_domain: str = "example.com",
+        users: int = 1,
+        sans: Sequence[str] = ("127.0.0.1", "localhost"),
+    ) -> Consortium:
         """Write CAs, TLS CAs, peer, admin and user identities (NodeOUs on) for each organisation,
         plus an orderer organisation, in cryptogen's layout."""
         root = Path(root)
@@ -414,7 +481,9 @@ class Consortium:
             if not name.isalnum():
                 raise ValueError(f"organisation names must be alphanumeric, got {name!r}")
             domain = f"{name.lower()}.{base_domain}"
-            _generate_org(root / "peerOrganizations" / domain, domain, "peer", peers=1, users=users, sans=sans)
+            _generate_org(
+                root / "peerOrganizations" / domain, domain, "peer", peers=1, users=users, sans=sans
+            )
             orgs.append({"name": name, "msp_id": f"{name}MSP", "domain": domain})
         _generate_org(root / "ordererOrganizations" / base_domain, base_domain, "orderer", 0, 0, sans)
         manifest = {"base_domain": base_domain, "orderer_domain": base_domain, "organisations": orgs}
@@ -446,7 +515,9 @@ class Consortium:
 
     def orderer_identity(self) -> Identity:
         d = self.orderer_domain
-        return Identity.from_msp_dir("OrdererMSP", self.root / "ordererOrganizations" / d / "orderers" / f"orderer.{d}" / "msp")
+        return Identity.from_msp_dir(
+            "OrdererMSP", self.root / "ordererOrganizations" / d / "orderers" / f"orderer.{d}" / "msp"
+        )
 
     def orderer_certificate(self) -> x509.Certificate:
         """The orderer's signing certificate (public; no private key needed)."""
@@ -482,5 +553,6 @@ class Consortium:
         cas = {o.msp_id: self.ca_certificate(o.msp_id) for o in self.organisations}
         d = self.orderer_domain
         cas["OrdererMSP"] = x509.load_pem_x509_certificate(
-            (self.root / "ordererOrganizations" / d / "ca" / f"ca.{d}-cert.pem").read_bytes())
+            (self.root / "ordererOrganizations" / d / "ca" / f"ca.{d}-cert.pem").read_bytes()
+        )
         return MembershipService(cas)

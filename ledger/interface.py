@@ -12,8 +12,9 @@ Functions are named ``"Contract:function"`` (e.g. ``"Image:register"``); argumen
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Iterator, Mapping, Protocol, Sequence, runtime_checkable
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 from ledger.identity import Identity
 
@@ -38,9 +39,9 @@ class ChaincodeEvent:
 @dataclass(frozen=True)
 class BlockInfo:
     number: int
-    header_hash: str                 # hex sha256 of the block header
-    previous_hash: str               # header_hash of block number-1 ("" for the genesis block)
-    data_hash: str                   # hex sha256 over the block's transactions
+    header_hash: str  # hex sha256 of the block header
+    previous_hash: str  # header_hash of block number-1 ("" for the genesis block)
+    data_hash: str  # hex sha256 over the block's transactions
     tx_ids: tuple[str, ...] = ()
     validation_codes: tuple[str, ...] = ()
     timestamp: float = 0.0
@@ -51,10 +52,15 @@ class Ledger(Protocol):
     channel: str
     chaincode: str
 
-    def submit(self, identity: Identity, function: str, *args: str,
-               transient: Mapping[str, bytes] | None = None,
-               endorsing_organisations: Sequence[str] | None = None,
-               timeout: float = 60.0) -> SubmitResult:
+    def submit(
+        self,
+        identity: Identity,
+        function: str,
+        *args: str,
+        transient: Mapping[str, bytes] | None = None,
+        endorsing_organisations: Sequence[str] | None = None,
+        timeout: float = 60.0,
+    ) -> SubmitResult:
         """Endorse, order and commit a transaction; return when it is committed valid.
 
         Raises a ContractError if the contract refused at endorsement, MVCCConflict /
@@ -66,8 +72,9 @@ class Ledger(Protocol):
         """Run a read-only transaction on one peer and return its result."""
         ...
 
-    def events(self, identity: Identity, start_block: int = 0,
-               timeout: float | None = None) -> Iterator[ChaincodeEvent]:
+    def events(
+        self, identity: Identity, start_block: int = 0, timeout: float | None = None
+    ) -> Iterator[ChaincodeEvent]:
         """Chaincode events of committed valid transactions from ``start_block`` on, in order.
         Blocks waiting for new events; stops after ``timeout`` seconds without one (None: never).
         The events already committed when the call is made are delivered first, so ``timeout=0``

@@ -69,7 +69,7 @@ class ImageRecord:
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "ImageRecord":
+    def from_dict(cls, d: dict[str, Any]) -> ImageRecord:
         d = dict(d)
         d["approvals"] = tuple(_from(ImageApproval, a) for a in d.get("approvals", []))
         return _from(cls, d)
@@ -99,7 +99,7 @@ class ProcessRecord:
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "ProcessRecord":
+    def from_dict(cls, d: dict[str, Any]) -> ProcessRecord:
         d = dict(d)
         d["consortium"] = tuple(d["consortium"])
         return _from(cls, d)
@@ -127,7 +127,7 @@ class ExecutionRecord:
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "ExecutionRecord":
+    def from_dict(cls, d: dict[str, Any]) -> ExecutionRecord:
         return _from(cls, d)
 
 
@@ -153,7 +153,7 @@ class ModelRecord:
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "ModelRecord":
+    def from_dict(cls, d: dict[str, Any]) -> ModelRecord:
         d = dict(d)
         d["access"] = tuple(d["access"])
         d["estimators"] = tuple(d.get("estimators", ()))

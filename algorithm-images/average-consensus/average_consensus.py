@@ -12,7 +12,8 @@ and deterministic, so the platform's output can be compared bit for bit with the
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -39,13 +40,18 @@ class AverageConsensus:
             x = x + self.noise * ctx.rng("init").standard_normal(x.shape)
         return {"x": x, "n": len(data)}
 
-    def step(self, state: Mapping[str, Any], inbox: Mapping[str, Any], data: LocalDataset,
-             ctx: TaskContext) -> StepResult:
+    def step(
+        self, state: Mapping[str, Any], inbox: Mapping[str, Any], data: LocalDataset, ctx: TaskContext
+    ) -> StepResult:
         x = np.asarray(state["x"], dtype=np.float64)
         new = x.copy()
         for sender in sorted(inbox):
             new += self.eps * (np.asarray(inbox[sender]["x"]) - x)
         out = {j: {"x": new} for j in ctx.out_neighbours}
         model = {"x": new} if ctx.round == ctx.rounds else None
-        return StepResult(state={"x": new, "n": state["n"]}, outbox=out,
-                          metrics={"norm": float(np.linalg.norm(new))}, model=model)
+        return StepResult(
+            state={"x": new, "n": state["n"]},
+            outbox=out,
+            metrics={"norm": float(np.linalg.norm(new))},
+            model=model,
+        )

@@ -10,5 +10,4 @@ HERE = Path(__file__).resolve().parent
 ALGORITHM = json.loads((HERE / "image.json").read_text())["algorithm"]
 
 if __name__ == "__main__":
-
     sys.exit(task_runtime.main(sys.argv[1:], only_algorithm=ALGORITHM))

@@ -17,7 +17,8 @@ Message payload: {"sender": org, "estimators": [...]}; model payload: {"organisa
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from algorithms.collab_rf import protocol
 from algorithms.collab_rf import registry as reg
@@ -30,17 +31,41 @@ class CollaborativeRandomForest:
 
     name = "collab_rf"
 
-    def __init__(self, n_new: int = 10, n_share: int = 10, n_max: int = 50, max_depth: int | None = 10,
-                 ranking: str = "pgreedy_treekernel", registry: str = "paper", n_rep: int = 10,
-                 val_size: float = 0.3, kernel_decay: float = 1.0,
-                 schedule: tuple[str, ...] | list[str] = protocol.DEFAULT_SCHEDULE, n_jobs: int = 1,
-                 positive_weight: float | str = 1.0, decision_threshold: str = "fixed",
-                 validation_size: float = 0.2, tree_seed: int | None = None):
-        self.p = CollabRFParams(n_new=n_new, n_share=n_share, n_max=n_max, max_depth=max_depth,
-                                ranking=ranking, registry=registry, n_rep=n_rep, val_size=val_size,
-                                kernel_decay=kernel_decay, schedule=tuple(schedule), n_jobs=n_jobs,
-                                positive_weight=positive_weight, decision_threshold=decision_threshold,
-                                validation_size=validation_size, tree_seed=tree_seed)
+    def __init__(
+        self,
+        n_new: int = 10,
+        n_share: int = 10,
+        n_max: int = 50,
+        max_depth: int | None = 10,
+        ranking: str = "pgreedy_treekernel",
+        registry: str = "paper",
+        n_rep: int = 10,
+        val_size: float = 0.3,
+        kernel_decay: float = 1.0,
+        schedule: tuple[str, ...] | list[str] = protocol.DEFAULT_SCHEDULE,
+        n_jobs: int = 1,
+        positive_weight: float | str = 1.0,
+        decision_threshold: str = "fixed",
+        validation_size: float = 0.2,
+        tree_seed: int | None = None,
+    ):
+        self.p = CollabRFParams(
+            n_new=n_new,
+            n_share=n_share,
+            n_max=n_max,
+            max_depth=max_depth,
+            ranking=ranking,
+            registry=registry,
+            n_rep=n_rep,
+            val_size=val_size,
+            kernel_decay=kernel_decay,
+            schedule=tuple(schedule),
+            n_jobs=n_jobs,
+            positive_weight=positive_weight,
+            decision_threshold=decision_threshold,
+            validation_size=validation_size,
+            tree_seed=tree_seed,
+        )
 
     @property
     def rounds(self) -> int:
@@ -55,6 +80,7 @@ class CollaborativeRandomForest:
         digest], ...]}`` (ids of seed 003 §III-C), so the estimator-origin matrix (Fig. 5) of any
         model can be computed from the ledger alone."""
         from algorithms.collab_rf.estimators import estimator_digests
+
         return {"estimators": [[c, n, d] for (c, n), d in estimator_digests(payload)]}
 
     def init(self, data: LocalDataset, ctx: TaskContext) -> dict:
@@ -64,7 +90,9 @@ class CollaborativeRandomForest:
         for sender in sorted(inbox):
             msg = inbox[sender]
             if msg.get("sender") != sender:
-                raise ValueError(f"{ctx.organisation}: message from {sender} claims sender {msg.get('sender')!r}")
+                raise ValueError(
+                    f"{ctx.organisation}: message from {sender} claims sender {msg.get('sender')!r}"
+                )
             state = protocol.receive(state, sender, msg["estimators"])
         action = self.p.schedule[ctx.round - 1] if ctx.round <= len(self.p.schedule) else None
         rng = ctx.rng("rank")
@@ -79,9 +107,13 @@ class CollaborativeRandomForest:
         elif action == "GET":
             state = protocol.get(state, data, self.p, rng)
         own = sum(1 for e in state["ensemble"] if e["creator"] == ctx.organisation)
-        metrics = {"n_estimators": float(len(state["ensemble"])), "n_own": float(own),
-                   "registry_size": float(reg.size(state["registry"])), "n_shared": float(shared),
-                   "action": float(-1 if action is None else protocol.ACTIONS.index(action))}
+        metrics = {
+            "n_estimators": float(len(state["ensemble"])),
+            "n_own": float(own),
+            "registry_size": float(reg.size(state["registry"])),
+            "n_shared": float(shared),
+            "action": float(-1 if action is None else protocol.ACTIONS.index(action)),
+        }
         model = None
         if ctx.round >= min(ctx.rounds, len(self.p.schedule)):
             model = protocol.final_model(state, data, self.p)

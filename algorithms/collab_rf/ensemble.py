@@ -6,7 +6,8 @@ the order is insertion order (the authors' dict order), which also breaks rankin
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -26,9 +27,14 @@ def add(ensemble: Sequence[Mapping[str, Any]], new: Sequence[Mapping[str, Any]])
     return out
 
 
-def get_top(ensemble: Sequence[Mapping[str, Any]], k: int, ranking: Any,
-            X: np.ndarray | None = None, y: np.ndarray | None = None,
-            rng: np.random.Generator | None = None) -> list[dict]:
+def get_top(
+    ensemble: Sequence[Mapping[str, Any]],
+    k: int,
+    ranking: Any,
+    X: np.ndarray | None = None,
+    y: np.ndarray | None = None,
+    rng: np.random.Generator | None = None,
+) -> list[dict]:
     """GET_TOP(Φ, k): the top k estimators by ``ranking``, or all of them if |Φ| <= k."""
     if k < 0:
         raise ValueError(f"GET_TOP needs k >= 0, got {k}")
@@ -37,8 +43,13 @@ def get_top(ensemble: Sequence[Mapping[str, Any]], k: int, ranking: Any,
     return [ensemble[i] for i in ranking.top(ensemble, k, X=X, y=y, rng=rng)]
 
 
-def crop(ensemble: Sequence[Mapping[str, Any]], k: int, ranking: Any,
-         X: np.ndarray | None = None, y: np.ndarray | None = None,
-         rng: np.random.Generator | None = None) -> list[dict]:
+def crop(
+    ensemble: Sequence[Mapping[str, Any]],
+    k: int,
+    ranking: Any,
+    X: np.ndarray | None = None,
+    y: np.ndarray | None = None,
+    rng: np.random.Generator | None = None,
+) -> list[dict]:
     """CROP(Φ, k): Φ = Ens(GET_TOP(Φ, k))."""
     return get_top(ensemble, k, ranking, X=X, y=y, rng=rng)

@@ -29,7 +29,8 @@ field existed lack ``missing_left``; they still predict NaN-free rows, and refus
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -50,8 +51,9 @@ def estimator_id(est: Mapping[str, Any]) -> EstimatorId:
     return (str(est["creator"]), int(est["counter"]))
 
 
-def from_sklearn_tree(tree: Any, creator: str, counter: int, scaler_mean: np.ndarray,
-                      scaler_scale: np.ndarray) -> Estimator:
+def from_sklearn_tree(
+    tree: Any, creator: str, counter: int, scaler_mean: np.ndarray, scaler_scale: np.ndarray
+) -> Estimator:
     """Payload of a fitted sklearn ``DecisionTreeRegressor`` (single output)."""
     t = tree.tree_
     if t.n_outputs != 1:
@@ -88,7 +90,9 @@ def validate_estimator(est: Mapping[str, Any]) -> None:
     n = len(est["left"])
     for k in _ARRAYS + (("missing_left",) if "missing_left" in est else ()):
         if len(est[k]) != n:
-            raise ValueError(f"estimator {estimator_id(est)}: array {k!r} has length {len(est[k])}, expected {n}")
+            raise ValueError(
+                f"estimator {estimator_id(est)}: array {k!r} has length {len(est[k])}, expected {n}"
+            )
     left, right = np.asarray(est["left"]), np.asarray(est["right"])
     internal = left >= 0
     if np.any((right >= 0) != internal):
@@ -130,10 +134,18 @@ def predict_trees(estimators: Sequence[Mapping[str, Any]], X: np.ndarray) -> np.
     if n_t == 0:
         return np.zeros((0, n))
     offsets = np.cumsum([0] + [len(e["left"]) for e in estimators[:-1]])
-    left = np.concatenate([np.where(np.asarray(e["left"]) >= 0, np.asarray(e["left"]) + o, -1)
-                           for e, o in zip(estimators, offsets)])
-    right = np.concatenate([np.where(np.asarray(e["right"]) >= 0, np.asarray(e["right"]) + o, -1)
-                            for e, o in zip(estimators, offsets)])
+    left = np.concatenate(
+        [
+            np.where(np.asarray(e["left"]) >= 0, np.asarray(e["left"]) + o, -1)
+            for e, o in zip(estimators, offsets)
+        ]
+    )
+    right = np.concatenate(
+        [
+            np.where(np.asarray(e["right"]) >= 0, np.asarray(e["right"]) + o, -1)
+            for e, o in zip(estimators, offsets)
+        ]
+    )
     feature = np.concatenate([np.asarray(e["feature"]) for e in estimators]).astype(np.int64)
     threshold = np.concatenate([np.asarray(e["threshold"]) for e in estimators])
     value = np.concatenate([np.asarray(e["value"]) for e in estimators])
@@ -141,8 +153,10 @@ def predict_trees(estimators: Sequence[Mapping[str, Any]], X: np.ndarray) -> np.
     if has_nan:
         unknown = [estimator_id(e) for e in estimators if "missing_left" not in e]
         if unknown:
-            raise MissingRoutingUnknown(f"X has missing values but estimators {unknown[:5]} carry no missing-value "
-                                        "routing (made before 'missing_left' was recorded); impute X first")
+            raise MissingRoutingUnknown(
+                f"X has missing values but estimators {unknown[:5]} carry no missing-value "
+                "routing (made before 'missing_left' was recorded); impute X first"
+            )
         missing_left = np.concatenate([np.asarray(e["missing_left"]) for e in estimators]).astype(bool)
     out = np.empty((n_t, n))
     # Group trees by creator scaler so each standardisation is done once.
@@ -156,7 +170,7 @@ def predict_trees(estimators: Sequence[Mapping[str, Any]], X: np.ndarray) -> np.
         Z = ((X - np.asarray(e0["scaler_mean"])) / np.asarray(e0["scaler_scale"])).astype(np.float32)
         roots = offsets[idxs]
         for a in range(0, n, chunk):
-            Zc = Z[a:a + chunk]
+            Zc = Z[a : a + chunk]
             rows = np.arange(Zc.shape[0])
             node = np.repeat(roots[:, None], Zc.shape[0], axis=1)
             while True:
@@ -171,7 +185,7 @@ def predict_trees(estimators: Sequence[Mapping[str, Any]], X: np.ndarray) -> np.
                 if has_nan:
                     go_left = np.where(np.isnan(z), missing_left[node], go_left)
                 node = np.where(active, np.where(go_left, left[node], right[node]), node)
-            out[idxs, a:a + chunk] = value[node]
+            out[idxs, a : a + chunk] = value[node]
     return out
 
 
@@ -183,7 +197,9 @@ def ensemble_scores(estimators: Sequence[Mapping[str, Any]], X: np.ndarray) -> n
     return predict_trees(estimators, X).mean(axis=0)
 
 
-def ensemble_predict(estimators: Sequence[Mapping[str, Any]], X: np.ndarray, threshold: float = 0.5) -> np.ndarray:
+def ensemble_predict(
+    estimators: Sequence[Mapping[str, Any]], X: np.ndarray, threshold: float = 0.5
+) -> np.ndarray:
     """Anomaly iff Φ(x) > threshold; 0.5 is the paper's (seed §II-A; equals the repo's
     ``np.round`` since 0.5 rounds to 0)."""
     return (ensemble_scores(estimators, X) > threshold).astype(np.int64)

@@ -22,9 +22,9 @@ import numpy as np
 
 @dataclass(frozen=True)
 class PGreedyTrace:
-    order: list[int]            # selected indices, in selection order (length k)
-    n_greedy: int               # how many were chosen greedily before the tolerance stop
-    power: np.ndarray           # (n_greedy+1, n0): P_n(D)^2 for n = 0..n_greedy
+    order: list[int]  # selected indices, in selection order (length k)
+    n_greedy: int  # how many were chosen greedily before the tolerance stop
+    power: np.ndarray  # (n_greedy+1, n0): P_n(D)^2 for n = 0..n_greedy
 
 
 def p_greedy(K: np.ndarray, k: int, tol: float = 1e-12) -> PGreedyTrace:
@@ -46,7 +46,7 @@ def p_greedy(K: np.ndarray, k: int, tol: float = 1e-12) -> PGreedyTrace:
     powers = [p2.copy()]
     for m in range(k):
         cand = np.where(selected, -np.inf, p2)
-        i = int(np.argmax(cand))            # first index among ties
+        i = int(np.argmax(cand))  # first index among ties
         if not (cand[i] > tol * scale) or cand[i] <= 0:
             break
         v = (K[:, i] - V[:, :m] @ V[i, :m]) / np.sqrt(p2[i])

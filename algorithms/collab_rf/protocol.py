@@ -14,16 +14,17 @@ anomaly iff Φ(x) > threshold; 0.5 unless ``decision_threshold="validation"``).
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from algorithms.collab_rf import decision
 from algorithms.collab_rf import ensemble as ens
 from algorithms.collab_rf import registry as reg
-from algorithms.collab_rf.ranking import RANKINGS, make_ranking
 from algorithms.collab_rf.estimators import ensemble_scores
+from algorithms.collab_rf.ranking import RANKINGS, make_ranking
 from algorithms.collab_rf.training import Scaler, fit_seed, fit_trees
 from algorithms.step import LocalDataset, TaskContext
 
@@ -81,12 +82,19 @@ class CollabRFParams:
         make_ranking(self.ranking, **self.ranking_options())  # validates n_rep, val_size, decay
         decision.validate_positive_weight(self.positive_weight)
         if self.decision_threshold not in decision.DECISIONS:
-            raise ValueError(f"decision_threshold must be one of {decision.DECISIONS}, got {self.decision_threshold!r}")
+            raise ValueError(
+                f"decision_threshold must be one of {decision.DECISIONS}, got {self.decision_threshold!r}"
+            )
         if not (isinstance(self.validation_size, (int, float)) and 0.0 < self.validation_size < 1.0):
             raise ValueError(f"validation_size must be in (0, 1), got {self.validation_size!r}")
-        if self.tree_seed is not None and (isinstance(self.tree_seed, bool) or not isinstance(self.tree_seed, int)
-                                           or not 0 <= self.tree_seed < 2**31 - 64):
-            raise ValueError(f"tree_seed must be None or an integer in [0, 2**31 - 64), got {self.tree_seed!r}")
+        if self.tree_seed is not None and (
+            isinstance(self.tree_seed, bool)
+            or not isinstance(self.tree_seed, int)
+            or not 0 <= self.tree_seed < 2**31 - 64
+        ):
+            raise ValueError(
+                f"tree_seed must be None or an integer in [0, 2**31 - 64), got {self.tree_seed!r}"
+            )
 
     def ranking_options(self) -> dict[str, Any]:
         if self.ranking == "linreg_bootstrap":
@@ -108,20 +116,30 @@ def validation_seed(process_seed: int, position: int) -> int:
     return int(ss.generate_state(1)[0])
 
 
-def init_node(organisation: str, data: LocalDataset, params: CollabRFParams, process_seed: int = 0,
-              position: int = 0) -> dict:
+def init_node(
+    organisation: str, data: LocalDataset, params: CollabRFParams, process_seed: int = 0, position: int = 0
+) -> dict:
     """Empty ensemble, empty registry, the node's StandardScaler on its training rows (all its
     rows, or those not held out for the decision threshold)."""
     if data.labels is None:
         raise ValueError(f"{organisation}: collaborative RF needs labelled local data")
     val = np.zeros(0, dtype=np.int64)
     if params.decision_threshold == "validation":
-        val = decision.validation_rows(data.labels, params.validation_size, validation_seed(process_seed, position))
+        val = decision.validation_rows(
+            data.labels, params.validation_size, validation_seed(process_seed, position)
+        )
     s = Scaler.fit(_training(data, val).features)
-    state = {"organisation": organisation, "counter": 0, "fits": 0, "ensemble": [],
-             "registry": reg.new_registry(params.registry),
-             "scaler_mean": s.mean, "scaler_scale": s.scale, "validation_rows": val}
-    return {k: state[k] for k in sorted(state)}   # key-sorted: encodes like its decoded copy
+    state = {
+        "organisation": organisation,
+        "counter": 0,
+        "fits": 0,
+        "ensemble": [],
+        "registry": reg.new_registry(params.registry),
+        "scaler_mean": s.mean,
+        "scaler_scale": s.scale,
+        "validation_rows": val,
+    }
+    return {k: state[k] for k in sorted(state)}  # key-sorted: encodes like its decoded copy
 
 
 def _training(data: LocalDataset, validation: np.ndarray) -> LocalDataset:
@@ -145,27 +163,51 @@ def final_model(state: Mapping[str, Any], data: LocalDataset, params: CollabRFPa
     if params.decision_threshold == "validation" and len(val) and state["ensemble"]:
         scores = ensemble_scores(state["ensemble"], data.features[val])
         threshold = decision.balanced_accuracy_threshold(scores, data.labels[val])
-    return {"organisation": state["organisation"], "estimators": state["ensemble"], "threshold": float(threshold)}
+    return {
+        "organisation": state["organisation"],
+        "estimators": state["ensemble"],
+        "threshold": float(threshold),
+    }
 
 
-def _crop_if_needed(state: dict, params: CollabRFParams, data: LocalDataset,
-                    rng: np.random.Generator) -> None:
+def _crop_if_needed(
+    state: dict, params: CollabRFParams, data: LocalDataset, rng: np.random.Generator
+) -> None:
     if len(state["ensemble"]) > params.n_max:
-        state["ensemble"] = ens.crop(state["ensemble"], params.n_max, params.make_ranking(),
-                                     X=data.features, y=data.labels, rng=rng)
+        state["ensemble"] = ens.crop(
+            state["ensemble"], params.n_max, params.make_ranking(), X=data.features, y=data.labels, rng=rng
+        )
 
 
-def fit(state: Mapping[str, Any], data: LocalDataset, params: CollabRFParams, process_seed: int,
-        position: int, rng: np.random.Generator) -> dict:
+def fit(
+    state: Mapping[str, Any],
+    data: LocalDataset,
+    params: CollabRFParams,
+    process_seed: int,
+    position: int,
+    rng: np.random.Generator,
+) -> dict:
     """FIT: n_new new trees with ids (v_j, counter..); Φ ← ADD(Φ, new); CROP if |Φ| > n_max."""
     state = dict(state)
     data = training_data(state, data)
     scaler = Scaler(np.asarray(state["scaler_mean"]), np.asarray(state["scaler_scale"]))
-    seed = (params.tree_seed + int(state["fits"]) if params.tree_seed is not None
-            else fit_seed(process_seed, position, state["fits"]))
-    new = fit_trees(data.features, data.labels, scaler, params.n_new, params.max_depth, seed,
-                    state["organisation"], state["counter"], n_jobs=params.n_jobs,
-                    positive_weight=decision.resolve_positive_weight(params.positive_weight, data.labels))
+    seed = (
+        params.tree_seed + int(state["fits"])
+        if params.tree_seed is not None
+        else fit_seed(process_seed, position, state["fits"])
+    )
+    new = fit_trees(
+        data.features,
+        data.labels,
+        scaler,
+        params.n_new,
+        params.max_depth,
+        seed,
+        state["organisation"],
+        state["counter"],
+        n_jobs=params.n_jobs,
+        positive_weight=decision.resolve_positive_weight(params.positive_weight, data.labels),
+    )
     state["counter"] = int(state["counter"]) + params.n_new
     state["fits"] = int(state["fits"]) + 1
     state["ensemble"] = ens.add(state["ensemble"], new)
@@ -173,12 +215,14 @@ def fit(state: Mapping[str, Any], data: LocalDataset, params: CollabRFParams, pr
     return state
 
 
-def share(state: Mapping[str, Any], data: LocalDataset, params: CollabRFParams,
-          rng: np.random.Generator) -> list[dict]:
+def share(
+    state: Mapping[str, Any], data: LocalDataset, params: CollabRFParams, rng: np.random.Generator
+) -> list[dict]:
     """SHARE: E = GET_TOP(Φ, n_share), to be written to each first-order neighbour."""
     data = training_data(state, data)
-    return ens.get_top(state["ensemble"], params.n_share, params.make_ranking(),
-                       X=data.features, y=data.labels, rng=rng)
+    return ens.get_top(
+        state["ensemble"], params.n_share, params.make_ranking(), X=data.features, y=data.labels, rng=rng
+    )
 
 
 def receive(state: Mapping[str, Any], sender: str, estimators: Sequence[Mapping[str, Any]]) -> dict:
@@ -188,8 +232,9 @@ def receive(state: Mapping[str, Any], sender: str, estimators: Sequence[Mapping[
     return state
 
 
-def get(state: Mapping[str, Any], data: LocalDataset, params: CollabRFParams,
-        rng: np.random.Generator) -> dict:
+def get(
+    state: Mapping[str, Any], data: LocalDataset, params: CollabRFParams, rng: np.random.Generator
+) -> dict:
     """GET: read the registry; Φ ← ADD(Φ, received); CROP if |Φ| > n_max."""
     state = dict(state)
     received, state["registry"] = reg.read(state["registry"])
@@ -198,10 +243,17 @@ def get(state: Mapping[str, Any], data: LocalDataset, params: CollabRFParams,
     return state
 
 
-def rank_rng(process_seed: int, rnd: int, organisation: str, consortium: Sequence[str]) -> np.random.Generator:
+def rank_rng(
+    process_seed: int, rnd: int, organisation: str, consortium: Sequence[str]
+) -> np.random.Generator:
     """The RNG of a node's GET_TOP calls in round ``rnd`` (the step context's ``rng("rank")``)."""
-    ctx = TaskContext(process_seed=process_seed, round=rnd, rounds=rnd, organisation=organisation,
-                      consortium=tuple(consortium))
+    ctx = TaskContext(
+        process_seed=process_seed,
+        round=rnd,
+        rounds=rnd,
+        organisation=organisation,
+        consortium=tuple(consortium),
+    )
     return ctx.rng("rank")
 
 
@@ -210,12 +262,17 @@ class ProtocolRun:
     """Outcome of :func:`run_protocol`: final node states and per-round logs."""
 
     states: dict[str, dict]
-    shared: list[dict[tuple[str, str], list[tuple[str, int]]]]   # per round: (sender, receiver) -> ids
+    shared: list[dict[tuple[str, str], list[tuple[str, int]]]]  # per round: (sender, receiver) -> ids
     ensemble_sizes: list[dict[str, int]]
 
 
-def run_protocol(datasets: Mapping[str, LocalDataset], params: CollabRFParams, seed: int,
-                 topology: Any = None, consortium: Sequence[str] | None = None) -> ProtocolRun:
+def run_protocol(
+    datasets: Mapping[str, LocalDataset],
+    params: CollabRFParams,
+    seed: int,
+    topology: Any = None,
+    consortium: Sequence[str] | None = None,
+) -> ProtocolRun:
     """Direct simulation (the authors' ``simulator.py`` scheduling): in round r every node, in
     consortium order, runs action r of the schedule; SHARE writes straight into the
     neighbours' registries (read by their GET in a later round)."""

@@ -6,8 +6,9 @@ A ranking maps candidate estimators to the indices of the top ``k`` in rank orde
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import scipy.linalg
@@ -29,13 +30,19 @@ class PGreedyTreeKernelRanking:
     decay: float = 1.0
     tol: float = 1e-12
 
-    def top(self, estimators: Sequence[Mapping[str, Any]], k: int, X: np.ndarray | None = None,
-            y: np.ndarray | None = None, rng: np.random.Generator | None = None) -> list[int]:
+    def top(
+        self,
+        estimators: Sequence[Mapping[str, Any]],
+        k: int,
+        X: np.ndarray | None = None,
+        y: np.ndarray | None = None,
+        rng: np.random.Generator | None = None,
+    ) -> list[int]:
         n = len(estimators)
         if k >= n:
             return list(range(n))
         by_id = sorted(range(n), key=lambda i: estimator_id(estimators[i]))
-        with threadpool_limits(limits=1, user_api="blas"):   # bit-identical everywhere
+        with threadpool_limits(limits=1, user_api="blas"):  # bit-identical everywhere
             K = gram_matrix([estimators[i] for i in by_id], decay=self.decay)
             order = p_greedy(K, k, tol=self.tol).order
         return [by_id[j] for j in order]
@@ -56,20 +63,26 @@ class LinRegBootstrapRanking:
         if not (0.0 <= self.val_size < 1.0):
             raise ValueError(f"val_size must be in [0, 1), got {self.val_size}")
 
-    def top(self, estimators: Sequence[Mapping[str, Any]], k: int, X: np.ndarray | None = None,
-            y: np.ndarray | None = None, rng: np.random.Generator | None = None) -> list[int]:
+    def top(
+        self,
+        estimators: Sequence[Mapping[str, Any]],
+        k: int,
+        X: np.ndarray | None = None,
+        y: np.ndarray | None = None,
+        rng: np.random.Generator | None = None,
+    ) -> list[int]:
         n_e = len(estimators)
         if k >= n_e:
             return list(range(n_e))
         if X is None or y is None or rng is None:
             raise ValueError("linreg_bootstrap ranking needs local X, y and an RNG")
-        P = predict_trees(estimators, X)            # (n_e, n)
+        P = predict_trees(estimators, X)  # (n_e, n)
         n = P.shape[1]
         m = n - int(np.floor(n * self.val_size))
         y = np.asarray(y, dtype=np.float64)
         with threadpool_limits(limits=1, user_api="blas"):
             w = self._weights(P, y, m, rng)
-        return [int(i) for i in np.argsort(-(w ** 2), kind="stable")[:k]]
+        return [int(i) for i in np.argsort(-(w**2), kind="stable")[:k]]
 
     def _weights(self, P: np.ndarray, y: np.ndarray, m: int, rng: np.random.Generator) -> np.ndarray:
         # one BLAS thread: bit-identical on any machine/thread count, and no oversubscription
@@ -78,7 +91,7 @@ class LinRegBootstrapRanking:
         for _ in range(self.n_rep):
             idx = rng.permutation(n)[:m]
             A = P[:, idx].T
-            A = A - A.mean(axis=0)                  # LinearRegression(fit_intercept=True)
+            A = A - A.mean(axis=0)  # LinearRegression(fit_intercept=True)
             b = y[idx] - y[idx].mean()
             # scipy's gelsd with sklearn's cutoff (numpy's lstsq fails to converge on some
             # rank-deficient prediction matrices that occur here)

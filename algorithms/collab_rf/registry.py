@@ -12,7 +12,8 @@ the single inbox is kept in the slot ``""`` in first-write order.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from algorithms.collab_rf.estimators import estimator_id
 
@@ -32,11 +33,11 @@ def write(registry: Mapping[str, Any], sender: str, estimators: Sequence[Mapping
         raise ValueError("sender must be a non-empty organisation id")
     slots = {k: list(v) for k, v in registry["slots"].items()}
     if registry["semantics"] == "paper":
-        slots[sender] = list(estimators)                     # overwrite the sender's slot
+        slots[sender] = list(estimators)  # overwrite the sender's slot
     else:
         inbox = slots.get(_INBOX, [])
         pos = {estimator_id(e): i for i, e in enumerate(inbox)}
-        for e in estimators:                                  # {**inbox, **message}
+        for e in estimators:  # {**inbox, **message}
             i = estimator_id(e)
             if i in pos:
                 inbox[pos[i]] = e

@@ -14,12 +14,14 @@ from algorithms.step import LocalDataset
 
 @dataclass(frozen=True)
 class SyntheticFraud:
-    nodes: dict[str, LocalDataset]     # train data per node
-    X_test: np.ndarray                 # common test set
+    nodes: dict[str, LocalDataset]  # train data per node
+    X_test: np.ndarray  # common test set
     y_test: np.ndarray
 
 
-def _draw(rng: np.random.Generator, n: int, n_pos: int, d: int, centres: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _draw(
+    rng: np.random.Generator, n: int, n_pos: int, d: int, centres: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     X = rng.standard_normal((n, d))
     y = np.zeros(n, dtype=np.int64)
     if n_pos:
@@ -30,9 +32,15 @@ def _draw(rng: np.random.Generator, n: int, n_pos: int, d: int, centres: np.ndar
     return X, y
 
 
-def synthetic_fraud(n_nodes: int = 20, n_per_node: int = 2000, positive_rate: float = 0.005,
-                    n_features: int = 6, zero_positive_node: int | None = 2, n_test: int = 20_000,
-                    seed: int = 0) -> SyntheticFraud:
+def synthetic_fraud(
+    n_nodes: int = 20,
+    n_per_node: int = 2000,
+    positive_rate: float = 0.005,
+    n_features: int = 6,
+    zero_positive_node: int | None = 2,
+    n_test: int = 20_000,
+    seed: int = 0,
+) -> SyntheticFraud:
     """Nodes ``Node00``.. with ``n_per_node`` train rows; positives come from a few clusters
     at distance 5 from the origin."""
     if n_nodes < 1 or n_per_node < 10:

@@ -21,7 +21,7 @@ from sklearn.preprocessing import StandardScaler
 
 from algorithms.collab_rf.estimators import Estimator, from_sklearn_tree
 
-_MEMO: "OrderedDict[tuple, list[Estimator]]" = OrderedDict()
+_MEMO: OrderedDict[tuple, list[Estimator]] = OrderedDict()
 _MEMO_SIZE = 2048
 
 
@@ -33,7 +33,7 @@ class Scaler:
     scale: np.ndarray
 
     @classmethod
-    def fit(cls, X: np.ndarray) -> "Scaler":
+    def fit(cls, X: np.ndarray) -> Scaler:
         s = StandardScaler().fit(np.asarray(X, dtype=np.float64))
         return cls(mean=s.mean_.astype(np.float64), scale=s.scale_.astype(np.float64))
 
@@ -56,9 +56,18 @@ def _digest(*arrays: np.ndarray) -> str:
     return h.hexdigest()
 
 
-def fit_trees(X: np.ndarray, y: np.ndarray, scaler: Scaler, n_new: int, max_depth: int | None,
-              random_state: int, creator: str, first_counter: int, n_jobs: int = 1,
-              positive_weight: float = 1.0) -> list[Estimator]:
+def fit_trees(
+    X: np.ndarray,
+    y: np.ndarray,
+    scaler: Scaler,
+    n_new: int,
+    max_depth: int | None,
+    random_state: int,
+    creator: str,
+    first_counter: int,
+    n_jobs: int = 1,
+    positive_weight: float = 1.0,
+) -> list[Estimator]:
     """Train ``n_new`` trees; ids (creator, first_counter .. first_counter+n_new-1)."""
     if n_new < 1:
         raise ValueError(f"n_new must be >= 1, got {n_new}")
@@ -73,8 +82,14 @@ def fit_trees(X: np.ndarray, y: np.ndarray, scaler: Scaler, n_new: int, max_dept
     key = (_digest(X, y, scaler.mean, scaler.scale), n_new, max_depth, random_state, float(positive_weight))
     cached = _MEMO.get(key)
     if cached is None:
-        rf = RandomForestRegressor(n_estimators=n_new, max_depth=max_depth, max_features=1.0,
-                                   bootstrap=True, random_state=random_state, n_jobs=n_jobs)
+        rf = RandomForestRegressor(
+            n_estimators=n_new,
+            max_depth=max_depth,
+            max_features=1.0,
+            bootstrap=True,
+            random_state=random_state,
+            n_jobs=n_jobs,
+        )
         weights = None if positive_weight == 1.0 else np.where(y == 1, float(positive_weight), 1.0)
         rf.fit(scaler.transform(X), y, sample_weight=weights)
         cached = [from_sklearn_tree(t, "", 0, scaler.mean, scaler.scale) for t in rf.estimators_]

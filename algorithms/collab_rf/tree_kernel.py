@@ -32,7 +32,8 @@ trees. Only the interning walks the nodes in Python, once per tree.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -85,7 +86,7 @@ def _subtree_counts(table: _TypeTable, decay: float) -> sp.csr_matrix:
     tl = np.asarray(table.left, dtype=np.int64)
     tr = np.asarray(table.right, dtype=np.int64)
     height = np.asarray(table.height, dtype=np.int64)
-    label = feat.copy()                      # s(type); -1 (⊥) for the leaf type
+    label = feat.copy()  # s(type); -1 (⊥) for the leaf type
     base = int(feat.max()) + 2 if U > 1 else 2
     prod = (feat + 1) * base * base + (label[tl] + 1) * base + (label[tr] + 1)
     internal = np.arange(1, U)
@@ -95,8 +96,8 @@ def _subtree_counts(table: _TypeTable, decay: float) -> sp.csr_matrix:
     p_sorted = prod[order]
     starts = np.flatnonzero(np.r_[True, p_sorted[1:] != p_sorted[:-1]])
     sizes = np.diff(np.r_[starts, len(order)])
-    g_of = np.repeat(sizes, sizes)                 # group size of each sorted element
-    gstart_of = np.repeat(starts, sizes)           # group start of each sorted element
+    g_of = np.repeat(sizes, sizes)  # group size of each sorted element
+    gstart_of = np.repeat(starts, sizes)  # group start of each sorted element
     first = np.repeat(np.arange(len(order)), g_of)
     within = np.arange(len(first)) - np.repeat(np.cumsum(g_of) - g_of, g_of)
     a = order[first]
@@ -163,12 +164,15 @@ def gram_matrix(estimators: Sequence[Mapping[str, Any]], decay: float = 1.0) -> 
 
 # ---- explicit feature map (small trees only; used to check the kernel) -------------------
 
+
 def _fragments(v: int, left, right, feature) -> list[tuple]:
     """All Collins–Duffy fragments rooted at internal node v, as nested tuples."""
+
     def child_options(c: int) -> list[Any]:
         if left[c] < 0:
             return ["⊥"]
         return [("stub", int(feature[c]))] + _fragments(c, left, right, feature)
+
     return [(int(feature[v]), l, r) for l in child_options(left[v]) for r in child_options(right[v])]
 
 

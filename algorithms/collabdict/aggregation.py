@@ -26,14 +26,24 @@ payloads (dicts of arrays) that :mod:`algorithms.codec` can encode.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from functools import lru_cache
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
-from algorithms.consensus import (chunked_rounds_for_tolerance, mixing_rate, random_chunks, segment_scales,
-                                  session_relabellings, share_recipients, split_shares, step_size, sum_in_order)
+from algorithms.consensus import (
+    chunked_rounds_for_tolerance,
+    mixing_rate,
+    random_chunks,
+    segment_scales,
+    session_relabellings,
+    share_recipients,
+    split_shares,
+    step_size,
+    sum_in_order,
+)
 from algorithms.step import TaskContext
 from algorithms.topologies.random_graphs import RandomLinkTopology
 from algorithms.topologies.static import complete, cycle_with_inverse_chord, ring
@@ -76,7 +86,9 @@ class AggregationConfig:
         if self.graph not in GRAPHS:
             raise ValueError(f"consensus graph must be one of {GRAPHS}, got {self.graph!r}")
         if not isinstance(self.step, str) and not float(self.step) > 0:
-            raise ValueError(f"consensus step must be 'degree', 'seed' or a positive number, got {self.step!r}")
+            raise ValueError(
+                f"consensus step must be 'degree', 'seed' or a positive number, got {self.step!r}"
+            )
         if self.rounds is not None and int(self.rounds) < 1:
             raise ValueError(f"consensus rounds k_max must be ≥ 1, got {self.rounds}")
         if int(self.chunks) < 1:
@@ -91,7 +103,7 @@ class AggregationConfig:
 
 
 def _prime(n: int) -> bool:
-    return n >= 2 and all(n % d for d in range(2, int(n ** 0.5) + 1))
+    return n >= 2 and all(n % d for d in range(2, int(n**0.5) + 1))
 
 
 @lru_cache(maxsize=64)
@@ -146,14 +158,23 @@ def _consensus_outbox(state: dict, cfg: AggregationConfig, ctx: TaskContext) -> 
             per_peer.setdefault(int(q), []).append(l)
     out = {}
     for q, sessions in sorted(per_peer.items()):
-        out[ctx.consortium[q]] = {"agg": "xi", "session": state["session"], "t": state["t"],
-                                  "chunks": np.array(sessions, dtype=np.int64),
-                                  "values": state["xi"][sessions]}
+        out[ctx.consortium[q]] = {
+            "agg": "xi",
+            "session": state["session"],
+            "t": state["t"],
+            "chunks": np.array(sessions, dtype=np.int64),
+            "values": state["xi"][sessions],
+        }
     return out
 
 
-def start(cfg: AggregationConfig, vector: np.ndarray, session: int, ctx: TaskContext,
-          segments: Sequence[int] | None = None) -> tuple[dict, dict]:
+def start(
+    cfg: AggregationConfig,
+    vector: np.ndarray,
+    session: int,
+    ctx: TaskContext,
+    segments: Sequence[int] | None = None,
+) -> tuple[dict, dict]:
     """Open aggregation session ``session`` of this participant's ``vector``; return (state, outbox).
 
     ``segments`` — lengths of the contiguous statistics packed in ``vector`` (None: one); each gets its own
@@ -174,11 +195,21 @@ def start(cfg: AggregationConfig, vector: np.ndarray, session: int, ctx: TaskCon
             else:
                 outbox[ctx.consortium[int(r)]] = {"agg": "share", "session": session, "value": part}
         return {"mode": "exact", "stage": "share", "session": session, "own": own}, outbox
-    perms = (session_relabellings(S, cfg.chunks, ctx.shared_rng(f"collabdict-relabel-{session}", round=0))
-             if cfg.relabel else np.tile(np.arange(S), (int(cfg.chunks), 1)))
+    perms = (
+        session_relabellings(S, cfg.chunks, ctx.shared_rng(f"collabdict-relabel-{session}", round=0))
+        if cfg.relabel
+        else np.tile(np.arange(S), (int(cfg.chunks), 1))
+    )
     xi = random_chunks(vec, int(cfg.chunks), ctx.rng(f"collabdict-chunks-{session}"), kappa)
-    state = {"mode": "consensus", "session": session, "t": 0, "xi": xi, "perms": perms,
-             "graph_round": ctx.round, "k_max": rounds_per_session(cfg, S)}
+    state = {
+        "mode": "consensus",
+        "session": session,
+        "t": 0,
+        "xi": xi,
+        "perms": perms,
+        "graph_round": ctx.round,
+        "k_max": rounds_per_session(cfg, S),
+    }
     return state, _consensus_outbox(state, cfg, ctx)
 
 
@@ -187,8 +218,9 @@ def _check(msg: Any, kind: str, session: int, sender: str) -> None:
         raise AggregationError(f"message from {sender} is not a {kind!r} of aggregation session {session}")
 
 
-def advance(cfg: AggregationConfig, state: dict, inbox: Mapping[str, Any],
-            ctx: TaskContext) -> tuple[dict, dict, np.ndarray | None]:
+def advance(
+    cfg: AggregationConfig, state: dict, inbox: Mapping[str, Any], ctx: TaskContext
+) -> tuple[dict, dict, np.ndarray | None]:
     """Consume one round's inbox; return (state, outbox, sum or None while the session is open)."""
     S, me, session = ctx.size, ctx.position, state["session"]
     if state["mode"] == "exact":
@@ -207,8 +239,11 @@ def advance(cfg: AggregationConfig, state: dict, inbox: Mapping[str, Any],
         shape = np.asarray(values[0]).shape if values else np.asarray(state["own"]).shape
         total = sum_in_order(values, shape)
         if kind == "share":
-            outbox = {org: {"agg": "partial", "session": session, "value": total}
-                      for j, org in enumerate(ctx.consortium) if j != me}
+            outbox = {
+                org: {"agg": "partial", "session": session, "value": total}
+                for j, org in enumerate(ctx.consortium)
+                if j != me
+            }
             return {"mode": "exact", "stage": "partial", "session": session, "own": total}, outbox, None
         return state, {}, total
 
@@ -222,16 +257,20 @@ def advance(cfg: AggregationConfig, state: dict, inbox: Mapping[str, Any],
             org = ctx.consortium[int(q)]
             msg = inbox.get(org)
             if msg is None:
-                raise AggregationError(f"no consensus message from {org} in session {session}, t={state['t']}")
+                raise AggregationError(
+                    f"no consensus message from {org} in session {session}, t={state['t']}"
+                )
             _check(msg, "xi", session, org)
             if msg["t"] != state["t"]:
-                raise AggregationError(f"consensus message from {org} is for t={msg['t']}, expected {state['t']}")
+                raise AggregationError(
+                    f"consensus message from {org} is for t={msg['t']}, expected {state['t']}"
+                )
             where = np.flatnonzero(np.asarray(msg["chunks"]) == l)
             if where.size != 1:
                 raise AggregationError(f"consensus message from {org} lacks chunk session {l}")
             acc += np.asarray(msg["values"])[where[0]] - xi[l]
-        new[l] = xi[l] + eps * acc                                       # eq. (3)
+        new[l] = xi[l] + eps * acc  # eq. (3)
     state = dict(state, xi=new, t=state["t"] + 1, graph_round=ctx.round)
     if state["t"] >= state["k_max"]:
-        return state, {}, S * sum_in_order(list(new), new.shape[1:])     # Σ = S·ξ̄, eq. (6)
+        return state, {}, S * sum_in_order(list(new), new.shape[1:])  # Σ = S·ξ̄, eq. (6)
     return state, _consensus_outbox(state, cfg, ctx), None

@@ -25,18 +25,32 @@ initialisation; with exact aggregation the step function reproduces it (tests, t
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from algorithms.collabdict import aggregation
 from algorithms.collabdict.aggregation import AggregationConfig
-from algorithms.collabdict.mixture import (TAU_UNITS, MixtureParameters, initial_parameters, l0_penalty,
-                                           local_statistics, log_prior, optimize, pooled_moments, responsibilities,
-                                           update_mixing_weights)
-from algorithms.collabdict.privacy import (appendix_b_precision_bound, empirical_precision_bound,
-                                           entropy_l_diversity, renyi_dp_epsilon)
+from algorithms.collabdict.mixture import (
+    TAU_UNITS,
+    MixtureParameters,
+    initial_parameters,
+    l0_penalty,
+    local_statistics,
+    log_prior,
+    optimize,
+    pooled_moments,
+    responsibilities,
+    update_mixing_weights,
+)
+from algorithms.collabdict.privacy import (
+    appendix_b_precision_bound,
+    empirical_precision_bound,
+    entropy_l_diversity,
+    renyi_dp_epsilon,
+)
 from algorithms.collabdict.scores import anomaly_score
 from algorithms.step import LocalDataset, StepResult, TaskContext
 
@@ -77,7 +91,8 @@ class GGMHyperParameters:
 def shared_init_rng(seed: int) -> np.random.Generator:
     """The common generator of the initial means, identical at every participant and in the reference."""
     return TaskContext(process_seed=seed, round=0, rounds=0, organisation="_", consortium=("_",)).shared_rng(
-        INIT_PURPOSE, round=0)
+        INIT_PURPOSE, round=0
+    )
 
 
 def _resolve(h: GGMHyperParameters, n_total: float, xbar: np.ndarray) -> tuple[np.ndarray, float]:
@@ -117,8 +132,8 @@ def _segments(K: int, M: int) -> list[int]:
 
 def _unpack(v: np.ndarray, K: int, M: int):
     N = v[:K]
-    m = v[K:K + K * M].reshape(K, M)
-    C = v[K + K * M:K + K * M + K * M * M].reshape(K, M, M)
+    m = v[K : K + K * M].reshape(K, M)
+    C = v[K + K * M : K + K * M + K * M * M].reshape(K, M, M)
     return N, m, C, float(v[-1])
 
 
@@ -132,26 +147,50 @@ class CollabDictGGM:
 
     name = "collabdict-ggm"
 
-    def __init__(self, n_components: int = 10, lam0: float = 1.0, m0: Sequence[float] | None = None,
-                 rho: float | None = None, tau: float = 2.0, eps_pi: float = 1e-8, delta: float = 1.0,
-                 init_precision: str = "pooled", tau_units: str = "bic", aggregation: Mapping[str, Any] | None = None,
-                 dp_radius: float | None = None, l_diversity_variant: str = "density"):
-        self.hyper = GGMHyperParameters(int(n_components), float(lam0), None if m0 is None else tuple(map(float, m0)),
-                                        None if rho is None else float(rho), float(tau), float(eps_pi), float(delta),
-                                        init_precision, tau_units)
+    def __init__(
+        self,
+        n_components: int = 10,
+        lam0: float = 1.0,
+        m0: Sequence[float] | None = None,
+        rho: float | None = None,
+        tau: float = 2.0,
+        eps_pi: float = 1e-8,
+        delta: float = 1.0,
+        init_precision: str = "pooled",
+        tau_units: str = "bic",
+        aggregation: Mapping[str, Any] | None = None,
+        dp_radius: float | None = None,
+        l_diversity_variant: str = "density",
+    ):
+        self.hyper = GGMHyperParameters(
+            int(n_components),
+            float(lam0),
+            None if m0 is None else tuple(map(float, m0)),
+            None if rho is None else float(rho),
+            float(tau),
+            float(eps_pi),
+            float(delta),
+            init_precision,
+            tau_units,
+        )
         self.agg = AggregationConfig(**dict(aggregation or {}))
         if dp_radius is not None and not dp_radius > 0:
             raise ValueError(f"dp_radius R must be > 0, got {dp_radius}")
         if l_diversity_variant not in ("density", "responsibility"):
-            raise ValueError(f"l_diversity_variant must be 'density' or 'responsibility', got {l_diversity_variant!r}")
+            raise ValueError(
+                f"l_diversity_variant must be 'density' or 'responsibility', got {l_diversity_variant!r}"
+            )
         self.dp_radius = dp_radius
         self.l_diversity_variant = l_diversity_variant
 
     def params(self) -> dict[str, Any]:
         d = asdict(self.hyper)
         d["m0"] = None if d["m0"] is None else list(d["m0"])
-        d.update(aggregation=self.agg.to_dict(), dp_radius=self.dp_radius,
-                 l_diversity_variant=self.l_diversity_variant)
+        d.update(
+            aggregation=self.agg.to_dict(),
+            dp_radius=self.dp_radius,
+            l_diversity_variant=self.l_diversity_variant,
+        )
         return d
 
     # -- step interface ------------------------------------------------------------------------------
@@ -163,8 +202,8 @@ class CollabDictGGM:
         return {"phase": "init", "iteration": 0, "pending": moments, "agg": None, "session": 0}
 
     def step(self, state: dict, inbox: Mapping[str, Any], data: LocalDataset, ctx: TaskContext) -> StepResult:
-        if state["agg"] is None:                                   # round 1: open the initial session
-            M = np.asarray(data.features).shape[1]                 # pending = [N, Σx (M), Σxxᵀ (M²)]
+        if state["agg"] is None:  # round 1: open the initial session
+            M = np.asarray(data.features).shape[1]  # pending = [N, Σx (M), Σxxᵀ (M²)]
             agg_state, outbox = aggregation.start(self.agg, state["pending"], 0, ctx, segments=[1, M, M * M])
             return StepResult(state=dict(state, agg=agg_state, pending=None), outbox=outbox)
         agg_state, outbox, total = aggregation.advance(self.agg, state["agg"], inbox, ctx)
@@ -175,11 +214,12 @@ class CollabDictGGM:
             state, metrics = self._initialise(state, total, X, ctx)
         else:
             state, metrics = self._optimize(state, total, X, ctx)
-        model = self.model_of(state)                               # θ_n with the π^s of the same iteration
+        model = self.model_of(state)  # θ_n with the π^s of the same iteration
         N, m, C, loglik, new_pi = local_update(X, state["pi"], self._params(state), self.hyper)
         session = state["session"] + 1
-        agg_state, outbox = aggregation.start(self.agg, _pack(N, m, C, loglik), session, ctx,
-                                              segments=_segments(*m.shape))
+        agg_state, outbox = aggregation.start(
+            self.agg, _pack(N, m, C, loglik), session, ctx, segments=_segments(*m.shape)
+        )
         state = dict(state, pi=new_pi, agg=agg_state, session=session)
         return StepResult(state=state, outbox=outbox, metrics=metrics, model=model)
 
@@ -187,13 +227,25 @@ class CollabDictGGM:
     def _initialise(self, state: dict, total: np.ndarray, X: np.ndarray, ctx: TaskContext):
         M = X.shape[1]
         n = float(total[0])
-        xbar, V = pooled_moments(n, total[1:1 + M], total[1 + M:].reshape(M, M))
+        xbar, V = pooled_moments(n, total[1 : 1 + M], total[1 + M :].reshape(M, M))
         m0, rho = _resolve(self.hyper, n, xbar)
-        p = initial_parameters(xbar, V, self.hyper.n_components, shared_init_rng(ctx.process_seed),
-                               self.hyper.init_precision)
+        p = initial_parameters(
+            xbar, V, self.hyper.n_components, shared_init_rng(ctx.process_seed), self.hyper.init_precision
+        )
         K = self.hyper.n_components
-        state = dict(state, phase="em", iteration=0, means=p.means, precisions=p.precisions, active=p.active,
-                     pi=np.full(K, 1.0 / K), m0=m0, rho=rho, n_total=n, N_bar=np.zeros(K))
+        state = dict(
+            state,
+            phase="em",
+            iteration=0,
+            means=p.means,
+            precisions=p.precisions,
+            active=p.active,
+            pi=np.full(K, 1.0 / K),
+            m0=m0,
+            rho=rho,
+            n_total=n,
+            N_bar=np.zeros(K),
+        )
         return state, {"iteration": 0.0, "n_active": float(K)}
 
     def _optimize(self, state: dict, total: np.ndarray, X: np.ndarray, ctx: TaskContext):
@@ -201,37 +253,71 @@ class CollabDictGGM:
         N_bar, m_sum, C_sum, loglik_total = _unpack(total, K, M)
         prev = self._params(state)
         objective = loglik_total + log_prior(prev, state["m0"], self.hyper.lam0, state["rho"])
-        new = optimize(N_bar, m_sum, C_sum, prev, state["m0"], self.hyper.lam0, state["rho"], self.hyper.delta)
+        new = optimize(
+            N_bar, m_sum, C_sum, prev, state["m0"], self.hyper.lam0, state["rho"], self.hyper.delta
+        )
         pi = _restrict_pi(np.asarray(state["pi"]), new.active)
         it = state["iteration"] + 1
-        state = dict(state, iteration=it, means=new.means, precisions=new.precisions, active=new.active,
-                     pi=pi, N_bar=np.asarray(N_bar, dtype=np.float64))
-        metrics = {"iteration": float(it), "objective": float(objective), "n_active": float(new.active.sum()),
-                   "l_diversity": entropy_l_diversity(X, new, pi, "max", self.l_diversity_variant),
-                   "l_diversity_min": entropy_l_diversity(X, new, pi, "min", self.l_diversity_variant),
-                   "l_diversity_bound": float(np.log(X.shape[0]))}
+        state = dict(
+            state,
+            iteration=it,
+            means=new.means,
+            precisions=new.precisions,
+            active=new.active,
+            pi=pi,
+            N_bar=np.asarray(N_bar, dtype=np.float64),
+        )
+        metrics = {
+            "iteration": float(it),
+            "objective": float(objective),
+            "n_active": float(new.active.sum()),
+            "l_diversity": entropy_l_diversity(X, new, pi, "max", self.l_diversity_variant),
+            "l_diversity_min": entropy_l_diversity(X, new, pi, "min", self.l_diversity_variant),
+            "l_diversity_bound": float(np.log(X.shape[0])),
+        }
         if self.dp_radius is not None:
             n_act = int(new.active.sum())
             B = empirical_precision_bound(new)
             metrics["dp_epsilon"] = renyi_dp_epsilon(n_act, B, self.dp_radius, self.hyper.lam0)
             if state["rho"] > 0 and self.hyper.delta > 0:
-                Bb = max(appendix_b_precision_bound(_sigma_of(N_bar[k], m_sum[k], C_sum[k], state["m0"], self.hyper.lam0),
-                                                    float(N_bar[k]), M, self.hyper.delta, state["rho"], ctx.size,
-                                                    int(state["n_total"]))
-                         for k in np.flatnonzero(new.active))
-                metrics["dp_epsilon_appendix_b"] = renyi_dp_epsilon(n_act, Bb, self.dp_radius, self.hyper.lam0)
+                Bb = max(
+                    appendix_b_precision_bound(
+                        _sigma_of(N_bar[k], m_sum[k], C_sum[k], state["m0"], self.hyper.lam0),
+                        float(N_bar[k]),
+                        M,
+                        self.hyper.delta,
+                        state["rho"],
+                        ctx.size,
+                        int(state["n_total"]),
+                    )
+                    for k in np.flatnonzero(new.active)
+                )
+                metrics["dp_epsilon_appendix_b"] = renyi_dp_epsilon(
+                    n_act, Bb, self.dp_radius, self.hyper.lam0
+                )
         return state, metrics
 
     @staticmethod
     def _params(state: dict) -> MixtureParameters:
-        return MixtureParameters(np.asarray(state["means"]), np.asarray(state["precisions"]),
-                                 np.asarray(state["active"], dtype=bool))
+        return MixtureParameters(
+            np.asarray(state["means"]),
+            np.asarray(state["precisions"]),
+            np.asarray(state["active"], dtype=bool),
+        )
 
     def model_of(self, state: dict) -> dict:
         """The model a participant keeps: θ, its own π^s and the prior used (payload for the platform)."""
-        return {"means": state["means"], "precisions": state["precisions"], "active": state["active"],
-                "pi": state["pi"], "m0": state["m0"], "lam0": self.hyper.lam0, "rho": state["rho"],
-                "iteration": state["iteration"], "N_bar": state["N_bar"]}
+        return {
+            "means": state["means"],
+            "precisions": state["precisions"],
+            "active": state["active"],
+            "pi": state["pi"],
+            "m0": state["m0"],
+            "lam0": self.hyper.lam0,
+            "rho": state["rho"],
+            "iteration": state["iteration"],
+            "N_bar": state["N_bar"],
+        }
 
 
 def _sigma_of(n: float, m_sum: np.ndarray, C_sum: np.ndarray, m0: np.ndarray, lam0: float) -> np.ndarray:
@@ -243,8 +329,9 @@ def _sigma_of(n: float, m_sum: np.ndarray, C_sum: np.ndarray, m0: np.ndarray, la
 def score(model: Mapping[str, Any], X: np.ndarray, kind: str = "eq20") -> np.ndarray:
     """Anomaly score of a participant's model payload: the seed's a^s(x) (eq. 20, default) or ``kind="nll"``,
     −ln p^s(x) (:mod:`algorithms.collabdict.scores`)."""
-    params = MixtureParameters(np.asarray(model["means"]), np.asarray(model["precisions"]),
-                               np.asarray(model["active"], dtype=bool))
+    params = MixtureParameters(
+        np.asarray(model["means"]), np.asarray(model["precisions"]), np.asarray(model["active"], dtype=bool)
+    )
     return anomaly_score(X, np.asarray(model["pi"]), params, kind)
 
 
@@ -256,30 +343,40 @@ def max_relative_deviation(model: Mapping[str, Any], params: MixtureParameters, 
     worst = float(np.abs(np.asarray(model["pi"]) - pi).max())
     for k in np.flatnonzero(params.active):
         ref_L, ref_m = params.precisions[k], params.means[k]
-        worst = max(worst, float(np.abs(np.asarray(model["precisions"])[k] - ref_L).max() / np.abs(ref_L).max()),
-                    float(np.abs(np.asarray(model["means"])[k] - ref_m).max() / max(np.abs(ref_m).max(), 1.0)))
+        worst = max(
+            worst,
+            float(np.abs(np.asarray(model["precisions"])[k] - ref_L).max() / np.abs(ref_L).max()),
+            float(np.abs(np.asarray(model["means"])[k] - ref_m).max() / max(np.abs(ref_m).max(), 1.0)),
+        )
     return worst
 
 
 # ------------------------------------------------------------------------------------------- reference
+
 
 @dataclass
 class CentralisedFit:
     """Trajectory of the centralised computation: θ and every π^s after each EM iteration."""
 
     params: list[MixtureParameters] = field(default_factory=list)
-    pis: list[np.ndarray] = field(default_factory=list)          # (S, K) per iteration
-    objectives: list[float] = field(default_factory=list)        # MAP objective of θ before each iteration
+    pis: list[np.ndarray] = field(default_factory=list)  # (S, K) per iteration
+    objectives: list[float] = field(default_factory=list)  # MAP objective of θ before each iteration
     m0: np.ndarray | None = None
     rho: float = 0.0
 
     def model(self, s: int, iteration: int = -1) -> dict:
         p = self.params[iteration]
-        return {"means": p.means, "precisions": p.precisions, "active": p.active, "pi": self.pis[iteration][s]}
+        return {
+            "means": p.means,
+            "precisions": p.precisions,
+            "active": p.active,
+            "pi": self.pis[iteration][s],
+        }
 
 
-def fit_centralised(datasets: Sequence[np.ndarray], iterations: int, seed: int,
-                    hyper: GGMHyperParameters | None = None) -> CentralisedFit:
+def fit_centralised(
+    datasets: Sequence[np.ndarray], iterations: int, seed: int, hyper: GGMHyperParameters | None = None
+) -> CentralisedFit:
     """Algorithm 1 computed centrally on pooled data with per-source π^s and the identical initialisation.
 
     ``datasets`` is the list of per-participant matrices (the pooled data keep their source labels);

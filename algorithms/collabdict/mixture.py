@@ -28,9 +28,9 @@ LOG_2PI = float(np.log(2 * np.pi))
 class MixtureParameters:
     """Global parameters θ = {μ_k, Λ_k} plus the mask of components still in use (not pruned)."""
 
-    means: np.ndarray        # (K, M)   μ_k
-    precisions: np.ndarray   # (K, M, M) Λ_k
-    active: np.ndarray       # (K,) bool
+    means: np.ndarray  # (K, M)   μ_k
+    precisions: np.ndarray  # (K, M, M) Λ_k
+    active: np.ndarray  # (K,) bool
 
     @property
     def n_components(self) -> int:
@@ -48,10 +48,10 @@ def log_gaussian(X: np.ndarray, means: np.ndarray, precisions: np.ndarray) -> np
     """ln N(x^(n) | μ_k, Λ_k^{-1}) = −(M/2) ln 2π + ½ ln|Λ_k| − ½ (x−μ_k)^T Λ_k (x−μ_k); shape (n, K)."""
     X = np.atleast_2d(np.asarray(X, dtype=np.float64))
     M = X.shape[1]
-    L = _cholesky_precisions(precisions)                               # Λ_k = L_k L_k^T
+    L = _cholesky_precisions(precisions)  # Λ_k = L_k L_k^T
     logdet = 2.0 * np.log(np.diagonal(L, axis1=1, axis2=2)).sum(axis=1)  # ln|Λ_k|
-    diff = X[:, None, :] - means[None, :, :]                           # (n, K, M)
-    proj = np.einsum("nkm,kml->nkl", diff, L)                          # (x−μ)^T L
+    diff = X[:, None, :] - means[None, :, :]  # (n, K, M)
+    proj = np.einsum("nkm,kml->nkl", diff, L)  # (x−μ)^T L
     quad = np.einsum("nkl,nkl->nk", proj, proj)
     return -0.5 * M * LOG_2PI + 0.5 * logdet[None, :] - 0.5 * quad
 
@@ -62,7 +62,9 @@ def _log_weights(pi: np.ndarray, active: np.ndarray) -> np.ndarray:
     return np.where(active, lw, -np.inf)
 
 
-def responsibilities(X: np.ndarray, pi: np.ndarray, params: MixtureParameters) -> tuple[np.ndarray, np.ndarray]:
+def responsibilities(
+    X: np.ndarray, pi: np.ndarray, params: MixtureParameters
+) -> tuple[np.ndarray, np.ndarray]:
     """Eq. (12) in the log domain: r_k^{(n)} ∝ π_k N(x^(n)|μ_k,Λ_k^{-1}); also returns ln p(x^(n)) = ln Σ_k π_k N(..)."""
     logp_k = log_gaussian(X, params.means, params.precisions) + _log_weights(pi, params.active)[None, :]
     logp = logsumexp(logp_k, axis=1)
@@ -81,7 +83,9 @@ def local_statistics(X: np.ndarray, r: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return N, m, C
 
 
-def update_mixing_weights(N: np.ndarray, active: np.ndarray, tau: float = 0.0, eps: float = 1e-8) -> np.ndarray:
+def update_mixing_weights(
+    N: np.ndarray, active: np.ndarray, tau: float = 0.0, eps: float = 1e-8
+) -> np.ndarray:
     """π^s from the local counts N_k^s.
 
     τ = 0: π_k = N_k / Σ_l N_l (eq. 13). τ > 0: the cardinality-regularised update (reconstructed; docs/collabdict.md)
@@ -145,8 +149,16 @@ def l0_penalty(tau: float, n_features: int, n_local: float, units: str = "bic") 
     return float(tau) * 0.5 * d * float(np.log(max(float(n_local), 1.0)))
 
 
-def solve_precision(Sigma: np.ndarray, N_bar: float, rho: float, *, tol: float = 1e-6,
-                    max_iter: int = 100, enet_tol: float = 1e-10, warm: np.ndarray | None = None) -> np.ndarray:
+def solve_precision(
+    Sigma: np.ndarray,
+    N_bar: float,
+    rho: float,
+    *,
+    tol: float = 1e-6,
+    max_iter: int = 100,
+    enet_tol: float = 1e-10,
+    warm: np.ndarray | None = None,
+) -> np.ndarray:
     """Eq. (16): Λ = argmax_{Λ≻0} b ln|Λ| − Tr(ΛΣ) − (ρ/N̄)||Λ||_1 with b = (N̄+1)/N̄ (ℓ1 over all entries).
 
     Graphical-lasso reduction: dividing by b, Λ = argmax ln|Λ| − Tr(Λ S) − α||Λ||_1 with
@@ -184,11 +196,12 @@ def solve_precision(Sigma: np.ndarray, N_bar: float, rho: float, *, tol: float =
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            _, Lam, n_iter = graphical_lasso(emp, alpha=alpha, tol=tol, enet_tol=enet_tol, max_iter=max_iter,
-                                             return_n_iter=True)
-    except FloatingPointError:          # coordinate descent gave up on an ill-conditioned Σ: use ADMM
+            _, Lam, n_iter = graphical_lasso(
+                emp, alpha=alpha, tol=tol, enet_tol=enet_tol, max_iter=max_iter, return_n_iter=True
+            )
+    except FloatingPointError:  # coordinate descent gave up on an ill-conditioned Σ: use ADMM
         return glasso_admm(S, alpha, warm=warm)
-    if n_iter >= max_iter:              # not converged: finish with ADMM, started from where CD stopped
+    if n_iter >= max_iter:  # not converged: finish with ADMM, started from where CD stopped
         start = 0.5 * (Lam + Lam.T)
         if np.linalg.eigvalsh(start)[0] <= 0:
             start = warm
@@ -196,18 +209,36 @@ def solve_precision(Sigma: np.ndarray, N_bar: float, rho: float, *, tol: float =
     return 0.5 * (Lam + Lam.T)
 
 
-def glasso_admm(S: np.ndarray, alpha: float, *, warm: np.ndarray | None = None, rel_tol: float = 1e-9,
-                max_iter: int = 5000) -> np.ndarray:
+def glasso_admm(
+    S: np.ndarray,
+    alpha: float,
+    *,
+    warm: np.ndarray | None = None,
+    rel_tol: float = 1e-9,
+    max_iter: int = 5000,
+) -> np.ndarray:
     """argmax_{Λ≻0} ln|Λ| − Tr(ΛS) − α||Λ||_1 (all entries penalised) by ADMM: one problem of
     :func:`glasso_admm_batch`. Robust for ill-conditioned S (e.g. components fitted to a handful of
     integer-valued rows): every iterate Θ is positive definite."""
     S = np.asarray(S, dtype=np.float64)
-    return glasso_admm_batch(S[None], np.array([float(alpha)]), None if warm is None else np.asarray(warm)[None],
-                             rel_tol=rel_tol, max_iter=max_iter)[0]
+    return glasso_admm_batch(
+        S[None],
+        np.array([float(alpha)]),
+        None if warm is None else np.asarray(warm)[None],
+        rel_tol=rel_tol,
+        max_iter=max_iter,
+    )[0]
 
 
-def glasso_admm_batch(S: np.ndarray, alpha: np.ndarray, warm: np.ndarray | None = None, *,
-                      rel_tol: float = 1e-9, max_iter: int = 5000, return_iterations: bool = False):
+def glasso_admm_batch(
+    S: np.ndarray,
+    alpha: np.ndarray,
+    warm: np.ndarray | None = None,
+    *,
+    rel_tol: float = 1e-9,
+    max_iter: int = 5000,
+    return_iterations: bool = False,
+):
     """K independent problems argmax_{Λ_k≻0} ln|Λ_k| − Tr(Λ_k S_k) − α_k||Λ_k||_1 by ADMM (Boyd et al. 2011,
     §6.5, with residual balancing of the penalty, §3.4.1), vectorised over k (one batched symmetric
     eigen-decomposition per iteration for all components still running).
@@ -225,7 +256,7 @@ def glasso_admm_batch(S: np.ndarray, alpha: np.ndarray, warm: np.ndarray | None 
     if warm is None:
         Z = np.repeat(np.eye(M)[None], K, axis=0)
         pen = 1.0 / np.maximum(np.abs(S).max(axis=(1, 2)), 1e-12)
-        U = np.zeros((K, M, M))                                   # scaled dual variable
+        U = np.zeros((K, M, M))  # scaled dual variable
     else:
         Z = 0.5 * (np.asarray(warm, dtype=np.float64) + np.swapaxes(warm, 1, 2))
         diag = np.abs(np.diagonal(Z, axis1=1, axis2=2)).mean(axis=1)
@@ -248,12 +279,14 @@ def glasso_admm_batch(S: np.ndarray, alpha: np.ndarray, warm: np.ndarray | None 
         A = T + U[idx]
         Zn = np.sign(A) * np.maximum(np.abs(A) - (alpha[idx] / p)[:, None, None], 0.0)
         Un = U[idx] + T - Zn
-        r = np.linalg.norm(T - Zn, axis=(1, 2))                   # primal residual
-        d = p * np.linalg.norm(Zn - Z[idx], axis=(1, 2))          # dual residual
-        scale = np.maximum(np.maximum(np.linalg.norm(T, axis=(1, 2)), np.linalg.norm(Zn, axis=(1, 2))), 1e-300)
+        r = np.linalg.norm(T - Zn, axis=(1, 2))  # primal residual
+        d = p * np.linalg.norm(Zn - Z[idx], axis=(1, 2))  # dual residual
+        scale = np.maximum(
+            np.maximum(np.linalg.norm(T, axis=(1, 2)), np.linalg.norm(Zn, axis=(1, 2))), 1e-300
+        )
         Theta[idx], Z[idx], U[idx] = T, Zn, Un
         iterations[idx] += 1
-        done = (r <= rel_tol * scale) & (d <= rel_tol * scale * p)     # ||Θ − Z||, ||ΔZ|| ≤ tol·||Θ||
+        done = (r <= rel_tol * scale) & (d <= rel_tol * scale * p)  # ||Θ − Z||, ||ΔZ|| ≤ tol·||Θ||
         live[idx[done]] = False
         up = idx[(r > 10 * d) & ~done]
         down = idx[(d > 10 * r) & ~done]
@@ -273,8 +306,16 @@ def precision_objective(Lam: np.ndarray, Sigma: np.ndarray, N_bar: float, rho: f
     return float((N_bar + 1) / N_bar * logdet - np.trace(Lam @ Sigma) - rho / N_bar * np.abs(Lam).sum())
 
 
-def optimize(N_bar: np.ndarray, m_sum: np.ndarray, C_sum: np.ndarray, previous: MixtureParameters,
-             m0: np.ndarray, lam0: float, rho: float, delta: float = 1.0) -> MixtureParameters:
+def optimize(
+    N_bar: np.ndarray,
+    m_sum: np.ndarray,
+    C_sum: np.ndarray,
+    previous: MixtureParameters,
+    m0: np.ndarray,
+    lam0: float,
+    rho: float,
+    delta: float = 1.0,
+) -> MixtureParameters:
     """Eqs. (14)–(16) from the aggregated sums Σ_s N_k^s, Σ_s m_k^s, Σ_s C_k^s.
 
     Components with N̄_k < δ are pruned (Theorem 1's assumption) and keep their previous values.
@@ -297,28 +338,37 @@ def optimize(N_bar: np.ndarray, m_sum: np.ndarray, C_sum: np.ndarray, previous: 
         means[k] = (lam0 * m0 + n * mbar) / (lam0 + n)
         d = mbar - m0
         sigmas.append(Cbar - np.outer(mbar, mbar) + lam0 / (lam0 + n) * np.outer(d, d))
-    precisions[ks] = solve_precisions(np.stack(sigmas), np.asarray(N_bar, dtype=np.float64)[ks], rho,
-                                      warm=previous.precisions[ks])
+    precisions[ks] = solve_precisions(
+        np.stack(sigmas), np.asarray(N_bar, dtype=np.float64)[ks], rho, warm=previous.precisions[ks]
+    )
     return MixtureParameters(means=means, precisions=precisions, active=active)
 
 
-def solve_precisions(Sigmas: np.ndarray, N_bars: np.ndarray, rho: float, warm: np.ndarray | None = None) -> np.ndarray:
+def solve_precisions(
+    Sigmas: np.ndarray, N_bars: np.ndarray, rho: float, warm: np.ndarray | None = None
+) -> np.ndarray:
     """Eq. (16) for several components: :func:`solve_precision` for each, with the previous Λ_k (``warm``) as
     the warm start of the ADMM fallback."""
-    return np.stack([solve_precision(Sg, float(n), rho, warm=None if warm is None else warm[i])
-                     for i, (Sg, n) in enumerate(zip(Sigmas, np.asarray(N_bars, dtype=np.float64)))])
+    return np.stack(
+        [
+            solve_precision(Sg, float(n), rho, warm=None if warm is None else warm[i])
+            for i, (Sg, n) in enumerate(zip(Sigmas, np.asarray(N_bars, dtype=np.float64)))
+        ]
+    )
 
 
 def log_prior(params: MixtureParameters, m0: np.ndarray, lam0: float, rho: float) -> float:
     """Σ_k [ln N(μ_k | m_0, (λ_0 Λ_k)^{-1}) − (ρ/2)||Λ_k||_1] over active components (eqs. 8–9)."""
     total = 0.0
     for k in np.flatnonzero(params.active):
-        lg = log_gaussian(m0[None, :], params.means[k:k + 1], lam0 * params.precisions[k:k + 1])[0, 0]
+        lg = log_gaussian(m0[None, :], params.means[k : k + 1], lam0 * params.precisions[k : k + 1])[0, 0]
         total += float(lg) - 0.5 * rho * float(np.abs(params.precisions[k]).sum())
     return total
 
 
-def map_objective(loglik_total: float, params: MixtureParameters, m0: np.ndarray, lam0: float, rho: float) -> float:
+def map_objective(
+    loglik_total: float, params: MixtureParameters, m0: np.ndarray, lam0: float, rho: float
+) -> float:
     """Global MAP objective Σ_s Σ_n ln Σ_k π_k^s N(x|μ_k,Λ_k^{-1}) + log prior (non-decreasing under EM when τ = 0)."""
     return float(loglik_total) + log_prior(params, m0, lam0, rho)
 
@@ -332,8 +382,9 @@ def pooled_moments(n: float, sum_x: np.ndarray, sum_xx: np.ndarray) -> tuple[np.
     return xbar, 0.5 * (V + V.T)
 
 
-def initial_parameters(xbar: np.ndarray, V: np.ndarray, K: int, rng: np.random.Generator,
-                       precision: str = "pooled") -> MixtureParameters:
+def initial_parameters(
+    xbar: np.ndarray, V: np.ndarray, K: int, rng: np.random.Generator, precision: str = "pooled"
+) -> MixtureParameters:
     """Identical initialisation at all participants (our choice): μ_k = x̄ + chol(V) ζ_k, ζ_k ~ N(0, I)
     from a common seed; Λ_k = V^{-1} (``precision="pooled"``) or I_M (``"identity"``)."""
     if K < 1:

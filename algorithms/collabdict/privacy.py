@@ -32,8 +32,9 @@ def empirical_precision_bound(params: MixtureParameters) -> float:
     return float(max(np.linalg.eigvalsh(params.precisions[k])[-1] for k in np.flatnonzero(params.active)))
 
 
-def appendix_b_precision_bound(Sigma: np.ndarray, N_bar: float, M: int, delta: float, rho: float,
-                               S: int, N_max: int) -> float:
+def appendix_b_precision_bound(
+    Sigma: np.ndarray, N_bar: float, M: int, delta: float, rho: float, S: int, N_max: int
+) -> float:
     """Appendix B (Theorem 2) bound on ||Λ_k||_2 for one component (seed 000; (B.7)
     prints 1 + d/c, the surrounding text shows it must be 1 + h/c).
 
@@ -52,7 +53,7 @@ def appendix_b_precision_bound(Sigma: np.ndarray, N_bar: float, M: int, delta: f
     def g(t: float) -> float:
         return t - a * math.log(t) - coef
 
-    if g(a) >= 0:          # g is convex with minimum at t = a: no root beyond a, the bound is a itself
+    if g(a) >= 0:  # g is convex with minimum at t = a: no root beyond a, the bound is a itself
         return a
     hi = 2.0 * a
     while g(hi) < 0:
@@ -60,8 +61,14 @@ def appendix_b_precision_bound(Sigma: np.ndarray, N_bar: float, M: int, delta: f
     return float(brentq(g, a, hi, xtol=1e-12 * hi, rtol=1e-14, maxiter=500))
 
 
-def release_divergence(r_changed: np.ndarray, x: np.ndarray, x_tilde: np.ndarray, N_bar: np.ndarray,
-                       params: MixtureParameters, lam0: float) -> float:
+def release_divergence(
+    r_changed: np.ndarray,
+    x: np.ndarray,
+    x_tilde: np.ndarray,
+    N_bar: np.ndarray,
+    params: MixtureParameters,
+    lam0: float,
+) -> float:
     """KL between the released posteriors for D and D̃ differing in one sample x → x̃ (eqs. 43–44),
     with responsibilities r_k of that sample and Λ_k held fixed:
         Σ_k ½ λ_k (w_k − w̃_k)^T Λ_k (w_k − w̃_k),  w_k − w̃_k = r_k (x − x̃) / λ_k,  λ_k = λ_0 + N̄_k."""
@@ -74,8 +81,13 @@ def release_divergence(r_changed: np.ndarray, x: np.ndarray, x_tilde: np.ndarray
     return total
 
 
-def entropy_l_diversity(X: np.ndarray, params: MixtureParameters, pi: np.ndarray | None = None,
-                        reduce: str = "max", variant: str = "density") -> float:
+def entropy_l_diversity(
+    X: np.ndarray,
+    params: MixtureParameters,
+    pi: np.ndarray | None = None,
+    reduce: str = "max",
+    variant: str = "density",
+) -> float:
     """The entropy ℓ-diversity monitor E^s (eqs. 47–48), in the log domain.
 
     ``variant="density"`` (eq. 47 as printed, SEED-FIX μ_k): g_k(n) = N(x^(n)|μ_k,Λ_k^{-1}) / Σ_m N(x^(m)|μ_k,Λ_k^{-1}).

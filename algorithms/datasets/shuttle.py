@@ -55,8 +55,10 @@ def load_shuttle(prefer_installed: bool = True) -> tuple[np.ndarray, np.ndarray]
             raw = z.read(MEMBER)
     X, y = _read_csv_gz(raw)
     if X.shape != (N_ROWS, N_FEATURES) or int(y.sum()) != N_ANOMALIES:
-        raise DatasetUnavailable(f"shuttle has shape {X.shape} and {int(y.sum())} anomalies; expected "
-                                 f"({N_ROWS}, {N_FEATURES}) and {N_ANOMALIES}")
+        raise DatasetUnavailable(
+            f"shuttle has shape {X.shape} and {int(y.sum())} anomalies; expected "
+            f"({N_ROWS}, {N_FEATURES}) and {N_ANOMALIES}"
+        )
     return X, y
 
 
@@ -84,8 +86,14 @@ def uneven_proportions(S: int, skew: float) -> np.ndarray:
     return w / w.sum()
 
 
-def uneven_split(y: np.ndarray, S: int, seed: int, skew: float = 2.0, test_fraction: float = 0.3,
-                 max_rows: int | None = None) -> list[OrganisationSplit]:
+def uneven_split(
+    y: np.ndarray,
+    S: int,
+    seed: int,
+    skew: float = 2.0,
+    test_fraction: float = 0.3,
+    max_rows: int | None = None,
+) -> list[OrganisationSplit]:
     """Disjoint, stratified, uneven split of rows across S organisations.
 
     Normal and anomalous rows are shuffled and cut separately with the proportions of
@@ -102,14 +110,14 @@ def uneven_split(y: np.ndarray, S: int, seed: int, skew: float = 2.0, test_fract
     for label in np.unique(y):
         idx = rng.permutation(np.flatnonzero(y == label))
         if max_rows is not None:
-            idx = idx[:max(S * 2, int(round(max_rows * idx.size / y.size)))]
+            idx = idx[: max(S * 2, int(round(max_rows * idx.size / y.size)))]
         if idx.size < 2 * S:
             raise ValueError(f"class {label} has {idx.size} rows, too few for {S} organisations")
         counts = np.maximum(2, np.floor(props * idx.size).astype(int))
         counts[0] = idx.size - counts[1:].sum()
         cuts = np.concatenate([[0], np.cumsum(counts)])
         for s in range(S):
-            parts[s].append(idx[cuts[s]:cuts[s + 1]])
+            parts[s].append(idx[cuts[s] : cuts[s + 1]])
     out = []
     for s in range(S):
         train, test = [], []

@@ -27,10 +27,12 @@ class OnlineStream:
 
     features: np.ndarray
     labels: np.ndarray
-    truth: np.ndarray | None = None     # x_0 of the synthetic OLR model, if known
+    truth: np.ndarray | None = None  # x_0 of the synthetic OLR model, if known
 
 
-def synthetic_olr(seed: int, dimension: int = 21, horizon: int = 500, noise_std: float = 0.04) -> OnlineStream:
+def synthetic_olr(
+    seed: int, dimension: int = 21, horizon: int = 500, noise_std: float = 0.04
+) -> OnlineStream:
     """The synthetic OLR stream of seed 002 §6 (one row per time step)."""
     if dimension < 1 or horizon < 1:
         raise ValueError(f"dimension and horizon must be ≥ 1, got {dimension}, {horizon}")
@@ -43,8 +45,9 @@ def synthetic_olr(seed: int, dimension: int = 21, horizon: int = 500, noise_std:
     return OnlineStream(a, b, x0)
 
 
-def classification_stream(features: np.ndarray, labels: np.ndarray, horizon: int, batch_size: int,
-                          seed: int) -> OnlineStream:
+def classification_stream(
+    features: np.ndarray, labels: np.ndarray, horizon: int, batch_size: int, seed: int
+) -> OnlineStream:
     """T·B training samples in a seeded random order (without replacement while the set lasts)."""
     n = features.shape[0]
     need = horizon * batch_size
@@ -61,22 +64,24 @@ def accuracy(x: np.ndarray, features: np.ndarray, labels: np.ndarray) -> float:
     return float(np.mean(pred == labels))
 
 
-def centralised_projected_sgd(loss: OnlineLoss, stream: OnlineStream, horizon: int, batch_size: int,
-                              box: BoxProjection) -> np.ndarray:
+def centralised_projected_sgd(
+    loss: OnlineLoss, stream: OnlineStream, horizon: int, batch_size: int, box: BoxProjection
+) -> np.ndarray:
     """Baseline: x(1) = 0, x(t+1) = P_X(x(t) − α(t) ∇f_t(x(t))), α(t) = 1/√t; returns x(1) … x(T)."""
     m = stream.features.shape[1]
     xs = np.zeros((horizon, m))
     x = np.zeros(m)
     for t in range(1, horizon):
-        a = stream.features[(t - 1) * batch_size:t * batch_size]
-        b = stream.labels[(t - 1) * batch_size:t * batch_size]
+        a = stream.features[(t - 1) * batch_size : t * batch_size]
+        b = stream.labels[(t - 1) * batch_size : t * batch_size]
         x = np.clip(x - step_size(t) * loss.gradient(x, a, b), box.lower, box.upper)
         xs[t] = x
     return xs
 
 
-def centralised_dual_averaging(loss: OnlineLoss, stream: OnlineStream, horizon: int, batch_size: int,
-                               box: BoxProjection) -> np.ndarray:
+def centralised_dual_averaging(
+    loss: OnlineLoss, stream: OnlineStream, horizon: int, batch_size: int, box: BoxProjection
+) -> np.ndarray:
     """The non-private centralised template DPCDA with σ = 0: z(t+1) = z(t) + ∇f_t(x(t)),
     x(t+1) = Π(z(t+1), α(t)) (Protocol 1); returns x(1) … x(T) with x(1) = 0."""
     m = stream.features.shape[1]
@@ -84,8 +89,8 @@ def centralised_dual_averaging(loss: OnlineLoss, stream: OnlineStream, horizon: 
     x = np.zeros(m)
     z = np.zeros(m)
     for t in range(1, horizon):
-        a = stream.features[(t - 1) * batch_size:t * batch_size]
-        b = stream.labels[(t - 1) * batch_size:t * batch_size]
+        a = stream.features[(t - 1) * batch_size : t * batch_size]
+        b = stream.labels[(t - 1) * batch_size : t * batch_size]
         z = z + loss.gradient(x, a, b)
         x = box(z, step_size(t))
         xs[t] = x

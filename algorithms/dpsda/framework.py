@@ -91,7 +91,9 @@ class DPSDAConfig:
         if not (isinstance(self.dimension, int) and self.dimension >= 1):
             raise ValueError(f"dimension must be a positive integer, got {self.dimension!r}")
         if self.dimension % self.n_nodes != 0:
-            raise ValueError(f"dimension m = {self.dimension} must split into n = {self.n_nodes} equal blocks")
+            raise ValueError(
+                f"dimension m = {self.dimension} must split into n = {self.n_nodes} equal blocks"
+            )
         BoxProjection(self.lower, self.upper)  # validates the box
         if self.domain not in DOMAINS:
             raise ValueError(f"domain must be one of {DOMAINS}, got {self.domain!r}")
@@ -109,13 +111,17 @@ class DPSDAConfig:
             raise ValueError(f"grad_noise must be one of {GRAD_NOISE_MODES}, got {self.grad_noise!r}")
         if not (self.grad_noise_std >= 0 and math.isfinite(self.grad_noise_std)):
             raise ValueError(f"grad_noise_std must be finite and ≥ 0, got {self.grad_noise_std}")
-        if self.gradient_clip is not None and not (self.gradient_clip > 0 and math.isfinite(self.gradient_clip)):
+        if self.gradient_clip is not None and not (
+            self.gradient_clip > 0 and math.isfinite(self.gradient_clip)
+        ):
             raise ValueError(f"gradient_clip must be positive and finite or None, got {self.gradient_clip}")
         if self.gradient_clip is not None and self.sensitivity is not None:
             bound = sensitivity_bound(self.n_nodes, self.gradient_clip, self.block_size)
             if self.sensitivity < bound * (1 - 1e-12):
-                raise ValueError(f"sensitivity {self.sensitivity} is below the proven bound 2nL̂√d = {bound:.6g} "
-                                 f"for n = {self.n_nodes}, L̂ = {self.gradient_clip}, d = {self.block_size}")
+                raise ValueError(
+                    f"sensitivity {self.sensitivity} is below the proven bound 2nL̂√d = {bound:.6g} "
+                    f"for n = {self.n_nodes}, L̂ = {self.gradient_clip}, d = {self.block_size}"
+                )
         get_loss(self.loss)
         if not (isinstance(self.batch_size, int) and self.batch_size >= 1):
             raise ValueError(f"batch_size must be a positive integer, got {self.batch_size!r}")
@@ -124,7 +130,9 @@ class DPSDAConfig:
         if self.weights == "metropolis" and self.variant != "C":
             raise ValueError("Metropolis weights are symmetric and apply to DPSDA-C only")
         if self.initial_decision not in INITIAL_DECISIONS:
-            raise ValueError(f"initial_decision must be one of {INITIAL_DECISIONS}, got {self.initial_decision!r}")
+            raise ValueError(
+                f"initial_decision must be one of {INITIAL_DECISIONS}, got {self.initial_decision!r}"
+            )
 
     # -- derived quantities -------------------------------------------------------------------
     @property
@@ -175,7 +183,9 @@ def step_size(k: int) -> float:
     return 1.0 / math.sqrt(k)
 
 
-def stream_batch(cfg: DPSDAConfig, features: np.ndarray, labels: np.ndarray, t: int) -> tuple[np.ndarray, np.ndarray]:
+def stream_batch(
+    cfg: DPSDAConfig, features: np.ndarray, labels: np.ndarray, t: int
+) -> tuple[np.ndarray, np.ndarray]:
     """The rows that define f_t (t ≥ 1): rows (t−1)B … tB−1 of the stream."""
     b = cfg.batch_size
     lo, hi = (t - 1) * b, t * b
@@ -195,8 +205,10 @@ def check_stream(cfg: DPSDAConfig, features: np.ndarray, labels: np.ndarray | No
     if labels is None or labels.shape != (features.shape[0],):
         raise ValueError("the stream needs one label per row")
     if features.shape[0] < required_rows(cfg, horizon):
-        raise ValueError(f"T = {horizon} steps with batches of {cfg.batch_size} need "
-                         f"{required_rows(cfg, horizon)} rows, the stream has {features.shape[0]}")
+        raise ValueError(
+            f"T = {horizon} steps with batches of {cfg.batch_size} need "
+            f"{required_rows(cfg, horizon)} rows, the stream has {features.shape[0]}"
+        )
     if cfg.loss == "logistic" and not np.all(np.isin(labels, (-1.0, 1.0))):
         raise ValueError("the logistic loss needs labels in {−1, +1}")
 
@@ -220,14 +232,20 @@ def gradient_noise(cfg: DPSDAConfig, ctx: TaskContext) -> np.ndarray:
     if cfg.grad_noise == "none" or cfg.grad_noise_std == 0:
         return np.zeros(d)
     if cfg.grad_noise == "frozen":
-        if cfg.laplace_scale == 0:       # the code adds no gradient noise to non-private runs
+        if cfg.laplace_scale == 0:  # the code adds no gradient noise to non-private runs
             return np.zeros(d)
         return cfg.grad_noise_std * ctx.shared_rng(GRAD_NOISE_PURPOSE, round=0).standard_normal(d)
     return cfg.grad_noise_std * ctx.rng(GRAD_NOISE_PURPOSE).standard_normal(d)
 
 
-def scaled_block_gradient(cfg: DPSDAConfig, estimate: np.ndarray, features: np.ndarray, labels: np.ndarray,
-                          t_data: int, ctx: TaskContext) -> np.ndarray:
+def scaled_block_gradient(
+    cfg: DPSDAConfig,
+    estimate: np.ndarray,
+    features: np.ndarray,
+    labels: np.ndarray,
+    t_data: int,
+    ctx: TaskContext,
+) -> np.ndarray:
     """n · ĝ_i(t): the block-i gradient of f_{t_data} at the node's own estimate x_i(t), plus ζ, clipped to
     ‖ĝ‖₂ ≤ L̂ if configured (eqs. (5), (14))."""
     a, b = stream_batch(cfg, features, labels, t_data)

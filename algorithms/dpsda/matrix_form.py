@@ -13,13 +13,20 @@ so :func:`run_dpsda` is bit-identical to :func:`algorithms.simulator.simulate` o
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 
-from algorithms.dpsda.framework import (DPSDAConfig, check_stream, gradient_data_index, initial_decision,
-                                        perturb, primal, scaled_block_gradient)
+from algorithms.dpsda.framework import (
+    DPSDAConfig,
+    check_stream,
+    gradient_data_index,
+    initial_decision,
+    perturb,
+    primal,
+    scaled_block_gradient,
+)
 from algorithms.dpsda.privacy import PrivacyAccountant
 from algorithms.dpsda.weights import circulation_weights, metropolis_weights, mix, push_sum_weights
 from algorithms.step import TaskContext
@@ -30,14 +37,16 @@ from algorithms.topologies.base import Topology
 class DPSDATrace:
     """What a run produced. Rows of ``decisions`` are x(1) … x(T); x(t) is scored on f_t."""
 
-    decisions: np.ndarray                    # (T, m)
-    estimates: np.ndarray                    # (n, m): x_i(T), every node's estimate of the whole vector
-    duals: np.ndarray                        # (n, m): z_i(T)
-    push_sum_weights: np.ndarray             # (T, n): w(t) (all ones for DPSDA-C)
-    epsilon_per_round: np.ndarray            # (T,): ε released by each node in round t (0 in the last round)
-    messages: list[np.ndarray] = field(default_factory=list)   # H(k) (n × m) per update k, if recorded
-    dual_history: list[np.ndarray] = field(default_factory=list)   # Z(k+1) (n × m) per update k, if recorded
-    estimate_history: list[np.ndarray] = field(default_factory=list)   # Y(k+1) (n × m) per update k, if recorded
+    decisions: np.ndarray  # (T, m)
+    estimates: np.ndarray  # (n, m): x_i(T), every node's estimate of the whole vector
+    duals: np.ndarray  # (n, m): z_i(T)
+    push_sum_weights: np.ndarray  # (T, n): w(t) (all ones for DPSDA-C)
+    epsilon_per_round: np.ndarray  # (T,): ε released by each node in round t (0 in the last round)
+    messages: list[np.ndarray] = field(default_factory=list)  # H(k) (n × m) per update k, if recorded
+    dual_history: list[np.ndarray] = field(default_factory=list)  # Z(k+1) (n × m) per update k, if recorded
+    estimate_history: list[np.ndarray] = field(
+        default_factory=list
+    )  # Y(k+1) (n × m) per update k, if recorded
 
     @property
     def epsilon_total(self) -> float:
@@ -58,12 +67,21 @@ def default_consortium(n: int) -> tuple[str, ...]:
 
 
 def _ctx(seed: int, rnd: int, rounds: int, consortium: tuple[str, ...], i: int) -> TaskContext:
-    return TaskContext(process_seed=seed, round=rnd, rounds=rounds, organisation=consortium[i],
-                       consortium=consortium)
+    return TaskContext(
+        process_seed=seed, round=rnd, rounds=rounds, organisation=consortium[i], consortium=consortium
+    )
 
 
-def run_dpsda(cfg: DPSDAConfig, features: np.ndarray, labels: np.ndarray, topology: Topology, horizon: int,
-              seed: int, consortium: Sequence[str] | None = None, record: bool = False) -> DPSDATrace:
+def run_dpsda(
+    cfg: DPSDAConfig,
+    features: np.ndarray,
+    labels: np.ndarray,
+    topology: Topology,
+    horizon: int,
+    seed: int,
+    consortium: Sequence[str] | None = None,
+    record: bool = False,
+) -> DPSDATrace:
     """Run T = ``horizon`` time steps (T−1 updates) of DPSDA-C or DPSDA-PS on the stream (features, labels).
 
     Every node sees the same stream (f_t is revealed to all nodes, seed 002 §2.2); ``consortium`` names the nodes
@@ -107,16 +125,23 @@ def run_dpsda(cfg: DPSDAConfig, features: np.ndarray, labels: np.ndarray, topolo
             messages.append(H.copy())
         eps[k - 1] = accountant.release()
         if cfg.variant == "PS":
-            w = mix(W, w)                                  # (21a)
-        Z = mix(W, H)                                      # (12) / (20)
+            w = mix(W, w)  # (21a)
+        Z = mix(W, H)  # (12) / (20)
         for i in range(n):
-            Z[i, cfg.block(i)] += grads[i]                 # + n E_i ĝ_i
-            Y[i] = primal(cfg, Z[i], float(w[i]), k)       # (13) / (22)
+            Z[i, cfg.block(i)] += grads[i]  # + n E_i ĝ_i
+            Y[i] = primal(cfg, Z[i], float(w[i]), k)  # (13) / (22)
             decisions[k, cfg.block(i)] = Y[i, cfg.block(i)]
         w_hist[k] = w
         if record:
             duals.append(Z.copy())
             estimates.append(Y.copy())
-    return DPSDATrace(decisions=decisions, estimates=Y, duals=Z, push_sum_weights=w_hist,
-                      epsilon_per_round=eps, messages=messages, dual_history=duals,
-                      estimate_history=estimates)
+    return DPSDATrace(
+        decisions=decisions,
+        estimates=Y,
+        duals=Z,
+        push_sum_weights=w_hist,
+        epsilon_per_round=eps,
+        messages=messages,
+        dual_history=duals,
+        estimate_history=estimates,
+    )

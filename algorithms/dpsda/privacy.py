@@ -45,7 +45,7 @@ import numpy as np
 NORMALISED_SENSITIVITY = 1.0
 # Rényi orders searched by the RDP conversion (any order gives a valid bound; the grid only decides
 # how close to the optimum the reported ε is)
-RDP_ORDERS = tuple(float(1.0 + 10.0 ** k) for k in np.linspace(-4.0, 6.0, 401))
+RDP_ORDERS = tuple(float(1.0 + 10.0**k) for k in np.linspace(-4.0, 6.0, 401))
 
 
 def laplace_noise(rng: np.random.Generator, scale: float, size: int | tuple[int, ...]) -> np.ndarray:
@@ -113,13 +113,15 @@ def laplace_rdp(order: float, epsilon0: float) -> float:
     if epsilon0 == 0:
         return 0.0
     a = order
-    log_sum = np.logaddexp(math.log(a / (2 * a - 1)) + (a - 1) * epsilon0,
-                           math.log((a - 1) / (2 * a - 1)) - a * epsilon0)
+    log_sum = np.logaddexp(
+        math.log(a / (2 * a - 1)) + (a - 1) * epsilon0, math.log((a - 1) / (2 * a - 1)) - a * epsilon0
+    )
     return max(0.0, float(log_sum) / (a - 1))
 
 
-def rdp_epsilon(epsilon0: float, releases: int, delta: float,
-                orders: tuple[float, ...] = RDP_ORDERS) -> tuple[float, float]:
+def rdp_epsilon(
+    epsilon0: float, releases: int, delta: float, orders: tuple[float, ...] = RDP_ORDERS
+) -> tuple[float, float]:
     """(ε, best α): ε(δ) = min_α R·ε_α(ε0) + ln(1/δ)/(α−1) for R releases (Mironov 2017, Prop. 3)."""
     _check_delta(delta)
     best = (math.inf, math.nan)
@@ -156,25 +158,38 @@ class LaplaceComposition:
         return zcdp_epsilon(self.rho, delta) if math.isfinite(self.rho) else math.inf
 
     def rdp(self, delta: float) -> float:
-        return rdp_epsilon(self.epsilon0, self.releases, delta)[0] if math.isfinite(self.epsilon0) else math.inf
+        return (
+            rdp_epsilon(self.epsilon0, self.releases, delta)[0] if math.isfinite(self.epsilon0) else math.inf
+        )
 
     def epsilon(self, delta: float) -> float:
         """The tightest of the three sound bounds at this δ."""
         return min(self.basic, self.zcdp(delta), self.rdp(delta))
 
     def summary(self, delta: float) -> dict[str, float]:
-        return {"releases": self.releases, "epsilon_per_release": self.epsilon0, "basic": self.basic,
-                "rho": self.rho, "zcdp": self.zcdp(delta), "rdp": self.rdp(delta),
-                "epsilon": self.epsilon(delta), "delta": delta}
+        return {
+            "releases": self.releases,
+            "epsilon_per_release": self.epsilon0,
+            "basic": self.basic,
+            "rho": self.rho,
+            "zcdp": self.zcdp(delta),
+            "rdp": self.rdp(delta),
+            "epsilon": self.epsilon(delta),
+            "delta": delta,
+        }
 
 
-def run_privacy(sensitivity: float, scale: float, n_nodes: int, horizon: int) -> dict[str, LaplaceComposition]:
+def run_privacy(
+    sensitivity: float, scale: float, n_nodes: int, horizon: int
+) -> dict[str, LaplaceComposition]:
     """Node and network compositions of a T = ``horizon`` step run (T−1 releases per node)."""
     if n_nodes < 1 or horizon < 1:
         raise ValueError(f"need n ≥ 1 and T ≥ 1, got n = {n_nodes}, T = {horizon}")
     eps0 = epsilon_per_step(sensitivity, scale)
-    return {"node": LaplaceComposition(eps0, horizon - 1),
-            "network": LaplaceComposition(eps0, n_nodes * (horizon - 1))}
+    return {
+        "node": LaplaceComposition(eps0, horizon - 1),
+        "network": LaplaceComposition(eps0, n_nodes * (horizon - 1)),
+    }
 
 
 @dataclass

@@ -109,7 +109,9 @@ class BlockBallProjection:
         return all(self._ball.contains(b, tol) for b in self._blocks(x))
 
     def radius(self) -> float:
-        raise ValueError("the radius of a product of balls depends on the number of blocks; use radius_for(m)")
+        raise ValueError(
+            "the radius of a product of balls depends on the number of blocks; use radius_for(m)"
+        )
 
     def radius_for(self, dimension: int) -> float:
         return math.sqrt(dimension // self.block_size) * self._ball.radius()

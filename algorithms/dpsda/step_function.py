@@ -33,12 +33,21 @@ The model is the node's played block x^i(r) and its estimate x_i(r) of the whole
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
-from algorithms.dpsda.framework import (DPSDAConfig, check_stream, gradient_data_index, initial_decision,
-                                        perturb, primal, scaled_block_gradient, stream_batch)
+from algorithms.dpsda.framework import (
+    DPSDAConfig,
+    check_stream,
+    gradient_data_index,
+    initial_decision,
+    perturb,
+    primal,
+    scaled_block_gradient,
+    stream_batch,
+)
 from algorithms.dpsda.privacy import epsilon_per_step, zcdp_of_laplace
 from algorithms.dpsda.weights import circulation_weight, metropolis_row, push_sum_weight
 from algorithms.step import LocalDataset, StepResult, TaskContext
@@ -47,8 +56,12 @@ from algorithms.step import LocalDataset, StepResult, TaskContext
 def privacy_metrics(epsilon0: float, n_nodes: int) -> dict[str, float]:
     """What one round charges to the ledger: node and network ε0 and zCDP ρ of this round's releases."""
     rho = zcdp_of_laplace(epsilon0)
-    return {"epsilon_spent": epsilon0, "epsilon_network_spent": n_nodes * epsilon0,
-            "rho_spent": rho, "rho_network_spent": n_nodes * rho}
+    return {
+        "epsilon_spent": epsilon0,
+        "epsilon_network_spent": n_nodes * epsilon0,
+        "rho_spent": rho,
+        "rho_network_spent": n_nodes * rho,
+    }
 
 
 class DPSDA:
@@ -58,7 +71,9 @@ class DPSDA:
         self.config = DPSDAConfig(**params)
         self.name = "dpsda-c" if self.config.variant == "C" else "dpsda-ps"
         # ε of one release (Theorem 2/4); a constant of the configuration, so the object stays stateless
-        self._epsilon_per_release = epsilon_per_step(self.config.accounting_sensitivity, self.config.laplace_scale)
+        self._epsilon_per_release = epsilon_per_step(
+            self.config.accounting_sensitivity, self.config.laplace_scale
+        )
 
     def params(self) -> dict[str, Any]:
         return self.config.params()
@@ -67,14 +82,25 @@ class DPSDA:
     def init(self, data: LocalDataset, ctx: TaskContext) -> dict[str, Any]:
         cfg = self.config
         if ctx.size != cfg.n_nodes:
-            raise ValueError(f"{self.name} is configured for {cfg.n_nodes} nodes, the consortium has {ctx.size}")
+            raise ValueError(
+                f"{self.name} is configured for {cfg.n_nodes} nodes, the consortium has {ctx.size}"
+            )
         check_stream(cfg, np.asarray(data.features), data.labels, ctx.rounds)
         m = cfg.dimension
-        return {"z": np.zeros(m), "y": np.zeros(m), "w": 1.0, "epsilon_total": 0.0,
-                "pending_gradient": None, "own_message": None, "expected_senders": [], "self_degree": 0}
+        return {
+            "z": np.zeros(m),
+            "y": np.zeros(m),
+            "w": 1.0,
+            "epsilon_total": 0.0,
+            "pending_gradient": None,
+            "own_message": None,
+            "expected_senders": [],
+            "self_degree": 0,
+        }
 
-    def step(self, state: dict[str, Any], inbox: Mapping[str, Any], data: LocalDataset,
-             ctx: TaskContext) -> StepResult:
+    def step(
+        self, state: dict[str, Any], inbox: Mapping[str, Any], data: LocalDataset, ctx: TaskContext
+    ) -> StepResult:
         cfg = self.config
         r, i = ctx.round, ctx.position
         block = cfg.block(i)
@@ -88,19 +114,27 @@ class DPSDA:
             decision = initial_decision(cfg, ctx)[block]
         else:
             z, w = self._combine(state, inbox, ctx)
-            z[block] += state["pending_gradient"]                     # + n E_i ĝ_i(r−1)
-            y = primal(cfg, z, w, r - 1)                              # (13) / (22)
+            z[block] += state["pending_gradient"]  # + n E_i ĝ_i(r−1)
+            y = primal(cfg, z, w, r - 1)  # (13) / (22)
             decision = y[block]
 
-        new_state: dict[str, Any] = {"z": z, "y": y, "w": w, "epsilon_total": float(state["epsilon_total"]),
-                                     "pending_gradient": None, "own_message": None,
-                                     "expected_senders": [], "self_degree": 0}
+        new_state: dict[str, Any] = {
+            "z": z,
+            "y": y,
+            "w": w,
+            "epsilon_total": float(state["epsilon_total"]),
+            "pending_gradient": None,
+            "own_message": None,
+            "expected_senders": [],
+            "self_degree": 0,
+        }
         outbox: dict[str, Any] = {}
         epsilon_spent = 0.0
         if r < ctx.rounds:
-            new_state["pending_gradient"] = scaled_block_gradient(cfg, y, features, labels,
-                                                                  gradient_data_index(cfg, r), ctx)
-            h = perturb(cfg, z, ctx)                                  # (11) / (20)
+            new_state["pending_gradient"] = scaled_block_gradient(
+                cfg, y, features, labels, gradient_data_index(cfg, r), ctx
+            )
+            h = perturb(cfg, z, ctx)  # (11) / (20)
             outbox, own = self._release(h, w, ctx)
             new_state["own_message"] = own
             new_state["expected_senders"] = sorted(ctx.consortium.index(s) for s in ctx.in_neighbours)
@@ -109,16 +143,24 @@ class DPSDA:
             new_state["epsilon_total"] = new_state["epsilon_total"] + epsilon_spent
 
         a, b = stream_batch(cfg, features, labels, r)
-        metrics = {"laplace_scale": cfg.laplace_scale, "sensitivity": cfg.accounting_sensitivity,
-                   "estimate_loss": cfg.loss_function.value(y, a, b),
-                   "privacy_rigorous": 1.0 if cfg.rigorous_privacy else 0.0}
+        metrics = {
+            "laplace_scale": cfg.laplace_scale,
+            "sensitivity": cfg.accounting_sensitivity,
+            "estimate_loss": cfg.loss_function.value(y, a, b),
+            "privacy_rigorous": 1.0 if cfg.rigorous_privacy else 0.0,
+        }
         if cfg.gradient_clip is not None:
             metrics["gradient_clip"] = cfg.gradient_clip
         if cfg.laplace_scale > 0:
             metrics.update(privacy_metrics(epsilon_spent, cfg.n_nodes))
             metrics["epsilon_total"] = new_state["epsilon_total"]
-        model = {"round": r, "block_start": block.start, "block_stop": block.stop,
-                 "decision_block": np.array(decision, dtype=np.float64), "estimate": y}
+        model = {
+            "round": r,
+            "block_start": block.start,
+            "block_stop": block.stop,
+            "decision_block": np.array(decision, dtype=np.float64),
+            "estimate": y,
+        }
         return StepResult(state=new_state, outbox=outbox, metrics=metrics, model=model)
 
     # -- internals -----------------------------------------------------------------------------
@@ -127,22 +169,28 @@ class DPSDA:
         degree = len(ctx.out_neighbours)
         if self.config.variant == "C":
             if set(ctx.out_neighbours) != set(ctx.in_neighbours):
-                raise ValueError(f"DPSDA-C needs an undirected graph; round {ctx.round} gives "
-                                 f"{ctx.organisation} out {ctx.out_neighbours}, in {ctx.in_neighbours}")
+                raise ValueError(
+                    f"DPSDA-C needs an undirected graph; round {ctx.round} gives "
+                    f"{ctx.organisation} out {ctx.out_neighbours}, in {ctx.in_neighbours}"
+                )
             msg = {"h": h, "degree": degree}
             return {o: msg for o in ctx.out_neighbours}, msg
         a = push_sum_weight(degree)
         msg = {"h": a * h, "w": a * w}
         return {o: msg for o in ctx.out_neighbours}, msg
 
-    def _combine(self, state: Mapping[str, Any], inbox: Mapping[str, Any], ctx: TaskContext) -> tuple[np.ndarray, float]:
+    def _combine(
+        self, state: Mapping[str, Any], inbox: Mapping[str, Any], ctx: TaskContext
+    ) -> tuple[np.ndarray, float]:
         """Σ_j a_ij h_j (and Σ_j a_ij w_j for push-sum) over the own term and the inbox, ascending order."""
         cfg = self.config
         i = ctx.position
         senders = sorted(ctx.consortium.index(s) for s in inbox)
         if senders != list(state["expected_senders"]):
-            raise ValueError(f"{ctx.organisation} expected messages from positions {state['expected_senders']} "
-                             f"in round {ctx.round}, got {senders}")
+            raise ValueError(
+                f"{ctx.organisation} expected messages from positions {state['expected_senders']} "
+                f"in round {ctx.round}, got {senders}"
+            )
         terms = {ctx.consortium[j]: inbox[ctx.consortium[j]] for j in senders}
         terms[ctx.organisation] = state["own_message"]
         order = sorted(senders + [i])
@@ -156,8 +204,9 @@ class DPSDA:
             return z, w
         if cfg.weights == "metropolis":
             nbrs = [j for j in order if j != i]
-            diag, off = metropolis_row(int(state["self_degree"]),
-                                       [int(terms[ctx.consortium[j]]["degree"]) for j in nbrs])
+            diag, off = metropolis_row(
+                int(state["self_degree"]), [int(terms[ctx.consortium[j]]["degree"]) for j in nbrs]
+            )
             coef = dict(zip(nbrs, off))
             coef[i] = diag
         else:

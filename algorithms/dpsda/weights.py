@@ -18,7 +18,7 @@ so both forms use bit-identical weights.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -29,7 +29,7 @@ def _adjacency(a: np.ndarray) -> np.ndarray:
         raise ValueError(f"adjacency must be square, got shape {a.shape}")
     if np.any(np.diag(a) != 0):
         raise ValueError("adjacency must have a zero diagonal (self-weights are added by the rule)")
-    return (a != 0)
+    return a != 0
 
 
 def circulation_weight(degree: int) -> float:
@@ -79,7 +79,7 @@ def push_sum_weights(adjacency: np.ndarray) -> np.ndarray:
     w = np.zeros((n, n))
     for j in range(n):
         v = push_sum_weight(int(a[j].sum()))
-        w[a[j], j] = v      # j → i
+        w[a[j], j] = v  # j → i
         w[j, j] = v
     return w
 

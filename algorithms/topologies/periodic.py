@@ -10,22 +10,22 @@ The authors' MATLAB graph generators write edges 1-based as "j→i" (j pushes to
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
 # From the authors' MATLAB Directed_graph_generator.m / Undirected_graph_generator.m, 1-based.
 DPSDA_DIRECTED_EDGES: tuple[tuple[tuple[int, int], ...], ...] = (
-    ((3, 6), (3, 7), (4, 3), (5, 3), (5, 6), (6, 4), (7, 5)),   # G1 (nodes 1, 2 isolated)
-    ((1, 2), (3, 2)),                                             # G2
-    ((1, 3), (2, 3), (4, 5), (4, 7), (5, 6), (6, 4), (7, 5)),   # G3
-    ((2, 1),),                                                    # G4
+    ((3, 6), (3, 7), (4, 3), (5, 3), (5, 6), (6, 4), (7, 5)),  # G1 (nodes 1, 2 isolated)
+    ((1, 2), (3, 2)),  # G2
+    ((1, 3), (2, 3), (4, 5), (4, 7), (5, 6), (6, 4), (7, 5)),  # G3
+    ((2, 1),),  # G4
 )
 DPSDA_UNDIRECTED_EDGES: tuple[tuple[tuple[int, int], ...], ...] = (
-    ((3, 4), (3, 5), (3, 6), (3, 7), (4, 6), (5, 6), (5, 7)),   # G1
-    ((1, 2), (2, 3)),                                             # G2
-    ((1, 3), (2, 3), (4, 5), (4, 6), (4, 7), (5, 6), (5, 7)),   # G3
-    ((1, 2),),                                                    # G4
+    ((3, 4), (3, 5), (3, 6), (3, 7), (4, 6), (5, 6), (5, 7)),  # G1
+    ((1, 2), (2, 3)),  # G2
+    ((1, 3), (2, 3), (4, 5), (4, 6), (4, 7), (5, 6), (5, 7)),  # G3
+    ((1, 2),),  # G4
 )
 DPSDA_NODES = 7
 
@@ -44,7 +44,9 @@ class PeriodicTopology:
             if mats and a.shape != mats[0].shape:
                 raise ValueError(f"graph {k + 1} has shape {a.shape}, graph 1 has {mats[0].shape}")
             if np.any(np.diag(a) != 0):
-                raise ValueError(f"graph {k + 1} has self-loops; a node always keeps its own value implicitly")
+                raise ValueError(
+                    f"graph {k + 1} has self-loops; a node always keeps its own value implicitly"
+                )
             a = (a != 0).astype(np.int8)
             a.setflags(write=False)
             mats.append(a)
@@ -80,14 +82,16 @@ def _from_edges(edges: Sequence[tuple[int, int]], size: int, directed: bool) -> 
 
 def dpsda_digraphs() -> PeriodicTopology:
     """The 4-strongly-connected time-varying digraph on 7 nodes used by DPSDA-PS (seed 002 §6)."""
-    return PeriodicTopology([_from_edges(e, DPSDA_NODES, True) for e in DPSDA_DIRECTED_EDGES],
-                            name="dpsda-digraphs(7)")
+    return PeriodicTopology(
+        [_from_edges(e, DPSDA_NODES, True) for e in DPSDA_DIRECTED_EDGES], name="dpsda-digraphs(7)"
+    )
 
 
 def dpsda_graphs() -> PeriodicTopology:
     """The same graphs with directions deleted, used by DPSDA-C (seed 002 §6)."""
-    return PeriodicTopology([_from_edges(e, DPSDA_NODES, False) for e in DPSDA_UNDIRECTED_EDGES],
-                            name="dpsda-graphs(7)")
+    return PeriodicTopology(
+        [_from_edges(e, DPSDA_NODES, False) for e in DPSDA_UNDIRECTED_EDGES], name="dpsda-graphs(7)"
+    )
 
 
 def is_strongly_connected(adjacency: np.ndarray) -> bool:

@@ -43,7 +43,7 @@ class RandomLinkTopology:
         A = np.zeros((S, S), dtype=np.int8)
         for i in range(S):
             draws = rng.choice(S - 1, size=self.links, replace=False)
-            partners = draws + (draws >= i)           # uniform among the others
+            partners = draws + (draws >= i)  # uniform among the others
             A[i, partners] = 1
         A = np.maximum(A, A.T)
         np.fill_diagonal(A, 0)

@@ -36,7 +36,7 @@ class RandomLinks:
         """The partner each node drew in ``iteration`` (never itself)."""
         rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([self.seed, iteration, 0x11AC])))
         r = rng.integers(0, self.size - 1, size=self.size)
-        return r + (r >= np.arange(self.size))         # uniform over the others
+        return r + (r >= np.arange(self.size))  # uniform over the others
 
     def adjacency(self, round: int) -> np.ndarray:
         t = self.iteration(round)

@@ -10,8 +10,10 @@ __all__ = ["Limits", "RunOutcome", "TaskMounts", "TaskRuntime", "get_runtime"]
 def get_runtime(name: str, **kwargs) -> TaskRuntime:
     if name == "container":
         from executor.runtimes.container import ContainerRuntime
+
         return ContainerRuntime(**kwargs)
     if name == "sandbox":
         from executor.runtimes.sandbox import SandboxRuntime
+
         return SandboxRuntime(**kwargs)
     raise ValueError(f"unknown runtime {name!r} (expected 'container' or 'sandbox')")

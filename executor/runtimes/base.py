@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, Sequence, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from executor.task_keys import TASK_GID, TASK_UID  # noqa: F401
 
@@ -22,6 +23,7 @@ def numeric_environment() -> dict[str, str]:
     differently, so a task must use the kernel the host (and the simulator) uses for its results to
     be bit-identical (seen with CollabDict GGM's LAPACK calls)."""
     import os
+
     return {k: os.environ[k] for k in ("OPENBLAS_CORETYPE",) if os.environ.get(k)}
 
 
@@ -84,7 +86,7 @@ class RunOutcome:
 @runtime_checkable
 class TaskRuntime(Protocol):
     name: str
-    task_uid: int | None   # host uid that owns the task's outputs and key (None: the agent's)
+    task_uid: int | None  # host uid that owns the task's outputs and key (None: the agent's)
 
     def available(self) -> bool: ...
 
@@ -97,8 +99,14 @@ class TaskRuntime(Protocol):
         """Digest of the local image/bundle named ``reference`` (None if absent)."""
         ...
 
-    def run(self, image_digest: str, mounts: TaskMounts, limits: Limits = Limits(),
-            command: Sequence[str] | None = None, bundle_dir: str | os.PathLike | None = None) -> RunOutcome:
+    def run(
+        self,
+        image_digest: str,
+        mounts: TaskMounts,
+        limits: Limits = Limits(),
+        command: Sequence[str] | None = None,
+        bundle_dir: str | os.PathLike | None = None,
+    ) -> RunOutcome:
         """Run the image with digest ``image_digest`` (its entrypoint, or ``command``); the
         sandbox runtime also needs the bundle directory and re-checks its digest."""
         ...

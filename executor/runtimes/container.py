@@ -12,12 +12,21 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Sequence
 
 from executor.errors import RuntimeUnavailable
+from executor.runtimes.base import (
+    DATA,
+    KEY_DIR,
+    TASK_IN,
+    TASK_OUT,
+    Limits,
+    RunOutcome,
+    TaskMounts,
+    numeric_environment,
+)
 from executor.runtimes.tools import ToolMissing
-from executor.runtimes.base import DATA, KEY_DIR, TASK_IN, TASK_OUT, Limits, RunOutcome, TaskMounts, numeric_environment
 from executor.task_keys import TASK_GID, TASK_UID
 
 
@@ -32,6 +41,7 @@ class ContainerRuntime:
     def client(self):
         if self._client is None:
             from executor.images import engine_client
+
             self._client = engine_client(self._base_url)
         return self._client
 
@@ -50,15 +60,24 @@ class ContainerRuntime:
         except Exception:
             pass
         from executor.images import DEFAULT_SOCKET
-        url = self._base_url or os.environ.get("CONSORTIA_DOCKER_HOST") or os.environ.get("DOCKER_HOST") or DEFAULT_SOCKET
+
+        url = (
+            self._base_url
+            or os.environ.get("CONSORTIA_DOCKER_HOST")
+            or os.environ.get("DOCKER_HOST")
+            or DEFAULT_SOCKET
+        )
         if shutil.which("podman") is None and shutil.which("docker") is None:
             raise ToolMissing("podman", "podman runc", "the container runtime")
-        raise RuntimeUnavailable(f"the container runtime found no container engine at {url}: run "
-                                 "scripts/install-container-engine (installs Podman and starts its socket) "
-                                 "and export CONSORTIA_DOCKER_HOST=<the URL it prints>")
+        raise RuntimeUnavailable(
+            f"the container runtime found no container engine at {url}: run "
+            "scripts/install-container-engine (installs Podman and starts its socket) "
+            "and export CONSORTIA_DOCKER_HOST=<the URL it prints>"
+        )
 
     def local_digest(self, reference: str) -> str | None:
         from executor.images import local_image_digest
+
         return local_image_digest(self.client, reference)
 
     @staticmethod
@@ -90,18 +109,25 @@ class ContainerRuntime:
             working_dir="/task",
         )
 
-    task_uid: int | None = TASK_UID   # outputs and key are handed to this host uid
+    task_uid: int | None = TASK_UID  # outputs and key are handed to this host uid
 
-    def run(self, image_digest: str, mounts: TaskMounts, limits: Limits = Limits(),
-            command: Sequence[str] | None = None, bundle_dir=None) -> RunOutcome:
+    def run(
+        self,
+        image_digest: str,
+        mounts: TaskMounts,
+        limits: Limits = Limits(),
+        command: Sequence[str] | None = None,
+        bundle_dir=None,
+    ) -> RunOutcome:
         import docker.errors
         import requests
 
         t0 = time.perf_counter()
         try:
             extra = {"entrypoint": [command[0]], "command": list(command[1:])} if command else {}
-            container = self.client.containers.create(image_digest, **extra,
-                                                      **self.container_options(mounts, limits))
+            container = self.client.containers.create(
+                image_digest, **extra, **self.container_options(mounts, limits)
+            )
         except docker.errors.ImageNotFound:
             raise RuntimeUnavailable(f"image {image_digest} is not present in the engine") from None
         except (docker.errors.DockerException, requests.RequestException) as exc:
@@ -140,6 +166,7 @@ class ContainerRuntime:
 
 def _remove(container) -> None:
     import docker.errors
+
     try:
         container.remove(force=True)
     except docker.errors.DockerException:

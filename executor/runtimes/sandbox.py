@@ -26,12 +26,21 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from executor.errors import RuntimeUnavailable
+from executor.runtimes.base import (
+    DATA,
+    KEY_DIR,
+    TASK_IN,
+    TASK_OUT,
+    Limits,
+    RunOutcome,
+    TaskMounts,
+    numeric_environment,
+)
 from executor.runtimes.tools import ToolMissing, find_tool
-from executor.runtimes.base import DATA, KEY_DIR, TASK_IN, TASK_OUT, Limits, RunOutcome, TaskMounts, numeric_environment
 from executor.task_keys import TASK_GID, TASK_UID
 
 CGROUP_V1 = Path("/sys/fs/cgroup")
@@ -44,8 +53,10 @@ class _Cgroup:
     def __init__(self, limits: Limits):
         self.dirs: list[Path] = []
         name = f"consortia-task-{uuid.uuid4().hex[:12]}"
-        for controller, files in (("pids", {"pids.max": str(limits.pids)}),
-                                  ("memory", {"memory.limit_in_bytes": str(limits.memory_bytes)})):
+        for controller, files in (
+            ("pids", {"pids.max": str(limits.pids)}),
+            ("memory", {"memory.limit_in_bytes": str(limits.memory_bytes)}),
+        ):
             d = CGROUP_V1 / controller / name
             try:
                 d.mkdir()
@@ -98,6 +109,7 @@ class SandboxRuntime:
     def local_digest(self, reference: str) -> str | None:
         """``reference`` of a bundle is its directory."""
         from executor.images import bundle_digest
+
         d = Path(reference)
         return bundle_digest(d, self.python) if (d / "bundle.json").exists() else None
 
@@ -117,41 +129,100 @@ class SandboxRuntime:
 
     @staticmethod
     def task_binds(mounts: TaskMounts) -> list[tuple[Path, str, str]]:
-        return [(mounts.inputs, TASK_IN, "ro"), (mounts.outputs, TASK_OUT, "rw"),
-                (mounts.data_dir, DATA, "ro"), (mounts.key_dir, KEY_DIR, "ro")]
+        return [
+            (mounts.inputs, TASK_IN, "ro"),
+            (mounts.outputs, TASK_OUT, "rw"),
+            (mounts.data_dir, DATA, "ro"),
+            (mounts.key_dir, KEY_DIR, "ro"),
+        ]
 
-    def command(self, bundle_dir: Path, mounts: TaskMounts | Sequence[tuple[Path, str, str]],
-                command: Sequence[str] | None) -> list[str]:
+    def command(
+        self,
+        bundle_dir: Path,
+        mounts: TaskMounts | Sequence[tuple[Path, str, str]],
+        command: Sequence[str] | None,
+    ) -> list[str]:
         """The bubblewrap command line: ``mounts`` is a task's mounts or (host, sandbox, ro|rw) binds."""
         binds = self.task_binds(mounts) if isinstance(mounts, TaskMounts) else list(mounts)
         bind_args: list[str] = []
         for host, inside, mode in binds:
             bind_args += ["--ro-bind" if mode == "ro" else "--bind", str(Path(host).resolve()), inside]
         python = os.path.abspath(self.python)
-        args = [self.bwrap, "--unshare-all", "--die-with-parent", "--new-session",
-                "--uid", str(TASK_UID), "--gid", str(TASK_GID),
-                "--ro-bind", "/usr", "/usr",
-                "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
-                "--symlink", "usr/bin", "/bin", "--symlink", "usr/sbin", "/sbin",
-                *self._interpreter_binds(),
-                "--ro-bind", str(bundle_dir.resolve()), BUNDLE_MOUNT,
-                *bind_args,
-                "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
-                "--remount-ro", "/",
-                "--cap-drop", "ALL",
-                "--clearenv",
-                "--setenv", "PYTHONPATH", f"{BUNDLE_MOUNT}:{BUNDLE_MOUNT}/image",
-                "--setenv", "PYTHONDONTWRITEBYTECODE", "1", "--setenv", "PYTHONHASHSEED", "0",
-                "--setenv", "OMP_NUM_THREADS", "1", "--setenv", "OPENBLAS_NUM_THREADS", "1",
-                "--setenv", "PATH", "/usr/bin:/bin",
-                *[a for k, v in numeric_environment().items() for a in ("--setenv", k, v)],
-                "--chdir", "/task", "--"]
+        args = [
+            self.bwrap,
+            "--unshare-all",
+            "--die-with-parent",
+            "--new-session",
+            "--uid",
+            str(TASK_UID),
+            "--gid",
+            str(TASK_GID),
+            "--ro-bind",
+            "/usr",
+            "/usr",
+            "--symlink",
+            "usr/lib",
+            "/lib",
+            "--symlink",
+            "usr/lib64",
+            "/lib64",
+            "--symlink",
+            "usr/bin",
+            "/bin",
+            "--symlink",
+            "usr/sbin",
+            "/sbin",
+            *self._interpreter_binds(),
+            "--ro-bind",
+            str(bundle_dir.resolve()),
+            BUNDLE_MOUNT,
+            *bind_args,
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            "--tmpfs",
+            "/tmp",
+            "--remount-ro",
+            "/",
+            "--cap-drop",
+            "ALL",
+            "--clearenv",
+            "--setenv",
+            "PYTHONPATH",
+            f"{BUNDLE_MOUNT}:{BUNDLE_MOUNT}/image",
+            "--setenv",
+            "PYTHONDONTWRITEBYTECODE",
+            "1",
+            "--setenv",
+            "PYTHONHASHSEED",
+            "0",
+            "--setenv",
+            "OMP_NUM_THREADS",
+            "1",
+            "--setenv",
+            "OPENBLAS_NUM_THREADS",
+            "1",
+            "--setenv",
+            "PATH",
+            "/usr/bin:/bin",
+            *[a for k, v in numeric_environment().items() for a in ("--setenv", k, v)],
+            "--chdir",
+            "/task",
+            "--",
+        ]
         if command:
             return args + list(command)
         return args + [python, "-s", f"{BUNDLE_MOUNT}/image/entrypoint.py"]
 
-    def run(self, image_digest: str, mounts: TaskMounts, limits: Limits = Limits(),
-            command: Sequence[str] | None = None, bundle_dir: str | os.PathLike | None = None) -> RunOutcome:
+    def run(
+        self,
+        image_digest: str,
+        mounts: TaskMounts,
+        limits: Limits = Limits(),
+        command: Sequence[str] | None = None,
+        bundle_dir: str | os.PathLike | None = None,
+    ) -> RunOutcome:
         """Run the bundle at ``bundle_dir`` after checking that its digest is ``image_digest``."""
         self.check()
         if bundle_dir is None:
@@ -174,20 +245,28 @@ class SandboxRuntime:
                 code = -9
         finally:
             cg.close()
-        return RunOutcome(self.name, code, time.perf_counter() - t0,
-                          out.decode("utf-8", "replace")[-20000:], timed_out)
+        return RunOutcome(
+            self.name, code, time.perf_counter() - t0, out.decode("utf-8", "replace")[-20000:], timed_out
+        )
 
-    def spawn(self, bundle: Path, mounts: TaskMounts | Sequence[tuple[Path, str, str]], limits: Limits,
-              command: Sequence[str] | None = None, cpu_seconds: int | None = None,
-              stdout: int = subprocess.PIPE, lifeline: bool = False) -> tuple[subprocess.Popen, "_Cgroup"]:
+    def spawn(
+        self,
+        bundle: Path,
+        mounts: TaskMounts | Sequence[tuple[Path, str, str]],
+        limits: Limits,
+        command: Sequence[str] | None = None,
+        cpu_seconds: int | None = None,
+        stdout: int = subprocess.PIPE,
+        lifeline: bool = False,
+    ) -> tuple[subprocess.Popen, _Cgroup]:
         """Start the sandbox (limits applied in the child before exec); caller waits and closes.
 
         ``lifeline``: the sandbox's stdin is a pipe whose write end only the caller holds; a
         worker exits when it reads EOF, i.e. when the caller dies, however it dies."""
-        self.check()          # before anything is created: a clear error, not Popen([''])
+        self.check()  # before anything is created: a clear error, not Popen([''])
         cg = _Cgroup(limits)
         cpu_s = cpu_seconds or max(1, int(limits.timeout_s) + 1)
-        as_bytes = max(limits.memory_bytes, 1 << 30) * 4   # address space >> RSS (numpy/BLAS maps)
+        as_bytes = max(limits.memory_bytes, 1 << 30) * 4  # address space >> RSS (numpy/BLAS maps)
         use_nproc = "pids" not in cg.controllers and os.geteuid() != 0
 
         def preexec() -> None:
@@ -199,10 +278,14 @@ class SandboxRuntime:
                 resource.setrlimit(resource.RLIMIT_NPROC, (limits.pids, limits.pids))
 
         try:
-            proc = subprocess.Popen(self.command(bundle, mounts, command),
-                                    stdin=subprocess.PIPE if lifeline else subprocess.DEVNULL,
-                                    stdout=stdout, stderr=subprocess.STDOUT,
-                                    preexec_fn=preexec, close_fds=True)
+            proc = subprocess.Popen(
+                self.command(bundle, mounts, command),
+                stdin=subprocess.PIPE if lifeline else subprocess.DEVNULL,
+                stdout=stdout,
+                stderr=subprocess.STDOUT,
+                preexec_fn=preexec,
+                close_fds=True,
+            )
         except BaseException:
             cg.close()
             raise

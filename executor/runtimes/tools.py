@@ -20,8 +20,10 @@ class ToolMissing(RuntimeUnavailable):
 
     def __init__(self, tool: str, package: str, needed_for: str):
         self.tool, self.package, self.needed_for = tool, package, needed_for
-        super().__init__(f"{needed_for} needs {tool}, which is not installed: run scripts/setup "
-                         f"(or, as root: apt-get install {package})")
+        super().__init__(
+            f"{needed_for} needs {tool}, which is not installed: run scripts/setup "
+            f"(or, as root: apt-get install {package})"
+        )
 
 
 def find_tool(tool: str, package: str, needed_for: str, path: str | None = None) -> str:

@@ -23,8 +23,8 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from algorithms.task_runtime import TaskSpec
 from executor.errors import RuntimeUnavailable, TaskFailed
@@ -39,9 +39,17 @@ OUT_ROOT = "/task/out-root"
 class WarmWorker:
     """A long-lived isolated worker for one organisation's tasks of one learning process."""
 
-    def __init__(self, runtime: TaskRuntime, image_digest: str, root: str | os.PathLike,
-                 data_dir: str | os.PathLike, limits: Limits = Limits(), bundle_dir: str | os.PathLike | None = None,
-                 name: str | None = None, one_shot: bool = False):
+    def __init__(
+        self,
+        runtime: TaskRuntime,
+        image_digest: str,
+        root: str | os.PathLike,
+        data_dir: str | os.PathLike,
+        limits: Limits = Limits(),
+        bundle_dir: str | os.PathLike | None = None,
+        name: str | None = None,
+        one_shot: bool = False,
+    ):
         self.runtime = runtime
         self.image_digest = image_digest
         self.root = Path(root)
@@ -53,8 +61,8 @@ class WarmWorker:
         self._container = None
         self._count = 0
         self._alive_at = 0.0
-        self.name = name   # container name; an older worker of the same name is replaced
-        self.one_shot = one_shot   # a fresh container/sandbox for exactly one task, started early
+        self.name = name  # container name; an older worker of the same name is replaced
+        self.one_shot = one_shot  # a fresh container/sandbox for exactly one task, started early
 
     @property
     def in_root(self) -> Path:
@@ -64,9 +72,9 @@ class WarmWorker:
     def out_root(self) -> Path:
         return self.root / "out"
 
-    def start(self) -> "WarmWorker":
-        if self.root.exists():   # left by a killed agent: destroy any handed-over key first
-            for key_file in list(self.root.rglob("task_key.pem")):   # list first: the loop deletes dirs
+    def start(self) -> WarmWorker:
+        if self.root.exists():  # left by a killed agent: destroy any handed-over key first
+            for key_file in list(self.root.rglob("task_key.pem")):  # list first: the loop deletes dirs
                 destroy_key_dir(key_file.parent)
             shutil.rmtree(self.root)
         self.in_root.mkdir(parents=True)
@@ -81,29 +89,50 @@ class WarmWorker:
                 raise RuntimeUnavailable("a warm sandbox needs the bundle directory")
             local = self.runtime.local_digest(str(self.bundle_dir))
             if local != self.image_digest:
-                raise RuntimeUnavailable(f"bundle {self.bundle_dir} has digest {local}, not {self.image_digest}")
+                raise RuntimeUnavailable(
+                    f"bundle {self.bundle_dir} has digest {local}, not {self.image_digest}"
+                )
             from executor.runtimes.sandbox import BUNDLE_MOUNT
-            binds = [(self.in_root, IN_ROOT, "ro"), (self.out_root, OUT_ROOT, "rw"), (self.data_dir, DATA, "ro")]
-            cmd = [os.path.abspath(self.runtime.python), "-s", f"{BUNDLE_MOUNT}/image/entrypoint.py", self._mode]
+
+            binds = [
+                (self.in_root, IN_ROOT, "ro"),
+                (self.out_root, OUT_ROOT, "rw"),
+                (self.data_dir, DATA, "ro"),
+            ]
+            cmd = [
+                os.path.abspath(self.runtime.python),
+                "-s",
+                f"{BUNDLE_MOUNT}/image/entrypoint.py",
+                self._mode,
+            ]
             self._proc, self._cgroup = self.runtime.spawn(
-                self.bundle_dir, binds, self.limits, cmd, stdout=subprocess_devnull(),
-                cpu_seconds=None if self.one_shot else 10**6, lifeline=True)
+                self.bundle_dir,
+                binds,
+                self.limits,
+                cmd,
+                stdout=subprocess_devnull(),
+                cpu_seconds=None if self.one_shot else 10**6,
+                lifeline=True,
+            )
         elif self.runtime.name == "container":
-            volumes = {str(self.in_root.resolve()): {"bind": IN_ROOT, "mode": "ro"},
-                       str(self.out_root.resolve()): {"bind": OUT_ROOT, "mode": "rw"},
-                       str(self.data_dir.resolve()): {"bind": DATA, "mode": "ro"}}
+            volumes = {
+                str(self.in_root.resolve()): {"bind": IN_ROOT, "mode": "ro"},
+                str(self.out_root.resolve()): {"bind": OUT_ROOT, "mode": "rw"},
+                str(self.data_dir.resolve()): {"bind": DATA, "mode": "ro"},
+            }
             opts = self.runtime.container_options(volumes, self.limits)
             if self.one_shot:
-                opts["auto_remove"] = True   # gone once it exits, even if its agent was killed
+                opts["auto_remove"] = True  # gone once it exits, even if its agent was killed
             if self.name:
                 opts["name"] = self.name
-                try:   # a worker left by a killed agent: replace it
+                try:  # a worker left by a killed agent: replace it
                     self.runtime.client.containers.get(self.name).remove(force=True)
                 except Exception:
                     pass
             try:
-                self._container = self.runtime.client.containers.run(self.image_digest, command=[self._mode],
-                                                                      detach=True, **opts)
+                self._container = self.runtime.client.containers.run(
+                    self.image_digest, command=[self._mode], detach=True, **opts
+                )
             except Exception as exc:
                 raise RuntimeUnavailable(f"cannot start warm container: {exc}") from None
         else:
@@ -132,8 +161,9 @@ class WarmWorker:
             return ok
         return False
 
-    def run(self, spec: TaskSpec, task_key: TaskKey, previous_state: bytes | None,
-            inbox: Mapping[str, bytes]) -> TaskOutputs:
+    def run(
+        self, spec: TaskSpec, task_key: TaskKey, previous_state: bytes | None, inbox: Mapping[str, bytes]
+    ) -> TaskOutputs:
         if spec.runtime != self.runtime.name or spec.image_digest != self.image_digest:
             raise ValueError("task is for another runtime or image than this worker")
         if not self.alive(max_age=0.5):
@@ -157,11 +187,13 @@ class WarmWorker:
                 if now > deadline:
                     self.stop()
                     raise TaskFailed(f"warm {self.runtime.name} task timed out")
-                if now > next_check:   # liveness costs an engine API call: not on every poll
+                if now > next_check:  # liveness costs an engine API call: not on every poll
                     next_check = now + 0.5
                     if not self.alive() and not (out / "DONE").exists():
-                        if not out.exists():   # died before taking the task: retry with a new worker
-                            raise RuntimeUnavailable(f"{self.runtime.name} worker ended before the task started")
+                        if not out.exists():  # died before taking the task: retry with a new worker
+                            raise RuntimeUnavailable(
+                                f"{self.runtime.name} worker ended before the task started"
+                            )
                         raise TaskFailed(f"{self.runtime.name} worker died during the task")
                 time.sleep(delay)
                 delay = min(delay * 1.5, 0.01)
@@ -188,7 +220,7 @@ class WarmWorker:
         else:
             _reaper().submit(_reap, proc, cgroup, container, 5.0)
 
-    def __enter__(self) -> "WarmWorker":
+    def __enter__(self) -> WarmWorker:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -202,6 +234,7 @@ def _reaper():
     global _REAPER
     if _REAPER is None:
         from concurrent.futures import ThreadPoolExecutor
+
         _REAPER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="worker-reaper")
     return _REAPER
 
@@ -217,7 +250,7 @@ def flush_reaper() -> None:
 def _reap(proc, cgroup, container, grace: float) -> None:
     if proc is not None and proc.stdin is not None:
         try:
-            proc.stdin.close()   # the worker's lifeline: EOF ends it even if it missed STOP
+            proc.stdin.close()  # the worker's lifeline: EOF ends it even if it missed STOP
         except OSError:
             pass
     if proc is not None:
@@ -230,9 +263,11 @@ def _reap(proc, cgroup, container, grace: float) -> None:
         cgroup.close()
     if container is not None:
         from executor.runtimes.container import _remove
+
         _remove(container)
 
 
 def subprocess_devnull() -> int:
     import subprocess
+
     return subprocess.DEVNULL

@@ -46,7 +46,9 @@ def compute_tx_id(nonce: bytes, creator: bytes) -> str:
 
 def signed_part(tx: dict[str, Any]) -> bytes:
     """What the client signs in a transaction envelope."""
-    return canonical_json({"proposal": tx["proposal"], "response": tx["response"], "endorsements": tx["endorsements"]})
+    return canonical_json(
+        {"proposal": tx["proposal"], "response": tx["response"], "endorsements": tx["endorsements"]}
+    )
 
 
 def endorsement_message(response: dict[str, Any], endorser: bytes) -> bytes:
@@ -59,15 +61,32 @@ def data_of(body: dict[str, Any]) -> Any:
 
 
 def header_bytes(body: dict[str, Any]) -> bytes:
-    return canonical_json({"number": body["number"], "previous_hash": body["previous_hash"],
-                           "data_hash": body["data_hash"], "codes_hash": sha256_hex(canonical_json(body["validation_codes"])),
-                           "timestamp": body["timestamp"]})
+    return canonical_json(
+        {
+            "number": body["number"],
+            "previous_hash": body["previous_hash"],
+            "data_hash": body["data_hash"],
+            "codes_hash": sha256_hex(canonical_json(body["validation_codes"])),
+            "timestamp": body["timestamp"],
+        }
+    )
 
 
-def make_body(number: int, previous_hash: str, timestamp: float, transactions: list[dict[str, Any]],
-              codes: list[str], config: dict[str, Any] | None = None) -> dict[str, Any]:
-    body: dict[str, Any] = {"number": number, "previous_hash": previous_hash, "timestamp": timestamp,
-                            "transactions": transactions, "validation_codes": codes}
+def make_body(
+    number: int,
+    previous_hash: str,
+    timestamp: float,
+    transactions: list[dict[str, Any]],
+    codes: list[str],
+    config: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "number": number,
+        "previous_hash": previous_hash,
+        "timestamp": timestamp,
+        "transactions": transactions,
+        "validation_codes": codes,
+    }
     if number == 0:
         body["config"] = config
     body["data_hash"] = sha256_hex(canonical_json(data_of(body)))

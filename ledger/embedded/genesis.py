@@ -19,20 +19,27 @@ from ledger.identity import Consortium
 
 def _der(pem: Any) -> bytes | None:
     try:
-        return x509.load_pem_x509_certificate(pem.encode() if isinstance(pem, str) else pem).public_bytes(Encoding.DER)
+        return x509.load_pem_x509_certificate(pem.encode() if isinstance(pem, str) else pem).public_bytes(
+            Encoding.DER
+        )
     except (ValueError, TypeError, AttributeError):
         return None
 
 
 def config_mismatch(config: Any, consortium: Consortium) -> str | None:
     """Why the genesis ``config`` is not this consortium's channel (None if it is)."""
-    if not isinstance(config, dict) or not isinstance(config.get("organisations"), dict) \
-            or not isinstance(config.get("orderer"), dict):
+    if (
+        not isinstance(config, dict)
+        or not isinstance(config.get("organisations"), dict)
+        or not isinstance(config.get("orderer"), dict)
+    ):
         return "the genesis block carries no channel configuration"
     mine = {o.msp_id for o in consortium.organisations}
     if set(config["organisations"]) != mine:
-        return (f"the channel's organisations are {sorted(config['organisations'])}, not this consortium's "
-                f"{sorted(mine)}")
+        return (
+            f"the channel's organisations are {sorted(config['organisations'])}, not this consortium's "
+            f"{sorted(mine)}"
+        )
     for msp in sorted(mine):
         if _der(config["organisations"][msp]) != consortium.ca_certificate(msp).public_bytes(Encoding.DER):
             return f"the CA certificate of {msp} in the genesis block is not the consortium's {msp} CA"

@@ -29,23 +29,31 @@ import queue
 import sqlite3
 import threading
 import time
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from cryptography import x509
+from cryptography.hazmat.primitives.serialization import Encoding
 
 from chaincode import dispatch
 from chaincode.canonical import canonical_json
 from chaincode.errors import ContractError
-from cryptography import x509
-from cryptography.hazmat.primitives.serialization import Encoding
 from ledger.embedded import blocks as B
 from ledger.embedded.genesis import config_mismatch
 from ledger.embedded.policy import EndorsementPolicy
 from ledger.embedded.simulation import TxSimulator
 from ledger.embedded.store import Store
 from ledger.embedded.validation import validate_block, write_block_outcome
-from ledger.errors import (AccessDenied, CommitTimeout, EndorsementPolicyFailure, LedgerError, MVCCConflict,
-                           TransactionInvalid)
+from ledger.errors import (
+    AccessDenied,
+    CommitTimeout,
+    EndorsementPolicyFailure,
+    LedgerError,
+    MVCCConflict,
+    TransactionInvalid,
+)
 from ledger.identity import Consortium, Identity, MembershipService
 from ledger.interface import BlockInfo, ChaincodeEvent, SubmitResult
 
@@ -59,8 +67,12 @@ _CONFLICT_CODES = (B.MVCC_READ_CONFLICT, B.PHANTOM_READ_CONFLICT)
 
 def _error_for(tx_id: str, code: str) -> TransactionInvalid:
     if code in _CONFLICT_CODES:
-        return MVCCConflict(tx_id, code, f"transaction {tx_id} invalidated: {code} (a key it read was "
-                                         f"changed by an earlier transaction; retry it)")
+        return MVCCConflict(
+            tx_id,
+            code,
+            f"transaction {tx_id} invalidated: {code} (a key it read was "
+            f"changed by an earlier transaction; retry it)",
+        )
     if code == B.ENDORSEMENT_POLICY_FAILURE:
         return EndorsementPolicyFailure(tx_id, code, f"transaction {tx_id} invalidated: {code}")
     return TransactionInvalid(tx_id, code)
@@ -69,10 +81,20 @@ def _error_for(tx_id: str, code: str) -> TransactionInvalid:
 class EmbeddedLedger:
     """A Fabric-semantics ledger in one SQLite file. Implements :class:`ledger.interface.Ledger`."""
 
-    def __init__(self, path: str | os.PathLike, consortium: Consortium, *, channel: str = "consortia",
-                 chaincode: str = "consortia", policy: str = "MAJORITY", batch_size: int = 500,
-                 batch_timeout: float = 0.01, synchronous: str = "FULL",
-                 checkpoint_file: str | os.PathLike | None = None, checkpoint_every: int = 100):
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        consortium: Consortium,
+        *,
+        channel: str = "consortia",
+        chaincode: str = "consortia",
+        policy: str = "MAJORITY",
+        batch_size: int = 500,
+        batch_timeout: float = 0.01,
+        synchronous: str = "FULL",
+        checkpoint_file: str | os.PathLike | None = None,
+        checkpoint_every: int = 100,
+    ):
         if batch_size < 1 or batch_timeout < 0:
             raise ValueError("batch_size must be >= 1 and batch_timeout >= 0")
         if checkpoint_every < 1:
@@ -110,11 +132,18 @@ class EmbeddedLedger:
         if row is not None:
             config = json.loads(row[0])["config"]
         else:
-            orgs = {o.msp_id: self.consortium.ca_certificate(o.msp_id).public_bytes(Encoding.PEM).decode()
-                    for o in self.consortium.organisations}
+            orgs = {
+                o.msp_id: self.consortium.ca_certificate(o.msp_id).public_bytes(Encoding.PEM).decode()
+                for o in self.consortium.organisations
+            }
             orderer_ca = self.consortium.membership().ca_certificates["OrdererMSP"]
-            config = {"channel": channel, "chaincode": chaincode, "policy": policy, "organisations": orgs,
-                      "orderer": {"msp_id": "OrdererMSP", "ca": orderer_ca.public_bytes(Encoding.PEM).decode()}}
+            config = {
+                "channel": channel,
+                "chaincode": chaincode,
+                "policy": policy,
+                "organisations": orgs,
+                "orderer": {"msp_id": "OrdererMSP", "ca": orderer_ca.public_bytes(Encoding.PEM).decode()},
+            }
             EndorsementPolicy.parse(policy, tuple(sorted(orgs)))  # validate before writing
             body = B.make_body(0, "", time.time(), [], [], config)
             self._append_block(con, body, genesis=True)
@@ -136,40 +165,63 @@ class EmbeddedLedger:
             con.execute("INSERT INTO blocks VALUES (?, ?, ?, ?)", (0, header_hash, "", canonical_json(body)))
             con.execute("COMMIT")
         else:
-            con.execute("INSERT INTO blocks VALUES (?, ?, ?, ?)",
-                        (body["number"], header_hash, body["previous_hash"], canonical_json(body)))
+            con.execute(
+                "INSERT INTO blocks VALUES (?, ?, ?, ?)",
+                (body["number"], header_hash, body["previous_hash"], canonical_json(body)),
+            )
         return header_hash
 
     # ------------------------------------------------------------------ proposals and endorsement
-    def _proposal(self, identity: Identity, function: str, args: Sequence[str]) -> tuple[dict[str, Any], bytes]:
+    def _proposal(
+        self, identity: Identity, function: str, args: Sequence[str]
+    ) -> tuple[dict[str, Any], bytes]:
         if not isinstance(function, str) or not all(isinstance(a, str) for a in args):
             raise TypeError("function and arguments must be strings")
         creator = identity.serialized()
         nonce = os.urandom(24)
-        proposal = {"channel": self.channel, "chaincode": self.chaincode, "tx_id": B.compute_tx_id(nonce, creator),
-                    "nonce": B.b64(nonce), "creator": B.b64(creator), "timestamp": time.time(),
-                    "function": function, "args": list(args)}
+        proposal = {
+            "channel": self.channel,
+            "chaincode": self.chaincode,
+            "tx_id": B.compute_tx_id(nonce, creator),
+            "nonce": B.b64(nonce),
+            "creator": B.b64(creator),
+            "timestamp": time.time(),
+            "function": function,
+            "args": list(args),
+        }
         return proposal, identity.sign(canonical_json(proposal))
 
     def _check_proposal(self, proposal: dict[str, Any], signature: bytes) -> None:
         """What a peer's endorser checks before running chaincode (msgvalidation.go)."""
         creator = B.unb64(proposal["creator"])
-        msp_id, role = self.membership.verify_signature(creator, canonical_json(proposal), signature)  # AccessDenied
+        msp_id, role = self.membership.verify_signature(
+            creator, canonical_json(proposal), signature
+        )  # AccessDenied
         if role not in ("client", "admin"):
             # Fabric's proposal ACL is the channel's Writers policy: admin or client identities
-            raise AccessDenied(f"a {role} identity of {msp_id} may not send proposals (Writers policy: admin | client)")
+            raise AccessDenied(
+                f"a {role} identity of {msp_id} may not send proposals (Writers policy: admin | client)"
+            )
         if B.compute_tx_id(B.unb64(proposal["nonce"]), creator) != proposal["tx_id"]:
             raise AccessDenied("proposal transaction id is not sha256(nonce || creator)")
         if proposal["channel"] != self.channel or proposal["chaincode"] != self.chaincode:
             raise AccessDenied(f"proposal is for channel {proposal['channel']}/{proposal['chaincode']}")
 
-    def _simulate(self, proposal: dict[str, Any], transient: Mapping[str, bytes] | None) -> tuple[TxSimulator, bytes]:
+    def _simulate(
+        self, proposal: dict[str, Any], transient: Mapping[str, bytes] | None
+    ) -> tuple[TxSimulator, bytes]:
         """Run the chaincode against one snapshot of the committed state (raises ContractError)."""
         con = self._store.connection()
         con.execute("BEGIN")
         try:
-            sim = TxSimulator(con, tx_id=proposal["tx_id"], channel=self.channel, timestamp=proposal["timestamp"],
-                              creator=B.unb64(proposal["creator"]), transient=dict(transient or {}))
+            sim = TxSimulator(
+                con,
+                tx_id=proposal["tx_id"],
+                channel=self.channel,
+                timestamp=proposal["timestamp"],
+                creator=B.unb64(proposal["creator"]),
+                transient=dict(transient or {}),
+            )
             try:
                 payload = dispatch.invoke(sim, proposal["function"], proposal["args"])
             except ContractError as err:
@@ -181,9 +233,13 @@ class EmbeddedLedger:
 
     def _response(self, proposal: dict[str, Any], sim: TxSimulator, payload: bytes) -> dict[str, Any]:
         """The proposal response payload that endorsers sign."""
-        return {"proposal_hash": B.sha256_hex(canonical_json(proposal)), "status": 200,
-                "payload": B.b64(payload), "rwset": sim.rwset(),
-                "event": None if sim.event is None else [sim.event[0], B.b64(sim.event[1])]}
+        return {
+            "proposal_hash": B.sha256_hex(canonical_json(proposal)),
+            "status": 200,
+            "payload": B.b64(payload),
+            "rwset": sim.rwset(),
+            "event": None if sim.event is None else [sim.event[0], B.b64(sim.event[1])],
+        }
 
     def _endorse(self, response: dict[str, Any], organisations: Sequence[str]) -> list[dict[str, str]]:
         out = []
@@ -192,7 +248,12 @@ class EmbeddedLedger:
             if peer is None:
                 raise LedgerError(f"no peer of organisation {org!r} in this channel")
             endorser = peer.serialized()
-            out.append({"endorser": B.b64(endorser), "signature": B.b64(peer.sign(B.endorsement_message(response, endorser)))})
+            out.append(
+                {
+                    "endorser": B.b64(endorser),
+                    "signature": B.b64(peer.sign(B.endorsement_message(response, endorser))),
+                }
+            )
         return out
 
     # ------------------------------------------------------------------ Ledger interface
@@ -202,12 +263,18 @@ class EmbeddedLedger:
         _, payload = self._simulate(proposal, None)
         return payload
 
-    def submit(self, identity: Identity, function: str, *args: str,
-               transient: Mapping[str, bytes] | None = None,
-               endorsing_organisations: Sequence[str] | None = None,
-               timeout: float = 60.0) -> SubmitResult:
-        future = self.submit_async(identity, function, *args, transient=transient,
-                                   endorsing_organisations=endorsing_organisations)
+    def submit(
+        self,
+        identity: Identity,
+        function: str,
+        *args: str,
+        transient: Mapping[str, bytes] | None = None,
+        endorsing_organisations: Sequence[str] | None = None,
+        timeout: float = 60.0,
+    ) -> SubmitResult:
+        future = self.submit_async(
+            identity, function, *args, transient=transient, endorsing_organisations=endorsing_organisations
+        )
         tx_id = future.tx_id  # type: ignore[attr-defined]
         try:
             block_number, code, payload = future.result(timeout=timeout)
@@ -217,9 +284,14 @@ class EmbeddedLedger:
             raise _error_for(tx_id, code)
         return SubmitResult(tx_id=tx_id, block_number=block_number, result=payload, validation_code=code)
 
-    def submit_async(self, identity: Identity, function: str, *args: str,
-                     transient: Mapping[str, bytes] | None = None,
-                     endorsing_organisations: Sequence[str] | None = None) -> Future:
+    def submit_async(
+        self,
+        identity: Identity,
+        function: str,
+        *args: str,
+        transient: Mapping[str, bytes] | None = None,
+        endorsing_organisations: Sequence[str] | None = None,
+    ) -> Future:
         """Endorse now, order and commit in the background; the future yields (block, code, result)."""
         if self._closed:
             raise LedgerError("ledger is closed")
@@ -227,7 +299,11 @@ class EmbeddedLedger:
         self._check_proposal(proposal, signature)
         sim, payload = self._simulate(proposal, transient)
         response = self._response(proposal, sim, payload)
-        orgs = list(endorsing_organisations) if endorsing_organisations else self.policy.default_endorsers(identity.msp_id)
+        orgs = (
+            list(endorsing_organisations)
+            if endorsing_organisations
+            else self.policy.default_endorsers(identity.msp_id)
+        )
         endorsements = self._endorse(response, orgs)
         tx = {"proposal": proposal, "response": response, "endorsements": endorsements}
         tx["signature"] = B.b64(identity.sign(B.signed_part(tx)))
@@ -267,7 +343,7 @@ class EmbeddedLedger:
                 batch.append(nxt)
             try:
                 results = self._commit_block([tx for tx, _ in batch])
-                for (tx, fut), (block_number, code) in zip(batch, results):
+                for (_tx, fut), (block_number, code) in zip(batch, results):
                     fut.set_result((block_number, code, fut.payload))  # type: ignore[attr-defined]
             except Exception as exc:  # commit failed as a whole: nothing was written
                 log.exception("block commit failed")
@@ -283,11 +359,20 @@ class EmbeddedLedger:
         con.execute("BEGIN IMMEDIATE")
         try:
             number, previous_hash = con.execute(
-                "SELECT number + 1, header_hash FROM blocks ORDER BY number DESC LIMIT 1").fetchone()
+                "SELECT number + 1, header_hash FROM blocks ORDER BY number DESC LIMIT 1"
+            ).fetchone()
 
-            timestamp = time.time()   # certificates are judged at the block's own timestamp (as verify does)
-            outcome = validate_block(con, number, txs, membership=self.membership, policy=self.policy,
-                                     channel=self.channel, chaincode=self.chaincode, timestamp=timestamp)
+            timestamp = time.time()  # certificates are judged at the block's own timestamp (as verify does)
+            outcome = validate_block(
+                con,
+                number,
+                txs,
+                membership=self.membership,
+                policy=self.policy,
+                channel=self.channel,
+                chaincode=self.chaincode,
+                timestamp=timestamp,
+            )
             codes = outcome.codes
             self._append_block(con, B.make_body(number, previous_hash, timestamp, txs, codes))
             write_block_outcome(con, outcome)
@@ -304,6 +389,7 @@ class EmbeddedLedger:
         """Append a checkpoint of the head, signed by the orderer, to ``checkpoint_file``. The
         blocks are committed already: failing to write the anchor is logged, not raised."""
         from ledger.checkpoint import append_checkpoint
+
         try:
             append_checkpoint(self.checkpoint_file, self.checkpoint())
             self._uncheckpointed = False
@@ -311,15 +397,20 @@ class EmbeddedLedger:
             log.warning("could not append a checkpoint to %s: %s", self.checkpoint_file, exc)
 
     # ------------------------------------------------------------------ events and blocks
-    def events(self, identity: Identity, start_block: int = 0, timeout: float | None = None) -> Iterator[ChaincodeEvent]:
+    def events(
+        self, identity: Identity, start_block: int = 0, timeout: float | None = None
+    ) -> Iterator[ChaincodeEvent]:
         self.membership.deserialize(identity.serialized())
         con = self._store.connection()
         next_block, last_seen = start_block, time.monotonic()
         while not self._closed:
             height = Store.height(con)
             if height > next_block:
-                rows = con.execute("SELECT block, txnum, tx_id, chaincode, name, payload FROM events "
-                                   "WHERE block >= ? AND block < ? ORDER BY block, txnum", (next_block, height)).fetchall()
+                rows = con.execute(
+                    "SELECT block, txnum, tx_id, chaincode, name, payload FROM events "
+                    "WHERE block >= ? AND block < ? ORDER BY block, txnum",
+                    (next_block, height),
+                ).fetchall()
                 for blk, _, tx_id, cc, name, payload in rows:
                     yield ChaincodeEvent(blk, tx_id, cc, name, payload)
                 next_block = height
@@ -336,29 +427,45 @@ class EmbeddedLedger:
 
     def block(self, identity: Identity, number: int) -> BlockInfo:
         self.membership.deserialize(identity.serialized())
-        row = self._store.connection().execute("SELECT header_hash, body FROM blocks WHERE number = ?", (number,)).fetchone()
+        row = (
+            self._store.connection()
+            .execute("SELECT header_hash, body FROM blocks WHERE number = ?", (number,))
+            .fetchone()
+        )
         if row is None:
             raise LedgerError(f"no block {number}")
         body = json.loads(row[1])
-        return BlockInfo(number=number, header_hash=row[0], previous_hash=body["previous_hash"],
-                         data_hash=body["data_hash"], tx_ids=tuple(t["proposal"]["tx_id"] for t in body["transactions"]),
-                         validation_codes=tuple(body["validation_codes"]), timestamp=body["timestamp"])
+        return BlockInfo(
+            number=number,
+            header_hash=row[0],
+            previous_hash=body["previous_hash"],
+            data_hash=body["data_hash"],
+            tx_ids=tuple(t["proposal"]["tx_id"] for t in body["transactions"]),
+            validation_codes=tuple(body["validation_codes"]),
+            timestamp=body["timestamp"],
+        )
 
     def transaction_block(self, tx_id: str) -> tuple[int, str] | None:
         """(block number, validation code) of a committed transaction id, or None."""
-        row = self._store.connection().execute("SELECT block, code FROM txs WHERE tx_id = ?", (tx_id,)).fetchone()
+        row = (
+            self._store.connection()
+            .execute("SELECT block, code FROM txs WHERE tx_id = ?", (tx_id,))
+            .fetchone()
+        )
         return None if row is None else (row[0], row[1])
 
-    def verify(self, checkpoints: Sequence["Checkpoint"] = ()) -> dict[str, Any]:
+    def verify(self, checkpoints: Sequence[Checkpoint] = ()) -> dict[str, Any]:
         """Re-check every block hash and signature, replay validation and state, against the
         consortium's certificates, through a read-only connection; see ledger.embedded.verify."""
         from ledger.embedded.verify import verify_ledger_file
+
         return verify_ledger_file(self.path, self.consortium, checkpoints)
 
-    def checkpoint(self, identity: Identity | None = None) -> "Checkpoint":
+    def checkpoint(self, identity: Identity | None = None) -> Checkpoint:
         """A signed checkpoint of the current chain head (by the orderer unless ``identity`` is
         given); keep it outside the ledger file to detect truncation later (ledger.checkpoint)."""
         from ledger.checkpoint import checkpoint_of
+
         return checkpoint_of(self, identity or self._orderer)
 
     def close(self) -> None:
@@ -379,7 +486,7 @@ class EmbeddedLedger:
             pass
         self._store.close()
 
-    def __enter__(self) -> "EmbeddedLedger":
+    def __enter__(self) -> EmbeddedLedger:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -19,7 +19,7 @@ class EndorsementPolicy:
     text: str
 
     @classmethod
-    def parse(cls, text: str, channel_organisations: tuple[str, ...]) -> "EndorsementPolicy":
+    def parse(cls, text: str, channel_organisations: tuple[str, ...]) -> EndorsementPolicy:
         t = text.strip()
         n = len(channel_organisations)
         if t.upper() == "MAJORITY":
@@ -30,7 +30,9 @@ class EndorsementPolicy:
             return cls(n, channel_organisations, "ALL")
         m = re.fullmatch(r"OutOf\(\s*(\d+)\s*,(.*)\)", t)
         if m:
-            orgs = tuple(o.strip().strip("'\"").removesuffix(".peer") for o in m.group(2).split(",") if o.strip())
+            orgs = tuple(
+                o.strip().strip("'\"").removesuffix(".peer") for o in m.group(2).split(",") if o.strip()
+            )
             k = int(m.group(1))
             unknown = set(orgs) - set(channel_organisations)
             if unknown or not 1 <= k <= len(orgs):

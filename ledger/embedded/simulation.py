@@ -10,18 +10,25 @@ from __future__ import annotations
 
 import base64
 import sqlite3
-from typing import Iterator
+from collections.abc import Iterator
 
-from chaincode.stub import (MAX_UNICODE_RUNE, ChaincodeStub, KeyModification, KeyValue,
-                            create_composite_key)
+from chaincode.stub import MAX_UNICODE_RUNE, ChaincodeStub, KeyModification, KeyValue, create_composite_key
 from ledger.embedded.store import Store
 
 Version = tuple[int, int]
 
 
 class TxSimulator(ChaincodeStub):
-    def __init__(self, con: sqlite3.Connection, *, tx_id: str, channel: str, timestamp: float,
-                 creator: bytes, transient: dict[str, bytes] | None = None):
+    def __init__(
+        self,
+        con: sqlite3.Connection,
+        *,
+        tx_id: str,
+        channel: str,
+        timestamp: float,
+        creator: bytes,
+        transient: dict[str, bytes] | None = None,
+    ):
         self._con = con
         self._tx_id = tx_id
         self._channel = channel
@@ -78,14 +85,17 @@ class TxSimulator(ChaincodeStub):
         for k, value, _ in rows:
             yield KeyValue(k.decode("utf-8"), value)
 
-    def get_state_by_partial_composite_key(self, object_type: str, attributes: list[str]) -> Iterator[KeyValue]:
+    def get_state_by_partial_composite_key(
+        self, object_type: str, attributes: list[str]
+    ) -> Iterator[KeyValue]:
         start = create_composite_key(object_type, attributes)
         return self.get_state_by_range(start, start + MAX_UNICODE_RUNE)
 
     def get_history_for_key(self, key: str) -> Iterator[KeyModification]:
         rows = self._con.execute(
             "SELECT tx_id, value, timestamp, is_delete FROM history WHERE key = ? ORDER BY block, txnum",
-            (key.encode("utf-8"),)).fetchall()
+            (key.encode("utf-8"),),
+        ).fetchall()
         for tx_id, value, ts, is_delete in rows:
             yield KeyModification(tx_id, value or b"", ts, bool(is_delete))
 
@@ -100,6 +110,8 @@ class TxSimulator(ChaincodeStub):
         return {
             "reads": [[k, list(v) if v is not None else None] for k, v in sorted(self.reads.items())],
             "range_reads": [[s, e, [[k, list(v)] for k, v in kv]] for s, e, kv in self.range_reads],
-            "writes": [[k, None if v is None else base64.b64encode(v).decode("ascii")]
-                       for k, v in sorted(self.writes.items())],
+            "writes": [
+                [k, None if v is None else base64.b64encode(v).decode("ascii")]
+                for k, v in sorted(self.writes.items())
+            ],
         }

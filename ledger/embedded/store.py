@@ -99,13 +99,18 @@ class Store:
         return None if row is None else (row[0], (row[1], row[2]))
 
     @staticmethod
-    def range(con: sqlite3.Connection, start: bytes, end: bytes) -> list[tuple[bytes, bytes, tuple[int, int]]]:
+    def range(
+        con: sqlite3.Connection, start: bytes, end: bytes
+    ) -> list[tuple[bytes, bytes, tuple[int, int]]]:
         if end:
-            rows = con.execute("SELECT key, value, block, txnum FROM state WHERE key >= ? AND key < ? ORDER BY key",
-                               (start, end)).fetchall()
+            rows = con.execute(
+                "SELECT key, value, block, txnum FROM state WHERE key >= ? AND key < ? ORDER BY key",
+                (start, end),
+            ).fetchall()
         else:
-            rows = con.execute("SELECT key, value, block, txnum FROM state WHERE key >= ? ORDER BY key",
-                               (start,)).fetchall()
+            rows = con.execute(
+                "SELECT key, value, block, txnum FROM state WHERE key >= ? ORDER BY key", (start,)
+            ).fetchall()
         return [(r[0], r[1], (r[2], r[3])) for r in rows]
 
     @staticmethod

@@ -17,8 +17,9 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import sqlite3
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from chaincode.canonical import canonical_json
 from ledger.embedded import blocks as B
@@ -33,15 +34,19 @@ Version = tuple[int, int]
 class StateView:
     """Committed versions plus the writes of earlier valid transactions of the current block."""
 
-    def __init__(self, get_version: Callable[[str], Version | None],
-                 get_range: Callable[[str, str], list[tuple[str, Version]]]):
+    def __init__(
+        self,
+        get_version: Callable[[str], Version | None],
+        get_range: Callable[[str, str], list[tuple[str, Version]]],
+    ):
         self._get_version = get_version
         self._get_range = get_range
         self.updates: dict[str, tuple[bytes | None, Version]] = {}
 
     @classmethod
-    def of(cls, con: sqlite3.Connection) -> "StateView":
+    def of(cls, con: sqlite3.Connection) -> StateView:
         """The view of the world state stored behind ``con``."""
+
         def get_version(key: str) -> Version | None:
             row = Store.get_state(con, key.encode("utf-8"))
             return None if row is None else row[1]
@@ -69,9 +74,17 @@ class StateView:
         return sorted(rows.items(), key=lambda kv: kv[0].encode("utf-8"))
 
 
-def validate_transaction(tx: dict[str, Any], *, membership: MembershipService, policy: EndorsementPolicy,
-                         view: StateView, seen_tx_ids: Callable[[str], bool], channel: str, chaincode: str,
-                         at: dt.datetime | None = None) -> str:
+def validate_transaction(
+    tx: dict[str, Any],
+    *,
+    membership: MembershipService,
+    policy: EndorsementPolicy,
+    view: StateView,
+    seen_tx_ids: Callable[[str], bool],
+    channel: str,
+    chaincode: str,
+    at: dt.datetime | None = None,
+) -> str:
     """Return the validation code of ``tx`` (does not apply its writes). Certificates must be
     valid at ``at``: the block's timestamp (default now)."""
     try:
@@ -96,8 +109,9 @@ def validate_transaction(tx: dict[str, Any], *, membership: MembershipService, p
         for e in tx["endorsements"]:
             endorser = B.unb64(e["endorser"])
             try:
-                msp_id, role = membership.verify_signature(endorser, B.endorsement_message(response, endorser),
-                                                           B.unb64(e["signature"]), at=at)
+                msp_id, role = membership.verify_signature(
+                    endorser, B.endorsement_message(response, endorser), B.unb64(e["signature"]), at=at
+                )
             except AccessDenied:
                 return B.ENDORSEMENT_POLICY_FAILURE
             if role != "peer":
@@ -134,28 +148,49 @@ class BlockOutcome:
     tx_rows: list[tuple] = field(default_factory=list)
 
 
-def validate_block(con: sqlite3.Connection, number: int, txs: list[dict[str, Any]], *,
-                   membership: MembershipService, policy: EndorsementPolicy, channel: str,
-                   chaincode: str, timestamp: float | None = None) -> BlockOutcome:
+def validate_block(
+    con: sqlite3.Connection,
+    number: int,
+    txs: list[dict[str, Any]],
+    *,
+    membership: MembershipService,
+    policy: EndorsementPolicy,
+    channel: str,
+    chaincode: str,
+    timestamp: float | None = None,
+) -> BlockOutcome:
     """Validate block ``number`` against the state behind ``con`` (used at commit and by verify).
     ``timestamp``: the block's timestamp, at which every certificate must be valid."""
-    at = None if timestamp is None else dt.datetime.fromtimestamp(timestamp, dt.timezone.utc)
+    at = None if timestamp is None else dt.datetime.fromtimestamp(timestamp, dt.UTC)
     out = BlockOutcome(codes=[], view=StateView.of(con))
     in_block: set[str] = set()
 
     def seen(tx_id: str) -> bool:
-        return tx_id in in_block or con.execute("SELECT 1 FROM txs WHERE tx_id = ?", (tx_id,)).fetchone() is not None
+        return (
+            tx_id in in_block
+            or con.execute("SELECT 1 FROM txs WHERE tx_id = ?", (tx_id,)).fetchone() is not None
+        )
 
     for txnum, tx in enumerate(txs):
-        code = validate_transaction(tx, membership=membership, policy=policy, view=out.view,
-                                    seen_tx_ids=seen, channel=channel, chaincode=chaincode, at=at)
+        code = validate_transaction(
+            tx,
+            membership=membership,
+            policy=policy,
+            view=out.view,
+            seen_tx_ids=seen,
+            channel=channel,
+            chaincode=chaincode,
+            at=at,
+        )
         out.codes.append(code)
         tx_id = tx["proposal"]["tx_id"]
         if code == B.VALID:
             ts = float(tx["proposal"]["timestamp"])
             for key, value in writes_of(tx):
                 out.view.updates[key] = (value, (number, txnum))
-                out.history_rows.append((key.encode("utf-8"), number, txnum, tx_id, ts, value, int(value is None)))
+                out.history_rows.append(
+                    (key.encode("utf-8"), number, txnum, tx_id, ts, value, int(value is None))
+                )
             ev = tx["response"]["event"]
             if ev is not None:
                 out.event_rows.append((number, txnum, tx_id, chaincode, ev[0], B.unb64(ev[1])))

@@ -27,8 +27,9 @@ import json
 import os
 import sqlite3
 import urllib.parse
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
@@ -55,7 +56,9 @@ def open_read_only(path: str | os.PathLike) -> sqlite3.Connection:
     except sqlite3.Error as exc:
         raise LedgerCorrupted(f"{p} cannot be opened as a ledger: {exc}", 0) from None
     try:
-        has_blocks = con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'blocks'").fetchone()
+        has_blocks = con.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'blocks'"
+        ).fetchone()
         genesis = has_blocks and con.execute("SELECT 1 FROM blocks WHERE number = 0").fetchone()
     except sqlite3.DatabaseError as exc:
         con.close()
@@ -66,8 +69,9 @@ def open_read_only(path: str | os.PathLike) -> sqlite3.Connection:
     return con
 
 
-def verify_ledger_file(path: str | os.PathLike, consortium: Consortium,
-                       checkpoints: Sequence[Checkpoint] = ()) -> dict[str, Any]:
+def verify_ledger_file(
+    path: str | os.PathLike, consortium: Consortium, checkpoints: Sequence[Checkpoint] = ()
+) -> dict[str, Any]:
     """Verify the ledger file at ``path`` against ``consortium`` (and the given checkpoints)."""
     con = open_read_only(path)
     try:
@@ -79,14 +83,20 @@ def verify_ledger_file(path: str | os.PathLike, consortium: Consortium,
         why = config_mismatch(config, consortium)
         if why is not None:
             raise LedgerCorrupted(f"block 0: {why}", 0)
-        membership = consortium.membership()       # the consortium's CAs, never the file's
+        membership = consortium.membership()  # the consortium's CAs, never the file's
         try:
             policy = EndorsementPolicy.parse(config["policy"], tuple(sorted(config["organisations"])))
         except (ValueError, KeyError, TypeError) as exc:
             raise LedgerCorrupted(f"block 0: the endorsement policy is not valid: {exc}", 0) from None
         orderer_der = consortium.orderer_certificate().public_bytes(Encoding.DER)
-        stats: dict[str, Any] = verify_ledger(con, membership, policy, config["channel"], config["chaincode"],
-                                              orderer_certificate_der=orderer_der)
+        stats: dict[str, Any] = verify_ledger(
+            con,
+            membership,
+            policy,
+            config["channel"],
+            config["chaincode"],
+            orderer_certificate_der=orderer_der,
+        )
         for cp in checkpoints:
             check_signature(cp, membership)
             check_chain(cp, config["channel"], stats["blocks"], lambda n: _header_hash(con, n))
@@ -107,14 +117,16 @@ def _block_time(number: int, body: dict[str, Any]) -> tuple[float, dt.datetime]:
     if not isinstance(ts, (int, float)) or isinstance(ts, bool):
         raise LedgerCorrupted(f"block {number} has no valid timestamp", number)
     try:
-        return float(ts), dt.datetime.fromtimestamp(ts, dt.timezone.utc)
+        return float(ts), dt.datetime.fromtimestamp(ts, dt.UTC)
     except (OverflowError, OSError, ValueError):
         raise LedgerCorrupted(f"block {number} has no valid timestamp", number) from None
 
 
 def _cert_der(serialized: bytes) -> bytes | None:
     try:
-        return x509.load_pem_x509_certificate(parse_serialized_identity(serialized)[1]).public_bytes(Encoding.DER)
+        return x509.load_pem_x509_certificate(parse_serialized_identity(serialized)[1]).public_bytes(
+            Encoding.DER
+        )
     except ValueError:
         return None
 
@@ -129,8 +141,15 @@ def _block_body(number: int, raw: bytes) -> dict[str, Any]:
     return body
 
 
-def verify_ledger(con: sqlite3.Connection, membership: MembershipService, policy: EndorsementPolicy,
-                  channel: str, chaincode: str, *, orderer_certificate_der: bytes | None = None) -> dict[str, int]:
+def verify_ledger(
+    con: sqlite3.Connection,
+    membership: MembershipService,
+    policy: EndorsementPolicy,
+    channel: str,
+    chaincode: str,
+    *,
+    orderer_certificate_der: bytes | None = None,
+) -> dict[str, int]:
     """Replay the chain behind ``con`` (see the module docstring); ``membership`` holds the trusted
     CAs and ``orderer_certificate_der`` (when given) the only certificate allowed to sign blocks."""
     replay = sqlite3.connect(":memory:")
@@ -146,7 +165,9 @@ def verify_ledger(con: sqlite3.Connection, membership: MembershipService, policy
             expected_number += 1
             body = _block_body(number, raw)
             if body.get("previous_hash") != previous_hash or stored_prev != previous_hash:
-                raise LedgerCorrupted(f"block {number} does not link to the hash of block {number - 1}", number)
+                raise LedgerCorrupted(
+                    f"block {number} does not link to the hash of block {number - 1}", number
+                )
             if B.sha256_hex(canonical_json(B.data_of(body))) != body.get("data_hash"):
                 raise LedgerCorrupted(f"block {number}: data hash does not match its transactions", number)
             header = B.header_bytes(body)
@@ -161,28 +182,46 @@ def verify_ledger(con: sqlite3.Connection, membership: MembershipService, policy
             if role != "orderer":
                 raise LedgerCorrupted(f"block {number} is signed by a non-orderer identity", number)
             if orderer_certificate_der is not None and _cert_der(orderer) != orderer_certificate_der:
-                raise LedgerCorrupted(f"block {number} is signed by an orderer certificate that is not the "
-                                      f"consortium's orderer", number)
+                raise LedgerCorrupted(
+                    f"block {number} is signed by an orderer certificate that is not the "
+                    f"consortium's orderer",
+                    number,
+                )
             previous_hash = header_hash
             blocks += 1
             if number == 0:
                 continue
             codes = body["validation_codes"]
             if len(codes) != len(body["transactions"]):
-                raise LedgerCorrupted(f"block {number}: validation codes do not match its transactions", number)
+                raise LedgerCorrupted(
+                    f"block {number}: validation codes do not match its transactions", number
+                )
 
-            outcome = validate_block(replay, number, body["transactions"], membership=membership, policy=policy,
-                                     channel=channel, chaincode=chaincode, timestamp=timestamp)
+            outcome = validate_block(
+                replay,
+                number,
+                body["transactions"],
+                membership=membership,
+                policy=policy,
+                channel=channel,
+                chaincode=chaincode,
+                timestamp=timestamp,
+            )
             for txnum, (recorded, replayed) in enumerate(zip(codes, outcome.codes)):
                 if recorded != replayed:
                     tx_id = body["transactions"][txnum]["proposal"]["tx_id"]
-                    raise LedgerCorrupted(f"block {number}, transaction {txnum} ({tx_id}): recorded as {recorded}, "
-                                          f"replay says {replayed}", number)
+                    raise LedgerCorrupted(
+                        f"block {number}, transaction {txnum} ({tx_id}): recorded as {recorded}, "
+                        f"replay says {replayed}",
+                        number,
+                    )
             txs_total += len(codes)
             valid_total += outcome.codes.count(B.VALID)
             write_block_outcome(replay, outcome)
     except sqlite3.DatabaseError as exc:
-        raise LedgerCorrupted(f"the ledger file is damaged: {exc} (after block {blocks - 1})", max(blocks - 1, 0)) from None
+        raise LedgerCorrupted(
+            f"the ledger file is damaged: {exc} (after block {blocks - 1})", max(blocks - 1, 0)
+        ) from None
 
     # the derived tables must equal the replay
     def compare(table: str, columns: str, key_cols: int, locate) -> None:
@@ -190,14 +229,18 @@ def verify_ledger(con: sqlite3.Connection, membership: MembershipService, policy
             stored = con.execute(f"SELECT {columns} FROM {table} ORDER BY {columns.split(',')[0]}").fetchall()
         except sqlite3.DatabaseError as exc:
             raise LedgerCorrupted(f"table {table} is damaged: {exc}", None) from None
-        replayed = replay.execute(f"SELECT {columns} FROM {table} ORDER BY {columns.split(',')[0]}").fetchall()
+        replayed = replay.execute(
+            f"SELECT {columns} FROM {table} ORDER BY {columns.split(',')[0]}"
+        ).fetchall()
         s_map = {tuple(r[:key_cols]): r for r in stored}
         r_map = {tuple(r[:key_cols]): r for r in replayed}
         for k in sorted(set(s_map) | set(r_map), key=repr):
             if s_map.get(k) != r_map.get(k):
                 blk = locate(k, s_map.get(k), r_map.get(k))
-                raise LedgerCorrupted(f"{table} entry {k[0]!r} differs from the replay of the chain "
-                                      f"(written in block {blk})", blk)
+                raise LedgerCorrupted(
+                    f"{table} entry {k[0]!r} differs from the replay of the chain (written in block {blk})",
+                    blk,
+                )
 
     compare("state", "key, value, block, txnum", 1, lambda k, s, r: (r or s)[2])
     compare("history", "key, block, txnum, tx_id, timestamp, value, is_delete", 3, lambda k, s, r: k[1])

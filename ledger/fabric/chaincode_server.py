@@ -34,26 +34,37 @@ import os
 import queue
 import signal
 import threading
+from collections.abc import Callable, Iterator, Sequence
 from concurrent import futures
-from typing import Callable, Iterator, Sequence
 
 import grpc
 from fabric_protos.common import common_pb2
 from fabric_protos.ledger.queryresult import kv_query_result_pb2
-from fabric_protos.peer import (chaincode_event_pb2, chaincode_pb2, chaincode_shim_pb2,
-                                chaincode_shim_pb2_grpc, proposal_pb2, proposal_response_pb2)
+from fabric_protos.peer import (
+    chaincode_event_pb2,
+    chaincode_pb2,
+    chaincode_shim_pb2,
+    chaincode_shim_pb2_grpc,
+    proposal_pb2,
+    proposal_response_pb2,
+)
 
 from chaincode.errors import ContractError, InternalError
-from chaincode.stub import (COMPOSITE_KEY_NAMESPACE, MAX_UNICODE_RUNE, KeyModification, KeyValue,
-                            create_composite_key)
+from chaincode.stub import (
+    COMPOSITE_KEY_NAMESPACE,
+    MAX_UNICODE_RUNE,
+    KeyModification,
+    KeyValue,
+    create_composite_key,
+)
 
 log = logging.getLogger(__name__)
 
 Msg = chaincode_shim_pb2.ChaincodeMessage
 Dispatch = Callable[[object, str, list[str]], bytes]
 
-MAX_MESSAGE_BYTES = 100 * 1024 * 1024          # Fabric internal/pkg/comm/config.go
-EMPTY_KEY_SUBSTITUTE = "\x01"                  # fabric-chaincode-go shim/stub.go
+MAX_MESSAGE_BYTES = 100 * 1024 * 1024  # Fabric internal/pkg/comm/config.go
+EMPTY_KEY_SUBSTITUTE = "\x01"  # fabric-chaincode-go shim/stub.go
 SERVER_OPTIONS: tuple[tuple[str, int], ...] = (
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
@@ -63,10 +74,10 @@ SERVER_OPTIONS: tuple[tuple[str, int], ...] = (
     ("grpc.keepalive_permit_without_calls", 1),
     ("grpc.keepalive_time_ms", 60_000),
     ("grpc.keepalive_timeout_ms", 20_000),
-    ("grpc.so_reuseport", 0),             # a second server on a taken port must fail, not share it
+    ("grpc.so_reuseport", 0),  # a second server on a taken port must fail, not share it
 )
 PEER_CALL_TIMEOUT_S = 60.0
-HEALTH_FUNCTION = "__health__"                # answered by the shim itself: readiness probes
+HEALTH_FUNCTION = "__health__"  # answered by the shim itself: readiness probes
 
 
 class PeerError(RuntimeError):
@@ -75,10 +86,11 @@ class PeerError(RuntimeError):
 
 # --------------------------------------------------------------------------- the stub
 
+
 class FabricStub:
     """``chaincode.stub.ChaincodeStub`` over one transaction of one chaincode stream."""
 
-    def __init__(self, handler: "_StreamHandler", msg: Msg):
+    def __init__(self, handler: _StreamHandler, msg: Msg):
         self._handler = handler
         self._channel_id = msg.channel_id
         self._tx_id = msg.txid
@@ -120,13 +132,15 @@ class FabricStub:
 
     def get_state(self, key: str) -> bytes | None:
         value = self._call(Msg.GET_STATE, chaincode_shim_pb2.GetState(key=key).SerializeToString())
-        return value or None      # Fabric: a missing key reads as empty
+        return value or None  # Fabric: a missing key reads as empty
 
     def put_state(self, key: str, value: bytes) -> None:
         _validate_key(key)
         if not isinstance(value, (bytes, bytearray)):
             raise TypeError("put_state value must be bytes")
-        self._call(Msg.PUT_STATE, chaincode_shim_pb2.PutState(key=key, value=bytes(value)).SerializeToString())
+        self._call(
+            Msg.PUT_STATE, chaincode_shim_pb2.PutState(key=key, value=bytes(value)).SerializeToString()
+        )
 
     def del_state(self, key: str) -> None:
         _validate_key(key)
@@ -137,11 +151,15 @@ class FabricStub:
             start_key = EMPTY_KEY_SUBSTITUTE
         for k in (start_key, end_key):
             if k and k.startswith(COMPOSITE_KEY_NAMESPACE):
-                raise ValueError("get_state_by_range takes simple keys; use get_state_by_partial_composite_key")
+                raise ValueError(
+                    "get_state_by_range takes simple keys; use get_state_by_partial_composite_key"
+                )
         req = chaincode_shim_pb2.GetStateByRange(startKey=start_key, endKey=end_key)
         return self._kv_iter(self._call(Msg.GET_STATE_BY_RANGE, req.SerializeToString()))
 
-    def get_state_by_partial_composite_key(self, object_type: str, attributes: list[str]) -> Iterator[KeyValue]:
+    def get_state_by_partial_composite_key(
+        self, object_type: str, attributes: list[str]
+    ) -> Iterator[KeyValue]:
         start = create_composite_key(object_type, attributes)
         req = chaincode_shim_pb2.GetStateByRange(startKey=start, endKey=start + MAX_UNICODE_RUNE)
         return self._kv_iter(self._call(Msg.GET_STATE_BY_RANGE, req.SerializeToString()))
@@ -153,8 +171,11 @@ class FabricStub:
         mods = []
         for raw in self._results(self._call(Msg.GET_HISTORY_FOR_KEY, req.SerializeToString())):
             km = kv_query_result_pb2.KeyModification.FromString(raw)
-            mods.append(KeyModification(km.tx_id, km.value, km.timestamp.seconds + km.timestamp.nanos / 1e9,
-                                        km.is_delete))
+            mods.append(
+                KeyModification(
+                    km.tx_id, km.value, km.timestamp.seconds + km.timestamp.nanos / 1e9, km.is_delete
+                )
+            )
         return iter(reversed(mods))
 
     def _kv_iter(self, first: bytes) -> Iterator[KeyValue]:
@@ -176,7 +197,10 @@ class FabricStub:
         finally:
             if resp.id:
                 try:
-                    self._call(Msg.QUERY_STATE_CLOSE, chaincode_shim_pb2.QueryStateClose(id=resp.id).SerializeToString())
+                    self._call(
+                        Msg.QUERY_STATE_CLOSE,
+                        chaincode_shim_pb2.QueryStateClose(id=resp.id).SerializeToString(),
+                    )
                 except PeerError:
                     pass  # the peer closes finished iterators itself
 
@@ -194,7 +218,8 @@ def _validate_key(key: str) -> None:
 
 # --------------------------------------------------------------------------- one stream
 
-def _offer(q: "queue.Queue[Msg]", msg: Msg) -> bool:
+
+def _offer(q: queue.Queue[Msg], msg: Msg) -> bool:
     """Hand a reply to the one waiting call without ever blocking the stream's reader."""
     try:
         q.put_nowait(msg)
@@ -210,14 +235,16 @@ class _StreamHandler:
         self.chaincode_id = chaincode_id
         self._dispatch = dispatch
         self._pool = pool
-        self._out: "queue.Queue[Msg | None]" = queue.Queue()
+        self._out: queue.Queue[Msg | None] = queue.Queue()
         self._lock = threading.Lock()
-        self._waiting: dict[tuple[str, str], "queue.Queue[Msg]"] = {}
+        self._waiting: dict[tuple[str, str], queue.Queue[Msg]] = {}
         self._closed = threading.Event()
 
     # outgoing messages are only ever produced by this generator (serial send)
     def outgoing(self) -> Iterator[Msg]:
-        yield Msg(type=Msg.REGISTER, payload=chaincode_pb2.ChaincodeID(name=self.chaincode_id).SerializeToString())
+        yield Msg(
+            type=Msg.REGISTER, payload=chaincode_pb2.ChaincodeID(name=self.chaincode_id).SerializeToString()
+        )
         while True:
             m = self._out.get()
             if m is None:
@@ -238,7 +265,7 @@ class _StreamHandler:
 
     def call_peer(self, channel_id: str, tx_id: str, kind: int, payload: bytes) -> bytes:
         key = (channel_id, tx_id)
-        q: "queue.Queue[Msg]" = queue.Queue(maxsize=1)
+        q: queue.Queue[Msg] = queue.Queue(maxsize=1)
         with self._lock:
             if key in self._waiting:
                 raise PeerError(f"concurrent stub calls within transaction {tx_id}")
@@ -266,7 +293,9 @@ class _StreamHandler:
             with self._lock:
                 q = self._waiting.get((msg.channel_id, msg.txid))
             if q is None or not _offer(q, msg):
-                log.warning("reply %s for transaction %s dropped (no call waiting)", Msg.Type.Name(t), msg.txid)
+                log.warning(
+                    "reply %s for transaction %s dropped (no call waiting)", Msg.Type.Name(t), msg.txid
+                )
         elif t in (Msg.TRANSACTION, Msg.INIT):
             self._pool.submit(self._run_transaction, msg)
         elif t == Msg.KEEPALIVE:
@@ -281,17 +310,24 @@ class _StreamHandler:
     def _run_transaction(self, msg: Msg) -> None:
         try:
             stub = FabricStub(self, msg)
-        except Exception as exc:   # malformed proposal: answer at once (defect 3b)
+        except Exception as exc:  # malformed proposal: answer at once (defect 3b)
             log.error("transaction %s rejected before dispatch: %s", msg.txid, type(exc).__name__)
-            self.send(Msg(type=Msg.ERROR, payload=f"chaincode could not read the proposal: {exc}".encode(),
-                          txid=msg.txid, channel_id=msg.channel_id))
+            self.send(
+                Msg(
+                    type=Msg.ERROR,
+                    payload=f"chaincode could not read the proposal: {exc}".encode(),
+                    txid=msg.txid,
+                    channel_id=msg.channel_id,
+                )
+            )
             return
         if msg.type == Msg.INIT or not stub.args:
             response = proposal_response_pb2.Response(status=200)
         else:
             response = self._invoke(stub)
-        done = Msg(type=Msg.COMPLETED, payload=response.SerializeToString(), txid=msg.txid,
-                   channel_id=msg.channel_id)
+        done = Msg(
+            type=Msg.COMPLETED, payload=response.SerializeToString(), txid=msg.txid, channel_id=msg.channel_id
+        )
         if stub.event is not None and response.status < 400:
             done.chaincode_event.CopyFrom(stub.event)
         self.send(done)
@@ -308,8 +344,9 @@ class _StreamHandler:
             return proposal_response_pb2.Response(status=200, payload=bytes(result))
         except ContractError as err:
             log.info("transaction %s: %s refused with %s", stub.get_tx_id(), function, err.code)
-            return proposal_response_pb2.Response(status=err.status if err.status >= 400 else 400,
-                                                  message=err.to_wire())
+            return proposal_response_pb2.Response(
+                status=err.status if err.status >= 400 else 400, message=err.to_wire()
+            )
         except UnicodeDecodeError:
             err = ContractError("arguments must be UTF-8 strings")
             return proposal_response_pb2.Response(status=400, message=err.to_wire())
@@ -351,9 +388,17 @@ class ChaincodeService(chaincode_shim_pb2_grpc.ChaincodeServicer):
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 
-def serve(address: str, chaincode_id: str, dispatch: Dispatch, *, tls_cert: bytes | None = None,
-          tls_key: bytes | None = None, client_ca_certs: bytes | None = None,
-          max_streams: int = 16, workers: int = 16) -> tuple[grpc.Server, ChaincodeService]:
+def serve(
+    address: str,
+    chaincode_id: str,
+    dispatch: Dispatch,
+    *,
+    tls_cert: bytes | None = None,
+    tls_key: bytes | None = None,
+    client_ca_certs: bytes | None = None,
+    max_streams: int = 16,
+    workers: int = 16,
+) -> tuple[grpc.Server, ChaincodeService]:
     """Start the chaincode server on ``address`` (``host:port``); returns (server, service).
 
     TLS is on when ``tls_cert`` and ``tls_key`` are given; with ``client_ca_certs`` the peer must
@@ -362,17 +407,23 @@ def serve(address: str, chaincode_id: str, dispatch: Dispatch, *, tls_cert: byte
         raise ValueError("tls_cert and tls_key must be given together")
     service = ChaincodeService(chaincode_id, dispatch, workers=workers)
     # each stream holds one server thread for its lifetime: size the pool for the peers + slack
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_streams, thread_name_prefix="cc-stream"),
-                         options=list(SERVER_OPTIONS), maximum_concurrent_rpcs=max_streams)
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=max_streams, thread_name_prefix="cc-stream"),
+        options=list(SERVER_OPTIONS),
+        maximum_concurrent_rpcs=max_streams,
+    )
     chaincode_shim_pb2_grpc.add_ChaincodeServicer_to_server(service, server)
     try:
         if tls_cert is not None:
-            creds = grpc.ssl_server_credentials([(tls_key, tls_cert)], root_certificates=client_ca_certs,
-                                                require_client_auth=client_ca_certs is not None)
+            creds = grpc.ssl_server_credentials(
+                [(tls_key, tls_cert)],
+                root_certificates=client_ca_certs,
+                require_client_auth=client_ca_certs is not None,
+            )
             port = server.add_secure_port(address, creds)
         else:
             port = server.add_insecure_port(address)
-    except RuntimeError:      # grpcio reports a failed bind this way
+    except RuntimeError:  # grpcio reports a failed bind this way
         port = 0
     if port == 0:
         raise OSError(f"could not bind the chaincode server to {address}")
@@ -395,7 +446,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="Serve Consortia chaincode to Fabric peers (CCaaS)")
     p.add_argument("--address", default=os.environ.get("CHAINCODE_SERVER_ADDRESS", "127.0.0.1:9999"))
     p.add_argument("--chaincode-id", default=os.environ.get("CHAINCODE_ID", ""))
-    p.add_argument("--dispatch", default=os.environ.get("CONSORTIA_CHAINCODE_DISPATCH", "chaincode.dispatch:invoke"))
+    p.add_argument(
+        "--dispatch", default=os.environ.get("CONSORTIA_CHAINCODE_DISPATCH", "chaincode.dispatch:invoke")
+    )
     p.add_argument("--tls-cert", default=os.environ.get("CHAINCODE_TLS_CERT_FILE"))
     p.add_argument("--tls-key", default=os.environ.get("CHAINCODE_TLS_KEY_FILE"))
     p.add_argument("--client-ca", default=os.environ.get("CHAINCODE_TLS_CLIENT_CA_FILE"))
@@ -406,8 +459,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     def read(path: str | None) -> bytes | None:
         return open(path, "rb").read() if path else None
 
-    server, service = serve(a.address, a.chaincode_id, load_dispatch(a.dispatch), tls_cert=read(a.tls_cert),
-                            tls_key=read(a.tls_key), client_ca_certs=read(a.client_ca))
+    server, service = serve(
+        a.address,
+        a.chaincode_id,
+        load_dispatch(a.dispatch),
+        tls_cert=read(a.tls_cert),
+        tls_key=read(a.tls_key),
+        client_ca_certs=read(a.client_ca),
+    )
     log.info("chaincode %s serving on %s (tls=%s)", a.chaincode_id, a.address, a.tls_cert is not None)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

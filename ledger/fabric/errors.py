@@ -17,15 +17,24 @@ from fabric_protos.gateway import gateway_pb2
 from fabric_protos.peer import transaction_pb2
 
 from chaincode.errors import ContractError
-from ledger.errors import (AccessDenied, EndorsementFailure, EndorsementPolicyFailure, LedgerError,
-                           MVCCConflict, TransactionInvalid)
+from ledger.errors import (
+    AccessDenied,
+    EndorsementFailure,
+    EndorsementPolicyFailure,
+    LedgerError,
+    MVCCConflict,
+    TransactionInvalid,
+)
 
 _STATUS_DETAILS_KEY = "grpc-status-details-bin"
-_ACCESS_DENIED = re.compile(r"access denied|creator.*(unknown|not valid|invalid)|"
-                            r"(identity|certificate).*(not valid|invalid|unknown)|"
-                            r"MSP \S+ is unknown|could not deserialize|signature (is )?invalid|"
-                            r"failed evaluating policy|verify.*signature|"
-                            r"expected MSP ID .* received", re.IGNORECASE)
+_ACCESS_DENIED = re.compile(
+    r"access denied|creator.*(unknown|not valid|invalid)|"
+    r"(identity|certificate).*(not valid|invalid|unknown)|"
+    r"MSP \S+ is unknown|could not deserialize|signature (is )?invalid|"
+    r"failed evaluating policy|verify.*signature|"
+    r"expected MSP ID .* received",
+    re.IGNORECASE,
+)
 
 
 def _fields(buf: bytes) -> list[tuple[int, int, bytes | int]]:
@@ -52,13 +61,13 @@ def _fields(buf: bytes) -> list[tuple[int, int, bytes | int]]:
             out.append((num, wt, varint()))
         elif wt == 2:
             n = varint()
-            out.append((num, wt, buf[i:i + n]))
+            out.append((num, wt, buf[i : i + n]))
             i += n
         elif wt == 1:
-            out.append((num, wt, buf[i:i + 8]))
+            out.append((num, wt, buf[i : i + 8]))
             i += 8
         elif wt == 5:
-            out.append((num, wt, buf[i:i + 4]))
+            out.append((num, wt, buf[i : i + 4]))
             i += 4
         else:
             raise ValueError(f"unsupported wire type {wt}")
@@ -72,7 +81,7 @@ def error_details(err: grpc.RpcError) -> list[gateway_pb2.ErrorDetail]:
         return []
     details: list[gateway_pb2.ErrorDetail] = []
     try:
-        for key, value in (md() or ()):
+        for key, value in md() or ():
             if key != _STATUS_DETAILS_KEY:
                 continue
             for num, _, any_bytes in _fields(value):
@@ -100,8 +109,12 @@ def _contract_error(text: str) -> ContractError | None:
             obj, _ = _DECODER.raw_decode(text, i)
         except ValueError:
             obj = None
-        if isinstance(obj, dict) and isinstance(obj.get("code"), str) and isinstance(obj.get("message"), str) \
-                and isinstance(obj.get("details", {}), dict):
+        if (
+            isinstance(obj, dict)
+            and isinstance(obj.get("code"), str)
+            and isinstance(obj.get("message"), str)
+            and isinstance(obj.get("details", {}), dict)
+        ):
             return ContractError.from_wire(json.dumps(obj))
         i = text.find("{", i + 1)
     return None
@@ -135,8 +148,11 @@ def translate(err: grpc.RpcError, stage: str) -> Exception:
 
 def validation_error(tx_id: str, code: int) -> TransactionInvalid:
     """The typed error for a non-VALID ``TxValidationCode``."""
-    name = transaction_pb2.TxValidationCode.Name(code) if code in transaction_pb2.TxValidationCode.values() \
+    name = (
+        transaction_pb2.TxValidationCode.Name(code)
+        if code in transaction_pb2.TxValidationCode.values()
         else str(code)
+    )
     if name in ("MVCC_READ_CONFLICT", "PHANTOM_READ_CONFLICT"):
         return MVCCConflict(tx_id, name)
     if name == "ENDORSEMENT_POLICY_FAILURE":

@@ -17,9 +17,9 @@ import logging
 import queue
 import threading
 import time
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Mapping, Sequence
 
 import grpc
 from fabric_protos.common import common_pb2, ledger_pb2
@@ -30,8 +30,14 @@ from google.protobuf.message import DecodeError
 
 from ledger.errors import CommitTimeout, EndorsementFailure, LedgerError
 from ledger.fabric.errors import translate, validation_error
-from ledger.fabric.proposal import (block_header_hash, build_proposal, chaincode_event_of, channel_header_of,
-                                    envelope_result, sign_envelope)
+from ledger.fabric.proposal import (
+    block_header_hash,
+    build_proposal,
+    chaincode_event_of,
+    channel_header_of,
+    envelope_result,
+    sign_envelope,
+)
 from ledger.identity import Identity
 from ledger.interface import BlockInfo, ChaincodeEvent, SubmitResult
 
@@ -44,8 +50,12 @@ CHANNEL_OPTIONS = (
     ("grpc.keepalive_time_ms", 120_000),
     ("grpc.keepalive_timeout_ms", 20_000),
 )
-_RETRYABLE_EVENT_CODES = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN,
-                          grpc.StatusCode.CANCELLED)
+_RETRYABLE_EVENT_CODES = (
+    grpc.StatusCode.UNAVAILABLE,
+    grpc.StatusCode.INTERNAL,
+    grpc.StatusCode.UNKNOWN,
+    grpc.StatusCode.CANCELLED,
+)
 
 
 @dataclass(frozen=True)
@@ -55,7 +65,7 @@ class PeerEndpoint:
     msp_id: str
     address: str
     tls_root_cert: bytes | None = None
-    server_name: str | None = None   # TLS name override when the address is not in the cert SAN
+    server_name: str | None = None  # TLS name override when the address is not in the cert SAN
 
 
 _LAG_RETRIES = 5  # endorsement retries when peers disagree because one lags a block behind
@@ -64,8 +74,9 @@ _LAG_RETRIES = 5  # endorsement retries when peers disagree because one lags a b
 class FabricLedger:
     """``ledger.interface.Ledger`` on a real Fabric network."""
 
-    def __init__(self, peers: Sequence[PeerEndpoint], channel: str, chaincode: str, *,
-                 endorse_timeout: float = 60.0):
+    def __init__(
+        self, peers: Sequence[PeerEndpoint], channel: str, chaincode: str, *, endorse_timeout: float = 60.0
+    ):
         if not peers:
             raise ValueError("at least one peer endpoint is required")
         if not channel or not chaincode:
@@ -81,17 +92,22 @@ class FabricLedger:
         self._committed = -1
         self._heights: dict[str, int] = {}
 
-    catch_up_timeout = 10.0   #: seconds to wait for a peer to reach a block this object committed
+    catch_up_timeout = 10.0  #: seconds to wait for a peer to reach a block this object committed
 
     # ---- construction from fabric-network/ output
     @classmethod
-    def from_profile(cls, path: str | Path, chaincode: str | None = None) -> "FabricLedger":
+    def from_profile(cls, path: str | Path, chaincode: str | None = None) -> FabricLedger:
         """Read ``connection.json`` written by ``fabric-network`` (``network up``)."""
         prof = json.loads(Path(path).read_text())
-        peers = [PeerEndpoint(p["msp_id"], p["address"],
-                              Path(p["tls_ca_file"]).read_bytes() if p.get("tls_ca_file") else None,
-                              p.get("server_name"))
-                 for p in prof["peers"]]
+        peers = [
+            PeerEndpoint(
+                p["msp_id"],
+                p["address"],
+                Path(p["tls_ca_file"]).read_bytes() if p.get("tls_ca_file") else None,
+                p.get("server_name"),
+            )
+            for p in prof["peers"]
+        ]
         return cls(peers, prof["channel"], chaincode or prof["chaincode"])
 
     # ---- connections
@@ -109,7 +125,9 @@ class FabricLedger:
                 if peer.server_name:
                     opts.append(("grpc.ssl_target_name_override", peer.server_name))
                 if peer.tls_root_cert is not None:
-                    ch = grpc.secure_channel(peer.address, grpc.ssl_channel_credentials(peer.tls_root_cert), opts)
+                    ch = grpc.secure_channel(
+                        peer.address, grpc.ssl_channel_credentials(peer.tls_root_cert), opts
+                    )
                 else:
                     ch = grpc.insecure_channel(peer.address, opts)
                 self._channels[peer.address] = ch
@@ -121,7 +139,7 @@ class FabricLedger:
         for ch in channels:
             ch.close()
 
-    def __enter__(self) -> "FabricLedger":
+    def __enter__(self) -> FabricLedger:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -144,19 +162,20 @@ class FabricLedger:
             try:
                 height = self.block_height(identity)
             except LedgerError:
-                return     # an unreachable peer: the call itself reports it
+                return  # an unreachable peer: the call itself reports it
             with self._lock:
                 self._heights[peer.address] = max(self._heights.get(peer.address, 0), height)
             if height > target or time.monotonic() >= deadline:
-                return     # a peer that stays behind answers from its own state, as it would anyway
+                return  # a peer that stays behind answers from its own state, as it would anyway
             time.sleep(0.05)
 
     def evaluate(self, identity: Identity, function: str, *args: str, chaincode: str | None = None) -> bytes:
         if chaincode is None:
             self._caught_up(identity)
         prop = build_proposal(identity, self.channel, chaincode or self.chaincode, function, args)
-        req = gateway_pb2.EvaluateRequest(transaction_id=prop.tx_id, channel_id=self.channel,
-                                          proposed_transaction=prop.signed)
+        req = gateway_pb2.EvaluateRequest(
+            transaction_id=prop.tx_id, channel_id=self.channel, proposed_transaction=prop.signed
+        )
         try:
             resp = self._stub(self._peer_for(identity)).Evaluate(req, timeout=self.endorse_timeout)
         except grpc.RpcError as err:
@@ -164,15 +183,23 @@ class FabricLedger:
         return resp.result.payload
 
     # ---- submit (the four Gateway steps)
-    def endorse(self, identity: Identity, function: str, *args: str,
-                transient: Mapping[str, bytes] | None = None,
-                endorsing_organisations: Sequence[str] | None = None) -> tuple[str, common_pb2.Envelope, bytes]:
+    def endorse(
+        self,
+        identity: Identity,
+        function: str,
+        *args: str,
+        transient: Mapping[str, bytes] | None = None,
+        endorsing_organisations: Sequence[str] | None = None,
+    ) -> tuple[str, common_pb2.Envelope, bytes]:
         """Collect endorsements; return (tx id, prepared envelope, chaincode result)."""
         self._caught_up(identity)
         prop = build_proposal(identity, self.channel, self.chaincode, function, args, transient)
-        req = gateway_pb2.EndorseRequest(transaction_id=prop.tx_id, channel_id=self.channel,
-                                         proposed_transaction=prop.signed,
-                                         endorsing_organizations=list(endorsing_organisations or ()))
+        req = gateway_pb2.EndorseRequest(
+            transaction_id=prop.tx_id,
+            channel_id=self.channel,
+            proposed_transaction=prop.signed,
+            endorsing_organizations=list(endorsing_organisations or ()),
+        )
         try:
             resp = self._stub(self._peer_for(identity)).Endorse(req, timeout=self.endorse_timeout)
         except grpc.RpcError as err:
@@ -181,8 +208,11 @@ class FabricLedger:
 
     def send(self, identity: Identity, tx_id: str, envelope: common_pb2.Envelope) -> None:
         """Sign the prepared transaction and hand it to the orderer (through the Gateway)."""
-        req = gateway_pb2.SubmitRequest(transaction_id=tx_id, channel_id=self.channel,
-                                        prepared_transaction=sign_envelope(identity, envelope))
+        req = gateway_pb2.SubmitRequest(
+            transaction_id=tx_id,
+            channel_id=self.channel,
+            prepared_transaction=sign_envelope(identity, envelope),
+        )
         try:
             self._stub(self._peer_for(identity)).Submit(req, timeout=self.endorse_timeout)
         except grpc.RpcError as err:
@@ -190,8 +220,9 @@ class FabricLedger:
 
     def commit_status(self, identity: Identity, tx_id: str, timeout: float = 60.0) -> tuple[int, int]:
         """Wait for the commit; return (TxValidationCode, block number)."""
-        req = gateway_pb2.CommitStatusRequest(transaction_id=tx_id, channel_id=self.channel,
-                                              identity=identity.serialized()).SerializeToString()
+        req = gateway_pb2.CommitStatusRequest(
+            transaction_id=tx_id, channel_id=self.channel, identity=identity.serialized()
+        ).SerializeToString()
         signed = gateway_pb2.SignedCommitStatusRequest(request=req, signature=identity.sign(req))
         try:
             resp = self._stub(self._peer_for(identity)).CommitStatus(signed, timeout=timeout)
@@ -201,14 +232,24 @@ class FabricLedger:
             raise translate(err, "commit") from None
         return resp.result, resp.block_number
 
-    def submit(self, identity: Identity, function: str, *args: str,
-               transient: Mapping[str, bytes] | None = None,
-               endorsing_organisations: Sequence[str] | None = None,
-               timeout: float = 60.0) -> SubmitResult:
+    def submit(
+        self,
+        identity: Identity,
+        function: str,
+        *args: str,
+        transient: Mapping[str, bytes] | None = None,
+        endorsing_organisations: Sequence[str] | None = None,
+        timeout: float = 60.0,
+    ) -> SubmitResult:
         for attempt in range(_LAG_RETRIES + 1):
             try:
-                tx_id, envelope, result = self.endorse(identity, function, *args, transient=transient,
-                                                       endorsing_organisations=endorsing_organisations)
+                tx_id, envelope, result = self.endorse(
+                    identity,
+                    function,
+                    *args,
+                    transient=transient,
+                    endorsing_organisations=endorsing_organisations,
+                )
                 break
             except EndorsementFailure as exc:
                 # Peers of different organisations simulated against different block heights (one
@@ -228,8 +269,9 @@ class FabricLedger:
         return SubmitResult(tx_id=tx_id, block_number=block, result=result)
 
     # ---- events
-    def events(self, identity: Identity, start_block: int = 0,
-               timeout: float | None = None) -> Iterator[ChaincodeEvent]:
+    def events(
+        self, identity: Identity, start_block: int = 0, timeout: float | None = None
+    ) -> Iterator[ChaincodeEvent]:
         """Chaincode events from ``start_block`` on; a broken stream is reopened from the last
         event delivered (``after_transaction_id``), so nothing is lost or repeated.
 
@@ -251,7 +293,7 @@ class FabricLedger:
         def remaining() -> float | None:
             if timeout is None:
                 return None
-            if target is not None:                      # still catching up with committed events
+            if target is not None:  # still catching up with committed events
                 return max(timeout, self.endorse_timeout) - (time.monotonic() - started)
             return timeout - (time.monotonic() - last_event)
 
@@ -269,17 +311,26 @@ class FabricLedger:
                         return
                     if isinstance(item, grpc.RpcError):
                         if item.code() in _RETRYABLE_EVENT_CODES:
-                            log.info("event stream broken (%s); reconnecting from block %d", item.code().name, next_block)
+                            log.info(
+                                "event stream broken (%s); reconnecting from block %d",
+                                item.code().name,
+                                next_block,
+                            )
                             broken = True
                             break
                         raise translate(item, "events") from None
-                    if item is None:       # server closed the stream
+                    if item is None:  # server closed the stream
                         broken = True
                         break
                     for ev in item.events:
                         next_block, after_tx = item.block_number, ev.tx_id
-                        yield ChaincodeEvent(block_number=item.block_number, tx_id=ev.tx_id,
-                                             chaincode=ev.chaincode_id, name=ev.event_name, payload=ev.payload)
+                        yield ChaincodeEvent(
+                            block_number=item.block_number,
+                            tx_id=ev.tx_id,
+                            chaincode=ev.chaincode_id,
+                            name=ev.event_name,
+                            payload=ev.payload,
+                        )
                         last_event = time.monotonic()
                     if target is not None and item.block_number >= target:
                         target, last_event = None, time.monotonic()
@@ -291,7 +342,7 @@ class FabricLedger:
                     return
                 time.sleep(0.5 if left is None else min(0.5, left))
 
-    _CATCH_UP_SCAN = 1000     # blocks looked at, from the head backwards, for the last event
+    _CATCH_UP_SCAN = 1000  # blocks looked at, from the head backwards, for the last event
 
     def _last_event_block(self, identity: Identity, start_block: int) -> int | None:
         """The last block in [start_block, height) with a chaincode event of this chaincode in a
@@ -308,12 +359,15 @@ class FabricLedger:
 
     def _open_events(self, identity: Identity, start_block: int, after_tx: str):
         req = gateway_pb2.ChaincodeEventsRequest(
-            channel_id=self.channel, chaincode_id=self.chaincode, identity=identity.serialized(),
+            channel_id=self.channel,
+            chaincode_id=self.chaincode,
+            identity=identity.serialized(),
             start_position=ab_pb2.SeekPosition(specified=ab_pb2.SeekSpecified(number=start_block)),
-            after_transaction_id=after_tx).SerializeToString()
+            after_transaction_id=after_tx,
+        ).SerializeToString()
         signed = gateway_pb2.SignedChaincodeEventsRequest(request=req, signature=identity.sign(req))
         call = self._stub(self._peer_for(identity)).ChaincodeEvents(signed)
-        q: "queue.Queue[object]" = queue.Queue()
+        q: queue.Queue[object] = queue.Queue()
 
         def pump() -> None:
             try:
@@ -351,12 +405,19 @@ class FabricLedger:
         flags = b""
         if len(blk.metadata.metadata) > common_pb2.TRANSACTIONS_FILTER:
             flags = blk.metadata.metadata[common_pb2.TRANSACTIONS_FILTER]
-        codes = tuple(transaction_pb2.TxValidationCode.Name(flags[i]) if i < len(flags) else "NOT_VALIDATED"
-                      for i in range(len(tx_ids)))
-        return BlockInfo(number=h.number,
-                         header_hash=block_header_hash(h.number, h.previous_hash, h.data_hash).hex(),
-                         previous_hash=h.previous_hash.hex(), data_hash=h.data_hash.hex(),
-                         tx_ids=tuple(tx_ids), validation_codes=codes, timestamp=timestamp)
+        codes = tuple(
+            transaction_pb2.TxValidationCode.Name(flags[i]) if i < len(flags) else "NOT_VALIDATED"
+            for i in range(len(tx_ids))
+        )
+        return BlockInfo(
+            number=h.number,
+            header_hash=block_header_hash(h.number, h.previous_hash, h.data_hash).hex(),
+            previous_hash=h.previous_hash.hex(),
+            data_hash=h.data_hash.hex(),
+            tx_ids=tuple(tx_ids),
+            validation_codes=codes,
+            timestamp=timestamp,
+        )
 
 
 def block_has_events(block: common_pb2.Block, chaincode: str) -> bool:
@@ -376,11 +437,13 @@ def block_has_events(block: common_pb2.Block, chaincode: str) -> bool:
     return False
 
 
-def submit_with_retry(ledger: FabricLedger, identity: Identity, function: str, *args: str,
-                      attempts: int = 3, **kwargs) -> SubmitResult:
+def submit_with_retry(
+    ledger: FabricLedger, identity: Identity, function: str, *args: str, attempts: int = 3, **kwargs
+) -> SubmitResult:
     """``submit`` that re-runs the whole transaction after an MVCC conflict (safe: a conflicting
     transaction changed nothing) up to ``attempts`` times, then re-raises."""
     from ledger.errors import MVCCConflict
+
     if attempts < 1:
         raise ValueError("attempts must be >= 1")
     for i in range(attempts):

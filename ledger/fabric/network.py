@@ -31,16 +31,18 @@ import tarfile
 import time
 import urllib.error
 import urllib.request
-from dataclasses import asdict, dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 from ledger.identity import Consortium
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("CONSORTIA_CACHE", Path.home() / ".cache" / "consortia"))
 DEFAULT_HOME = Path(os.environ.get("FABRIC_HOME", CACHE / "fabric"))
-DEFAULT_NET = Path(os.environ.get("CONSORTIA_FABRIC_NET", Path.home() / ".cache" / "consortia" / "fabric-net"))
+DEFAULT_NET = Path(
+    os.environ.get("CONSORTIA_FABRIC_NET", Path.home() / ".cache" / "consortia" / "fabric-net")
+)
 BINARIES = ("peer", "orderer", "configtxgen", "osnadmin")
 
 
@@ -60,8 +62,8 @@ class NetworkConfig:
     port_base: int = int(os.environ.get("CONSORTIA_FABRIC_PORT_BASE", "7050"))
     batch_timeout: str = "500ms"
     max_message_count: int = 500
-    endorsement_policy: str = ""          # "" = channel default (MAJORITY Endorsement)
-    chaincode_tls: bool = True            # peer <-> chaincode service: mutual TLS
+    endorsement_policy: str = ""  # "" = channel default (MAJORITY Endorsement)
+    chaincode_tls: bool = True  # peer <-> chaincode service: mutual TLS
     log_spec: str = "warning:gossip=error"
 
     def __post_init__(self) -> None:
@@ -85,17 +87,17 @@ class NetworkConfig:
 
     @property
     def orderer_ops_port(self) -> int:
-        return self.port_base + 1393          # 8443
+        return self.port_base + 1393  # 8443
 
     def peer_port(self, i: int) -> int:
         return self.port_base + 1 + 1000 * i  # 7051, 8051, 9051, ...
 
     def peer_ops_port(self, i: int) -> int:
-        return self.port_base + 2394 + i      # 9444, 9445, ...
+        return self.port_base + 2394 + i  # 9444, 9445, ...
 
     @property
     def chaincode_port(self) -> int:
-        return self.port_base + 2949          # 9999: one server serves every peer
+        return self.port_base + 2949  # 9999: one server serves every peer
 
 
 def _reproducible_tgz(out: Path, folder: Path, members: list[str]) -> None:
@@ -103,8 +105,12 @@ def _reproducible_tgz(out: Path, folder: Path, members: list[str]) -> None:
     no time or file name (``tarfile``'s "w:gz" writes the current time there, so a package made a
     second later had another package id) and every member has mtime 0, owner 0:0."""
     import gzip
-    with open(out, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz, \
-            tarfile.open(fileobj=gz, mode="w") as tf:
+
+    with (
+        open(out, "wb") as raw,
+        gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz,
+        tarfile.open(fileobj=gz, mode="w") as tf,
+    ):
         for member in members:
             info = tf.gettarinfo(str(folder / member), member)
             info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""
@@ -117,7 +123,7 @@ class FabricNetwork:
         self.cfg = config or NetworkConfig()
         self.net = self.cfg.net_dir
         self.bin = self.cfg.fabric_home / "bin"
-        self._children: dict[int, subprocess.Popen] = {}   # nodes this object started, by pid
+        self._children: dict[int, subprocess.Popen] = {}  # nodes this object started, by pid
 
     # ------------------------------------------------------------------ paths
     @property
@@ -148,8 +154,13 @@ class FabricNetwork:
         domain = f"{name.lower()}.example.com"
         base = self.crypto / "peerOrganizations" / domain
         peer = base / "peers" / f"peer0.{domain}"
-        return {"base": base, "peer": peer, "admin": base / "users" / f"Admin@{domain}" / "msp",
-                "tls_ca": peer / "tls" / "ca.crt", "domain": Path(domain)}
+        return {
+            "base": base,
+            "peer": peer,
+            "admin": base / "users" / f"Admin@{domain}" / "msp",
+            "tls_ca": peer / "tls" / "ca.crt",
+            "domain": Path(domain),
+        }
 
     # ------------------------------------------------------------------ state
     def _state(self) -> dict:
@@ -186,9 +197,19 @@ class FabricNetwork:
     def _spawn(self, name: str, argv: list[str], env: dict[str, str]) -> int:
         (self.net / "logs").mkdir(parents=True, exist_ok=True)
         log = open(self.net / "logs" / f"{name}.log", "ab")
-        env = {**env, self._marker(name).decode().split("=", 1)[0]: self._marker(name).decode().split("=", 1)[1]}
-        proc = subprocess.Popen(argv, env=self._env(env), stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True, cwd=str(REPO_ROOT))
+        env = {
+            **env,
+            self._marker(name).decode().split("=", 1)[0]: self._marker(name).decode().split("=", 1)[1],
+        }
+        proc = subprocess.Popen(
+            argv,
+            env=self._env(env),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            cwd=str(REPO_ROOT),
+        )
         log.close()
         self._children[proc.pid] = proc
         st = self._state()
@@ -198,12 +219,15 @@ class FabricNetwork:
 
     def _run(self, argv: list[str], env: dict[str, str], step: str, timeout: float = 120) -> str:
         try:
-            r = subprocess.run(argv, env=self._env(env), capture_output=True, text=True, timeout=timeout,
-                               cwd=str(self.net))
+            r = subprocess.run(
+                argv, env=self._env(env), capture_output=True, text=True, timeout=timeout, cwd=str(self.net)
+            )
         except subprocess.TimeoutExpired:
             raise NetworkError(f"{step} did not finish within {timeout} s") from None
         if r.returncode != 0:
-            raise NetworkError(f"{step} failed (exit {r.returncode}): {(r.stderr or r.stdout).strip()[-2000:]}")
+            raise NetworkError(
+                f"{step} failed (exit {r.returncode}): {(r.stderr or r.stdout).strip()[-2000:]}"
+            )
         return r.stdout
 
     def _wait_health(self, name: str, port: int, timeout: float = 60) -> None:
@@ -213,7 +237,9 @@ class FabricNetwork:
         while time.monotonic() < deadline:
             child = self._children.get(pid) if pid else None
             # a node we just started: its own exit status is authoritative; otherwise the marker check
-            exited = child.poll() is not None if child is not None else bool(pid) and not self._alive(pid, name)
+            exited = (
+                child.poll() is not None if child is not None else bool(pid) and not self._alive(pid, name)
+            )
             if exited:
                 raise NetworkError(f"{name} exited during start; see {self.net / 'logs' / (name + '.log')}")
             try:
@@ -238,7 +264,9 @@ class FabricNetwork:
                     return
             except OSError:
                 time.sleep(0.3)
-        raise NetworkError(f"{name} does not listen on 127.0.0.1:{port} after {timeout} s; see logs/{name}.log")
+        raise NetworkError(
+            f"{name} does not listen on 127.0.0.1:{port} after {timeout} s; see logs/{name}.log"
+        )
 
     def stop_node(self, name: str, timeout: float = 20) -> None:
         """Stop one node (e.g. ``peer0.org2``) by its recorded process id."""
@@ -263,16 +291,24 @@ class FabricNetwork:
         # install.sh re-checks what is installed (files, checksums, `peer version`) on every run,
         # in well under a second, and installs or repairs only when that check fails.
         script = REPO_ROOT / "fabric-network" / "install.sh"
-        r = subprocess.run(["bash", str(script)], env={**os.environ, "FABRIC_HOME": str(self.cfg.fabric_home)},
-                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        r = subprocess.run(
+            ["bash", str(script)],
+            env={**os.environ, "FABRIC_HOME": str(self.cfg.fabric_home)},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         missing = [b for b in BINARIES if not (self.bin / b).is_file()]
         if r.returncode != 0 or missing:
             why = (r.stderr.strip().splitlines() or [""])[-1]
-            raise NetworkError(f"Fabric binaries missing in {self.bin}: {missing} "
-                               f"(install.sh exit {r.returncode}: {why})")
+            raise NetworkError(
+                f"Fabric binaries missing in {self.bin}: {missing} (install.sh exit {r.returncode}: {why})"
+            )
         for f in ("core.yaml", "orderer.yaml"):
             if not (self.cfg.fabric_home / "config" / f).is_file():
-                raise NetworkError(f"{self.cfg.fabric_home / 'config' / f} missing: run fabric-network/install.sh")
+                raise NetworkError(
+                    f"{self.cfg.fabric_home / 'config' / f} missing: run fabric-network/install.sh"
+                )
 
     # ------------------------------------------------------------------ configuration
     def generate(self) -> None:
@@ -282,8 +318,10 @@ class FabricNetwork:
             Consortium.generate(self.crypto, self.cfg.organisations)
         cons = self.consortium()
         if tuple(o.name for o in cons.organisations) != tuple(self.cfg.organisations):
-            raise NetworkError(f"{self.crypto} holds organisations {[o.name for o in cons.organisations]}, "
-                               f"not {list(self.cfg.organisations)}: run 'network down --purge' first")
+            raise NetworkError(
+                f"{self.crypto} holds organisations {[o.name for o in cons.organisations]}, "
+                f"not {list(self.cfg.organisations)}: run 'network down --purge' first"
+            )
         conf = self.net / "config"
         conf.mkdir(exist_ok=True)
         for f in ("core.yaml", "orderer.yaml"):
@@ -293,8 +331,19 @@ class FabricNetwork:
             self._chaincode_tls_material()
         block = self.net / f"{self.cfg.channel}.block"
         if not block.exists():
-            self._run([str(self.bin / "configtxgen"), "-profile", "ConsortiaChannel", "-outputBlock", str(block),
-                       "-channelID", self.cfg.channel], {"FABRIC_CFG_PATH": str(conf)}, "configtxgen")
+            self._run(
+                [
+                    str(self.bin / "configtxgen"),
+                    "-profile",
+                    "ConsortiaChannel",
+                    "-outputBlock",
+                    str(block),
+                    "-channelID",
+                    self.cfg.channel,
+                ],
+                {"FABRIC_CFG_PATH": str(conf)},
+                "configtxgen",
+            )
 
     def configtx_yaml(self) -> str:
         """configtx.yaml (docs/fabric.md "Topology"): Channel V3_0, etcdraft, MAJORITY endorsement."""
@@ -328,7 +377,7 @@ Organizations:
       Writers: {{Type: Signature, Rule: "OR('OrdererMSP.member')"}}
       Admins: {{Type: Signature, Rule: "OR('OrdererMSP.admin')"}}
     OrdererEndpoints: ["127.0.0.1:{c.orderer_port}"]
-{''.join(orgs)}
+{"".join(orgs)}
 Capabilities:
   Channel: &ChannelCapabilities {{V3_0: true}}
   Orderer: &OrdererCapabilities {{V2_0: true}}
@@ -350,8 +399,8 @@ Orderer: &OrdererDefaults
     Consenters:
       - Host: 127.0.0.1
         Port: {c.orderer_port}
-        ClientTLSCert: {od / 'tls' / 'server.crt'}
-        ServerTLSCert: {od / 'tls' / 'server.crt'}
+        ClientTLSCert: {od / "tls" / "server.crt"}
+        ServerTLSCert: {od / "tls" / "server.crt"}
   Organizations:
   Policies:
     Readers: {{Type: ImplicitMeta, Rule: "ANY Readers"}}
@@ -382,19 +431,25 @@ Profiles:
         c, od, data = self.cfg, self.orderer_dir, self.net / "data" / "orderer"
         tls = od / "tls"
         return {
-            "FABRIC_CFG_PATH": str(self.net / "config"), "FABRIC_LOGGING_SPEC": c.log_spec,
-            "ORDERER_GENERAL_LISTENADDRESS": "127.0.0.1", "ORDERER_GENERAL_LISTENPORT": str(c.orderer_port),
-            "ORDERER_GENERAL_LOCALMSPID": "OrdererMSP", "ORDERER_GENERAL_LOCALMSPDIR": str(od / "msp"),
-            "ORDERER_GENERAL_TLS_ENABLED": "true", "ORDERER_GENERAL_TLS_PRIVATEKEY": str(tls / "server.key"),
+            "FABRIC_CFG_PATH": str(self.net / "config"),
+            "FABRIC_LOGGING_SPEC": c.log_spec,
+            "ORDERER_GENERAL_LISTENADDRESS": "127.0.0.1",
+            "ORDERER_GENERAL_LISTENPORT": str(c.orderer_port),
+            "ORDERER_GENERAL_LOCALMSPID": "OrdererMSP",
+            "ORDERER_GENERAL_LOCALMSPDIR": str(od / "msp"),
+            "ORDERER_GENERAL_TLS_ENABLED": "true",
+            "ORDERER_GENERAL_TLS_PRIVATEKEY": str(tls / "server.key"),
             "ORDERER_GENERAL_TLS_CERTIFICATE": str(tls / "server.crt"),
             "ORDERER_GENERAL_TLS_ROOTCAS": f"[{tls / 'ca.crt'}]",
-            "ORDERER_GENERAL_BOOTSTRAPMETHOD": "none", "ORDERER_CHANNELPARTICIPATION_ENABLED": "true",
+            "ORDERER_GENERAL_BOOTSTRAPMETHOD": "none",
+            "ORDERER_CHANNELPARTICIPATION_ENABLED": "true",
             "ORDERER_FILELEDGER_LOCATION": str(data),
             "ORDERER_CONSENSUS_WALDIR": str(data / "etcdraft" / "wal"),
             "ORDERER_CONSENSUS_SNAPDIR": str(data / "etcdraft" / "snap"),
             "ORDERER_OPERATIONS_LISTENADDRESS": f"127.0.0.1:{c.orderer_ops_port}",
             "ORDERER_ADMIN_LISTENADDRESS": f"127.0.0.1:{c.orderer_admin_port}",
-            "ORDERER_ADMIN_TLS_ENABLED": "true", "ORDERER_ADMIN_TLS_CERTIFICATE": str(tls / "server.crt"),
+            "ORDERER_ADMIN_TLS_ENABLED": "true",
+            "ORDERER_ADMIN_TLS_CERTIFICATE": str(tls / "server.crt"),
             "ORDERER_ADMIN_TLS_PRIVATEKEY": str(tls / "server.key"),
             "ORDERER_ADMIN_TLS_ROOTCAS": f"[{tls / 'ca.crt'}]",
             "ORDERER_ADMIN_TLS_CLIENTAUTHREQUIRED": "true",
@@ -411,36 +466,52 @@ Profiles:
         data = self.net / "data" / self.peer_name(i)
         builder = REPO_ROOT / "fabric-network" / "builders" / "ccaas"
         return {
-            "FABRIC_CFG_PATH": str(self.net / "config"), "FABRIC_LOGGING_SPEC": c.log_spec,
-            "CORE_PEER_ID": f"peer0.{p['domain']}", "CORE_PEER_LOCALMSPID": f"{c.organisations[i]}MSP",
+            "FABRIC_CFG_PATH": str(self.net / "config"),
+            "FABRIC_LOGGING_SPEC": c.log_spec,
+            "CORE_PEER_ID": f"peer0.{p['domain']}",
+            "CORE_PEER_LOCALMSPID": f"{c.organisations[i]}MSP",
             "CORE_PEER_MSPCONFIGPATH": str(peer / "msp"),
-            "CORE_PEER_TLS_ENABLED": "true", "CORE_PEER_TLS_CERT_FILE": str(peer / "tls" / "server.crt"),
+            "CORE_PEER_TLS_ENABLED": "true",
+            "CORE_PEER_TLS_CERT_FILE": str(peer / "tls" / "server.crt"),
             "CORE_PEER_TLS_KEY_FILE": str(peer / "tls" / "server.key"),
             "CORE_PEER_TLS_ROOTCERT_FILE": str(peer / "tls" / "ca.crt"),
-            "CORE_PEER_LISTENADDRESS": f"127.0.0.1:{port}", "CORE_PEER_ADDRESS": f"127.0.0.1:{port}",
+            "CORE_PEER_LISTENADDRESS": f"127.0.0.1:{port}",
+            "CORE_PEER_ADDRESS": f"127.0.0.1:{port}",
             "CORE_PEER_CHAINCODELISTENADDRESS": f"127.0.0.1:{port + 1}",
             "CORE_PEER_CHAINCODEADDRESS": f"127.0.0.1:{port + 1}",
             "CORE_PEER_GOSSIP_BOOTSTRAP": f"127.0.0.1:{port}",
             "CORE_PEER_GOSSIP_EXTERNALENDPOINT": f"127.0.0.1:{port}",
             "CORE_OPERATIONS_LISTENADDRESS": f"127.0.0.1:{c.peer_ops_port(i)}",
             "CORE_METRICS_PROVIDER": "disabled",
-            "CORE_PEER_FILESYSTEMPATH": str(data), "CORE_LEDGER_SNAPSHOTS_ROOTDIR": str(data / "snapshots"),
+            "CORE_PEER_FILESYSTEMPATH": str(data),
+            "CORE_LEDGER_SNAPSHOTS_ROOTDIR": str(data / "snapshots"),
             "CORE_VM_ENDPOINT": "",
-            "CORE_CHAINCODE_EXTERNALBUILDERS": json.dumps([{
-                "name": "ccaas", "path": str(builder),
-                "propagateEnvironment": ["CHAINCODE_AS_A_SERVICE_BUILDER_CONFIG"]}]),
+            "CORE_CHAINCODE_EXTERNALBUILDERS": json.dumps(
+                [
+                    {
+                        "name": "ccaas",
+                        "path": str(builder),
+                        "propagateEnvironment": ["CHAINCODE_AS_A_SERVICE_BUILDER_CONFIG"],
+                    }
+                ]
+            ),
             "CHAINCODE_AS_A_SERVICE_BUILDER_CONFIG": json.dumps({"ccport": str(c.chaincode_port)}),
             "CORE_PEER_LIMITS_CONCURRENCY_GATEWAYSERVICE": "2000",
             "CORE_CHAINCODE_EXECUTETIMEOUT": "30s",
-            "CORE_CHAINCODE_KEEPALIVE": "30",      # seconds; the service echoes KEEPALIVE
+            "CORE_CHAINCODE_KEEPALIVE": "30",  # seconds; the service echoes KEEPALIVE
         }
 
     def admin_env(self, i: int) -> dict[str, str]:
         c, p = self.cfg, self._org_paths(i)
-        return {"FABRIC_CFG_PATH": str(self.net / "config"), "FABRIC_LOGGING_SPEC": "warning",
-                "CORE_PEER_LOCALMSPID": f"{c.organisations[i]}MSP",
-                "CORE_PEER_ADDRESS": f"127.0.0.1:{c.peer_port(i)}", "CORE_PEER_TLS_ENABLED": "true",
-                "CORE_PEER_TLS_ROOTCERT_FILE": str(p["tls_ca"]), "CORE_PEER_MSPCONFIGPATH": str(p["admin"])}
+        return {
+            "FABRIC_CFG_PATH": str(self.net / "config"),
+            "FABRIC_LOGGING_SPEC": "warning",
+            "CORE_PEER_LOCALMSPID": f"{c.organisations[i]}MSP",
+            "CORE_PEER_ADDRESS": f"127.0.0.1:{c.peer_port(i)}",
+            "CORE_PEER_TLS_ENABLED": "true",
+            "CORE_PEER_TLS_ROOTCERT_FILE": str(p["tls_ca"]),
+            "CORE_PEER_MSPCONFIGPATH": str(p["admin"]),
+        }
 
     def start_orderer(self) -> None:
         self._spawn("orderer", [str(self.bin / "orderer")], self.orderer_env())
@@ -465,34 +536,52 @@ Profiles:
         ``client.crt`` (from ``connection.json``), each side checks the other against ``ca.crt``."""
         import datetime as dt
         import ipaddress
+
         from cryptography import x509
         from cryptography.hazmat.primitives import hashes, serialization
         from cryptography.hazmat.primitives.asymmetric import ec
         from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
         org = self._org_paths(0)
         tlsca_dir = org["base"] / "tlsca"
         ca_cert = x509.load_pem_x509_certificate(next(tlsca_dir.glob("*-cert.pem")).read_bytes())
         ca_key = serialization.load_pem_private_key((tlsca_dir / "priv_sk").read_bytes(), None)
         out = self.chaincode_tls_dir
         out.mkdir(parents=True, exist_ok=True)
-        now = dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=5)
+        now = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=5)
         for name in ("server", "client"):
             key = ec.generate_private_key(ec.SECP256R1())
-            cert = (x509.CertificateBuilder()
-                    .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"ccaas-{name}.{org['domain']}")]))
-                    .issuer_name(ca_cert.subject).public_key(key.public_key())
-                    .serial_number(x509.random_serial_number()).not_valid_before(now)
-                    .not_valid_after(now + dt.timedelta(days=3650))
-                    .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-                    .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH,
-                                                          ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
-                    .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
-                                                                x509.DNSName("localhost")]), critical=False)
-                    .sign(ca_key, hashes.SHA256()))
+            cert = (
+                x509.CertificateBuilder()
+                .subject_name(
+                    x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"ccaas-{name}.{org['domain']}")])
+                )
+                .issuer_name(ca_cert.subject)
+                .public_key(key.public_key())
+                .serial_number(x509.random_serial_number())
+                .not_valid_before(now)
+                .not_valid_after(now + dt.timedelta(days=3650))
+                .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+                .add_extension(
+                    x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]),
+                    critical=False,
+                )
+                .add_extension(
+                    x509.SubjectAlternativeName(
+                        [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]
+                    ),
+                    critical=False,
+                )
+                .sign(ca_key, hashes.SHA256())
+            )
             (out / f"{name}.crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-            (out / f"{name}.key").write_bytes(key.private_bytes(serialization.Encoding.PEM,
-                                                                serialization.PrivateFormat.PKCS8,
-                                                                serialization.NoEncryption()))
+            (out / f"{name}.key").write_bytes(
+                key.private_bytes(
+                    serialization.Encoding.PEM,
+                    serialization.PrivateFormat.PKCS8,
+                    serialization.NoEncryption(),
+                )
+            )
             (out / f"{name}.key").chmod(0o600)
         (out / "ca.crt").write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
 
@@ -501,16 +590,31 @@ Profiles:
         pkg = st.get("package_id")
         if not pkg:
             raise NetworkError("no chaincode package id yet: run 'network deploy'")
-        argv = [sys.executable, "-m", "ledger.fabric.chaincode_server",
-                "--address", f"127.0.0.1:{self.cfg.chaincode_port}", "--chaincode-id", pkg,
-                "--dispatch", self.cfg.dispatch]
-        if st.get("chaincode_tls"):          # as packaged: the peers' connection.json decides
+        argv = [
+            sys.executable,
+            "-m",
+            "ledger.fabric.chaincode_server",
+            "--address",
+            f"127.0.0.1:{self.cfg.chaincode_port}",
+            "--chaincode-id",
+            pkg,
+            "--dispatch",
+            self.cfg.dispatch,
+        ]
+        if st.get("chaincode_tls"):  # as packaged: the peers' connection.json decides
             d = self.chaincode_tls_dir
-            argv += ["--tls-cert", str(d / "server.crt"), "--tls-key", str(d / "server.key"),
-                     "--client-ca", str(d / "ca.crt")]
+            argv += [
+                "--tls-cert",
+                str(d / "server.crt"),
+                "--tls-key",
+                str(d / "server.key"),
+                "--client-ca",
+                str(d / "ca.crt"),
+            ]
         self._spawn("chaincode", argv, {"PYTHONPATH": str(REPO_ROOT), "CHAINCODE_LOG_LEVEL": "INFO"})
         deadline = time.monotonic() + 30
         import socket
+
         while time.monotonic() < deadline:
             if not self._alive(self._state()["pids"]["chaincode"], "chaincode"):
                 raise NetworkError(f"chaincode server exited; see {self.net / 'logs' / 'chaincode.log'}")
@@ -522,10 +626,23 @@ Profiles:
 
     def _osnadmin(self, *args: str) -> str:
         tls = self.orderer_dir / "tls"
-        return self._run([str(self.bin / "osnadmin"), "channel", *args, "-o",
-                          f"127.0.0.1:{self.cfg.orderer_admin_port}", "--ca-file", str(tls / "ca.crt"),
-                          "--client-cert", str(tls / "server.crt"), "--client-key", str(tls / "server.key")],
-                         {}, f"osnadmin channel {args[0]}")
+        return self._run(
+            [
+                str(self.bin / "osnadmin"),
+                "channel",
+                *args,
+                "-o",
+                f"127.0.0.1:{self.cfg.orderer_admin_port}",
+                "--ca-file",
+                str(tls / "ca.crt"),
+                "--client-cert",
+                str(tls / "server.crt"),
+                "--client-key",
+                str(tls / "server.key"),
+            ],
+            {},
+            f"osnadmin channel {args[0]}",
+        )
 
     def _peer_cli(self, i: int, *args: str, step: str, timeout: float = 120) -> str:
         return self._run([str(self.bin / "peer"), *args], self.admin_env(i), step, timeout)
@@ -537,7 +654,11 @@ Profiles:
         return {n: bool(pids.get(n)) and self._alive(pids[n], n) for n in names}
 
     def is_up(self) -> bool:
-        return all(self.running().values()) and self.profile_file.is_file() and bool(self._state().get("committed"))
+        return (
+            all(self.running().values())
+            and self.profile_file.is_file()
+            and bool(self._state().get("committed"))
+        )
 
     def up(self) -> None:
         """Start (or resume) every node, create and join the channel, deploy the chaincode."""
@@ -550,8 +671,13 @@ Profiles:
         if not st.get("channel_created"):
             listing = self._osnadmin("list")
             if f'"{self.cfg.channel}"' not in listing:
-                self._osnadmin("join", "--channelID", self.cfg.channel, "--config-block",
-                               str(self.net / f"{self.cfg.channel}.block"))
+                self._osnadmin(
+                    "join",
+                    "--channelID",
+                    self.cfg.channel,
+                    "--config-block",
+                    str(self.net / f"{self.cfg.channel}.block"),
+                )
             st = self._state()
             st["channel_created"] = True
             self._save_state(st)
@@ -566,8 +692,14 @@ Profiles:
                 continue
             chans = self._peer_cli(i, "channel", "list", step=f"{name} channel list")
             if self.cfg.channel not in chans.split():
-                self._peer_cli(i, "channel", "join", "-b", str(self.net / f"{self.cfg.channel}.block"),
-                               step=f"{name} channel join")
+                self._peer_cli(
+                    i,
+                    "channel",
+                    "join",
+                    "-b",
+                    str(self.net / f"{self.cfg.channel}.block"),
+                    step=f"{name} channel join",
+                )
             joined.add(name)
             st = self._state()
             st["joined"] = sorted(joined)
@@ -586,6 +718,7 @@ Profiles:
         from ledger.errors import LedgerError
         from ledger.fabric.chaincode_server import HEALTH_FUNCTION
         from ledger.fabric.gateway import FabricLedger
+
         t0 = time.monotonic()
         cons = self.consortium()
         pending = list(self.cfg.organisations)
@@ -619,13 +752,20 @@ Profiles:
         d = self.net / "chaincode"
         d.mkdir(parents=True, exist_ok=True)
         label = f"{c.chaincode}_{c.chaincode_version}"
-        conn_obj: dict[str, object] = {"address": "127.0.0.1:{{.ccport}}", "dial_timeout": "10s",
-                                       "tls_required": False}
+        conn_obj: dict[str, object] = {
+            "address": "127.0.0.1:{{.ccport}}",
+            "dial_timeout": "10s",
+            "tls_required": False,
+        }
         if c.chaincode_tls:
             t = self.chaincode_tls_dir
-            conn_obj.update(tls_required=True, client_auth_required=True,
-                            client_cert=(t / "client.crt").read_text(), client_key=(t / "client.key").read_text(),
-                            root_cert=(t / "ca.crt").read_text())
+            conn_obj.update(
+                tls_required=True,
+                client_auth_required=True,
+                client_cert=(t / "client.crt").read_text(),
+                client_key=(t / "client.key").read_text(),
+                root_cert=(t / "ca.crt").read_text(),
+            )
         conn = json.dumps(conn_obj)
         meta = json.dumps({"type": "ccaas", "label": label})
         code = d / "code.tar.gz"
@@ -642,19 +782,29 @@ Profiles:
         st = self._state()
         if not st.get("package_id"):
             pkg = self.package()
-            pkg_id = self._peer_cli(0, "lifecycle", "chaincode", "calculatepackageid", str(pkg),
-                                    step="calculatepackageid").strip()
+            pkg_id = self._peer_cli(
+                0, "lifecycle", "chaincode", "calculatepackageid", str(pkg), step="calculatepackageid"
+            ).strip()
             for i in range(len(c.organisations)):
-                installed = self._peer_cli(i, "lifecycle", "chaincode", "queryinstalled", step="queryinstalled")
+                installed = self._peer_cli(
+                    i, "lifecycle", "chaincode", "queryinstalled", step="queryinstalled"
+                )
                 if pkg_id not in installed:
-                    self._peer_cli(i, "lifecycle", "chaincode", "install", str(pkg),
-                                   step=f"install on {self.peer_name(i)}", timeout=300)
+                    self._peer_cli(
+                        i,
+                        "lifecycle",
+                        "chaincode",
+                        "install",
+                        str(pkg),
+                        step=f"install on {self.peer_name(i)}",
+                        timeout=300,
+                    )
             st = self._state()
             st["package_id"] = pkg_id
             st["chaincode_tls"] = c.chaincode_tls
             self._save_state(st)
         if self.running()["chaincode"] and st.get("dispatch") != self.cfg.dispatch:
-            self.stop_node("chaincode")          # serve the requested contracts
+            self.stop_node("chaincode")  # serve the requested contracts
         if not self.running()["chaincode"]:
             self.start_chaincode_server()
             st = self._state()
@@ -667,35 +817,81 @@ Profiles:
         orderer = ["-o", f"127.0.0.1:{c.orderer_port}", "--tls", "--cafile", str(self.orderer_ca)]
         policy = ["--signature-policy", c.endorsement_policy] if c.endorsement_policy else []
         for i in range(len(c.organisations)):
-            self._peer_cli(i, "lifecycle", "chaincode", "approveformyorg", *orderer, "--channelID", c.channel,
-                           "--name", c.chaincode, "--version", c.chaincode_version, "--package-id",
-                           st["package_id"], "--sequence", seq, *policy,
-                           step=f"approveformyorg {c.organisations[i]}")
+            self._peer_cli(
+                i,
+                "lifecycle",
+                "chaincode",
+                "approveformyorg",
+                *orderer,
+                "--channelID",
+                c.channel,
+                "--name",
+                c.chaincode,
+                "--version",
+                c.chaincode_version,
+                "--package-id",
+                st["package_id"],
+                "--sequence",
+                seq,
+                *policy,
+                step=f"approveformyorg {c.organisations[i]}",
+            )
         peers: list[str] = []
         for i in range(len(c.organisations)):
-            peers += ["--peerAddresses", f"127.0.0.1:{c.peer_port(i)}",
-                      "--tlsRootCertFiles", str(self._org_paths(i)["tls_ca"])]
-        self._peer_cli(0, "lifecycle", "chaincode", "commit", *orderer, "--channelID", c.channel,
-                       "--name", c.chaincode, "--version", c.chaincode_version, "--sequence", seq, *policy, *peers,
-                       step="commit chaincode definition")
+            peers += [
+                "--peerAddresses",
+                f"127.0.0.1:{c.peer_port(i)}",
+                "--tlsRootCertFiles",
+                str(self._org_paths(i)["tls_ca"]),
+            ]
+        self._peer_cli(
+            0,
+            "lifecycle",
+            "chaincode",
+            "commit",
+            *orderer,
+            "--channelID",
+            c.channel,
+            "--name",
+            c.chaincode,
+            "--version",
+            c.chaincode_version,
+            "--sequence",
+            seq,
+            *policy,
+            *peers,
+            step="commit chaincode definition",
+        )
         st = self._state()
         st["committed"] = True
         self._save_state(st)
 
     def _write_profile(self) -> None:
         c = self.cfg
-        prof = {"channel": c.channel, "chaincode": c.chaincode, "crypto": str(self.crypto),
-                "orderer": {"address": f"127.0.0.1:{c.orderer_port}", "tls_ca_file": str(self.orderer_ca)},
-                "peers": [{"msp_id": f"{o}MSP", "address": f"127.0.0.1:{c.peer_port(i)}",
-                           "tls_ca_file": str(self._org_paths(i)["tls_ca"])}
-                          for i, o in enumerate(c.organisations)]}
+        prof = {
+            "channel": c.channel,
+            "chaincode": c.chaincode,
+            "crypto": str(self.crypto),
+            "orderer": {"address": f"127.0.0.1:{c.orderer_port}", "tls_ca_file": str(self.orderer_ca)},
+            "peers": [
+                {
+                    "msp_id": f"{o}MSP",
+                    "address": f"127.0.0.1:{c.peer_port(i)}",
+                    "tls_ca_file": str(self._org_paths(i)["tls_ca"]),
+                }
+                for i, o in enumerate(c.organisations)
+            ],
+        }
         self.profile_file.write_text(json.dumps(prof, indent=2))
 
     def wait_block_height(self, i: int, height: int, timeout: float = 60) -> int:
         """Wait until peer ``i`` has at least ``height`` blocks (its ledger caught up)."""
         from ledger.fabric.gateway import FabricLedger, PeerEndpoint
+
         org = self.cfg.organisations[i]
-        peer = PeerEndpoint(f"{org}MSP", f"127.0.0.1:{self.cfg.peer_port(i)}", self._org_paths(i)["tls_ca"].read_bytes())
+        peer = PeerEndpoint(
+            f"{org}MSP", f"127.0.0.1:{self.cfg.peer_port(i)}", self._org_paths(i)["tls_ca"].read_bytes()
+        )
         ident = self.consortium().identity(org)
         deadline = time.monotonic() + timeout
         with FabricLedger([peer], self.cfg.channel, self.cfg.chaincode) as led:
@@ -733,9 +929,15 @@ Profiles:
 
     def status(self) -> dict:
         st = self._state()
-        return {"net_dir": str(self.net), "running": self.running(), "channel": self.cfg.channel,
-                "chaincode": self.cfg.chaincode, "package_id": st.get("package_id"),
-                "committed": bool(st.get("committed")), "chaincode_tls": bool(st.get("chaincode_tls"))}
+        return {
+            "net_dir": str(self.net),
+            "running": self.running(),
+            "channel": self.cfg.channel,
+            "chaincode": self.cfg.chaincode,
+            "package_id": st.get("package_id"),
+            "committed": bool(st.get("committed")),
+            "chaincode_tls": bool(st.get("chaincode_tls")),
+        }
 
     def logs(self, name: str, lines: int = 50) -> str:
         f = self.net / "logs" / f"{name}.log"
@@ -750,6 +952,7 @@ def connect(config: NetworkConfig | None = None, *, start: bool = True):
     The ledger uses the network's identities; the caller closes the ledger (the network keeps
     running until ``network down``)."""
     from ledger.fabric.gateway import FabricLedger
+
     net = FabricNetwork(config)
     if not net.is_up():
         if not start:
@@ -759,29 +962,51 @@ def connect(config: NetworkConfig | None = None, *, start: bool = True):
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="fabric-network/network", description="Native Fabric network for Consortia")
+    p = argparse.ArgumentParser(
+        prog="fabric-network/network", description="Native Fabric network for Consortia"
+    )
     p.add_argument("command", choices=["up", "down", "deploy", "status", "logs"])
     p.add_argument("node", nargs="?", default="", help="for logs: orderer, peer0.org1, ..., chaincode")
     p.add_argument("--orgs", default=os.environ.get("CONSORTIA_FABRIC_ORGS", "Org1,Org2,Org3"))
-    p.add_argument("--dispatch", default=os.environ.get("CONSORTIA_CHAINCODE_DISPATCH", "chaincode.dispatch:invoke"))
+    p.add_argument(
+        "--dispatch", default=os.environ.get("CONSORTIA_CHAINCODE_DISPATCH", "chaincode.dispatch:invoke")
+    )
     p.add_argument("--net-dir", default=str(DEFAULT_NET))
     p.add_argument("--purge", action="store_true", help="down: also delete ledgers and identities")
     p.add_argument("-n", "--lines", type=int, default=50)
-    p.add_argument("--json", action="store_true", help="machine-readable output (status and deploy always are)")
+    p.add_argument(
+        "--json", action="store_true", help="machine-readable output (status and deploy always are)"
+    )
     a = p.parse_args(argv)
-    net = FabricNetwork(NetworkConfig(organisations=tuple(o.strip() for o in a.orgs.split(",") if o.strip()),
-                                      dispatch=a.dispatch, net_dir=Path(a.net_dir)))
+    net = FabricNetwork(
+        NetworkConfig(
+            organisations=tuple(o.strip() for o in a.orgs.split(",") if o.strip()),
+            dispatch=a.dispatch,
+            net_dir=Path(a.net_dir),
+        )
+    )
     try:
         if a.command == "up":
             t0 = time.monotonic()
             net.up()
-            print(json.dumps({"status": "up", "seconds": round(time.monotonic() - t0, 1),
-                              "profile": str(net.profile_file)}) if a.json else
-                  f"network up in {time.monotonic() - t0:.1f} s; profile {net.profile_file}")
+            print(
+                json.dumps(
+                    {
+                        "status": "up",
+                        "seconds": round(time.monotonic() - t0, 1),
+                        "profile": str(net.profile_file),
+                    }
+                )
+                if a.json
+                else f"network up in {time.monotonic() - t0:.1f} s; profile {net.profile_file}"
+            )
         elif a.command == "down":
             net.down(purge=a.purge)
-            print(json.dumps({"status": "down", "purged": a.purge}) if a.json else
-                  "network down" + (" (purged)" if a.purge else ""))
+            print(
+                json.dumps({"status": "down", "purged": a.purge})
+                if a.json
+                else "network down" + (" (purged)" if a.purge else "")
+            )
         elif a.command == "deploy":
             net.deploy()
             print(json.dumps(net.status(), indent=2))
@@ -795,7 +1020,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(json.dumps({"ok": False, "code": "NetworkError", "message": str(exc)}))
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    except BrokenPipeError:      # output piped into head & co.
+    except BrokenPipeError:  # output piped into head & co.
         sys.stderr.close()
     return 0
 

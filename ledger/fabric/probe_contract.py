@@ -46,21 +46,38 @@ def _range(stub: ChaincodeStub, start: str, end: str) -> bytes:
 
 
 def _history(stub: ChaincodeStub, key: str) -> bytes:
-    return json.dumps([[m.tx_id, m.value.decode(), m.is_delete] for m in stub.get_history_for_key(key)]).encode()
+    return json.dumps(
+        [[m.tx_id, m.value.decode(), m.is_delete] for m in stub.get_history_for_key(key)]
+    ).encode()
 
 
 def _whoami(stub: ChaincodeStub) -> bytes:
     msp, _ = parse_serialized_identity(stub.get_creator())
-    return json.dumps({"msp_id": msp, "tx_id": stub.get_tx_id(), "channel": stub.get_channel_id(),
-                       "timestamp": stub.get_tx_timestamp()}).encode()
+    return json.dumps(
+        {
+            "msp_id": msp,
+            "tx_id": stub.get_tx_id(),
+            "channel": stub.get_channel_id(),
+            "timestamp": stub.get_tx_timestamp(),
+        }
+    ).encode()
 
 
 def _transient(stub: ChaincodeStub, name: str) -> bytes:
     return stub.get_transient().get(name, b"")
 
 
-FUNCTIONS = {"KV:put": _put, "KV:create": _create, "KV:get": _get, "KV:incr": _incr, "KV:delete": _delete,
-             "KV:range": _range, "KV:history": _history, "KV:whoami": _whoami, "KV:transient": _transient}
+FUNCTIONS = {
+    "KV:put": _put,
+    "KV:create": _create,
+    "KV:get": _get,
+    "KV:incr": _incr,
+    "KV:delete": _delete,
+    "KV:range": _range,
+    "KV:history": _history,
+    "KV:whoami": _whoami,
+    "KV:transient": _transient,
+}
 
 
 def invoke(stub: ChaincodeStub, function: str, args: list[str]) -> bytes:
@@ -71,6 +88,7 @@ def invoke(stub: ChaincodeStub, function: str, args: list[str]) -> bytes:
         if function.startswith("KV:"):
             raise InvalidArgument(f"unknown function {function!r}", function=function)
         from chaincode.dispatch import invoke as contracts_invoke
+
         return contracts_invoke(stub, function, args)
     try:
         return fn(stub, *args)

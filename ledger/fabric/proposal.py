@@ -14,12 +14,17 @@ from __future__ import annotations
 import hashlib
 import os
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 from fabric_protos.common import common_pb2
-from fabric_protos.peer import (chaincode_event_pb2, chaincode_pb2, proposal_pb2, proposal_response_pb2,
-                                transaction_pb2)
+from fabric_protos.peer import (
+    chaincode_event_pb2,
+    chaincode_pb2,
+    proposal_pb2,
+    proposal_response_pb2,
+    transaction_pb2,
+)
 from google.protobuf import timestamp_pb2
 
 from ledger.identity import Identity
@@ -38,9 +43,17 @@ def compute_tx_id(nonce: bytes, creator: bytes) -> str:
     return hashlib.sha256(nonce + creator).hexdigest()
 
 
-def build_proposal(identity: Identity, channel: str, chaincode: str, function: str,
-                   args: Sequence[str | bytes], transient: Mapping[str, bytes] | None = None,
-                   *, nonce: bytes | None = None, timestamp: float | None = None) -> SignedProposal:
+def build_proposal(
+    identity: Identity,
+    channel: str,
+    chaincode: str,
+    function: str,
+    args: Sequence[str | bytes],
+    transient: Mapping[str, bytes] | None = None,
+    *,
+    nonce: bytes | None = None,
+    timestamp: float | None = None,
+) -> SignedProposal:
     """A signed ENDORSER_TRANSACTION proposal invoking ``function(*args)`` on ``chaincode``."""
     if not channel or not chaincode or not function:
         raise ValueError("channel, chaincode and function must be non-empty")
@@ -51,18 +64,34 @@ def build_proposal(identity: Identity, channel: str, chaincode: str, function: s
     ts = timestamp_pb2.Timestamp(seconds=int(now), nanos=int((now % 1) * 1e9))
     cc_id = chaincode_pb2.ChaincodeID(name=chaincode)
     chdr = common_pb2.ChannelHeader(
-        type=common_pb2.ENDORSER_TRANSACTION, timestamp=ts, channel_id=channel, tx_id=tx_id, epoch=0,
-        extension=proposal_pb2.ChaincodeHeaderExtension(chaincode_id=cc_id).SerializeToString())
+        type=common_pb2.ENDORSER_TRANSACTION,
+        timestamp=ts,
+        channel_id=channel,
+        tx_id=tx_id,
+        epoch=0,
+        extension=proposal_pb2.ChaincodeHeaderExtension(chaincode_id=cc_id).SerializeToString(),
+    )
     shdr = common_pb2.SignatureHeader(creator=creator, nonce=nonce)
-    header = common_pb2.Header(channel_header=chdr.SerializeToString(), signature_header=shdr.SerializeToString())
+    header = common_pb2.Header(
+        channel_header=chdr.SerializeToString(), signature_header=shdr.SerializeToString()
+    )
     raw_args = [function.encode()] + [a if isinstance(a, bytes) else str(a).encode("utf-8") for a in args]
-    cis = chaincode_pb2.ChaincodeInvocationSpec(chaincode_spec=chaincode_pb2.ChaincodeSpec(
-        type=chaincode_pb2.ChaincodeSpec.UNDEFINED, chaincode_id=cc_id,
-        input=chaincode_pb2.ChaincodeInput(args=raw_args)))
-    ccpp = proposal_pb2.ChaincodeProposalPayload(input=cis.SerializeToString(), TransientMap=dict(transient or {}))
-    proposal_bytes = proposal_pb2.Proposal(header=header.SerializeToString(),
-                                           payload=ccpp.SerializeToString()).SerializeToString()
-    signed = proposal_pb2.SignedProposal(proposal_bytes=proposal_bytes, signature=identity.sign(proposal_bytes))
+    cis = chaincode_pb2.ChaincodeInvocationSpec(
+        chaincode_spec=chaincode_pb2.ChaincodeSpec(
+            type=chaincode_pb2.ChaincodeSpec.UNDEFINED,
+            chaincode_id=cc_id,
+            input=chaincode_pb2.ChaincodeInput(args=raw_args),
+        )
+    )
+    ccpp = proposal_pb2.ChaincodeProposalPayload(
+        input=cis.SerializeToString(), TransientMap=dict(transient or {})
+    )
+    proposal_bytes = proposal_pb2.Proposal(
+        header=header.SerializeToString(), payload=ccpp.SerializeToString()
+    ).SerializeToString()
+    signed = proposal_pb2.SignedProposal(
+        proposal_bytes=proposal_bytes, signature=identity.sign(proposal_bytes)
+    )
     return SignedProposal(tx_id, signed)
 
 
@@ -96,6 +125,7 @@ def chaincode_event_of(envelope: common_pb2.Envelope) -> chaincode_event_pb2.Cha
 
 
 # --------------------------------------------------------------------------- blocks
+
 
 def _der_length(n: int) -> bytes:
     if n < 0x80:

@@ -33,11 +33,11 @@ from ledger.identity import Consortium
 
 TEST_DISPATCH = "ledger.fabric.probe_contract:invoke"
 _lock = threading.Lock()
-_session: "FabricSession | None" = None
+_session: FabricSession | None = None
 _failure: str | None = None
 
 
-PORT_BASES = range(20050, 60000, 3100)     # each network spans base .. base + 1000 * orgs + 2950
+PORT_BASES = range(20050, 60000, 3100)  # each network spans base .. base + 1000 * orgs + 2950
 
 
 def network_dir() -> Path:
@@ -107,12 +107,12 @@ def start_shared_network(config: NetworkConfig | None = None) -> FabricSession:
         if _failure is not None:
             raise FabricUnavailable(_failure)
         net = FabricNetwork(config or test_config())
-        was_running = any(net.running().values())     # someone's network: never stop it
+        was_running = any(net.running().values())  # someone's network: never stop it
         try:
             net.up()
         except NetworkError as exc:
             if not was_running:
-                net.down()                           # leave no half-started network behind
+                net.down()  # leave no half-started network behind
             _failure = str(exc)
             if "binaries missing" in _failure:
                 raise FabricUnavailable(_failure) from None
@@ -137,7 +137,7 @@ def shared_fabric() -> FabricSession:
 def skip_or_fail(reason: str) -> None:
     """Skip the calling test for a missing Fabric install, or fail it under ``CI=true``."""
     import pytest
+
     if os.environ.get("CI") == "true":
         pytest.fail(f"{reason} (CI=true: the fabric tests must run; see docs/setup.md)", pytrace=False)
     pytest.skip(reason)
-

@@ -9,11 +9,22 @@ from hypothesis import strategies as st
 
 from algorithms import codec
 
-scalars = st.one_of(st.none(), st.booleans(), st.integers(-2**62, 2**62), st.floats(allow_nan=False),
-                    st.text(max_size=20), st.binary(max_size=20))
-values = st.recursive(scalars, lambda inner: st.one_of(
-    st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=5).filter(lambda k: not k.startswith("$")), inner, max_size=4)),
-    max_leaves=20)
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**62), 2**62),
+    st.floats(allow_nan=False),
+    st.text(max_size=20),
+    st.binary(max_size=20),
+)
+values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.dictionaries(st.text(max_size=5).filter(lambda k: not k.startswith("$")), inner, max_size=4),
+    ),
+    max_leaves=20,
+)
 
 
 @settings(max_examples=200, deadline=None)
@@ -26,9 +37,15 @@ def test_roundtrip_is_exact_and_stable(v):
 
 def test_arrays_keep_dtype_shape_and_bits():
     rng = np.random.default_rng(0)
-    arrs = {"f": rng.standard_normal((3, 4)), "i": np.arange(5, dtype=np.int32), "b": np.array([True, False]),
-            "s": np.zeros(2, dtype=[("x", "<i8"), ("y", "<f4")]), "e": np.zeros((0, 3)),
-            "big": np.arange(4, dtype=">i4"), "nan": np.array([np.nan, np.inf, -0.0])}
+    arrs = {
+        "f": rng.standard_normal((3, 4)),
+        "i": np.arange(5, dtype=np.int32),
+        "b": np.array([True, False]),
+        "s": np.zeros(2, dtype=[("x", "<i8"), ("y", "<f4")]),
+        "e": np.zeros((0, 3)),
+        "big": np.arange(4, dtype=">i4"),
+        "nan": np.array([np.nan, np.inf, -0.0]),
+    }
     back = codec.decode(codec.encode(arrs))
     for k, a in arrs.items():
         assert back[k].shape == a.shape

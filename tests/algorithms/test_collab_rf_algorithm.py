@@ -18,12 +18,15 @@ def small():
     return synthetic_fraud(n_nodes=5, n_per_node=250, positive_rate=0.03, n_test=200, seed=4)
 
 
-@pytest.mark.parametrize("ranking,registry,topo", [
-    ("pgreedy_treekernel", "paper", "random"),
-    ("linreg_bootstrap", "paper", "ring"),
-    ("linreg_bootstrap", "code", "full"),
-    ("pgreedy_treekernel", "code", "ring"),
-])
+@pytest.mark.parametrize(
+    "ranking,registry,topo",
+    [
+        ("pgreedy_treekernel", "paper", "random"),
+        ("linreg_bootstrap", "paper", "ring"),
+        ("linreg_bootstrap", "code", "full"),
+        ("pgreedy_treekernel", "code", "ring"),
+    ],
+)
 def test_simulator_equals_direct_protocol(small, ranking, registry, topo):
     kw = dict(n_new=3, n_share=2, n_max=7, max_depth=4, ranking=ranking, registry=registry, n_rep=3)
     alg = CollaborativeRandomForest(**kw)
@@ -71,9 +74,14 @@ def _run(data, topo, ranking, schedule=None, **kw):
     if schedule is not None:
         p["schedule"] = schedule
     run = run_protocol(data.nodes, CollabRFParams(**p), seed=7, topology=topo)
-    test = {o: detection_scores(data.y_test, ensemble_predict(s["ensemble"], data.X_test)) for o, s in run.states.items()}
-    train = {o: detection_scores(data.nodes[o].labels, ensemble_predict(s["ensemble"], data.nodes[o].features))
-             for o, s in run.states.items()}
+    test = {
+        o: detection_scores(data.y_test, ensemble_predict(s["ensemble"], data.X_test))
+        for o, s in run.states.items()
+    }
+    train = {
+        o: detection_scores(data.nodes[o].labels, ensemble_predict(s["ensemble"], data.nodes[o].features))
+        for o, s in run.states.items()
+    }
     return test, train
 
 
@@ -83,7 +91,9 @@ def _mean(scores, m):
 
 @pytest.fixture(scope="module")
 def fraud20():
-    return synthetic_fraud(n_nodes=20, n_per_node=2000, positive_rate=0.005, n_test=5000, zero_positive_node=2, seed=0)
+    return synthetic_fraud(
+        n_nodes=20, n_per_node=2000, positive_rate=0.005, n_test=5000, zero_positive_node=2, seed=0
+    )
 
 
 def test_zero_positive_node_is_lifted_by_collaboration(fraud20):
@@ -101,6 +111,7 @@ def test_zero_positive_node_is_lifted_by_collaboration(fraud20):
         assert _mean(tr, "bacc") <= _mean(disc_tr, "bacc")
     # centralised baseline: one agent with all the data
     from algorithms.step import LocalDataset
+
     X = np.concatenate([n.features for n in d.nodes.values()])
     y = np.concatenate([n.labels for n in d.nodes.values()])
     central = type(d)(nodes={"central": LocalDataset(X, y)}, X_test=d.X_test, y_test=d.y_test)
@@ -123,12 +134,17 @@ def test_collaborative_run_on_data_with_missing_values(ranking):
     """20 % NaN in every organisation's rows: the run completes (no KernelOverflow from the
     +inf thresholds of missing-vs-present splits) and the models score NaN rows."""
     from algorithms.step import LocalDataset
-    d = synthetic_fraud(n_nodes=4, n_per_node=400, positive_rate=0.05, n_test=400, zero_positive_node=None, seed=5)
+
+    d = synthetic_fraud(
+        n_nodes=4, n_per_node=400, positive_rate=0.05, n_test=400, zero_positive_node=None, seed=5
+    )
     rng = np.random.default_rng(0)
 
     def holes(X):
-        X = X.copy(); X[rng.random(X.shape) < 0.2] = np.nan
+        X = X.copy()
+        X[rng.random(X.shape) < 0.2] = np.nan
         return X
+
     nodes = {o: LocalDataset(holes(n.features), n.labels, name=o) for o, n in d.nodes.items()}
     alg = CollaborativeRandomForest(n_new=4, n_share=3, n_max=8, max_depth=8, ranking=ranking, n_rep=3)
     res = simulate(alg, nodes, rounds=alg.rounds, seed=3, topology=complete(4))

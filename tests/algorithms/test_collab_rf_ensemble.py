@@ -6,9 +6,17 @@ from algorithms.collab_rf.estimators import estimator_id
 
 
 def est(creator, counter, value=0.0):
-    return {"creator": creator, "counter": counter, "left": np.array([-1], np.int32), "right": np.array([-1], np.int32),
-            "feature": np.array([-2], np.int32), "threshold": np.array([-2.0]), "value": np.array([value]),
-            "scaler_mean": np.zeros(1), "scaler_scale": np.ones(1)}
+    return {
+        "creator": creator,
+        "counter": counter,
+        "left": np.array([-1], np.int32),
+        "right": np.array([-1], np.int32),
+        "feature": np.array([-2], np.int32),
+        "threshold": np.array([-2.0]),
+        "value": np.array([value]),
+        "scaler_mean": np.zeros(1),
+        "scaler_scale": np.ones(1),
+    }
 
 
 class ReverseRanking:
@@ -22,7 +30,7 @@ def test_add_skips_present_ids_and_keeps_order():
     a = [est("a", 0), est("a", 1)]
     out = add(a, [est("b", 0), est("a", 1, value=9.0), est("b", 0), est("b", 1)])
     assert [estimator_id(e) for e in out] == [("a", 0), ("a", 1), ("b", 0), ("b", 1)]
-    assert out[1]["value"][0] == 0.0          # the held copy is kept
+    assert out[1]["value"][0] == 0.0  # the held copy is kept
     assert len({estimator_id(e) for e in out}) == len(out)
 
 

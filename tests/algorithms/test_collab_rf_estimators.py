@@ -3,9 +3,17 @@ import pytest
 from sklearn.ensemble import RandomForestRegressor
 
 from algorithms import codec
-from algorithms.collab_rf.estimators import (depth_of, ensemble_predict, ensemble_scores, estimator_digest,
-                                             estimator_digests, estimator_id, from_sklearn_tree, predict_trees,
-                                             validate_estimator)
+from algorithms.collab_rf.estimators import (
+    depth_of,
+    ensemble_predict,
+    ensemble_scores,
+    estimator_digest,
+    estimator_digests,
+    estimator_id,
+    from_sklearn_tree,
+    predict_trees,
+    validate_estimator,
+)
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +46,9 @@ def test_ensemble_predict_threshold_and_empty(forest):
 
 def test_trees_with_different_scalers_predict_with_their_own(forest):
     X, _, mean, scale, rf, ests = forest
-    other = dict(ests[0]); other["scaler_mean"] = mean + 1.0; other["counter"] = 99
+    other = dict(ests[0])
+    other["scaler_mean"] = mean + 1.0
+    other["counter"] = 99
     both = predict_trees([ests[0], other], X)
     assert np.array_equal(both[1], rf.estimators_[0].predict((X - mean - 1.0) / scale))
 
@@ -60,7 +70,8 @@ def test_validation_and_depth(forest):
     *_, ests = forest
     validate_estimator(ests[0])
     assert 1 <= depth_of(ests[0]) <= 5
-    bad = dict(ests[0]); bad["value"] = bad["value"][:-1]
+    bad = dict(ests[0])
+    bad["value"] = bad["value"][:-1]
     with pytest.raises(ValueError, match="value"):
         validate_estimator(bad)
 
@@ -81,9 +92,13 @@ def test_missing_values_route_exactly_as_sklearn(train_nan):
     Xtr = _with_nan(X[:1000], train_nan, 1)
     Xte = _with_nan(X[1000:], 0.2, 2)
     mean, scale = np.nanmean(Xtr, axis=0), np.nanstd(Xtr, axis=0)
-    rf = RandomForestRegressor(n_estimators=10, max_depth=8, random_state=0).fit((Xtr - mean) / scale, y[:1000])
+    rf = RandomForestRegressor(n_estimators=10, max_depth=8, random_state=0).fit(
+        (Xtr - mean) / scale, y[:1000]
+    )
     if train_nan:
-        assert any(np.isinf(t.tree_.threshold).any() for t in rf.estimators_)   # missing-vs-present splits exist
+        assert any(
+            np.isinf(t.tree_.threshold).any() for t in rf.estimators_
+        )  # missing-vs-present splits exist
     ests = [from_sklearn_tree(t, "org01", i, mean, scale) for i, t in enumerate(rf.estimators_)]
     ours = predict_trees(ests, Xte)
     ref = np.array([t.predict((Xte - mean) / scale) for t in rf.estimators_])
@@ -95,10 +110,12 @@ def test_missing_values_route_exactly_as_sklearn(train_nan):
 
 def test_payload_without_missing_routing_refuses_nan_rows(forest):
     from algorithms.collab_rf.estimators import MissingRoutingUnknown
+
     X, *_, ests = forest
     old = [{k: v for k, v in e.items() if k != "missing_left"} for e in ests]
-    validate_estimator(old[0])                                      # still a valid payload
+    validate_estimator(old[0])  # still a valid payload
     assert np.array_equal(predict_trees(old, X), predict_trees(ests, X))
-    Xn = X.copy(); Xn[0, 1] = np.nan
+    Xn = X.copy()
+    Xn[0, 1] = np.nan
     with pytest.raises(MissingRoutingUnknown, match="missing"):
         predict_trees(old, Xn)

@@ -38,11 +38,11 @@ def test_selection_equals_brute_force_and_power_monotone(seed):
 
 def test_duplicates_not_selected_twice_before_unique_run_out():
     base = gram(6, 6, 7)
-    K = np.block([[base, base], [base, base]])       # candidate i+6 duplicates i
+    K = np.block([[base, base], [base, base]])  # candidate i+6 duplicates i
     tr = p_greedy(K, 8)
     first6 = tr.order[:6]
     assert len({i % 6 for i in first6}) == 6
-    assert tr.n_greedy == 6                           # then P^2 = 0 everywhere: filled in index order
+    assert tr.n_greedy == 6  # then P^2 = 0 everywhere: filled in index order
     assert len(tr.order) == 8 and len(set(tr.order)) == 8
 
 

@@ -1,11 +1,13 @@
-from collections import Counter
-
-import numpy as np
 import pytest
 
 from algorithms import codec
 from algorithms.collab_rf.estimators import estimator_digest, estimator_id
-from algorithms.collab_rf.protocol import (DEFAULT_SCHEDULE, DISCONNECTED_SCHEDULE, CollabRFParams, run_protocol)
+from algorithms.collab_rf.protocol import (
+    DEFAULT_SCHEDULE,
+    DISCONNECTED_SCHEDULE,
+    CollabRFParams,
+    run_protocol,
+)
 from algorithms.collab_rf.synthetic import synthetic_fraud
 from algorithms.topologies.random_links import RandomLinks
 from algorithms.topologies.static import complete, empty, ring
@@ -40,7 +42,7 @@ def check_invariants(run, p, orgs):
             c, k = estimator_id(e)
             assert c in orgs and 0 <= k < p.n_new * n_fit
             d = estimator_digest(e)
-            assert digests.setdefault((c, k), d) == d     # one id, one estimator, everywhere
+            assert digests.setdefault((c, k), d) == d  # one id, one estimator, everywhere
         if p.registry == "paper":
             assert sum(len(v) for v in st["registry"]["slots"].values()) <= p.n_share * (N - 1)
 

@@ -20,7 +20,10 @@ def data():
 
 def forest(X, y, n, seed, creator, depth=4):
     rf = RandomForestRegressor(n_estimators=n, max_depth=depth, random_state=seed).fit(X, y)
-    return [from_sklearn_tree(t, creator, i, np.zeros(X.shape[1]), np.ones(X.shape[1])) for i, t in enumerate(rf.estimators_)]
+    return [
+        from_sklearn_tree(t, creator, i, np.zeros(X.shape[1]), np.ones(X.shape[1]))
+        for i, t in enumerate(rf.estimators_)
+    ]
 
 
 def test_pgreedy_ranking_is_independent_of_input_order(data):
@@ -66,8 +69,10 @@ def test_validation():
 
 def test_get_top_on_60_depth10_trees_within_one_second():
     from sklearn.datasets import make_classification
+
     from algorithms.collab_rf.ensemble import get_top
     from algorithms.collab_rf.estimators import depth_of
+
     X, y = make_classification(n_samples=1500, n_features=29, n_informative=12, random_state=0)
     ests = forest(X, y, 60, 0, "org00", depth=10)
     assert min(depth_of(e) for e in ests) == 10

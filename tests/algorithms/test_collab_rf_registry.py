@@ -12,7 +12,7 @@ def test_paper_slot_is_overwritten_and_read_does_not_clear():
     r = reg.new_registry("paper")
     r = reg.write(r, "b", [est("b", 0), est("b", 1)])
     r = reg.write(r, "c", [est("c", 0)])
-    r = reg.write(r, "b", [est("b", 2)])                 # second SHARE from b replaces its slot
+    r = reg.write(r, "b", [est("b", 2)])  # second SHARE from b replaces its slot
     got, r2 = reg.read(r)
     assert [(e["creator"], e["counter"]) for e in got] == [("b", 2), ("c", 0)]
     assert reg.size(r2) == 2 and reg.read(r2)[0] == got

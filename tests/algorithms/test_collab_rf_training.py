@@ -17,7 +17,7 @@ def test_fit_ids_determinism_and_seed_dependence():
     assert all(np.array_equal(x["threshold"], z["threshold"]) for x, z in zip(a, b))
     assert any(not np.array_equal(x["threshold"], z["threshold"]) for x, z in zip(a, c))
     assert all(np.array_equal(e["scaler_mean"], s.mean) for e in a)
-    a[0]["value"][:] = -1                                   # callers own their copies
+    a[0]["value"][:] = -1  # callers own their copies
     assert fit_trees(X, y, s, 4, 5, 11, "org03", 8)[0]["value"].min() >= 0
 
 

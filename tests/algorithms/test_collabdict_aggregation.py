@@ -17,7 +17,9 @@ def run_session(cfg, values, seed=0, session=1, segments=None):
     states, inbox = {}, {o: {} for o in orgs}
     first = {}
     for i, o in enumerate(orgs):
-        st, out = ag.start(cfg, values[i], session, context(seed, rnd, 10_000, o, orgs, None), segments=segments)
+        st, out = ag.start(
+            cfg, values[i], session, context(seed, rnd, 10_000, o, orgs, None), segments=segments
+        )
         states[o] = codec.decode(codec.encode(st))
         first[o] = out
         for r, msg in out.items():
@@ -27,7 +29,9 @@ def run_session(cfg, values, seed=0, session=1, segments=None):
         rnd += 1
         nxt = {o: {} for o in orgs}
         for o in orgs:
-            st, out, tot = ag.advance(cfg, states[o], dict(sorted(inbox[o].items())), context(seed, rnd, 10_000, o, orgs, None))
+            st, out, tot = ag.advance(
+                cfg, states[o], dict(sorted(inbox[o].items())), context(seed, rnd, 10_000, o, orgs, None)
+            )
             states[o] = codec.decode(codec.encode(st))
             if tot is not None:
                 totals[o] = tot
@@ -46,8 +50,8 @@ def test_exact_sum_takes_two_rounds_and_is_identical_everywhere(shares):
     ref = values.sum(axis=0)
     for o, t in totals.items():
         assert np.allclose(t, ref, rtol=1e-12, atol=1e-12)
-        assert np.array_equal(t, totals["o0"])          # same bits at every participant
-    for o, out in first.items():                        # no share equals the participant's value
+        assert np.array_equal(t, totals["o0"])  # same bits at every participant
+    for o, out in first.items():  # no share equals the participant's value
         i = int(o[1:])
         for msg in out.values():
             assert not np.allclose(msg["value"], values[i])
@@ -78,7 +82,7 @@ def test_consensus_error_decays_geometrically_in_kmax():
         totals, _, _ = run_session(AggregationConfig(mode="consensus", graph="cic", rounds=k), values)
         errs.append(max(np.abs(t - values.sum(0)).max() for t in totals.values()))
     assert errs[0] > errs[1] > errs[2]
-    assert errs[2] < errs[0] * 0.5 ** 4
+    assert errs[2] < errs[0] * 0.5**4
 
 
 def test_random_link_graph_session_converges():
@@ -93,7 +97,7 @@ def test_default_is_the_seeds_chunked_cic_consensus():
     cfg = AggregationConfig()
     assert (cfg.mode, cfg.chunks, cfg.graph) == ("consensus", 3, "auto")
     assert ag.consensus_topology("auto", 31, 0).name == "cic(31)"
-    assert ag.consensus_topology("auto", 6, 0).name == "complete(6)"      # CIC needs S prime
+    assert ag.consensus_topology("auto", 6, 0).name == "complete(6)"  # CIC needs S prime
 
 
 def test_default_rounds_and_validation():
@@ -116,10 +120,22 @@ def test_missing_or_foreign_message_is_rejected():
     st, _ = ag.start(cfg, np.ones(2), 4, ctx)
     st, _, _ = ag.advance(cfg, st, {}, context(0, 2, 5, "a", orgs, None))
     with pytest.raises(ag.AggregationError, match="no partial"):
-        ag.advance(cfg, st, {"b": {"agg": "partial", "session": 4, "value": np.ones(2)}}, context(0, 3, 5, "a", orgs, None))
+        ag.advance(
+            cfg,
+            st,
+            {"b": {"agg": "partial", "session": 4, "value": np.ones(2)}},
+            context(0, 3, 5, "a", orgs, None),
+        )
     with pytest.raises(ag.AggregationError, match="session 4"):
-        ag.advance(cfg, st, {"b": {"agg": "partial", "session": 3, "value": np.ones(2)},
-                             "c": {"agg": "partial", "session": 4, "value": np.ones(2)}}, context(0, 3, 5, "a", orgs, None))
+        ag.advance(
+            cfg,
+            st,
+            {
+                "b": {"agg": "partial", "session": 3, "value": np.ones(2)},
+                "c": {"agg": "partial", "session": 4, "value": np.ones(2)},
+            },
+            context(0, 3, 5, "a", orgs, None),
+        )
 
 
 def test_chunked_consensus_is_exact_per_statistic_at_the_default_kmax():
@@ -130,10 +146,10 @@ def test_chunked_consensus_is_exact_per_statistic_at_the_default_kmax():
     rng = np.random.default_rng(4)
     sizes = np.array([3e-2, 1.0, 5e2, 4e5, -2e6])
     values = sizes[None, :] * (1 + 0.3 * rng.random((S, sizes.size)))
-    values[:, 0] *= np.array([1, 0.01, 0.5, 2, 0.1])                  # one participant dominates a statistic
+    values[:, 0] *= np.array([1, 0.01, 0.5, 2, 0.1])  # one participant dominates a statistic
     ref = values.sum(axis=0)
     segments = [1] * sizes.size
-    cfg = AggregationConfig()                                          # CIC(5), C = 3, default k_max
+    cfg = AggregationConfig()  # CIC(5), C = 3, default k_max
     for seed in range(3):
         totals, _, _ = run_session(cfg, values, seed=seed, segments=segments)
         for t in totals.values():

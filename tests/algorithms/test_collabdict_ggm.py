@@ -7,8 +7,14 @@ import numpy as np
 import pytest
 
 from algorithms import codec
-from algorithms.collabdict.ggm import (CollabDictGGM, GGMHyperParameters, fit_centralised, max_relative_deviation,
-                                      rounds_for, score)
+from algorithms.collabdict.ggm import (
+    CollabDictGGM,
+    GGMHyperParameters,
+    fit_centralised,
+    max_relative_deviation,
+    rounds_for,
+    score,
+)
 from algorithms.simulator import simulate
 from algorithms.step import LocalDataset
 from tests.algorithms.conftest import make_mixture
@@ -67,8 +73,12 @@ def test_dynamical_consensus_matches_with_enough_rounds_and_error_decays():
     ref = fit_centralised(Xs, 1, seed=4, hyper=CollabDictGGM(n_components=2, tau=0.0, rho=0.0).hyper)
     errs = []
     for k in (15, 30, 200):
-        algo = CollabDictGGM(n_components=2, tau=0.0, rho=0.0,
-                             aggregation={"mode": "consensus", "graph": "cic", "rounds": k, "chunks": 2})
+        algo = CollabDictGGM(
+            n_components=2,
+            tau=0.0,
+            rho=0.0,
+            aggregation={"mode": "consensus", "graph": "cic", "rounds": k, "chunks": 2},
+        )
         res = simulate(algo, datasets(Xs), rounds_for(1, 5, algo.agg), seed=4)
         errs.append(max(np.abs(res.model(f"org{s}")["means"] - ref.params[-1].means).max() for s in range(5)))
     assert errs[0] > errs[1] > errs[2]
@@ -124,10 +134,11 @@ def test_default_chunked_consensus_is_exact_on_real_scale_data():
     organisations of very different sizes: θ and π^s equal the centralised computation to 1e-6 relative
     (with one chunk scale for the packed vector and k_max blind to it this was ~1e-3)."""
     from algorithms.datasets.shuttle import load_shuttle, signed_log
+
     X, _ = load_shuttle()
     Z = signed_log(X[np.random.default_rng(0).permutation(len(X))[:2400]])
     Z = (Z - Z.mean(0)) / Z.std(0)
-    Xs = np.split(Z, [1500, 2100, 2300, 2370])                      # 1500, 600, 200, 70, 30 rows
+    Xs = np.split(Z, [1500, 2100, 2300, 2370])  # 1500, 600, 200, 70, 30 rows
     algo = CollabDictGGM(n_components=6)
     assert (algo.agg.mode, algo.agg.chunks) == ("consensus", 3)
     res = simulate(algo, datasets(Xs), rounds_for(4, 5, algo.agg), seed=3)
@@ -141,7 +152,7 @@ def test_score_kinds_of_model_payload():
     algo = CollabDictGGM(n_components=2, aggregation={"mode": "exact"})
     model = simulate(algo, datasets(Xs), rounds_for(3, 3, algo.agg), seed=0).model("org0")
     a20, nll = score(model, Xs[0]), score(model, Xs[0], kind="nll")
-    assert np.all(a20 <= nll + 1e-9) and np.any(nll - a20 > 1e-3)    # eq. 20 = −ln p − KL(r‖π)
+    assert np.all(a20 <= nll + 1e-9) and np.any(nll - a20 > 1e-3)  # eq. 20 = −ln p − KL(r‖π)
     with pytest.raises(ValueError, match="anomaly score"):
         score(model, Xs[0], kind="lof")
 
@@ -151,10 +162,18 @@ def test_tau_in_bic_units_selects_components_automatically():
     every organisation and they are pruned (N̄_k < δ); in raw nats (the literal objective with
     ε_π = 1e-8) the same τ = 2 only zeroes weights of a sample or less and prunes nothing."""
     Xs = make_mixture(S=3, M=2, K=2, seed=11, base=120)
-    fits = {units: fit_centralised(Xs, 15, seed=0, hyper=GGMHyperParameters(n_components=8, tau=2.0, tau_units=units))
-            for units in ("bic", "nats")}
+    fits = {
+        units: fit_centralised(
+            Xs, 15, seed=0, hyper=GGMHyperParameters(n_components=8, tau=2.0, tau_units=units)
+        )
+        for units in ("bic", "nats")
+    }
     plain = fit_centralised(Xs, 15, seed=0, hyper=GGMHyperParameters(n_components=8, tau=0.0))
-    assert fits["bic"].params[-1].active.sum() < fits["nats"].params[-1].active.sum() == plain.params[-1].active.sum()
+    assert (
+        fits["bic"].params[-1].active.sum()
+        < fits["nats"].params[-1].active.sum()
+        == plain.params[-1].active.sum()
+    )
     support = {u: (f.pis[-1] > 1e-6).sum(axis=1) for u, f in fits.items()}
     assert np.all(support["bic"] <= support["nats"]) and support["bic"].sum() < support["nats"].sum()
     with pytest.raises(ValueError, match="tau_units"):

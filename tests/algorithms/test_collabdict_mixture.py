@@ -28,11 +28,13 @@ def test_log_gaussian_matches_scipy():
 def test_responsibilities_and_statistics():
     rng = np.random.default_rng(1)
     X = rng.standard_normal((20, 2))
-    p = mx.MixtureParameters(rng.standard_normal((3, 2)), np.stack([np.eye(2)] * 3), np.array([True, True, False]))
+    p = mx.MixtureParameters(
+        rng.standard_normal((3, 2)), np.stack([np.eye(2)] * 3), np.array([True, True, False])
+    )
     r, logp = mx.responsibilities(X, np.array([0.5, 0.3, 0.2]), p)
     assert np.allclose(r.sum(axis=1), 1) and np.all(r[:, 2] == 0)
     dens = np.exp(mx.log_gaussian(X, p.means, p.precisions))
-    assert np.allclose(np.exp(logp), 0.5 * dens[:, 0] + 0.3 * dens[:, 1])   # pruned component excluded
+    assert np.allclose(np.exp(logp), 0.5 * dens[:, 0] + 0.3 * dens[:, 1])  # pruned component excluded
     N, m, C = mx.local_statistics(X, r)
     assert np.allclose(N, r.sum(0)) and np.allclose(m[1], (r[:, 1:2] * X).sum(0))
     assert np.allclose(C[0], sum(r[n, 0] * np.outer(X[n], X[n]) for n in range(20)))
@@ -54,7 +56,7 @@ def test_mixing_weights_plain_and_l0():
 
     rng = np.random.default_rng(0)
     best = obj(pi, 2.0)
-    for _ in range(2000):                      # no feasible point is better
+    for _ in range(2000):  # no feasible point is better
         q = rng.dirichlet(np.ones(4) * 0.3)
         q = np.maximum(q, eps)
         q = q / q.sum()
@@ -83,9 +85,9 @@ def test_glasso_reduction_solves_diagonal_penalised_problem(seed):
     nz = np.abs(Lam) > 1e-10
     assert np.allclose(G[nz], a * np.sign(Lam[nz]), atol=1e-5)
     assert np.all(np.abs(G[~nz]) <= a + 1e-5)
-    assert (~nz).any()                         # the penalty produced sparsity
+    assert (~nz).any()  # the penalty produced sparsity
     f = mx.precision_objective(Lam, Sigma, N_bar, rho)
-    for _ in range(50):                        # local optimality against symmetric perturbations
+    for _ in range(50):  # local optimality against symmetric perturbations
         E = rng.standard_normal((M, M)) * 1e-3
         assert mx.precision_objective(Lam + (E + E.T) / 2, Sigma, N_bar, rho) <= f + 1e-9
 
@@ -109,7 +111,9 @@ def test_optimize_prunes_small_components_and_keeps_them_fixed():
 
 def test_em_objective_is_non_decreasing_rho_zero():
     Xs = make_mixture(S=5, M=3, K=3, seed=4)
-    fit = fit_centralised(Xs, 25, seed=1, hyper=GGMHyperParameters(n_components=3, rho=0.0, tau=0.0, delta=1.0))
+    fit = fit_centralised(
+        Xs, 25, seed=1, hyper=GGMHyperParameters(n_components=3, rho=0.0, tau=0.0, delta=1.0)
+    )
     obj = np.array(fit.objectives)
     assert np.all(np.diff(obj) >= -1e-6)
     assert obj[-1] > obj[0]
@@ -136,9 +140,9 @@ def test_admm_fallback_agrees_with_coordinate_descent():
     S = _random_spd(4, rng, n=6)
     alpha = 0.1
     Lam_admm = mx.glasso_admm(S, alpha)
-    Lam_cd = mx.solve_precision(S * 41 / 40, 40.0, alpha * 41)   # same problem through the reduction
+    Lam_cd = mx.solve_precision(S * 41 / 40, 40.0, alpha * 41)  # same problem through the reduction
     assert np.allclose(Lam_admm, Lam_cd, atol=1e-6)
-    G = np.linalg.inv(Lam_admm) - S                # KKT of the diagonal-penalised problem
+    G = np.linalg.inv(Lam_admm) - S  # KKT of the diagonal-penalised problem
     nz = np.abs(Lam_admm) > 1e-8
     assert np.allclose(G[nz], alpha * np.sign(Lam_admm[nz]), atol=1e-7)
     assert np.all(np.abs(G[~nz]) <= alpha + 1e-7)
@@ -146,7 +150,7 @@ def test_admm_fallback_agrees_with_coordinate_descent():
 
 def test_ill_conditioned_sigma_still_gives_positive_definite_precision():
     X = np.zeros((6, 5))
-    X[:, 0] = [1, 2, 3, 1, 2, 3]                   # four constant features: Σ is rank one
+    X[:, 0] = [1, 2, 3, 1, 2, 3]  # four constant features: Σ is rank one
     Sigma = np.cov(X.T, bias=True)
     Lam = mx.solve_precision(Sigma, 6.0, 0.5)
     assert np.all(np.linalg.eigvalsh(Lam) > 0)
@@ -159,12 +163,12 @@ def test_warm_started_admm_agrees_with_cold_and_coordinate_descent_in_fewer_iter
     S1, S2 = _random_spd(5, rng, n=9), _random_spd(5, rng, n=7)
     alpha = np.array([0.05, 0.2])
     cold, it_cold = mx.glasso_admm_batch(np.stack([S1, S2]), alpha, return_iterations=True)
-    near = np.stack([mx.glasso_admm(S * 1.02, a) for S, a in zip((S1, S2), alpha)])   # last iteration's Λ
+    near = np.stack([mx.glasso_admm(S * 1.02, a) for S, a in zip((S1, S2), alpha)])  # last iteration's Λ
     warm, it_warm = mx.glasso_admm_batch(np.stack([S1, S2]), alpha, near, return_iterations=True)
     assert np.allclose(warm, cold, rtol=1e-6, atol=1e-7)
     assert np.all(it_warm < it_cold)
     for S, a, L in zip((S1, S2), alpha, warm):
-        cd = mx.solve_precision(S * 41 / 40, 40.0, a * 41)                 # same problem through the reduction
+        cd = mx.solve_precision(S * 41 / 40, 40.0, a * 41)  # same problem through the reduction
         assert np.allclose(L, cd, atol=1e-5)
     alone = mx.glasso_admm(S2, alpha[1], warm=near[1])
     assert np.array_equal(alone, warm[1])
@@ -175,8 +179,11 @@ def test_ill_conditioned_problem_goes_straight_to_admm(monkeypatch):
     X[:, 0] = [1, 2, 3, 1, 2, 3]
     Sigma = np.cov(X.T, bias=True) + 1e-13 * np.eye(5)
     import sklearn.covariance
-    monkeypatch.setattr(sklearn.covariance, "graphical_lasso", lambda *a, **k: pytest.fail("coordinate descent called"))
-    Lam = mx.solve_precision(Sigma, 6.0, 1e-11, warm=np.eye(5))      # cond(S + αI) ≈ 5e11
+
+    monkeypatch.setattr(
+        sklearn.covariance, "graphical_lasso", lambda *a, **k: pytest.fail("coordinate descent called")
+    )
+    Lam = mx.solve_precision(Sigma, 6.0, 1e-11, warm=np.eye(5))  # cond(S + αI) ≈ 5e11
     assert np.all(np.linalg.eigvalsh(Lam) > 0)
 
 
@@ -188,10 +195,11 @@ def test_coordinate_descent_that_stops_early_is_finished_by_admm():
     orig = mx.glasso_admm
     mx.glasso_admm = lambda *a, **k: calls.append(k.get("warm")) or orig(*a, **k)
     try:
-        Lam = mx.solve_precision(Sigma, 40.0, 8.0, tol=1e-14, max_iter=2)   # 2 sweeps cannot reach the gap
+        Lam = mx.solve_precision(Sigma, 40.0, 8.0, tol=1e-14, max_iter=2)  # 2 sweeps cannot reach the gap
     finally:
         mx.glasso_admm = orig
-    assert len(calls) == 1 and calls[0] is not None                          # warm-started from the CD iterate
-    assert np.allclose(Lam, ref, atol=5e-5)                                   # both within solver accuracy
-    assert mx.precision_objective(Lam, Sigma, 40.0, 8.0) == pytest.approx(mx.precision_objective(ref, Sigma, 40.0, 8.0),
-                                                                          abs=1e-8)
+    assert len(calls) == 1 and calls[0] is not None  # warm-started from the CD iterate
+    assert np.allclose(Lam, ref, atol=5e-5)  # both within solver accuracy
+    assert mx.precision_objective(Lam, Sigma, 40.0, 8.0) == pytest.approx(
+        mx.precision_objective(ref, Sigma, 40.0, 8.0), abs=1e-8
+    )

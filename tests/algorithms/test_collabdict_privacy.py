@@ -46,7 +46,10 @@ def test_dp_bound_holds_for_single_sample_perturbations(fitted):
         pert = pooled.copy()
         pert[n] += d
         w2 = (h.lam0 * fit.m0 + r.T @ pert) / (h.lam0 + N_bar)[:, None]
-        direct = sum(0.5 * (h.lam0 + N_bar[k]) * (w[k] - w2[k]) @ params.precisions[k] @ (w[k] - w2[k]) for k in range(3))
+        direct = sum(
+            0.5 * (h.lam0 + N_bar[k]) * (w[k] - w2[k]) @ params.precisions[k] @ (w[k] - w2[k])
+            for k in range(3)
+        )
         assert kl == pytest.approx(direct, rel=1e-9, abs=1e-15)
         assert kl <= eps
         worst = max(worst, kl)

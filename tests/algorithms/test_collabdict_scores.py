@@ -1,7 +1,6 @@
 """Tests for algorithms.collabdict.scores (seed 000 eqs. 18–20: the score identity and outlier AUC)."""
 
 import numpy as np
-import pytest
 from sklearn.metrics import roc_auc_score
 
 from algorithms.collabdict.ggm import GGMHyperParameters, fit_centralised
@@ -13,7 +12,9 @@ from tests.algorithms.conftest import make_mixture
 def test_score_identity_and_upper_bound():
     rng = np.random.default_rng(0)
     K, M = 3, 2
-    p = MixtureParameters(rng.normal(0, 2, (K, M)), np.stack([np.eye(M) * (k + 1) for k in range(K)]), np.ones(K, bool))
+    p = MixtureParameters(
+        rng.normal(0, 2, (K, M)), np.stack([np.eye(M) * (k + 1) for k in range(K)]), np.ones(K, bool)
+    )
     pi = np.array([0.2, 0.5, 0.3])
     X = rng.normal(0, 3, (200, M))
     a = ggm_anomaly_score(X, pi, p)
@@ -27,7 +28,9 @@ def test_score_identity_and_upper_bound():
 def test_single_component_score_is_negative_log_density():
     p = MixtureParameters(np.zeros((1, 2)), np.eye(2)[None], np.ones(1, bool))
     X = np.random.default_rng(1).standard_normal((10, 2))
-    assert np.allclose(ggm_anomaly_score(X, np.ones(1), p), -mixture_log_density(X, np.ones(1), p), atol=1e-12)
+    assert np.allclose(
+        ggm_anomaly_score(X, np.ones(1), p), -mixture_log_density(X, np.ones(1), p), atol=1e-12
+    )
 
 
 def test_score_detects_shifted_outliers():

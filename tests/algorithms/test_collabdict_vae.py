@@ -20,8 +20,13 @@ def data():
     return [X / 3.0 for X in make_mixture(S=4, M=3, K=2, seed=0)]
 
 
-@pytest.mark.parametrize("kw", [dict(optimizer="sgd", normalise=False, lr=1e-3),
-                                dict(optimizer="adam", lr=1e-2, batch_size=30, mc_train=2)])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(optimizer="sgd", normalise=False, lr=1e-3),
+        dict(optimizer="adam", lr=1e-2, batch_size=30, mc_train=2),
+    ],
+)
 def test_decentralised_equals_centralised_gradient_ascent(data, kw):
     algo = CollabDictVAE(hidden=16, **kw)
     iters = 6
@@ -39,8 +44,13 @@ def test_decentralised_equals_centralised_gradient_ascent(data, kw):
 
 
 def test_consensus_aggregation_also_matches(data):
-    algo = CollabDictVAE(hidden=8, optimizer="sgd", normalise=False, lr=1e-3,
-                         aggregation={"mode": "consensus", "graph": "ring", "rounds": 120, "chunks": 2})
+    algo = CollabDictVAE(
+        hidden=8,
+        optimizer="sgd",
+        normalise=False,
+        lr=1e-3,
+        aggregation={"mode": "consensus", "graph": "ring", "rounds": 120, "chunks": 2},
+    )
     res = simulate(algo, datasets(data), rounds_for(2, 4, algo.agg), seed=1)
     ref = fit_centralised(data, 2, seed=1, hyper=algo.hyper)
     m = res.model("org2")
@@ -55,8 +65,8 @@ def test_training_increases_elbo_and_detects_outliers(data):
     assert elbos[-10:].mean() > elbos[:10].mean()
     model = res.model("org3")
     rng = np.random.default_rng(4)
-    normal = data[3]                                   # the largest participant
-    outliers = normal[:15] + 2.0 * rng.choice([-1, 1], size=(15, 3))     # 6σ of the raw data
+    normal = data[3]  # the largest participant
+    outliers = normal[:15] + 2.0 * rng.choice([-1, 1], size=(15, 3))  # 6σ of the raw data
     y = np.r_[np.zeros(len(normal)), np.ones(15)]
     assert roc_auc_score(y, score(model, np.concatenate([normal, outliers]), seed=0)) > 0.9
 

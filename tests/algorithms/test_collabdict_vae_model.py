@@ -63,14 +63,20 @@ def test_score_is_deterministic_and_positive_for_far_points(nets):
 
 
 def test_flatten_roundtrip_and_adam():
-    p = {"V1": np.arange(6.0).reshape(2, 3), "c1": np.ones(2), "V2": np.zeros((1, 2)), "c2": np.zeros(1),
-         "V3": np.zeros((1, 2)), "c3": np.zeros(1)}
+    p = {
+        "V1": np.arange(6.0).reshape(2, 3),
+        "c1": np.ones(2),
+        "V2": np.zeros((1, 2)),
+        "c2": np.zeros(1),
+        "V3": np.zeros((1, 2)),
+        "c3": np.zeros(1),
+    }
     v = vm.flatten(p, vm.ENCODER_KEYS)
     back = vm.unflatten(v, p, vm.ENCODER_KEYS)
     assert all(np.array_equal(back[k], p[k]) for k in p)
     opt = vm.AdamAscent(0.1)
     x, st = opt.update(np.zeros(2), np.array([1.0, -2.0]), opt.initial_state(2))
-    assert np.allclose(x, [0.1, -0.1])             # first Adam step moves by lr·sign(g)
+    assert np.allclose(x, [0.1, -0.1])  # first Adam step moves by lr·sign(g)
     assert st["t"] == 1
     with pytest.raises(ValueError):
         vm.AdamAscent(0.0)

@@ -36,7 +36,7 @@ def test_mean_is_invariant_and_error_obeys_spectral_bound():
     for k in range(1, 120):
         x = c.consensus_iterate(x, A, "degree", 1)
         assert np.allclose(x.mean(axis=0), mean, rtol=1e-12, atol=1e-12 * np.abs(mean).max())
-        assert np.abs(x - mean).max() <= rho ** k * np.sqrt(S) * dev0 + 1e-15
+        assert np.abs(x - mean).max() <= rho**k * np.sqrt(S) * dev0 + 1e-15
 
 
 def test_consensus_reaches_average_and_sum():
@@ -64,7 +64,7 @@ def test_iteration_counts_ln_S_scaling_and_seed_step_is_slower():
     k_seed = c.iterations_to_tolerance(x31, cic_adjacency(31), "seed")
     k_ring = c.iterations_to_tolerance(x31, ring(31).adjacency(1), "degree")
     assert k_deg < k_seed and k_deg < k_ring
-    assert 150 < k_deg < 260                   # spec table: 204
+    assert 150 < k_deg < 260  # spec table: 204
     x = np.random.default_rng(1).standard_normal(4099)
     k_big = c.iterations_to_tolerance(x, cic_adjacency(4099), "degree")
     assert k_big < 600 and k_big <= 3 * k_deg  # ln S, not S
@@ -121,7 +121,7 @@ def test_one_shot_sum_is_exact_and_messages_hide_values():
     X = np.random.default_rng(2).normal(size=(S, 3, 3))
     total, partials = c.one_shot_sum(X, [np.random.default_rng(s) for s in range(S)])
     assert np.allclose(total, X.sum(axis=0), rtol=1e-12, atol=1e-12)
-    for s in range(S):                       # no published partial sum equals a participant's value
+    for s in range(S):  # no published partial sum equals a participant's value
         assert not np.allclose(partials[s], X[s])
 
 
@@ -141,7 +141,7 @@ def test_sparse_input_accepted():
 def test_segment_scales_follow_each_statistic():
     xi = np.array([2.0, -1.0, 300.0, 0.0, 0.0, 5e-4])
     k = c.segment_scales(xi, [2, 1, 2, 1])
-    assert np.allclose(k, [20, 20, 3000, 3000, 3000, 5e-3])      # the all-zero segment borrows the largest scale
+    assert np.allclose(k, [20, 20, 3000, 3000, 3000, 5e-3])  # the all-zero segment borrows the largest scale
     assert np.allclose(c.segment_scales(xi), 3000)
     assert np.allclose(c.segment_scales(np.zeros(3)), 1.0)
     assert np.allclose(c.segment_scales(np.array([np.nan, 2.0, np.inf]), [1, 1, 1]), [20, 20, 20])

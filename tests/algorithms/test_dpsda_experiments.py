@@ -3,8 +3,13 @@
 import numpy as np
 import pytest
 
-from algorithms.dpsda.experiments import (accuracy, centralised_dual_averaging, centralised_projected_sgd,
-                                          classification_stream, synthetic_olr)
+from algorithms.dpsda.experiments import (
+    accuracy,
+    centralised_dual_averaging,
+    centralised_projected_sgd,
+    classification_stream,
+    synthetic_olr,
+)
 from algorithms.dpsda.losses import LogisticLoss, SquaredLoss
 from algorithms.dpsda.projection import BoxProjection
 
@@ -24,7 +29,7 @@ def test_classification_stream_is_a_seeded_permutation():
     y = np.where(np.arange(10) % 2 == 0, 1.0, -1.0)
     s = classification_stream(x, y, horizon=3, batch_size=4, seed=0)
     assert s.features.shape == (12, 1)
-    assert sorted(s.features[:10, 0]) == list(range(10))            # first pass is a permutation
+    assert sorted(s.features[:10, 0]) == list(range(10))  # first pass is a permutation
     np.testing.assert_array_equal(y[s.features[:, 0].astype(int)], s.labels)
 
 
@@ -50,6 +55,7 @@ def test_psgd_on_olr_approaches_the_truth():
 
 # -- OBC: accuracy versus ε (does not rise as σ grows) -------------------------------------------------
 
+
 def _gaussian_task(seed, m=112, n=6000, separation=5.0):
     """Nearly separable two-class Gaussian data (Bayes accuracy Φ(2.5) ≈ 0.994), m = n·d with d = 16."""
     rng = np.random.default_rng(seed)
@@ -70,12 +76,20 @@ def test_obc_accuracy_decreases_with_the_noise_and_matches_centralised_sgd():
     for seed in range(10):
         xtr, ytr, xte, yte = _gaussian_task(seed)
         stream = classification_stream(xtr, ytr, T, B, seed)
-        acc.setdefault("psgd", []).append(accuracy(centralised_projected_sgd(LogisticLoss(), stream, T, B, box)[-1],
-                                                   xte, yte))
+        acc.setdefault("psgd", []).append(
+            accuracy(centralised_projected_sgd(LogisticLoss(), stream, T, B, box)[-1], xte, yte)
+        )
         for variant, topo in (("C", dpsda_graphs()), ("PS", dpsda_digraphs())):
             for sigma in sigmas:
-                cfg = DPSDAConfig(variant=variant, dimension=112, lower=-1.0, upper=1.0, laplace_scale=sigma,
-                                  loss="logistic", batch_size=B)
+                cfg = DPSDAConfig(
+                    variant=variant,
+                    dimension=112,
+                    lower=-1.0,
+                    upper=1.0,
+                    laplace_scale=sigma,
+                    loss="logistic",
+                    batch_size=B,
+                )
                 x = run_dpsda(cfg, stream.features, stream.labels, topo, T, seed=seed).decisions[-1]
                 acc.setdefault((variant, sigma), []).append((accuracy(x, xtr, ytr), accuracy(x, xte, yte)))
     psgd = np.mean(acc["psgd"])
@@ -86,7 +100,7 @@ def test_obc_accuracy_decreases_with_the_noise_and_matches_centralised_sgd():
         assert all(a >= b for a, b in zip(train, train[1:])), (variant, train)
         assert all(a >= b for a, b in zip(test, test[1:])), (variant, test)
         assert test[0] >= psgd - 0.02, (variant, test[0], psgd)
-        assert test[-1] < test[0] - 0.05                     # the noise really costs accuracy
+        assert test[-1] < test[0] - 0.05  # the noise really costs accuracy
 
 
 def test_dpsda_on_real_mnist_zero_versus_one():
@@ -102,7 +116,9 @@ def test_dpsda_on_real_mnist_zero_versus_one():
     xtr, xte = task.train_features - mean, task.test_features - mean
     stream = classification_stream(xtr, task.train_labels, 150, 10, seed=0)
     box = BoxProjection(-1.0, 1.0)
-    psgd = accuracy(centralised_projected_sgd(LogisticLoss(), stream, 150, 10, box)[-1], xte, task.test_labels)
+    psgd = accuracy(
+        centralised_projected_sgd(LogisticLoss(), stream, 150, 10, box)[-1], xte, task.test_labels
+    )
     cfg = DPSDAConfig(variant="PS", dimension=784, lower=-1.0, upper=1.0, loss="logistic", batch_size=10)
     x = run_dpsda(cfg, stream.features, stream.labels, dpsda_digraphs(), 150, seed=0).decisions[-1]
     acc = accuracy(x, xte, task.test_labels)

@@ -5,8 +5,17 @@ import math
 import numpy as np
 import pytest
 
-from algorithms.dpsda.framework import (DPSDAConfig, gradient_data_index, gradient_noise, initial_decision,
-                                        perturb, primal, scaled_block_gradient, step_size, stream_batch)
+from algorithms.dpsda.framework import (
+    DPSDAConfig,
+    gradient_data_index,
+    gradient_noise,
+    initial_decision,
+    perturb,
+    primal,
+    scaled_block_gradient,
+    step_size,
+    stream_batch,
+)
 from algorithms.step import TaskContext
 
 NAMES = tuple(f"node{i + 1}" for i in range(7))
@@ -31,14 +40,25 @@ def test_step_size_is_one_over_sqrt_t():
         step_size(0)
 
 
-@pytest.mark.parametrize("bad, match", [
-    ({"variant": "X"}, "variant"), ({"dimension": 20}, "equal blocks"), ({"laplace_scale": -1.0}, "laplace_scale"),
-    ({"lower": 2.0, "upper": 1.0}, "exceeds"), ({"grad_noise": "sometimes"}, "grad_noise"),
-    ({"gradient_clip": 0.0}, "gradient_clip"), ({"loss": "hinge"}, "unknown loss"), ({"batch_size": 0}, "batch_size"),
-    ({"variant": "PS", "weights": "metropolis"}, "Metropolis"), ({"sensitivity": 0.0}, "sensitivity"),
-    ({"domain": "sphere"}, "domain"), ({"domain": "block_ball"}, "radius"), ({"radius": 1.0}, "block_ball"),
-    ({"domain": "block_ball", "radius": -1.0}, "radius"),
-])
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        ({"variant": "X"}, "variant"),
+        ({"dimension": 20}, "equal blocks"),
+        ({"laplace_scale": -1.0}, "laplace_scale"),
+        ({"lower": 2.0, "upper": 1.0}, "exceeds"),
+        ({"grad_noise": "sometimes"}, "grad_noise"),
+        ({"gradient_clip": 0.0}, "gradient_clip"),
+        ({"loss": "hinge"}, "unknown loss"),
+        ({"batch_size": 0}, "batch_size"),
+        ({"variant": "PS", "weights": "metropolis"}, "Metropolis"),
+        ({"sensitivity": 0.0}, "sensitivity"),
+        ({"domain": "sphere"}, "domain"),
+        ({"domain": "block_ball"}, "radius"),
+        ({"radius": 1.0}, "block_ball"),
+        ({"domain": "block_ball", "radius": -1.0}, "radius"),
+    ],
+)
 def test_config_validation(bad, match):
     with pytest.raises(ValueError, match=match):
         DPSDAConfig(**bad)
@@ -72,9 +92,9 @@ def test_gradient_noise_modes():
     assert not np.array_equal(gradient_noise(fresh, ctx(0, 1)), gradient_noise(fresh, ctx(1, 1)))
     frozen = DPSDAConfig(grad_noise="frozen", laplace_scale=1.0)
     z = gradient_noise(frozen, ctx(0, 1))
-    assert np.array_equal(z, gradient_noise(frozen, ctx(4, 9)))          # once per run, all nodes
+    assert np.array_equal(z, gradient_noise(frozen, ctx(4, 9)))  # once per run, all nodes
     assert 0 < np.abs(z).max() < 0.1
-    assert np.array_equal(gradient_noise(DPSDAConfig(grad_noise="frozen"), ctx()), np.zeros(3))   # σ = 0: none
+    assert np.array_equal(gradient_noise(DPSDAConfig(grad_noise="frozen"), ctx()), np.zeros(3))  # σ = 0: none
     assert np.array_equal(gradient_noise(DPSDAConfig(grad_noise="none"), ctx()), np.zeros(3))
 
 
@@ -97,9 +117,9 @@ def test_perturb_and_primal():
     z = np.ones(21)
     h = perturb(cfg, z, ctx(3))
     assert not np.array_equal(h, z)
-    assert np.array_equal(h, perturb(cfg, z, ctx(3)))               # deterministic given the context
-    assert np.array_equal(perturb(DPSDAConfig(), z, ctx(3)), z)     # σ = 0
-    y = primal(DPSDAConfig(variant="PS"), np.full(21, -8.0), 2.0, 4)   # clip(−½·(−8)/2) = 2
+    assert np.array_equal(h, perturb(cfg, z, ctx(3)))  # deterministic given the context
+    assert np.array_equal(perturb(DPSDAConfig(), z, ctx(3)), z)  # σ = 0
+    y = primal(DPSDAConfig(variant="PS"), np.full(21, -8.0), 2.0, 4)  # clip(−½·(−8)/2) = 2
     assert np.allclose(y, 2.0)
     assert np.allclose(primal(cfg, np.full(21, -100.0), 1.0, 1), 5.0)
     assert math.isclose(float(primal(cfg, np.full(21, 1.0), 1.0, 4)[0]), -0.5)

@@ -70,17 +70,23 @@ def test_dpsda_c_mean_evolves_as_dpcda():
         for i in range(7):
             c = TaskContext(process_seed=4, round=k, rounds=40, organisation=names[i], consortium=names)
             g[cfg.block(i)] = scaled_block_gradient(cfg, prev_y[i], stream.features, stream.labels, k, c) / 7
-        h_bar = tr.messages[k - 1].mean(axis=0)          # z̄(t) + η̄(t)
+        h_bar = tr.messages[k - 1].mean(axis=0)  # z̄(t) + η̄(t)
         np.testing.assert_allclose(tr.dual_history[k - 1].mean(axis=0), h_bar + g, atol=1e-10)
         prev_y = tr.estimate_history[k - 1]
 
 
 def test_push_sum_weights_in_a_run_sum_to_n():
     stream = synthetic_olr(0, horizon=60)
-    tr = run_dpsda(DPSDAConfig(variant="PS", laplace_scale=1.0), stream.features, stream.labels,
-                   dpsda_digraphs(), 60, seed=0)
+    tr = run_dpsda(
+        DPSDAConfig(variant="PS", laplace_scale=1.0),
+        stream.features,
+        stream.labels,
+        dpsda_digraphs(),
+        60,
+        seed=0,
+    )
     np.testing.assert_allclose(tr.push_sum_weights.sum(axis=1), 7.0, atol=1e-12)
-    assert not np.allclose(tr.push_sum_weights, 1.0)          # the weights do move
+    assert not np.allclose(tr.push_sum_weights, 1.0)  # the weights do move
 
 
 @pytest.fixture(scope="module")
@@ -92,9 +98,17 @@ def regret_runs():
         comp = least_squares_comparator(stream.features, stream.labels, 500)
         for variant, topo in (("C", dpsda_graphs()), ("PS", dpsda_digraphs())):
             for sigma in SIGMAS:
-                tr = run_dpsda(DPSDAConfig(variant=variant, laplace_scale=sigma), stream.features, stream.labels,
-                               topo, 500, seed=seed)
-                out[(variant, sigma, seed)] = olr_regret(tr.decisions, stream.features, stream.labels, comp)[0]
+                tr = run_dpsda(
+                    DPSDAConfig(variant=variant, laplace_scale=sigma),
+                    stream.features,
+                    stream.labels,
+                    topo,
+                    500,
+                    seed=seed,
+                )
+                out[(variant, sigma, seed)] = olr_regret(tr.decisions, stream.features, stream.labels, comp)[
+                    0
+                ]
     return out
 
 
@@ -112,8 +126,13 @@ def test_regret_increases_with_the_noise_scale(regret_runs):
     for variant in ("C", "PS"):
         means = [np.mean([regret_runs[(variant, s, seed)][499] / 500 for seed in SEEDS]) for s in SIGMAS]
         assert all(a < b for a, b in zip(means, means[1:])), (variant, means)
-        per_seed = sum(all(regret_runs[(variant, a, seed)][499] < regret_runs[(variant, b, seed)][499]
-                           for a, b in zip(SIGMAS, SIGMAS[1:])) for seed in SEEDS)
+        per_seed = sum(
+            all(
+                regret_runs[(variant, a, seed)][499] < regret_runs[(variant, b, seed)][499]
+                for a, b in zip(SIGMAS, SIGMAS[1:])
+            )
+            for seed in SEEDS
+        )
         assert per_seed >= len(SEEDS) - 1
 
 
@@ -131,11 +150,11 @@ def test_per_step_sensitivity_on_adjacent_sequences(variant, topo):
     tr = run_dpsda(cfg, stream.features, stream.labels, topo, 30, seed=8, record=True)
     tr2 = run_dpsda(cfg, a2, b2, topo, 30, seed=8, record=True)
     delta = sensitivity_bound(7, clip, 3)
-    for k in range(1, t0 + 1):                                  # messages H(1..t0) are identical
+    for k in range(1, t0 + 1):  # messages H(1..t0) are identical
         np.testing.assert_array_equal(tr.messages[k - 1], tr2.messages[k - 1])
-    gap = np.abs(tr.messages[t0] - tr2.messages[t0]).sum(axis=1)   # H(t0+1): first differing release
+    gap = np.abs(tr.messages[t0] - tr2.messages[t0]).sum(axis=1)  # H(t0+1): first differing release
     assert np.all(gap <= delta + 1e-12)
-    assert gap.max() > 0.05 * delta                             # the check is not vacuous
+    assert gap.max() > 0.05 * delta  # the check is not vacuous
 
 
 def test_epsilon_accounting_in_a_run():
@@ -149,8 +168,11 @@ def test_lookahead_and_noise_modes_change_the_run_and_seeds_reproduce():
     stream = synthetic_olr(2, horizon=50)
     base = DPSDAConfig(laplace_scale=1.0)
     runs = {}
-    for name, cfg in {"base": base, "look": DPSDAConfig(laplace_scale=1.0, lookahead=True),
-                      "frozen": DPSDAConfig(laplace_scale=1.0, grad_noise="frozen")}.items():
+    for name, cfg in {
+        "base": base,
+        "look": DPSDAConfig(laplace_scale=1.0, lookahead=True),
+        "frozen": DPSDAConfig(laplace_scale=1.0, grad_noise="frozen"),
+    }.items():
         runs[name] = run_dpsda(cfg, stream.features, stream.labels, dpsda_graphs(), 50, seed=1).decisions
     again = run_dpsda(base, stream.features, stream.labels, dpsda_graphs(), 50, seed=1).decisions
     other = run_dpsda(base, stream.features, stream.labels, dpsda_graphs(), 50, seed=2).decisions
@@ -178,4 +200,4 @@ def test_played_decisions_stay_in_a_product_domain():
     cfg = DPSDAConfig(variant="PS", laplace_scale=2.0, domain="block_ball", radius=1.0)
     tr = run_dpsda(cfg, stream.features, stream.labels, dpsda_digraphs(), 80, seed=6)
     norms = np.linalg.norm(tr.decisions[1:].reshape(79, 7, 3), axis=2)
-    assert np.all(norms <= 1.0 + 1e-12) and norms.max() > 0.99     # feasible, and the constraint binds
+    assert np.all(norms <= 1.0 + 1e-12) and norms.max() > 0.99  # feasible, and the constraint binds

@@ -6,17 +6,27 @@ import numpy as np
 import pytest
 
 from algorithms.dpsda import DPSDAConfig
-from algorithms.dpsda.privacy import (LaplaceComposition, PrivacyAccountant, epsilon_per_step, laplace_noise,
-                                      laplace_rdp, laplace_scale_for, rdp_epsilon, run_privacy, sensitivity_bound,
-                                      zcdp_epsilon, zcdp_of_laplace)
+from algorithms.dpsda.privacy import (
+    LaplaceComposition,
+    PrivacyAccountant,
+    epsilon_per_step,
+    laplace_noise,
+    laplace_rdp,
+    laplace_scale_for,
+    rdp_epsilon,
+    run_privacy,
+    sensitivity_bound,
+    zcdp_epsilon,
+    zcdp_of_laplace,
+)
 
 
 def test_laplace_noise_has_the_laplace_moments():
     rng = np.random.default_rng(0)
     x = laplace_noise(rng, 2.0, 200_000)
     assert abs(x.mean()) < 0.03
-    assert x.var() == pytest.approx(2 * 2.0 ** 2, rel=0.03)        # variance 2b²
-    assert np.mean(np.abs(x)) == pytest.approx(2.0, rel=0.02)      # E|X| = b
+    assert x.var() == pytest.approx(2 * 2.0**2, rel=0.03)  # variance 2b²
+    assert np.mean(np.abs(x)) == pytest.approx(2.0, rel=0.02)  # E|X| = b
 
 
 def test_zero_scale_is_non_private_and_draws_nothing():
@@ -74,8 +84,8 @@ def test_laplace_rdp_bounds_and_superadditivity():
         prev = 0.0
         for eps0 in (0.01, 0.1, 1.0, 10.0, 3000.0):
             v = laplace_rdp(order, eps0)
-            assert prev <= v <= eps0 + 1e-12                      # monotone, never above pure ε0
-            assert v <= order * zcdp_of_laplace(eps0) + 1e-12      # ε0-DP ⇒ ε0²/2-zCDP (Bun–Steinke 1.4)
+            assert prev <= v <= eps0 + 1e-12  # monotone, never above pure ε0
+            assert v <= order * zcdp_of_laplace(eps0) + 1e-12  # ε0-DP ⇒ ε0²/2-zCDP (Bun–Steinke 1.4)
             prev = v
         # convex with f(0) = 0 ⇒ splitting an ℓ1 shift over coordinates never costs more than one coordinate
         for a, b in ((0.3, 0.7), (1.0, 2.0), (0.01, 5.0)):
@@ -94,13 +104,13 @@ def test_zcdp_conversion():
 
 def test_composition_over_many_releases_is_sublinear_and_takes_the_tightest_bound():
     few = LaplaceComposition(1.0, 2)
-    assert few.epsilon(1e-5) == few.basic == 2.0                  # basic wins for a few large releases
-    many = LaplaceComposition(0.01, 3493)                          # 7 nodes × 499 releases of ε0 = 0.01
+    assert few.epsilon(1e-5) == few.basic == 2.0  # basic wins for a few large releases
+    many = LaplaceComposition(0.01, 3493)  # 7 nodes × 499 releases of ε0 = 0.01
     assert many.basic == pytest.approx(34.93)
     assert many.rho == pytest.approx(3493 * 0.5e-4)
     assert many.zcdp(1e-5) == pytest.approx(zcdp_epsilon(3493 * 0.5e-4, 1e-5))
     assert many.rdp(1e-5) <= many.zcdp(1e-5) + 1e-9 and many.epsilon(1e-5) == many.rdp(1e-5)
-    assert many.epsilon(1e-5) < many.basic / 10                   # √R, not R
+    assert many.epsilon(1e-5) < many.basic / 10  # √R, not R
     eps, order = rdp_epsilon(0.01, 3493, 1e-5)
     assert eps == many.rdp(1e-5) and order > 1
     assert LaplaceComposition(0.3, 0).epsilon(1e-5) == 0.0

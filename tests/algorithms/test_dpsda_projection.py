@@ -4,8 +4,13 @@ import numpy as np
 import pytest
 from scipy.optimize import Bounds, minimize
 
-from algorithms.dpsda.projection import (BallProjection, BlockBallProjection, BoxProjection, Projection,
-                                          dual_averaging_objective)
+from algorithms.dpsda.projection import (
+    BallProjection,
+    BlockBallProjection,
+    BoxProjection,
+    Projection,
+    dual_averaging_objective,
+)
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -16,9 +21,14 @@ def test_box_projection_equals_qp_solution(seed):
     alpha = float(rng.uniform(0.05, 2.0))
     box = BoxProjection(-5.0, 5.0, m)
     x = box(z, alpha)
-    qp = minimize(lambda v: dual_averaging_objective(v, z, alpha), np.zeros(m),
-                  jac=lambda v: z + v / alpha, method="L-BFGS-B", bounds=Bounds(-5.0, 5.0),
-                  options={"ftol": 1e-15, "gtol": 1e-12})
+    qp = minimize(
+        lambda v: dual_averaging_objective(v, z, alpha),
+        np.zeros(m),
+        jac=lambda v: z + v / alpha,
+        method="L-BFGS-B",
+        bounds=Bounds(-5.0, 5.0),
+        options={"ftol": 1e-15, "gtol": 1e-12},
+    )
     assert qp.success
     np.testing.assert_allclose(x, qp.x, atol=1e-6)
     assert dual_averaging_objective(x, z, alpha) <= qp.fun + 1e-12
@@ -41,10 +51,14 @@ def test_ball_projection_equals_constrained_solution(seed):
     rng = np.random.default_rng(seed)
     z, alpha, r = rng.normal(0, 3, 8), 0.7, 1.5
     x = BallProjection(r)(z, alpha)
-    qp = minimize(lambda v: dual_averaging_objective(v, z, alpha), np.zeros(8), jac=lambda v: z + v / alpha,
-                  method="SLSQP", constraints=[{"type": "ineq", "fun": lambda v: r * r - v @ v,
-                                                "jac": lambda v: -2 * v}],
-                  options={"ftol": 1e-14, "maxiter": 1000})
+    qp = minimize(
+        lambda v: dual_averaging_objective(v, z, alpha),
+        np.zeros(8),
+        jac=lambda v: z + v / alpha,
+        method="SLSQP",
+        constraints=[{"type": "ineq", "fun": lambda v: r * r - v @ v, "jac": lambda v: -2 * v}],
+        options={"ftol": 1e-14, "maxiter": 1000},
+    )
     assert qp.success
     np.testing.assert_allclose(x, qp.x, atol=1e-5)
     inside = BallProjection(100.0)(z, alpha)
@@ -78,13 +92,13 @@ def test_block_ball_projection_is_the_product_of_ball_projections():
     proj = BlockBallProjection(1.0, 3)
     x = proj(z, alpha)
     for k in range(4):
-        np.testing.assert_array_equal(x[3 * k:3 * k + 3], BallProjection(1.0)(z[3 * k:3 * k + 3], alpha))
+        np.testing.assert_array_equal(x[3 * k : 3 * k + 3], BallProjection(1.0)(z[3 * k : 3 * k + 3], alpha))
     assert proj.contains(x, 1e-12)
     assert proj.radius_for(12) == pytest.approx(2.0)
     # the product projection minimises the separable objective: no feasible perturbation does better
     best = dual_averaging_objective(x, z, alpha)
     for _ in range(200):
-        y = proj(-(x + rng.normal(0, 0.3, 12)) / alpha, alpha)     # a random feasible point
+        y = proj(-(x + rng.normal(0, 0.3, 12)) / alpha, alpha)  # a random feasible point
         assert dual_averaging_objective(y, z, alpha) >= best - 1e-12
     with pytest.raises(ValueError, match="blocks"):
         proj(np.zeros(10), 1.0)

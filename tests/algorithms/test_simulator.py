@@ -27,8 +27,12 @@ class NeighbourAverage:
     def step(self, state, inbox, data, ctx: TaskContext) -> StepResult:
         xs = [state["x"]] + [m["x"] for m in inbox.values()]
         x = np.mean(xs, axis=0) + self.jitter * ctx.rng().standard_normal(state["x"].shape)
-        return StepResult(state={"x": x}, outbox={o: {"x": x} for o in ctx.out_neighbours},
-                          metrics={"norm": float(np.linalg.norm(x))}, model={"x": x})
+        return StepResult(
+            state={"x": x},
+            outbox={o: {"x": x} for o in ctx.out_neighbours},
+            metrics={"norm": float(np.linalg.norm(x))},
+            model={"x": x},
+        )
 
 
 def _data(n_orgs=4, seed=0):

@@ -4,8 +4,13 @@ import numpy as np
 import pytest
 
 from algorithms.topologies.base import Topology, in_neighbours, out_neighbours
-from algorithms.topologies.periodic import (DPSDA_DIRECTED_EDGES, PeriodicTopology, dpsda_digraphs, dpsda_graphs,
-                                            is_strongly_connected)
+from algorithms.topologies.periodic import (
+    DPSDA_DIRECTED_EDGES,
+    PeriodicTopology,
+    dpsda_digraphs,
+    dpsda_graphs,
+    is_strongly_connected,
+)
 
 
 def test_period_four_and_round_mapping():
@@ -22,10 +27,10 @@ def test_edges_follow_the_table_one_based_j_pushes_to_i():
     g = dpsda_digraphs()
     # G1: 3→6 means node index 2 sends to node index 5
     assert g.adjacency(1)[2, 5] == 1 and g.adjacency(1)[5, 2] == 0
-    assert out_neighbours(g, 1, 2) == (5, 6)          # 3→6, 3→7
-    assert in_neighbours(g, 1, 2) == (3, 4)           # 4→3, 5→3
-    assert g.adjacency(1)[:2].sum() == 0 and g.adjacency(1)[:, :2].sum() == 0   # nodes 1, 2 isolated
-    assert g.adjacency(4).sum() == 1 and g.adjacency(4)[1, 0] == 1             # G4: 2→1 only
+    assert out_neighbours(g, 1, 2) == (5, 6)  # 3→6, 3→7
+    assert in_neighbours(g, 1, 2) == (3, 4)  # 4→3, 5→3
+    assert g.adjacency(1)[:2].sum() == 0 and g.adjacency(1)[:, :2].sum() == 0  # nodes 1, 2 isolated
+    assert g.adjacency(4).sum() == 1 and g.adjacency(4)[1, 0] == 1  # G4: 2→1 only
     assert [int(a.sum()) for a in g.graphs] == [len(e) for e in DPSDA_DIRECTED_EDGES]
 
 
@@ -39,7 +44,7 @@ def test_undirected_graphs_are_the_digraphs_without_directions():
 
 def test_union_over_one_period_is_strongly_connected_but_no_single_graph_is():
     for topo in (dpsda_digraphs(), dpsda_graphs()):
-        assert is_strongly_connected(topo.union())          # B = 4
+        assert is_strongly_connected(topo.union())  # B = 4
         assert not any(is_strongly_connected(a) for a in topo.graphs)
     # three consecutive graphs of the digraph do not suffice from every start
     d = dpsda_digraphs()
@@ -47,7 +52,7 @@ def test_union_over_one_period_is_strongly_connected_but_no_single_graph_is():
 
 
 def test_is_strongly_connected_on_known_graphs():
-    ring = np.roll(np.eye(5, dtype=int), 1, axis=1)   # directed cycle 0→1→…→4→0
+    ring = np.roll(np.eye(5, dtype=int), 1, axis=1)  # directed cycle 0→1→…→4→0
     assert is_strongly_connected(ring)
     path = np.triu(ring)
     assert not is_strongly_connected(path)

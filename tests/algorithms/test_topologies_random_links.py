@@ -13,7 +13,7 @@ def test_structure_and_determinism():
         assert A.shape == (20, 20) and A.dtype == np.int8
         assert np.array_equal(A, A.T) and np.all(np.diag(A) == 0)
         deg = A.sum(axis=1)
-        assert deg.min() >= 1 and A.sum() // 2 <= 20       # one drawn link per node
+        assert deg.min() >= 1 and A.sum() // 2 <= 20  # one drawn link per node
         partner = t.draws(t.iteration(r))
         assert np.all(A[np.arange(20), partner] == 1)
     assert np.array_equal(RandomLinks(20, seed=3).adjacency(7), t.adjacency(7))

@@ -1,10 +1,16 @@
 """Tests for the fixed graphs of algorithms.topologies.static (seed 000 Fig. 1; docs/collabdict.md)."""
 
-import numpy as np
 import pytest
 
 from algorithms.consensus import algebraic_connectivity
-from algorithms.topologies.static import _is_prime, cic_adjacency, complete, cycle_with_inverse_chord, empty, ring
+from algorithms.topologies.static import (
+    _is_prime,
+    cic_adjacency,
+    complete,
+    cycle_with_inverse_chord,
+    empty,
+    ring,
+)
 
 LAMBDA2 = {11: 0.5858, 31: 0.2258, 61: 0.1875, 127: 0.1134, 251: 0.1158, 509: 0.0915, 1021: 0.0899}
 

@@ -20,15 +20,18 @@ def executed(tmp_path_factory):
     """A 3-round average-consensus process among Org1..Org3 really run by the executor's node agents
     (sandbox runtime), shared by the executor-journey and browser tests."""
     import threading
+
     from algorithms.task_runtime import save_dataset
     from ledger.client import ConsortiaClient
     from ledger.embedded import EmbeddedLedger
     from ledger.identity import Consortium
+
     ORGS = ["Org1MSP", "Org2MSP", "Org3MSP"]
     from executor.images import ImageRecipe, build_bundle
     from executor.node_agent import NodeAgent
     from executor.runtimes.sandbox import SandboxRuntime
     from tests.executor.conftest import make_dataset
+
     root = tmp_path_factory.mktemp("executed")
     consortium = Consortium.generate(root / "crypto", ["Org1", "Org2", "Org3"])
     led = EmbeddedLedger(root / "ledger.db", consortium, batch_timeout=0.002)
@@ -39,15 +42,23 @@ def executed(tmp_path_factory):
     image = build_bundle(recipe)
     c1 = ConsortiaClient(led, consortium.identity("Org1MSP"))
     c1.register_image("avg", "1", recipe.algorithm, image.digest, image.reference)
-    c1.create_process("p-exec", "avg:1", ORGS, {"kind": "ring", "seed": 11}, 3,
-                      hyperparameters={"eps": 0.3, "noise": 0.1})
+    c1.create_process(
+        "p-exec", "avg:1", ORGS, {"kind": "ring", "seed": 11}, 3, hyperparameters={"eps": 0.3, "noise": 0.1}
+    )
     c1.start_process("p-exec")
     errors = []
 
     def run(org):
         try:
-            NodeAgent(led, consortium.identity(org), consortium, SandboxRuntime(), root / "data" / org,
-                      root / "store", root / "state").run_until_idle("p-exec", timeout=300)
+            NodeAgent(
+                led,
+                consortium.identity(org),
+                consortium,
+                SandboxRuntime(),
+                root / "data" / org,
+                root / "store",
+                root / "state",
+            ).run_until_idle("p-exec", timeout=300)
         except Exception as exc:
             errors.append(exc)
 
@@ -59,6 +70,7 @@ def executed(tmp_path_factory):
     assert not errors, errors
     clients = {o: ConsortiaClient(led, consortium.identity(o)) for o in ORGS}
     from api.artifacts import DirectoryArtifactStore
+
     w = World(consortium, led, clients, {o: DirectoryArtifactStore(root / "store" / o) for o in ORGS}, root)
     yield w
     led.close()
@@ -68,17 +80,26 @@ def make_gateway(world: World, msp: str, home):
     from api.gateway import Gateway
     from api.index import AuditIndex
     from api.tokens import TokenStore
+
     home.mkdir(parents=True, exist_ok=True)
-    return Gateway(ledger=world.ledger, consortium=world.consortium, msp_id=msp,
-                   index=AuditIndex(home / "index.db"), tokens=TokenStore(home / "tokens.json", msp),
-                   artifacts=world.stores[msp], follow_interval=0.1)
+    return Gateway(
+        ledger=world.ledger,
+        consortium=world.consortium,
+        msp_id=msp,
+        index=AuditIndex(home / "index.db"),
+        tokens=TokenStore(home / "tokens.json", msp),
+        artifacts=world.stores[msp],
+        follow_interval=0.1,
+    )
 
 
 @pytest.fixture(scope="session")
 def gateways(world, tmp_path_factory):
     """A running gateway (TestClient) and a token per organisation."""
     from fastapi.testclient import TestClient
+
     from api.gateway import create_app
+
     out = {}
     for msp in ("Org1MSP", "Org2MSP", "Org4MSP"):
         gw = make_gateway(world, msp, tmp_path_factory.mktemp(f"gw-{msp}"))

@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from api.artifacts import (ArtifactMissing, ArtifactStore, DigestMismatch, DirectoryArtifactStore, fetch_verified,
-                           sha256_digest)
+from api.artifacts import (
+    ArtifactMissing,
+    ArtifactStore,
+    DigestMismatch,
+    DirectoryArtifactStore,
+    fetch_verified,
+    sha256_digest,
+)
 
 
 def test_put_get_verified(tmp_path):
@@ -40,8 +46,9 @@ def test_any_object_with_get_plugs_in():
 
 
 def test_the_executors_store_plugs_in_and_shares_the_layout(tmp_path):
-    from executor.artifacts import ArtifactStore as ExecutorStore
     from api.artifacts import store_at
+    from executor.artifacts import ArtifactStore as ExecutorStore
+
     ex = ExecutorStore(tmp_path, "Org1MSP")
     ref = ex.put(b"model bytes")
     assert fetch_verified(ex, ref.digest) == b"model bytes"

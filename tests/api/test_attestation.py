@@ -7,16 +7,30 @@ import json
 
 import pytest
 
+from api.attestation import (
+    IN_TOTO_PAYLOAD,
+    PREDICATE_TYPE,
+    STATEMENT_TYPE,
+    AttestationError,
+    attest_execution,
+    certificate_keyid,
+    check_certificate,
+    check_statement,
+    execution_statement,
+    open_envelope,
+    pae,
+    strict_b64decode,
+)
 from chaincode.canonical import canonical_json
-from api.attestation import (IN_TOTO_PAYLOAD, PREDICATE_TYPE, STATEMENT_TYPE, AttestationError, attest_execution,
-                             certificate_keyid, check_certificate, check_statement, execution_statement,
-                             open_envelope, pae, strict_b64decode)
 
 
 @pytest.fixture(scope="module")
 def record(world) -> dict:
-    return json.loads(world.ledger.evaluate(world.consortium.identity("Org2MSP"), "ExecutionRecord:get",
-                                            "proc-0", "3", "Org2MSP"))
+    return json.loads(
+        world.ledger.evaluate(
+            world.consortium.identity("Org2MSP"), "ExecutionRecord:get", "proc-0", "3", "Org2MSP"
+        )
+    )
 
 
 def test_pae_is_the_dsse_v1_encoding():
@@ -31,9 +45,17 @@ def test_statement_subjects_are_outputs_and_dependencies_are_inputs(record):
     assert subjects["proc-0/3/Org2MSP/state"] == res["outputs"]["state"]
     assert subjects["proc-0/3/Org2MSP/model"] == res["outputs"]["model"]["digest"]
     assert subjects["proc-0/3/Org2MSP/message/Org3MSP"] == res["outputs"]["messages"][0]["digest"]
-    deps = {d["name"]: "sha256:" + d["digest"]["sha256"] for d in st["predicate"]["buildDefinition"]["resolvedDependencies"]}
-    assert deps["image"] == res["image_digest"] and deps["data_commitment"] == res["inputs"]["data_commitment"]
-    assert deps["state"] == res["inputs"]["state"] and deps["message/Org1MSP"] == res["inputs"]["messages"][0]["digest"]
+    deps = {
+        d["name"]: "sha256:" + d["digest"]["sha256"]
+        for d in st["predicate"]["buildDefinition"]["resolvedDependencies"]
+    }
+    assert (
+        deps["image"] == res["image_digest"] and deps["data_commitment"] == res["inputs"]["data_commitment"]
+    )
+    assert (
+        deps["state"] == res["inputs"]["state"]
+        and deps["message/Org1MSP"] == res["inputs"]["messages"][0]["digest"]
+    )
     run = st["predicate"]["runDetails"]
     assert run["metadata"]["invocationId"] == record["completed_tx_id"]
     result = next(b for b in run["byproducts"] if b["name"] == "execution-result")
@@ -49,7 +71,9 @@ def test_envelope_signed_by_the_executing_organisation_verifies(record, world):
     check_statement(statement, record)
     ca = (world.consortium.organisation("Org2MSP").path / "ca" / "ca.org2.example.com-cert.pem").read_bytes()
     check_certificate(ident.certificate_pem, ca, "signer")
-    other_ca = (world.consortium.organisation("Org1MSP").path / "ca" / "ca.org1.example.com-cert.pem").read_bytes()
+    other_ca = (
+        world.consortium.organisation("Org1MSP").path / "ca" / "ca.org1.example.com-cert.pem"
+    ).read_bytes()
     with pytest.raises(AttestationError, match="not issued"):
         check_certificate(ident.certificate_pem, other_ca, "signer")
 
@@ -82,7 +106,7 @@ def test_changed_envelopes_are_refused(record, world):
 def test_strict_base64_refuses_alternate_spellings():
     assert strict_b64decode("QQ==", "x") == b"A"
     with pytest.raises(AttestationError, match="canonical"):
-        strict_b64decode("QR==", "x")        # decodes to b"A" too, but is not its canonical encoding
+        strict_b64decode("QR==", "x")  # decodes to b"A" too, but is not its canonical encoding
     with pytest.raises(AttestationError):
         strict_b64decode("not base64!", "x")
 

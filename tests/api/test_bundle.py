@@ -10,23 +10,27 @@ from pathlib import Path
 
 import pytest
 
-from chaincode.canonical import canonical_json
-from ledger.identity import Consortium
 from api.attestation import attest_execution, sign_envelope
 from api.bundle import ENVELOPE, MANIFEST_TYPE, BundleError, export_bundle, verify_bundle
+from chaincode.canonical import canonical_json
+from ledger.identity import Consortium
 
 MODEL = "proc-0:Org1MSP"
 
 
 def cas(consortium: Consortium) -> dict[str, bytes]:
-    return {o.msp_id: (o.path / "ca" / f"ca.{o.domain}-cert.pem").read_bytes() for o in consortium.organisations}
+    return {
+        o.msp_id: (o.path / "ca" / f"ca.{o.domain}-cert.pem").read_bytes() for o in consortium.organisations
+    }
 
 
 @pytest.fixture(scope="module")
 def exported(world, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("bundles") / "bundle"
     signers = {m: world.consortium.identity(m) for m in ("Org1MSP", "Org2MSP", "Org3MSP")}
-    summary = export_bundle(out, world.clients["Org1MSP"], MODEL, signers=signers, ca_certificates=cas(world.consortium))
+    summary = export_bundle(
+        out, world.clients["Org1MSP"], MODEL, signers=signers, ca_certificates=cas(world.consortium)
+    )
     assert summary["executions"] == 9 and summary["attestations"] == 9 and summary["blocks"] > 0
     return out
 
@@ -99,8 +103,9 @@ def test_resigned_bundle_with_a_foreign_attestation_fails(bundle, world):
     """Even with a valid manifest signature, an attestation must be signed by the executing organisation."""
     record = json.loads((bundle / "records" / "executions" / "000002-Org3MSP.json").read_bytes())
     forged = attest_execution(record, world.consortium.identity("Org3MSP"))
-    forged["signatures"] = sign_envelope(json.loads(__import__("base64").b64decode(forged["payload"])),
-                                         world.consortium.identity("Org2MSP"))["signatures"]
+    forged["signatures"] = sign_envelope(
+        json.loads(__import__("base64").b64decode(forged["payload"])), world.consortium.identity("Org2MSP")
+    )["signatures"]
     path = bundle / "attestations" / "000002-Org3MSP.dsse.json"
     path.write_bytes(canonical_json(forged))
     _resign(bundle, world.consortium.identity("Org1MSP"))
@@ -137,8 +142,12 @@ def test_missing_envelope(tmp_path):
 def _resign(bundle: Path, identity) -> None:
     """Rebuild the manifest over the current files and sign it (what a dishonest exporter could do)."""
     import hashlib
+
     env = json.loads((bundle / ENVELOPE).read_bytes())
     manifest = json.loads(__import__("base64").b64decode(env["payload"]))
-    manifest["files"] = {p.relative_to(bundle).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-                         for p in bundle.rglob("*") if p.is_file() and p.name != ENVELOPE}
+    manifest["files"] = {
+        p.relative_to(bundle).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in bundle.rglob("*")
+        if p.is_file() and p.name != ENVELOPE
+    }
     (bundle / ENVELOPE).write_bytes(canonical_json(sign_envelope(manifest, identity, MANIFEST_TYPE)))

@@ -31,8 +31,13 @@ runner = CliRunner()
 def exported(world, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("cp-bundles") / "bundle"
     signers = {m: world.consortium.identity(m) for m in ("Org1MSP", "Org2MSP", "Org3MSP")}
-    summary = export_bundle(out, world.clients["Org2MSP"], MODEL, signers=signers, ca_certificates=cas(world.consortium))
-    assert summary["checkpoint"]["block_number"] == world.ledger.block_height(world.consortium.identity("Org2")) - 1
+    summary = export_bundle(
+        out, world.clients["Org2MSP"], MODEL, signers=signers, ca_certificates=cas(world.consortium)
+    )
+    assert (
+        summary["checkpoint"]["block_number"]
+        == world.ledger.block_height(world.consortium.identity("Org2")) - 1
+    )
     return out
 
 
@@ -70,28 +75,52 @@ def test_ledger_truncated_below_the_bundles_checkpoint_is_detected(exported, wor
     cp = Checkpoint.from_json(json.loads(cp_file.read_bytes()))
     copy = snapshot(world, tmp_path / "ledger.db")
     assert verify_ledger_file(copy, world.consortium, [cp])["checkpoints"] == 1
-    res = runner.invoke(app, ["ledger", "verify", str(copy), "--crypto", str(world.consortium.root),
-                              "--checkpoint", str(cp_file), "--json"])
+    res = runner.invoke(
+        app,
+        [
+            "ledger",
+            "verify",
+            str(copy),
+            "--crypto",
+            str(world.consortium.root),
+            "--checkpoint",
+            str(cp_file),
+            "--json",
+        ],
+    )
     assert res.exit_code == 0, res.stdout
     truncate_consistently(copy, cp.block_number - 2)
     assert verify_ledger_file(copy, world.consortium)["blocks"] == cp.block_number - 1
     with pytest.raises(LedgerCorrupted, match="truncated"):
         verify_ledger_file(copy, world.consortium, [cp])
-    res = runner.invoke(app, ["ledger", "verify", str(copy), "--crypto", str(world.consortium.root),
-                              "--checkpoint", str(cp_file), "--json"])
+    res = runner.invoke(
+        app,
+        [
+            "ledger",
+            "verify",
+            str(copy),
+            "--crypto",
+            str(world.consortium.root),
+            "--checkpoint",
+            str(cp_file),
+            "--json",
+        ],
+    )
     assert res.exit_code == 1 and "truncated" in json.loads(res.stdout)["error"]
 
 
 def test_changed_or_missing_checkpoint_fails_the_bundle(bundle, world):
     path = bundle / "checkpoint.json"
     obj = json.loads(path.read_bytes())
-    obj["block_number"] -= 1                     # claims an earlier head: the signature breaks
+    obj["block_number"] -= 1  # claims an earlier head: the signature breaks
     path.write_bytes(canonical_json(obj))
     _resign(bundle, world.consortium.identity("Org2MSP"))
     assert failed(verify_bundle(bundle)) == ["ledger checkpoint"]
     # validly re-signed by an organisation, but the claimed head is not a block of the bundle with that hash
     cp = Checkpoint.from_json(obj)
-    resigned = sign_checkpoint(world.consortium.identity("Org2MSP"), cp.channel, cp.block_number, cp.header_hash)
+    resigned = sign_checkpoint(
+        world.consortium.identity("Org2MSP"), cp.channel, cp.block_number, cp.header_hash
+    )
     path.write_bytes(canonical_json(resigned.to_json()))
     _resign(bundle, world.consortium.identity("Org2MSP"))
     report = verify_bundle(bundle)
@@ -103,8 +132,9 @@ def test_changed_or_missing_checkpoint_fails_the_bundle(bundle, world):
 
 def test_attestation_without_checkpoint_fails(bundle, world):
     from api.attestation import attest_execution
+
     name = sorted((bundle / "attestations").glob("*Org3MSP.dsse.json"))[0]
-    node = name.name[:-len(".dsse.json")]
+    node = name.name[: -len(".dsse.json")]
     record = json.loads((bundle / "records" / "executions" / f"{node}.json").read_bytes())
     name.write_bytes(canonical_json(attest_execution(record, world.consortium.identity("Org3MSP"))))
     _resign(bundle, world.consortium.identity("Org2MSP"))
@@ -119,4 +149,6 @@ def test_gateway_attestation_carries_the_chain_head(gateways, world):
     statement = json.loads(base64.b64decode(env["payload"]))
     cp, signer = check_checkpoint(statement_checkpoint(statement), cas(world.consortium))
     assert signer == "Org1MSP" and cp.block_number >= 1
-    assert world.ledger.block(world.consortium.identity("Org1"), cp.block_number).header_hash == cp.header_hash
+    assert (
+        world.ledger.block(world.consortium.identity("Org1"), cp.block_number).header_hash == cp.header_hash
+    )

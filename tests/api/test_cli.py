@@ -19,7 +19,7 @@ def home(tmp_path_factory) -> tuple[Path, dict[str, bytes]]:
     root = tmp_path_factory.mktemp("home")
     w = build_world(root)
     models = dict(w.models)
-    w.ledger.close()             # the CLI opens the ledger file itself
+    w.ledger.close()  # the CLI opens the ledger file itself
     return root, models
 
 
@@ -34,7 +34,10 @@ def test_image_journey(home):
     rec = cli(root, "image", "register", "svm", "1", "--digest", IMAGE_DIGEST, "--algorithm", "svm")
     assert rec["owner"] == "Org1MSP" and rec["id"] == "svm:1"
     assert "svm:1" in [i["id"] for i in cli(root, "image", "list")]
-    assert cli(root, "image", "approve", "svm:1", "--digest", IMAGE_DIGEST, org="Org2")["organisation"] == "Org2MSP"
+    assert (
+        cli(root, "image", "approve", "svm:1", "--digest", IMAGE_DIGEST, org="Org2")["organisation"]
+        == "Org2MSP"
+    )
     err = cli(root, "image", "revoke", "svm:1", org="Org2", code=1)
     assert err["code"] == "FORBIDDEN"
     assert cli(root, "image", "revoke", "svm:1", "--reason", "old")["status"] == "revoked"
@@ -45,8 +48,23 @@ def test_image_journey(home):
 
 def test_process_journey(home):
     root, _ = home
-    rec = cli(root, "process", "create", "p-cli", "--image", "rf:1", "--consortium", "Org1MSP,Org2MSP",
-              "--rounds", "2", "--epsilon", "1.5", "--hyperparameters", '{"depth": 3, "gradient_clip": 1.0}', "--start")
+    rec = cli(
+        root,
+        "process",
+        "create",
+        "p-cli",
+        "--image",
+        "rf:1",
+        "--consortium",
+        "Org1MSP,Org2MSP",
+        "--rounds",
+        "2",
+        "--epsilon",
+        "1.5",
+        "--hyperparameters",
+        '{"depth": 3, "gradient_clip": 1.0}',
+        "--start",
+    )
     assert rec["status"] == "running" and rec["privacy_budget"]["epsilon"] == 1.5
     assert "p-cli" in [p["id"] for p in cli(root, "process", "list", org="Org2")]
     assert cli(root, "process", "get", "p-cli", org="Org3", code=1)["code"] == "FORBIDDEN"
@@ -64,7 +82,10 @@ def test_provenance_queries(home):
     assert {a["organisation"] for a in arts} == {"Org2MSP"} and {a["round"] for a in arts} == {1, 2, 3}
     msg = next(a for a in arts if a["kind"] == "message" and a["round"] == 1)
     prov = cli(root, "provenance", "artifact", msg["digest"])
-    assert prov["produced_by"][0]["organisation"] == "Org2MSP" and prov["consumed_by"][0]["organisation"] == "Org3MSP"
+    assert (
+        prov["produced_by"][0]["organisation"] == "Org2MSP"
+        and prov["consumed_by"][0]["organisation"] == "Org3MSP"
+    )
     hist = cli(root, "provenance", "execution", "proc-0", "1", "Org2MSP")
     assert [h["value"]["status"] for h in hist] == ["running", "completed"]
     lin = cli(root, "provenance", "model", "proc-0:Org2MSP")
@@ -111,7 +132,7 @@ def test_tokens_and_index(home):
     assert cli(root, "token", "list", org="Org2") == []
     idx = cli(root, "index", "sync", org="Org3")
     assert idx["executions"] == 9 and idx["last_block"] >= 0
-    assert cli(root, "index", "sync", org="Org3")["new_events"] == 0      # resumes: nothing new to index
+    assert cli(root, "index", "sync", org="Org3")["new_events"] == 0  # resumes: nothing new to index
 
 
 def test_unknown_organisation_is_a_usage_error(home):
@@ -124,6 +145,6 @@ def test_node_and_network_forward_to_the_executor_and_fabric_command_lines():
     result = runner.invoke(app, ["node", "--help"])
     assert result.exit_code == 0 and "follow the ledger" in result.output
     result = runner.invoke(app, ["node", "run", "--org", "Org1MSP"])
-    assert result.exit_code == 2 and "--consortium" in result.output     # argparse names what is missing
+    assert result.exit_code == 2 and "--consortium" in result.output  # argparse names what is missing
     result = runner.invoke(app, ["network", "--help"])
     assert result.exit_code == 0 and "up" in result.output and "deploy" in result.output

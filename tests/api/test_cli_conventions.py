@@ -39,6 +39,7 @@ def test_version_and_a_help_line_on_every_command():
                 walk(sub, f"{path} {name}")
         elif not (cmd.help or "").strip():
             missing.append(path)
+
     walk(typer.main.get_command(app), "consortia")
     assert missing == []
     helps = runner.invoke(app, ["model", "--help"]).stdout + runner.invoke(app, ["ledger", "--help"]).stdout
@@ -47,19 +48,22 @@ def test_version_and_a_help_line_on_every_command():
 
 def test_errors_go_to_stderr_with_stable_codes(home):
     r = runner.invoke(app, ["image", "get", "nope:1", "--home", str(home)])
-    assert r.exit_code == 3 and r.stdout == "" and "NOT_FOUND" in r.stderr           # not found
+    assert r.exit_code == 3 and r.stdout == "" and "NOT_FOUND" in r.stderr  # not found
     r = runner.invoke(app, ["image", "revoke", "rf:1", "--home", str(home), "--org", "Org2"])
-    assert r.exit_code == 1 and r.stdout == "" and "FORBIDDEN" in r.stderr           # refused
+    assert r.exit_code == 1 and r.stdout == "" and "FORBIDDEN" in r.stderr  # refused
     r = runner.invoke(app, ["image", "list", "--home", str(home), "--org", "Nobody"])
-    assert r.exit_code == 2 and r.stdout == ""                                        # usage
+    assert r.exit_code == 2 and r.stdout == ""  # usage
     r = runner.invoke(app, ["image", "get", "nope:1", "--home", str(home), "--json"])
-    assert r.exit_code == 3 and json.loads(r.stdout)["code"] == "NOT_FOUND"           # --json: also on stdout
+    assert r.exit_code == 3 and json.loads(r.stdout)["code"] == "NOT_FOUND"  # --json: also on stdout
 
 
 def test_malformed_digest_is_an_error_not_an_empty_result(home):
-    for args in (["provenance", "artifact", "sha256:xyz"], ["provenance", "artifact", "abc"],
-                 ["image", "register", "x", "1", "--digest", "sha256:12", "--algorithm", "a"],
-                 ["image", "approve", "rf:1", "--digest", "md5:00"]):
+    for args in (
+        ["provenance", "artifact", "sha256:xyz"],
+        ["provenance", "artifact", "abc"],
+        ["image", "register", "x", "1", "--digest", "sha256:12", "--algorithm", "a"],
+        ["image", "approve", "rf:1", "--digest", "md5:00"],
+    ):
         r = runner.invoke(app, [*args, "--home", str(home)])
         assert r.exit_code == 2 and "not sha256:<64" in r.stderr, args
     ok = runner.invoke(app, ["provenance", "artifact", IMAGE_DIGEST, "--home", str(home), "--json"])
@@ -69,14 +73,32 @@ def test_malformed_digest_is_an_error_not_an_empty_result(home):
 def test_tables_show_whole_ids_and_markup_is_not_swallowed(home):
     r = runner.invoke(app, ["provenance", "artifacts", "proc-0", "--by", "Org2", "--home", str(home)])
     assert r.exit_code == 0 and "…" not in r.stdout
-    digests = json.loads(runner.invoke(app, ["provenance", "artifacts", "proc-0", "--by", "Org2", "--home",
-                                             str(home), "--json"]).stdout)
-    assert digests and all(a["digest"] in r.stdout for a in digests)               # names accepted in --by
+    digests = json.loads(
+        runner.invoke(
+            app, ["provenance", "artifacts", "proc-0", "--by", "Org2", "--home", str(home), "--json"]
+        ).stdout
+    )
+    assert digests and all(a["digest"] in r.stdout for a in digests)  # names accepted in --by
     hist = runner.invoke(app, ["provenance", "execution", "proc-0", "1", "Org2", "--home", str(home)])
     assert hist.exit_code == 0 and '"status": "completed"' in hist.stdout and "…" not in hist.stdout
     # a value in square brackets is printed, not taken for Rich markup (as "[completed]" was)
-    r = runner.invoke(app, ["image", "register", "br", "1", "--digest", IMAGE_DIGEST, "--algorithm", "a",
-                            "--description", "[completed] by [bold]us[/bold]", "--home", str(home)])
+    r = runner.invoke(
+        app,
+        [
+            "image",
+            "register",
+            "br",
+            "1",
+            "--digest",
+            IMAGE_DIGEST,
+            "--algorithm",
+            "a",
+            "--description",
+            "[completed] by [bold]us[/bold]",
+            "--home",
+            str(home),
+        ],
+    )
     assert r.exit_code == 0 and "[completed] by [bold]us[/bold]" in r.stdout
 
 
@@ -84,14 +106,22 @@ def test_node_and_network_accept_json_and_names():
     env = {"PYTHONPATH": str(ROOT)}
     r = runner.invoke(app, ["node", "run", "--org", "Org1", "--json"])
     assert r.exit_code == 2 and "--consortium" in r.output and "unrecognized" not in r.output
-    proc = subprocess.run([sys.executable, "-m", "ledger.fabric.network", "--help"], capture_output=True, text=True,
-                          env={**env, "PATH": "/usr/bin:/bin"}, cwd=ROOT, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "ledger.fabric.network", "--help"],
+        capture_output=True,
+        text=True,
+        env={**env, "PATH": "/usr/bin:/bin"},
+        cwd=ROOT,
+        timeout=60,
+    )
     assert "--json" in proc.stdout
 
 
 def test_audit_verify_accepts_the_consortium_crypto_folder(home, tmp_path):
     bundle = tmp_path / "bundle"
-    r = runner.invoke(app, ["audit", "export", "proc-0:Org1MSP", "--out", str(bundle), "--home", str(home), "--json"])
+    r = runner.invoke(
+        app, ["audit", "export", "proc-0:Org1MSP", "--out", str(bundle), "--home", str(home), "--json"]
+    )
     assert r.exit_code == 0, r.stderr
     r = runner.invoke(app, ["audit", "verify", str(bundle), "--ca", str(home / "crypto"), "--json"])
     assert r.exit_code == 0 and json.loads(r.stdout)["ok"] is True

@@ -14,10 +14,13 @@ from tests.api.world import ring_process
 
 def rows(ix: AuditIndex) -> dict:
     q = lambda sql: sorted(ix._q(sql))  # noqa: E731
-    return {"executions": q("SELECT process_id, round, organisation, record FROM executions"),
-            "artifacts": q("SELECT * FROM artifacts"), "models": q("SELECT id, record FROM models"),
-            "processes": q("SELECT id, record FROM processes"),
-            "events": q("SELECT block, tx_id, name, subject, payload FROM events")}
+    return {
+        "executions": q("SELECT process_id, round, organisation, record FROM executions"),
+        "artifacts": q("SELECT * FROM artifacts"),
+        "models": q("SELECT id, record FROM models"),
+        "processes": q("SELECT id, record FROM processes"),
+        "events": q("SELECT block, tx_id, name, subject, payload FROM events"),
+    }
 
 
 def test_member_sees_everything_outsider_only_public_records(world, tmp_path):
@@ -28,9 +31,11 @@ def test_member_sees_everything_outsider_only_public_records(world, tmp_path):
     c1, c4 = ix1.counts(), ix4.counts()
     assert c1["executions"] == 9 and c1["models"] == 3 and c1["processes"] >= 1
     assert c4["executions"] == 0 and c4["models"] == 0 and c4["processes"] == 0
-    assert c4["images"] == c1["images"] >= 1                     # images are public to the channel
+    assert c4["images"] == c1["images"] >= 1  # images are public to the channel
     assert ix4.events(process_id="proc-0") == []
-    assert ix1.last_block == ix4.last_block == world.ledger.block_height(world.clients["Org1MSP"].identity) - 1
+    assert (
+        ix1.last_block == ix4.last_block == world.ledger.block_height(world.clients["Org1MSP"].identity) - 1
+    )
 
 
 def test_resumes_after_a_crash_without_duplicates(world, tmp_path, monkeypatch):
@@ -65,8 +70,10 @@ def test_follower_thread_indexes_new_processes(world, tmp_path):
     try:
         ring_process(world, "proc-follow", rounds=2, publish=False)
         deadline = time.time() + 20
-        done = lambda: (ix.executions("proc-follow").total == 6  # noqa: E731
-                        and (ix.process("proc-follow") or {}).get("status") == "completed")
+        done = lambda: (
+            ix.executions("proc-follow").total == 6  # noqa: E731
+            and (ix.process("proc-follow") or {}).get("status") == "completed"
+        )
         while time.time() < deadline and not done():
             time.sleep(0.05)
         assert ix.executions("proc-follow").total == 6

@@ -11,7 +11,6 @@ import pytest
 
 from api.gateway import model_aad, model_key_info, record
 from ledger.envelope import DecryptionError, decrypt_payload, unseal
-
 from tests.api.world import IMAGE_DIGEST
 
 
@@ -68,8 +67,14 @@ def test_token_of_another_organisation_cannot_act_here(gateways):
 
 
 def test_acting_organisation_comes_from_the_token_not_the_body(org1):
-    body = {"name": f"img{uid()}", "version": "1", "algorithm": "a", "digest": IMAGE_DIGEST, "owner": "Org2MSP"}
-    error(org1.post("/api/v1/images", json=body), 422, "INVALID_REQUEST")   # no such field
+    body = {
+        "name": f"img{uid()}",
+        "version": "1",
+        "algorithm": "a",
+        "digest": IMAGE_DIGEST,
+        "owner": "Org2MSP",
+    }
+    error(org1.post("/api/v1/images", json=body), 422, "INVALID_REQUEST")  # no such field
     del body["owner"]
     rec = org1.post("/api/v1/images", json=body).json()
     assert rec["owner"] == "Org1MSP"
@@ -78,7 +83,13 @@ def test_acting_organisation_comes_from_the_token_not_the_body(org1):
 # ---------------------------------------------------------------- images
 def test_image_journey_register_list_get_approve_revoke(org1, org2):
     name = f"img{uid()}"
-    body = {"name": name, "version": "2.0", "algorithm": "collab-rf", "digest": IMAGE_DIGEST, "reference": "r"}
+    body = {
+        "name": name,
+        "version": "2.0",
+        "algorithm": "collab-rf",
+        "digest": IMAGE_DIGEST,
+        "reference": "r",
+    }
     r = org1.post("/api/v1/images", json=body)
     assert r.status_code == 201 and r.json()["id"] == f"{name}:2.0"
     iid = f"{name}:2.0"
@@ -88,9 +99,15 @@ def test_image_journey_register_list_get_approve_revoke(org1, org2):
     page = org2.get("/api/v1/images", params={"limit": 1, "offset": 0}).json()
     assert len(page["items"]) == 1 and page["total"] >= 2
     error(org1.post(f"/api/v1/images/{iid}/approve", json={"digest": IMAGE_DIGEST}), 403, "FORBIDDEN")
-    error(org2.post(f"/api/v1/images/{iid}/approve", json={"digest": "sha256:" + "00" * 32}), 409,
-          "IMAGE_DIGEST_MISMATCH")
-    assert org2.post(f"/api/v1/images/{iid}/approve", json={"digest": IMAGE_DIGEST}).json()["organisation"] == "Org2MSP"
+    error(
+        org2.post(f"/api/v1/images/{iid}/approve", json={"digest": "sha256:" + "00" * 32}),
+        409,
+        "IMAGE_DIGEST_MISMATCH",
+    )
+    assert (
+        org2.post(f"/api/v1/images/{iid}/approve", json={"digest": IMAGE_DIGEST}).json()["organisation"]
+        == "Org2MSP"
+    )
     assert [a["organisation"] for a in org1.get(f"/api/v1/images/{iid}").json()["approvals"]] == ["Org2MSP"]
     error(org2.post(f"/api/v1/images/{iid}/revoke", json={"reason": "mine now"}), 403, "FORBIDDEN")
     assert org1.post(f"/api/v1/images/{iid}/revoke", json={"reason": "CVE"}).json()["status"] == "revoked"
@@ -100,13 +117,16 @@ def test_image_journey_register_list_get_approve_revoke(org1, org2):
     assert iid in [i["id"] for i in revoked]
 
 
-@pytest.mark.parametrize("bad", [
-    {"name": "", "version": "1", "algorithm": "a", "digest": IMAGE_DIGEST},
-    {"name": "ok", "version": "1", "algorithm": "a", "digest": "sha1:abc"},
-    {"name": "ok", "version": "1", "algorithm": "a"},
-    {"name": "bad name", "version": "1", "algorithm": "a", "digest": IMAGE_DIGEST},
-    "not an object",
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"name": "", "version": "1", "algorithm": "a", "digest": IMAGE_DIGEST},
+        {"name": "ok", "version": "1", "algorithm": "a", "digest": "sha1:abc"},
+        {"name": "ok", "version": "1", "algorithm": "a"},
+        {"name": "bad name", "version": "1", "algorithm": "a", "digest": IMAGE_DIGEST},
+        "not an object",
+    ],
+)
 def test_malformed_image_is_refused_and_changes_nothing(org1, bad):
     before = org1.get("/api/v1/health").json()["block_height"]
     body = error(org1.post("/api/v1/images", json=bad), 422, "INVALID_REQUEST")
@@ -123,9 +143,15 @@ def test_unknown_image_and_malformed_ids(org1):
 # ---------------------------------------------------------------- processes
 def test_process_journey_create_start_watch_abort(org1, org2, org4):
     pid = f"p-{uid()}"
-    body = {"id": pid, "image_id": "rf:1", "consortium": ["Org1MSP", "Org2MSP"],
-            "topology": {"kind": "ring", "seed": 3}, "rounds": 2, "hyperparameters": {"depth": 4, "gradient_clip": 1.0},
-            "privacy_budget": {"mechanism": "gaussian", "epsilon": 1.0}}
+    body = {
+        "id": pid,
+        "image_id": "rf:1",
+        "consortium": ["Org1MSP", "Org2MSP"],
+        "topology": {"kind": "ring", "seed": 3},
+        "rounds": 2,
+        "hyperparameters": {"depth": 4, "gradient_clip": 1.0},
+        "privacy_budget": {"mechanism": "gaussian", "epsilon": 1.0},
+    }
     r = org1.post("/api/v1/processes", json=body)
     assert r.status_code == 201 and r.json()["status"] == "created" and r.json()["creator"] == "Org1MSP"
     assert pid in [p["id"] for p in org2.get("/api/v1/processes", params={"limit": 1000}).json()["items"]]
@@ -135,9 +161,14 @@ def test_process_journey_create_start_watch_abort(org1, org2, org4):
     error(org4.post(f"/api/v1/processes/{pid}/start"), 403)
     assert org2.post(f"/api/v1/processes/{pid}/start").json()["status"] == "running"
     w = org1.get(f"/api/v1/processes/{pid}/watch", params={"after_block": -1, "wait": 0}).json()
-    assert [e["name"] for e in w["events"]] == ["ProcessCreated", "ProcessStatus"] and w["status"] == "running"
+    assert [e["name"] for e in w["events"]] == ["ProcessCreated", "ProcessStatus"] and w[
+        "status"
+    ] == "running"
     last = w["events"][-1]["block"]
-    assert org1.get(f"/api/v1/processes/{pid}/watch", params={"after_block": last, "wait": 0}).json()["events"] == []
+    assert (
+        org1.get(f"/api/v1/processes/{pid}/watch", params={"after_block": last, "wait": 0}).json()["events"]
+        == []
+    )
     error(org2.post(f"/api/v1/processes/{pid}/abort", json={"reason": "no"}), 403, "FORBIDDEN")
     a = org1.post(f"/api/v1/processes/{pid}/abort", json={"reason": "test over"}).json()
     assert a["status"] == "aborted" and a["status_reason"] == "test over"
@@ -148,14 +179,28 @@ def test_process_journey_create_start_watch_abort(org1, org2, org4):
     error(org1.post(f"/api/v1/processes/{pid}/start"), 409, "INVALID_STATE")
 
 
-@pytest.mark.parametrize("patch", [
-    {"rounds": 0}, {"rounds": "many"}, {"consortium": []}, {"consortium": ["not an msp!"]},
-    {"topology": {"seed": 1}}, {"privacy_budget": {"mechanism": "g", "epsilon": -1}},
-    {"id": "has space"}, {"creator": "Org2MSP"},
-])
+@pytest.mark.parametrize(
+    "patch",
+    [
+        {"rounds": 0},
+        {"rounds": "many"},
+        {"consortium": []},
+        {"consortium": ["not an msp!"]},
+        {"topology": {"seed": 1}},
+        {"privacy_budget": {"mechanism": "g", "epsilon": -1}},
+        {"id": "has space"},
+        {"creator": "Org2MSP"},
+    ],
+)
 def test_malformed_process_is_refused_and_changes_nothing(org1, patch):
     pid = f"p-{uid()}"
-    body = {"id": pid, "image_id": "rf:1", "consortium": ["Org1MSP"], "topology": {"kind": "ring"}, "rounds": 2}
+    body = {
+        "id": pid,
+        "image_id": "rf:1",
+        "consortium": ["Org1MSP"],
+        "topology": {"kind": "ring"},
+        "rounds": 2,
+    }
     body.update(patch)
     before = org1.get("/api/v1/health").json()["block_height"]
     error(org1.post("/api/v1/processes", json=body), 422, "INVALID_REQUEST")
@@ -165,8 +210,13 @@ def test_malformed_process_is_refused_and_changes_nothing(org1, patch):
 def test_process_refusals_from_the_contract(org1):
     base = {"image_id": "rf:1", "topology": {"kind": "ring"}, "rounds": 1}
     error(org1.post("/api/v1/processes", json={**base, "id": f"p-{uid()}", "consortium": ["Org2MSP"]}), 403)
-    error(org1.post("/api/v1/processes", json={**base, "id": f"p-{uid()}", "consortium": ["Org1MSP"],
-                                                "image_id": "missing:1"}), 404)
+    error(
+        org1.post(
+            "/api/v1/processes",
+            json={**base, "id": f"p-{uid()}", "consortium": ["Org1MSP"], "image_id": "missing:1"},
+        ),
+        404,
+    )
     error(org1.post("/api/v1/processes", json={**base, "id": "proc-0", "consortium": ["Org1MSP"]}), 409)
 
 
@@ -174,10 +224,14 @@ def test_process_refusals_from_the_contract(org1):
 def test_executions_timeline_and_history(org1, org4):
     page = org1.get("/api/v1/processes/proc-0/executions").json()
     assert page["total"] == 9 and all(e["status"] == "completed" for e in page["items"])
-    one = org1.get("/api/v1/processes/proc-0/executions", params={"round": 2, "organisation": "Org3MSP"}).json()
+    one = org1.get(
+        "/api/v1/processes/proc-0/executions", params={"round": 2, "organisation": "Org3MSP"}
+    ).json()
     assert [(e["round"], e["organisation"]) for e in one["items"]] == [(2, "Org3MSP")]
     rec = org1.get("/api/v1/processes/proc-0/executions/2/Org3MSP").json()
-    assert {k: v for k, v in rec.items() if k != "failure_details"} == one["items"][0]   # typed view adds a default
+    assert {k: v for k, v in rec.items() if k != "failure_details"} == one["items"][
+        0
+    ]  # typed view adds a default
     hist = org1.get("/api/v1/processes/proc-0/executions/2/Org3MSP/history").json()
     assert [h["value"]["status"] for h in hist] == ["running", "completed"]
     tl = org1.get("/api/v1/processes/proc-0/timeline").json()
@@ -195,7 +249,8 @@ def test_which_artifacts_each_run_and_each_organisation_published(org1, world):
         rec = org1.get(f"/api/v1/processes/proc-0/executions/{run['round']}/{run['organisation']}").json()
         outs = rec["result"]["outputs"]
         expected = {outs["state"], *(m["digest"] for m in outs["messages"])} | (
-            {outs["model"]["digest"]} if outs["model"] else set())
+            {outs["model"]["digest"]} if outs["model"] else set()
+        )
         assert {a["digest"] for a in run["artifacts"]} == expected
     org2_only = org1.get("/api/v1/processes/proc-0/artifacts", params={"organisation": "Org2MSP"}).json()
     assert {r["organisation"] for r in org2_only} == {"Org2MSP"} and len(org2_only) == 3
@@ -240,7 +295,7 @@ def test_download_checks_access_and_digest(org1, org2, org4, world):
 
 def test_download_refuses_a_tampered_artifact(org1, world, gateways):
     model = org1.get("/api/v1/models/proc-0:Org3MSP").json()
-    path = world.stores["Org3MSP"]._path(model["ciphertext_digest"])    # the owner's store, named by location
+    path = world.stores["Org3MSP"]._path(model["ciphertext_digest"])  # the owner's store, named by location
     original = path.read_bytes()
     try:
         path.write_bytes(original[:-1] + bytes([original[-1] ^ 1]))
@@ -259,21 +314,29 @@ def test_grant_and_revoke_model_access(org1, org2, org4, world):
     error(org1.post(f"/api/v1/models/{mid}/grant", json={"organisation": "bad msp!"}), 422)
     g = org1.post(f"/api/v1/models/{mid}/grant", json={"organisation": "Org4MSP"}).json()
     assert "Org4MSP" in g["access"]
-    assert not world.stores["Org4MSP"]._path(g["ciphertext_digest"]).exists()   # fetched from the owner's location
+    assert (
+        not world.stores["Org4MSP"]._path(g["ciphertext_digest"]).exists()
+    )  # fetched from the owner's location
     r = org4.get(f"/api/v1/models/{mid}/download")
-    assert r.status_code == 200 and r.content == world.models[mid]      # the sealed key opens for Org4
+    assert r.status_code == 200 and r.content == world.models[mid]  # the sealed key opens for Org4
     assert mid in [m["id"] for m in org4.get("/api/v1/models").json()["items"]]
     error(org1.post(f"/api/v1/models/{mid}/grant", json={"organisation": "Org4MSP"}), 409)
     # Org4 keeps the sealed key it fetched while it had access
     before = world.clients["Org4MSP"].get_model(mid)
-    old_key4 = unseal(world.consortium.encryption_key("Org4MSP"), base64.b64decode(before.wrapped_key),
-                      model_key_info(record(before)))
+    old_key4 = unseal(
+        world.consortium.encryption_key("Org4MSP"),
+        base64.b64decode(before.wrapped_key),
+        model_key_info(record(before)),
+    )
     rv = org1.post(f"/api/v1/models/{mid}/revoke", json={"organisation": "Org4MSP"}).json()
     assert "Org4MSP" not in rv["access"]
     error(org4.get(f"/api/v1/models/{mid}/download"), 403)
     # the revocation rotated the data key: the stored ciphertext was replaced ...
     owner_store = world.stores["Org1MSP"]
-    assert rv["ciphertext_digest"] != before.ciphertext_digest and rv["key_version"] == before.extra["key_version"] + 1
+    assert (
+        rv["ciphertext_digest"] != before.ciphertext_digest
+        and rv["key_version"] == before.extra["key_version"] + 1
+    )
     assert not owner_store._path(before.ciphertext_digest).exists()
     stored = owner_store.get(rv["ciphertext_digest"])
     assert owner_store._path(rv["ciphertext_digest"]).stat().st_mode & 0o777 == 0o600
@@ -283,21 +346,27 @@ def test_grant_and_revoke_model_access(org1, org2, org4, world):
     for member in (org1, org2):
         r = member.get(f"/api/v1/models/{mid}/download")
         assert r.status_code == 200 and r.content == world.models[mid]
-    import time   # the revoked model leaves Org4's index
+    import time  # the revoked model leaves Org4's index
+
     deadline = time.time() + 5
     while time.time() < deadline and mid in [m["id"] for m in org4.get("/api/v1/models").json()["items"]]:
         time.sleep(0.1)
     assert mid not in [m["id"] for m in org4.get("/api/v1/models").json()["items"]]
     hist = org2.get(f"/api/v1/models/{mid}/history").json()
     assert [sorted(h["value"]["access"]) for h in hist][-2:] == [
-        ["Org1MSP", "Org2MSP", "Org3MSP", "Org4MSP"], ["Org1MSP", "Org2MSP", "Org3MSP"]]
-    error(org1.post(f"/api/v1/models/{mid}/revoke", json={"organisation": "Org1MSP"}), 400, "INVALID_ARGUMENT")
+        ["Org1MSP", "Org2MSP", "Org3MSP", "Org4MSP"],
+        ["Org1MSP", "Org2MSP", "Org3MSP"],
+    ]
+    error(
+        org1.post(f"/api/v1/models/{mid}/revoke", json={"organisation": "Org1MSP"}), 400, "INVALID_ARGUMENT"
+    )
 
 
 def test_failed_revocation_leaves_model_and_store_unchanged(gateways, world):
     """If the revocation is not committed, the new ciphertext is deleted and the old one stays."""
     from api.gateway import revoke_with_rotation
     from ledger.errors import MVCCConflict
+
     gw = gateways["Org1MSP"][0]
     mid = "proc-0:Org1MSP"
     owner = world.clients["Org1MSP"]
@@ -316,15 +385,22 @@ def test_failed_revocation_leaves_model_and_store_unchanged(gateways, world):
     with pytest.raises(MVCCConflict):
         revoke_with_rotation(gw, Refused(), mid, "Org2MSP")
     assert owner.get_model(mid) == before and "Org2MSP" in before.access
-    assert {f for f in world.stores["Org1MSP"].root.rglob("*") if f.is_file()} == files   # new removed, old kept
+    assert {
+        f for f in world.stores["Org1MSP"].root.rglob("*") if f.is_file()
+    } == files  # new removed, old kept
 
 
 def test_openapi_document_lists_every_journey(org1):
     doc = org1.get("/openapi.json").json()
     paths = set(doc["paths"])
-    for p in ("/api/v1/images", "/api/v1/processes/{process_id}/watch", "/api/v1/models/{model_id}/lineage",
-              "/api/v1/models/{model_id}/download", "/api/v1/artifacts/{digest}",
-              "/api/v1/processes/{process_id}/executions/{round}/{organisation}/attestation"):
+    for p in (
+        "/api/v1/images",
+        "/api/v1/processes/{process_id}/watch",
+        "/api/v1/models/{model_id}/lineage",
+        "/api/v1/models/{model_id}/download",
+        "/api/v1/artifacts/{digest}",
+        "/api/v1/processes/{process_id}/executions/{round}/{organisation}/attestation",
+    ):
         assert p in paths
     assert "ErrorBody" in doc["components"]["schemas"]
     assert doc["components"]["securitySchemes"]["ApiToken"]["scheme"] == "bearer"
@@ -334,6 +410,7 @@ def test_openapi_document_lists_every_journey(org1):
 
 def test_explorer_is_served_without_external_resources(org1):
     import re
+
     r = org1.get("/explorer/")
     assert r.status_code == 200 and 'src="explorer.js"' in r.text
     assert org1.get("/", follow_redirects=False).headers["location"] == "/explorer/"
@@ -341,5 +418,9 @@ def test_explorer_is_served_without_external_resources(org1):
         body = org1.get(f"/explorer/{asset}").text
         assert body
         # the only absolute URL is the SVG namespace name, which is never fetched
-        urls = {u for u in re.findall(r"https?://[^\s\"')]+", body) if not u.startswith("http://www.w3.org/2000/svg")}
+        urls = {
+            u
+            for u in re.findall(r"https?://[^\s\"')]+", body)
+            if not u.startswith("http://www.w3.org/2000/svg")
+        }
         assert not urls, urls

@@ -24,6 +24,7 @@ MAX_EXAMPLES = 12
 @pytest.fixture(scope="module")
 def gateway_app(world, tmp_path_factory):
     from api.gateway import create_app
+
     gw = make_gateway(world, "Org1MSP", tmp_path_factory.mktemp("gw-openapi"))
     token = gw.tokens.issue("User1")
     gw.refresh()
@@ -40,7 +41,12 @@ def api_schema(gateway_app):
 def test_openapi_all_checks(api_schema, gateway_app):
     """Every operation, every phase (examples, coverage, fuzzing; valid and invalid data), every
     built-in check of schemathesis; failures of all operations are collected, then reported together."""
-    from schemathesis.generation.hypothesis.builder import HypothesisTestConfig, HypothesisTestMode, create_test
+    from schemathesis.generation.hypothesis.builder import (
+        HypothesisTestConfig,
+        HypothesisTestMode,
+        create_test,
+    )
+
     load_all_checks()
     checks = CHECKS.get_all()
     _, token = gateway_app
@@ -55,17 +61,28 @@ def test_openapi_all_checks(api_schema, gateway_app):
         nonlocal calls
         calls += 1
         if case.path.endswith("/watch"):
-            case.query = {**(case.query or {}), "wait": 0}   # long polls would only slow the run down
+            case.query = {**(case.query or {}), "wait": 0}  # long polls would only slow the run down
         case.call_and_validate(headers=headers, checks=checks)
 
     for op in operations:
-        test = create_test(operation=op, test_func=run, config=HypothesisTestConfig(
-            project=api_schema.config, modes=modes, seed=int(os.environ.get("CONSORTIA_SCHEMATHESIS_SEED", "14")),
-            settings=settings(max_examples=MAX_EXAMPLES, deadline=None, database=None,
-                              suppress_health_check=list(HealthCheck))))
+        test = create_test(
+            operation=op,
+            test_func=run,
+            config=HypothesisTestConfig(
+                project=api_schema.config,
+                modes=modes,
+                seed=int(os.environ.get("CONSORTIA_SCHEMATHESIS_SEED", "14")),
+                settings=settings(
+                    max_examples=MAX_EXAMPLES,
+                    deadline=None,
+                    database=None,
+                    suppress_health_check=list(HealthCheck),
+                ),
+            ),
+        )
         try:
             test()
-        except (Exception, BaseExceptionGroup) as exc:   # collect every operation's failures, report together
+        except (Exception, BaseExceptionGroup) as exc:  # collect every operation's failures, report together
             failures.append(f"{op.method.upper()} {op.path}: {str(exc)[:1500]}")
     assert not failures, f"{len(failures)} of {len(operations)} operations fail:\n" + "\n".join(failures)
     assert calls >= len(operations) * MAX_EXAMPLES
@@ -94,10 +111,13 @@ def test_msp_ids_have_patterns_in_the_document(gateway_app):
     app, _ = gateway_app
     doc = app.openapi()
     from api.schemas import MSP
+
     consortium = doc["components"]["schemas"]["ProcessIn"]["properties"]["consortium"]
     assert consortium["items"]["pattern"] == MSP and consortium.get("uniqueItems") is True
     assert doc["components"]["schemas"]["AccessIn"]["properties"]["organisation"]["pattern"] == MSP
-    params = doc["paths"]["/api/v1/processes/{process_id}/executions/{round}/{organisation}"]["get"]["parameters"]
+    params = doc["paths"]["/api/v1/processes/{process_id}/executions/{round}/{organisation}"]["get"][
+        "parameters"
+    ]
     assert next(p for p in params if p["name"] == "organisation")["schema"]["pattern"] == MSP
 
 

@@ -16,7 +16,7 @@ runner = CliRunner()
 
 @pytest.fixture
 def home(tmp_path, monkeypatch):
-    monkeypatch.setenv("CONSORTIA_CACHE", str(tmp_path / "cache"))     # never touch the shared bundles
+    monkeypatch.setenv("CONSORTIA_CACHE", str(tmp_path / "cache"))  # never touch the shared bundles
     root = tmp_path / "home"
     assert runner.invoke(app, ["init", "--orgs", "Org1,Org2", "--home", str(root)]).exit_code == 0
     return root
@@ -35,12 +35,13 @@ def test_build_registers_the_digest_that_was_built(home, tmp_path):
     assert out["id"] == "average-consensus:1.0.0" and out["owner"] == "Org1MSP" and out["registered"] is True
     got = json.loads(runner.invoke(app, ["image", "get", out["id"], "--home", str(home), "--json"]).stdout)
     assert got["digest"] == expected.digest and got["algorithm"] == "average_consensus:AverageConsensus"
-    assert json.loads(build(home, "average-consensus").stdout)["registered"] is False      # idempotent
+    assert json.loads(build(home, "average-consensus").stdout)["registered"] is False  # idempotent
     # a recipe given as a path, registered by another organisation under another id
     shutil.copytree(images.IMAGES_DIR / "average-consensus", tmp_path / "mine")
     (tmp_path / "mine" / "average_consensus.py").write_text(
-        (tmp_path / "mine" / "average_consensus.py").read_text() + "\n# my change\n")
-    r = build(home, str(tmp_path / "mine"), code=1)        # same id, other digest: refused
+        (tmp_path / "mine" / "average_consensus.py").read_text() + "\n# my change\n"
+    )
+    r = build(home, str(tmp_path / "mine"), code=1)  # same id, other digest: refused
     assert "is registered with digest" in r.stderr and "--id" in r.stderr
     mine = json.loads(build(home, str(tmp_path / "mine"), "--id", "avg-mine:1", "--org", "Org2").stdout)
     assert mine["digest"] != out["digest"] and mine["owner"] == "Org2MSP"

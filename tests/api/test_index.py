@@ -14,13 +14,34 @@ def d(text: str) -> str:
 
 
 def execution(pid: str, rnd: int, org: str, sender: str | None, recipient: str) -> dict:
-    inputs = {"state": d(f"s-{org}-{rnd - 1}") if rnd > 1 else None, "data_commitment": d(f"data-{org}"),
-              "messages": [{"sender": sender, "digest": d(f"m-{sender}-{org}-{rnd - 1}")}] if sender and rnd > 1 else []}
-    outputs = {"state": d(f"s-{org}-{rnd}"), "messages": [{"recipient": recipient, "digest": d(f"m-{org}-{recipient}-{rnd}"), "size": 8}],
-               "model": None}
-    return {"process_id": pid, "round": rnd, "organisation": org, "status": "completed", "image_digest": d("img"),
-            "tx_id": f"tx-{pid}-{rnd}-{org}", "completed_tx_id": f"ctx-{pid}-{rnd}-{org}",
-            "result": {"process_id": pid, "round": rnd, "organisation": org, "inputs": inputs, "outputs": outputs}}
+    inputs = {
+        "state": d(f"s-{org}-{rnd - 1}") if rnd > 1 else None,
+        "data_commitment": d(f"data-{org}"),
+        "messages": [{"sender": sender, "digest": d(f"m-{sender}-{org}-{rnd - 1}")}]
+        if sender and rnd > 1
+        else [],
+    }
+    outputs = {
+        "state": d(f"s-{org}-{rnd}"),
+        "messages": [{"recipient": recipient, "digest": d(f"m-{org}-{recipient}-{rnd}"), "size": 8}],
+        "model": None,
+    }
+    return {
+        "process_id": pid,
+        "round": rnd,
+        "organisation": org,
+        "status": "completed",
+        "image_digest": d("img"),
+        "tx_id": f"tx-{pid}-{rnd}-{org}",
+        "completed_tx_id": f"ctx-{pid}-{rnd}-{org}",
+        "result": {
+            "process_id": pid,
+            "round": rnd,
+            "organisation": org,
+            "inputs": inputs,
+            "outputs": outputs,
+        },
+    }
 
 
 @pytest.fixture
@@ -38,10 +59,27 @@ def chain(ix: AuditIndex, pid: str = "p", rounds: int = 4) -> None:
         recs.append((execution(pid, r, "B", "A", "C"), r))
         recs.append((execution(pid, r, "C", None, "A"), r))
     assert ingest_executions(ix, recs, batch=5) == 3 * rounds
-    model = {"id": f"{pid}:B", "process_id": pid, "owner": "B", "digest": d("model"), "round": rounds,
-             "image_digest": d("img"), "tx_id": "tx-model", "wrapped_key": "secret"}
-    process = {"id": pid, "image_id": "i:1", "image_digest": d("img"), "creator": "A", "status": "completed",
-               "rounds": rounds, "consortium": ["A", "B", "C"], "tx_id": "tx-p", "current_round": 5}
+    model = {
+        "id": f"{pid}:B",
+        "process_id": pid,
+        "owner": "B",
+        "digest": d("model"),
+        "round": rounds,
+        "image_digest": d("img"),
+        "tx_id": "tx-model",
+        "wrapped_key": "secret",
+    }
+    process = {
+        "id": pid,
+        "image_id": "i:1",
+        "image_digest": d("img"),
+        "creator": "A",
+        "status": "completed",
+        "rounds": rounds,
+        "consortium": ["A", "B", "C"],
+        "tx_id": "tx-p",
+        "current_round": 5,
+    }
     with ix.transaction() as t:
         t._put_model(model, 99)
         t._put_process(process, 1)
@@ -52,11 +90,15 @@ def test_lineage_follows_inputs_backwards(index):
     lin = index.lineage("p:B")
     ids = {n["id"] for n in lin["nodes"]}
     # B_r depends on B_{r-1} (state) and A_{r-1} (message); A_r on A_{r-1}; C never feeds B; A_4 comes after
-    assert ids == {execution_node_id("p", r, "B") for r in range(1, 5)} | {execution_node_id("p", r, "A") for r in range(1, 4)}
+    assert ids == {execution_node_id("p", r, "B") for r in range(1, 5)} | {
+        execution_node_id("p", r, "A") for r in range(1, 4)
+    }
     assert {"from": "p/3/A", "to": "p/4/B", "kind": "message", "digest": d("m-A-B-3")} in lin["edges"]
     assert {"from": "p/3/B", "to": "p/4/B", "kind": "state", "digest": d("s-B-3")} in lin["edges"]
     assert all(e["kind"] == "data_commitment" for e in lin["external_inputs"])
-    assert lin["root"] == "p/4/B" and "wrapped_key" not in lin["model"] and "current_round" not in lin["process"]
+    assert (
+        lin["root"] == "p/4/B" and "wrapped_key" not in lin["model"] and "current_round" not in lin["process"]
+    )
     assert index.lineage("nope") is None
 
 
@@ -78,7 +120,8 @@ def test_pagination_and_filters(index):
     assert page.total == 15 and len(page.items) == 4
     rest = index.executions("p", limit=100, offset=4).items
     assert [(e["round"], e["organisation"]) for e in page.items + rest] == sorted(
-        (r, o) for r in range(1, 6) for o in "ABC")
+        (r, o) for r in range(1, 6) for o in "ABC"
+    )
     assert index.executions("p", rnd=2).total == 3 and index.executions("p", organisation="C").total == 5
     with pytest.raises(ValueError):
         index.executions("p", limit=0)
@@ -89,7 +132,12 @@ def test_pagination_and_filters(index):
 def test_published_and_provenance_of_artifacts(index):
     chain(index, rounds=2)
     by_a = index.published_artifacts("p", "A")
-    assert {(a["round"], a["kind"]) for a in by_a} == {(1, "state"), (1, "message"), (2, "state"), (2, "message")}
+    assert {(a["round"], a["kind"]) for a in by_a} == {
+        (1, "state"),
+        (1, "message"),
+        (2, "state"),
+        (2, "message"),
+    }
     msg = d("m-A-B-1")
     prov = index.artifact(msg)
     assert [(p["round"], p["organisation"]) for p in prov["produced_by"]] == [(1, "A")]
@@ -132,10 +180,10 @@ def test_an_index_of_another_schema_version_is_rebuilt(tmp_path):
         t._con.execute("UPDATE meta SET value = 'old' WHERE key = 'schema'")
     ix.close()
     again = AuditIndex(tmp_path / "ix.db")
-    assert again.last_block == -1 and again.counts()["executions"] == 0     # the next sync starts at block 0
+    assert again.last_block == -1 and again.counts()["executions"] == 0  # the next sync starts at block 0
     again.close()
     kept = AuditIndex(tmp_path / "ix.db")
     with kept.transaction() as t:
         t._set_last_block(7)
     kept.close()
-    assert AuditIndex(tmp_path / "ix.db").last_block == 7                 # same version: kept
+    assert AuditIndex(tmp_path / "ix.db").last_block == 7  # same version: kept

@@ -10,22 +10,22 @@ organisation = 16 executions, all of them among the audit bundle's 18.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from api.cli import app
-from api.index import AuditIndex, execution_node_id
 from api.follower import sync
+from api.index import AuditIndex, execution_node_id
 from api.verification import verify_model_on_ledger
 from tests.api.conftest import make_gateway
 from tests.api.world import ORGS, build_world, ring_process
 
 PID, ROUNDS, SHARE = "crf", 6, frozenset({3, 4, 5})
 MODEL = f"{PID}:Org1MSP"
-EXPECTED = {execution_node_id(PID, r, o) for o in ORGS for r in range(1, ROUNDS + 1)
-            if o == "Org1MSP" or r < ROUNDS}
+EXPECTED = {
+    execution_node_id(PID, r, o) for o in ORGS for r in range(1, ROUNDS + 1) if o == "Org1MSP" or r < ROUNDS
+}
 runner = CliRunner()
 
 
@@ -40,7 +40,11 @@ def crf_world(tmp_path_factory):
 
 def test_the_process_really_repeats_digests(crf_world):
     recs = {r: crf_world.clients["Org1MSP"].get_execution(PID, r, "Org1MSP") for r in range(1, ROUNDS + 1)}
-    assert recs[3].result["outputs"]["state"] == recs[2].result["outputs"]["state"] == recs[5].result["outputs"]["state"]
+    assert (
+        recs[3].result["outputs"]["state"]
+        == recs[2].result["outputs"]["state"]
+        == recs[5].result["outputs"]["state"]
+    )
     assert recs[4].result["inputs"]["state"] == recs[4].result["outputs"]["state"]
 
 
@@ -55,9 +59,14 @@ def test_index_lineage_reaches_round_1_through_unchanged_rounds(crf_world, tmp_p
         assert all(e["from"] != e["to"] for e in lin["edges"])
         rnd = lambda node: int(node.rsplit("/", 2)[1])  # noqa: E731
         assert all(rnd(e["from"]) == rnd(e["to"]) - 1 for e in lin["edges"])
-        assert {"from": f"{PID}/3/Org1MSP", "to": f"{PID}/4/Org1MSP", "kind": "state",
-                "digest": crf_world.clients["Org1MSP"].get_execution(PID, 3, "Org1MSP").result["outputs"]["state"]
-                } in lin["edges"]
+        assert {
+            "from": f"{PID}/3/Org1MSP",
+            "to": f"{PID}/4/Org1MSP",
+            "kind": "state",
+            "digest": crf_world.clients["Org1MSP"]
+            .get_execution(PID, 3, "Org1MSP")
+            .result["outputs"]["state"],
+        } in lin["edges"]
         assert all(x["kind"] == "data_commitment" for x in lin["external_inputs"])
         report = verify_model_on_ledger(crf_world.clients["Org1MSP"], ix, MODEL)
         assert report.ok, report.failures
@@ -68,7 +77,9 @@ def test_index_lineage_reaches_round_1_through_unchanged_rounds(crf_world, tmp_p
 
 def test_gateway_lineage_route(crf_world, tmp_path):
     from fastapi.testclient import TestClient
+
     from api.gateway import create_app
+
     gw = make_gateway(crf_world, "Org2MSP", tmp_path / "gw")
     with TestClient(create_app(gw), raise_server_exceptions=False) as client:
         client.headers["Authorization"] = f"Bearer {gw.tokens.issue('User1')}"
@@ -81,7 +92,7 @@ def test_gateway_lineage_route(crf_world, tmp_path):
 
 
 def test_cli_provenance_and_bundle_agree(crf_world, tmp_path):
-    crf_world.ledger.close()          # the CLI opens the ledger file itself
+    crf_world.ledger.close()  # the CLI opens the ledger file itself
     root = crf_world.root
 
     def cli(*args: str) -> dict:
@@ -94,8 +105,10 @@ def test_cli_provenance_and_bundle_agree(crf_world, tmp_path):
     assert cli("model", "verify", MODEL)["ok"] is True
     bundle = tmp_path / "bundle"
     assert cli("audit", "export", MODEL, "--out", str(bundle))["executions"] == 18
-    in_bundle = {execution_node_id(PID, int(p.stem.split("-")[0]), p.stem.split("-", 1)[1])
-                 for p in (bundle / "records" / "executions").glob("*.json")}
+    in_bundle = {
+        execution_node_id(PID, int(p.stem.split("-")[0]), p.stem.split("-", 1)[1])
+        for p in (bundle / "records" / "executions").glob("*.json")
+    }
     assert len(in_bundle) == 18 and EXPECTED <= in_bundle
     res = runner.invoke(app, ["audit", "verify", str(bundle), "--json"])
     report = json.loads(res.stdout)

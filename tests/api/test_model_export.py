@@ -23,29 +23,40 @@ def _forest(seed=0):
     X = rng.normal(size=(300, 4)) * [1, 10, 100, 0.1] + [0, 5, -3, 1]
     y = (X[:, 0] + 5 * X[:, 3] > 1).astype(float)
     ests = []
-    for c in range(3):                 # three creators, each with its own scaler
+    for c in range(3):  # three creators, each with its own scaler
         part = slice(100 * c, 100 * (c + 1))
         sc = StandardScaler().fit(X[part])
         rf = RandomForestRegressor(5, max_depth=6, random_state=c).fit(sc.transform(X[part]), y[part])
-        ests += [from_sklearn_tree(t, f"Org{c + 1}MSP", i, sc.mean_, sc.scale_) for i, t in enumerate(rf.estimators_)]
+        ests += [
+            from_sklearn_tree(t, f"Org{c + 1}MSP", i, sc.mean_, sc.scale_)
+            for i, t in enumerate(rf.estimators_)
+        ]
     return ests, rng
 
 
 def _record(payload: bytes, **kw):
-    return {"id": "p:Org1MSP", "owner": "Org1MSP", "process_id": "p",
-            "digest": "sha256:" + hashlib.sha256(payload).hexdigest(), **kw}
+    return {
+        "id": "p:Org1MSP",
+        "owner": "Org1MSP",
+        "process_id": "p",
+        "digest": "sha256:" + hashlib.sha256(payload).hexdigest(),
+        **kw,
+    }
 
 
 def test_forest_export_predicts_exactly_the_platform_ensemble(tmp_path):
     ests, rng = _forest()
     Xt = rng.normal(size=(2000, 4)) * [1, 10, 100, 0.1] + [0, 5, -3, 1]
     np.testing.assert_array_equal(forest_estimator(ests).predict(Xt), ensemble_scores(ests, Xt))
-    routing = [t.tree_.missing_go_to_left.tolist() for _, p in forest_estimator(ests).estimators for t in [p[-1]]]
+    routing = [
+        t.tree_.missing_go_to_left.tolist() for _, p in forest_estimator(ests).estimators for t in [p[-1]]
+    ]
     assert routing == [np.asarray(e["missing_left"]).tolist() for e in ests]
     payload = codec.encode({"estimators": ests})
     done = export_model(payload, _record(payload), tmp_path / "out", features=["a", "b", "c", "d"], label="y")
     assert done.metadata["members"] == 15 and done.metadata["versions"]["scikit-learn"]
     import pandas as pd
+
     pd.DataFrame(Xt[:50], columns=["a", "b", "c", "d"]).assign(y=0).to_csv(tmp_path / "rows.csv", index=False)
     scores, decisions, _ = predict_csv(tmp_path / "out", tmp_path / "rows.csv")
     np.testing.assert_array_equal(scores, ensemble_scores(ests, Xt[:50]))
@@ -64,10 +75,17 @@ def test_vae_export_is_a_torch_state_dict_loaded_without_consortia(tmp_path):
     payload = codec.encode({"theta": theta, "phi": phi, "iteration": 4, "mc_score": 16})
     done = export_model(payload, _record(payload), tmp_path / "vae")
     assert done.file.name == "model.pt" and done.metadata["format"] == "torch-state_dict"
-    script = ("import json, sys, torch; s = torch.load(sys.argv[1]); "
-              "print(json.dumps({k: v.tolist() for k, v in s.items()}))")
-    out = subprocess.run([sys.executable, "-I", "-c", script, str(done.file)], capture_output=True, text=True,
-                         cwd=tmp_path, timeout=120)
+    script = (
+        "import json, sys, torch; s = torch.load(sys.argv[1]); "
+        "print(json.dumps({k: v.tolist() for k, v in s.items()}))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-I", "-c", script, str(done.file)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     state = json.loads(out.stdout)
     assert sorted(state) == ["phi.W1", "phi.b1", "theta.W1", "theta.b1"]
@@ -81,4 +99,4 @@ def test_export_refuses_a_payload_that_is_not_the_ledgers_model_or_has_no_format
     other = codec.encode({"weights": np.zeros(3)})
     with pytest.raises(ModelExportError, match="no standard export"):
         export_model(other, _record(other), tmp_path / "b")
-    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()      # nothing half-written
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()  # nothing half-written

@@ -13,10 +13,12 @@ from api.cli import app
 
 RF = "algorithms.collab_rf.algorithm:CollaborativeRandomForest"
 DIGEST = "sha256:" + "cd" * 32
-BAD = [({"kind": "full", "seed": 1}, {}, "", "topology kind 'full' is not known"),
-       ({"kind": "ring", "seed": 1}, {"n_trees": 3}, "", "'n_trees' is not accepted"),
-       ({"kind": "ring", "seed": 1}, {"n_new": 0}, "", "n_new must be a positive integer"),
-       ({"kind": "ring", "seed": 1}, {}, "../x", "dataset name '../x' is not valid")]
+BAD = [
+    ({"kind": "full", "seed": 1}, {}, "", "topology kind 'full' is not known"),
+    ({"kind": "ring", "seed": 1}, {"n_trees": 3}, "", "'n_trees' is not accepted"),
+    ({"kind": "ring", "seed": 1}, {"n_new": 0}, "", "n_new must be a positive integer"),
+    ({"kind": "ring", "seed": 1}, {}, "../x", "dataset name '../x' is not valid"),
+]
 
 
 @pytest.fixture(scope="module")
@@ -24,16 +26,35 @@ def home(tmp_path_factory):
     root = tmp_path_factory.mktemp("validation") / "home"
     runner = CliRunner()
     assert runner.invoke(app, ["init", "--orgs", "Org1,Org2", "--home", str(root)]).exit_code == 0
-    r = runner.invoke(app, ["image", "register", "rf", "1", "--digest", DIGEST, "--algorithm", RF, "--home", str(root)])
+    r = runner.invoke(
+        app, ["image", "register", "rf", "1", "--digest", DIGEST, "--algorithm", RF, "--home", str(root)]
+    )
     assert r.exit_code == 0, r.stderr
     return root
 
 
 @pytest.mark.parametrize("topology,hyper,dataset,needle", BAD)
 def test_cli_refuses_before_writing(home, topology, hyper, dataset, needle):
-    args = ["process", "create", "p-bad", "--image", "rf:1", "--consortium", "Org1,Org2", "--rounds", "2",
-            "--topology", topology["kind"], "--seed", str(topology["seed"]), "--hyperparameters", json.dumps(hyper),
-            "--home", str(home), "--json"]
+    args = [
+        "process",
+        "create",
+        "p-bad",
+        "--image",
+        "rf:1",
+        "--consortium",
+        "Org1,Org2",
+        "--rounds",
+        "2",
+        "--topology",
+        topology["kind"],
+        "--seed",
+        str(topology["seed"]),
+        "--hyperparameters",
+        json.dumps(hyper),
+        "--home",
+        str(home),
+        "--json",
+    ]
     if dataset:
         args += ["--dataset", dataset]
     r = CliRunner().invoke(app, args)
@@ -42,12 +63,31 @@ def test_cli_refuses_before_writing(home, topology, hyper, dataset, needle):
     listed = CliRunner().invoke(app, ["process", "list", "--home", str(home), "--json"])
     assert "p-bad" not in [p["id"] for p in json.loads(listed.stdout)]
     # organisation names are accepted in --consortium; a valid spec goes through
-    ok = CliRunner().invoke(app, ["process", "create", "p-ok", "--image", "rf:1", "--consortium", "Org1,Org2MSP",
-                                  "--rounds", "1", "--dataset", "fraud", "--home", str(home), "--json"])
-    assert ok.exit_code in (0, 1), ok.stderr           # 1: p-ok exists from an earlier case
-    if ok.exit_code == 0:                               # Org1 has not imported 'fraud': it is told so
+    ok = CliRunner().invoke(
+        app,
+        [
+            "process",
+            "create",
+            "p-ok",
+            "--image",
+            "rf:1",
+            "--consortium",
+            "Org1,Org2MSP",
+            "--rounds",
+            "1",
+            "--dataset",
+            "fraud",
+            "--home",
+            str(home),
+            "--json",
+        ],
+    )
+    assert ok.exit_code in (0, 1), ok.stderr  # 1: p-ok exists from an earlier case
+    if ok.exit_code == 0:  # Org1 has not imported 'fraud': it is told so
         assert f"no dataset 'fraud' at {home.resolve() / 'data' / 'Org1MSP' / 'fraud'}" in ok.stderr
-    got = json.loads(CliRunner().invoke(app, ["process", "get", "p-ok", "--home", str(home), "--json"]).stdout)
+    got = json.loads(
+        CliRunner().invoke(app, ["process", "get", "p-ok", "--home", str(home), "--json"]).stdout
+    )
     assert got["consortium"] == ["Org1MSP", "Org2MSP"] and got["dataset"] == "fraud"
 
 
@@ -56,17 +96,30 @@ def test_gateway_refuses_before_writing(world, gateways, topology, hyper, datase
     try:
         world.clients["Org1MSP"].register_image("rfdecl", "1", RF, DIGEST)
     except Exception:
-        pass                                           # registered by an earlier case
+        pass  # registered by an earlier case
     _, org1, _ = gateways["Org1MSP"]
     before = org1.get("/api/v1/health").json()["block_height"]
-    r = org1.post("/api/v1/processes", json={"id": "p-gw-bad", "image_id": "rfdecl:1", "consortium": ["Org1MSP"],
-                                             "topology": topology, "rounds": 1, "hyperparameters": hyper,
-                                             "dataset": dataset})
-    if topology["kind"] == "full" or dataset:      # the OpenAPI schema itself names the kinds and the name pattern
+    r = org1.post(
+        "/api/v1/processes",
+        json={
+            "id": "p-gw-bad",
+            "image_id": "rfdecl:1",
+            "consortium": ["Org1MSP"],
+            "topology": topology,
+            "rounds": 1,
+            "hyperparameters": hyper,
+            "dataset": dataset,
+        },
+    )
+    if (
+        topology["kind"] == "full" or dataset
+    ):  # the OpenAPI schema itself names the kinds and the name pattern
         assert r.status_code == 422 and r.json()["code"] == "INVALID_REQUEST"
         assert ("kind" if dataset == "" else "dataset") in json.dumps(r.json()["details"])
-    else:                                          # what only the image's algorithm can judge
-        assert r.status_code == 400 and r.json()["code"] == "INVALID_ARGUMENT" and needle in r.json()["message"]
+    else:  # what only the image's algorithm can judge
+        assert (
+            r.status_code == 400 and r.json()["code"] == "INVALID_ARGUMENT" and needle in r.json()["message"]
+        )
     assert org1.get("/api/v1/health").json()["block_height"] == before
 
 
@@ -74,6 +127,7 @@ def test_gateway_refuses_before_writing(world, gateways, topology, hyper, datase
 def test_python_launch_refuses_before_writing(world, topology, hyper, dataset, needle):
     from executor.declarations import InvalidProcessSpec
     from executor.process import ProcessSpec, launch
+
     c = world.clients["Org2MSP"]
     try:
         c.register_image("rfpy", "1", RF, DIGEST)

@@ -16,9 +16,9 @@ def test_issue_and_authenticate(tmp_path):
     owner = store.authenticate(token)
     assert owner.msp_id == "Org1MSP" and owner.user == "User1" and len(owner.token_id) == 12
     raw = (tmp_path / "tokens.json").read_text()
-    assert token not in raw and token.split("_")[-1] not in raw          # only the hash is stored
+    assert token not in raw and token.split("_")[-1] not in raw  # only the hash is stored
     assert stat.S_IMODE((tmp_path / "tokens.json").stat().st_mode) == 0o600
-    assert store.issue("User1") != token                                   # random each time
+    assert store.issue("User1") != token  # random each time
 
 
 def test_refusals(tmp_path):
@@ -44,6 +44,7 @@ def test_a_copied_entry_of_another_organisation_is_refused(tmp_path):
     forged = token.replace("cst_Org2MSP_", "cst_Org1MSP_")
     data = json.loads((tmp_path / "org2.json").read_text())
     import hashlib
+
     data = {hashlib.sha256(forged.encode()).hexdigest(): next(iter(data.values()))}
     (tmp_path / "tokens.json").write_text(json.dumps(data))
     with pytest.raises(WrongOrganisation):

@@ -35,9 +35,13 @@ def test_a_tampered_index_is_caught(world, tmp_path):
     rec = ix.execution("proc-0", 2, "Org2MSP")
     rec["result"]["metrics"]["loss"] = 0.0
     from chaincode.canonical import canonical_json
+
     with ix.transaction() as t:
-        t._con.execute("UPDATE executions SET record = ? WHERE process_id = 'proc-0' AND round = 2 AND "
-                       "organisation = 'Org2MSP'", (canonical_json(rec).decode(),))
+        t._con.execute(
+            "UPDATE executions SET record = ? WHERE process_id = 'proc-0' AND round = 2 AND "
+            "organisation = 'Org2MSP'",
+            (canonical_json(rec).decode(),),
+        )
     report = verify_model_on_ledger(world.clients["Org1MSP"], ix, "proc-0:Org2MSP")
     assert [c["check"] for c in report.failures] == ["index matches ledger: proc-0/2/Org2MSP"]
 
@@ -82,7 +86,7 @@ def test_check_model(ledger_view):
 
 def test_report():
     r = Report("x")
-    assert not r.ok                          # no checks is not a pass
+    assert not r.ok  # no checks is not a pass
     r.add("a", True)
     r.run("b", lambda: (_ for _ in ()).throw(ValueError("boom")))
     assert not r.ok and r.failures == [{"check": "b", "ok": False, "detail": "boom"}]

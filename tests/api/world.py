@@ -10,13 +10,13 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from api.artifacts import DirectoryArtifactStore
+from api.gateway import model_aad, model_key_info
 from chaincode.canonical import canonical_json
 from ledger.client import ConsortiaClient
 from ledger.embedded import EmbeddedLedger
 from ledger.envelope import encrypt_payload, seal
 from ledger.identity import Consortium, sign
-from api.artifacts import DirectoryArtifactStore
-from api.gateway import model_aad, model_key_info
 
 ORGS = ("Org1MSP", "Org2MSP", "Org3MSP")
 IMAGE_DIGEST = "sha256:" + "cd" * 32
@@ -34,12 +34,21 @@ class World:
     stores: dict[str, DirectoryArtifactStore]
     root: Path
     processes: list[str] = field(default_factory=list)
-    models: dict[str, bytes] = field(default_factory=dict)   # model id -> plaintext
+    models: dict[str, bytes] = field(default_factory=dict)  # model id -> plaintext
 
 
-def ring_process(w: World, pid: str, rounds: int = 3, orgs: tuple[str, ...] = ORGS, *, image_id: str = "rf:1",
-                 budget: float | None = 3.0, publish: bool = True, all_to_all: bool = False,
-                 unchanged_rounds: frozenset[int] = frozenset()) -> None:
+def ring_process(
+    w: World,
+    pid: str,
+    rounds: int = 3,
+    orgs: tuple[str, ...] = ORGS,
+    *,
+    image_id: str = "rf:1",
+    budget: float | None = 3.0,
+    publish: bool = True,
+    all_to_all: bool = False,
+    unchanged_rounds: frozenset[int] = frozenset(),
+) -> None:
     """Run a ring process to completion: in round r each organisation reads its previous state and the
     message of its predecessor from round r-1, and sends a message to its successor (``all_to_all``:
     to every other organisation, as collaborative RF does). In ``unchanged_rounds`` (collaborative
@@ -51,10 +60,17 @@ def ring_process(w: World, pid: str, rounds: int = 3, orgs: tuple[str, ...] = OR
     except Exception:
         name, version = image_id.split(":")
         c1.register_image(name, version, "collab-rf", IMAGE_DIGEST, reference="localhost/rf:1")
-    c1.create_process(pid, image_id, list(orgs), {"kind": "ring", "seed": 7}, rounds,
-                      hyperparameters={"n_trees": 4, "gradient_clip": 1.0},   # a private process must clip
-                      privacy_budget=None if budget is None else {"mechanism": "gaussian", "epsilon": budget,
-                                                                  "scope": "node"})
+    c1.create_process(
+        pid,
+        image_id,
+        list(orgs),
+        {"kind": "ring", "seed": 7},
+        rounds,
+        hyperparameters={"n_trees": 4, "gradient_clip": 1.0},  # a private process must clip
+        privacy_budget=None
+        if budget is None
+        else {"mechanism": "gaussian", "epsilon": budget, "scope": "node"},
+    )
     c1.start_process(pid)
     n = len(orgs)
     prev_state: dict[str, str | None] = {o: None for o in orgs}
@@ -71,22 +87,35 @@ def ring_process(w: World, pid: str, rounds: int = 3, orgs: tuple[str, ...] = OR
                 base -= 1
             state = prev_state[org] if same else digest(f"{pid}-state-{org}-{rnd}".encode())
             recipients = [o for o in orgs if o != org] if all_to_all else [orgs[(i + 1) % n]]
-            sent = [{"recipient": r, "digest": digest(f"{pid}-msg-{org}-{r}-{base}".encode()), "size": 32}
-                    for r in recipients]
+            sent = [
+                {"recipient": r, "digest": digest(f"{pid}-msg-{org}-{r}-{base}".encode()), "size": 32}
+                for r in recipients
+            ]
             model = None
             if rnd == rounds:
                 payload = f"model of {org} for {pid}: ".encode() + bytes(range(64))
                 model = {"digest": digest(payload), "size": len(payload)}
                 w.models[f"{pid}:{org}"] = payload
             result = {
-                "process_id": pid, "round": rnd, "organisation": org, "image_digest": IMAGE_DIGEST,
+                "process_id": pid,
+                "round": rnd,
+                "organisation": org,
+                "image_digest": IMAGE_DIGEST,
                 "runtime": "sandbox",
-                "inputs": {"state": prev_state[org], "messages": prev_msgs[org],
-                           "data_commitment": digest(f"data-{org}".encode())},
+                "inputs": {
+                    "state": prev_state[org],
+                    "messages": prev_msgs[org],
+                    "data_commitment": digest(f"data-{org}".encode()),
+                },
                 "outputs": {"state": state, "messages": sent, "model": model},
-                "metrics": {"loss": round(1.0 / rnd + 0.01 * i, 6), "epsilon_spent": 0.5,
-                            "epsilon_network_spent": 0.5 * n, "privacy_rigorous": 1},
-                "started": "2026-01-01T00:00:00Z", "finished": "2026-01-01T00:00:01Z",
+                "metrics": {
+                    "loss": round(1.0 / rnd + 0.01 * i, 6),
+                    "epsilon_spent": 0.5,
+                    "epsilon_network_spent": 0.5 * n,
+                    "privacy_rigorous": 1,
+                },
+                "started": "2026-01-01T00:00:00Z",
+                "finished": "2026-01-01T00:00:01Z",
             }
             c.complete_task(result, sign(key, canonical_json(result)))
             prev_state[org] = state
@@ -102,21 +131,30 @@ def ring_process(w: World, pid: str, rounds: int = 3, orgs: tuple[str, ...] = OR
 
 def publish_model(w: World, pid: str, org: str, orgs: tuple[str, ...]) -> str:
     payload = w.models[f"{pid}:{org}"]
-    ident = {"process_id": pid, "owner": org, "digest": digest(payload)}     # the executor's convention
+    ident = {"process_id": pid, "owner": org, "digest": digest(payload)}  # the executor's convention
     data_key, ciphertext = encrypt_payload(payload, model_aad(ident))
-    cdig = w.stores[org].put(ciphertext)      # in the owner's store; others fetch it by its location
+    cdig = w.stores[org].put(ciphertext)  # in the owner's store; others fetch it by its location
     wrapped = {o: seal(w.consortium.encryption_certificate(o), data_key, model_key_info(ident)) for o in orgs}
-    w.clients[org].publish_model(pid, digest(payload), len(payload), cdig, wrapped,
-                                 metrics={"accuracy": 0.9}, estimators=[{"origin": o, "trees": 2} for o in orgs],
-                                 location=w.stores[org].root.resolve().as_uri())
+    w.clients[org].publish_model(
+        pid,
+        digest(payload),
+        len(payload),
+        cdig,
+        wrapped,
+        metrics={"accuracy": 0.9},
+        estimators=[{"origin": o, "trees": 2} for o in orgs],
+        location=w.stores[org].root.resolve().as_uri(),
+    )
     return f"{pid}:{org}"
 
 
 def build_world(root: Path, processes: int = 1) -> World:
     consortium = Consortium.generate(root / "crypto", ["Org1", "Org2", "Org3", "Org4"])
     led = EmbeddedLedger(root / "ledger.db", consortium, batch_timeout=0.002)
-    clients = {o.msp_id: ConsortiaClient(led, consortium.identity(o.msp_id)) for o in consortium.organisations}
-    stores = {m: DirectoryArtifactStore(root / "artifacts" / m) for m in clients}   # the executor's layout
+    clients = {
+        o.msp_id: ConsortiaClient(led, consortium.identity(o.msp_id)) for o in consortium.organisations
+    }
+    stores = {m: DirectoryArtifactStore(root / "artifacts" / m) for m in clients}  # the executor's layout
     w = World(consortium, led, clients, stores, root)
     for i in range(processes):
         ring_process(w, f"proc-{i}")

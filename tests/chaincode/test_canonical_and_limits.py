@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from chaincode.canonical import _canonical_json_iterative, canonical_json
 from chaincode.errors import InvalidArgument
@@ -13,8 +14,11 @@ from chaincode.limits import MAX_ARGUMENT_BYTES, check_arguments, json_depth, pa
 
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
-    max_leaves=30)
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
+    max_leaves=30,
+)
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -44,9 +48,14 @@ def test_json_depth():
 
 def test_parse_json_refusals():
     assert parse_json('{"a": [1, 2.5]}', "x") == {"a": [1, 2.5]}
-    for text, match in [("NaN", "not finite"), ('{"a": -Infinity}', "not finite"), ("[1e400]", "not finite"),
-                        ("{", "not valid JSON"), ("[" * 33 + "]" * 33, "nested 33 levels"),
-                        ("[" * 100_000 + "]" * 100_000, "deeper than the limit")]:
+    for text, match in [
+        ("NaN", "not finite"),
+        ('{"a": -Infinity}', "not finite"),
+        ("[1e400]", "not finite"),
+        ("{", "not valid JSON"),
+        ("[" * 33 + "]" * 33, "nested 33 levels"),
+        ("[" * 100_000 + "]" * 100_000, "deeper than the limit"),
+    ]:
         with pytest.raises(InvalidArgument, match=match):
             parse_json(text, "x")
     assert parse_json("[" * 32 + "]" * 32, "x") is not None

@@ -34,6 +34,7 @@ def test_function_table_names_every_contract_method():
 
 def test_bad_calls(tmp_path):
     from ledger.identity import Consortium
+
     cons = Consortium.generate(tmp_path, ["Org1"])
     stub = _Stub(cons.identity("Org1").serialized())
     with pytest.raises(NotFound):

@@ -20,7 +20,7 @@ def test_composite_keys_match_fabric_format():
 
 
 def test_canonical_json_is_sorted_compact_utf8():
-    assert canonical_json({"b": 1, "a": [1.5, "é"]}) == '{"a":[1.5,"é"],"b":1}'.encode("utf-8")
+    assert canonical_json({"b": 1, "a": [1.5, "é"]}) == '{"a":[1.5,"é"],"b":1}'.encode()
     with pytest.raises(ValueError):
         canonical_json({"x": float("nan")})
     d = sha256_digest(b"abc")
@@ -30,7 +30,11 @@ def test_canonical_json_is_sorted_compact_utf8():
 def test_errors_roundtrip_their_wire_form():
     e = BudgetExceeded("over", spent=1.5, budget=1.0)
     back = ContractError.from_wire(e.to_wire())
-    assert type(back) is BudgetExceeded and back.message == "over" and back.details == {"spent": 1.5, "budget": 1.0}
+    assert (
+        type(back) is BudgetExceeded
+        and back.message == "over"
+        and back.details == {"spent": 1.5, "budget": 1.0}
+    )
     assert type(ContractError.from_wire(NotFound("x").to_wire())) is NotFound
     assert type(ContractError.from_wire(InternalError("bug").to_wire())) is InternalError
     assert type(ContractError.from_wire("plain text from a peer")) is ContractError

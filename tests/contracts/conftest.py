@@ -29,6 +29,7 @@ def consortium(host_name, embedded_consortium) -> Consortium:
     """The identities of the host's channel (a real network has its own)."""
     if host_name == "fabric":
         from ledger.fabric.testing import shared_fabric
+
         return shared_fabric().consortium
     return embedded_consortium
 
@@ -44,9 +45,11 @@ def outsider(tmp_path_factory):
 def ledger(host_name, consortium, tmp_path: Path):
     if host_name == "fabric":
         from ledger.fabric.testing import shared_fabric
+
         host = shared_fabric().ledger()
     else:
         from ledger.embedded import EmbeddedLedger
+
         host = EmbeddedLedger(tmp_path / "ledger.db", consortium, batch_timeout=0.002)
     yield host
     host.close()

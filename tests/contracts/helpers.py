@@ -19,20 +19,38 @@ def digest_of(text: str) -> str:
     return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
 
 
-def make_result(process_id: str, rnd: int, org: str, *, image_digest: str = IMAGE_DIGEST,
-                runtime: str = "sandbox", metrics: dict[str, float] | None = None,
-                model_digest: str | None = None, recipients: tuple[str, ...] = ()) -> dict[str, Any]:
+def make_result(
+    process_id: str,
+    rnd: int,
+    org: str,
+    *,
+    image_digest: str = IMAGE_DIGEST,
+    runtime: str = "sandbox",
+    metrics: dict[str, float] | None = None,
+    model_digest: str | None = None,
+    recipients: tuple[str, ...] = (),
+) -> dict[str, Any]:
     return {
-        "process_id": process_id, "round": rnd, "organisation": org, "image_digest": image_digest,
+        "process_id": process_id,
+        "round": rnd,
+        "organisation": org,
+        "image_digest": image_digest,
         "runtime": runtime,
-        "inputs": {"state": digest_of(f"state-{org}-{rnd - 1}"), "messages": [],
-                   "data_commitment": digest_of(f"data-{org}")},
-        "outputs": {"state": digest_of(f"state-{org}-{rnd}"),
-                    "messages": [{"recipient": r, "digest": digest_of(f"msg-{org}-{r}-{rnd}"), "size": 10}
-                                 for r in recipients],
-                    "model": None if model_digest is None else {"digest": model_digest, "size": 123}},
+        "inputs": {
+            "state": digest_of(f"state-{org}-{rnd - 1}"),
+            "messages": [],
+            "data_commitment": digest_of(f"data-{org}"),
+        },
+        "outputs": {
+            "state": digest_of(f"state-{org}-{rnd}"),
+            "messages": [
+                {"recipient": r, "digest": digest_of(f"msg-{org}-{r}-{rnd}"), "size": 10} for r in recipients
+            ],
+            "model": None if model_digest is None else {"digest": model_digest, "size": 123},
+        },
         "metrics": metrics or {"loss": 0.5},
-        "started": "2026-01-01T00:00:00Z", "finished": "2026-01-01T00:00:01Z",
+        "started": "2026-01-01T00:00:00Z",
+        "finished": "2026-01-01T00:00:01Z",
     }
 
 
@@ -45,17 +63,30 @@ def run_task(client: ConsortiaClient, process_id: str, rnd: int, **result_kw: An
     return result
 
 
-def new_process(org1: ConsortiaClient, uid: str, consortium=("Org1MSP", "Org2MSP"), rounds: int = 2,
-                privacy_budget: dict | None = None, start: bool = True,
-                hyperparameters: dict | None = None) -> str:
+def new_process(
+    org1: ConsortiaClient,
+    uid: str,
+    consortium=("Org1MSP", "Org2MSP"),
+    rounds: int = 2,
+    privacy_budget: dict | None = None,
+    start: bool = True,
+    hyperparameters: dict | None = None,
+) -> str:
     image_id = f"img-{uid}:1"
     try:
         org1.get_image(image_id)
     except Exception:
         org1.register_image(f"img-{uid}", "1", "collab-rf", IMAGE_DIGEST)
     pid = f"proc-{uid}"
-    org1.create_process(pid, image_id, list(consortium), {"kind": "ring", "seed": 7}, rounds,
-                        hyperparameters=hyperparameters or {"n_new": 5}, privacy_budget=privacy_budget)
+    org1.create_process(
+        pid,
+        image_id,
+        list(consortium),
+        {"kind": "ring", "seed": 7},
+        rounds,
+        hyperparameters=hyperparameters or {"n_new": 5},
+        privacy_budget=privacy_budget,
+    )
     if start:
         org1.start_process(pid)
     return pid
@@ -63,5 +94,11 @@ def new_process(org1: ConsortiaClient, uid: str, consortium=("Org1MSP", "Org2MSP
 
 def private_metrics(eps: float, n: int = 2, **extra: float) -> dict[str, float]:
     """The privacy metrics of one round whose n releases are each ε-DP Laplace (ρ = ε²/2 each)."""
-    return {"privacy_rigorous": 1, "epsilon_spent": eps, "epsilon_network_spent": n * eps,
-            "rho_spent": eps * eps / 2, "rho_network_spent": n * eps * eps / 2, **extra}
+    return {
+        "privacy_rigorous": 1,
+        "epsilon_spent": eps,
+        "epsilon_network_spent": n * eps,
+        "rho_spent": eps * eps / 2,
+        "rho_network_spent": n * eps * eps / 2,
+        **extra,
+    }

@@ -12,8 +12,16 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature, encode_dss_signature
 
 from chaincode.canonical import canonical_json
-from chaincode.errors import (AlreadyExists, BudgetExceeded, Forbidden, ImageMismatch, InvalidArgument,
-                              InvalidState, NotFound, SignatureInvalid)
+from chaincode.errors import (
+    AlreadyExists,
+    BudgetExceeded,
+    Forbidden,
+    ImageMismatch,
+    InvalidArgument,
+    InvalidState,
+    NotFound,
+    SignatureInvalid,
+)
 from ledger.identity import P256_ORDER, sign
 from tests.contracts.helpers import make_result, new_process, private_metrics, run_task
 
@@ -92,8 +100,12 @@ def test_malformed_and_high_s_signatures_are_refused(org1, ledger, consortium, u
     with pytest.raises(SignatureInvalid, match="low-S"):
         org1.complete_task(result, high_s)
     with pytest.raises(SignatureInvalid, match="malformed"):
-        ledger.submit(consortium.identity("Org1"), "ExecutionRecord:complete_task",
-                      canonical_json(result).decode(), "!!notbase64")
+        ledger.submit(
+            consortium.identity("Org1"),
+            "ExecutionRecord:complete_task",
+            canonical_json(result).decode(),
+            "!!notbase64",
+        )
 
 
 def test_replayed_result_is_refused(org1, uid):
@@ -141,8 +153,13 @@ def test_result_without_registered_task(org1, uid):
 
 def test_privacy_budget_is_enforced(org1, org2, uid):
     # basic composition, node scope: the organisation's own Σ ε0 is capped
-    pid = new_process(org1, uid, rounds=3, privacy_budget={"mechanism": "laplace", "epsilon": 1.0, "scope": "node"},
-                      hyperparameters={"gradient_clip": 1.0})
+    pid = new_process(
+        org1,
+        uid,
+        rounds=3,
+        privacy_budget={"mechanism": "laplace", "epsilon": 1.0, "scope": "node"},
+        hyperparameters={"gradient_clip": 1.0},
+    )
     key = _task(org1, pid, 1)
     no_eps = make_result(pid, 1, "Org1MSP", metrics={"privacy_rigorous": 1})
     with pytest.raises(InvalidArgument, match="epsilon_spent"):
@@ -165,11 +182,18 @@ def test_privacy_budget_is_enforced(org1, org2, uid):
 
 
 def test_nominal_epsilon_is_refused_on_a_private_process(org1, uid):
-    pid = new_process(org1, uid, privacy_budget={"mechanism": "laplace", "epsilon": 10.0},
-                      hyperparameters={"gradient_clip": 1.0})
+    pid = new_process(
+        org1,
+        uid,
+        privacy_budget={"mechanism": "laplace", "epsilon": 10.0},
+        hyperparameters={"gradient_clip": 1.0},
+    )
     key = _task(org1, pid, 1)
-    for metrics in (private_metrics(0.1, privacy_rigorous=0), {**private_metrics(0.1)} | {"privacy_rigorous": 0.5},
-                    {k: v for k, v in private_metrics(0.1).items() if k != "privacy_rigorous"}):
+    for metrics in (
+        private_metrics(0.1, privacy_rigorous=0),
+        {**private_metrics(0.1)} | {"privacy_rigorous": 0.5},
+        {k: v for k, v in private_metrics(0.1).items() if k != "privacy_rigorous"},
+    ):
         nominal = make_result(pid, 1, "Org1MSP", metrics=metrics)
         with pytest.raises(InvalidArgument, match="nominal"):
             org1.complete_task(nominal, sign(key, canonical_json(nominal)))
@@ -183,8 +207,13 @@ def test_network_zcdp_budget_records_both_observers_and_the_accounting(org1, org
     """Scope network, zCDP at δ = 1e-5: the network total (2 releases per round) is capped, the node
     total is recorded beside it, and each record names the accounting and sensitivity it used."""
     delta = 1e-5
-    pid = new_process(org1, uid, rounds=3, hyperparameters={"gradient_clip": 0.5},
-                      privacy_budget={"mechanism": "laplace", "epsilon": 2.0, "delta": delta})
+    pid = new_process(
+        org1,
+        uid,
+        rounds=3,
+        hyperparameters={"gradient_clip": 0.5},
+        privacy_budget={"mechanism": "laplace", "epsilon": 2.0, "delta": delta},
+    )
     eps0 = 0.1
 
     def zcdp(rho):
@@ -198,15 +227,20 @@ def test_network_zcdp_budget_records_both_observers_and_the_accounting(org1, org
         assert priv["accounting"] == "zcdp" and priv["scope"] == "network" and priv["rigorous"] is True
         assert priv["sensitivity"] == 3.0 and priv["gradient_clip"] == 0.5 and priv["delta"] == delta
         assert priv["node"]["epsilon_basic"] == pytest.approx(rnd * eps0)
-        assert priv["node"]["rho"] == pytest.approx(rnd * eps0 ** 2 / 2)
-        assert priv["network"]["rho"] == pytest.approx(2 * rnd * eps0 ** 2 / 2)
-        net = min(2 * rnd * eps0, zcdp(2 * rnd * eps0 ** 2 / 2))
+        assert priv["node"]["rho"] == pytest.approx(rnd * eps0**2 / 2)
+        assert priv["network"]["rho"] == pytest.approx(2 * rnd * eps0**2 / 2)
+        net = min(2 * rnd * eps0, zcdp(2 * rnd * eps0**2 / 2))
         assert priv["network"]["epsilon"] == pytest.approx(net)
-        assert priv["node"]["epsilon"] == pytest.approx(min(rnd * eps0, zcdp(rnd * eps0 ** 2 / 2)))
-        assert rec.epsilon_total == pytest.approx(net)             # the capped figure is the network one
+        assert priv["node"]["epsilon"] == pytest.approx(min(rnd * eps0, zcdp(rnd * eps0**2 / 2)))
+        assert rec.epsilon_total == pytest.approx(net)  # the capped figure is the network one
     # a budget between a round's node charge (1.0) and its network charge (2 × 1.0) refuses the round
-    pid2 = new_process(org1, uid + "n", rounds=2, hyperparameters={"gradient_clip": 0.5},
-                       privacy_budget={"mechanism": "laplace", "epsilon": 1.5})
+    pid2 = new_process(
+        org1,
+        uid + "n",
+        rounds=2,
+        hyperparameters={"gradient_clip": 0.5},
+        privacy_budget={"mechanism": "laplace", "epsilon": 1.5},
+    )
     key = _task(org1, pid2, 1)
     r1 = make_result(pid2, 1, "Org1MSP", metrics=private_metrics(1.0))
     with pytest.raises(BudgetExceeded, match="network"):
@@ -217,7 +251,9 @@ def test_network_zcdp_budget_records_both_observers_and_the_accounting(org1, org
 def test_fail_task_records_refusal_without_a_key(org1, org2, uid):
     pid = new_process(org1, uid)
     rec = org2.fail_task(pid, 1, "image digest mismatch", {"local": "sha256:" + "12" * 32})
-    assert rec.status == "failed" and rec.public_key == "" and rec.failure_details["local"].startswith("sha256:")
+    assert (
+        rec.status == "failed" and rec.public_key == "" and rec.failure_details["local"].startswith("sha256:")
+    )
     with pytest.raises(InvalidState, match="already failed"):
         org2.fail_task(pid, 1, "again")
     with pytest.raises(AlreadyExists):
@@ -230,7 +266,10 @@ def test_query_by_round_and_organisation(org1, org2, org3, uid):
     run_task(org2, pid, 1)
     run_task(org2, pid, 2)
     assert len(org1.query_executions(pid)) == 3
-    assert {(r.round, r.organisation) for r in org1.query_executions(pid, round=1)} == {(1, "Org1MSP"), (1, "Org2MSP")}
+    assert {(r.round, r.organisation) for r in org1.query_executions(pid, round=1)} == {
+        (1, "Org1MSP"),
+        (1, "Org2MSP"),
+    }
     assert [r.round for r in org1.query_executions(pid, organisation="Org2MSP")] == [1, 2]
     with pytest.raises(Forbidden):
         org3.query_executions(pid)
@@ -262,8 +301,9 @@ def test_result_must_be_well_formed(org1, ledger, consortium, uid):
         org1.complete_task(result, sign(key, canonical_json(result)))
     bad = json.dumps({"process_id": pid})
     with pytest.raises(InvalidArgument):
-        ledger.submit(consortium.identity("Org1"), "ExecutionRecord:complete_task", bad,
-                      base64.b64encode(b"x").decode())
+        ledger.submit(
+            consortium.identity("Org1"), "ExecutionRecord:complete_task", bad, base64.b64encode(b"x").decode()
+        )
 
 
 def test_an_organisation_acts_at_once_on_another_organisations_commit(org1, org2, uid):

@@ -12,7 +12,9 @@ from tests.contracts.helpers import IMAGE_DIGEST
 
 
 def test_register_sets_owner_from_certificate(org1, uid):
-    img = org1.register_image(f"ggm-{uid}", "1.0", "collabdict-ggm", IMAGE_DIGEST, reference="localhost/ggm:1.0")
+    img = org1.register_image(
+        f"ggm-{uid}", "1.0", "collabdict-ggm", IMAGE_DIGEST, reference="localhost/ggm:1.0"
+    )
     assert img.owner == "Org1MSP"
     assert img.registered_by == "User1@org1.example.com"
     assert img.status == "active" and img.digest == IMAGE_DIGEST

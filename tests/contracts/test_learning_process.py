@@ -10,16 +10,27 @@ from tests.contracts.helpers import IMAGE_DIGEST, new_process, run_task
 
 def test_create_pins_the_image_digest(org1, uid):
     img = org1.register_image(f"i-{uid}", "1", "collab-rf", IMAGE_DIGEST)
-    p = org1.create_process(f"p-{uid}", img.id, ["Org1MSP", "Org2MSP"], {"kind": "ring", "seed": 3}, 4,
-                            hyperparameters={"n_new": 10, "gradient_clip": 1.0},
-                            privacy_budget={"mechanism": "laplace", "epsilon": 2.0}, dataset="creditcard")
+    p = org1.create_process(
+        f"p-{uid}",
+        img.id,
+        ["Org1MSP", "Org2MSP"],
+        {"kind": "ring", "seed": 3},
+        4,
+        hyperparameters={"n_new": 10, "gradient_clip": 1.0},
+        privacy_budget={"mechanism": "laplace", "epsilon": 2.0},
+        dataset="creditcard",
+    )
     assert p.image_digest == IMAGE_DIGEST and p.algorithm == "collab-rf"
     assert p.status == "created" and p.creator == "Org1MSP" and p.rounds == 4
     assert p.topology == {"kind": "ring", "seed": 3}
     got = org1.get_process(p.id)
     # the budget is stored with its accounting and scope resolved (no δ: basic composition; network observer)
-    assert got.current_round == 1 and got.privacy_budget == {"mechanism": "laplace", "epsilon": 2.0,
-                                                             "accounting": "basic", "scope": "network"}
+    assert got.current_round == 1 and got.privacy_budget == {
+        "mechanism": "laplace",
+        "epsilon": 2.0,
+        "accounting": "basic",
+        "scope": "network",
+    }
 
 
 def test_create_refusals(org1, org2, uid):
@@ -36,8 +47,12 @@ def test_create_refusals(org1, org2, uid):
     with pytest.raises(InvalidArgument, match="rounds"):
         org1.create_process(f"e-{uid}", **{**ok, "rounds": 0})
     with pytest.raises(InvalidArgument, match="epsilon"):
-        org1.create_process(f"f-{uid}", **ok, privacy_budget={"mechanism": "laplace", "epsilon": -1},
-                            hyperparameters={"gradient_clip": 1.0})
+        org1.create_process(
+            f"f-{uid}",
+            **ok,
+            privacy_budget={"mechanism": "laplace", "epsilon": -1},
+            hyperparameters={"gradient_clip": 1.0},
+        )
     with pytest.raises(InvalidArgument, match="seed"):
         org1.create_process(f"g-{uid}", **{**ok, "topology": {"kind": "ring", "seed": -5}})
     org1.create_process(f"h-{uid}", **ok)
@@ -112,26 +127,51 @@ def test_current_round_is_derived_from_execution_records(org1, org2, uid):
     assert org1.get_process(pid).current_round == 4
 
 
-@pytest.mark.parametrize("budget, hyper, match", [
-    ({"mechanism": "laplace", "epsilon": 1.0}, {"n_new": 5}, "gradient_clip"),
-    ({"mechanism": "laplace", "epsilon": 1.0}, {"gradient_clip": 0}, "gradient_clip"),
-    ({"mechanism": "laplace", "epsilon": 1.0}, {"gradient_clip": None}, "gradient_clip"),
-    ({"mechanism": "laplace", "epsilon": 1.0, "accounting": "zcdp"}, {"gradient_clip": 1.0}, "delta"),
-    ({"mechanism": "laplace", "epsilon": 1.0, "delta": 0.0}, {"gradient_clip": 1.0}, "delta"),
-    ({"mechanism": "laplace", "epsilon": 1.0, "delta": 1.5}, {"gradient_clip": 1.0}, "delta"),
-    ({"mechanism": "laplace", "epsilon": 1.0, "accounting": "advanced"}, {"gradient_clip": 1.0}, "accounting"),
-    ({"mechanism": "laplace", "epsilon": 1.0, "scope": "everyone"}, {"gradient_clip": 1.0}, "scope"),
-    ({"mechanism": "laplace", "epsilon": 1.0, "sigma": 2}, {"gradient_clip": 1.0}, "unknown"),
-])
+@pytest.mark.parametrize(
+    "budget, hyper, match",
+    [
+        ({"mechanism": "laplace", "epsilon": 1.0}, {"n_new": 5}, "gradient_clip"),
+        ({"mechanism": "laplace", "epsilon": 1.0}, {"gradient_clip": 0}, "gradient_clip"),
+        ({"mechanism": "laplace", "epsilon": 1.0}, {"gradient_clip": None}, "gradient_clip"),
+        ({"mechanism": "laplace", "epsilon": 1.0, "accounting": "zcdp"}, {"gradient_clip": 1.0}, "delta"),
+        ({"mechanism": "laplace", "epsilon": 1.0, "delta": 0.0}, {"gradient_clip": 1.0}, "delta"),
+        ({"mechanism": "laplace", "epsilon": 1.0, "delta": 1.5}, {"gradient_clip": 1.0}, "delta"),
+        (
+            {"mechanism": "laplace", "epsilon": 1.0, "accounting": "advanced"},
+            {"gradient_clip": 1.0},
+            "accounting",
+        ),
+        ({"mechanism": "laplace", "epsilon": 1.0, "scope": "everyone"}, {"gradient_clip": 1.0}, "scope"),
+        ({"mechanism": "laplace", "epsilon": 1.0, "sigma": 2}, {"gradient_clip": 1.0}, "unknown"),
+    ],
+)
 def test_private_process_needs_clipping_and_a_sound_accounting(org1, uid, budget, hyper, match):
     img = org1.register_image(f"i-{uid}", "1", "dpsda", IMAGE_DIGEST)
     with pytest.raises(InvalidArgument, match=match):
-        org1.create_process(f"p-{uid}", img.id, ["Org1MSP", "Org2MSP"], {"kind": "ring"}, 2,
-                            hyperparameters=hyper, privacy_budget=budget)
-    with pytest.raises(NotFound):                   # nothing was written
+        org1.create_process(
+            f"p-{uid}",
+            img.id,
+            ["Org1MSP", "Org2MSP"],
+            {"kind": "ring"},
+            2,
+            hyperparameters=hyper,
+            privacy_budget=budget,
+        )
+    with pytest.raises(NotFound):  # nothing was written
         org1.get_process(f"p-{uid}")
-    ok = org1.create_process(f"q-{uid}", img.id, ["Org1MSP", "Org2MSP"], {"kind": "ring"}, 2,
-                             hyperparameters={"gradient_clip": 0.5},
-                             privacy_budget={"mechanism": "laplace", "epsilon": 1.0, "delta": 1e-5, "scope": "node"})
-    assert ok.privacy_budget == {"mechanism": "laplace", "epsilon": 1.0, "delta": 1e-5, "accounting": "zcdp",
-                                 "scope": "node"}
+    ok = org1.create_process(
+        f"q-{uid}",
+        img.id,
+        ["Org1MSP", "Org2MSP"],
+        {"kind": "ring"},
+        2,
+        hyperparameters={"gradient_clip": 0.5},
+        privacy_budget={"mechanism": "laplace", "epsilon": 1.0, "delta": 1e-5, "scope": "node"},
+    )
+    assert ok.privacy_budget == {
+        "mechanism": "laplace",
+        "epsilon": 1.0,
+        "delta": 1e-5,
+        "accounting": "zcdp",
+        "scope": "node",
+    }

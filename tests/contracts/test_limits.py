@@ -10,8 +10,12 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from chaincode.canonical import canonical_json
 from chaincode.errors import InvalidArgument, InvalidState, NotFound
-from chaincode.limits import (MAX_ARGUMENT_BYTES, MAX_DESCRIPTION_CHARS, MAX_HYPERPARAMETERS_BYTES,
-                              MAX_JSON_DEPTH)
+from chaincode.limits import (
+    MAX_ARGUMENT_BYTES,
+    MAX_DESCRIPTION_CHARS,
+    MAX_HYPERPARAMETERS_BYTES,
+    MAX_JSON_DEPTH,
+)
 from ledger.identity import sign
 from tests.contracts.helpers import IMAGE_DIGEST, make_result, new_process, run_task
 
@@ -29,7 +33,9 @@ def _image(org1, uid: str) -> str:
 
 
 def _create(org1, uid: str, pid: str, **kw):
-    return org1.create_process(pid, f"lim-{uid}:1", ["Org1MSP", "Org2MSP"], {"kind": "ring", "seed": 1}, 2, **kw)
+    return org1.create_process(
+        pid, f"lim-{uid}:1", ["Org1MSP", "Org2MSP"], {"kind": "ring", "seed": 1}, 2, **kw
+    )
 
 
 def test_hyperparameters_nested_900_levels_are_refused_and_nothing_breaks(org1, org2, uid):
@@ -58,8 +64,9 @@ def test_depth_limit_applies_to_every_json_argument(org1, uid):
         org1.fail_task(pid, 1, "deep details", {"d": nested(40)})
     assert org1.query_executions(pid) == []
     with pytest.raises(InvalidArgument, match="query is nested"):
-        org1.ledger.evaluate(org1.identity, "ExecutionRecord:query",
-                             json.dumps({"process_id": pid, "round": nested(40)}))
+        org1.ledger.evaluate(
+            org1.identity, "ExecutionRecord:query", json.dumps({"process_id": pid, "round": nested(40)})
+        )
     # deeper than the decoder can go at all: still a typed InvalidArgument, not an internal error
     with pytest.raises(InvalidArgument, match="nested deeper than the limit"):
         org1.ledger.submit(org1.identity, "ExecutionRecord:fail_task", "[" * 200_000 + "]" * 200_000)
@@ -69,22 +76,41 @@ def test_oversized_arguments_are_refused(org1, uid):
     """The issue's 8 MiB hyper-parameter object and 20 MiB description; the per-field limits below
     the argument limit; and an oversized plain (non-JSON) argument."""
     _image(org1, uid)
-    big = {f"k{i}": "x" * 1000 for i in range(8 * 1024)}          # ~8 MiB
-    with pytest.raises(InvalidArgument, match=f"over the limit of {MAX_ARGUMENT_BYTES} bytes per contract argument"):
+    big = {f"k{i}": "x" * 1000 for i in range(8 * 1024)}  # ~8 MiB
+    with pytest.raises(
+        InvalidArgument, match=f"over the limit of {MAX_ARGUMENT_BYTES} bytes per contract argument"
+    ):
         _create(org1, uid, f"big-{uid}", hyperparameters=big)
     with pytest.raises(InvalidArgument, match="per contract argument"):
         _create(org1, uid, f"desc-{uid}", description="d" * (20 * 1024 * 1024))
-    medium = {f"k{i}": "x" * 1000 for i in range(80)}             # ~80 KiB: within the argument limit
-    with pytest.raises(InvalidArgument, match=f"hyperparameters is .* over the limit of {MAX_HYPERPARAMETERS_BYTES}"):
+    medium = {f"k{i}": "x" * 1000 for i in range(80)}  # ~80 KiB: within the argument limit
+    with pytest.raises(
+        InvalidArgument, match=f"hyperparameters is .* over the limit of {MAX_HYPERPARAMETERS_BYTES}"
+    ):
         _create(org1, uid, f"med-{uid}", hyperparameters=medium)
-    with pytest.raises(InvalidArgument, match=f"process description is .* over the limit of {MAX_DESCRIPTION_CHARS}"):
+    with pytest.raises(
+        InvalidArgument, match=f"process description is .* over the limit of {MAX_DESCRIPTION_CHARS}"
+    ):
         _create(org1, uid, f"long-{uid}", description="d" * (MAX_DESCRIPTION_CHARS + 1))
     with pytest.raises(InvalidArgument, match="image description"):
-        org1.register_image(f"lim2-{uid}", "1", "a", IMAGE_DIGEST, description="d" * (MAX_DESCRIPTION_CHARS + 1))
+        org1.register_image(
+            f"lim2-{uid}", "1", "a", IMAGE_DIGEST, description="d" * (MAX_DESCRIPTION_CHARS + 1)
+        )
     with pytest.raises(InvalidArgument, match="process description must be a string"):
-        org1.ledger.submit(org1.identity, "LearningProcess:create", json.dumps(
-            {"id": f"obj-{uid}", "image_id": f"lim-{uid}:1", "consortium": ["Org1MSP"],
-             "topology": {"kind": "ring"}, "rounds": 1, "description": {"not": "text"}}))
+        org1.ledger.submit(
+            org1.identity,
+            "LearningProcess:create",
+            json.dumps(
+                {
+                    "id": f"obj-{uid}",
+                    "image_id": f"lim-{uid}:1",
+                    "consortium": ["Org1MSP"],
+                    "topology": {"kind": "ring"},
+                    "rounds": 1,
+                    "description": {"not": "text"},
+                }
+            ),
+        )
     with pytest.raises(InvalidArgument, match="argument 2 is .* bytes"):
         org1.revoke_image(f"lim-{uid}:1", "r" * (MAX_ARGUMENT_BYTES + 1))
     for pid in (f"big-{uid}", f"desc-{uid}", f"med-{uid}", f"long-{uid}", f"obj-{uid}"):
@@ -100,8 +126,10 @@ def test_non_finite_numbers_are_invalid_arguments(org1, uid, literal):
     """NaN/Infinity (and a literal that overflows to infinity) in any JSON argument: InvalidArgument,
     not InternalError, and nothing written."""
     _image(org1, uid)
-    spec = ('{"id": "nan-%s", "image_id": "lim-%s:1", "consortium": ["Org1MSP"], "topology": {"kind": "ring"},'
-            ' "rounds": 1, "hyperparameters": {"lr": %s}}' % (uid, uid, literal))
+    spec = (
+        '{"id": "nan-%s", "image_id": "lim-%s:1", "consortium": ["Org1MSP"], "topology": {"kind": "ring"},'  # noqa: UP031
+        ' "rounds": 1, "hyperparameters": {"lr": %s}}' % (uid, uid, literal)
+    )
     with pytest.raises(InvalidArgument, match="not finite|finite number"):
         org1.ledger.submit(org1.identity, "LearningProcess:create", spec)
     with pytest.raises(NotFound):
@@ -112,8 +140,12 @@ def test_non_finite_numbers_are_invalid_arguments(org1, uid, literal):
     result = make_result(pid, 1, "Org1MSP")
     text = canonical_json(result).decode().replace('"loss":0.5', f'"loss":{literal}')
     with pytest.raises(InvalidArgument, match="not finite|finite number"):
-        org1.ledger.submit(org1.identity, "ExecutionRecord:complete_task", text,
-                           __import__("base64").b64encode(sign(key, text.encode())).decode())
+        org1.ledger.submit(
+            org1.identity,
+            "ExecutionRecord:complete_task",
+            text,
+            __import__("base64").b64encode(sign(key, text.encode())).decode(),
+        )
     assert org1.get_execution(pid, 1, "Org1MSP").status == "running"
 
 
@@ -136,7 +168,7 @@ def test_fail_task_refuses_a_process_that_is_not_running(org1, org2, uid):
         org2.fail_task(created, 1, "not started yet")
     pid = new_process(org1, f"{uid}b", rounds=2)
     key = ec.generate_private_key(ec.SECP256R1())
-    org2.create_task(pid, 1, key.public_key(), "sandbox")      # a task that was running when the process ended
+    org2.create_task(pid, 1, key.public_key(), "sandbox")  # a task that was running when the process ended
     org1.abort_process(pid, "stopped by its creator")
     with pytest.raises(InvalidState, match="the process is aborted"):
         org2.fail_task(pid, 1, "after the abort")
@@ -150,7 +182,9 @@ def test_fail_task_refuses_a_process_that_is_not_running(org1, org2, uid):
 def test_over_long_reasons_are_refused_not_cut(org1, uid):
     """A reason over its limit used to be cut silently; now it is refused and nothing changes."""
     image_id = _image(org1, uid)
-    with pytest.raises(InvalidArgument, match="revocation reason is 513 characters long, over the limit of 512"):
+    with pytest.raises(
+        InvalidArgument, match="revocation reason is 513 characters long, over the limit of 512"
+    ):
         org1.revoke_image(image_id, "r" * 513)
     assert org1.get_image(image_id).status == "active"
     pid = new_process(org1, uid, rounds=1)

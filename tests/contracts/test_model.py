@@ -18,9 +18,15 @@ MODEL_BYTES = b"model-weights-" * 50
 def _publish(client, consortium, pid, members=("Org1MSP", "Org2MSP")):
     data_key, ciphertext = encrypt_payload(MODEL_BYTES)
     wrapped = {m: seal(consortium.encryption_certificate(m), data_key, b"model-key") for m in members}
-    rec = client.publish_model(pid, digest_of("model-" + client.organisation), len(MODEL_BYTES),
-                               "sha256:" + hashlib.sha256(ciphertext).hexdigest(), wrapped,
-                               metrics={"auc": 0.93}, location="artifact://model")
+    rec = client.publish_model(
+        pid,
+        digest_of("model-" + client.organisation),
+        len(MODEL_BYTES),
+        "sha256:" + hashlib.sha256(ciphertext).hexdigest(),
+        wrapped,
+        metrics={"auc": 0.93},
+        location="artifact://model",
+    )
     return rec, ciphertext
 
 
@@ -58,7 +64,9 @@ def test_publish_refuses_a_digest_the_run_did_not_sign(org1, org2, consortium, u
     with pytest.raises(ImageMismatch, match="not the model"):
         org1.publish_model(pid, digest_of("something else"), 5, digest_of("ct"), wrapped)
     with pytest.raises(InvalidArgument, match="exactly the consortium"):
-        org1.publish_model(pid, digest_of("model-Org1MSP"), 5, digest_of("ct"), {"Org1MSP": wrapped["Org1MSP"]})
+        org1.publish_model(
+            pid, digest_of("model-Org1MSP"), 5, digest_of("ct"), {"Org1MSP": wrapped["Org1MSP"]}
+        )
 
 
 def test_access_list_holds_in_contract_and_cryptographically(org1, org2, org3, consortium, uid):
@@ -84,7 +92,11 @@ def test_grant_and_revoke_by_owner_only(org1, org2, org3, consortium, uid):
     pid = new_process(org1, uid, rounds=2)
     _finish(org1, org2, pid)
     rec, ciphertext = _publish(org1, consortium, pid)
-    own_key = unseal(consortium.encryption_key("Org1MSP"), base64.b64decode(org1.get_model(rec.id).wrapped_key), b"model-key")
+    own_key = unseal(
+        consortium.encryption_key("Org1MSP"),
+        base64.b64decode(org1.get_model(rec.id).wrapped_key),
+        b"model-key",
+    )
     sealed3 = seal(consortium.encryption_certificate("Org3MSP"), own_key, b"model-key")
     with pytest.raises(Forbidden, match="only the owner"):
         org2.grant_model(rec.id, "Org3MSP", sealed3)
@@ -123,12 +135,20 @@ def test_revocation_rotates_the_data_key(org1, org2, org3, consortium, uid):
     pid = new_process(org1, uid, rounds=2)
     _finish(org1, org2, pid)
     rec, old_ciphertext = _publish(org1, consortium, pid)
-    own_key = unseal(consortium.encryption_key("Org1MSP"), base64.b64decode(org1.get_model(rec.id).wrapped_key),
-                     b"model-key")
-    org1.grant_model(rec.id, "Org3MSP", seal(consortium.encryption_certificate("Org3MSP"), own_key, b"model-key"))
+    own_key = unseal(
+        consortium.encryption_key("Org1MSP"),
+        base64.b64decode(org1.get_model(rec.id).wrapped_key),
+        b"model-key",
+    )
+    org1.grant_model(
+        rec.id, "Org3MSP", seal(consortium.encryption_certificate("Org3MSP"), own_key, b"model-key")
+    )
     # Org3 fetches its sealed key while it has access, and keeps it
-    old_key3 = unseal(consortium.encryption_key("Org3MSP"), base64.b64decode(org3.get_model(rec.id).wrapped_key),
-                      b"model-key")
+    old_key3 = unseal(
+        consortium.encryption_key("Org3MSP"),
+        base64.b64decode(org3.get_model(rec.id).wrapped_key),
+        b"model-key",
+    )
     assert decrypt_payload(old_key3, old_ciphertext) == MODEL_BYTES
     remaining = ("Org1MSP", "Org2MSP")
     new_digest, new_keys, new_ciphertext = _rotation(consortium, remaining)
@@ -140,8 +160,12 @@ def test_revocation_rotates_the_data_key(org1, org2, org3, consortium, uid):
     with pytest.raises(InvalidArgument, match="exactly the remaining"):
         org1.revoke_model(rec.id, "Org3MSP", new_digest, {"Org1MSP": new_keys["Org1MSP"]})
     with pytest.raises(InvalidArgument):
-        org1.ledger.submit(org1.identity, "Model:revoke", rec.id, "Org3MSP")   # no rotation at all
-    assert org3.get_model(rec.id).access == ("Org1MSP", "Org2MSP", "Org3MSP")   # refused attempts changed nothing
+        org1.ledger.submit(org1.identity, "Model:revoke", rec.id, "Org3MSP")  # no rotation at all
+    assert org3.get_model(rec.id).access == (
+        "Org1MSP",
+        "Org2MSP",
+        "Org3MSP",
+    )  # refused attempts changed nothing
     revoked = org1.revoke_model(rec.id, "Org3MSP", new_digest, new_keys)
     assert revoked.ciphertext_digest == new_digest != rec.ciphertext_digest
     assert revoked.extra["key_version"] == 2 and rec.extra["key_version"] == 1
@@ -152,9 +176,11 @@ def test_revocation_rotates_the_data_key(org1, org2, org3, consortium, uid):
     for client in (org1, org2):
         seen = client.get_model(rec.id)
         assert seen.ciphertext_digest == new_digest
-        k = unseal(consortium.encryption_key(client.organisation), base64.b64decode(seen.wrapped_key), b"model-key")
+        k = unseal(
+            consortium.encryption_key(client.organisation), base64.b64decode(seen.wrapped_key), b"model-key"
+        )
         assert k != own_key and decrypt_payload(k, new_ciphertext) == MODEL_BYTES
-        with pytest.raises(DecryptionError):   # and the old key is gone from the ledger for them too
+        with pytest.raises(DecryptionError):  # and the old key is gone from the ledger for them too
             decrypt_payload(own_key, new_ciphertext)
     with pytest.raises(Forbidden):
         org3.get_model(rec.id)
@@ -165,9 +191,12 @@ def test_events_tell_non_members_no_digests(ledger, org1, org2, org3, consortium
     Org3 (not in the process) learns no state, message or model digest and no location from them."""
     start = ledger.block_height(org3.identity)
     pid = new_process(org1, uid, rounds=2)
-    results = [run_task(org1, pid, 1, recipients=("Org2MSP",)), run_task(org2, pid, 1, recipients=("Org1MSP",)),
-               run_task(org1, pid, 2, model_digest=digest_of("model-Org1MSP")),
-               run_task(org2, pid, 2, model_digest=digest_of("model-Org2MSP"))]
+    results = [
+        run_task(org1, pid, 1, recipients=("Org2MSP",)),
+        run_task(org2, pid, 1, recipients=("Org1MSP",)),
+        run_task(org1, pid, 2, model_digest=digest_of("model-Org1MSP")),
+        run_task(org2, pid, 2, model_digest=digest_of("model-Org2MSP")),
+    ]
     rec, _ = _publish(org1, consortium, pid)
     secrets = {rec.digest, rec.ciphertext_digest, "artifact://model"}
     for r in results:
@@ -185,7 +214,7 @@ def test_events_tell_non_members_no_digests(ledger, org1, org2, org3, consortium
     assert names.count("TaskCompleted") == 4 and "ModelPublished" in names and "ProcessCreated" in names
     for ev in seen:
         if ev.name.startswith("Image"):
-            continue   # the image registry is readable by every channel member (Image:get)
+            continue  # the image registry is readable by every channel member (Image:get)
         text = ev.payload.decode()
         assert "sha256:" not in text and not any(s in text for s in secrets), (ev.name, text)
         assert set(json.loads(text)) <= {"id", "process_id", "round", "organisation", "owner", "status"}, text

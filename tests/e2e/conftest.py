@@ -17,6 +17,7 @@ ORGS3 = ("Org1MSP", "Org2MSP", "Org3MSP")
 @pytest.fixture(scope="session")
 def consortium(tmp_path_factory):
     from ledger.identity import Consortium
+
     return Consortium.generate(tmp_path_factory.mktemp("crypto"), ["Org1", "Org2", "Org3"])
 
 
@@ -24,6 +25,7 @@ def consortium(tmp_path_factory):
 def platform(tmp_path, consortium):
     from executor.process import Platform
     from ledger.embedded import EmbeddedLedger
+
     path = tmp_path / "ledger.sqlite"
     p = Platform(EmbeddedLedger(path, consortium), consortium, tmp_path, ledger_path=path)
     yield p
@@ -35,11 +37,11 @@ class Case:
     """One algorithm's small end-to-end case: image folder, hyper-parameters, rounds, topology, data."""
 
     image: str
-    algorithm: Any            # class
+    algorithm: Any  # class
     params: dict
     rounds: int
     topology: dict
-    datasets: dict            # org -> LocalDataset
+    datasets: dict  # org -> LocalDataset
     privacy_budget: dict | None = None
 
 
@@ -59,39 +61,85 @@ def _mixture(seed: int, n: int) -> LocalDataset:
 
 def collab_rf_case(orgs=ORGS3) -> Case:
     from algorithms.collab_rf.algorithm import CollaborativeRandomForest
-    params = {"n_new": 3, "n_share": 2, "n_max": 6, "max_depth": 3, "n_rep": 2,
-              "schedule": ["FIT", "SHARE", "GET", "FIT", "SHARE", "GET"]}
-    return Case("collab-rf", CollaborativeRandomForest, params, 6, {"kind": "ring", "seed": 5},
-                {o: _classification(20 + i, 40 + 15 * i) for i, o in enumerate(orgs)})
+
+    params = {
+        "n_new": 3,
+        "n_share": 2,
+        "n_max": 6,
+        "max_depth": 3,
+        "n_rep": 2,
+        "schedule": ["FIT", "SHARE", "GET", "FIT", "SHARE", "GET"],
+    }
+    return Case(
+        "collab-rf",
+        CollaborativeRandomForest,
+        params,
+        6,
+        {"kind": "ring", "seed": 5},
+        {o: _classification(20 + i, 40 + 15 * i) for i, o in enumerate(orgs)},
+    )
 
 
 def ggm_case(orgs=ORGS3) -> Case:
     from algorithms.collabdict.ggm import CollabDictGGM, rounds_for
+
     algo = CollabDictGGM(n_components=2, aggregation={"mode": "exact"})
-    return Case("collabdict-ggm", CollabDictGGM, {"n_components": 2, "aggregation": {"mode": "exact"}},
-                rounds_for(1, len(orgs), algo.agg), {"kind": "complete", "seed": 3},
-                {o: _mixture(30 + i, 30 + 10 * i) for i, o in enumerate(orgs)})
+    return Case(
+        "collabdict-ggm",
+        CollabDictGGM,
+        {"n_components": 2, "aggregation": {"mode": "exact"}},
+        rounds_for(1, len(orgs), algo.agg),
+        {"kind": "complete", "seed": 3},
+        {o: _mixture(30 + i, 30 + 10 * i) for i, o in enumerate(orgs)},
+    )
 
 
 def vae_case(orgs=ORGS3) -> Case:
     from algorithms.collabdict.vae import CollabDictVAE, rounds_for
-    params = {"hidden": 8, "optimizer": "sgd", "normalise": False, "mc_score": 4, "aggregation": {"mode": "exact"}}
+
+    params = {
+        "hidden": 8,
+        "optimizer": "sgd",
+        "normalise": False,
+        "mc_score": 4,
+        "aggregation": {"mode": "exact"},
+    }
     algo = CollabDictVAE(**params)
-    return Case("collabdict-vae", CollabDictVAE, params, rounds_for(1, len(orgs), algo.agg),
-                {"kind": "complete", "seed": 4}, {o: _mixture(40 + i, 24 + 8 * i) for i, o in enumerate(orgs)})
+    return Case(
+        "collabdict-vae",
+        CollabDictVAE,
+        params,
+        rounds_for(1, len(orgs), algo.agg),
+        {"kind": "complete", "seed": 4},
+        {o: _mixture(40 + i, 24 + 8 * i) for i, o in enumerate(orgs)},
+    )
 
 
 def dpsda_case(orgs=ORGS3, budget: float | None = None, rounds: int = 4) -> Case:
     from algorithms.dpsda import DPSDA
     from algorithms.dpsda.experiments import synthetic_olr
-    params = {"variant": "C", "n_nodes": len(orgs), "dimension": 6, "laplace_scale": 2.0, "weights": "metropolis"}
+
+    params = {
+        "variant": "C",
+        "n_nodes": len(orgs),
+        "dimension": 6,
+        "laplace_scale": 2.0,
+        "weights": "metropolis",
+    }
     if budget is not None:
         # a private process must clip: L̂ = 1/(2n√d) makes the proven sensitivity 2nL̂√d = 1, so ε0 = Δ/σ = 0.5
         params["gradient_clip"] = 1.0 / (2 * len(orgs) * (6 // len(orgs)) ** 0.5)
     stream = synthetic_olr(4, dimension=6, horizon=rounds)
     data = {o: LocalDataset(stream.features, stream.labels, name=o) for o in orgs}
-    return Case("dpsda", DPSDA, params, rounds, {"kind": "ring", "seed": 9}, data,
-                None if budget is None else {"mechanism": "laplace", "epsilon": budget})
+    return Case(
+        "dpsda",
+        DPSDA,
+        params,
+        rounds,
+        {"kind": "ring", "seed": 9},
+        data,
+        None if budget is None else {"mechanism": "laplace", "epsilon": budget},
+    )
 
 
 from tests.executor.conftest import engine, engine_url  # noqa: E402,F401  (Podman fixtures, shared)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
 from rich.console import Console
 
 from api.demo import run_demo
@@ -28,22 +27,27 @@ def test_quick_demo_completes_verified_and_writes_its_report(tmp_path):
     for o in orgs:
         p = report["provenance"][o]
         assert p["records"] == report["rounds"] and p["image_digest"] == [report["image"]["digest"]]
-        assert len(p["data_commitments"]) == 1                     # one dataset per organisation
+        assert len(p["data_commitments"]) == 1  # one dataset per organisation
     assert len({report["provenance"][o]["data_commitments"][0] for o in orgs}) == len(orgs)
     # the origin matrix counts each model's estimators: row sums = model sizes on the ledger
-    assert [sum(r) for r in report["estimator_origins"]] == [report["provenance"][o]["estimators"] for o in orgs]
+    assert [sum(r) for r in report["estimator_origins"]] == [
+        report["provenance"][o]["estimators"] for o in orgs
+    ]
     assert all(0.0 <= report["quality"][k][o]["bacc"] <= 1.0 for k in ("audited", "alone") for o in orgs)
     for name in ("report.md", "quality.png", "estimator_origins.png"):
         assert (tmp_path / name).stat().st_size > 0
     # the demo's consortium is a Consortia home: the CLI opens it with --home alone, acting (by
     # default) for the home's first organisation, and sees the completed process
     from typer.testing import CliRunner
+
     from api.cli import app
-    result = CliRunner().invoke(app, ["process", "list", "--home", str(tmp_path / "consortium"),
-                                                      "--json"])
+
+    result = CliRunner().invoke(app, ["process", "list", "--home", str(tmp_path / "consortium"), "--json"])
     assert result.exit_code == 0, result.stderr
     listed = json.loads(result.stdout)
-    assert [(p["id"], p["status"], p["creator"]) for p in listed] == [(report["process_id"], "completed", orgs[0])]
+    assert [(p["id"], p["status"], p["creator"]) for p in listed] == [
+        (report["process_id"], "completed", orgs[0])
+    ]
 
 
 def test_demo_help_offers_only_what_run_demo_accepts():
@@ -51,6 +55,7 @@ def test_demo_help_offers_only_what_run_demo_accepts():
     from typer.testing import CliRunner
 
     from api.cli import app
+
     out = CliRunner().invoke(app, ["demo", "--help"], env={"COLUMNS": "200"}).output
     assert "--runtime" in out and "sandbox" in out and "container" in out
     assert "inprocess" not in out

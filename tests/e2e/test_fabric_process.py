@@ -9,7 +9,14 @@ import secrets
 import pytest
 
 from executor.lineage import verify_model_lineage
-from executor.process import Platform, ProcessSpec, collect_models, launch, map_dataset, prepare_image, run_process
+from executor.process import (
+    Platform,
+    ProcessSpec,
+    launch,
+    map_dataset,
+    prepare_image,
+    run_process,
+)
 from executor.runtimes.sandbox import SandboxRuntime
 from tests.e2e.conftest import dpsda_case
 from tests.e2e.test_process import assert_bit_identical, simulated
@@ -20,6 +27,7 @@ pytestmark = pytest.mark.fabric
 @pytest.fixture(scope="module")
 def fabric_platform(tmp_path_factory):
     from ledger.fabric.testing import shared_fabric
+
     fab = shared_fabric()
     ledger = fab.ledger()
     yield Platform(ledger, fab.consortium, tmp_path_factory.mktemp("fabric-nodes"))
@@ -30,7 +38,7 @@ def test_audited_process_on_fabric_equals_the_simulator_and_verifies(fabric_plat
     p = fabric_platform
     orgs = tuple(p.consortium.msp_ids)[:3]
     case = dpsda_case(orgs=orgs, rounds=3)
-    pid = f"p-fabric-{secrets.token_hex(4)}"   # the network persists across sessions
+    pid = f"p-fabric-{secrets.token_hex(4)}"  # the network persists across sessions
     client = p.client(orgs[0])
     image = prepare_image(client, case.image, "sandbox")
     for o in orgs:

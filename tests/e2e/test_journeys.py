@@ -21,15 +21,27 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 ORGS = ("Org1", "Org2", "Org3")
 PID = "claims-rf"
-HYPER = {"n_new": 3, "n_share": 2, "n_max": 8, "max_depth": 4, "n_rep": 2, "schedule": ["FIT", "SHARE", "GET"]}
+HYPER = {
+    "n_new": 3,
+    "n_share": 2,
+    "n_max": 8,
+    "max_depth": 4,
+    "n_rep": 2,
+    "schedule": ["FIT", "SHARE", "GET"],
+}
 CONSORTIA_PACKAGES = ("algorithms", "api", "chaincode", "executor", "ledger", "benchmarks")
 
 
 def consortia(home: Path, *args: str, code: int = 0, timeout: float = 300) -> dict | list:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "CONSORTIA_HOME": str(home)}
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "api.cli", *args, "--json"], capture_output=True, text=True,
-                          env=env, timeout=timeout)
+    proc = subprocess.run(
+        [sys.executable, "-m", "api.cli", *args, "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+    )
     assert proc.returncode == code, (args, proc.stdout[-2000:], proc.stderr[-3000:])
     consortia.seconds.append((" ".join(args[:2]), time.perf_counter() - t0))
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -46,8 +58,15 @@ def claims(n: int, seed: int, shift: float) -> pd.DataFrame:
     prior = rng.poisson(1.0, n)
     risk = 0.02 * amount / np.exp(3 + shift) + 0.15 * (hour < 5) + 0.02 * distance + 0.3 * prior
     fraud = (risk + rng.normal(0, 0.2, n) > 1.0).astype(int)
-    return pd.DataFrame({"amount": amount.round(2), "hour": hour, "distance_km": distance.round(3),
-                         "prior_claims": prior, "is_fraud": fraud})
+    return pd.DataFrame(
+        {
+            "amount": amount.round(2),
+            "hour": hour,
+            "distance_km": distance.round(3),
+            "prior_claims": prior,
+            "is_fraud": fraud,
+        }
+    )
 
 
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="the sandbox runtime needs bubblewrap")
@@ -62,18 +81,71 @@ def test_the_journeys_through_the_cli_only(tmp_path):
     # 3. each organisation imports its own CSV under the same dataset name
     for i, org in enumerate(ORGS):
         claims(260, seed=i, shift=0.2 * i).to_csv(tmp_path / f"{org}.csv", index=False)
-        imported = consortia(home, "data", "import", str(tmp_path / f"{org}.csv"), "--dataset", "claims",
-                             "--label", "is_fraud", "--image", image["id"], "--org", org)
+        imported = consortia(
+            home,
+            "data",
+            "import",
+            str(tmp_path / f"{org}.csv"),
+            "--dataset",
+            "claims",
+            "--label",
+            "is_fraud",
+            "--image",
+            image["id"],
+            "--org",
+            org,
+        )
         assert imported["rows"] == 260 and imported["classes"] == [0, 1]
     # 4. the process, started right away; each organisation's node agent runs its tasks
-    created = consortia(home, "process", "create", PID, "--image", image["id"], "--consortium", ",".join(ORGS),
-                        "--topology", "complete", "--seed", "7", "--rounds", "3", "--dataset", "claims",
-                        "--hyperparameters", json.dumps(HYPER), "--start")
+    created = consortia(
+        home,
+        "process",
+        "create",
+        PID,
+        "--image",
+        image["id"],
+        "--consortium",
+        ",".join(ORGS),
+        "--topology",
+        "complete",
+        "--seed",
+        "7",
+        "--rounds",
+        "3",
+        "--dataset",
+        "claims",
+        "--hyperparameters",
+        json.dumps(HYPER),
+        "--start",
+    )
     assert created["status"] == "running" and created["image_digest"] == image["digest"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    agents = [subprocess.Popen([sys.executable, "-m", "api.cli", "node", "run", "--org", org, "--home", str(home),
-                                "--runtime", "sandbox", "--process", PID, "--timeout", "300"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for org in ORGS]
+    agents = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "api.cli",
+                "node",
+                "run",
+                "--org",
+                org,
+                "--home",
+                str(home),
+                "--runtime",
+                "sandbox",
+                "--process",
+                PID,
+                "--timeout",
+                "300",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for org in ORGS
+    ]
     for a in agents:
         out, err = a.communicate(timeout=400)
         assert a.returncode == 0, err[-3000:]
@@ -88,7 +160,10 @@ def test_the_journeys_through_the_cli_only(tmp_path):
     export = tmp_path / "export"
     meta = consortia(home, "model", "export", model_id, "--out", str(export), "--org", "Org2")
     assert meta["model_digest"] == consortia(home, "model", "get", model_id, "--org", "Org2")["digest"]
-    assert meta["lineage"]["root_execution"] == f"{PID}/3/Org2MSP" and meta["lineage"]["image_digest"] == image["digest"]
+    assert (
+        meta["lineage"]["root_execution"] == f"{PID}/3/Org2MSP"
+        and meta["lineage"]["image_digest"] == image["digest"]
+    )
     assert meta["features"] == ["amount", "hour", "distance_km", "prior_claims"]
     assert meta["versions"]["scikit-learn"] and meta["format"] == "joblib"
     rows = claims(120, seed=99, shift=0.1)
@@ -110,18 +185,29 @@ def test_the_journeys_through_the_cli_only(tmp_path):
                           "estimator": type(model).__module__ + "." + type(model).__name__}}))
     """)
     clean_env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "CONSORTIA_HOME")}
-    proc = subprocess.run([sys.executable, "-I", "-c", script], cwd=tmp_path, capture_output=True, text=True,
-                          env=clean_env, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-I", "-c", script],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=clean_env,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     outside = json.loads(proc.stdout)
-    assert outside["consortia_modules"] == [] and outside["estimator"] == "sklearn.ensemble._voting.VotingRegressor"
+    assert (
+        outside["consortia_modules"] == []
+        and outside["estimator"] == "sklearn.ensemble._voting.VotingRegressor"
+    )
     # the exported model predicts exactly what the platform's own model does
     from algorithms import codec
     from algorithms.collab_rf.estimators import ensemble_scores
+
     blob = tmp_path / "model.bin"
     consortia(home, "model", "get", model_id, "--out", str(blob), "--org", "Org2")
-    platform_scores = ensemble_scores(codec.decode(blob.read_bytes())["estimators"],
-                                      rows[meta["features"]].to_numpy(dtype=float))
+    platform_scores = ensemble_scores(
+        codec.decode(blob.read_bytes())["estimators"], rows[meta["features"]].to_numpy(dtype=float)
+    )
     np.testing.assert_allclose(outside["scores"], platform_scores, rtol=0, atol=1e-12)
     predicted = consortia(home, "model", "predict", str(export), "--csv", str(tmp_path / "rows.csv"))
     assert [r["positive"] for r in predicted["rows"]] == (platform_scores > 0.5).astype(int).tolist()

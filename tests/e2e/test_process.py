@@ -7,15 +7,22 @@ from __future__ import annotations
 
 import shutil
 
-import numpy as np
 import pytest
 
 from algorithms import codec
 from algorithms.simulator import simulate
 from algorithms.topologies.static import complete, ring
 from executor.lineage import verify_model_lineage
-from executor.process import (ProcessSpec, collect_models, dataset_dir, estimator_origins, launch, map_dataset,
-                              prepare_image, run_process)
+from executor.process import (
+    ProcessSpec,
+    collect_models,
+    dataset_dir,
+    estimator_origins,
+    launch,
+    map_dataset,
+    prepare_image,
+    run_process,
+)
 from executor.runtimes.sandbox import SandboxRuntime
 from tests.e2e.conftest import ORGS3, collab_rf_case, dpsda_case, ggm_case, vae_case
 
@@ -24,7 +31,9 @@ TOPOLOGIES = {"ring": ring, "complete": complete}
 
 def simulated(case, orgs=ORGS3):
     topo = TOPOLOGIES[case.topology["kind"]](len(orgs))
-    return simulate(case.algorithm(**case.params), case.datasets, case.rounds, case.topology["seed"], topo, orgs)
+    return simulate(
+        case.algorithm(**case.params), case.datasets, case.rounds, case.topology["seed"], topo, orgs
+    )
 
 
 def start(platform, case, pid, runtime="sandbox", orgs=ORGS3, engine=None):
@@ -32,8 +41,19 @@ def start(platform, case, pid, runtime="sandbox", orgs=ORGS3, engine=None):
     image = prepare_image(client, case.image, runtime, engine=engine)
     for o in orgs:
         map_dataset(platform.data_root, o, "train", case.datasets[o])
-    launch(client, ProcessSpec(pid, image.record.id, tuple(orgs), case.topology, case.params, case.rounds,
-                               "train", case.privacy_budget))
+    launch(
+        client,
+        ProcessSpec(
+            pid,
+            image.record.id,
+            tuple(orgs),
+            case.topology,
+            case.params,
+            case.rounds,
+            "train",
+            case.privacy_budget,
+        ),
+    )
     return client, image
 
 
@@ -58,9 +78,16 @@ def test_process_spec_is_validated():
         ProcessSpec("p", "i", ORGS3, {"kind": "ring"}, {}, 2)
     with pytest.raises(ValueError, match="distinct"):
         ProcessSpec("p", "i", ("A", "A"), {"kind": "ring", "seed": 1}, {}, 2)
-    with pytest.raises(ValueError, match="gradient_clip"):      # a private process must clip
-        ProcessSpec("p", "i", ORGS3, {"kind": "ring", "seed": 1}, {"laplace_scale": 2.0}, 2,
-                    privacy_budget={"mechanism": "laplace", "epsilon": 1.0})
+    with pytest.raises(ValueError, match="gradient_clip"):  # a private process must clip
+        ProcessSpec(
+            "p",
+            "i",
+            ORGS3,
+            {"kind": "ring", "seed": 1},
+            {"laplace_scale": 2.0},
+            2,
+            privacy_budget={"mechanism": "laplace", "epsilon": 1.0},
+        )
     with pytest.raises(ValueError, match="epsilon"):
         ProcessSpec("p", "i", ORGS3, {"kind": "ring", "seed": 1}, {}, 2, privacy_budget={"epsilon": 0})
 
@@ -73,8 +100,11 @@ def test_each_organisation_maps_the_dataset_name_to_its_own_data(tmp_path):
         dataset_dir(tmp_path, "Org2MSP", "../other")
 
 
-@pytest.mark.parametrize("make_case", [collab_rf_case, ggm_case, dpsda_case, vae_case],
-                         ids=["collab-rf", "collabdict-ggm", "dpsda", "collabdict-vae"])
+@pytest.mark.parametrize(
+    "make_case",
+    [collab_rf_case, ggm_case, dpsda_case, vae_case],
+    ids=["collab-rf", "collabdict-ggm", "dpsda", "collabdict-vae"],
+)
 def test_sandbox_process_is_bit_identical_to_the_simulator(platform, make_case):
     case = make_case()
     if case.image == "collabdict-vae":
@@ -96,18 +126,26 @@ def test_sandbox_process_is_bit_identical_to_the_simulator(platform, make_case):
     if case.image == "collab-rf":
         # estimator-origin matrix (seed 003 Fig. 5) from the ledger alone equals the simulator's
         orgs, matrix = estimator_origins(client, "p-eq")
-        expected = [[sum(1 for e in codec.decode(sim.models[owner])["estimators"] if e["creator"] == creator)
-                     for creator in orgs] for owner in orgs]
+        expected = [
+            [
+                sum(1 for e in codec.decode(sim.models[owner])["estimators"] if e["creator"] == creator)
+                for creator in orgs
+            ]
+            for owner in orgs
+        ]
         assert matrix == expected
         assert sum(map(sum, matrix)) > 0 and any(matrix[i][j] for i in range(3) for j in range(3) if i != j)
         # and each shared message's signed estimator list names exactly the estimators it carries
         r2 = client.get_execution("p-eq", 2, "Org1MSP").result["outputs"]["messages"]
-        assert r2 and all(e[0] == "Org1MSP" and e[2].startswith("sha256:") for m in r2 for e in m["estimators"])
+        assert r2 and all(
+            e[0] == "Org1MSP" and e[2].startswith("sha256:") for m in r2 for e in m["estimators"]
+        )
 
 
 def test_container_process_is_bit_identical_to_the_simulator(platform, engine):
     case = dpsda_case()
     from executor.runtimes.container import ContainerRuntime
+
     client, image = start(platform, case, "p-ctr", runtime="container", engine=engine)
     out = run_process(platform, "p-ctr", lambda: ContainerRuntime(client=engine))
     assert out.status == "completed", (out.reason, out.agent_errors)
@@ -128,33 +166,45 @@ def test_privacy_budget_refuses_the_round_that_would_exceed_it(platform):
         by_round.setdefault(r.round, []).append(r)
     assert all(r.status == "completed" for rnd in (1, 2) for r in by_round[rnd])
     assert max(r.epsilon_total for rnd in (1, 2) for r in by_round[rnd]) == pytest.approx(3.0)
-    for r in by_round[2]:                       # the ledger keeps both observers and the accounting used
+    for r in by_round[2]:  # the ledger keeps both observers and the accounting used
         priv = r.extra["privacy"]
         assert priv["accounting"] == "basic" and priv["scope"] == "network" and priv["rigorous"] is True
-        assert priv["node"]["epsilon"] == pytest.approx(1.0) and priv["network"]["epsilon"] == pytest.approx(3.0)
-        assert priv["sensitivity"] == pytest.approx(1.0) and priv["gradient_clip"] == case.params["gradient_clip"]
+        assert priv["node"]["epsilon"] == pytest.approx(1.0) and priv["network"]["epsilon"] == pytest.approx(
+            3.0
+        )
+        assert (
+            priv["sensitivity"] == pytest.approx(1.0)
+            and priv["gradient_clip"] == case.params["gradient_clip"]
+        )
     failed = [r for r in recs if r.status == "failed"]
     assert failed and all(r.round == 3 for r in failed)
     refused = [r for r in failed if r.failure_reason.startswith("privacy budget exceeded")]
     assert refused and all(r.failure_details["code"] == "PRIVACY_BUDGET_EXCEEDED" for r in refused)
     assert all(r.status in ("failed", "running") for r in by_round[3])  # no round-3 result was accepted
-    assert not any(r.round > 3 for r in recs)              # the process stopped there
+    assert not any(r.round > 3 for r in recs)  # the process stopped there
     assert client.process_history("p-dp")[-1].value["status"] == "failed"
 
 
 def test_killed_agent_is_restarted_and_the_process_ends_complete_and_verified(platform):
     case = dpsda_case()
     client, _ = start(platform, case, "p-kill")
-    out = run_process(platform, "p-kill", SandboxRuntime, agents="processes",
-                      agent_env={"Org2MSP": {"CONSORTIA_AGENT_KILL_AT": "during_run:2"}})
+    out = run_process(
+        platform,
+        "p-kill",
+        SandboxRuntime,
+        agents="processes",
+        agent_env={"Org2MSP": {"CONSORTIA_AGENT_KILL_AT": "during_run:2"}},
+    )
     assert out.status == "completed", (out.reason, out.agent_errors, out.restarts)
     assert out.restarts == {"Org2MSP": 1}
     assert_bit_identical(platform, client, "p-kill", simulated(case))
-    for r in client.query_executions("p-kill"):                # created once, completed once
+    for r in client.query_executions("p-kill"):  # created once, completed once
         states = [h.value["status"] for h in client.execution_history("p-kill", r.round, r.organisation)]
         assert states == ["running", "completed"]
     keys = {o: platform.consortium.encryption_key(o) for o in ORGS3}
-    assert all(verify_model_lineage(platform.client(o), "p-kill", o, platform.store_root, keys).ok for o in ORGS3)
+    assert all(
+        verify_model_lineage(platform.client(o), "p-kill", o, platform.store_root, keys).ok for o in ORGS3
+    )
 
 
 def test_organisation_with_a_different_image_digest_refuses_and_the_process_reports_it(tmp_path, platform):
@@ -162,6 +212,7 @@ def test_organisation_with_a_different_image_digest_refuses_and_the_process_repo
     client, image = start(platform, case, "p-img")
     # Org3's local copy of the bundle differs by one byte from the one the process pins
     from executor.images import bundle_digest, cache_root
+
     genuine = cache_root() / "bundles" / image.reference.split(":", 1)[1]
     local = tmp_path / "org3-bundles" / genuine.name
     shutil.copytree(genuine, local)
@@ -173,7 +224,9 @@ def test_organisation_with_a_different_image_digest_refuses_and_the_process_repo
     out = run_process(platform, "p-img", SandboxRuntime)
     assert out.status == "failed" and "image refused" in out.reason and "Org3MSP" in out.reason
     rec = client.get_execution("p-img", 1, "Org3MSP")
-    assert rec.status == "failed" and rec.public_key == "" and rec.result is None   # never ran: no task key
+    assert rec.status == "failed" and rec.public_key == "" and rec.result is None  # never ran: no task key
     assert rec.failure_details["pinned"] == image.digest
     assert rec.failure_details["local"] == bundle_digest(local)
-    assert not any(r.organisation == "Org3MSP" and r.status == "completed" for r in client.query_executions("p-img"))
+    assert not any(
+        r.organisation == "Org3MSP" and r.status == "completed" for r in client.query_executions("p-img")
+    )

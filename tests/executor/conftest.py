@@ -34,6 +34,7 @@ def average_consensus():
 @pytest.fixture(scope="session")
 def consortium(tmp_path_factory):
     from ledger.identity import Consortium
+
     return Consortium.generate(tmp_path_factory.mktemp("crypto"), ["Org1", "Org2", "Org3"])
 
 
@@ -53,8 +54,9 @@ def data_dir(tmp_path) -> Path:
 @pytest.fixture(scope="session")
 def engine_url():
     """Start Podman's Docker-API socket (installing the engine if needed)."""
-    proc = subprocess.run([str(ROOT / "scripts" / "install-container-engine")], capture_output=True,
-                          text=True, timeout=900)
+    proc = subprocess.run(
+        [str(ROOT / "scripts" / "install-container-engine")], capture_output=True, text=True, timeout=900
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     url = proc.stdout.strip().splitlines()[-1]
     os.environ["CONSORTIA_DOCKER_HOST"] = url
@@ -64,6 +66,7 @@ def engine_url():
 @pytest.fixture(scope="session")
 def engine(engine_url):
     from executor.images import engine_client
+
     client = engine_client(engine_url)
     assert client.ping()
     return client
@@ -72,16 +75,19 @@ def engine(engine_url):
 @pytest.fixture(scope="session")
 def recipe():
     from executor.images import ImageRecipe
+
     return ImageRecipe.named("average-consensus")
 
 
 @pytest.fixture(scope="session")
 def container_image(engine, recipe):
     from executor.images import build_image
+
     return build_image(engine, recipe)
 
 
 @pytest.fixture(scope="session")
 def bundle(recipe):
     from executor.images import build_bundle
+
     return build_bundle(recipe)

@@ -1,6 +1,6 @@
 """A hostile task: tries to escape its isolation and reports what it managed (JSON on stdout)."""
 
-PROBE = r'''
+PROBE = r"""
 import json, os, socket, sys
 other = sys.argv[1]
 r = {}
@@ -37,13 +37,14 @@ r["cap_eff"] = status["CapEff"].strip()
 r["no_new_privs"] = status.get("NoNewPrivs", "").strip()
 r["pids_visible"] = len([p for p in os.listdir("/proc") if p.isdigit()])
 print("PROBE" + json.dumps(r))
-'''
+"""
 
 
 def parse(logs: str) -> dict:
     import json
+
     line = next(l for l in logs.splitlines() if l.startswith("PROBE"))
-    return json.loads(line[len("PROBE"):])
+    return json.loads(line[len("PROBE") :])
 
 
 def assert_isolated(r: dict) -> None:
@@ -58,4 +59,4 @@ def assert_isolated(r: dict) -> None:
     assert r["uid"] == 10001
     assert int(r["cap_eff"], 16) == 0, r
     assert r["no_new_privs"] == "1", r
-    assert r["pids_visible"] <= 3, r   # a fresh PID namespace: the task and its children only
+    assert r["pids_visible"] <= 3, r  # a fresh PID namespace: the task and its children only

@@ -4,7 +4,6 @@ end to end: the platform's digests equal the simulator's, in warm sandboxes and 
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 
@@ -26,9 +25,9 @@ def test_every_recipe_names_an_importable_algorithm():
     assert {f.name for f in folders} >= {"average-consensus", "collabdict-ggm", "collab-rf", "dpsda"}
     for folder in folders:
         recipe = images.ImageRecipe.load(folder)
-        assert len(recipe.algorithm) <= 64            # the Image contract's limit
+        assert len(recipe.algorithm) <= 64  # the Image contract's limit
         if recipe.name == "average-consensus":
-            continue                                   # its module lives in its folder (conftest imports it)
+            continue  # its module lives in its folder (conftest imports it)
         spec = type("S", (), {"algorithm": recipe.algorithm, "params": {}})
         assert isinstance(load_algorithm(spec), Algorithm), recipe.name
 
@@ -57,8 +56,19 @@ def _run_ggm(tmp_path, consortium, runtime, image, warm):
         images.register(client, recipe, image, image_id="ggm:1")
         client.create_process("p-ggm", "ggm:1", orgs, {"kind": "none"}, rounds, hyperparameters=GGM)
         client.start_process("p-ggm")
-        agents = [NodeAgent(ledger, consortium.identity(o), consortium, runtime, tmp_path / "data" / o,
-                            tmp_path / "store", tmp_path / "state", warm=warm) for o in orgs]
+        agents = [
+            NodeAgent(
+                ledger,
+                consortium.identity(o),
+                consortium,
+                runtime,
+                tmp_path / "data" / o,
+                tmp_path / "store",
+                tmp_path / "state",
+                warm=warm,
+            )
+            for o in orgs
+        ]
         try:
             for _ in range(rounds + 1):
                 for a in agents:
@@ -87,5 +97,6 @@ def test_collabdict_ggm_in_warm_sandboxes_equals_the_simulator(tmp_path, consort
 @pytest.mark.container
 def test_collabdict_ggm_in_warm_containers_equals_the_simulator(tmp_path, consortium, engine):
     from executor.runtimes.container import ContainerRuntime
+
     built = images.build_image(engine, images.ImageRecipe.named("collabdict-ggm"))
     _run_ggm(tmp_path, consortium, ContainerRuntime(client=engine), built, warm=True)

@@ -42,30 +42,60 @@ def test_invalid_organisation_names_are_refused(tmp_path):
 
 def test_message_opens_only_for_its_recipient(tmp_path, consortium):
     sender = ArtifactStore(tmp_path, "Org1MSP")
-    ref = sender.put_message(b"secret share", process_id="p1", round=3, recipient="Org2MSP",
-                             recipient_certificate=consortium.encryption_certificate("Org2MSP"))
+    ref = sender.put_message(
+        b"secret share",
+        process_id="p1",
+        round=3,
+        recipient="Org2MSP",
+        recipient_certificate=consortium.encryption_certificate("Org2MSP"),
+    )
     assert ref.payload_digest == sha256_digest(b"secret share")
     sealed = sender.get(ref.stored.digest)
     assert b"secret share" not in sealed
-    assert open_message(ref, process_id="p1", round=3, recipient="Org2MSP",
-                        recipient_key=consortium.encryption_key("Org2MSP")) == b"secret share"
+    assert (
+        open_message(
+            ref,
+            process_id="p1",
+            round=3,
+            recipient="Org2MSP",
+            recipient_key=consortium.encryption_key("Org2MSP"),
+        )
+        == b"secret share"
+    )
     # a non-recipient organisation cannot decrypt it, even when it pretends to be the recipient
     with pytest.raises(DecryptionError):
-        open_message(ref, process_id="p1", round=3, recipient="Org2MSP",
-                     recipient_key=consortium.encryption_key("Org3MSP"))
+        open_message(
+            ref,
+            process_id="p1",
+            round=3,
+            recipient="Org2MSP",
+            recipient_key=consortium.encryption_key("Org3MSP"),
+        )
     with pytest.raises(DecryptionError):
-        open_message(ref, process_id="p1", round=3, recipient="Org3MSP",
-                     recipient_key=consortium.encryption_key("Org3MSP"))
+        open_message(
+            ref,
+            process_id="p1",
+            round=3,
+            recipient="Org3MSP",
+            recipient_key=consortium.encryption_key("Org3MSP"),
+        )
 
 
 def test_message_cannot_be_replayed_into_another_round_or_sender(tmp_path, consortium):
     sender = ArtifactStore(tmp_path, "Org1MSP")
-    ref = sender.put_message(b"m", process_id="p1", round=1, recipient="Org2MSP",
-                             recipient_certificate=consortium.encryption_certificate("Org2MSP"))
+    ref = sender.put_message(
+        b"m",
+        process_id="p1",
+        round=1,
+        recipient="Org2MSP",
+        recipient_certificate=consortium.encryption_certificate("Org2MSP"),
+    )
     key = consortium.encryption_key("Org2MSP")
     with pytest.raises(DecryptionError):
         open_message(ref, process_id="p1", round=2, recipient="Org2MSP", recipient_key=key)
-    forged = type(ref)(sender="Org3MSP", recipient="Org2MSP", payload_digest=ref.payload_digest, stored=ref.stored)
+    forged = type(ref)(
+        sender="Org3MSP", recipient="Org2MSP", payload_digest=ref.payload_digest, stored=ref.stored
+    )
     with pytest.raises(DecryptionError):
         open_message(forged, process_id="p1", round=1, recipient="Org2MSP", recipient_key=key)
 
@@ -84,12 +114,12 @@ def test_private_artifacts_are_sealed_to_their_owner(tmp_path, consortium):
     state = b"private state of Org1 " * 20
     digest = s.put_private(state, consortium.encryption_certificate("Org1MSP"))
     assert digest == sha256_digest(state) and s.has_private(digest)
-    assert s.put_private(state, consortium.encryption_certificate("Org1MSP")) == digest   # idempotent
+    assert s.put_private(state, consortium.encryption_certificate("Org1MSP")) == digest  # idempotent
     path = s.private_path(digest)
     assert state not in path.read_bytes() and path.stat().st_mode & 0o777 == 0o600
     assert all(state not in f.read_bytes() for f in tmp_path.rglob("*") if f.is_file())
     assert s.get_private(digest, consortium.encryption_key("Org1MSP")) == state
-    with pytest.raises(ArtifactCorrupted):   # another organisation's key does not open it
+    with pytest.raises(ArtifactCorrupted):  # another organisation's key does not open it
         s.get_private(digest, consortium.encryption_key("Org2MSP"))
     # a sealed blob moved under another digest (or another organisation's store) does not open
     other = sha256_digest(b"other")

@@ -45,7 +45,7 @@ def _altered_recipe(tmp_path, recipe):
     folder = tmp_path / "altered"
     shutil.copytree(recipe.folder, folder, ignore=shutil.ignore_patterns("__pycache__"))
     mod = folder / "average_consensus.py"
-    mod.write_bytes(mod.read_bytes() + b" ")   # one byte more
+    mod.write_bytes(mod.read_bytes() + b" ")  # one byte more
     return images.ImageRecipe.load(folder)
 
 
@@ -60,10 +60,12 @@ def test_bundle_digest_is_stable_and_changes_with_one_byte(tmp_path, recipe, bun
 
 
 @pytest.mark.container
-def test_container_image_is_cached_and_a_one_byte_rebuild_is_refused(tmp_path, engine, recipe, container_image):
+def test_container_image_is_cached_and_a_one_byte_rebuild_is_refused(
+    tmp_path, engine, recipe, container_image
+):
     assert container_image.digest.startswith("sha256:") and len(container_image.digest) == 71
     assert images.local_image_digest(engine, recipe.reference) == container_image.digest
-    assert images.build_image(engine, recipe).digest == container_image.digest   # cached, no rebuild
+    assert images.build_image(engine, recipe).digest == container_image.digest  # cached, no rebuild
     labels = engine.images.get(container_image.digest).labels
     assert labels["org.consortia.algorithm"] == recipe.algorithm
     # Rebuild under the same reference with one changed byte: the pinned digest no longer matches.
@@ -80,6 +82,7 @@ def test_container_image_is_cached_and_a_one_byte_rebuild_is_refused(tmp_path, e
 def test_register_writes_the_digest_to_the_ledger(tmp_path, consortium, recipe, bundle):
     from ledger.client import ConsortiaClient
     from ledger.embedded import EmbeddedLedger
+
     with EmbeddedLedger(tmp_path / "ledger.sqlite", consortium) as ledger:
         client = ConsortiaClient(ledger, consortium.identity("Org2"))
         rec = images.register(client, recipe, bundle, image_id="avg-bundle:1")
@@ -97,7 +100,7 @@ def test_bundle_digest_notices_an_in_place_change(tmp_path, bundle):
     target.parent.chmod(0o755)
     target.chmod(0o644)
     data = target.read_bytes()
-    target.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))   # one byte, same size, same file
+    target.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))  # one byte, same size, same file
     assert images.bundle_digest(copy) != before
 
 
@@ -106,6 +109,7 @@ def test_bundle_digest_measures_the_interpreter_instead_of_reading_bundle_json(t
     A bundle whose bundle.json names another interpreter (as one built elsewhere would) still digests
     as a bundle for this interpreter, so a digest pinned for another interpreter cannot match here."""
     import importlib.metadata
+
     copy = tmp_path / "bundle"
     shutil.copytree(bundle.location, copy)
     copy.chmod(0o755)
@@ -118,8 +122,9 @@ def test_bundle_digest_measures_the_interpreter_instead_of_reading_bundle_json(t
     assert images.bundle_digest(copy) == bundle.digest
     # a different library version under the running interpreter changes the digest
     real_version = importlib.metadata.version
-    monkeypatch.setattr(importlib.metadata, "version",
-                        lambda name: "0.0.1" if name == "numpy" else real_version(name))
+    monkeypatch.setattr(
+        importlib.metadata, "version", lambda name: "0.0.1" if name == "numpy" else real_version(name)
+    )
     monkeypatch.setattr(images, "_IDENTITY", None, raising=False)
     assert images.interpreter_identity()["packages"]["numpy"] == "0.0.1"
     assert images.bundle_digest(copy) != bundle.digest
@@ -127,6 +132,7 @@ def test_bundle_digest_measures_the_interpreter_instead_of_reading_bundle_json(t
 
 def test_interpreter_identity_of_another_interpreter_is_asked_of_it():
     import sys
+
     assert images.interpreter_identity(sys.executable) == images.interpreter_identity()
     assert images._foreign_interpreter_identity(sys.executable) == images.interpreter_identity()
     with pytest.raises(ImageBuildError, match="cannot ask interpreter"):

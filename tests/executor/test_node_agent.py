@@ -27,7 +27,6 @@ from executor.runtimes.sandbox import SandboxRuntime
 from executor.task_keys import TaskKey
 from executor.tasks import run_isolated_task
 from ledger.embedded import EmbeddedLedger
-
 from tests.executor.conftest import ROOT, make_dataset
 
 PARAMS = {"eps": 0.3, "noise": 0.1}
@@ -49,21 +48,50 @@ class Platform:
 
     def register_image(self, image_id, recipe, digest, reference):
         name, version = image_id.split(":")
-        self.submit(self.orgs[0], "Image:register", json.dumps({
-            "id": image_id, "name": name, "version": version, "algorithm": recipe.algorithm,
-            "digest": digest, "reference": reference}))
+        self.submit(
+            self.orgs[0],
+            "Image:register",
+            json.dumps(
+                {
+                    "id": image_id,
+                    "name": name,
+                    "version": version,
+                    "algorithm": recipe.algorithm,
+                    "digest": digest,
+                    "reference": reference,
+                }
+            ),
+        )
 
     def launch(self, pid, image_id, rounds, orgs=None):
         orgs = orgs or self.orgs
-        self.submit(orgs[0], "LearningProcess:create", json.dumps({
-            "id": pid, "image_id": image_id, "consortium": orgs, "topology": {"kind": "ring", "seed": SEED},
-            "hyperparameters": PARAMS, "rounds": rounds}))
+        self.submit(
+            orgs[0],
+            "LearningProcess:create",
+            json.dumps(
+                {
+                    "id": pid,
+                    "image_id": image_id,
+                    "consortium": orgs,
+                    "topology": {"kind": "ring", "seed": SEED},
+                    "hyperparameters": PARAMS,
+                    "rounds": rounds,
+                }
+            ),
+        )
         self.submit(orgs[0], "LearningProcess:start", pid)
 
     def agent(self, org, runtime=None, ledger=None, warm=False):
-        return NodeAgent(ledger or self.ledger, self.consortium.identity(org), self.consortium,
-                         runtime or SandboxRuntime(), self.root / "data" / org, self.root / "store", self.root / "state",
-                         warm=warm)
+        return NodeAgent(
+            ledger or self.ledger,
+            self.consortium.identity(org),
+            self.consortium,
+            runtime or SandboxRuntime(),
+            self.root / "data" / org,
+            self.root / "store",
+            self.root / "state",
+            warm=warm,
+        )
 
     def records(self, pid):
         return self.evaluate(self.orgs[0], "ExecutionRecord:query", json.dumps({"process_id": pid}))
@@ -103,15 +131,23 @@ def run_all(platform, pid, agents):
 
 def assert_matches_simulation(platform, pid, rounds, average_consensus, orgs=None):
     orgs = orgs or platform.orgs
-    sim = simulate(average_consensus.AverageConsensus(**PARAMS), platform.datasets(orgs), rounds, SEED,
-                   ring(len(orgs)), orgs)
+    sim = simulate(
+        average_consensus.AverageConsensus(**PARAMS),
+        platform.datasets(orgs),
+        rounds,
+        SEED,
+        ring(len(orgs)),
+        orgs,
+    )
     recs = platform.records(pid)
     assert len(recs) == rounds * len(orgs)
     for r in recs:
         assert r["status"] == "completed"
         assert r["result"]["outputs"]["state"] == sim.state_digests[r["round"]][r["organisation"]]
         sent = {(r["organisation"], m["recipient"]): m["digest"] for m in r["result"]["outputs"]["messages"]}
-        assert sent == {k: v for k, v in sim.message_digests[r["round"] - 1].items() if k[0] == r["organisation"]}
+        assert sent == {
+            k: v for k, v in sim.message_digests[r["round"] - 1].items() if k[0] == r["organisation"]
+        }
     for o in orgs:
         model = platform.evaluate(o, "Model:get", f"{pid}:{o}")
         assert model["digest"] == images.hashlib.sha256(sim.models[o]).hexdigest().join(["sha256:", ""])
@@ -132,8 +168,9 @@ def test_audited_sandbox_process_equals_the_simulator(platform, bundle, recipe, 
     assert_matches_simulation(platform, "p-sim", 3, average_consensus)
     for r in platform.records("p-sim"):
         assert r["runtime"] == "sandbox" and r["image_digest"] == bundle.digest
-        history = platform.evaluate(r["organisation"], "ExecutionRecord:history", "p-sim", str(r["round"]),
-                                    r["organisation"])
+        history = platform.evaluate(
+            r["organisation"], "ExecutionRecord:history", "p-sim", str(r["round"]), r["organisation"]
+        )
         assert [h["value"]["status"] for h in history] == ["running", "completed"]
     # the agent is idempotent: running it again changes nothing
     height = platform.ledger.block_height(platform.consortium.identity("Org1"))
@@ -145,7 +182,11 @@ def test_audited_sandbox_process_equals_the_simulator(platform, bundle, recipe, 
 def test_warm_agents_equal_the_simulator(request, platform, recipe, average_consensus, runtime_name):
     if runtime_name == "container":
         from executor.runtimes.container import ContainerRuntime
-        image, rt = request.getfixturevalue("container_image"), ContainerRuntime(client=request.getfixturevalue("engine"))
+
+        image, rt = (
+            request.getfixturevalue("container_image"),
+            ContainerRuntime(client=request.getfixturevalue("engine")),
+        )
     else:
         image, rt = request.getfixturevalue("bundle"), SandboxRuntime()
     platform.register_image("avg:w", recipe, image.digest, image.reference)
@@ -155,8 +196,8 @@ def test_warm_agents_equal_the_simulator(request, platform, recipe, average_cons
     run_all(platform, "p-warm", agents)
     assert_matches_simulation(platform, "p-warm", 3, average_consensus, orgs)
     keys = {r["public_key"] for r in platform.records("p-warm")}
-    assert len(keys) == 6                         # a fresh task key per organisation and round
-    assert all(not a._workers for a in agents)    # workers stopped after the last round
+    assert len(keys) == 6  # a fresh task key per organisation and round
+    assert all(not a._workers for a in agents)  # workers stopped after the last round
 
 
 def test_dead_warm_worker_is_replaced_between_rounds(platform, bundle, recipe, average_consensus):
@@ -167,7 +208,7 @@ def test_dead_warm_worker_is_replaced_between_rounds(platform, bundle, recipe, a
     for a in agents:
         assert a.run_process_round("p-dead").status == "completed"
     first = agents[0]._workers["p-dead"]
-    first._proc.kill()                                   # the worker dies between rounds
+    first._proc.kill()  # the worker dies between rounds
     first._proc.wait()
     run_all(platform, "p-dead", agents)
     assert_matches_simulation(platform, "p-dead", 3, average_consensus, orgs)
@@ -176,6 +217,7 @@ def test_dead_warm_worker_is_replaced_between_rounds(platform, bundle, recipe, a
 
 def test_image_with_one_changed_byte_is_refused_on_the_ledger(tmp_path, platform, bundle, recipe):
     from tests.executor.test_images import _altered_recipe
+
     tampered = images.build_bundle(_altered_recipe(tmp_path, recipe))
     # the ledger pins the genuine digest, but the local image under the reference was rebuilt
     platform.register_image("avg:2", recipe, bundle.digest, tampered.reference)
@@ -184,8 +226,11 @@ def test_image_with_one_changed_byte_is_refused_on_the_ledger(tmp_path, platform
     assert outcome.status == "failed"
     rec = platform.evaluate("Org1MSP", "ExecutionRecord:get", "p-bad", "1", "Org1MSP")
     assert rec["status"] == "failed" and "image refused" in rec["failure_reason"]
-    assert rec["failure_details"]["pinned"] == bundle.digest and rec["failure_details"]["local"] == tampered.digest
-    assert rec["public_key"] == ""                       # no task key was ever registered: never executed
+    assert (
+        rec["failure_details"]["pinned"] == bundle.digest
+        and rec["failure_details"]["local"] == tampered.digest
+    )
+    assert rec["public_key"] == ""  # no task key was ever registered: never executed
     assert not (platform.root / "state" / "Org1MSP" / "tasks" / "p-bad" / "000001" / "work").exists()
     # the round can never complete, so the process is failed with the reason; the other member stops
     process = platform.evaluate("Org2MSP", "LearningProcess:get", "p-bad")
@@ -194,10 +239,12 @@ def test_image_with_one_changed_byte_is_refused_on_the_ledger(tmp_path, platform
 
 
 @pytest.mark.container
-def test_container_image_with_one_changed_byte_is_refused_on_the_ledger(tmp_path, platform, engine,
-                                                                          container_image, recipe):
+def test_container_image_with_one_changed_byte_is_refused_on_the_ledger(
+    tmp_path, platform, engine, container_image, recipe
+):
     from executor.runtimes.container import ContainerRuntime
     from tests.executor.test_images import _altered_recipe
+
     ref = "consortia/average-consensus-rebuilt:1.0.0"
     images.build_image(engine, _altered_recipe(tmp_path, recipe), reference=ref)
     platform.register_image("avg:3", recipe, container_image.digest, ref)
@@ -211,9 +258,11 @@ def test_container_image_with_one_changed_byte_is_refused_on_the_ledger(tmp_path
 
 
 @pytest.mark.container
-def test_audited_container_process_equals_the_simulator(platform, engine, container_image, recipe,
-                                                        average_consensus):
+def test_audited_container_process_equals_the_simulator(
+    platform, engine, container_image, recipe, average_consensus
+):
     from executor.runtimes.container import ContainerRuntime
+
     platform.register_image("avg:4", recipe, container_image.digest, container_image.reference)
     orgs = ["Org1MSP", "Org2MSP"]
     platform.launch("p-ctr", "avg:4", rounds=2, orgs=orgs)
@@ -248,17 +297,32 @@ def test_forged_or_altered_result_signature_is_rejected_by_the_chaincode(tmp_pat
     platform.launch("p-sig", "avg:5", rounds=1, orgs=["Org1MSP", "Org2MSP"])
     agent = platform.agent("Org1MSP")
     key = TaskKey.generate()
-    platform.submit("Org1MSP", "ExecutionRecord:create_task", json.dumps(
-        {"process_id": "p-sig", "round": 1, "public_key": key.public_key_pem, "runtime": "sandbox"}))
+    platform.submit(
+        "Org1MSP",
+        "ExecutionRecord:create_task",
+        json.dumps(
+            {"process_id": "p-sig", "round": 1, "public_key": key.public_key_pem, "runtime": "sandbox"}
+        ),
+    )
     process = agent.client.get_process("p-sig")
     spec = agent._task_spec(process, agent.client.get_image("avg:5"), 1)
-    out = run_isolated_task(agent.runtime, spec, key, tmp_path / "work", agent.data_dir(process), None, {},
-                            bundle_dir=bundle.location)
+    out = run_isolated_task(
+        agent.runtime,
+        spec,
+        key,
+        tmp_path / "work",
+        agent.data_dir(process),
+        None,
+        {},
+        bundle_dir=bundle.location,
+    )
     good_sig = base64.b64encode(out.signature).decode()
     altered = json.loads(out.manifest_bytes)
     altered["outputs"]["state"] = "sha256:" + "0" * 64
     with pytest.raises(SignatureInvalid):
-        platform.submit("Org1MSP", "ExecutionRecord:complete_task", canonical_json(altered).decode(), good_sig)
+        platform.submit(
+            "Org1MSP", "ExecutionRecord:complete_task", canonical_json(altered).decode(), good_sig
+        )
     forged = base64.b64encode(TaskKey.generate().sign(out.manifest_bytes)).decode()
     with pytest.raises(SignatureInvalid):
         platform.submit("Org1MSP", "ExecutionRecord:complete_task", out.manifest_bytes.decode(), forged)
@@ -269,44 +333,77 @@ def test_forged_or_altered_result_signature_is_rejected_by_the_chaincode(tmp_pat
 
 
 def _agent_cmd(platform, org, pid, runtime="sandbox"):
-    return [sys.executable, "-m", "executor.node_agent", "run", "--org", org,
-            "--consortium", str(platform.consortium.root), "--ledger", str(platform.root / "ledger.sqlite"),
-            "--runtime", runtime, "--data", str(platform.root / "data" / org), "--store",
-            str(platform.root / "store"), "--state", str(platform.root / "state"), "--process", pid,
-            "--timeout", "120"]
+    return [
+        sys.executable,
+        "-m",
+        "executor.node_agent",
+        "run",
+        "--org",
+        org,
+        "--consortium",
+        str(platform.consortium.root),
+        "--ledger",
+        str(platform.root / "ledger.sqlite"),
+        "--runtime",
+        runtime,
+        "--data",
+        str(platform.root / "data" / org),
+        "--store",
+        str(platform.root / "store"),
+        "--state",
+        str(platform.root / "state"),
+        "--process",
+        pid,
+        "--timeout",
+        "120",
+    ]
 
 
-@pytest.mark.parametrize("checkpoint,warm,runtime", [(c, False, "sandbox") for c in CHECKPOINTS]
-                         + [("during_run", True, "sandbox"),
-                            pytest.param("during_run", False, "container", marks=pytest.mark.container)])
-def test_agent_killed_at_any_step_resumes_without_duplicates(request, platform, recipe, average_consensus,
-                                                             checkpoint, warm, runtime):
+@pytest.mark.parametrize(
+    "checkpoint,warm,runtime",
+    [(c, False, "sandbox") for c in CHECKPOINTS]
+    + [
+        ("during_run", True, "sandbox"),
+        pytest.param("during_run", False, "container", marks=pytest.mark.container),
+    ],
+)
+def test_agent_killed_at_any_step_resumes_without_duplicates(
+    request, platform, recipe, average_consensus, checkpoint, warm, runtime
+):
     pid = f"p-kill-{checkpoint.replace('_', '-')}{'-warm' if warm else ''}-{runtime}"
     orgs = ["Org1MSP", "Org2MSP"]
     if runtime == "container":
         from executor.runtimes.container import ContainerRuntime
-        image, rt = request.getfixturevalue("container_image"), ContainerRuntime(client=request.getfixturevalue("engine"))
+
+        image, rt = (
+            request.getfixturevalue("container_image"),
+            ContainerRuntime(client=request.getfixturevalue("engine")),
+        )
     else:
         image, rt = request.getfixturevalue("bundle"), SandboxRuntime()
     platform.register_image("avg:k", recipe, image.digest, image.reference)
     platform.launch(pid, "avg:k", rounds=2, orgs=orgs)
-    other = threading.Thread(target=lambda: platform.agent("Org2MSP", runtime=rt).run_until_idle(pid, timeout=120))
+    other = threading.Thread(
+        target=lambda: platform.agent("Org2MSP", runtime=rt).run_until_idle(pid, timeout=120)
+    )
     other.start()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "CONSORTIA_AGENT_KILL_AT": f"{checkpoint}:2"}
     cmd = _agent_cmd(platform, "Org1MSP", pid, runtime) + (["--warm"] if warm else [])
-    killed = subprocess.run(cmd, env=env, capture_output=True, text=True,
-                            timeout=180, cwd=ROOT)
+    killed = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180, cwd=ROOT)
     assert killed.returncode == -9, killed.stderr[-3000:]
     env.pop("CONSORTIA_AGENT_KILL_AT")
-    resumed = subprocess.run(cmd, env=env, capture_output=True, text=True,
-                             timeout=180, cwd=ROOT)
+    resumed = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180, cwd=ROOT)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     other.join(timeout=180)
     recs = platform.records(pid)
-    assert sorted((r["round"], r["organisation"]) for r in recs) == [(1, o) for o in orgs] + [(2, o) for o in orgs]
+    assert sorted((r["round"], r["organisation"]) for r in recs) == [(1, o) for o in orgs] + [
+        (2, o) for o in orgs
+    ]
     assert all(r["status"] == "completed" for r in recs)
-    for r in recs:   # exactly one record per key, created once and completed once
-        history = platform.evaluate("Org1MSP", "ExecutionRecord:history", pid, str(r["round"]), r["organisation"])
+    for r in recs:  # exactly one record per key, created once and completed once
+        history = platform.evaluate(
+            "Org1MSP", "ExecutionRecord:history", pid, str(r["round"]), r["organisation"]
+        )
         assert [h["value"]["status"] for h in history] == ["running", "completed"]
     assert_matches_simulation(platform, pid, 2, average_consensus, orgs)
     assert platform.evaluate("Org1MSP", "LearningProcess:get", pid)["status"] == "completed"
@@ -325,8 +422,14 @@ def test_store_holds_only_ciphertext_in_private_modes(platform, bundle, recipe, 
     platform.register_image("avg:1", recipe, bundle.digest, bundle.reference)
     platform.launch("p-rest", "avg:1", rounds=3)
     run_all(platform, "p-rest", [platform.agent(o) for o in platform.orgs])
-    sim = simulate(average_consensus.AverageConsensus(**PARAMS), platform.datasets(), 3, SEED,
-                   ring(len(platform.orgs)), platform.orgs)
+    sim = simulate(
+        average_consensus.AverageConsensus(**PARAMS),
+        platform.datasets(),
+        3,
+        SEED,
+        ring(len(platform.orgs)),
+        platform.orgs,
+    )
     store = platform.root / "store"
     files = _store_files(store)
     assert files

@@ -10,7 +10,6 @@ from executor.runtimes.base import Limits, TaskMounts
 from executor.runtimes.container import ContainerRuntime
 from executor.task_keys import TaskKey, destroy_key_dir
 from executor.tasks import run_isolated_task
-
 from tests.executor.conftest import make_dataset
 from tests.executor.probes import PROBE, assert_isolated, parse
 
@@ -38,9 +37,14 @@ def _mounts(tmp_path, runtime):
 
 
 def test_isolation_options_requested():
-    m = TaskMounts(task_dir=__import__("pathlib").Path("/t"), data_dir=__import__("pathlib").Path("/d"),
-                   key_dir=__import__("pathlib").Path("/k"))
-    o = ContainerRuntime(client=object()).container_options(m, Limits(memory_bytes=512 << 20, cpus=0.5, pids=64))
+    m = TaskMounts(
+        task_dir=__import__("pathlib").Path("/t"),
+        data_dir=__import__("pathlib").Path("/d"),
+        key_dir=__import__("pathlib").Path("/k"),
+    )
+    o = ContainerRuntime(client=object()).container_options(
+        m, Limits(memory_bytes=512 << 20, cpus=0.5, pids=64)
+    )
     assert o["network_mode"] == "none" and o["read_only"] is True and o["cap_drop"] == ["ALL"]
     assert o["security_opt"] == ["no-new-privileges"] and o["user"] == "10001:10001"
     assert o["mem_limit"] == 512 << 20 == o["memswap_limit"] and o["nano_cpus"] == 500_000_000
@@ -64,7 +68,9 @@ def test_hostile_task_is_isolated(tmp_path, runtime, container_image):
 def test_memory_limit_holds(tmp_path, runtime, container_image):
     m, _ = _mounts(tmp_path, runtime)
     hog = "b = bytearray(900 * 1024 * 1024); b[::4096] = b'x' * len(b[::4096]); print('allocated')"
-    out = runtime.run(container_image.digest, m, Limits(memory_bytes=128 << 20), command=["python3", "-c", hog])
+    out = runtime.run(
+        container_image.digest, m, Limits(memory_bytes=128 << 20), command=["python3", "-c", hog]
+    )
     assert out.exit_code != 0 and "allocated" not in out.logs
 
 
@@ -82,13 +88,26 @@ def test_real_task_in_a_container_matches_the_sandbox(tmp_path, runtime, contain
     save_dataset(data / "dataset.npz", make_dataset(1))
     outputs = {}
     for rt, image, bdir in ((runtime, container_image, None), (SandboxRuntime(), bundle, bundle.location)):
-        spec = TaskSpec(process_id="p1", round=1, rounds=1, organisation="Org1MSP", consortium=ORGS,
-                        process_seed=1, algorithm=recipe.algorithm, params={"eps": 0.5, "noise": 0.2},
-                        image_digest=image.digest, runtime=rt.name, out_neighbours=("Org2MSP",),
-                        in_neighbours=("Org2MSP",), data_salt="ab")
-        out = run_isolated_task(rt, spec, TaskKey.generate(), tmp_path / rt.name, data, None, {}, bundle_dir=bdir)
+        spec = TaskSpec(
+            process_id="p1",
+            round=1,
+            rounds=1,
+            organisation="Org1MSP",
+            consortium=ORGS,
+            process_seed=1,
+            algorithm=recipe.algorithm,
+            params={"eps": 0.5, "noise": 0.2},
+            image_digest=image.digest,
+            runtime=rt.name,
+            out_neighbours=("Org2MSP",),
+            in_neighbours=("Org2MSP",),
+            data_salt="ab",
+        )
+        out = run_isolated_task(
+            rt, spec, TaskKey.generate(), tmp_path / rt.name, data, None, {}, bundle_dir=bdir
+        )
         outputs[rt.name] = (out.manifest["outputs"], out.manifest["inputs"])
-    assert outputs["container"] == outputs["sandbox"]   # same pinned numpy, same bytes
+    assert outputs["container"] == outputs["sandbox"]  # same pinned numpy, same bytes
 
 
 def test_finished_task_containers_are_removed(tmp_path, runtime, container_image, engine):

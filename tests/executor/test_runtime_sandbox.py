@@ -12,7 +12,6 @@ from executor.runtimes.base import Limits, TaskMounts
 from executor.runtimes.sandbox import SandboxRuntime
 from executor.task_keys import TaskKey, destroy_key_dir
 from executor.tasks import run_isolated_task
-
 from tests.executor.conftest import make_dataset
 from tests.executor.probes import PROBE, assert_isolated, parse
 
@@ -22,7 +21,7 @@ ORGS = ("Org1MSP", "Org2MSP")
 @pytest.fixture(scope="module")
 def sandbox():
     rt = SandboxRuntime()
-    rt.check()          # ToolMissing names bubblewrap and how to install it (scripts/setup does)
+    rt.check()  # ToolMissing names bubblewrap and how to install it (scripts/setup does)
     return rt
 
 
@@ -41,8 +40,13 @@ def _mounts(tmp_path, sandbox):
 def test_hostile_task_is_isolated(tmp_path, sandbox, bundle):
     m, other = _mounts(tmp_path, sandbox)
     try:
-        out = sandbox.run(bundle.digest, m, Limits(), command=[sys.executable, "-c", PROBE, str(other)],
-                          bundle_dir=bundle.location)
+        out = sandbox.run(
+            bundle.digest,
+            m,
+            Limits(),
+            command=[sys.executable, "-c", PROBE, str(other)],
+            bundle_dir=bundle.location,
+        )
     finally:
         destroy_key_dir(m.key_dir)
     assert out.exit_code == 0, out.logs
@@ -54,22 +58,35 @@ def test_hostile_task_is_isolated(tmp_path, sandbox, bundle):
 def test_memory_and_process_limits_hold(tmp_path, sandbox, bundle):
     m, _ = _mounts(tmp_path, sandbox)
     hog = "b = bytearray(900 * 1024 * 1024); print('allocated')"
-    out = sandbox.run(bundle.digest, m, Limits(memory_bytes=256 << 20), command=[sys.executable, "-c", hog],
-                      bundle_dir=bundle.location)
+    out = sandbox.run(
+        bundle.digest,
+        m,
+        Limits(memory_bytes=256 << 20),
+        command=[sys.executable, "-c", hog],
+        bundle_dir=bundle.location,
+    )
     assert out.exit_code != 0 and "allocated" not in out.logs
-    fork = ("import os, sys\nn = 0\ntry:\n    for _ in range(200):\n        if os.fork() == 0:\n"
-            "            import time; time.sleep(2); os._exit(0)\n        n += 1\nexcept OSError:\n    pass\n"
-            "print('forked', n)")
-    out = sandbox.run(bundle.digest, m, Limits(pids=16), command=[sys.executable, "-c", fork],
-                      bundle_dir=bundle.location)
+    fork = (
+        "import os, sys\nn = 0\ntry:\n    for _ in range(200):\n        if os.fork() == 0:\n"
+        "            import time; time.sleep(2); os._exit(0)\n        n += 1\nexcept OSError:\n    pass\n"
+        "print('forked', n)"
+    )
+    out = sandbox.run(
+        bundle.digest, m, Limits(pids=16), command=[sys.executable, "-c", fork], bundle_dir=bundle.location
+    )
     forked = int(out.logs.split("forked")[1].split()[0])
     assert forked < 16, out.logs
 
 
 def test_timeout_kills_the_task(tmp_path, sandbox, bundle):
     m, _ = _mounts(tmp_path, sandbox)
-    out = sandbox.run(bundle.digest, m, Limits(timeout_s=0.5), command=[sys.executable, "-c", "while True: pass"],
-                      bundle_dir=bundle.location)
+    out = sandbox.run(
+        bundle.digest,
+        m,
+        Limits(timeout_s=0.5),
+        command=[sys.executable, "-c", "while True: pass"],
+        bundle_dir=bundle.location,
+    )
     assert out.timed_out and out.exit_code != 0 and out.wall_s < 5
 
 
@@ -83,11 +100,23 @@ def test_real_task_in_the_sandbox(tmp_path, sandbox, bundle, recipe):
     data = tmp_path / "data"
     data.mkdir()
     save_dataset(data / "dataset.npz", make_dataset(1))
-    spec = TaskSpec(process_id="p1", round=1, rounds=1, organisation="Org1MSP", consortium=ORGS, process_seed=1,
-                    algorithm=recipe.algorithm, params={"eps": 0.5}, image_digest=bundle.digest, runtime="sandbox",
-                    out_neighbours=("Org2MSP",), in_neighbours=("Org2MSP",), data_salt="ab")
+    spec = TaskSpec(
+        process_id="p1",
+        round=1,
+        rounds=1,
+        organisation="Org1MSP",
+        consortium=ORGS,
+        process_seed=1,
+        algorithm=recipe.algorithm,
+        params={"eps": 0.5},
+        image_digest=bundle.digest,
+        runtime="sandbox",
+        out_neighbours=("Org2MSP",),
+        in_neighbours=("Org2MSP",),
+        data_salt="ab",
+    )
     key = TaskKey.generate()
     out = run_isolated_task(sandbox, spec, key, tmp_path / "work", data, None, {}, bundle_dir=bundle.location)
     assert out.outcome.exit_code == 0
     assert out.manifest["outputs"]["model"] is not None and set(out.outbox) == {"Org2MSP"}
-    assert not (tmp_path / "work" / "key").exists()   # key destroyed after the run
+    assert not (tmp_path / "work" / "key").exists()  # key destroyed after the run

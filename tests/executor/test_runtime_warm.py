@@ -11,16 +11,27 @@ from executor.runtimes.sandbox import SandboxRuntime
 from executor.runtimes.warm import WarmWorker
 from executor.task_keys import TaskKey
 from executor.tasks import run_isolated_task
-
 from tests.executor.conftest import make_dataset
 
 ORGS = ("Org1MSP", "Org2MSP")
 
 
 def _spec(rnd, image, runtime, algorithm):
-    return TaskSpec(process_id="p-warm", round=rnd, rounds=3, organisation="Org1MSP", consortium=ORGS,
-                    process_seed=4, algorithm=algorithm, params={"eps": 0.5, "noise": 0.3}, image_digest=image.digest,
-                    runtime=runtime, out_neighbours=("Org2MSP",), in_neighbours=("Org2MSP",), data_salt="aa")
+    return TaskSpec(
+        process_id="p-warm",
+        round=rnd,
+        rounds=3,
+        organisation="Org1MSP",
+        consortium=ORGS,
+        process_seed=4,
+        algorithm=algorithm,
+        params={"eps": 0.5, "noise": 0.3},
+        image_digest=image.digest,
+        runtime=runtime,
+        out_neighbours=("Org2MSP",),
+        in_neighbours=("Org2MSP",),
+        data_salt="aa",
+    )
 
 
 def _rounds(tmp_path, runtime, image, recipe, worker=None):
@@ -33,11 +44,19 @@ def _rounds(tmp_path, runtime, image, recipe, worker=None):
         keys.append(key.public_key_pem)
         spec = _spec(rnd, image, runtime.name, recipe.algorithm)
         if worker is None:
-            out = run_isolated_task(runtime, spec, key, tmp_path / f"cold{rnd}", data, state, {},
-                                    bundle_dir=image.location or None)
+            out = run_isolated_task(
+                runtime,
+                spec,
+                key,
+                tmp_path / f"cold{rnd}",
+                data,
+                state,
+                {},
+                bundle_dir=image.location or None,
+            )
         else:
             out = worker.run(spec, key, state, {})
-            assert not list(worker.in_root.rglob("task_key.pem"))   # key destroyed after the round
+            assert not list(worker.in_root.rglob("task_key.pem"))  # key destroyed after the round
         state = out.state
         manifests.append(out.manifest)
     assert len(set(keys)) == 3
@@ -67,8 +86,17 @@ def test_warm_worker_refuses_other_images_and_reports_dead_workers(tmp_path, bun
     save_dataset(data / "dataset.npz", make_dataset(7))
     worker = WarmWorker(rt, bundle.digest, tmp_path / "warm", data, bundle_dir=bundle.location).start()
     with pytest.raises(ValueError):
-        worker.run(_spec(1, type(bundle)(bundle.reference, "sha256:" + "0" * 64, "", "sandbox"), "sandbox",
-                         recipe.algorithm), TaskKey.generate(), None, {})
+        worker.run(
+            _spec(
+                1,
+                type(bundle)(bundle.reference, "sha256:" + "0" * 64, "", "sandbox"),
+                "sandbox",
+                recipe.algorithm,
+            ),
+            TaskKey.generate(),
+            None,
+            {},
+        )
     worker._proc.kill()
     worker._proc.wait()
     with pytest.raises(Exception, match="not running"):
@@ -79,11 +107,14 @@ def test_warm_worker_refuses_other_images_and_reports_dead_workers(tmp_path, bun
 @pytest.mark.container
 def test_warm_container_equals_cold_runs_with_the_same_isolation(tmp_path, engine, container_image, recipe):
     from executor.runtimes.container import ContainerRuntime
+
     rt = ContainerRuntime(client=engine)
     cold = _rounds(tmp_path / "c", rt, container_image, recipe)
     data = tmp_path / "w" / "data"
     data.mkdir(parents=True)
-    with WarmWorker(rt, container_image.digest, tmp_path / "w" / "warm", data, name="consortia-warm-test") as worker:
+    with WarmWorker(
+        rt, container_image.digest, tmp_path / "w" / "warm", data, name="consortia-warm-test"
+    ) as worker:
         warm = _rounds(tmp_path / "w", rt, container_image, recipe, worker)
         hc = engine.api.inspect_container(worker._container.id)["HostConfig"]
         assert hc["NetworkMode"] == "none" and hc["ReadonlyRootfs"] is True
@@ -102,15 +133,18 @@ def test_worker_does_not_outlive_its_executor(tmp_path, bundle):
     import time
 
     from tests.executor.conftest import ROOT
+
     data = tmp_path / "data"
     data.mkdir()
-    script = (f"import sys, time; sys.path.insert(0, {str(ROOT)!r})\n"
-              "from executor.runtimes.sandbox import SandboxRuntime\n"
-              "from executor.runtimes.warm import WarmWorker\n"
-              f"w = WarmWorker(SandboxRuntime(), {bundle.digest!r}, {str(tmp_path / 'warm')!r}, {str(data)!r},"
-              f" bundle_dir={bundle.location!r}).start()\n"
-              "print(w._proc.pid, flush=True)\n"
-              "time.sleep(60)\n")
+    script = (
+        f"import sys, time; sys.path.insert(0, {str(ROOT)!r})\n"
+        "from executor.runtimes.sandbox import SandboxRuntime\n"
+        "from executor.runtimes.warm import WarmWorker\n"
+        f"w = WarmWorker(SandboxRuntime(), {bundle.digest!r}, {str(tmp_path / 'warm')!r}, {str(data)!r},"
+        f" bundle_dir={bundle.location!r}).start()\n"
+        "print(w._proc.pid, flush=True)\n"
+        "time.sleep(60)\n"
+    )
     agent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     bwrap_pid = int(agent.stdout.readline())
     time.sleep(1.0)
@@ -119,7 +153,9 @@ def test_worker_does_not_outlive_its_executor(tmp_path, bundle):
     os.kill(agent.pid, signal.SIGKILL)
     agent.wait()
     deadline = time.monotonic() + 10
-    while any(os.path.exists(f"/proc/{p}") and "zombie" not in open(f"/proc/{p}/status").read().lower()
-              for p in [bwrap_pid, *children]):
+    while any(
+        os.path.exists(f"/proc/{p}") and "zombie" not in open(f"/proc/{p}/status").read().lower()
+        for p in [bwrap_pid, *children]
+    ):
         assert time.monotonic() < deadline, "worker outlived its executor"
         time.sleep(0.1)

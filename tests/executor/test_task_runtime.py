@@ -9,11 +9,18 @@ import pytest
 
 from algorithms import codec
 from algorithms.simulator import simulate
-from algorithms.task_runtime import (TaskInputError, TaskSpec, canonical_json, data_commitment, load_dataset,
-                                     main, run_task, save_dataset)
+from algorithms.task_runtime import (
+    TaskInputError,
+    TaskSpec,
+    canonical_json,
+    data_commitment,
+    load_dataset,
+    main,
+    run_task,
+    save_dataset,
+)
 from algorithms.topologies.static import ring
 from executor.task_keys import TaskKey, verify_task_signature
-
 from tests.executor.conftest import make_dataset
 
 ORGS = ("Org1MSP", "Org2MSP", "Org3MSP")
@@ -22,9 +29,21 @@ DIGEST = "sha256:" + "ab" * 32
 
 
 def spec(rnd=1, org="Org1MSP", rounds=2, **kw):
-    base = dict(process_id="p1", round=rnd, rounds=rounds, organisation=org, consortium=ORGS, process_seed=5,
-                algorithm=ALGO, params={"eps": 0.3, "noise": 0.1}, image_digest=DIGEST, runtime="sandbox",
-                out_neighbours=("Org2MSP",), in_neighbours=("Org3MSP",), data_salt="0011")
+    base = dict(
+        process_id="p1",
+        round=rnd,
+        rounds=rounds,
+        organisation=org,
+        consortium=ORGS,
+        process_seed=5,
+        algorithm=ALGO,
+        params={"eps": 0.3, "noise": 0.1},
+        image_digest=DIGEST,
+        runtime="sandbox",
+        out_neighbours=("Org2MSP",),
+        in_neighbours=("Org3MSP",),
+        data_salt="0011",
+    )
     base.update(kw)
     return TaskSpec(**base)
 
@@ -77,10 +96,22 @@ def test_round_one_runs_init_then_step_and_signs_the_manifest(tmp_path, average_
     body = (out / "manifest.json").read_bytes()
     assert json.loads(body) == manifest and canonical_json(manifest) == body
     assert verify_task_signature(key.public_key_pem, body, (out / "manifest.sig").read_bytes())
-    assert not verify_task_signature(TaskKey.generate().public_key_pem, body, (out / "manifest.sig").read_bytes())
+    assert not verify_task_signature(
+        TaskKey.generate().public_key_pem, body, (out / "manifest.sig").read_bytes()
+    )
     # contract schema
-    assert set(manifest) == {"process_id", "round", "organisation", "image_digest", "runtime", "inputs",
-                             "outputs", "metrics", "started", "finished"}
+    assert set(manifest) == {
+        "process_id",
+        "round",
+        "organisation",
+        "image_digest",
+        "runtime",
+        "inputs",
+        "outputs",
+        "metrics",
+        "started",
+        "finished",
+    }
     assert manifest["inputs"]["state"] is None and manifest["inputs"]["messages"] == []
     assert manifest["inputs"]["data_commitment"] == data_commitment("0011", (d / "dataset.npz").read_bytes())
     [msg] = manifest["outputs"]["messages"]

@@ -13,7 +13,6 @@ from executor.errors import ManifestInvalid, TaskFailed
 from executor.runtimes.base import RunOutcome, TaskMounts
 from executor.task_keys import TaskKey
 from executor.tasks import verify_outputs, write_inputs
-
 from tests.executor.conftest import make_dataset
 
 ORGS = ("Org1MSP", "Org2MSP")
@@ -21,10 +20,21 @@ OK = RunOutcome("sandbox", 0, 0.1, "")
 
 
 def _run(tmp_path, state=None, inbox=None):
-    spec = TaskSpec(process_id="p1", round=2 if state else 1, rounds=2, organisation="Org1MSP", consortium=ORGS,
-                    process_seed=3, algorithm="average_consensus:AverageConsensus", params={},
-                    image_digest="sha256:" + "c" * 64, runtime="sandbox", out_neighbours=("Org2MSP",),
-                    in_neighbours=("Org2MSP",), data_salt="01")
+    spec = TaskSpec(
+        process_id="p1",
+        round=2 if state else 1,
+        rounds=2,
+        organisation="Org1MSP",
+        consortium=ORGS,
+        process_seed=3,
+        algorithm="average_consensus:AverageConsensus",
+        params={},
+        image_digest="sha256:" + "c" * 64,
+        runtime="sandbox",
+        out_neighbours=("Org2MSP",),
+        in_neighbours=("Org2MSP",),
+        data_salt="01",
+    )
     m = TaskMounts(tmp_path / "task", tmp_path / "data", tmp_path / "key")
     m.data_dir.mkdir()
     save_dataset(m.data_dir / "dataset.npz", make_dataset(4))
@@ -42,7 +52,11 @@ def test_valid_outputs_verify(tmp_path, average_consensus):
     inbox = {"Org2MSP": codec.encode({"x": [0.0, 0.0, 0.0]})}
     spec, m, key = _run(tmp_path, state, inbox)
     out = verify_outputs(m.outputs, spec, key.public_key_pem, state, inbox, OK)
-    assert out.model is not None and set(out.outbox) == {"Org2MSP"} and out.state == (m.outputs / "state.bin").read_bytes()
+    assert (
+        out.model is not None
+        and set(out.outbox) == {"Org2MSP"}
+        and out.state == (m.outputs / "state.bin").read_bytes()
+    )
     assert out.timing["step_seconds"] >= 0
 
 
@@ -84,9 +98,28 @@ def test_missing_manifest_reports_the_task_error(tmp_path):
     m = TaskMounts(tmp_path / "task", tmp_path / "data", tmp_path / "key")
     os.makedirs(m.outputs)
     (m.outputs / "error.json").write_bytes(canonical_json({"error": "ValueError", "message": "boom"}))
-    spec = TaskSpec(process_id="p1", round=1, rounds=1, organisation="Org1MSP", consortium=ORGS, process_seed=0,
-                    algorithm="a:B", params={}, image_digest="sha256:" + "c" * 64, runtime="sandbox")
+    spec = TaskSpec(
+        process_id="p1",
+        round=1,
+        rounds=1,
+        organisation="Org1MSP",
+        consortium=ORGS,
+        process_seed=0,
+        algorithm="a:B",
+        params={},
+        image_digest="sha256:" + "c" * 64,
+        runtime="sandbox",
+    )
     with pytest.raises(TaskFailed, match="ValueError: boom"):
-        verify_outputs(m.outputs, spec, TaskKey.generate().public_key_pem, None, {}, RunOutcome("sandbox", 1, 0.1, ""))
+        verify_outputs(
+            m.outputs, spec, TaskKey.generate().public_key_pem, None, {}, RunOutcome("sandbox", 1, 0.1, "")
+        )
     with pytest.raises(TaskFailed, match="timed out"):
-        verify_outputs(m.outputs, spec, TaskKey.generate().public_key_pem, None, {}, RunOutcome("sandbox", -9, 9, "", True))
+        verify_outputs(
+            m.outputs,
+            spec,
+            TaskKey.generate().public_key_pem,
+            None,
+            {},
+            RunOutcome("sandbox", -9, 9, "", True),
+        )

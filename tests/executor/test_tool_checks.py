@@ -44,7 +44,9 @@ def test_find_tool_names_the_tool_and_the_package(path_without_bwrap):
     assert isinstance(err.value, RuntimeUnavailable) and err.value.code == "TOOL_MISSING"
 
 
-def test_sandbox_runtime_without_bwrap_raises_a_clear_error_not_permission_error(tmp_path, path_without_bwrap):
+def test_sandbox_runtime_without_bwrap_raises_a_clear_error_not_permission_error(
+    tmp_path, path_without_bwrap
+):
     rt = SandboxRuntime()
     assert rt.available() is False
     with pytest.raises(ToolMissing, match="apt-get install bubblewrap"):
@@ -53,21 +55,27 @@ def test_sandbox_runtime_without_bwrap_raises_a_clear_error_not_permission_error
     with pytest.raises(ToolMissing, match="bubblewrap"):
         rt.spawn(tmp_path, [], Limits(), ["true"])
     with pytest.raises(ToolMissing, match="bubblewrap"):
-        rt.run("sha256:" + "0" * 64, None, bundle_dir=tmp_path)   # type: ignore[arg-type]
+        rt.run("sha256:" + "0" * 64, None, bundle_dir=tmp_path)  # type: ignore[arg-type]
 
 
 def test_demo_without_bwrap_stops_at_once_with_one_line(tmp_path, path_without_bwrap):
     env = {**os.environ, "PATH": path_without_bwrap, "PYTHONPATH": str(ROOT), "COLUMNS": "80"}
     t0 = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "api.cli", "demo", "--quick", "--out", str(tmp_path / "out")],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "api.cli", "demo", "--quick", "--out", str(tmp_path / "out")],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     elapsed = time.monotonic() - t0
     out = (proc.stdout + proc.stderr).strip()
     assert proc.returncode == 2, out
-    assert out.count("\n") == 0, out                       # one line, even in 80 columns
+    assert out.count("\n") == 0, out  # one line, even in 80 columns
     assert "bwrap" in out and "apt-get install bubblewrap" in out, out
     assert "PermissionError" not in out
-    assert elapsed < 60                                     # before any data or image work
+    assert elapsed < 60  # before any data or image work
     assert not (tmp_path / "out" / "ledger.sqlite").exists()
 
 
@@ -80,13 +88,27 @@ def test_install_system_tools_names_what_it_could_not_install(tmp_path):
     (bin_dir / "id").write_text("#!/bin/bash\necho 1000\n")
     (bin_dir / "id").chmod(0o755)
     env = {"PATH": str(bin_dir), "HOME": str(tmp_path), "CONSORTIA_CACHE": str(tmp_path / "cache")}
-    proc = subprocess.run([str(bin_dir / "bash"), str(ROOT / "scripts" / "install-system-tools")],
-                          env=env, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [str(bin_dir / "bash"), str(ROOT / "scripts" / "install-system-tools")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 1, proc.stderr
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("[setup] could not install:"), proc.stderr
-    for pkg in ("bubblewrap", "podman", "runc", "debootstrap", "chromium", "chromium-driver", "git", "xz-utils",
-                "python3-venv"):
+    for pkg in (
+        "bubblewrap",
+        "podman",
+        "runc",
+        "debootstrap",
+        "chromium",
+        "chromium-driver",
+        "git",
+        "xz-utils",
+        "python3-venv",
+    ):
         assert f" {pkg}" in last, last
     assert "not root and no password-less sudo" in last
 
@@ -94,8 +116,9 @@ def test_install_system_tools_names_what_it_could_not_install(tmp_path):
 def test_install_system_tools_does_nothing_when_everything_is_there(tmp_path):
     """On this machine (scripts/setup ran) every tool is present: no apt-get, exit 0, silent."""
     env = {**os.environ, "CONSORTIA_CACHE": str(tmp_path / "cache")}
-    proc = subprocess.run([str(ROOT / "scripts" / "install-system-tools")], env=env,
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [str(ROOT / "scripts" / "install-system-tools")], env=env, capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == "" and not (tmp_path / "cache" / "apt.log").exists()
 
@@ -112,11 +135,16 @@ def test_scripts_demo_on_a_machine_without_the_tools_stops_at_once_with_one_line
     cache = tmp_path / "cache"
     env = {"PATH": str(bin_dir), "HOME": str(tmp_path), "CONSORTIA_CACHE": str(cache)}
     t0 = time.monotonic()
-    proc = subprocess.run([str(bin_dir / "bash"), str(ROOT / "scripts" / "demo"), "--quick"], env=env,
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [str(bin_dir / "bash"), str(ROOT / "scripts" / "demo"), "--quick"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 1, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert lines[-1].startswith("[setup] could not install:") and "bubblewrap" in lines[-1], proc.stderr
     assert "apt-get install" in lines[-1]
     assert time.monotonic() - t0 < 30
-    assert not (cache / "venv").exists()                   # stopped before the Python set-up
+    assert not (cache / "venv").exists()  # stopped before the Python set-up

@@ -29,4 +29,5 @@ def fabric_ids(fabric):
 def outsider(tmp_path_factory):
     """An identity of an organisation whose CA is not in the channel."""
     from ledger.identity import Consortium
+
     return Consortium.generate(tmp_path_factory.mktemp("outsider"), ["Org9"]).identity("Org9")

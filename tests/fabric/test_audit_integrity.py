@@ -31,7 +31,7 @@ def crf(fabric, fabric_ledger, tmp_path_factory):
     orgs = tuple(o.msp_id for o in c.organisations)
     clients = {m: ConsortiaClient(fabric_ledger, c.identity(m)) for m in orgs}
     stores = {m: DirectoryArtifactStore(root / "artifacts" / m) for m in orgs}
-    w = World(c, fabric_ledger, clients, stores, root)      # type: ignore[arg-type]
+    w = World(c, fabric_ledger, clients, stores, root)  # type: ignore[arg-type]
     pid = f"crf-{uuid.uuid4().hex[:8]}"
     ring_process(w, pid, rounds=ROUNDS, orgs=orgs, all_to_all=True, unchanged_rounds=SHARE)
     return w, pid, orgs
@@ -41,7 +41,9 @@ def test_lineage_through_repeated_digests_on_fabric(crf, tmp_path):
     w, pid, orgs = crf
     owner = orgs[0]
     model_id = f"{pid}:{owner}"
-    expected = {execution_node_id(pid, r, o) for o in orgs for r in range(1, ROUNDS + 1) if o == owner or r < ROUNDS}
+    expected = {
+        execution_node_id(pid, r, o) for o in orgs for r in range(1, ROUNDS + 1) if o == owner or r < ROUNDS
+    }
     client = w.clients[owner]
     with AuditIndex(tmp_path / "ix.db") as ix:
         sync(ix, client)
@@ -50,8 +52,13 @@ def test_lineage_through_repeated_digests_on_fabric(crf, tmp_path):
         report = verify_model_on_ledger(client, ix, model_id)
         assert report.ok, report.failures
         signers = {m: w.consortium.identity(m) for m in orgs}
-        cas = {o.msp_id: (o.path / "ca" / f"ca.{o.domain}-cert.pem").read_bytes() for o in w.consortium.organisations}
-        summary = export_bundle(tmp_path / "bundle", client, model_id, signers=signers, ca_certificates=cas, index=ix)
+        cas = {
+            o.msp_id: (o.path / "ca" / f"ca.{o.domain}-cert.pem").read_bytes()
+            for o in w.consortium.organisations
+        }
+        summary = export_bundle(
+            tmp_path / "bundle", client, model_id, signers=signers, ca_certificates=cas, index=ix
+        )
     assert summary["executions"] == 18
     bundle_report = verify_bundle(tmp_path / "bundle", trusted_cas=cas)
     assert bundle_report.ok, bundle_report.failures
@@ -65,7 +72,7 @@ def test_checkpoints_on_fabric(fabric, fabric_ledger, fabric_ids):
     org1, org2 = fabric_ids["Org1"], fabric_ids["Org2"]
     cp = checkpoint_of(fabric_ledger, org1)
     assert check_on_ledger(cp, fabric_ledger, org2, membership) == "Org1MSP"
-    fabric_ledger.submit(org1, "KV:put", f"cp-{uuid.uuid4().hex[:8]}", "x")     # the chain grows past it
+    fabric_ledger.submit(org1, "KV:put", f"cp-{uuid.uuid4().hex[:8]}", "x")  # the chain grows past it
     assert check_on_ledger(cp, fabric_ledger, org2, membership) == "Org1MSP"
     height = fabric_ledger.block_height(org1)
     beyond = sign_checkpoint(org1, fabric_ledger.channel, height + 3, "ab" * 32)  # a head this chain lacks

@@ -13,8 +13,12 @@ BIN = Path(__file__).resolve().parents[2] / "fabric-network" / "builders" / "cca
 
 
 def run(verb: str, *args: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([str(BIN / verb), *map(str, args)], capture_output=True, text=True,
-                          env={"PATH": os.environ["PATH"], **(env or {})})
+    return subprocess.run(
+        [str(BIN / verb), *map(str, args)],
+        capture_output=True,
+        text=True,
+        env={"PATH": os.environ["PATH"], **(env or {})},
+    )
 
 
 @pytest.fixture
@@ -23,8 +27,9 @@ def package(tmp_path):
     src.mkdir()
     meta.mkdir()
     (meta / "metadata.json").write_text(json.dumps({"type": "CCaaS", "label": "cc_1"}))
-    (src / "connection.json").write_text(json.dumps({"address": "127.0.0.1:{{.ccport}}", "dial_timeout": "10s",
-                                                     "tls_required": False}))
+    (src / "connection.json").write_text(
+        json.dumps({"address": "127.0.0.1:{{.ccport}}", "dial_timeout": "10s", "tls_required": False})
+    )
     (src / "META-INF" / "statedb").mkdir(parents=True)
     (src / "META-INF" / "statedb" / "index.json").write_text("{}")
     return src, meta

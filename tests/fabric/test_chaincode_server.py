@@ -14,7 +14,12 @@ import time
 import grpc
 import pytest
 from fabric_protos.ledger.queryresult import kv_query_result_pb2
-from fabric_protos.peer import chaincode_pb2, chaincode_shim_pb2, chaincode_shim_pb2_grpc, proposal_response_pb2
+from fabric_protos.peer import (
+    chaincode_pb2,
+    chaincode_shim_pb2,
+    chaincode_shim_pb2_grpc,
+    proposal_response_pb2,
+)
 
 from chaincode.errors import ContractError, NotFound
 from chaincode.stub import create_composite_key
@@ -30,20 +35,29 @@ CHANNEL = "ch"
 class FakePeer:
     """Drives one Connect stream like a peer: answers state calls from a dict; pages ranges by 2."""
 
-    def __init__(self, address: str, fail_keys: tuple[str, ...] = (), delay_s: float = 0.0,
-                 options: tuple[tuple[str, int], ...] = (), credentials: grpc.ChannelCredentials | None = None):
+    def __init__(
+        self,
+        address: str,
+        fail_keys: tuple[str, ...] = (),
+        delay_s: float = 0.0,
+        options: tuple[tuple[str, int], ...] = (),
+        credentials: grpc.ChannelCredentials | None = None,
+    ):
         self.state: dict[str, bytes] = {}
         self.fail_keys = fail_keys
         self.delay_s = delay_s
-        self.out: "queue.Queue[Msg | None]" = queue.Queue()
+        self.out: queue.Queue[Msg | None] = queue.Queue()
         self.completed: dict[str, Msg] = {}
         self.errors: dict[str, Msg] = {}
         self.keepalives = 0
         self.registered_as = ""
         self.queries: dict[str, list[bytes]] = {}
         self._done = threading.Condition()
-        self.channel = (grpc.secure_channel(address, credentials, options=list(options)) if credentials
-                        else grpc.insecure_channel(address, options=list(options)))
+        self.channel = (
+            grpc.secure_channel(address, credentials, options=list(options))
+            if credentials
+            else grpc.insecure_channel(address, options=list(options))
+        )
         self.call = chaincode_shim_pb2_grpc.ChaincodeStub(self.channel).Connect(self._requests())
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
@@ -60,7 +74,9 @@ class FakePeer:
         page, self.queries[qid] = rest[:2], rest[2:]
         return chaincode_shim_pb2.QueryResponse(
             results=[chaincode_shim_pb2.QueryResultBytes(resultBytes=b) for b in page],
-            has_more=bool(self.queries[qid]), id=qid).SerializeToString()
+            has_more=bool(self.queries[qid]),
+            id=qid,
+        ).SerializeToString()
 
     def _answer(self, m: Msg) -> None:
         if self.delay_s:
@@ -69,7 +85,9 @@ class FakePeer:
         if m.type == Msg.GET_STATE:
             key = chaincode_shim_pb2.GetState.FromString(m.payload).key
             if key in self.fail_keys:
-                reply = Msg(type=Msg.ERROR, payload=b"access denied for key", txid=m.txid, channel_id=m.channel_id)
+                reply = Msg(
+                    type=Msg.ERROR, payload=b"access denied for key", txid=m.txid, channel_id=m.channel_id
+                )
             else:
                 reply.payload = self.state.get(key, b"")
         elif m.type == Msg.PUT_STATE:
@@ -81,7 +99,9 @@ class FakePeer:
             r = chaincode_shim_pb2.GetStateByRange.FromString(m.payload)
             keys = sorted(k for k in self.state if r.startKey <= k and (not r.endKey or k < r.endKey))
             qid = f"q{len(self.queries)}"
-            self.queries[qid] = [kv_query_result_pb2.KV(key=k, value=self.state[k]).SerializeToString() for k in keys]
+            self.queries[qid] = [
+                kv_query_result_pb2.KV(key=k, value=self.state[k]).SerializeToString() for k in keys
+            ]
             reply.payload = self._page(qid)
         elif m.type == Msg.QUERY_STATE_NEXT:
             reply.payload = self._page(chaincode_shim_pb2.QueryStateNext.FromString(m.payload).id)
@@ -111,11 +131,19 @@ class FakePeer:
         except grpc.RpcError:
             pass
 
-    def invoke(self, identity, function: str, *args: str, proposal: bool = True, tx: str | None = None) -> str:
+    def invoke(
+        self, identity, function: str, *args: str, proposal: bool = True, tx: str | None = None
+    ) -> str:
         p = build_proposal(identity, CHANNEL, "cc", function, args, {"secret": b"s3"})
         txid = tx or p.tx_id
-        msg = Msg(type=Msg.TRANSACTION, txid=txid, channel_id=CHANNEL,
-                  payload=chaincode_pb2.ChaincodeInput(args=[function.encode()] + [a.encode() for a in args]).SerializeToString())
+        msg = Msg(
+            type=Msg.TRANSACTION,
+            txid=txid,
+            channel_id=CHANNEL,
+            payload=chaincode_pb2.ChaincodeInput(
+                args=[function.encode()] + [a.encode() for a in args]
+            ).SerializeToString(),
+        )
         if proposal:
             msg.proposal.CopyFrom(p.signed)
         else:
@@ -128,7 +156,9 @@ class FakePeer:
         with self._done:
             while not all(t in self.completed or t in self.errors for t in txids):
                 left = deadline - time.monotonic()
-                assert left > 0, f"{sum(t not in self.completed and t not in self.errors for t in txids)} transactions hang"
+                assert left > 0, (
+                    f"{sum(t not in self.completed and t not in self.errors for t in txids)} transactions hang"
+                )
                 self._done.wait(left)
 
     def response(self, txid: str) -> proposal_response_pb2.Response:
@@ -143,22 +173,29 @@ def contract(stub, function: str, args: list[str]) -> bytes:
     if function == "put":
         stub.put_state(args[0], args[1].encode())
         stub.set_event("first", b"1")
-        stub.set_event("Put", args[0].encode())           # last one wins (Go shim)
+        stub.set_event("Put", args[0].encode())  # last one wins (Go shim)
         return b"ok"
     if function == "get":
         v = stub.get_state(args[0])
         if v is None:
             raise NotFound(f"no {args[0]}", key=args[0])
         return v
-    if function == "reads":                                 # many sequential round trips
+    if function == "reads":  # many sequential round trips
         return str(sum(len(stub.get_state(f"k{i}") or b"") for i in range(int(args[0])))).encode()
     if function == "range":
         return json.dumps([kv.key for kv in stub.get_state_by_range(args[0], args[1])]).encode()
     if function == "composite":
         return json.dumps([kv.key for kv in stub.get_state_by_partial_composite_key("T", [])]).encode()
     if function == "context":
-        return json.dumps({"tx": stub.get_tx_id(), "ch": stub.get_channel_id(), "ts": stub.get_tx_timestamp(),
-                           "creator": len(stub.get_creator()), "transient": stub.get_transient()["secret"].decode()}).encode()
+        return json.dumps(
+            {
+                "tx": stub.get_tx_id(),
+                "ch": stub.get_channel_id(),
+                "ts": stub.get_tx_timestamp(),
+                "creator": len(stub.get_creator()),
+                "transient": stub.get_transient()["secret"].decode(),
+            }
+        ).encode()
     if function == "boom":
         raise RuntimeError("secret-payload-xyz")
     if function == "del":
@@ -224,7 +261,9 @@ def test_unexpected_exception_is_status_500(server, identity):
         peer.wait([tx])
         assert peer.response(tx).status == 500
         err = ContractError.from_wire(peer.response(tx).message)
-        assert err.code == "INTERNAL" and "RuntimeError" in err.message and "secret-payload" not in err.message
+        assert (
+            err.code == "INTERNAL" and "RuntimeError" in err.message and "secret-payload" not in err.message
+        )
     finally:
         peer.close()
 
@@ -299,7 +338,7 @@ def test_range_pages_and_skips_composite_keys(server, identity):
         t1 = peer.invoke(identity, "range", "", "")
         t2 = peer.invoke(identity, "composite")
         peer.wait([t1, t2])
-        assert json.loads(peer.response(t1).payload) == ["a", "b", "c", "d", "e"]   # 3 pages of 2
+        assert json.loads(peer.response(t1).payload) == ["a", "b", "c", "d", "e"]  # 3 pages of 2
         assert json.loads(peer.response(t2).payload) == [create_composite_key("T", ["1"])]
     finally:
         peer.close()
@@ -321,9 +360,15 @@ def test_transaction_context_from_the_proposal(server, identity):
 def test_idle_stream_survives_frequent_pings(server, identity):
     """The peer's gRPC client pings idle streams (PermitWithoutStream); a default C-core server
     answers GOAWAY too_many_pings. Ping every 1 s for 7 s without a call, then run a transaction."""
-    peer = FakePeer(server, options=(("grpc.keepalive_time_ms", 1000), ("grpc.keepalive_timeout_ms", 5000),
-                                     ("grpc.keepalive_permit_without_calls", 1),
-                                     ("grpc.http2.max_pings_without_data", 0)))
+    peer = FakePeer(
+        server,
+        options=(
+            ("grpc.keepalive_time_ms", 1000),
+            ("grpc.keepalive_timeout_ms", 5000),
+            ("grpc.keepalive_permit_without_calls", 1),
+            ("grpc.http2.max_pings_without_data", 0),
+        ),
+    )
     try:
         tx = peer.invoke(identity, "put", "warm", "1")
         peer.wait([tx])
@@ -387,8 +432,10 @@ def test_second_server_on_a_taken_port_fails():
 
 def test_duplicate_reply_and_close_never_block_the_reader():
     """A second reply for a call (or a close racing a reply) is dropped, not waited on."""
-    from ledger.fabric.chaincode_server import _StreamHandler
     from concurrent import futures as f
+
+    from ledger.fabric.chaincode_server import _StreamHandler
+
     h = _StreamHandler("cc", contract, f.ThreadPoolExecutor(1))
     got = []
     t = threading.Thread(target=lambda: got.append(h.call_peer("ch", "t1", Msg.GET_STATE, b"")))
@@ -398,7 +445,7 @@ def test_duplicate_reply_and_close_never_block_the_reader():
         time.sleep(0.01)
     reply = Msg(type=Msg.RESPONSE, payload=b"v", txid="t1", channel_id="ch")
     h.receive(reply)
-    h.receive(reply)          # duplicate: must return at once
-    h.close()                 # must not block either
+    h.receive(reply)  # duplicate: must return at once
+    h.close()  # must not block either
     t.join(5)
     assert got == [b"v"]

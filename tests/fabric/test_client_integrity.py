@@ -21,7 +21,7 @@ def test_ids_with_braces_give_not_found_on_fabric(fabric_ledger, fabric_ids, sha
     with pytest.raises(NotFound) as e:
         fabric_ledger.evaluate(fabric_ids["Org1"], "KV:get", key)
     assert e.value.details == {"key": key}
-    with pytest.raises(NotFound):            # a Consortia contract too, through endorsement
+    with pytest.raises(NotFound):  # a Consortia contract too, through endorsement
         fabric_ledger.submit(fabric_ids["Org2"], "LearningProcess:start", f"p-{shape}")
 
 
@@ -48,7 +48,7 @@ def test_events_timeout_returns_while_the_peer_is_stopped(fabric, fabric_ledger,
         listener.close()
         net.restart_node("peer0.org2")
         net.wait_block_height(1, height, timeout=60)
-    fabric_ledger.submit(org2, "KV:put", f"after-{uuid.uuid4().hex[:8]}", "x")   # Org2 is back
+    fabric_ledger.submit(org2, "KV:put", f"after-{uuid.uuid4().hex[:8]}", "x")  # Org2 is back
 
 
 def test_events_timeout_zero_delivers_what_is_committed(fabric_ledger, fabric_ids):

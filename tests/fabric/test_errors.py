@@ -7,8 +7,14 @@ import pytest
 from fabric_protos.gateway import gateway_pb2
 
 from chaincode.errors import AlreadyExists, Forbidden, InvalidArgument, NotFound
-from ledger.errors import (AccessDenied, EndorsementFailure, EndorsementPolicyFailure, LedgerError, MVCCConflict,
-                           TransactionInvalid)
+from ledger.errors import (
+    AccessDenied,
+    EndorsementFailure,
+    EndorsementPolicyFailure,
+    LedgerError,
+    MVCCConflict,
+    TransactionInvalid,
+)
 from ledger.fabric.errors import error_details, translate, validation_error
 
 
@@ -48,8 +54,11 @@ class FakeRpcError(grpc.RpcError):
 
 def endorse_error(peer_message: str) -> FakeRpcError:
     d = gateway_pb2.ErrorDetail(address="127.0.0.1:7051", msp_id="Org1MSP", message=peer_message)
-    return FakeRpcError(grpc.StatusCode.ABORTED, "failed to endorse transaction, see attached details",
-                        (("grpc-status-details-bin", status_bin(10, "failed", [d])),))
+    return FakeRpcError(
+        grpc.StatusCode.ABORTED,
+        "failed to endorse transaction, see attached details",
+        (("grpc-status-details-bin", status_bin(10, "failed", [d])),),
+    )
 
 
 def test_error_details_decoded_from_status_trailer():
@@ -62,13 +71,20 @@ def test_error_details_decoded_from_status_trailer():
 def test_contract_error_in_detail_rebuilt_typed():
     wire = NotFound("image x does not exist", key="x").to_wire()
     err = translate(endorse_error(f"chaincode response 404, {wire}"), "endorse")
-    assert isinstance(err, NotFound) and err.details == {"key": "x"} and err.message == "image x does not exist"
+    assert (
+        isinstance(err, NotFound) and err.details == {"key": "x"} and err.message == "image x does not exist"
+    )
 
 
 def test_contract_error_in_evaluate_message_rebuilt_typed():
     wire = AlreadyExists("dup {braces} inside", id="a").to_wire()
-    err = translate(FakeRpcError(grpc.StatusCode.UNKNOWN, f"evaluate call to endorser returned error: "
-                                                          f"chaincode response 409, {wire}"), "evaluate")
+    err = translate(
+        FakeRpcError(
+            grpc.StatusCode.UNKNOWN,
+            f"evaluate call to endorser returned error: chaincode response 409, {wire}",
+        ),
+        "evaluate",
+    )
     assert isinstance(err, AlreadyExists) and err.message == "dup {braces} inside"
     assert isinstance(translate(endorse_error(f"x {Forbidden('no').to_wire()}"), "endorse"), Forbidden)
 
@@ -82,27 +98,37 @@ def test_contract_error_with_unbalanced_braces_in_strings_stays_typed(ident):
     assert isinstance(err, NotFound) and err.details == {"key": ident}
     assert err.message == f"process {ident} does not exist"
     wire = InvalidArgument(f"bad {ident}", field=ident).to_wire()
-    err = translate(FakeRpcError(grpc.StatusCode.UNKNOWN, f"evaluate call to endorser returned error: "
-                                                          f"chaincode response 400, {wire} (peer0)"), "evaluate")
+    err = translate(
+        FakeRpcError(
+            grpc.StatusCode.UNKNOWN,
+            f"evaluate call to endorser returned error: chaincode response 400, {wire} (peer0)",
+        ),
+        "evaluate",
+    )
     assert isinstance(err, InvalidArgument) and err.details == {"field": ident}
 
 
 def test_contract_error_after_unrelated_braces_and_no_contract_error():
     wire = NotFound("gone", key="k").to_wire()
-    err = translate(endorse_error("prefix {not json} {\"x\": 1} then " + wire), "endorse")
+    err = translate(endorse_error('prefix {not json} {"x": 1} then ' + wire), "endorse")
     assert isinstance(err, NotFound) and err.details == {"key": "k"}
-    err = translate(endorse_error("chaincode response 500, {\"code\": unterminated"), "endorse")
+    err = translate(endorse_error('chaincode response 500, {"code": unterminated'), "endorse")
     assert isinstance(err, EndorsementFailure)
 
 
-@pytest.mark.parametrize("msg", [
-    "access denied: channel [consortia] creator org unknown, creator is malformed",
-    "Failed evaluating policy on signed data during check policy on channel [c] with policy [/Channel/Application/Writers]",
-    "error validating proposal: access denied: channel [c] creator org [Org9MSP]",
-])
+@pytest.mark.parametrize(
+    "msg",
+    [
+        "access denied: channel [consortia] creator org unknown, creator is malformed",
+        "Failed evaluating policy on signed data during check policy on channel [c] with policy [/Channel/Application/Writers]",
+        "error validating proposal: access denied: channel [c] creator org [Org9MSP]",
+    ],
+)
 def test_refused_identities_become_access_denied(msg):
     assert isinstance(translate(endorse_error(msg), "endorse"), AccessDenied)
-    assert isinstance(translate(FakeRpcError(grpc.StatusCode.PERMISSION_DENIED, "no"), "evaluate"), AccessDenied)
+    assert isinstance(
+        translate(FakeRpcError(grpc.StatusCode.PERMISSION_DENIED, "no"), "evaluate"), AccessDenied
+    )
 
 
 def test_other_failures_by_stage():

@@ -72,7 +72,7 @@ def test_range_and_history(fabric_ledger, fabric_ids):
     t2 = fabric_ledger.submit(fabric_ids["Org1"], "KV:put", k, "again").tx_id
     fabric_ledger.submit(fabric_ids["Org1"], "KV:delete", k)
     hist = json.loads(fabric_ledger.evaluate(fabric_ids["Org1"], "KV:history", k))
-    assert [(h[1], h[2]) for h in hist] == [("0", False), ("again", False), ("", True)]   # oldest first
+    assert [(h[1], h[2]) for h in hist] == [("0", False), ("again", False), ("", True)]  # oldest first
     assert hist[1][0] == t2
 
 
@@ -99,6 +99,7 @@ def test_conflicting_writes_get_mvcc_read_conflict(fabric_ledger, fabric_ids):
     fabric_ledger.send(org2, tx_b, env_b)
     code, _ = fabric_ledger.commit_status(org2, tx_b)
     from ledger.fabric.errors import validation_error
+
     err = validation_error(tx_b, code)
     assert isinstance(err, MVCCConflict) and err.validation_code == "MVCC_READ_CONFLICT"
     assert fabric_ledger.evaluate(org1, "KV:get", k) == b"1"
@@ -169,15 +170,19 @@ def test_peer_restart_mid_suite_catches_up_and_events_resume(fabric, fabric_ledg
         time.sleep(0.1)
     assert got == before
     net.stop_node("peer0.org2")
-    during = [fabric_ledger.submit(org1, "KV:put", f"p-{uid()}", "d", endorsing_organisations=["Org1MSP", "Org3MSP"]).tx_id
-              for _ in range(3)]
+    during = [
+        fabric_ledger.submit(
+            org1, "KV:put", f"p-{uid()}", "d", endorsing_organisations=["Org1MSP", "Org3MSP"]
+        ).tx_id
+        for _ in range(3)
+    ]
     height = fabric_ledger.block_height(org1)
     net.restart_node("peer0.org2")
     assert net.wait_block_height(1, height, timeout=60) >= height
     assert done.wait(90), f"events did not resume: got {len(got)} of 5"
     listener.close()
     assert got == before + during
-    fabric_ledger.submit(org2, "KV:put", f"p-{uid()}", "after")   # Org2's Gateway works again
+    fabric_ledger.submit(org2, "KV:put", f"p-{uid()}", "after")  # Org2's Gateway works again
 
 
 def test_suite_continues_after_restart(fabric_ledger, fabric_ids):
@@ -201,8 +206,9 @@ def test_many_concurrent_clients_all_commit(fabric_ledger, fabric_ids):
     ids = list(fabric_ids.values())
     keys = [f"m-{uid()}" for _ in range(30)]
     with ThreadPoolExecutor(10) as pool:
-        results = list(pool.map(lambda ik: fabric_ledger.submit(ids[ik[0] % 3], "KV:put", ik[1], "v"),
-                                enumerate(keys)))
+        results = list(
+            pool.map(lambda ik: fabric_ledger.submit(ids[ik[0] % 3], "KV:put", ik[1], "v"), enumerate(keys))
+        )
     assert all(r.validation_code == "VALID" for r in results)
     assert len({r.tx_id for r in results}) == 30
 
@@ -212,26 +218,35 @@ def test_high_s_signature_and_tampered_tx_id_rejected_at_endorsement(fabric_ledg
     import grpc
     from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature, encode_dss_signature
     from fabric_protos.gateway import gateway_pb2
+
     from ledger.fabric.proposal import build_proposal
     from ledger.identity import P256_ORDER
+
     ident = fabric_ids["Org1"]
     stub = fabric_ledger._stub(fabric_ledger._peer_for(ident))
 
     def evaluate(tx_id, signed):
-        req = gateway_pb2.EvaluateRequest(transaction_id=tx_id, channel_id=fabric_ledger.channel, proposed_transaction=signed)
+        req = gateway_pb2.EvaluateRequest(
+            transaction_id=tx_id, channel_id=fabric_ledger.channel, proposed_transaction=signed
+        )
         return stub.Evaluate(req, timeout=30)
 
     p = build_proposal(ident, fabric_ledger.channel, fabric_ledger.chaincode, "KV:whoami", [])
     assert evaluate(p.tx_id, p.signed).result.status == 200
     r, s = decode_dss_signature(p.signed.signature)
-    high = type(p.signed)(proposal_bytes=p.signed.proposal_bytes, signature=encode_dss_signature(r, P256_ORDER - s))
+    high = type(p.signed)(
+        proposal_bytes=p.signed.proposal_bytes, signature=encode_dss_signature(r, P256_ORDER - s)
+    )
     with pytest.raises(grpc.RpcError):
         evaluate(p.tx_id, high)
-    other = build_proposal(ident, fabric_ledger.channel, fabric_ledger.chaincode, "KV:whoami", [], nonce=b"x" * 24)
+    other = build_proposal(
+        ident, fabric_ledger.channel, fabric_ledger.chaincode, "KV:whoami", [], nonce=b"x" * 24
+    )
     forged = build_proposal(ident, fabric_ledger.channel, fabric_ledger.chaincode, "KV:whoami", [])
     # a valid signature over a proposal whose tx id does not match its nonce and creator
     from fabric_protos.common import common_pb2
     from fabric_protos.peer import proposal_pb2
+
     prop = proposal_pb2.Proposal.FromString(forged.signed.proposal_bytes)
     header = common_pb2.Header.FromString(prop.header)
     chdr = common_pb2.ChannelHeader.FromString(header.channel_header)

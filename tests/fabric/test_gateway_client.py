@@ -10,8 +10,13 @@ import grpc
 import pytest
 from fabric_protos.common import common_pb2
 from fabric_protos.gateway import gateway_pb2, gateway_pb2_grpc
-from fabric_protos.peer import (chaincode_event_pb2, chaincode_pb2, proposal_pb2, proposal_response_pb2,
-                                transaction_pb2)
+from fabric_protos.peer import (
+    chaincode_event_pb2,
+    chaincode_pb2,
+    proposal_pb2,
+    proposal_response_pb2,
+    transaction_pb2,
+)
 
 from chaincode.errors import NotFound
 from ledger.errors import AccessDenied, CommitTimeout, MVCCConflict
@@ -43,7 +48,7 @@ class FakeGateway(gateway_pb2_grpc.GatewayServicer):
     def __init__(self, membership):
         self.msp = membership
         self.submitted: list[str] = []
-        self.codes: dict[str, int] = {}          # tx id -> validation code to report
+        self.codes: dict[str, int] = {}  # tx id -> validation code to report
         self.conflicts_left = 0
         self.events_calls: list[gateway_pb2.ChaincodeEventsRequest] = []
         self.hang_commit = False
@@ -60,40 +65,61 @@ class FakeGateway(gateway_pb2_grpc.GatewayServicer):
         if chdr.tx_id != compute_tx_id(shdr.nonce, shdr.creator):
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "incorrect txid")
         cis = chaincode_pb2.ChaincodeInvocationSpec.FromString(
-            proposal_pb2.ChaincodeProposalPayload.FromString(prop.payload).input)
+            proposal_pb2.ChaincodeProposalPayload.FromString(prop.payload).input
+        )
         return chdr.tx_id, list(cis.chaincode_spec.input.args)
 
     def _respond(self, args: list[bytes], context) -> bytes:
         if args[0] == b"missing":
             wire = NotFound("no such key", key="k").to_wire()
-            context.set_trailing_metadata((("grpc-status-details-bin", _status_details(f"chaincode response 404, {wire}")),))
+            context.set_trailing_metadata(
+                (("grpc-status-details-bin", _status_details(f"chaincode response 404, {wire}")),)
+            )
             context.abort(grpc.StatusCode.ABORTED, "failed to endorse transaction, see attached details")
         return b"result:" + b",".join(args)
 
     def Evaluate(self, request, context):  # noqa: N802
         _, args = self._check(request.proposed_transaction, context)
-        return gateway_pb2.EvaluateResponse(result=proposal_response_pb2.Response(status=200, payload=self._respond(args, context)))
+        return gateway_pb2.EvaluateResponse(
+            result=proposal_response_pb2.Response(status=200, payload=self._respond(args, context))
+        )
 
     def Endorse(self, request, context):  # noqa: N802
         tx_id, args = self._check(request.proposed_transaction, context)
-        action = proposal_pb2.ChaincodeAction(response=proposal_response_pb2.Response(status=200, payload=self._respond(args, context)))
+        action = proposal_pb2.ChaincodeAction(
+            response=proposal_response_pb2.Response(status=200, payload=self._respond(args, context))
+        )
         prp = proposal_response_pb2.ProposalResponsePayload(extension=action.SerializeToString())
-        cap = transaction_pb2.ChaincodeActionPayload(action=transaction_pb2.ChaincodeEndorsedAction(
-            proposal_response_payload=prp.SerializeToString()))
-        tx = transaction_pb2.Transaction(actions=[transaction_pb2.TransactionAction(payload=cap.SerializeToString())])
-        creator = common_pb2.SignatureHeader.FromString(common_pb2.Header.FromString(
-            proposal_pb2.Proposal.FromString(request.proposed_transaction.proposal_bytes).header).signature_header).creator
-        payload = common_pb2.Payload(header=common_pb2.Header(
-            channel_header=common_pb2.ChannelHeader(tx_id=tx_id).SerializeToString(),
-            signature_header=common_pb2.SignatureHeader(creator=creator).SerializeToString()), data=tx.SerializeToString())
+        cap = transaction_pb2.ChaincodeActionPayload(
+            action=transaction_pb2.ChaincodeEndorsedAction(proposal_response_payload=prp.SerializeToString())
+        )
+        tx = transaction_pb2.Transaction(
+            actions=[transaction_pb2.TransactionAction(payload=cap.SerializeToString())]
+        )
+        creator = common_pb2.SignatureHeader.FromString(
+            common_pb2.Header.FromString(
+                proposal_pb2.Proposal.FromString(request.proposed_transaction.proposal_bytes).header
+            ).signature_header
+        ).creator
+        payload = common_pb2.Payload(
+            header=common_pb2.Header(
+                channel_header=common_pb2.ChannelHeader(tx_id=tx_id).SerializeToString(),
+                signature_header=common_pb2.SignatureHeader(creator=creator).SerializeToString(),
+            ),
+            data=tx.SerializeToString(),
+        )
         if args[0] == b"conflict" and self.conflicts_left > 0:
             self.conflicts_left -= 1
             self.codes[tx_id] = transaction_pb2.MVCC_READ_CONFLICT
-        return gateway_pb2.EndorseResponse(prepared_transaction=common_pb2.Envelope(payload=payload.SerializeToString()))
+        return gateway_pb2.EndorseResponse(
+            prepared_transaction=common_pb2.Envelope(payload=payload.SerializeToString())
+        )
 
     def Submit(self, request, context):  # noqa: N802
         env = request.prepared_transaction
-        shdr = common_pb2.SignatureHeader.FromString(common_pb2.Payload.FromString(env.payload).header.signature_header)
+        shdr = common_pb2.SignatureHeader.FromString(
+            common_pb2.Payload.FromString(env.payload).header.signature_header
+        )
         try:
             self.msp.verify_signature(shdr.creator, env.payload, env.signature)
         except Exception as exc:
@@ -108,8 +134,9 @@ class FakeGateway(gateway_pb2_grpc.GatewayServicer):
             threading.Event().wait(5)
         if req.transaction_id not in self.submitted:
             context.abort(grpc.StatusCode.NOT_FOUND, "unknown tx")
-        return gateway_pb2.CommitStatusResponse(result=self.codes.get(req.transaction_id, transaction_pb2.VALID),
-                                                block_number=7)
+        return gateway_pb2.CommitStatusResponse(
+            result=self.codes.get(req.transaction_id, transaction_pb2.VALID), block_number=7
+        )
 
     def ChaincodeEvents(self, request, context):  # noqa: N802
         req = gateway_pb2.ChaincodeEventsRequest.FromString(request.request)
@@ -123,14 +150,20 @@ class FakeGateway(gateway_pb2_grpc.GatewayServicer):
                 continue
             ids = blocks[b]
             if b == start and req.after_transaction_id in ids:
-                ids = ids[ids.index(req.after_transaction_id) + 1:]
+                ids = ids[ids.index(req.after_transaction_id) + 1 :]
             if not ids:
                 continue
-            yield gateway_pb2.ChaincodeEventsResponse(block_number=b, events=[
-                chaincode_event_pb2.ChaincodeEvent(chaincode_id="cc", tx_id=t, event_name="E", payload=t.encode())
-                for t in ids])
+            yield gateway_pb2.ChaincodeEventsResponse(
+                block_number=b,
+                events=[
+                    chaincode_event_pb2.ChaincodeEvent(
+                        chaincode_id="cc", tx_id=t, event_name="E", payload=t.encode()
+                    )
+                    for t in ids
+                ],
+            )
             if first and b == 5:
-                context.abort(grpc.StatusCode.UNAVAILABLE, "peer going down")   # break the stream once
+                context.abort(grpc.StatusCode.UNAVAILABLE, "peer going down")  # break the stream once
         threading.Event().wait(30)
 
 
@@ -154,7 +187,7 @@ def gateway(consortium):
 
 def test_evaluate_and_submit_signed_as_the_peer_requires(gateway, consortium):
     fake, led = gateway
-    ident = consortium.identity("Org2")                  # no Org2 peer here: uses the first
+    ident = consortium.identity("Org2")  # no Org2 peer here: uses the first
     assert led.evaluate(ident, "get", "a", "b") == b"result:get,a,b"
     r = led.submit(ident, "put", "k", "v")
     assert (r.result, r.block_number, r.validation_code) == (b"result:put,k,v", 7, "VALID")
@@ -200,10 +233,14 @@ def test_commit_timeout(gateway, consortium):
 
 def test_events_resume_after_broken_stream_without_loss_or_repeat(gateway, consortium):
     fake, led = gateway
-    got = [(e.block_number, e.tx_id) for e in led.events(consortium.identity("Org1"), start_block=5, timeout=3)]
+    got = [
+        (e.block_number, e.tx_id) for e in led.events(consortium.identity("Org1"), start_block=5, timeout=3)
+    ]
     assert got == [(5, "t1"), (5, "t2"), (6, "t3"), (8, "t4")]
     first, second = fake.events_calls[0], fake.events_calls[1]
-    assert first.start_position.WhichOneof("Type") == "specified" and first.start_position.specified.number == 5
+    assert (
+        first.start_position.WhichOneof("Type") == "specified" and first.start_position.specified.number == 5
+    )
     assert (second.start_position.specified.number, second.after_transaction_id) == (5, "t2")
 
 

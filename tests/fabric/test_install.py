@@ -45,13 +45,16 @@ def test_archive_installs_checked_files_and_a_rerun_repairs_a_changed_binary(tmp
     assert good == "2c0b7c37997510007862dc5bc7262ba7ae30ff991828d4457e6da736ed39f2d0"
     assert "Version: 3.1.5" in subprocess.run([str(peer), "version"], capture_output=True, text=True).stdout
 
-    r = _install(home, CONSORTIA_FABRIC_ARCHIVE=str(archive))           # nothing to do
+    r = _install(home, CONSORTIA_FABRIC_ARCHIVE=str(archive))  # nothing to do
     assert r.returncode == 0 and "found" in r.stdout
 
-    (home / "config" / "core.yaml").write_text("tampered: true\n")      # no stamp file is trusted
+    (home / "config" / "core.yaml").write_text("tampered: true\n")  # no stamp file is trusted
     r = _install(home, CONSORTIA_FABRIC_ARCHIVE=str(archive))
     assert r.returncode == 0 and "from the archive" in r.stdout, r.stderr
-    assert _sha(home / "config" / "core.yaml") == "ec6b65f5ac155c1f977a66b64772488977ca03bb89cf6e7cb5bd6e3777144107"
+    assert (
+        _sha(home / "config" / "core.yaml")
+        == "ec6b65f5ac155c1f977a66b64772488977ca03bb89cf6e7cb5bd6e3777144107"
+    )
 
 
 def test_archive_with_a_wrong_sha256_installs_nothing(tmp_path):
@@ -97,12 +100,16 @@ def test_other_versions_are_not_accepted(tmp_path):
     for f in ("core.yaml", "orderer.yaml"):
         (home / "config" / f).write_text("x: 1\n")
     r = _install(home, CONSORTIA_FABRIC_ARCHIVE=str(tmp_path / "missing.tar.xz"))
-    assert r.returncode == 4       # went on to the archive route: v2.5.9 is not kept
+    assert r.returncode == 4  # went on to the archive route: v2.5.9 is not kept
 
 
 def test_fabric_home_defaults_to_the_consortia_cache(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("FABRIC_HOME", "CONSORTIA_FABRIC_ARCHIVE")}
-    env.update(CONSORTIA_CACHE=str(tmp_path / "cache"), CONSORTIA_FABRIC_ARCHIVE=str(_archive()), PATH="/usr/bin:/bin")
+    env.update(
+        CONSORTIA_CACHE=str(tmp_path / "cache"),
+        CONSORTIA_FABRIC_ARCHIVE=str(_archive()),
+        PATH="/usr/bin:/bin",
+    )
     r = subprocess.run(["bash", str(INSTALL)], env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "cache" / "fabric" / "bin" / "peer").is_file()

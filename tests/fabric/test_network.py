@@ -21,9 +21,14 @@ def net(tmp_path):
     return FabricNetwork(NetworkConfig(net_dir=tmp_path / "net", organisations=("Org1", "Org2", "Org3")))
 
 
-@pytest.mark.parametrize("kw,msg", [({"organisations": ()}, "at least one"),
-                                    ({"organisations": ("A", "A")}, "unique"),
-                                    ({"port_base": 80}, "port_base")])
+@pytest.mark.parametrize(
+    "kw,msg",
+    [
+        ({"organisations": ()}, "at least one"),
+        ({"organisations": ("A", "A")}, "unique"),
+        ({"port_base": 80}, "port_base"),
+    ],
+)
 def test_config_validation(kw, msg):
     with pytest.raises(ValueError, match=msg):
         NetworkConfig(**kw)
@@ -75,9 +80,9 @@ def test_configtx_has_every_organisation_and_the_batch_settings(net):
 def test_package_is_ccaas_and_reproducible(tmp_path):
     net = FabricNetwork(NetworkConfig(net_dir=tmp_path / "net", chaincode_tls=False))
     a = net.package().read_bytes()
-    time.sleep(1.1)                    # a package made in another second is the same package
+    time.sleep(1.1)  # a package made in another second is the same package
     b = net.package().read_bytes()
-    assert hashlib.sha256(a).digest() == hashlib.sha256(b).digest()     # same package id every time
+    assert hashlib.sha256(a).digest() == hashlib.sha256(b).digest()  # same package id every time
     with tarfile.open(net.package()) as tf:
         assert sorted(tf.getnames()) == ["code.tar.gz", "metadata.json"]
         meta = json.load(tf.extractfile("metadata.json"))
@@ -87,7 +92,9 @@ def test_package_is_ccaas_and_reproducible(tmp_path):
 def test_tls_package_carries_client_credentials_and_root(net):
     from cryptography import x509
     from cryptography.hazmat.primitives.asymmetric import ec
+
     from ledger.identity import Consortium
+
     Consortium.generate(net.crypto, net.cfg.organisations)
     net._chaincode_tls_material()
     with tarfile.open(net.package()) as tf:
@@ -98,7 +105,9 @@ def test_tls_package_carries_client_credentials_and_root(net):
     for name in ("client", "server"):
         cert = x509.load_pem_x509_certificate((net.chaincode_tls_dir / f"{name}.crt").read_bytes())
         assert cert.issuer == ca.subject
-        ca.public_key().verify(cert.signature, cert.tbs_certificate_bytes, ec.ECDSA(cert.signature_hash_algorithm))
+        ca.public_key().verify(
+            cert.signature, cert.tbs_certificate_bytes, ec.ECDSA(cert.signature_hash_algorithm)
+        )
     assert conn["client_cert"] == (net.chaincode_tls_dir / "client.crt").read_text()
 
 
@@ -115,15 +124,25 @@ def test_two_organisation_network_generates_a_genesis_block(tmp_path):
 @pytest.mark.fabric
 def test_status_and_logs_commands_on_the_running_network(fabric):
     script = REPO_ROOT / "fabric-network" / "network"
-    r = subprocess.run([str(script), "status", "--net-dir", str(network_dir())], capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [str(script), "status", "--net-dir", str(network_dir())], capture_output=True, text=True, timeout=60
+    )
     assert r.returncode == 0, r.stderr
     st = json.loads(r.stdout)
     assert all(st["running"].values()) and st["committed"] and st["package_id"].startswith("consortia_1.0:")
-    r = subprocess.run([str(script), "logs", "chaincode", "-n", "5", "--net-dir", str(network_dir())],
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [str(script), "logs", "chaincode", "-n", "5", "--net-dir", str(network_dir())],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 0 and len(r.stdout.splitlines()) == 5
-    r = subprocess.run([str(script), "logs", "nosuchnode", "--net-dir", str(network_dir())], capture_output=True,
-                       text=True, timeout=60)
+    r = subprocess.run(
+        [str(script), "logs", "nosuchnode", "--net-dir", str(network_dir())],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 1 and "no log" in r.stderr
 
 
@@ -131,6 +150,7 @@ def test_missing_binaries_reported_when_install_cannot_fetch(tmp_path, monkeypat
     """install.sh runs, fails fast without an archive or a module proxy, and the network names what
     is missing and why."""
     from ledger.fabric.network import NetworkError
+
     monkeypatch.setenv("GOPROXY", "off")
     monkeypatch.setenv("CONSORTIA_FABRIC_ARCHIVE", str(tmp_path / "no-such-archive.tar.xz"))
     n = FabricNetwork(NetworkConfig(net_dir=tmp_path / "n", fabric_home=tmp_path / "nofabric"))
@@ -140,6 +160,7 @@ def test_missing_binaries_reported_when_install_cannot_fetch(tmp_path, monkeypat
 
 def test_connect_without_start_refuses_a_stopped_network(tmp_path):
     from ledger.fabric.network import NetworkError, connect
+
     with pytest.raises(NetworkError, match="no running Fabric network"):
         connect(NetworkConfig(net_dir=tmp_path / "none"), start=False)
 
@@ -147,6 +168,7 @@ def test_connect_without_start_refuses_a_stopped_network(tmp_path):
 @pytest.mark.fabric
 def test_connect_reuses_the_running_network(fabric):
     from ledger.fabric.network import connect
+
     led, cons, net = connect(fabric.network.cfg, start=False)
     with led:
         assert net.net == fabric.network.net
@@ -157,8 +179,9 @@ def test_a_recorded_pid_that_is_not_ours_is_never_signalled(net):
     """After a reboot a recorded pid may belong to another process: it counts as not running
     and ``down`` leaves it alone."""
     import os
+
     net.net.mkdir(parents=True)
     net._save_state({"pids": {"orderer": os.getpid(), "peer0.org1": 999999999}})
     assert net.running()["orderer"] is False and net.running()["peer0.org1"] is False
-    net.down()                       # must not signal this test process
+    net.down()  # must not signal this test process
     assert net._state()["pids"] == {}

@@ -17,18 +17,41 @@ class DictStub:
         self.state: dict[str, bytes] = {}
         self.events: list[tuple[str, bytes]] = []
 
-    def get_tx_id(self): return "tx1"
-    def get_channel_id(self): return "ch"
-    def get_tx_timestamp(self): return 12.5
-    def get_creator(self): return serialize_identity("Org1MSP", b"-----BEGIN CERTIFICATE-----")
-    def get_state(self, k): return self.state.get(k)
-    def put_state(self, k, v): self.state[k] = v
-    def del_state(self, k): self.state.pop(k, None)
-    def get_state_by_range(self, s, e): return iter(KeyValue(k, v) for k, v in sorted(self.state.items()) if s <= k < e)
-    def get_state_by_partial_composite_key(self, t, a): return iter(())
-    def get_history_for_key(self, k): return iter([KeyModification("t0", b"old", 1.0, False)])
-    def set_event(self, n, p): self.events.append((n, p))
-    def get_transient(self): return {"s": b"x"}
+    def get_tx_id(self):
+        return "tx1"
+
+    def get_channel_id(self):
+        return "ch"
+
+    def get_tx_timestamp(self):
+        return 12.5
+
+    def get_creator(self):
+        return serialize_identity("Org1MSP", b"-----BEGIN CERTIFICATE-----")
+
+    def get_state(self, k):
+        return self.state.get(k)
+
+    def put_state(self, k, v):
+        self.state[k] = v
+
+    def del_state(self, k):
+        self.state.pop(k, None)
+
+    def get_state_by_range(self, s, e):
+        return iter(KeyValue(k, v) for k, v in sorted(self.state.items()) if s <= k < e)
+
+    def get_state_by_partial_composite_key(self, t, a):
+        return iter(())
+
+    def get_history_for_key(self, k):
+        return iter([KeyModification("t0", b"old", 1.0, False)])
+
+    def set_event(self, n, p):
+        self.events.append((n, p))
+
+    def get_transient(self):
+        return {"s": b"x"}
 
 
 def test_put_get_create_incr_range():
@@ -58,5 +81,5 @@ def test_bad_calls_and_fallback_to_the_contracts():
         invoke(st, "KV:nope", [])
     with pytest.raises(InvalidArgument, match="arguments"):
         invoke(st, "KV:get", [])
-    with pytest.raises(NotFound, match="no chaincode function"):   # routed to chaincode.dispatch
+    with pytest.raises(NotFound, match="no chaincode function"):  # routed to chaincode.dispatch
         invoke(st, "Image:steal", [])

@@ -7,10 +7,16 @@ import hashlib
 import pytest
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 from fabric_protos.common import common_pb2
-from fabric_protos.peer import (chaincode_pb2, proposal_pb2, proposal_response_pb2, transaction_pb2)
+from fabric_protos.peer import chaincode_pb2, proposal_pb2, proposal_response_pb2, transaction_pb2
 
-from ledger.fabric.proposal import (block_header_hash, build_proposal, channel_header_of, compute_tx_id,
-                                    envelope_result, sign_envelope)
+from ledger.fabric.proposal import (
+    block_header_hash,
+    build_proposal,
+    channel_header_of,
+    compute_tx_id,
+    envelope_result,
+    sign_envelope,
+)
 from ledger.identity import P256_ORDER, Consortium, verify
 
 
@@ -21,7 +27,11 @@ def ident(tmp_path_factory):
 
 def test_tx_id_is_sha256_of_nonce_and_creator(ident):
     p = build_proposal(ident, "ch", "cc", "KV:put", ["a", b"\x00bin"], nonce=b"n" * 24)
-    assert p.tx_id == compute_tx_id(b"n" * 24, ident.serialized()) == hashlib.sha256(b"n" * 24 + ident.serialized()).hexdigest()
+    assert (
+        p.tx_id
+        == compute_tx_id(b"n" * 24, ident.serialized())
+        == hashlib.sha256(b"n" * 24 + ident.serialized()).hexdigest()
+    )
 
 
 def test_proposal_fields_as_the_peer_checks_them(ident):
@@ -51,7 +61,9 @@ def test_signature_is_low_s_and_verifies(ident):
 
 
 def test_nonces_differ(ident):
-    assert build_proposal(ident, "ch", "cc", "f", []).tx_id != build_proposal(ident, "ch", "cc", "f", []).tx_id
+    assert (
+        build_proposal(ident, "ch", "cc", "f", []).tx_id != build_proposal(ident, "ch", "cc", "f", []).tx_id
+    )
 
 
 @pytest.mark.parametrize("bad", [("", "cc", "f"), ("ch", "", "f"), ("ch", "cc", "")])
@@ -64,11 +76,15 @@ def _envelope(result: bytes, tx_id: str = "t1") -> common_pb2.Envelope:
     action = proposal_pb2.ChaincodeAction(response=proposal_response_pb2.Response(status=200, payload=result))
     prp = proposal_response_pb2.ProposalResponsePayload(extension=action.SerializeToString())
     cap = transaction_pb2.ChaincodeActionPayload(
-        action=transaction_pb2.ChaincodeEndorsedAction(proposal_response_payload=prp.SerializeToString()))
-    tx = transaction_pb2.Transaction(actions=[transaction_pb2.TransactionAction(payload=cap.SerializeToString())])
+        action=transaction_pb2.ChaincodeEndorsedAction(proposal_response_payload=prp.SerializeToString())
+    )
+    tx = transaction_pb2.Transaction(
+        actions=[transaction_pb2.TransactionAction(payload=cap.SerializeToString())]
+    )
     chdr = common_pb2.ChannelHeader(tx_id=tx_id, channel_id="ch")
-    payload = common_pb2.Payload(header=common_pb2.Header(channel_header=chdr.SerializeToString()),
-                                 data=tx.SerializeToString())
+    payload = common_pb2.Payload(
+        header=common_pb2.Header(channel_header=chdr.SerializeToString()), data=tx.SerializeToString()
+    )
     return common_pb2.Envelope(payload=payload.SerializeToString())
 
 

@@ -15,13 +15,13 @@ def test_each_checkout_gets_free_ports_kept_once_chosen(tmp_path, monkeypatch):
     monkeypatch.delenv("CONSORTIA_FABRIC_PORT_BASE", raising=False)
     monkeypatch.setattr(testing, "PORT_BASES", [41050, 44150])
     first = 41050
-    with socket.socket() as busy:                 # take one port of the first range
+    with socket.socket() as busy:  # take one port of the first range
         busy.bind(("127.0.0.1", first + 1001))
         busy.listen()
         cfg = testing.test_config()
     assert cfg.net_dir == tmp_path / "net" and cfg.port_base == 44150
     assert cfg.dispatch == testing.TEST_DISPATCH
-    assert testing.test_config().port_base == cfg.port_base        # kept in net/port_base
+    assert testing.test_config().port_base == cfg.port_base  # kept in net/port_base
 
 
 def test_default_directory_depends_on_the_checkout(monkeypatch):
@@ -43,8 +43,10 @@ def test_one_network_per_session_with_its_own_identities(fabric):
 @pytest.mark.parametrize("ci, outcome", [("true", pytest.fail.Exception), ("", pytest.skip.Exception)])
 def test_unavailable_fabric_fails_under_ci_and_skips_elsewhere(monkeypatch, ci, outcome):
     """CI runs the real network every time: a missing Fabric is a failure there, never a skip."""
+
     def unavailable():
         raise testing.FabricUnavailable("Fabric binaries missing in /nowhere/bin: ['peer']")
+
     monkeypatch.setattr(testing, "start_shared_network", unavailable)
     monkeypatch.setenv("CI", ci)
     with pytest.raises(outcome, match="Fabric binaries missing"):

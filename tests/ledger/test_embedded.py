@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import multiprocessing
-import shutil
 import sqlite3
 from pathlib import Path
 
@@ -76,8 +75,11 @@ def _endorsed_tx(led: EmbeddedLedger, identity, function: str, *args: str) -> di
     proposal, _ = led._proposal(identity, function, args)
     sim, payload = led._simulate(proposal, None)
     response = led._response(proposal, sim, payload)
-    tx = {"proposal": proposal, "response": response,
-          "endorsements": led._endorse(response, led.policy.default_endorsers(identity.msp_id))}
+    tx = {
+        "proposal": proposal,
+        "response": response,
+        "endorsements": led._endorse(response, led.policy.default_endorsers(identity.msp_id)),
+    }
     tx["signature"] = B.b64(identity.sign(B.signed_part(tx)))
     return tx
 
@@ -104,8 +106,12 @@ def test_tampered_and_replayed_transactions_are_invalidated(consortium, tmp_path
         # an endorsement by a client identity does not count
         tx = _endorsed_tx(led, u1, "Image:register", _spec("client-endorsed"))
         fake = consortium.identity("Org3")
-        tx["endorsements"].append({"endorser": B.b64(fake.serialized()),
-                                   "signature": B.b64(fake.sign(B.endorsement_message(tx["response"], fake.serialized())))})
+        tx["endorsements"].append(
+            {
+                "endorser": B.b64(fake.serialized()),
+                "signature": B.b64(fake.sign(B.endorsement_message(tx["response"], fake.serialized()))),
+            }
+        )
         tx["signature"] = B.b64(u1.sign(B.signed_part(tx)))
         assert led._commit_block([tx])[0][1] == B.ENDORSEMENT_POLICY_FAILURE
         assert led.verify()["valid_transactions"] == 1
@@ -242,8 +248,10 @@ def test_processes_share_one_file(consortium, tmp_path):
     EmbeddedLedger(path, consortium).close()
     ctx = multiprocessing.get_context("spawn")
     q = ctx.Queue()
-    procs = [ctx.Process(target=_worker, args=(str(consortium.root), str(path), org, 15, q))
-             for org in ("Org1", "Org2", "Org3")]
+    procs = [
+        ctx.Process(target=_worker, args=(str(consortium.root), str(path), org, 15, q))
+        for org in ("Org1", "Org2", "Org3")
+    ]
     for p in procs:
         p.start()
     for p in procs:

@@ -8,8 +8,14 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature, encode_dss_signature
 
 from ledger.errors import AccessDenied
-from ledger.identity import (P256_ORDER, Consortium, parse_serialized_identity, serialize_identity, sign,
-                             verify)
+from ledger.identity import (
+    P256_ORDER,
+    Consortium,
+    parse_serialized_identity,
+    serialize_identity,
+    sign,
+    verify,
+)
 
 
 @pytest.fixture(scope="module")
@@ -19,15 +25,24 @@ def cons(tmp_path_factory) -> Consortium:
 
 def test_cryptogen_layout(cons):
     base = cons.root / "peerOrganizations" / "org1.example.com"
-    for rel in ["ca/ca.org1.example.com-cert.pem", "tlsca/tlsca.org1.example.com-cert.pem", "msp/config.yaml",
-                "msp/cacerts/ca.org1.example.com-cert.pem", "msp/tlscacerts/tlsca.org1.example.com-cert.pem",
-                "peers/peer0.org1.example.com/msp/signcerts/peer0.org1.example.com-cert.pem",
-                "peers/peer0.org1.example.com/msp/keystore/priv_sk", "peers/peer0.org1.example.com/tls/server.crt",
-                "peers/peer0.org1.example.com/tls/server.key", "peers/peer0.org1.example.com/tls/ca.crt",
-                "users/Admin@org1.example.com/msp/signcerts/Admin@org1.example.com-cert.pem",
-                "users/User1@org1.example.com/tls/client.crt"]:
+    for rel in [
+        "ca/ca.org1.example.com-cert.pem",
+        "tlsca/tlsca.org1.example.com-cert.pem",
+        "msp/config.yaml",
+        "msp/cacerts/ca.org1.example.com-cert.pem",
+        "msp/tlscacerts/tlsca.org1.example.com-cert.pem",
+        "peers/peer0.org1.example.com/msp/signcerts/peer0.org1.example.com-cert.pem",
+        "peers/peer0.org1.example.com/msp/keystore/priv_sk",
+        "peers/peer0.org1.example.com/tls/server.crt",
+        "peers/peer0.org1.example.com/tls/server.key",
+        "peers/peer0.org1.example.com/tls/ca.crt",
+        "users/Admin@org1.example.com/msp/signcerts/Admin@org1.example.com-cert.pem",
+        "users/User1@org1.example.com/tls/client.crt",
+    ]:
         assert (base / rel).is_file(), rel
-    assert (cons.root / "ordererOrganizations/example.com/orderers/orderer.example.com/tls/server.crt").is_file()
+    assert (
+        cons.root / "ordererOrganizations/example.com/orderers/orderer.example.com/tls/server.crt"
+    ).is_file()
     assert "OrganizationalUnitIdentifier: peer" in (base / "msp/config.yaml").read_text()
     assert oct((base / "users/User1@org1.example.com/msp/keystore/priv_sk").stat().st_mode & 0o777) == "0o600"
 
@@ -54,9 +69,12 @@ def test_signatures_are_low_s_and_verify(cons):
 
 def test_serialized_identity_matches_fabric_protobuf(cons):
     from fabric_protos.msp import identities_pb2  # the official bindings
+
     ident = cons.identity("Org1")
     ours = ident.serialized()
-    official = identities_pb2.SerializedIdentity(mspid="Org1MSP", id_bytes=ident.certificate_pem).SerializeToString()
+    official = identities_pb2.SerializedIdentity(
+        mspid="Org1MSP", id_bytes=ident.certificate_pem
+    ).SerializeToString()
     assert ours == official
     assert parse_serialized_identity(ours) == ("Org1MSP", ident.certificate_pem)
     with pytest.raises(ValueError):
@@ -90,7 +108,9 @@ def test_encryption_certificates_are_checked(cons, tmp_path):
     target = cons.root / "peerOrganizations/org1.example.com/encryption/cert.pem"
     saved = target.read_bytes()
     try:
-        target.write_bytes((other.root / "peerOrganizations/org1.example.com/encryption/cert.pem").read_bytes())
+        target.write_bytes(
+            (other.root / "peerOrganizations/org1.example.com/encryption/cert.pem").read_bytes()
+        )
         with pytest.raises(AccessDenied):
             cons.encryption_certificate("Org1")
     finally:

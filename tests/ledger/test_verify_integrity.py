@@ -54,12 +54,13 @@ def cli_verify(path: Path, crypto: Path, *extra: str) -> tuple[int, dict]:
 
 # ------------------------------------------------------------------------------- item 2
 
+
 def test_ledger_written_under_attacker_cas_with_the_same_msp_ids_is_refused(consortium, tmp_path):
     attacker = Consortium.generate(tmp_path / "attacker", ["Org1", "Org2", "Org3"])
     assert attacker.msp_ids == consortium.msp_ids
     forged = tmp_path / "forged.db"
     populate(attacker, forged)
-    assert verify_ledger_file(forged, attacker)["valid_transactions"] == 3      # consistent in itself
+    assert verify_ledger_file(forged, attacker)["valid_transactions"] == 3  # consistent in itself
     before = sha(forged)
     with pytest.raises(LedgerCorrupted, match="block 0.*not the consortium's Org1MSP CA") as err:
         verify_ledger_file(forged, consortium)
@@ -95,13 +96,24 @@ def test_blocks_signed_by_another_certificate_of_the_orderer_ca_are_refused(cons
     ca_key = serialization.load_pem_private_key((ca_dir / "priv_sk").read_bytes(), None)
     ca = x509.load_pem_x509_certificate((ca_dir / f"ca.{d}-cert.pem").read_bytes())
     key = ec.generate_private_key(ec.SECP256R1())
-    now = dt.datetime.now(dt.timezone.utc)
-    cert = (x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, "orderer"),
-                                     x509.NameAttribute(NameOID.COMMON_NAME, f"rogue-orderer.{d}")]))
-            .issuer_name(ca.subject).public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - dt.timedelta(minutes=1)).not_valid_after(now + dt.timedelta(days=1))
-            .sign(ca_key, hashes.SHA256()))
+    now = dt.datetime.now(dt.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(
+            x509.Name(
+                [
+                    x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, "orderer"),
+                    x509.NameAttribute(NameOID.COMMON_NAME, f"rogue-orderer.{d}"),
+                ]
+            )
+        )
+        .issuer_name(ca.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=1))
+        .not_valid_after(now + dt.timedelta(days=1))
+        .sign(ca_key, hashes.SHA256())
+    )
     path = tmp_path / "second-orderer.db"
     with EmbeddedLedger(path, consortium, batch_timeout=0.001) as led:
         led._orderer = Identity("OrdererMSP", cert.public_bytes(serialization.Encoding.PEM), key)
@@ -112,6 +124,7 @@ def test_blocks_signed_by_another_certificate_of_the_orderer_ca_are_refused(cons
 
 
 # ------------------------------------------------------------------------------- item 3
+
 
 def test_zero_byte_file_is_refused_and_left_empty(consortium, tmp_path):
     empty = tmp_path / "empty.db"
@@ -157,20 +170,32 @@ def test_verify_of_a_good_ledger_leaves_the_file_byte_unchanged(consortium, tmp_
 
 # ------------------------------------------------------------------------------- item 4
 
+
 def short_lived_identity(consortium: Consortium, org: str, lifetime: float) -> Identity:
     """A client identity of ``org`` issued by its real CA, valid for ``lifetime`` seconds from now."""
     o = consortium.organisation(org)
     ca_key = serialization.load_pem_private_key((o.path / "ca" / "priv_sk").read_bytes(), None)
     ca = consortium.ca_certificate(org)
     key = ec.generate_private_key(ec.SECP256R1())
-    now = dt.datetime.now(dt.timezone.utc)
-    cert = (x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, "client"),
-                                     x509.NameAttribute(NameOID.COMMON_NAME, f"ShortLived@{o.domain}")]))
-            .issuer_name(ca.subject).public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - dt.timedelta(minutes=1)).not_valid_after(now + dt.timedelta(seconds=lifetime))
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .sign(ca_key, hashes.SHA256()))
+    now = dt.datetime.now(dt.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(
+            x509.Name(
+                [
+                    x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, "client"),
+                    x509.NameAttribute(NameOID.COMMON_NAME, f"ShortLived@{o.domain}"),
+                ]
+            )
+        )
+        .issuer_name(ca.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=1))
+        .not_valid_after(now + dt.timedelta(seconds=lifetime))
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
     return Identity(o.msp_id, cert.public_bytes(serialization.Encoding.PEM), key)
 
 
@@ -182,16 +207,17 @@ def test_blocks_signed_by_a_since_expired_certificate_still_verify(consortium, t
         assert led.transaction_block(r.tx_id)[1] == "VALID"
         ConsortiaClient(led, consortium.identity("Org2")).register_image("after", "1", "a", DIGEST)
     time.sleep(max(0.0, ident.certificate.not_valid_after_utc.timestamp() - time.time()) + 1.2)
-    assert dt.datetime.now(dt.timezone.utc) > ident.certificate.not_valid_after_utc
-    stats = verify_ledger_file(path, consortium)        # judged at the block's timestamp, not now
+    assert dt.datetime.now(dt.UTC) > ident.certificate.not_valid_after_utc
+    stats = verify_ledger_file(path, consortium)  # judged at the block's timestamp, not now
     assert stats == {"blocks": 3, "transactions": 2, "valid_transactions": 2}
     with EmbeddedLedger(path, consortium) as led:
         assert led.verify()["valid_transactions"] == 2
-        with pytest.raises(AccessDenied, match="expired"):   # ... and is refused for new transactions
+        with pytest.raises(AccessDenied, match="expired"):  # ... and is refused for new transactions
             ConsortiaClient(led, ident).register_image("late", "1", "a", DIGEST)
 
 
 # ------------------------------------------------------------------------------- item 5
+
 
 def truncate_consistently(path: Path, keep_through: int) -> None:
     """What an attacker with write access does: delete the last blocks and every row derived from
@@ -199,10 +225,15 @@ def truncate_consistently(path: Path, keep_through: int) -> None:
     con = sqlite3.connect(path)
     con.execute("BEGIN")
     changed = [k for (k,) in con.execute("SELECT key FROM state WHERE block > ?", (keep_through,))]
-    changed += [k for (k,) in con.execute("SELECT DISTINCT key FROM history WHERE block > ?", (keep_through,))]
+    changed += [
+        k for (k,) in con.execute("SELECT DISTINCT key FROM history WHERE block > ?", (keep_through,))
+    ]
     for key in set(changed):
-        prev = con.execute("SELECT value, block, txnum, is_delete FROM history WHERE key = ? AND block <= ? "
-                           "ORDER BY block DESC, txnum DESC LIMIT 1", (key, keep_through)).fetchone()
+        prev = con.execute(
+            "SELECT value, block, txnum, is_delete FROM history WHERE key = ? AND block <= ? "
+            "ORDER BY block DESC, txnum DESC LIMIT 1",
+            (key, keep_through),
+        ).fetchone()
         con.execute("DELETE FROM state WHERE key = ?", (key,))
         if prev is not None and not prev[3]:
             con.execute("INSERT INTO state VALUES (?, ?, ?, ?)", (key, prev[0], prev[1], prev[2]))
@@ -220,7 +251,9 @@ def test_consistent_truncation_is_detected_given_a_checkpoint(consortium, tmp_pa
         keep = led.block_height(consortium.identity("Org1")) - 1
         c = ConsortiaClient(led, consortium.identity("Org2"))
         c.register_image("later-a", "1", "a", DIGEST)
-        ConsortiaClient(led, consortium.identity("Org1")).revoke_image("img0:1")   # a later change to an earlier key
+        ConsortiaClient(led, consortium.identity("Org1")).revoke_image(
+            "img0:1"
+        )  # a later change to an earlier key
         c.register_image("later-b", "1", "a", DIGEST)
         by_orderer = led.checkpoint()
         by_org = led.checkpoint(consortium.identity("Org3", "Admin"))
@@ -244,7 +277,7 @@ def test_consistent_truncation_is_detected_given_a_checkpoint(consortium, tmp_pa
 def test_rewritten_chain_and_forged_checkpoints_are_refused(consortium, tmp_path):
     a, b = tmp_path / "a.db", tmp_path / "b.db"
     populate(consortium, a, images=2, prefix="a")
-    populate(consortium, b, images=2, prefix="b")      # same height, other blocks
+    populate(consortium, b, images=2, prefix="b")  # same height, other blocks
     with EmbeddedLedger(a, consortium) as led:
         cp = led.checkpoint()
     with pytest.raises(LedgerCorrupted, match="rewritten"):
@@ -253,11 +286,18 @@ def test_rewritten_chain_and_forged_checkpoints_are_refused(consortium, tmp_path
     forged = sign_checkpoint(outsider.identity("Org1"), cp.channel, cp.block_number, cp.header_hash)
     with pytest.raises(CheckpointInvalid, match="does not verify"):
         verify_ledger_file(a, consortium, [forged])
-    tampered = Checkpoint(cp.channel, cp.block_number + 5, cp.header_hash, cp.created, cp.signer, cp.signature)
+    tampered = Checkpoint(
+        cp.channel, cp.block_number + 5, cp.header_hash, cp.created, cp.signer, cp.signature
+    )
     with pytest.raises(CheckpointInvalid):
         verify_ledger_file(a, consortium, [tampered])
-    for field, value in (("created", float("nan")), ("created", -1), ("header_hash", "AB" * 32), ("block_number", True),
-                         ("signer", "not base64!")):
+    for field, value in (
+        ("created", float("nan")),
+        ("created", -1),
+        ("header_hash", "AB" * 32),
+        ("block_number", True),
+        ("signer", "not base64!"),
+    ):
         obj = cp.to_json()
         obj[field] = value
         with pytest.raises(CheckpointInvalid):
@@ -272,8 +312,21 @@ def test_cli_checkpoint_then_verify(consortium, tmp_path):
     path = tmp_path / "l.db"
     populate(consortium, path, images=2)
     out = tmp_path / "cp.jsonl"
-    res = runner.invoke(app, ["ledger", "checkpoint", str(path), "--crypto", str(consortium.root),
-                              "--out", str(out), "--org", "Org2", "--json"])
+    res = runner.invoke(
+        app,
+        [
+            "ledger",
+            "checkpoint",
+            str(path),
+            "--crypto",
+            str(consortium.root),
+            "--out",
+            str(out),
+            "--org",
+            "Org2",
+            "--json",
+        ],
+    )
     assert res.exit_code == 0, res.stdout
     assert json.loads(res.stdout)["block_number"] == 2
     code, got = cli_verify(path, consortium.root, "--checkpoint", str(out))
@@ -281,9 +334,11 @@ def test_cli_checkpoint_then_verify(consortium, tmp_path):
     attacker = Consortium.generate(tmp_path / "attacker", ["Org1", "Org2", "Org3"])
     forged = tmp_path / "forged.db"
     populate(attacker, forged, images=1)
-    res = runner.invoke(app, ["ledger", "checkpoint", str(forged), "--crypto", str(consortium.root),
-                              "--out", str(out), "--json"])
-    assert res.exit_code == 1 and len(load_checkpoints(out)) == 1     # a forged head is never vouched for
+    res = runner.invoke(
+        app,
+        ["ledger", "checkpoint", str(forged), "--crypto", str(consortium.root), "--out", str(out), "--json"],
+    )
+    assert res.exit_code == 1 and len(load_checkpoints(out)) == 1  # a forged head is never vouched for
 
 
 def test_the_ledger_keeps_checkpoints_outside_its_file(consortium, tmp_path):
@@ -291,7 +346,9 @@ def test_the_ledger_keeps_checkpoints_outside_its_file(consortium, tmp_path):
     ``checkpoint_every`` blocks and at close -- the anchor an organisation keeps beside (not in)
     the ledger file; a later consistent truncation is caught with it."""
     path, kept = tmp_path / "l.db", tmp_path / "anchors" / "checkpoints.jsonl"
-    with EmbeddedLedger(path, consortium, batch_timeout=0.001, checkpoint_file=kept, checkpoint_every=2) as led:
+    with EmbeddedLedger(
+        path, consortium, batch_timeout=0.001, checkpoint_file=kept, checkpoint_every=2
+    ) as led:
         c = ConsortiaClient(led, consortium.identity("Org1"))
         for i in range(5):
             c.register_image(f"k{i}", "1", "a", DIGEST)

@@ -11,6 +11,7 @@ Invoked by the peer as bin/detect, bin/build and bin/release (symlinks to this f
                             OUT/META-INF/statedb -> RELEASE/statedb
 Same behaviour as Fabric's ccaas_builder/cmd/{detect,build,release}; only standard library.
 """
+
 import json
 import os
 import re
@@ -28,9 +29,12 @@ def detect(src, meta):
 def render(value, ctx):
     def sub(m):
         if m.group(1) not in ctx:
-            raise KeyError(f"connection.json template uses {m.group(0)} but "
-                           f"CHAINCODE_AS_A_SERVICE_BUILDER_CONFIG has no '{m.group(1)}'")
+            raise KeyError(
+                f"connection.json template uses {m.group(0)} but "
+                f"CHAINCODE_AS_A_SERVICE_BUILDER_CONFIG has no '{m.group(1)}'"
+            )
         return str(ctx[m.group(1)])
+
     return _TEMPLATE.sub(sub, value)
 
 
@@ -66,9 +70,12 @@ def main(argv):
     verb = os.path.basename(argv[0])
     need = {"detect": 2, "build": 3, "release": 2}
     if verb not in need or len(argv) - 1 < need[verb]:
-        print(f"usage: detect SRC META | build SRC META OUT | release OUT RELEASE (called as {verb})", file=sys.stderr)
+        print(
+            f"usage: detect SRC META | build SRC META OUT | release OUT RELEASE (called as {verb})",
+            file=sys.stderr,
+        )
         return 2
-    return {"detect": detect, "build": build, "release": release}[verb](*argv[1:1 + need[verb]])
+    return {"detect": detect, "build": build, "release": release}[verb](*argv[1 : 1 + need[verb]])
 
 
 if __name__ == "__main__":
