@@ -138,6 +138,7 @@ class ProcessSpec:
     dataset: str = "default"
     privacy_budget: Mapping[str, Any] | None = None
     description: str = ""
+    image_digest: str | None = None  # the digest the caller expects (the contract refuses another)
 
     def __post_init__(self) -> None:
         if self.rounds < 1:
@@ -155,8 +156,9 @@ class ProcessSpec:
             )
 
 
-def launch(client: ConsortiaClient, spec: ProcessSpec) -> ProcessRecord:
-    """Create the process (the image's digest is pinned by the contract) and start it.
+def launch(client: ConsortiaClient, spec: ProcessSpec, *, start: bool = True) -> ProcessRecord:
+    """Create the process (the image's digest is pinned by the contract) and start it (unless
+    ``start`` is false: then the created process is returned).
 
     The topology, hyper-parameters and dataset name are checked first against what the image
     declares (:func:`executor.declarations.validate_process`; :class:`InvalidProcessSpec` lists every
@@ -165,7 +167,7 @@ def launch(client: ConsortiaClient, spec: ProcessSpec) -> ProcessRecord:
 
     image = client.get_image(spec.image_id)
     validate_process(image.algorithm, spec.topology, spec.hyperparameters, spec.dataset)
-    client.create_process(
+    created = client.create_process(
         spec.process_id,
         spec.image_id,
         list(spec.consortium),
@@ -174,10 +176,10 @@ def launch(client: ConsortiaClient, spec: ProcessSpec) -> ProcessRecord:
         dict(spec.hyperparameters),
         privacy_budget=None if spec.privacy_budget is None else dict(spec.privacy_budget),
         dataset=spec.dataset,
-        image_digest=image.digest,
+        image_digest=spec.image_digest or image.digest,
         description=spec.description,
     )
-    return client.start_process(spec.process_id)
+    return client.start_process(spec.process_id) if start else created
 
 
 # --------------------------------------------------------------------------- running
