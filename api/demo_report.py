@@ -65,8 +65,20 @@ def plots(out: Path, orgs: list[str], collab: dict, alone: dict, matrix: list[li
     return paths
 
 
+def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
+    """A markdown table: ``| a | b |`` lines under a ``|---|---|`` rule."""
+    return [
+        "| " + " | ".join(header) + " |",
+        "|---" * len(header) + "|",
+        *("| " + " | ".join(str(v) for v in row) + " |" for row in rows),
+    ]
+
+
 def markdown(r: dict[str, Any]) -> str:
+    """The demo's ``report.md``: split, provenance, verification, quality and estimator origins."""
     orgs = r["organisations"]
+    prov, ver = r["provenance"], r["verification"]
+    alone, audited = r["quality"]["alone"], r["quality"]["audited"]
     lines = [
         f"# Consortia demo report: {r['process_id']}",
         "",
@@ -79,53 +91,72 @@ def markdown(r: dict[str, Any]) -> str:
         "",
         "## Split (train rows / frauds)",
         "",
-        "| organisation | rows | frauds |",
-        "|---|---|---|",
-    ]
-    lines += [f"| {o} | {r['split'][o][0]} | {r['split'][o][1]} |" for o in orgs]
-    lines += [
-        f"| common test | {r['test'][0]} | {r['test'][1]} |",
+        *_table(
+            ["organisation", "rows", "frauds"],
+            [[o, *r["split"][o]] for o in orgs] + [["common test", *r["test"]]],
+        ),
         "",
         "## Provenance",
         "",
-        "| organisation | records | image | data commitment | messages sent | model | estimators |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for o in orgs:
-        p = r["provenance"][o]
-        lines.append(
-            f"| {o} | {p['records']} | `{short(p['image_digest'][0])}` | `{short(p['data_commitments'][0])}` "
-            f"| {p['messages_sent']} | `{short(p['model'])}` | {p['estimators']} |"
-        )
-    lines += [
+        *_table(
+            ["organisation", "records", "image", "data commitment", "messages sent", "model", "estimators"],
+            [
+                [
+                    o,
+                    prov[o]["records"],
+                    f"`{short(prov[o]['image_digest'][0])}`",
+                    f"`{short(prov[o]['data_commitments'][0])}`",
+                    prov[o]["messages_sent"],
+                    f"`{short(prov[o]['model'])}`",
+                    prov[o]["estimators"],
+                ]
+                for o in orgs
+            ],
+        ),
         "",
         "## Verification",
         "",
         f"Ledger ({r['backend']}): {r['ledger']['blocks']} blocks, {r['ledger']['transactions']} transactions "
         f"re-verified{' (Fabric: blocks validated by the peers)' if r['backend'] == 'fabric' else ''}.",
         "",
-        "| model | records in lineage | checks | ok |",
-        "|---|---|---|---|",
-    ]
-    for o in orgs:
-        v = r["verification"][o]
-        lines.append(
-            f"| {r['process_id']}:{o} | {len(v['records'])} | {sum(v['checks'].values())} | {v['ok']} |"
-        )
-    lines += [
+        *_table(
+            ["model", "records in lineage", "checks", "ok"],
+            [
+                [
+                    f"{r['process_id']}:{o}",
+                    len(ver[o]["records"]),
+                    sum(ver[o]["checks"].values()),
+                    ver[o]["ok"],
+                ]
+                for o in orgs
+            ],
+        ),
         "",
         f"Models and states bit-identical to the simulator: **{r['bit_identical_to_simulator']}**.",
         "",
         "## Quality on the common test set",
         "",
-        "| organisation | bacc alone | bacc audited | AUC alone | AUC audited |",
-        "|---|---|---|---|---|",
+        *_table(
+            ["organisation", "bacc alone", "bacc audited", "AUC alone", "AUC audited"],
+            [
+                [
+                    o,
+                    *(
+                        f"{q[o][m]:.3f}"
+                        for m, q in (("bacc", alone), ("bacc", audited), ("auc", alone), ("auc", audited))
+                    ),
+                ]
+                for o in orgs
+            ],
+        ),
+        "",
+        "## Estimator origins (rows: model owner, columns: creator), from the ledger",
+        "",
+        "| | " + " | ".join(orgs) + " |",
+        "|---" * (len(orgs) + 1) + "|",
+        *(f"| {o} | " + " | ".join(map(str, row)) + " |" for o, row in zip(orgs, r["estimator_origins"])),
+        "",
+        "Plots: " + ", ".join(f"`{p}`" for p in r["plots"]),
+        "",
     ]
-    for o in orgs:
-        a, c = r["quality"]["alone"][o], r["quality"]["audited"][o]
-        lines.append(f"| {o} | {a['bacc']:.3f} | {c['bacc']:.3f} | {a['auc']:.3f} | {c['auc']:.3f} |")
-    lines += ["", "## Estimator origins (rows: model owner, columns: creator), from the ledger", ""]
-    lines += ["| | " + " | ".join(orgs) + " |", "|---" * (len(orgs) + 1) + "|"]
-    lines += [f"| {o} | " + " | ".join(map(str, row)) + " |" for o, row in zip(orgs, r["estimator_origins"])]
-    lines += ["", "Plots: " + ", ".join(f"`{p}`" for p in r["plots"]), ""]
     return "\n".join(lines)

@@ -3,18 +3,22 @@ caller's identity (:func:`owner`: an API token, or a TLS client certificate with
 ledger client acting as that user (:func:`client`), and the shared path and paging parameters.
 
 A new router (``api.gateway.routes``) is an ``APIRouter(route_class=DepthSafeRoute)`` whose
-operations take ``gw: Gateway = Depends(gateway)`` and ``c: ConsortiaClient = Depends(client)``."""
+operations take ``gw: GatewayDep`` (the gateway) and ``c: Caller`` (the authenticated user's ledger
+client); :func:`reads` and :func:`writes` declare an operation with the error statuses it can answer."""
 
 from __future__ import annotations
 
-from typing import Any
+from functools import partial
+from typing import Annotated, Any
 
-from fastapi import Depends, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi import Path as PathParam
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from api import schemas as S
+from api.gateway.errors import errors
 from api.gateway.state import Gateway, record
+from api.index import Page
 from api.tokens import AuthenticationError, TokenOwner
 from ledger.client import ConsortiaClient
 
@@ -67,14 +71,28 @@ def member_process(c: ConsortiaClient, process_id: str) -> dict[str, Any]:
     return record(c.get_process(process_id))
 
 
-def page(items: list[Any], total: int, limit: int, offset: int) -> dict[str, Any]:
-    return {"items": items, "total": total, "limit": limit, "offset": offset}
+def page(p: Page) -> dict[str, Any]:
+    """A page of an index listing as the answer ``{items, total, limit, offset}``."""
+    return {"items": p.items, "total": p.total, "limit": p.limit, "offset": p.offset}
 
 
-Limit = Query(50, ge=1, le=1000)
-Offset = Query(0, ge=0, le=10**9)
-ImageId = PathParam(pattern=S.ID, max_length=128)
-ProcessId = PathParam(pattern=S.ID, max_length=128)
-ModelId = PathParam(pattern=S.ID, max_length=128)
-Org = PathParam(pattern=S.MSP, max_length=64)
-Round = PathParam(ge=1, le=100_000)
+GatewayDep = Annotated[Gateway, Depends(gateway)]
+Caller = Annotated[ConsortiaClient, Depends(client)]
+ImageId = Annotated[str, PathParam(pattern=S.ID, max_length=128)]
+ProcessId = Annotated[str, PathParam(pattern=S.ID, max_length=128)]
+ModelId = Annotated[str, PathParam(pattern=S.ID, max_length=128)]
+Org = Annotated[str, PathParam(pattern=S.MSP, max_length=64)]
+Round = Annotated[int, PathParam(ge=1, le=100_000)]
+Limit = Annotated[int, Query(ge=1, le=1000)]
+Offset = Annotated[int, Query(ge=0, le=10**9)]
+
+
+def reads(router: APIRouter, tag: str, codes: tuple[int, ...] = (400, 404)) -> partial:
+    """``@reads(router, tag)(path, response_model=...)``: a GET answering ``codes`` besides the
+    statuses every operation can answer (a record: 400/404; a list from the index: none)."""
+    return partial(router.get, tags=[tag], responses=errors(*codes))
+
+
+def writes(router: APIRouter, tag: str, codes: tuple[int, ...] = (400, 404, 409)) -> partial:
+    """``@writes(router, tag)(path, response_model=...)``: a POST that changes the ledger."""
+    return partial(router.post, tags=[tag], responses=errors(*codes))

@@ -48,6 +48,12 @@ class Gateway:
         with self._sync_lock:
             sync(self.index, self.client())
 
+    def written(self, result: Any) -> dict[str, Any]:
+        """The answer of a write: its record (:func:`record`; a plain dict as it is), once the index
+        has caught up with it -- so the write shows in the lists of every gateway at once."""
+        self.refresh()
+        return result if isinstance(result, dict) else record(result)
+
     def current(self) -> None:
         """Index reads see every committed block: catch up first if the follower is behind."""
         if self.index.last_block < self.ledger.block_height(self.client().identity) - 1:

@@ -4,68 +4,48 @@ artifacts did each run publish" and "which executions produced and consumed this
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Query
 from fastapi import Path as PathParam
 
 from api import schemas as S
 from api.attestation import attest_execution
-from api.gateway.deps import Offset, Org, ProcessId, Round, client, gateway, member_process, page
+from api.gateway.deps import Caller, GatewayDep, Offset, Org, ProcessId, Round, member_process, page, reads
 from api.gateway.errors import errors
-from api.gateway.state import Gateway, record
+from api.gateway.state import record
 from api.responses import DepthSafeRoute
 from chaincode.errors import Forbidden, InvalidArgument, NotFound
 from ledger.checkpoint import checkpoint_of
-from ledger.client import ConsortiaClient
 
 router = APIRouter(route_class=DepthSafeRoute)
-EXECUTION = "/api/v1/processes/{process_id}/executions/{round}/{organisation}"
+read = reads(router, "provenance")
+PROCESS = "/api/v1/processes/{process_id}"
+EXECUTION = PROCESS + "/executions/{round}/{organisation}"
 
 
-@router.get(
-    "/api/v1/processes/{process_id}/executions",
-    response_model=S.Page[S.ExecutionOut],
-    tags=["provenance"],
-    responses=errors(400, 404),
-)
+@read(PROCESS + "/executions", response_model=S.Page[S.ExecutionOut])
 def list_executions(
-    process_id: str = ProcessId,
-    round: int | None = Query(None, ge=1, le=100_000),
-    organisation: str | None = Query(None, pattern=S.MSP),
-    limit: int = Query(1000, ge=1, le=10_000),
-    offset: int = Offset,
-    c: ConsortiaClient = Depends(client),
-    gw: Gateway = Depends(gateway),
+    process_id: ProcessId,
+    c: Caller,
+    gw: GatewayDep,
+    round: Annotated[int | None, Query(ge=1, le=100_000)] = None,
+    organisation: Annotated[str | None, Query(pattern=S.MSP)] = None,
+    limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
+    offset: Offset = 0,
 ) -> dict[str, Any]:
     gw.current()
     member_process(c, process_id)
-    p = gw.index.executions(process_id, round, organisation, limit, offset)
-    return page(p.items, p.total, limit, offset)
+    return page(gw.index.executions(process_id, round, organisation, limit, offset))
 
 
-@router.get(EXECUTION, response_model=S.ExecutionOut, tags=["provenance"], responses=errors(400, 404))
-def get_execution(
-    process_id: str = ProcessId,
-    round: int = Round,
-    organisation: str = Org,
-    c: ConsortiaClient = Depends(client),
-) -> dict[str, Any]:
+@read(EXECUTION, response_model=S.ExecutionOut)
+def get_execution(process_id: ProcessId, round: Round, organisation: Org, c: Caller) -> dict[str, Any]:
     return record(c.get_execution(process_id, round, organisation))
 
 
-@router.get(
-    EXECUTION + "/history",
-    response_model=list[S.HistoryEntryOut],
-    tags=["provenance"],
-    responses=errors(400, 404),
-)
-def execution_history(
-    process_id: str = ProcessId,
-    round: int = Round,
-    organisation: str = Org,
-    c: ConsortiaClient = Depends(client),
-) -> list[dict]:
+@read(EXECUTION + "/history", response_model=list[S.HistoryEntryOut])
+def execution_history(process_id: ProcessId, round: Round, organisation: Org, c: Caller) -> list[dict]:
     return [h.__dict__ for h in c.execution_history(process_id, round, organisation)]
 
 
@@ -75,10 +55,7 @@ def execution_history(
     responses={200: {"description": "DSSE envelope of an in-toto Statement v1"}, **errors(400, 404)},
 )
 def execution_attestation(
-    process_id: str = ProcessId,
-    round: int = Round,
-    organisation: str = Org,
-    c: ConsortiaClient = Depends(client),
+    process_id: ProcessId, round: Round, organisation: Org, c: Caller
 ) -> dict[str, Any]:
     rec = record(c.get_execution(process_id, round, organisation))
     if organisation != c.organisation:
@@ -94,15 +71,8 @@ def execution_attestation(
     return attest_execution(rec, c.identity, checkpoint_of(c.ledger, c.identity))  # anchors the chain head
 
 
-@router.get(
-    "/api/v1/processes/{process_id}/timeline",
-    response_model=S.TimelineOut,
-    tags=["provenance"],
-    responses=errors(400, 404),
-)
-def timeline(
-    process_id: str = ProcessId, c: ConsortiaClient = Depends(client), gw: Gateway = Depends(gateway)
-) -> dict[str, Any]:
+@read(PROCESS + "/timeline", response_model=S.TimelineOut)
+def timeline(process_id: ProcessId, c: Caller, gw: GatewayDep) -> dict[str, Any]:
     gw.current()
     process = member_process(c, process_id)
     return {
@@ -113,17 +83,12 @@ def timeline(
     }
 
 
-@router.get(
-    "/api/v1/processes/{process_id}/artifacts",
-    response_model=list[S.RunArtifacts],
-    tags=["provenance"],
-    responses=errors(400, 404),
-)
+@read(PROCESS + "/artifacts", response_model=list[S.RunArtifacts])
 def process_artifacts(
-    process_id: str = ProcessId,
-    organisation: str | None = Query(None, pattern=S.MSP),
-    c: ConsortiaClient = Depends(client),
-    gw: Gateway = Depends(gateway),
+    process_id: ProcessId,
+    c: Caller,
+    gw: GatewayDep,
+    organisation: Annotated[str | None, Query(pattern=S.MSP)] = None,
 ) -> list[dict[str, Any]]:
     """Which artifacts each run published -- or, with ``organisation``, which artifacts that
     organisation published for the process."""
@@ -135,16 +100,9 @@ def process_artifacts(
     return [{"round": r, "organisation": o, "artifacts": arts} for (r, o), arts in sorted(runs.items())]
 
 
-@router.get(
-    "/api/v1/artifacts/{digest}",
-    response_model=S.ArtifactProvenance,
-    tags=["provenance"],
-    responses=errors(404),
-)
+@reads(router, "provenance", (404,))("/api/v1/artifacts/{digest}", response_model=S.ArtifactProvenance)
 def artifact(
-    digest: str = PathParam(pattern=S.DIGEST),
-    _: ConsortiaClient = Depends(client),
-    gw: Gateway = Depends(gateway),
+    digest: Annotated[str, PathParam(pattern=S.DIGEST)], _: Caller, gw: GatewayDep
 ) -> dict[str, Any]:
     """Which executions produced and consumed an artifact (among processes this organisation sees)."""
     gw.current()

@@ -6,44 +6,35 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Query
 
 from api import schemas as S
-from api.gateway.deps import Limit, Offset, ProcessId, client, gateway, member_process, page
-from api.gateway.errors import errors
-from api.gateway.state import Gateway, record
+from api.gateway.deps import Caller, GatewayDep, Limit, Offset, ProcessId, member_process, page, reads, writes
+from api.gateway.state import record
 from api.responses import DepthSafeRoute
 from chaincode.errors import InvalidArgument
-from ledger.client import ConsortiaClient
 
 router = APIRouter(route_class=DepthSafeRoute)
+read, write = reads(router, "processes"), writes(router, "processes")
+STATUS = "^(created|running|completed|failed|aborted)$"
 
 
-@router.get("/api/v1/processes", response_model=S.Page[S.ProcessOut], tags=["processes"])
+@reads(router, "processes", ())("/api/v1/processes", response_model=S.Page[S.ProcessOut])
 def list_processes(
-    limit: int = Limit,
-    offset: int = Offset,
-    status: str | None = Query(None, pattern="^(created|running|completed|failed|aborted)$"),
-    _: ConsortiaClient = Depends(client),
-    gw: Gateway = Depends(gateway),
+    _: Caller,
+    gw: GatewayDep,
+    limit: Limit = 50,
+    offset: Offset = 0,
+    status: Annotated[str | None, Query(pattern=STATUS)] = None,
 ) -> dict[str, Any]:
     gw.current()
-    p = gw.index.processes(limit, offset, status)
-    return page(p.items, p.total, limit, offset)
+    return page(gw.index.processes(limit, offset, status))
 
 
-@router.post(
-    "/api/v1/processes",
-    response_model=S.ProcessOut,
-    status_code=201,
-    tags=["processes"],
-    responses=errors(400, 404, 409),
-)
-def create_process(
-    body: S.ProcessIn, c: ConsortiaClient = Depends(client), gw: Gateway = Depends(gateway)
-) -> dict[str, Any]:
+@write("/api/v1/processes", response_model=S.ProcessOut, status_code=201)
+def create_process(body: S.ProcessIn, c: Caller, gw: GatewayDep) -> dict[str, Any]:
     """Create the process (and start it with ``start: true``) through ``executor.process.launch``:
     the topology, hyper-parameters and dataset are checked against what the image declares first,
     every problem listed (400 ``INVALID_ARGUMENT``), and nothing is written for a refused process."""
@@ -64,79 +55,41 @@ def create_process(
             body.description,
             image_digest=body.image_digest,
         )
-    except (TypeError, ValueError) as exc:  # the spec's own checks (e.g. a privacy budget without clipping)
+    except (TypeError, ValueError) as exc:  # the spec's own checks (the schema makes the same ones first)
         raise InvalidArgument(f"process {body.id} refused: {exc}") from None
     try:
-        rec = record(launch(c, spec, start=body.start))
+        return gw.written(launch(c, spec, start=body.start))
     except InvalidProcessSpec as exc:
         raise InvalidArgument(f"process {body.id} refused: {exc}", problems="; ".join(exc.problems)) from None
-    gw.refresh()
-    return rec
 
 
-@router.get(
-    "/api/v1/processes/{process_id}",
-    response_model=S.ProcessOut,
-    tags=["processes"],
-    responses=errors(400, 404),
-)
-def get_process(process_id: str = ProcessId, c: ConsortiaClient = Depends(client)) -> dict[str, Any]:
+@read("/api/v1/processes/{process_id}", response_model=S.ProcessOut)
+def get_process(process_id: ProcessId, c: Caller) -> dict[str, Any]:
     return record(c.get_process(process_id))
 
 
-@router.post(
-    "/api/v1/processes/{process_id}/start",
-    response_model=S.ProcessOut,
-    tags=["processes"],
-    responses=errors(400, 404, 409),
-)
-def start_process(
-    process_id: str = ProcessId, c: ConsortiaClient = Depends(client), gw: Gateway = Depends(gateway)
-) -> dict[str, Any]:
-    rec = record(c.start_process(process_id))
-    gw.refresh()
-    return rec
+@write("/api/v1/processes/{process_id}/start", response_model=S.ProcessOut)
+def start_process(process_id: ProcessId, c: Caller, gw: GatewayDep) -> dict[str, Any]:
+    return gw.written(c.start_process(process_id))
 
 
-@router.post(
-    "/api/v1/processes/{process_id}/abort",
-    response_model=S.ProcessOut,
-    tags=["processes"],
-    responses=errors(400, 404, 409),
-)
-def abort_process(
-    body: S.AbortIn,
-    process_id: str = ProcessId,
-    c: ConsortiaClient = Depends(client),
-    gw: Gateway = Depends(gateway),
-) -> dict:
-    rec = record(c.abort_process(process_id, body.reason))
-    gw.refresh()
-    return rec
+@write("/api/v1/processes/{process_id}/abort", response_model=S.ProcessOut)
+def abort_process(body: S.AbortIn, process_id: ProcessId, c: Caller, gw: GatewayDep) -> dict:
+    return gw.written(c.abort_process(process_id, body.reason))
 
 
-@router.get(
-    "/api/v1/processes/{process_id}/history",
-    response_model=list[S.HistoryEntryOut],
-    tags=["provenance"],
-    responses=errors(400, 404),
-)
-def process_history(process_id: str = ProcessId, c: ConsortiaClient = Depends(client)) -> list[dict]:
+@reads(router, "provenance")("/api/v1/processes/{process_id}/history", response_model=list[S.HistoryEntryOut])
+def process_history(process_id: ProcessId, c: Caller) -> list[dict]:
     return [h.__dict__ for h in c.process_history(process_id)]
 
 
-@router.get(
-    "/api/v1/processes/{process_id}/watch",
-    response_model=S.WatchOut,
-    tags=["processes"],
-    responses=errors(400, 404),
-)
+@read("/api/v1/processes/{process_id}/watch", response_model=S.WatchOut)
 async def watch(
-    process_id: str = ProcessId,
-    after_block: int = Query(-1, ge=-1, le=2**62),
-    wait: float = Query(10.0, ge=0, le=30),
-    c: ConsortiaClient = Depends(client),
-    gw: Gateway = Depends(gateway),
+    process_id: ProcessId,
+    c: Caller,
+    gw: GatewayDep,
+    after_block: Annotated[int, Query(ge=-1, le=2**62)] = -1,
+    wait: Annotated[float, Query(ge=0, le=30)] = 10.0,
 ) -> dict[str, Any]:
     """Long poll: the process's events after ``after_block``, waiting up to ``wait`` s for one."""
     process = await asyncio.to_thread(member_process, c, process_id)

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends
 from fastapi.responses import RedirectResponse
 
 from api import schemas as S
-from api.gateway.deps import gateway, owner
-from api.gateway.state import Gateway
+from api.gateway.deps import GatewayDep, owner
 from api.responses import DepthSafeRoute
 from api.tokens import TokenOwner
 
@@ -22,7 +21,7 @@ def root() -> RedirectResponse:
 
 
 @router.get("/api/v1/health", response_model=S.Health, tags=["service"])
-def health(gw: Gateway = Depends(gateway)) -> dict[str, Any]:
+def health(gw: GatewayDep) -> dict[str, Any]:
     err = gw.follower.last_error if gw.follower else ""
     return {
         "status": "degraded" if err else "ok",
@@ -34,5 +33,5 @@ def health(gw: Gateway = Depends(gateway)) -> dict[str, Any]:
 
 
 @router.get("/api/v1/whoami", response_model=S.WhoAmI, tags=["service"])
-def whoami(who: TokenOwner = Depends(owner)) -> dict[str, Any]:
+def whoami(who: Annotated[TokenOwner, Depends(owner)]) -> dict[str, Any]:
     return {"organisation": who.msp_id, "user": who.user, "token_id": who.token_id}
