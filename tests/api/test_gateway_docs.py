@@ -69,3 +69,26 @@ def test_access_log_one_structured_line_per_request(gateways, caplog):
     client.get("/api/v1/health", headers={"X-Request-ID": "evil\nline"})
     (line,) = _access_lines(caplog)
     assert line["request_id"] != "evil\nline"
+
+
+def test_served_gateway_prints_its_access_lines_to_stderr():
+    """Under ``consortia serve`` nothing configures logging but uvicorn's own loggers: the gateway
+    gives its access logger a stderr handler then (and only then)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+
+    code = (
+        "import logging, json\n"
+        "from api.gateway import access_log\n"
+        "access_log.ensure_handler(); access_log.ensure_handler()\n"
+        "access_log.log.info(json.dumps({'event': 'request', 'status': 200}))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert out.stderr.strip().splitlines() == ['{"event": "request", "status": 200}']
