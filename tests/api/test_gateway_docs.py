@@ -89,6 +89,6 @@ def test_served_gateway_prints_its_access_lines_to_stderr():
         "access_log.log.info(json.dumps({'event': 'request', 'status': 200}))\n"
     )
     out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True, env=env
     )
     assert out.stderr.strip().splitlines() == ['{"event": "request", "status": 200}']
