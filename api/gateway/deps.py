@@ -53,7 +53,7 @@ def owner(
         if der is not None:
             who = client_certificate_owner(der, gw.consortium, gw.msp_id)
     if who is None:
-        scheme, _, token = header.partition(" ")
+        scheme, _sep, token = header.partition(" ")
         if header and scheme.lower() != "bearer":
             raise AuthenticationError("use 'Authorization: Bearer <token>'")
         who = gw.tokens.authenticate(token.strip() or None)
