@@ -11,6 +11,11 @@ import shutil
 import tarfile
 from pathlib import Path
 
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from ledger.cryptogen import cert_pem, issue_leaf, key_pem, write_file
 from ledger.fabric.network.config import NetworkError
 from ledger.fabric.network.supervision import NodeSupervisor
 from ledger.identity import Consortium
@@ -153,56 +158,19 @@ Profiles:
         """Server and client TLS certificates for the chaincode service, issued by Org1's TLS CA
         (SANs 127.0.0.1, localhost): the service presents ``server.crt``, the peers present
         ``client.crt`` (from ``connection.json``), each side checks the other against ``ca.crt``."""
-        import datetime as dt
-        import ipaddress
-
-        from cryptography import x509
-        from cryptography.hazmat.primitives import hashes, serialization
-        from cryptography.hazmat.primitives.asymmetric import ec
-        from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
         org = self._org_paths(0)
         tlsca_dir = org["base"] / "tlsca"
         ca_cert = x509.load_pem_x509_certificate(next(tlsca_dir.glob("*-cert.pem")).read_bytes())
         ca_key = serialization.load_pem_private_key((tlsca_dir / "priv_sk").read_bytes(), None)
+        if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
+            raise NetworkError(f"{tlsca_dir / 'priv_sk'} is not an EC private key")
         out = self.chaincode_tls_dir
-        out.mkdir(parents=True, exist_ok=True)
-        now = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=5)
         for name in ("server", "client"):
-            key = ec.generate_private_key(ec.SECP256R1())
-            cert = (
-                x509.CertificateBuilder()
-                .subject_name(
-                    x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"ccaas-{name}.{org['domain']}")])
-                )
-                .issuer_name(ca_cert.subject)
-                .public_key(key.public_key())
-                .serial_number(x509.random_serial_number())
-                .not_valid_before(now)
-                .not_valid_after(now + dt.timedelta(days=3650))
-                .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-                .add_extension(
-                    x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]),
-                    critical=False,
-                )
-                .add_extension(
-                    x509.SubjectAlternativeName(
-                        [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]
-                    ),
-                    critical=False,
-                )
-                .sign(ca_key, hashes.SHA256())
-            )
-            (out / f"{name}.crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-            (out / f"{name}.key").write_bytes(
-                key.private_bytes(
-                    serialization.Encoding.PEM,
-                    serialization.PrivateFormat.PKCS8,
-                    serialization.NoEncryption(),
-                )
-            )
-            (out / f"{name}.key").chmod(0o600)
-        (out / "ca.crt").write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
+            cn = f"ccaas-{name}.{org['domain']}"
+            cert, key = issue_leaf(ca_cert, ca_key, cn, None, tls=True, sans=("127.0.0.1", "localhost"))
+            write_file(out / f"{name}.crt", cert_pem(cert))
+            write_file(out / f"{name}.key", key_pem(key), private=True)
+        write_file(out / "ca.crt", cert_pem(ca_cert))
 
     def package(self) -> Path:
         """The CCaaS package: the address is templated per peer by the ccaas builder."""
