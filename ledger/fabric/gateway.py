@@ -29,15 +29,9 @@ from fabric_protos.peer import transaction_pb2
 from google.protobuf.message import DecodeError
 
 from ledger.errors import CommitTimeout, EndorsementFailure, LedgerError
+from ledger.fabric.blocks import block_has_events, block_info
 from ledger.fabric.errors import translate, validation_error
-from ledger.fabric.proposal import (
-    block_header_hash,
-    build_proposal,
-    chaincode_event_of,
-    channel_header_of,
-    envelope_result,
-    sign_envelope,
-)
+from ledger.fabric.proposal import build_proposal, envelope_result, sign_envelope
 from ledger.identity import Identity
 from ledger.interface import BlockInfo, ChaincodeEvent, SubmitResult
 
@@ -390,51 +384,7 @@ class FabricLedger:
         if number < 0:
             raise ValueError("block number must be >= 0")
         raw = self.evaluate(identity, "GetBlockByNumber", self.channel, str(number), chaincode="qscc")
-        blk = common_pb2.Block.FromString(raw)
-        h = blk.header
-        tx_ids, timestamp = [], 0.0
-        for env in blk.data.data:
-            try:
-                chdr = channel_header_of(env)
-            except Exception:
-                tx_ids.append("")
-                continue
-            tx_ids.append(chdr.tx_id)
-            if not timestamp:
-                timestamp = chdr.timestamp.seconds + chdr.timestamp.nanos / 1e9
-        flags = b""
-        if len(blk.metadata.metadata) > common_pb2.TRANSACTIONS_FILTER:
-            flags = blk.metadata.metadata[common_pb2.TRANSACTIONS_FILTER]
-        codes = tuple(
-            transaction_pb2.TxValidationCode.Name(flags[i]) if i < len(flags) else "NOT_VALIDATED"
-            for i in range(len(tx_ids))
-        )
-        return BlockInfo(
-            number=h.number,
-            header_hash=block_header_hash(h.number, h.previous_hash, h.data_hash).hex(),
-            previous_hash=h.previous_hash.hex(),
-            data_hash=h.data_hash.hex(),
-            tx_ids=tuple(tx_ids),
-            validation_codes=codes,
-            timestamp=timestamp,
-        )
-
-
-def block_has_events(block: common_pb2.Block, chaincode: str) -> bool:
-    """Whether a block holds a valid transaction that emitted an event of ``chaincode``."""
-    flags = b""
-    if len(block.metadata.metadata) > common_pb2.TRANSACTIONS_FILTER:
-        flags = block.metadata.metadata[common_pb2.TRANSACTIONS_FILTER]
-    for i, env in enumerate(block.data.data):
-        if i >= len(flags) or flags[i] != transaction_pb2.TxValidationCode.Value("VALID"):
-            continue
-        try:
-            event = chaincode_event_of(common_pb2.Envelope.FromString(env))
-        except Exception:  # a config or otherwise undecodable envelope carries no chaincode event
-            continue
-        if event is not None and event.chaincode_id == chaincode and event.event_name:
-            return True
-    return False
+        return block_info(common_pb2.Block.FromString(raw))
 
 
 def submit_with_retry(
