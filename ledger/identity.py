@@ -167,7 +167,7 @@ class Identity:
         return f"Identity({self.msp_id}, {self.name}, role={self.role})"
 
     @classmethod
-    def from_msp_dir(cls, msp_id: str, msp_dir: str | os.PathLike) -> Identity:
+    def from_msp_dir(cls, msp_id: str, msp_dir: str | os.PathLike[str]) -> Identity:
         msp_dir = Path(msp_dir)
         cert = next((msp_dir / "signcerts").glob("*.pem")).read_bytes()
         key = serialization.load_pem_private_key((msp_dir / "keystore" / "priv_sk").read_bytes(), None)
@@ -203,11 +203,11 @@ class MembershipService:
     ) -> tuple[str, x509.Certificate, str]:
         hit = self._validated.get(serialized)
         if hit is not None:
-            msp_id, cert, role, _ = hit
+            msp_id, cert, cached_role, _ = hit
             now = at or dt.datetime.now(dt.UTC)
             if not (cert.not_valid_before_utc <= now <= cert.not_valid_after_utc):
                 raise AccessDenied(f"certificate of {msp_id} is expired or not yet valid")
-            return msp_id, cert, role
+            return msp_id, cert, cached_role
         try:
             msp_id, pem = parse_serialized_identity(serialized)
             cert = x509.load_pem_x509_certificate(pem)
@@ -220,9 +220,11 @@ class MembershipService:
             raise AccessDenied(f"certificate of {msp_id} is not issued by the {msp_id} CA")
         try:
             pub = ca.public_key()
-            assert isinstance(pub, ec.EllipticCurvePublicKey)
-            pub.verify(cert.signature, cert.tbs_certificate_bytes, ec.ECDSA(cert.signature_hash_algorithm))
-        except (InvalidSignature, AssertionError, TypeError):
+            algorithm = cert.signature_hash_algorithm
+            if not isinstance(pub, ec.EllipticCurvePublicKey) or algorithm is None:
+                raise TypeError("not an ECDSA certificate")
+            pub.verify(cert.signature, cert.tbs_certificate_bytes, ec.ECDSA(algorithm))
+        except (InvalidSignature, TypeError):
             raise AccessDenied(f"certificate of {msp_id} does not verify against the {msp_id} CA") from None
         now = at or dt.datetime.now(dt.UTC)
         if not (cert.not_valid_before_utc <= now <= cert.not_valid_after_utc):
@@ -264,7 +266,7 @@ class Consortium:
 
     MANIFEST = "consortium.json"
 
-    def __init__(self, root: str | os.PathLike):
+    def __init__(self, root: str | os.PathLike[str]):
         self.root = Path(root)
         try:
             meta = json.loads((self.root / self.MANIFEST).read_text())
@@ -281,7 +283,7 @@ class Consortium:
     @classmethod
     def generate(
         cls,
-        root: str | os.PathLike,
+        root: str | os.PathLike[str],
         organisations: Iterable[str] = ("Org1", "Org2", "Org3"),
         base_domain: str = "example.com",
         users: int = 1,

@@ -79,7 +79,7 @@ class EmbeddedLedger(Endorser):
 
     def __init__(
         self,
-        path: str | os.PathLike,
+        path: str | os.PathLike[str],
         consortium: Consortium,
         *,
         channel: str = "consortia",
@@ -88,7 +88,7 @@ class EmbeddedLedger(Endorser):
         batch_size: int = 500,
         batch_timeout: float = 0.01,
         synchronous: str = "FULL",
-        checkpoint_file: str | os.PathLike | None = None,
+        checkpoint_file: str | os.PathLike[str] | None = None,
         checkpoint_every: int = 100,
     ):
         if batch_size < 1 or batch_timeout < 0:
@@ -125,6 +125,7 @@ class EmbeddedLedger(Endorser):
     def _load_or_create_genesis(self, channel: str, chaincode: str, policy: str) -> dict[str, Any]:
         con = self._store.connection()
         row = con.execute("SELECT body FROM blocks WHERE number = 0").fetchone()
+        config: dict[str, Any]
         if row is not None:
             config = json.loads(row[0])["config"]
         else:
@@ -299,6 +300,8 @@ class EmbeddedLedger(Endorser):
         blocks are committed already: failing to write the anchor is logged, not raised."""
         from ledger.checkpoint import append_checkpoint
 
+        if self.checkpoint_file is None:
+            return
         try:
             append_checkpoint(self.checkpoint_file, self.checkpoint())
             self._uncheckpointed = False

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import sqlite3
 from collections.abc import Iterator
+from typing import Any
 
 from chaincode.stub import MAX_UNICODE_RUNE, ChaincodeStub, KeyModification, KeyValue, create_composite_key
 from ledger.embedded.store import Store
@@ -106,7 +107,7 @@ class TxSimulator(ChaincodeStub):
         self.event = (name, bytes(payload))  # Fabric keeps one event per transaction: the last set
 
     # ---- the read/write set as recorded in the transaction
-    def rwset(self) -> dict:
+    def rwset(self) -> dict[str, Any]:
         return {
             "reads": [[k, list(v) if v is not None else None] for k, v in sorted(self.reads.items())],
             "range_reads": [[s, e, [[k, list(v)] for k, v in kv]] for s, e, kv in self.range_reads],

@@ -36,6 +36,7 @@ import signal
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent import futures
+from typing import TypeAlias
 
 import grpc
 from fabric_protos.peer import (
@@ -51,7 +52,7 @@ from ledger.fabric.shim_stub import FabricStub, PeerError
 
 log = logging.getLogger(__name__)
 
-Msg = chaincode_shim_pb2.ChaincodeMessage
+Msg: TypeAlias = chaincode_shim_pb2.ChaincodeMessage
 Dispatch = Callable[[object, str, list[str]], bytes]
 
 MAX_MESSAGE_BYTES = 100 * 1024 * 1024  # Fabric internal/pkg/comm/config.go
@@ -136,7 +137,8 @@ class _StreamHandler:
             with self._lock:
                 self._waiting.pop(key, None)
         if reply.type == Msg.RESPONSE:
-            return reply.payload
+            answer: bytes = reply.payload
+            return answer
         if reply.type == Msg.ERROR:
             raise PeerError(reply.payload.decode("utf-8", "replace"))
         raise PeerError(f"unexpected reply {Msg.Type.Name(reply.type)} from the peer")
@@ -202,15 +204,16 @@ class _StreamHandler:
                 status=err.status if err.status >= 400 else 400, message=err.to_wire()
             )
         except UnicodeDecodeError:
-            err = ContractError("arguments must be UTF-8 strings")
-            return proposal_response_pb2.Response(status=400, message=err.to_wire())
+            refusal = ContractError("arguments must be UTF-8 strings")
+            return proposal_response_pb2.Response(status=400, message=refusal.to_wire())
         except Exception as exc:  # a bug or a peer failure: status 500, no payloads in the message
             log.error("transaction %s: %s failed: %s", stub.get_tx_id(), function, type(exc).__name__)
-            err = InternalError(f"internal chaincode error in {function}: {type(exc).__name__}")
-            return proposal_response_pb2.Response(status=500, message=err.to_wire())
+            failure = InternalError(f"internal chaincode error in {function}: {type(exc).__name__}")
+            return proposal_response_pb2.Response(status=500, message=failure.to_wire())
 
 
-class ChaincodeService(chaincode_shim_pb2_grpc.ChaincodeServicer):
+# the generated servicer base is untyped (fabric_protos ships no stubs: pyproject.toml [tool.mypy])
+class ChaincodeService(chaincode_shim_pb2_grpc.ChaincodeServicer):  # type: ignore[misc]
     """``protos.Chaincode`` service: every ``Connect`` stream is one peer."""
 
     def __init__(self, chaincode_id: str, dispatch: Dispatch, workers: int = 16):
@@ -220,7 +223,7 @@ class ChaincodeService(chaincode_shim_pb2_grpc.ChaincodeServicer):
         self._dispatch = dispatch
         self._pool = futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="cc-tx")
 
-    def Connect(self, request_iterator, context):  # noqa: N802 (gRPC method name)
+    def Connect(self, request_iterator: Iterator[Msg], context: grpc.ServicerContext) -> Iterator[Msg]:  # noqa: N802 (gRPC method name)
         handler = _StreamHandler(self.chaincode_id, self._dispatch, self._pool)
         log.info("peer connected from %s", context.peer())
 
@@ -293,7 +296,8 @@ def load_dispatch(spec: str) -> Dispatch:
     fn = getattr(importlib.import_module(module), name)
     if not callable(fn):
         raise TypeError(f"{spec} is not callable")
-    return fn
+    dispatch: Dispatch = fn
+    return dispatch
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -20,6 +20,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import grpc
 from fabric_protos.common import common_pb2, ledger_pb2
@@ -115,7 +116,7 @@ class FabricLedger:
         with self._lock:
             ch = self._channels.get(peer.address)
             if ch is None:
-                opts = list(CHANNEL_OPTIONS)
+                opts: list[tuple[str, str | int]] = list(CHANNEL_OPTIONS)
                 if peer.server_name:
                     opts.append(("grpc.ssl_target_name_override", peer.server_name))
                 if peer.tls_root_cert is not None:
@@ -174,7 +175,8 @@ class FabricLedger:
             resp = self._stub(self._peer_for(identity)).Evaluate(req, timeout=self.endorse_timeout)
         except grpc.RpcError as err:
             raise translate(err, "evaluate") from None
-        return resp.result.payload
+        payload: bytes = resp.result.payload
+        return payload
 
     # ---- submit (the four Gateway steps)
     def endorse(
@@ -351,7 +353,9 @@ class FabricLedger:
             log.info("cannot look up the last event block (%s); events idle clock starts now", exc)
         return None
 
-    def _open_events(self, identity: Identity, start_block: int, after_tx: str):
+    def _open_events(
+        self, identity: Identity, start_block: int, after_tx: str
+    ) -> tuple[grpc.Call, queue.Queue[Any]]:
         req = gateway_pb2.ChaincodeEventsRequest(
             channel_id=self.channel,
             chaincode_id=self.chaincode,
@@ -361,7 +365,8 @@ class FabricLedger:
         ).SerializeToString()
         signed = gateway_pb2.SignedChaincodeEventsRequest(request=req, signature=identity.sign(req))
         call = self._stub(self._peer_for(identity)).ChaincodeEvents(signed)
-        q: queue.Queue[object] = queue.Queue()
+        # ChaincodeEventsResponse messages, then None (stream closed) or the grpc.RpcError that broke it
+        q: queue.Queue[Any] = queue.Queue()
 
         def pump() -> None:
             try:
@@ -378,7 +383,8 @@ class FabricLedger:
     # ---- blocks (qscc)
     def block_height(self, identity: Identity) -> int:
         raw = self.evaluate(identity, "GetChainInfo", self.channel, chaincode="qscc")
-        return ledger_pb2.BlockchainInfo.FromString(raw).height
+        height: int = ledger_pb2.BlockchainInfo.FromString(raw).height
+        return height
 
     def block(self, identity: Identity, number: int) -> BlockInfo:
         if number < 0:
@@ -388,7 +394,7 @@ class FabricLedger:
 
 
 def submit_with_retry(
-    ledger: FabricLedger, identity: Identity, function: str, *args: str, attempts: int = 3, **kwargs
+    ledger: FabricLedger, identity: Identity, function: str, *args: str, attempts: int = 3, **kwargs: Any
 ) -> SubmitResult:
     """``submit`` that re-runs the whole transaction after an MVCC conflict (safe: a conflicting
     transaction changed nothing) up to ``attempts`` times, then re-raises."""

@@ -5,7 +5,7 @@ round trip to the peer (fabric-chaincode-go ``shim/stub.go``)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Protocol
+from typing import Protocol, TypeAlias
 
 from fabric_protos.common import common_pb2
 from fabric_protos.ledger.queryresult import kv_query_result_pb2
@@ -19,7 +19,7 @@ from chaincode.stub import (
     create_composite_key,
 )
 
-Msg = chaincode_shim_pb2.ChaincodeMessage
+Msg: TypeAlias = chaincode_shim_pb2.ChaincodeMessage
 EMPTY_KEY_SUBSTITUTE = "\x01"  # fabric-chaincode-go shim/stub.go
 
 
@@ -41,13 +41,13 @@ class FabricStub:
 
     def __init__(self, handler: PeerCaller, msg: Msg):
         self._handler = handler
-        self._channel_id = msg.channel_id
-        self._tx_id = msg.txid
+        self._channel_id: str = msg.channel_id
+        self._tx_id: str = msg.txid
         self.event: chaincode_event_pb2.ChaincodeEvent | None = None
         inp = chaincode_pb2.ChaincodeInput.FromString(msg.payload)
         self.args: list[bytes] = list(inp.args)
-        self._creator = b""
-        self._timestamp = 0.0
+        self._creator: bytes = b""
+        self._timestamp: float = 0.0
         self._transient: dict[str, bytes] = {}
         if msg.HasField("proposal"):
             prop = proposal_pb2.Proposal.FromString(msg.proposal.proposal_bytes)
