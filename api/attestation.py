@@ -27,7 +27,6 @@ from __future__ import annotations
 import base64
 import binascii
 import datetime as dt
-import hashlib
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -36,11 +35,11 @@ from cryptography import x509
 from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from chaincode.canonical import canonical_json
 from ledger.checkpoint import MEDIA_TYPE as CHECKPOINT_MEDIA_TYPE
 from ledger.checkpoint import Checkpoint
 from ledger.errors import CheckpointInvalid
 from ledger.identity import Identity, load_public_key_pem, verify
+from wire.canonical import canonical_json, sha256_digest
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PREDICATE_TYPE = "https://slsa.dev/provenance/v1"
@@ -60,7 +59,7 @@ def pae(payload_type: str, body: bytes) -> bytes:
 
 
 def certificate_keyid(certificate_pem: bytes) -> str:
-    return "sha256:" + hashlib.sha256(certificate_pem).hexdigest()
+    return sha256_digest(certificate_pem)
 
 
 def _hex(digest: str) -> dict[str, str]:

@@ -10,7 +10,6 @@ from typing import Annotated, Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from chaincode.canonical import canonical_json
 from chaincode.image import ID_PATTERN
 from chaincode.learning_process import MAX_ROUNDS, MSP_PATTERN
 from chaincode.limits import (
@@ -24,6 +23,7 @@ from chaincode.limits import (
     json_depth,
 )
 from executor.declarations import DATASET_NAME, TOPOLOGY_KIND
+from wire.canonical import canonical_json
 
 ID = f"^{ID_PATTERN}$"
 MSP = f"^{MSP_PATTERN}$"

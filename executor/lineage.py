@@ -39,7 +39,6 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from chaincode.canonical import canonical_json
 from chaincode.errors import ContractError
 from executor.artifacts import (
     ArtifactCorrupted,
@@ -53,6 +52,7 @@ from executor.artifacts import (
 from ledger.client import ConsortiaClient
 from ledger.identity import load_public_key_pem
 from ledger.records import ExecutionRecord
+from wire.canonical import canonical_json
 
 
 @dataclass(frozen=True)

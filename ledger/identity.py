@@ -32,6 +32,7 @@ from cryptography.x509.oid import NameOID
 
 from ledger.cryptogen import generate_org
 from ledger.errors import AccessDenied
+from wire.protobuf import encode_varint
 
 P256_ORDER = 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551
 _HALF_ORDER = P256_ORDER // 2
@@ -81,21 +82,13 @@ def load_public_key_pem(pem: str | bytes) -> ec.EllipticCurvePublicKey:
 # --------------------------------------------------------------------------- SerializedIdentity
 
 
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        out.append(b | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
 def serialize_identity(msp_id: str, certificate_pem: bytes) -> bytes:
     """``msp.SerializedIdentity{mspid=1, id_bytes=2}`` protobuf bytes (hand-encoded, so the
     chaincode needs no protobuf dependency; byte-identical to the official encoder)."""
     m = msp_id.encode("utf-8")
-    return b"\x0a" + _varint(len(m)) + m + b"\x12" + _varint(len(certificate_pem)) + certificate_pem
+    return (
+        b"\x0a" + encode_varint(len(m)) + m + b"\x12" + encode_varint(len(certificate_pem)) + certificate_pem
+    )
 
 
 def parse_serialized_identity(data: bytes) -> tuple[str, bytes]:

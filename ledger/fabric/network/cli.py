@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from ledger.fabric.network.config import DEFAULT_DISPATCH, DEFAULT_NET, NetworkConfig, NetworkError
+from ledger.fabric.network.config import DEFAULT_NET, NetworkConfig, NetworkError
 from ledger.fabric.network.lifecycle import FabricNetwork
+from wire.env import environment
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -21,8 +21,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     p.add_argument("command", choices=["up", "down", "deploy", "status", "logs"])
     p.add_argument("node", nargs="?", default="", help="for logs: orderer, peer0.org1, ..., chaincode")
-    p.add_argument("--orgs", default=os.environ.get("CONSORTIA_FABRIC_ORGS", "Org1,Org2,Org3"))
-    p.add_argument("--dispatch", default=os.environ.get("CONSORTIA_CHAINCODE_DISPATCH", DEFAULT_DISPATCH))
+    p.add_argument("--orgs", default=environment().fabric_orgs)
+    p.add_argument("--dispatch", default=environment().chaincode_dispatch)
     p.add_argument("--net-dir", default=str(DEFAULT_NET))
     p.add_argument("--purge", action="store_true", help="down: also delete ledgers and identities")
     p.add_argument("-n", "--lines", type=int, default=50)

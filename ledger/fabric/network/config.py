@@ -5,20 +5,17 @@ identities) and the environment each Fabric node starts with (docs/fabric.md "To
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from ledger.identity import Consortium
+from wire.env import environment
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
-CACHE = Path(os.environ.get("CONSORTIA_CACHE", Path.home() / ".cache" / "consortia"))
-DEFAULT_HOME = Path(os.environ.get("FABRIC_HOME", CACHE / "fabric"))
-DEFAULT_NET = Path(
-    os.environ.get("CONSORTIA_FABRIC_NET", Path.home() / ".cache" / "consortia" / "fabric-net")
-)
-DEFAULT_DISPATCH = "chaincode.dispatch:invoke"
+CACHE = environment().cache_root
+DEFAULT_HOME = environment().fabric_binaries
+DEFAULT_NET = environment().fabric_net or Path.home() / ".cache" / "consortia" / "fabric-net"
 BINARIES = ("peer", "orderer", "configtxgen", "osnadmin")
 
 
@@ -32,10 +29,10 @@ class NetworkConfig:
     channel: str = "consortia"
     chaincode: str = "consortia"
     chaincode_version: str = "1.0"
-    dispatch: str = os.environ.get("CONSORTIA_CHAINCODE_DISPATCH", DEFAULT_DISPATCH)
+    dispatch: str = environment().chaincode_dispatch
     net_dir: Path = DEFAULT_NET
     fabric_home: Path = DEFAULT_HOME
-    port_base: int = int(os.environ.get("CONSORTIA_FABRIC_PORT_BASE", "7050"))
+    port_base: int = environment().fabric_port_base or 7050
     batch_timeout: str = "500ms"
     max_message_count: int = 500
     endorsement_policy: str = ""  # "" = channel default (MAJORITY Endorsement)
