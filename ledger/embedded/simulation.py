@@ -13,13 +13,20 @@ import sqlite3
 from collections.abc import Iterator
 from typing import Any
 
-from chaincode.stub import MAX_UNICODE_RUNE, ChaincodeStub, KeyModification, KeyValue, create_composite_key
+from chaincode.stub import (
+    MAX_UNICODE_RUNE,
+    ChaincodeStub,
+    KeyModification,
+    KeyValue,
+    TransactionHeader,
+    create_composite_key,
+)
 from ledger.embedded.store import Store
 
 Version = tuple[int, int]
 
 
-class TxSimulator(ChaincodeStub):
+class TxSimulator(TransactionHeader, ChaincodeStub):
     def __init__(
         self,
         con: sqlite3.Connection,
@@ -30,32 +37,12 @@ class TxSimulator(ChaincodeStub):
         creator: bytes,
         transient: dict[str, bytes] | None = None,
     ):
+        super().__init__(tx_id, channel, timestamp, creator, transient)
         self._con = con
-        self._tx_id = tx_id
-        self._channel = channel
-        self._timestamp = timestamp
-        self._creator = creator
-        self._transient = dict(transient or {})
         self.reads: dict[str, Version | None] = {}
         self.range_reads: list[tuple[str, str, list[tuple[str, Version]]]] = []
         self.writes: dict[str, bytes | None] = {}
         self.event: tuple[str, bytes] | None = None
-
-    # ---- identity and time
-    def get_tx_id(self) -> str:
-        return self._tx_id
-
-    def get_channel_id(self) -> str:
-        return self._channel
-
-    def get_tx_timestamp(self) -> float:
-        return self._timestamp
-
-    def get_creator(self) -> bytes:
-        return self._creator
-
-    def get_transient(self) -> dict[str, bytes]:
-        return dict(self._transient)
 
     # ---- state
     @staticmethod

@@ -16,6 +16,7 @@ from chaincode.stub import (
     MAX_UNICODE_RUNE,
     KeyModification,
     KeyValue,
+    TransactionHeader,
     create_composite_key,
 )
 
@@ -36,46 +37,27 @@ class PeerError(RuntimeError):
 # --------------------------------------------------------------------------- the stub
 
 
-class FabricStub:
+class FabricStub(TransactionHeader):
     """``chaincode.stub.ChaincodeStub`` over one transaction of one chaincode stream."""
 
     def __init__(self, handler: PeerCaller, msg: Msg):
         self._handler = handler
-        self._channel_id: str = msg.channel_id
-        self._tx_id: str = msg.txid
         self.event: chaincode_event_pb2.ChaincodeEvent | None = None
         inp = chaincode_pb2.ChaincodeInput.FromString(msg.payload)
         self.args: list[bytes] = list(inp.args)
-        self._creator: bytes = b""
-        self._timestamp: float = 0.0
-        self._transient: dict[str, bytes] = {}
+        creator, timestamp = b"", 0.0
+        transient: dict[str, bytes] = {}
         if msg.HasField("proposal"):
             prop = proposal_pb2.Proposal.FromString(msg.proposal.proposal_bytes)
             header = common_pb2.Header.FromString(prop.header)
             chdr = common_pb2.ChannelHeader.FromString(header.channel_header)
             shdr = common_pb2.SignatureHeader.FromString(header.signature_header)
-            self._creator = shdr.creator
-            self._timestamp = chdr.timestamp.seconds + chdr.timestamp.nanos / 1e9
+            creator = shdr.creator
+            timestamp = chdr.timestamp.seconds + chdr.timestamp.nanos / 1e9
             ccpp = proposal_pb2.ChaincodeProposalPayload.FromString(prop.payload)
-            self._transient = dict(ccpp.TransientMap)
+            transient = dict(ccpp.TransientMap)
+        super().__init__(msg.txid, msg.channel_id, timestamp, creator, transient)
 
-    # ---- transaction context
-    def get_tx_id(self) -> str:
-        return self._tx_id
-
-    def get_channel_id(self) -> str:
-        return self._channel_id
-
-    def get_tx_timestamp(self) -> float:
-        return self._timestamp
-
-    def get_creator(self) -> bytes:
-        return self._creator
-
-    def get_transient(self) -> dict[str, bytes]:
-        return dict(self._transient)
-
-    # ---- world state
     def _call(self, kind: int, payload: bytes) -> bytes:
         return self._handler.call_peer(self._channel_id, self._tx_id, kind, payload)
 

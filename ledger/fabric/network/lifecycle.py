@@ -143,27 +143,21 @@ class FabricNetwork(GeneratedFiles):
         st = self._state()
         if st.get("committed"):
             return
-        seq = "1"
-        orderer = ["-o", f"127.0.0.1:{c.orderer_port}", "--tls", "--cafile", str(self.orderer_ca)]
-        policy = ["--signature-policy", c.endorsement_policy] if c.endorsement_policy else []
+        # the chaincode definition every organisation approves and the first one commits (sequence 1)
+        definition = [
+            *("-o", f"127.0.0.1:{c.orderer_port}", "--tls", "--cafile", str(self.orderer_ca)),
+            *("--channelID", c.channel, "--name", c.chaincode, "--version", c.chaincode_version),
+            *("--sequence", "1"),
+            *(("--signature-policy", c.endorsement_policy) if c.endorsement_policy else ()),
+        ]
         for i in range(len(c.organisations)):
             self._peer_cli(
                 i,
                 "lifecycle",
                 "chaincode",
                 "approveformyorg",
-                *orderer,
-                "--channelID",
-                c.channel,
-                "--name",
-                c.chaincode,
-                "--version",
-                c.chaincode_version,
-                "--package-id",
-                st["package_id"],
-                "--sequence",
-                seq,
-                *policy,
+                *definition,
+                *("--package-id", st["package_id"]),
                 step=f"approveformyorg {c.organisations[i]}",
             )
         peers: list[str] = []
@@ -175,22 +169,7 @@ class FabricNetwork(GeneratedFiles):
                 str(self._org_paths(i)["tls_ca"]),
             ]
         self._peer_cli(
-            0,
-            "lifecycle",
-            "chaincode",
-            "commit",
-            *orderer,
-            "--channelID",
-            c.channel,
-            "--name",
-            c.chaincode,
-            "--version",
-            c.chaincode_version,
-            "--sequence",
-            seq,
-            *policy,
-            *peers,
-            step="commit chaincode definition",
+            0, "lifecycle", "chaincode", "commit", *definition, *peers, step="commit chaincode definition"
         )
         self._update_state(committed=True)
 
