@@ -253,23 +253,29 @@ def _subject_history(client: ConsortiaClient, subject: str) -> tuple[str, list[H
     return kind, []
 
 
-def timed_events(client: ConsortiaClient, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The index's events with the time and actor of the version their transaction wrote."""
+def timed_events(
+    client: ConsortiaClient, events: list[dict[str, Any]], executions: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The index's events with the time and actor of the version their transaction wrote: for task
+    events from the execution records at hand (registration and completion transactions), for the
+    others from the history of the record the event names."""
+    known: dict[str, tuple[str, str]] = {}
+    for r in executions:
+        if r.get("completed_tx_id"):
+            known[r["completed_tx_id"]] = (r.get("completed") or "", r["organisation"])
+        known[r["tx_id"]] = (r.get("created") or "", who(r.get("created_by") or "", r["organisation"]))
     histories: dict[str, tuple[str, dict[str, HistoryEntry]]] = {}
     out = []
     for e in events:
-        if e["subject"] not in histories:
-            kind, hist = _subject_history(client, e["subject"])
-            histories[e["subject"]] = (kind, {h.tx_id: h for h in hist})
-        kind, by_tx = histories[e["subject"]]
-        h = by_tx.get(e["tx_id"])
-        out.append(
-            {
-                **{k: e[k] for k in ("block", "tx_id", "name", "subject")},
-                "time": h.timestamp if h else "",
-                "actor": version_actor(kind, h.value, h.tx_id) if h else "",
-            }
-        )
+        time, actor = known.get(e["tx_id"], ("", ""))
+        if not time:
+            if e["subject"] not in histories:
+                kind, hist = _subject_history(client, e["subject"])
+                histories[e["subject"]] = (kind, {h.tx_id: h for h in hist})
+            kind, by_tx = histories[e["subject"]]
+            h = by_tx.get(e["tx_id"])
+            time, actor = (h.timestamp, version_actor(kind, h.value, h.tx_id)) if h else ("", "")
+        out.append({**{k: e[k] for k in ("block", "tx_id", "name", "subject")}, "time": time, "actor": actor})
     return out
 
 
@@ -300,7 +306,7 @@ def explorer_router(
         return {
             "process_id": process_id,
             "executions": [execution_signature(r, process, valid) for r in records],
-            "events": timed_events(c, gw.index.events(process_id=process_id, limit=10_000)),
+            "events": timed_events(c, gw.index.events(process_id=process_id, limit=10_000), records),
         }
 
     @router.get(
