@@ -315,10 +315,10 @@
       s.append(circle);
     }
     c.append(s, legend("lineage-legend", [
-      { label: "message: an output sent to another organisation, read in a later round", kind: "line", cls: "edge message" },
-      { label: "state: an organisation's own state carried to its next round", kind: "dash", cls: "edge state" },
-      { label: "execution (one organisation, one round)", kind: "dot", cls: "node" },
-      { label: "the execution that produced this model", kind: "dot", cls: "node root" }]));
+      { label: "message: an output sent to another organisation, read in a later round", kind: "line", color: "#2f6fa3" },
+      { label: "state: an organisation's own state carried to its next round", kind: "dash", color: "#9aa5b1" },
+      { label: "execution (one organisation, one round)", kind: "dot", color: "#3a8f5c" },
+      { label: "the execution that produced this model", kind: "dot", color: "#1f3b57" }]));
     return c;
   }
 
