@@ -102,7 +102,9 @@
     series.forEach((ser, i) => {
       const color = COLORS[i % COLORS.length];
       const d = ser.points.map((p, j) => (j ? "L" : "M") + X(p[0]).toFixed(1) + " " + Y(p[1]).toFixed(1)).join(" ");
-      s.append(svg("path", { d: d, class: "series", stroke: color, fill: "none", "stroke-width": 2, "data-org": ser.name }));
+      // earlier series drawn wider, so that organisations with identical values stay visible underneath
+      const width = 2 + 2 * (series.length - 1 - i);
+      s.append(svg("path", { d: d, class: "series", stroke: color, fill: "none", "stroke-width": width, "stroke-opacity": 0.85, "data-org": ser.name }));
       for (const p of ser.points) {
         const dot = svg("circle", { cx: X(p[0]), cy: Y(p[1]), r: 2.5, fill: color });
         dot.append(svg("title", {}, ser.name + " · round " + p[0] + " · " + fmt(p[1])));

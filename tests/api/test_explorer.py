@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.api.conftest import make_gateway
-from tests.api.live import LiveServer
-from tests.api.test_web import ARTIFACTS, browser  # noqa: F401  (the headless Chromium fixture)
+from tests.api.test_web import ARTIFACTS, browser, live  # noqa: F401  (headless Chromium, Org2 gateway)
 
 WEB = Path(__file__).resolve().parents[2] / "api" / "web"
 
@@ -112,18 +111,7 @@ def _shots(driver, view: str, cards: tuple[str, ...]) -> None:
         _not_blank(path)
 
 
-@pytest.fixture(scope="module")
-def live(world, tmp_path_factory):
-    from api.gateway import create_app
-
-    gw = make_gateway(world, "Org2MSP", tmp_path_factory.mktemp("gw-explorer-web"))
-    token = gw.tokens.issue("User1")
-    with LiveServer(create_app(gw)) as server:
-        yield server, token
-    gw.index.close()
-
-
-def test_every_view_explains_itself_in_chromium(browser, live):  # noqa: F811
+def test_every_view_explains_itself_in_chromium(browser, live):  # noqa: F811  (fixtures)
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as EC
     from selenium.webdriver.support.ui import WebDriverWait
