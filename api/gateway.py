@@ -38,6 +38,7 @@ from api.artifacts import (
     store_at,
 )
 from api.attestation import attest_execution
+from api.explorer_routes import explorer_router
 from api.follower import IndexFollower, sync
 from api.http_rules import BodyLimit, allowed_methods, error_response, known_query_parameters
 from api.index import AuditIndex
@@ -751,6 +752,7 @@ def create_app(gw: Gateway, *, start: bool = True) -> FastAPI:
         gw.refresh()
         return rec
 
+    app.include_router(explorer_router(gw, client, errors))  # api.explorer_routes
     if WEB.is_dir():
         app.mount("/explorer", StaticFiles(directory=WEB, html=True), name="explorer")
     return app
