@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from executor.errors import ImageBuildError, ImageDigestMismatch
+from wire.env import environment
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 IMAGES_DIR = PROJECT_ROOT / "algorithm-images"
@@ -43,7 +44,8 @@ DEFAULT_SOCKET = "unix:///run/consortia/podman.sock"
 
 
 def cache_root() -> Path:
-    return Path(os.environ.get("CONSORTIA_CACHE", Path.home() / ".cache" / "consortia"))
+    """``$CONSORTIA_CACHE`` (default ``~/.cache/consortia``)."""
+    return environment().cache_root
 
 
 def sha256_file(path: Path) -> str:
@@ -213,9 +215,7 @@ def engine_client(base_url: str | None = None, timeout: int = 600):
     scripts/install-container-engine starts."""
     import docker
 
-    url = (
-        base_url or os.environ.get("CONSORTIA_DOCKER_HOST") or os.environ.get("DOCKER_HOST") or DEFAULT_SOCKET
-    )
+    url = base_url or environment().engine_url or DEFAULT_SOCKET
     return docker.DockerClient(base_url=url, timeout=timeout)
 
 

@@ -229,6 +229,17 @@ class Platform:
     ledger_path: Path | None = None  # the embedded ledger file (for agents run as OS processes)
     bundles_roots: dict[str, Path] = field(default_factory=dict)  # per organisation (default: the cache)
 
+    @classmethod
+    def from_home(cls, home: str | Path | None = None, *, create: bool = False) -> Platform:
+        """The platform of a Consortia home: its consortium, and its ledger from ``ledger.config.open_ledger``."""
+        from ledger.config import load, open_ledger
+
+        settings = load(home)
+        consortium = Consortium(settings.crypto)
+        ledger = open_ledger(settings, consortium, create=create)
+        embedded = settings.ledger_path if settings.ledger_backend == "embedded" else None
+        return cls(ledger, consortium, settings.home, embedded)
+
     @property
     def layout(self):
         """The home layout (ledger/config.py): ``root`` is a Consortia home (its consortia.toml, if any,
