@@ -16,7 +16,8 @@ from algorithms import codec
 from algorithms.collabdict.vae_model import init_decoder, init_encoder, reconstruction_score
 from api.model_export import export_model
 from api.model_onnx import TOLERANCE
-from tests.api.test_model_export import _forest, _record
+from tests.api.test_model_export import _record
+from tests.e2e.test_journeys import claims
 
 GUARD = """
 import importlib.abc, json, sys
@@ -40,8 +41,30 @@ def _outside(script: str, cwd) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def _claims_forest():
+    """Three creators' trees on claims-like data, as the platform fits them (float32 scaled input)."""
+    from sklearn.ensemble import RandomForestRegressor
+    from sklearn.preprocessing import StandardScaler
+
+    from algorithms.collab_rf.estimators import from_sklearn_tree
+
+    ests = []
+    for c in range(3):
+        frame = claims(260, c, 0.2 * c)
+        X, y = frame.drop(columns="is_fraud").to_numpy(float), frame["is_fraud"].to_numpy(float)
+        sc = StandardScaler().fit(X)
+        rf = RandomForestRegressor(3, max_depth=4, random_state=c).fit(sc.transform(X).astype(np.float32), y)
+        ests += [
+            from_sklearn_tree(t, f"Org{c + 1}MSP", i, sc.mean_, sc.scale_)
+            for i, t in enumerate(rf.estimators_)
+        ]
+    return ests
+
+
 def test_forest_onnx_scores_equal_the_joblib_estimator(tmp_path):
-    ests, rng = _forest(seed=3)
+    ests = _claims_forest()  # their learned NaN routing goes both ways; skl2onnx alone sends NaN right
+    assert {int(v) for e in ests for v in e["missing_left"]} == {0, 1}
+    rng = np.random.default_rng(3)
     payload = codec.encode({"estimators": ests})
     done = export_model(payload, _record(payload), tmp_path / "out", features=list("abcd"), label="y")
     files = {f["format"]: f for f in done.metadata["files"]}
@@ -50,15 +73,15 @@ def test_forest_onnx_scores_equal_the_joblib_estimator(tmp_path):
     assert onnx["check"]["ok"] is True and onnx["check"]["max_abs_diff"] <= TOLERANCE
     assert done.metadata["versions"]["skl2onnx"] and done.metadata["versions"]["onnx"]
     assert files["joblib"]["sha256"] == done.metadata["file_sha256"]
-    X = rng.normal(size=(3000, 4)) * [1, 10, 100, 0.1] + [0, 5, -3, 1]
-    X[::53, 2] = np.nan  # learned missing-value routing
+    X = claims(3000, 42, 0.1).drop(columns="is_fraud").to_numpy(float)
+    X[rng.random(X.shape) < 0.1] = np.nan  # learned missing-value routing
     np.save(tmp_path / "rows.npy", X)
     out = _outside(
         """
         import joblib, numpy, onnxruntime
         X = numpy.load("rows.npy")
         s = onnxruntime.InferenceSession("out/model.onnx", providers=["CPUExecutionProvider"])
-        onnx = s.run(None, {"X": X.astype("float32")})[0][:, 0]
+        onnx = s.run(None, {"X": X})[0][:, 0]
         est = joblib.load("out/model.joblib").predict(X)
         loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("api", "algorithms", "executor"))
         print(json.dumps({"onnx": onnx.tolist(), "joblib": est.tolist(), "consortia": loaded}))
