@@ -14,8 +14,7 @@ export checks that on probe rows and records the largest difference. ``torch.jit
 file without this module or any Consortia package.
 """
 
-from __future__ import annotations
-
+# no `from __future__ import annotations`: torch.jit.script reads the buffer annotations below
 import math
 import warnings
 from collections.abc import Callable, Mapping
@@ -32,6 +31,19 @@ ENCODER = ("V1", "c1", "V2", "c2", "V3", "c3")
 
 
 class VAEScorer(torch.nn.Module):
+    W1: torch.Tensor
+    b1: torch.Tensor
+    W2: torch.Tensor
+    b2: torch.Tensor
+    W3: torch.Tensor
+    b3: torch.Tensor
+    V1: torch.Tensor
+    c1: torch.Tensor
+    V2: torch.Tensor
+    c2: torch.Tensor
+    V3: torch.Tensor
+    c3: torch.Tensor
+
     def __init__(self, theta: Mapping[str, Any], phi: Mapping[str, Any]):
         super().__init__()
         for k in DECODER:

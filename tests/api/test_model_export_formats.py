@@ -17,21 +17,12 @@ from algorithms.collabdict.vae_model import init_decoder, init_encoder, reconstr
 from api.model_export import export_model
 from api.model_onnx import TOLERANCE
 from tests.api.test_model_export import _record
-from tests.e2e.test_journeys import claims
-
-GUARD = """
-import importlib.abc, json, sys
-class NoConsortia(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in ("algorithms", "api", "chaincode", "executor", "ledger", "benchmarks"):
-            raise ImportError("Consortia must not be imported: " + name)
-sys.meta_path.insert(0, NoConsortia())
-"""
+from tests.e2e.test_journeys import NO_CONSORTIA, claims
 
 
 def _outside(script: str, cwd) -> dict:
     proc = subprocess.run(
-        [sys.executable, "-I", "-c", GUARD + textwrap.dedent(script)],
+        [sys.executable, "-I", "-c", NO_CONSORTIA + textwrap.dedent(script)],
         capture_output=True,
         text=True,
         cwd=cwd,
