@@ -155,8 +155,9 @@ class ProcessSpec:
             )
 
 
-def launch(client: ConsortiaClient, spec: ProcessSpec) -> ProcessRecord:
-    """Create the process (the image's digest is pinned by the contract) and start it.
+def launch(client: ConsortiaClient, spec: ProcessSpec, *, start: bool = True) -> ProcessRecord:
+    """Create the process (the image's digest is pinned by the contract) and start it (``start=False``:
+    create only; ``consortia process create`` without ``--start``).
 
     The topology, hyper-parameters and dataset name are checked first against what the image
     declares (:func:`executor.declarations.validate_process`; :class:`InvalidProcessSpec` lists every
@@ -165,7 +166,7 @@ def launch(client: ConsortiaClient, spec: ProcessSpec) -> ProcessRecord:
 
     image = client.get_image(spec.image_id)
     validate_process(image.algorithm, spec.topology, spec.hyperparameters, spec.dataset)
-    client.create_process(
+    created = client.create_process(
         spec.process_id,
         spec.image_id,
         list(spec.consortium),
@@ -177,7 +178,7 @@ def launch(client: ConsortiaClient, spec: ProcessSpec) -> ProcessRecord:
         image_digest=image.digest,
         description=spec.description,
     )
-    return client.start_process(spec.process_id)
+    return client.start_process(spec.process_id) if start else created
 
 
 # --------------------------------------------------------------------------- running

@@ -1,0 +1,67 @@
+"""The ``consortia`` command: the application, ``--version``, and one sub-command group per module."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from api.cli import audit, data, home, images, index, ledger, models, processes, provenance, services, tokens
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Consortia: verifiable and auditable collaborative learning on a permissioned ledger.",
+)
+
+
+def version() -> str:
+    """The installed package's version (the source tree's pyproject.toml when not installed)."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        return installed("consortia")
+    except PackageNotFoundError:
+        import tomllib
+
+        pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
+        return tomllib.loads(pyproject.read_text())["project"]["version"]
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        print(f"consortia {version()}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main(
+    show_version: bool = typer.Option(
+        False, "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    """Consortia: verifiable and auditable collaborative learning on a permissioned ledger."""
+
+
+app.command()(home.demo)
+app.command()(home.init)
+app.command()(services.serve)
+app.command(**services.PASS_THROUGH)(services.node)
+app.command(**services.PASS_THROUGH)(services.network)
+for _module, _name in (
+    (ledger, "ledger"),
+    (images, "image"),
+    (processes, "process"),
+    (provenance, "provenance"),
+    (models, "model"),
+    (audit, "audit"),
+    (tokens, "token"),
+    (index, "index"),
+    (data, "data"),
+):
+    app.add_typer(_module.group, name=_name)
+
+
+def main(argv: list[str] | None = None) -> None:
+    app(argv)
