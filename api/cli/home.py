@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from api.cli.output import EXIT_USAGE, JsonOpt, console, fail, say
+from api.cli.output import EXIT_USAGE, JsonOpt, console, err_console, fail, say
 
 
 def demo(
@@ -15,11 +15,24 @@ def demo(
     quick: bool = typer.Option(False, help="A smaller run (fewer rows and rounds)."),
     backend: str = typer.Option("embedded", help="Ledger host: embedded or fabric."),
     runtime: str = typer.Option("sandbox", help="Task runtime: sandbox (bubblewrap) or container (Podman)."),
+    as_json: bool = typer.Option(
+        False, "--json", help="Progress on stderr; the run's report.json (or the error) on stdout."
+    ),
 ) -> None:
     """Run a complete audited learning process among several organisations (the main job)."""
     from api.demo import run_demo
 
-    raise typer.Exit(run_demo(out=out, quick=quick, backend=backend, runtime=runtime, console=console))
+    code = run_demo(
+        out=out, quick=quick, backend=backend, runtime=runtime, console=err_console if as_json else console
+    )
+    if as_json:
+        report = out / "report.json"
+        if code == 0 and report.is_file():
+            print(json.dumps(json.loads(report.read_text()), sort_keys=True))
+        else:
+            message = f"the demo ended with exit code {code} (details on stderr; folder {out})"
+            print(json.dumps({"ok": False, "code": "demo failed", "message": message, "exit_code": code}))
+    raise typer.Exit(code)
 
 
 def init(

@@ -7,6 +7,7 @@ codes of docs/cli.md)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import typer
@@ -31,6 +32,11 @@ def serve(
         False, help="Also authenticate TLS client certificates of this organisation's users."
     ),
     require_client_cert: bool = typer.Option(False, help="With --mtls: refuse connections without one."),
+    as_json: bool = typer.Option(
+        False,
+        "--json",
+        help="Print where the gateway listens as one JSON line (the server log is on stderr).",
+    ),
 ) -> None:
     """Run this organisation's gateway: REST API, OpenAPI document at /docs, explorer at /explorer/."""
     import uvicorn
@@ -39,7 +45,7 @@ def serve(
 
     if mtls and not (tls_cert and tls_key):
         raise typer.BadParameter("--mtls needs --tls-cert and --tls-key", param_hint="--mtls")
-    with session(home, org) as s:
+    with session(home, org, as_json=as_json) as s:
         gw = s.gateway()
         extra = {}
         if mtls:
@@ -47,21 +53,40 @@ def serve(
 
             gw.mtls = True
             extra = ssl_options(s.consortium, s.gateway_home, require_client_cert)
-        if not gw.tokens.owners():
-            say(f"no API tokens yet: run `consortia token issue --org {s.msp_id}`")
-        say(
-            f"gateway of {s.msp_id} on http{'s' if tls_cert else ''}://{host}:{port} "
-            f"(explorer at /explorer/, OpenAPI at /docs)"
-        )
+        url = f"http{'s' if tls_cert else ''}://{host}:{port}"
+        if as_json:
+            info = {
+                "organisation": s.msp_id,
+                "url": url,
+                "explorer": f"{url}/explorer/",
+                "docs": f"{url}/docs",
+            }
+            print(json.dumps({**info, "tokens": len(gw.tokens.owners())}, sort_keys=True), flush=True)
+        else:
+            if not gw.tokens.owners():
+                say(f"no API tokens yet: run `consortia token issue --org {s.msp_id}`")
+            say(f"gateway of {s.msp_id} on {url} (explorer at /explorer/, OpenAPI at /docs)")
         uvicorn.run(
             create_app(gw),
             host=host,
             port=port,
             log_level="info",
+            log_config=_logs_on_stderr() if as_json else uvicorn.config.LOGGING_CONFIG,
             ssl_certfile=str(tls_cert) if tls_cert else None,
             ssl_keyfile=str(tls_key) if tls_key else None,
             **extra,
         )
+
+
+def _logs_on_stderr() -> dict:
+    """uvicorn's logging configuration with its access log on stderr too (stdout stays JSON)."""
+    import copy
+
+    from uvicorn.config import LOGGING_CONFIG
+
+    config = copy.deepcopy(LOGGING_CONFIG)
+    config["handlers"]["access"]["stream"] = "ext://sys.stderr"
+    return config
 
 
 def node(ctx: typer.Context) -> None:
