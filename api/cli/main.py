@@ -47,8 +47,8 @@ def _main(
 app.command()(home.demo)
 app.command()(home.init)
 app.command()(services.serve)
-app.command(**services.PASS_THROUGH)(services.node)
-app.command(**services.PASS_THROUGH)(services.network)
+for _pass_through in (services.node, services.network):
+    app.command(context_settings=services.PASS_THROUGH_SETTINGS, add_help_option=False)(_pass_through)
 for _module, _name in (
     (ledger, "ledger"),
     (images, "image"),

@@ -10,7 +10,7 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import is_dataclass
-from typing import Any, NoReturn, TypeVar
+from typing import Any, NoReturn, TypeVar, cast
 
 import typer
 from rich.console import Console
@@ -123,7 +123,7 @@ def table_console() -> Console:
     return Console(
         width=4000,
         force_terminal=console.is_terminal,
-        color_system=console.color_system,
+        color_system=cast(Any, console.color_system),  # the same system as the main console
         no_color=console.no_color,
         highlight=False,
     )

@@ -15,10 +15,8 @@ import typer
 from api.cli.output import HomeOpt, OrgOpt, say
 from api.cli.session import session
 
-PASS_THROUGH = {
-    "context_settings": {"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []},
-    "add_help_option": False,
-}
+# node and network: every argument, --help included, goes to their own command line
+PASS_THROUGH_SETTINGS = {"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []}
 
 
 def serve(
