@@ -9,16 +9,14 @@ import typer
 from api.cli.output import (
     EXIT_NOT_FOUND,
     EXIT_REFUSED,
-    HomeOpt,
     JsonOpt,
-    OrgOpt,
     console,
     emit,
     fail,
     guarded,
     report,
 )
-from api.cli.session import session
+from api.cli.session import Session, journey
 
 group = typer.Typer(no_args_is_help=True, help="Offline audit bundles: export and verify.")
 
@@ -30,13 +28,11 @@ def ca_certificates(consortium) -> dict[str, bytes]:
     }
 
 
-@group.command("export")
+@journey(group, "export")
 def audit_export(
+    s: Session,
     model_id: str = typer.Argument(..., help="The model id (PROCESS:MSP)."),
     out: Path = typer.Option(..., help="New directory for the bundle."),
-    home: Path | None = HomeOpt,
-    org: str = OrgOpt,
-    as_json: bool = JsonOpt,
 ) -> None:
     """Write an offline audit bundle of a model: attestations, records with block hashes and
     transaction ids, certificates -- signed by your organisation."""
@@ -44,31 +40,30 @@ def audit_export(
 
     from api.bundle import BundleError, export_bundle
 
-    with session(home, org, as_json=as_json) as s:
-        signers = {}
-        for o in s.consortium.organisations:  # organisations whose identities are on this machine
-            try:
-                signers[o.msp_id] = s.consortium.identity(o.msp_id)
-            except (FileNotFoundError, StopIteration):
-                pass
+    signers = {}
+    for o in s.consortium.organisations:  # organisations whose identities are on this machine
         try:
-            with Progress(console=console, disable=as_json) as bar:
-                task = bar.add_task("attesting executions", total=None)
-                summary = guarded(
-                    lambda: export_bundle(
-                        out,
-                        s.client,
-                        model_id,
-                        signers=signers,
-                        ca_certificates=ca_certificates(s.consortium),
-                        index=s.synced_index(),
-                        progress=lambda i, n: bar.update(task, completed=i, total=n),
-                    ),
-                    as_json,
-                )
-        except BundleError as exc:
-            fail(str(exc), EXIT_REFUSED, as_json, kind="BundleError")
-        emit(summary, as_json, "audit bundle written")
+            signers[o.msp_id] = s.consortium.identity(o.msp_id)
+        except (FileNotFoundError, StopIteration):
+            pass
+    try:
+        with Progress(console=console, disable=s.as_json) as bar:
+            task = bar.add_task("attesting executions", total=None)
+            summary = guarded(
+                lambda: export_bundle(
+                    out,
+                    s.client,
+                    model_id,
+                    signers=signers,
+                    ca_certificates=ca_certificates(s.consortium),
+                    index=s.synced_index(),
+                    progress=lambda i, n: bar.update(task, completed=i, total=n),
+                ),
+                s.as_json,
+            )
+    except BundleError as exc:
+        fail(str(exc), EXIT_REFUSED, s.as_json, kind="BundleError")
+    emit(summary, s.as_json, "audit bundle written")
 
 
 @group.command("verify")

@@ -8,14 +8,16 @@ closed whatever happened. Paths come from the home's :class:`ledger.config.Layou
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import functools
+import inspect
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import typer
 
-from api.cli.output import EXIT_NOT_FOUND, EXIT_USAGE, fail
+from api.cli.output import EXIT_NOT_FOUND, EXIT_USAGE, HomeOpt, JsonOpt, OrgOpt, UserOpt, fail
 
 
 def open_home_ledger(settings: Any, consortium: Any) -> Any:
@@ -168,3 +170,38 @@ def session(
         yield s
     finally:
         s.close()
+
+
+def journey(group: typer.Typer, name: str, *, user: bool = False) -> Callable[[Callable[..., Any]], Any]:
+    """Register ``fn(s, ...)`` as the command ``name`` of ``group``, acting in a :func:`session`.
+
+    The command gets the options every journey shares -- ``--home``, ``--org``, (``--user`` when
+    ``user``), ``--json`` -- after ``fn``'s own arguments; ``fn`` receives the open :class:`Session`
+    (``s.as_json`` is ``--json``), which is closed when the command ends, however it ends."""
+    shared = [
+        inspect.Parameter("home", inspect.Parameter.KEYWORD_ONLY, default=HomeOpt, annotation=Path | None),
+        inspect.Parameter("org", inspect.Parameter.KEYWORD_ONLY, default=OrgOpt, annotation=str | None),
+    ]
+    if user:
+        shared.append(
+            inspect.Parameter("user", inspect.Parameter.KEYWORD_ONLY, default=UserOpt, annotation=str)
+        )
+    shared.append(
+        inspect.Parameter("as_json", inspect.Parameter.KEYWORD_ONLY, default=JsonOpt, annotation=bool)
+    )
+
+    def register(fn: Callable[..., Any]) -> Any:
+        own = list(inspect.signature(fn, eval_str=True).parameters.values())[1:]  # without the session
+        params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own] + shared
+
+        @functools.wraps(fn)
+        def command(**kwargs: Any) -> Any:
+            home, org, as_json = kwargs.pop("home"), kwargs.pop("org"), kwargs.pop("as_json")
+            with session(home, org, kwargs.pop("user", "User1"), as_json=as_json) as s:
+                return fn(s, **kwargs)
+
+        command.__signature__ = inspect.Signature(params, return_annotation=None)  # type: ignore[attr-defined]
+        command.__annotations__ = {p.name: p.annotation for p in params}
+        return group.command(name)(command)
+
+    return register

@@ -14,17 +14,10 @@ from api.cli import app, session
 from api.cli.output import EXIT_NOT_FOUND, EXIT_REFUSED, EXIT_USAGE
 from api.sealing import open_data_key
 from chaincode.errors import Forbidden
-from tests.api.world import build_world
+from tests.api.test_cli_conventions import home  # noqa: F401 -- the same world, one per module
 
 ROOT = Path(__file__).resolve().parents[2]
 runner = CliRunner()
-
-
-@pytest.fixture(scope="module")
-def home(tmp_path_factory):
-    root = tmp_path_factory.mktemp("sess")
-    build_world(root).ledger.close()
-    return root
 
 
 def invoke(home: Path, *args: str, org: str = "Org1"):
