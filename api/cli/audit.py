@@ -15,6 +15,7 @@ from api.cli.output import (
     fail,
     guarded,
     report,
+    with_output,
 )
 from api.cli.session import Session, journey
 
@@ -67,6 +68,7 @@ def audit_export(
 
 
 @group.command("verify")
+@with_output
 def audit_verify(
     bundle: Path = typer.Argument(..., help="The bundle directory (`audit export --out`)."),
     ca: Path | None = typer.Option(

@@ -9,7 +9,7 @@ from typing import NoReturn
 import typer
 from rich.text import Text
 
-from api.cli.output import EXIT_REFUSED, EXIT_USAGE, JsonOpt, console, fail
+from api.cli.output import EXIT_REFUSED, EXIT_USAGE, JsonOpt, console, fail, with_output
 
 group = typer.Typer(no_args_is_help=True, help="The ledger itself: verify, checkpoint.")
 
@@ -20,6 +20,7 @@ def _not_verified(exc: Exception, code: int, as_json: bool, what: str = "ledger 
 
 
 @group.command("verify")
+@with_output
 def ledger_verify(
     path: Path = typer.Argument(..., help="The embedded ledger file."),
     crypto: Path = typer.Option(
@@ -81,6 +82,7 @@ def _head(path: Path) -> tuple[int, str, str]:
 
 
 @group.command("checkpoint")
+@with_output
 def ledger_checkpoint(
     path: Path = typer.Argument(..., help="The embedded ledger file."),
     crypto: Path = typer.Option(..., help="The consortium's crypto directory."),

@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from api.cli import audit, data, home, images, index, ledger, models, processes, provenance, services, tokens
+from api.cli.output import with_output
 
 app = typer.Typer(
     add_completion=False,
@@ -44,9 +45,8 @@ def _main(
     """Consortia: verifiable and auditable collaborative learning on a permissioned ledger."""
 
 
-app.command()(home.demo)
-app.command()(home.init)
-app.command()(services.serve)
+for _command in (home.demo, home.init, services.serve):
+    app.command()(with_output(_command))
 for _pass_through in (services.node, services.network):
     app.command(context_settings=services.PASS_THROUGH_SETTINGS, add_help_option=False)(_pass_through)
 for _module, _name in (

@@ -17,6 +17,7 @@ from api.cli.output import (
     plain,
     report,
     store_failure,
+    with_output,
     without_key,
 )
 from api.cli.session import Session, journey
@@ -103,6 +104,7 @@ def model_export(
 
 
 @group.command("predict")
+@with_output
 def model_predict(
     model: Path = typer.Argument(..., help="A folder written by `consortia model export`."),
     csv: Path = typer.Option(..., "--csv", help="Rows to score (the model's feature columns)."),

@@ -6,10 +6,13 @@ them.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 import re
 from collections.abc import Callable
 from dataclasses import is_dataclass
+from enum import StrEnum
 from typing import Any, NoReturn, TypeVar, cast
 
 import typer
@@ -39,6 +42,41 @@ OrgOpt = typer.Option(
 )
 UserOpt = typer.Option("User1", "--user", help="The user identity of the organisation.")
 JsonOpt = typer.Option(False, "--json", help="Machine-readable JSON output.")
+
+
+class Output(StrEnum):
+    """``-o/--output``: kubectl's spelling of the output format."""
+
+    table = "table"
+    wide = "wide"  # the same as table: tables always show whole ids
+    json = "json"
+
+
+OutputOpt = typer.Option(
+    None,
+    "-o",
+    "--output",
+    help="Output format: json (the same as --json), table or wide (whole ids either way).",
+)
+
+
+def with_output(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Give a command that takes ``as_json`` (``--json``) the option ``-o/--output json|table|wide`` too."""
+    sig = inspect.signature(fn, eval_str=True)
+    output = inspect.Parameter(
+        "output", inspect.Parameter.KEYWORD_ONLY, default=OutputOpt, annotation=Output | None
+    )
+    params = [*sig.parameters.values(), output]
+
+    @functools.wraps(fn)
+    def command(*args: Any, output: Output | None = None, **kwargs: Any) -> Any:
+        if output is Output.json:
+            kwargs["as_json"] = True
+        return fn(*args, **kwargs)
+
+    command.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
+    command.__annotations__ = {p.name: p.annotation for p in params}
+    return command
 
 
 def fail(

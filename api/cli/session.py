@@ -17,7 +17,7 @@ from typing import Any
 
 import typer
 
-from api.cli.output import EXIT_NOT_FOUND, EXIT_USAGE, HomeOpt, JsonOpt, OrgOpt, UserOpt, fail
+from api.cli.output import EXIT_NOT_FOUND, EXIT_USAGE, HomeOpt, JsonOpt, OrgOpt, UserOpt, fail, with_output
 
 
 def open_home_ledger(settings: Any, consortium: Any) -> Any:
@@ -202,6 +202,6 @@ def journey(group: typer.Typer, name: str, *, user: bool = False) -> Callable[[C
 
         command.__signature__ = inspect.Signature(params, return_annotation=None)  # type: ignore[attr-defined]
         command.__annotations__ = {p.name: p.annotation for p in params}
-        return group.command(name)(command)
+        return group.command(name)(with_output(command))
 
     return register

@@ -157,7 +157,7 @@ def test_python_dash_m_and_the_version(tmp_path):
     assert proc.returncode == 0 and proc.stdout.startswith("consortia ") and proc.stderr == ""
 
 
-def test_every_command_has_json():
+def test_every_command_has_json_and_dash_o():
     import typer.main
 
     missing = []
@@ -167,7 +167,8 @@ def test_every_command_has_json():
             for name, sub in cmd.commands.items():
                 walk(sub, f"{path} {name}")
         elif path not in ("consortia node", "consortia network"):  # their own --json (test above)
-            if not any("--json" in p.opts for p in cmd.params):
+            opts = {o for p in cmd.params for o in p.opts}
+            if not {"--json", "-o", "--output"} <= opts:
                 missing.append(path)
 
     walk(typer.main.get_command(app), "consortia")
@@ -209,3 +210,17 @@ def test_serve_json_prints_where_it_listens(home):
         proc.wait(timeout=30)
     info = json.loads(line)
     assert info["organisation"] == "Org2MSP" and info["url"] == f"http://127.0.0.1:{port}"
+
+
+def test_dash_o_json_is_json_and_wide_is_the_whole_table(home):
+    as_json = runner.invoke(app, ["image", "list", "--home", str(home), "--json"])
+    dash_o = runner.invoke(app, ["image", "list", "--home", str(home), "-o", "json"])
+    assert dash_o.exit_code == 0 and json.loads(dash_o.stdout) == json.loads(as_json.stdout)
+    wide = runner.invoke(app, ["image", "list", "--home", str(home), "-o", "wide"])
+    assert wide.exit_code == 0 and all(i["digest"] in wide.stdout for i in json.loads(as_json.stdout))
+    r = runner.invoke(app, ["image", "get", "nope:1", "--home", str(home), "-o", "json"])
+    assert r.exit_code == EXIT_NOT_FOUND and json.loads(r.stdout)["code"] == "NOT_FOUND"
+    r = runner.invoke(app, ["audit", "verify", str(home / "none"), "--ca", str(home / "none"), "-o", "json"])
+    assert r.exit_code == EXIT_NOT_FOUND and json.loads(r.stdout)["ok"] is False
+    r = runner.invoke(app, ["image", "list", "--home", str(home), "-o", "yaml"])
+    assert r.exit_code == EXIT_USAGE and r.stdout == ""
