@@ -354,7 +354,7 @@ class _Session:
         return self.index
 
     def gateway(self, follow_interval: float = 0.25):
-        from api.artifacts import DirectoryArtifactStore
+        from api.artifacts import ArtifactStore
         from api.gateway import Gateway
         from api.tokens import TokenStore
 
@@ -364,7 +364,7 @@ class _Session:
             msp_id=self.msp_id,
             index=self.index,
             tokens=TokenStore(self.gateway_home / "tokens.json", self.msp_id),
-            artifacts=DirectoryArtifactStore(self.settings.paths.artifacts(self.msp_id)),
+            artifacts=ArtifactStore.at(self.settings.paths.artifacts(self.msp_id)),
             follow_interval=follow_interval,
         )
 
@@ -422,8 +422,7 @@ def _cell(v) -> str:
 def _run(fn, as_json: bool):
     """Run a journey step; refusals become a message on stderr (and JSON on stdout with --json) and
     a stable exit code: contract NOT_FOUND 3, INVALID_ARGUMENT 2, any other refusal 1."""
-    from chaincode.errors import ContractError, InvalidArgument, NotFound
-    from ledger.errors import LedgerError
+    from ledger.errors import ContractError, InvalidArgument, LedgerError, NotFound
 
     try:
         return fn()

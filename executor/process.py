@@ -73,8 +73,8 @@ def prepare_image(
     """Build (cached) the image of ``algorithm-images/<image_name>`` for ``runtime`` and register it.
 
     An image already registered under ``image_id`` with the same digest is reused."""
-    from chaincode.errors import NotFound
     from executor import images
+    from ledger.errors import NotFound
 
     recipe = images.ImageRecipe.named(image_name)
     if runtime not in recipe_runtimes(recipe):
