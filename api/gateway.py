@@ -44,7 +44,6 @@ from api.index import AuditIndex
 from api.responses import DepthSafeRoute
 from api.tokens import AuthenticationError, TokenOwner, TokenStore
 from api.verification import verify_model_on_ledger
-from chaincode.limits import MAX_ARGUMENT_BYTES
 from ledger.checkpoint import checkpoint_of
 from ledger.client import ConsortiaClient
 from ledger.envelope import DecryptionError, decrypt_payload, encrypt_payload, seal, unseal
@@ -60,6 +59,7 @@ from ledger.errors import (
 from ledger.identity import Consortium, Identity
 from ledger.interface import Ledger
 from ledger.records import to_dict
+from ledger.rules import MAX_ARGUMENT_BYTES
 
 log = logging.getLogger("consortia.gateway")
 WEB = Path(__file__).with_name("web")
