@@ -44,15 +44,22 @@ from api.responses import DepthSafeRoute
 from api.sealing import open_data_key
 from api.tokens import AuthenticationError, TokenOwner, TokenStore
 from api.verification import verify_model_on_ledger
-from chaincode.errors import ContractError, Forbidden, InvalidArgument, NotFound
-from chaincode.limits import MAX_ARGUMENT_BYTES
 from ledger.checkpoint import checkpoint_of
 from ledger.client import ConsortiaClient
 from ledger.envelope import DecryptionError, decrypt_payload, encrypt_payload, seal
-from ledger.errors import AccessDenied, LedgerError, MVCCConflict
+from ledger.errors import (
+    AccessDenied,
+    ContractError,
+    Forbidden,
+    InvalidArgument,
+    LedgerError,
+    MVCCConflict,
+    NotFound,
+)
 from ledger.identity import Consortium, Identity
 from ledger.interface import Ledger
 from ledger.records import to_dict
+from ledger.rules import MAX_ARGUMENT_BYTES
 
 log = logging.getLogger("consortia.gateway")
 WEB = Path(__file__).with_name("web")
@@ -786,7 +793,7 @@ def _model_store(gw: Gateway, record: dict[str, Any]) -> tuple[Any, str]:
     """Where the owner keeps the model's ciphertext: the store its ``location`` names (the owner's
     own store, which other members fetch from), else this gateway's store. (store, location)"""
     remote = store_at(record.get("location") or "")
-    if remote is not None and remote.root.is_dir():
+    if remote is not None and remote.home.is_dir():
         return remote, record["location"]
     local = gw.artifacts
     return local, str(getattr(local, "location", "") or record.get("location") or "")

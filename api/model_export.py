@@ -22,7 +22,6 @@ sha256 of the exported file and the exact versions of Python and the libraries i
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import platform as _platform
@@ -34,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from executor.images import sha256_file
+from wire.canonical import sha256_digest
 
 DECISION = "fraud (positive) iff predict(X) > 0.5"
 
@@ -150,7 +150,7 @@ def export_model(
     """Write the model ``payload`` (decrypted, codec-encoded) of ledger ``record`` into ``out``."""
     from algorithms import codec
 
-    digest = "sha256:" + hashlib.sha256(payload).hexdigest()
+    digest = sha256_digest(payload)
     if digest != record.get("digest"):
         raise ModelExportError(
             f"payload digest {digest} is not the model digest {record.get('digest')} on the ledger"

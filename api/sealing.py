@@ -11,8 +11,8 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from chaincode.errors import Forbidden
 from ledger.envelope import DecryptionError, unseal
+from ledger.errors import Forbidden
 
 
 def open_data_key(consortium: Any, msp_id: str, record: dict[str, Any], info: bytes) -> bytes:

@@ -25,10 +25,10 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from chaincode.canonical import canonical_json
 from ledger.client import ConsortiaClient
 from ledger.envelope import encrypt_payload, seal
 from ledger.identity import Consortium, sign
+from wire.canonical import canonical_json
 
 DIGEST = "sha256:" + "ab" * 32
 

@@ -23,11 +23,10 @@ from typing import Any
 
 from ledger.fabric.gateway import FabricLedger
 from ledger.fabric.network import DEFAULT_HOME, FabricNetwork, NetworkConfig
+from wire.env import environment
 
-BENCH_NET = Path(
-    os.environ.get("CONSORTIA_FABRIC_BENCH_NET", Path.home() / ".cache" / "consortia" / "fabric-bench")
-)
-BENCH_PORT_BASE = int(os.environ.get("CONSORTIA_FABRIC_BENCH_PORT_BASE", "17050"))
+BENCH_NET = environment().fabric_bench_net or Path.home() / ".cache" / "consortia" / "fabric-bench"
+BENCH_PORT_BASE = environment().fabric_bench_port_base
 DEFAULT_FABRIC_CLIENTS = 96
 
 
@@ -38,7 +37,7 @@ def run_fabric(args: Any, consortium: Any = None) -> dict[str, float]:
     from benchmarks.ledger import bench_evaluate, bench_history, bench_submit
 
     clients = int(
-        getattr(args, "fabric_clients", 0) or os.environ.get("FABRIC_BENCH_CLIENTS", DEFAULT_FABRIC_CLIENTS)
+        getattr(args, "fabric_clients", 0) or environment().fabric_bench_clients or DEFAULT_FABRIC_CLIENTS
     )
     # bench_evaluate reads images bench-<i>-<j % 50> of the first clients: every client writes >= 50
     submits = clients * max(50, args.submits // clients)

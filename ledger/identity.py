@@ -32,6 +32,7 @@ from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from ledger.errors import AccessDenied
+from wire.protobuf import encode_varint, length_delimited
 
 P256_ORDER = 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551
 _HALF_ORDER = P256_ORDER // 2
@@ -81,46 +82,19 @@ def load_public_key_pem(pem: str | bytes) -> ec.EllipticCurvePublicKey:
 # --------------------------------------------------------------------------- SerializedIdentity
 
 
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        out.append(b | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
 def serialize_identity(msp_id: str, certificate_pem: bytes) -> bytes:
     """``msp.SerializedIdentity{mspid=1, id_bytes=2}`` protobuf bytes (hand-encoded, so the
     chaincode needs no protobuf dependency; byte-identical to the official encoder)."""
     m = msp_id.encode("utf-8")
-    return b"\x0a" + _varint(len(m)) + m + b"\x12" + _varint(len(certificate_pem)) + certificate_pem
+    return (
+        b"\x0a" + encode_varint(len(m)) + m + b"\x12" + encode_varint(len(certificate_pem)) + certificate_pem
+    )
 
 
 def parse_serialized_identity(data: bytes) -> tuple[str, bytes]:
-    """Inverse of :func:`serialize_identity`: (mspid, PEM certificate bytes)."""
-    fields: dict[int, bytes] = {}
-    i = 0
-    while i < len(data):
-        tag = data[i]
-        i += 1
-        if tag & 7 != 2:
-            raise ValueError("unexpected wire type in SerializedIdentity")
-        n = shift = 0
-        while True:
-            if i >= len(data):
-                raise ValueError("truncated SerializedIdentity")
-            b = data[i]
-            i += 1
-            n |= (b & 0x7F) << shift
-            shift += 7
-            if not b & 0x80:
-                break
-        if i + n > len(data):
-            raise ValueError("truncated SerializedIdentity")
-        fields[tag >> 3] = data[i : i + n]
-        i += n
+    """Inverse of :func:`serialize_identity`: (mspid, PEM certificate bytes). Malformed bytes are a
+    ``ValueError`` (``wire.protobuf.WireError``: the one bounds-checked reader)."""
+    fields = length_delimited(data)
     if 1 not in fields or 2 not in fields:
         raise ValueError("SerializedIdentity lacks mspid or id_bytes")
     return fields[1].decode("utf-8"), fields[2]

@@ -97,8 +97,7 @@ def fail(
 def guarded(fn: Callable[[], T], as_json: bool) -> T:
     """Run one journey step; a refusal becomes :func:`fail` with a stable exit code: contract
     NOT_FOUND 3, INVALID_ARGUMENT 2, any other contract refusal or ledger error 1."""
-    from chaincode.errors import ContractError, InvalidArgument, NotFound
-    from ledger.errors import LedgerError
+    from ledger.errors import ContractError, InvalidArgument, LedgerError, NotFound
 
     try:
         return fn()

@@ -114,7 +114,7 @@ class Session:
         return self.index
 
     def gateway(self, follow_interval: float = 0.25) -> Any:
-        from api.artifacts import DirectoryArtifactStore
+        from api.artifacts import ArtifactStore
         from api.gateway import Gateway
         from api.tokens import TokenStore
 
@@ -124,7 +124,7 @@ class Session:
             msp_id=self.msp_id,
             index=self.index,
             tokens=TokenStore(self.gateway_home / "tokens.json", self.msp_id),
-            artifacts=DirectoryArtifactStore(self.layout.artifacts(self.msp_id)),
+            artifacts=ArtifactStore.at(self.layout.artifacts(self.msp_id)),
             follow_interval=follow_interval,
         )
 

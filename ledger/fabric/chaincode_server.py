@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
-import os
 import queue
 import signal
 import threading
@@ -57,6 +56,7 @@ from chaincode.stub import (
     KeyValue,
     create_composite_key,
 )
+from wire.env import environment
 
 log = logging.getLogger(__name__)
 
@@ -443,16 +443,15 @@ def load_dispatch(spec: str) -> Dispatch:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    env = environment()
     p = argparse.ArgumentParser(description="Serve Consortia chaincode to Fabric peers (CCaaS)")
-    p.add_argument("--address", default=os.environ.get("CHAINCODE_SERVER_ADDRESS", "127.0.0.1:9999"))
-    p.add_argument("--chaincode-id", default=os.environ.get("CHAINCODE_ID", ""))
-    p.add_argument(
-        "--dispatch", default=os.environ.get("CONSORTIA_CHAINCODE_DISPATCH", "chaincode.dispatch:invoke")
-    )
-    p.add_argument("--tls-cert", default=os.environ.get("CHAINCODE_TLS_CERT_FILE"))
-    p.add_argument("--tls-key", default=os.environ.get("CHAINCODE_TLS_KEY_FILE"))
-    p.add_argument("--client-ca", default=os.environ.get("CHAINCODE_TLS_CLIENT_CA_FILE"))
-    p.add_argument("--log-level", default=os.environ.get("CHAINCODE_LOG_LEVEL", "INFO"))
+    p.add_argument("--address", default=env.chaincode_address)
+    p.add_argument("--chaincode-id", default=env.chaincode_id)
+    p.add_argument("--dispatch", default=env.chaincode_dispatch)
+    p.add_argument("--tls-cert", default=env.chaincode_tls_cert)
+    p.add_argument("--tls-key", default=env.chaincode_tls_key)
+    p.add_argument("--client-ca", default=env.chaincode_client_ca)
+    p.add_argument("--log-level", default=env.chaincode_log_level)
     a = p.parse_args(argv)
     logging.basicConfig(level=a.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
 

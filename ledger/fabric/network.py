@@ -36,13 +36,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ledger.identity import Consortium
+from wire.env import environment
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-CACHE = Path(os.environ.get("CONSORTIA_CACHE", Path.home() / ".cache" / "consortia"))
-DEFAULT_HOME = Path(os.environ.get("FABRIC_HOME", CACHE / "fabric"))
-DEFAULT_NET = Path(
-    os.environ.get("CONSORTIA_FABRIC_NET", Path.home() / ".cache" / "consortia" / "fabric-net")
-)
+CACHE = environment().cache_root
+DEFAULT_HOME = environment().fabric_binaries
+DEFAULT_NET = environment().fabric_net or Path.home() / ".cache" / "consortia" / "fabric-net"
 BINARIES = ("peer", "orderer", "configtxgen", "osnadmin")
 
 
@@ -56,10 +55,10 @@ class NetworkConfig:
     channel: str = "consortia"
     chaincode: str = "consortia"
     chaincode_version: str = "1.0"
-    dispatch: str = os.environ.get("CONSORTIA_CHAINCODE_DISPATCH", "chaincode.dispatch:invoke")
+    dispatch: str = environment().chaincode_dispatch
     net_dir: Path = DEFAULT_NET
     fabric_home: Path = DEFAULT_HOME
-    port_base: int = int(os.environ.get("CONSORTIA_FABRIC_PORT_BASE", "7050"))
+    port_base: int = environment().fabric_port_base or 7050
     batch_timeout: str = "500ms"
     max_message_count: int = 500
     endorsement_policy: str = ""  # "" = channel default (MAJORITY Endorsement)
@@ -967,10 +966,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     p.add_argument("command", choices=["up", "down", "deploy", "status", "logs"])
     p.add_argument("node", nargs="?", default="", help="for logs: orderer, peer0.org1, ..., chaincode")
-    p.add_argument("--orgs", default=os.environ.get("CONSORTIA_FABRIC_ORGS", "Org1,Org2,Org3"))
-    p.add_argument(
-        "--dispatch", default=os.environ.get("CONSORTIA_CHAINCODE_DISPATCH", "chaincode.dispatch:invoke")
-    )
+    p.add_argument("--orgs", default=environment().fabric_orgs)
+    p.add_argument("--dispatch", default=environment().chaincode_dispatch)
     p.add_argument("--net-dir", default=str(DEFAULT_NET))
     p.add_argument("--purge", action="store_true", help="down: also delete ledgers and identities")
     p.add_argument("-n", "--lines", type=int, default=50)

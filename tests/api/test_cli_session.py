@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from api.cli import app, session
 from api.cli.output import EXIT_NOT_FOUND, EXIT_REFUSED, EXIT_USAGE
 from api.sealing import open_data_key
-from chaincode.errors import Forbidden
+from ledger.errors import Forbidden
 from tests.api.test_cli_conventions import home  # noqa: F401 -- the same world, one per module
 
 ROOT = Path(__file__).resolve().parents[2]
