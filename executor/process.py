@@ -73,8 +73,8 @@ def prepare_image(
     """Build (cached) the image of ``algorithm-images/<image_name>`` for ``runtime`` and register it.
 
     An image already registered under ``image_id`` with the same digest is reused."""
-    from chaincode.errors import NotFound
     from executor import images
+    from ledger.errors import NotFound
 
     recipe = images.ImageRecipe.named(image_name)
     if runtime not in recipe_runtimes(recipe):
@@ -155,8 +155,9 @@ class ProcessSpec:
             )
 
 
-def launch(client: ConsortiaClient, spec: ProcessSpec) -> ProcessRecord:
-    """Create the process (the image's digest is pinned by the contract) and start it.
+def launch(client: ConsortiaClient, spec: ProcessSpec, *, start: bool = True) -> ProcessRecord:
+    """Create the process (the image's digest is pinned by the contract) and start it (``start=False``:
+    create only; ``consortia process create`` without ``--start``).
 
     The topology, hyper-parameters and dataset name are checked first against what the image
     declares (:func:`executor.declarations.validate_process`; :class:`InvalidProcessSpec` lists every
@@ -165,7 +166,7 @@ def launch(client: ConsortiaClient, spec: ProcessSpec) -> ProcessRecord:
 
     image = client.get_image(spec.image_id)
     validate_process(image.algorithm, spec.topology, spec.hyperparameters, spec.dataset)
-    client.create_process(
+    created = client.create_process(
         spec.process_id,
         spec.image_id,
         list(spec.consortium),
@@ -177,7 +178,7 @@ def launch(client: ConsortiaClient, spec: ProcessSpec) -> ProcessRecord:
         image_digest=image.digest,
         description=spec.description,
     )
-    return client.start_process(spec.process_id)
+    return client.start_process(spec.process_id) if start else created
 
 
 # --------------------------------------------------------------------------- running

@@ -32,7 +32,7 @@ from cryptography.x509.oid import NameOID
 
 from ledger.cryptogen import generate_org
 from ledger.errors import AccessDenied
-from wire.protobuf import encode_varint
+from wire.protobuf import encode_varint, length_delimited
 
 P256_ORDER = 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551
 _HALF_ORDER = P256_ORDER // 2
@@ -92,28 +92,9 @@ def serialize_identity(msp_id: str, certificate_pem: bytes) -> bytes:
 
 
 def parse_serialized_identity(data: bytes) -> tuple[str, bytes]:
-    """Inverse of :func:`serialize_identity`: (mspid, PEM certificate bytes)."""
-    fields: dict[int, bytes] = {}
-    i = 0
-    while i < len(data):
-        tag = data[i]
-        i += 1
-        if tag & 7 != 2:
-            raise ValueError("unexpected wire type in SerializedIdentity")
-        n = shift = 0
-        while True:
-            if i >= len(data):
-                raise ValueError("truncated SerializedIdentity")
-            b = data[i]
-            i += 1
-            n |= (b & 0x7F) << shift
-            shift += 7
-            if not b & 0x80:
-                break
-        if i + n > len(data):
-            raise ValueError("truncated SerializedIdentity")
-        fields[tag >> 3] = data[i : i + n]
-        i += n
+    """Inverse of :func:`serialize_identity`: (mspid, PEM certificate bytes). Malformed bytes are a
+    ``ValueError`` (``wire.protobuf.WireError``: the one bounds-checked reader)."""
+    fields = length_delimited(data)
     if 1 not in fields or 2 not in fields:
         raise ValueError("SerializedIdentity lacks mspid or id_bytes")
     return fields[1].decode("utf-8"), fields[2]

@@ -13,135 +13,111 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 
-@dataclass(frozen=True)
-class Variable:
-    """One environment variable: its name, the :class:`Environment` field it fills, its meaning."""
+def _flag(on: str) -> Callable[[str], bool]:
+    def parse(value: str) -> bool:
+        return value == on
 
-    name: str
-    field: str
-    doc: str
-    kind: Callable[[str], Any] = str
+    parse.__name__ = "flag"
+    return parse
 
 
-VARIABLES: tuple[Variable, ...] = (
-    # ---- the home and the CLI
-    Variable("CONSORTIA_HOME", "home", "The Consortia home (default ./consortia-home).", Path),
-    Variable("CONSORTIA_ORG", "org", "The organisation the CLI acts for (default: the home's first)."),
-    Variable("CONSORTIA_LEDGER_BACKEND", "ledger_backend", "Overrides consortia.toml [ledger] backend."),
-    Variable("CONSORTIA_LEDGER_PATH", "ledger_path", "Overrides consortia.toml [ledger] path."),
-    Variable("CONSORTIA_LEDGER_PROFILE", "ledger_profile", "Overrides consortia.toml [ledger] profile."),
-    Variable("CONSORTIA_CRYPTO", "crypto", "Overrides consortia.toml [consortium] crypto."),
-    # ---- caches and engines
-    Variable(
-        "CONSORTIA_CACHE",
-        "cache",
-        "Downloads, wheels, bundles, Fabric binaries (default ~/.cache/consortia).",
-        Path,
-    ),
-    Variable(
-        "CONSORTIA_DOCKER_HOST", "consortia_docker_host", "The container engine's API URL (first choice)."
-    ),
-    Variable("DOCKER_HOST", "docker_host", "The container engine's API URL (second choice)."),
-    Variable("OPENBLAS_CORETYPE", "openblas_coretype", "OpenBLAS kernel choice, forwarded into every task."),
-    Variable(
-        "CONSORTIA_AGENT_KILL_AT",
-        "agent_kill_at",
-        "Fault injection for tests: <checkpoint>:<round> SIGKILLs the node agent there.",
-    ),
-    # ---- the Fabric network (ledger/fabric/network.py, ledger/fabric/testing.py)
-    Variable("FABRIC_HOME", "fabric_home", "Fabric binaries (default $CONSORTIA_CACHE/fabric).", Path),
-    Variable(
-        "CONSORTIA_FABRIC_NET", "fabric_net", "The Fabric network directory (default: per command).", Path
-    ),
-    Variable(
-        "CONSORTIA_FABRIC_PORT_BASE",
-        "fabric_port_base",
-        "First port of the Fabric network (default 7050; tests choose).",
-        int,
-    ),
-    Variable(
-        "CONSORTIA_FABRIC_ORGS", "fabric_orgs", "Organisations of `network up` (default Org1,Org2,Org3)."
-    ),
-    Variable(
-        "CONSORTIA_FABRIC_KEEP",
-        "fabric_keep",
-        "1: the test fixtures leave the network running.",
-        lambda v: v == "1",
-    ),
-    Variable(
-        "CI",
-        "ci",
-        "true: tests that need Fabric fail instead of skipping when it is missing.",
-        lambda v: v == "true",
-    ),
-    # ---- the chaincode service (ledger/fabric/chaincode_server.py; set by the CCaaS builder)
-    Variable(
-        "CONSORTIA_CHAINCODE_DISPATCH",
-        "chaincode_dispatch",
-        "module:function the chaincode service calls (default chaincode.dispatch:invoke).",
-    ),
-    Variable(
-        "CHAINCODE_SERVER_ADDRESS", "chaincode_address", "host:port it listens on (default 127.0.0.1:9999)."
-    ),
-    Variable("CHAINCODE_ID", "chaincode_id", "The chaincode package id."),
-    Variable("CHAINCODE_TLS_CERT_FILE", "chaincode_tls_cert", "Its TLS certificate (PEM)."),
-    Variable("CHAINCODE_TLS_KEY_FILE", "chaincode_tls_key", "Its TLS key (PEM)."),
-    Variable("CHAINCODE_TLS_CLIENT_CA_FILE", "chaincode_client_ca", "CA of the peers' client certificates."),
-    Variable("CHAINCODE_LOG_LEVEL", "chaincode_log_level", "Its log level (default INFO)."),
-    # ---- benchmarks
-    Variable(
-        "CONSORTIA_FABRIC_BENCH_NET",
-        "fabric_bench_net",
-        "The benchmark's Fabric network (default ~/.cache/consortia/fabric-bench).",
-        Path,
-    ),
-    Variable(
-        "CONSORTIA_FABRIC_BENCH_PORT_BASE", "fabric_bench_port_base", "Its first port (default 17050).", int
-    ),
-    Variable("FABRIC_BENCH_CLIENTS", "fabric_bench_clients", "Its concurrent clients (default 96).", int),
-)
+def _var(name: str, doc: str, kind: Callable[[str], Any] = str, default: Any = None) -> Any:
+    """An :class:`Environment` field read from ``$name`` (``kind`` converts the text)."""
+    return field(default=default, metadata={"env": name, "doc": doc, "kind": kind})
 
 
 @dataclass(frozen=True)
 class Environment:
-    """The environment variables of :data:`VARIABLES`, typed (None: unset, no default)."""
+    """The environment variables the project reads, typed (None: unset and no default)."""
 
-    home: Path | None = None
-    org: str | None = None
-    ledger_backend: str | None = None
-    ledger_path: str | None = None
-    ledger_profile: str | None = None
-    crypto: str | None = None
-    cache: Path | None = None
-    consortia_docker_host: str | None = None
-    docker_host: str | None = None
-    openblas_coretype: str | None = None
-    agent_kill_at: str = ""
-    fabric_home: Path | None = None
-    fabric_net: Path | None = None
-    fabric_port_base: int | None = None
-    fabric_orgs: str = "Org1,Org2,Org3"
-    fabric_keep: bool = False
-    ci: bool = False
-    chaincode_dispatch: str = "chaincode.dispatch:invoke"
-    chaincode_address: str = "127.0.0.1:9999"
-    chaincode_id: str = ""
-    chaincode_tls_cert: str | None = None
-    chaincode_tls_key: str | None = None
-    chaincode_client_ca: str | None = None
-    chaincode_log_level: str = "INFO"
-    fabric_bench_net: Path | None = None
-    fabric_bench_port_base: int = 17050
-    fabric_bench_clients: int | None = None
+    # ---- the home and the CLI
+    home: Path | None = _var("CONSORTIA_HOME", "The Consortia home (default ./consortia-home).", Path)
+    org: str | None = _var("CONSORTIA_ORG", "The organisation the CLI acts for (default: the home's first).")
+    ledger_backend: str | None = _var(
+        "CONSORTIA_LEDGER_BACKEND", "Overrides consortia.toml [ledger] backend."
+    )
+    ledger_path: str | None = _var("CONSORTIA_LEDGER_PATH", "Overrides consortia.toml [ledger] path.")
+    ledger_profile: str | None = _var(
+        "CONSORTIA_LEDGER_PROFILE", "Overrides consortia.toml [ledger] profile."
+    )
+    crypto: str | None = _var("CONSORTIA_CRYPTO", "Overrides consortia.toml [consortium] crypto.")
+    # ---- caches and engines
+    cache: Path | None = _var(
+        "CONSORTIA_CACHE", "Downloads, wheels, bundles, Fabric binaries (default ~/.cache/consortia).", Path
+    )
+    consortia_docker_host: str | None = _var(
+        "CONSORTIA_DOCKER_HOST", "The container engine's API URL (first choice)."
+    )
+    docker_host: str | None = _var("DOCKER_HOST", "The container engine's API URL (second choice).")
+    openblas_coretype: str | None = _var(
+        "OPENBLAS_CORETYPE", "OpenBLAS kernel choice, forwarded into every task."
+    )
+    agent_kill_at: str = _var(
+        "CONSORTIA_AGENT_KILL_AT",
+        "Fault injection for tests: <checkpoint>:<round> SIGKILLs the node agent there.",
+        default="",
+    )
+    # ---- the Fabric network (ledger/fabric/network.py, ledger/fabric/testing.py)
+    fabric_home: Path | None = _var("FABRIC_HOME", "Fabric binaries (default $CONSORTIA_CACHE/fabric).", Path)
+    fabric_net: Path | None = _var(
+        "CONSORTIA_FABRIC_NET", "The Fabric network directory (default: per command).", Path
+    )
+    fabric_port_base: int | None = _var(
+        "CONSORTIA_FABRIC_PORT_BASE", "First port of the Fabric network (default 7050; tests choose).", int
+    )
+    fabric_orgs: str = _var(
+        "CONSORTIA_FABRIC_ORGS",
+        "Organisations of `network up` (default Org1,Org2,Org3).",
+        default="Org1,Org2,Org3",
+    )
+    fabric_keep: bool = _var(
+        "CONSORTIA_FABRIC_KEEP", "1: the test fixtures leave the network running.", _flag("1"), False
+    )
+    ci: bool = _var(
+        "CI",
+        "true: tests that need Fabric fail instead of skipping when it is missing.",
+        _flag("true"),
+        False,
+    )
+    # ---- the chaincode service (ledger/fabric/chaincode_server.py; set by the CCaaS builder)
+    chaincode_dispatch: str = _var(
+        "CONSORTIA_CHAINCODE_DISPATCH",
+        "module:function the chaincode service calls (default chaincode.dispatch:invoke).",
+        default="chaincode.dispatch:invoke",
+    )
+    chaincode_address: str = _var(
+        "CHAINCODE_SERVER_ADDRESS",
+        "host:port it listens on (default 127.0.0.1:9999).",
+        default="127.0.0.1:9999",
+    )
+    chaincode_id: str = _var("CHAINCODE_ID", "The chaincode package id.", default="")
+    chaincode_tls_cert: str | None = _var("CHAINCODE_TLS_CERT_FILE", "Its TLS certificate (PEM).")
+    chaincode_tls_key: str | None = _var("CHAINCODE_TLS_KEY_FILE", "Its TLS key (PEM).")
+    chaincode_client_ca: str | None = _var(
+        "CHAINCODE_TLS_CLIENT_CA_FILE", "CA of the peers' client certificates."
+    )
+    chaincode_log_level: str = _var("CHAINCODE_LOG_LEVEL", "Its log level (default INFO).", default="INFO")
+    # ---- benchmarks
+    fabric_bench_net: Path | None = _var(
+        "CONSORTIA_FABRIC_BENCH_NET",
+        "The benchmark's Fabric network (default ~/.cache/consortia/fabric-bench).",
+        Path,
+    )
+    fabric_bench_port_base: int = _var(
+        "CONSORTIA_FABRIC_BENCH_PORT_BASE", "Its first port (default 17050).", int, 17050
+    )
+    fabric_bench_clients: int | None = _var(
+        "FABRIC_BENCH_CLIENTS", "Its concurrent clients (default 96).", int
+    )
 
     @classmethod
     def read(cls, environ: Mapping[str, str] | None = None) -> Environment:
-        """Read :data:`VARIABLES` from ``environ`` (default: the process environment)."""
+        """Read every field's variable from ``environ`` (default: the process environment)."""
         env = os.environ if environ is None else environ
         values: dict[str, Any] = {}
         for var in VARIABLES:
@@ -172,6 +148,22 @@ class Environment:
     def numeric(self) -> dict[str, str]:
         """The variables that fix a task's numerical kernels (forwarded into every task)."""
         return {"OPENBLAS_CORETYPE": self.openblas_coretype} if self.openblas_coretype else {}
+
+
+@dataclass(frozen=True)
+class Variable:
+    """One environment variable: its name, the :class:`Environment` field it fills, its meaning."""
+
+    name: str
+    field: str
+    doc: str
+    kind: Callable[[str], Any] = str
+
+
+#: every variable, in the order of :class:`Environment`'s fields
+VARIABLES: tuple[Variable, ...] = tuple(
+    Variable(f.metadata["env"], f.name, f.metadata["doc"], f.metadata["kind"]) for f in fields(Environment)
+)
 
 
 def environment(environ: Mapping[str, str] | None = None) -> Environment:

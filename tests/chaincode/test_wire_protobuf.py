@@ -88,3 +88,9 @@ def test_the_contracts_refuse_a_malformed_creator(creator):
 def test_serialized_identity_still_round_trips():
     cert = b"-----BEGIN CERTIFICATE-----\n" + b"x" * 300 + b"\n-----END CERTIFICATE-----\n"
     assert parse_serialized_identity(serialize_identity("Org1MSP", cert)) == ("Org1MSP", cert)
+
+
+@pytest.mark.parametrize("data", [b"\x0a\x05ab", b"\x0a\x01A", b"\x08\x01", b"\x0a" + b"\xff" * 11])
+def test_the_ledger_refuses_a_malformed_serialized_identity(data):
+    with pytest.raises(ValueError):
+        parse_serialized_identity(data)
