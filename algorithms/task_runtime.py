@@ -50,19 +50,13 @@ import numpy as np
 
 from algorithms import codec
 from algorithms.step import Algorithm, LocalDataset, StepResult, TaskContext
+from wire.canonical import canonical_json
 
 _P256_ORDER = 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551
 
 
 class TaskInputError(ValueError):
     """The task directory does not satisfy the file contract."""
-
-
-def canonical_json(value: Any) -> bytes:
-    """Sorted keys, compact separators, UTF-8, no NaN (the house canonical form)."""
-    return json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    ).encode("utf-8")
 
 
 def _safe_name(name: str, what: str) -> str:

@@ -29,7 +29,7 @@ from typing import Any
 
 from api.lineage_walk import LINEAGE_NODE_COLUMNS, artifact_rows, execution_node_id, model_lineage
 from api.lineage_walk import record_lineage as record_lineage  # re-exported: api.index is where callers look
-from chaincode.canonical import canonical_json
+from wire.canonical import canonical_json
 
 log = logging.getLogger("consortia.index")
 

@@ -57,7 +57,6 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from algorithms.simulator import context as task_context
 from algorithms.task_runtime import TaskSpec
-from chaincode.errors import AlreadyExists, BudgetExceeded, ContractError, InvalidState, NotFound
 from executor.artifacts import ArtifactRef, ArtifactStore, MessageRef, open_message, write_private_file
 from executor.declarations import build_topology, dataset_problem, declaration
 from executor.errors import (
@@ -74,7 +73,7 @@ from executor.task_keys import TaskKey
 from executor.tasks import TaskOutputs
 from ledger.client import ConsortiaClient
 from ledger.envelope import encrypt_payload, seal, unseal
-from ledger.errors import MVCCConflict
+from ledger.errors import AlreadyExists, BudgetExceeded, ContractError, InvalidState, MVCCConflict, NotFound
 from ledger.identity import Consortium, Identity
 from ledger.interface import Ledger
 from ledger.records import ExecutionRecord, ImageRecord, ProcessRecord

@@ -27,8 +27,6 @@ from api.gateway.sealed_models import (
 )
 from api.gateway.state import Gateway, record
 
-_data_key = data_key  # the name api.cli imports (kept until it imports data_key)
-
 __all__ = [
     "Gateway",
     "create_app",

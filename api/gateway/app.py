@@ -12,13 +12,15 @@ from fastapi import Depends, FastAPI
 from fastapi.staticfiles import StaticFiles
 from fastapi_offline import FastAPIOffline
 
+from api.explorer_routes import explorer_router
 from api.gateway import access_log
+from api.gateway.deps import client
 from api.gateway.errors import errors, install_error_handlers
 from api.gateway.routes import ROUTERS
 from api.gateway.state import Gateway
 from api.http_rules import BodyLimit, known_query_parameters
 from api.responses import DepthSafeRoute
-from chaincode.limits import MAX_ARGUMENT_BYTES
+from ledger.rules import MAX_ARGUMENT_BYTES
 
 WEB = Path(__file__).resolve().parent.parent / "web"
 MAX_REQUEST_BYTES = MAX_ARGUMENT_BYTES  # a body becomes (at most) one contract argument
@@ -54,6 +56,7 @@ def create_app(gw: Gateway, *, start: bool = True) -> FastAPI:
     install_error_handlers(app)
     for router in ROUTERS:
         app.include_router(router)
+    app.include_router(explorer_router(gw, client, errors))  # api.explorer_routes (the web explorer's data)
     app.add_middleware(BodyLimit, max_bytes=MAX_REQUEST_BYTES)
     app.add_middleware(access_log.AccessLog, organisation=gw.msp_id)
     if WEB.is_dir():

@@ -15,8 +15,7 @@ from api import schemas as S
 from api.artifacts import ArtifactMissing, DigestMismatch
 from api.http_rules import allowed_methods, error_response
 from api.tokens import AuthenticationError
-from chaincode.errors import ContractError
-from ledger.errors import AccessDenied, LedgerError, MVCCConflict
+from ledger.errors import AccessDenied, ContractError, LedgerError, MVCCConflict
 
 ERROR_DESCRIPTIONS = {
     400: "Invalid argument (INVALID_ARGUMENT: a contract rule on the value was broken)",

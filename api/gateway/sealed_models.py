@@ -9,14 +9,14 @@ a grantee, and rotate the key on revocation through this module."""
 
 from __future__ import annotations
 
-import base64
 from typing import Any
 
 from api.artifacts import ArtifactMissing, DigestMismatch, fetch_verified, sha256_digest, store_at
 from api.gateway.state import Gateway, record
-from chaincode.errors import Forbidden, InvalidArgument, NotFound
+from api.sealing import open_data_key
 from ledger.client import ConsortiaClient
-from ledger.envelope import DecryptionError, decrypt_payload, encrypt_payload, seal, unseal
+from ledger.envelope import DecryptionError, decrypt_payload, encrypt_payload, seal
+from ledger.errors import Forbidden, InvalidArgument, NotFound
 
 
 def model_aad(record: dict[str, Any]) -> bytes:
@@ -31,20 +31,8 @@ def model_key_info(record: dict[str, Any]) -> bytes:
 
 
 def data_key(gw: Gateway, record: dict[str, Any]) -> bytes:
-    """The model's data key, unsealed with this organisation's key-agreement key (403 if the record
-    holds no key sealed for it, or the sealed key does not open)."""
-    if not record.get("wrapped_key"):
-        raise Forbidden(f"{gw.msp_id} holds no sealed key for model {record['id']}")
-    try:
-        return unseal(
-            gw.consortium.encryption_key(gw.msp_id),
-            base64.b64decode(record["wrapped_key"]),
-            model_key_info(record),
-        )
-    except DecryptionError as exc:
-        raise Forbidden(
-            f"the data key of model {record['id']} sealed for {gw.msp_id} does not open: {exc}"
-        ) from None
+    """The model's data key as sealed for this organisation (:func:`api.sealing.open_data_key`)."""
+    return open_data_key(gw.consortium, gw.msp_id, record, model_key_info(record))
 
 
 def open_model_payload(gw: Gateway, record: dict[str, Any]) -> bytes:
@@ -95,7 +83,7 @@ def _model_store(gw: Gateway, record: dict[str, Any]) -> tuple[Any, str]:
     """Where the owner keeps the model's ciphertext: the store its ``location`` names (the owner's
     own store, which other members fetch from), else this gateway's store. (store, location)"""
     remote = store_at(record.get("location") or "")
-    if remote is not None and remote.root.is_dir():
+    if remote is not None and remote.home.is_dir():
         return remote, record["location"]
     local = gw.artifacts
     return local, str(getattr(local, "location", "") or record.get("location") or "")

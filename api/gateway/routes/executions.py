@@ -15,8 +15,8 @@ from api.gateway.deps import Caller, GatewayDep, Offset, Org, ProcessId, Round, 
 from api.gateway.errors import errors
 from api.gateway.state import record
 from api.responses import DepthSafeRoute
-from chaincode.errors import Forbidden, InvalidArgument, NotFound
 from ledger.checkpoint import checkpoint_of
+from ledger.errors import Forbidden, InvalidArgument, NotFound
 
 router = APIRouter(route_class=DepthSafeRoute)
 read = reads(router, "provenance")

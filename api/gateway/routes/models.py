@@ -26,7 +26,7 @@ from api.gateway.sealed_models import grant_with_sealed_key, open_model_payload,
 from api.gateway.state import record
 from api.responses import DepthSafeRoute
 from api.verification import verify_model_on_ledger
-from chaincode.errors import NotFound
+from ledger.errors import NotFound
 
 router = APIRouter(route_class=DepthSafeRoute)
 read, provenance, write = reads(router, "models"), reads(router, "provenance"), writes(router, "models")

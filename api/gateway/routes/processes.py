@@ -14,7 +14,7 @@ from api import schemas as S
 from api.gateway.deps import Caller, GatewayDep, Limit, Offset, ProcessId, member_process, page, reads, writes
 from api.gateway.state import record
 from api.responses import DepthSafeRoute
-from chaincode.errors import InvalidArgument
+from ledger.errors import InvalidArgument
 
 router = APIRouter(route_class=DepthSafeRoute)
 read, write = reads(router, "processes"), writes(router, "processes")
