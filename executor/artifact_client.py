@@ -1,0 +1,222 @@
+"""Fetching another organisation's artifacts from its artifact service (docs/artifacts.md).
+
+:class:`HttpsArtifactSource` is an :class:`executor.artifacts.ArtifactSource` for an ``https://``
+location: ``GET <location>/artifacts/<digest>`` with this organisation's TLS client certificate
+(:class:`executor.artifact_tls.ClientTLS`), trusting only the owner's TLS CA. A transfer
+
+* streams in :data:`CHUNK`-sized reads into a temporary file beside its final place (memory stays
+  bounded whatever the size);
+* after a broken connection asks for the rest with ``Range: bytes=<received>-`` (up to ``retries``
+  attempts, exponential backoff), starting over if the server answers the whole body instead;
+* re-hashes everything it received and refuses a mismatch (:class:`ArtifactCorrupted`, nothing
+  kept);
+* lands in the local store with one atomic rename (0600): a reader never sees a half-written file.
+
+403 is :class:`ArtifactForbidden`, 404 :class:`ArtifactNotFound`. :func:`source_for` picks the
+source a location's scheme names: ``file://`` (one machine) or ``https://`` (this module).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import os
+import ssl
+import tempfile
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from executor.artifact_tls import ClientTLS
+from executor.artifacts import FILE_MODE, ArtifactSource, ArtifactStore, make_private_dirs, store_at
+from executor.errors import ArtifactCorrupted, ArtifactError, ArtifactNotFound
+from wire.canonical import is_digest
+
+CHUNK = 1 << 20
+
+
+class ArtifactForbidden(ArtifactError, PermissionError):
+    """The owner's service refuses this organisation the artifact (403)."""
+
+    code = "ARTIFACT_FORBIDDEN"
+
+
+class _Retry(Exception):
+    pass
+
+
+class _Progress:
+    """Bytes received so far and their running hash."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.received = 0
+        self.hasher = hashlib.sha256()
+
+
+class HttpsArtifactSource:
+    """Artifacts of ``owner`` served at ``location`` (``https://host:port``)."""
+
+    def __init__(
+        self,
+        location: str,
+        owner: str,
+        tls: ClientTLS,
+        *,
+        store: ArtifactStore | None = None,
+        retries: int = 5,
+        backoff: float = 0.2,
+        timeout: float = 60.0,
+    ):
+        u = urlsplit(location)
+        if u.scheme != "https" or not u.hostname:
+            raise ValueError(f"not an https location: {location!r}")
+        self.host, self.port = u.hostname, u.port or 443
+        self.owner = owner
+        self.tls = tls
+        self.store = store
+        self.retries = retries
+        self.backoff = backoff
+        self.timeout = timeout
+        self._context: ssl.SSLContext | None = None
+
+    def _connection(self) -> http.client.HTTPSConnection:
+        if self._context is None:
+            self._context = self.tls.context(self.owner)
+        conn = http.client.HTTPSConnection(self.host, self.port, timeout=self.timeout, context=self._context)
+        # dial the address, check the owner's name: the service's certificate names its peer
+        conn.connect = _connect_with_name(conn, self._context, self.tls.server_name(self.owner))  # type: ignore[method-assign]
+        return conn
+
+    def get(self, digest: str) -> bytes:
+        """The artifact's bytes (verified). With a ``store``, kept there too; prefer
+        :meth:`fetch_into` for large artifacts (``get`` holds the whole artifact in memory)."""
+        if self.store is not None:
+            return self.store.get(digest) if self.store.has(digest) else self._read(self.fetch_into(digest))
+        with tempfile.TemporaryDirectory(prefix="consortia-fetch-") as d:
+            return self._read(self.fetch_to(digest, Path(d) / "artifact"))
+
+    @staticmethod
+    def _read(path: Path) -> bytes:
+        return path.read_bytes()
+
+    def fetch_into(self, digest: str, store: ArtifactStore | None = None) -> Path:
+        """Fetch ``digest`` into ``store`` (default: this source's), unless already there; its path."""
+        store = store or self.store
+        if store is None:
+            raise ValueError("no local store to fetch into")
+        h = _hex(digest)
+        final = store.base / h[:2] / h
+        if final.exists():
+            return final
+        make_private_dirs(final.parent, store.home)
+        return self.fetch_to(digest, final)
+
+    def fetch_to(self, digest: str, final: Path) -> Path:
+        """Stream ``digest`` to ``final`` (atomically, after verification)."""
+        _hex(digest)
+        fd, tmp = tempfile.mkstemp(dir=final.parent, prefix=".fetch-")
+        try:
+            with os.fdopen(fd, "r+b") as out:
+                self._transfer(digest, out)
+                out.flush()
+                os.fsync(out.fileno())
+            os.chmod(tmp, FILE_MODE)
+            os.replace(tmp, final)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+        return final
+
+    def _transfer(self, digest: str, out) -> None:
+        got, attempt = _Progress(), 0
+        while True:
+            try:
+                self._attempt(digest, out, got)
+                break
+            except _Retry as exc:
+                attempt += 1
+                if attempt > self.retries:
+                    raise ArtifactError(
+                        f"fetching {digest} from {self.owner} failed after {attempt} attempts: {exc.__cause__}"
+                    ) from None
+                time.sleep(self.backoff * 2 ** (attempt - 1))
+        actual = "sha256:" + got.hasher.hexdigest()
+        if actual != digest:
+            raise ArtifactCorrupted(f"{self.owner} served bytes hashing to {actual} for {digest}")
+
+    def _attempt(self, digest: str, out, got: _Progress) -> None:
+        conn = self._connection()
+        try:
+            headers = {"Range": f"bytes={got.received}-"} if got.received else {}
+            try:
+                conn.request("GET", f"/artifacts/{digest}", headers=headers)
+                resp = conn.getresponse()
+            except (OSError, http.client.HTTPException) as exc:
+                raise _Retry(str(exc)) from exc
+            if resp.status == 403:
+                raise ArtifactForbidden(f"{self.owner} refuses {digest} to {self.tls.organisation}")
+            if resp.status == 404:
+                raise ArtifactNotFound(f"{digest} is not in the store of {self.owner}")
+            if resp.status == 206 and got.received:
+                total = int(resp.getheader("Content-Range", "*/0").rpartition("/")[2])
+            elif resp.status == 200:
+                if got.received:  # the server ignored the range: start over
+                    out.seek(0)
+                    out.truncate()
+                    got.reset()
+                total = int(resp.getheader("Content-Length", "0"))
+            else:
+                raise ArtifactError(f"{self.owner} answered {resp.status} for {digest}")
+            try:
+                while chunk := resp.read(CHUNK):
+                    out.write(chunk)
+                    got.hasher.update(chunk)
+                    got.received += len(chunk)
+            except (OSError, http.client.HTTPException) as exc:
+                raise _Retry(str(exc)) from exc
+            if got.received < total:
+                raise _Retry(f"connection closed at {got.received} of {total} bytes") from OSError(
+                    "short body"
+                )
+        finally:
+            conn.close()
+
+
+def _connect_with_name(conn: http.client.HTTPSConnection, context: ssl.SSLContext, name: str):
+    def connect() -> None:
+        http.client.HTTPConnection.connect(conn)
+        conn.sock = context.wrap_socket(conn.sock, server_hostname=name)
+
+    return connect
+
+
+def _hex(digest: str) -> str:
+    if not is_digest(digest):
+        raise ValueError(f"{digest!r} is not a digest sha256:<64 hex>")
+    return digest[7:]
+
+
+_DEFAULT_TLS: ClientTLS | None = None
+
+
+def configure(tls: ClientTLS | None) -> None:
+    """Set the TLS identity this process fetches ``https://`` locations with (node agent, gateway)."""
+    global _DEFAULT_TLS
+    _DEFAULT_TLS = tls
+
+
+def source_for(
+    location: str, owner: str, tls: ClientTLS | None = None, store: ArtifactStore | None = None
+) -> ArtifactSource | None:
+    """The source a location names: the store of a ``file://`` location, the service of an
+    ``https://`` one (fetched with ``tls`` or the configured identity), None otherwise."""
+    if location.startswith("https://"):
+        tls = tls or _DEFAULT_TLS
+        if tls is None:
+            raise ArtifactError(f"no TLS identity configured to fetch from {location}")
+        return HttpsArtifactSource(location, owner, tls, store=store)
+    return store_at(location)

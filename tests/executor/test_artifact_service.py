@@ -1,0 +1,271 @@
+"""The artifact service and its client: real servers on loopback addresses, real mutual TLS with a
+generated consortium (four organisations; Org4 never takes part in a process)."""
+
+from __future__ import annotations
+
+import json
+import os
+import ssl
+import subprocess
+import sys
+import urllib.request
+
+import pytest
+
+from executor.artifact_client import ArtifactForbidden, HttpsArtifactSource, configure, source_for
+from executor.artifact_service import (
+    ArtifactHandler,
+    ArtifactServer,
+    LedgerReaders,
+    StaticReaders,
+    parse_range,
+)
+from executor.artifact_tls import CertificateOrganisations, ClientTLS
+from executor.artifacts import ArtifactRef, ArtifactStore
+from executor.errors import ArtifactCorrupted, ArtifactError
+from ledger.client import ConsortiaClient
+from ledger.identity import Consortium
+from tests.executor.conftest import ROOT
+
+ORGS = ["Org1MSP", "Org2MSP", "Org3MSP", "Org4MSP"]
+
+
+@pytest.fixture(scope="module")
+def crypto(tmp_path_factory):
+    return Consortium.generate(tmp_path_factory.mktemp("crypto4"), ["Org1", "Org2", "Org3", "Org4"])
+
+
+@pytest.fixture
+def served(tmp_path, crypto):
+    """Org1's service on 127.0.1.1 with a message for Org2 and a model for Org1..Org3."""
+    store = ArtifactStore(tmp_path / "org1", "Org1MSP")
+    message = store.put(b"sealed message for Org2" * 1000).digest
+    model = store.put(os.urandom(3_000_000)).digest
+    readers = StaticReaders({message: ["Org2MSP"], model: ["Org1MSP", "Org2MSP", "Org3MSP"]})
+    srv = ArtifactServer(("127.0.1.1", 0), store, crypto, readers).start()
+    yield srv, store, message, model
+    srv.stop()
+
+
+def source(srv, crypto, tmp_path, org="Org2MSP", **kw):
+    local = ArtifactStore(tmp_path / f"local-{org}", org)
+    return HttpsArtifactSource(srv.url, "Org1MSP", ClientTLS(crypto, org), store=local, **kw), local
+
+
+def test_message_is_served_to_its_recipient_only(served, crypto, tmp_path):
+    srv, store, message, _ = served
+    src, local = source(srv, crypto, tmp_path)
+    assert src.get(message) == store.get(message)
+    assert local.get(message) == store.get(message)  # landed in the local store, verified
+    assert (local.base / message[7:9] / message[7:]).stat().st_mode & 0o777 == 0o600
+    for org in ("Org3MSP", "Org4MSP"):  # another process member, an organisation outside the process
+        with pytest.raises(ArtifactForbidden):
+            source(srv, crypto, tmp_path, org)[0].get(message)
+    unknown = "sha256:" + "0" * 64
+    with pytest.raises(ArtifactForbidden):  # an unknown digest is a 403 too: nothing leaks
+        src.get(unknown)
+
+
+def test_model_is_served_to_its_access_list(served, crypto, tmp_path):
+    srv, store, _, model = served
+    for org in ("Org2MSP", "Org3MSP"):
+        src, local = source(srv, crypto, tmp_path, org)
+        assert local.base / model[7:9] / model[7:] == src.fetch_into(model)
+        assert local.get(model) == store.get(model)
+    with pytest.raises(ArtifactForbidden):
+        source(srv, crypto, tmp_path, "Org4MSP")[0].fetch_into(model)
+    assert not list((tmp_path / "local-Org4MSP").rglob("*")) or not any(
+        p.is_file() for p in (tmp_path / "local-Org4MSP").rglob("*")
+    )
+
+
+def test_tampered_bytes_on_the_server_are_refused_and_nothing_is_kept(served, crypto, tmp_path):
+    srv, store, _, model = served
+    path = store.base / model[7:9] / model[7:]
+    data = bytearray(path.read_bytes())
+    data[1234] ^= 1
+    path.write_bytes(bytes(data))
+    src, local = source(srv, crypto, tmp_path)
+    with pytest.raises(ArtifactCorrupted):
+        src.fetch_into(model)
+    assert not local.has(model)
+    assert not [p for p in local.base.rglob("*") if p.is_file()]  # no temporary file left behind
+
+
+class CutOnce(ArtifactHandler):
+    """Closes the connection after 1 MB of the first full transfer; records the Range headers."""
+
+    cut = True
+    ranges: list = []
+
+    def send_body(self, f, length):
+        CutOnce.ranges.append(self.headers.get("Range"))
+        if CutOnce.cut:
+            CutOnce.cut = False
+            self.wfile.write(f.read(1_000_000))
+            self.wfile.flush()
+            self.close_connection = True
+            self.connection.shutdown(2)
+            return
+        super().send_body(f, length)
+
+
+def test_broken_transfer_resumes_with_range(tmp_path, crypto):
+    store = ArtifactStore(tmp_path / "org1", "Org1MSP")
+    model = store.put(os.urandom(3_000_000)).digest
+    srv = ArtifactServer(
+        ("127.0.1.1", 0), store, crypto, StaticReaders({model: ["Org2MSP"]}), handler=CutOnce
+    ).start()
+    try:
+        src, local = source(srv, crypto, tmp_path, backoff=0.01)
+        src.fetch_into(model)
+        assert local.get(model) == store.get(model)
+        assert CutOnce.ranges[0] is None and CutOnce.ranges[1].startswith("bytes=")
+        assert int(CutOnce.ranges[1][6:-1]) > 0  # resumed where the cut left it, not from 0
+    finally:
+        srv.stop()
+
+
+def test_range_requests_and_their_limits(served, crypto):
+    srv, store, _, model = served
+    t = ClientTLS(crypto, "Org2MSP")
+    ctx = t.context("Org1MSP")
+    ctx.check_hostname = False  # urllib dials by address; the name check is the client's own test
+
+    def get(headers):
+        req = urllib.request.Request(f"{srv.url}/artifacts/{model}", headers=headers)
+        try:
+            with urllib.request.urlopen(req, context=ctx) as r:
+                return r.status, r.headers, r.read()
+        except urllib.error.HTTPError as e:
+            return e.code, e.headers, e.read()
+
+    code, headers, body = get({"Range": "bytes=10-19"})
+    assert code == 206 and body == store.get(model)[10:20]
+    assert headers["Content-Range"] == "bytes 10-19/3000000"
+    code, headers, _ = get({"Range": "bytes=3000000-"})
+    assert code == 416 and headers["Content-Range"] == "bytes */3000000"
+    assert parse_range(None, 5) is None and parse_range("bytes=2-", 5) == (2, 5)
+    for bad in ("bytes=5-", "items=0-1", "bytes=-3", "bytes=3-1"):
+        with pytest.raises(ValueError):
+            parse_range(bad, 5)
+
+
+def _raw_get(url, ca, cert=None):
+    ctx = ssl.create_default_context(cafile=str(ca))
+    ctx.check_hostname = False
+    if cert is not None:
+        ctx.load_cert_chain(cert / "client.crt", cert / "client.key")
+    return urllib.request.urlopen(url, context=ctx).read()
+
+
+def test_no_or_foreign_client_certificate_gets_no_answer(served, crypto, tmp_path):
+    srv, _, message, _ = served
+    ca = crypto.organisation("Org1").path / "tlsca" / "tlsca.org1.example.com-cert.pem"
+    url = f"{srv.url}/artifacts/{message}"
+    with pytest.raises((urllib.error.URLError, ssl.SSLError, ConnectionError)):
+        _raw_get(url, ca)  # no client certificate
+    foreign = Consortium.generate(tmp_path / "foreign", ["Org2"])  # the same names, other CAs
+    with pytest.raises((urllib.error.URLError, ssl.SSLError, ConnectionError)):
+        _raw_get(url, ca, foreign.organisation("Org2").path / "users" / "User1@org2.example.com" / "tls")
+    assert _raw_get(url, ca, crypto.organisation("Org2").path / "users" / "User1@org2.example.com" / "tls")
+
+
+def test_client_refuses_a_server_of_another_organisation(served, crypto):
+    srv, _, message, _ = served  # Org1's service, but the client expects Org3's certificate
+    with pytest.raises(ArtifactError, match="after 1 attempts"):
+        HttpsArtifactSource(srv.url, "Org3MSP", ClientTLS(crypto, "Org2MSP"), retries=0).get(message)
+
+
+def test_certificates_map_to_their_organisation(crypto):
+    orgs = CertificateOrganisations(crypto)
+    for name in ("Org1", "Org4"):
+        o = crypto.organisation(name)
+        pem = (o.path / "users" / f"User1@{o.domain}" / "tls" / "client.crt").read_bytes()
+        der = ssl.PEM_cert_to_DER_cert(pem.decode())
+        assert orgs.organisation(der) == o.msp_id
+    assert orgs.organisation(None) is None and orgs.organisation(b"junk") is None
+
+
+def test_service_listens_on_loopback_only(tmp_path, crypto):
+    with pytest.raises(ValueError, match="loopback"):
+        ArtifactServer(("0.0.0.0", 0), ArtifactStore(tmp_path, "Org1MSP"), crypto, StaticReaders({}))
+
+
+def test_location_scheme_picks_the_source(served, crypto, tmp_path):
+    srv, store, message, _ = served
+    assert isinstance(source_for(store.location, "Org1MSP"), ArtifactStore)
+    assert source_for("ftp://x", "Org1MSP") is None
+    configure(None)
+    with pytest.raises(ArtifactError, match="no TLS identity"):
+        source_for(srv.url, "Org1MSP")
+    configure(ClientTLS(crypto, "Org2MSP"))
+    try:
+        assert isinstance(source_for(srv.url, "Org1MSP"), HttpsArtifactSource)
+        ref = ArtifactRef(digest=message, size=0, producer="Org1MSP", location=srv.url)
+        assert ArtifactStore.fetch(ref) == store.get(message)  # an https location in a record
+    finally:
+        configure(None)
+
+
+def test_fifty_megabytes_with_bounded_client_memory():
+    """benchmarks.artifact_fetch in a subprocess: the client's RSS growth (VmHWM after resetting it
+    through /proc/self/clear_refs, minus VmRSS before) while fetching 50 MB stays under 100 MB."""
+    out = subprocess.run(
+        [sys.executable, "-m", "benchmarks.artifact_fetch", "--mb", "50"],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    figures = json.loads(out.stdout.strip().splitlines()[-1])
+    assert figures["artifact_mb"] == 50.0
+    assert figures["peak_rss_mb"] < 100, figures
+    assert figures["artifact_fetch_mb_s"] > 0
+
+
+def test_readers_come_from_the_ledger(tmp_path, crypto, bundle, recipe):
+    """A real audited process of Org1..Org3 on the embedded ledger: Org1's service serves each of
+    its messages to its recipient only and its model to the access list; Org4 gets 403 for all."""
+    from algorithms.task_runtime import save_dataset
+    from ledger.embedded import EmbeddedLedger
+    from tests.executor.test_node_agent import Platform, run_all
+
+    p = Platform(tmp_path, crypto, EmbeddedLedger(tmp_path / "ledger.sqlite", crypto), ORGS[:3])
+    for o, ds in p.datasets().items():
+        (tmp_path / "data" / o / "default").mkdir(parents=True)
+        save_dataset(tmp_path / "data" / o / "default" / "dataset.npz", ds)
+    p.register_image("avg:1", recipe, bundle.digest, bundle.reference)
+    p.launch("p-x", "avg:1", rounds=2)
+    run_all(p, "p-x", [p.agent(o) for o in ORGS[:3]])
+    store = ArtifactStore(tmp_path / "store", "Org1MSP")
+    client = ConsortiaClient(p.ledger, crypto.identity("Org1"))
+    # an index entry the ledger does not confirm (no such round): served to nobody but Org1
+    stray = store.put(b"not on the ledger").digest
+    (store.home / "messages" / "p-x" / "000009").mkdir(parents=True)
+    (store.home / "messages" / "p-x" / "000009" / "Org2MSP.json").write_text(
+        json.dumps({"payload_digest": stray, "stored": {"digest": stray}})
+    )
+    srv = ArtifactServer(("127.0.1.1", 0), store, crypto, LedgerReaders(client, store)).start()
+    try:
+
+        def allowed(org, digest):
+            try:
+                return source(srv, crypto, tmp_path, org)[0].get(digest) == store.get(digest)
+            except ArtifactForbidden:
+                return False
+
+        index = sorted((store.home / "messages" / "p-x" / "000001").glob("*.json"))
+        assert index
+        for entry in index:
+            digest = json.loads(entry.read_text())["stored"]["digest"]
+            assert [o for o in ORGS[1:] if allowed(o, digest)] == [entry.stem]
+        model = client.get_model("p-x:Org1MSP")
+        assert [o for o in ORGS[1:] if allowed(o, model.ciphertext_digest)] == ["Org2MSP", "Org3MSP"]
+        assert not allowed("Org2MSP", stray)
+        assert not allowed("Org4MSP", store.put(b"anything else").digest)
+    finally:
+        srv.stop()
+        p.ledger.close()
