@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import http.client
+import json
 import os
 import ssl
 import tempfile
@@ -89,6 +90,23 @@ class HttpsArtifactSource:
         # dial the address, check the owner's name: the service's certificate names its peer
         conn.connect = _connect_with_name(conn, self._context, self.tls.server_name(self.owner))  # type: ignore[method-assign]
         return conn
+
+    def message_entry(self, process_id: str, round: int, recipient: str) -> dict:
+        """The owner's index entry of its message to ``recipient`` in that round (small JSON)."""
+        conn = self._connection()
+        try:
+            conn.request("GET", f"/messages/{process_id}/{round}/{recipient}")
+            resp = conn.getresponse()
+            body = resp.read(1 << 16)
+        except (OSError, http.client.HTTPException) as exc:
+            raise ArtifactError(f"no message index from {self.owner}: {exc}") from None
+        finally:
+            conn.close()
+        if resp.status == 403:
+            raise ArtifactForbidden(f"{self.owner} refuses its round-{round} message index to {recipient}")
+        if resp.status != 200:
+            raise ArtifactNotFound(f"{self.owner} answered {resp.status} for its round-{round} message index")
+        return json.loads(body)
 
     def get(self, digest: str) -> bytes:
         """The artifact's bytes (verified). With a ``store``, kept there too; prefer

@@ -22,6 +22,11 @@ Readers come from the ledger, never from the request (:class:`LedgerReaders`):
   revocation takes effect at once;
 * the organisation itself may read its own artifacts; everything else is refused.
 
+``GET /messages/<process>/<round>/<recipient>`` answers the index entry of the message this
+organisation sealed to ``recipient`` in that round (``{"payload_digest", "stored": {digest, size,
+producer, location}}``: the ledger names only the payload digest), to that recipient only and
+under the same rule as the message itself.
+
 Listen address: loopback only (``127.x.y.z``), e.g. ``127.0.N.1`` for organisation N.
 """
 
@@ -48,6 +53,7 @@ CHUNK = 1 << 20  # bytes per write: the memory a transfer holds
 HANDSHAKE_TIMEOUT = 10.0
 IO_TIMEOUT = 60.0
 _RANGE = re.compile(r"^bytes=(\d+)-(\d*)$")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:+-]{0,127}$")  # process ids and MSP ids (chaincode.image)
 
 
 class Readers(Protocol):
@@ -163,6 +169,8 @@ class ArtifactHandler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         prefix = "/artifacts/"
+        if self.path.startswith("/messages/"):
+            return self._message_entry()
         if not self.path.startswith(prefix):
             return self._refuse(404, "not found")
         digest = self.path[len(prefix) :]
@@ -200,6 +208,39 @@ class ArtifactHandler(BaseHTTPRequestHandler):
             if self.command != "HEAD":
                 f.seek(start)
                 self.send_body(f, end - start)
+
+    def _message_entry(self) -> None:
+        """``GET /messages/<process>/<round>/<recipient>``: where the message this organisation sealed
+        to ``recipient`` in that round is stored (its index entry), under the message's own rule."""
+        parts = self.path.split("/")[2:]
+        if (
+            len(parts) != 3
+            or not _NAME.match(parts[0])
+            or not parts[1].isdigit()
+            or not _NAME.match(parts[2])
+        ):
+            return self._refuse(400, "expected /messages/<process>/<round>/<recipient>")
+        srv = self.server
+        caller = srv.organisations.organisation(self.connection.getpeercert(binary_form=True))  # type: ignore[attr-defined]
+        path = srv.store.home / "messages" / parts[0] / f"{int(parts[1]):06d}" / f"{parts[2]}.json"
+        try:
+            body = path.read_bytes()
+            stored = json.loads(body)["stored"]["digest"]
+        except (OSError, ValueError, KeyError, TypeError):
+            stored = None
+        if (
+            caller is None
+            or caller != parts[2]
+            or stored is None
+            or caller not in srv.readers.readers(stored)
+        ):
+            return self._refuse(403, f"{caller or 'this client'} may not read this message")
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
 
     def send_body(self, f: Any, length: int) -> None:
         """Stream ``length`` bytes of ``f`` in :data:`CHUNK`-sized writes."""

@@ -264,6 +264,14 @@ def test_readers_come_from_the_ledger(tmp_path, crypto, bundle, recipe):
             assert [o for o in ORGS[1:] if allowed(o, digest)] == [entry.stem]
         model = client.get_model("p-x:Org1MSP")
         assert [o for o in ORGS[1:] if allowed(o, model.ciphertext_digest)] == ["Org2MSP", "Org3MSP"]
+        for entry in index:  # the index entry itself: to the recipient only
+            got = source(srv, crypto, tmp_path, entry.stem)[0].message_entry("p-x", 1, entry.stem)
+            assert got == json.loads(entry.read_text())
+            for other in set(ORGS[1:]) - {entry.stem}:
+                with pytest.raises(ArtifactForbidden):
+                    source(srv, crypto, tmp_path, other)[0].message_entry("p-x", 1, entry.stem)
+        with pytest.raises(ArtifactForbidden):
+            source(srv, crypto, tmp_path, "Org2MSP")[0].message_entry("p-x", 9, "Org2MSP")
         assert not allowed("Org2MSP", stray)
         assert not allowed("Org4MSP", store.put(b"anything else").digest)
     finally:
