@@ -22,8 +22,9 @@ plaintext digest (what the task signs), so lineages and bit-identity checks are 
 Every file is written 0600 and every directory of an organisation's store is 0700: nothing in
 a store is readable by other users of the machine.
 
-Locations are ``file://`` URLs of a store root (one machine); a remote store would serve the
-same ``<root>/<org>/sha256/<hex>`` layout over HTTP. :func:`store_at` opens the store a location
+Locations are ``file://`` URLs of a store root (one machine) or, when the store has an
+``endpoint``, the ``https://`` address of its organisation's artifact service
+(``executor.artifact_service``, mutual TLS; fetched through ``executor.artifact_client``). :func:`store_at` opens the store a location
 names, and :func:`fetch_verified` reads a digest from any object with ``get(digest) -> bytes``
 (:class:`ArtifactSource`), re-hashing what it returns. This is the one store: the CLI and the
 gateway use it too (``api.artifacts`` re-exports it), with one error hierarchy
@@ -136,7 +137,9 @@ def message_info(process_id: str, round: int, sender: str, recipient: str, paylo
 class ArtifactStore:
     """The store of one organisation under ``root/<msp id>/`` (``create``: make its folders now)."""
 
-    def __init__(self, root: str | os.PathLike, organisation: str, *, create: bool = True):
+    def __init__(
+        self, root: str | os.PathLike, organisation: str, *, create: bool = True, endpoint: str | None = None
+    ):
         if not organisation or "/" in organisation or organisation.startswith("."):
             raise ValueError(f"invalid organisation id {organisation!r}")
         self.root = Path(root)
@@ -144,6 +147,7 @@ class ArtifactStore:
         self.home = self.root / organisation
         self.base = self.home / "sha256"
         self.private = self.home / "private"
+        self.endpoint = endpoint  # https://host:port of the organisation's artifact service, if it serves
         if create:
             make_private_dirs(self.base, self.home)
 
@@ -156,6 +160,9 @@ class ArtifactStore:
 
     @property
     def location(self) -> str:
+        """Where the others fetch from: the artifact service's endpoint, else this folder (``file://``)."""
+        if self.endpoint:
+            return self.endpoint
         return (self.root / self.organisation).resolve().as_uri()
 
     def _path(self, digest: str) -> Path:

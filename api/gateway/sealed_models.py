@@ -14,6 +14,8 @@ from typing import Any
 from api.artifacts import ArtifactMissing, DigestMismatch, fetch_verified, sha256_digest, store_at
 from api.gateway.state import Gateway, record
 from api.sealing import open_data_key
+from executor.artifact_client import source_for
+from executor.artifact_tls import ClientTLS
 from ledger.client import ConsortiaClient
 from ledger.envelope import DecryptionError, decrypt_payload, encrypt_payload, seal
 from ledger.errors import Forbidden, InvalidArgument, NotFound
@@ -42,7 +44,9 @@ def open_model_payload(gw: Gateway, record: dict[str, Any]) -> bytes:
     try:
         ciphertext = fetch_verified(gw.artifacts, record["ciphertext_digest"])
     except ArtifactMissing:
-        remote = store_at(record.get("location") or "")
+        remote = source_for(
+            record.get("location") or "", record["owner"], ClientTLS(gw.consortium, gw.msp_id), gw.artifacts
+        )
         if remote is None:
             raise
         ciphertext = fetch_verified(remote, record["ciphertext_digest"])
