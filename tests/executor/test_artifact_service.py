@@ -277,3 +277,36 @@ def test_readers_come_from_the_ledger(tmp_path, crypto, bundle, recipe):
     finally:
         srv.stop()
         p.ledger.close()
+
+
+def test_gateway_opens_a_model_through_the_owners_service(tmp_path, crypto):
+    """api.gateway.sealed_models.open_model_payload follows a record's https:// location."""
+    import base64
+    from types import SimpleNamespace
+
+    from api.gateway.sealed_models import model_aad, model_key_info, open_model_payload
+    from ledger.envelope import encrypt_payload, seal
+    from wire.canonical import sha256_digest
+
+    payload = os.urandom(200_000)
+    owner = ArtifactStore(tmp_path / "org1", "Org1MSP")
+    rec = {"id": "p:Org1MSP", "process_id": "p", "owner": "Org1MSP", "digest": sha256_digest(payload)}
+    key, ciphertext = encrypt_payload(payload, model_aad(rec))
+    ct = owner.put(ciphertext).digest
+    wrapped = seal(crypto.encryption_certificate("Org2MSP"), key, model_key_info(rec))
+    srv = ArtifactServer(("127.0.1.1", 0), owner, crypto, StaticReaders({ct: ["Org2MSP"]})).start()
+    try:
+        rec.update(ciphertext_digest=ct, location=srv.url, wrapped_key=base64.b64encode(wrapped).decode())
+        gw = SimpleNamespace(
+            consortium=crypto, msp_id="Org2MSP", artifacts=ArtifactStore(tmp_path, "Org2MSP")
+        )
+        assert open_model_payload(gw, rec) == payload
+        assert gw.artifacts.has(ct)  # kept in the gateway's own store
+    finally:
+        srv.stop()
+
+
+def test_a_served_store_names_its_service_as_location(tmp_path):
+    store = ArtifactStore(tmp_path, "Org1MSP", endpoint="https://127.0.1.1:8443")
+    assert store.put(b"x").location == "https://127.0.1.1:8443"
+    assert ArtifactStore(tmp_path, "Org1MSP").location.startswith("file://")
