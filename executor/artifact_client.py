@@ -21,7 +21,6 @@ from __future__ import annotations
 import hashlib
 import http.client
 import json
-import os
 import ssl
 import tempfile
 import time
@@ -29,7 +28,13 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from executor.artifact_tls import ClientTLS
-from executor.artifacts import FILE_MODE, ArtifactSource, ArtifactStore, make_private_dirs, store_at
+from executor.artifacts import (
+    ArtifactSource,
+    ArtifactStore,
+    make_private_dirs,
+    store_at,
+    write_private_stream,
+)
 from executor.errors import ArtifactCorrupted, ArtifactError, ArtifactNotFound
 from wire.canonical import is_digest
 
@@ -135,18 +140,7 @@ class HttpsArtifactSource:
     def fetch_to(self, digest: str, final: Path) -> Path:
         """Stream ``digest`` to ``final`` (atomically, after verification)."""
         _hex(digest)
-        fd, tmp = tempfile.mkstemp(dir=final.parent, prefix=".fetch-")
-        try:
-            with os.fdopen(fd, "r+b") as out:
-                self._transfer(digest, out)
-                out.flush()
-                os.fsync(out.fileno())
-            os.chmod(tmp, FILE_MODE)
-            os.replace(tmp, final)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        write_private_stream(final, lambda out: self._transfer(digest, out), final.parent, ".fetch-")
         return final
 
     def _transfer(self, digest: str, out) -> None:

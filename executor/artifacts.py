@@ -35,9 +35,10 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import BinaryIO, Protocol, runtime_checkable
 
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -102,11 +103,19 @@ def private_info(owner: str, payload_digest: str) -> bytes:
 
 def write_private_file(path: Path, data: bytes, top: Path) -> None:
     """Write ``data`` to ``path`` atomically, 0600, creating missing directories below ``top`` 0700."""
+    write_private_stream(path, lambda f: f.write(data), top)
+
+
+def write_private_stream(
+    path: Path, write: Callable[[BinaryIO], object], top: Path, prefix: str = ".put-"
+) -> None:
+    """:func:`write_private_file` of whatever ``write`` writes into the (seekable) temporary file;
+    if ``write`` raises, nothing is left behind."""
     make_private_dirs(path.parent, top)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".put-")  # mkstemp creates 0600
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=prefix)  # mkstemp creates 0600
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
+        with os.fdopen(fd, "w+b") as f:
+            write(f)
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, FILE_MODE)
