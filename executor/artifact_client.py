@@ -24,13 +24,17 @@ import json
 import ssl
 import tempfile
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from executor.artifact_tls import ClientTLS
 from executor.artifacts import (
+    ArtifactRef,
     ArtifactSource,
     ArtifactStore,
+    MessageRef,
     make_private_dirs,
     store_at,
     write_private_stream,
@@ -232,3 +236,45 @@ def source_for(
             raise ArtifactError(f"no TLS identity configured to fetch from {location}")
         return HttpsArtifactSource(location, owner, tls, store=store)
     return store_at(location)
+
+
+@dataclass(frozen=True)
+class ArtifactPeers:
+    """The other organisations' artifact services (MSP id -> ``https://host:port``) and the TLS
+    identity this organisation fetches with: how a node agent finds the messages sent to it."""
+
+    tls: ClientTLS
+    endpoints: Mapping[str, str]
+
+    def source(self, owner: str, store: ArtifactStore | None = None) -> HttpsArtifactSource | None:
+        url = self.endpoints.get(owner)
+        return HttpsArtifactSource(url, owner, self.tls, store=store) if url else None
+
+    def fetch_message(
+        self, sender: str, process_id: str, round: int, payload_digest: str, into: ArtifactStore
+    ) -> MessageRef | None:
+        """Ask ``sender``'s service where its message to us is, fetch the sealed bytes into our own
+        store (verified), and return a ref to that copy; None if ``sender`` serves no endpoint."""
+        src = self.source(sender, into)
+        if src is None:
+            return None
+        entry = src.message_entry(process_id, round, into.organisation)
+        if entry.get("payload_digest") != payload_digest:
+            raise ArtifactCorrupted(
+                f"{sender} indexes message {entry.get('payload_digest')}, the ledger names {payload_digest}"
+            )
+        stored = entry["stored"]["digest"]
+        path = src.fetch_into(stored)
+        local = ArtifactRef(stored, path.stat().st_size, into.organisation, into.home.resolve().as_uri())
+        return MessageRef(sender, into.organisation, payload_digest, local)
+
+
+def parse_endpoints(items: list[str] | None) -> dict[str, str]:
+    """``["Org2MSP=https://127.0.2.1:8443", ...]`` (command line) as a mapping."""
+    out = {}
+    for item in items or ():
+        org, sep, url = item.partition("=")
+        if not sep or not url.startswith("https://"):
+            raise ValueError(f"expected ORG=https://host:port, got {item!r}")
+        out[org] = url
+    return out
