@@ -46,6 +46,7 @@ from api.tokens import AuthenticationError, TokenOwner, TokenStore
 from api.verification import verify_model_on_ledger
 from chaincode.errors import ContractError, Forbidden, InvalidArgument, NotFound
 from chaincode.limits import MAX_ARGUMENT_BYTES
+from executor.model_seal import model_aad, model_key_info
 from ledger.checkpoint import checkpoint_of
 from ledger.client import ConsortiaClient
 from ledger.envelope import DecryptionError, decrypt_payload, encrypt_payload, seal, unseal
@@ -56,17 +57,6 @@ from ledger.records import to_dict
 
 log = logging.getLogger("consortia.gateway")
 WEB = Path(__file__).with_name("web")
-
-
-def model_aad(record: dict[str, Any]) -> bytes:
-    """Associated data of a model's encrypted payload -- the executor's convention
-    (``executor.node_agent``): it binds the ciphertext to (process, owner, model digest)."""
-    return f"consortia-model|{record['process_id']}|{record['owner']}|{record['digest']}".encode()
-
-
-def model_key_info(record: dict[str, Any]) -> bytes:
-    """``info`` with which the model's data key is sealed to each organisation (ledger.envelope.seal)."""
-    return b"consortia-model-key|" + model_aad(record)
 
 
 ID = S.ID

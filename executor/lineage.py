@@ -29,7 +29,6 @@ The function only reads: it is what the gateway's ``audit verify`` calls.
 from __future__ import annotations
 
 import base64
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,15 +40,15 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from chaincode.canonical import canonical_json
 from chaincode.errors import ContractError
+from executor import message_index
 from executor.artifacts import (
     ArtifactCorrupted,
     ArtifactNotFound,
-    ArtifactRef,
     ArtifactStore,
-    MessageRef,
     open_message,
     sha256_digest,
 )
+from executor.errors import ExecutorError
 from ledger.client import ConsortiaClient
 from ledger.identity import load_public_key_pem
 from ledger.records import ExecutionRecord
@@ -114,16 +113,6 @@ def _signature_valid(record: ExecutionRecord) -> tuple[bool, str]:
         return False, "signature does not verify with the registered task key"
     except (ValueError, TypeError) as exc:
         return False, f"malformed key or signature: {exc}"
-
-
-def _message_index(
-    store_root: Path, sender: str, pid: str, rnd: int, recipient: str
-) -> dict[str, Any] | None:
-    p = store_root / sender / "messages" / pid.replace("/", "_") / f"{rnd:06d}" / f"{recipient}.json"
-    try:
-        return json.loads(p.read_text())
-    except FileNotFoundError:
-        return None
 
 
 def verify_model_lineage(
@@ -261,17 +250,18 @@ def verify_model_lineage(
         )
         for m in res["outputs"]["messages"]:
             msubj = f"{subj} message to {m['recipient']}"
-            entry = _message_index(store_root, org, process_id, rnd, m["recipient"])
-            if entry is None or entry.get("payload_digest") != m["digest"]:
+            try:
+                message = message_index.locate(store_root, org, process_id, rnd, m["recipient"], m["digest"])
+            except ExecutorError:
                 add(Check("artifact", msubj, False, "sealed message not in the sender's store"))
                 continue
-            ref = ArtifactRef(**entry["stored"])
+            ref = message.stored
             try:
                 sealed = store.get(ref.digest)
                 key = recipient_keys.get(m["recipient"])
                 if key is not None:
                     open_message(
-                        MessageRef(org, m["recipient"], m["digest"], ref),
+                        message,
                         process_id=process_id,
                         round=rnd,
                         recipient=m["recipient"],

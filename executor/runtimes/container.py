@@ -14,6 +14,7 @@ import shutil
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 from executor.errors import RuntimeUnavailable
 from executor.runtimes.base import (
@@ -21,6 +22,7 @@ from executor.runtimes.base import (
     KEY_DIR,
     TASK_IN,
     TASK_OUT,
+    Bind,
     Limits,
     RunOutcome,
     TaskMounts,
@@ -76,8 +78,11 @@ class ContainerRuntime:
         )
 
     def local_digest(self, reference: str) -> str | None:
+        """The engine's id of the image tagged ``reference`` (None: absent, or a bundle directory)."""
         from executor.images import local_image_digest
 
+        if reference.startswith("/"):  # a sandbox bundle's directory names no engine image
+            return None
         return local_image_digest(self.client, reference)
 
     @staticmethod
@@ -148,6 +153,34 @@ class ContainerRuntime:
             self._remover().submit(_remove, container)
         return RunOutcome(self.name, code, time.perf_counter() - t0, logs[-20000:], timed_out)
 
+    def start_worker(
+        self,
+        image_digest: str,
+        binds: Sequence[Bind],
+        limits: Limits,
+        args: Sequence[str],
+        *,
+        bundle_dir=None,
+        name: str | None = None,
+        one_shot: bool = False,
+    ) -> ContainerWorker:
+        """A detached container running the image's entrypoint with ``args``, isolated as a task."""
+        volumes = {str(Path(host).resolve()): {"bind": inside, "mode": mode} for host, inside, mode in binds}
+        opts = self.container_options(volumes, limits)
+        if one_shot:
+            opts["auto_remove"] = True  # gone once it exits, even if its agent was killed
+        if name:
+            opts["name"] = name
+            try:  # a worker left by a killed agent: replace it
+                self.client.containers.get(name).remove(force=True)
+            except Exception:
+                pass
+        try:
+            container = self.client.containers.run(image_digest, command=list(args), detach=True, **opts)
+        except Exception as exc:
+            raise RuntimeUnavailable(f"cannot start warm container: {exc}") from None
+        return ContainerWorker(container)
+
     _removals: ThreadPoolExecutor | None = None
 
     @classmethod
@@ -162,6 +195,29 @@ class ContainerRuntime:
         if cls._removals is not None:
             cls._removals.shutdown(wait=True)
             cls._removals = None
+
+
+class ContainerWorker:
+    """A worker container (:meth:`ContainerRuntime.start_worker`)."""
+
+    def __init__(self, container):
+        self.container = container
+        self._alive_at = 0.0
+
+    def alive(self, max_age: float = 0.0) -> bool:
+        now = time.monotonic()
+        if max_age and now - self._alive_at <= max_age:
+            return True
+        try:
+            self.container.reload()
+            ok = self.container.status == "running"
+        except Exception:
+            ok = False
+        self._alive_at = now if ok else 0.0
+        return ok
+
+    def end(self, grace: float) -> None:
+        _remove(self.container)
 
 
 def _remove(container) -> None:

@@ -35,6 +35,7 @@ from executor.runtimes.base import (
     KEY_DIR,
     TASK_IN,
     TASK_OUT,
+    Bind,
     Limits,
     RunOutcome,
     TaskMounts,
@@ -224,13 +225,7 @@ class SandboxRuntime:
         bundle_dir: str | os.PathLike | None = None,
     ) -> RunOutcome:
         """Run the bundle at ``bundle_dir`` after checking that its digest is ``image_digest``."""
-        self.check()
-        if bundle_dir is None:
-            raise RuntimeUnavailable("the sandbox runtime needs the bundle directory")
-        bundle = Path(bundle_dir)
-        local = self.local_digest(str(bundle))
-        if local != image_digest:
-            raise RuntimeUnavailable(f"bundle {bundle} has digest {local}, not {image_digest}")
+        bundle = self._verified_bundle(bundle_dir, image_digest)
         t0 = time.perf_counter()
         proc, cg = self.spawn(bundle, mounts, limits, command)
         timed_out = False
@@ -248,6 +243,43 @@ class SandboxRuntime:
         return RunOutcome(
             self.name, code, time.perf_counter() - t0, out.decode("utf-8", "replace")[-20000:], timed_out
         )
+
+    def _verified_bundle(self, bundle_dir: str | os.PathLike | None, image_digest: str) -> Path:
+        """The bundle directory, after checking that its digest is the pinned ``image_digest``."""
+        self.check()
+        if bundle_dir is None:
+            raise RuntimeUnavailable("the sandbox runtime needs the bundle directory")
+        bundle = Path(bundle_dir)
+        local = self.local_digest(str(bundle))
+        if local != image_digest:
+            raise RuntimeUnavailable(f"bundle {bundle} has digest {local}, not {image_digest}")
+        return bundle
+
+    def start_worker(
+        self,
+        image_digest: str,
+        binds: Sequence[Bind],
+        limits: Limits,
+        args: Sequence[str],
+        *,
+        bundle_dir: str | os.PathLike | None = None,
+        name: str | None = None,
+        one_shot: bool = False,
+    ) -> SandboxWorker:
+        """A sandbox running the bundle's entrypoint with ``args``; its stdin is the lifeline (it exits
+        when the agent dies). ``name`` is not needed: a sandbox dies with its agent."""
+        bundle = self._verified_bundle(bundle_dir, image_digest)
+        cmd = [os.path.abspath(self.python), "-s", f"{BUNDLE_MOUNT}/image/entrypoint.py", *args]
+        proc, cg = self.spawn(
+            bundle,
+            binds,
+            limits,
+            cmd,
+            stdout=subprocess.DEVNULL,
+            cpu_seconds=None if one_shot else 10**6,
+            lifeline=True,
+        )
+        return SandboxWorker(proc, cg)
 
     def spawn(
         self,
@@ -290,3 +322,27 @@ class SandboxRuntime:
             cg.close()
             raise
         return proc, cg
+
+
+class SandboxWorker:
+    """A worker sandbox (:meth:`SandboxRuntime.start_worker`)."""
+
+    def __init__(self, proc: subprocess.Popen, cgroup: _Cgroup):
+        self.proc = proc
+        self.cgroup = cgroup
+
+    def alive(self, max_age: float = 0.0) -> bool:
+        return self.proc.poll() is None
+
+    def end(self, grace: float) -> None:
+        if self.proc.stdin is not None:
+            try:
+                self.proc.stdin.close()  # the worker's lifeline: EOF ends it even if it missed STOP
+            except OSError:
+                pass
+        try:
+            self.proc.wait(timeout=grace)
+        except Exception:
+            self.proc.kill()
+            self.proc.wait()
+        self.cgroup.close()
