@@ -21,8 +21,8 @@ from algorithms.topologies.static import ring
 from chaincode.errors import InvalidState, SignatureInvalid
 from executor import images
 from executor.artifacts import ArtifactStore
-from executor.errors import ArtifactCorrupted
 from executor.declarations import build_topology
+from executor.errors import ArtifactCorrupted
 from executor.node_agent import CHECKPOINTS, NodeAgent
 from executor.runtimes.sandbox import SandboxRuntime
 from executor.task_keys import TaskKey
