@@ -204,11 +204,10 @@ def run_process(
         raise ValueError(f"agents must be 'threads' or 'processes', got {agents!r}")
 
     final = report()
-    p = client.get_process(process_id)
     return ProcessOutcome(
         process_id,
         final.status,
-        p.status_reason,
+        client.get_process(process_id).status_reason,
         time.perf_counter() - t0,
         errors,
         {o: n for o, n in restarts.items() if n},

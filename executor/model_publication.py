@@ -44,7 +44,8 @@ def publish_model(
         rec = client.get_execution(pid, last, org)
     except NotFound:
         return
-    model = rec.result["outputs"].get("model") if rec.result else None
+    result = rec.result or {}
+    model = result["outputs"].get("model") if result else None
     if not model:
         return
     payload = store.get_private(model["digest"], consortium.encryption_key(org))
@@ -59,7 +60,7 @@ def publish_model(
             model["size"],
             stored.digest,
             wrapped,
-            metrics=dict(rec.result.get("metrics", {})),
+            metrics=dict(result.get("metrics", {})),
             location=stored.location,
             estimators=list(model.get("estimators", [])),
         )

@@ -59,6 +59,7 @@ class Kind:
     build: Callable[[int, int, Mapping[str, Any]], Topology]
     parameters: Mapping[str, Callable[[Any], str | None]] = field(default_factory=dict)
     sizes: tuple[int, ...] | None = None  # the only sizes the kind is defined for (None: any)
+    required: tuple[str, ...] = ()  # parameters without a default
 
 
 def _static(make: Callable[[int], Topology]) -> Kind:
@@ -82,6 +83,7 @@ REGISTRY: dict[str, Kind] = {
     "erdos_renyi": Kind(
         lambda size, seed, p: random_graphs.ErdosRenyiTopology(size, seed, float(p["p"])),
         {"p": _probability},
+        required=("p",),
     ),
     "random_links": Kind(
         lambda size, seed, p: random_links.RandomLinks(size, seed, p.get("period", 1)),
@@ -92,7 +94,6 @@ REGISTRY: dict[str, Kind] = {
 }
 NONE = "none"
 KINDS: tuple[str, ...] = tuple(sorted([*REGISTRY, NONE]))
-REQUIRED = {"erdos_renyi": ("p",)}
 
 
 def normalise(spec: Mapping[str, Any]) -> dict[str, Any]:
@@ -114,7 +115,7 @@ def problems(spec: Any, size: int | None = None) -> list[str]:
     elif seed < 0:
         out.append(f"topology seed must be non-negative, got {seed}")
     kind = REGISTRY.get(name) if isinstance(name, str) else None
-    if kind is None:
+    if kind is None or not isinstance(name, str):
         return out
     for key, value in spec.items():
         if key in ("kind", "seed"):
@@ -125,7 +126,7 @@ def problems(spec: Any, size: int | None = None) -> list[str]:
             out.append(f"topology {name} has no parameter {key!r} (parameters: {known})")
         elif (problem := check(value)) is not None:
             out.append(f"topology {name} parameter {key} {problem}")
-    out += [f"topology {name} needs the parameter {k}" for k in REQUIRED.get(name, ()) if k not in spec]
+    out += [f"topology {name} needs the parameter {k}" for k in kind.required if k not in spec]
     if size is not None and not out:
         out += _build_problems(kind, name, spec, size)
     return out
