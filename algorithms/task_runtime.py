@@ -25,8 +25,8 @@ publishes the signed manifest to the ledger. The file contract (documented in do
 The manifest bytes are exactly the canonical JSON (sorted keys, compact, UTF-8) of the result,
 so the signature verifies against the canonical form of the result the agent submits.
 
-``--serve`` / ``--serve-once`` (:func:`serve`) run the same contract task after task in one
-isolated worker: each task under ``/task/in-root/<name>/`` with outputs in ``/task/out-root/<name>/``.
+``--serve`` / ``--serve-once`` (:func:`algorithms.task_worker.serve`) run the same contract task after
+task in one isolated worker: each task under ``/task/in-root/<name>/`` with outputs in ``/task/out-root/<name>/``.
 
 This module imports only numpy, ``cryptography`` and :mod:`algorithms` (it runs inside images).
 """
@@ -344,7 +344,8 @@ def run_and_report(
 def main(argv: list[str] | None = None, only_algorithm: str | None = None) -> int:
     """``python -m algorithms.task_runtime [TASK_DIR [DATA_DIR [KEY_FILE]]]``
     (defaults: /task, /data, /run/task-key/task_key.pem -- the image layout), or
-    ``... --serve [IN_ROOT OUT_ROOT DATA_DIR]`` for a warm worker (see :func:`serve`)."""
+    ``... --serve [IN_ROOT OUT_ROOT DATA_DIR]`` for a warm worker
+    (see :func:`algorithms.task_worker.serve`)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in ("--serve", "--serve-once"):
         rest = argv[1:] + ["/task/in-root", "/task/out-root", "/data"][len(argv) - 1 :]

@@ -65,6 +65,7 @@ def locate(
         raise ExecutorError(f"message of {sender} for round {rnd} is not in its store")
     if entry.get("payload_digest") != payload_digest:
         raise ExecutorError(
-            f"store of {sender} indexes message {entry.get('payload_digest')}, the ledger names {payload_digest}"
+            f"store of {sender} indexes message {entry.get('payload_digest')}, "
+            f"the ledger names {payload_digest}"
         )
     return MessageRef(sender, recipient, payload_digest, ArtifactRef(**entry["stored"]))

@@ -26,7 +26,8 @@ def _field(record: Any, name: str) -> str:
 
 def model_aad(record: Any) -> bytes:
     """Associated data of a model's ciphertext: ``consortia-model|<process>|<owner>|<digest>``."""
-    return f"consortia-model|{_field(record, 'process_id')}|{_field(record, 'owner')}|{_field(record, 'digest')}".encode()
+    process_id, owner, digest = (_field(record, k) for k in ("process_id", "owner", "digest"))
+    return f"consortia-model|{process_id}|{owner}|{digest}".encode()
 
 
 def model_key_info(record: Any) -> bytes:
