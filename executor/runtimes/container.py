@@ -1,10 +1,12 @@
-"""Container runtime: one task per container through the Docker SDK (Podman or Docker).
+"""Container runtime: tasks in containers through the Docker SDK (Podman or Docker) -- a worker container
+(:meth:`ContainerRuntime.start_worker`, what the node agent uses) or one container per task (``run``).
 
 Isolation of every run: no network (``network_mode="none"``), read-only root file system, the
 task's inputs, dataset and key mounted read-only, only ``/task/out`` (and a small ``/tmp`` tmpfs)
 writable, all capabilities dropped, ``no-new-privileges``, memory (no swap), CPU and process
-limits, the unprivileged task user 10001. The container is started by **image id** (the verified
-digest), never by a tag that could be re-pointed between verification and run.
+limits, the unprivileged task user 10001 (a worker: ``/task/in-root`` read-only, ``/task/out-root``
+writable, the same options). The container is started by **image id** (the verified digest), never by
+a tag that could be re-pointed between verification and run.
 """
 
 from __future__ import annotations

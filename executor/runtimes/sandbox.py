@@ -1,4 +1,5 @@
-"""Sandbox runtime: one task per bubblewrap sandbox, for machines without a container engine.
+"""Sandbox runtime: tasks in bubblewrap sandboxes, for machines without a container engine -- a worker
+sandbox (:meth:`SandboxRuntime.start_worker`, what the node agent uses) or one sandbox per task (``run``).
 
 It runs the same bundle (the image's ``algorithms`` package + algorithm folder, see
 :func:`executor.images.build_bundle`) with the host interpreter, whose pinned packages are part
