@@ -19,13 +19,14 @@ Python float is exact).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import struct
 from typing import Any
 
 import numpy as np
+
+from wire.canonical import sha256_digest
 
 MAGIC = b"CPL1"
 
@@ -127,6 +128,4 @@ def decode(data: bytes) -> Any:
     return walk(header["v"])
 
 
-def digest(data: bytes) -> str:
-    """``sha256:<hex>`` of raw bytes (the house digest format)."""
-    return "sha256:" + hashlib.sha256(data).hexdigest()
+digest = sha256_digest  # ``sha256:<hex>`` of raw bytes (the house digest format, wire.canonical)

@@ -57,13 +57,7 @@ from algorithms.task_manifest import (  # noqa: F401  (re-exported: the file con
     utc_now,
 )
 from algorithms.topologies import registry as topology_registry
-
-
-def canonical_json(value: Any) -> bytes:
-    """Sorted keys, compact separators, UTF-8, no NaN (the house canonical form)."""
-    return json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    ).encode("utf-8")
+from wire.canonical import canonical_json
 
 
 def _safe_name(name: str, what: str) -> str:

@@ -27,7 +27,6 @@ from __future__ import annotations
 import base64
 import binascii
 import datetime as dt
-import hashlib
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -36,11 +35,12 @@ from cryptography import x509
 from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from chaincode.canonical import canonical_json
+from executor.task_keys import TaskSignatureInvalid, check_record_signature
 from ledger.checkpoint import MEDIA_TYPE as CHECKPOINT_MEDIA_TYPE
 from ledger.checkpoint import Checkpoint
 from ledger.errors import CheckpointInvalid
-from ledger.identity import Identity, load_public_key_pem, verify
+from ledger.identity import Identity, verify
+from wire.canonical import canonical_json, sha256_digest
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PREDICATE_TYPE = "https://slsa.dev/provenance/v1"
@@ -60,7 +60,7 @@ def pae(payload_type: str, body: bytes) -> bytes:
 
 
 def certificate_keyid(certificate_pem: bytes) -> str:
-    return "sha256:" + hashlib.sha256(certificate_pem).hexdigest()
+    return sha256_digest(certificate_pem)
 
 
 def _hex(digest: str) -> dict[str, str]:
@@ -329,19 +329,8 @@ def check_statement(statement: dict[str, Any], record: dict[str, Any]) -> dict[s
             if statement.get(part) != expected[part]:
                 raise AttestationError(f"statement {part} differs from the execution record")
         raise AttestationError("statement differs from the execution record")
-    check_task_signature(record)
-    return checkpoint
-
-
-def check_task_signature(record: dict[str, Any]) -> None:
-    """The task key registered on the record signed the canonical JSON of its result."""
     try:
-        key = load_public_key_pem(record["public_key"])
-        sig = base64.b64decode(record["signature"], validate=True)
-    except (ValueError, KeyError, binascii.Error):
-        raise AttestationError("execution record has no valid task key or signature") from None
-    if not verify(key, canonical_json(record["result"]), sig):
-        raise AttestationError(
-            f"task signature of {record['organisation']} for round {record['round']} "
-            f"of {record['process_id']} does not verify"
-        )
+        check_record_signature(record)  # the one task-signature check (executor.task_keys)
+    except TaskSignatureInvalid as exc:
+        raise AttestationError(str(exc)) from None
+    return checkpoint

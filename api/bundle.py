@@ -65,10 +65,10 @@ from api.verification import (
     check_model,
     transaction_block,
 )
-from chaincode.canonical import canonical_json
 from ledger.checkpoint import checkpoint_of
 from ledger.client import ConsortiaClient
 from ledger.identity import Identity
+from wire.canonical import canonical_json
 
 FORMAT = "consortia-audit-bundle/2"
 MANIFEST_TYPE = "application/vnd.consortia.audit-bundle+json"

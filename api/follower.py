@@ -16,8 +16,8 @@ from collections.abc import Callable
 from typing import Any
 
 from api.index import AuditIndex, execution_node_id
-from chaincode.errors import Forbidden, NotFound
 from ledger.client import ConsortiaClient
+from ledger.errors import Forbidden, NotFound
 from ledger.interface import ChaincodeEvent
 
 log = logging.getLogger("consortia.index")

@@ -12,7 +12,6 @@ where the contracts enforce membership and access lists. Errors are typed JSON b
 from __future__ import annotations
 
 import asyncio
-import base64
 import logging
 import threading
 import time
@@ -38,22 +37,31 @@ from api.artifacts import (
     store_at,
 )
 from api.attestation import attest_execution
+from api.explorer_routes import explorer_router
 from api.follower import IndexFollower, sync
 from api.http_rules import BodyLimit, allowed_methods, error_response, known_query_parameters
 from api.index import AuditIndex
 from api.responses import DepthSafeRoute
+from api.sealing import open_data_key
 from api.tokens import AuthenticationError, TokenOwner, TokenStore
 from api.verification import verify_model_on_ledger
-from chaincode.errors import ContractError, Forbidden, InvalidArgument, NotFound
-from chaincode.limits import MAX_ARGUMENT_BYTES
 from executor.model_seal import model_aad, model_key_info
 from ledger.checkpoint import checkpoint_of
 from ledger.client import ConsortiaClient
-from ledger.envelope import DecryptionError, decrypt_payload, encrypt_payload, seal, unseal
-from ledger.errors import AccessDenied, LedgerError, MVCCConflict
+from ledger.envelope import DecryptionError, decrypt_payload, encrypt_payload, seal
+from ledger.errors import (
+    AccessDenied,
+    ContractError,
+    Forbidden,
+    InvalidArgument,
+    LedgerError,
+    MVCCConflict,
+    NotFound,
+)
 from ledger.identity import Consortium, Identity
 from ledger.interface import Ledger
 from ledger.records import to_dict
+from ledger.rules import MAX_ARGUMENT_BYTES
 
 log = logging.getLogger("consortia.gateway")
 WEB = Path(__file__).with_name("web")
@@ -722,7 +730,7 @@ def create_app(gw: Gateway, *, start: bool = True) -> FastAPI:
             cert = gw.consortium.encryption_certificate(body.organisation)
         except KeyError:
             raise NotFound(f"{body.organisation} is not an organisation of this consortium") from None
-        data_key = _data_key(gw, rec)
+        data_key = open_data_key(gw.consortium, gw.msp_id, rec, model_key_info(rec))
         wrapped = seal(cert, data_key, model_key_info(rec))
         rec = record(c.grant_model(model_id, body.organisation, wrapped))
         gw.refresh()
@@ -741,24 +749,10 @@ def create_app(gw: Gateway, *, start: bool = True) -> FastAPI:
         gw.refresh()
         return rec
 
+    app.include_router(explorer_router(gw, client, errors))  # api.explorer_routes
     if WEB.is_dir():
         app.mount("/explorer", StaticFiles(directory=WEB, html=True), name="explorer")
     return app
-
-
-def _data_key(gw: Gateway, record: dict[str, Any]) -> bytes:
-    if not record.get("wrapped_key"):
-        raise Forbidden(f"{gw.msp_id} holds no sealed key for model {record['id']}")
-    try:
-        return unseal(
-            gw.consortium.encryption_key(gw.msp_id),
-            base64.b64decode(record["wrapped_key"]),
-            model_key_info(record),
-        )
-    except DecryptionError as exc:
-        raise Forbidden(
-            f"the data key of model {record['id']} sealed for {gw.msp_id} does not open: {exc}"
-        ) from None
 
 
 def open_model_payload(gw: Gateway, record: dict[str, Any]) -> bytes:
@@ -773,7 +767,11 @@ def open_model_payload(gw: Gateway, record: dict[str, Any]) -> bytes:
             raise
         ciphertext = fetch_verified(remote, record["ciphertext_digest"])
     try:
-        plaintext = decrypt_payload(_data_key(gw, record), ciphertext, model_aad(record))
+        plaintext = decrypt_payload(
+            open_data_key(gw.consortium, gw.msp_id, record, model_key_info(record)),
+            ciphertext,
+            model_aad(record),
+        )
     except DecryptionError as exc:
         raise DigestMismatch(f"model {record['id']} does not decrypt: {exc}") from None
     if sha256_digest(plaintext) != record["digest"]:
@@ -787,7 +785,7 @@ def _model_store(gw: Gateway, record: dict[str, Any]) -> tuple[Any, str]:
     """Where the owner keeps the model's ciphertext: the store its ``location`` names (the owner's
     own store, which other members fetch from), else this gateway's store. (store, location)"""
     remote = store_at(record.get("location") or "")
-    if remote is not None and remote.root.is_dir():
+    if remote is not None and remote.home.is_dir():
         return remote, record["location"]
     local = gw.artifacts
     return local, str(getattr(local, "location", "") or record.get("location") or "")

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from chaincode.canonical import canonical_json
+from wire.canonical import canonical_json
 
 log = logging.getLogger("consortia.index")
 

@@ -10,19 +10,24 @@
   Φ(x) > 0.5. The trees are rebuilt node for node (children, split feature, threshold, leaf
   value) from the payload; the scaler output is cast to float32 by the tree as on the platform.
   Load it with ``joblib.load`` under the scikit-learn version ``metadata.json`` records.
+  Beside it ``model.onnx``, the same ensemble converted by skl2onnx and checked against the
+  joblib estimator with onnxruntime (:mod:`api.model_onnx`; float32, scores within 1e-6).
 * **CollabDict VAE** (seeds 000/001): ``model.pt``, a PyTorch ``state_dict`` (``theta.<name>``:
-  the shared decoder θ, ``phi.<name>``: the owner's encoder φ) saved with ``torch.save``.
+  the shared decoder θ, ``phi.<name>``: the owner's encoder φ) saved with ``torch.save``, and
+  ``model.torchscript.pt``, a TorchScript module scoring rows (eq. 39) that ``torch.jit.load``
+  loads without its source (:mod:`api.model_torchscript`).
 
 ``metadata.json`` carries the model's id, owner, process, the model digest recorded on the
 ledger (the sha256 of the decrypted payload the export was made from, checked before export),
 its lineage reference (root execution, image digest, the command that re-verifies it), the
 feature columns (from the owner's ``consortia data import`` schema when there is one), the
 sha256 of the exported file and the exact versions of Python and the libraries it needs.
+``files`` lists every file of the export (format, sha256, how to load it, the versions of the
+libraries that wrote it and, for the converted forms, the check against the primary file).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import platform as _platform
@@ -34,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from executor.images import sha256_file
+from wire.canonical import sha256_digest
 
 DECISION = "fraud (positive) iff predict(X) > 0.5"
 
@@ -150,7 +156,7 @@ def export_model(
     """Write the model ``payload`` (decrypted, codec-encoded) of ledger ``record`` into ``out``."""
     from algorithms import codec
 
-    digest = "sha256:" + hashlib.sha256(payload).hexdigest()
+    digest = sha256_digest(payload)
     if digest != record.get("digest"):
         raise ModelExportError(
             f"payload digest {digest} is not the model digest {record.get('digest')} on the ledger"
@@ -196,6 +202,9 @@ def export_model(
             load="import joblib; m = joblib.load('model.joblib'); scores = m.predict(X)",
             versions=_versions("scikit-learn", "numpy", "scipy", "joblib"),
         )
+        from api.model_onnx import write_forest_onnx
+
+        extra = write_forest_onnx(est, out / "model.onnx", _versions, _sha256)
     else:
         import torch
 
@@ -211,8 +220,14 @@ def export_model(
             load="import torch; state = torch.load('model.pt')",
             versions=_versions("torch", "numpy"),
         )
+        from api.model_torchscript import write_vae_torchscript
+
+        extra = write_vae_torchscript(model, out / "model.torchscript.pt", _versions, _sha256)
     meta["file"] = file.name
     meta["file_sha256"] = _sha256(file)
+    primary = {k: meta[k] for k in ("format", "load", "versions")}
+    meta["files"] = [{"file": file.name, "sha256": meta["file_sha256"], **primary}, extra]
+    meta["versions"] = {**meta["versions"], **extra.get("versions", {})}
     (out / "metadata.json").write_text(json.dumps(meta, indent=2, sort_keys=True, default=str) + "\n")
     return Exported(out, file, meta)
 

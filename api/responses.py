@@ -23,7 +23,7 @@ from pydantic import BaseModel, TypeAdapter
 from pydantic_core import PydanticSerializationError
 from starlette.responses import Response
 
-from chaincode.canonical import canonical_json
+from wire.canonical import canonical_json
 
 
 def plain(value: Any) -> Any:

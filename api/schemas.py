@@ -10,20 +10,21 @@ from typing import Annotated, Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from chaincode.canonical import canonical_json
-from chaincode.image import ID_PATTERN
-from chaincode.learning_process import MAX_ROUNDS, MSP_PATTERN
-from chaincode.limits import (
+from executor.declarations import DATASET_NAME, TOPOLOGY_KIND
+from ledger.rules import (
+    ID_PATTERN,
     MAX_CONSORTIUM,
     MAX_DATASET_CHARS,
     MAX_DESCRIPTION_CHARS,
     MAX_FIELD_DEPTH,
     MAX_HYPERPARAMETERS_BYTES,
     MAX_REFERENCE_CHARS,
+    MAX_ROUNDS,
     MAX_TOPOLOGY_BYTES,
+    MSP_PATTERN,
     json_depth,
 )
-from executor.declarations import DATASET_NAME, TOPOLOGY_KIND
+from wire.canonical import canonical_json
 
 ID = f"^{ID_PATTERN}$"
 MSP = f"^{MSP_PATTERN}$"

@@ -8,43 +8,21 @@ re-checks the index's answer against the ledger) and the offline audit bundle (:
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from typing import Any
 
-from api.attestation import AttestationError, check_task_signature
 from api.index import AuditIndex, execution_node_id, record_lineage
+from executor.report import Report
+from executor.task_keys import check_record_signature
 from ledger.client import ConsortiaClient
 
-
-@dataclass
-class Report:
-    """Outcome of a verification: every check with its result; ``ok`` only if all passed."""
-
-    subject: str
-    checks: list[dict[str, Any]] = field(default_factory=list)
-
-    def add(self, name: str, ok: bool, detail: str = "") -> bool:
-        self.checks.append({"check": name, "ok": bool(ok), "detail": detail})
-        return ok
-
-    def run(self, name: str, fn, *args: Any) -> bool:
-        """Run ``fn(*args)``; a raised error fails the check with its message."""
-        try:
-            detail = fn(*args)
-        except (AttestationError, ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
-            return self.add(name, False, str(exc) or type(exc).__name__)
-        return self.add(name, True, detail or "")
-
-    @property
-    def ok(self) -> bool:
-        return bool(self.checks) and all(c["ok"] for c in self.checks)
-
-    @property
-    def failures(self) -> list[dict[str, Any]]:
-        return [c for c in self.checks if not c["ok"]]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"subject": self.subject, "ok": self.ok, "checks": self.checks, "failures": len(self.failures)}
+__all__ = [
+    "Report",
+    "check_execution",
+    "check_lineage_complete",
+    "check_links",
+    "check_model",
+    "verify_model_on_ledger",
+]
 
 
 def check_execution(record: dict[str, Any], process: dict[str, Any]) -> str:
@@ -60,7 +38,7 @@ def check_execution(record: dict[str, Any], process: dict[str, Any]) -> str:
         raise ValueError(
             f"execution {node} ran image {result['image_digest']}, the process pins {process['image_digest']}"
         )
-    check_task_signature(record)
+    check_record_signature(record)
     return f"{node}: task signature and pinned image verified"
 
 

@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 
 from api.index import AuditIndex, ingest_executions
+from wire.canonical import sha256_digest
 
 ORGS = ("Org1MSP", "Org2MSP", "Org3MSP", "Org4MSP")
 
@@ -46,7 +47,7 @@ def percentile(xs: list[float], q: float) -> float:
 
 
 def _d(text: str) -> str:
-    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+    return sha256_digest(text.encode())
 
 
 def synthetic_records(processes: int, rounds: int, seed: int = 7):
@@ -182,8 +183,8 @@ def bench_index(args, root: Path) -> dict[str, float]:
 
 
 def bench_follower(args, root: Path) -> dict[str, float]:
-    from api.artifacts import DirectoryArtifactStore
     from api.follower import sync
+    from executor.artifacts import ArtifactStore
     from ledger.client import ConsortiaClient
     from ledger.embedded import EmbeddedLedger
     from ledger.identity import Consortium
@@ -194,7 +195,7 @@ def bench_follower(args, root: Path) -> dict[str, float]:
         clients = {
             o.msp_id: ConsortiaClient(led, consortium.identity(o.msp_id)) for o in consortium.organisations
         }
-        w = World(consortium, led, clients, {m: DirectoryArtifactStore(root / m) for m in clients}, root)
+        w = World(consortium, led, clients, {m: ArtifactStore.at(root / m) for m in clients}, root)
         t = time.perf_counter()
         ring_process(
             w, "follow", rounds=args.follower_rounds, orgs=("Org1MSP", "Org2MSP", "Org3MSP"), budget=None

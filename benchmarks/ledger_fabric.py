@@ -1,5 +1,5 @@
 """The Fabric half of the ledger benchmark: the same workloads as the embedded host
-(``benchmarks.ledger``: ``bench_submit``, ``bench_evaluate``, ``bench_history``) against a real
+(``benchmarks.ledger_workloads``: ``bench_submit``, ``bench_evaluate``, ``bench_history``) against a real
 Fabric 3.1 network brought up fresh for the run (its own directory and ports, purged first, stopped
 after), serving the Consortia contracts through the Python chaincode service.
 
@@ -15,19 +15,18 @@ latency on a key with ``fabric_history_versions`` versions. BatchTimeout is 500 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.ledger_workloads import bench_evaluate, bench_history, bench_submit, report
 from ledger.fabric.gateway import FabricLedger
 from ledger.fabric.network import DEFAULT_HOME, FabricNetwork, NetworkConfig
+from wire.env import environment
 
-BENCH_NET = Path(
-    os.environ.get("CONSORTIA_FABRIC_BENCH_NET", Path.home() / ".cache" / "consortia" / "fabric-bench")
-)
-BENCH_PORT_BASE = int(os.environ.get("CONSORTIA_FABRIC_BENCH_PORT_BASE", "17050"))
+BENCH_NET = environment().fabric_bench_net or Path.home() / ".cache" / "consortia" / "fabric-bench"
+BENCH_PORT_BASE = environment().fabric_bench_port_base
 DEFAULT_FABRIC_CLIENTS = 96
 
 
@@ -35,10 +34,8 @@ def run_fabric(args: Any, consortium: Any = None) -> dict[str, float]:
     """Run the workloads on a fresh network; ``consortium`` (the embedded run's) is not used:
     the network has its own identities. Reads ``args.submits``, ``args.evaluates``,
     ``args.eval_clients``, ``args.quick`` and optionally ``args.fabric_clients``."""
-    from benchmarks.ledger import bench_evaluate, bench_history, bench_submit
-
     clients = int(
-        getattr(args, "fabric_clients", 0) or os.environ.get("FABRIC_BENCH_CLIENTS", DEFAULT_FABRIC_CLIENTS)
+        getattr(args, "fabric_clients", 0) or environment().fabric_bench_clients or DEFAULT_FABRIC_CLIENTS
     )
     # bench_evaluate reads images bench-<i>-<j % 50> of the first clients: every client writes >= 50
     submits = clients * max(50, args.submits // clients)
@@ -94,19 +91,11 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     args.submits = 2000 if args.quick else 10000
     args.evaluates = 4000 if args.quick else 20000
     results: dict[str, float] = {"cores": os.cpu_count() or 0, **run_fabric(args)}
-    for k, v in results.items():
-        print(f"{k:>24}: {v:.3f}" if isinstance(v, float) else f"{k:>24}: {v}")
-    out = (
+    report(
+        results,
         Path(__file__).parent
         / "results"
-        / ("ledger-fabric-quick.json" if args.quick else "ledger-fabric.json")
-    )
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps(results, indent=2, sort_keys=True))
-    print(
-        json.dumps(
-            {k: (round(v, 3) if isinstance(v, float) else v) for k, v in results.items()}, sort_keys=True
-        )
+        / ("ledger-fabric-quick.json" if args.quick else "ledger-fabric.json"),
     )
     return results
 

@@ -1,87 +1,11 @@
-"""Canonical JSON and digests (house convention; docs/ledger.md "On-chain records and their keys").
-
-Canonical JSON = sorted keys, no whitespace, UTF-8, no NaN/Infinity. Its SHA-256 is stable
-across machines and languages, so it is what gets hashed and signed.
-"""
+"""Canonical JSON and digests for the contracts: the house convention lives in :mod:`wire.canonical`
+(re-exported here); :class:`RawJSON` is the dispatcher's pre-encoded answer."""
 
 from __future__ import annotations
 
-import hashlib
-import json
-import re
-from typing import Any
+from wire.canonical import DIGEST_RE, canonical_json, is_digest, sha256_digest
 
-DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
-
-
-def canonical_json(value: Any) -> bytes:
-    """Canonical JSON of ``value`` at any nesting depth.
-
-    The C encoder recurses once per level and gives up at the interpreter's recursion limit;
-    such a value is encoded by :func:`_canonical_json_iterative` instead (same bytes)."""
-    try:
-        return _dumps(value).encode("utf-8")
-    except RecursionError:
-        return _canonical_json_iterative(value).encode("utf-8")
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-
-
-def _key(k: Any) -> str:
-    """A dict key as ``json.dumps`` writes it."""
-    if isinstance(k, str):
-        return k
-    if k is True:
-        return "true"
-    if k is False:
-        return "false"
-    if k is None:
-        return "null"
-    if isinstance(k, (int, float)):
-        return _dumps(k)
-    raise TypeError(f"keys must be str, int, float, bool or None, not {type(k).__name__}")
-
-
-def _canonical_json_iterative(value: Any) -> str:
-    """The canonical JSON text of ``value`` with an explicit stack instead of recursion (the same
-    text as ``json.dumps(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)``)."""
-    out: list[str] = []
-    # stack items: a value still to encode, or a literal piece of text (marked by the tuple)
-    stack: list[Any] = [("v", value)]
-    while stack:
-        kind, item = stack.pop()
-        if kind == "t":
-            out.append(item)
-            continue
-        if isinstance(item, dict):
-            pairs = sorted(item.items())
-            pieces: list[tuple[str, Any]] = [("t", "{")]
-            for i, (k, v) in enumerate(pairs):
-                pieces.append(("t", ("," if i else "") + _dumps(_key(k)) + ":"))
-                pieces.append(("v", v))
-            pieces.append(("t", "}"))
-            stack.extend(reversed(pieces))
-        elif isinstance(item, (list, tuple)):
-            pieces = [("t", "[")]
-            for i, v in enumerate(item):
-                if i:
-                    pieces.append(("t", ","))
-                pieces.append(("v", v))
-            pieces.append(("t", "]"))
-            stack.extend(reversed(pieces))
-        else:
-            out.append(_dumps(item))
-    return "".join(out)
-
-
-def sha256_digest(data: bytes) -> str:
-    return "sha256:" + hashlib.sha256(data).hexdigest()
-
-
-def is_digest(value: Any) -> bool:
-    return isinstance(value, str) and DIGEST_RE.match(value) is not None
+__all__ = ["DIGEST_RE", "RawJSON", "canonical_json", "is_digest", "sha256_digest"]
 
 
 class RawJSON(bytes):

@@ -18,6 +18,7 @@ from chaincode.canonical import RawJSON, canonical_json
 from chaincode.errors import Forbidden, InvalidArgument, NotFound
 from chaincode.limits import parse_json
 from chaincode.stub import ChaincodeStub, create_composite_key
+from wire.protobuf import length_delimited
 
 SUBMITTER_ROLES = ("client", "admin")
 
@@ -38,22 +39,8 @@ def iso_time(ts: float) -> str:
 
 def _parse_creator(creator: bytes) -> tuple[str, x509.Certificate]:
     # msp.SerializedIdentity{mspid=1, id_bytes=2}; parsed here without protobuf so that
-    # chaincode has no dependency on ledger/.
-    fields: dict[int, bytes] = {}
-    i = 0
-    while i < len(creator):
-        tag = creator[i]
-        i += 1
-        n = shift = 0
-        while True:
-            b = creator[i]
-            i += 1
-            n |= (b & 0x7F) << shift
-            shift += 7
-            if not b & 0x80:
-                break
-        fields[tag >> 3] = creator[i : i + n]
-        i += n
+    # chaincode has no dependency on ledger/ (wire.protobuf: bounds-checked).
+    fields = length_delimited(creator)
     return fields[1].decode("utf-8"), x509.load_pem_x509_certificate(fields[2])
 
 

@@ -28,7 +28,7 @@ CONTRACTS = (ImageContract(), LearningProcessContract(), ExecutionRecordContract
 
 
 def _functions() -> dict[str, tuple[Callable[..., Any], int, int]]:
-    table = {}
+    table: dict[str, tuple[Callable[..., Any], int, int]] = {}
     for contract in CONTRACTS:
         for name, fn in inspect.getmembers(contract, inspect.ismethod):
             if name.startswith("_"):

@@ -101,8 +101,8 @@ def _check_digest(value: Any, what: str) -> None:
         raise InvalidArgument(f"{what} must be a digest sha256:<64 hex>, got {value!r}")
 
 
-def _validate_result(result: Any) -> dict[str, Any]:
-    result = require_keys(result, RESULT_FIELDS, RESULT_FIELDS - {"started", "finished"}, "execution result")
+def _validate_result(raw: Any) -> dict[str, Any]:
+    result = require_keys(raw, RESULT_FIELDS, RESULT_FIELDS - {"started", "finished"}, "execution result")
     _check_digest(result["image_digest"], "result.image_digest")
     if result["runtime"] not in RUNTIMES:
         raise InvalidArgument(f"result.runtime must be one of {RUNTIMES}")

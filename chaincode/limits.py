@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable
 from typing import Any
 
 from chaincode.canonical import canonical_json
@@ -83,7 +84,7 @@ def json_depth(value: Any) -> int:
     while stack:
         node, depth = stack.pop()
         if isinstance(node, dict):
-            children = node.values()
+            children: Iterable[Any] = node.values()
         elif isinstance(node, (list, tuple)):
             children = node
         else:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 from chaincode.errors import InvalidArgument
 
@@ -30,7 +30,7 @@ SCOPES = ("network", "node")
 BUDGET_FIELDS = {"mechanism", "epsilon", "delta", "accounting", "scope"}
 
 
-def _number(value: Any) -> bool:
+def _number(value: Any) -> TypeGuard[int | float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 

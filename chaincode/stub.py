@@ -10,7 +10,7 @@ writes); writes are buffered in the write set and applied at commit if MVCC vali
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -67,6 +67,40 @@ class ChaincodeStub(Protocol):
     def set_event(self, name: str, payload: bytes) -> None: ...
 
     def get_transient(self) -> dict[str, bytes]: ...
+
+
+class TransactionHeader:
+    """The transaction-context half of :class:`ChaincodeStub` (tx id, channel, proposal timestamp,
+    creator, transient map) over the values each ledger host reads from the proposal."""
+
+    def __init__(
+        self,
+        tx_id: str,
+        channel_id: str,
+        timestamp: float,
+        creator: bytes,
+        transient: Mapping[str, bytes] | None = None,
+    ) -> None:
+        self._tx_id = tx_id
+        self._channel_id = channel_id
+        self._timestamp = timestamp
+        self._creator = creator
+        self._transient = dict(transient or {})
+
+    def get_tx_id(self) -> str:
+        return self._tx_id
+
+    def get_channel_id(self) -> str:
+        return self._channel_id
+
+    def get_tx_timestamp(self) -> float:
+        return self._timestamp
+
+    def get_creator(self) -> bytes:
+        return self._creator
+
+    def get_transient(self) -> dict[str, bytes]:
+        return dict(self._transient)
 
 
 def create_composite_key(object_type: str, attributes: list[str]) -> str:

@@ -23,34 +23,55 @@ Every file is written 0600 and every directory of an organisation's store is 070
 a store is readable by other users of the machine.
 
 Locations are ``file://`` URLs of a store root (one machine); a remote store would serve the
-same ``<root>/<org>/sha256/<hex>`` layout over HTTP.
+same ``<root>/<org>/sha256/<hex>`` layout over HTTP. :func:`store_at` opens the store a location
+names, and :func:`fetch_verified` reads a digest from any object with ``get(digest) -> bytes``
+(:class:`ArtifactSource`), re-hashing what it returns. This is the one store: the CLI and the
+gateway use it too (``api.artifacts`` re-exports it), with one error hierarchy
+(``executor.errors.ArtifactError``: :class:`ArtifactNotFound`, :class:`ArtifactCorrupted`).
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol, runtime_checkable
 
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from executor.errors import ArtifactCorrupted, ArtifactNotFound
 from ledger.envelope import DecryptionError, seal, unseal
+from wire.canonical import is_digest, sha256_digest
 
-
-def sha256_digest(data: bytes) -> str:
-    return "sha256:" + hashlib.sha256(data).hexdigest()
+__all__ = [
+    "ArtifactCorrupted",
+    "ArtifactNotFound",
+    "ArtifactRef",
+    "ArtifactSource",
+    "ArtifactStore",
+    "MessageRef",
+    "fetch_verified",
+    "open_message",
+    "sha256_digest",
+    "store_at",
+]
 
 
 def _hex(digest: str) -> str:
-    if not digest.startswith("sha256:") or len(digest) != 71:
-        raise ValueError(f"not a sha256 digest: {digest!r}")
-    h = digest[7:]
-    int(h, 16)
-    return h
+    if not is_digest(digest):
+        raise ValueError(f"{digest!r} is not a digest sha256:<64 hex>")
+    return digest[7:]
+
+
+@runtime_checkable
+class ArtifactSource(Protocol):
+    """Anything that hands out artifacts by digest (an :class:`ArtifactStore`, a test double)."""
+
+    def get(self, digest: str) -> bytes:
+        """The artifact's bytes; raises :class:`ArtifactNotFound` (or a LookupError) if absent."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -113,9 +134,9 @@ def message_info(process_id: str, round: int, sender: str, recipient: str, paylo
 
 
 class ArtifactStore:
-    """The store of one organisation under ``root/<msp id>/``."""
+    """The store of one organisation under ``root/<msp id>/`` (``create``: make its folders now)."""
 
-    def __init__(self, root: str | os.PathLike, organisation: str):
+    def __init__(self, root: str | os.PathLike, organisation: str, *, create: bool = True):
         if not organisation or "/" in organisation or organisation.startswith("."):
             raise ValueError(f"invalid organisation id {organisation!r}")
         self.root = Path(root)
@@ -123,7 +144,15 @@ class ArtifactStore:
         self.home = self.root / organisation
         self.base = self.home / "sha256"
         self.private = self.home / "private"
-        make_private_dirs(self.base, self.home)
+        if create:
+            make_private_dirs(self.base, self.home)
+
+    @classmethod
+    def at(cls, directory: str | os.PathLike, *, create: bool = True) -> ArtifactStore:
+        """The store whose organisation folder is ``directory`` (``<root>/<msp id>``, e.g.
+        ``ledger.config.Layout.artifacts(msp)``)."""
+        d = Path(directory)
+        return cls(d.parent, d.name, create=create)
 
     @property
     def location(self) -> str:
@@ -216,7 +245,7 @@ class ArtifactStore:
         if not ref.location.startswith("file://"):
             raise ArtifactNotFound(f"unsupported artifact location {ref.location!r}")
         root = Path(ref.location[len("file://") :]).parent
-        return ArtifactStore(root, ref.producer).get(ref.digest)
+        return ArtifactStore(root, ref.producer, create=False).get(ref.digest)
 
     # ---- messages
     def put_message(
@@ -261,3 +290,27 @@ def open_message(
             f"{sha256_digest(payload)}, not {ref.payload_digest}"
         )
     return payload
+
+
+def store_at(location: str) -> ArtifactStore | None:
+    """The store a ``file://`` location names (as records name it), or None for other schemes."""
+    if not location.startswith("file://"):
+        return None
+    return ArtifactStore.at(location[len("file://") :], create=False)
+
+
+def fetch_verified(source: ArtifactSource, digest: str) -> bytes:
+    """Bytes of ``digest`` from ``source``, re-hashed here (a plugged-in source is never trusted):
+    :class:`ArtifactNotFound` if absent (a source's LookupError / FileNotFoundError too),
+    :class:`ArtifactCorrupted` if the bytes hash to another digest."""
+    _hex(digest)
+    try:
+        data = source.get(digest)
+    except (ArtifactNotFound, ArtifactCorrupted):
+        raise
+    except (LookupError, FileNotFoundError) as exc:
+        raise ArtifactNotFound(f"no artifact {digest}: {exc}") from None
+    actual = sha256_digest(data)
+    if actual != digest:
+        raise ArtifactCorrupted(f"artifact store returned bytes with digest {actual} for {digest}")
+    return data

@@ -26,6 +26,7 @@ from executor.images import (
     sha256_file,
     tree_listing,
 )
+from wire.env import environment
 
 # --------------------------------------------------------------------------- host-side downloads
 
@@ -92,9 +93,7 @@ def engine_client(base_url: str | None = None, timeout: int = 600):
     scripts/install-container-engine starts."""
     import docker
 
-    url = (
-        base_url or os.environ.get("CONSORTIA_DOCKER_HOST") or os.environ.get("DOCKER_HOST") or DEFAULT_SOCKET
-    )
+    url = base_url or environment().engine_url or DEFAULT_SOCKET
     return docker.DockerClient(base_url=url, timeout=timeout)
 
 

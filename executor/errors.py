@@ -40,11 +40,19 @@ class ManifestInvalid(ExecutorError):
     code = "MANIFEST_INVALID"
 
 
-class ArtifactNotFound(ExecutorError):
+class ArtifactError(ExecutorError):
+    """The content-addressed store (executor.artifacts) cannot hand out an artifact."""
+
+    code = "ARTIFACT_ERROR"
+
+
+class ArtifactNotFound(ArtifactError, LookupError):
+    """The store holds no artifact with this digest."""
+
     code = "ARTIFACT_NOT_FOUND"
 
 
-class ArtifactCorrupted(ExecutorError):
+class ArtifactCorrupted(ArtifactError, ValueError):
     """Retrieved bytes do not hash to the digest they were requested by."""
 
     code = "ARTIFACT_CORRUPTED"

@@ -12,6 +12,8 @@ import os
 import signal
 import threading
 
+from wire.env import environment
+
 log = logging.getLogger("executor.node_agent")
 
 CHECKPOINTS = ("before_register", "after_register", "during_run", "before_complete", "after_complete")
@@ -19,7 +21,7 @@ CHECKPOINTS = ("before_register", "after_register", "during_run", "before_comple
 
 def checkpoint(name: str, rnd: int) -> None:
     """Kill this process here if the environment asks for it."""
-    want = os.environ.get("CONSORTIA_AGENT_KILL_AT", "")
+    want = environment().agent_kill_at
     if want and want == f"{name}:{rnd}":
         log.warning("fault injection: killing the agent at %s of round %d", name, rnd)
         os.kill(os.getpid(), signal.SIGKILL)
@@ -27,5 +29,5 @@ def checkpoint(name: str, rnd: int) -> None:
 
 def arm_during_run(rnd: int, delay: float = 0.05) -> None:
     """Schedule the ``during_run`` checkpoint ``delay`` seconds from now (the task is running then)."""
-    if os.environ.get("CONSORTIA_AGENT_KILL_AT") == f"during_run:{rnd}":
+    if environment().agent_kill_at == f"during_run:{rnd}":
         threading.Timer(delay, checkpoint, ("during_run", rnd)).start()

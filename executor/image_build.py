@@ -80,8 +80,8 @@ def build_and_register(
     image_id: str | None = None,
     engine=None,
 ) -> BuildResult:
-    from chaincode.errors import NotFound
     from executor.process import recipe_runtimes
+    from ledger.errors import NotFound
 
     recipe = recipe_from(name_or_path)
     if runtime not in recipe_runtimes(recipe):

@@ -8,13 +8,14 @@ There is no registry here (docs/executor.md "Images and digests"): images are bu
    installed offline (``--network none``) from wheels the host downloaded with ``pip download``
    at the exact versions of pyproject.toml;
 3. ``consortia/<name>:<version>`` -- one per folder of ``algorithm-images/`` (Containerfile,
-   image.json, entrypoint, algorithm module) plus the project's ``algorithms`` package.
+   image.json, entrypoint, algorithm module) plus the project's ``algorithms`` package and the leaf
+   package ``wire`` (canonical JSON, digests) it imports.
 
 ``<h>`` is a hash of what goes into the layer, so a layer is rebuilt only when its recipe, the
 wheels or its parent change. The **image digest** is the engine's content-addressed image id
 (``sha256:...``) -- what the ledger's Image record and a learning process pin.
 
-For the sandbox runtime (no engine) the same folder + ``algorithms`` package is materialised as a
+For the sandbox runtime (no engine) the same folder + ``algorithms`` + ``wire`` is materialised as a
 **bundle** directory; its digest is the sha256 of the canonical JSON listing of its files'
 digests plus the interpreter and pinned package versions it runs with.
 """
@@ -34,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from executor.errors import ImageBuildError, ImageDigestMismatch
+from wire.env import environment
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 IMAGES_DIR = PROJECT_ROOT / "algorithm-images"
@@ -42,7 +44,8 @@ DEFAULT_SOCKET = "unix:///run/consortia/podman.sock"
 
 
 def cache_root() -> Path:
-    return Path(os.environ.get("CONSORTIA_CACHE", Path.home() / ".cache" / "consortia"))
+    """``$CONSORTIA_CACHE`` (default ``~/.cache/consortia``)."""
+    return environment().cache_root
 
 
 def sha256_file(path: Path) -> str:
@@ -112,10 +115,12 @@ class ImageRecipe:
         return f"consortia/{self.name}:{self.version}"
 
     def payload_files(self) -> list[tuple[Path, str]]:
-        """(source file, path inside the build context / bundle) for algorithms/ and the folder."""
+        """(source file, path inside the build context / bundle) for the ``algorithms`` package,
+        the leaf package ``wire`` it imports, and the folder."""
         files = [
-            (p, "algorithms/" + str(p.relative_to(PROJECT_ROOT / "algorithms")))
-            for p in _source_files(PROJECT_ROOT / "algorithms")
+            (p, f"{package}/" + str(p.relative_to(PROJECT_ROOT / package)))
+            for package in ("algorithms", "wire")
+            for p in _source_files(PROJECT_ROOT / package)
             if p.suffix == ".py"
         ]
         files += [(p, "image/" + str(p.relative_to(self.folder))) for p in _source_files(self.folder)]

@@ -28,18 +28,11 @@ The function only reads: it is what the gateway's ``audit verify`` calls.
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.asymmetric import ec
-
-from chaincode.canonical import canonical_json
-from chaincode.errors import ContractError
 from executor import message_index
 from executor.artifacts import (
     ArtifactCorrupted,
@@ -49,41 +42,22 @@ from executor.artifacts import (
     sha256_digest,
 )
 from executor.errors import ExecutorError
+from executor.report import Check, Report
+from executor.task_keys import TaskSignatureInvalid, check_record_signature
 from ledger.client import ConsortiaClient
-from ledger.identity import load_public_key_pem
+from ledger.errors import ContractError
 from ledger.records import ExecutionRecord
 
 
-@dataclass(frozen=True)
-class Check:
-    kind: str  # signature | identity | image | chain | history | artifact | model
-    subject: str  # e.g. "Org1MSP round 3"
-    ok: bool
-    detail: str = ""
-
-
 @dataclass
-class LineageReport:
-    process_id: str
-    owner: str
-    model_digest: str
-    image_digest: str
+class LineageReport(Report):
+    """The :class:`executor.report.Report` of one model's lineage, with the model's facts."""
+
+    process_id: str = ""
+    owner: str = ""
+    model_digest: str = ""
+    image_digest: str = ""
     records: list[tuple[str, int]] = field(default_factory=list)
-    checks: list[Check] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return bool(self.checks) and all(c.ok for c in self.checks)
-
-    @property
-    def failures(self) -> list[Check]:
-        return [c for c in self.checks if not c.ok]
-
-    def counts(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for c in self.checks:
-            out[c.kind] = out.get(c.kind, 0) + 1
-        return out
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -99,20 +73,12 @@ class LineageReport:
 
 
 def _signature_valid(record: ExecutionRecord) -> tuple[bool, str]:
+    """(ok, why) of :func:`executor.task_keys.check_record_signature` (the one signature check)."""
     try:
-        key = load_public_key_pem(record.public_key)
-        if not isinstance(key, ec.EllipticCurvePublicKey):
-            return False, "registered task key is not an EC key"
-        key.verify(
-            base64.b64decode(record.signature, validate=True),
-            canonical_json(record.result),
-            ec.ECDSA(hashes.SHA256()),
-        )
+        check_record_signature(record)
         return True, ""
-    except InvalidSignature:
-        return False, "signature does not verify with the registered task key"
-    except (ValueError, TypeError) as exc:
-        return False, f"malformed key or signature: {exc}"
+    except TaskSignatureInvalid as exc:
+        return False, str(exc)
 
 
 def verify_model_lineage(
@@ -135,7 +101,9 @@ def verify_model_lineage(
     process = client.get_process(process_id)
     image = client.get_image(process.image_id)
     model = client.get_model(f"{process_id}:{owner}")
-    rep = LineageReport(process_id, owner, model.digest, process.image_digest)
+    rep = LineageReport(
+        f"model:{process_id}:{owner}", [], process_id, owner, model.digest, process.image_digest
+    )
     add = rep.checks.append
 
     # the image

@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from chaincode.errors import AlreadyExists, ContractError, NotFound
 from executor.artifacts import ArtifactStore
 from executor.model_seal import seal_model
 from ledger.client import ConsortiaClient
+from ledger.errors import AlreadyExists, ContractError, NotFound
 from ledger.identity import Consortium
 from ledger.records import ProcessRecord
 

@@ -53,7 +53,6 @@ from pathlib import Path
 from typing import Any
 
 from algorithms.task_runtime import TaskSpec
-from chaincode.errors import AlreadyExists, BudgetExceeded, InvalidState, NotFound
 from executor.artifacts import ArtifactStore
 from executor.declarations import dataset_problem, declaration, topology_problems
 from executor.errors import (
@@ -73,7 +72,7 @@ from executor.runtimes.warm import WarmWorker, WorkerPool
 from executor.task_journal import TaskJournal
 from executor.task_keys import TaskKey
 from ledger.client import ConsortiaClient
-from ledger.errors import MVCCConflict
+from ledger.errors import AlreadyExists, BudgetExceeded, InvalidState, MVCCConflict, NotFound
 from ledger.identity import Consortium, Identity
 from ledger.interface import Ledger
 from ledger.records import ExecutionRecord, ImageRecord, ProcessRecord

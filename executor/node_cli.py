@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import sys
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from executor.errors import RuntimeUnavailable
 from executor.node_agent import NodeAgent
 from executor.runtimes.base import Limits
 from ledger.identity import Consortium
+from wire.env import environment
 
 
 def build_agent(args: argparse.Namespace) -> NodeAgent:
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--org", required=True, help="MSP id or name of this node's organisation")
     r.add_argument(
         "--home",
-        default=os.environ.get("CONSORTIA_HOME"),
+        default=environment().home,
         help="a Consortia home (consortia init): the five paths below default to its layout",
     )
     r.add_argument("--consortium", help="consortium identity directory (cryptogen layout)")

@@ -76,8 +76,8 @@ def prepare_image(
     """Build (cached) the image of ``algorithm-images/<image_name>`` for ``runtime`` and register it.
 
     An image already registered under ``image_id`` with the same digest is reused."""
-    from chaincode.errors import NotFound
     from executor import images
+    from ledger.errors import NotFound
 
     recipe = images.ImageRecipe.named(image_name)
     if runtime not in recipe_runtimes(recipe):
@@ -158,8 +158,9 @@ class ProcessSpec:
             )
 
 
-def launch(client: ConsortiaClient, spec: ProcessSpec) -> ProcessRecord:
-    """Create the process (the image's digest is pinned by the contract) and start it.
+def launch(client: ConsortiaClient, spec: ProcessSpec, *, start: bool = True) -> ProcessRecord:
+    """Create the process (the image's digest is pinned by the contract) and start it (``start=False``:
+    create only; ``consortia process create`` without ``--start``).
 
     The topology, hyper-parameters and dataset name are checked first against what the image
     declares (:func:`executor.declarations.validate_process`; :class:`InvalidProcessSpec` lists every
@@ -170,7 +171,7 @@ def launch(client: ConsortiaClient, spec: ProcessSpec) -> ProcessRecord:
     validate_process(
         image.algorithm, spec.topology, spec.hyperparameters, spec.dataset, size=len(spec.consortium)
     )
-    client.create_process(
+    created = client.create_process(
         spec.process_id,
         spec.image_id,
         list(spec.consortium),
@@ -182,7 +183,7 @@ def launch(client: ConsortiaClient, spec: ProcessSpec) -> ProcessRecord:
         image_digest=image.digest,
         description=spec.description,
     )
-    return client.start_process(spec.process_id)
+    return client.start_process(spec.process_id) if start else created
 
 
 # --------------------------------------------------------------------------- running (executor.agents)
@@ -200,6 +201,17 @@ class Platform:
     root: Path
     ledger_path: Path | None = None  # the embedded ledger file (for agents run as OS processes)
     bundles_roots: dict[str, Path] = field(default_factory=dict)  # per organisation (default: the cache)
+
+    @classmethod
+    def from_home(cls, home: str | Path | None = None, *, create: bool = False) -> Platform:
+        """The platform of a Consortia home: its consortium, and its ledger from ``ledger.config.open_ledger``."""
+        from ledger.config import load, open_ledger
+
+        settings = load(home)
+        consortium = Consortium(settings.crypto)
+        ledger = open_ledger(settings, consortium, create=create)
+        embedded = settings.ledger_path if settings.ledger_backend == "embedded" else None
+        return cls(ledger, consortium, settings.home, embedded)
 
     @property
     def layout(self):

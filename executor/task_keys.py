@@ -8,15 +8,20 @@ logged (``repr`` hides it) and never sent to the ledger.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import os
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from ledger.identity import load_public_key_pem, public_key_pem, sign, verify
+from wire.canonical import canonical_json
 
 KEY_FILE = "task_key.pem"
 TASK_UID = 10001  # the unprivileged user of algorithm images (algorithm-images/base)
@@ -83,9 +88,47 @@ def destroy_key_dir(key_dir: str | os.PathLike) -> None:
     shutil.rmtree(d, ignore_errors=True)
 
 
-def verify_task_signature(public_pem: str | bytes, data: bytes, signature: bytes) -> bool:
-    """Check a task's signature the way the execution-record contract does."""
+class TaskSignatureInvalid(ValueError):
+    """A task signature does not verify with the task key (the message says why)."""
+
+
+def check_task_signature(public_pem: str | bytes, signed: Any, signature: bytes | str) -> None:
+    """The one off-chain check of a task signature, the way the execution-record contract checks it:
+    a low-S ECDSA P-256/SHA-256 signature by the registered task key (PEM).
+
+    ``signed`` is the bytes signed (a task's ``manifest.json``), or a JSON value whose canonical JSON
+    was signed (an execution record's ``result``). ``signature`` is the DER signature, or its base64
+    text as records carry it. Raises :class:`TaskSignatureInvalid`."""
     try:
-        return verify(load_public_key_pem(public_pem), data, signature)
-    except ValueError:
+        key = load_public_key_pem(public_pem)
+    except (ValueError, TypeError) as exc:
+        raise TaskSignatureInvalid(f"malformed task key: {exc}") from None
+    if isinstance(signature, str):
+        try:
+            signature = base64.b64decode(signature, validate=True)
+        except (ValueError, binascii.Error):
+            raise TaskSignatureInvalid("malformed signature: not base64") from None
+    data = signed if isinstance(signed, bytes) else canonical_json(signed)
+    if not verify(key, data, signature):
+        raise TaskSignatureInvalid("signature does not verify with the registered task key")
+
+
+def check_record_signature(record: Mapping[str, Any] | Any) -> None:
+    """:func:`check_task_signature` of an execution record (a ``ledger.records.ExecutionRecord`` or
+    its canonical JSON dict): its task key signed the canonical JSON of its result."""
+    get = record.get if isinstance(record, Mapping) else lambda k: getattr(record, k, None)
+    try:
+        check_task_signature(get("public_key") or "", get("result"), get("signature") or "")
+    except TaskSignatureInvalid as exc:
+        raise TaskSignatureInvalid(
+            f"task signature of {get('organisation')} for round {get('round')} of {get('process_id')}: {exc}"
+        ) from None
+
+
+def verify_task_signature(public_pem: str | bytes, data: bytes, signature: bytes) -> bool:
+    """:func:`check_task_signature` as a boolean."""
+    try:
+        check_task_signature(public_pem, data, signature)
+        return True
+    except TaskSignatureInvalid:
         return False

@@ -65,7 +65,7 @@ class Checkpoint:
         )
 
     def to_json(self) -> dict[str, Any]:
-        obj = json.loads(self.signed_bytes())
+        obj: dict[str, Any] = json.loads(self.signed_bytes())
         obj["signature"] = base64.b64encode(self.signature).decode("ascii")
         return obj
 
@@ -170,7 +170,7 @@ def _when(created: float) -> str:
 # ---------------------------------------------------------------------------------- files
 
 
-def load_checkpoints(path: str | os.PathLike) -> list[Checkpoint]:
+def load_checkpoints(path: str | os.PathLike[str]) -> list[Checkpoint]:
     """Every checkpoint in a file: one JSON object, a JSON list, or one object per line."""
     text = Path(path).read_text(encoding="utf-8")
     try:
@@ -187,7 +187,7 @@ def load_checkpoints(path: str | os.PathLike) -> list[Checkpoint]:
     return out
 
 
-def append_checkpoint(path: str | os.PathLike, cp: Checkpoint) -> None:
+def append_checkpoint(path: str | os.PathLike[str], cp: Checkpoint) -> None:
     """Append one checkpoint as a JSON line (the file an organisation keeps outside the ledger)."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)

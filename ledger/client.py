@@ -11,6 +11,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from cryptography.hazmat.primitives.asymmetric import ec
+
 from chaincode.canonical import canonical_json
 from ledger.identity import Identity, public_key_pem
 from ledger.interface import Ledger, SubmitResult
@@ -70,7 +72,8 @@ class ConsortiaClient:
         return ImageRecord.from_dict(self._submit("Image:revoke", image_id, reason))
 
     def approve_image(self, image_id: str, digest: str) -> dict[str, Any]:
-        return self._submit("Image:approve", image_id, digest)
+        approval: dict[str, Any] = self._submit("Image:approve", image_id, digest)
+        return approval
 
     def image_history(self, image_id: str) -> list[HistoryEntry]:
         return _history(self.ledger.evaluate(self.identity, "Image:history", image_id))
@@ -127,7 +130,9 @@ class ConsortiaClient:
         return _history(self.ledger.evaluate(self.identity, "LearningProcess:history", process_id))
 
     # ---- execution records
-    def create_task(self, process_id: str, round: int, public_key, runtime: str) -> ExecutionRecord:
+    def create_task(
+        self, process_id: str, round: int, public_key: str | ec.EllipticCurvePublicKey, runtime: str
+    ) -> ExecutionRecord:
         pem = public_key if isinstance(public_key, str) else public_key_pem(public_key)
         spec = {"process_id": process_id, "round": round, "public_key": pem, "runtime": runtime}
         return ExecutionRecord.from_dict(self._submit("ExecutionRecord:create_task", json.dumps(spec)))

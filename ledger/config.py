@@ -23,6 +23,7 @@ by :class:`executor.process.Platform` all take their paths from :class:`Layout`:
     [ledger]
     backend = "embedded"          # or "fabric"
     path = "ledger.db"            # the embedded ledger file
+    profile = "connection.json"   # fabric: the connection profile `fabric-network/network up` wrote
     policy = "MAJORITY"
     batch_timeout = 0.01
 
@@ -42,10 +43,13 @@ the CLI signs with as ``User1``) and ``data`` (where that organisation's dataset
 ``artifacts`` is informative (the store is always ``<artifacts>/<MSP>``: other organisations' agents
 read messages from that layout). Environment overrides: ``CONSORTIA_HOME`` (the home,
 default ``./consortia-home``), ``CONSORTIA_LEDGER_BACKEND``, ``CONSORTIA_LEDGER_PATH``,
-``CONSORTIA_CRYPTO``.
+``CONSORTIA_LEDGER_PROFILE``, ``CONSORTIA_CRYPTO`` -- read, like every environment variable the
+project reads, through :func:`environment` (``wire.env``, re-exported here; docs/configuration.md).
 
-Opening the embedded ledger of a home (:func:`open_ledger`) never creates it silently: a missing
-file is a :class:`LedgerNotFound` naming the path and ``consortia init``, unless ``create=True``.
+:func:`open_ledger` is the one way to open a home's ledger: the embedded file, or a Fabric gateway
+connection (``ledger.fabric.gateway.FabricLedger``) from the connection profile named in
+``consortia.toml``. It never creates an embedded ledger silently: a missing file is a
+:class:`LedgerNotFound` naming the path and ``consortia init``, unless ``create=True``.
 """
 
 from __future__ import annotations
@@ -55,7 +59,29 @@ import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from wire.env import Environment, environment
+
+if TYPE_CHECKING:
+    from ledger.embedded import EmbeddedLedger
+    from ledger.fabric.gateway import FabricLedger
+
+__all__ = [
+    "CONFIG_FILE",
+    "Environment",
+    "HomeError",
+    "Layout",
+    "LedgerNotFound",
+    "Settings",
+    "config_text",
+    "environment",
+    "home_root",
+    "init_home",
+    "load",
+    "open_ledger",
+    "write_config",
+]
 
 CONFIG_FILE = "consortia.toml"
 
@@ -122,6 +148,8 @@ class Layout:
 
 @dataclass(frozen=True)
 class Settings:
+    """A home's ``consortia.toml`` with the environment's overrides applied (made by :func:`load`)."""
+
     home: Path
     ledger_backend: str = "embedded"
     ledger_path: Path = field(default=Path("ledger.db"))
@@ -132,6 +160,8 @@ class Settings:
     layout: Layout | None = None
     configured: bool = False  # a consortia.toml was read
     identities: tuple[tuple[str, Path], ...] = ()  # [organisations.<MSP>] identity = <MSP folder of User1>
+    ledger_profile: Path | None = None  # fabric: the connection profile (connection.json)
+    chaincode: str | None = None  # fabric: the chaincode name (default: the profile's)
 
     def identity_dir(self, msp_id: str) -> Path | None:
         """The MSP folder of ``msp_id``'s default user named by consortia.toml (None: cryptogen default)."""
@@ -146,17 +176,17 @@ class Settings:
         """The CLI's default organisation: the home's first."""
         return self.organisations[0] if self.organisations else None
 
-    def org_dir(self, msp_id: str) -> Path:
-        return self.paths.data(msp_id)
+
+def home_root(home: str | os.PathLike[str] | None = None) -> Path:
+    """``home``, else ``$CONSORTIA_HOME``, else ``./consortia-home`` (absolute)."""
+    return Path(home or environment().home or "consortia-home").resolve()
 
 
-def home_root(home: str | os.PathLike | None = None) -> Path:
-    return Path(home or os.environ.get("CONSORTIA_HOME", "consortia-home")).resolve()
-
-
-def load(home: str | os.PathLike | None = None) -> Settings:
+def load(home: str | os.PathLike[str] | None = None) -> Settings:
+    """The settings of ``home`` (see :func:`home_root`): its consortia.toml (if any) and the overrides."""
     root = home_root(home)
-    data: dict = {}
+    env = environment()
+    data: dict[str, Any] = {}
     cfg = root / CONFIG_FILE
     if cfg.exists():
         try:
@@ -167,7 +197,7 @@ def load(home: str | os.PathLike | None = None) -> Settings:
     led = data.get("ledger", {})
     con = data.get("consortium", {})
     paths = data.get("paths", {})
-    backend = os.environ.get("CONSORTIA_LEDGER_BACKEND", led.get("backend", "embedded"))
+    backend = env.ledger_backend or led.get("backend", "embedded")
     if backend not in ("embedded", "fabric"):
         raise ValueError(f"ledger backend must be 'embedded' or 'fabric', not {backend!r}")
     orgs = data.get("organisations", {})
@@ -175,15 +205,18 @@ def load(home: str | os.PathLike | None = None) -> Settings:
         raise HomeError(f"{cfg}: [organisations] must hold one table per MSP id")
     layout = Layout(
         root,
-        ledger_file=os.environ.get("CONSORTIA_LEDGER_PATH", led.get("path", "ledger.db")),
-        crypto_dir=os.environ.get("CONSORTIA_CRYPTO", con.get("crypto", "crypto")),
+        ledger_file=env.ledger_path or led.get("path", "ledger.db"),
+        crypto_dir=env.crypto or con.get("crypto", "crypto"),
         data_dir=paths.get("data", "data"),
         artifacts_dir=paths.get("artifacts", "artifacts"),
         state_dir=paths.get("state", "state"),
         org_data=tuple((m, str(t["data"])) for m, t in sorted(orgs.items()) if t.get("data")),
     )
+    profile = env.ledger_profile or led.get("profile")
     return Settings(
         home=root,
+        ledger_profile=root / profile if profile else None,
+        chaincode=led.get("chaincode"),
         ledger_backend=backend,
         ledger_path=layout.ledger,
         policy=led.get("policy", "MAJORITY"),
@@ -270,7 +303,7 @@ def write_config(layout: Layout, consortium: Any, **kwargs: Any) -> Path:
 
 
 def init_home(
-    home: str | os.PathLike | None, organisations: Iterable[str], *, force: bool = False
+    home: str | os.PathLike[str] | None, organisations: Iterable[str], *, force: bool = False
 ) -> Settings:
     """Make a new home: crypto per organisation, ``consortia.toml``, the folders and an empty ledger.
 
@@ -306,17 +339,54 @@ def init_home(
     return settings
 
 
-def open_ledger(settings: Settings, consortium: Any, *, create: bool = False):
-    """The embedded ledger of a home; a missing file is :class:`LedgerNotFound` unless ``create``."""
+def open_ledger(
+    config_or_home: Settings | Layout | str | os.PathLike[str] | None,
+    consortium: Any = None,
+    *,
+    create: bool = False,
+) -> EmbeddedLedger | FabricLedger:
+    """The ledger of a home: the one factory (CLI, gateway, node agents, Platform).
+
+    ``config_or_home`` is a :class:`Settings`, a :class:`Layout`, or a home directory (None:
+    ``$CONSORTIA_HOME``), read with :func:`load`. ``consortium`` (a ``ledger.identity.Consortium``,
+    default: the home's ``crypto``) holds the identities the embedded ledger checks signatures with.
+
+    ``backend = "embedded"``: an ``EmbeddedLedger`` on the home's ledger file; a missing file is
+    :class:`LedgerNotFound` unless ``create`` (``consortia init`` creates it). ``backend = "fabric"``:
+    a ``FabricLedger`` from ``[ledger] profile`` (the ``connection.json`` of ``fabric-network/network
+    up``); a missing profile is :class:`LedgerNotFound` (``create`` does not make a network).
+    """
+    if isinstance(config_or_home, Settings):
+        settings = config_or_home
+    elif isinstance(config_or_home, Layout):
+        settings = load(config_or_home.root)
+    else:
+        settings = load(config_or_home)
+    if settings.ledger_backend == "fabric":
+        profile = settings.ledger_profile
+        if profile is None:
+            raise HomeError(
+                f'{settings.paths.config}: backend = "fabric" needs [ledger] profile = <connection.json>'
+            )
+        if not profile.is_file():
+            raise LedgerNotFound(
+                f"no Fabric connection profile at {profile}: start the network with "
+                f"`fabric-network/network up` (it writes connection.json) or fix [ledger] profile"
+            )
+        from ledger.fabric.gateway import FabricLedger
+
+        return FabricLedger.from_profile(profile, settings.chaincode)
     from ledger.embedded import EmbeddedLedger
 
-    if settings.ledger_backend != "embedded":
-        raise HomeError(f"{settings.home} uses the {settings.ledger_backend} ledger, not an embedded file")
     path = settings.ledger_path
     if not path.exists() and not create:
         raise LedgerNotFound(
             f"no ledger at {path}: run `consortia init --home {settings.home} --orgs ...` "
             f"to make a consortium there (or point --home at an existing one)"
         )
+    if consortium is None:
+        from ledger.identity import Consortium
+
+        consortium = Consortium(settings.crypto)
     path.parent.mkdir(parents=True, exist_ok=True)
     return EmbeddedLedger(path, consortium, policy=settings.policy, batch_timeout=settings.batch_timeout)

@@ -1,10 +1,48 @@
-"""Errors of the ledger hosts (transport, endorsement, validation), shared by both hosts.
+"""Errors a ledger client sees: the contracts' rule violations and the hosts' transaction errors.
 
-Contract rule violations are :class:`chaincode.errors.ContractError` subclasses and are raised
-as such by both hosts; the errors here are about the transaction itself.
+Contract rule violations are :class:`ContractError` subclasses (defined in ``chaincode.errors``,
+re-exported here) and are raised as such by both hosts; the :class:`LedgerError` classes are about
+the transaction itself. ``api`` and ``executor`` import both from here, never from ``chaincode``.
 """
 
 from __future__ import annotations
+
+from chaincode.errors import (
+    AlreadyExists,
+    BudgetExceeded,
+    ContractError,
+    Forbidden,
+    ImageMismatch,
+    InternalError,
+    InvalidArgument,
+    InvalidState,
+    NotFound,
+    SignatureInvalid,
+)
+
+__all__ = [
+    # contract rule violations (chaincode.errors)
+    "AlreadyExists",
+    "BudgetExceeded",
+    "ContractError",
+    "Forbidden",
+    "ImageMismatch",
+    "InternalError",
+    "InvalidArgument",
+    "InvalidState",
+    "NotFound",
+    "SignatureInvalid",
+    # ledger-host errors
+    "AccessDenied",
+    "CheckpointInvalid",
+    "CommitTimeout",
+    "EndorsementFailure",
+    "EndorsementPolicyFailure",
+    "LedgerCorrupted",
+    "LedgerError",
+    "MVCCConflict",
+    "TransactionInvalid",
+]
 
 
 class LedgerError(Exception):

@@ -16,7 +16,6 @@ MSP ids are ``<Name>MSP`` (``Org1MSP``) and domains ``<name lowercased>.<base do
 from __future__ import annotations
 
 import datetime as dt
-import ipaddress
 import json
 import os
 from collections.abc import Iterable, Sequence
@@ -29,9 +28,11 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature, encode_dss_signature
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from cryptography.x509.oid import NameOID
 
+from ledger.cryptogen import generate_org
 from ledger.errors import AccessDenied
+from wire.protobuf import encode_varint, length_delimited
 
 P256_ORDER = 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551
 _HALF_ORDER = P256_ORDER // 2
@@ -81,46 +82,19 @@ def load_public_key_pem(pem: str | bytes) -> ec.EllipticCurvePublicKey:
 # --------------------------------------------------------------------------- SerializedIdentity
 
 
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        out.append(b | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
 def serialize_identity(msp_id: str, certificate_pem: bytes) -> bytes:
     """``msp.SerializedIdentity{mspid=1, id_bytes=2}`` protobuf bytes (hand-encoded, so the
     chaincode needs no protobuf dependency; byte-identical to the official encoder)."""
     m = msp_id.encode("utf-8")
-    return b"\x0a" + _varint(len(m)) + m + b"\x12" + _varint(len(certificate_pem)) + certificate_pem
+    return (
+        b"\x0a" + encode_varint(len(m)) + m + b"\x12" + encode_varint(len(certificate_pem)) + certificate_pem
+    )
 
 
 def parse_serialized_identity(data: bytes) -> tuple[str, bytes]:
-    """Inverse of :func:`serialize_identity`: (mspid, PEM certificate bytes)."""
-    fields: dict[int, bytes] = {}
-    i = 0
-    while i < len(data):
-        tag = data[i]
-        i += 1
-        if tag & 7 != 2:
-            raise ValueError("unexpected wire type in SerializedIdentity")
-        n = shift = 0
-        while True:
-            if i >= len(data):
-                raise ValueError("truncated SerializedIdentity")
-            b = data[i]
-            i += 1
-            n |= (b & 0x7F) << shift
-            shift += 7
-            if not b & 0x80:
-                break
-        if i + n > len(data):
-            raise ValueError("truncated SerializedIdentity")
-        fields[tag >> 3] = data[i : i + n]
-        i += n
+    """Inverse of :func:`serialize_identity`: (mspid, PEM certificate bytes). Malformed bytes are a
+    ``ValueError`` (``wire.protobuf.WireError``: the one bounds-checked reader)."""
+    fields = length_delimited(data)
     if 1 not in fields or 2 not in fields:
         raise ValueError("SerializedIdentity lacks mspid or id_bytes")
     return fields[1].decode("utf-8"), fields[2]
@@ -167,7 +141,7 @@ class Identity:
         return f"Identity({self.msp_id}, {self.name}, role={self.role})"
 
     @classmethod
-    def from_msp_dir(cls, msp_id: str, msp_dir: str | os.PathLike) -> Identity:
+    def from_msp_dir(cls, msp_id: str, msp_dir: str | os.PathLike[str]) -> Identity:
         msp_dir = Path(msp_dir)
         cert = next((msp_dir / "signcerts").glob("*.pem")).read_bytes()
         key = serialization.load_pem_private_key((msp_dir / "keystore" / "priv_sk").read_bytes(), None)
@@ -203,11 +177,11 @@ class MembershipService:
     ) -> tuple[str, x509.Certificate, str]:
         hit = self._validated.get(serialized)
         if hit is not None:
-            msp_id, cert, role, _ = hit
+            msp_id, cert, cached_role, _ = hit
             now = at or dt.datetime.now(dt.UTC)
             if not (cert.not_valid_before_utc <= now <= cert.not_valid_after_utc):
                 raise AccessDenied(f"certificate of {msp_id} is expired or not yet valid")
-            return msp_id, cert, role
+            return msp_id, cert, cached_role
         try:
             msp_id, pem = parse_serialized_identity(serialized)
             cert = x509.load_pem_x509_certificate(pem)
@@ -220,9 +194,11 @@ class MembershipService:
             raise AccessDenied(f"certificate of {msp_id} is not issued by the {msp_id} CA")
         try:
             pub = ca.public_key()
-            assert isinstance(pub, ec.EllipticCurvePublicKey)
-            pub.verify(cert.signature, cert.tbs_certificate_bytes, ec.ECDSA(cert.signature_hash_algorithm))
-        except (InvalidSignature, AssertionError, TypeError):
+            algorithm = cert.signature_hash_algorithm
+            if not isinstance(pub, ec.EllipticCurvePublicKey) or algorithm is None:
+                raise TypeError("not an ECDSA certificate")
+            pub.verify(cert.signature, cert.tbs_certificate_bytes, ec.ECDSA(algorithm))
+        except (InvalidSignature, TypeError):
             raise AccessDenied(f"certificate of {msp_id} does not verify against the {msp_id} CA") from None
         now = at or dt.datetime.now(dt.UTC)
         if not (cert.not_valid_before_utc <= now <= cert.not_valid_after_utc):
@@ -251,192 +227,6 @@ class MembershipService:
         return msp_id, role
 
 
-# --------------------------------------------------------------------------- generation (cryptogen layout)
-
-_VALIDITY = dt.timedelta(days=3650)
-
-
-def _name(cn: str, org: str | None = None, ou: str | None = None) -> x509.Name:
-    attrs = [
-        x509.NameAttribute(NameOID.COUNTRY_NAME, "US"),
-        x509.NameAttribute(NameOID.STATE_OR_PROVINCE_NAME, "California"),
-        x509.NameAttribute(NameOID.LOCALITY_NAME, "San Francisco"),
-    ]
-    if org:
-        attrs.append(x509.NameAttribute(NameOID.ORGANIZATION_NAME, org))
-    if ou:
-        attrs.append(x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, ou))
-    attrs.append(x509.NameAttribute(NameOID.COMMON_NAME, cn))
-    return x509.Name(attrs)
-
-
-def _new_key() -> ec.EllipticCurvePrivateKey:
-    return ec.generate_private_key(ec.SECP256R1())
-
-
-def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
-    return key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    )
-
-
-def _cert_pem(cert: x509.Certificate) -> bytes:
-    return cert.public_bytes(serialization.Encoding.PEM)
-
-
-def _ca(cn: str, org: str) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
-    key = _new_key()
-    now = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=5)
-    name = _name(cn, org)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now)
-        .not_valid_after(now + _VALIDITY)
-        .add_extension(
-            x509.KeyUsage(True, True, False, False, False, True, True, False, False), critical=True
-        )
-        .add_extension(
-            x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH, ExtendedKeyUsageOID.SERVER_AUTH]),
-            critical=False,
-        )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-        .sign(key, hashes.SHA256())
-    )
-    return cert, key
-
-
-def _leaf(
-    ca_cert: x509.Certificate,
-    ca_key: ec.EllipticCurvePrivateKey,
-    cn: str,
-    ou: str | None,
-    tls: bool = False,
-    sans: Sequence[str] = (),
-    key_agreement: bool = False,
-) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
-    key = _new_key()
-    now = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=5)
-    b = (
-        x509.CertificateBuilder()
-        .subject_name(_name(cn, None, ou))
-        .issuer_name(ca_cert.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now)
-        .not_valid_after(now + _VALIDITY)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
-        )
-    )
-    if key_agreement:
-        b = b.add_extension(
-            x509.KeyUsage(False, False, False, False, True, False, False, False, False), critical=True
-        )
-    elif tls:
-        b = b.add_extension(
-            x509.KeyUsage(True, True, False, False, False, False, False, False, False), critical=True
-        )
-        b = b.add_extension(
-            x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]),
-            critical=False,
-        )
-    else:
-        b = b.add_extension(
-            x509.KeyUsage(True, False, False, False, False, False, False, False, False), critical=True
-        )
-    if sans:
-        names: list[x509.GeneralName] = []
-        for s in sans:
-            try:
-                names.append(x509.IPAddress(ipaddress.ip_address(s)))
-            except ValueError:
-                names.append(x509.DNSName(s))
-        b = b.add_extension(x509.SubjectAlternativeName(names), critical=False)
-    return b.sign(ca_key, hashes.SHA256()), key
-
-
-def _write(path: Path, data: bytes, private: bool = False) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(data)
-    if private:
-        path.chmod(0o600)
-
-
-def _nodeou_config(ca_file: str) -> bytes:
-    lines = ["NodeOUs:", "  Enable: true"]
-    for label, ou in (
-        ("ClientOUIdentifier", "client"),
-        ("PeerOUIdentifier", "peer"),
-        ("AdminOUIdentifier", "admin"),
-        ("OrdererOUIdentifier", "orderer"),
-    ):
-        lines += [
-            f"  {label}:",
-            f"    Certificate: cacerts/{ca_file}",
-            f"    OrganizationalUnitIdentifier: {ou}",
-        ]
-    return ("\n".join(lines) + "\n").encode()
-
-
-def _write_msp(
-    msp: Path,
-    ca_cert: x509.Certificate,
-    ca_file: str,
-    tlsca_cert: x509.Certificate,
-    tlsca_file: str,
-    sign_cert: x509.Certificate | None = None,
-    sign_key: ec.EllipticCurvePrivateKey | None = None,
-    sign_name: str = "",
-) -> None:
-    _write(msp / "cacerts" / ca_file, _cert_pem(ca_cert))
-    _write(msp / "tlscacerts" / tlsca_file, _cert_pem(tlsca_cert))
-    _write(msp / "config.yaml", _nodeou_config(ca_file))
-    if sign_cert is not None and sign_key is not None:
-        _write(msp / "signcerts" / f"{sign_name}-cert.pem", _cert_pem(sign_cert))
-        _write(msp / "keystore" / "priv_sk", _key_pem(sign_key), private=True)
-
-
-def _generate_org(base: Path, domain: str, kind: str, peers: int, users: int, sans: Sequence[str]) -> None:
-    """One organisation in cryptogen's layout (kind = 'peer' or 'orderer')."""
-    ca_cert, ca_key = _ca(f"ca.{domain}", domain)
-    tlsca_cert, tlsca_key = _ca(f"tlsca.{domain}", domain)
-    ca_file, tlsca_file = f"ca.{domain}-cert.pem", f"tlsca.{domain}-cert.pem"
-    _write(base / "ca" / ca_file, _cert_pem(ca_cert))
-    _write(base / "ca" / "priv_sk", _key_pem(ca_key), private=True)
-    _write(base / "tlsca" / tlsca_file, _cert_pem(tlsca_cert))
-    _write(base / "tlsca" / "priv_sk", _key_pem(tlsca_key), private=True)
-    _write_msp(base / "msp", ca_cert, ca_file, tlsca_cert, tlsca_file)
-
-    def node(folder: str, host: str, role: str, tls_names: tuple[str, str]) -> None:
-        cert, key = _leaf(ca_cert, ca_key, host, role)
-        _write_msp(base / folder / host / "msp", ca_cert, ca_file, tlsca_cert, tlsca_file, cert, key, host)
-        tcert, tkey = _leaf(
-            tlsca_cert, tlsca_key, host, None, tls=True, sans=[host, host.split(".")[0], *sans]
-        )
-        _write(base / folder / host / "tls" / "ca.crt", _cert_pem(tlsca_cert))
-        _write(base / folder / host / "tls" / tls_names[0], _cert_pem(tcert))
-        _write(base / folder / host / "tls" / tls_names[1], _key_pem(tkey), private=True)
-
-    if kind == "orderer":
-        node("orderers", f"orderer.{domain}", "orderer", ("server.crt", "server.key"))
-    else:
-        for i in range(peers):
-            node("peers", f"peer{i}.{domain}", "peer", ("server.crt", "server.key"))
-        # Consortia: a key-agreement certificate for messages and model keys encrypted to this organisation.
-        ecert, ekey = _leaf(ca_cert, ca_key, f"encryption.{domain}", None, key_agreement=True)
-        _write(base / "encryption" / "cert.pem", _cert_pem(ecert))
-        _write(base / "encryption" / "key.pem", _key_pem(ekey), private=True)
-    node("users", f"Admin@{domain}", "admin", ("client.crt", "client.key"))
-    for u in range(1, users + 1):
-        node("users", f"User{u}@{domain}", "client", ("client.crt", "client.key"))
-
-
 @dataclass(frozen=True)
 class Organisation:
     name: str  # "Org1"
@@ -450,7 +240,7 @@ class Consortium:
 
     MANIFEST = "consortium.json"
 
-    def __init__(self, root: str | os.PathLike):
+    def __init__(self, root: str | os.PathLike[str]):
         self.root = Path(root)
         try:
             meta = json.loads((self.root / self.MANIFEST).read_text())
@@ -467,7 +257,7 @@ class Consortium:
     @classmethod
     def generate(
         cls,
-        root: str | os.PathLike,
+        root: str | os.PathLike[str],
         organisations: Iterable[str] = ("Org1", "Org2", "Org3"),
         base_domain: str = "example.com",
         users: int = 1,
@@ -481,11 +271,9 @@ class Consortium:
             if not name.isalnum():
                 raise ValueError(f"organisation names must be alphanumeric, got {name!r}")
             domain = f"{name.lower()}.{base_domain}"
-            _generate_org(
-                root / "peerOrganizations" / domain, domain, "peer", peers=1, users=users, sans=sans
-            )
+            generate_org(root / "peerOrganizations" / domain, domain, "peer", peers=1, users=users, sans=sans)
             orgs.append({"name": name, "msp_id": f"{name}MSP", "domain": domain})
-        _generate_org(root / "ordererOrganizations" / base_domain, base_domain, "orderer", 0, 0, sans)
+        generate_org(root / "ordererOrganizations" / base_domain, base_domain, "orderer", 0, 0, sans)
         manifest = {"base_domain": base_domain, "orderer_domain": base_domain, "organisations": orgs}
         (root / cls.MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True))
         return cls(root)

@@ -29,7 +29,7 @@ field existed lack ``missing_left``; they still predict NaN-free rows, and refus
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -208,7 +208,3 @@ def ensemble_predict(
 def model_predict(model: Mapping[str, Any], X: np.ndarray) -> np.ndarray:
     """Predictions of a model payload with its own threshold (0.5 if it records none)."""
     return ensemble_predict(model["estimators"], X, float(model.get("threshold", 0.5)))
-
-
-def ids_of(estimators: Iterable[Mapping[str, Any]]) -> list[EstimatorId]:
-    return [estimator_id(e) for e in estimators]

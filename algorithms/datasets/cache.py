@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
+
+from wire.env import environment
 
 
 class DatasetUnavailable(RuntimeError):
@@ -13,7 +14,7 @@ class DatasetUnavailable(RuntimeError):
 
 
 def cache_dir(*parts: str) -> Path:
-    root = Path(os.environ.get("CONSORTIA_CACHE", Path.home() / ".cache" / "consortia")) / "data"
+    root = environment().cache_root / "data"
     p = root.joinpath(*parts)
     p.mkdir(parents=True, exist_ok=True)
     return p

@@ -1,9 +1,8 @@
-// Consortia provenance explorer: vanilla JS + inline SVG, served by the gateway, no external resources.
+// Consortia provenance explorer: vanilla JS + inline SVG (svgplots.js), served by the gateway, no external resources.
 "use strict";
 (function () {
   const API = "/api/v1";
-  const SVGNS = "http://www.w3.org/2000/svg";
-  const COLORS = ["#2f6fa3", "#d9822b", "#3a8f5c", "#8e44ad", "#c0392b", "#16a085", "#7f8c8d", "#b7950b"];
+  const { svg, legend, linePlot, roundTicks } = window.SvgPlots;
   let token = sessionStorage.getItem("consortia-token") || "";
 
   const $ = (sel) => document.querySelector(sel);
@@ -15,18 +14,13 @@
     for (const c of children) e.append(c instanceof Node ? c : document.createTextNode(String(c)));
     return e;
   }
-  function svg(tag, attrs, text) {
-    const e = document.createElementNS(SVGNS, tag);
-    for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
-    if (text !== undefined) e.textContent = text;
-    return e;
-  }
   async function api(path, options) {
     const resp = await fetch(API + path, Object.assign({ headers: { Authorization: "Bearer " + token } }, options || {}));
     const body = await resp.json().catch(() => ({}));
     if (!resp.ok) throw new Error((body.code || resp.status) + ": " + (body.message || resp.statusText));
     return body;
   }
+  const enc = encodeURIComponent;
   function card(title, id) {
     const c = el("section", { class: "card", id: id });
     c.append(el("h3", {}, title));
@@ -37,6 +31,23 @@
     for (const [k, v] of Object.entries(obj)) dl.append(el("dt", {}, k), el("dd", {}, typeof v === "object" ? JSON.stringify(v) : v));
     return dl;
   }
+  function table(cls, head, rows) {
+    const t = el("table", { class: cls });
+    t.append(el("tr", {}, ...head.map((h) => el("th", {}, h))));
+    for (const r of rows) t.append(el("tr", {}, ...r.map((c) => el("td", {}, c))));
+    return t;
+  }
+  // "2026-11-23T13:29:11.413929Z" -> "2026-11-23 13:29:11 UTC"
+  const when = (iso) => (iso ? iso.replace("T", " ").replace(/\.\d+/, "").replace("Z", " UTC") : "—");
+  const badge = (cls, text, title) => el("span", { class: "badge " + cls, title: title || "" }, text);
+  function signatureBadge(sig) {
+    if (!sig) return badge("unknown", "signature not checked");
+    if (sig.valid === true) return badge("valid", "signature valid", sig.detail);
+    if (sig.valid === false) return badge("invalid", "signature INVALID", sig.detail);
+    return badge("unknown", "no signed result", sig.detail);
+  }
+  const txBadge = (sig) => (sig && sig.tx_valid === true ? badge("valid", "transaction valid")
+    : sig && sig.tx_valid === false ? badge("invalid", "transaction INVALID") : badge("unknown", "transaction not checked"));
 
   // ------------------------------------------------------------------ sign in and navigation
   async function signIn() {
@@ -62,91 +73,116 @@
   async function loadLists() {
     const procs = await api("/processes?limit=1000");
     const ul = $("#processes"); ul.replaceChildren();
-    for (const p of procs.items) ul.append(el("li", {}, el("a", { href: "#process/" + encodeURIComponent(p.id), "data-id": p.id }, p.id + " (" + p.status + ")")));
+    for (const p of procs.items) ul.append(el("li", {}, el("a", { href: "#process/" + enc(p.id), "data-id": p.id }, p.id + " (" + p.status + ")")));
     const models = await api("/models?limit=1000");
     const ml = $("#models"); ml.replaceChildren();
-    for (const m of models.items) ml.append(el("li", {}, el("a", { href: "#model/" + encodeURIComponent(m.id), "data-id": m.id }, m.id)));
+    for (const m of models.items) ml.append(el("li", {}, el("a", { href: "#model/" + enc(m.id), "data-id": m.id }, m.id)));
   }
 
   function route() {
     const [kind, id] = location.hash.replace(/^#/, "").split("/");
     const view = $("#view");
-    if (kind === "process" && id) showProcess(decodeURIComponent(id)).catch((e) => view.replaceChildren(el("p", { class: "error" }, e.message)));
-    else if (kind === "model" && id) showModel(decodeURIComponent(id)).catch((e) => view.replaceChildren(el("p", { class: "error" }, e.message)));
+    const fail = (e) => view.replaceChildren(el("p", { class: "error" }, e.message));
+    if (kind === "process" && id) showProcess(decodeURIComponent(id)).catch(fail);
+    else if (kind === "model" && id) showModel(decodeURIComponent(id)).catch(fail);
   }
 
   // ------------------------------------------------------------------ process view
   async function showProcess(pid) {
-    const [tl, models] = await Promise.all([api("/processes/" + encodeURIComponent(pid) + "/timeline"),
-                                           api("/processes/" + encodeURIComponent(pid) + "/models")]);
-    const p = tl.process;
+    const base = "/processes/" + enc(pid);
+    const [tl, models, audit, changes] = await Promise.all([api(base + "/timeline"), api(base + "/models"),
+      api(base + "/signatures"), api(base + "/changes")]);
+    const p = tl.process, sigs = {};
+    for (const s of audit.executions) sigs[s.round + "/" + s.organisation] = s;
     const view = $("#view");
     view.replaceChildren();
     const head = card("Learning process " + p.id, "process-facts");
-    head.append(facts({ status: p.status, creator: p.creator, image: p.image_id + " @ " + p.image_digest,
+    head.append(facts({ status: p.status, creator: p.creator, algorithm: p.algorithm, image: p.image_id + " @ " + p.image_digest,
       consortium: p.consortium.join(", "), topology: p.topology, rounds: p.rounds,
       privacy_budget: p.privacy_budget ? p.privacy_budget.mechanism + " ε=" + p.privacy_budget.epsilon : "none" }));
-    view.append(head);
-    view.append(timelineCard(p, tl.executions));
-    view.append(convergenceCard(p, tl.executions));
+    view.append(head, timelineCard(p, tl.executions, sigs), convergenceCard(p, tl.executions));
     if (p.privacy_budget) view.append(privacyCard(p, tl.executions));
-    view.append(matrixCard(p, models));
-    const ev = card("Ledger events", "events");
-    const list = el("ol", {});
-    for (const e of tl.events) list.append(el("li", {}, "block " + e.block + " · " + e.name + " · " + e.subject));
-    ev.append(list);
-    view.append(ev);
+    view.append(signaturesCard(audit.executions), matrixCard(p, models), eventsCard(audit.events),
+      changesCard("Process record history", "process-history", changes));
   }
 
-  function timelineCard(p, executions) {
-    const c = card("Timeline (rounds × organisations)", "timeline");
-    const orgs = p.consortium, cw = Math.max(14, Math.min(40, 640 / p.rounds)), ch = 22, left = 90, top = 20;
-    const s = svg("svg", { width: left + cw * p.rounds + 10, height: top + ch * orgs.length + 10, role: "img" });
+  function timelineCard(p, executions, sigs) {
+    const c = card("Timeline: one cell per organisation and round, coloured by the execution's status", "timeline");
+    const orgs = p.consortium, cw = Math.max(14, Math.min(40, 640 / p.rounds)), ch = 22, left = 90, top = 8;
+    const bottom = top + ch * orgs.length;
+    const s = svg("svg", { width: left + cw * p.rounds + 10, height: bottom + 38, role: "img", "aria-label": "timeline" });
     const byKey = {};
     for (const e of executions) byKey[e.round + "/" + e.organisation] = e;
-    orgs.forEach((o, i) => s.append(svg("text", { x: 4, y: top + i * ch + 15 }, o)));
+    orgs.forEach((o, i) => s.append(svg("text", { x: 4, y: top + i * ch + 15, class: "org-label" }, o)));
     for (let r = 1; r <= p.rounds; r++) {
-      if (p.rounds <= 30 || r % Math.ceil(p.rounds / 30) === 0) s.append(svg("text", { x: left + (r - 1) * cw + 2, y: 12 }, r));
       orgs.forEach((o, i) => {
-        const e = byKey[r + "/" + o];
+        const e = byKey[r + "/" + o], sig = sigs[r + "/" + o];
         const rect = svg("rect", { x: left + (r - 1) * cw + 1, y: top + i * ch + 1, width: cw - 2, height: ch - 2,
-          class: "cell status-" + (e ? e.status : "missing"), "data-round": r, "data-org": o });
-        rect.append(svg("title", {}, "round " + r + " · " + o + " · " + (e ? e.status + " · tx " + (e.completed_tx_id || e.tx_id) : "no record")));
-        if (e) rect.addEventListener("click", () => showExecution(e));
+          class: "cell status-" + (e ? e.status : "missing") + (sig && sig.valid === false ? " sig-invalid" : ""),
+          "data-round": r, "data-org": o });
+        rect.append(svg("title", {}, "round " + r + " · " + o + " · " + (e ? e.status + " · " + (sig ? (sig.valid ? "signature valid" : sig.detail) : "") : "no record")));
+        if (e) rect.addEventListener("click", () => showExecution(e, sig));
         s.append(rect);
       });
     }
-    c.append(s, el("div", { id: "execution-detail" }));
+    s.append(svg("line", { x1: left, x2: left + cw * p.rounds, y1: bottom + 2, y2: bottom + 2, class: "axis" }));
+    for (const r of roundTicks(1, p.rounds, 30)) {
+      const x = left + (r - 0.5) * cw;
+      s.append(svg("line", { x1: x, x2: x, y1: bottom + 2, y2: bottom + 6, class: "axis" }),
+        svg("text", { x: x, y: bottom + 17, "text-anchor": "middle", class: "tick x-tick" }, r));
+    }
+    s.append(svg("text", { x: left + cw * p.rounds / 2, y: bottom + 33, "text-anchor": "middle", class: "axis-title x-title" }, "round"));
+    c.append(s, legend("timeline-legend", [
+      { label: "completed (result signed and accepted)", kind: "box", cls: "status-completed" },
+      { label: "running", kind: "box", cls: "status-running" },
+      { label: "failed", kind: "box", cls: "status-failed" },
+      { label: "no record yet", kind: "box", cls: "status-missing" },
+      { label: "signature does not verify", kind: "box", cls: "status-completed sig-invalid" }]),
+    el("p", { class: "hint" }, "Click a cell for the execution record, its signer and its history."), el("div", { id: "execution-detail" }));
     return c;
   }
 
-  function showExecution(e) {
+  async function showExecution(e, sig) {
     const d = $("#execution-detail");
+    const r = e.result || {}, ins = r.inputs || {}, outs = r.outputs || {};
+    const digests = [["image", r.image_digest || e.image_digest], ["data commitment", ins.data_commitment],
+      ["input state", ins.state], ...(ins.messages || []).map((m) => ["message from " + m.sender, m.digest]),
+      ["output state", outs.state], ...(outs.messages || []).map((m) => ["message to " + m.recipient, m.digest]),
+      ["model", outs.model && outs.model.digest]].filter((x) => x[1]);
     d.replaceChildren(el("h3", {}, "Execution " + e.process_id + " / round " + e.round + " / " + e.organisation),
-      facts({ status: e.status, runtime: e.runtime, image_digest: e.image_digest, tx: e.tx_id, completed_tx: e.completed_tx_id }),
-      el("pre", {}, JSON.stringify(e.result, null, 2)));
+      el("p", { class: "badges" }, signatureBadge(sig), " ", txBadge(sig), " ", el("span", { class: "signer" }, "signed by " + (sig ? sig.signer : e.organisation))),
+      facts({ status: e.status, runtime: e.runtime, registered: when(e.created), completed: when(e.completed),
+        transaction: e.completed_tx_id || e.tx_id, failure: e.failure_reason || "—" }),
+      table("digests", ["artifact", "digest"], digests),
+      table("metrics", ["metric", "value"], Object.entries(r.metrics || {}).map(([k, v]) => [k, typeof v === "number" ? +v.toPrecision(6) : JSON.stringify(v)])),
+      el("details", {}, el("summary", {}, "raw record (JSON)"), el("pre", {}, JSON.stringify(e, null, 2))));
+    try {
+      const ch = await api("/processes/" + enc(e.process_id) + "/executions/" + e.round + "/" + enc(e.organisation) + "/changes");
+      d.append(changesCard("History of this execution record", "execution-history", ch));
+    } catch (err) { d.append(el("p", { class: "error" }, err.message)); }
   }
 
-  function linePlot(id, title, series, opts) {
+  function signaturesCard(executions) {
+    const c = card("Execution signatures, checked by the gateway against the ledger's records", "signatures");
+    const ok = executions.filter((s) => s.valid === true).length;
+    c.append(el("p", { class: "hint" }, ok + " of " + executions.length + " execution records carry a valid task signature. " +
+      "The signer registered the task key that signed the result."),
+    table("signatures", ["round", "organisation", "status", "signed by", "signature", "transaction"],
+      executions.map((s) => [s.round, s.organisation, s.status, s.signer, signatureBadge(s), txBadge(s)])));
+    return c;
+  }
+
+  function eventsCard(events) {
+    const c = card("Ledger events (time of the transaction, who acted)", "events");
+    c.append(table("events", ["time", "block", "event", "subject", "actor"],
+      events.map((e) => [when(e.time), e.block, e.name, e.subject.replace(/^[a-z]+:/, ""), e.actor || "—"])));
+    return c;
+  }
+
+  function changesCard(title, id, versions) {
     const c = card(title, id);
-    const W = 560, H = 220, L = 50, B = 30, T = 10, R = 120;
-    const all = series.flatMap((s) => s.points);
-    if (!all.length) { c.append(el("p", { class: "hint" }, "no data yet")); return c; }
-    const xs = all.map((p) => p[0]), ys = all.map((p) => p[1]).concat(opts.extraY || []);
-    const x0 = Math.min(...xs), x1 = Math.max(...xs, x0 + 1), y0 = Math.min(0, ...ys), y1 = Math.max(...ys) * 1.05 || 1;
-    const X = (x) => L + (x - x0) / (x1 - x0) * (W - L - R), Y = (y) => T + (1 - (y - y0) / (y1 - y0)) * (H - T - B);
-    const s = svg("svg", { width: W, height: H, role: "img" });
-    s.append(svg("line", { x1: L, y1: H - B, x2: W - R, y2: H - B, class: "axis" }), svg("line", { x1: L, y1: T, x2: L, y2: H - B, class: "axis" }));
-    s.append(svg("text", { x: L, y: H - 8 }, "round " + x0), svg("text", { x: W - R - 40, y: H - 8 }, "round " + x1));
-    s.append(svg("text", { x: 2, y: T + 10 }, y1.toPrecision(3)), svg("text", { x: 2, y: H - B }, y0.toPrecision(3)));
-    if (opts.budget !== undefined) s.append(svg("line", { x1: L, x2: W - R, y1: Y(opts.budget), y2: Y(opts.budget), class: "budget" }),
-      svg("text", { x: W - R + 4, y: Y(opts.budget) + 4 }, "budget ε=" + opts.budget));
-    series.forEach((ser, i) => {
-      const d = ser.points.map((p, j) => (j ? "L" : "M") + X(p[0]).toFixed(1) + " " + Y(p[1]).toFixed(1)).join(" ");
-      s.append(svg("path", { d: d, class: "series", stroke: COLORS[i % COLORS.length], fill: "none", "stroke-width": 2, "data-org": ser.name }));
-      s.append(svg("text", { x: W - R + 4, y: T + 14 * (i + 1) + (opts.budget !== undefined ? 20 : 0), fill: COLORS[i % COLORS.length] }, ser.name));
-    });
-    c.append(s);
+    c.append(table("changes", ["#", "time", "by", "what changed"], versions.map((v, i) => [i + 1, when(v.time), v.actor || "—",
+      el("ul", {}, ...v.changes.map((ch) => el("li", {}, ch.text)))])));
     return c;
   }
 
@@ -155,16 +191,38 @@
       .sort((a, b) => a.round - b.round).map((e) => [e.round, value(e)]).filter((pt) => typeof pt[1] === "number" && isFinite(pt[1])) }));
   }
 
-  const PREFERRED = ["loss", "objective", "log_likelihood", "elbo", "accuracy", "f1", "auc", "norm", "n_estimators"];
-  const IGNORED = new Set(["epsilon_spent", "action"]);
+  function plotCard(id, title, series, opts) {
+    const c = card(title, id);
+    const plot = linePlot(series, opts);
+    if (!plot) c.append(el("p", { class: "hint" }, "no data yet"));
+    else c.append(plot.svg, plot.legend);
+    return c;
+  }
+
+  // metrics the algorithms report that do measure convergence, with what they mean (first present wins)
+  const CONVERGENCE = {
+    estimate_loss: "Convergence: estimate_loss per round (loss of each organisation's estimate, DPSDA; lower is better)",
+    loss: "Convergence: loss per round (lower is better)",
+    objective: "Convergence: objective per round (CollabDict mixture objective; it levels off at convergence)",
+    elbo_per_sample: "Convergence: elbo_per_sample per round (CollabDict VAE evidence lower bound; higher is better)",
+    elbo: "Convergence: elbo per round (evidence lower bound; higher is better)",
+    log_likelihood: "Convergence: log_likelihood per round (higher is better)",
+    norm: "Convergence: norm per round (norm of each organisation's state; in average consensus the lines meet)",
+  };
+  const NOT_CONVERGENCE = {
+    n_estimators: "Ensemble size: n_estimators per round (collaborative RF reports no loss; this shows the ensemble growing, not convergence)",
+  };
+  const IGNORED = new Set(["epsilon_spent", "action", "privacy_rigorous"]);
 
   function convergenceCard(p, executions, chosen) {
     const names = new Set();
     for (const e of executions) if (e.result) Object.keys(e.result.metrics).forEach((k) => names.add(k));
     const options = [...names].sort();
-    const metric = chosen || PREFERRED.find((m) => names.has(m)) || options.find((m) => !IGNORED.has(m)) || options[0];
-    if (!metric) return card("Convergence", "convergence");
-    const c = linePlot("convergence", "Convergence: " + metric + " per round", perOrg(p, executions, (e) => e.result.metrics[metric]), {});
+    const metric = chosen || Object.keys(CONVERGENCE).find((m) => names.has(m)) || Object.keys(NOT_CONVERGENCE).find((m) => names.has(m))
+      || options.find((m) => !IGNORED.has(m)) || options[0];
+    if (!metric) return card("Convergence: the executions report no metric", "convergence");
+    const title = CONVERGENCE[metric] || NOT_CONVERGENCE[metric] || "Reported metric: " + metric + " per round (not a convergence measure)";
+    const c = plotCard("convergence", title, perOrg(p, executions, (e) => e.result.metrics[metric]), { yTitle: metric });
     const select = el("select", { id: "metric", "aria-label": "metric" }, ...options.map((m) => el("option", { value: m }, m)));
     select.value = metric;
     select.addEventListener("change", () => c.replaceWith(convergenceCard(p, executions, select.value)));
@@ -174,16 +232,16 @@
 
   function privacyCard(p, executions) {
     const b = p.privacy_budget, scope = b.scope ? " (" + b.scope + " ε, " + b.accounting + " accounting)" : "";
-    return linePlot("privacy", "Privacy budget: cumulative ε per organisation" + scope, perOrg(p, executions, (e) => e.epsilon_total),
-      { budget: p.privacy_budget.epsilon, extraY: [p.privacy_budget.epsilon] });
+    return plotCard("privacy", "Privacy budget: cumulative ε per organisation" + scope, perOrg(p, executions, (e) => e.epsilon_total),
+      { yTitle: "cumulative ε", budget: b.epsilon, extraY: [b.epsilon] });
   }
 
   function matrixCard(p, models) {
     const c = card("Estimator origins (rows: model owner, columns: organisation that trained the estimators)", "matrix");
     if (!models.length) { c.append(el("p", { class: "hint" }, "no models published")); return c; }
     const origins = p.consortium;
-    const table = el("table", { class: "matrix" });
-    table.append(el("tr", {}, el("th", {}, "model \\ origin"), ...origins.map((o) => el("th", {}, o))));
+    const t = el("table", { class: "matrix" });
+    t.append(el("tr", {}, el("th", {}, "model \\ origin"), ...origins.map((o) => el("th", {}, o))));
     for (const m of models) {
       const counts = {};
       for (const est of m.estimators || []) {
@@ -192,32 +250,33 @@
         const n = !Array.isArray(est) && typeof est === "object" && typeof est.trees === "number" ? est.trees : 1;
         counts[origin] = (counts[origin] || 0) + n;
       }
-      table.append(el("tr", {}, el("th", {}, m.owner), ...origins.map((o) => el("td", {}, counts[o] || 0))));
+      t.append(el("tr", {}, el("th", {}, m.owner), ...origins.map((o) => el("td", {}, counts[o] || 0))));
     }
-    c.append(table);
+    c.append(t);
     return c;
   }
 
   // ------------------------------------------------------------------ model view
   async function showModel(mid) {
-    const [m, lin] = await Promise.all([api("/models/" + encodeURIComponent(mid)), api("/models/" + encodeURIComponent(mid) + "/lineage")]);
+    const base = "/models/" + enc(mid);
+    const [m, lin, changes] = await Promise.all([api(base), api(base + "/lineage"), api(base + "/changes")]);
     const view = $("#view");
     view.replaceChildren();
     const head = card("Model " + m.id, "model-facts");
-    head.append(facts({ owner: m.owner, process: m.process_id, digest: m.digest, image_digest: m.image_digest,
-      size: m.size, access: m.access.join(", "), metrics: m.metrics }));
+    head.append(facts({ owner: m.owner, process: m.process_id, round: m.round, digest: m.digest, image_digest: m.image_digest,
+      size: m.size, access: m.access.join(", "), published: when(m.created), metrics: m.metrics }));
     const verify = el("button", { id: "verify", type: "button" }, "Verify lineage against the ledger");
     const result = el("div", { id: "verify-result" });
     verify.addEventListener("click", async () => {
       result.textContent = "verifying…";
       try {
-        const rep = await api("/models/" + encodeURIComponent(mid) + "/verify", { method: "POST" });
+        const rep = await api(base + "/verify", { method: "POST" });
         result.replaceChildren(el("p", { class: rep.ok ? "ok" : "error" }, rep.ok ? "verified: " + rep.checks.length + " checks passed"
           : rep.failures + " checks failed"), el("ul", {}, ...rep.checks.filter((c) => !c.ok).map((c) => el("li", { class: "error" }, c.check + ": " + c.detail))));
       } catch (err) { result.replaceChildren(el("p", { class: "error" }, err.message)); }
     });
     head.append(verify, result);
-    view.append(head, lineageCard(lin));
+    view.append(head, lineageCard(lin), changesCard("Model record history", "model-history", changes));
   }
 
   function lineageCard(lin) {
@@ -225,29 +284,41 @@
     const orgs = [...new Set(lin.nodes.map((n) => n.organisation))].sort();
     const rounds = lin.nodes.map((n) => n.round);
     const r0 = Math.min(...rounds), r1 = Math.max(...rounds);
-    const dx = Math.max(24, Math.min(90, 640 / Math.max(1, r1 - r0))), dy = 44, L = 100, T = 24;
+    const dx = Math.max(24, Math.min(90, 640 / Math.max(1, r1 - r0))), dy = 44, L = 100, T = 40;
     const pos = {};
     for (const n of lin.nodes) pos[n.id] = [L + (n.round - r0) * dx, T + orgs.indexOf(n.organisation) * dy];
-    const s = svg("svg", { width: L + (r1 - r0) * dx + 40, height: T + orgs.length * dy, role: "img" });
+    const s = svg("svg", { width: L + (r1 - r0) * dx + 40, height: T + orgs.length * dy, role: "img", "aria-label": "lineage" });
     const defs = svg("defs", {});
-    const marker = svg("marker", { id: "arrow", viewBox: "0 0 10 10", refX: 16, refY: 5, markerWidth: 6, markerHeight: 6, orient: "auto" });
-    marker.append(svg("path", { d: "M0 0 L10 5 L0 10 z", fill: "#7d8b99" }));
-    defs.append(marker);
+    for (const kind of ["message", "state"]) {
+      const marker = svg("marker", { id: "arrow-" + kind, viewBox: "0 0 10 10", refX: 16, refY: 5, markerWidth: 6, markerHeight: 6, orient: "auto" });
+      marker.append(svg("path", { d: "M0 0 L10 5 L0 10 z", class: "arrow " + kind }));
+      defs.append(marker);
+    }
     s.append(defs);
-    orgs.forEach((o, i) => s.append(svg("text", { x: 4, y: T + i * dy + 4 }, o)));
+    s.append(svg("text", { x: 4, y: 12, class: "axis-title x-title" }, "round"));
+    for (const r of roundTicks(r0, r1, 16)) {
+      const x = L + (r - r0) * dx;
+      s.append(svg("text", { x: x, y: 14, "text-anchor": "middle", class: "round-label", "data-round": r }, r),
+        svg("line", { x1: x, x2: x, y1: 20, y2: T + (orgs.length - 1) * dy + 10, class: "grid" }));
+    }
+    orgs.forEach((o, i) => s.append(svg("text", { x: 4, y: T + i * dy + 4, class: "org-label" }, o)));
     for (const e of lin.edges) {
       const a = pos[e.from], b = pos[e.to];
       if (!a || !b) continue;
-      const line = svg("line", { x1: a[0], y1: a[1], x2: b[0], y2: b[1], class: "edge " + e.kind, "marker-end": "url(#arrow)" });
-      line.append(svg("title", {}, e.kind + " " + e.digest));
+      const line = svg("line", { x1: a[0], y1: a[1], x2: b[0], y2: b[1], class: "edge " + e.kind, "marker-end": "url(#arrow-" + e.kind + ")" });
+      line.append(svg("title", {}, e.kind + " " + e.digest + " · " + e.from + " → " + e.to));
       s.append(line);
     }
     for (const n of lin.nodes) {
       const circle = svg("circle", { cx: pos[n.id][0], cy: pos[n.id][1], r: 7, class: "node" + (n.id === lin.root ? " root" : ""), "data-id": n.id });
-      circle.append(svg("title", {}, n.id + " · block " + n.block + " · tx " + n.completed_tx_id));
+      circle.append(svg("title", {}, n.id + " · round " + n.round + " · block " + n.block + " · tx " + n.completed_tx_id));
       s.append(circle);
     }
-    c.append(s);
+    c.append(s, legend("lineage-legend", [
+      { label: "message: an output sent to another organisation, read in a later round", kind: "line", color: "#2f6fa3" },
+      { label: "state: an organisation's own state carried to its next round", kind: "dash", color: "#9aa5b1" },
+      { label: "execution (one organisation, one round)", kind: "dot", color: "#3a8f5c" },
+      { label: "the execution that produced this model", kind: "dot", color: "#1f3b57" }]));
     return c;
   }
 

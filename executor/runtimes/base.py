@@ -22,9 +22,9 @@ def numeric_environment() -> dict[str, str]:
     OpenBLAS picks its kernels by CPU type (``OPENBLAS_CORETYPE``), and different kernels round
     differently, so a task must use the kernel the host (and the simulator) uses for its results to
     be bit-identical (seen with CollabDict GGM's LAPACK calls)."""
-    import os
+    from wire.env import environment
 
-    return {k: os.environ[k] for k in ("OPENBLAS_CORETYPE",) if os.environ.get(k)}
+    return environment().numeric()
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,6 @@ a tag that could be re-pointed between verification and run.
 
 from __future__ import annotations
 
-import os
 import shutil
 import time
 from collections.abc import Sequence
@@ -32,6 +31,7 @@ from executor.runtimes.base import (
 )
 from executor.runtimes.tools import ToolMissing
 from executor.task_keys import TASK_GID, TASK_UID
+from wire.env import environment
 
 
 class ContainerRuntime:
@@ -65,12 +65,7 @@ class ContainerRuntime:
             pass
         from executor.images import DEFAULT_SOCKET
 
-        url = (
-            self._base_url
-            or os.environ.get("CONSORTIA_DOCKER_HOST")
-            or os.environ.get("DOCKER_HOST")
-            or DEFAULT_SOCKET
-        )
+        url = self._base_url or environment().engine_url or DEFAULT_SOCKET
         if shutil.which("podman") is None and shutil.which("docker") is None:
             raise ToolMissing("podman", "podman runc", "the container runtime")
         raise RuntimeUnavailable(

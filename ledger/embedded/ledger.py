@@ -30,24 +30,20 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 
-from chaincode import dispatch
 from chaincode.canonical import canonical_json
-from chaincode.errors import ContractError
 from ledger.embedded import blocks as B
+from ledger.embedded.endorsement import Endorser, PendingTransaction
 from ledger.embedded.genesis import config_mismatch
 from ledger.embedded.policy import EndorsementPolicy
-from ledger.embedded.simulation import TxSimulator
 from ledger.embedded.store import Store
 from ledger.embedded.validation import validate_block, write_block_outcome
 from ledger.errors import (
-    AccessDenied,
     CommitTimeout,
     EndorsementPolicyFailure,
     LedgerError,
@@ -78,12 +74,12 @@ def _error_for(tx_id: str, code: str) -> TransactionInvalid:
     return TransactionInvalid(tx_id, code)
 
 
-class EmbeddedLedger:
+class EmbeddedLedger(Endorser):
     """A Fabric-semantics ledger in one SQLite file. Implements :class:`ledger.interface.Ledger`."""
 
     def __init__(
         self,
-        path: str | os.PathLike,
+        path: str | os.PathLike[str],
         consortium: Consortium,
         *,
         channel: str = "consortia",
@@ -92,7 +88,7 @@ class EmbeddedLedger:
         batch_size: int = 500,
         batch_timeout: float = 0.01,
         synchronous: str = "FULL",
-        checkpoint_file: str | os.PathLike | None = None,
+        checkpoint_file: str | os.PathLike[str] | None = None,
         checkpoint_every: int = 100,
     ):
         if batch_size < 1 or batch_timeout < 0:
@@ -119,7 +115,7 @@ class EmbeddedLedger:
         self.membership = MembershipService(cas)
         self.organisations: tuple[str, ...] = tuple(sorted(config["organisations"]))
         self.policy = EndorsementPolicy.parse(config["policy"], self.organisations)
-        self._queue: queue.Queue[tuple[dict[str, Any], Future] | None] = queue.Queue()
+        self._queue: queue.Queue[tuple[dict[str, Any], PendingTransaction] | None] = queue.Queue()
         self._orderer_thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
         self._committed = threading.Condition()
@@ -129,6 +125,7 @@ class EmbeddedLedger:
     def _load_or_create_genesis(self, channel: str, chaincode: str, policy: str) -> dict[str, Any]:
         con = self._store.connection()
         row = con.execute("SELECT body FROM blocks WHERE number = 0").fetchone()
+        config: dict[str, Any]
         if row is not None:
             config = json.loads(row[0])["config"]
         else:
@@ -171,91 +168,6 @@ class EmbeddedLedger:
             )
         return header_hash
 
-    # ------------------------------------------------------------------ proposals and endorsement
-    def _proposal(
-        self, identity: Identity, function: str, args: Sequence[str]
-    ) -> tuple[dict[str, Any], bytes]:
-        if not isinstance(function, str) or not all(isinstance(a, str) for a in args):
-            raise TypeError("function and arguments must be strings")
-        creator = identity.serialized()
-        nonce = os.urandom(24)
-        proposal = {
-            "channel": self.channel,
-            "chaincode": self.chaincode,
-            "tx_id": B.compute_tx_id(nonce, creator),
-            "nonce": B.b64(nonce),
-            "creator": B.b64(creator),
-            "timestamp": time.time(),
-            "function": function,
-            "args": list(args),
-        }
-        return proposal, identity.sign(canonical_json(proposal))
-
-    def _check_proposal(self, proposal: dict[str, Any], signature: bytes) -> None:
-        """What a peer's endorser checks before running chaincode (msgvalidation.go)."""
-        creator = B.unb64(proposal["creator"])
-        msp_id, role = self.membership.verify_signature(
-            creator, canonical_json(proposal), signature
-        )  # AccessDenied
-        if role not in ("client", "admin"):
-            # Fabric's proposal ACL is the channel's Writers policy: admin or client identities
-            raise AccessDenied(
-                f"a {role} identity of {msp_id} may not send proposals (Writers policy: admin | client)"
-            )
-        if B.compute_tx_id(B.unb64(proposal["nonce"]), creator) != proposal["tx_id"]:
-            raise AccessDenied("proposal transaction id is not sha256(nonce || creator)")
-        if proposal["channel"] != self.channel or proposal["chaincode"] != self.chaincode:
-            raise AccessDenied(f"proposal is for channel {proposal['channel']}/{proposal['chaincode']}")
-
-    def _simulate(
-        self, proposal: dict[str, Any], transient: Mapping[str, bytes] | None
-    ) -> tuple[TxSimulator, bytes]:
-        """Run the chaincode against one snapshot of the committed state (raises ContractError)."""
-        con = self._store.connection()
-        con.execute("BEGIN")
-        try:
-            sim = TxSimulator(
-                con,
-                tx_id=proposal["tx_id"],
-                channel=self.channel,
-                timestamp=proposal["timestamp"],
-                creator=B.unb64(proposal["creator"]),
-                transient=dict(transient or {}),
-            )
-            try:
-                payload = dispatch.invoke(sim, proposal["function"], proposal["args"])
-            except ContractError as err:
-                # the chaincode's error reply, rebuilt from its wire form as a Fabric client would
-                raise ContractError.from_wire(err.to_wire()) from None
-        finally:
-            con.execute("COMMIT")
-        return sim, payload
-
-    def _response(self, proposal: dict[str, Any], sim: TxSimulator, payload: bytes) -> dict[str, Any]:
-        """The proposal response payload that endorsers sign."""
-        return {
-            "proposal_hash": B.sha256_hex(canonical_json(proposal)),
-            "status": 200,
-            "payload": B.b64(payload),
-            "rwset": sim.rwset(),
-            "event": None if sim.event is None else [sim.event[0], B.b64(sim.event[1])],
-        }
-
-    def _endorse(self, response: dict[str, Any], organisations: Sequence[str]) -> list[dict[str, str]]:
-        out = []
-        for org in organisations:
-            peer = self._peers.get(org)
-            if peer is None:
-                raise LedgerError(f"no peer of organisation {org!r} in this channel")
-            endorser = peer.serialized()
-            out.append(
-                {
-                    "endorser": B.b64(endorser),
-                    "signature": B.b64(peer.sign(B.endorsement_message(response, endorser))),
-                }
-            )
-        return out
-
     # ------------------------------------------------------------------ Ledger interface
     def evaluate(self, identity: Identity, function: str, *args: str) -> bytes:
         proposal, signature = self._proposal(identity, function, args)
@@ -275,7 +187,7 @@ class EmbeddedLedger:
         future = self.submit_async(
             identity, function, *args, transient=transient, endorsing_organisations=endorsing_organisations
         )
-        tx_id = future.tx_id  # type: ignore[attr-defined]
+        tx_id = future.tx_id
         try:
             block_number, code, payload = future.result(timeout=timeout)
         except TimeoutError:
@@ -291,7 +203,7 @@ class EmbeddedLedger:
         *args: str,
         transient: Mapping[str, bytes] | None = None,
         endorsing_organisations: Sequence[str] | None = None,
-    ) -> Future:
+    ) -> PendingTransaction:
         """Endorse now, order and commit in the background; the future yields (block, code, result)."""
         if self._closed:
             raise LedgerError("ledger is closed")
@@ -307,9 +219,7 @@ class EmbeddedLedger:
         endorsements = self._endorse(response, orgs)
         tx = {"proposal": proposal, "response": response, "endorsements": endorsements}
         tx["signature"] = B.b64(identity.sign(B.signed_part(tx)))
-        future: Future = Future()
-        future.tx_id = proposal["tx_id"]  # type: ignore[attr-defined]
-        future.payload = payload  # type: ignore[attr-defined]
+        future = PendingTransaction(proposal["tx_id"], payload)
         self._ensure_orderer()
         self._queue.put((tx, future))
         return future
@@ -344,7 +254,7 @@ class EmbeddedLedger:
             try:
                 results = self._commit_block([tx for tx, _ in batch])
                 for (_tx, fut), (block_number, code) in zip(batch, results):
-                    fut.set_result((block_number, code, fut.payload))  # type: ignore[attr-defined]
+                    fut.set_result((block_number, code, fut.payload))
             except Exception as exc:  # commit failed as a whole: nothing was written
                 log.exception("block commit failed")
                 for _, fut in batch:
@@ -390,6 +300,8 @@ class EmbeddedLedger:
         blocks are committed already: failing to write the anchor is logged, not raised."""
         from ledger.checkpoint import append_checkpoint
 
+        if self.checkpoint_file is None:
+            return
         try:
             append_checkpoint(self.checkpoint_file, self.checkpoint())
             self._uncheckpointed = False

@@ -11,14 +11,22 @@ from __future__ import annotations
 import base64
 import sqlite3
 from collections.abc import Iterator
+from typing import Any
 
-from chaincode.stub import MAX_UNICODE_RUNE, ChaincodeStub, KeyModification, KeyValue, create_composite_key
+from chaincode.stub import (
+    MAX_UNICODE_RUNE,
+    ChaincodeStub,
+    KeyModification,
+    KeyValue,
+    TransactionHeader,
+    create_composite_key,
+)
 from ledger.embedded.store import Store
 
 Version = tuple[int, int]
 
 
-class TxSimulator(ChaincodeStub):
+class TxSimulator(TransactionHeader, ChaincodeStub):
     def __init__(
         self,
         con: sqlite3.Connection,
@@ -29,32 +37,12 @@ class TxSimulator(ChaincodeStub):
         creator: bytes,
         transient: dict[str, bytes] | None = None,
     ):
+        super().__init__(tx_id, channel, timestamp, creator, transient)
         self._con = con
-        self._tx_id = tx_id
-        self._channel = channel
-        self._timestamp = timestamp
-        self._creator = creator
-        self._transient = dict(transient or {})
         self.reads: dict[str, Version | None] = {}
         self.range_reads: list[tuple[str, str, list[tuple[str, Version]]]] = []
         self.writes: dict[str, bytes | None] = {}
         self.event: tuple[str, bytes] | None = None
-
-    # ---- identity and time
-    def get_tx_id(self) -> str:
-        return self._tx_id
-
-    def get_channel_id(self) -> str:
-        return self._channel
-
-    def get_tx_timestamp(self) -> float:
-        return self._timestamp
-
-    def get_creator(self) -> bytes:
-        return self._creator
-
-    def get_transient(self) -> dict[str, bytes]:
-        return dict(self._transient)
 
     # ---- state
     @staticmethod
@@ -106,7 +94,7 @@ class TxSimulator(ChaincodeStub):
         self.event = (name, bytes(payload))  # Fabric keeps one event per transaction: the last set
 
     # ---- the read/write set as recorded in the transaction
-    def rwset(self) -> dict:
+    def rwset(self) -> dict[str, Any]:
         return {
             "reads": [[k, list(v) if v is not None else None] for k, v in sorted(self.reads.items())],
             "range_reads": [[s, e, [[k, list(v)] for k, v in kv]] for s, e, kv in self.range_reads],

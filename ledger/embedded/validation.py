@@ -14,7 +14,7 @@ The same code validates new blocks at commit and replays the chain in ``verify``
 
 from __future__ import annotations
 
-import base64
+import binascii
 import datetime as dt
 import sqlite3
 from collections.abc import Callable, Iterable
@@ -128,7 +128,7 @@ def validate_transaction(
             if view.range(start, end) != [(k, (v[0], v[1])) for k, v in kv]:
                 return B.PHANTOM_READ_CONFLICT
         return B.VALID
-    except (KeyError, TypeError, ValueError, IndexError, base64.binascii.Error):
+    except (KeyError, TypeError, ValueError, IndexError, binascii.Error):
         return B.INVALID_OTHER_REASON
 
 
@@ -143,9 +143,9 @@ class BlockOutcome:
 
     codes: list[str]
     view: StateView
-    history_rows: list[tuple] = field(default_factory=list)
-    event_rows: list[tuple] = field(default_factory=list)
-    tx_rows: list[tuple] = field(default_factory=list)
+    history_rows: list[tuple[Any, ...]] = field(default_factory=list)
+    event_rows: list[tuple[Any, ...]] = field(default_factory=list)
+    tx_rows: list[tuple[Any, ...]] = field(default_factory=list)
 
 
 def validate_block(

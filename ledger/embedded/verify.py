@@ -27,7 +27,7 @@ import json
 import os
 import sqlite3
 import urllib.parse
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +45,7 @@ from ledger.errors import AccessDenied, LedgerCorrupted, LedgerError
 from ledger.identity import Consortium, MembershipService, parse_serialized_identity
 
 
-def open_read_only(path: str | os.PathLike) -> sqlite3.Connection:
+def open_read_only(path: str | os.PathLike[str]) -> sqlite3.Connection:
     """A read-only connection to an existing ledger file that has a genesis block."""
     p = Path(path)
     if not p.is_file():
@@ -70,7 +70,7 @@ def open_read_only(path: str | os.PathLike) -> sqlite3.Connection:
 
 
 def verify_ledger_file(
-    path: str | os.PathLike, consortium: Consortium, checkpoints: Sequence[Checkpoint] = ()
+    path: str | os.PathLike[str], consortium: Consortium, checkpoints: Sequence[Checkpoint] = ()
 ) -> dict[str, Any]:
     """Verify the ledger file at ``path`` against ``consortium`` (and the given checkpoints)."""
     con = open_read_only(path)
@@ -79,7 +79,7 @@ def verify_ledger_file(
             raw = con.execute("SELECT body FROM blocks WHERE number = 0").fetchone()[0]
         except sqlite3.DatabaseError as exc:
             raise LedgerCorrupted(f"the ledger file is damaged: {exc}", 0) from None
-        config = _block_body(0, raw).get("config")
+        config: Any = _block_body(0, raw).get("config")  # untrusted JSON, checked next
         why = config_mismatch(config, consortium)
         if why is not None:
             raise LedgerCorrupted(f"block 0: {why}", 0)
@@ -224,7 +224,9 @@ def verify_ledger(
         ) from None
 
     # the derived tables must equal the replay
-    def compare(table: str, columns: str, key_cols: int, locate) -> None:
+    def compare(
+        table: str, columns: str, key_cols: int, locate: Callable[[tuple[Any, ...], Any, Any], int]
+    ) -> None:
         try:
             stored = con.execute(f"SELECT {columns} FROM {table} ORDER BY {columns.split(',')[0]}").fetchall()
         except sqlite3.DatabaseError as exc:

@@ -6,7 +6,7 @@ and avoids each defect of fabric-chaincode-python 2.5.4 (docs/fabric.md "Chainco
 
 1. one lock-free outgoing queue per stream, so concurrent transactions never write to the stream
    at the same time (Go: ``serialSend``);
-2. an ERROR reply from the peer raises :class:`PeerError` inside the contract, it is never data;
+2. an ERROR reply from the peer raises :class:`~ledger.fabric.shim_stub.PeerError` inside the contract, it is never data;
 3. the transaction's chaincode event (last ``set_event`` wins) is sent in COMPLETED;
 3b. a failure before the contract runs (bad proposal) is answered with an ERROR message, so the
    peer never waits for its execute timeout;
@@ -30,41 +30,32 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
-import os
 import queue
 import signal
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent import futures
+from typing import TypeAlias
 
 import grpc
-from fabric_protos.common import common_pb2
-from fabric_protos.ledger.queryresult import kv_query_result_pb2
 from fabric_protos.peer import (
-    chaincode_event_pb2,
     chaincode_pb2,
     chaincode_shim_pb2,
     chaincode_shim_pb2_grpc,
-    proposal_pb2,
     proposal_response_pb2,
 )
 
 from chaincode.errors import ContractError, InternalError
-from chaincode.stub import (
-    COMPOSITE_KEY_NAMESPACE,
-    MAX_UNICODE_RUNE,
-    KeyModification,
-    KeyValue,
-    create_composite_key,
-)
+from ledger.fabric.shim_stub import EMPTY_KEY_SUBSTITUTE as EMPTY_KEY_SUBSTITUTE
+from ledger.fabric.shim_stub import FabricStub, PeerError
+from wire.env import environment
 
 log = logging.getLogger(__name__)
 
-Msg = chaincode_shim_pb2.ChaincodeMessage
+Msg: TypeAlias = chaincode_shim_pb2.ChaincodeMessage
 Dispatch = Callable[[object, str, list[str]], bytes]
 
 MAX_MESSAGE_BYTES = 100 * 1024 * 1024  # Fabric internal/pkg/comm/config.go
-EMPTY_KEY_SUBSTITUTE = "\x01"  # fabric-chaincode-go shim/stub.go
 SERVER_OPTIONS: tuple[tuple[str, int], ...] = (
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
@@ -78,142 +69,6 @@ SERVER_OPTIONS: tuple[tuple[str, int], ...] = (
 )
 PEER_CALL_TIMEOUT_S = 60.0
 HEALTH_FUNCTION = "__health__"  # answered by the shim itself: readiness probes
-
-
-class PeerError(RuntimeError):
-    """The peer answered a stub call with ERROR (e.g. a key outside the namespace, access denied)."""
-
-
-# --------------------------------------------------------------------------- the stub
-
-
-class FabricStub:
-    """``chaincode.stub.ChaincodeStub`` over one transaction of one chaincode stream."""
-
-    def __init__(self, handler: _StreamHandler, msg: Msg):
-        self._handler = handler
-        self._channel_id = msg.channel_id
-        self._tx_id = msg.txid
-        self.event: chaincode_event_pb2.ChaincodeEvent | None = None
-        inp = chaincode_pb2.ChaincodeInput.FromString(msg.payload)
-        self.args: list[bytes] = list(inp.args)
-        self._creator = b""
-        self._timestamp = 0.0
-        self._transient: dict[str, bytes] = {}
-        if msg.HasField("proposal"):
-            prop = proposal_pb2.Proposal.FromString(msg.proposal.proposal_bytes)
-            header = common_pb2.Header.FromString(prop.header)
-            chdr = common_pb2.ChannelHeader.FromString(header.channel_header)
-            shdr = common_pb2.SignatureHeader.FromString(header.signature_header)
-            self._creator = shdr.creator
-            self._timestamp = chdr.timestamp.seconds + chdr.timestamp.nanos / 1e9
-            ccpp = proposal_pb2.ChaincodeProposalPayload.FromString(prop.payload)
-            self._transient = dict(ccpp.TransientMap)
-
-    # ---- transaction context
-    def get_tx_id(self) -> str:
-        return self._tx_id
-
-    def get_channel_id(self) -> str:
-        return self._channel_id
-
-    def get_tx_timestamp(self) -> float:
-        return self._timestamp
-
-    def get_creator(self) -> bytes:
-        return self._creator
-
-    def get_transient(self) -> dict[str, bytes]:
-        return dict(self._transient)
-
-    # ---- world state
-    def _call(self, kind: int, payload: bytes) -> bytes:
-        return self._handler.call_peer(self._channel_id, self._tx_id, kind, payload)
-
-    def get_state(self, key: str) -> bytes | None:
-        value = self._call(Msg.GET_STATE, chaincode_shim_pb2.GetState(key=key).SerializeToString())
-        return value or None  # Fabric: a missing key reads as empty
-
-    def put_state(self, key: str, value: bytes) -> None:
-        _validate_key(key)
-        if not isinstance(value, (bytes, bytearray)):
-            raise TypeError("put_state value must be bytes")
-        self._call(
-            Msg.PUT_STATE, chaincode_shim_pb2.PutState(key=key, value=bytes(value)).SerializeToString()
-        )
-
-    def del_state(self, key: str) -> None:
-        _validate_key(key)
-        self._call(Msg.DEL_STATE, chaincode_shim_pb2.DelState(key=key).SerializeToString())
-
-    def get_state_by_range(self, start_key: str, end_key: str) -> Iterator[KeyValue]:
-        if start_key == "":
-            start_key = EMPTY_KEY_SUBSTITUTE
-        for k in (start_key, end_key):
-            if k and k.startswith(COMPOSITE_KEY_NAMESPACE):
-                raise ValueError(
-                    "get_state_by_range takes simple keys; use get_state_by_partial_composite_key"
-                )
-        req = chaincode_shim_pb2.GetStateByRange(startKey=start_key, endKey=end_key)
-        return self._kv_iter(self._call(Msg.GET_STATE_BY_RANGE, req.SerializeToString()))
-
-    def get_state_by_partial_composite_key(
-        self, object_type: str, attributes: list[str]
-    ) -> Iterator[KeyValue]:
-        start = create_composite_key(object_type, attributes)
-        req = chaincode_shim_pb2.GetStateByRange(startKey=start, endKey=start + MAX_UNICODE_RUNE)
-        return self._kv_iter(self._call(Msg.GET_STATE_BY_RANGE, req.SerializeToString()))
-
-    def get_history_for_key(self, key: str) -> Iterator[KeyModification]:
-        """Committed versions, oldest first (the ``ChaincodeStub`` contract); Fabric's history
-        database returns them newest first, so the whole history is read and reversed."""
-        req = chaincode_shim_pb2.GetHistoryForKey(key=key)
-        mods = []
-        for raw in self._results(self._call(Msg.GET_HISTORY_FOR_KEY, req.SerializeToString())):
-            km = kv_query_result_pb2.KeyModification.FromString(raw)
-            mods.append(
-                KeyModification(
-                    km.tx_id, km.value, km.timestamp.seconds + km.timestamp.nanos / 1e9, km.is_delete
-                )
-            )
-        return iter(reversed(mods))
-
-    def _kv_iter(self, first: bytes) -> Iterator[KeyValue]:
-        for raw in self._results(first):
-            kv = kv_query_result_pb2.KV.FromString(raw)
-            yield KeyValue(kv.key, kv.value)
-
-    def _results(self, first: bytes) -> Iterator[bytes]:
-        """Page through a QueryResponse (QUERY_STATE_NEXT), closing the iterator at the end."""
-        resp = chaincode_shim_pb2.QueryResponse.FromString(first)
-        try:
-            while True:
-                for r in resp.results:
-                    yield r.resultBytes
-                if not resp.has_more:
-                    return
-                nxt = chaincode_shim_pb2.QueryStateNext(id=resp.id).SerializeToString()
-                resp = chaincode_shim_pb2.QueryResponse.FromString(self._call(Msg.QUERY_STATE_NEXT, nxt))
-        finally:
-            if resp.id:
-                try:
-                    self._call(
-                        Msg.QUERY_STATE_CLOSE,
-                        chaincode_shim_pb2.QueryStateClose(id=resp.id).SerializeToString(),
-                    )
-                except PeerError:
-                    pass  # the peer closes finished iterators itself
-
-    # ---- events
-    def set_event(self, name: str, payload: bytes) -> None:
-        if not name:
-            raise ValueError("event name must not be empty")
-        self.event = chaincode_event_pb2.ChaincodeEvent(event_name=name, payload=bytes(payload))
-
-
-def _validate_key(key: str) -> None:
-    if not isinstance(key, str) or not key:
-        raise ValueError("state keys must be non-empty strings")
 
 
 # --------------------------------------------------------------------------- one stream
@@ -282,7 +137,8 @@ class _StreamHandler:
             with self._lock:
                 self._waiting.pop(key, None)
         if reply.type == Msg.RESPONSE:
-            return reply.payload
+            answer: bytes = reply.payload
+            return answer
         if reply.type == Msg.ERROR:
             raise PeerError(reply.payload.decode("utf-8", "replace"))
         raise PeerError(f"unexpected reply {Msg.Type.Name(reply.type)} from the peer")
@@ -348,15 +204,16 @@ class _StreamHandler:
                 status=err.status if err.status >= 400 else 400, message=err.to_wire()
             )
         except UnicodeDecodeError:
-            err = ContractError("arguments must be UTF-8 strings")
-            return proposal_response_pb2.Response(status=400, message=err.to_wire())
+            refusal = ContractError("arguments must be UTF-8 strings")
+            return proposal_response_pb2.Response(status=400, message=refusal.to_wire())
         except Exception as exc:  # a bug or a peer failure: status 500, no payloads in the message
             log.error("transaction %s: %s failed: %s", stub.get_tx_id(), function, type(exc).__name__)
-            err = InternalError(f"internal chaincode error in {function}: {type(exc).__name__}")
-            return proposal_response_pb2.Response(status=500, message=err.to_wire())
+            failure = InternalError(f"internal chaincode error in {function}: {type(exc).__name__}")
+            return proposal_response_pb2.Response(status=500, message=failure.to_wire())
 
 
-class ChaincodeService(chaincode_shim_pb2_grpc.ChaincodeServicer):
+# the generated servicer base is untyped (fabric_protos ships no stubs: pyproject.toml [tool.mypy])
+class ChaincodeService(chaincode_shim_pb2_grpc.ChaincodeServicer):  # type: ignore[misc]
     """``protos.Chaincode`` service: every ``Connect`` stream is one peer."""
 
     def __init__(self, chaincode_id: str, dispatch: Dispatch, workers: int = 16):
@@ -366,7 +223,7 @@ class ChaincodeService(chaincode_shim_pb2_grpc.ChaincodeServicer):
         self._dispatch = dispatch
         self._pool = futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="cc-tx")
 
-    def Connect(self, request_iterator, context):  # noqa: N802 (gRPC method name)
+    def Connect(self, request_iterator: Iterator[Msg], context: grpc.ServicerContext) -> Iterator[Msg]:  # noqa: N802 (gRPC method name)
         handler = _StreamHandler(self.chaincode_id, self._dispatch, self._pool)
         log.info("peer connected from %s", context.peer())
 
@@ -439,20 +296,20 @@ def load_dispatch(spec: str) -> Dispatch:
     fn = getattr(importlib.import_module(module), name)
     if not callable(fn):
         raise TypeError(f"{spec} is not callable")
-    return fn
+    dispatch: Dispatch = fn
+    return dispatch
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    env = environment()
     p = argparse.ArgumentParser(description="Serve Consortia chaincode to Fabric peers (CCaaS)")
-    p.add_argument("--address", default=os.environ.get("CHAINCODE_SERVER_ADDRESS", "127.0.0.1:9999"))
-    p.add_argument("--chaincode-id", default=os.environ.get("CHAINCODE_ID", ""))
-    p.add_argument(
-        "--dispatch", default=os.environ.get("CONSORTIA_CHAINCODE_DISPATCH", "chaincode.dispatch:invoke")
-    )
-    p.add_argument("--tls-cert", default=os.environ.get("CHAINCODE_TLS_CERT_FILE"))
-    p.add_argument("--tls-key", default=os.environ.get("CHAINCODE_TLS_KEY_FILE"))
-    p.add_argument("--client-ca", default=os.environ.get("CHAINCODE_TLS_CLIENT_CA_FILE"))
-    p.add_argument("--log-level", default=os.environ.get("CHAINCODE_LOG_LEVEL", "INFO"))
+    p.add_argument("--address", default=env.chaincode_address)
+    p.add_argument("--chaincode-id", default=env.chaincode_id)
+    p.add_argument("--dispatch", default=env.chaincode_dispatch)
+    p.add_argument("--tls-cert", default=env.chaincode_tls_cert)
+    p.add_argument("--tls-key", default=env.chaincode_tls_key)
+    p.add_argument("--client-ca", default=env.chaincode_client_ca)
+    p.add_argument("--log-level", default=env.chaincode_log_level)
     a = p.parse_args(argv)
     logging.basicConfig(level=a.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
 

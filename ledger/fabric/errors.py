@@ -25,6 +25,7 @@ from ledger.errors import (
     MVCCConflict,
     TransactionInvalid,
 )
+from wire.protobuf import read_fields
 
 _STATUS_DETAILS_KEY = "grpc-status-details-bin"
 _ACCESS_DENIED = re.compile(
@@ -37,43 +38,6 @@ _ACCESS_DENIED = re.compile(
 )
 
 
-def _fields(buf: bytes) -> list[tuple[int, int, bytes | int]]:
-    """Minimal protobuf wire decoding (for ``google.rpc.Status`` and ``google.protobuf.Any``,
-    whose generated classes are not a dependency of this project)."""
-    out: list[tuple[int, int, bytes | int]] = []
-    i = 0
-
-    def varint() -> int:
-        nonlocal i
-        n = shift = 0
-        while True:
-            b = buf[i]
-            i += 1
-            n |= (b & 0x7F) << shift
-            shift += 7
-            if not b & 0x80:
-                return n
-
-    while i < len(buf):
-        key = varint()
-        num, wt = key >> 3, key & 7
-        if wt == 0:
-            out.append((num, wt, varint()))
-        elif wt == 2:
-            n = varint()
-            out.append((num, wt, buf[i : i + n]))
-            i += n
-        elif wt == 1:
-            out.append((num, wt, buf[i : i + 8]))
-            i += 8
-        elif wt == 5:
-            out.append((num, wt, buf[i : i + 4]))
-            i += 4
-        else:
-            raise ValueError(f"unsupported wire type {wt}")
-    return out
-
-
 def error_details(err: grpc.RpcError) -> list[gateway_pb2.ErrorDetail]:
     """The ``gateway.ErrorDetail`` entries of a Gateway gRPC error (empty if none)."""
     md = getattr(err, "trailing_metadata", None)
@@ -84,11 +48,14 @@ def error_details(err: grpc.RpcError) -> list[gateway_pb2.ErrorDetail]:
         for key, value in md() or ():
             if key != _STATUS_DETAILS_KEY:
                 continue
-            for num, _, any_bytes in _fields(value):
+            for num, _, any_bytes in read_fields(value):
                 if num != 3 or not isinstance(any_bytes, bytes):
                     continue
-                parts = {n: v for n, _, v in _fields(any_bytes)}
-                if str(parts.get(1, b""), "utf-8", "replace").endswith("gateway.ErrorDetail"):
+                parts = {n: v for n, _, v in read_fields(any_bytes)}
+                type_url = parts.get(1, b"")
+                if isinstance(type_url, bytes) and type_url.decode("utf-8", "replace").endswith(
+                    "gateway.ErrorDetail"
+                ):
                     details.append(gateway_pb2.ErrorDetail.FromString(parts.get(2, b"")))
     except (ValueError, IndexError):
         return details

@@ -20,6 +20,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import grpc
 from fabric_protos.common import common_pb2, ledger_pb2
@@ -29,15 +30,9 @@ from fabric_protos.peer import transaction_pb2
 from google.protobuf.message import DecodeError
 
 from ledger.errors import CommitTimeout, EndorsementFailure, LedgerError
+from ledger.fabric.blocks import block_has_events, block_info
 from ledger.fabric.errors import translate, validation_error
-from ledger.fabric.proposal import (
-    block_header_hash,
-    build_proposal,
-    chaincode_event_of,
-    channel_header_of,
-    envelope_result,
-    sign_envelope,
-)
+from ledger.fabric.proposal import build_proposal, envelope_result, sign_envelope
 from ledger.identity import Identity
 from ledger.interface import BlockInfo, ChaincodeEvent, SubmitResult
 
@@ -121,7 +116,7 @@ class FabricLedger:
         with self._lock:
             ch = self._channels.get(peer.address)
             if ch is None:
-                opts = list(CHANNEL_OPTIONS)
+                opts: list[tuple[str, str | int]] = list(CHANNEL_OPTIONS)
                 if peer.server_name:
                     opts.append(("grpc.ssl_target_name_override", peer.server_name))
                 if peer.tls_root_cert is not None:
@@ -180,7 +175,8 @@ class FabricLedger:
             resp = self._stub(self._peer_for(identity)).Evaluate(req, timeout=self.endorse_timeout)
         except grpc.RpcError as err:
             raise translate(err, "evaluate") from None
-        return resp.result.payload
+        payload: bytes = resp.result.payload
+        return payload
 
     # ---- submit (the four Gateway steps)
     def endorse(
@@ -357,7 +353,9 @@ class FabricLedger:
             log.info("cannot look up the last event block (%s); events idle clock starts now", exc)
         return None
 
-    def _open_events(self, identity: Identity, start_block: int, after_tx: str):
+    def _open_events(
+        self, identity: Identity, start_block: int, after_tx: str
+    ) -> tuple[grpc.Call, queue.Queue[Any]]:
         req = gateway_pb2.ChaincodeEventsRequest(
             channel_id=self.channel,
             chaincode_id=self.chaincode,
@@ -367,7 +365,8 @@ class FabricLedger:
         ).SerializeToString()
         signed = gateway_pb2.SignedChaincodeEventsRequest(request=req, signature=identity.sign(req))
         call = self._stub(self._peer_for(identity)).ChaincodeEvents(signed)
-        q: queue.Queue[object] = queue.Queue()
+        # ChaincodeEventsResponse messages, then None (stream closed) or the grpc.RpcError that broke it
+        q: queue.Queue[Any] = queue.Queue()
 
         def pump() -> None:
             try:
@@ -384,61 +383,18 @@ class FabricLedger:
     # ---- blocks (qscc)
     def block_height(self, identity: Identity) -> int:
         raw = self.evaluate(identity, "GetChainInfo", self.channel, chaincode="qscc")
-        return ledger_pb2.BlockchainInfo.FromString(raw).height
+        height: int = ledger_pb2.BlockchainInfo.FromString(raw).height
+        return height
 
     def block(self, identity: Identity, number: int) -> BlockInfo:
         if number < 0:
             raise ValueError("block number must be >= 0")
         raw = self.evaluate(identity, "GetBlockByNumber", self.channel, str(number), chaincode="qscc")
-        blk = common_pb2.Block.FromString(raw)
-        h = blk.header
-        tx_ids, timestamp = [], 0.0
-        for env in blk.data.data:
-            try:
-                chdr = channel_header_of(env)
-            except Exception:
-                tx_ids.append("")
-                continue
-            tx_ids.append(chdr.tx_id)
-            if not timestamp:
-                timestamp = chdr.timestamp.seconds + chdr.timestamp.nanos / 1e9
-        flags = b""
-        if len(blk.metadata.metadata) > common_pb2.TRANSACTIONS_FILTER:
-            flags = blk.metadata.metadata[common_pb2.TRANSACTIONS_FILTER]
-        codes = tuple(
-            transaction_pb2.TxValidationCode.Name(flags[i]) if i < len(flags) else "NOT_VALIDATED"
-            for i in range(len(tx_ids))
-        )
-        return BlockInfo(
-            number=h.number,
-            header_hash=block_header_hash(h.number, h.previous_hash, h.data_hash).hex(),
-            previous_hash=h.previous_hash.hex(),
-            data_hash=h.data_hash.hex(),
-            tx_ids=tuple(tx_ids),
-            validation_codes=codes,
-            timestamp=timestamp,
-        )
-
-
-def block_has_events(block: common_pb2.Block, chaincode: str) -> bool:
-    """Whether a block holds a valid transaction that emitted an event of ``chaincode``."""
-    flags = b""
-    if len(block.metadata.metadata) > common_pb2.TRANSACTIONS_FILTER:
-        flags = block.metadata.metadata[common_pb2.TRANSACTIONS_FILTER]
-    for i, env in enumerate(block.data.data):
-        if i >= len(flags) or flags[i] != transaction_pb2.TxValidationCode.Value("VALID"):
-            continue
-        try:
-            event = chaincode_event_of(common_pb2.Envelope.FromString(env))
-        except Exception:  # a config or otherwise undecodable envelope carries no chaincode event
-            continue
-        if event is not None and event.chaincode_id == chaincode and event.event_name:
-            return True
-    return False
+        return block_info(common_pb2.Block.FromString(raw))
 
 
 def submit_with_retry(
-    ledger: FabricLedger, identity: Identity, function: str, *args: str, attempts: int = 3, **kwargs
+    ledger: FabricLedger, identity: Identity, function: str, *args: str, attempts: int = 3, **kwargs: Any
 ) -> SubmitResult:
     """``submit`` that re-runs the whole transaction after an MVCC conflict (safe: a conflicting
     transaction changed nothing) up to ``attempts`` times, then re-raises."""

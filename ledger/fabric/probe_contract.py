@@ -5,6 +5,7 @@ Consortia contracts. Same entry point as ``chaincode.dispatch.invoke``:
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 from chaincode.errors import AlreadyExists, InvalidArgument, NotFound
 from chaincode.stub import ChaincodeStub
@@ -67,7 +68,7 @@ def _transient(stub: ChaincodeStub, name: str) -> bytes:
     return stub.get_transient().get(name, b"")
 
 
-FUNCTIONS = {
+FUNCTIONS: dict[str, Callable[..., bytes]] = {
     "KV:put": _put,
     "KV:create": _create,
     "KV:get": _get,

@@ -109,7 +109,8 @@ def envelope_result(envelope: common_pb2.Envelope) -> bytes:
     cap = transaction_pb2.ChaincodeActionPayload.FromString(tx.actions[0].payload)
     prp = proposal_response_pb2.ProposalResponsePayload.FromString(cap.action.proposal_response_payload)
     action = proposal_pb2.ChaincodeAction.FromString(prp.extension)
-    return action.response.payload
+    result: bytes = action.response.payload
+    return result
 
 
 def chaincode_event_of(envelope: common_pb2.Envelope) -> chaincode_event_pb2.ChaincodeEvent | None:

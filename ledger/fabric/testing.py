@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import atexit
 import hashlib
-import os
 import socket
 import threading
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ from pathlib import Path
 from ledger.fabric.gateway import FabricLedger
 from ledger.fabric.network import REPO_ROOT, FabricNetwork, NetworkConfig, NetworkError
 from ledger.identity import Consortium
+from wire.env import environment
 
 TEST_DISPATCH = "ledger.fabric.probe_contract:invoke"
 _lock = threading.Lock()
@@ -42,9 +42,9 @@ PORT_BASES = range(20050, 60000, 3100)  # each network spans base .. base + 1000
 
 def network_dir() -> Path:
     """This checkout's test network directory."""
-    env = os.environ.get("CONSORTIA_FABRIC_NET")
+    env = environment().fabric_net
     if env:
-        return Path(env)
+        return env
     tag = hashlib.sha256(str(REPO_ROOT).encode()).hexdigest()[:10]
     return Path.home() / ".cache" / "consortia" / "fabric-test" / tag
 
@@ -66,7 +66,7 @@ def _ports_free(cfg: NetworkConfig) -> bool:
 def test_config() -> NetworkConfig:
     """This checkout's test network: own directory, own ports (kept once chosen)."""
     net_dir = network_dir()
-    if os.environ.get("CONSORTIA_FABRIC_PORT_BASE"):
+    if environment().fabric_port_base is not None:
         return NetworkConfig(dispatch=TEST_DISPATCH, net_dir=net_dir)
     saved = net_dir / "port_base"
     if saved.is_file():
@@ -118,7 +118,7 @@ def start_shared_network(config: NetworkConfig | None = None) -> FabricSession:
                 raise FabricUnavailable(_failure) from None
             raise
         _session = FabricSession(net, net.consortium(), started_here=not was_running)
-        if _session.started_here and os.environ.get("CONSORTIA_FABRIC_KEEP") != "1":
+        if _session.started_here and not environment().fabric_keep:
             atexit.register(net.down)
         return _session
 
@@ -138,6 +138,6 @@ def skip_or_fail(reason: str) -> None:
     """Skip the calling test for a missing Fabric install, or fail it under ``CI=true``."""
     import pytest
 
-    if os.environ.get("CI") == "true":
+    if environment().ci:
         pytest.fail(f"{reason} (CI=true: the fabric tests must run; see docs/setup.md)", pytrace=False)
     pytest.skip(reason)

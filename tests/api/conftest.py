@@ -69,9 +69,9 @@ def executed(tmp_path_factory):
         t.join()
     assert not errors, errors
     clients = {o: ConsortiaClient(led, consortium.identity(o)) for o in ORGS}
-    from api.artifacts import DirectoryArtifactStore
+    from executor.artifacts import ArtifactStore
 
-    w = World(consortium, led, clients, {o: DirectoryArtifactStore(root / "store" / o) for o in ORGS}, root)
+    w = World(consortium, led, clients, {o: ArtifactStore.at(root / "store" / o) for o in ORGS}, root)
     yield w
     led.close()
 

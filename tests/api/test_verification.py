@@ -89,5 +89,10 @@ def test_report():
     assert not r.ok  # no checks is not a pass
     r.add("a", True)
     r.run("b", lambda: (_ for _ in ()).throw(ValueError("boom")))
-    assert not r.ok and r.failures == [{"check": "b", "ok": False, "detail": "boom"}]
-    assert r.to_dict()["failures"] == 1
+    assert not r.ok and [c.row() for c in r.failures] == [{"check": "b", "ok": False, "detail": "boom"}]
+    assert r.failures[0]["check"] == "b" and r.failures[0].subject == "b"
+    assert r.to_dict()["failures"] == 1 and r.to_dict()["checks"][0] == {
+        "check": "a",
+        "ok": True,
+        "detail": "",
+    }

@@ -179,11 +179,11 @@ def demo_gateway(tmp_path_factory):
     """``consortia demo --quick`` (the README's main job), then Bank2's gateway on its ledger."""
     from rich.console import Console
 
-    from api.artifacts import DirectoryArtifactStore
     from api.demo import run_demo
     from api.gateway import Gateway, create_app
     from api.index import AuditIndex
     from api.tokens import TokenStore
+    from executor.artifacts import ArtifactStore
     from ledger.embedded import EmbeddedLedger
     from ledger.identity import Consortium
 
@@ -201,7 +201,7 @@ def demo_gateway(tmp_path_factory):
         "Bank2MSP",
         AuditIndex(home / "index.db"),
         TokenStore(home / "tokens.json", "Bank2MSP"),
-        DirectoryArtifactStore(home / "artifacts"),
+        ArtifactStore.at(home / "artifacts"),
     )
     token = gw.tokens.issue("User1")
     with LiveServer(create_app(gw)) as server:

@@ -10,9 +10,9 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from api.artifacts import DirectoryArtifactStore
 from api.gateway import model_aad, model_key_info
 from chaincode.canonical import canonical_json
+from executor.artifacts import ArtifactStore
 from ledger.client import ConsortiaClient
 from ledger.embedded import EmbeddedLedger
 from ledger.envelope import encrypt_payload, seal
@@ -31,7 +31,7 @@ class World:
     consortium: Consortium
     ledger: EmbeddedLedger
     clients: dict[str, ConsortiaClient]
-    stores: dict[str, DirectoryArtifactStore]
+    stores: dict[str, ArtifactStore]
     root: Path
     processes: list[str] = field(default_factory=list)
     models: dict[str, bytes] = field(default_factory=dict)  # model id -> plaintext
@@ -133,7 +133,7 @@ def publish_model(w: World, pid: str, org: str, orgs: tuple[str, ...]) -> str:
     payload = w.models[f"{pid}:{org}"]
     ident = {"process_id": pid, "owner": org, "digest": digest(payload)}  # the executor's convention
     data_key, ciphertext = encrypt_payload(payload, model_aad(ident))
-    cdig = w.stores[org].put(ciphertext)  # in the owner's store; others fetch it by its location
+    cdig = w.stores[org].put(ciphertext).digest  # in the owner's store; others fetch it by its location
     wrapped = {o: seal(w.consortium.encryption_certificate(o), data_key, model_key_info(ident)) for o in orgs}
     w.clients[org].publish_model(
         pid,
@@ -143,7 +143,7 @@ def publish_model(w: World, pid: str, org: str, orgs: tuple[str, ...]) -> str:
         wrapped,
         metrics={"accuracy": 0.9},
         estimators=[{"origin": o, "trees": 2} for o in orgs],
-        location=w.stores[org].root.resolve().as_uri(),
+        location=w.stores[org].location,
     )
     return f"{pid}:{org}"
 
@@ -154,7 +154,7 @@ def build_world(root: Path, processes: int = 1) -> World:
     clients = {
         o.msp_id: ConsortiaClient(led, consortium.identity(o.msp_id)) for o in consortium.organisations
     }
-    stores = {m: DirectoryArtifactStore(root / "artifacts" / m) for m in clients}  # the executor's layout
+    stores = {m: ArtifactStore.at(root / "artifacts" / m) for m in clients}  # the executor's layout
     w = World(consortium, led, clients, stores, root)
     for i in range(processes):
         ring_process(w, f"proc-{i}")

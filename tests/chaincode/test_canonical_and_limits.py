@@ -8,9 +8,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chaincode.canonical import _canonical_json_iterative, canonical_json
 from chaincode.errors import InvalidArgument
 from chaincode.limits import MAX_ARGUMENT_BYTES, check_arguments, json_depth, parse_json
+from wire.canonical import _canonical_json_iterative, canonical_json
 
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),

@@ -1,12 +1,20 @@
-"""The new user's journeys through the ``consortia`` command line only, on the embedded ledger:
-init -> image build -> CSV import (each organisation its own rows) -> process create --start ->
-node agents -> watch -> provenance and verification -> model export -> prediction with the
-exported model loaded in a Python that cannot import any Consortia package."""
+"""The new user's journeys through the ``consortia`` command line only, on the embedded ledger and on
+the real Fabric network (marked ``fabric``): init -> image build -> CSV import (each organisation its
+own rows) -> process create --start -> node agents -> watch -> provenance and verification -> model
+export -> prediction with the exported model (joblib and ONNX) loaded in a Python that cannot import
+any Consortia package. Each step's wall time is printed (``-s``) for the closing note.
+
+On Fabric the home is the running test network's (ledger.fabric.testing): its crypto, and
+``[ledger] backend = "fabric"`` with the network's connection profile; every command then opens the
+ledger from the home's configuration (``ledger.config.open_ledger``). The network persists across
+sessions, so the process and image ids carry a random suffix there."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import secrets
 import shutil
 import subprocess
 import sys
@@ -30,11 +38,12 @@ HYPER = {
     "schedule": ["FIT", "SHARE", "GET"],
 }
 CONSORTIA_PACKAGES = ("algorithms", "api", "chaincode", "executor", "ledger", "benchmarks")
+ONNX_ATOL = 1e-6  # the ONNX graph stores leaf values as float32 (api.model_onnx)
 
 
 def consortia(home: Path, *args: str, code: int = 0, timeout: float = 300) -> dict | list:
+    """One ``consortia ... --json`` command in its own process; its parsed JSON answer."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "CONSORTIA_HOME": str(home)}
-    t0 = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, "-m", "api.cli", *args, "--json"],
         capture_output=True,
@@ -43,11 +52,75 @@ def consortia(home: Path, *args: str, code: int = 0, timeout: float = 300) -> di
         timeout=timeout,
     )
     assert proc.returncode == code, (args, proc.stdout[-2000:], proc.stderr[-3000:])
-    consortia.seconds.append((" ".join(args[:2]), time.perf_counter() - t0))
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-consortia.seconds = []
+class Stopwatch:
+    """Wall seconds of each journey step, printed at the end of the test."""
+
+    def __init__(self, backend: str):
+        self.backend, self.seconds = backend, {}
+
+    @contextlib.contextmanager
+    def step(self, name: str):
+        t0 = time.perf_counter()
+        yield
+        self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - t0
+
+    def report(self) -> str:
+        rows = [f"  {k:<42} {v:7.1f} s" for k, v in self.seconds.items()]
+        total = sum(self.seconds.values())
+        return "\n".join(
+            [f"journey step seconds ({self.backend} ledger):", *rows, f"  {'total':<42} {total:7.1f} s"]
+        )
+
+
+def fabric_home(home: Path) -> tuple[str, ...]:
+    """A home on the running Fabric test network: its identities and its connection profile."""
+    from ledger.config import Layout, write_config
+    from ledger.fabric.testing import shared_fabric
+
+    fab = shared_fabric()
+    layout = Layout(home, crypto_dir=str(fab.network.crypto))
+    write_config(layout, fab.consortium, backend="fabric")
+    text = layout.config.read_text()
+    profile = f'profile = "{fab.network.profile_file}"'
+    layout.config.write_text(text.replace('backend = "fabric"', f'backend = "fabric"\n{profile}', 1))
+    return tuple(o.name for o in fab.consortium.organisations)
+
+
+@pytest.fixture(params=["embedded", pytest.param("fabric", marks=pytest.mark.fabric)])
+def backend(request):
+    if request.param == "fabric":
+        from ledger.fabric.testing import shared_fabric
+
+        shared_fabric()  # the network is up (or the test skips) before any step is timed
+    return request.param
+
+
+def agents(home: Path, orgs, pid: str) -> list[subprocess.Popen]:
+    """Each organisation's node agent as its own OS process, following only ``pid``."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, "-m", "api.cli", "node", "run", "--home", str(home), "--runtime", "sandbox"]
+    return [
+        subprocess.Popen(
+            [*cmd, "--org", org, "--process", pid, "--timeout", "300"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for org in orgs
+    ]
+
+
+def wait(procs: list[subprocess.Popen]) -> list[tuple[int, str]]:
+    """Each agent's exit code (0: its tasks all done, 1: not) and the tail of its log."""
+    out = []
+    for a in procs:
+        _, err = a.communicate(timeout=400)
+        out.append((a.returncode, err[-3000:]))
+    return out
 
 
 def claims(n: int, seed: int, shift: float) -> pd.DataFrame:
@@ -69,147 +142,155 @@ def claims(n: int, seed: int, shift: float) -> pd.DataFrame:
     )
 
 
-@pytest.mark.skipif(shutil.which("bwrap") is None, reason="the sandbox runtime needs bubblewrap")
-def test_the_journeys_through_the_cli_only(tmp_path):
-    home = tmp_path / "consortium"
-    # 1. a consortium of three organisations
-    init = consortia(home, "init", "--orgs", ",".join(ORGS), "--home", str(home))
-    assert init["default_organisation"] == "Org1MSP"
-    # 2. the algorithm image: built, digest checked, registered (by Org1, the home's default)
-    image = consortia(home, "image", "build", "collab-rf")
-    assert image["owner"] == "Org1MSP" and image["digest"].startswith("sha256:")
-    # 3. each organisation imports its own CSV under the same dataset name
-    for i, org in enumerate(ORGS):
-        claims(260, seed=i, shift=0.2 * i).to_csv(tmp_path / f"{org}.csv", index=False)
-        imported = consortia(
-            home,
-            "data",
-            "import",
-            str(tmp_path / f"{org}.csv"),
-            "--dataset",
-            "claims",
-            "--label",
-            "is_fraud",
-            "--image",
-            image["id"],
-            "--org",
-            org,
-        )
-        assert imported["rows"] == 260 and imported["classes"] == [0, 1]
-    # 4. the process, started right away; each organisation's node agent runs its tasks
-    created = consortia(
-        home,
-        "process",
-        "create",
-        PID,
-        "--image",
-        image["id"],
-        "--consortium",
-        ",".join(ORGS),
-        "--topology",
-        "complete",
-        "--seed",
-        "7",
-        "--rounds",
-        "3",
-        "--dataset",
-        "claims",
-        "--hyperparameters",
-        json.dumps(HYPER),
-        "--start",
-    )
-    assert created["status"] == "running" and created["image_digest"] == image["digest"]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    agents = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "api.cli",
-                "node",
-                "run",
-                "--org",
-                org,
-                "--home",
-                str(home),
-                "--runtime",
-                "sandbox",
-                "--process",
-                PID,
-                "--timeout",
-                "300",
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-        )
-        for org in ORGS
-    ]
-    for a in agents:
-        out, err = a.communicate(timeout=400)
-        assert a.returncode == 0, err[-3000:]
-    watched = consortia(home, "process", "watch", PID, "--timeout", "30")
-    assert watched["status"] == "completed" and watched["completed_tasks"] == 9
-    # 5. provenance and verification, from the ledger
-    model_id = f"{PID}:Org2MSP"
-    lineage = consortia(home, "provenance", "model", model_id, "--org", "Org2")
-    assert lineage["root"] == f"{PID}/3/Org2MSP" and lineage["image_digest"] == image["digest"]
-    assert consortia(home, "model", "verify", model_id, "--org", "Org2")["ok"] is True
-    # 6. the model, exported and used without Consortia
-    export = tmp_path / "export"
-    meta = consortia(home, "model", "export", model_id, "--out", str(export), "--org", "Org2")
-    assert meta["model_digest"] == consortia(home, "model", "get", model_id, "--org", "Org2")["digest"]
-    assert (
-        meta["lineage"]["root_execution"] == f"{PID}/3/Org2MSP"
-        and meta["lineage"]["image_digest"] == image["digest"]
-    )
-    assert meta["features"] == ["amount", "hour", "distance_km", "prior_claims"]
-    assert meta["versions"]["scikit-learn"] and meta["format"] == "joblib"
-    rows = claims(120, seed=99, shift=0.1)
-    rows.to_csv(tmp_path / "rows.csv", index=False)
-    script = textwrap.dedent(f"""
-        import importlib.abc, json, sys
-        class NoConsortia(importlib.abc.MetaPathFinder):
-            def find_spec(self, name, path=None, target=None):
-                if name.split(".")[0] in {CONSORTIA_PACKAGES!r}:
-                    raise ImportError("Consortia must not be imported: " + name)
-        sys.meta_path.insert(0, NoConsortia())
-        import joblib, pandas
-        meta = json.load(open("export/metadata.json"))
-        model = joblib.load("export/" + meta["file"])
-        X = pandas.read_csv("rows.csv")[meta["features"]].to_numpy(dtype=float)
-        scores = model.predict(X)
-        loaded = sorted(m for m in sys.modules if m.split(".")[0] in {CONSORTIA_PACKAGES!r})
-        print(json.dumps({{"scores": scores.tolist(), "consortia_modules": loaded,
-                          "estimator": type(model).__module__ + "." + type(model).__name__}}))
-    """)
+NO_CONSORTIA = f"""
+import importlib.abc, json, sys
+class NoConsortia(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {CONSORTIA_PACKAGES!r}:
+            raise ImportError("Consortia must not be imported: " + name)
+sys.meta_path.insert(0, NoConsortia())
+"""
+
+OUTSIDE = NO_CONSORTIA + textwrap.dedent("""
+    import joblib, onnxruntime, pandas
+    meta = json.load(open("export/metadata.json"))
+    model = joblib.load("export/" + meta["file"])
+    X = pandas.read_csv("rows.csv")[meta["features"]].to_numpy(dtype=float)
+    scores = model.predict(X)
+    session = onnxruntime.InferenceSession("export/model.onnx", providers=["CPUExecutionProvider"])
+    onnx = session.run(None, {"X": X})[0][:, 0]
+    loaded = sorted(m for m in sys.modules if m.split(".")[0] in CONSORTIA)
+    print(json.dumps({"scores": scores.tolist(), "onnx": onnx.tolist(), "consortia_modules": loaded,
+                      "estimator": type(model).__module__ + "." + type(model).__name__}))
+""").replace("CONSORTIA", repr(CONSORTIA_PACKAGES))
+
+
+def outside_consortia(cwd: Path) -> dict:
+    """Load the export with joblib and onnxruntime in ``python -I`` (no PYTHONPATH, no Consortia)."""
     clean_env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "CONSORTIA_HOME")}
     proc = subprocess.run(
-        [sys.executable, "-I", "-c", script],
-        cwd=tmp_path,
+        [sys.executable, "-I", "-c", OUTSIDE],
+        cwd=cwd,
         capture_output=True,
         text=True,
         env=clean_env,
         timeout=120,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    outside = json.loads(proc.stdout)
+    return json.loads(proc.stdout)
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="the sandbox runtime needs bubblewrap")
+def test_the_journeys_through_the_cli_only(tmp_path, backend):
+    home = tmp_path / "consortium"
+    clock = Stopwatch(backend)
+    suffix = "" if backend == "embedded" else "-" + secrets.token_hex(3)  # the Fabric ledger persists
+    pid = PID + suffix
+    # 1. a consortium of three organisations (on Fabric: the home of the running network)
+    with clock.step("1 init"):
+        if backend == "embedded":
+            init = consortia(home, "init", "--orgs", ",".join(ORGS), "--home", str(home))
+            assert init["default_organisation"] == "Org1MSP"
+            orgs = ORGS
+        else:
+            orgs = fabric_home(home)[:3]
+    org1, org2 = orgs[0], orgs[1]
+    owner = f"{org2}MSP"
+    # 2. the algorithm image: built, digest checked, registered (by the home's default organisation)
+    with clock.step("2 image build"):
+        image = consortia(
+            home, "image", "build", "collab-rf", *(["--id", f"collab-rf:j{suffix}"] if suffix else [])
+        )
+    assert image["owner"] == f"{org1}MSP" and image["digest"].startswith("sha256:")
+    # 3. each organisation imports its own CSV under the same dataset name
+    for i, org in enumerate(orgs):
+        claims(260, seed=i, shift=0.2 * i).to_csv(tmp_path / f"{org}.csv", index=False)
+        with clock.step("3 data import (3 organisations)"):
+            imported = consortia(
+                home,
+                "data",
+                "import",
+                str(tmp_path / f"{org}.csv"),
+                "--dataset",
+                "claims",
+                "--label",
+                "is_fraud",
+                "--image",
+                image["id"],
+                "--org",
+                org,
+            )
+        assert imported["rows"] == 260 and imported["classes"] == [0, 1]
+    # 4. the process, started right away; each organisation's node agent runs its tasks
+    with clock.step("4 process create --start"):
+        created = consortia(
+            home,
+            "process",
+            "create",
+            pid,
+            "--image",
+            image["id"],
+            "--consortium",
+            ",".join(orgs),
+            "--topology",
+            "complete",
+            "--seed",
+            "7",
+            "--rounds",
+            "3",
+            "--dataset",
+            "claims",
+            "--hyperparameters",
+            json.dumps(HYPER),
+            "--start",
+        )
+    assert created["status"] == "running" and created["image_digest"] == image["digest"]
+    with clock.step("5 node agents (3 rounds) + watch"):
+        ran = wait(agents(home, orgs, pid))
+        assert all(code == 0 for code, _ in ran), ran
+        watched = consortia(home, "process", "watch", pid, "--timeout", "30")
+    assert watched["status"] == "completed" and watched["completed_tasks"] == 9
+    # 5. provenance and verification, from the ledger
+    model_id = f"{pid}:{owner}"
+    with clock.step("6 provenance + verify"):
+        lineage = consortia(home, "provenance", "model", model_id, "--org", org2)
+        verified = consortia(home, "model", "verify", model_id, "--org", org2)
+    assert lineage["root"] == f"{pid}/3/{owner}" and lineage["image_digest"] == image["digest"]
+    assert verified["ok"] is True
+    # 6. the model, exported and used without Consortia
+    export = tmp_path / "export"
+    with clock.step("7 model export (joblib + ONNX)"):
+        meta = consortia(home, "model", "export", model_id, "--out", str(export), "--org", org2)
+    assert meta["model_digest"] == consortia(home, "model", "get", model_id, "--org", org2)["digest"]
+    assert (
+        meta["lineage"]["root_execution"] == f"{pid}/3/{owner}"
+        and meta["lineage"]["image_digest"] == image["digest"]
+    )
+    assert meta["features"] == ["amount", "hour", "distance_km", "prior_claims"]
+    assert meta["versions"]["scikit-learn"] and meta["versions"]["skl2onnx"] and meta["format"] == "joblib"
+    assert [f["format"] for f in meta["files"]] == ["joblib", "onnx"] and meta["files"][1]["check"]["ok"]
+    rows = claims(120, seed=99, shift=0.1)
+    rows.to_csv(tmp_path / "rows.csv", index=False)
+    with clock.step("8 predict outside Consortia (joblib + ONNX)"):
+        outside = outside_consortia(tmp_path)
     assert (
         outside["consortia_modules"] == []
         and outside["estimator"] == "sklearn.ensemble._voting.VotingRegressor"
     )
-    # the exported model predicts exactly what the platform's own model does
+    # the exported model predicts exactly what the platform's own model does; ONNX within float32
     from algorithms import codec
     from algorithms.collab_rf.estimators import ensemble_scores
 
     blob = tmp_path / "model.bin"
-    consortia(home, "model", "get", model_id, "--out", str(blob), "--org", "Org2")
+    consortia(home, "model", "get", model_id, "--out", str(blob), "--org", org2)
     platform_scores = ensemble_scores(
         codec.decode(blob.read_bytes())["estimators"], rows[meta["features"]].to_numpy(dtype=float)
     )
     np.testing.assert_allclose(outside["scores"], platform_scores, rtol=0, atol=1e-12)
-    predicted = consortia(home, "model", "predict", str(export), "--csv", str(tmp_path / "rows.csv"))
+    np.testing.assert_allclose(outside["onnx"], platform_scores, rtol=0, atol=ONNX_ATOL)
+    assert (np.array(outside["onnx"]) > 0.5).tolist() == (platform_scores > 0.5).tolist()
+    with clock.step("9 consortia model predict"):
+        predicted = consortia(home, "model", "predict", str(export), "--csv", str(tmp_path / "rows.csv"))
     assert [r["positive"] for r in predicted["rows"]] == (platform_scores > 0.5).astype(int).tolist()
     assert predicted["model_digest"] == meta["model_digest"]
-    print("step seconds:", json.dumps(consortia.seconds))
+    print("\n" + clock.report())

@@ -9,11 +9,11 @@ import uuid
 
 import pytest
 
-from api.artifacts import DirectoryArtifactStore
 from api.bundle import export_bundle, verify_bundle
 from api.follower import sync
 from api.index import AuditIndex, execution_node_id
 from api.verification import verify_model_on_ledger
+from executor.artifacts import ArtifactStore
 from ledger.checkpoint import check_on_ledger, checkpoint_of, sign_checkpoint
 from ledger.client import ConsortiaClient
 from ledger.errors import CheckpointInvalid, LedgerCorrupted
@@ -30,7 +30,7 @@ def crf(fabric, fabric_ledger, tmp_path_factory):
     c = fabric.consortium
     orgs = tuple(o.msp_id for o in c.organisations)
     clients = {m: ConsortiaClient(fabric_ledger, c.identity(m)) for m in orgs}
-    stores = {m: DirectoryArtifactStore(root / "artifacts" / m) for m in orgs}
+    stores = {m: ArtifactStore.at(root / "artifacts" / m) for m in orgs}
     w = World(c, fabric_ledger, clients, stores, root)  # type: ignore[arg-type]
     pid = f"crf-{uuid.uuid4().hex[:8]}"
     ring_process(w, pid, rounds=ROUNDS, orgs=orgs, all_to_all=True, unchanged_rounds=SHARE)

@@ -1,0 +1,73 @@
+"""``consortia init`` (make a Consortia home) and ``consortia demo`` (the complete audited run)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from api.cli.output import EXIT_USAGE, JsonOpt, console, err_console, fail, say
+
+
+def demo(
+    out: Path = typer.Option(Path("demo-output"), help="Folder for the report, plots and ledger."),
+    quick: bool = typer.Option(False, help="A smaller run (fewer rows and rounds)."),
+    backend: str = typer.Option("embedded", help="Ledger host: embedded or fabric."),
+    runtime: str = typer.Option("sandbox", help="Task runtime: sandbox (bubblewrap) or container (Podman)."),
+    as_json: bool = typer.Option(
+        False, "--json", help="Progress on stderr; the run's report.json (or the error) on stdout."
+    ),
+) -> None:
+    """Run a complete audited learning process among several organisations (the main job)."""
+    from api.demo import run_demo
+
+    code = run_demo(
+        out=out, quick=quick, backend=backend, runtime=runtime, console=err_console if as_json else console
+    )
+    if as_json:
+        report = out / "report.json"
+        if code == 0 and report.is_file():
+            print(json.dumps(json.loads(report.read_text()), sort_keys=True))
+        else:
+            message = f"the demo ended with exit code {code} (details on stderr; folder {out})"
+            print(json.dumps({"ok": False, "code": "demo failed", "message": message, "exit_code": code}))
+    raise typer.Exit(code)
+
+
+def init(
+    orgs: str = typer.Option(..., "--orgs", help="Comma-separated organisation names, e.g. Org1,Org2,Org3."),
+    home: Path | None = typer.Option(
+        None, "--home", envvar="CONSORTIA_HOME", help="The new Consortia home (default ./consortia-home)."
+    ),
+    force: bool = typer.Option(False, help="Replace the consortium already in that home."),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Make a Consortia home: identities per organisation, consortia.toml, folders, an empty ledger."""
+    from ledger.config import HomeError, init_home
+
+    try:
+        settings = init_home(home, orgs.split(","), force=force)
+    except HomeError as exc:
+        fail(str(exc), EXIT_USAGE, as_json, kind="init refused")
+    layout = settings.paths
+    info = {
+        "home": str(settings.home),
+        "config": str(layout.config),
+        "organisations": list(settings.organisations),
+        "default_organisation": settings.default_organisation,
+        "crypto": str(layout.crypto),
+        "ledger": str(layout.ledger),
+        "data": str(layout.data_root),
+        "artifacts": str(layout.store_root),
+    }
+    if as_json:
+        print(json.dumps(info, sort_keys=True))
+        return
+    say(
+        f"consortium of {len(settings.organisations)} organisations in {settings.home}: "
+        f"{', '.join(settings.organisations)}"
+    )
+    for k in ("config", "crypto", "ledger", "data", "artifacts"):
+        say(f"  {k:10} {info[k]}")
+    say(f"next: export CONSORTIA_HOME={settings.home}; consortia image build <name>")

@@ -1,0 +1,67 @@
+"""The ``consortia`` command: the application, ``--version``, and one sub-command group per module."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from api.cli import audit, data, home, images, index, ledger, models, processes, provenance, services, tokens
+from api.cli.output import with_output
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Consortia: verifiable and auditable collaborative learning on a permissioned ledger.",
+)
+
+
+def version() -> str:
+    """The installed package's version (the source tree's pyproject.toml when not installed)."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        return installed("consortia")
+    except PackageNotFoundError:
+        import tomllib
+
+        pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
+        return tomllib.loads(pyproject.read_text())["project"]["version"]
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        print(f"consortia {version()}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main(
+    show_version: bool = typer.Option(
+        False, "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    """Consortia: verifiable and auditable collaborative learning on a permissioned ledger."""
+
+
+for _command in (home.demo, home.init, services.serve):
+    app.command()(with_output(_command))
+for _pass_through in (services.node, services.network):
+    app.command(context_settings=services.PASS_THROUGH_SETTINGS, add_help_option=False)(_pass_through)
+for _module, _name in (
+    (ledger, "ledger"),
+    (images, "image"),
+    (processes, "process"),
+    (provenance, "provenance"),
+    (models, "model"),
+    (audit, "audit"),
+    (tokens, "token"),
+    (index, "index"),
+    (data, "data"),
+):
+    app.add_typer(_module.group, name=_name)
+
+
+def main(argv: list[str] | None = None) -> None:
+    app(argv)

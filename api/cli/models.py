@@ -1,0 +1,177 @@
+"""``consortia model``: list, get (download), export, predict, grant, revoke, verify final models."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from api.cli.output import (
+    EXIT_NOT_FOUND,
+    EXIT_USAGE,
+    JsonOpt,
+    emit,
+    fail,
+    guarded,
+    plain,
+    report,
+    store_failure,
+    with_output,
+    without_key,
+)
+from api.cli.session import Session, journey
+
+group = typer.Typer(
+    no_args_is_help=True,
+    help="Final models: list, get (download), export, predict, grant, revoke, verify "
+    "(lineage: `provenance model`).",
+)
+ModelArg = typer.Argument(..., help="The model id (PROCESS:MSP).")
+OrganisationArg = typer.Argument(..., help="The organisation (name or MSP id).")
+
+
+@journey(group, "list")
+def model_list(s: Session) -> None:
+    """Models whose access list includes your organisation."""
+    models = [without_key(m) for m in guarded(s.client.list_models, s.as_json)]
+    emit(models, s.as_json, "models", ["id", "owner", "process_id", "digest", "access"])
+
+
+@journey(group, "get")
+def model_get(
+    s: Session,
+    model_id: str = ModelArg,
+    out: Path | None = typer.Option(None, help="Download the model payload to this file."),
+) -> None:
+    """Show a model; with --out, download it (access checked, digests verified)."""
+    from api.artifacts import ArtifactMissing, DigestMismatch
+    from api.gateway import open_model_payload
+
+    rec = plain(guarded(lambda: s.client.get_model(model_id), s.as_json))
+    info = without_key(rec)
+    if out is not None:
+        try:
+            data = guarded(lambda: open_model_payload(s.gateway(), rec), s.as_json)
+        except (ArtifactMissing, DigestMismatch) as exc:
+            store_failure(exc, s.as_json)
+        out.write_bytes(data)
+        info["downloaded_to"] = str(out)
+    emit(info, s.as_json, f"model {model_id}")
+
+
+@journey(group, "export")
+def model_export(
+    s: Session,
+    model_id: str = ModelArg,
+    out: Path = typer.Option(..., help="New folder for the exported model."),
+) -> None:
+    """Export a model in a standard format (scikit-learn joblib for forests, PyTorch state_dict for
+    the VAE) with its digest, lineage reference and library versions in metadata.json."""
+    from api.artifacts import ArtifactMissing, DigestMismatch
+    from api.gateway import open_model_payload
+    from api.model_export import ModelExportError, export_model
+
+    rec = plain(guarded(lambda: s.client.get_model(model_id), s.as_json))
+    process = guarded(lambda: s.client.get_process(rec["process_id"]), s.as_json)
+    try:
+        payload = guarded(lambda: open_model_payload(s.gateway(), rec), s.as_json)
+    except (ArtifactMissing, DigestMismatch) as exc:
+        store_failure(exc, s.as_json)
+    schema_file = s.dataset_dir(process.dataset) / "schema.json"
+    schema = json.loads(schema_file.read_text()) if schema_file.is_file() else {}
+    lineage = {
+        "root_execution": f"{process.id}/{process.rounds}/{rec['owner']}",
+        "image_id": process.image_id,
+        "image_digest": rec.get("image_digest") or process.image_digest,
+        "model_tx_id": rec.get("tx_id"),
+        "dataset": process.dataset or "default",
+        "verify": f"consortia model verify {model_id}",
+    }
+    try:
+        done = export_model(
+            payload,
+            rec,
+            out,
+            features=schema.get("features"),
+            label=schema.get("label"),
+            classes=schema.get("classes"),
+            lineage=lineage,
+        )
+    except ModelExportError as exc:
+        fail(str(exc), EXIT_USAGE, s.as_json, kind=exc.code)
+    emit({"folder": str(done.folder), **done.metadata}, s.as_json, f"model {model_id} exported")
+
+
+@group.command("predict")
+@with_output
+def model_predict(
+    model: Path = typer.Argument(..., help="A folder written by `consortia model export`."),
+    csv: Path = typer.Option(..., "--csv", help="Rows to score (the model's feature columns)."),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Score CSV rows with an exported forest: one line per row (score and decision)."""
+    from api.model_export import ModelExportError, predict_csv
+
+    if not (model / "metadata.json").is_file():
+        fail(
+            f"{model} is not an exported model (no metadata.json): run `consortia model export MODEL --out DIR`",
+            EXIT_NOT_FOUND,
+            as_json,
+            kind="not found",
+        )
+    if not csv.is_file():
+        fail(f"no such file {csv}", EXIT_NOT_FOUND, as_json, kind="not found")
+    try:
+        scores, decisions, meta = predict_csv(model, csv)
+    except ModelExportError as exc:
+        fail(str(exc), EXIT_USAGE, as_json, kind=exc.code)
+    rows = [
+        {"row": i + 1, "score": float(sc), "positive": int(d)}
+        for i, (sc, d) in enumerate(zip(scores, decisions))
+    ]
+    if as_json:
+        print(json.dumps({"model_id": meta["model_id"], "model_digest": meta["model_digest"], "rows": rows}))
+    else:
+        emit(rows, False, f"{meta['model_id']} ({meta['decision']})", ["row", "score", "positive"])
+
+
+@journey(group, "grant")
+def model_grant(s: Session, model_id: str = ModelArg, organisation: str = OrganisationArg) -> None:
+    """Give another organisation access (its own sealed copy of the data key)."""
+    from api.gateway import model_key_info
+    from api.sealing import open_data_key
+    from ledger.envelope import seal
+
+    rec = plain(guarded(lambda: s.client.get_model(model_id), s.as_json))
+    target = s.member(organisation)
+    info = model_key_info(rec)
+    key = guarded(lambda: open_data_key(s.consortium, s.msp_id, rec, info), s.as_json)
+    wrapped = seal(s.consortium.encryption_certificate(target), key, info)
+    granted = guarded(lambda: s.client.grant_model(model_id, target, wrapped), s.as_json)
+    emit(without_key(granted), s.as_json, "access granted")
+
+
+@journey(group, "revoke")
+def model_revoke(s: Session, model_id: str = ModelArg, organisation: str = OrganisationArg) -> None:
+    """Take an organisation off the access list; the data key is rotated and the model re-encrypted."""
+    from api.artifacts import ArtifactMissing, DigestMismatch
+    from api.gateway import revoke_with_rotation
+
+    target = s.member(organisation)
+    try:
+        revoked = guarded(lambda: revoke_with_rotation(s.gateway(), s.client, model_id, target), s.as_json)
+    except (ArtifactMissing, DigestMismatch) as exc:  # the stored model cannot be re-encrypted
+        store_failure(exc, s.as_json)
+    emit(without_key(revoked), s.as_json, "access revoked")
+
+
+@journey(group, "verify")
+def model_verify(s: Session, model_id: str = ModelArg) -> None:
+    """Re-check every signature and digest of the model's lineage against the ledger (exit 1 if any
+    check fails)."""
+    from api.verification import verify_model_on_ledger
+
+    report(
+        guarded(lambda: verify_model_on_ledger(s.client, s.synced_index(), model_id), s.as_json), s.as_json
+    )

@@ -1,0 +1,140 @@
+"""``consortia process``: create, list, get, start, abort, watch learning processes."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import typer
+
+from api.cli.output import EXIT_OK, EXIT_REFUSED, EXIT_USAGE, console, emit, err_console, fail, guarded
+from api.cli.session import Session, journey
+
+group = typer.Typer(no_args_is_help=True, help="Learning processes: create, list, get, start, abort, watch.")
+ProcessArg = typer.Argument(..., help="The process id.")
+
+
+@journey(group, "create")
+def process_create(
+    s: Session,
+    process_id: str = ProcessArg,
+    image_id: str = typer.Option(..., "--image", help="The image id (NAME:VERSION) the process pins."),
+    consortium: str = typer.Option(..., help="Comma-separated organisations (names or MSP ids)."),
+    topology: str = typer.Option("ring", help="Topology kind."),
+    seed: int = typer.Option(0, help="The topology's seed."),
+    rounds: int = typer.Option(..., min=1, help="Number of rounds."),
+    hyperparameters: str = typer.Option("{}", help="JSON object."),
+    epsilon: float | None = typer.Option(None, help="Privacy budget ε (with --mechanism)."),
+    mechanism: str = typer.Option("gaussian", help="Privacy mechanism of the budget."),
+    start: bool = typer.Option(False, help="Start it right away."),
+    dataset: str = typer.Option(
+        "", help="The dataset name each member imported (`consortia data import`); default: 'default'."
+    ),
+) -> None:
+    """Create (and optionally start) an audited learning process; the topology, hyper-parameters and
+    dataset name are checked against what the image declares before anything is written
+    (:func:`executor.process.launch`)."""
+    from executor.declarations import InvalidProcessSpec
+    from executor.process import ProcessSpec, launch
+
+    try:
+        hyper = json.loads(hyperparameters)
+    except ValueError as exc:
+        fail(f"--hyperparameters is not JSON: {exc}", EXIT_USAGE, s.as_json, kind="bad input")
+    members = tuple(s.msp(m) for m in consortium.split(",") if m.strip())
+    try:
+        spec = ProcessSpec(
+            process_id=process_id,
+            image_id=image_id,
+            consortium=members,
+            topology={"kind": topology, "seed": seed},
+            hyperparameters=hyper,
+            rounds=rounds,
+            dataset=dataset,
+            privacy_budget=None if epsilon is None else {"mechanism": mechanism, "epsilon": epsilon},
+        )
+        rec = guarded(lambda: launch(s.client, spec, start=start), s.as_json)
+    except ValueError as exc:  # InvalidProcessSpec is one
+        kind = "INVALID_ARGUMENT" if isinstance(exc, InvalidProcessSpec) else "bad input"
+        fail(f"process {process_id} refused: {exc}", EXIT_USAGE, s.as_json, kind=kind)
+    mine = s.dataset_dir(dataset)
+    if s.msp_id in members and not (mine / "dataset.npz").is_file():  # the others' cannot be seen
+        err_console.print(
+            f"warning: {s.msp_id} has no dataset {dataset or 'default'!r} at {mine} yet "
+            f"(import it with `consortia data import`); its tasks fail until it does",
+            markup=False,
+            highlight=False,
+        )
+    emit(rec, s.as_json, "learning process")
+
+
+@journey(group, "list")
+def process_list(s: Session) -> None:
+    """The learning processes your organisation can see."""
+    columns = ["id", "status", "creator", "rounds", "image_id", "consortium"]
+    emit(guarded(s.client.list_processes, s.as_json), s.as_json, "learning processes", columns)
+
+
+@journey(group, "get")
+def process_get(s: Session, process_id: str = ProcessArg) -> None:
+    """One process: image digest, consortium, topology, rounds, status and its reason."""
+    rec = guarded(lambda: s.client.get_process(process_id), s.as_json)
+    emit(rec, s.as_json, f"learning process {process_id}")
+
+
+@journey(group, "start")
+def process_start(s: Session, process_id: str = ProcessArg) -> None:
+    """Start a created process: the members' node agents begin round 1."""
+    emit(guarded(lambda: s.client.start_process(process_id), s.as_json), s.as_json, "started")
+
+
+@journey(group, "abort")
+def process_abort(
+    s: Session, process_id: str = ProcessArg, reason: str = typer.Option("", help="Why it is aborted.")
+) -> None:
+    """Abort a process you created, with a reason."""
+    emit(guarded(lambda: s.client.abort_process(process_id, reason), s.as_json), s.as_json, "aborted")
+
+
+@journey(group, "watch")
+def process_watch(
+    s: Session,
+    process_id: str = ProcessArg,
+    timeout: float = typer.Option(600.0, help="Give up after this many seconds."),
+) -> None:
+    """Follow a process round by round until it completes, fails or is aborted (exit 1 unless it
+    completed)."""
+    from rich.progress import BarColumn, Progress, TextColumn
+
+    process = guarded(lambda: s.client.get_process(process_id), s.as_json)
+    total = process.rounds * len(process.consortium)
+    deadline = time.monotonic() + timeout
+    with Progress(
+        TextColumn("{task.description}", markup=False),  # "[completed]" is printed as such
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total} tasks"),
+        console=console,
+        disable=s.as_json,
+    ) as bar:
+        task = bar.add_task(process_id, total=total)
+        while True:
+            done = sum(1 for e in s.client.query_executions(process_id) if e.status == "completed")
+            process = s.client.get_process(process_id)
+            bar.update(
+                task,
+                completed=done,
+                description=f"{process_id} [{process.status}] round "
+                f"{min(process.current_round or 1, process.rounds)}",
+            )
+            if process.status in ("completed", "failed", "aborted") or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+    outcome = {
+        "id": process_id,
+        "status": process.status,
+        "completed_tasks": done,
+        "tasks": total,
+        "reason": process.status_reason or "",
+    }
+    emit(outcome, s.as_json)
+    raise typer.Exit(EXIT_OK if process.status == "completed" else EXIT_REFUSED)

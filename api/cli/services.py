@@ -1,0 +1,103 @@
+"""Long-running parts of one organisation: ``consortia serve`` (its gateway), ``consortia node`` (its
+node agent) and ``consortia network`` (a native Fabric network).
+
+``node`` and ``network`` hand their arguments to the command lines of :mod:`executor.node_agent` and
+:mod:`ledger.fabric.network`, which follow the same conventions (``--json``, errors on stderr, exit
+codes of docs/cli.md)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from api.cli.output import HomeOpt, OrgOpt, say
+from api.cli.session import session
+
+# node and network: every argument, --help included, goes to their own command line
+PASS_THROUGH_SETTINGS = {"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []}
+
+
+def serve(
+    host: str = typer.Option("127.0.0.1", help="Address to listen on."),
+    port: int = typer.Option(8000, help="Port to listen on."),
+    home: Path | None = HomeOpt,
+    org: str = OrgOpt,
+    tls_cert: Path | None = typer.Option(None, help="Server TLS certificate (PEM)."),
+    tls_key: Path | None = typer.Option(None, help="Server TLS key (PEM)."),
+    mtls: bool = typer.Option(
+        False, help="Also authenticate TLS client certificates of this organisation's users."
+    ),
+    require_client_cert: bool = typer.Option(False, help="With --mtls: refuse connections without one."),
+    as_json: bool = typer.Option(
+        False,
+        "--json",
+        help="Print where the gateway listens as one JSON line (the server log is on stderr).",
+    ),
+) -> None:
+    """Run this organisation's gateway: REST API, OpenAPI document at /docs, explorer at /explorer/."""
+    import uvicorn
+
+    from api.gateway import create_app
+
+    if mtls and not (tls_cert and tls_key):
+        raise typer.BadParameter("--mtls needs --tls-cert and --tls-key", param_hint="--mtls")
+    with session(home, org, as_json=as_json) as s:
+        gw = s.gateway()
+        extra = {}
+        if mtls:
+            from api.mtls import ssl_options
+
+            gw.mtls = True
+            extra = ssl_options(s.consortium, s.gateway_home, require_client_cert)
+        url = f"http{'s' if tls_cert else ''}://{host}:{port}"
+        if as_json:
+            info = {
+                "organisation": s.msp_id,
+                "url": url,
+                "explorer": f"{url}/explorer/",
+                "docs": f"{url}/docs",
+            }
+            print(json.dumps({**info, "tokens": len(gw.tokens.owners())}, sort_keys=True), flush=True)
+        else:
+            if not gw.tokens.owners():
+                say(f"no API tokens yet: run `consortia token issue --org {s.msp_id}`")
+            say(f"gateway of {s.msp_id} on {url} (explorer at /explorer/, OpenAPI at /docs)")
+        uvicorn.run(
+            create_app(gw),
+            host=host,
+            port=port,
+            log_level="info",
+            log_config=_logs_on_stderr() if as_json else uvicorn.config.LOGGING_CONFIG,
+            ssl_certfile=str(tls_cert) if tls_cert else None,
+            ssl_keyfile=str(tls_key) if tls_key else None,
+            **extra,
+        )
+
+
+def _logs_on_stderr() -> dict:
+    """uvicorn's logging configuration with its access log on stderr too (stdout stays JSON)."""
+    import copy
+
+    from uvicorn.config import LOGGING_CONFIG
+
+    config = copy.deepcopy(LOGGING_CONFIG)
+    config["handlers"]["access"]["stream"] = "ext://sys.stderr"
+    return config
+
+
+def node(ctx: typer.Context) -> None:
+    """This organisation's node agent: `consortia node run --org ORG --home H --runtime sandbox [--process ID]
+    [--json]` (the executor's command line; `consortia node run --help` lists its options)."""
+    from executor.node_agent import main as node_main
+
+    raise typer.Exit(node_main(list(ctx.args)))
+
+
+def network(ctx: typer.Context) -> None:
+    """A native Hyperledger Fabric network: `consortia network up|down|deploy|status|logs … [--json]`
+    (ledger.fabric.network; `consortia network --help` lists its options)."""
+    from ledger.fabric.network import main as network_main
+
+    raise typer.Exit(network_main(list(ctx.args)))

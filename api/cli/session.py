@@ -1,0 +1,207 @@
+"""One organisation's view of a Consortia home, opened once per command and always closed.
+
+``with session(home, org) as s:`` reads the home's ``consortia.toml`` (:func:`ledger.config.load`),
+resolves the acting organisation (name, MSP id or domain), finds its identity and opens the ledger
+through the one factory (:func:`open_home_ledger`); on leaving, the audit index and the ledger are
+closed whatever happened. Paths come from the home's :class:`ledger.config.Layout` only.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from api.cli.output import EXIT_NOT_FOUND, EXIT_USAGE, HomeOpt, JsonOpt, OrgOpt, UserOpt, fail, with_output
+
+
+def open_home_ledger(settings: Any, consortium: Any) -> Any:
+    """The ledger of the home: embedded file or Fabric network, as its configuration says
+    (:func:`ledger.config.open_ledger`; never creates a ledger)."""
+    from ledger.config import open_ledger
+
+    return open_ledger(settings, consortium)
+
+
+class Session:
+    """The configuration, identity, ledger, audit index and gateway objects of one organisation."""
+
+    def __init__(self, home: Path | None, org: str | None, user: str = "User1", as_json: bool = False):
+        from ledger.config import HomeError, LedgerNotFound, load
+        from ledger.identity import Consortium
+
+        self.as_json = as_json
+        self._ledger: Any = None
+        self._index: Any = None
+        try:
+            self.settings = load(home)
+        except (HomeError, ValueError) as exc:
+            fail(str(exc), EXIT_USAGE, as_json, kind="bad home")
+        self.layout = self.settings.paths
+        if not (self.layout.crypto / Consortium.MANIFEST).exists():
+            fail(
+                f"no consortium at {self.settings.home} (no {self.layout.crypto / Consortium.MANIFEST}): "
+                f"run `consortia init --home {self.settings.home} --orgs Org1,Org2,Org3` to make one",
+                EXIT_NOT_FOUND,
+                as_json,
+                kind="no consortium",
+            )
+        self.consortium = Consortium(self.layout.crypto)
+        org = org or self.settings.default_organisation or self.consortium.msp_ids[0]
+        try:
+            self.msp_id = self.consortium.organisation(org).msp_id
+        except KeyError as exc:
+            raise typer.BadParameter(str(exc).strip("'\""), param_hint="--org") from None
+        self.user = user
+        named = self.settings.identity_dir(self.msp_id)
+        if user == "User1" and named is not None and not (named / "signcerts").is_dir():
+            fail(
+                f"no identity at {named} (named for {self.msp_id} in {self.layout.config})",
+                EXIT_NOT_FOUND,
+                as_json,
+                kind="no identity",
+            )
+        try:  # never create a ledger by accident: a wrong --home is an error, not an empty ledger
+            self._ledger = open_home_ledger(self.settings, self.consortium)
+        except LedgerNotFound as exc:
+            fail(str(exc), EXIT_NOT_FOUND, as_json, kind="no ledger")
+        except HomeError as exc:
+            fail(str(exc), EXIT_USAGE, as_json, kind="bad home")
+
+    @property
+    def ledger(self) -> Any:
+        return self._ledger
+
+    @property
+    def client(self) -> Any:
+        from ledger.client import ConsortiaClient
+        from ledger.identity import Identity
+
+        named = self.settings.identity_dir(self.msp_id) if self.user == "User1" else None
+        identity = (
+            Identity.from_msp_dir(self.msp_id, named)
+            if named is not None
+            else self.consortium.identity(self.msp_id, self.user)
+        )
+        return ConsortiaClient(self.ledger, identity)
+
+    @property
+    def gateway_home(self) -> Path:
+        return self.layout.gateway(self.msp_id)
+
+    def dataset_dir(self, name: str | None) -> Path:
+        """This organisation's dataset ``name`` (default ``default``): dataset.npz, schema.json."""
+        return self.layout.data(self.msp_id) / (name or "default")
+
+    @property
+    def index(self) -> Any:
+        if self._index is None:
+            from api.index import AuditIndex
+
+            self._index = AuditIndex(self.gateway_home / "index.db")
+        return self._index
+
+    def synced_index(self) -> Any:
+        """The audit index brought up to the ledger first."""
+        from api.follower import sync
+
+        sync(self.index, self.client)
+        return self.index
+
+    def gateway(self, follow_interval: float = 0.25) -> Any:
+        from api.artifacts import ArtifactStore
+        from api.gateway import Gateway
+        from api.tokens import TokenStore
+
+        return Gateway(
+            ledger=self.ledger,
+            consortium=self.consortium,
+            msp_id=self.msp_id,
+            index=self.index,
+            tokens=TokenStore(self.gateway_home / "tokens.json", self.msp_id),
+            artifacts=ArtifactStore.at(self.layout.artifacts(self.msp_id)),
+            follow_interval=follow_interval,
+        )
+
+    def known(self, org: str) -> bool:
+        try:
+            self.consortium.organisation(org)
+            return True
+        except KeyError:
+            return False
+
+    def msp(self, org: str) -> str:
+        """An organisation's MSP id from its name, MSP id or domain (unknown ones are left to the
+        contract, which answers NOT_FOUND or FORBIDDEN itself)."""
+        org = org.strip()
+        return self.consortium.organisation(org).msp_id if self.known(org) else org
+
+    def member(self, org: str) -> str:
+        """Like :meth:`msp`, but an organisation outside the consortium is a usage error (exit 2)."""
+        if not self.known(org.strip()):
+            fail(
+                f"{org!r} is not an organisation of this consortium "
+                f"(known: {', '.join(self.consortium.msp_ids)})",
+                EXIT_USAGE,
+                self.as_json,
+                kind="unknown organisation",
+            )
+        return self.msp(org)
+
+    def close(self) -> None:
+        if self._index is not None:
+            self._index.close()
+        if self._ledger is not None:
+            self._ledger.close()
+
+
+@contextmanager
+def session(
+    home: Path | None, org: str | None, user: str = "User1", as_json: bool = False
+) -> Iterator[Session]:
+    """Open one organisation's :class:`Session` for the length of a command; always closed."""
+    s = Session(home, org, user, as_json)
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+def journey(group: typer.Typer, name: str, *, user: bool = False) -> Callable[[Callable[..., Any]], Any]:
+    """Register ``fn(s, ...)`` as the command ``name`` of ``group``, acting in a :func:`session`.
+
+    The command gets the options every journey shares -- ``--home``, ``--org``, (``--user`` when
+    ``user``), ``--json`` -- after ``fn``'s own arguments; ``fn`` receives the open :class:`Session`
+    (``s.as_json`` is ``--json``), which is closed when the command ends, however it ends."""
+    shared = [
+        inspect.Parameter("home", inspect.Parameter.KEYWORD_ONLY, default=HomeOpt, annotation=Path | None),
+        inspect.Parameter("org", inspect.Parameter.KEYWORD_ONLY, default=OrgOpt, annotation=str | None),
+    ]
+    if user:
+        shared.append(
+            inspect.Parameter("user", inspect.Parameter.KEYWORD_ONLY, default=UserOpt, annotation=str)
+        )
+    shared.append(
+        inspect.Parameter("as_json", inspect.Parameter.KEYWORD_ONLY, default=JsonOpt, annotation=bool)
+    )
+
+    def register(fn: Callable[..., Any]) -> Any:
+        own = list(inspect.signature(fn, eval_str=True).parameters.values())[1:]  # without the session
+        params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own] + shared
+
+        @functools.wraps(fn)
+        def command(**kwargs: Any) -> Any:
+            home, org, as_json = kwargs.pop("home"), kwargs.pop("org"), kwargs.pop("as_json")
+            with session(home, org, kwargs.pop("user", "User1"), as_json=as_json) as s:
+                return fn(s, **kwargs)
+
+        command.__signature__ = inspect.Signature(params, return_annotation=None)  # type: ignore[attr-defined]
+        command.__annotations__ = {p.name: p.annotation for p in params}
+        return group.command(name)(with_output(command))
+
+    return register

@@ -1,0 +1,213 @@
+"""Configuration of the native network: what the operator chooses (:class:`NetworkConfig`), where
+everything lives (:class:`NetworkLayout`: the network directory, the cryptogen layout of the
+identities) and the environment each Fabric node starts with (docs/fabric.md "Topology")."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from ledger.identity import Consortium
+from wire.env import environment
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+CACHE = environment().cache_root
+DEFAULT_HOME = environment().fabric_binaries
+DEFAULT_NET = environment().fabric_net or Path.home() / ".cache" / "consortia" / "fabric-net"
+BINARIES = ("peer", "orderer", "configtxgen", "osnadmin")
+
+
+class NetworkError(RuntimeError):
+    """A network step failed; the message names the step and the log to read."""
+
+
+@dataclass
+class NetworkConfig:
+    organisations: tuple[str, ...] = ("Org1", "Org2", "Org3")
+    channel: str = "consortia"
+    chaincode: str = "consortia"
+    chaincode_version: str = "1.0"
+    dispatch: str = environment().chaincode_dispatch
+    net_dir: Path = DEFAULT_NET
+    fabric_home: Path = DEFAULT_HOME
+    port_base: int = environment().fabric_port_base or 7050
+    batch_timeout: str = "500ms"
+    max_message_count: int = 500
+    endorsement_policy: str = ""  # "" = channel default (MAJORITY Endorsement)
+    chaincode_tls: bool = True  # peer <-> chaincode service: mutual TLS
+    log_spec: str = "warning:gossip=error"
+
+    def __post_init__(self) -> None:
+        self.net_dir = Path(self.net_dir)
+        self.fabric_home = Path(self.fabric_home)
+        if not self.organisations:
+            raise ValueError("at least one organisation is required")
+        if len(set(self.organisations)) != len(self.organisations):
+            raise ValueError("organisation names must be unique")
+        if not (1024 <= self.port_base <= 60000):
+            raise ValueError("port_base must be between 1024 and 60000")
+
+    # ---- ports (docs/fabric.md "Topology", with port_base = 7050)
+    @property
+    def orderer_port(self) -> int:
+        return self.port_base
+
+    @property
+    def orderer_admin_port(self) -> int:
+        return self.port_base + 3
+
+    @property
+    def orderer_ops_port(self) -> int:
+        return self.port_base + 1393  # 8443
+
+    def peer_port(self, i: int) -> int:
+        return self.port_base + 1 + 1000 * i  # 7051, 8051, 9051, ...
+
+    def peer_ops_port(self, i: int) -> int:
+        return self.port_base + 2394 + i  # 9444, 9445, ...
+
+    @property
+    def chaincode_port(self) -> int:
+        return self.port_base + 2949  # 9999: one server serves every peer
+
+
+class NetworkLayout:
+    """Paths of one network directory and the environment of its nodes; the base of
+    :class:`ledger.fabric.network.FabricNetwork` (supervision, generated files and lifecycle
+    build on it)."""
+
+    def __init__(self, config: NetworkConfig | None = None):
+        self.cfg = config or NetworkConfig()
+        self.net = self.cfg.net_dir
+        self.bin = self.cfg.fabric_home / "bin"
+        self._children: dict[int, subprocess.Popen[bytes]] = {}  # nodes this object started, by pid
+
+    # ------------------------------------------------------------------ paths
+    @property
+    def state_file(self) -> Path:
+        return self.net / "state.json"
+
+    @property
+    def profile_file(self) -> Path:
+        return self.net / "connection.json"
+
+    @property
+    def crypto(self) -> Path:
+        return self.net / "crypto"
+
+    @property
+    def orderer_dir(self) -> Path:
+        return self.crypto / "ordererOrganizations" / "example.com" / "orderers" / "orderer.example.com"
+
+    @property
+    def orderer_ca(self) -> Path:
+        return self.crypto / "ordererOrganizations" / "example.com" / "tlsca" / "tlsca.example.com-cert.pem"
+
+    @property
+    def chaincode_tls_dir(self) -> Path:
+        return self.net / "chaincode-tls"
+
+    def consortium(self) -> Consortium:
+        return Consortium(self.crypto)
+
+    def peer_name(self, i: int) -> str:
+        return f"peer0.{self.cfg.organisations[i].lower()}"
+
+    def _org_paths(self, i: int) -> dict[str, Path]:
+        name = self.cfg.organisations[i]
+        domain = f"{name.lower()}.example.com"
+        base = self.crypto / "peerOrganizations" / domain
+        peer = base / "peers" / f"peer0.{domain}"
+        return {
+            "base": base,
+            "peer": peer,
+            "admin": base / "users" / f"Admin@{domain}" / "msp",
+            "tls_ca": peer / "tls" / "ca.crt",
+            "domain": Path(domain),
+        }
+
+    # ------------------------------------------------------------------ node environments
+    def orderer_env(self) -> dict[str, str]:
+        c, od, data = self.cfg, self.orderer_dir, self.net / "data" / "orderer"
+        tls = od / "tls"
+        return {
+            "FABRIC_CFG_PATH": str(self.net / "config"),
+            "FABRIC_LOGGING_SPEC": c.log_spec,
+            "ORDERER_GENERAL_LISTENADDRESS": "127.0.0.1",
+            "ORDERER_GENERAL_LISTENPORT": str(c.orderer_port),
+            "ORDERER_GENERAL_LOCALMSPID": "OrdererMSP",
+            "ORDERER_GENERAL_LOCALMSPDIR": str(od / "msp"),
+            "ORDERER_GENERAL_TLS_ENABLED": "true",
+            "ORDERER_GENERAL_TLS_PRIVATEKEY": str(tls / "server.key"),
+            "ORDERER_GENERAL_TLS_CERTIFICATE": str(tls / "server.crt"),
+            "ORDERER_GENERAL_TLS_ROOTCAS": f"[{tls / 'ca.crt'}]",
+            "ORDERER_GENERAL_BOOTSTRAPMETHOD": "none",
+            "ORDERER_CHANNELPARTICIPATION_ENABLED": "true",
+            "ORDERER_FILELEDGER_LOCATION": str(data),
+            "ORDERER_CONSENSUS_WALDIR": str(data / "etcdraft" / "wal"),
+            "ORDERER_CONSENSUS_SNAPDIR": str(data / "etcdraft" / "snap"),
+            "ORDERER_OPERATIONS_LISTENADDRESS": f"127.0.0.1:{c.orderer_ops_port}",
+            "ORDERER_ADMIN_LISTENADDRESS": f"127.0.0.1:{c.orderer_admin_port}",
+            "ORDERER_ADMIN_TLS_ENABLED": "true",
+            "ORDERER_ADMIN_TLS_CERTIFICATE": str(tls / "server.crt"),
+            "ORDERER_ADMIN_TLS_PRIVATEKEY": str(tls / "server.key"),
+            "ORDERER_ADMIN_TLS_ROOTCAS": f"[{tls / 'ca.crt'}]",
+            "ORDERER_ADMIN_TLS_CLIENTAUTHREQUIRED": "true",
+            "ORDERER_ADMIN_TLS_CLIENTROOTCAS": f"[{tls / 'ca.crt'}]",
+            "ORDERER_METRICS_PROVIDER": "disabled",
+        }
+
+    def peer_env(self, i: int) -> dict[str, str]:
+        c, p = self.cfg, self._org_paths(i)
+        port, peer = c.peer_port(i), p["peer"]
+        data = self.net / "data" / self.peer_name(i)
+        builder = REPO_ROOT / "fabric-network" / "builders" / "ccaas"
+        return {
+            "FABRIC_CFG_PATH": str(self.net / "config"),
+            "FABRIC_LOGGING_SPEC": c.log_spec,
+            "CORE_PEER_ID": f"peer0.{p['domain']}",
+            "CORE_PEER_LOCALMSPID": f"{c.organisations[i]}MSP",
+            "CORE_PEER_MSPCONFIGPATH": str(peer / "msp"),
+            "CORE_PEER_TLS_ENABLED": "true",
+            "CORE_PEER_TLS_CERT_FILE": str(peer / "tls" / "server.crt"),
+            "CORE_PEER_TLS_KEY_FILE": str(peer / "tls" / "server.key"),
+            "CORE_PEER_TLS_ROOTCERT_FILE": str(peer / "tls" / "ca.crt"),
+            "CORE_PEER_LISTENADDRESS": f"127.0.0.1:{port}",
+            "CORE_PEER_ADDRESS": f"127.0.0.1:{port}",
+            "CORE_PEER_CHAINCODELISTENADDRESS": f"127.0.0.1:{port + 1}",
+            "CORE_PEER_CHAINCODEADDRESS": f"127.0.0.1:{port + 1}",
+            "CORE_PEER_GOSSIP_BOOTSTRAP": f"127.0.0.1:{port}",
+            "CORE_PEER_GOSSIP_EXTERNALENDPOINT": f"127.0.0.1:{port}",
+            "CORE_OPERATIONS_LISTENADDRESS": f"127.0.0.1:{c.peer_ops_port(i)}",
+            "CORE_METRICS_PROVIDER": "disabled",
+            "CORE_PEER_FILESYSTEMPATH": str(data),
+            "CORE_LEDGER_SNAPSHOTS_ROOTDIR": str(data / "snapshots"),
+            "CORE_VM_ENDPOINT": "",
+            "CORE_CHAINCODE_EXTERNALBUILDERS": json.dumps(
+                [
+                    {
+                        "name": "ccaas",
+                        "path": str(builder),
+                        "propagateEnvironment": ["CHAINCODE_AS_A_SERVICE_BUILDER_CONFIG"],
+                    }
+                ]
+            ),
+            "CHAINCODE_AS_A_SERVICE_BUILDER_CONFIG": json.dumps({"ccport": str(c.chaincode_port)}),
+            "CORE_PEER_LIMITS_CONCURRENCY_GATEWAYSERVICE": "2000",
+            "CORE_CHAINCODE_EXECUTETIMEOUT": "30s",
+            "CORE_CHAINCODE_KEEPALIVE": "30",  # seconds; the service echoes KEEPALIVE
+        }
+
+    def admin_env(self, i: int) -> dict[str, str]:
+        c, p = self.cfg, self._org_paths(i)
+        return {
+            "FABRIC_CFG_PATH": str(self.net / "config"),
+            "FABRIC_LOGGING_SPEC": "warning",
+            "CORE_PEER_LOCALMSPID": f"{c.organisations[i]}MSP",
+            "CORE_PEER_ADDRESS": f"127.0.0.1:{c.peer_port(i)}",
+            "CORE_PEER_TLS_ENABLED": "true",
+            "CORE_PEER_TLS_ROOTCERT_FILE": str(p["tls_ca"]),
+            "CORE_PEER_MSPCONFIGPATH": str(p["admin"]),
+        }

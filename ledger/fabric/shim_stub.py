@@ -1,0 +1,147 @@
+"""The chaincode stub of the CCaaS shim (:mod:`ledger.fabric.chaincode_server`):
+``chaincode.stub.ChaincodeStub`` over one transaction of one chaincode stream, each state call a
+round trip to the peer (fabric-chaincode-go ``shim/stub.go``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Protocol, TypeAlias
+
+from fabric_protos.common import common_pb2
+from fabric_protos.ledger.queryresult import kv_query_result_pb2
+from fabric_protos.peer import chaincode_event_pb2, chaincode_pb2, chaincode_shim_pb2, proposal_pb2
+
+from chaincode.stub import (
+    COMPOSITE_KEY_NAMESPACE,
+    MAX_UNICODE_RUNE,
+    KeyModification,
+    KeyValue,
+    TransactionHeader,
+    create_composite_key,
+)
+
+Msg: TypeAlias = chaincode_shim_pb2.ChaincodeMessage
+EMPTY_KEY_SUBSTITUTE = "\x01"  # fabric-chaincode-go shim/stub.go
+
+
+class PeerCaller(Protocol):
+    """The stream a stub's calls travel on (``_StreamHandler`` of the server)."""
+
+    def call_peer(self, channel_id: str, tx_id: str, kind: int, payload: bytes) -> bytes: ...
+
+
+class PeerError(RuntimeError):
+    """The peer answered a stub call with ERROR (e.g. a key outside the namespace, access denied)."""
+
+
+# --------------------------------------------------------------------------- the stub
+
+
+class FabricStub(TransactionHeader):
+    """``chaincode.stub.ChaincodeStub`` over one transaction of one chaincode stream."""
+
+    def __init__(self, handler: PeerCaller, msg: Msg):
+        self._handler = handler
+        self.event: chaincode_event_pb2.ChaincodeEvent | None = None
+        inp = chaincode_pb2.ChaincodeInput.FromString(msg.payload)
+        self.args: list[bytes] = list(inp.args)
+        creator, timestamp = b"", 0.0
+        transient: dict[str, bytes] = {}
+        if msg.HasField("proposal"):
+            prop = proposal_pb2.Proposal.FromString(msg.proposal.proposal_bytes)
+            header = common_pb2.Header.FromString(prop.header)
+            chdr = common_pb2.ChannelHeader.FromString(header.channel_header)
+            shdr = common_pb2.SignatureHeader.FromString(header.signature_header)
+            creator = shdr.creator
+            timestamp = chdr.timestamp.seconds + chdr.timestamp.nanos / 1e9
+            ccpp = proposal_pb2.ChaincodeProposalPayload.FromString(prop.payload)
+            transient = dict(ccpp.TransientMap)
+        super().__init__(msg.txid, msg.channel_id, timestamp, creator, transient)
+
+    def _call(self, kind: int, payload: bytes) -> bytes:
+        return self._handler.call_peer(self._channel_id, self._tx_id, kind, payload)
+
+    def get_state(self, key: str) -> bytes | None:
+        value = self._call(Msg.GET_STATE, chaincode_shim_pb2.GetState(key=key).SerializeToString())
+        return value or None  # Fabric: a missing key reads as empty
+
+    def put_state(self, key: str, value: bytes) -> None:
+        _validate_key(key)
+        if not isinstance(value, (bytes, bytearray)):
+            raise TypeError("put_state value must be bytes")
+        self._call(
+            Msg.PUT_STATE, chaincode_shim_pb2.PutState(key=key, value=bytes(value)).SerializeToString()
+        )
+
+    def del_state(self, key: str) -> None:
+        _validate_key(key)
+        self._call(Msg.DEL_STATE, chaincode_shim_pb2.DelState(key=key).SerializeToString())
+
+    def get_state_by_range(self, start_key: str, end_key: str) -> Iterator[KeyValue]:
+        if start_key == "":
+            start_key = EMPTY_KEY_SUBSTITUTE
+        for k in (start_key, end_key):
+            if k and k.startswith(COMPOSITE_KEY_NAMESPACE):
+                raise ValueError(
+                    "get_state_by_range takes simple keys; use get_state_by_partial_composite_key"
+                )
+        req = chaincode_shim_pb2.GetStateByRange(startKey=start_key, endKey=end_key)
+        return self._kv_iter(self._call(Msg.GET_STATE_BY_RANGE, req.SerializeToString()))
+
+    def get_state_by_partial_composite_key(
+        self, object_type: str, attributes: list[str]
+    ) -> Iterator[KeyValue]:
+        start = create_composite_key(object_type, attributes)
+        req = chaincode_shim_pb2.GetStateByRange(startKey=start, endKey=start + MAX_UNICODE_RUNE)
+        return self._kv_iter(self._call(Msg.GET_STATE_BY_RANGE, req.SerializeToString()))
+
+    def get_history_for_key(self, key: str) -> Iterator[KeyModification]:
+        """Committed versions, oldest first (the ``ChaincodeStub`` contract); Fabric's history
+        database returns them newest first, so the whole history is read and reversed."""
+        req = chaincode_shim_pb2.GetHistoryForKey(key=key)
+        mods = []
+        for raw in self._results(self._call(Msg.GET_HISTORY_FOR_KEY, req.SerializeToString())):
+            km = kv_query_result_pb2.KeyModification.FromString(raw)
+            mods.append(
+                KeyModification(
+                    km.tx_id, km.value, km.timestamp.seconds + km.timestamp.nanos / 1e9, km.is_delete
+                )
+            )
+        return iter(reversed(mods))
+
+    def _kv_iter(self, first: bytes) -> Iterator[KeyValue]:
+        for raw in self._results(first):
+            kv = kv_query_result_pb2.KV.FromString(raw)
+            yield KeyValue(kv.key, kv.value)
+
+    def _results(self, first: bytes) -> Iterator[bytes]:
+        """Page through a QueryResponse (QUERY_STATE_NEXT), closing the iterator at the end."""
+        resp = chaincode_shim_pb2.QueryResponse.FromString(first)
+        try:
+            while True:
+                for r in resp.results:
+                    yield r.resultBytes
+                if not resp.has_more:
+                    return
+                nxt = chaincode_shim_pb2.QueryStateNext(id=resp.id).SerializeToString()
+                resp = chaincode_shim_pb2.QueryResponse.FromString(self._call(Msg.QUERY_STATE_NEXT, nxt))
+        finally:
+            if resp.id:
+                try:
+                    self._call(
+                        Msg.QUERY_STATE_CLOSE,
+                        chaincode_shim_pb2.QueryStateClose(id=resp.id).SerializeToString(),
+                    )
+                except PeerError:
+                    pass  # the peer closes finished iterators itself
+
+    # ---- events
+    def set_event(self, name: str, payload: bytes) -> None:
+        if not name:
+            raise ValueError("event name must not be empty")
+        self.event = chaincode_event_pb2.ChaincodeEvent(event_name=name, payload=bytes(payload))
+
+
+def _validate_key(key: str) -> None:
+    if not isinstance(key, str) or not key:
+        raise ValueError("state keys must be non-empty strings")

@@ -1,0 +1,34 @@
+"""The contracts' input rules a client validates against before submitting (re-exported from
+``chaincode``, which defines and enforces them), so that ``api`` and ``executor`` never import
+``chaincode`` directly: size limits (``chaincode.limits``), identifier patterns and bounds."""
+
+from __future__ import annotations
+
+from chaincode.image import ID_PATTERN
+from chaincode.learning_process import MAX_ROUNDS, MSP_PATTERN
+from chaincode.limits import (
+    MAX_ARGUMENT_BYTES,
+    MAX_CONSORTIUM,
+    MAX_DATASET_CHARS,
+    MAX_DESCRIPTION_CHARS,
+    MAX_FIELD_DEPTH,
+    MAX_HYPERPARAMETERS_BYTES,
+    MAX_REFERENCE_CHARS,
+    MAX_TOPOLOGY_BYTES,
+    json_depth,
+)
+
+__all__ = [
+    "ID_PATTERN",
+    "MAX_ARGUMENT_BYTES",
+    "MAX_CONSORTIUM",
+    "MAX_DATASET_CHARS",
+    "MAX_DESCRIPTION_CHARS",
+    "MAX_FIELD_DEPTH",
+    "MAX_HYPERPARAMETERS_BYTES",
+    "MAX_REFERENCE_CHARS",
+    "MAX_ROUNDS",
+    "MAX_TOPOLOGY_BYTES",
+    "MSP_PATTERN",
+    "json_depth",
+]
