@@ -112,15 +112,10 @@ def _build(
     import docker.errors
 
     try:
+        # offline (no network during the build), never pulling: every layer is built here
+        options = {"rm": True, "network_mode": "none", "pull": False}
         image, _logs = client.images.build(
-            path=str(context),
-            dockerfile=dockerfile,
-            tag=tag,
-            buildargs=buildargs,
-            labels=labels,
-            rm=True,
-            network_mode="none",
-            pull=False,
+            path=str(context), dockerfile=dockerfile, tag=tag, buildargs=buildargs, labels=labels, **options
         )
     except docker.errors.BuildError as exc:
         tail = "".join(str(x.get("stream", x.get("error", ""))) for x in list(exc.build_log)[-15:])

@@ -39,17 +39,9 @@ def build_agent(args: argparse.Namespace) -> NodeAgent:
         runtime.check()
     except RuntimeUnavailable as exc:
         raise SystemExit(f"node agent {args.org}: {exc}") from None
-    return NodeAgent(
-        ledger,
-        identity,
-        consortium,
-        runtime,
-        data_root=args.data,
-        store_root=args.store,
-        state_dir=args.state,
-        limits=Limits(memory_bytes=args.memory_mb << 20, cpus=args.cpus),
-        warm=args.warm,
-    )
+    limits = Limits(memory_bytes=args.memory_mb << 20, cpus=args.cpus)
+    paths = (args.data, args.store, args.state)  # data root, artifact store root, agent state directory
+    return NodeAgent(ledger, identity, consortium, runtime, *paths, limits=limits, warm=args.warm)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -86,6 +86,22 @@ class RunOutcome:
 Bind = tuple[Path, str, str]  #: (host path, path inside the container / sandbox, "ro" | "rw")
 
 
+@dataclass(frozen=True)
+class WorkerSpec:
+    """A worker to start: the image (by digest; the sandbox also needs its bundle directory) runs its
+    entrypoint with ``args`` (``--serve`` / ``--serve-once``), with ``binds`` mounted and ``limits``.
+    ``name`` names it (an older worker of that name is replaced); ``one_shot``: it serves one task
+    only and cleans up after itself."""
+
+    image_digest: str
+    binds: tuple[Bind, ...]
+    limits: Limits
+    args: tuple[str, ...]
+    bundle_dir: Path | None = None
+    name: str | None = None
+    one_shot: bool = False
+
+
 @runtime_checkable
 class Worker(Protocol):
     """A long-lived isolated process started by :meth:`TaskRuntime.start_worker`."""
@@ -135,19 +151,7 @@ class TaskRuntime(Protocol):
         digest."""
         ...
 
-    def start_worker(
-        self,
-        image_digest: str,
-        binds: Sequence[Bind],
-        limits: Limits,
-        args: Sequence[str],
-        *,
-        bundle_dir: str | os.PathLike | None = None,
-        name: str | None = None,
-        one_shot: bool = False,
-    ) -> Worker:
-        """Start the image's entrypoint with ``args`` (``--serve`` / ``--serve-once``) in a long-lived
-        isolated process with ``binds`` mounted; it must not outlive the agent. ``name`` names it
-        (an older worker of that name is replaced); ``one_shot``: it serves one task only (and
-        cleans up after itself). :class:`RuntimeUnavailable` if it cannot be started."""
+    def start_worker(self, spec: WorkerSpec) -> Worker:
+        """Start a long-lived isolated worker (:class:`WorkerSpec`); it must not outlive the agent.
+        :class:`RuntimeUnavailable` if it cannot be started."""
         ...

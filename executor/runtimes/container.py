@@ -23,10 +23,10 @@ from executor.runtimes.base import (
     KEY_DIR,
     TASK_IN,
     TASK_OUT,
-    Bind,
     Limits,
     RunOutcome,
     TaskMounts,
+    WorkerSpec,
     numeric_environment,
 )
 from executor.runtimes.tools import ToolMissing
@@ -150,30 +150,22 @@ class ContainerRuntime:
             self._remover().submit(_remove, container)
         return RunOutcome(self.name, code, time.perf_counter() - t0, logs[-20000:], timed_out)
 
-    def start_worker(
-        self,
-        image_digest: str,
-        binds: Sequence[Bind],
-        limits: Limits,
-        args: Sequence[str],
-        *,
-        bundle_dir=None,
-        name: str | None = None,
-        one_shot: bool = False,
-    ) -> ContainerWorker:
+    def start_worker(self, spec: WorkerSpec) -> ContainerWorker:
         """A detached container running the image's entrypoint with ``args``, isolated as a task."""
-        volumes = {str(Path(host).resolve()): {"bind": inside, "mode": mode} for host, inside, mode in binds}
-        opts = self.container_options(volumes, limits)
-        if one_shot:
+        volumes = {str(Path(h).resolve()): {"bind": inside, "mode": mode} for h, inside, mode in spec.binds}
+        opts = self.container_options(volumes, spec.limits)
+        if spec.one_shot:
             opts["auto_remove"] = True  # gone once it exits, even if its agent was killed
-        if name:
-            opts["name"] = name
+        if spec.name:
+            opts["name"] = spec.name
             try:  # a worker left by a killed agent: replace it
-                self.client.containers.get(name).remove(force=True)
+                self.client.containers.get(spec.name).remove(force=True)
             except Exception:
                 pass
         try:
-            container = self.client.containers.run(image_digest, command=list(args), detach=True, **opts)
+            container = self.client.containers.run(
+                spec.image_digest, command=list(spec.args), detach=True, **opts
+            )
         except Exception as exc:
             raise RuntimeUnavailable(f"cannot start warm container: {exc}") from None
         return ContainerWorker(container)

@@ -36,10 +36,10 @@ from executor.runtimes.base import (
     KEY_DIR,
     TASK_IN,
     TASK_OUT,
-    Bind,
     Limits,
     RunOutcome,
     TaskMounts,
+    WorkerSpec,
     numeric_environment,
 )
 from executor.runtimes.tools import ToolMissing, find_tool
@@ -256,28 +256,18 @@ class SandboxRuntime:
             raise RuntimeUnavailable(f"bundle {bundle} has digest {local}, not {image_digest}")
         return bundle
 
-    def start_worker(
-        self,
-        image_digest: str,
-        binds: Sequence[Bind],
-        limits: Limits,
-        args: Sequence[str],
-        *,
-        bundle_dir: str | os.PathLike | None = None,
-        name: str | None = None,
-        one_shot: bool = False,
-    ) -> SandboxWorker:
+    def start_worker(self, spec: WorkerSpec) -> SandboxWorker:
         """A sandbox running the bundle's entrypoint with ``args``; its stdin is the lifeline (it exits
         when the agent dies). ``name`` is not needed: a sandbox dies with its agent."""
-        bundle = self._verified_bundle(bundle_dir, image_digest)
-        cmd = [os.path.abspath(self.python), "-s", f"{BUNDLE_MOUNT}/image/entrypoint.py", *args]
+        bundle = self._verified_bundle(spec.bundle_dir, spec.image_digest)
+        cmd = [os.path.abspath(self.python), "-s", f"{BUNDLE_MOUNT}/image/entrypoint.py", *spec.args]
         proc, cg = self.spawn(
             bundle,
-            binds,
-            limits,
+            spec.binds,
+            spec.limits,
             cmd,
             stdout=subprocess.DEVNULL,
-            cpu_seconds=None if one_shot else 10**6,
+            cpu_seconds=None if spec.one_shot else 10**6,
             lifeline=True,
         )
         return SandboxWorker(proc, cg)

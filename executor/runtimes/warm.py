@@ -29,7 +29,7 @@ from pathlib import Path
 
 from algorithms.task_runtime import TaskSpec
 from executor.errors import RuntimeUnavailable, TaskFailed
-from executor.runtimes.base import DATA, Limits, RunOutcome, TaskMounts, TaskRuntime, Worker
+from executor.runtimes.base import DATA, Limits, RunOutcome, TaskMounts, TaskRuntime, Worker, WorkerSpec
 from executor.task_keys import TASK_GID, TaskKey, destroy_key_dir
 from executor.tasks import TaskOutputs, verify_outputs, write_inputs
 
@@ -82,19 +82,17 @@ class WarmWorker:
         if uid is not None and os.geteuid() == 0:
             os.chown(self.out_root, uid, TASK_GID)
         self.out_root.chmod(0o700)
-        binds = [
-            (self.in_root, IN_ROOT, "ro"),
-            (self.out_root, OUT_ROOT, "rw"),
-            (self.data_dir, DATA, "ro"),
-        ]
+        binds = ((self.in_root, IN_ROOT, "ro"), (self.out_root, OUT_ROOT, "rw"), (self.data_dir, DATA, "ro"))
         self.process = self.runtime.start_worker(
-            self.image_digest,
-            binds,
-            self.limits,
-            [self._mode],
-            bundle_dir=self.bundle_dir,
-            name=self.name,
-            one_shot=self.one_shot,
+            WorkerSpec(
+                self.image_digest,
+                binds,
+                self.limits,
+                (self._mode,),
+                bundle_dir=self.bundle_dir,
+                name=self.name,
+                one_shot=self.one_shot,
+            )
         )
         return self
 

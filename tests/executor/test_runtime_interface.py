@@ -39,9 +39,10 @@ class FakeRuntime:
     def run(self, image_digest, mounts, limits=Limits(), command=None, bundle_dir=None):
         raise AssertionError("the warm path never calls run")
 
-    def start_worker(self, image_digest, binds, limits, args, *, bundle_dir=None, name=None, one_shot=False):
+    def start_worker(self, spec):
         w = FakeWorker()
-        self.started.append((image_digest, [(b[1], b[2]) for b in binds], list(args), name, one_shot, w))
+        binds = [(b[1], b[2]) for b in spec.binds]
+        self.started.append((spec.image_digest, binds, list(spec.args), spec.name, spec.one_shot, w))
         return w
 
 
