@@ -24,9 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from algorithms import codec
+from api.demo_report import markdown, plots, quality, short
 
 DATASET = "creditcard"
 IMAGE = "collab-rf"
@@ -46,62 +45,6 @@ def _settings(quick: bool) -> dict[str, Any]:
         "schedule": ["FIT", "SHARE", "GET"] * 3,
         "params": {"n_new": 6, "n_share": 4, "n_max": 20, "max_depth": 8, "n_rep": 5},
     }
-
-
-def _short(d: str | None, n: int = 12) -> str:
-    return "-" if not d else (d[7 : 7 + n] if d.startswith("sha256:") else d[:n])
-
-
-def _quality(estimators: list, X: np.ndarray, y: np.ndarray) -> dict[str, float]:
-    from sklearn.metrics import average_precision_score, roc_auc_score
-
-    from algorithms.collab_rf.estimators import ensemble_scores
-    from algorithms.collab_rf.metrics import detection_scores
-
-    s = ensemble_scores(estimators, X)
-    out = detection_scores(y, (s > 0.5).astype(np.int64))
-    out["auc"] = float(roc_auc_score(y, s)) if 0 < y.sum() < len(y) else float("nan")
-    out["ap"] = float(average_precision_score(y, s)) if y.sum() else float("nan")
-    return out
-
-
-def _plots(out: Path, orgs: list[str], collab: dict, alone: dict, matrix: list[list[int]]) -> list[Path]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    paths = []
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
-    x = np.arange(len(orgs))
-    for ax, metric, title in ((axes[0], "bacc", "balanced accuracy"), (axes[1], "auc", "ROC AUC")):
-        ax.bar(x - 0.2, [alone[o][metric] for o in orgs], 0.4, label="training alone")
-        ax.bar(x + 0.2, [collab[o][metric] for o in orgs], 0.4, label="audited collaborative")
-        ax.set_xticks(x, [o.replace("MSP", "") for o in orgs])
-        ax.set_ylim(0.4, 1.0)
-        ax.set_title(f"{title} on the common test set")
-    axes[0].legend(loc="lower left", fontsize=8)
-    fig.tight_layout()
-    paths.append(out / "quality.png")
-    fig.savefig(paths[-1], dpi=110)
-    plt.close(fig)
-
-    fig, ax = plt.subplots(figsize=(4.6, 4))
-    im = ax.imshow(np.array(matrix), cmap="Blues")
-    ax.set_xticks(range(len(orgs)), [o.replace("MSP", "") for o in orgs], rotation=45)
-    ax.set_yticks(range(len(orgs)), [o.replace("MSP", "") for o in orgs])
-    ax.set_xlabel("creator of the estimator")
-    ax.set_ylabel("owner of the final model")
-    ax.set_title("estimator origins (from the ledger)")
-    for i, row in enumerate(matrix):
-        for j, v in enumerate(row):
-            ax.text(j, i, str(v), ha="center", va="center", fontsize=8)
-    fig.colorbar(im, ax=ax)
-    fig.tight_layout()
-    paths.append(out / "estimator_origins.png")
-    fig.savefig(paths[-1], dpi=110)
-    plt.close(fig)
-    return paths
 
 
 def _fresh(out: Path) -> Path:
@@ -303,10 +246,10 @@ def run_demo(
             prov.add_row(
                 org.replace("MSP", ""),
                 str(len(mine)),
-                _short(image.digest, 10),
-                _short(next(iter(commitments)), 10) + ("" if len(commitments) == 1 else " (varies!)"),
+                short(image.digest, 10),
+                short(next(iter(commitments)), 10) + ("" if len(commitments) == 1 else " (varies!)"),
                 str(sent),
-                _short(model.digest, 10),
+                short(model.digest, 10),
                 str(len(model.estimators)),
             )
         console.print(prov)
@@ -375,9 +318,9 @@ def run_demo(
             orgs,
         )
         collab_q = {
-            o: _quality(codec.decode(models[o])["estimators"], split.X_test, split.y_test) for o in orgs
+            o: quality(codec.decode(models[o])["estimators"], split.X_test, split.y_test) for o in orgs
         }
-        alone_q = {o: _quality(alone_sim.model(o)["estimators"], split.X_test, split.y_test) for o in orgs}
+        alone_q = {o: quality(alone_sim.model(o)["estimators"], split.X_test, split.y_test) for o in orgs}
         qt = Table(
             title=f"model quality on the common test set ({len(split.y_test)} rows, "
             f"{int(split.y_test.sum())} frauds): alone → audited collaborative"
@@ -393,7 +336,7 @@ def run_demo(
         _, matrix = estimator_origins(client, pid)
 
         # 8. report
-        plots = _plots(out, orgs, collab_q, alone_q, matrix)
+        plot_files = plots(out, orgs, collab_q, alone_q, matrix)
         report = {
             "process_id": pid,
             "organisations": orgs,
@@ -416,83 +359,17 @@ def run_demo(
             "bit_identical_to_simulator": identical,
             "quality": {"audited": collab_q, "alone": alone_q},
             "estimator_origins": matrix,
-            "plots": [p.name for p in plots],
+            "plots": [p.name for p in plot_files],
         }
         (out / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True, default=float))
-        (out / "report.md").write_text(_markdown(report))
+        (out / "report.md").write_text(markdown(report))
         ok = all_ok and identical
         console.rule("[green]all checks passed" if ok else "[red]some checks failed")
         console.print(
             f"report: {out / 'report.md'}, {out / 'report.json'}; plots: "
-            + ", ".join(str(p) for p in plots)
+            + ", ".join(str(p) for p in plot_files)
             + f"; total {time.perf_counter() - t_start:.0f} s"
         )
         return 0 if ok else 1
     finally:
         ledger.close()
-
-
-def _markdown(r: dict[str, Any]) -> str:
-    orgs = r["organisations"]
-    lines = [
-        f"# Consortia demo report: {r['process_id']}",
-        "",
-        f"Collaborative random forests (seed 003) among {len(orgs)} organisations on the {r['backend']} ledger, "
-        f"runtime `{r['runtime']}`, {r['rounds']} rounds, image `{r['image']['id']}` "
-        f"(`{r['image']['digest']}`).",
-        "",
-        f"Process wall time {r['wall_seconds']['process']:.1f} s (algorithm steps "
-        f"{r['wall_seconds']['algorithm_steps']:.1f} s); demo total {r['wall_seconds']['demo_total']:.0f} s.",
-        "",
-        "## Split (train rows / frauds)",
-        "",
-        "| organisation | rows | frauds |",
-        "|---|---|---|",
-    ]
-    lines += [f"| {o} | {r['split'][o][0]} | {r['split'][o][1]} |" for o in orgs]
-    lines += [
-        f"| common test | {r['test'][0]} | {r['test'][1]} |",
-        "",
-        "## Provenance",
-        "",
-        "| organisation | records | image | data commitment | messages sent | model | estimators |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for o in orgs:
-        p = r["provenance"][o]
-        lines.append(
-            f"| {o} | {p['records']} | `{_short(p['image_digest'][0])}` | `{_short(p['data_commitments'][0])}` "
-            f"| {p['messages_sent']} | `{_short(p['model'])}` | {p['estimators']} |"
-        )
-    lines += [
-        "",
-        "## Verification",
-        "",
-        f"Ledger ({r['backend']}): {r['ledger']['blocks']} blocks, {r['ledger']['transactions']} transactions "
-        f"re-verified{' (Fabric: blocks validated by the peers)' if r['backend'] == 'fabric' else ''}.",
-        "",
-        "| model | records in lineage | checks | ok |",
-        "|---|---|---|---|",
-    ]
-    for o in orgs:
-        v = r["verification"][o]
-        lines.append(
-            f"| {r['process_id']}:{o} | {len(v['records'])} | {sum(v['checks'].values())} | {v['ok']} |"
-        )
-    lines += [
-        "",
-        f"Models and states bit-identical to the simulator: **{r['bit_identical_to_simulator']}**.",
-        "",
-        "## Quality on the common test set",
-        "",
-        "| organisation | bacc alone | bacc audited | AUC alone | AUC audited |",
-        "|---|---|---|---|---|",
-    ]
-    for o in orgs:
-        a, c = r["quality"]["alone"][o], r["quality"]["audited"][o]
-        lines.append(f"| {o} | {a['bacc']:.3f} | {c['bacc']:.3f} | {a['auc']:.3f} | {c['auc']:.3f} |")
-    lines += ["", "## Estimator origins (rows: model owner, columns: creator), from the ledger", ""]
-    lines += ["| | " + " | ".join(orgs) + " |", "|---" * (len(orgs) + 1) + "|"]
-    lines += [f"| {o} | " + " | ".join(map(str, row)) + " |" for o, row in zip(orgs, r["estimator_origins"])]
-    lines += ["", "Plots: " + ", ".join(f"`{p}`" for p in r["plots"]), ""]
-    return "\n".join(lines)

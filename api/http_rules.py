@@ -16,17 +16,20 @@ def error_response(status: int, code: str, message: str, details: dict | None = 
     )
 
 
-def allowed_methods(request: Request) -> list[str]:
-    """Every method some route of the app serves at the request's path (HEAD with GET, as served)."""
-    from starlette.routing import Match
+METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 
-    methods: set[str] = set()
-    for route in request.app.router.routes:
-        route_methods = getattr(route, "methods", None)
-        if route_methods and route.matches(request.scope)[0] != Match.NONE:
-            methods |= set(route_methods)
-    order = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
-    return sorted(methods, key=lambda m: (order.index(m) if m in order else len(order), m))
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route of the app serves at the request's path (HEAD where served). Asked
+    of each route with the request as if made with each method, so routes of included routers
+    count too (FastAPI keeps those inside the router they were declared in); mounted apps (the
+    explorer's static files) are not asked."""
+    from starlette.routing import Match, Mount
+
+    routes = [r for r in request.app.router.routes if not isinstance(r, Mount)]
+    return [
+        m for m in METHODS if any(r.matches({**request.scope, "method": m})[0] == Match.FULL for r in routes)
+    ]
 
 
 def known_query_parameters(request: Request) -> None:

@@ -55,7 +55,8 @@ class DepthSafeRoute(APIRoute):
 
     def __init__(self, path: str, endpoint: Callable[..., Any], **kwargs: Any):
         model = kwargs.get("response_model")
-        if model is not None and not isinstance(model, DefaultPlaceholder):
+        wrapped = getattr(endpoint, "_depth_safe", False)  # a router's route included in the app
+        if model is not None and not isinstance(model, DefaultPlaceholder) and not wrapped:
             endpoint = _encoded(endpoint, TypeAdapter(model), kwargs.get("status_code") or 200)
         super().__init__(path, endpoint, **kwargs)
 
@@ -72,10 +73,12 @@ def _encoded(endpoint: Callable[..., Any], adapter: TypeAdapter, status: int) ->
         async def run_async(*args: Any, **kwargs: Any) -> Any:
             return answer(await endpoint(*args, **kwargs))
 
+        run_async._depth_safe = True  # type: ignore[attr-defined]
         return run_async
 
     @functools.wraps(endpoint)
     def run(*args: Any, **kwargs: Any) -> Any:
         return answer(endpoint(*args, **kwargs))
 
+    run._depth_safe = True  # type: ignore[attr-defined]
     return run

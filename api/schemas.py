@@ -165,8 +165,30 @@ class PrivacyBudgetIn(BaseModel):
     delta: float | None = Field(None, ge=0, lt=1, allow_inf_nan=False)
 
 
+#: a process with a privacy budget must clip its contribution (chaincode.privacy, and
+#: executor.process.ProcessSpec): said in the schema so that a client learns it from the document
+CLIPPED_IF_PRIVATE = {
+    "anyOf": [
+        {"properties": {"privacy_budget": {"type": "null"}}},
+        {
+            "required": ["hyperparameters"],
+            "properties": {
+                "hyperparameters": {
+                    "type": "object",
+                    "required": ["gradient_clip"],
+                    "properties": {"gradient_clip": {"type": "number", "exclusiveMinimum": 0}},
+                }
+            },
+        },
+    ]
+}
+
+
 class ProcessIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """A learning process to create; with a ``privacy_budget``, ``hyperparameters.gradient_clip``
+    must be a number > 0 (without clipping no sensitivity bound holds)."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra=CLIPPED_IF_PRIVATE)
     id: str = Field(pattern=ID)
     image_id: str = Field(pattern=ID)
     image_digest: str | None = Field(None, pattern=DIGEST)
@@ -204,6 +226,17 @@ class ProcessIn(BaseModel):
     @classmethod
     def _hyper(cls, v: dict[str, Any]) -> dict[str, Any]:
         return _bounded_json(v, MAX_HYPERPARAMETERS_BYTES)
+
+    @model_validator(mode="after")
+    def _clipped_if_private(self) -> ProcessIn:
+        clip = self.hyperparameters.get("gradient_clip")
+        if self.privacy_budget is not None and not (
+            isinstance(clip, (int, float)) and not isinstance(clip, bool) and clip > 0
+        ):
+            raise ValueError(
+                "a process with a privacy budget must clip: set hyperparameters.gradient_clip > 0"
+            )
+        return self
 
 
 class ProcessOut(BaseModel):

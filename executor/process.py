@@ -141,6 +141,7 @@ class ProcessSpec:
     dataset: str = "default"
     privacy_budget: Mapping[str, Any] | None = None
     description: str = ""
+    image_digest: str | None = None  # the digest the caller expects (the contract refuses another)
 
     def __post_init__(self) -> None:
         if self.rounds < 1:
@@ -180,7 +181,7 @@ def launch(client: ConsortiaClient, spec: ProcessSpec, *, start: bool = True) ->
         dict(spec.hyperparameters),
         privacy_budget=None if spec.privacy_budget is None else dict(spec.privacy_budget),
         dataset=spec.dataset,
-        image_digest=image.digest,
+        image_digest=spec.image_digest or image.digest,
         description=spec.description,
     )
     return client.start_process(spec.process_id) if start else created

@@ -220,6 +220,52 @@ def test_process_refusals_from_the_contract(org1):
     error(org1.post("/api/v1/processes", json={**base, "id": "proc-0", "consortium": ["Org1MSP"]}), 409)
 
 
+def test_process_creation_goes_through_launch(org1, monkeypatch):
+    """POST /processes creates through executor.process.launch (the CLI's and Python's path): the
+    image digest the body pins is passed on, ``start`` starts it; a private process that does not clip
+    is refused by the schema (which says so) before anything is written."""
+    import executor.process
+
+    calls = []
+    real = executor.process.launch
+    monkeypatch.setattr(
+        executor.process, "launch", lambda c, spec, **kw: calls.append(kw) or real(c, spec, **kw)
+    )
+    base = {
+        "image_id": "rf:1",
+        "consortium": ["Org1MSP"],
+        "topology": {"kind": "ring", "seed": 1},
+        "rounds": 1,
+    }
+    pid = f"p-{uid()}"
+    r = org1.post("/api/v1/processes", json={**base, "id": pid, "start": True, "image_digest": IMAGE_DIGEST})
+    assert r.status_code == 201 and r.json()["status"] == "running", r.text
+    assert calls == [{"start": True}]
+    wrong = "sha256:" + "0" * 64
+    error(org1.post("/api/v1/processes", json={**base, "id": f"p-{uid()}", "image_digest": wrong}), 409)
+    before = org1.get("/api/v1/health").json()["block_height"]
+    unclipped = {**base, "id": f"p-{uid()}", "privacy_budget": {"mechanism": "gaussian", "epsilon": 1.0}}
+    assert "clip" in error(org1.post("/api/v1/processes", json=unclipped), 422, "INVALID_REQUEST")["message"]
+    unclipped["hyperparameters"] = {"gradient_clip": True}
+    error(org1.post("/api/v1/processes", json=unclipped), 422, "INVALID_REQUEST")
+    assert org1.get("/api/v1/health").json()["block_height"] == before
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/api/v1/images",
+        "/api/v1/processes",
+        "/api/v1/processes/proc-0/executions",
+        "/api/v1/models",
+        "/api/v1/whoami",
+    ],
+)
+def test_every_router_refuses_undeclared_query_parameters(org1, path):
+    body = error(org1.get(path, params={"stauts": "revoked"}), 422, "INVALID_REQUEST")
+    assert body["details"]["errors"][0]["location"] == "query.stauts"
+
+
 # ---------------------------------------------------------------- provenance
 def test_executions_timeline_and_history(org1, org4):
     page = org1.get("/api/v1/processes/proc-0/executions").json()

@@ -58,14 +58,14 @@ def _by_cli(platform, pid, image_id, dataset):
 def _by_gateway(platform, pid, image_id, dataset):
     from fastapi.testclient import TestClient
 
-    from api.artifacts import DirectoryArtifactStore
     from api.gateway import create_app
+    from executor.artifacts import ArtifactStore
     from tests.api.conftest import make_gateway
 
     world = SimpleNamespace(
         ledger=platform.ledger,
         consortium=platform.consortium,
-        stores={ORGS[0]: DirectoryArtifactStore(platform.store_root / ORGS[0])},
+        stores={ORGS[0]: ArtifactStore.at(platform.store_root / ORGS[0])},
     )
     gw = make_gateway(world, ORGS[0], platform.root / "gateway")
     with TestClient(create_app(gw)) as http:

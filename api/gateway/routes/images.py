@@ -1,0 +1,61 @@
+"""Algorithm images: list (from the index), register, read, revoke, approve, history."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+
+from api import schemas as S
+from api.gateway.deps import Caller, GatewayDep, ImageId, Limit, Offset, page, reads, writes
+from api.gateway.state import record
+from api.responses import DepthSafeRoute
+
+router = APIRouter(route_class=DepthSafeRoute)
+read, write = reads(router, "images"), writes(router, "images")
+
+
+@reads(router, "images", ())("/api/v1/images", response_model=S.Page[S.ImageOut])
+def list_images(
+    _: Caller,
+    gw: GatewayDep,
+    limit: Limit = 50,
+    offset: Offset = 0,
+    status: Annotated[str | None, Query(pattern="^(active|revoked)$")] = None,
+) -> dict[str, Any]:
+    gw.current()
+    return page(gw.index.images(limit, offset, status))
+
+
+@writes(router, "images", (400, 409))("/api/v1/images", response_model=S.ImageOut, status_code=201)
+def register_image(body: S.ImageIn, c: Caller, gw: GatewayDep) -> dict[str, Any]:
+    image = c.register_image(
+        body.name,
+        body.version,
+        body.algorithm,
+        body.digest,
+        body.reference,
+        image_id=body.id,
+        description=body.description,
+    )
+    return gw.written(image)
+
+
+@read("/api/v1/images/{image_id}", response_model=S.ImageOut)
+def get_image(image_id: ImageId, c: Caller) -> dict[str, Any]:
+    return record(c.get_image(image_id))
+
+
+@write("/api/v1/images/{image_id}/revoke", response_model=S.ImageOut)
+def revoke_image(body: S.RevokeImageIn, image_id: ImageId, c: Caller, gw: GatewayDep) -> dict:
+    return gw.written(c.revoke_image(image_id, body.reason))
+
+
+@write("/api/v1/images/{image_id}/approve", response_model=S.ApprovalOut)
+def approve_image(body: S.ApproveImageIn, image_id: ImageId, c: Caller, gw: GatewayDep) -> dict:
+    return gw.written(c.approve_image(image_id, body.digest))
+
+
+@reads(router, "provenance")("/api/v1/images/{image_id}/history", response_model=list[S.HistoryEntryOut])
+def image_history(image_id: ImageId, c: Caller) -> list[dict]:
+    return [h.__dict__ for h in c.image_history(image_id)]

@@ -1,0 +1,118 @@
+"""Final models: list (from the index), read, history, lineage, verification against the ledger,
+download (decrypted and checked against the on-chain digest), grant and revoke (with key rotation)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+from fastapi.responses import Response
+
+from api import schemas as S
+from api.gateway.deps import (
+    Caller,
+    GatewayDep,
+    Limit,
+    ModelId,
+    Offset,
+    ProcessId,
+    member_process,
+    page,
+    reads,
+    writes,
+)
+from api.gateway.errors import errors
+from api.gateway.sealed_models import grant_with_sealed_key, open_model_payload, revoke_with_rotation
+from api.gateway.state import record
+from api.responses import DepthSafeRoute
+from api.verification import verify_model_on_ledger
+from ledger.errors import NotFound
+
+router = APIRouter(route_class=DepthSafeRoute)
+read, provenance, write = reads(router, "models"), reads(router, "provenance"), writes(router, "models")
+MODEL = "/api/v1/models/{model_id}"
+
+
+@read("/api/v1/processes/{process_id}/models", response_model=list[S.ModelOut])
+def process_models(process_id: ProcessId, c: Caller, gw: GatewayDep) -> list[dict[str, Any]]:
+    gw.current()
+    member_process(c, process_id)
+    return gw.index.models(1000, 0, process_id).items
+
+
+@reads(router, "models", ())("/api/v1/models", response_model=S.Page[S.ModelOut])
+def list_models(
+    _: Caller,
+    gw: GatewayDep,
+    limit: Limit = 50,
+    offset: Offset = 0,
+    process_id: Annotated[str | None, Query(pattern=S.ID)] = None,
+) -> dict[str, Any]:
+    gw.current()
+    return page(gw.index.models(limit, offset, process_id))
+
+
+@read(MODEL, response_model=S.ModelOut)
+def get_model(model_id: ModelId, c: Caller) -> dict[str, Any]:
+    return record(c.get_model(model_id))
+
+
+@provenance(MODEL + "/history", response_model=list[S.HistoryEntryOut])
+def model_history(model_id: ModelId, c: Caller) -> list[dict]:
+    return [h.__dict__ for h in c.model_history(model_id)]
+
+
+@provenance(MODEL + "/lineage", response_model=S.LineageOut)
+def lineage(model_id: ModelId, c: Caller, gw: GatewayDep) -> dict[str, Any]:
+    c.get_model(model_id)  # access list check by the contract
+    found = gw.index.lineage(model_id)
+    if found is None:
+        gw.refresh()
+        found = gw.index.lineage(model_id)
+    if found is None:
+        raise NotFound(f"model {model_id} is not in the index yet")
+    return found
+
+
+@writes(router, "provenance", (400, 404))(MODEL + "/verify", response_model=S.VerificationOut)
+def verify_model(model_id: ModelId, c: Caller, gw: GatewayDep) -> dict[str, Any]:
+    """Re-check every signature and digest of the model's lineage against the ledger."""
+    gw.refresh()
+    return verify_model_on_ledger(c, gw.index, model_id).to_dict()
+
+
+@router.get(
+    MODEL + "/download",
+    tags=["models"],
+    responses={
+        200: {
+            "content": {"application/octet-stream": {}},
+            "description": "The model payload, verified against its on-chain digest",
+        },
+        **errors(400, 404, 502),
+    },
+)
+def download_model(model_id: ModelId, c: Caller, gw: GatewayDep) -> Response:
+    rec = record(c.get_model(model_id))
+    data = open_model_payload(gw, rec)
+    return Response(
+        data,
+        media_type="application/octet-stream",
+        headers={
+            "X-Consortia-Digest": rec["digest"],
+            "Content-Disposition": f'attachment; filename="{model_id.replace(":", "_")}.bin"',
+        },
+    )
+
+
+@writes(router, "models", (400, 404, 409, 502))(MODEL + "/grant", response_model=S.ModelOut)
+def grant_model(body: S.AccessIn, model_id: ModelId, c: Caller, gw: GatewayDep) -> dict:
+    """Add an organisation to the access list, sealing the model's data key to it."""
+    return gw.written(grant_with_sealed_key(gw, c, model_id, body.organisation))
+
+
+@write(MODEL + "/revoke", response_model=S.ModelOut)
+def revoke_model(body: S.AccessIn, model_id: ModelId, c: Caller, gw: GatewayDep) -> dict:
+    """Remove an organisation from the access list and rotate the model's data key (the stored
+    ciphertext is replaced; the remaining members get new sealed keys)."""
+    return gw.written(revoke_with_rotation(gw, c, model_id, body.organisation))

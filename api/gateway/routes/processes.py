@@ -1,0 +1,104 @@
+"""Learning processes: list (from the index), create (through ``executor.process.launch``, the one
+path that checks a process against what its image declares), read, start, abort, history, and the
+long-poll ``watch`` of a process's events."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+
+from api import schemas as S
+from api.gateway.deps import Caller, GatewayDep, Limit, Offset, ProcessId, member_process, page, reads, writes
+from api.gateway.state import record
+from api.responses import DepthSafeRoute
+from ledger.errors import InvalidArgument
+
+router = APIRouter(route_class=DepthSafeRoute)
+read, write = reads(router, "processes"), writes(router, "processes")
+STATUS = "^(created|running|completed|failed|aborted)$"
+
+
+@reads(router, "processes", ())("/api/v1/processes", response_model=S.Page[S.ProcessOut])
+def list_processes(
+    _: Caller,
+    gw: GatewayDep,
+    limit: Limit = 50,
+    offset: Offset = 0,
+    status: Annotated[str | None, Query(pattern=STATUS)] = None,
+) -> dict[str, Any]:
+    gw.current()
+    return page(gw.index.processes(limit, offset, status))
+
+
+@write("/api/v1/processes", response_model=S.ProcessOut, status_code=201)
+def create_process(body: S.ProcessIn, c: Caller, gw: GatewayDep) -> dict[str, Any]:
+    """Create the process (and start it with ``start: true``) through ``executor.process.launch``:
+    the topology, hyper-parameters and dataset are checked against what the image declares first,
+    every problem listed (400 ``INVALID_ARGUMENT``), and nothing is written for a refused process."""
+    from executor.declarations import InvalidProcessSpec
+    from executor.process import ProcessSpec, launch
+
+    budget = body.privacy_budget.model_dump(exclude_none=True) if body.privacy_budget else None
+    try:
+        spec = ProcessSpec(
+            body.id,
+            body.image_id,
+            tuple(body.consortium),
+            body.topology.model_dump(),
+            body.hyperparameters,
+            body.rounds,
+            body.dataset,
+            budget,
+            body.description,
+            image_digest=body.image_digest,
+        )
+    except (TypeError, ValueError) as exc:  # the spec's own checks (the schema makes the same ones first)
+        raise InvalidArgument(f"process {body.id} refused: {exc}") from None
+    try:
+        return gw.written(launch(c, spec, start=body.start))
+    except InvalidProcessSpec as exc:
+        raise InvalidArgument(f"process {body.id} refused: {exc}", problems="; ".join(exc.problems)) from None
+
+
+@read("/api/v1/processes/{process_id}", response_model=S.ProcessOut)
+def get_process(process_id: ProcessId, c: Caller) -> dict[str, Any]:
+    return record(c.get_process(process_id))
+
+
+@write("/api/v1/processes/{process_id}/start", response_model=S.ProcessOut)
+def start_process(process_id: ProcessId, c: Caller, gw: GatewayDep) -> dict[str, Any]:
+    return gw.written(c.start_process(process_id))
+
+
+@write("/api/v1/processes/{process_id}/abort", response_model=S.ProcessOut)
+def abort_process(body: S.AbortIn, process_id: ProcessId, c: Caller, gw: GatewayDep) -> dict:
+    return gw.written(c.abort_process(process_id, body.reason))
+
+
+@reads(router, "provenance")("/api/v1/processes/{process_id}/history", response_model=list[S.HistoryEntryOut])
+def process_history(process_id: ProcessId, c: Caller) -> list[dict]:
+    return [h.__dict__ for h in c.process_history(process_id)]
+
+
+@read("/api/v1/processes/{process_id}/watch", response_model=S.WatchOut)
+async def watch(
+    process_id: ProcessId,
+    c: Caller,
+    gw: GatewayDep,
+    after_block: Annotated[int, Query(ge=-1, le=2**62)] = -1,
+    wait: Annotated[float, Query(ge=0, le=30)] = 10.0,
+) -> dict[str, Any]:
+    """Long poll: the process's events after ``after_block``, waiting up to ``wait`` s for one."""
+    process = await asyncio.to_thread(member_process, c, process_id)
+    await asyncio.to_thread(gw.current)
+    deadline = time.monotonic() + wait
+    while True:
+        events = gw.index.events(process_id=process_id, after_block=after_block)
+        if events or time.monotonic() >= deadline:
+            break
+        await asyncio.sleep(0.1)
+    current = gw.index.process(process_id) or process
+    return {"events": events, "last_indexed_block": gw.index.last_block, "status": current["status"]}
