@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from algorithms.task_runtime import TaskSpec
+from executor.artifact_client import ArtifactPeers
 from executor.artifacts import ArtifactStore
 from executor.declarations import dataset_problem, declaration, topology_problems
 from executor.errors import (
@@ -108,6 +109,8 @@ class NodeAgent:
         limits: Limits = Limits(),
         images: ImageResolver | None = None,
         warm: bool = False,
+        artifact_endpoint: str | None = None,  # https:// of this organisation's artifact service
+        artifact_peers: ArtifactPeers | None = None,  # the others' services (docs/artifacts.md)
     ):
         self.ledger = ledger
         self.identity = identity
@@ -116,9 +119,9 @@ class NodeAgent:
         self.consortium = consortium
         self.runtime = runtime
         self.data_root = Path(data_root)
-        self.store = ArtifactStore(store_root, self.org)
+        self.store = ArtifactStore(store_root, self.org, endpoint=artifact_endpoint)
         self.store_root = Path(store_root)
-        self.round_files = RoundFiles(self.client, self.store, self.store_root, consortium)
+        self.round_files = RoundFiles(self.client, self.store, self.store_root, consortium, artifact_peers)
         self.state_dir = Path(state_dir) / self.org
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.state_dir.chmod(0o700)  # salt, key journal, task directories: this organisation's only

@@ -15,6 +15,8 @@ import logging
 import sys
 from pathlib import Path
 
+from executor.artifact_client import ArtifactPeers, parse_endpoints
+from executor.artifact_tls import ClientTLS
 from executor.errors import RuntimeUnavailable
 from executor.node_agent import NodeAgent
 from executor.runtimes.base import Limits
@@ -41,7 +43,18 @@ def build_agent(args: argparse.Namespace) -> NodeAgent:
         raise SystemExit(f"node agent {args.org}: {exc}") from None
     limits = Limits(memory_bytes=args.memory_mb << 20, cpus=args.cpus)
     paths = (args.data, args.store, args.state)  # data root, artifact store root, agent state directory
-    return NodeAgent(ledger, identity, consortium, runtime, *paths, limits=limits, warm=args.warm)
+    peers = ArtifactPeers(ClientTLS(consortium, identity.msp_id), parse_endpoints(args.peer_artifacts))
+    return NodeAgent(
+        ledger,
+        identity,
+        consortium,
+        runtime,
+        *paths,
+        limits=limits,
+        warm=args.warm,
+        artifact_endpoint=args.artifact_endpoint,
+        artifact_peers=peers,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,6 +75,13 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--data", help="this organisation's data root: <data>/<dataset>/dataset.npz")
     r.add_argument("--store", help="artifact store root")
     r.add_argument("--state", help="agent state directory")
+    r.add_argument("--artifact-endpoint", help="https://host:port of this organisation's artifact service")
+    r.add_argument(
+        "--peer-artifacts",
+        action="append",
+        metavar="ORG=URL",
+        help="another organisation's artifact service (repeat); its messages are fetched from there",
+    )
     r.add_argument("--process", help="run only this process, until this organisation is done with it")
     r.add_argument("--memory-mb", type=int, default=2048)
     r.add_argument("--cpus", type=float, default=1.0)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from executor import message_index
+from executor.artifact_client import ArtifactPeers
 from executor.artifacts import ArtifactStore, open_message
 from executor.errors import ExecutorError
 from executor.tasks import TaskOutputs
@@ -25,8 +26,14 @@ class RoundFiles:
     """One organisation's view of the round files (its store, and the other members' stores)."""
 
     def __init__(
-        self, client: ConsortiaClient, store: ArtifactStore, store_root: Path, consortium: Consortium
+        self,
+        client: ConsortiaClient,
+        store: ArtifactStore,
+        store_root: Path,
+        consortium: Consortium,
+        peers: ArtifactPeers | None = None,
     ):
+        self.peers = peers  # the senders' artifact services, if they serve over https
         self.client = client
         self.store = store
         self.store_root = Path(store_root)
@@ -57,7 +64,12 @@ class RoundFiles:
             for m in rec.result["outputs"]["messages"]:
                 if m["recipient"] != self.org:
                     continue
-                ref = message_index.locate(self.store_root, sender, pid, rnd - 1, self.org, m["digest"])
+                remote = self.peers and self.peers.fetch_message(
+                    sender, pid, rnd - 1, m["digest"], self.store
+                )
+                ref = remote or message_index.locate(
+                    self.store_root, sender, pid, rnd - 1, self.org, m["digest"]
+                )
                 inbox[sender] = open_message(
                     ref, process_id=pid, round=rnd - 1, recipient=self.org, recipient_key=key
                 )

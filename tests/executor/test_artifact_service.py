@@ -306,7 +306,78 @@ def test_gateway_opens_a_model_through_the_owners_service(tmp_path, crypto):
         srv.stop()
 
 
+def test_peer_endpoints_from_the_command_line():
+    from executor.artifact_client import parse_endpoints
+
+    assert parse_endpoints(["Org2MSP=https://127.0.2.1:8443"]) == {"Org2MSP": "https://127.0.2.1:8443"}
+    assert parse_endpoints(None) == {}
+    with pytest.raises(ValueError):
+        parse_endpoints(["Org2MSP=/srv/org2/artifacts"])  # never a path
+
+
 def test_a_served_store_names_its_service_as_location(tmp_path):
     store = ArtifactStore(tmp_path, "Org1MSP", endpoint="https://127.0.1.1:8443")
     assert store.put(b"x").location == "https://127.0.1.1:8443"
     assert ArtifactStore(tmp_path, "Org1MSP").location.startswith("file://")
+
+
+def test_agents_on_separate_hosts_exchange_through_the_services(
+    tmp_path, crypto, bundle, recipe, average_consensus
+):
+    """Org1..Org3 each with its own store root and its own service on 127.0.N.1 (no agent can reach
+    another's files by path): the audited process still equals the simulator, published models name
+    the owner's service, and Org4 gets 403 for every message and model."""
+    from algorithms.task_runtime import save_dataset
+    from executor.artifact_client import ArtifactPeers
+    from executor.node_agent import NodeAgent
+    from executor.runtimes.sandbox import SandboxRuntime
+    from ledger.embedded import EmbeddedLedger
+    from tests.executor.test_node_agent import Platform, assert_matches_simulation, run_all
+
+    orgs = ORGS[:3]
+    p = Platform(tmp_path, crypto, EmbeddedLedger(tmp_path / "ledger.sqlite", crypto), orgs)
+    for o, ds in p.datasets().items():
+        (tmp_path / "data" / o / "default").mkdir(parents=True)
+        save_dataset(tmp_path / "data" / o / "default" / "dataset.npz", ds)
+    p.register_image("avg:1", recipe, bundle.digest, bundle.reference)
+    p.launch("p-hosts", "avg:1", rounds=3)
+    servers, stores = {}, {}
+    for n, o in enumerate(orgs, start=1):
+        stores[o] = ArtifactStore(tmp_path / f"host{n}" / "store", o)
+        readers = LedgerReaders(ConsortiaClient(p.ledger, crypto.identity(o)), stores[o])
+        servers[o] = ArtifactServer((f"127.0.{n}.1", 0), stores[o], crypto, readers).start()
+    try:
+        agents = [
+            NodeAgent(
+                p.ledger,
+                crypto.identity(o),
+                crypto,
+                SandboxRuntime(),
+                tmp_path / "data" / o,
+                tmp_path / f"host{n}" / "store",
+                tmp_path / f"host{n}" / "state",
+                artifact_endpoint=servers[o].url,
+                artifact_peers=ArtifactPeers(
+                    ClientTLS(crypto, o), {k: s.url for k, s in servers.items() if k != o}
+                ),
+            )
+            for n, o in enumerate(orgs, start=1)
+        ]
+        run_all(p, "p-hosts", agents)
+        assert_matches_simulation(p, "p-hosts", 3, average_consensus)
+        for o in orgs:
+            model = ConsortiaClient(p.ledger, crypto.identity(o)).get_model(f"p-hosts:{o}")
+            assert model.location == servers[o].url
+            outsider = HttpsArtifactSource(servers[o].url, o, ClientTLS(crypto, "Org4MSP"), retries=0)
+            sealed = [
+                json.loads(f.read_text())["stored"]["digest"]
+                for f in (stores[o].home / "messages" / "p-hosts").glob("*/*.json")
+            ]
+            assert sealed
+            for digest in [model.ciphertext_digest, *sealed]:
+                with pytest.raises(ArtifactForbidden):
+                    outsider.get(digest)
+    finally:
+        for s in servers.values():
+            s.stop()
+        p.ledger.close()
