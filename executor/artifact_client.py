@@ -24,9 +24,10 @@ import json
 import ssl
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, BinaryIO
 from urllib.parse import urlsplit
 
 from executor.artifact_tls import ClientTLS
@@ -100,7 +101,7 @@ class HttpsArtifactSource:
         conn.connect = _connect_with_name(conn, self._context, self.tls.server_name(self.owner))  # type: ignore[method-assign]
         return conn
 
-    def message_entry(self, process_id: str, round: int, recipient: str) -> dict:
+    def message_entry(self, process_id: str, round: int, recipient: str) -> dict[str, Any]:
         """The owner's index entry of its message to ``recipient`` in that round (small JSON)."""
         conn = self._connection()
         try:
@@ -115,7 +116,8 @@ class HttpsArtifactSource:
             raise ArtifactForbidden(f"{self.owner} refuses its round-{round} message index to {recipient}")
         if resp.status != 200:
             raise ArtifactNotFound(f"{self.owner} answered {resp.status} for its round-{round} message index")
-        return json.loads(body)
+        entry: dict[str, Any] = json.loads(body)
+        return entry
 
     def get(self, digest: str) -> bytes:
         """The artifact's bytes (verified). With a ``store``, kept there too; prefer
@@ -147,7 +149,7 @@ class HttpsArtifactSource:
         write_private_stream(final, lambda out: self._transfer(digest, out), final.parent, ".fetch-")
         return final
 
-    def _transfer(self, digest: str, out) -> None:
+    def _transfer(self, digest: str, out: BinaryIO) -> None:
         got, attempt = _Progress(), 0
         while True:
             try:
@@ -164,7 +166,7 @@ class HttpsArtifactSource:
         if actual != digest:
             raise ArtifactCorrupted(f"{self.owner} served bytes hashing to {actual} for {digest}")
 
-    def _attempt(self, digest: str, out, got: _Progress) -> None:
+    def _attempt(self, digest: str, out: BinaryIO, got: _Progress) -> None:
         conn = self._connection()
         try:
             headers = {"Range": f"bytes={got.received}-"} if got.received else {}
@@ -202,7 +204,9 @@ class HttpsArtifactSource:
             conn.close()
 
 
-def _connect_with_name(conn: http.client.HTTPSConnection, context: ssl.SSLContext, name: str):
+def _connect_with_name(
+    conn: http.client.HTTPSConnection, context: ssl.SSLContext, name: str
+) -> Callable[[], None]:
     def connect() -> None:
         http.client.HTTPConnection.connect(conn)
         conn.sock = context.wrap_socket(conn.sock, server_hostname=name)

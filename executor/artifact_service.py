@@ -177,7 +177,7 @@ class ArtifactHandler(BaseHTTPRequestHandler):
         if not is_digest(digest):
             return self._refuse(400, "malformed digest")
         srv = self.server
-        der = self.connection.getpeercert(binary_form=True)  # type: ignore[attr-defined]
+        der = self.connection.getpeercert(binary_form=True)
         caller = srv.organisations.organisation(der)
         if caller is None or caller not in srv.readers.readers(digest):
             return self._refuse(403, f"{caller or 'this client'} may not read {digest}")
@@ -221,7 +221,7 @@ class ArtifactHandler(BaseHTTPRequestHandler):
         ):
             return self._refuse(400, "expected /messages/<process>/<round>/<recipient>")
         srv = self.server
-        caller = srv.organisations.organisation(self.connection.getpeercert(binary_form=True))  # type: ignore[attr-defined]
+        caller = srv.organisations.organisation(self.connection.getpeercert(binary_form=True))
         path = srv.store.home / "messages" / parts[0] / f"{int(parts[1]):06d}" / f"{parts[2]}.json"
         try:
             body = path.read_bytes()
@@ -297,6 +297,7 @@ class ArtifactServer(ThreadingHTTPServer):
     @property
     def url(self) -> str:
         host, port = self.server_address[:2]
+        assert isinstance(host, str)
         return f"https://{host}:{port}"
 
     def start(self) -> ArtifactServer:
