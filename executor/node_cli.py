@@ -43,7 +43,9 @@ def build_agent(args: argparse.Namespace) -> NodeAgent:
         raise SystemExit(f"node agent {args.org}: {exc}") from None
     limits = Limits(memory_bytes=args.memory_mb << 20, cpus=args.cpus)
     paths = (args.data, args.store, args.state)  # data root, artifact store root, agent state directory
-    peers = ArtifactPeers(ClientTLS(consortium, identity.msp_id), parse_endpoints(args.peer_artifacts))
+    peers = ArtifactPeers(
+        ClientTLS(consortium, identity.msp_id), parse_endpoints(getattr(args, "peer_artifacts", None))
+    )
     return NodeAgent(
         ledger,
         identity,
@@ -52,7 +54,7 @@ def build_agent(args: argparse.Namespace) -> NodeAgent:
         *paths,
         limits=limits,
         warm=args.warm,
-        artifact_endpoint=args.artifact_endpoint,
+        artifact_endpoint=getattr(args, "artifact_endpoint", None),
         artifact_peers=peers,
     )
 
