@@ -30,12 +30,18 @@ def build_agent(args: argparse.Namespace) -> NodeAgent:
 
     consortium = Consortium(args.consortium)
     identity = consortium.identity(args.org)
-    if not Path(args.ledger).is_file():  # an agent never creates a ledger (a wrong path is an error)
+    settings = getattr(args, "settings", None)
+    if settings is not None and settings.ledger_backend != "embedded":
+        from ledger.config import open_ledger
+
+        ledger = open_ledger(settings, consortium)  # the home's Fabric connection profile
+    elif not Path(args.ledger).is_file():  # an agent never creates a ledger (a wrong path is an error)
         raise SystemExit(
             f"no ledger at {args.ledger}: run `consortia init` to make a consortium, or point "
             f"--ledger/--home at an existing one"
         )
-    ledger = EmbeddedLedger(args.ledger, consortium)
+    else:
+        ledger = EmbeddedLedger(args.ledger, consortium)
     runtime = get_runtime(args.runtime)
     try:
         runtime.check()
@@ -100,10 +106,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = p.parse_args(argv)
     paths = ("consortium", "ledger", "data", "store", "state")
+    args.settings = None
     if args.home:
         from ledger.config import load
 
-        settings = load(args.home)
+        settings = args.settings = load(args.home)
         try:
             msp = Consortium(args.consortium or settings.crypto).organisation(args.org).msp_id
         except (FileNotFoundError, KeyError) as exc:
