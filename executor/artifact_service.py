@@ -312,26 +312,35 @@ class ArtifactServer(ThreadingHTTPServer):
 
 def main(argv: list[str] | None = None) -> None:
     from ledger.client import ConsortiaClient
+    from ledger.config import load, open_ledger
     from ledger.embedded import EmbeddedLedger
 
     ap = argparse.ArgumentParser(prog="python -m executor.artifact_service", description=__doc__)
-    ap.add_argument("--consortium", required=True, help="the consortium's crypto directory")
     ap.add_argument("--org", required=True, help="this organisation (MSP id or name)")
-    ap.add_argument("--store", required=True, help="artifact store root (holds <msp id>/)")
-    ap.add_argument("--ledger", required=True, help="embedded ledger file")
+    ap.add_argument("--home", help="a Consortia home: consortium, store and ledger (embedded or Fabric)")
+    ap.add_argument("--consortium", help="the consortium's crypto directory")
+    ap.add_argument("--store", help="artifact store root (holds <msp id>/)")
+    ap.add_argument("--ledger", help="embedded ledger file")
     ap.add_argument("--listen", default="127.0.0.1:0", help="loopback host:port, e.g. 127.0.1.1:8443")
     args = ap.parse_args(argv)
-    consortium = Consortium(args.consortium)
+    settings = load(args.home) if args.home else None
+    crypto = args.consortium or (settings.crypto if settings else None)
+    store_root = args.store or (settings.paths.store_root if settings else None)
+    if crypto is None or store_root is None or (settings is None and args.ledger is None):
+        ap.error("give --home, or --consortium, --store and --ledger")
+    consortium = Consortium(crypto)
     org = consortium.organisation(args.org).msp_id
-    store = ArtifactStore(Path(args.store), org)
-    client = ConsortiaClient(EmbeddedLedger(args.ledger, consortium), consortium.identity(org))
+    ledger = EmbeddedLedger(args.ledger, consortium) if args.ledger else open_ledger(settings, consortium)
     host, _, port = args.listen.rpartition(":")
-    srv = ArtifactServer((host, int(port)), store, consortium, LedgerReaders(client, store), log=print)
+    store = ArtifactStore(Path(store_root), org)
+    readers = LedgerReaders(ConsortiaClient(ledger, consortium.identity(org)), store)
+    srv = ArtifactServer((host, int(port)), store, consortium, readers, log=print)
     print(f"artifact service of {org} at {srv.url}", flush=True)
     try:
         srv.serve_forever()
     finally:
         srv.server_close()
+        ledger.close()
 
 
 if __name__ == "__main__":

@@ -381,3 +381,45 @@ def test_agents_on_separate_hosts_exchange_through_the_services(
         for s in servers.values():
             s.stop()
         p.ledger.close()
+
+
+def test_service_command_line(tmp_path, crypto):
+    """``python -m executor.artifact_service`` on 127.0.2.1: Org2's own artifacts to Org2, 403 to Org1."""
+    import socket
+    import time
+
+    from ledger.embedded import EmbeddedLedger
+
+    EmbeddedLedger(tmp_path / "ledger.sqlite", crypto).close()
+    store = ArtifactStore(tmp_path / "store", "Org2MSP")
+    digest = store.put(b"Org2's own bytes").digest
+    with socket.socket() as s:
+        s.bind(("127.0.2.1", 0))
+        port = s.getsockname()[1]
+    args = ["--org", "Org2", "--consortium", str(crypto.root), "--store", str(tmp_path / "store")]
+    args += ["--ledger", str(tmp_path / "ledger.sqlite"), "--listen", f"127.0.2.1:{port}"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "executor.artifact_service", *args],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert "at https://127.0.2.1:" in proc.stdout.readline()
+        url = f"https://127.0.2.1:{port}"
+        deadline = time.time() + 10
+        while True:
+            try:
+                got = HttpsArtifactSource(url, "Org2MSP", ClientTLS(crypto, "Org2MSP"), retries=0).get(digest)
+                break
+            except ArtifactError:
+                if time.time() > deadline:
+                    raise
+                time.sleep(0.1)
+        assert got == b"Org2's own bytes"
+        with pytest.raises(ArtifactForbidden):
+            HttpsArtifactSource(url, "Org2MSP", ClientTLS(crypto, "Org1MSP"), retries=0).get(digest)
+    finally:
+        proc.terminate()
+        proc.wait(10)
