@@ -63,7 +63,7 @@ def init_decoder(latent: int, hidden: int, features: int, rng: np.random.Generat
     σ_θ ≈ 0.007 and the likelihood term of eq. (32) and its gradient (∝ 1/σ³) explode: the small e2e case
     (3 participants, 24–40 rows, raw-sum SGD at η = 1e-3) started at an ELBO of −15,000 per row with
     ‖∂L/∂φ‖∞ ≈ 2e6, took a step of ≈ 2,000 in V1 and overflowed to NaN in its first iteration. Starting at
-    unit variance it is finite (−11 per row at iteration 1, −5.3 after 30), and Adam converges faster too."""
+    unit variance it is finite (−10.4 per row at iteration 1, −5.2 after 30), and Adam converges faster too."""
     return {
         "W1": _glorot(rng, hidden, latent),
         "b1": np.zeros(hidden),
