@@ -51,6 +51,14 @@ def plot_regret(summary: dict, horizon: int, path: Path, title: str) -> None:
     plt.close(fig)
 
 
+def accuracy_rows(accs: dict[str, list[dict]]) -> list[str]:
+    """One table row per variant: its runs' test / train accuracy."""
+    return [
+        f"| DPSDA-{v} | " + " | ".join(f"{a['test']:.4f} / {a['train']:.4f}" for a in runs) + " |"
+        for v, runs in accs.items()
+    ]
+
+
 def markdown(report: dict) -> str:
     lines = [
         f"# DPSDA benchmark ({report['mode']})",
@@ -104,12 +112,7 @@ def markdown(report: dict) -> str:
                 + " |",
                 "|---|" + "---|" * len(MNIST_SIGMAS),
             ]
-            for variant, _ in VARIANTS:
-                cells = [
-                    f"{s[variant][eps_label(sg)]['test']:.4f} / {s[variant][eps_label(sg)]['train']:.4f}"
-                    for sg in MNIST_SIGMAS
-                ]
-                lines.append(f"| DPSDA-{variant} | " + " | ".join(cells) + " |")
+            lines += accuracy_rows({v: [s[v][eps_label(sg)] for sg in MNIST_SIGMAS] for v, _ in VARIANTS})
             lines += [
                 "",
                 "gap to PSGD (points): "
@@ -123,12 +126,7 @@ def markdown(report: dict) -> str:
                 "| alg | " + " | ".join(f"ε_net = {t} (σ = {cal[t]['sigma']:.4g})" for t in cal) + " |",
                 "|---|" + "---|" * len(cal),
             ]
-            for variant, _ in VARIANTS:
-                cells = [
-                    f"{s[f'{variant}_calibrated'][t]['test']:.4f} / {s[f'{variant}_calibrated'][t]['train']:.4f}"
-                    for t in cal
-                ]
-                lines.append(f"| DPSDA-{variant} | " + " | ".join(cells) + " |")
+            lines += accuracy_rows({v: [s[f"{v}_calibrated"][t] for t in cal] for v, _ in VARIANTS})
             lines.append("")
         lines += privacy_markdown("MNIST", m["privacy"], m["horizon"])
     return "\n".join(lines) + "\n"
