@@ -163,6 +163,12 @@ class PrivacyBudgetIn(BaseModel):
     mechanism: str = Field(min_length=1, max_length=64, examples=["gaussian"])
     epsilon: float = Field(gt=0, allow_inf_nan=False)
     delta: float | None = Field(None, ge=0, lt=1, allow_inf_nan=False)
+    accounting: Literal["basic", "zcdp"] | None = Field(
+        None, description="Composition (chaincode.privacy): default zcdp with a delta, else basic."
+    )
+    scope: Literal["network", "node"] | None = Field(
+        None, description="Observer the budget caps: every link (network, default) or one organisation."
+    )
 
 
 #: a process with a privacy budget must clip its contribution (chaincode.privacy, and

@@ -83,3 +83,21 @@ def test_validation():
         CollabDictVAE(optimizer="rmsprop")
     with pytest.raises(ValueError, match="latent"):
         CollabDictVAE(latent=0)
+
+
+def test_raw_sum_sgd_on_unscaled_data_stays_finite():
+    # the e2e case's shape (3 participants, 24–40 rows of an unscaled 2-cluster mixture, raw-sum SGD at
+    # η = 1e-3) overflowed to NaN in its first iteration while σ_θ started near 0 (Glorot W3); the σ and h
+    # heads now start at 1, so the ELBO is finite and rises
+    rng = np.random.default_rng(40)
+    centres = np.array([[0.0, 0.0, 0.0], [3.0, -2.0, 1.0]])
+    Xs = [centres[rng.integers(0, 2, n)] + rng.standard_normal((n, 3)) for n in (24, 32, 40)]
+    algo = CollabDictVAE(hidden=8, optimizer="sgd", normalise=False, mc_score=4)
+    ref = fit_centralised(Xs, 10, seed=4, hyper=algo.hyper)
+    assert np.all(np.isfinite(ref.elbos)) and ref.elbos[-1] > ref.elbos[0]
+    assert all(np.all(np.isfinite(v)) for v in ref.thetas[-1].values())
+    res = simulate(algo, datasets(Xs), rounds_for(1, 3, algo.agg), seed=4)
+    for o in res.consortium:
+        m = res.model(o)
+        assert all(np.all(np.isfinite(v)) for part in ("theta", "phi") for v in m[part].values())
+        assert np.all(np.isfinite(score(m, Xs[0], seed=0)))
