@@ -140,11 +140,16 @@ def write_reports(
         f"GET_TOP (P-greedy tree kernel) on {getop['n_trees']} trees of depth {getop['min_depth']}–{getop['max_depth']} "
         f"({getop['mean_nodes']:.0f} nodes on average): top 10 in {getop['seconds_k10']:.3f} s, top 50 in {getop['seconds_k50']:.3f} s.",
         "",
-        f"Estimator-origin matrices (Fig. 5): collab_rf_{tag}_origins.png.",
+        f"Estimator-origin matrices (Fig. 5): collab_rf_{tag}_origins.png."
+        if tag != "quick"
+        else "Estimator-origin matrices (Fig. 5): the P-greedy row of collab_rf_full_origins.png (same seeds,"
+        " same code path; the quick run writes no second copy).",
     ]
     md = RESULTS / f"collab_rf_{tag}.md"
     md.write_text("\n".join(lines) + "\n")
     paths.append(md)
+    if tag == "quick":  # its matrices are the P-greedy row of the full run's picture
+        return paths
 
     import matplotlib
 
