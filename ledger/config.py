@@ -248,8 +248,10 @@ def config_text(
     backend: str = "embedded",
     policy: str = "MAJORITY",
     batch_timeout: float = 0.01,
+    profile: str | os.PathLike[str] | None = None,
 ) -> str:
-    """The ``consortia.toml`` of a home whose identities are ``consortium`` (a ledger.identity.Consortium)."""
+    """The ``consortia.toml`` of a home whose identities are ``consortium`` (a ledger.identity.Consortium);
+    ``profile``: the Fabric connection profile of a ``backend = "fabric"`` home."""
 
     def rel(p: Path) -> str:
         try:
@@ -267,6 +269,7 @@ def config_text(
         "",
         "[ledger]",
         f"backend = {_toml_value(backend)}",
+        *([f"profile = {_toml_value(str(Path(profile).resolve()))}"] if profile is not None else []),
         f"path = {_toml_value(layout.ledger_file)}",
         f"policy = {_toml_value(policy)}",
         f"batch_timeout = {_toml_value(float(batch_timeout))}",
@@ -337,6 +340,37 @@ def init_home(
     settings = load(layout.root)
     open_ledger(settings, consortium, create=True).close()
     return settings
+
+
+def join_home(
+    home: str | os.PathLike[str] | None,
+    crypto: str | os.PathLike[str],
+    profile: str | os.PathLike[str],
+    *,
+    force: bool = False,
+) -> Settings:
+    """Make a home on an existing Fabric network: its identities (``crypto``, the cryptogen layout the
+    network was made from) and its connection profile (``connection.json`` of ``fabric-network/network
+    up``). Nothing is generated and no ledger is created; the profile must exist and the connection is
+    opened on first use. Refuses (:class:`HomeError`) a home that already has a configuration unless
+    ``force``."""
+    from ledger.identity import Consortium
+
+    layout_root = home_root(home)
+    crypto_path, profile_path = Path(crypto).resolve(), Path(profile).resolve()
+    if not profile_path.is_file():
+        raise HomeError(f"no Fabric connection profile at {profile_path}")
+    try:
+        consortium = Consortium(crypto_path)
+        if not consortium.msp_ids:
+            raise FileNotFoundError(f"no organisations under {crypto_path}")
+    except (FileNotFoundError, KeyError, ValueError) as exc:
+        raise HomeError(f"{crypto_path} is not a consortium's crypto directory: {exc}") from exc
+    layout = Layout(layout_root, crypto_dir=str(crypto_path))
+    if layout.config.exists() and not force:
+        raise HomeError(f"{layout.root} already holds a consortium ({layout.config}); use --force")
+    write_config(layout, consortium, backend="fabric", profile=profile_path)
+    return load(layout.root)
 
 
 def open_ledger(

@@ -36,18 +36,36 @@ def demo(
 
 
 def init(
-    orgs: str = typer.Option(..., "--orgs", help="Comma-separated organisation names, e.g. Org1,Org2,Org3."),
+    orgs: str = typer.Option(
+        "", "--orgs", help="Comma-separated organisation names, e.g. Org1,Org2,Org3 (a new consortium)."
+    ),
     home: Path | None = typer.Option(
         None, "--home", envvar="CONSORTIA_HOME", help="The new Consortia home (default ./consortia-home)."
     ),
     force: bool = typer.Option(False, help="Replace the consortium already in that home."),
+    crypto: Path | None = typer.Option(
+        None, "--crypto", help="With --fabric-profile: the existing network's identities (cryptogen layout)."
+    ),
+    fabric_profile: Path | None = typer.Option(
+        None,
+        "--fabric-profile",
+        help="A home on a running Fabric network: its connection.json (fabric-network/network up).",
+    ),
     as_json: bool = JsonOpt,
 ) -> None:
-    """Make a Consortia home: identities per organisation, consortia.toml, folders, an empty ledger."""
-    from ledger.config import HomeError, init_home
+    """Make a Consortia home: identities per organisation, consortia.toml, folders, an empty ledger
+    (--orgs); or a home on a running Fabric network (--crypto and --fabric-profile)."""
+    from ledger.config import HomeError, init_home, join_home
 
     try:
-        settings = init_home(home, orgs.split(","), force=force)
+        if fabric_profile is not None or crypto is not None:
+            if orgs or fabric_profile is None or crypto is None:
+                raise HomeError(
+                    "a home on a Fabric network takes --crypto and --fabric-profile (and no --orgs)"
+                )
+            settings = join_home(home, crypto, fabric_profile, force=force)
+        else:
+            settings = init_home(home, orgs.split(","), force=force)
     except HomeError as exc:
         fail(str(exc), EXIT_USAGE, as_json, kind="init refused")
     layout = settings.paths
@@ -57,7 +75,8 @@ def init(
         "organisations": list(settings.organisations),
         "default_organisation": settings.default_organisation,
         "crypto": str(layout.crypto),
-        "ledger": str(layout.ledger),
+        "backend": settings.ledger_backend,
+        "ledger": str(settings.ledger_profile if settings.ledger_backend == "fabric" else layout.ledger),
         "data": str(layout.data_root),
         "artifacts": str(layout.store_root),
     }

@@ -76,16 +76,22 @@ class Stopwatch:
 
 
 def fabric_home(home: Path) -> tuple[str, ...]:
-    """A home on the running Fabric test network: its identities and its connection profile."""
-    from ledger.config import Layout, write_config
+    """``consortia init`` of a home on the running Fabric test network: its identities and its
+    connection profile (nothing generated, no ledger created)."""
     from ledger.fabric.testing import shared_fabric
 
     fab = shared_fabric()
-    layout = Layout(home, crypto_dir=str(fab.network.crypto))
-    write_config(layout, fab.consortium, backend="fabric")
-    text = layout.config.read_text()
-    profile = f'profile = "{fab.network.profile_file}"'
-    layout.config.write_text(text.replace('backend = "fabric"', f'backend = "fabric"\n{profile}', 1))
+    made = consortia(
+        home,
+        "init",
+        "--home",
+        str(home),
+        "--crypto",
+        str(fab.network.crypto),
+        "--fabric-profile",
+        str(fab.network.profile_file),
+    )
+    assert made["backend"] == "fabric" and made["ledger"] == str(Path(fab.network.profile_file).resolve())
     return tuple(o.name for o in fab.consortium.organisations)
 
 

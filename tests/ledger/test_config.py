@@ -14,6 +14,7 @@ from ledger.config import (
     LedgerNotFound,
     environment,
     init_home,
+    join_home,
     load,
     open_ledger,
 )
@@ -113,3 +114,22 @@ def test_open_ledger_fabric_needs_the_profile_named_in_the_home(tmp_path):
     assert load(home).ledger_profile == home / "connection.json"
     with pytest.raises(LedgerNotFound, match="connection.json"):
         open_ledger(home, create=True)
+
+
+def test_join_home_writes_a_fabric_home_on_existing_identities_and_refuses_what_is_missing(tmp_path):
+    made = init_home(tmp_path / "network", ["A", "B"])  # stands for the network's cryptogen output
+    profile = tmp_path / "connection.json"
+    with pytest.raises(HomeError, match="no Fabric connection profile"):
+        join_home(tmp_path / "h", made.crypto, profile)
+    profile.write_text("{}")
+    with pytest.raises(HomeError, match="not a consortium's crypto directory"):
+        join_home(tmp_path / "h", tmp_path / "nowhere", profile)
+    settings = join_home(tmp_path / "h", made.crypto, profile)
+    assert settings.ledger_backend == "fabric" and settings.ledger_profile == profile.resolve()
+    assert (
+        list(settings.organisations) == ["AMSP", "BMSP"]
+        and Path(settings.crypto) == Path(made.crypto).resolve()
+    )
+    assert not settings.ledger_path.exists()  # nothing created: the network holds the ledger
+    with pytest.raises(HomeError, match="already holds"):
+        join_home(tmp_path / "h", made.crypto, profile)
