@@ -15,9 +15,12 @@ digest) and checks the ledger record carries exactly the digest that was built.
 
 from __future__ import annotations
 
+import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from executor import images
 from executor.errors import ImageBuildError, ImageDigestMismatch
@@ -73,14 +76,23 @@ def check_bundle(recipe: images.ImageRecipe, built: images.BuiltImage) -> None:
         raise ImageDigestMismatch(built.reference, built.digest, fresh)
 
 
+def recipe_runtimes(recipe: Any) -> tuple[str, ...]:
+    """Runtimes an image folder declares in ``image.json`` (default: both)."""
+    meta = json.loads((Path(recipe.folder) / "image.json").read_text())
+    return tuple(meta.get("runtimes", ("container", "sandbox")))
+
+
 def build_and_register(
     client,
     name_or_path: str | os.PathLike,
     runtime: str = "sandbox",
     image_id: str | None = None,
     engine=None,
+    default_id: Callable[[images.ImageRecipe, images.BuiltImage], str] | None = None,
 ) -> BuildResult:
-    from executor.process import recipe_runtimes
+    """Build ``name_or_path`` for ``runtime``, check the digest of what was built, and register it under
+    ``image_id`` (default ``default_id(recipe, built)``, else ``NAME:VERSION``); an id already registered
+    with the same digest is reused, with another digest refused (:class:`ImageBuildError`)."""
     from ledger.errors import NotFound
 
     recipe = recipe_from(name_or_path)
@@ -99,7 +111,7 @@ def build_and_register(
             raise ImageDigestMismatch(built.reference, built.digest, local)
     else:
         raise ImageBuildError(f"unknown runtime {runtime!r} (sandbox or container)")
-    image_id = image_id or f"{recipe.name}:{recipe.version}"
+    image_id = image_id or (default_id(recipe, built) if default_id else f"{recipe.name}:{recipe.version}")
     try:
         rec = client.get_image(image_id)
         if rec.digest != built.digest:

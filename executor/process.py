@@ -62,45 +62,24 @@ class PreparedImage:
     runtime: str
 
 
-def recipe_runtimes(recipe: Any) -> tuple[str, ...]:
-    """Runtimes an image folder declares in ``image.json`` (default: both)."""
-    import json
-
-    meta = json.loads((Path(recipe.folder) / "image.json").read_text())
-    return tuple(meta.get("runtimes", ("container", "sandbox")))
-
-
 def prepare_image(
     client: ConsortiaClient, image_name: str, runtime: str, image_id: str | None = None, engine: Any = None
 ) -> PreparedImage:
-    """Build (cached) the image of ``algorithm-images/<image_name>`` for ``runtime`` and register it.
+    """Build (cached) the image of ``algorithm-images/<image_name>`` for ``runtime``, check its digest and
+    register it (:func:`executor.image_build.build_and_register`, the one register-or-check); the default id
+    carries the digest (``NAME-<12 hex>:VERSION``). An image already registered under ``image_id`` with the
+    same digest is reused."""
+    from executor.image_build import build_and_register
 
-    An image already registered under ``image_id`` with the same digest is reused."""
-    from executor import images
-    from ledger.errors import NotFound
-
-    recipe = images.ImageRecipe.named(image_name)
-    if runtime not in recipe_runtimes(recipe):
-        raise ExecutorError(
-            f"image {image_name} runs with {list(recipe_runtimes(recipe))} only, not {runtime!r} "
-            f"(see its image.json)"
-        )
-    if runtime == "sandbox":
-        built = images.build_bundle(recipe)
-    elif runtime == "container":
-        built = images.build_image(engine or images.engine_client(), recipe)
-    else:
-        raise ExecutorError(f"unknown runtime {runtime!r}")
-    image_id = image_id or f"{recipe.name}-{built.digest[7:19]}:{recipe.version}"
-    try:
-        rec = client.get_image(image_id)
-        if rec.digest != built.digest:
-            raise ExecutorError(
-                f"image {image_id} is registered with digest {rec.digest}, built {built.digest}"
-            )
-    except NotFound:
-        rec = images.register(client, recipe, built, image_id=image_id)
-    return PreparedImage(rec, built.digest, built.reference, runtime)
+    built = build_and_register(
+        client,
+        image_name,
+        runtime,
+        image_id,
+        engine,
+        default_id=lambda recipe, b: f"{recipe.name}-{b.digest[7:19]}:{recipe.version}",
+    )
+    return PreparedImage(built.record, built.digest, built.reference, runtime)
 
 
 # --------------------------------------------------------------------------- data
