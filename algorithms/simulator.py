@@ -18,6 +18,7 @@ from typing import Any
 
 from algorithms import codec
 from algorithms.step import Algorithm, LocalDataset, StepResult, TaskContext
+from algorithms.topologies import registry
 from algorithms.topologies.base import Topology, in_neighbours, out_neighbours
 
 
@@ -84,12 +85,17 @@ def simulate(
     datasets: Mapping[str, LocalDataset],
     rounds: int,
     seed: int,
-    topology: Topology | None = None,
+    topology: Topology | Mapping[str, Any] | None = None,
     consortium: Sequence[str] | None = None,
     on_round: Callable[[int, dict[str, StepResult]], None] | None = None,
 ) -> SimulationResult:
-    """Run ``algorithm`` for ``rounds`` rounds over all organisations in memory."""
+    """Run ``algorithm`` for ``rounds`` rounds over all organisations in memory.
+
+    ``topology`` is a graph, or a process's topology record ``{kind, seed, ...}`` built by the same
+    registry the platform's tasks use (:mod:`algorithms.topologies.registry`)."""
     consortium = tuple(consortium or datasets.keys())
+    if isinstance(topology, Mapping):
+        topology = registry.build(topology, len(consortium))
     if topology is not None and topology.size != len(consortium):
         raise ValueError(f"topology has {topology.size} nodes, consortium has {len(consortium)}")
     missing = [o for o in consortium if o not in datasets]

@@ -25,38 +25,39 @@ publishes the signed manifest to the ledger. The file contract (documented in do
 The manifest bytes are exactly the canonical JSON (sorted keys, compact, UTF-8) of the result,
 so the signature verifies against the canonical form of the result the agent submits.
 
-``--serve`` / ``--serve-once`` (:func:`serve`) run the same contract task after task in one
-isolated worker: each task under ``/task/in-root/<name>/`` with outputs in ``/task/out-root/<name>/``.
+``--serve`` / ``--serve-once`` (:func:`algorithms.task_worker.serve`) run the same contract task after
+task in one isolated worker: each task under ``/task/in-root/<name>/`` with outputs in ``/task/out-root/<name>/``.
 
 This module imports only numpy, ``cryptography`` and :mod:`algorithms` (it runs inside images).
 """
 
 from __future__ import annotations
 
-import datetime
-import hashlib
 import importlib
 import json
-import math
 import os
 import sys
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from algorithms import codec
+from algorithms.simulator import context as simulator_context
 from algorithms.step import Algorithm, LocalDataset, StepResult, TaskContext
+from algorithms.task_manifest import (  # noqa: F401  (re-exported: the file contract's one import path)
+    TaskInputError,
+    build_manifest,
+    data_commitment,
+    metrics_json,
+    sign_low_s,
+    utc_now,
+)
+from algorithms.topologies import registry as topology_registry
 from wire.canonical import canonical_json
-
-_P256_ORDER = 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551
-
-
-class TaskInputError(ValueError):
-    """The task directory does not satisfy the file contract."""
 
 
 def _safe_name(name: str, what: str) -> str:
@@ -71,6 +72,9 @@ class TaskSpec:
 
     ``algorithm`` is ``"package.module:Class"``; ``params`` rebuild it (``Class(**params)``).
     ``data_salt`` (hex) salts the data commitment so that it reveals nothing about the data.
+    ``topology`` is the process's topology record ``{kind, seed, ...}``: the task builds its graph
+    (:mod:`algorithms.topologies.registry`) and its neighbours in this round from it, exactly as the
+    simulator does (:func:`algorithms.simulator.context`).
     """
 
     process_id: str
@@ -83,8 +87,7 @@ class TaskSpec:
     params: Mapping[str, Any]
     image_digest: str
     runtime: str
-    out_neighbours: tuple[str, ...] = ()
-    in_neighbours: tuple[str, ...] = ()
+    topology: Mapping[str, Any] = field(default_factory=lambda: {"kind": "none"})
     data_salt: str = ""
 
     def __post_init__(self) -> None:
@@ -100,34 +103,36 @@ class TaskSpec:
             bytes.fromhex(self.data_salt)
         except ValueError:
             raise TaskInputError("data_salt must be hex") from None
+        if not isinstance(self.topology, Mapping):
+            raise TaskInputError("topology must be an object {kind, seed, ...}")
+        problems = topology_registry.problems(
+            topology_registry.normalise(self.topology), len(self.consortium)
+        )
+        if problems:
+            raise TaskInputError("; ".join(problems))
 
     def to_json(self) -> bytes:
         d = {k: getattr(self, k) for k in self.__dataclass_fields__}
-        for k in ("consortium", "out_neighbours", "in_neighbours"):
-            d[k] = list(d[k])
+        d["consortium"] = list(self.consortium)
         d["params"] = dict(self.params)
+        d["topology"] = dict(self.topology)
         return canonical_json(d)
 
     @classmethod
     def from_json(cls, data: bytes) -> TaskSpec:
         try:
             d = json.loads(data)
-            for k in ("consortium", "out_neighbours", "in_neighbours"):
-                if k in d:
-                    d[k] = tuple(d[k])
+            if "consortium" in d:
+                d["consortium"] = tuple(d["consortium"])
             return cls(**d)
         except (ValueError, TypeError) as exc:
             raise TaskInputError(f"bad task.json: {exc}") from None
 
     def context(self) -> TaskContext:
-        return TaskContext(
-            process_seed=self.process_seed,
-            round=self.round,
-            rounds=self.rounds,
-            organisation=self.organisation,
-            consortium=self.consortium,
-            out_neighbours=self.out_neighbours,
-            in_neighbours=self.in_neighbours,
+        """This round's context: the neighbours come from the topology record, as in the simulator."""
+        graph = topology_registry.build(self.topology, len(self.consortium))
+        return simulator_context(
+            self.process_seed, self.round, self.rounds, self.organisation, self.consortium, graph
         )
 
     def init_context(self) -> TaskContext:
@@ -164,29 +169,6 @@ def load_dataset(path: str | os.PathLike) -> LocalDataset:
         return LocalDataset(features=z["features"], labels=labels, name=name, extras=extras)
 
 
-def data_commitment(salt_hex: str, data_bytes: bytes) -> str:
-    """Salted hash of the dataset file: ``sha256(salt || bytes)`` (docs/executor.md, "Task runtime file contract")."""
-    return "sha256:" + hashlib.sha256(bytes.fromhex(salt_hex) + data_bytes).hexdigest()
-
-
-# --------------------------------------------------------------------------- signing
-
-
-def sign_low_s(private_key_pem: bytes, data: bytes) -> bytes:
-    """DER ECDSA P-256/SHA-256 signature, normalised to low S (same rule as ledger.identity)."""
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature, encode_dss_signature
-
-    key = serialization.load_pem_private_key(private_key_pem, None)
-    if not isinstance(key, ec.EllipticCurvePrivateKey) or key.curve.name != "secp256r1":
-        raise TaskInputError("task key must be an ECDSA P-256 private key")
-    r, s = decode_dss_signature(key.sign(data, ec.ECDSA(hashes.SHA256())))
-    if s > _P256_ORDER // 2:
-        s = _P256_ORDER - s
-    return encode_dss_signature(r, s)
-
-
 # --------------------------------------------------------------------------- the task
 
 
@@ -200,69 +182,6 @@ def load_algorithm(spec: TaskSpec) -> Algorithm:
     if not isinstance(algo, Algorithm):
         raise TaskInputError(f"{spec.algorithm} does not implement algorithms.step.Algorithm")
     return algo
-
-
-def _metrics_json(metrics: Mapping[str, Any]) -> dict[str, Any]:
-    """Metrics as finite floats; non-finite values are left out (canonical JSON has no NaN)."""
-    out: dict[str, Any] = {}
-    for k, v in metrics.items():
-        v = float(v)
-        if math.isfinite(v):
-            out[str(k)] = v
-    return out
-
-
-def _utc_now() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def build_manifest(
-    spec: TaskSpec,
-    *,
-    previous_state: str | None,
-    inbox: Mapping[str, str],
-    data_commitment: str,
-    state: str,
-    outbox: Mapping[str, tuple[str, int]],
-    model: tuple[str, int] | None,
-    metrics: Mapping[str, Any],
-    started: str,
-    finished: str,
-    outbox_provenance: Mapping[str, Mapping[str, Any]] | None = None,
-    model_provenance: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    """The execution result a task signs (the ExecutionRecord contract's result schema):
-    what it read and what it wrote, as digests, plus its metrics and its own start/end times.
-
-    ``outbox_provenance`` / ``model_provenance``: extra signed fields of an output message / the
-    model that the algorithm declares (:func:`payload_provenance`), e.g. the ids and digests of
-    the shared estimators a collaborative-RF message or model carries."""
-    outbox_provenance = outbox_provenance or {}
-    return {
-        "process_id": spec.process_id,
-        "round": spec.round,
-        "organisation": spec.organisation,
-        "image_digest": spec.image_digest,
-        "runtime": spec.runtime,
-        "inputs": {
-            "state": previous_state,
-            "messages": [{"sender": s, "digest": d} for s, d in sorted(inbox.items())],
-            "data_commitment": data_commitment,
-        },
-        "outputs": {
-            "state": state,
-            "messages": [
-                {**dict(outbox_provenance.get(r, {})), "recipient": r, "digest": d, "size": n}
-                for r, (d, n) in sorted(outbox.items())
-            ],
-            "model": None
-            if model is None
-            else {**dict(model_provenance or {}), "digest": model[0], "size": model[1]},
-        },
-        "metrics": _metrics_json(metrics),
-        "started": started,
-        "finished": finished,
-    }
 
 
 def payload_provenance(algo: Algorithm, payload: Any) -> dict[str, Any]:
@@ -290,7 +209,7 @@ def run_task(
 
     ``only_algorithm`` (set by an image's entrypoint) refuses tasks for any other algorithm;
     ``out_dir`` (default ``<task_dir>/out``) is where outputs go (warm workers)."""
-    started = _utc_now()
+    started = utc_now()
     task = Path(task_dir)
     spec = TaskSpec.from_json((task / "in" / "task.json").read_bytes())
     if only_algorithm is not None and spec.algorithm != only_algorithm:
@@ -359,7 +278,7 @@ def run_task(
         (out / "model.bin").write_bytes(model)
         model_digest = (codec.digest(model), len(model))
         model_provenance = payload_provenance(algo, res.model)
-    metrics = _metrics_json(res.metrics)
+    metrics = metrics_json(res.metrics)
     (out / "metrics.json").write_bytes(canonical_json(metrics))
     # Not signed, not on the ledger: lets the executor separate its overhead from the algorithm's time.
     (out / "timing.json").write_bytes(
@@ -376,7 +295,7 @@ def run_task(
         model=model_digest,
         metrics=metrics,
         started=started,
-        finished=_utc_now(),
+        finished=utc_now(),
         outbox_provenance=outbox_provenance,
         model_provenance=model_provenance,
     )
@@ -387,7 +306,7 @@ def run_task(
     return manifest
 
 
-def _run_reporting(
+def run_and_report(
     task_dir: str | os.PathLike,
     data_dir: str | os.PathLike,
     key_path: str | os.PathLike,
@@ -416,95 +335,17 @@ def _run_reporting(
     return 0
 
 
-class _Lifeline:
-    """If stdin is a pipe (the sandbox runtime passes one whose write end only the executor holds),
-    EOF on it means the executor is gone: the worker must not outlive it."""
-
-    def __init__(self) -> None:
-        import stat
-
-        try:
-            self.fd = sys.stdin.fileno()
-            self.active = stat.S_ISFIFO(os.fstat(self.fd).st_mode)
-        except (OSError, ValueError, AttributeError):
-            self.active = False
-
-    def cut(self) -> bool:
-        if not self.active:
-            return False
-        import select
-
-        readable, _, _ = select.select([self.fd], [], [], 0)
-        return bool(readable) and os.read(self.fd, 1) == b""
-
-
-def _preload(only_algorithm: str | None) -> None:
-    """Import the signing code and the image's algorithm module ahead of the first task."""
-    from cryptography.hazmat.primitives import hashes, serialization  # noqa: F401
-    from cryptography.hazmat.primitives.asymmetric import ec, utils  # noqa: F401
-
-    if only_algorithm:
-        try:
-            importlib.import_module(only_algorithm.partition(":")[0])
-        except ImportError:
-            pass  # reported by the task that needs it
-
-
-def serve(
-    in_root: str | os.PathLike = "/task/in-root",
-    out_root: str | os.PathLike = "/task/out-root",
-    data_dir: str | os.PathLike = "/data",
-    only_algorithm: str | None = None,
-    idle_exit_s: float = 3600.0,
-    max_tasks: int | None = None,
-) -> int:
-    """Warm worker: run task after task in one isolated process (one organisation, one process).
-
-    The executor writes each task as ``<in_root>/<name>/{in/..., key/task_key.pem}`` and then the
-    empty file ``<in_root>/<name>/READY``; the worker runs it with outputs in ``<out_root>/<name>/``
-    and then writes ``<out_root>/<name>/DONE`` (exit status). ``<in_root>/STOP`` ends the worker;
-    so does EOF on a stdin pipe (the executor died), ``idle_exit_s`` without a task, or ``max_tasks`` tasks (``--serve-once``: a one-shot
-    worker started while the executor registers the task key). Everything a task needs is imported
-    before waiting. Polls every 1-2 ms, backing off to 50 ms after 2 s idle."""
-    _preload(only_algorithm)
-    lifeline = _Lifeline()
-    in_root, out_root = Path(in_root), Path(out_root)
-    done: set[str] = set()
-    delay, idle_since = 0.001, time.monotonic()
-    while True:
-        if (in_root / "STOP").exists() or lifeline.cut():
-            return 0
-        ready = sorted(p.parent.name for p in in_root.glob("*/READY") if p.parent.name not in done)
-        for name in ready:
-            out = out_root / name
-            out.mkdir(parents=True, exist_ok=True)
-            code = _run_reporting(
-                in_root / name, data_dir, in_root / name / "key" / "task_key.pem", only_algorithm, out_dir=out
-            )
-            (out / "DONE").write_text(str(code))
-            done.add(name)
-            if max_tasks is not None and len(done) >= max_tasks:
-                return 0
-        if ready:
-            delay, idle_since = 0.001, time.monotonic()
-        else:
-            idle = time.monotonic() - idle_since
-            if idle > idle_exit_s:
-                return 0
-            time.sleep(delay)
-            delay = min(
-                delay * 1.5, 0.01 if idle < 2.0 else 0.05
-            )  # 20 workers polling every 2 ms cost ~1/4 core
-
-
 def main(argv: list[str] | None = None, only_algorithm: str | None = None) -> int:
     """``python -m algorithms.task_runtime [TASK_DIR [DATA_DIR [KEY_FILE]]]``
     (defaults: /task, /data, /run/task-key/task_key.pem -- the image layout), or
-    ``... --serve [IN_ROOT OUT_ROOT DATA_DIR]`` for a warm worker (see :func:`serve`)."""
+    ``... --serve [IN_ROOT OUT_ROOT DATA_DIR]`` for a warm worker
+    (see :func:`algorithms.task_worker.serve`)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in ("--serve", "--serve-once"):
         rest = argv[1:] + ["/task/in-root", "/task/out-root", "/data"][len(argv) - 1 :]
         once = argv[0] == "--serve-once"
+        from algorithms.task_worker import serve
+
         return serve(
             rest[0],
             rest[1],
@@ -516,7 +357,7 @@ def main(argv: list[str] | None = None, only_algorithm: str | None = None) -> in
     task_dir = argv[0] if len(argv) > 0 else "/task"
     data_dir = argv[1] if len(argv) > 1 else "/data"
     key_path = argv[2] if len(argv) > 2 else "/run/task-key/task_key.pem"
-    return _run_reporting(task_dir, data_dir, key_path, only_algorithm)
+    return run_and_report(task_dir, data_dir, key_path, only_algorithm)
 
 
 if __name__ == "__main__":

@@ -24,11 +24,12 @@ import importlib.util
 import json
 import re
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from algorithms.topologies import registry as topology_registry
 from executor.errors import ExecutorError
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -50,33 +51,23 @@ class InvalidProcessSpec(ExecutorError, ValueError):
 # ---------------------------------------------------------------------------- topologies
 
 
-def _builders() -> dict[str, Callable[[int], Any]]:
-    from algorithms.topologies import static
-
-    return {
-        "cycle_with_inverse_chord": static.cycle_with_inverse_chord,
-        "cic": static.cycle_with_inverse_chord,
-        "ring": static.ring,
-        "complete": static.complete,
-        "empty": static.empty,
-    }
-
-
-TOPOLOGY_KINDS = ("cic", "complete", "cycle_with_inverse_chord", "empty", "none", "ring")
+TOPOLOGY_KINDS = topology_registry.KINDS  #: the kinds a process may name (algorithms.topologies.registry)
 TOPOLOGY_KIND = "^(" + "|".join(TOPOLOGY_KINDS) + ")$"  #: the same, as a pattern (the gateway's schema)
 
 
+def topology_problems(spec: Any, size: int | None = None) -> list[str]:
+    """Why the topology record ``spec`` cannot run (for ``size`` organisations, if given): the image
+    builds it with the same registry (:mod:`algorithms.topologies.registry`)."""
+    return topology_registry.problems(spec, size)
+
+
 def build_topology(spec: Mapping[str, Any], size: int):
-    """The process's topology from its ledger record ``{kind, seed, ...}`` (``none``: no exchange)."""
-    kind = spec.get("kind", "empty")
-    if kind in ("none", ""):
-        return None
-    builders = _builders()
-    if kind not in builders:
-        raise ExecutorError(
-            f"topology kind {kind!r} is not known to this executor (known: {list(TOPOLOGY_KINDS)})"
-        )
-    return builders[kind](size)
+    """The process's topology from its ledger record ``{kind, seed, ...}`` (``none``: no exchange);
+    :class:`ExecutorError` if the registry cannot build it."""
+    try:
+        return topology_registry.build(spec, size)
+    except topology_registry.TopologyError as exc:
+        raise ExecutorError(str(exc)) from None
 
 
 # ---------------------------------------------------------------------------- declarations
@@ -165,22 +156,16 @@ def hyperparameter_problems(decl: ImageDeclaration, hyperparameters: Mapping[str
 
 
 def validate_process(
-    algorithm: str, topology: Mapping[str, Any], hyperparameters: Mapping[str, Any], dataset: str = ""
+    algorithm: str,
+    topology: Mapping[str, Any],
+    hyperparameters: Mapping[str, Any],
+    dataset: str = "",
+    size: int | None = None,
 ) -> ImageDeclaration:
     """Check a process against its image's declaration; raises :class:`InvalidProcessSpec` listing
-    every problem (unknown topology, bad seed, hyper-parameters refused, invalid dataset name)."""
-    problems: list[str] = []
-    if not isinstance(topology, Mapping):
-        problems.append("topology must be an object {kind, seed}")
-        topology = {}
-    kind = topology.get("kind")
-    if kind not in TOPOLOGY_KINDS:
-        problems.append(
-            f"topology kind {kind!r} is not known to the executor (known: {', '.join(TOPOLOGY_KINDS)})"
-        )
-    seed = topology.get("seed")
-    if not isinstance(seed, int) or isinstance(seed, bool):
-        problems.append(f"topology seed must be an integer, got {seed!r}")
+    every problem (unknown topology or parameters, a topology not defined for ``size`` organisations,
+    bad seed, hyper-parameters refused, invalid dataset name)."""
+    problems: list[str] = topology_problems(topology, size)
     if dataset and not DATASET_PATTERN.match(dataset):
         problems.append(f"dataset name {dataset!r} is not valid (letters, digits, '.', '_', '-'; at most 64)")
     decl = declaration(algorithm)

@@ -25,7 +25,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -58,11 +57,11 @@ def sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
-def _tree_listing(root: Path, files: Iterable[Path]) -> list[list[str]]:
+def tree_listing(root: Path, files: Iterable[Path]) -> list[list[str]]:
     return sorted([str(p.relative_to(root)), sha256_file(p)] for p in files)
 
 
-def _hash_json(value: Any) -> str:
+def hash_json(value: Any) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
@@ -153,157 +152,6 @@ def image_requirements() -> list[str]:
     return reqs
 
 
-# --------------------------------------------------------------------------- host-side downloads
-
-
-def download_wheels() -> Path:
-    """Wheels for the image requirements (and their dependencies) for CPython 3.11 manylinux
-    x86_64, downloaded once into the cache; returns the directory (with requirements.lock)."""
-    reqs = image_requirements()
-    d = cache_root() / "images" / "wheels" / _hash_json(reqs)[:16]
-    lock = d / "requirements.lock"
-    if lock.exists():
-        return d
-    d.mkdir(parents=True, exist_ok=True)
-    cmd = [
-        sys.executable,
-        "-m",
-        "pip",
-        "download",
-        "-q",
-        "--disable-pip-version-check",
-        "--only-binary=:all:",
-        "--python-version",
-        "3.11",
-        "--implementation",
-        "cp",
-        "--platform",
-        "manylinux_2_28_x86_64",
-        "--platform",
-        "manylinux_2_17_x86_64",
-        "--platform",
-        "manylinux2014_x86_64",
-        "--platform",
-        "any",
-        "-d",
-        str(d),
-        *reqs,
-    ]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise ImageBuildError(f"pip download failed: {proc.stderr.strip()[-800:]}")
-    lock.write_text("\n".join(reqs) + "\n")
-    return d
-
-
-def base_rootfs() -> Path:
-    """The debootstrap tarball of the base image (built once per recipe; ~2 min, ~150 MB)."""
-    script = BASE_DIR / "debootstrap.sh"
-    tar = cache_root() / "images" / f"rootfs-{sha256_file(script)[:16]}.tar"
-    if not tar.exists():
-        tar.parent.mkdir(parents=True, exist_ok=True)
-        proc = subprocess.run(["bash", str(script), str(tar)], capture_output=True, text=True)
-        if proc.returncode != 0 or not tar.exists():
-            raise ImageBuildError(f"debootstrap of the base image failed: {proc.stderr.strip()[-800:]}")
-    return tar
-
-
-# --------------------------------------------------------------------------- engine
-
-
-def engine_client(base_url: str | None = None, timeout: int = 600):
-    """A ``docker.DockerClient`` for the engine socket (Podman's Docker API, or Docker).
-
-    ``base_url`` defaults to $CONSORTIA_DOCKER_HOST, then $DOCKER_HOST, then the socket
-    scripts/install-container-engine starts."""
-    import docker
-
-    url = base_url or environment().engine_url or DEFAULT_SOCKET
-    return docker.DockerClient(base_url=url, timeout=timeout)
-
-
-def _image_id(client, ref: str) -> str | None:
-    import docker.errors
-
-    try:
-        return client.images.get(ref).id
-    except docker.errors.ImageNotFound:
-        return None
-
-
-def _build(
-    client, context: Path, dockerfile: str, tag: str, buildargs: dict[str, str], labels: dict[str, str]
-) -> str:
-    import docker.errors
-
-    try:
-        image, _logs = client.images.build(
-            path=str(context),
-            dockerfile=dockerfile,
-            tag=tag,
-            buildargs=buildargs,
-            labels=labels,
-            rm=True,
-            network_mode="none",
-            pull=False,
-        )
-    except docker.errors.BuildError as exc:
-        tail = "".join(str(x.get("stream", x.get("error", ""))) for x in list(exc.build_log)[-15:])
-        raise ImageBuildError(f"build of {tag} failed: {exc}\n{tail}") from None
-    except docker.errors.APIError as exc:
-        raise ImageBuildError(f"build of {tag} failed: {exc}") from None
-    return image.id
-
-
-def ensure_base_image(client) -> str:
-    """Import the debootstrap tarball as ``consortia-base:<h>`` unless present; return the tag."""
-    tar = base_rootfs()
-    tag = f"consortia-base:{tar.stem.split('-', 1)[1]}"
-    if _image_id(client, tag) is None:
-        repo, t = tag.split(":")
-        out = client.api.import_image_from_file(str(tar), repository=repo, tag=t)
-        # Podman's compat API ignores the tag and answers with the new image id: tag it ourselves.
-        ids = re.findall(r"sha256:[0-9a-f]{64}", out if isinstance(out, str) else str(out))
-        if ids and _image_id(client, tag) is None:
-            client.images.get(ids[-1]).tag(repo, t)
-        if _image_id(client, tag) is None:
-            raise ImageBuildError(f"import of {tar} did not produce {tag}")
-    return tag
-
-
-def ensure_python_image(client) -> str:
-    base = ensure_base_image(client)
-    wheels = download_wheels()
-    recipe = (BASE_DIR / "Containerfile.python").read_bytes()
-    h = _hash_json(
-        [
-            base,
-            hashlib.sha256(recipe).hexdigest(),
-            _tree_listing(wheels, [p for p in wheels.iterdir() if p.is_file()]),
-        ]
-    )[:16]
-    tag = f"consortia-python:{h}"
-    if _image_id(client, tag) is not None:
-        return tag
-    ctx = cache_root() / "images" / "contexts" / f"python-{h}"
-    if ctx.exists():
-        shutil.rmtree(ctx)
-    (ctx / "wheels").mkdir(parents=True)
-    for p in wheels.iterdir():
-        if p.is_file():
-            os.link(p, ctx / "wheels" / p.name) if _same_fs(p, ctx) else shutil.copy2(
-                p, ctx / "wheels" / p.name
-            )
-    shutil.copy2(BASE_DIR / "Containerfile.python", ctx / "Containerfile")
-    _build(client, ctx, "Containerfile", tag, {"BASE_IMAGE": base}, {"org.consortia.layer": "python"})
-    shutil.rmtree(ctx, ignore_errors=True)
-    return tag
-
-
-def _same_fs(a: Path, b: Path) -> bool:
-    return os.stat(a).st_dev == os.stat(b).st_dev
-
-
 @dataclass(frozen=True)
 class BuiltImage:
     reference: str  # consortia/<name>:<version>
@@ -311,48 +159,6 @@ class BuiltImage:
     recipe_hash: str  # hash of everything that went in (cache key)
     runtime: str  # "container" or "sandbox"
     location: str = ""  # sandbox: the bundle directory
-
-
-def _recipe_hash(recipe: ImageRecipe, parent: str) -> str:
-    return _hash_json([parent, [[dst, sha256_file(src)] for src, dst in recipe.payload_files()]])
-
-
-def build_image(client, recipe: ImageRecipe, reference: str | None = None, force: bool = False) -> BuiltImage:
-    """Build (or reuse) the container image of ``recipe``; tag it ``reference``."""
-    parent = ensure_python_image(client)
-    ref = reference or recipe.reference
-    h = _recipe_hash(recipe, parent)
-    cached = f"consortia-cache/{recipe.name}:{h[:16]}"
-    image_id = None if force else _image_id(client, cached)
-    if image_id is None:
-        ctx = cache_root() / "images" / "contexts" / f"{recipe.name}-{h[:16]}"
-        if ctx.exists():
-            shutil.rmtree(ctx)
-        for src, dst in recipe.payload_files():
-            (ctx / dst).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, ctx / dst)
-        shutil.copy2(recipe.folder / "Containerfile", ctx / "Containerfile")
-        image_id = _build(
-            client,
-            ctx,
-            "Containerfile",
-            cached,
-            {"PYTHON_IMAGE": parent},
-            {
-                "org.consortia.image": recipe.name,
-                "org.consortia.version": recipe.version,
-                "org.consortia.algorithm": recipe.algorithm,
-                "org.consortia.recipe": h,
-            },
-        )
-        shutil.rmtree(ctx, ignore_errors=True)
-    client.images.get(image_id).tag(*ref.rsplit(":", 1))
-    return BuiltImage(reference=ref, digest=image_id, recipe_hash=h, runtime="container")
-
-
-def local_image_digest(client, reference: str) -> str | None:
-    """The engine's content-addressed id of the local image ``reference`` (None if absent)."""
-    return _image_id(client, reference)
 
 
 # --------------------------------------------------------------------------- sandbox bundles
@@ -452,12 +258,12 @@ def bundle_digest(bundle_dir: str | os.PathLike, python: str | os.PathLike | Non
             for p in files
             for st in [p.stat()]
         ),
-        _hash_json(interp),
+        hash_json(interp),
     )
     cached = _BUNDLE_DIGESTS.get(str(d.resolve()))
     if cached is not None and cached[0] == signature:
         return cached[1]
-    digest = "sha256:" + _hash_json({"files": _tree_listing(d, files), "interpreter": interp})
+    digest = "sha256:" + hash_json({"files": tree_listing(d, files), "interpreter": interp})
     _BUNDLE_DIGESTS[str(d.resolve())] = (signature, digest)
     return digest
 
@@ -467,7 +273,7 @@ def build_bundle(recipe: ImageRecipe, reference: str | None = None) -> BuiltImag
 
     Its reference is ``bundle:<directory name>`` (resolved under ``<cache>/bundles``)."""
     interp = interpreter_identity()
-    h = _hash_json(["bundle-v3", [[dst, sha256_file(src)] for src, dst in recipe.payload_files()], interp])
+    h = hash_json(["bundle-v3", [[dst, sha256_file(src)] for src, dst in recipe.payload_files()], interp])
     d = cache_root() / "bundles" / f"{recipe.name}-{h[:16]}"
     if not (d / "bundle.json").exists():
         tmp = d.with_name(d.name + ".partial")
@@ -528,3 +334,28 @@ def register(
         image_id=image_id,
         description=description or f"{built.runtime} image of {recipe.name}",
     )
+
+
+# --------------------------------------------------------------------------- container images
+
+_ENGINE_NAMES = frozenset(
+    {
+        "base_rootfs",
+        "build_image",
+        "download_wheels",
+        "engine_client",
+        "ensure_base_image",
+        "ensure_python_image",
+        "local_image_digest",
+    }
+)
+
+
+def __getattr__(name: str) -> Any:
+    """The container image builders live in :mod:`executor.engine_images` (which imports this
+    module); they stay reachable here, e.g. ``executor.images.build_image``."""
+    if name in _ENGINE_NAMES:
+        from executor import engine_images
+
+        return getattr(engine_images, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -28,21 +28,20 @@ The function only reads: it is what the gateway's ``audit verify`` calls.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from executor import message_index
 from executor.artifacts import (
     ArtifactCorrupted,
     ArtifactNotFound,
-    ArtifactRef,
     ArtifactStore,
-    MessageRef,
     open_message,
     sha256_digest,
 )
+from executor.errors import ExecutorError
 from executor.report import Check, Report
 from executor.task_keys import TaskSignatureInvalid, check_record_signature
 from ledger.client import ConsortiaClient
@@ -80,16 +79,6 @@ def _signature_valid(record: ExecutionRecord) -> tuple[bool, str]:
         return True, ""
     except TaskSignatureInvalid as exc:
         return False, str(exc)
-
-
-def _message_index(
-    store_root: Path, sender: str, pid: str, rnd: int, recipient: str
-) -> dict[str, Any] | None:
-    p = store_root / sender / "messages" / pid.replace("/", "_") / f"{rnd:06d}" / f"{recipient}.json"
-    try:
-        return json.loads(p.read_text())
-    except FileNotFoundError:
-        return None
 
 
 def verify_model_lineage(
@@ -229,17 +218,18 @@ def verify_model_lineage(
         )
         for m in res["outputs"]["messages"]:
             msubj = f"{subj} message to {m['recipient']}"
-            entry = _message_index(store_root, org, process_id, rnd, m["recipient"])
-            if entry is None or entry.get("payload_digest") != m["digest"]:
+            try:
+                message = message_index.locate(store_root, org, process_id, rnd, m["recipient"], m["digest"])
+            except ExecutorError:
                 add(Check("artifact", msubj, False, "sealed message not in the sender's store"))
                 continue
-            ref = ArtifactRef(**entry["stored"])
+            ref = message.stored
             try:
                 sealed = store.get(ref.digest)
                 key = recipient_keys.get(m["recipient"])
                 if key is not None:
                     open_message(
-                        MessageRef(org, m["recipient"], m["digest"], ref),
+                        message,
                         process_id=process_id,
                         round=rnd,
                         recipient=m["recipient"],

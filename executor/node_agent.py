@@ -12,7 +12,9 @@ process's current round ``r`` (derived on chain from the execution records):
 3. **gather inputs**: the previous state from the organisation's own store (digest from its
    completed record of round r-1), each message addressed to it in round r-1 (located in the
    sender's store, verified against the sender's signed on-chain digest, decrypted), its dataset;
-4. **run** the task isolated (:func:`executor.tasks.run_isolated_task`);
+4. **run** the task isolated: the runtime's worker (:class:`executor.runtimes.warm.WarmWorker`, a
+   one-shot worker started early, or with ``warm`` one kept across rounds) runs it on the task's
+   files and the agent verifies the signed outputs (:func:`executor.tasks.verify_outputs`);
 5. **publish**: store the new state and the model sealed to the organisation itself (nothing
    plaintext at rest, :meth:`executor.artifacts.ArtifactStore.put_private`), seal each outgoing
    message to its recipient, then ``complete_task`` with the signed result; after the last
@@ -31,34 +33,28 @@ the ledger first, so a restart after a kill at any point neither duplicates nor 
 * a ``complete_task`` whose commit status was lost is recognised on restart by the record being
   completed with the same result.
 
-Fault injection for tests: if ``CONSORTIA_AGENT_KILL_AT`` equals ``<checkpoint>:<round>`` the
-agent SIGKILLs itself at that checkpoint (``before_register``, ``after_register``,
-``during_run``, ``before_complete``, ``after_complete``).
+This module is the round state machine. Around it: the task journal (:mod:`executor.task_journal`),
+the message index (:mod:`executor.message_index`), model publication
+(:mod:`executor.model_publication`), fault-injection checkpoints for tests
+(:mod:`executor.fault_injection`) and the command line (:mod:`executor.node_cli`).
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import logging
 import os
 import secrets
-import signal
 import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-
-from algorithms.simulator import context as task_context
 from algorithms.task_runtime import TaskSpec
-from executor.artifacts import ArtifactRef, ArtifactStore, MessageRef, open_message, write_private_file
-from executor.declarations import build_topology, dataset_problem, declaration
+from executor.artifacts import ArtifactStore
+from executor.declarations import dataset_problem, declaration, topology_problems
 from executor.errors import (
     ExecutorError,
     ImageDigestMismatch,
@@ -66,115 +62,24 @@ from executor.errors import (
     RuntimeUnavailable,
     TaskFailed,
 )
-from executor.images import cache_root, verify_digest
+from executor.fault_injection import CHECKPOINTS, arm_during_run, checkpoint
+from executor.image_resolver import ImageResolver
+from executor.images import verify_digest
+from executor.model_publication import publish_model
+from executor.round_files import RoundFiles
 from executor.runtimes.base import Limits, TaskRuntime
-from executor.runtimes.warm import WarmWorker
+from executor.runtimes.warm import WarmWorker, WorkerPool
+from executor.task_journal import TaskJournal
 from executor.task_keys import TaskKey
-from executor.tasks import TaskOutputs
 from ledger.client import ConsortiaClient
-from ledger.envelope import encrypt_payload, seal, unseal
-from ledger.errors import AlreadyExists, BudgetExceeded, ContractError, InvalidState, MVCCConflict, NotFound
+from ledger.errors import AlreadyExists, BudgetExceeded, InvalidState, MVCCConflict, NotFound
 from ledger.identity import Consortium, Identity
 from ledger.interface import Ledger
 from ledger.records import ExecutionRecord, ImageRecord, ProcessRecord
 
+__all__ = ["CHECKPOINTS", "ImageResolver", "NodeAgent", "RoundOutcome", "TaskJournal", "main"]
+
 log = logging.getLogger(__name__)
-
-CHECKPOINTS = ("before_register", "after_register", "during_run", "before_complete", "after_complete")
-
-
-def _checkpoint(name: str, rnd: int) -> None:
-    want = os.environ.get("CONSORTIA_AGENT_KILL_AT", "")
-    if want and want == f"{name}:{rnd}":
-        log.warning("fault injection: killing the agent at %s of round %d", name, rnd)
-        os.kill(os.getpid(), signal.SIGKILL)
-
-
-# --------------------------------------------------------------------------- images
-
-
-@dataclass
-class ImageResolver:
-    """Maps a process's image (ledger record) to what the runtime runs locally.
-
-    Container: the engine image tagged with the record's ``reference``. Sandbox: the bundle
-    named by a ``bundle:<dir>`` reference under ``<cache>/bundles``."""
-
-    runtime: TaskRuntime
-    bundles_root: Path = field(default_factory=lambda: cache_root() / "bundles")
-
-    def bundle_dir(self, reference: str) -> Path | None:
-        if not reference.startswith("bundle:"):
-            return None
-        name = reference[len("bundle:") :]
-        if "/" in name or name.startswith("."):
-            return None
-        return self.bundles_root / name
-
-    def local_digest(self, reference: str) -> str | None:
-        if self.runtime.name == "sandbox":
-            d = self.bundle_dir(reference)
-            return self.runtime.local_digest(str(d)) if d is not None else None
-        return self.runtime.local_digest(reference)
-
-
-# --------------------------------------------------------------------------- journal
-
-
-class TaskJournal:
-    """Per-task recovery state under ``<state>/<process>/<round>/``: the task key sealed to the
-    organisation's own key-agreement certificate (0600), removed once the record is final."""
-
-    def __init__(self, root: Path, consortium: Consortium, org: str):
-        self.root = root
-        self.cert = consortium.encryption_certificate(org)
-        self._key_loader = lambda: consortium.encryption_key(org)
-
-    def _dir(self, pid: str, rnd: int) -> Path:
-        return self.root / pid.replace("/", "_") / f"{rnd:06d}"
-
-    def _info(self, pid: str, rnd: int) -> bytes:
-        return f"consortia-task-key|{pid}|{rnd}".encode()
-
-    def load_key(self, pid: str, rnd: int) -> TaskKey | None:
-        p = self._dir(pid, rnd) / "task_key.sealed"
-        if not p.exists():
-            return None
-        pem = unseal(self._key_loader(), p.read_bytes(), self._info(pid, rnd))
-        key = serialization.load_pem_private_key(pem, None)
-        assert isinstance(key, ec.EllipticCurvePrivateKey)
-        return TaskKey(key)
-
-    def save_key(self, pid: str, rnd: int, key: TaskKey) -> None:
-        d = self._dir(pid, rnd)
-        d.mkdir(parents=True, exist_ok=True)
-        tmp = d / "task_key.sealed.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(seal(self.cert, key.private_pem(), self._info(pid, rnd)))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, d / "task_key.sealed")
-
-    def work_dir(self, pid: str, rnd: int) -> Path:
-        return self._dir(pid, rnd) / "work"
-
-    def forget_process(self, pid: str) -> None:
-        d = self.root / pid.replace("/", "_")
-        if d.is_dir():
-            for r in d.iterdir():
-                if r.name.isdigit():
-                    self.forget(pid, int(r.name))
-
-    def forget(self, pid: str, rnd: int) -> None:
-        import shutil
-
-        d = self._dir(pid, rnd)
-        p = d / "task_key.sealed"
-        if p.exists():
-            p.unlink()
-        shutil.rmtree(d / "work", ignore_errors=True)
-
 
 # --------------------------------------------------------------------------- the agent
 
@@ -213,6 +118,7 @@ class NodeAgent:
         self.data_root = Path(data_root)
         self.store = ArtifactStore(store_root, self.org)
         self.store_root = Path(store_root)
+        self.round_files = RoundFiles(self.client, self.store, self.store_root, consortium)
         self.state_dir = Path(state_dir) / self.org
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.state_dir.chmod(0o700)  # salt, key journal, task directories: this organisation's only
@@ -221,33 +127,12 @@ class NodeAgent:
         self.journal = TaskJournal(self.state_dir / "tasks", consortium, self.org)
         self._salt = self._data_salt()
         self.warm = warm
-        self._workers: dict[str, WarmWorker] = {}
+        self.pool = WorkerPool(runtime, limits, self.state_dir / "warm", self.org, warm)
+        self._workers = self.pool.workers  # process id -> its warm worker
         self._finished: set[str] = set()  # processes this agent saw finished (run_once skips them)
 
-    # ---- warm workers (one per process, same isolation, fresh key per round)
-    def _worker(self, process: ProcessRecord, image: ImageRecord) -> WarmWorker:
-        pid = process.id
-        w = self._workers.get(pid)
-        if w is not None and w.alive(max_age=2.0):
-            return w
-        if w is not None:
-            w.stop()
-        safe = "".join(c if c.isalnum() or c in "-_." else "-" for c in f"{self.org}-{pid}")
-        w = WarmWorker(
-            self.runtime,
-            process.image_digest,
-            self.state_dir / "warm" / safe,
-            self.data_dir(process),
-            self.limits,
-            bundle_dir=self.images.bundle_dir(image.reference),
-            name=f"consortia-warm-{safe}"[:120],
-        )
-        self._workers[pid] = w.start()
-        return w
-
     def stop_workers(self, pid: str | None = None) -> None:
-        for k in [k for k in self._workers if pid is None or k == pid]:
-            self._workers.pop(k).stop()
+        self.pool.stop(pid)
 
     def close(self) -> None:
         self.stop_workers()
@@ -399,13 +284,7 @@ class NodeAgent:
         # 1. verify the image before anything else (a live warm worker was verified when it started
         #    and runs that image id for its whole life: nothing to re-check)
         try:
-            live = self._workers.get(pid)
-            if not (
-                self.warm
-                and live is not None
-                and live.image_digest == process.image_digest
-                and live.alive(max_age=2.0)
-            ):
+            if not self.pool.live(pid, process.image_digest):
                 verify_digest(
                     image.reference, process.image_digest, self.images.local_digest(image.reference)
                 )
@@ -424,7 +303,13 @@ class NodeAgent:
             return self._fail(pid, rnd, problem, {"code": "TASK_PREFLIGHT"})
         # The task's fresh container/sandbox starts now (engine start-up and imports overlap the key
         # registration); it gets its key and inputs, and may run, only after registration.
-        worker = self._worker(process, image) if self.warm else self._one_shot(process, image, rnd)
+        worker = self.pool.worker(
+            pid,
+            process.image_digest,
+            self.data_dir(process),
+            self.images.bundle_dir(image.reference),
+            self.journal.work_dir(pid, rnd),
+        )
         try:
             return self._register_run_publish(process, image, rnd, record, worker)
         finally:
@@ -433,26 +318,14 @@ class NodeAgent:
 
     def _preflight(self, process: ProcessRecord, image: ImageRecord) -> str | None:
         """Why this organisation cannot run a task of ``process`` at all, or None."""
-        try:
-            build_topology(process.topology, len(process.consortium))
-        except ExecutorError as exc:
-            return str(exc)
+        topology = topology_problems(process.topology, len(process.consortium))
+        if topology:
+            return "; ".join(topology)
         try:
             data_dir = self.data_dir(process)
         except ExecutorError as exc:
             return str(exc)
         return dataset_problem(data_dir, declaration(image.algorithm))
-
-    def _one_shot(self, process: ProcessRecord, image: ImageRecord, rnd: int) -> WarmWorker:
-        return WarmWorker(
-            self.runtime,
-            process.image_digest,
-            self.journal.work_dir(process.id, rnd),
-            self.data_dir(process),
-            self.limits,
-            bundle_dir=self.images.bundle_dir(image.reference),
-            one_shot=True,
-        ).start()
 
     def _register_run_publish(
         self,
@@ -471,30 +344,29 @@ class NodeAgent:
             key = TaskKey.generate()
             self.journal.save_key(pid, rnd, key)
         if record is None:
-            _checkpoint("before_register", rnd)
+            checkpoint("before_register", rnd)
             try:
                 self._retry(self.client.create_task, pid, rnd, key.public_key_pem, self.runtime.name)
             except AlreadyExists:
                 record = self._record(pid, rnd)
                 if record is None or record.public_key != key.public_key_pem:
                     return self._fail(pid, rnd, "an execution record with another key already exists")
-            _checkpoint("after_register", rnd)
+            checkpoint("after_register", rnd)
         # 3. inputs
         try:
-            previous_state, inbox = self._gather_inputs(process, rnd)
+            previous_state, inbox = self.round_files.gather_inputs(process, rnd)
         except (ExecutorError, ValueError) as exc:
             return self._fail(pid, rnd, f"inputs unavailable: {exc}")
         # 4. run
         spec = self._task_spec(process, image, rnd)
-        if os.environ.get("CONSORTIA_AGENT_KILL_AT") == f"during_run:{rnd}":
-            threading.Timer(0.05, _checkpoint, ("during_run", rnd)).start()
+        arm_during_run(rnd)
         try:
             outputs = worker.run(spec, key, previous_state, inbox)
         except (TaskFailed, ManifestInvalid) as exc:
             return self._fail(pid, rnd, str(exc), {"code": exc.code})
         # 5. publish
-        self._store_outputs(process, rnd, outputs)
-        _checkpoint("before_complete", rnd)
+        self.round_files.store_outputs(process.id, rnd, outputs)
+        checkpoint("before_complete", rnd)
         try:
             self._retry(self.client.complete_task, outputs.manifest, outputs.signature)
         except BudgetExceeded as exc:
@@ -524,7 +396,7 @@ class NodeAgent:
                         pid, rnd, f"result not accepted: the process is {now.status} ({now.status_reason})"
                     )
                 raise
-        _checkpoint("after_complete", rnd)
+        checkpoint("after_complete", rnd)
         self.journal.forget(pid, rnd)
         if rnd == process.rounds:
             self._publish_model(process)
@@ -533,9 +405,7 @@ class NodeAgent:
 
     def _task_spec(self, process: ProcessRecord, image: ImageRecord, rnd: int) -> TaskSpec:
         consortium = tuple(process.consortium)
-        topo = build_topology(process.topology, len(consortium))
         seed = int(process.topology.get("seed", 0))
-        ctx = task_context(seed, rnd, process.rounds, self.org, consortium, topo)
         return TaskSpec(
             process_id=process.id,
             round=rnd,
@@ -547,125 +417,13 @@ class NodeAgent:
             params=dict(process.hyperparameters or {}),
             image_digest=process.image_digest,
             runtime=self.runtime.name,
-            out_neighbours=ctx.out_neighbours,
-            in_neighbours=ctx.in_neighbours,
+            topology=dict(process.topology),  # the task builds its neighbours from it (names and seed)
             data_salt=self._salt,
         )
 
-    def _gather_inputs(self, process: ProcessRecord, rnd: int) -> tuple[bytes | None, dict[str, bytes]]:
-        if rnd == 1:
-            return None, {}
-        pid = process.id
-        # one query for every member's record of round r-1 (not one evaluation per sender)
-        previous = {r.organisation: r for r in self.client.query_executions(pid, rnd - 1)}
-        own = previous.get(self.org)
-        if own is None or own.status != "completed" or own.result is None:
-            raise ExecutorError(f"no completed own record for round {rnd - 1}")
-        key = self.consortium.encryption_key(self.org)
-        state = self.store.get_private(own.result["outputs"]["state"], key)
-        inbox: dict[str, bytes] = {}
-        for sender in process.consortium:
-            if sender == self.org:
-                continue
-            rec = previous.get(sender)
-            if rec is None or rec.status != "completed" or rec.result is None:
-                raise ExecutorError(f"round {rnd - 1} of {sender} is not completed")
-            for m in rec.result["outputs"]["messages"]:
-                if m["recipient"] != self.org:
-                    continue
-                ref = self._locate_message(pid, rnd - 1, sender, m["digest"])
-                inbox[sender] = open_message(
-                    ref, process_id=pid, round=rnd - 1, recipient=self.org, recipient_key=key
-                )
-        return state, inbox
-
-    # ---- message index: where a sender's sealed message for a recipient is
-    def _index_path(self, store_org: str, pid: str, rnd: int, recipient: str) -> Path:
-        return (
-            self.store_root
-            / store_org
-            / "messages"
-            / pid.replace("/", "_")
-            / f"{rnd:06d}"
-            / f"{recipient}.json"
-        )
-
-    def _locate_message(self, pid: str, rnd: int, sender: str, payload_digest: str) -> MessageRef:
-        p = self._index_path(sender, pid, rnd, self.org)
-        try:
-            entry = json.loads(p.read_text())
-        except FileNotFoundError:
-            raise ExecutorError(f"message of {sender} for round {rnd} is not in its store") from None
-        if entry["payload_digest"] != payload_digest:
-            raise ExecutorError(
-                f"store of {sender} indexes message {entry['payload_digest']}, "
-                f"the ledger names {payload_digest}"
-            )
-        return MessageRef(
-            sender=sender,
-            recipient=self.org,
-            payload_digest=payload_digest,
-            stored=ArtifactRef(**entry["stored"]),
-        )
-
-    def _store_outputs(self, process: ProcessRecord, rnd: int, outputs: TaskOutputs) -> None:
-        pid = process.id
-        own = self.consortium.encryption_certificate(self.org)
-        self.store.put_private(outputs.state, own)  # sealed to this organisation: never in the clear at rest
-        for recipient, payload in sorted(outputs.outbox.items()):
-            ref = self.store.put_message(
-                payload,
-                process_id=pid,
-                round=rnd,
-                recipient=recipient,
-                recipient_certificate=self.consortium.encryption_certificate(recipient),
-            )
-            write_private_file(
-                self._index_path(self.org, pid, rnd, recipient),
-                json.dumps(
-                    {"payload_digest": ref.payload_digest, "stored": ref.stored.__dict__}, sort_keys=True
-                ).encode(),
-                self.store.home,
-            )
-        if outputs.model is not None:
-            self.store.put_private(outputs.model, own)
-
     # ---- end of the process
     def _publish_model(self, process: ProcessRecord) -> None:
-        pid, last = process.id, process.rounds
-        try:
-            self.client.get_model(f"{pid}:{self.org}")
-            return  # already published
-        except NotFound:
-            pass
-        except ContractError:
-            return
-        rec = self._record(pid, last)
-        model = rec.result["outputs"].get("model") if rec is not None and rec.result else None
-        if not model:
-            return
-        payload = self.store.get_private(model["digest"], self.consortium.encryption_key(self.org))
-        aad = f"consortia-model|{pid}|{self.org}|{model['digest']}".encode()
-        data_key, ciphertext = encrypt_payload(payload, aad)
-        stored = self.store.put(ciphertext)
-        wrapped = {
-            org: seal(self.consortium.encryption_certificate(org), data_key, b"consortia-model-key|" + aad)
-            for org in process.consortium
-        }
-        try:
-            self._retry(
-                self.client.publish_model,
-                pid,
-                model["digest"],
-                model["size"],
-                stored.digest,
-                wrapped,
-                metrics=dict(rec.result.get("metrics", {})),
-                location=stored.location,
-                estimators=list(model.get("estimators", [])),
-            )
-        except AlreadyExists:
-            pass
+        publish_model(self.client, self.store, self.consortium, process, self._retry)
 
     def _finish(self, process: ProcessRecord) -> None:
         self._publish_model(process)
@@ -675,105 +433,11 @@ class NodeAgent:
             pass  # another organisation completed it first
 
 
-# --------------------------------------------------------------------------- command line
-
-
-def build_agent(args: argparse.Namespace) -> NodeAgent:
-    from executor.runtimes import get_runtime
-    from ledger.embedded import EmbeddedLedger
-
-    consortium = Consortium(args.consortium)
-    identity = consortium.identity(args.org)
-    if not Path(args.ledger).is_file():  # an agent never creates a ledger (a wrong path is an error)
-        raise SystemExit(
-            f"no ledger at {args.ledger}: run `consortia init` to make a consortium, or point "
-            f"--ledger/--home at an existing one"
-        )
-    ledger = EmbeddedLedger(args.ledger, consortium)
-    runtime = get_runtime(args.runtime)
-    try:
-        runtime.check()
-    except RuntimeUnavailable as exc:
-        raise SystemExit(f"node agent {args.org}: {exc}") from None
-    return NodeAgent(
-        ledger,
-        identity,
-        consortium,
-        runtime,
-        data_root=args.data,
-        store_root=args.store,
-        state_dir=args.state,
-        limits=Limits(memory_bytes=args.memory_mb << 20, cpus=args.cpus),
-        warm=args.warm,
-    )
-
-
 def main(argv: list[str] | None = None) -> int:
-    """``python -m executor.node_agent run --org Org1MSP ...`` (``consortia node run``)."""
-    p = argparse.ArgumentParser(prog="consortia node")
-    sub = p.add_subparsers(dest="command", required=True)
-    r = sub.add_parser("run", help="follow the ledger and run this organisation's tasks")
-    r.add_argument("--org", required=True, help="MSP id or name of this node's organisation")
-    r.add_argument(
-        "--home",
-        default=os.environ.get("CONSORTIA_HOME"),
-        help="a Consortia home (consortia init): the five paths below default to its layout",
-    )
-    r.add_argument("--consortium", help="consortium identity directory (cryptogen layout)")
-    r.add_argument("--ledger", help="embedded ledger file")
-    r.add_argument("--runtime", choices=("container", "sandbox"), default="container")
-    r.add_argument("--data", help="this organisation's data root: <data>/<dataset>/dataset.npz")
-    r.add_argument("--store", help="artifact store root")
-    r.add_argument("--state", help="agent state directory")
-    r.add_argument("--process", help="run only this process, until this organisation is done with it")
-    r.add_argument("--memory-mb", type=int, default=2048)
-    r.add_argument("--cpus", type=float, default=1.0)
-    r.add_argument("--timeout", type=float, default=3600.0)
-    r.add_argument(
-        "--json",
-        action="store_true",
-        help="outcomes as JSON on stdout (one line per task with --process; logs go to stderr)",
-    )
-    r.add_argument(
-        "--warm",
-        action="store_true",
-        help="keep one isolated worker per process alive across rounds (fresh key per round)",
-    )
-    args = p.parse_args(argv)
-    paths = ("consortium", "ledger", "data", "store", "state")
-    if args.home:
-        from ledger.config import load
+    """``python -m executor.node_agent run ...``: the node's command line (:mod:`executor.node_cli`)."""
+    from executor.node_cli import main as cli_main
 
-        settings = load(args.home)
-        try:
-            msp = Consortium(args.consortium or settings.crypto).organisation(args.org).msp_id
-        except (FileNotFoundError, KeyError) as exc:
-            p.error(str(exc))
-        defaults = {
-            "consortium": settings.crypto,
-            "ledger": settings.ledger_path,
-            "data": settings.paths.data(msp),
-            "store": settings.paths.store_root,
-            "state": settings.paths.state_root,
-        }
-        for k in paths:
-            if getattr(args, k) is None:
-                setattr(args, k, str(defaults[k]))
-    missing = [f"--{k}" for k in paths if getattr(args, k) is None]
-    if missing:
-        p.error(f"without --home, {', '.join(missing)} are required")
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    agent = build_agent(args)
-    try:
-        if args.process:
-            outcomes = agent.run_until_idle(args.process, timeout=args.timeout)
-            print(json.dumps([o.__dict__ for o in outcomes], sort_keys=True))
-            return 0 if outcomes and outcomes[-1].status == "done" else 1
-        agent.follow()
-        return 0
-    finally:
-        agent.close()
-        agent.ledger.close()
+    return cli_main(argv)
 
 
 if __name__ == "__main__":

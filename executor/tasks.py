@@ -1,7 +1,11 @@
 """One task, end to end on the host: prepare its files, run it isolated, verify what it wrote.
 
-:func:`run_isolated_task` is what the node agent (and the benchmark) call between registering the
-task's public key and completing the execution record. It
+:func:`run_isolated_task` runs one task in a fresh container or sandbox (:meth:`TaskRuntime.run
+<executor.runtimes.base.TaskRuntime.run>`: tests, tools, bit-identity checks); the node agent hands its
+tasks to a worker (:class:`executor.runtimes.warm.WarmWorker`, started with
+:meth:`~executor.runtimes.base.TaskRuntime.start_worker`), which uses the same :func:`write_inputs` and
+:func:`verify_outputs`. Either way, between registering the task's public key and completing the
+execution record, a task
 
 1. writes the task directory per the task-runtime file contract (:mod:`algorithms.task_runtime`):
    ``in/task.json``, ``in/state.bin``, ``in/inbox/<sender>.bin``; the dataset directory is

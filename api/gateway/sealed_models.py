@@ -1,7 +1,8 @@
 """Opening, sharing and re-keying the encrypted final models (docs/api.md "Deviations and
 decisions", docs/models.md).
 
-The executor's convention (``executor.node_agent``): a model's payload is encrypted with
+The executor's convention (:mod:`executor.model_seal`, whose ``model_aad`` and ``model_key_info`` this
+module uses): a model's payload is encrypted with
 ``encrypt_payload(plaintext, aad)``, ``aad = "consortia-model|<process>|<owner>|<model digest>"``,
 and its data key is sealed to each organisation on the access list with
 ``info = "consortia-model-key|" + aad``. The gateway and the CLI open a model, seal its data key to
@@ -14,20 +15,10 @@ from typing import Any
 from api.artifacts import ArtifactMissing, DigestMismatch, fetch_verified, sha256_digest, store_at
 from api.gateway.state import Gateway, record
 from api.sealing import open_data_key
+from executor.model_seal import model_aad, model_key_info
 from ledger.client import ConsortiaClient
 from ledger.envelope import DecryptionError, decrypt_payload, encrypt_payload, seal
 from ledger.errors import Forbidden, InvalidArgument, NotFound
-
-
-def model_aad(record: dict[str, Any]) -> bytes:
-    """Associated data of a model's encrypted payload -- the executor's convention
-    (``executor.node_agent``): it binds the ciphertext to (process, owner, model digest)."""
-    return f"consortia-model|{record['process_id']}|{record['owner']}|{record['digest']}".encode()
-
-
-def model_key_info(record: dict[str, Any]) -> bytes:
-    """``info`` with which the model's data key is sealed to each organisation (ledger.envelope.seal)."""
-    return b"consortia-model-key|" + model_aad(record)
 
 
 def data_key(gw: Gateway, record: dict[str, Any]) -> bytes:

@@ -1,6 +1,9 @@
-"""Runtimes that run one task in isolation: ``container`` (Docker API engine) and ``sandbox``
-(bubblewrap). Both mount the same layout: /task/in (ro), /task/out (rw), /data (ro),
-/run/task-key (ro), and run the image's entrypoint as the unprivileged task user."""
+"""Runtimes that run tasks in isolation: ``container`` (Docker API engine) and ``sandbox``
+(bubblewrap), behind one interface (:class:`~executor.runtimes.base.TaskRuntime`). The node agent runs
+every task through a worker the runtime starts (``start_worker``: /task/in-root (ro), /task/out-root
+(rw), /data (ro); :mod:`executor.runtimes.warm`); ``run`` runs one task in a fresh container/sandbox
+with /task/in (ro), /task/out (rw), /data (ro), /run/task-key (ro). Either way the image's entrypoint
+runs as the unprivileged task user."""
 
 from executor.runtimes.base import Limits, RunOutcome, TaskMounts, TaskRuntime
 

@@ -83,8 +83,47 @@ class RunOutcome:
     timed_out: bool = False
 
 
+Bind = tuple[Path, str, str]  #: (host path, path inside the container / sandbox, "ro" | "rw")
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """A worker to start: the image (by digest; the sandbox also needs its bundle directory) runs its
+    entrypoint with ``args`` (``--serve`` / ``--serve-once``), with ``binds`` mounted and ``limits``.
+    ``name`` names it (an older worker of that name is replaced); ``one_shot``: it serves one task
+    only and cleans up after itself."""
+
+    image_digest: str
+    binds: tuple[Bind, ...]
+    limits: Limits
+    args: tuple[str, ...]
+    bundle_dir: Path | None = None
+    name: str | None = None
+    one_shot: bool = False
+
+
+@runtime_checkable
+class Worker(Protocol):
+    """A long-lived isolated process started by :meth:`TaskRuntime.start_worker`."""
+
+    def alive(self, max_age: float = 0.0) -> bool:
+        """Is it running? An answer younger than ``max_age`` seconds may be reused (an engine call)."""
+        ...
+
+    def end(self, grace: float) -> None:
+        """Wait up to ``grace`` seconds for it to exit (then kill it) and release what it holds."""
+        ...
+
+
 @runtime_checkable
 class TaskRuntime(Protocol):
+    """How one runtime runs the image of a learning process in isolation.
+
+    The node agent runs every task through :meth:`start_worker` (a warm worker kept across rounds, or
+    a one-shot worker started while the task key is registered; :class:`executor.runtimes.warm.WarmWorker`
+    hands each task to it). :meth:`run` runs one task to completion in a fresh container/sandbox
+    (tests, tools and the bit-identity checks); both apply the same isolation and limits."""
+
     name: str
     task_uid: int | None  # host uid that owns the task's outputs and key (None: the agent's)
 
@@ -107,6 +146,12 @@ class TaskRuntime(Protocol):
         command: Sequence[str] | None = None,
         bundle_dir: str | os.PathLike | None = None,
     ) -> RunOutcome:
-        """Run the image with digest ``image_digest`` (its entrypoint, or ``command``); the
-        sandbox runtime also needs the bundle directory and re-checks its digest."""
+        """Run the image with digest ``image_digest`` (its entrypoint, or ``command``) on one task's
+        mounts until it exits; the sandbox runtime also needs the bundle directory and re-checks its
+        digest."""
+        ...
+
+    def start_worker(self, spec: WorkerSpec) -> Worker:
+        """Start a long-lived isolated worker (:class:`WorkerSpec`); it must not outlive the agent.
+        :class:`RuntimeUnavailable` if it cannot be started."""
         ...

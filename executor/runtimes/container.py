@@ -1,10 +1,12 @@
-"""Container runtime: one task per container through the Docker SDK (Podman or Docker).
+"""Container runtime: tasks in containers through the Docker SDK (Podman or Docker) -- a worker container
+(:meth:`ContainerRuntime.start_worker`, what the node agent uses) or one container per task (``run``).
 
 Isolation of every run: no network (``network_mode="none"``), read-only root file system, the
 task's inputs, dataset and key mounted read-only, only ``/task/out`` (and a small ``/tmp`` tmpfs)
 writable, all capabilities dropped, ``no-new-privileges``, memory (no swap), CPU and process
-limits, the unprivileged task user 10001. The container is started by **image id** (the verified
-digest), never by a tag that could be re-pointed between verification and run.
+limits, the unprivileged task user 10001 (a worker: ``/task/in-root`` read-only, ``/task/out-root``
+writable, the same options). The container is started by **image id** (the verified digest), never by
+a tag that could be re-pointed between verification and run.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import shutil
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 from executor.errors import RuntimeUnavailable
 from executor.runtimes.base import (
@@ -23,6 +26,7 @@ from executor.runtimes.base import (
     Limits,
     RunOutcome,
     TaskMounts,
+    WorkerSpec,
     numeric_environment,
 )
 from executor.runtimes.tools import ToolMissing
@@ -71,8 +75,11 @@ class ContainerRuntime:
         )
 
     def local_digest(self, reference: str) -> str | None:
+        """The engine's id of the image tagged ``reference`` (None: absent, or a bundle directory)."""
         from executor.images import local_image_digest
 
+        if reference.startswith("/"):  # a sandbox bundle's directory names no engine image
+            return None
         return local_image_digest(self.client, reference)
 
     @staticmethod
@@ -143,6 +150,26 @@ class ContainerRuntime:
             self._remover().submit(_remove, container)
         return RunOutcome(self.name, code, time.perf_counter() - t0, logs[-20000:], timed_out)
 
+    def start_worker(self, spec: WorkerSpec) -> ContainerWorker:
+        """A detached container running the image's entrypoint with ``args``, isolated as a task."""
+        volumes = {str(Path(h).resolve()): {"bind": inside, "mode": mode} for h, inside, mode in spec.binds}
+        opts = self.container_options(volumes, spec.limits)
+        if spec.one_shot:
+            opts["auto_remove"] = True  # gone once it exits, even if its agent was killed
+        if spec.name:
+            opts["name"] = spec.name
+            try:  # a worker left by a killed agent: replace it
+                self.client.containers.get(spec.name).remove(force=True)
+            except Exception:
+                pass
+        try:
+            container = self.client.containers.run(
+                spec.image_digest, command=list(spec.args), detach=True, **opts
+            )
+        except Exception as exc:
+            raise RuntimeUnavailable(f"cannot start warm container: {exc}") from None
+        return ContainerWorker(container)
+
     _removals: ThreadPoolExecutor | None = None
 
     @classmethod
@@ -157,6 +184,29 @@ class ContainerRuntime:
         if cls._removals is not None:
             cls._removals.shutdown(wait=True)
             cls._removals = None
+
+
+class ContainerWorker:
+    """A worker container (:meth:`ContainerRuntime.start_worker`)."""
+
+    def __init__(self, container):
+        self.container = container
+        self._alive_at = 0.0
+
+    def alive(self, max_age: float = 0.0) -> bool:
+        now = time.monotonic()
+        if max_age and now - self._alive_at <= max_age:
+            return True
+        try:
+            self.container.reload()
+            ok = self.container.status == "running"
+        except Exception:
+            ok = False
+        self._alive_at = now if ok else 0.0
+        return ok
+
+    def end(self, grace: float) -> None:
+        _remove(self.container)
 
 
 def _remove(container) -> None:

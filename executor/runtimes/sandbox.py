@@ -1,4 +1,5 @@
-"""Sandbox runtime: one task per bubblewrap sandbox, for machines without a container engine.
+"""Sandbox runtime: tasks in bubblewrap sandboxes, for machines without a container engine -- a worker
+sandbox (:meth:`SandboxRuntime.start_worker`, what the node agent uses) or one sandbox per task (``run``).
 
 It runs the same bundle (the image's ``algorithms`` package + algorithm folder, see
 :func:`executor.images.build_bundle`) with the host interpreter, whose pinned packages are part
@@ -38,6 +39,7 @@ from executor.runtimes.base import (
     Limits,
     RunOutcome,
     TaskMounts,
+    WorkerSpec,
     numeric_environment,
 )
 from executor.runtimes.tools import ToolMissing, find_tool
@@ -224,13 +226,7 @@ class SandboxRuntime:
         bundle_dir: str | os.PathLike | None = None,
     ) -> RunOutcome:
         """Run the bundle at ``bundle_dir`` after checking that its digest is ``image_digest``."""
-        self.check()
-        if bundle_dir is None:
-            raise RuntimeUnavailable("the sandbox runtime needs the bundle directory")
-        bundle = Path(bundle_dir)
-        local = self.local_digest(str(bundle))
-        if local != image_digest:
-            raise RuntimeUnavailable(f"bundle {bundle} has digest {local}, not {image_digest}")
+        bundle = self._verified_bundle(bundle_dir, image_digest)
         t0 = time.perf_counter()
         proc, cg = self.spawn(bundle, mounts, limits, command)
         timed_out = False
@@ -248,6 +244,33 @@ class SandboxRuntime:
         return RunOutcome(
             self.name, code, time.perf_counter() - t0, out.decode("utf-8", "replace")[-20000:], timed_out
         )
+
+    def _verified_bundle(self, bundle_dir: str | os.PathLike | None, image_digest: str) -> Path:
+        """The bundle directory, after checking that its digest is the pinned ``image_digest``."""
+        self.check()
+        if bundle_dir is None:
+            raise RuntimeUnavailable("the sandbox runtime needs the bundle directory")
+        bundle = Path(bundle_dir)
+        local = self.local_digest(str(bundle))
+        if local != image_digest:
+            raise RuntimeUnavailable(f"bundle {bundle} has digest {local}, not {image_digest}")
+        return bundle
+
+    def start_worker(self, spec: WorkerSpec) -> SandboxWorker:
+        """A sandbox running the bundle's entrypoint with ``args``; its stdin is the lifeline (it exits
+        when the agent dies). ``name`` is not needed: a sandbox dies with its agent."""
+        bundle = self._verified_bundle(spec.bundle_dir, spec.image_digest)
+        cmd = [os.path.abspath(self.python), "-s", f"{BUNDLE_MOUNT}/image/entrypoint.py", *spec.args]
+        proc, cg = self.spawn(
+            bundle,
+            spec.binds,
+            spec.limits,
+            cmd,
+            stdout=subprocess.DEVNULL,
+            cpu_seconds=None if spec.one_shot else 10**6,
+            lifeline=True,
+        )
+        return SandboxWorker(proc, cg)
 
     def spawn(
         self,
@@ -290,3 +313,27 @@ class SandboxRuntime:
             cg.close()
             raise
         return proc, cg
+
+
+class SandboxWorker:
+    """A worker sandbox (:meth:`SandboxRuntime.start_worker`)."""
+
+    def __init__(self, proc: subprocess.Popen, cgroup: _Cgroup):
+        self.proc = proc
+        self.cgroup = cgroup
+
+    def alive(self, max_age: float = 0.0) -> bool:
+        return self.proc.poll() is None
+
+    def end(self, grace: float) -> None:
+        if self.proc.stdin is not None:
+            try:
+                self.proc.stdin.close()  # the worker's lifeline: EOF ends it even if it missed STOP
+            except OSError:
+                pass
+        try:
+            self.proc.wait(timeout=grace)
+        except Exception:
+            self.proc.kill()
+            self.proc.wait()
+        self.cgroup.close()

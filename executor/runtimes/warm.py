@@ -15,7 +15,8 @@ Host layout of a worker (``root``)::
     out/<task name>/...              outputs, then DONE (the task's exit status)
     in/STOP                          ends the worker
 
-The worker is ``algorithms.task_runtime.serve`` (the image entrypoint with ``--serve``).
+The worker is ``algorithms.task_worker.serve`` (the image entrypoint with ``--serve``), started by the
+runtime's :meth:`~executor.runtimes.base.TaskRuntime.start_worker`: this module knows no runtime by name.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from pathlib import Path
 
 from algorithms.task_runtime import TaskSpec
 from executor.errors import RuntimeUnavailable, TaskFailed
-from executor.runtimes.base import DATA, Limits, RunOutcome, TaskMounts, TaskRuntime
+from executor.runtimes.base import DATA, Limits, RunOutcome, TaskMounts, TaskRuntime, Worker, WorkerSpec
 from executor.task_keys import TASK_GID, TaskKey, destroy_key_dir
 from executor.tasks import TaskOutputs, verify_outputs, write_inputs
 
@@ -56,11 +57,8 @@ class WarmWorker:
         self.data_dir = Path(data_dir)
         self.limits = limits
         self.bundle_dir = Path(bundle_dir) if bundle_dir else None
-        self._proc = None
-        self._cgroup = None
-        self._container = None
+        self.process: Worker | None = None  # the runtime's worker (TaskRuntime.start_worker)
         self._count = 0
-        self._alive_at = 0.0
         self.name = name  # container name; an older worker of the same name is replaced
         self.one_shot = one_shot  # a fresh container/sandbox for exactly one task, started early
 
@@ -84,59 +82,18 @@ class WarmWorker:
         if uid is not None and os.geteuid() == 0:
             os.chown(self.out_root, uid, TASK_GID)
         self.out_root.chmod(0o700)
-        if self.runtime.name == "sandbox":
-            if self.bundle_dir is None:
-                raise RuntimeUnavailable("a warm sandbox needs the bundle directory")
-            local = self.runtime.local_digest(str(self.bundle_dir))
-            if local != self.image_digest:
-                raise RuntimeUnavailable(
-                    f"bundle {self.bundle_dir} has digest {local}, not {self.image_digest}"
-                )
-            from executor.runtimes.sandbox import BUNDLE_MOUNT
-
-            binds = [
-                (self.in_root, IN_ROOT, "ro"),
-                (self.out_root, OUT_ROOT, "rw"),
-                (self.data_dir, DATA, "ro"),
-            ]
-            cmd = [
-                os.path.abspath(self.runtime.python),
-                "-s",
-                f"{BUNDLE_MOUNT}/image/entrypoint.py",
-                self._mode,
-            ]
-            self._proc, self._cgroup = self.runtime.spawn(
-                self.bundle_dir,
+        binds = ((self.in_root, IN_ROOT, "ro"), (self.out_root, OUT_ROOT, "rw"), (self.data_dir, DATA, "ro"))
+        self.process = self.runtime.start_worker(
+            WorkerSpec(
+                self.image_digest,
                 binds,
                 self.limits,
-                cmd,
-                stdout=subprocess_devnull(),
-                cpu_seconds=None if self.one_shot else 10**6,
-                lifeline=True,
+                (self._mode,),
+                bundle_dir=self.bundle_dir,
+                name=self.name,
+                one_shot=self.one_shot,
             )
-        elif self.runtime.name == "container":
-            volumes = {
-                str(self.in_root.resolve()): {"bind": IN_ROOT, "mode": "ro"},
-                str(self.out_root.resolve()): {"bind": OUT_ROOT, "mode": "rw"},
-                str(self.data_dir.resolve()): {"bind": DATA, "mode": "ro"},
-            }
-            opts = self.runtime.container_options(volumes, self.limits)
-            if self.one_shot:
-                opts["auto_remove"] = True  # gone once it exits, even if its agent was killed
-            if self.name:
-                opts["name"] = self.name
-                try:  # a worker left by a killed agent: replace it
-                    self.runtime.client.containers.get(self.name).remove(force=True)
-                except Exception:
-                    pass
-            try:
-                self._container = self.runtime.client.containers.run(
-                    self.image_digest, command=[self._mode], detach=True, **opts
-                )
-            except Exception as exc:
-                raise RuntimeUnavailable(f"cannot start warm container: {exc}") from None
-        else:
-            raise RuntimeUnavailable(f"runtime {self.runtime.name} has no warm mode")
+        )
         return self
 
     @property
@@ -146,20 +103,7 @@ class WarmWorker:
     def alive(self, max_age: float = 0.0) -> bool:
         """Is the worker running? For a container this is an engine API call; an answer younger
         than ``max_age`` seconds is reused."""
-        if self._proc is not None:
-            return self._proc.poll() is None
-        if self._container is not None:
-            now = time.monotonic()
-            if max_age and now - self._alive_at <= max_age:
-                return True
-            try:
-                self._container.reload()
-                ok = self._container.status == "running"
-            except Exception:
-                ok = False
-            self._alive_at = now if ok else 0.0
-            return ok
-        return False
+        return self.process is not None and self.process.alive(max_age)
 
     def run(
         self, spec: TaskSpec, task_key: TaskKey, previous_state: bytes | None, inbox: Mapping[str, bytes]
@@ -213,18 +157,65 @@ class WarmWorker:
             (self.in_root / "STOP").touch()
         except OSError:
             pass
-        proc, cgroup, container = self._proc, self._cgroup, self._container
-        self._proc = self._cgroup = self._container = None
+        process, self.process = self.process, None
+        if process is None:
+            return
         if wait:
-            _reap(proc, cgroup, container, 2.0)
+            process.end(2.0)
         else:
-            _reaper().submit(_reap, proc, cgroup, container, 5.0)
+            _reaper().submit(process.end, 5.0)
 
     def __enter__(self) -> WarmWorker:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class WorkerPool:
+    """An agent's workers: one warm worker per learning process kept across rounds (``warm``), or a
+    fresh one-shot worker per task, started while the task key is being registered."""
+
+    def __init__(self, runtime: TaskRuntime, limits: Limits, root: Path, org: str, warm: bool = False):
+        self.runtime, self.limits, self.root, self.org, self.warm = runtime, limits, Path(root), org, warm
+        self.workers: dict[str, WarmWorker] = {}  # process id -> its warm worker
+
+    def live(self, pid: str, image_digest: str) -> bool:
+        """Is a warm worker of this image running for ``pid`` (verified when it started)?"""
+        w = self.workers.get(pid)
+        return self.warm and w is not None and w.image_digest == image_digest and w.alive(max_age=2.0)
+
+    def worker(
+        self, pid: str, image_digest: str, data_dir: Path, bundle_dir: Path | None, work_dir: Path
+    ) -> WarmWorker:
+        """The worker for one task of ``pid``: its live warm worker, a new warm one, or a one-shot one
+        under ``work_dir``."""
+        if not self.warm:
+            return WarmWorker(
+                self.runtime, image_digest, work_dir, data_dir, self.limits, bundle_dir, one_shot=True
+            ).start()
+        w = self.workers.get(pid)
+        if w is not None and w.alive(max_age=2.0):
+            return w
+        if w is not None:
+            w.stop()
+        safe = "".join(c if c.isalnum() or c in "-_." else "-" for c in f"{self.org}-{pid}")
+        w = WarmWorker(
+            self.runtime,
+            image_digest,
+            self.root / safe,
+            data_dir,
+            self.limits,
+            bundle_dir,
+            name=f"consortia-warm-{safe}"[:120],
+        )
+        self.workers[pid] = w.start()
+        return w
+
+    def stop(self, pid: str | None = None) -> None:
+        """Stop the warm worker of ``pid`` (all: None)."""
+        for k in [k for k in self.workers if pid is None or k == pid]:
+            self.workers.pop(k).stop()
 
 
 _REAPER = None
@@ -237,37 +228,3 @@ def _reaper():
 
         _REAPER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="worker-reaper")
     return _REAPER
-
-
-def flush_reaper() -> None:
-    """Wait until every stopped worker has exited and been cleaned up."""
-    global _REAPER
-    if _REAPER is not None:
-        _REAPER.shutdown(wait=True)
-        _REAPER = None
-
-
-def _reap(proc, cgroup, container, grace: float) -> None:
-    if proc is not None and proc.stdin is not None:
-        try:
-            proc.stdin.close()  # the worker's lifeline: EOF ends it even if it missed STOP
-        except OSError:
-            pass
-    if proc is not None:
-        try:
-            proc.wait(timeout=grace)
-        except Exception:
-            proc.kill()
-            proc.wait()
-    if cgroup is not None:
-        cgroup.close()
-    if container is not None:
-        from executor.runtimes.container import _remove
-
-        _remove(container)
-
-
-def subprocess_devnull() -> int:
-    import subprocess
-
-    return subprocess.DEVNULL

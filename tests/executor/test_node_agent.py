@@ -21,8 +21,9 @@ from algorithms.topologies.static import ring
 from chaincode.errors import InvalidState, SignatureInvalid
 from executor import images
 from executor.artifacts import ArtifactStore
+from executor.declarations import build_topology
 from executor.errors import ArtifactCorrupted
-from executor.node_agent import CHECKPOINTS, NodeAgent, build_topology
+from executor.node_agent import CHECKPOINTS, NodeAgent
 from executor.runtimes.sandbox import SandboxRuntime
 from executor.task_keys import TaskKey
 from executor.tasks import run_isolated_task
@@ -208,8 +209,8 @@ def test_dead_warm_worker_is_replaced_between_rounds(platform, bundle, recipe, a
     for a in agents:
         assert a.run_process_round("p-dead").status == "completed"
     first = agents[0]._workers["p-dead"]
-    first._proc.kill()  # the worker dies between rounds
-    first._proc.wait()
+    first.process.proc.kill()  # the worker dies between rounds
+    first.process.proc.wait()
     run_all(platform, "p-dead", agents)
     assert_matches_simulation(platform, "p-dead", 3, average_consensus, orgs)
     assert all(r["status"] == "completed" for r in platform.records("p-dead"))

@@ -99,8 +99,7 @@ def test_real_task_in_a_container_matches_the_sandbox(tmp_path, runtime, contain
             params={"eps": 0.5, "noise": 0.2},
             image_digest=image.digest,
             runtime=rt.name,
-            out_neighbours=("Org2MSP",),
-            in_neighbours=("Org2MSP",),
+            topology={"kind": "complete", "seed": 0},
             data_salt="ab",
         )
         out = run_isolated_task(

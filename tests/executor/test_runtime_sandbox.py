@@ -111,8 +111,7 @@ def test_real_task_in_the_sandbox(tmp_path, sandbox, bundle, recipe):
         params={"eps": 0.5},
         image_digest=bundle.digest,
         runtime="sandbox",
-        out_neighbours=("Org2MSP",),
-        in_neighbours=("Org2MSP",),
+        topology={"kind": "complete", "seed": 0},
         data_salt="ab",
     )
     key = TaskKey.generate()

@@ -28,8 +28,7 @@ def _spec(rnd, image, runtime, algorithm):
         params={"eps": 0.5, "noise": 0.3},
         image_digest=image.digest,
         runtime=runtime,
-        out_neighbours=("Org2MSP",),
-        in_neighbours=("Org2MSP",),
+        topology={"kind": "complete", "seed": 0},
         data_salt="aa",
     )
 
@@ -70,7 +69,7 @@ def test_warm_sandbox_equals_cold_runs_and_is_isolated(tmp_path, bundle, recipe)
     data.mkdir(parents=True)
     with WarmWorker(rt, bundle.digest, tmp_path / "w" / "warm", data, bundle_dir=bundle.location) as worker:
         warm = _rounds(tmp_path / "w", rt, bundle, recipe, worker)
-        pid = worker._proc.pid
+        pid = worker.process.proc.pid
         # the worker (bwrap's child) lives in other namespaces than ours: no shared network stack
         children = [int(c) for c in open(f"/proc/{pid}/task/{pid}/children").read().split()]
         assert children
@@ -97,8 +96,8 @@ def test_warm_worker_refuses_other_images_and_reports_dead_workers(tmp_path, bun
             None,
             {},
         )
-    worker._proc.kill()
-    worker._proc.wait()
+    worker.process.proc.kill()
+    worker.process.proc.wait()
     with pytest.raises(Exception, match="not running"):
         worker.run(_spec(1, bundle, "sandbox", recipe.algorithm), TaskKey.generate(), None, {})
     worker.stop()
@@ -116,11 +115,11 @@ def test_warm_container_equals_cold_runs_with_the_same_isolation(tmp_path, engin
         rt, container_image.digest, tmp_path / "w" / "warm", data, name="consortia-warm-test"
     ) as worker:
         warm = _rounds(tmp_path / "w", rt, container_image, recipe, worker)
-        hc = engine.api.inspect_container(worker._container.id)["HostConfig"]
+        hc = engine.api.inspect_container(worker.process.container.id)["HostConfig"]
         assert hc["NetworkMode"] == "none" and hc["ReadonlyRootfs"] is True
         assert hc["SecurityOpt"] and "no-new-privileges" in hc["SecurityOpt"][0]
         assert hc["PidsLimit"] == 256 and hc["Memory"] == 2 << 30
-        assert engine.api.inspect_container(worker._container.id)["Config"]["User"] == "10001:10001"
+        assert engine.api.inspect_container(worker.process.container.id)["Config"]["User"] == "10001:10001"
     assert warm == cold
 
 
@@ -142,7 +141,7 @@ def test_worker_does_not_outlive_its_executor(tmp_path, bundle):
         "from executor.runtimes.warm import WarmWorker\n"
         f"w = WarmWorker(SandboxRuntime(), {bundle.digest!r}, {str(tmp_path / 'warm')!r}, {str(data)!r},"
         f" bundle_dir={bundle.location!r}).start()\n"
-        "print(w._proc.pid, flush=True)\n"
+        "print(w.process.proc.pid, flush=True)\n"
         "time.sleep(60)\n"
     )
     agent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)

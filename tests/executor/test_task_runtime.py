@@ -40,8 +40,7 @@ def spec(rnd=1, org="Org1MSP", rounds=2, **kw):
         params={"eps": 0.3, "noise": 0.1},
         image_digest=DIGEST,
         runtime="sandbox",
-        out_neighbours=("Org2MSP",),
-        in_neighbours=("Org3MSP",),
+        topology={"kind": "ring", "seed": 0},
         data_salt="0011",
     )
     base.update(kw)
@@ -114,9 +113,10 @@ def test_round_one_runs_init_then_step_and_signs_the_manifest(tmp_path, average_
     }
     assert manifest["inputs"]["state"] is None and manifest["inputs"]["messages"] == []
     assert manifest["inputs"]["data_commitment"] == data_commitment("0011", (d / "dataset.npz").read_bytes())
-    [msg] = manifest["outputs"]["messages"]
-    assert msg["recipient"] == "Org2MSP"
-    assert msg["digest"] == codec.digest((out / "outbox" / "Org2MSP.bin").read_bytes())
+    msgs = manifest["outputs"]["messages"]  # the ring's neighbours, built inside the task from its record
+    assert [m["recipient"] for m in msgs] == ["Org2MSP", "Org3MSP"]
+    for m in msgs:
+        assert m["digest"] == codec.digest((out / "outbox" / f"{m['recipient']}.bin").read_bytes())
     assert manifest["outputs"]["state"] == codec.digest((out / "state.bin").read_bytes())
     assert manifest["outputs"]["model"] is None
     # same computation as the simulator's round 1 for this organisation
@@ -124,6 +124,9 @@ def test_round_one_runs_init_then_step_and_signs_the_manifest(tmp_path, average_
     datasets = {o: make_dataset(1) for o in ORGS}
     sim = simulate(algo, datasets, rounds=1, seed=5, topology=ring(3), consortium=ORGS)
     assert manifest["outputs"]["state"] == sim.state_digests[1]["Org1MSP"]
+    assert {m["recipient"]: m["digest"] for m in msgs} == {
+        r: d for (s, r), d in sim.message_digests[0].items() if s == "Org1MSP"
+    }
 
 
 def test_later_round_reads_state_and_inbox_and_final_round_writes_model(tmp_path):

@@ -31,8 +31,7 @@ def _run(tmp_path, state=None, inbox=None):
         params={},
         image_digest="sha256:" + "c" * 64,
         runtime="sandbox",
-        out_neighbours=("Org2MSP",),
-        in_neighbours=("Org2MSP",),
+        topology={"kind": "complete", "seed": 0},
         data_salt="01",
     )
     m = TaskMounts(tmp_path / "task", tmp_path / "data", tmp_path / "key")

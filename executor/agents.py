@@ -1,0 +1,215 @@
+"""Run every organisation's node agent for one learning process until it ends, reporting progress
+from the ledger (docs/audited-process.md; :func:`executor.process.run_process`).
+
+Agents run as threads of this process (one :class:`executor.node_agent.NodeAgent` each, woken by
+each other's completions) or as OS processes (``python -m executor.node_agent run --process``, the
+command a node runs), supervised: an agent that dies while the process runs is restarted and
+resumes from the ledger.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from executor.errors import RuntimeUnavailable
+from executor.runtimes.base import TaskRuntime
+from ledger.client import ConsortiaClient
+
+if TYPE_CHECKING:
+    from executor.process import Platform
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+log = logging.getLogger("executor.process")
+
+
+@dataclass
+class Progress:
+    """What the ledger says about a running process (for progress bars)."""
+
+    process_id: str
+    status: str
+    rounds: int
+    organisations: int
+    completed_tasks: int
+    current_round: int
+
+
+@dataclass
+class ProcessOutcome:
+    process_id: str
+    status: str  # completed | failed | aborted
+    reason: str
+    wall_seconds: float
+    agent_errors: dict[str, str] = field(default_factory=dict)
+    restarts: dict[str, int] = field(default_factory=dict)
+    step_seconds: float = 0.0  # the algorithm's own init+step time summed over tasks (thread mode)
+
+
+def progress(client: ConsortiaClient, process_id: str) -> Progress:
+    p = client.get_process(process_id)
+    done = sum(1 for r in client.query_executions(process_id) if r.status == "completed")
+    return Progress(process_id, p.status, p.rounds, len(p.consortium), done, int(p.current_round or 1))
+
+
+def _runtime_instance(runtime: Any) -> TaskRuntime:
+    """A runtime instance from a runtime, a runtime class or a factory."""
+    if isinstance(runtime, type) or not hasattr(runtime, "run"):
+        return runtime()
+    return runtime
+
+
+def run_process(
+    platform: Platform,
+    process_id: str,
+    runtime: TaskRuntime | Callable[[], TaskRuntime],
+    orgs: Sequence[str] | None = None,
+    *,
+    agents: str = "threads",
+    warm: bool = False,
+    timeout: float = 1800.0,
+    poll: float = 0.5,
+    progress_every: float = 1.0,
+    on_progress: Callable[[Progress], None] | None = None,
+    agent_env: Mapping[str, Mapping[str, str]] | None = None,
+    max_restarts: int = 3,
+) -> ProcessOutcome:
+    """Run every organisation's node agent for ``process_id`` until it is completed or failed.
+
+    ``agents="threads"``: one :class:`NodeAgent` per organisation in a thread of this process;
+    ``runtime`` is a runtime or a factory (one runtime per organisation). ``agents="processes"``:
+    one ``python -m executor.node_agent run --process`` per organisation (embedded ledger file),
+    with ``agent_env[org]`` added to that organisation's environment on its first start only (fault
+    injection); an agent that dies (signal or error exit) while the process runs is restarted (up to
+    ``max_restarts``) and resumes from the ledger.
+    """
+    client = platform.client((orgs or platform.consortium.msp_ids)[0])
+    process = client.get_process(process_id)
+    orgs = list(orgs or process.consortium)
+    t0 = time.perf_counter()
+    errors: dict[str, str] = {}
+    restarts: dict[str, int] = {o: 0 for o in orgs}
+    step_seconds = [0.0]
+    generation = [0]
+    lock = threading.Lock()
+    deadline = time.monotonic() + timeout
+
+    def report() -> Progress:
+        pr = progress(client, process_id)
+        if on_progress is not None:
+            on_progress(pr)
+        return pr
+
+    if agents == "threads":
+        # Agents in one process wake each other when a task completes (a round opens only when every
+        # member has completed the previous one), so a waiting agent does not poll the ledger at a
+        # high rate (20 agents polling every 50 ms took a visible share of 2 cores); ``poll`` bounds
+        # the wait in case the news comes from elsewhere (another process or node).
+        news = threading.Condition()
+
+        def go(org: str) -> None:
+            rt = _runtime_instance(runtime)
+            agent = platform.agent(org, rt, warm=warm)
+            try:
+                while True:
+                    if time.monotonic() > deadline:
+                        raise TimeoutError(f"{org}: process {process_id} did not finish within {timeout} s")
+                    with news:
+                        seen = generation[0]
+                    try:
+                        o = agent.run_process_round(process_id)
+                    except RuntimeUnavailable as exc:  # e.g. a warm worker ended before its task: anew
+                        log.warning("%s: %s (retrying)", org, exc)
+                        time.sleep(poll)
+                        continue
+                    if o.status in ("done", "failed"):
+                        with news:
+                            generation[0] += 1
+                            news.notify_all()
+                        return
+                    if o.status == "completed":
+                        with lock:
+                            step_seconds[0] += o.step_seconds
+                        with news:
+                            generation[0] += 1
+                            news.notify_all()
+                    else:  # waiting for the others
+                        with news:
+                            news.wait_for(lambda seen=seen: generation[0] != seen, timeout=poll)
+            except Exception as exc:  # reported in the outcome, never swallowed
+                with lock:
+                    errors[org] = f"{type(exc).__name__}: {exc}"
+                with news:
+                    generation[0] += 1
+                    news.notify_all()
+            finally:
+                agent.close()
+
+        threads = [threading.Thread(target=go, args=(o,), name=f"agent-{o}", daemon=True) for o in orgs]
+        for t in threads:
+            t.start()
+        while any(t.is_alive() for t in threads):
+            report()
+            for t in threads:
+                t.join(timeout=progress_every / max(1, len(threads)))
+    elif agents == "processes":
+        rt_name = runtime.name if isinstance(runtime, type) else _runtime_instance(runtime).name
+        env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}
+        env.pop("CONSORTIA_AGENT_KILL_AT", None)
+        logs = platform.root / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+
+        def start(org: str, first: bool) -> subprocess.Popen:
+            e = dict(env, **(dict((agent_env or {}).get(org, {})) if first else {}))
+            log = open(logs / f"{org}.log", "ab")
+            return subprocess.Popen(
+                platform.agent_command(org, process_id, rt_name, warm, timeout),
+                env=e,
+                stdout=log,
+                stderr=log,
+                cwd=PROJECT_ROOT,
+            )
+
+        procs = {o: start(o, True) for o in orgs}
+        while procs:
+            if time.monotonic() > deadline:
+                for p in procs.values():
+                    p.kill()
+                raise TimeoutError(f"process {process_id} did not finish within {timeout} s")
+            time.sleep(poll)
+            report()  # (agents in other processes poll the ledger themselves)
+            for org, p in list(procs.items()):
+                rc = p.poll()
+                if rc is None:
+                    continue
+                del procs[org]
+                if rc == 0:
+                    continue
+                still_running = client.get_process(process_id).status in ("created", "running")
+                if (
+                    still_running and restarts[org] < max_restarts
+                ):  # died: restart, it resumes from the ledger
+                    restarts[org] += 1
+                    procs[org] = start(org, False)
+                else:
+                    errors[org] = f"agent exited with {rc} (log {logs / (org + '.log')})"
+    else:
+        raise ValueError(f"agents must be 'threads' or 'processes', got {agents!r}")
+
+    final = report()
+    return ProcessOutcome(
+        process_id,
+        final.status,
+        client.get_process(process_id).status_reason,
+        time.perf_counter() - t0,
+        errors,
+        {o: n for o, n in restarts.items() if n},
+        step_seconds[0],
+    )

@@ -1,0 +1,68 @@
+"""Publication of an organisation's final model at the end of a learning process (docs/models.md;
+seed 003 §IV-C).
+
+After its last round the organisation's model is in its own store, sealed to itself. It is opened,
+encrypted once under a fresh data key (:func:`executor.model_seal.seal_model`: the data key is sealed
+to every consortium member), the ciphertext is stored, and ``Model:publish`` records the model's
+digest, the ciphertext digest, the sealed keys, the last round's metrics and the estimator ids.
+Idempotent: an already published model is left alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from executor.artifacts import ArtifactStore
+from executor.model_seal import seal_model
+from ledger.client import ConsortiaClient
+from ledger.errors import AlreadyExists, ContractError, NotFound
+from ledger.identity import Consortium
+from ledger.records import ProcessRecord
+
+
+def publish_model(
+    client: ConsortiaClient,
+    store: ArtifactStore,
+    consortium: Consortium,
+    process: ProcessRecord,
+    submit: Callable[..., Any] | None = None,
+) -> None:
+    """Publish ``client.organisation``'s final model of ``process`` (nothing if it has none, or if it
+    is published already). ``submit(fn, *args, **kw)`` sends the transaction (the agent's retry on
+    MVCC conflicts); default: a plain call."""
+    submit = submit or (lambda fn, *a, **kw: fn(*a, **kw))
+    pid, last, org = process.id, process.rounds, client.organisation
+    try:
+        client.get_model(f"{pid}:{org}")
+        return  # already published
+    except NotFound:
+        pass
+    except ContractError:
+        return
+    try:
+        rec = client.get_execution(pid, last, org)
+    except NotFound:
+        return
+    result = rec.result or {}
+    model = result["outputs"].get("model") if result else None
+    if not model:
+        return
+    payload = store.get_private(model["digest"], consortium.encryption_key(org))
+    label = {"process_id": pid, "owner": org, "digest": model["digest"]}
+    ciphertext, wrapped = seal_model(payload, label, consortium, process.consortium)
+    stored = store.put(ciphertext)
+    try:
+        submit(
+            client.publish_model,
+            pid,
+            model["digest"],
+            model["size"],
+            stored.digest,
+            wrapped,
+            metrics=dict(result.get("metrics", {})),
+            location=stored.location,
+            estimators=list(model.get("estimators", [])),
+        )
+    except AlreadyExists:
+        pass

@@ -1,0 +1,124 @@
+"""The node's command line: ``consortia node run`` / ``python -m executor.node_cli run`` (docs/executor.md
+"Node agent").
+
+It resolves the node's paths (from ``--home``, a Consortia home made by ``consortia init``, or given
+one by one), opens the embedded ledger, checks the runtime, and runs the organisation's
+:class:`executor.node_agent.NodeAgent`: following the ledger, or one process until the organisation
+is done with it (``--process``, outcomes as JSON).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+from executor.errors import RuntimeUnavailable
+from executor.node_agent import NodeAgent
+from executor.runtimes.base import Limits
+from ledger.identity import Consortium
+from wire.env import environment
+
+
+def build_agent(args: argparse.Namespace) -> NodeAgent:
+    from executor.runtimes import get_runtime
+    from ledger.embedded import EmbeddedLedger
+
+    consortium = Consortium(args.consortium)
+    identity = consortium.identity(args.org)
+    settings = getattr(args, "settings", None)
+    if settings is not None and settings.ledger_backend != "embedded":
+        from ledger.config import open_ledger
+
+        ledger = open_ledger(settings, consortium)  # the home's Fabric connection profile
+    elif not Path(args.ledger).is_file():  # an agent never creates a ledger (a wrong path is an error)
+        raise SystemExit(
+            f"no ledger at {args.ledger}: run `consortia init` to make a consortium, or point "
+            f"--ledger/--home at an existing one"
+        )
+    else:
+        ledger = EmbeddedLedger(args.ledger, consortium)
+    runtime = get_runtime(args.runtime)
+    try:
+        runtime.check()
+    except RuntimeUnavailable as exc:
+        raise SystemExit(f"node agent {args.org}: {exc}") from None
+    limits = Limits(memory_bytes=args.memory_mb << 20, cpus=args.cpus)
+    paths = (args.data, args.store, args.state)  # data root, artifact store root, agent state directory
+    return NodeAgent(ledger, identity, consortium, runtime, *paths, limits=limits, warm=args.warm)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m executor.node_cli run --org Org1MSP ...`` (also ``python -m executor.node_agent`` and
+    ``consortia node run``)."""
+    p = argparse.ArgumentParser(prog="consortia node")
+    sub = p.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("run", help="follow the ledger and run this organisation's tasks")
+    r.add_argument("--org", required=True, help="MSP id or name of this node's organisation")
+    r.add_argument(
+        "--home",
+        default=environment().home,
+        help="a Consortia home (consortia init): the five paths below default to its layout",
+    )
+    r.add_argument("--consortium", help="consortium identity directory (cryptogen layout)")
+    r.add_argument("--ledger", help="embedded ledger file")
+    r.add_argument("--runtime", choices=("container", "sandbox"), default="container")
+    r.add_argument("--data", help="this organisation's data root: <data>/<dataset>/dataset.npz")
+    r.add_argument("--store", help="artifact store root")
+    r.add_argument("--state", help="agent state directory")
+    r.add_argument("--process", help="run only this process, until this organisation is done with it")
+    r.add_argument("--memory-mb", type=int, default=2048)
+    r.add_argument("--cpus", type=float, default=1.0)
+    r.add_argument("--timeout", type=float, default=3600.0)
+    r.add_argument(
+        "--json",
+        action="store_true",
+        help="outcomes as JSON on stdout (one line per task with --process; logs go to stderr)",
+    )
+    r.add_argument(
+        "--warm",
+        action="store_true",
+        help="keep one isolated worker per process alive across rounds (fresh key per round)",
+    )
+    args = p.parse_args(argv)
+    paths = ("consortium", "ledger", "data", "store", "state")
+    args.settings = None
+    if args.home:
+        from ledger.config import load
+
+        settings = args.settings = load(args.home)
+        try:
+            msp = Consortium(args.consortium or settings.crypto).organisation(args.org).msp_id
+        except (FileNotFoundError, KeyError) as exc:
+            p.error(str(exc))
+        defaults = {
+            "consortium": settings.crypto,
+            "ledger": settings.ledger_path,
+            "data": settings.paths.data(msp),
+            "store": settings.paths.store_root,
+            "state": settings.paths.state_root,
+        }
+        for k in paths:
+            if getattr(args, k) is None:
+                setattr(args, k, str(defaults[k]))
+    missing = [f"--{k}" for k in paths if getattr(args, k) is None]
+    if missing:
+        p.error(f"without --home, {', '.join(missing)} are required")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    agent = build_agent(args)
+    try:
+        if args.process:
+            outcomes = agent.run_until_idle(args.process, timeout=args.timeout)
+            print(json.dumps([o.__dict__ for o in outcomes], sort_keys=True))
+            return 0 if outcomes and outcomes[-1].status == "done" else 1
+        agent.follow()
+        return 0
+    finally:
+        agent.close()
+        agent.ledger.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
