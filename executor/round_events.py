@@ -20,6 +20,9 @@ from typing import Any
 from ledger.client import ConsortiaClient
 from ledger.interface import ChaincodeEvent
 
+# how long a waiting agent trusts the event stream before looking at the ledger again anyway
+EVENT_WAIT_LIMIT = 5.0
+
 
 def _payload(ev: ChaincodeEvent) -> dict[str, Any]:
     try:
@@ -47,14 +50,14 @@ def opens(ev: ChaincodeEvent, process_id: str, rnd: int, done: set[str], members
 
 
 def wait_round_open(
-    client: ConsortiaClient, process_id: str, rnd: int, members: Iterable[str], timeout: float
+    client: ConsortiaClient, process_id: str, rnd: int, members: Iterable[str] | None, timeout: float
 ) -> bool:
-    """Block until every member has completed round ``rnd`` of ``process_id``, or the process
-    changed status, or one of its tasks failed: True; False after ``timeout`` seconds without that
-    (the caller looks at the ledger again either way)."""
+    """Block until every member (by default: of the process's consortium) has completed round
+    ``rnd`` of ``process_id``, or the process changed status, or one of its tasks failed: True;
+    False after ``timeout`` seconds without that (the caller looks at the ledger again either way)."""
     ledger, identity = client.ledger, client.identity
-    want = frozenset(members)
     start = ledger.block_height(identity)
+    want = frozenset(client.get_process(process_id).consortium if members is None else members)
     done = {r.organisation for r in client.query_executions(process_id, rnd) if r.status == "completed"}
     if done >= want:
         return True
