@@ -10,7 +10,8 @@ from typing import Annotated, Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from executor.declarations import DATASET_NAME, TOPOLOGY_KIND
+from api.schema_rules import process_rules, topology_parameters_rule
+from executor.declarations import DATASET_NAME, TOPOLOGY_KIND, topology_problems
 from ledger.rules import (
     ID_PATTERN,
     MAX_CONSORTIUM,
@@ -136,7 +137,7 @@ class TopologyIn(BaseModel):
     """The communication graph: a ``kind``, a ``seed`` and the kind's own fields (plain JSON, nested at
     most 31 levels, at most 16 KiB of canonical JSON as a whole)."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", json_schema_extra=topology_parameters_rule())
     kind: str = Field(
         min_length=1,
         max_length=64,
@@ -192,9 +193,10 @@ CLIPPED_IF_PRIVATE = {
 
 class ProcessIn(BaseModel):
     """A learning process to create; with a ``privacy_budget``, ``hyperparameters.gradient_clip``
-    must be a number > 0 (without clipping no sensitivity bound holds)."""
+    must be a number > 0 (without clipping no sensitivity bound holds); the topology must be defined
+    for the consortium's size (``TOPOLOGY_SIZES``)."""
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra=CLIPPED_IF_PRIVATE)
+    model_config = ConfigDict(extra="forbid", json_schema_extra=process_rules(CLIPPED_IF_PRIVATE))
     id: str = Field(pattern=ID)
     image_id: str = Field(pattern=ID)
     image_digest: str | None = Field(None, pattern=DIGEST)
@@ -232,6 +234,16 @@ class ProcessIn(BaseModel):
     @classmethod
     def _hyper(cls, v: dict[str, Any]) -> dict[str, Any]:
         return _bounded_json(v, MAX_HYPERPARAMETERS_BYTES)
+
+    @model_validator(mode="after")
+    def _topology_fits_the_consortium(self) -> ProcessIn:
+        """The topology's parameters and its size (e.g. the cycle with inverse chord needs a prime
+        number of organisations) are checked here, with the same registry the tasks build it with:
+        they depend on the request alone, not on the image."""
+        problems = topology_problems(self.topology.model_dump(), len(self.consortium))
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
 
     @model_validator(mode="after")
     def _clipped_if_private(self) -> ProcessIn:
