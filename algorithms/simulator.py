@@ -12,6 +12,7 @@ in round r+1. Messages sent in the last round are recorded but not delivered.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -80,6 +81,10 @@ def check_outbox(result: StepResult, ctx: TaskContext) -> None:
             )
 
 
+class NoTopologyWarning(UserWarning):
+    """:func:`simulate` was called without a topology (no organisation has neighbours)."""
+
+
 def simulate(
     algorithm: Algorithm,
     datasets: Mapping[str, LocalDataset],
@@ -92,8 +97,18 @@ def simulate(
     """Run ``algorithm`` for ``rounds`` rounds over all organisations in memory.
 
     ``topology`` is a graph, or a process's topology record ``{kind, seed, ...}`` built by the same
-    registry the platform's tasks use (:mod:`algorithms.topologies.registry`)."""
+    registry the platform's tasks use (:mod:`algorithms.topologies.registry`); ``{"kind": "none"}``
+    says that organisations have no neighbours (an algorithm that aggregates without a graph, or
+    training alone). Leaving it out means the same but warns (:class:`NoTopologyWarning`): with no
+    neighbours an algorithm that exchanges messages over a graph exchanges nothing."""
     consortium = tuple(consortium or datasets.keys())
+    if topology is None:
+        warnings.warn(
+            "simulate() without a topology: no organisation has neighbours, so nothing is exchanged over "
+            'a graph; pass topology={"kind": "none"} to say so, or the process\'s topology record',
+            NoTopologyWarning,
+            stacklevel=2,
+        )
     if isinstance(topology, Mapping):
         topology = registry.build(topology, len(consortium))
     if topology is not None and topology.size != len(consortium):

@@ -209,7 +209,9 @@ def ggm_benchmark(trains, tests, quick: bool, seed: int) -> dict:
     for name, agg in (("consensus_c3", None), ("exact", {"mode": "exact"})):
         algo = CollabDictGGM(**kw, aggregation=agg)
         t0, c0 = time.perf_counter(), time.process_time()
-        res = simulate(algo, datasets, ggm.rounds_for(iters, S, algo.agg), seed=seed)
+        res = simulate(
+            algo, datasets, ggm.rounds_for(iters, S, algo.agg), seed=seed, topology={"kind": "none"}
+        )
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         err = max(
             ggm.max_relative_deviation(res.model(f"org{s}"), ref.params[-1], ref.pis[-1][s]) for s in range(S)
@@ -278,7 +280,7 @@ def vae_benchmark(trains, tests, quick: bool, seed: int) -> dict:
     algo = CollabDictVAE(**kw, aggregation={"mode": "exact"})  # consensus would multiply the rounds by k_max
     datasets = {f"org{s}": LocalDataset(X, name=f"org{s}") for s, X in enumerate(trains)}
     t0 = time.perf_counter()
-    res = simulate(algo, datasets, vae.rounds_for(iters, S, algo.agg), seed=seed)
+    res = simulate(algo, datasets, vae.rounds_for(iters, S, algo.agg), seed=seed, topology={"kind": "none"})
     t_decentral = time.perf_counter() - t0
     collab = evaluate([lambda X, m=res.model(f"org{s}"): vae.score(m, X, seed=seed) for s in range(S)], tests)
     iso_models = []

@@ -41,7 +41,7 @@ def test_simulated_exact_aggregation_equals_centralised(hyper):
     hyper = dict(dict(n_components=3), **hyper)
     algo = CollabDictGGM(**hyper, aggregation={"mode": "exact"})
     iters = 6
-    res = simulate(algo, datasets(Xs), rounds_for(iters, 5, algo.agg), seed=7)
+    res = simulate(algo, datasets(Xs), rounds_for(iters, 5, algo.agg), seed=7, topology={"kind": "none"})
     ref = fit_centralised(Xs, iters, seed=7, hyper=algo.hyper)
     assert_matches_reference(res, ref, 5)
     # the objective reported at each iteration is the centralised one, and it never decreases
@@ -59,7 +59,7 @@ def test_every_iteration_equals_centralised():
         if results["org1"].model is not None:
             models[results["org1"].model["iteration"]] = results["org1"].model
 
-    simulate(algo, datasets(Xs), rounds_for(4, 3, algo.agg), seed=2, on_round=grab)
+    simulate(algo, datasets(Xs), rounds_for(4, 3, algo.agg), seed=2, topology={"kind": "none"}, on_round=grab)
     ref = fit_centralised(Xs, 4, seed=2, hyper=algo.hyper)
     assert sorted(models) == [0, 1, 2, 3, 4]
     for it, m in models.items():
@@ -79,7 +79,7 @@ def test_dynamical_consensus_matches_with_enough_rounds_and_error_decays():
             rho=0.0,
             aggregation={"mode": "consensus", "graph": "cic", "rounds": k, "chunks": 2},
         )
-        res = simulate(algo, datasets(Xs), rounds_for(1, 5, algo.agg), seed=4)
+        res = simulate(algo, datasets(Xs), rounds_for(1, 5, algo.agg), seed=4, topology={"kind": "none"})
         errs.append(max(np.abs(res.model(f"org{s}")["means"] - ref.params[-1].means).max() for s in range(5)))
     assert errs[0] > errs[1] > errs[2]
     assert errs[2] < 1e-8
@@ -88,10 +88,10 @@ def test_dynamical_consensus_matches_with_enough_rounds_and_error_decays():
 def test_simulation_is_reproducible_bit_for_bit_and_params_rebuild():
     Xs = make_mixture(S=3, M=2, K=2, seed=5)
     algo = CollabDictGGM(n_components=2, dp_radius=4.0)
-    a = simulate(algo, datasets(Xs), 7, seed=1)
-    b = simulate(type(algo)(**algo.params()), datasets(Xs), 7, seed=1)
+    a = simulate(algo, datasets(Xs), 7, seed=1, topology={"kind": "none"})
+    b = simulate(type(algo)(**algo.params()), datasets(Xs), 7, seed=1, topology={"kind": "none"})
     assert a.state_digests == b.state_digests and a.message_digests == b.message_digests
-    c = simulate(algo, datasets(Xs), 7, seed=2)
+    c = simulate(algo, datasets(Xs), 7, seed=2, topology={"kind": "none"})
     assert c.models["org0"] != a.models["org0"]
     codec.encode(algo.params())
 
@@ -99,7 +99,7 @@ def test_simulation_is_reproducible_bit_for_bit_and_params_rebuild():
 def test_metrics_report_privacy_every_iteration():
     Xs = make_mixture(S=3, M=2, K=3, seed=6)
     algo = CollabDictGGM(n_components=3, dp_radius=3.0, tau=0.0)
-    res = simulate(algo, datasets(Xs), rounds_for(3, 3, algo.agg), seed=0)
+    res = simulate(algo, datasets(Xs), rounds_for(3, 3, algo.agg), seed=0, topology={"kind": "none"})
     its = [m for m in res.metrics if "objective" in m["org0"]]
     assert len(its) == 3
     for m in its:
@@ -113,7 +113,7 @@ def test_metrics_report_privacy_every_iteration():
 def test_score_of_model_payload():
     Xs = make_mixture(S=3, M=2, K=2, seed=7, base=100)
     algo = CollabDictGGM(n_components=2)
-    res = simulate(algo, datasets(Xs), rounds_for(5, 3, algo.agg), seed=0)
+    res = simulate(algo, datasets(Xs), rounds_for(5, 3, algo.agg), seed=0, topology={"kind": "none"})
     model = res.model("org0")
     a_in = score(model, Xs[0])
     a_out = score(model, Xs[0] + 8.0)
@@ -141,7 +141,7 @@ def test_default_chunked_consensus_is_exact_on_real_scale_data():
     Xs = np.split(Z, [1500, 2100, 2300, 2370])  # 1500, 600, 200, 70, 30 rows
     algo = CollabDictGGM(n_components=6)
     assert (algo.agg.mode, algo.agg.chunks) == ("consensus", 3)
-    res = simulate(algo, datasets(Xs), rounds_for(4, 5, algo.agg), seed=3)
+    res = simulate(algo, datasets(Xs), rounds_for(4, 5, algo.agg), seed=3, topology={"kind": "none"})
     ref = fit_centralised(Xs, 4, seed=3, hyper=algo.hyper)
     errors = [max_relative_deviation(res.model(f"org{s}"), ref.params[-1], ref.pis[-1][s]) for s in range(5)]
     assert max(errors) <= 1e-6
@@ -150,7 +150,9 @@ def test_default_chunked_consensus_is_exact_on_real_scale_data():
 def test_score_kinds_of_model_payload():
     Xs = make_mixture(S=3, M=2, K=2, seed=7, base=100)
     algo = CollabDictGGM(n_components=2, aggregation={"mode": "exact"})
-    model = simulate(algo, datasets(Xs), rounds_for(3, 3, algo.agg), seed=0).model("org0")
+    model = simulate(algo, datasets(Xs), rounds_for(3, 3, algo.agg), seed=0, topology={"kind": "none"}).model(
+        "org0"
+    )
     a20, nll = score(model, Xs[0]), score(model, Xs[0], kind="nll")
     assert np.all(a20 <= nll + 1e-9) and np.any(nll - a20 > 1e-3)  # eq. 20 = −ln p − KL(r‖π)
     with pytest.raises(ValueError, match="anomaly score"):

@@ -30,7 +30,7 @@ def data():
 def test_decentralised_equals_centralised_gradient_ascent(data, kw):
     algo = CollabDictVAE(hidden=16, **kw)
     iters = 6
-    res = simulate(algo, datasets(data), rounds_for(iters, 4, algo.agg), seed=3)
+    res = simulate(algo, datasets(data), rounds_for(iters, 4, algo.agg), seed=3, topology={"kind": "none"})
     ref = fit_centralised(data, iters, seed=3, hyper=algo.hyper)
     for s in range(4):
         m = res.model(f"org{s}")
@@ -51,7 +51,7 @@ def test_consensus_aggregation_also_matches(data):
         lr=1e-3,
         aggregation={"mode": "consensus", "graph": "ring", "rounds": 120, "chunks": 2},
     )
-    res = simulate(algo, datasets(data), rounds_for(2, 4, algo.agg), seed=1)
+    res = simulate(algo, datasets(data), rounds_for(2, 4, algo.agg), seed=1, topology={"kind": "none"})
     ref = fit_centralised(data, 2, seed=1, hyper=algo.hyper)
     m = res.model("org2")
     for k, v in ref.thetas[-1].items():
@@ -60,7 +60,7 @@ def test_consensus_aggregation_also_matches(data):
 
 def test_training_increases_elbo_and_detects_outliers(data):
     algo = CollabDictVAE(hidden=16, lr=1e-2)
-    res = simulate(algo, datasets(data), rounds_for(60, 4, algo.agg), seed=0)
+    res = simulate(algo, datasets(data), rounds_for(60, 4, algo.agg), seed=0, topology={"kind": "none"})
     elbos = np.array([r["org0"]["elbo"] for r in res.metrics if "elbo" in r["org0"]])
     assert elbos[-10:].mean() > elbos[:10].mean()
     model = res.model("org3")
@@ -73,8 +73,8 @@ def test_training_increases_elbo_and_detects_outliers(data):
 
 def test_reproducible_and_params_rebuild(data):
     algo = CollabDictVAE(hidden=8, latent=2)
-    a = simulate(algo, datasets(data), 5, seed=9)
-    b = simulate(type(algo)(**algo.params()), datasets(data), 5, seed=9)
+    a = simulate(algo, datasets(data), 5, seed=9, topology={"kind": "none"})
+    b = simulate(type(algo)(**algo.params()), datasets(data), 5, seed=9, topology={"kind": "none"})
     assert a.state_digests == b.state_digests and a.models == b.models
 
 
@@ -96,7 +96,7 @@ def test_raw_sum_sgd_on_unscaled_data_stays_finite():
     ref = fit_centralised(Xs, 10, seed=4, hyper=algo.hyper)
     assert np.all(np.isfinite(ref.elbos)) and ref.elbos[-1] > ref.elbos[0]
     assert all(np.all(np.isfinite(v)) for v in ref.thetas[-1].values())
-    res = simulate(algo, datasets(Xs), rounds_for(1, 3, algo.agg), seed=4)
+    res = simulate(algo, datasets(Xs), rounds_for(1, 3, algo.agg), seed=4, topology={"kind": "none"})
     for o in res.consortium:
         m = res.model(o)
         assert all(np.all(np.isfinite(v)) for part in ("theta", "phi") for v in m[part].values())

@@ -93,3 +93,20 @@ def test_private_and_shared_rngs():
     assert ctx("A", 1).rng().random() != ctx("B", 1).rng().random()
     assert ctx("A", 1).rng().random() != ctx("A", 2).rng().random()
     assert ctx("A", 1).shared_rng("init").random() == ctx("B", 1).shared_rng("init").random()
+
+
+def test_without_a_topology_nothing_is_exchanged_and_the_caller_is_told():
+    import warnings
+
+    from algorithms.simulator import NoTopologyWarning
+
+    data = _data()
+    with pytest.warns(NoTopologyWarning, match="without a topology"):
+        silent = simulate(NeighbourAverage(), data, rounds=3, seed=1)
+    assert all(not d for d in silent.message_digests)  # no neighbours: no messages at all
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # saying "none" is explicit: no warning
+        said = simulate(NeighbourAverage(), data, rounds=3, seed=1, topology={"kind": "none"})
+    assert said.models == silent.models
+    ringed = simulate(NeighbourAverage(), data, rounds=3, seed=1, topology={"kind": "ring", "seed": 0})
+    assert ringed.models != silent.models and all(ringed.message_digests)

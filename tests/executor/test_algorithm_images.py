@@ -79,7 +79,7 @@ def _run_ggm(tmp_path, consortium, runtime, image, warm):
         records = client.query_executions("p-ggm")
         models = {o: client.get_model(f"p-ggm:{o}").digest for o in orgs}
         status = client.get_process("p-ggm").status
-    sim = simulate(algo, data, rounds, seed=0, consortium=orgs)
+    sim = simulate(algo, data, rounds, seed=0, topology={"kind": "none"}, consortium=orgs)
     assert status == "completed"
     assert len(records) == rounds * len(orgs)
     for r in records:
