@@ -163,10 +163,13 @@ class ContainerRuntime:
             except Exception:
                 pass
         try:
-            container = self.client.containers.run(
-                spec.image_digest, command=list(spec.args), detach=True, **opts
-            )
+            container = self.client.containers.create(spec.image_digest, command=list(spec.args), **opts)
         except Exception as exc:
+            raise RuntimeUnavailable(f"cannot start warm container: {exc}") from None
+        try:
+            container.start()
+        except Exception as exc:  # never leave a created container behind: each holds an engine lock
+            _remove(container)
             raise RuntimeUnavailable(f"cannot start warm container: {exc}") from None
         return ContainerWorker(container)
 
