@@ -23,9 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import tempfile
-import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,38 +32,59 @@ import numpy as np
 from algorithms.simulator import simulate
 from algorithms.step import LocalDataset
 from algorithms.topologies.static import complete, ring
+from executor import timing
 
 RESULTS = Path(__file__).resolve().parent / "results"
 TOPOLOGIES = {"complete": complete, "ring": ring}
 
 
 class TimedLedger:
-    """A Ledger that adds up the time spent in submit/evaluate (thread-safe); everything else passes."""
+    """A Ledger whose submit/evaluate calls are timed as :mod:`executor.timing` sections
+    (``ledger_submit`` / ``ledger_evaluate`` of the calling thread); everything else passes."""
 
     def __init__(self, inner: Any):
         self._inner = inner
-        self._lock = threading.Lock()
-        self.seconds = 0.0
-        self.calls = 0
-
-    def _timed(self, fn: Callable, *a: Any, **kw: Any) -> Any:
-        t0 = time.perf_counter()
-        try:
-            return fn(*a, **kw)
-        finally:
-            dt = time.perf_counter() - t0
-            with self._lock:
-                self.seconds += dt
-                self.calls += 1
 
     def submit(self, *a: Any, **kw: Any) -> Any:
-        return self._timed(self._inner.submit, *a, **kw)
+        with timing.section("ledger_submit"):
+            return self._inner.submit(*a, **kw)
 
     def evaluate(self, *a: Any, **kw: Any) -> Any:
-        return self._timed(self._inner.evaluate, *a, **kw)
+        with timing.section("ledger_evaluate"):
+            return self._inner.evaluate(*a, **kw)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
+
+
+def agent_profile(prof: timing.Profile, orgs: list[str], wall: float) -> dict[str, dict[str, float]]:
+    """Seconds per organisation's agent and category; ``other`` is the rest of the run's wall time
+    (the agent's own bookkeeping, the GIL, and time outside any timed section)."""
+    per = prof.per_thread("agent-")
+    out = {}
+    for o in orgs:
+        row = {c: per.get(o, {}).get(c, 0.0) for c in timing.CATEGORIES}
+        row["other"] = max(0.0, wall - sum(row.values()))
+        out[o] = row
+    return out
+
+
+def top3(profile: dict[str, dict[str, float]]) -> list[list[Any]]:
+    """The three categories with the most seconds summed over agents, as [category, seconds]."""
+    totals: dict[str, float] = {}
+    for row in profile.values():
+        for c, v in row.items():
+            totals[c] = totals.get(c, 0.0) + v
+    return [[c, round(v, 2)] for c, v in sorted(totals.items(), key=lambda kv: -kv[1])[:3]]
+
+
+def profile_table(profile: dict[str, dict[str, float]]) -> list[str]:
+    """The per-agent profile as Markdown table lines (seconds)."""
+    cats = [*timing.CATEGORIES, "other"]
+    lines = ["| agent | " + " | ".join(cats) + " |", "|---" * (len(cats) + 1) + "|"]
+    for org, row in profile.items():
+        lines.append(f"| {org} | " + " | ".join(f"{row[c]:.2f}" for c in cats) + " |")
+    return lines
 
 
 # --------------------------------------------------------------------------- cases
@@ -245,27 +264,30 @@ def run_audited(
                 pid, image.record.id, tuple(orgs), case["topology"], case["params"], case["rounds"], "bench"
             ),
         )
-        ledger.seconds, ledger.calls = 0.0, 0
         c0 = cpu_seconds()
         factory = (
             (lambda: get_runtime("container", client=engine))
             if runtime == "container"
             else (lambda: get_runtime(runtime))
         )
-        t0 = time.perf_counter()
-        out = run_process(platform, pid, factory, warm=warm, timeout=7200)
-        wall = time.perf_counter() - t0
+        with timing.recording() as prof:
+            t0 = time.perf_counter()
+            out = run_process(platform, pid, factory, warm=warm, timeout=7200)
+            wall = time.perf_counter() - t0
         cpu = cpu_seconds() - c0
         models = collect_models(platform, pid) if out.status == "completed" else {}
         inner.close()
+    profile = agent_profile(prof, orgs, wall)
+    ledger_seconds = sum(r["ledger_submit"] + r["ledger_evaluate"] for r in profile.values())
     return {
         "status": out.status,
         "wall_seconds": wall,
         "cpu_seconds": cpu,
         "step_seconds": out.step_seconds,
-        "ledger_seconds": ledger.seconds,
-        "ledger_calls": ledger.calls,
-        "ledger_share": ledger.seconds / (wall * len(orgs)) if wall > 0 else 0.0,
+        "ledger_seconds": ledger_seconds,
+        "ledger_share": ledger_seconds / (wall * len(orgs)) if wall > 0 else 0.0,
+        "profile": profile,
+        "profile_top3": top3(profile),
         "bit_identical": bool(models) and all(models[o] == sim.models[o] for o in orgs),
         "tasks": len(orgs) * case["rounds"],
         "errors": out.agent_errors,
@@ -288,8 +310,8 @@ def write_reports(tag: str, results: dict[str, Any]) -> list[Path]:
         "engine's own work is not counted), a load-independent view of the work done.",
         "",
         "| algorithm | orgs × rounds | simulated s (CPU) | runtime | audited s | ratio | audited CPU s | "
-        "CPU ratio | ledger share | bit-identical |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "CPU ratio | ledger share | bit-identical | load after |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for algo, r in results["algorithms"].items():
         for mode, a in r["audited"].items():
@@ -297,8 +319,23 @@ def write_reports(tag: str, results: dict[str, Any]) -> list[Path]:
                 f"| {algo} | {r['organisations']} × {r['rounds']} | {r['simulated_seconds']:.2f} "
                 f"({r['simulated_cpu_seconds']:.2f}) | {mode} | {a['wall_seconds']:.1f} | {a['ratio']:.2f} | "
                 f"{a['cpu_seconds']:.1f} | {a['cpu_ratio']:.2f} | {a['ledger_share']:.3f} | "
-                f"{a['bit_identical']} |"
+                f"{a['bit_identical']} | {a.get('load_average', '')} |"
             )
+    lines += ["", "## Where the agents' time goes", ""]
+    lines.append(
+        "Seconds per agent (exclusive timers in the node agent; ``other`` = wall time outside them). "
+        "wait_round: waiting for the round to open; ledger_submit/evaluate: inside Ledger calls; "
+        "sealing: sealing/unsealing; task: the task in its sandbox/container; artifact_io: artifacts, "
+        "indexes, journal."
+    )
+    for algo, r in results["algorithms"].items():
+        for mode, a in r["audited"].items():
+            lines += [
+                "",
+                f"### {algo}, {mode} (top 3: {a['profile_top3']})",
+                "",
+                *profile_table(a["profile"]),
+            ]
     if not any(k.startswith("fabric") for r in results["algorithms"].values() for k in r["audited"]):
         lines += ["", "Real Fabric: not measured in this run (``--fabric``).", ""]
     m = RESULTS / f"audit_overhead{tag}.md"
@@ -328,7 +365,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         engine = engine_client()
     results: dict[str, Any] = {
         "quick": args.quick,
-        "load_average": [round(x, 2) for x in os.getloadavg()],
+        "load_average": [round(x, 2) for x in os.getloadavg()],  # at the start
         "algorithms": {},
     }
     for name in [a for a in args.algorithms.split(",") if a]:
@@ -356,15 +393,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             a = run_audited(case, runtime, warm, sim, engine, backend)
             a["ratio"] = a["wall_seconds"] / sim_s if sim_s > 0 else float("inf")
             a["cpu_ratio"] = a["cpu_seconds"] / sim_cpu if sim_cpu > 0 else float("inf")
+            a["load_average"] = [round(x, 2) for x in os.getloadavg()]  # at the end of this run
             label = ("fabric-" if backend == "fabric" else "") + runtime + ("-warm" if warm else "")
             entry["audited"][label] = a
             print(
                 f"  {label:15s} audited {a['wall_seconds']:7.1f} s  ratio {a['ratio']:7.2f}  "
                 f"CPU {a['cpu_seconds']:7.1f} s  CPU ratio {a['cpu_ratio']:6.2f}  "
                 f"ledger share {a['ledger_share']:.3f}  step {a['step_seconds']:.1f} s  "
-                f"bit-identical {a['bit_identical']}  {a['status']} {a['errors'] or ''}",
+                f"bit-identical {a['bit_identical']}  load {a['load_average']}  {a['status']} {a['errors'] or ''}",
                 flush=True,
             )
+            print("\n".join("    " + line for line in profile_table(a["profile"])), flush=True)
         results["algorithms"][name] = entry
     paths = write_reports("-quick" if args.quick else "", results)
     print("reports:", ", ".join(str(p) for p in paths))
@@ -375,6 +414,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 "cpu_ratio": round(a["cpu_ratio"], 3),
                 "ledger_share": round(a["ledger_share"], 4),
                 "bit_identical": a["bit_identical"],
+                "profile_top3": a["profile_top3"],
+                "load_average": a["load_average"],
             }
             for mode, a in e["audited"].items()
         }

@@ -19,7 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from executor import timing
 from executor.errors import RuntimeUnavailable
+from executor.round_events import EVENT_WAIT_LIMIT, wait_round_open
 from executor.runtimes.base import TaskRuntime
 from ledger.client import ConsortiaClient
 
@@ -97,7 +99,6 @@ def run_process(
     errors: dict[str, str] = {}
     restarts: dict[str, int] = {o: 0 for o in orgs}
     step_seconds = [0.0]
-    generation = [0]
     lock = threading.Lock()
     deadline = time.monotonic() + timeout
 
@@ -108,11 +109,11 @@ def run_process(
         return pr
 
     if agents == "threads":
-        # Agents in one process wake each other when a task completes (a round opens only when every
-        # member has completed the previous one), so a waiting agent does not poll the ledger at a
-        # high rate (20 agents polling every 50 ms took a visible share of 2 cores); ``poll`` bounds
-        # the wait in case the news comes from elsewhere (another process or node).
-        news = threading.Condition()
+        # A waiting agent learns that its round opened from the ledger's events (the block holding the
+        # last completion of the round, executor.round_events), not by polling the process record:
+        # it wakes once per round instead of at every other organisation's completion. The wait is
+        # bounded (a safety net for a lost event); ``poll`` paces retries after a runtime error.
+        members = tuple(process.consortium)
 
         def go(org: str) -> None:
             rt = _runtime_instance(runtime)
@@ -121,8 +122,6 @@ def run_process(
                 while True:
                     if time.monotonic() > deadline:
                         raise TimeoutError(f"{org}: process {process_id} did not finish within {timeout} s")
-                    with news:
-                        seen = generation[0]
                     try:
                         o = agent.run_process_round(process_id)
                     except RuntimeUnavailable as exc:  # e.g. a warm worker ended before its task: anew
@@ -130,25 +129,16 @@ def run_process(
                         time.sleep(poll)
                         continue
                     if o.status in ("done", "failed"):
-                        with news:
-                            generation[0] += 1
-                            news.notify_all()
                         return
                     if o.status == "completed":
                         with lock:
                             step_seconds[0] += o.step_seconds
-                        with news:
-                            generation[0] += 1
-                            news.notify_all()
                     else:  # waiting for the others
-                        with news:
-                            news.wait_for(lambda seen=seen: generation[0] != seen, timeout=poll)
+                        with timing.section("wait_round"):
+                            wait_round_open(agent.client, process_id, o.round, members, EVENT_WAIT_LIMIT)
             except Exception as exc:  # reported in the outcome, never swallowed
                 with lock:
                     errors[org] = f"{type(exc).__name__}: {exc}"
-                with news:
-                    generation[0] += 1
-                    news.notify_all()
             finally:
                 agent.close()
 

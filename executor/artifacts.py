@@ -44,6 +44,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from executor.errors import ArtifactCorrupted, ArtifactNotFound
+from executor.timing import section
 from ledger.envelope import DecryptionError, seal, unseal
 from wire.canonical import is_digest, sha256_digest
 
@@ -222,9 +223,9 @@ class ArtifactStore:
         digest = sha256_digest(payload)
         path = self.private_path(digest)
         if not path.exists():
-            write_private_file(
-                path, seal(owner_certificate, payload, private_info(self.organisation, digest)), self.home
-            )
+            with section("sealing"):
+                sealed = seal(owner_certificate, payload, private_info(self.organisation, digest))
+            write_private_file(path, sealed, self.home)
         return digest
 
     def has_private(self, payload_digest: str) -> bool:
@@ -242,7 +243,8 @@ class ArtifactStore:
                 f"private artifact {payload_digest} not in the store of {self.organisation}"
             ) from None
         try:
-            payload = unseal(owner_key, sealed, private_info(self.organisation, payload_digest))
+            with section("sealing"):
+                payload = unseal(owner_key, sealed, private_info(self.organisation, payload_digest))
         except DecryptionError as exc:
             raise ArtifactCorrupted(
                 f"private artifact {payload_digest} of {self.organisation} does not open "
@@ -281,7 +283,8 @@ class ArtifactStore:
         """Seal ``payload`` to ``recipient`` and store the sealed bytes."""
         payload_digest = sha256_digest(payload)
         info = message_info(process_id, round, self.organisation, recipient, payload_digest)
-        sealed = seal(recipient_certificate, payload, info)
+        with section("sealing"):
+            sealed = seal(recipient_certificate, payload, info)
         return MessageRef(
             sender=self.organisation,
             recipient=recipient,
@@ -304,7 +307,8 @@ def open_message(
         )
     sealed = ArtifactStore.fetch(ref.stored)
     info = message_info(process_id, round, ref.sender, ref.recipient, ref.payload_digest)
-    payload = unseal(recipient_key, sealed, info)
+    with section("sealing"):
+        payload = unseal(recipient_key, sealed, info)
     if sha256_digest(payload) != ref.payload_digest:
         raise ArtifactCorrupted(
             f"message from {ref.sender} decrypts to bytes with digest "

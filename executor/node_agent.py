@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from algorithms.task_runtime import TaskSpec
+from executor import timing
 from executor.artifact_client import ArtifactPeers
 from executor.artifacts import ArtifactStore
 from executor.declarations import dataset_problem, declaration, topology_problems
@@ -67,6 +68,7 @@ from executor.fault_injection import CHECKPOINTS, arm_during_run, checkpoint
 from executor.image_resolver import ImageResolver
 from executor.images import verify_digest
 from executor.model_publication import publish_model
+from executor.round_events import EVENT_WAIT_LIMIT, wait_round_open
 from executor.round_files import RoundFiles
 from executor.runtimes.base import Limits, TaskRuntime
 from executor.runtimes.warm import WarmWorker, WorkerPool
@@ -81,8 +83,6 @@ from ledger.records import ExecutionRecord, ImageRecord, ProcessRecord
 __all__ = ["CHECKPOINTS", "ImageResolver", "NodeAgent", "RoundOutcome", "TaskJournal", "main"]
 
 log = logging.getLogger(__name__)
-
-# --------------------------------------------------------------------------- the agent
 
 
 @dataclass
@@ -215,8 +215,8 @@ class NodeAgent:
                 outcomes.append(o)
             if o.status in ("done", "failed"):
                 return outcomes
-            if o.status == "waiting":
-                time.sleep(poll)
+            if o.status == "waiting":  # until the ledger's events say the round opened
+                wait_round_open(self.client, process_id, o.round, None, max(poll, EVENT_WAIT_LIMIT))
         raise TimeoutError(f"{self.org}: process {process_id} did not finish within {timeout} s")
 
     def follow(self, stop: threading.Event | None = None, poll: float = 1.0) -> None:
@@ -357,18 +357,21 @@ class NodeAgent:
             checkpoint("after_register", rnd)
         # 3. inputs
         try:
-            previous_state, inbox = self.round_files.gather_inputs(process, rnd)
+            with timing.section("artifact_io"):
+                previous_state, inbox = self.round_files.gather_inputs(process, rnd)
         except (ExecutorError, ValueError) as exc:
             return self._fail(pid, rnd, f"inputs unavailable: {exc}")
         # 4. run
         spec = self._task_spec(process, image, rnd)
         arm_during_run(rnd)
         try:
-            outputs = worker.run(spec, key, previous_state, inbox)
+            with timing.section("task"):
+                outputs = worker.run(spec, key, previous_state, inbox)
         except (TaskFailed, ManifestInvalid) as exc:
             return self._fail(pid, rnd, str(exc), {"code": exc.code})
         # 5. publish
-        self.round_files.store_outputs(process.id, rnd, outputs)
+        with timing.section("artifact_io"):
+            self.round_files.store_outputs(process.id, rnd, outputs)
         checkpoint("before_complete", rnd)
         try:
             self._retry(self.client.complete_task, outputs.manifest, outputs.signature)
@@ -440,7 +443,7 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m executor.node_agent run ...``: the node's command line (:mod:`executor.node_cli`)."""
     from executor.node_cli import main as cli_main
 
-    return cli_main(argv)
+    return int(cli_main(argv))
 
 
 if __name__ == "__main__":

@@ -10,7 +10,9 @@ Flow of :meth:`EmbeddedLedger.submit` (the same steps as Fabric's Gateway):
    each endorser's identical simulation; each endorsement is still a real signature by that
    organisation's peer key;
 3. the client checks the response and signs the transaction envelope;
-4. ordering: an orderer thread cuts transactions into blocks (``batch_size`` / ``batch_timeout``);
+4. ordering: an orderer thread cuts a block as soon as the queue is idle, of every transaction
+   queued by then (at most ``batch_size``, collected for at most ``batch_timeout``): a lone
+   transaction is committed at once, concurrent ones share blocks;
 5. commit: under SQLite's write lock, each transaction is validated (signatures, endorsement
    policy, MVCC and phantom reads against the state including earlier transactions of the block),
    the block is hash-chained to the previous one, signed by the orderer and stored with the state,
@@ -234,23 +236,13 @@ class EmbeddedLedger(Endorser):
                     self._orderer_thread = t
 
     def _order_loop(self) -> None:
+        """Cut a block as soon as the queue is idle: a lone transaction never waits for a timer,
+        and transactions that queued up while the previous block committed share the next one."""
         while True:
             item = self._queue.get()
             if item is None:
                 return
-            batch = [item]
-            deadline = time.monotonic() + self.batch_timeout
-            stop = False
-            while len(batch) < self.batch_size:
-                remaining = deadline - time.monotonic()
-                try:
-                    nxt = self._queue.get(timeout=remaining) if remaining > 0 else self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if nxt is None:
-                    stop = True
-                    break
-                batch.append(nxt)
+            batch, stop = self._drain([item])
             try:
                 results = self._commit_block([tx for tx, _ in batch])
                 for (_tx, fut), (block_number, code) in zip(batch, results):
@@ -263,6 +255,21 @@ class EmbeddedLedger(Endorser):
                 self._committed.notify_all()
             if stop:
                 return
+
+    def _drain(self, batch: list[Any]) -> tuple[list[Any], bool]:
+        """Add the transactions already queued to ``batch``, never waiting for more: stop when
+        the queue is empty, at ``batch_size``, or after ``batch_timeout`` of collecting a steady
+        stream. True with it when the close sentinel was met."""
+        deadline = time.monotonic() + self.batch_timeout
+        while len(batch) < self.batch_size and time.monotonic() <= deadline:
+            try:
+                nxt = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if nxt is None:
+                return batch, True
+            batch.append(nxt)
+        return batch, False
 
     def _commit_block(self, txs: list[dict[str, Any]]) -> list[tuple[int, str]]:
         con = self._store.connection()

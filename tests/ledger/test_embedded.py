@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing
 import sqlite3
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -28,14 +31,27 @@ def _spec(name: str) -> str:
     return json.dumps({"name": name, "version": "1", "algorithm": "a", "digest": DIGEST})
 
 
+@contextlib.contextmanager
+def _write_lock_held(path):
+    """Another writer holds the ledger file's write lock: blocks wait, endorsements go on."""
+    con = sqlite3.connect(path, isolation_level=None)
+    con.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    finally:
+        con.execute("ROLLBACK")
+        con.close()
+
+
 def test_conflicting_transactions_exactly_one_valid(consortium, tmp_path):
-    # a long batch timeout: both conflicting transactions are endorsed before the first commits
-    with EmbeddedLedger(tmp_path / "l.db", consortium, batch_timeout=1.0) as led:
+    # blocks are cut at once: hold the write lock so both are endorsed before the first commits
+    with EmbeddedLedger(tmp_path / "l.db", consortium) as led:
         u1 = consortium.identity("Org1")
         led.submit(u1, "Image:register", _spec("mvcc"))
         # both revokes are endorsed against the same version of the image key before either commits
-        f1 = led.submit_async(u1, "Image:revoke", "mvcc:1", "first")
-        f2 = led.submit_async(u1, "Image:revoke", "mvcc:1", "second")
+        with _write_lock_held(tmp_path / "l.db"):
+            f1 = led.submit_async(u1, "Image:revoke", "mvcc:1", "first")
+            f2 = led.submit_async(u1, "Image:revoke", "mvcc:1", "second")
         codes = sorted([f1.result(10)[1], f2.result(10)[1]])
         assert codes == [B.MVCC_READ_CONFLICT, B.VALID]
         rec = json.loads(led.evaluate(u1, "Image:get", "mvcc:1"))
@@ -43,11 +59,40 @@ def test_conflicting_transactions_exactly_one_valid(consortium, tmp_path):
         hist = json.loads(led.evaluate(u1, "Image:history", "mvcc:1"))
         assert len(hist) == 2  # the invalid transaction left no trace in state or history
         # the synchronous API raises the typed error for the loser
-        f3 = led.submit_async(u1, "Image:register", _spec("race"))
-        with pytest.raises(MVCCConflict):
+        errors: list[BaseException] = []
+
+        def loser() -> None:
+            try:
+                led.submit(u1, "Image:register", _spec("race"))
+            except BaseException as exc:
+                errors.append(exc)
+
+        with _write_lock_held(tmp_path / "l.db"):
+            f3 = led.submit_async(u1, "Image:register", _spec("race"))
+            _until(lambda: led._queue.qsize() == 0)  # the orderer holds f3, waiting for the lock
+            t = threading.Thread(target=loser)
+            t.start()
             # endorsed before f3 commits: both saw the key absent -> phantom of a point read
-            led.submit(u1, "Image:register", _spec("race"))
+            _until(lambda: led._queue.qsize() == 1)
+        t.join(10)
         assert f3.result(10)[1] == B.VALID
+        assert len(errors) == 1 and isinstance(errors[0], MVCCConflict)
+
+
+def _until(cond, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.005)
+
+
+def test_lone_transaction_does_not_wait_for_the_batch_timer(consortium, tmp_path):
+    with EmbeddedLedger(tmp_path / "l.db", consortium, batch_timeout=5.0) as led:
+        u1 = consortium.identity("Org1")
+        led.submit(u1, "Image:register", _spec("warm"))
+        t0 = time.perf_counter()
+        led.submit(u1, "Image:register", _spec("lone"))
+        assert time.perf_counter() - t0 < 2.0
 
 
 def test_too_few_endorsements_is_invalid(consortium, tmp_path):
