@@ -9,7 +9,9 @@ Workloads (same for every host):
   MVCC validation and commit; throughput over the whole run, per-transaction latency p50/p99;
 * evaluate: concurrent clients reading an image record (signed proposal, checked by the peer);
 * history: ``Model:history`` of a model whose access list changed 1,000 times (grant/revoke),
-  i.e. a key with 1,000 versions, latency p50/p99.
+  i.e. a key with 1,000 versions, latency p50/p99;
+* capacity: the submit workload for a fixed time at 1 to 64 clients (``benchmarks.ledger_capacity``):
+  ``embedded_capacity_tps`` is the throughput where latency starts to climb, with the whole sweep.
 The last line printed is JSON with the figures.
 """
 
@@ -21,6 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.ledger_capacity import capacity_sweep
 from benchmarks.ledger_workloads import bench_evaluate, bench_history, bench_submit, report
 from ledger.identity import Consortium
 
@@ -33,6 +36,7 @@ def run_embedded(args, workdir: Path, consortium: Consortium) -> dict[str, float
         s = bench_submit(led, consortium, args.clients, args.submits)
         e = bench_evaluate(led, consortium, max(1, args.eval_clients), args.evaluates)
         h = bench_history(led, consortium, args.versions, args.history_samples)
+        cap = capacity_sweep(led, consortium, args.capacity_clients, args.capacity_seconds, "embedded")
         t = time.perf_counter()
         stats = led.verify()
         verify_s = time.perf_counter() - t
@@ -48,6 +52,7 @@ def run_embedded(args, workdir: Path, consortium: Consortium) -> dict[str, float
             "submits": s["submits"],
             "verify_s": verify_s,
             "verified_transactions": stats["transactions"],
+            **cap,
         }
     )
     return out
@@ -60,11 +65,14 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     ap.add_argument("--clients", type=int, default=16)
     ap.add_argument("--eval-clients", type=int, default=2)
     ap.add_argument("--batch-timeout", type=float, default=0.01)
+    ap.add_argument("--fabric-batch-timeout", default="500ms", help="the Fabric orderer's BatchTimeout")
     args = ap.parse_args(argv)
     args.submits = 2000 if args.quick else 10000
     args.evaluates = 4000 if args.quick else 20000
     args.versions = 1000
     args.history_samples = 50 if args.quick else 200
+    args.capacity_clients = (1, 2, 4, 8, 16, 32, 64)
+    args.capacity_seconds = 2.0 if args.quick else 5.0
     results: dict[str, float] = {"clients": args.clients, "cores": os.cpu_count() or 0}
     with tempfile.TemporaryDirectory() as d:
         consortium = Consortium.generate(Path(d) / "crypto", ["Org1", "Org2", "Org3"])

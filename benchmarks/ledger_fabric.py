@@ -9,7 +9,9 @@ after), serving the Consortia contracts through the Python chaincode service.
 Figures: ``fabric_submit_tps`` (concurrent clients, each submit = endorse by a MAJORITY of peers,
 order, commit, wait for its commit status), ``fabric_commit_p50_s`` / ``fabric_commit_p99_s``
 (latency of those submits, proposal to commit status), ``fabric_evaluate_tps``, and history
-latency on a key with ``fabric_history_versions`` versions. BatchTimeout is 500 ms.
+latency on a key with ``fabric_history_versions`` versions; then the capacity sweep
+(``benchmarks.ledger_capacity``: ``fabric_capacity_tps``, the throughput where latency starts to climb).
+The orderer's BatchTimeout is ``--batch-timeout`` (500 ms by default).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.ledger_capacity import capacity_sweep
 from benchmarks.ledger_workloads import bench_evaluate, bench_history, bench_submit, report
 from ledger.fabric.gateway import FabricLedger
 from ledger.fabric.network import DEFAULT_HOME, FabricNetwork, NetworkConfig
@@ -39,6 +42,7 @@ def run_fabric(args: Any, consortium: Any = None) -> dict[str, float]:
     )
     # bench_evaluate reads images bench-<i>-<j % 50> of the first clients: every client writes >= 50
     submits = clients * max(50, args.submits // clients)
+    batch_timeout = getattr(args, "fabric_batch_timeout", None) or "500ms"
     versions = 50 if args.quick else 1000
     samples = 20 if args.quick else 100
     net = FabricNetwork(
@@ -47,7 +51,7 @@ def run_fabric(args: Any, consortium: Any = None) -> dict[str, float]:
             port_base=BENCH_PORT_BASE,
             fabric_home=DEFAULT_HOME,
             dispatch="chaincode.dispatch:invoke",
-            batch_timeout="500ms",
+            batch_timeout=batch_timeout,
         )
     )
     net.down(purge=True)
@@ -63,6 +67,7 @@ def run_fabric(args: Any, consortium: Any = None) -> dict[str, float]:
                 led.evaluate(reader, "Image:get", f"bench-{i}-49:1")
             e = bench_evaluate(led, cons, max(1, args.eval_clients), args.evaluates)
             h = bench_history(led, cons, versions, samples)
+            cap = capacity_sweep(led, cons, (1, 8, 32, 96, 192), 5.0 if args.quick else 15.0, "fabric")
     finally:
         net.down()
     return {
@@ -75,7 +80,8 @@ def run_fabric(args: Any, consortium: Any = None) -> dict[str, float]:
         "fabric_history_versions": h["history_versions"],
         "fabric_history_p50_ms": h["history_p50_ms"],
         "fabric_history_p99_ms": h["history_p99_ms"],
-        "fabric_batch_timeout_s": 0.5,
+        "fabric_batch_timeout": batch_timeout,
+        **cap,
         "fabric_network_up_s": up_s,
     }
 
@@ -85,6 +91,9 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--clients", dest="fabric_clients", type=int, default=DEFAULT_FABRIC_CLIENTS)
     ap.add_argument("--eval-clients", type=int, default=2)
+    ap.add_argument(
+        "--batch-timeout", dest="fabric_batch_timeout", default="500ms", help="orderer BatchTimeout"
+    )
     args = ap.parse_args(argv)
     if args.fabric_clients < 1:
         ap.error("--clients must be >= 1")
