@@ -41,7 +41,8 @@ def registry_addr(tmp_path_factory):
     if shutil.which("docker-registry") is None and os.geteuid() != 0:
         pytest.skip("docker-registry is not installed (scripts/install-registry installs it as root)")
     listen = f"{HOST}:{_free_port()}"
-    env = dict(os.environ, CONSORTIA_REGISTRY_HOME=str(tmp_path_factory.mktemp("registry")))
+    home = tmp_path_factory.mktemp("registry")
+    env = dict(os.environ, CONSORTIA_REGISTRY_HOME=str(home))
     proc = subprocess.run(
         [str(SCRIPT), "--listen", listen], capture_output=True, text=True, timeout=900, env=env
     )
@@ -50,24 +51,18 @@ def registry_addr(tmp_path_factory):
     # idempotent: a second run finds it serving and only prints the address
     again = subprocess.run([str(SCRIPT), "--listen", listen], capture_output=True, text=True, env=env)
     assert again.returncode == 0 and again.stdout.strip() == listen and "starting" not in again.stderr
+    _HOMES[listen] = home
     yield listen
     subprocess.run([str(SCRIPT), "--listen", listen, "--stop"], capture_output=True, env=env, timeout=60)
     shutil.rmtree(registry.CERTS_DIR / listen, ignore_errors=True)
 
 
 def _storage(addr: str) -> Path:
-    line = next(ln for ln in _config(addr).splitlines() if "rootdirectory:" in ln)
-    return Path(line.split(":", 1)[1].strip()) / "docker" / "registry" / "v2"
+    """The registry's filesystem storage (what an attacker on the registry host could edit)."""
+    return _HOMES[addr] / "storage" / "docker" / "registry" / "v2"
 
 
-def _config(addr: str) -> str:
-    out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
-    for line in out.splitlines():
-        if line.startswith("docker-registry serve "):
-            cfg = Path(line.split()[-1])
-            if cfg.is_file() and f"addr: {addr}" in cfg.read_text():
-                return cfg.read_text()
-    raise AssertionError(f"no registry serving {addr}")
+_HOMES: dict[str, Path] = {}
 
 
 def _flip_blob(addr: str, digest: str) -> None:
