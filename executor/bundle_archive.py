@@ -151,7 +151,7 @@ def download_archive(reference: str, out: str | os.PathLike) -> str:
             f.write(chunk)
     got = "sha256:" + h.hexdigest()
     if got != ref.digest:
-        raise ImageTampered(reference, ref.digest, got, how="fetched bundle archive")
+        raise ImageTampered(reference, ref.digest, got, what="fetched bundle archive", by="its reference")
     return got
 
 
@@ -161,7 +161,7 @@ def unpack_archive(archive: str | os.PathLike, expected: str, dest: Path) -> Pat
     data = Path(archive).read_bytes()
     got = "sha256:" + hashlib.sha256(data).hexdigest()
     if got != expected:
-        raise ImageTampered(str(archive), expected, got, how="bundle archive")
+        raise ImageTampered(str(archive), expected, got, what="bundle archive", by="its reference")
     tmp = dest.with_name(dest.name + ".partial")
     if tmp.exists():
         shutil.rmtree(tmp)
@@ -172,7 +172,7 @@ def unpack_archive(archive: str | os.PathLike, expected: str, dest: Path) -> Pat
     except (tarfile.TarError, OSError) as exc:
         shutil.rmtree(tmp, ignore_errors=True)
         raise ImageTampered(
-            str(archive), expected, f"{got} (unreadable: {exc})", how="bundle archive"
+            str(archive), expected, f"{got} (unreadable: {exc})", what="bundle archive", by="its reference"
         ) from None
     for p in sorted(tmp.rglob("*"), reverse=True):  # read-only, as built (the data filter may widen)
         p.chmod(0o555 if p.is_dir() else 0o444)

@@ -40,11 +40,17 @@ class ImageTampered(ImageDigestMismatch):
 
     code = "IMAGE_TAMPERED"
 
-    def __init__(self, reference: str, pinned: str, local: str | None, how: str = "pulled"):
+    def __init__(
+        self,
+        reference: str,
+        pinned: str,
+        local: str | None,
+        what: str = "pulled image",
+        by: str = "the ledger",
+    ):
         super().__init__(reference, pinned, local)
         self.args = (
-            f"image {reference}: the {how} image's digest {local or '(none)'} is not the digest pinned "
-            f"on the ledger {pinned}; refused",
+            f"{reference}: the {what} has digest {local or '(none)'}, but {by} pins {pinned}; refused",
         )
 
 
@@ -157,7 +163,7 @@ def local_or_pulled(engine, reference: str) -> str | None:
 def verify_rebuild(reference: str, pinned: str, rebuilt: str | None) -> None:
     """An image an organisation built itself stands in for the pinned one only with the same digest."""
     if rebuilt != pinned:
-        raise ImageTampered(reference, pinned, rebuilt, how="locally rebuilt")
+        raise ImageTampered(reference, pinned, rebuilt, what="locally rebuilt image")
 
 
 def fetch(reference: str, runtime, bundles_root: Path) -> tuple[Path | None, str | None]:
@@ -176,3 +182,33 @@ def fetch(reference: str, runtime, bundles_root: Path) -> tuple[Path | None, str
         return d, runtime.local_digest(str(d))
     engine = getattr(runtime, "client", None)
     return None, local_or_pulled(engine, reference) if engine is not None else None
+
+
+def pull_record(record, engine=None, bundles_root: Path | None = None) -> tuple[str, str]:
+    """``consortia image pull``: fetch what the ledger's Image ``record`` names by its registry
+    reference and check it against the digest the record pins, before anything runs it.
+    Returns (where it is here: the image reference or the bundle directory, its verified digest)."""
+    ref = parse_reference(record.reference)
+    if ref is None:
+        raise RegistryError(
+            f"image {record.id}: its reference {record.reference!r} is not in a registry by digest "
+            "(its owner publishes it with `consortia image build --registry HOST:PORT`)"
+        )
+    if not ref.is_bundle:
+        if engine is None:
+            from executor.engine_images import engine_client
+
+            engine = engine_client()
+        return record.reference, pull_image(engine, record.reference, pinned=record.digest)
+    import shutil
+
+    from executor.bundle_archive import fetch_bundle
+    from executor.images import _BUNDLE_DIGESTS, bundle_digest, cache_root
+
+    d = fetch_bundle(record.reference, bundles_root or cache_root() / "bundles")
+    _BUNDLE_DIGESTS.pop(str(d.resolve()), None)  # measured from the files just unpacked
+    got = bundle_digest(d)
+    if got != record.digest:
+        shutil.rmtree(d, ignore_errors=True)
+        raise ImageTampered(record.reference, record.digest, got, what="fetched bundle")
+    return str(d), got

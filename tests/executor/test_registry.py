@@ -136,7 +136,11 @@ def test_flipped_byte_in_archive_is_refused(registry_addr, bundle, tmp_path):
         bundle_archive.unpack_archive(tmp_path / "b.tar", digest, tmp_path / "out")
     assert not (tmp_path / "out").exists()
     # the same flip in the registry's own storage: the fetch re-hashes and refuses it
-    ref = bundle_archive.push_bundle(bundle.location, registry_addr, "flipped", "t1")
+    own = tmp_path / "own"  # a bundle of its own: blobs are shared by digest across repositories
+    shutil.copytree(bundle.location, own)
+    own.chmod(0o755)
+    (own / "marker").write_text(str(uuid.uuid4()))
+    ref = bundle_archive.push_bundle(own, registry_addr, "flipped", "t1")
     _flip_blob(registry_addr, registry.parse_reference(ref).digest)
     with pytest.raises(registry.ImageTampered) as caught:
         bundle_archive.fetch_bundle(ref, tmp_path / "bundles")
@@ -246,10 +250,42 @@ def test_rebuild_with_another_digest_is_refused(engine, registry_addr, tiny):
     rebuilt = _tiny_image(engine, f"rebuilt {uuid.uuid4().hex}\n".encode())  # same recipe, other bytes
     _extra_ids.append(rebuilt)
     engine.images.get(rebuilt).tag("consortia-registry-test/rebuilt", "1.0")
-    with pytest.raises(registry.ImageTampered, match="locally rebuilt"):
+    with pytest.raises(registry.ImageTampered, match="locally rebuilt image"):
         registry.verify_rebuild("consortia-registry-test/rebuilt:1.0", a, rebuilt)
     registry.verify_rebuild("consortia-registry-test/rebuilt:1.0", rebuilt, rebuilt)  # same digest: fine
     # and the node agent's check before a run refuses the local rebuild it resolves
     local = ImageResolver(ContainerRuntime(engine)).local_digest("consortia-registry-test/rebuilt:1.0")
     with pytest.raises(ImageDigestMismatch):
         verify_digest("consortia-registry-test/rebuilt:1.0", a, local)
+
+
+def test_owner_publishes_and_another_organisation_pulls_by_the_ledger_digest(
+    registry_addr, consortium, tmp_path
+):
+    """Org1 builds the sandbox bundle and publishes it (image build --registry); Org2 reads the record
+    and pulls what it pins (image pull); a record pinning another digest is refused."""
+    from executor.image_build import build_and_register
+    from ledger.client import ConsortiaClient
+    from ledger.embedded import EmbeddedLedger
+
+    with EmbeddedLedger(tmp_path / "ledger.sqlite", consortium) as ledger:
+        owner = ConsortiaClient(ledger, consortium.identity("Org1"))
+        done = build_and_register(owner, "average-consensus", "sandbox", "avg:reg", registry=registry_addr)
+        ref = registry.parse_reference(done.record.reference)
+        assert ref and ref.is_bundle and ref.registry == registry_addr and done.record.digest == done.digest
+        other = ConsortiaClient(ledger, consortium.identity("Org2"))
+        rec = other.get_image("avg:reg")
+        where, digest = registry.pull_record(rec, bundles_root=tmp_path / "org2-bundles")
+        assert digest == rec.digest and Path(where).parent == tmp_path / "org2-bundles"
+        forged = owner.register_image(
+            "average-consensus",
+            "9",
+            "average-consensus",
+            "sha256:" + "0" * 64,
+            rec.reference,
+            image_id="forged",
+        )
+        with pytest.raises(registry.ImageTampered) as caught:
+            registry.pull_record(forged, bundles_root=tmp_path / "org3-bundles")
+        assert "0" * 64 in str(caught.value) and rec.digest in str(caught.value)
+        assert not any((tmp_path / "org3-bundles").glob("registry-*"))
