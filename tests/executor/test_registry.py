@@ -289,3 +289,28 @@ def test_owner_publishes_and_another_organisation_pulls_by_the_ledger_digest(
             registry.pull_record(forged, bundles_root=tmp_path / "org3-bundles")
         assert "0" * 64 in str(caught.value) and rec.digest in str(caught.value)
         assert not any((tmp_path / "org3-bundles").glob("registry-*"))
+
+
+def test_cli_image_build_registry_then_image_pull(registry_addr, tmp_path, monkeypatch):
+    """The documented commands: the owner's `image build --registry`, another organisation's `image pull`."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from api.cli import app
+
+    monkeypatch.setenv("CONSORTIA_CACHE", str(tmp_path / "cache"))
+    runner, home = CliRunner(), str(tmp_path / "home")
+    assert runner.invoke(app, ["init", "--orgs", "Org1,Org2", "--home", home]).exit_code == 0
+    r = runner.invoke(
+        app, ["image", "build", "average-consensus", "--registry", registry_addr, "--home", home, "--json"]
+    )
+    assert r.exit_code == 0, r.stderr
+    built = json.loads(r.stdout)
+    assert built["reference"].startswith(f"{registry_addr}/consortia/bundles/average-consensus@sha256:")
+    r = runner.invoke(app, ["image", "pull", built["id"], "--org", "Org2", "--home", home, "--json"])
+    assert r.exit_code == 0, r.stderr
+    pulled = json.loads(r.stdout)
+    assert pulled["digest"] == built["digest"] and pulled["local"].startswith(str(tmp_path / "cache"))
+    r = runner.invoke(app, ["image", "pull", "nope:1", "--org", "Org2", "--home", home, "--json"])
+    assert r.exit_code != 0
