@@ -314,3 +314,46 @@ def test_cli_image_build_registry_then_image_pull(registry_addr, tmp_path, monke
     assert pulled["digest"] == built["digest"] and pulled["local"].startswith(str(tmp_path / "cache"))
     r = runner.invoke(app, ["image", "pull", "nope:1", "--org", "Org2", "--home", home, "--json"])
     assert r.exit_code != 0
+
+
+def test_process_runs_the_bundle_each_organisation_pulled_by_digest(registry_addr, consortium, tmp_path):
+    """The node agents of three organisations, each with an empty bundles folder, fetch the bundle the
+    record names from the registry and verify it before running: bit-identical to the simulator.
+    A second process after the archive was altered in the registry is refused by every agent."""
+    from executor.image_build import build_and_register
+    from executor.process import Platform, ProcessSpec, launch, map_dataset, run_process
+    from executor.runtimes.sandbox import SandboxRuntime
+    from ledger.embedded import EmbeddedLedger
+    from tests.e2e.conftest import ORGS3, dpsda_case
+    from tests.e2e.test_process import assert_bit_identical, simulated
+
+    case = dpsda_case()
+    path = tmp_path / "ledger.sqlite"
+    platform = Platform(EmbeddedLedger(path, consortium), consortium, tmp_path, ledger_path=path)
+    try:
+        client = platform.client(ORGS3[0])
+        done = build_and_register(client, case.image, "sandbox", "dpsda:reg", registry=registry_addr)
+        for o in ORGS3:
+            map_dataset(platform.data_root, o, "train", case.datasets[o])
+
+        def launch_and_run(pid: str, roots: str):
+            spec = ProcessSpec(pid, "dpsda:reg", ORGS3, case.topology, case.params, case.rounds, "train")
+            launch(client, spec)
+            for o in ORGS3:
+                platform.bundles_roots[o] = tmp_path / roots / o
+            return run_process(platform, pid, SandboxRuntime)
+
+        out = launch_and_run("p-reg", "bundles")
+        assert out.status == "completed", (out.reason, out.agent_errors)
+        assert_bit_identical(platform, client, "p-reg", simulated(case))
+        for o in ORGS3:
+            assert len(list((tmp_path / "bundles" / o).glob("registry-dpsda-*"))) == 1
+        _flip_blob(registry_addr, registry.parse_reference(done.record.reference).digest)
+        out = launch_and_run("p-tampered", "fresh")
+        assert out.status == "failed" and "image refused" in out.reason
+        refused = [r for r in client.query_executions("p-tampered") if r.status == "failed"]
+        assert refused and all(r.failure_details["code"] == "IMAGE_TAMPERED" for r in refused)
+        assert all(r.public_key == "" and r.result is None for r in refused)  # never ran: no task key
+        assert not any(r.status == "completed" for r in client.query_executions("p-tampered"))
+    finally:
+        platform.ledger.close()
