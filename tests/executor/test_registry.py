@@ -357,3 +357,32 @@ def test_process_runs_the_bundle_each_organisation_pulled_by_digest(registry_add
         assert not any(r.status == "completed" for r in client.query_executions("p-tampered"))
     finally:
         platform.ledger.close()
+
+
+def test_install_registry_with_the_consortium_tls_ca(consortium, tmp_path):
+    """--ca CERT KEY: the server certificate is issued by the consortium's TLS CA for 127.0.N.1 only,
+    the CA's key is not copied, and a restart without --ca keeps that CA."""
+    import ssl
+    import urllib.request
+
+    if shutil.which("docker-registry") is None and os.geteuid() != 0:
+        pytest.skip("docker-registry is not installed (scripts/install-registry installs it as root)")
+    org = consortium.organisation("Org1MSP")
+    ca = org.path / "tlsca" / f"tlsca.{org.domain}-cert.pem"
+    listen = f"{HOST}:{_free_port()}"
+    env = dict(os.environ, CONSORTIA_REGISTRY_HOME=str(tmp_path / "reg"))
+    try:
+        for args in (["--ca", str(ca), str(ca.parent / "priv_sk")], ["--stop"], []):
+            proc = subprocess.run(
+                [str(SCRIPT), "--listen", listen, *args], capture_output=True, text=True, env=env, timeout=300
+            )
+            assert proc.returncode == 0, proc.stderr[-2000:]
+            assert proc.stdout.strip().splitlines()[-1] == listen
+        ctx = ssl.create_default_context(cafile=str(ca))
+        with urllib.request.urlopen(f"https://{listen}/v2/", context=ctx, timeout=10) as r:
+            assert r.status == 200
+        assert not (tmp_path / "reg" / "ca.key").exists()
+        assert (registry.CERTS_DIR / listen / "ca.crt").read_bytes() == ca.read_bytes()
+    finally:
+        subprocess.run([str(SCRIPT), "--listen", listen, "--stop"], capture_output=True, env=env, timeout=60)
+        shutil.rmtree(registry.CERTS_DIR / listen, ignore_errors=True)
