@@ -9,12 +9,17 @@ checks that what is on disk is what the recipe makes before anything reaches the
   the build reported -- a cached bundle someone edited is refused, not registered;
 * container: the engine's id of the tagged image equals the digest the build reported.
 
+With ``registry`` (``host:port`` of the consortium's registry, scripts/install-registry) the checked
+image is pushed there (a bundle as its archive, :mod:`executor.bundle_archive`) and the record's
+reference is the registry reference by digest, which every organisation pulls (:mod:`executor.registry`).
+
 Then it registers the digest (or, when that image id is already registered, requires the same
 digest) and checks the ledger record carries exactly the digest that was built.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Callable
@@ -82,6 +87,16 @@ def recipe_runtimes(recipe: Any) -> tuple[str, ...]:
     return tuple(meta.get("runtimes", ("container", "sandbox")))
 
 
+def _push(registry: str, recipe: images.ImageRecipe, built: images.BuiltImage, engine) -> str:
+    if built.runtime == "sandbox":
+        from executor.bundle_archive import push_bundle
+
+        return push_bundle(built.location, registry, recipe.name, recipe.version)
+    from executor.registry import push_image
+
+    return push_image(engine, built.digest, registry, recipe.name, recipe.version)
+
+
 def build_and_register(
     client,
     name_or_path: str | os.PathLike,
@@ -89,6 +104,7 @@ def build_and_register(
     image_id: str | None = None,
     engine=None,
     default_id: Callable[[images.ImageRecipe, images.BuiltImage], str] | None = None,
+    registry: str | None = None,
 ) -> BuildResult:
     """Build ``name_or_path`` for ``runtime``, check the digest of what was built, and register it under
     ``image_id`` (default ``default_id(recipe, built)``, else ``NAME:VERSION``); an id already registered
@@ -111,6 +127,8 @@ def build_and_register(
             raise ImageDigestMismatch(built.reference, built.digest, local)
     else:
         raise ImageBuildError(f"unknown runtime {runtime!r} (sandbox or container)")
+    if registry:
+        built = dataclasses.replace(built, reference=_push(registry, recipe, built, engine))
     image_id = image_id or (default_id(recipe, built) if default_id else f"{recipe.name}:{recipe.version}")
     try:
         rec = client.get_image(image_id)

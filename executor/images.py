@@ -1,6 +1,7 @@
 """Algorithm images: build locally, identify by digest, verify before every run.
 
-There is no registry here (docs/executor.md "Images and digests"): images are built in three cached layers,
+The image owner builds images locally (docs/executor.md "Images and digests"; other organisations pull
+them by digest, :mod:`executor.registry`), in three cached layers,
 
 1. ``consortia-base:<h>`` -- ``debootstrap --variant=minbase bookworm`` (python3 3.11) written
    to a tarball under the cache (``algorithm-images/base/debootstrap.sh``) and imported;

@@ -40,8 +40,11 @@ def image_build(
     name: str = typer.Argument(..., help="A folder of algorithm-images/ (e.g. collab-rf) or a path."),
     runtime: str = typer.Option("sandbox", help="sandbox (bubblewrap bundle) or container (Podman)."),
     image_id: str | None = typer.Option(None, "--id", help="Image id (default NAME:VERSION of image.json)."),
+    registry: str | None = typer.Option(
+        None, help="host:port of the consortium's registry: push there, register the reference by digest."
+    ),
 ) -> None:
-    """Build an algorithm image, check its digest against what was built, and register it."""
+    """Build an algorithm image, check its digest against what was built, (push it,) and register it."""
     from executor.errors import ExecutorError
     from executor.image_build import build_and_register
 
@@ -52,7 +55,9 @@ def image_build(
     )
     try:
         with spinner:
-            done = guarded(lambda: build_and_register(s.client, name, runtime, image_id), s.as_json)
+            done = guarded(
+                lambda: build_and_register(s.client, name, runtime, image_id, registry=registry), s.as_json
+            )
     except ExecutorError as exc:
         code = EXIT_USAGE if "no image recipe" in str(exc) else EXIT_REFUSED
         fail(str(exc), code, s.as_json, kind=exc.code)
@@ -60,6 +65,25 @@ def image_build(
         done.to_dict(),
         s.as_json,
         "image built and registered" if done.registered else "image already registered",
+    )
+
+
+@journey(group, "pull")
+def image_pull(s: Session, image_id: str = ImageArg) -> None:
+    """Fetch an image (or sandbox bundle) from the registry by the digest its ledger record pins, and
+    verify it: refused (IMAGE_TAMPERED) unless what arrives is exactly the pinned image."""
+    from executor.errors import ExecutorError
+    from executor.registry import pull_record
+
+    rec = guarded(lambda: s.client.get_image(image_id), s.as_json)
+    try:
+        where, digest = pull_record(rec)
+    except ExecutorError as exc:
+        fail(str(exc), EXIT_REFUSED, s.as_json, kind=exc.code)
+    emit(
+        {"id": rec.id, "reference": rec.reference, "digest": digest, "local": where},
+        s.as_json,
+        "image pulled",
     )
 
 
