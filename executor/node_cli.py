@@ -83,12 +83,16 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--data", help="this organisation's data root: <data>/<dataset>/dataset.npz")
     r.add_argument("--store", help="artifact store root")
     r.add_argument("--state", help="agent state directory")
-    r.add_argument("--artifact-endpoint", help="https://host:port of this organisation's artifact service")
+    r.add_argument(
+        "--artifact-endpoint",
+        help="https://host:port of this organisation's artifact service (published in its membership record)",
+    )
     r.add_argument(
         "--peer-artifacts",
         action="append",
         metavar="ORG=URL",
-        help="another organisation's artifact service (repeat); its messages are fetched from there",
+        help="override: another organisation's artifact service (repeat); by default every endpoint is "
+        "found in the organisations' membership records on the ledger",
     )
     r.add_argument("--process", help="run only this process, until this organisation is done with it")
     r.add_argument("--memory-mb", type=int, default=2048)
