@@ -71,7 +71,9 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="consortia node")
     sub = p.add_subparsers(dest="command", required=True)
     r = sub.add_parser("run", help="follow the ledger and run this organisation's tasks")
-    r.add_argument("--org", required=True, help="MSP id or name of this node's organisation")
+    r.add_argument(
+        "--org", help="MSP id or name of this node's organisation (default: the home's [node] table)"
+    )
     r.add_argument(
         "--home",
         default=environment().home,
@@ -115,6 +117,10 @@ def main(argv: list[str] | None = None) -> int:
         from ledger.config import load
 
         settings = args.settings = load(args.home)
+        args.org = args.org or settings.node_setting("organisation")  # a `consortia join` home
+        args.artifact_endpoint = args.artifact_endpoint or settings.node_setting("artifact_endpoint")
+        if args.org is None:
+            p.error("--org is required (the home has no [node] organisation)")
         try:
             msp = Consortium(args.consortium or settings.crypto).organisation(args.org).msp_id
         except (FileNotFoundError, KeyError) as exc:
@@ -129,6 +135,8 @@ def main(argv: list[str] | None = None) -> int:
         for k in paths:
             if getattr(args, k) is None:
                 setattr(args, k, str(defaults[k]))
+    if args.org is None:
+        p.error("--org is required without a home")
     missing = [f"--{k}" for k in paths if getattr(args, k) is None]
     if missing:
         p.error(f"without --home, {', '.join(missing)} are required")
