@@ -20,7 +20,7 @@ from chaincode.canonical import RawJSON, is_digest
 from chaincode.context import TransactionContext, parse_json_arg, require_keys
 from chaincode.errors import InvalidArgument, NotFound
 from chaincode.learning_process import MSP_PATTERN
-from chaincode.limits import MAX_ENDPOINT_CHARS
+from chaincode.limits import MAX_ENDPOINT_CHARS, bounded_text
 
 MEMBER = "Member"
 
@@ -34,31 +34,24 @@ _ENDPOINT_RE = re.compile(
 def check_endpoint(value: Any, what: str) -> str:
     """``https://host:port`` (a DNS name, an IPv4 address or a bracketed IPv6 address; port 1..65535;
     no user, path, query or fragment) of at most :data:`MAX_ENDPOINT_CHARS` characters."""
-    if not isinstance(value, str) or not value:
-        raise InvalidArgument(f"{what} must be a non-empty string of the form https://host:port")
-    if len(value) > MAX_ENDPOINT_CHARS:
-        raise InvalidArgument(
-            f"{what} is {len(value)} characters long, over the limit of {MAX_ENDPOINT_CHARS}",
-            limit=MAX_ENDPOINT_CHARS,
-            size=len(value),
-        )
-    m = _ENDPOINT_RE.fullmatch(value)
+    text = bounded_text(value, what, MAX_ENDPOINT_CHARS)
+    m = _ENDPOINT_RE.fullmatch(text)
     if m is None:
-        raise InvalidArgument(f"{what} {value!r} is not of the form https://host:port")
+        raise InvalidArgument(f"{what} {text!r} is not of the form https://host:port")
     if not 1 <= int(m["port"]) <= 65535:
-        raise InvalidArgument(f"{what} {value!r} has port {m['port']} outside 1..65535")
+        raise InvalidArgument(f"{what} {text!r} has port {m['port']} outside 1..65535")
     host = m["host"]
     if host.startswith("["):
         try:
             ipaddress.IPv6Address(host[1:-1])
         except ValueError:
-            raise InvalidArgument(f"{what} {value!r} names an invalid IPv6 address") from None
+            raise InvalidArgument(f"{what} {text!r} names an invalid IPv6 address") from None
     elif re.fullmatch(r"[0-9.]+", host):
         try:
             ipaddress.IPv4Address(host)
         except ValueError:
-            raise InvalidArgument(f"{what} {value!r} names an invalid IPv4 address") from None
-    return value.rstrip("/")
+            raise InvalidArgument(f"{what} {text!r} names an invalid IPv4 address") from None
+    return text.rstrip("/")
 
 
 class MembershipContract:
