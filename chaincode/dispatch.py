@@ -19,12 +19,19 @@ from chaincode.execution_record import ExecutionRecordContract
 from chaincode.image import ImageContract
 from chaincode.learning_process import LearningProcessContract
 from chaincode.limits import check_arguments
+from chaincode.membership import MembershipContract
 from chaincode.model import ModelContract
 from chaincode.stub import ChaincodeStub
 
 log = logging.getLogger(__name__)
 
-CONTRACTS = (ImageContract(), LearningProcessContract(), ExecutionRecordContract(), ModelContract())
+CONTRACTS = (
+    ImageContract(),
+    LearningProcessContract(),
+    ExecutionRecordContract(),
+    ModelContract(),
+    MembershipContract(),
+)
 
 
 def _functions() -> dict[str, tuple[Callable[..., Any], int, int]]:

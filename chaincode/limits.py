@@ -44,6 +44,7 @@ MAX_REASON_CHARS = 2048  #: reason of a failed task
 MAX_STATUS_REASON_CHARS = 1024  #: reason of a process's failure or abort
 MAX_REVOCATION_REASON_CHARS = 512  #: reason of an image's revocation
 MAX_CONSORTIUM = 64  #: organisations in one learning process
+MAX_ENDPOINT_CHARS = 256  #: an organisation's published endpoint (https://host:port)
 
 
 def check_arguments(function: str, args: list[Any]) -> None:

@@ -25,7 +25,6 @@ import ssl
 import tempfile
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 from urllib.parse import urlsplit
@@ -41,6 +40,7 @@ from executor.artifacts import (
     write_private_stream,
 )
 from executor.errors import ArtifactCorrupted, ArtifactError, ArtifactNotFound
+from executor.membership import MemberEndpoints
 from wire.canonical import is_digest
 
 CHUNK = 1 << 20
@@ -242,16 +242,33 @@ def source_for(
     return store_at(location)
 
 
-@dataclass(frozen=True)
 class ArtifactPeers:
-    """The other organisations' artifact services (MSP id -> ``https://host:port``) and the TLS
-    identity this organisation fetches with: how a node agent finds the messages sent to it."""
+    """How a node agent finds the messages sent to it: the other organisations' artifact services and
+    the TLS identity this organisation fetches with.
 
-    tls: ClientTLS
-    endpoints: Mapping[str, str]
+    An owner's endpoint is its membership record on the ledger (``members``,
+    :class:`executor.membership.MemberEndpoints`, bound by the node agent); ``endpoints`` (MSP id ->
+    ``https://host:port``, the command line's ``--peer-artifacts``) is only an explicit override,
+    consulted first. No endpoint: None, and the owner's messages are read in local file-store mode."""
+
+    def __init__(
+        self,
+        tls: ClientTLS,
+        endpoints: Mapping[str, str] | None = None,
+        members: MemberEndpoints | None = None,
+    ):
+        self.tls = tls
+        self.endpoints = dict(endpoints or {})
+        self.members = members
+
+    def endpoint(self, owner: str) -> str | None:
+        url = self.endpoints.get(owner)
+        if url is None and self.members is not None:
+            url = self.members.endpoint(owner)
+        return url
 
     def source(self, owner: str, store: ArtifactStore | None = None) -> HttpsArtifactSource | None:
-        url = self.endpoints.get(owner)
+        url = self.endpoint(owner)
         return HttpsArtifactSource(url, owner, self.tls, store=store) if url else None
 
     def fetch_message(
@@ -274,7 +291,8 @@ class ArtifactPeers:
 
 
 def parse_endpoints(items: list[str] | None) -> dict[str, str]:
-    """``["Org2MSP=https://127.0.2.1:8443", ...]`` (command line) as a mapping."""
+    """``["Org2MSP=https://127.0.2.1:8443", ...]`` (command line ``--peer-artifacts``, an explicit
+    override of the endpoints found on the ledger) as a mapping."""
     out = {}
     for item in items or ():
         org, sep, url = item.partition("=")

@@ -67,6 +67,7 @@ from executor.errors import (
 from executor.fault_injection import CHECKPOINTS, arm_during_run, checkpoint
 from executor.image_resolver import ImageResolver
 from executor.images import verify_digest
+from executor.membership import publish_own_membership
 from executor.model_publication import publish_model
 from executor.round_events import EVENT_WAIT_LIMIT, wait_round_open
 from executor.round_files import RoundFiles
@@ -115,6 +116,8 @@ class NodeAgent:
         self.ledger = ledger
         self.identity = identity
         self.client = ConsortiaClient(ledger, identity)
+        if artifact_endpoint:  # this organisation serves its artifacts: its endpoint goes on the ledger
+            publish_own_membership(self.client, consortium, artifact_endpoint)
         self.org = identity.msp_id
         self.consortium = consortium
         self.runtime = runtime

@@ -71,7 +71,9 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="consortia node")
     sub = p.add_subparsers(dest="command", required=True)
     r = sub.add_parser("run", help="follow the ledger and run this organisation's tasks")
-    r.add_argument("--org", required=True, help="MSP id or name of this node's organisation")
+    r.add_argument(
+        "--org", help="MSP id or name of this node's organisation (default: the home's [node] table)"
+    )
     r.add_argument(
         "--home",
         default=environment().home,
@@ -83,12 +85,16 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--data", help="this organisation's data root: <data>/<dataset>/dataset.npz")
     r.add_argument("--store", help="artifact store root")
     r.add_argument("--state", help="agent state directory")
-    r.add_argument("--artifact-endpoint", help="https://host:port of this organisation's artifact service")
+    r.add_argument(
+        "--artifact-endpoint",
+        help="https://host:port of this organisation's artifact service (published in its membership record)",
+    )
     r.add_argument(
         "--peer-artifacts",
         action="append",
         metavar="ORG=URL",
-        help="another organisation's artifact service (repeat); its messages are fetched from there",
+        help="override: another organisation's artifact service (repeat); by default every endpoint is "
+        "found in the organisations' membership records on the ledger",
     )
     r.add_argument("--process", help="run only this process, until this organisation is done with it")
     r.add_argument("--memory-mb", type=int, default=2048)
@@ -111,6 +117,10 @@ def main(argv: list[str] | None = None) -> int:
         from ledger.config import load
 
         settings = args.settings = load(args.home)
+        args.org = args.org or settings.node_setting("organisation")  # a `consortia join` home
+        args.artifact_endpoint = args.artifact_endpoint or settings.node_setting("artifact_endpoint")
+        if args.org is None:
+            p.error("--org is required (the home has no [node] organisation)")
         try:
             msp = Consortium(args.consortium or settings.crypto).organisation(args.org).msp_id
         except (FileNotFoundError, KeyError) as exc:
@@ -125,6 +135,8 @@ def main(argv: list[str] | None = None) -> int:
         for k in paths:
             if getattr(args, k) is None:
                 setattr(args, k, str(defaults[k]))
+    if args.org is None:
+        p.error("--org is required without a home")
     missing = [f"--{k}" for k in paths if getattr(args, k) is None]
     if missing:
         p.error(f"without --home, {', '.join(missing)} are required")

@@ -14,8 +14,10 @@ from pathlib import Path
 
 from executor import message_index
 from executor.artifact_client import ArtifactPeers
+from executor.artifact_tls import ClientTLS
 from executor.artifacts import ArtifactStore, open_message
 from executor.errors import ExecutorError
+from executor.membership import MemberEndpoints
 from executor.tasks import TaskOutputs
 from ledger.client import ConsortiaClient
 from ledger.identity import Consortium
@@ -33,7 +35,10 @@ class RoundFiles:
         consortium: Consortium,
         peers: ArtifactPeers | None = None,
     ):
-        self.peers = peers  # the senders' artifact services, if they serve over https
+        # the senders' artifact services, if they serve over https: found on the ledger (membership)
+        self.peers = peers or ArtifactPeers(ClientTLS(consortium, client.organisation))
+        if self.peers.members is None:
+            self.peers.members = MemberEndpoints(client, consortium)
         self.client = client
         self.store = store
         self.store_root = Path(store_root)
@@ -64,9 +69,7 @@ class RoundFiles:
             for m in rec.result["outputs"]["messages"]:
                 if m["recipient"] != self.org:
                     continue
-                remote = self.peers and self.peers.fetch_message(
-                    sender, pid, rnd - 1, m["digest"], self.store
-                )
+                remote = self.peers.fetch_message(sender, pid, rnd - 1, m["digest"], self.store)
                 ref = remote or message_index.locate(
                     self.store_root, sender, pid, rnd - 1, self.org, m["digest"]
                 )

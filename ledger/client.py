@@ -16,7 +16,14 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from chaincode.canonical import canonical_json
 from ledger.identity import Identity, public_key_pem
 from ledger.interface import Ledger, SubmitResult
-from ledger.records import ExecutionRecord, HistoryEntry, ImageRecord, ModelRecord, ProcessRecord
+from ledger.records import (
+    ExecutionRecord,
+    HistoryEntry,
+    ImageRecord,
+    MemberRecord,
+    ModelRecord,
+    ProcessRecord,
+)
 
 
 def _history(raw: bytes) -> list[HistoryEntry]:
@@ -237,3 +244,22 @@ class ConsortiaClient:
 
     def model_history(self, model_id: str) -> list[HistoryEntry]:
         return _history(self.ledger.evaluate(self.identity, "Model:history", model_id))
+
+    # ---- membership
+    def publish_membership(
+        self, artifact_endpoint: str, tls_ca_digest: str, gateway_endpoint: str = ""
+    ) -> MemberRecord:
+        """Create or replace this organisation's own membership record (its MSP id is the key)."""
+        spec = {"artifact_endpoint": artifact_endpoint, "tls_ca_digest": tls_ca_digest}
+        if gateway_endpoint:
+            spec["gateway_endpoint"] = gateway_endpoint
+        return MemberRecord.from_dict(self._submit("Membership:publish", json.dumps(spec)))
+
+    def get_member(self, msp_id: str) -> MemberRecord:
+        return MemberRecord.from_dict(self._evaluate("Membership:get", msp_id))
+
+    def list_members(self) -> list[MemberRecord]:
+        return [MemberRecord.from_dict(r) for r in self._evaluate("Membership:list")]
+
+    def member_history(self, msp_id: str) -> list[HistoryEntry]:
+        return _history(self.ledger.evaluate(self.identity, "Membership:history", msp_id))

@@ -38,6 +38,11 @@ by :class:`executor.process.Platform` all take their paths from :class:`Layout`:
     data = "data/Org1MSP"
     artifacts = "artifacts/Org1MSP"
 
+    [node]                        # a home made by `consortia join`: the organisation this home is
+    organisation = "Org2MSP"      # (`consortia node run --home` needs no --org)
+    artifact_endpoint = "https://127.0.2.1:8443"   # its public artifact service (membership record)
+    listen = "127.0.2.1:8443"     # where that service listens
+
 Relative paths are relative to the home. Of the per-organisation keys, ``identity`` (the MSP folder
 the CLI signs with as ``User1``) and ``data`` (where that organisation's datasets are) are honoured;
 ``artifacts`` is informative (the store is always ``<artifacts>/<MSP>``: other organisations' agents
@@ -56,7 +61,7 @@ from __future__ import annotations
 
 import os
 import tomllib
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -162,6 +167,11 @@ class Settings:
     identities: tuple[tuple[str, Path], ...] = ()  # [organisations.<MSP>] identity = <MSP folder of User1>
     ledger_profile: Path | None = None  # fabric: the connection profile (connection.json)
     chaincode: str | None = None  # fabric: the chaincode name (default: the profile's)
+    node: tuple[tuple[str, str], ...] = ()  # [node] organisation, artifact_endpoint, listen (consortia join)
+
+    def node_setting(self, key: str) -> str | None:
+        """``[node] key`` of consortia.toml (``organisation``, ``artifact_endpoint``, ``listen``), if set."""
+        return dict(self.node).get(key) or None
 
     def identity_dir(self, msp_id: str) -> Path | None:
         """The MSP folder of ``msp_id``'s default user named by consortia.toml (None: cryptogen default)."""
@@ -228,6 +238,7 @@ def load(home: str | os.PathLike[str] | None = None) -> Settings:
         identities=tuple(
             (m, root / str(t["identity"])) for m, t in sorted(orgs.items()) if t.get("identity")
         ),
+        node=tuple((k, str(v)) for k, v in sorted(data.get("node", {}).items())),
     )
 
 
@@ -249,9 +260,12 @@ def config_text(
     policy: str = "MAJORITY",
     batch_timeout: float = 0.01,
     profile: str | os.PathLike[str] | None = None,
+    tables: Collection[str] | None = None,
+    node: dict[str, str] | None = None,
 ) -> str:
     """The ``consortia.toml`` of a home whose identities are ``consortium`` (a ledger.identity.Consortium);
-    ``profile``: the Fabric connection profile of a ``backend = "fabric"`` home."""
+    ``profile``: the Fabric connection profile of a ``backend = "fabric"`` home; ``tables``: the MSP ids
+    that get an ``[organisations.<MSP>]`` table (default all); ``node``: the ``[node]`` table."""
 
     def rel(p: Path) -> str:
         try:
@@ -280,7 +294,11 @@ def config_text(
         f"state = {_toml_value(layout.state_dir)}",
         "",
     ]
+    if node:
+        lines += ["[node]", *(f"{k} = {_toml_value(v)}" for k, v in node.items()), ""]
     for o in consortium.organisations:
+        if tables is not None and o.msp_id not in tables:
+            continue
         identity = o.path / "users" / f"User1@{o.domain}" / "msp"
         lines += [
             f"[organisations.{o.msp_id}]",
@@ -422,5 +440,10 @@ def open_ledger(
         from ledger.identity import Consortium
 
         consortium = Consortium(settings.crypto)
+    if any(not (o.path / "peers").is_dir() for o in consortium.organisations):  # a `consortia join` home
+        raise HomeError(
+            f"{settings.home}: an embedded ledger endorses for every organisation in one process "
+            f"and needs every peer's key; this home holds only its own (use a Fabric profile)"
+        )
     path.parent.mkdir(parents=True, exist_ok=True)
     return EmbeddedLedger(path, consortium, policy=settings.policy, batch_timeout=settings.batch_timeout)

@@ -143,7 +143,10 @@ class Identity:
     @classmethod
     def from_msp_dir(cls, msp_id: str, msp_dir: str | os.PathLike[str]) -> Identity:
         msp_dir = Path(msp_dir)
-        cert = next((msp_dir / "signcerts").glob("*.pem")).read_bytes()
+        cert_file = next((msp_dir / "signcerts").glob("*.pem"), None)
+        if cert_file is None:  # e.g. another organisation in a `consortia join` home: public part only
+            raise FileNotFoundError(f"no signing identity at {msp_dir} (no signcerts/*.pem)")
+        cert = cert_file.read_bytes()
         key = serialization.load_pem_private_key((msp_dir / "keystore" / "priv_sk").read_bytes(), None)
         assert isinstance(key, ec.EllipticCurvePrivateKey)
         return cls(msp_id, cert, key)

@@ -166,3 +166,24 @@ class HistoryEntry:
     timestamp: str
     is_delete: bool
     value: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class MemberRecord:
+    """An organisation's membership record: where its artifact service (and gateway) is reached and
+    the sha256 digest of its TLS CA certificate PEM (``Membership`` contract)."""
+
+    msp_id: str
+    artifact_endpoint: str
+    tls_ca_digest: str
+    version: int
+    updated_at: str
+    tx_id: str
+    gateway_endpoint: str = ""
+    created: str = ""
+    published_by: str = ""
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> MemberRecord:
+        return _from(cls, d)

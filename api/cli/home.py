@@ -1,4 +1,5 @@
-"""``consortia init`` (make a Consortia home) and ``consortia demo`` (the complete audited run)."""
+"""``consortia init`` (make a Consortia home), ``consortia join`` (the home of one organisation of an
+existing consortium) and ``consortia demo`` (the complete audited run)."""
 
 from __future__ import annotations
 
@@ -90,3 +91,89 @@ def init(
     for k in ("config", "crypto", "ledger", "data", "artifacts"):
         say(f"  {k:10} {info[k]}")
     say(f"next: export CONSORTIA_HOME={settings.home}; consortia image build <name>")
+
+
+def join(
+    org: str = typer.Option(..., "--org", help="This organisation's name, e.g. Org2 (MSP id Org2MSP)."),
+    msp_dir: Path = typer.Option(
+        ..., "--msp-dir", help="Its own cryptogen folder peerOrganizations/<domain> (with its keys)."
+    ),
+    member: list[str] = typer.Option(
+        [],
+        "--member",
+        help="NAME=DIR: another organisation's public folder peerOrganizations/<domain> (repeat); only "
+        "its msp/cacerts, msp/tlscacerts and encryption/cert.pem are taken.",
+    ),
+    orderer: Path = typer.Option(
+        ...,
+        "--orderer",
+        help="The orderer organisation's folder ordererOrganizations/<domain> (public part).",
+    ),
+    artifact_endpoint: str = typer.Option(
+        ...,
+        "--artifact-endpoint",
+        help="https://host:port where this organisation's artifact service is reached.",
+    ),
+    listen: str = typer.Option("", "--listen", help="host:port the artifact service listens on."),
+    fabric_profile: Path | None = typer.Option(
+        None, "--fabric-profile", help="A Fabric connection profile naming this organisation's own peer."
+    ),
+    ledger_file: Path | None = typer.Option(None, "--ledger", help="Or: an embedded ledger file."),
+    data: Path | None = typer.Option(None, "--data", help="Its data root (<data>/<dataset>/dataset.npz)."),
+    artifacts: Path | None = typer.Option(None, "--artifacts", help="Its artifact store root."),
+    home: Path | None = typer.Option(
+        None, "--home", envvar="CONSORTIA_HOME", help="The new home (default ./consortia-home)."
+    ),
+    force: bool = typer.Option(False, help="Replace the consortium already in that home."),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Make the home of ONE organisation of an existing consortium: its own MSP material, the others'
+    public certificates only, a ledger connection, its data root, artifact store and public endpoint."""
+    from ledger.config import HomeError
+    from ledger.join import join_organisation
+
+    try:
+        members = {}
+        for item in member:
+            name, sep, folder = item.partition("=")
+            if not sep or not folder:
+                raise HomeError(f"--member takes NAME=DIR, got {item!r}")
+            members[name] = folder
+        settings = join_organisation(
+            home,
+            org,
+            msp_dir,
+            members,
+            orderer,
+            artifact_endpoint,
+            profile=fabric_profile,
+            ledger=ledger_file,
+            data=data,
+            artifacts=artifacts,
+            listen=listen,
+            force=force,
+        )
+    except HomeError as exc:
+        fail(str(exc), EXIT_USAGE, as_json, kind="join refused")
+    msp = settings.node_setting("organisation")
+    info = {
+        "home": str(settings.home),
+        "config": str(settings.paths.config),
+        "organisation": msp,
+        "organisations": list(settings.organisations),
+        "crypto": str(settings.paths.crypto),
+        "backend": settings.ledger_backend,
+        "ledger": str(
+            settings.ledger_profile if settings.ledger_backend == "fabric" else settings.ledger_path
+        ),
+        "data": str(settings.paths.data(str(msp))),
+        "artifacts": str(settings.paths.store_root),
+        "artifact_endpoint": settings.node_setting("artifact_endpoint"),
+    }
+    if as_json:
+        print(json.dumps(info, sort_keys=True))
+        return
+    say(f"{msp} joined a consortium of {len(settings.organisations)} organisations in {settings.home}")
+    for k in ("config", "crypto", "ledger", "data", "artifacts", "artifact_endpoint"):
+        say(f"  {k:17} {info[k]}")
+    say(f"next: consortia node run --home {settings.home}")

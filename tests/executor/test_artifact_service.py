@@ -325,10 +325,11 @@ def test_agents_on_separate_hosts_exchange_through_the_services(
     tmp_path, crypto, bundle, recipe, average_consensus
 ):
     """Org1..Org3 each with its own store root and its own service on 127.0.N.1 (no agent can reach
-    another's files by path): the audited process still equals the simulator, published models name
-    the owner's service, and Org4 gets 403 for every message and model."""
+    another's files by path), each agent publishing its endpoint in its membership record and finding
+    the others' there: the audited process still equals the simulator, published models name the
+    owner's service, and Org4 gets 403 for every message and model."""
     from algorithms.task_runtime import save_dataset
-    from executor.artifact_client import ArtifactPeers
+    from executor.membership import tls_ca_digest
     from executor.node_agent import NodeAgent
     from executor.runtimes.sandbox import SandboxRuntime
     from ledger.embedded import EmbeddedLedger
@@ -356,13 +357,16 @@ def test_agents_on_separate_hosts_exchange_through_the_services(
                 tmp_path / "data" / o,
                 tmp_path / f"host{n}" / "store",
                 tmp_path / f"host{n}" / "state",
-                artifact_endpoint=servers[o].url,
-                artifact_peers=ArtifactPeers(
-                    ClientTLS(crypto, o), {k: s.url for k, s in servers.items() if k != o}
-                ),
+                artifact_endpoint=servers[o].url,  # the agent publishes it in its membership record
             )
             for n, o in enumerate(orgs, start=1)
         ]
+        members = {m.msp_id: m for m in ConsortiaClient(p.ledger, crypto.identity("Org4")).list_members()}
+        assert {o: members[o].artifact_endpoint for o in orgs} == {o: servers[o].url for o in orgs}
+        assert all(members[o].tls_ca_digest == tls_ca_digest(crypto, o) for o in orgs)
+        for agent in agents:  # every peer's endpoint comes from the ledger, none from a mapping passed in
+            assert agent.round_files.peers.endpoints == {}
+            assert {o: agent.round_files.peers.endpoint(o) for o in orgs} == {o: servers[o].url for o in orgs}
         run_all(p, "p-hosts", agents)
         assert_matches_simulation(p, "p-hosts", 3, average_consensus)
         for o in orgs:
@@ -423,3 +427,32 @@ def test_service_command_line(tmp_path, crypto):
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def test_endpoints_found_on_the_ledger(tmp_path, crypto):
+    """An agent's endpoint is published once (re-publishing the same is a no-op), found by the others,
+    overridden by an explicit mapping, and refused when its TLS CA digest is not the one trusted."""
+    from executor.artifact_client import ArtifactPeers
+    from executor.membership import MemberEndpoints, publish_own_membership, tls_ca_digest
+    from ledger.embedded import EmbeddedLedger
+
+    ledger = EmbeddedLedger(tmp_path / "ledger.sqlite", crypto)
+    try:
+        org1, org2 = (ConsortiaClient(ledger, crypto.identity(o)) for o in ("Org1MSP", "Org2MSP"))
+        peers = ArtifactPeers(ClientTLS(crypto, "Org2MSP"), members=MemberEndpoints(org2, crypto, miss_ttl=0))
+        assert peers.endpoint("Org1MSP") is None and peers.source("Org1MSP") is None  # local file mode
+        first = publish_own_membership(org1, crypto, "https://127.0.1.1:8443")
+        assert publish_own_membership(org1, crypto, "https://127.0.1.1:8443").tx_id == first.tx_id
+        assert first.tls_ca_digest == tls_ca_digest(crypto, "Org1MSP")
+        assert peers.endpoint("Org1MSP") == "https://127.0.1.1:8443"
+        moved = publish_own_membership(org1, crypto, "https://127.0.1.1:9443")
+        assert moved.version == first.version + 1
+        assert peers.endpoint("Org1MSP") == "https://127.0.1.1:8443"  # cached for the run
+        override = ArtifactPeers(ClientTLS(crypto, "Org2MSP"), {"Org1MSP": "https://127.0.1.1:7000"})
+        override.members = MemberEndpoints(org2, crypto)
+        assert override.endpoint("Org1MSP") == "https://127.0.1.1:7000"
+        org1.publish_membership("https://127.0.1.1:9443", "sha256:" + "00" * 32)
+        with pytest.raises(ArtifactError, match="TLS CA"):
+            MemberEndpoints(org2, crypto).endpoint("Org1MSP")
+    finally:
+        ledger.close()

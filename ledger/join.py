@@ -1,0 +1,182 @@
+"""``consortia join``: a Consortia home for ONE organisation of an existing consortium (issue 12, item 1).
+
+``consortia init`` makes every organisation's crypto on one machine; on a real deployment each
+organisation holds only its own keys. :func:`join_organisation` makes the home of one organisation
+from
+
+* its own MSP material: its ``peerOrganizations/<domain>`` folder as cryptogen wrote it (CA, TLS CA,
+  peer, users, key-agreement pair, with their private keys) -- copied whole;
+* every other organisation's **public** material only: from its ``peerOrganizations/<domain>`` folder
+  (or an export of it) the certificates ``msp/cacerts/*.pem`` and ``msp/tlscacerts/*.pem`` (placed also
+  where cryptogen puts them, ``ca/ca.<domain>-cert.pem`` and ``tlsca/tlsca.<domain>-cert.pem``, so
+  :class:`ledger.identity.Consortium` reads them unchanged), ``msp/config.yaml`` and its key-agreement
+  certificate ``encryption/cert.pem`` (needed to seal messages and models to it); never a key;
+* the orderer organisation's public certificates (its CA, TLS CA and the orderer's signing and TLS CA
+  certificates);
+* a ledger connection: a Fabric connection profile naming this organisation's own peer (the real
+  case), or an embedded ledger file (only usable where the process opening it holds every endorsing
+  peer's identity -- an embedded ledger endorses for all organisations in one process);
+* its data root, its artifact store, and the public endpoint (and listen address) of its artifact
+  service, written to the ``[node]`` table of ``consortia.toml``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+
+from chaincode.errors import InvalidArgument
+from chaincode.membership import check_endpoint
+from ledger.config import HomeError, Layout, Settings, config_text, home_root, load
+from ledger.identity import Consortium
+
+#: files of another organisation's folder a joined home takes (relative paths; globs)
+PUBLIC_FILES = ("msp/cacerts/*.pem", "msp/tlscacerts/*.pem", "msp/config.yaml", "encryption/cert.pem")
+ORDERER_PUBLIC = (
+    "msp/cacerts/*.pem",
+    "msp/tlscacerts/*.pem",
+    "msp/config.yaml",
+    "orderers/*/msp/signcerts/*.pem",
+    "orderers/*/msp/cacerts/*.pem",
+    "orderers/*/tls/ca.crt",
+)
+
+
+def _is_private(path: Path) -> bool:
+    return (
+        path.name == "priv_sk" or path.name.endswith(("key.pem", ".key", "_sk")) or "keystore" in path.parts
+    )
+
+
+def _copy_public(src: Path, dst: Path, patterns: tuple[str, ...]) -> None:
+    for pattern in patterns:
+        for f in sorted(src.glob(pattern)):
+            if f.is_file() and not _is_private(f.relative_to(src)):
+                target = dst / f.relative_to(src)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(f, target)
+
+
+def _single(folder: Path, what: str) -> Path:
+    pems = sorted(folder.glob("*.pem"))
+    if len(pems) != 1:
+        raise HomeError(f"{folder} must hold exactly one {what} certificate (*.pem), found {len(pems)}")
+    return pems[0]
+
+
+def _public_org(src: Path, dst: Path, patterns: tuple[str, ...]) -> None:
+    """Copy ``src``'s public certificates to ``dst`` and place its CA and TLS CA certificates where
+    cryptogen puts them (``ca/ca.<domain>-cert.pem``, ``tlsca/tlsca.<domain>-cert.pem``)."""
+    domain = src.name
+    ca = _single(src / "msp" / "cacerts", f"{domain} CA")
+    tlsca = _single(src / "msp" / "tlscacerts", f"{domain} TLS CA")
+    _copy_public(src, dst, patterns)
+    for cert, folder, name in (
+        (ca, "ca", f"ca.{domain}-cert.pem"),
+        (tlsca, "tlsca", f"tlsca.{domain}-cert.pem"),
+    ):
+        (dst / folder).mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(cert, dst / folder / name)
+
+
+def _check_profile(profile: Path, msp_id: str) -> None:
+    try:
+        peers = json.loads(profile.read_text())["peers"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise HomeError(f"{profile} is not a Fabric connection profile: {exc}") from None
+    if not any(isinstance(p, dict) and p.get("msp_id") == msp_id for p in peers):
+        raise HomeError(f"{profile} names no peer of {msp_id}: a joined home connects through its own peer")
+
+
+def join_organisation(
+    home: str | os.PathLike[str] | None,
+    name: str,
+    own: str | os.PathLike[str],
+    members: Mapping[str, str | os.PathLike[str]],
+    orderer: str | os.PathLike[str],
+    artifact_endpoint: str,
+    *,
+    profile: str | os.PathLike[str] | None = None,
+    ledger: str | os.PathLike[str] | None = None,
+    data: str | os.PathLike[str] | None = None,
+    artifacts: str | os.PathLike[str] | None = None,
+    listen: str = "",
+    force: bool = False,
+) -> Settings:
+    """Make ``home`` for organisation ``name`` (e.g. ``Org2``; MSP id ``Org2MSP``) whose cryptogen folder
+    is ``own``; ``members`` maps every other organisation's name to its (public) folder, named by its
+    domain; ``orderer`` is the orderer organisation's folder. Exactly one of ``profile`` (Fabric) and
+    ``ledger`` (an embedded ledger file). Refuses (:class:`HomeError`) an existing home unless ``force``."""
+    root = home_root(home)
+    own_dir, orderer_dir = Path(own).resolve(), Path(orderer).resolve()
+    if (profile is None) == (ledger is None):
+        raise HomeError("a joined home takes one ledger connection: --fabric-profile or --ledger")
+    msp = f"{name}MSP"
+    try:
+        artifact_endpoint = check_endpoint(artifact_endpoint, "artifact endpoint")
+    except InvalidArgument as exc:
+        raise HomeError(str(exc)) from None
+    layout = Layout(
+        root,
+        ledger_file=str(Path(ledger).resolve()) if ledger is not None else "ledger.db",
+        artifacts_dir=str(Path(artifacts).resolve()) if artifacts else "artifacts",
+        org_data=((msp, str(Path(data).resolve())),) if data else (),
+    )
+    if (layout.config.exists() or layout.crypto.exists()) and not force:
+        raise HomeError(f"{root} already holds a consortium ({layout.config}); use another --home or --force")
+    names = [name, *sorted(members)]
+    for n in names:
+        if not n.isalnum() or n.endswith("MSP"):
+            raise HomeError(f"organisation names are letters and digits without the MSP suffix, got {n!r}")
+    if len(set(names)) != len(names):
+        raise HomeError(f"organisation names must be distinct, got {names}")
+    user = own_dir / "users" / f"User1@{own_dir.name}" / "msp" / "keystore" / "priv_sk"
+    if not user.is_file() or not (own_dir / "encryption" / "key.pem").is_file():
+        raise HomeError(f"{own_dir} is not {name}'s own cryptogen folder with its keys (no {user})")
+    if profile is not None:
+        _check_profile(Path(profile).resolve(), msp)
+    if layout.crypto.exists():
+        shutil.rmtree(layout.crypto)
+    peers = layout.crypto / "peerOrganizations"
+    shutil.copytree(own_dir, peers / own_dir.name)
+    orgs: list[dict[str, str]] = [{"name": name, "msp_id": f"{name}MSP", "domain": own_dir.name}]
+    try:
+        for n in sorted(members):
+            src = Path(members[n]).resolve()
+            _public_org(src, peers / src.name, PUBLIC_FILES)
+            orgs.append({"name": n, "msp_id": f"{n}MSP", "domain": src.name})
+        _public_org(orderer_dir, layout.crypto / "ordererOrganizations" / orderer_dir.name, ORDERER_PUBLIC)
+    except FileNotFoundError as exc:
+        raise HomeError(f"missing public material: {exc}") from None
+    manifest = {
+        "base_domain": own_dir.name.partition(".")[2],
+        "orderer_domain": orderer_dir.name,
+        "organisations": orgs,
+    }
+    (layout.crypto / Consortium.MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True))
+    consortium = Consortium(layout.crypto)
+    try:  # the home is usable: own identity and keys, everyone's CA, TLS CA and encryption certificate
+        consortium.identity(msp)
+        consortium.encryption_key(msp)
+        consortium.membership()
+        for o in consortium.organisations:
+            consortium.encryption_certificate(o.msp_id)
+    except (OSError, ValueError) as exc:
+        raise HomeError(f"the joined home's crypto is incomplete: {exc}") from None
+    for d in (layout.data(msp), layout.artifacts(msp), layout.gateway(msp)):
+        d.mkdir(parents=True, exist_ok=True)
+    text = config_text(
+        layout,
+        consortium,
+        backend="fabric" if profile is not None else "embedded",
+        profile=profile,
+        tables=(msp,),
+        node={"organisation": msp, "artifact_endpoint": artifact_endpoint, "listen": listen},
+    )
+    tmp = layout.config.with_suffix(".toml.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, layout.config)
+    return load(root)
