@@ -4,22 +4,19 @@
 For each running learning process whose consortium includes the organisation, and for the
 process's current round ``r`` (derived on chain from the execution records):
 
-1. **verify** the local image (container image id or sandbox bundle digest) against the digest the
-   process pins -- a mismatch is recorded on the ledger with ``ExecutionRecord:fail_task`` and the
-   task is never run;
-2. **register** a fresh task key: the public key goes into a new execution record
-   (``create_task``) before the task runs;
+1. **verify** the local image (container image id or sandbox bundle digest) against the digest the process
+   pins -- a mismatch is recorded on the ledger with ``ExecutionRecord:fail_task``, the task never runs;
+2. **register** a fresh task key: its public key goes into a new execution record (``create_task``) first;
 3. **gather inputs**: the previous state from the organisation's own store (digest from its
    completed record of round r-1), each message addressed to it in round r-1 (located in the
    sender's store, verified against the sender's signed on-chain digest, decrypted), its dataset;
 4. **run** the task isolated: the runtime's worker (:class:`executor.runtimes.warm.WarmWorker`, a
    one-shot worker started early, or with ``warm`` one kept across rounds) runs it on the task's
    files and the agent verifies the signed outputs (:func:`executor.tasks.verify_outputs`);
-5. **publish**: store the new state and the model sealed to the organisation itself (nothing
-   plaintext at rest, :meth:`executor.artifacts.ArtifactStore.put_private`), seal each outgoing
-   message to its recipient, then ``complete_task`` with the signed result; after the last
-   round, publish the model (encrypted once, data key sealed to every consortium member) with
-   ``Model:publish``.
+5. **publish**: store the new state and the model sealed to the organisation itself (nothing plaintext at
+   rest, :meth:`executor.artifacts.ArtifactStore.put_private`), seal each outgoing message to its
+   recipient, then ``complete_task`` with the signed result; after the last round, publish the model
+   (encrypted once, data key sealed to every consortium member) with ``Model:publish``.
 
 **Idempotent and resumable.** Every step is keyed by (process, round, organisation) and checks
 the ledger first, so a restart after a kill at any point neither duplicates nor loses a record:
@@ -33,10 +30,10 @@ the ledger first, so a restart after a kill at any point neither duplicates nor 
 * a ``complete_task`` whose commit status was lost is recognised on restart by the record being
   completed with the same result.
 
-This module is the round state machine. Around it: the task journal (:mod:`executor.task_journal`),
-the message index (:mod:`executor.message_index`), model publication
-(:mod:`executor.model_publication`), fault-injection checkpoints for tests
-(:mod:`executor.fault_injection`) and the command line (:mod:`executor.node_cli`).
+This module is the round state machine. Around it: the task journal (:mod:`executor.task_journal`), the
+message index (:mod:`executor.message_index`), model publication (:mod:`executor.model_publication`),
+fault-injection checkpoints for tests (:mod:`executor.fault_injection`), the command line
+(:mod:`executor.node_cli`) and this organisation's membership record (:mod:`executor.membership`).
 """
 
 from __future__ import annotations
