@@ -19,12 +19,12 @@ An organisation that builds the image itself instead must arrive at the pinned d
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from executor.errors import ExecutorError, ImageDigestMismatch
+from wire.env import environment
 
 #: ``host[:port]/repository@sha256:<64 hex>`` -- the only form an image is pulled by
 _REFERENCE = re.compile(
@@ -87,7 +87,7 @@ def parse_reference(reference: str) -> RegistryReference | None:
 def registry_ca(registry: str) -> Path:
     """The CA certificate the registry's server certificate is checked with: $CONSORTIA_REGISTRY_CA,
     else the one scripts/install-registry gave Podman (``/etc/containers/certs.d/<host:port>/ca.crt``)."""
-    return Path(os.environ.get("CONSORTIA_REGISTRY_CA") or CERTS_DIR / registry / "ca.crt")
+    return Path(environment().registry_ca or CERTS_DIR / registry / "ca.crt")
 
 
 def _repository_name(name: str) -> str:

@@ -54,6 +54,10 @@ class Environment:
         "CONSORTIA_DOCKER_HOST", "The container engine's API URL (first choice)."
     )
     docker_host: str | None = _var("DOCKER_HOST", "The container engine's API URL (second choice).")
+    registry_ca: str | None = _var(
+        "CONSORTIA_REGISTRY_CA",
+        "The image registry's CA certificate (default: /etc/containers/certs.d/<host:port>/ca.crt).",
+    )
     openblas_coretype: str | None = _var(
         "OPENBLAS_CORETYPE", "OpenBLAS kernel choice, forwarded into every task."
     )
