@@ -148,8 +148,9 @@ def _listeners(pid: int) -> set[tuple[str, int]]:
             raw = bytes.fromhex(addr)
             if len(raw) == 4:
                 host = socket.inet_ntoa(raw[::-1])
-            else:  # IPv6: four little-endian 32-bit words
-                host = str(ipaddress.IPv6Address(b"".join(raw[i : i + 4][::-1] for i in range(0, 16, 4))))
+            else:  # IPv6: four little-endian 32-bit words; gRPC's Python server binds ::ffff:a.b.c.d
+                ip6 = ipaddress.IPv6Address(b"".join(raw[i : i + 4][::-1] for i in range(0, 16, 4)))
+                host = str(ip6.ipv4_mapped or ip6)
             out.add((host, int(port, 16)))
     return out
 
