@@ -155,8 +155,14 @@ def _listeners(pid: int) -> set[tuple[str, int]]:
     return out
 
 
+def _network(*args: str, port_base: int | None = None, timeout: float = 900) -> subprocess.CompletedProcess:
+    env = {**os.environ, **({"CONSORTIA_FABRIC_PORT_BASE": str(port_base)} if port_base else {})}
+    return subprocess.run([str(SCRIPT), *args], capture_output=True, text=True, timeout=timeout, env=env)
+
+
 @pytest.fixture(scope="module")
 def placed(tmp_path_factory):
+    """Three organisations and the orderer placed by ``fabric-network/network up --hosts``."""
     net_dir = tmp_path_factory.mktemp("placed") / "net"
     cfg = None
     for base in testing.PORT_BASES:
@@ -169,15 +175,19 @@ def placed(tmp_path_factory):
     if cfg is None:
         pytest.fail("no free port range on the placed addresses")
     net = FabricNetwork(cfg)
-    try:
-        net.up()
-    except NetworkError as exc:
+    where = ("--net-dir", str(net_dir))
+    r = _network(
+        "up", *where, "--hosts", placement_spec(HOSTS), "--dispatch", cfg.dispatch, port_base=cfg.port_base
+    )
+    if r.returncode != 0:
         net.down()
-        if "binaries missing" in str(exc):
-            testing.skip_or_fail(f"Hyperledger Fabric not available: {exc}")
-        raise
+        if "binaries missing" in r.stderr:
+            testing.skip_or_fail(f"Hyperledger Fabric not available: {r.stderr.strip()}")
+        pytest.fail(f"network up --hosts failed: {r.stderr[-3000:]}")
     yield net
-    net.down(purge=True)
+    r = _network("down", "--purge", *where, timeout=120)
+    net.down(purge=True)  # whatever the command left (nothing, if it worked)
+    assert r.returncode == 0, r.stderr
 
 
 @pytest.mark.fabric
@@ -243,5 +253,7 @@ def test_submit_and_evaluate_through_each_organisations_own_profile(placed):
             assert led.evaluate(ident, "KV:get", key) == org.encode()
     shared = json.loads(placed.profile_file.read_text())  # the shared profile: every peer, placed
     assert [p["address"].split(":")[0] for p in shared["peers"]] == ["127.0.1.1", "127.0.2.1", "127.0.3.1"]
-    st = placed.status()
-    assert st["placement"] == HOSTS and len(set(st["package_ids"].values())) == 3
+    r = _network("status", "--net-dir", str(placed.net), port_base=placed.cfg.port_base, timeout=60)
+    st = json.loads(r.stdout)  # no --hosts: the placement the network was made with
+    assert st["placement"] == HOSTS and all(st["running"].values())
+    assert len(set(st["package_ids"].values())) == 3
