@@ -98,6 +98,14 @@ def test_every_address_of_the_configuration_follows_the_placement(tmp_path):
     assert {h for h, _ in c.listen_addresses()} == set(HOSTS.values())
 
 
+def test_without_a_placement_a_network_is_resumed_as_it_was_placed(tmp_path):
+    net = FabricNetwork(NetworkConfig(net_dir=tmp_path / "net", hosts=HOSTS))
+    net.net.mkdir(parents=True)
+    net._update_state(layout=2, placement=net.cfg.placement)
+    assert NetworkConfig(net_dir=tmp_path / "net").placement == HOSTS  # e.g. connect(), the demo
+    assert NetworkConfig(net_dir=tmp_path / "net", hosts={}).placement["Org2"] == "127.0.0.1"
+
+
 def test_a_network_placed_elsewhere_is_not_resumed(tmp_path):
     net = FabricNetwork(NetworkConfig(net_dir=tmp_path / "net", hosts=HOSTS))
     net.net.mkdir(parents=True)

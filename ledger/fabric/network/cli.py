@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ledger.fabric.network.config import DEFAULT_NET, NetworkConfig, NetworkError
 from ledger.fabric.network.lifecycle import FabricNetwork
-from ledger.fabric.network.placement import parse_hosts, recorded_hosts
+from ledger.fabric.network.placement import parse_hosts
 from wire.env import environment
 
 
@@ -43,7 +43,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 organisations=tuple(o.strip() for o in a.orgs.split(",") if o.strip()),
                 dispatch=a.dispatch,
                 net_dir=Path(a.net_dir),
-                hosts=parse_hosts(a.hosts) if a.hosts else recorded_hosts(Path(a.net_dir)),
+                hosts=parse_hosts(a.hosts) if a.hosts else None,  # None: as placed before
             )
         )
     except ValueError as exc:  # PlacementError included: refused before anything starts

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import json
 import subprocess
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-from ledger.fabric.network.placement import DEFAULT_HOST, ORDERER, check_hosts
+from ledger.fabric.network.placement import DEFAULT_HOST, ORDERER, check_hosts, recorded_hosts
 from ledger.identity import Consortium
 from wire.env import environment
 
@@ -40,8 +40,9 @@ class NetworkConfig:
     chaincode_tls: bool = True  # peer <-> chaincode service: mutual TLS
     log_spec: str = "warning:gossip=error"
     # the placement (docs/fabric.md "Placement"): an address per organisation name and one for
-    # "orderer", loopback 127.0.0.0/8 only; whatever is not named listens on 127.0.0.1
-    hosts: dict[str, str] = field(default_factory=dict)
+    # "orderer", loopback 127.0.0.0/8 only; whatever is not named listens on 127.0.0.1. None: as
+    # the network in net_dir was placed (state.json), else everything on 127.0.0.1
+    hosts: dict[str, str] | None = None
 
     def __post_init__(self) -> None:
         self.net_dir = Path(self.net_dir)
@@ -52,16 +53,19 @@ class NetworkConfig:
             raise ValueError("organisation names must be unique")
         if not (1024 <= self.port_base <= 60000):
             raise ValueError("port_base must be between 1024 and 60000")
+        if self.hosts is None:
+            known = {*self.organisations, ORDERER}  # another network's placement: generate() refuses it
+            self.hosts = {k: v for k, v in recorded_hosts(self.net_dir).items() if k in known}
         self.hosts = check_hosts(self.hosts, self.organisations)
 
     # ---- placement
     def org_host(self, i: int) -> str:
         """The address organisation ``i``'s peer and chaincode service listen on."""
-        return self.hosts.get(self.organisations[i], DEFAULT_HOST)
+        return (self.hosts or {}).get(self.organisations[i], DEFAULT_HOST)
 
     @property
     def orderer_host(self) -> str:
-        return self.hosts.get(ORDERER, DEFAULT_HOST)
+        return (self.hosts or {}).get(ORDERER, DEFAULT_HOST)
 
     @property
     def placement(self) -> dict[str, str]:
