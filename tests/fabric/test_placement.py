@@ -98,6 +98,24 @@ def test_every_address_of_the_configuration_follows_the_placement(tmp_path):
     assert {h for h, _ in c.listen_addresses()} == set(HOSTS.values())
 
 
+def test_generated_tls_certificates_carry_the_placed_addresses(tmp_path):
+    from cryptography import x509
+
+    from ledger.identity import Consortium
+
+    cons = Consortium.generate(tmp_path / "crypto", ["Org1", "Org2"], hosts={"Org2": "127.0.2.1"})
+
+    def sans(path: Path) -> set[str]:
+        cert = x509.load_pem_x509_certificate(path.read_bytes())
+        return {
+            str(v.value) for v in cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        }
+
+    org1, org2 = (o.path / "peers" / f"peer0.{o.domain}" / "tls" / "server.crt" for o in cons.organisations)
+    assert {"127.0.2.1", "peer0.org2.example.com", "127.0.0.1"} <= sans(org2)
+    assert "127.0.2.1" not in sans(org1)
+
+
 def test_without_a_placement_a_network_is_resumed_as_it_was_placed(tmp_path):
     net = FabricNetwork(NetworkConfig(net_dir=tmp_path / "net", hosts=HOSTS))
     net.net.mkdir(parents=True)
