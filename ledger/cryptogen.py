@@ -123,6 +123,11 @@ def issue_leaf(
     return b.sign(ca_key, hashes.SHA256()), key
 
 
+def sans_with(sans: Sequence[str], address: str | None) -> tuple[str, ...]:
+    """``sans`` plus ``address`` (a host's own address, e.g. its place in the network) if new."""
+    return (*sans, address) if address and address not in sans else tuple(sans)
+
+
 def write_file(path: Path, data: bytes, private: bool = False) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(data)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -30,7 +30,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature, encode_dss_signature
 from cryptography.x509.oid import NameOID
 
-from ledger.cryptogen import generate_org
+from ledger.cryptogen import generate_org, sans_with
 from ledger.errors import AccessDenied
 from wire.protobuf import encode_varint, length_delimited
 
@@ -265,18 +265,35 @@ class Consortium:
         base_domain: str = "example.com",
         users: int = 1,
         sans: Sequence[str] = ("127.0.0.1", "localhost"),
+        hosts: Mapping[str, str] | None = None,
     ) -> Consortium:
         """Write CAs, TLS CAs, peer, admin and user identities (NodeOUs on) for each organisation,
-        plus an orderer organisation, in cryptogen's layout."""
+        plus an orderer organisation, in cryptogen's layout. ``hosts``: an address per organisation
+        name (and ``"orderer"``) added to the SANs of its TLS certificates (the network's placement)."""
+        placed = dict(hosts or {})
         root = Path(root)
         orgs = []
         for name in organisations:
             if not name.isalnum():
                 raise ValueError(f"organisation names must be alphanumeric, got {name!r}")
             domain = f"{name.lower()}.{base_domain}"
-            generate_org(root / "peerOrganizations" / domain, domain, "peer", peers=1, users=users, sans=sans)
+            generate_org(
+                root / "peerOrganizations" / domain,
+                domain,
+                "peer",
+                1,
+                users,
+                sans_with(sans, placed.get(name)),
+            )
             orgs.append({"name": name, "msp_id": f"{name}MSP", "domain": domain})
-        generate_org(root / "ordererOrganizations" / base_domain, base_domain, "orderer", 0, 0, sans)
+        generate_org(
+            root / "ordererOrganizations" / base_domain,
+            base_domain,
+            "orderer",
+            0,
+            0,
+            sans_with(sans, placed.get("orderer")),
+        )
         manifest = {"base_domain": base_domain, "orderer_domain": base_domain, "organisations": orgs}
         (root / cls.MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True))
         return cls(root)

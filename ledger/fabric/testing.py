@@ -49,15 +49,13 @@ def network_dir() -> Path:
     return Path.home() / ".cache" / "consortia" / "fabric-test" / tag
 
 
-def _ports_free(cfg: NetworkConfig) -> bool:
-    ports = [cfg.orderer_port, cfg.orderer_admin_port, cfg.orderer_ops_port, cfg.chaincode_port]
-    for i in range(len(cfg.organisations)):
-        ports += [cfg.peer_port(i), cfg.peer_port(i) + 1, cfg.peer_ops_port(i)]
-    for port in ports:
+def ports_free(cfg: NetworkConfig) -> bool:
+    """True iff every address and port a node of ``cfg`` listens on is free now."""
+    for host, port in cfg.listen_addresses():
         with socket.socket() as s:
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
-                s.bind(("127.0.0.1", port))
+                s.bind((host, port))
             except OSError:
                 return False
     return True
@@ -73,11 +71,11 @@ def test_config() -> NetworkConfig:
         cfg = NetworkConfig(dispatch=TEST_DISPATCH, net_dir=net_dir, port_base=int(saved.read_text()))
         # keep the ports while our network holds them; if it is down and another program took
         # them meanwhile, choose a free range again instead of failing to start
-        if FabricNetwork(cfg).is_up() or _ports_free(cfg):
+        if FabricNetwork(cfg).is_up() or ports_free(cfg):
             return cfg
     for base in PORT_BASES:
         cfg = NetworkConfig(dispatch=TEST_DISPATCH, net_dir=net_dir, port_base=base)
-        if _ports_free(cfg):
+        if ports_free(cfg):
             net_dir.mkdir(parents=True, exist_ok=True)
             saved.write_text(str(base))
             return cfg
@@ -107,6 +105,8 @@ def start_shared_network(config: NetworkConfig | None = None) -> FabricSession:
         if _failure is not None:
             raise FabricUnavailable(_failure)
         net = FabricNetwork(config or test_config())
+        if net.stale():  # a test network of an older layout: disposable, start afresh
+            net.down(purge=True)
         was_running = any(net.running().values())  # someone's network: never stop it
         try:
             net.up()

@@ -39,10 +39,10 @@ def test_ports_follow_fabric_md_and_never_collide(net):
     assert (c.orderer_port, c.orderer_admin_port, c.orderer_ops_port) == (7050, 7053, 8443)
     assert [c.peer_port(i) for i in range(3)] == [7051, 8051, 9051]
     assert [c.peer_ops_port(i) for i in range(3)] == [9444, 9445, 9446]
-    ports = [c.orderer_port, c.orderer_admin_port, c.orderer_ops_port, c.chaincode_port]
-    for i in range(3):
-        ports += [c.peer_port(i), c.peer_port(i) + 1, c.peer_ops_port(i)]
-    assert len(ports) == len(set(ports))
+    assert [c.chaincode_port(i) for i in range(3)] == [9999, 10999, 11999]
+    ports = [port for _, port in c.listen_addresses()]
+    assert len(ports) == len(set(ports)) == 3 + 4 * 3
+    assert {host for host, _ in c.listen_addresses()} == {"127.0.0.1"}  # the default placement
 
 
 def test_peer_environment_turns_docker_off_and_uses_the_ccaas_builder(net):
@@ -51,7 +51,7 @@ def test_peer_environment_turns_docker_off_and_uses_the_ccaas_builder(net):
     [builder] = json.loads(env["CORE_CHAINCODE_EXTERNALBUILDERS"])
     assert Path(builder["path"]).is_absolute() and (Path(builder["path"]) / "bin" / "detect").exists()
     assert builder["propagateEnvironment"] == ["CHAINCODE_AS_A_SERVICE_BUILDER_CONFIG"]
-    assert json.loads(env["CHAINCODE_AS_A_SERVICE_BUILDER_CONFIG"]) == {"ccport": "9999"}
+    assert json.loads(env["CHAINCODE_AS_A_SERVICE_BUILDER_CONFIG"]) == {"ccport": "10999"}  # its own service
     assert env["CORE_PEER_GOSSIP_EXTERNALENDPOINT"] == "127.0.0.1:8051"
     assert env["CORE_PEER_TLS_ENABLED"] == "true" and env["CORE_PEER_LOCALMSPID"] == "Org2MSP"
     assert all(v.startswith("127.0.0.1:") for k, v in env.items() if k.endswith("ADDRESS"))
@@ -95,20 +95,24 @@ def test_tls_package_carries_client_credentials_and_root(net):
 
     from ledger.identity import Consortium
 
-    Consortium.generate(net.crypto, net.cfg.organisations)
-    net._chaincode_tls_material()
-    with tarfile.open(net.package()) as tf:
-        with tarfile.open(fileobj=tf.extractfile("code.tar.gz")) as code:
-            conn = json.load(code.extractfile("connection.json"))
-    assert conn["tls_required"] is True and conn["client_auth_required"] is True
-    ca = x509.load_pem_x509_certificate(conn["root_cert"].encode())
-    for name in ("client", "server"):
-        cert = x509.load_pem_x509_certificate((net.chaincode_tls_dir / f"{name}.crt").read_bytes())
-        assert cert.issuer == ca.subject
-        ca.public_key().verify(
-            cert.signature, cert.tbs_certificate_bytes, ec.ECDSA(cert.signature_hash_algorithm)
-        )
-    assert conn["client_cert"] == (net.chaincode_tls_dir / "client.crt").read_text()
+    cons = Consortium.generate(net.crypto, net.cfg.organisations)
+    for i in (0, 2):  # each organisation its own material, from its own TLS CA, in its own package
+        net._chaincode_tls_material(i)
+        with tarfile.open(net.package(i)) as tf:
+            with tarfile.open(fileobj=tf.extractfile("code.tar.gz")) as code:
+                conn = json.load(code.extractfile("connection.json"))
+        assert conn["tls_required"] is True and conn["client_auth_required"] is True
+        assert conn["address"] == f"127.0.0.1:{net.cfg.chaincode_port(i)}"
+        ca = x509.load_pem_x509_certificate(conn["root_cert"].encode())
+        org_tlsca = next((cons.organisations[i].path / "tlsca").glob("*-cert.pem")).read_bytes()
+        assert ca == x509.load_pem_x509_certificate(org_tlsca)
+        for name in ("client", "server"):
+            cert = x509.load_pem_x509_certificate((net.chaincode_tls(i) / f"{name}.crt").read_bytes())
+            assert cert.issuer == ca.subject
+            ca.public_key().verify(
+                cert.signature, cert.tbs_certificate_bytes, ec.ECDSA(cert.signature_hash_algorithm)
+            )
+        assert conn["client_cert"] == (net.chaincode_tls(i) / "client.crt").read_text()
 
 
 def test_two_organisation_network_generates_a_genesis_block(tmp_path):
@@ -129,9 +133,14 @@ def test_status_and_logs_commands_on_the_running_network(fabric):
     )
     assert r.returncode == 0, r.stderr
     st = json.loads(r.stdout)
-    assert all(st["running"].values()) and st["committed"] and st["package_id"].startswith("consortia_1.0:")
+    assert (
+        all(st["running"].values())
+        and st["committed"]
+        and all(p.startswith("consortia_1.0:") for p in st["package_ids"].values())
+    )
+    assert len(set(st["package_ids"].values())) == 3  # one package per organisation
     r = subprocess.run(
-        [str(script), "logs", "chaincode", "-n", "5", "--net-dir", str(network_dir())],
+        [str(script), "logs", "chaincode.org2", "-n", "5", "--net-dir", str(network_dir())],
         capture_output=True,
         text=True,
         timeout=60,

@@ -1,6 +1,8 @@
-"""A native Hyperledger Fabric 3.1 network on 127.0.0.1: one etcdraft orderer, one peer per
-organisation, TLS on, Docker off, the chaincode served by our Python CCaaS server
-(docs/fabric.md "Topology"). Driven by ``fabric-network/network {up|down|deploy|status|logs}``.
+"""A native Hyperledger Fabric 3.1 network: one etcdraft orderer, one peer per organisation, TLS on,
+Docker off, each organisation's chaincode served by its own Python CCaaS server (docs/fabric.md
+"Topology"). Placed per host (:mod:`~ledger.fabric.network.placement`, docs/fabric.md "Placement"):
+each organisation's peer and chaincode service on its own loopback address, the orderer on its own
+(default: everything on 127.0.0.1). Driven by ``fabric-network/network {up|down|deploy|status|logs}``.
 
 Layout of the network directory (default ``~/.cache/consortia/fabric-net``, outside the repo)::
 
@@ -9,9 +11,11 @@ Layout of the network directory (default ``~/.cache/consortia/fabric-net``, outs
     <channel>.block          channel genesis block (configtxgen)
     data/<node>/             ledgers
     logs/<node>.log          node logs
-    chaincode/               the CCaaS package
-    state.json               process ids, ports, package id
-    connection.json          profile for ledger.fabric.gateway.FabricLedger.from_profile
+    chaincode/<org>/         each organisation's CCaaS package (its own service's address and TLS)
+    chaincode-tls/<org>/     each organisation's chaincode service TLS material (its own TLS CA)
+    state.json               process ids, placement, package ids
+    connection.json          profile for ledger.fabric.gateway.FabricLedger.from_profile (every peer)
+    profiles/<Org>.json      one organisation's profile: only its own peer, on its own address
 
 Binaries come from ``$FABRIC_HOME`` (default ``$CONSORTIA_CACHE/fabric``, i.e. ``~/.cache/consortia/fabric``), installed by
 ``fabric-network/install.sh``. Everything is overridable through :class:`NetworkConfig`.
@@ -19,7 +23,8 @@ Binaries come from ``$FABRIC_HOME`` (default ``$CONSORTIA_CACHE/fabric``, i.e. `
 Modules: :mod:`~ledger.fabric.network.config` (options, paths, node environments),
 :mod:`~ledger.fabric.network.supervision` (node processes), :mod:`~ledger.fabric.network.files`
 (generated configuration, identities, chaincode package), :mod:`~ledger.fabric.network.lifecycle`
-(up, deploy, readiness, restart, down), :mod:`~ledger.fabric.network.cli` (the command line).
+(up, deploy, readiness, restart, down), :mod:`~ledger.fabric.network.placement` (addresses per
+host), :mod:`~ledger.fabric.network.cli` (the command line).
 """
 
 from ledger.fabric.network.cli import main

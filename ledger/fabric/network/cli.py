@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ledger.fabric.network.config import DEFAULT_NET, NetworkConfig, NetworkError
 from ledger.fabric.network.lifecycle import FabricNetwork
+from ledger.fabric.network.placement import parse_hosts
 from wire.env import environment
 
 
@@ -24,19 +25,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--orgs", default=environment().fabric_orgs)
     p.add_argument("--dispatch", default=environment().chaincode_dispatch)
     p.add_argument("--net-dir", default=str(DEFAULT_NET))
+    p.add_argument(
+        "--hosts",
+        default="",
+        help="placement, e.g. Org1=127.0.1.1,Org2=127.0.2.1,orderer=127.0.0.1 (loopback 127.0.0.0/8 only; "
+        "default: as the network was made, else everything on 127.0.0.1)",
+    )
     p.add_argument("--purge", action="store_true", help="down: also delete ledgers and identities")
     p.add_argument("-n", "--lines", type=int, default=50)
     p.add_argument(
         "--json", action="store_true", help="machine-readable output (status and deploy always are)"
     )
     a = p.parse_args(argv)
-    net = FabricNetwork(
-        NetworkConfig(
-            organisations=tuple(o.strip() for o in a.orgs.split(",") if o.strip()),
-            dispatch=a.dispatch,
-            net_dir=Path(a.net_dir),
+    try:
+        net = FabricNetwork(
+            NetworkConfig(
+                organisations=tuple(o.strip() for o in a.orgs.split(",") if o.strip()),
+                dispatch=a.dispatch,
+                net_dir=Path(a.net_dir),
+                hosts=parse_hosts(a.hosts) if a.hosts else None,  # None: as placed before
+            )
         )
-    )
+    except ValueError as exc:  # PlacementError included: refused before anything starts
+        p.error(str(exc))
     try:
         if a.command == "up":
             t0 = time.monotonic()

@@ -9,6 +9,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from ledger.fabric.network.placement import DEFAULT_HOST, ORDERER, check_hosts, recorded_hosts
 from ledger.identity import Consortium
 from wire.env import environment
 
@@ -38,6 +39,10 @@ class NetworkConfig:
     endorsement_policy: str = ""  # "" = channel default (MAJORITY Endorsement)
     chaincode_tls: bool = True  # peer <-> chaincode service: mutual TLS
     log_spec: str = "warning:gossip=error"
+    # the placement (docs/fabric.md "Placement"): an address per organisation name and one for
+    # "orderer", loopback 127.0.0.0/8 only; whatever is not named listens on 127.0.0.1. None: as
+    # the network in net_dir was placed (state.json), else everything on 127.0.0.1
+    hosts: dict[str, str] | None = None
 
     def __post_init__(self) -> None:
         self.net_dir = Path(self.net_dir)
@@ -48,6 +53,36 @@ class NetworkConfig:
             raise ValueError("organisation names must be unique")
         if not (1024 <= self.port_base <= 60000):
             raise ValueError("port_base must be between 1024 and 60000")
+        if self.hosts is None:
+            known = {*self.organisations, ORDERER}  # another network's placement: generate() refuses it
+            self.hosts = {k: v for k, v in recorded_hosts(self.net_dir).items() if k in known}
+        self.hosts = check_hosts(self.hosts, self.organisations)
+
+    # ---- placement
+    def org_host(self, i: int) -> str:
+        """The address organisation ``i``'s peer and chaincode service listen on."""
+        return (self.hosts or {}).get(self.organisations[i], DEFAULT_HOST)
+
+    @property
+    def orderer_host(self) -> str:
+        return (self.hosts or {}).get(ORDERER, DEFAULT_HOST)
+
+    @property
+    def placement(self) -> dict[str, str]:
+        """Every organisation's address and the orderer's (recorded in ``state.json``)."""
+        return {
+            **{o: self.org_host(i) for i, o in enumerate(self.organisations)},
+            ORDERER: self.orderer_host,
+        }
+
+    def listen_addresses(self) -> list[tuple[str, int]]:
+        """Every (address, port) a node of this network listens on."""
+        o = self.orderer_host
+        out = [(o, self.orderer_port), (o, self.orderer_admin_port), (o, self.orderer_ops_port)]
+        for i in range(len(self.organisations)):
+            h, p = self.org_host(i), self.peer_port(i)
+            out += [(h, p), (h, p + 1), (h, self.peer_ops_port(i)), (h, self.chaincode_port(i))]
+        return out
 
     # ---- ports (docs/fabric.md "Topology", with port_base = 7050)
     @property
@@ -68,9 +103,8 @@ class NetworkConfig:
     def peer_ops_port(self, i: int) -> int:
         return self.port_base + 2394 + i  # 9444, 9445, ...
 
-    @property
-    def chaincode_port(self) -> int:
-        return self.port_base + 2949  # 9999: one server serves every peer
+    def chaincode_port(self, i: int) -> int:
+        return self.port_base + 2949 + 1000 * i  # 9999, 10999, ...: each organisation's own service
 
 
 class NetworkLayout:
@@ -109,11 +143,23 @@ class NetworkLayout:
     def chaincode_tls_dir(self) -> Path:
         return self.net / "chaincode-tls"
 
+    def chaincode_tls(self, i: int) -> Path:
+        """Organisation ``i``'s chaincode service TLS material (issued by its own TLS CA)."""
+        return self.chaincode_tls_dir / self.cfg.organisations[i].lower()
+
+    def org_profile_file(self, org: str) -> Path:
+        """The connection profile naming only organisation ``org``'s own peer."""
+        return self.net / "profiles" / f"{org}.json"
+
     def consortium(self) -> Consortium:
         return Consortium(self.crypto)
 
     def peer_name(self, i: int) -> str:
         return f"peer0.{self.cfg.organisations[i].lower()}"
+
+    def chaincode_name(self, i: int) -> str:
+        """Node name of organisation ``i``'s chaincode service (its log: ``logs/<name>.log``)."""
+        return f"chaincode.{self.cfg.organisations[i].lower()}"
 
     def _org_paths(self, i: int) -> dict[str, Path]:
         name = self.cfg.organisations[i]
@@ -131,11 +177,11 @@ class NetworkLayout:
     # ------------------------------------------------------------------ node environments
     def orderer_env(self) -> dict[str, str]:
         c, od, data = self.cfg, self.orderer_dir, self.net / "data" / "orderer"
-        tls = od / "tls"
+        tls, host = od / "tls", c.orderer_host
         return {
             "FABRIC_CFG_PATH": str(self.net / "config"),
             "FABRIC_LOGGING_SPEC": c.log_spec,
-            "ORDERER_GENERAL_LISTENADDRESS": "127.0.0.1",
+            "ORDERER_GENERAL_LISTENADDRESS": host,
             "ORDERER_GENERAL_LISTENPORT": str(c.orderer_port),
             "ORDERER_GENERAL_LOCALMSPID": "OrdererMSP",
             "ORDERER_GENERAL_LOCALMSPDIR": str(od / "msp"),
@@ -148,8 +194,8 @@ class NetworkLayout:
             "ORDERER_FILELEDGER_LOCATION": str(data),
             "ORDERER_CONSENSUS_WALDIR": str(data / "etcdraft" / "wal"),
             "ORDERER_CONSENSUS_SNAPDIR": str(data / "etcdraft" / "snap"),
-            "ORDERER_OPERATIONS_LISTENADDRESS": f"127.0.0.1:{c.orderer_ops_port}",
-            "ORDERER_ADMIN_LISTENADDRESS": f"127.0.0.1:{c.orderer_admin_port}",
+            "ORDERER_OPERATIONS_LISTENADDRESS": f"{host}:{c.orderer_ops_port}",
+            "ORDERER_ADMIN_LISTENADDRESS": f"{host}:{c.orderer_admin_port}",
             "ORDERER_ADMIN_TLS_ENABLED": "true",
             "ORDERER_ADMIN_TLS_CERTIFICATE": str(tls / "server.crt"),
             "ORDERER_ADMIN_TLS_PRIVATEKEY": str(tls / "server.key"),
@@ -161,7 +207,7 @@ class NetworkLayout:
 
     def peer_env(self, i: int) -> dict[str, str]:
         c, p = self.cfg, self._org_paths(i)
-        port, peer = c.peer_port(i), p["peer"]
+        port, peer, host = c.peer_port(i), p["peer"], c.org_host(i)
         data = self.net / "data" / self.peer_name(i)
         builder = REPO_ROOT / "fabric-network" / "builders" / "ccaas"
         return {
@@ -174,13 +220,13 @@ class NetworkLayout:
             "CORE_PEER_TLS_CERT_FILE": str(peer / "tls" / "server.crt"),
             "CORE_PEER_TLS_KEY_FILE": str(peer / "tls" / "server.key"),
             "CORE_PEER_TLS_ROOTCERT_FILE": str(peer / "tls" / "ca.crt"),
-            "CORE_PEER_LISTENADDRESS": f"127.0.0.1:{port}",
-            "CORE_PEER_ADDRESS": f"127.0.0.1:{port}",
-            "CORE_PEER_CHAINCODELISTENADDRESS": f"127.0.0.1:{port + 1}",
-            "CORE_PEER_CHAINCODEADDRESS": f"127.0.0.1:{port + 1}",
-            "CORE_PEER_GOSSIP_BOOTSTRAP": f"127.0.0.1:{port}",
-            "CORE_PEER_GOSSIP_EXTERNALENDPOINT": f"127.0.0.1:{port}",
-            "CORE_OPERATIONS_LISTENADDRESS": f"127.0.0.1:{c.peer_ops_port(i)}",
+            "CORE_PEER_LISTENADDRESS": f"{host}:{port}",
+            "CORE_PEER_ADDRESS": f"{host}:{port}",
+            "CORE_PEER_CHAINCODELISTENADDRESS": f"{host}:{port + 1}",
+            "CORE_PEER_CHAINCODEADDRESS": f"{host}:{port + 1}",
+            "CORE_PEER_GOSSIP_BOOTSTRAP": f"{host}:{port}",
+            "CORE_PEER_GOSSIP_EXTERNALENDPOINT": f"{host}:{port}",
+            "CORE_OPERATIONS_LISTENADDRESS": f"{host}:{c.peer_ops_port(i)}",
             "CORE_METRICS_PROVIDER": "disabled",
             "CORE_PEER_FILESYSTEMPATH": str(data),
             "CORE_LEDGER_SNAPSHOTS_ROOTDIR": str(data / "snapshots"),
@@ -194,7 +240,7 @@ class NetworkLayout:
                     }
                 ]
             ),
-            "CHAINCODE_AS_A_SERVICE_BUILDER_CONFIG": json.dumps({"ccport": str(c.chaincode_port)}),
+            "CHAINCODE_AS_A_SERVICE_BUILDER_CONFIG": json.dumps({"ccport": str(c.chaincode_port(i))}),
             "CORE_PEER_LIMITS_CONCURRENCY_GATEWAYSERVICE": "2000",
             "CORE_CHAINCODE_EXECUTETIMEOUT": "30s",
             "CORE_CHAINCODE_KEEPALIVE": "30",  # seconds; the service echoes KEEPALIVE
@@ -206,7 +252,7 @@ class NetworkLayout:
             "FABRIC_CFG_PATH": str(self.net / "config"),
             "FABRIC_LOGGING_SPEC": "warning",
             "CORE_PEER_LOCALMSPID": f"{c.organisations[i]}MSP",
-            "CORE_PEER_ADDRESS": f"127.0.0.1:{c.peer_port(i)}",
+            "CORE_PEER_ADDRESS": f"{c.org_host(i)}:{c.peer_port(i)}",
             "CORE_PEER_TLS_ENABLED": "true",
             "CORE_PEER_TLS_ROOTCERT_FILE": str(p["tls_ca"]),
             "CORE_PEER_MSPCONFIGPATH": str(p["admin"]),

@@ -112,15 +112,18 @@ class FabricNetwork(GeneratedFiles):
         return time.monotonic() - t0
 
     def deploy(self) -> None:
-        """Package, install, approve (every organisation), commit; start the chaincode server."""
+        """Package, install (each organisation its own package, naming its own chaincode service),
+        approve (every organisation), commit; start each organisation's chaincode service."""
         c = self.cfg
+        n = range(len(c.organisations))
         st = self._state()
-        if not st.get("package_id"):
-            pkg = self.package()
-            pkg_id = self._peer_cli(
-                0, "lifecycle", "chaincode", "calculatepackageid", str(pkg), step="calculatepackageid"
-            ).strip()
-            for i in range(len(c.organisations)):
+        if not st.get("package_ids"):
+            ids: dict[str, str] = {}
+            for i in n:
+                pkg = self.package(i)
+                pkg_id = self._peer_cli(
+                    i, "lifecycle", "chaincode", "calculatepackageid", str(pkg), step="calculatepackageid"
+                ).strip()
                 installed = self._peer_cli(
                     i, "lifecycle", "chaincode", "queryinstalled", step="queryinstalled"
                 )
@@ -134,18 +137,21 @@ class FabricNetwork(GeneratedFiles):
                         step=f"install on {self.peer_name(i)}",
                         timeout=300,
                     )
-            st = self._update_state(package_id=pkg_id, chaincode_tls=c.chaincode_tls)
-        if self.running()["chaincode"] and st.get("dispatch") != self.cfg.dispatch:
-            self.stop_node("chaincode")  # serve the requested contracts
-        if not self.running()["chaincode"]:
-            self.start_chaincode_server()
-            self._update_state(dispatch=self.cfg.dispatch)
+                ids[c.organisations[i]] = pkg_id
+            st = self._update_state(package_ids=ids, chaincode_tls=c.chaincode_tls)
+        for i in n:
+            name = self.chaincode_name(i)
+            if self.running()[name] and st.get("dispatch") != self.cfg.dispatch:
+                self.stop_node(name)  # serve the requested contracts
+            if not self.running()[name]:
+                self.start_chaincode_server(i)
+        self._update_state(dispatch=self.cfg.dispatch)
         st = self._state()
         if st.get("committed"):
             return
         # the chaincode definition every organisation approves and the first one commits (sequence 1)
         definition = [
-            *("-o", f"127.0.0.1:{c.orderer_port}", "--tls", "--cafile", str(self.orderer_ca)),
+            *("-o", f"{c.orderer_host}:{c.orderer_port}", "--tls", "--cafile", str(self.orderer_ca)),
             *("--channelID", c.channel, "--name", c.chaincode, "--version", c.chaincode_version),
             *("--sequence", "1"),
             *(("--signature-policy", c.endorsement_policy) if c.endorsement_policy else ()),
@@ -157,14 +163,14 @@ class FabricNetwork(GeneratedFiles):
                 "chaincode",
                 "approveformyorg",
                 *definition,
-                *("--package-id", st["package_id"]),
+                *("--package-id", st["package_ids"][c.organisations[i]]),
                 step=f"approveformyorg {c.organisations[i]}",
             )
         peers: list[str] = []
         for i in range(len(c.organisations)):
             peers += [
                 "--peerAddresses",
-                f"127.0.0.1:{c.peer_port(i)}",
+                f"{c.org_host(i)}:{c.peer_port(i)}",
                 "--tlsRootCertFiles",
                 str(self._org_paths(i)["tls_ca"]),
             ]
@@ -178,9 +184,8 @@ class FabricNetwork(GeneratedFiles):
         from ledger.fabric.gateway import FabricLedger, PeerEndpoint
 
         org = self.cfg.organisations[i]
-        peer = PeerEndpoint(
-            f"{org}MSP", f"127.0.0.1:{self.cfg.peer_port(i)}", self._org_paths(i)["tls_ca"].read_bytes()
-        )
+        entry = self._peer_entry(i)
+        peer = PeerEndpoint(entry["msp_id"], entry["address"], self._org_paths(i)["tls_ca"].read_bytes())
         ident = self.consortium().identity(org)
         deadline = time.monotonic() + timeout
         with FabricLedger([peer], self.cfg.channel, self.cfg.chaincode) as led:
@@ -196,17 +201,20 @@ class FabricNetwork(GeneratedFiles):
         raise NetworkError(f"{self.peer_name(i)} at height {h} < {height} after {timeout} s")
 
     def restart_node(self, name: str) -> None:
-        """Start a stopped node again (``orderer``, ``peer0.orgN`` or ``chaincode``) and wait
-        until the network can endorse and order again."""
+        """Start a stopped node again (``orderer``, ``peer0.orgN``, ``chaincode.orgN``, or
+        ``chaincode``: every chaincode service) and wait until the network endorses and orders."""
+        n = range(len(self.cfg.organisations))
+        peers, services = [self.peer_name(i) for i in n], [self.chaincode_name(i) for i in n]
         if name == "orderer":
             self.start_orderer()
-        elif name == "chaincode":
-            self.start_chaincode_server()
+        elif name in peers:
+            self.start_peer(peers.index(name))
+        elif name in services or name == "chaincode":
+            for i in n:
+                if name in ("chaincode", services[i]):
+                    self.start_chaincode_server(i)
         else:
-            names = [self.peer_name(i) for i in range(len(self.cfg.organisations))]
-            if name not in names:
-                raise NetworkError(f"unknown node {name!r}; nodes: orderer, {', '.join(names)}, chaincode")
-            self.start_peer(names.index(name))
+            raise NetworkError(f"unknown node {name!r}; nodes: {', '.join(self.running())}, chaincode")
         self.wait_ready()
 
     def down(self, purge: bool = False) -> None:
@@ -223,7 +231,8 @@ class FabricNetwork(GeneratedFiles):
             "running": self.running(),
             "channel": self.cfg.channel,
             "chaincode": self.cfg.chaincode,
-            "package_id": st.get("package_id"),
+            "placement": self.cfg.placement,
+            "package_ids": st.get("package_ids") or {},
             "committed": bool(st.get("committed")),
             "chaincode_tls": bool(st.get("chaincode_tls")),
         }

@@ -58,7 +58,8 @@ class NodeSupervisor(NetworkLayout):
 
     def running(self) -> dict[str, bool]:
         pids = self._state()["pids"]
-        names = ["orderer"] + [self.peer_name(i) for i in range(len(self.cfg.organisations))] + ["chaincode"]
+        n = range(len(self.cfg.organisations))
+        names = ["orderer", *(self.peer_name(i) for i in n), *(self.chaincode_name(i) for i in n)]
         return {n: bool(pids.get(n)) and self._alive(pids[n], n) for n in names}
 
     # ------------------------------------------------------------------ processes
@@ -109,7 +110,7 @@ class NodeSupervisor(NetworkLayout):
             return child.poll() is not None
         return not self._alive(pid, name)
 
-    def _wait_health(self, name: str, port: int, timeout: float = 60) -> None:
+    def _wait_health(self, name: str, host: str, port: int, timeout: float = 60) -> None:
         deadline = time.monotonic() + timeout
         pid = self._state()["pids"].get(name)
         last = ""
@@ -117,7 +118,7 @@ class NodeSupervisor(NetworkLayout):
             if self._exited(name, pid):
                 raise NetworkError(f"{name} exited during start; see {self.net / 'logs' / (name + '.log')}")
             try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as r:
+                with urllib.request.urlopen(f"http://{host}:{port}/healthz", timeout=2) as r:
                     if r.status == 200:
                         return
             except (urllib.error.URLError, OSError) as exc:
@@ -125,8 +126,8 @@ class NodeSupervisor(NetworkLayout):
             time.sleep(0.3)
         raise NetworkError(f"{name} not healthy after {timeout} s ({last}); see logs/{name}.log")
 
-    def _wait_listening(self, name: str, port: int, timeout: float = 60) -> None:
-        """Wait until ``name`` accepts TCP connections on ``port`` (it must not exit meanwhile)."""
+    def _wait_listening(self, name: str, host: str, port: int, timeout: float = 60) -> None:
+        """Wait until ``name`` accepts TCP connections on ``host:port`` (it must not exit meanwhile)."""
         deadline = time.monotonic() + timeout
         pid = self._state()["pids"].get(name)
         while time.monotonic() < deadline:
@@ -134,13 +135,11 @@ class NodeSupervisor(NetworkLayout):
             if child is not None and child.poll() is not None:
                 raise NetworkError(f"{name} exited during start; see {self.net / 'logs' / (name + '.log')}")
             try:
-                with socket.create_connection(("127.0.0.1", port), timeout=2):
+                with socket.create_connection((host, port), timeout=2):
                     return
             except OSError:
                 time.sleep(0.3)
-        raise NetworkError(
-            f"{name} does not listen on 127.0.0.1:{port} after {timeout} s; see logs/{name}.log"
-        )
+        raise NetworkError(f"{name} does not listen on {host}:{port} after {timeout} s; see logs/{name}.log")
 
     def stop_node(self, name: str, timeout: float = 20) -> None:
         """Stop one node (e.g. ``peer0.org2``) by its recorded process id."""
@@ -187,35 +186,37 @@ class NodeSupervisor(NetworkLayout):
     # ------------------------------------------------------------------ nodes
     def start_orderer(self) -> None:
         self._spawn("orderer", [str(self.bin / "orderer")], self.orderer_env())
-        self._wait_health("orderer", self.cfg.orderer_ops_port)
+        self._wait_health("orderer", self.cfg.orderer_host, self.cfg.orderer_ops_port)
         # /healthz answers before the admin endpoint listens; on a loaded machine osnadmin then met
         # "connection refused" (seen in the bare-machine check at load 10 on 2 cores)
-        self._wait_listening("orderer", self.cfg.orderer_admin_port)
+        self._wait_listening("orderer", self.cfg.orderer_host, self.cfg.orderer_admin_port)
 
     def start_peer(self, i: int) -> None:
         name = self.peer_name(i)
         self._spawn(name, [str(self.bin / "peer"), "node", "start"], self.peer_env(i))
-        self._wait_health(name, self.cfg.peer_ops_port(i))
-        self._wait_listening(name, self.cfg.peer_port(i))
+        self._wait_health(name, self.cfg.org_host(i), self.cfg.peer_ops_port(i))
+        self._wait_listening(name, self.cfg.org_host(i), self.cfg.peer_port(i))
 
-    def start_chaincode_server(self) -> None:
+    def start_chaincode_server(self, i: int) -> None:
+        """Start organisation ``i``'s own chaincode service on its own address, serving its package."""
         st = self._state()
-        pkg = st.get("package_id")
+        pkg = (st.get("package_ids") or {}).get(self.cfg.organisations[i])
         if not pkg:
             raise NetworkError("no chaincode package id yet: run 'network deploy'")
+        name, host, port = self.chaincode_name(i), self.cfg.org_host(i), self.cfg.chaincode_port(i)
         argv = [
             sys.executable,
             "-m",
             "ledger.fabric.chaincode_server",
             "--address",
-            f"127.0.0.1:{self.cfg.chaincode_port}",
+            f"{host}:{port}",
             "--chaincode-id",
             pkg,
             "--dispatch",
             self.cfg.dispatch,
         ]
         if st.get("chaincode_tls"):  # as packaged: the peers' connection.json decides
-            d = self.chaincode_tls_dir
+            d = self.chaincode_tls(i)
             argv += [
                 "--tls-cert",
                 str(d / "server.crt"),
@@ -224,16 +225,16 @@ class NodeSupervisor(NetworkLayout):
                 "--client-ca",
                 str(d / "ca.crt"),
             ]
-        self._spawn("chaincode", argv, {"PYTHONPATH": str(REPO_ROOT), "CHAINCODE_LOG_LEVEL": "INFO"})
+        self._spawn(name, argv, {"PYTHONPATH": str(REPO_ROOT), "CHAINCODE_LOG_LEVEL": "INFO"})
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            if not self._alive(self._state()["pids"]["chaincode"], "chaincode"):
-                raise NetworkError(f"chaincode server exited; see {self.net / 'logs' / 'chaincode.log'}")
+            if not self._alive(self._state()["pids"][name], name):
+                raise NetworkError(f"{name} exited; see {self.net / 'logs' / (name + '.log')}")
             with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", self.cfg.chaincode_port)) == 0:
+                if s.connect_ex((host, port)) == 0:
                     return
             time.sleep(0.2)
-        raise NetworkError("chaincode server did not listen within 30 s")
+        raise NetworkError(f"{name} did not listen on {host}:{port} within 30 s")
 
     # ------------------------------------------------------------------ command-line tools
     def _osnadmin(self, *args: str) -> str:
@@ -244,7 +245,7 @@ class NodeSupervisor(NetworkLayout):
                 "channel",
                 *args,
                 "-o",
-                f"127.0.0.1:{self.cfg.orderer_admin_port}",
+                f"{self.cfg.orderer_host}:{self.cfg.orderer_admin_port}",
                 "--ca-file",
                 str(tls / "ca.crt"),
                 "--client-cert",
