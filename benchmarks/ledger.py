@@ -65,7 +65,9 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     ap.add_argument("--clients", type=int, default=16)
     ap.add_argument("--eval-clients", type=int, default=2)
     ap.add_argument("--batch-timeout", type=float, default=0.01)
-    ap.add_argument("--fabric-batch-timeout", default="500ms", help="the Fabric orderer's BatchTimeout")
+    ap.add_argument(
+        "--fabric-batch-timeout", help="the Fabric orderer's BatchTimeout (default: the network's)"
+    )
     args = ap.parse_args(argv)
     args.submits = 2000 if args.quick else 10000
     args.evaluates = 4000 if args.quick else 20000

@@ -11,7 +11,7 @@ order, commit, wait for its commit status), ``fabric_commit_p50_s`` / ``fabric_c
 (latency of those submits, proposal to commit status), ``fabric_evaluate_tps``, and history
 latency on a key with ``fabric_history_versions`` versions; then the capacity sweep
 (``benchmarks.ledger_capacity``: ``fabric_capacity_tps``, the throughput where latency starts to climb).
-The orderer's BatchTimeout is ``--batch-timeout`` (500 ms by default).
+The orderer's BatchTimeout is ``--batch-timeout`` (default: ``NetworkConfig``'s, 100 ms).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def run_fabric(args: Any, consortium: Any = None) -> dict[str, float]:
     )
     # bench_evaluate reads images bench-<i>-<j % 50> of the first clients: every client writes >= 50
     submits = clients * max(50, args.submits // clients)
-    batch_timeout = getattr(args, "fabric_batch_timeout", None) or "500ms"
+    batch_timeout = getattr(args, "fabric_batch_timeout", None) or NetworkConfig.batch_timeout
     versions = 50 if args.quick else 1000
     samples = 20 if args.quick else 100
     net = FabricNetwork(
@@ -91,9 +91,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--clients", dest="fabric_clients", type=int, default=DEFAULT_FABRIC_CLIENTS)
     ap.add_argument("--eval-clients", type=int, default=2)
-    ap.add_argument(
-        "--batch-timeout", dest="fabric_batch_timeout", default="500ms", help="orderer BatchTimeout"
-    )
+    ap.add_argument("--batch-timeout", dest="fabric_batch_timeout", default=None, help="orderer BatchTimeout")
     args = ap.parse_args(argv)
     if args.fabric_clients < 1:
         ap.error("--clients must be >= 1")
