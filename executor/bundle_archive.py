@@ -155,6 +155,18 @@ def download_archive(reference: str, out: str | os.PathLike) -> str:
     return got
 
 
+def _plain_members(tar: tarfile.TarFile) -> list[tarfile.TarInfo]:
+    """The archive's members if every one is a regular file or a directory with a relative path inside
+    the archive (what ``bundle_archive`` writes); anything else (links, devices, absolute paths, ``..``)
+    is refused, whatever the Python's own extraction filters do."""
+    members = tar.getmembers()
+    for m in members:
+        parts = Path(m.name).parts
+        if not (m.isfile() or m.isdir()) or m.name.startswith("/") or ".." in parts or not parts:
+            raise tarfile.TarError(f"member {m.name!r} is not a plain file or directory inside the archive")
+    return members
+
+
 def unpack_archive(archive: str | os.PathLike, expected: str, dest: Path) -> Path:
     """Unpack a verified archive into ``dest`` (replaced atomically); ``expected`` is its digest,
     checked again on the bytes opened (the file may have changed since it was downloaded)."""
@@ -168,7 +180,11 @@ def unpack_archive(archive: str | os.PathLike, expected: str, dest: Path) -> Pat
     tmp.mkdir(parents=True)
     try:
         with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
-            tar.extractall(tmp, filter="data")
+            members = _plain_members(tar)
+            if hasattr(tarfile, "data_filter"):  # Python >= 3.11.4 (Debian 12's 3.11.2 has no filters)
+                tar.extractall(tmp, members=members, filter="data")
+            else:
+                tar.extractall(tmp, members=members)
     except (tarfile.TarError, OSError) as exc:
         shutil.rmtree(tmp, ignore_errors=True)
         raise ImageTampered(
