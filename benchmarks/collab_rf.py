@@ -29,7 +29,7 @@ from algorithms.collab_rf.algorithm import CollaborativeRandomForest
 from algorithms.collab_rf.ensemble import get_top
 from algorithms.collab_rf.estimators import ensemble_predict, from_sklearn_tree
 from algorithms.collab_rf.metrics import detection_scores
-from algorithms.collab_rf.protocol import DEFAULT_SCHEDULE, DISCONNECTED_SCHEDULE
+from algorithms.collab_rf.protocol import AUTHORS_TREE_SEED, DEFAULT_SCHEDULE, DISCONNECTED_SCHEDULE
 from algorithms.collab_rf.ranking import PGreedyTreeKernelRanking
 from algorithms.datasets.creditcard import (
     PAPER_TABLE1_TRAIN,
@@ -45,6 +45,11 @@ from algorithms.topologies.static import complete, empty, ring
 from benchmarks.collab_rf_report import METRICS, PAPER_TABLE3, TOPOLOGIES, fmt_mean_median, write_reports
 
 QUICK_RANKINGS = "pgreedy_treekernel"
+
+
+def tree_seed_arg(text: str) -> int | None:
+    """``--tree-seed``: an integer (the authors' scheme), or 'process' for None (seeds per process/node)."""
+    return None if text == "process" else int(text)
 
 
 def topology(name: str, size: int, seed: int):
@@ -185,10 +190,10 @@ def main(argv: list[str] | None = None) -> dict:
     )
     ap.add_argument(
         "--tree-seed",
-        type=int,
-        default=None,
-        help="the k-th FIT of every node uses random_state TREE_SEED + k (the authors' scheme); "
-        "default: drawn from (seed, node, k)",
+        type=tree_seed_arg,
+        default=AUTHORS_TREE_SEED,
+        help="the k-th FIT of every node uses random_state TREE_SEED + k (the authors' scheme; default "
+        f"{AUTHORS_TREE_SEED} as in their scripts); 'process': drawn from (seed, node, k), the earlier default",
     )
     ap.add_argument(
         "--n-jobs", type=int, default=1, help="threads per forest fit (results do not depend on it)"

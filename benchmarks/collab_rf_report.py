@@ -142,13 +142,13 @@ def write_reports(
         "",
         f"Estimator-origin matrices (Fig. 5): collab_rf_{tag}_origins.png."
         if tag != "quick"
-        else "Estimator-origin matrices (Fig. 5): the P-greedy row of collab_rf_full_origins.png (same seeds,"
-        " same code path; the quick run writes no second copy).",
+        else "Estimator-origin matrices (Fig. 5): the quick run writes none; the P-greedy row of"
+        " collab_rf_full_origins.png equals this run's if the full run used the same --tree-seed.",
     ]
     md = RESULTS / f"collab_rf_{tag}.md"
     md.write_text("\n".join(lines) + "\n")
     paths.append(md)
-    if tag == "quick":  # its matrices are the P-greedy row of the full run's picture
+    if tag == "quick":  # its matrices are the P-greedy row of a full run with the same tree seed
         return paths
 
     import matplotlib

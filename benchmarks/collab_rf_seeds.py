@@ -1,14 +1,17 @@
 """How much of the Table 3 gap is the tree RNG? The --quick protocol under several tree seeds.
 
-    python -m benchmarks.collab_rf_seeds                          # tree seeds 42, 0, 1 (+ the default scheme)
+    python -m benchmarks.collab_rf_seeds                          # tree seeds 42, 0, 1 and 'process'
     python -m benchmarks.collab_rf_seeds --tree-seeds 42,7 --jobs 2
+    python -m benchmarks.collab_rf_seeds --centralised-only       # add the centralised forest to the report
 
 Same data, split (seed 45), P-greedy ranking, topologies and process seed as ``benchmarks.collab_rf
 --quick``; only the forests' ``random_state`` changes: ``tree_seed=r`` gives every organisation's k-th
-FIT ``random_state = r + k`` (the authors' scheme; their code starts at 42), ``default`` draws it from
-(process seed, position, k). Per run: the Table 3 test means and the largest |ours − paper| per metric;
-over the runs: mean, standard deviation and range of those gaps. No seed is chosen from these numbers:
-the reproduction default stays ``tree_seed=None``. Writes benchmarks/results/collab_rf_seeds.{json,md};
+FIT ``random_state = r + k`` (the authors' scheme, seed 003 §VI; their code starts at 42, the
+reproduction default), ``process`` (tree_seed None, the project's earlier default) draws it from
+(process seed, position, k). Per run: the Table 3 test means and the largest |ours − paper| per metric
+over the four topologies and the centralised forest; over the runs: mean, standard deviation and range
+of those gaps. ``--centralised-only`` fits only the centralised forest (40 trees on 256k rows) per seed
+and merges it into the runs already in the report. Writes benchmarks/results/collab_rf_seeds.{json,md};
 the last line printed is the JSON summary.
 """
 
@@ -28,16 +31,22 @@ from benchmarks.collab_rf import QUICK_RANKINGS, evaluate, run_topology, summari
 from benchmarks.collab_rf_report import METRICS, PAPER_TABLE3, RESULTS, TOPOLOGIES
 
 
-def one_run(tree_seed: int | None, seed: int = 42, centralised: bool = True, max_depth: int = 10) -> dict:
-    """The --quick protocol (paper's ranking, four topologies and, unless ``centralised`` is False, the
-    centralised forest: 40 trees on 256k rows, most of a run's CPU time) for one tree seed."""
+def one_run(
+    tree_seed: int | None,
+    seed: int = 42,
+    centralised: bool = True,
+    max_depth: int = 10,
+    topologies: tuple[str, ...] = TOPOLOGIES,
+) -> dict:
+    """The --quick protocol (paper's ranking, ``topologies`` and, unless ``centralised`` is False, the
+    centralised forest: 40 trees on 256k rows) for one tree seed."""
     t0 = time.perf_counter()
     X, y = load_creditcard()
     split = split_nodes(X, y)
     datasets = {n.name: LocalDataset(n.X_train, n.y_train, name=n.name) for n in split.nodes}
     algo = dict(max_depth=max_depth, n_jobs=1, tree_seed=tree_seed)
     scores = {}
-    for topo in TOPOLOGIES:
+    for topo in topologies:
         r = run_topology(topo, datasets, QUICK_RANKINGS, seed, **algo)
         scores[topo] = evaluate(r["models"], datasets, split.X_test, split.y_test, r["thresholds"])
     if centralised:
@@ -54,6 +63,33 @@ def one_run(tree_seed: int | None, seed: int = 42, centralised: bool = True, max
     }
     print(json.dumps(out, sort_keys=True), flush=True)
     return out
+
+
+def merge_runs(base: list[dict], extra: list[dict]) -> list[dict]:
+    """``base`` runs with the rows of the ``extra`` run of the same tree seed added (e.g. the centralised
+    forest of a --centralised-only sweep); each run's max gap is then the larger of both, per metric."""
+    by_seed = {r["tree_seed"]: r for r in extra}
+    out = []
+    for r in base:
+        e = by_seed.pop(r["tree_seed"], None)
+        if e is not None:
+            r = dict(r, test_means={**r["test_means"], **e["test_means"]})
+            r["max_abs_gap"] = {m: max(r["max_abs_gap"][m], e["max_abs_gap"][m]) for m in METRICS}
+        out.append(r)
+    return out + list(by_seed.values())
+
+
+def run_from_benchmark(path: Path, tree_seed: int | None) -> dict:
+    """The centralised row of a ``benchmarks.collab_rf`` result (its last JSON line, P-greedy ranking) as
+    a run of this sweep, for the ``tree_seed`` that run used (files from before the option lack it)."""
+    means = json.loads(path.read_text())["test_means"]["pgreedy_treekernel"]
+    row = {m: means["centralised"][m] for m in METRICS}
+    gap = {m: round(abs(row[m] - PAPER_TABLE3["centralised"][m][1][0]), 4) for m in METRICS}
+    return {"tree_seed": tree_seed, "test_means": {"centralised": row}, "max_abs_gap": gap}
+
+
+def seed_label(tree_seed: int | None) -> str:
+    return str(tree_seed) if tree_seed is not None else "process"
 
 
 def spread(values: list[float]) -> dict:
@@ -80,16 +116,12 @@ def markdown(runs: list[dict], summary: dict) -> str:
     for r in runs:
         cells = [" / ".join(f"{r['test_means'][t][m]:.3f}" for m in METRICS) for t in topos]
         gaps = " / ".join(f"{r['max_abs_gap'][m]:.3f}" for m in METRICS)
-        lines.append(
-            f"| {r['tree_seed'] if r['tree_seed'] is not None else 'default'} | "
-            + " | ".join(cells)
-            + f" | {gaps} |"
-        )
+        lines.append(f"| {seed_label(r['tree_seed'])} | " + " | ".join(cells) + f" | {gaps} |")
     for r in runs:
         if r.get("source"):
             lines += [
                 "",
-                f"Row {r['tree_seed'] if r['tree_seed'] is not None else 'default'}: from {r['source']}.",
+                f"Row {seed_label(r['tree_seed'])}: from {r['source']}.",
             ]
     lines += [
         "",
@@ -117,11 +149,26 @@ def markdown(runs: list[dict], summary: dict) -> str:
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument(
-        "--tree-seeds", default="default,42,0,1", help="comma-separated; 'default' = tree_seed None"
+        "--tree-seeds",
+        default="process,42,0,1",
+        help="comma-separated; 'process' = tree_seed None (the seeding before the authors' became the default)",
     )
     ap.add_argument("--jobs", type=int, default=1, help="runs in parallel (one process each)")
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--skip-centralised", action="store_true", help="the four topologies only")
+    ap.add_argument(
+        "--add-from",
+        action="append",
+        default=[],
+        metavar="SEED=PATH",
+        help="with --centralised-only: take that seed's centralised row from a benchmarks.collab_rf result "
+        "JSON instead of fitting it ('process' for tree_seed None)",
+    )
+    ap.add_argument(
+        "--centralised-only",
+        action="store_true",
+        help="only the centralised forest per seed, merged into the runs of the existing report",
+    )
     ap.add_argument(
         "--from-runs",
         default=None,
@@ -134,10 +181,19 @@ def main(argv: list[str] | None = None) -> dict:
         runs = [json.loads(x) for x in lines if x.startswith('{"max_abs_gap"')]
         seeds = [r["tree_seed"] for r in runs]
     else:
-        seeds = [None if s == "default" else int(s) for s in args.tree_seeds.split(",") if s]
+        seeds = [None if s in ("process", "default") else int(s) for s in args.tree_seeds.split(",") if s]
+        n = len(seeds)
+        topos = [() if args.centralised_only else TOPOLOGIES] * n
         with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-            n = len(seeds)
-            runs = list(pool.map(one_run, seeds, [args.seed] * n, [not args.skip_centralised] * n))
+            runs = list(
+                pool.map(one_run, seeds, [args.seed] * n, [not args.skip_centralised] * n, [10] * n, topos)
+            )
+        if args.centralised_only:
+            for spec in args.add_from:
+                label, path = spec.split("=", 1)
+                runs.append(run_from_benchmark(Path(path), None if label == "process" else int(label)))
+            runs = merge_runs(json.loads((RESULTS / "collab_rf_seeds.json").read_text())["runs"], runs)
+            seeds = [r["tree_seed"] for r in runs]
     topos = [t for t in (*TOPOLOGIES, "centralised") if all(t in r["test_means"] for r in runs)]
     summary = {
         "benchmark": "collab_rf_seeds",

@@ -47,7 +47,7 @@ class CollaborativeRandomForest:
         positive_weight: float | str = 1.0,
         decision_threshold: str = "fixed",
         validation_size: float = 0.2,
-        tree_seed: int | None = None,
+        tree_seed: int | None = protocol.AUTHORS_TREE_SEED,
     ):
         self.p = CollabRFParams(
             n_new=n_new,

@@ -81,13 +81,17 @@ def test_tree_seed_is_the_authors_rs_plus_one_per_fit():
             for e in fit_trees(data.features, data.labels, sc, 2, 4, 42 + k, org, 2 * k)
         ]
         assert all(np.array_equal(a["value"], b) for a, b in zip(st["ensemble"], want))
-    default = run_protocol(
-        d.nodes, CollabRFParams(n_new=2, n_share=2, n_max=4, max_depth=4, schedule=("FIT",)), seed=9
-    )
+    small = dict(n_new=2, n_share=2, n_max=4, max_depth=4, schedule=("FIT",))
+    earlier = run_protocol(d.nodes, CollabRFParams(**small, tree_seed=None), seed=9)
     sc = Scaler.fit(d.nodes["Node01"].features)
     want = fit_trees(
         d.nodes["Node01"].features, d.nodes["Node01"].labels, sc, 2, 4, fit_seed(9, 1, 0), "Node01", 0
     )
+    assert np.array_equal(earlier.states["Node01"]["ensemble"][0]["value"], want[0]["value"])
+    # the reproduction default is the authors' seeding from r = 42
+    assert CollabRFParams().tree_seed == 42 and CollaborativeRandomForest().params()["tree_seed"] == 42
+    default = run_protocol(d.nodes, CollabRFParams(**small), seed=9)
+    want = fit_trees(d.nodes["Node01"].features, d.nodes["Node01"].labels, sc, 2, 4, 42, "Node01", 0)
     assert np.array_equal(default.states["Node01"]["ensemble"][0]["value"], want[0]["value"])
 
 

@@ -94,10 +94,10 @@ PAPER_TABLE3_TEST = {
     5400
 )  # ≈ 12 CPU minutes; the centralised forest alone exceeds the suite's 600 s on a busy box
 def test_real_data_reproduces_table3_test_means(real):
-    """The full §VI experiment (20 nodes, 284,807 rows, P-greedy, seed 42): every topology's and the
-    centralised model's test means lie within ±0.03 BAcc and ±0.05 Prec/Rec of Table 3. The paper
-    prints two decimals, so a figure 0.79 stands for [0.785, 0.795): the distance is measured to
-    that interval. (Several CPU minutes: fits 800 + 40 forests' trees on the full data.)"""
+    """The full §VI experiment (20 nodes, 284,807 rows, P-greedy, process seed 42, the authors' tree
+    seeding from random_state 42, the default): every topology's and the centralised model's test means
+    lie within ±0.03 BAcc and ±0.05 Prec/Rec of the figures Table 3 prints. (Several CPU minutes: fits
+    800 + 40 forests' trees on the full data.)"""
     from algorithms.step import LocalDataset
     from benchmarks.collab_rf import TOPOLOGIES, evaluate, run_topology, summarise
 
@@ -112,7 +112,10 @@ def test_real_data_reproduces_table3_test_means(real):
     central = {"central": LocalDataset(Xc, yc, name="central")}
     run = run_topology("disconnected", central, "pgreedy_treekernel", 42, max_depth=10)
     means["centralised"] = summarise(evaluate(run["models"], central, s.X_test, s.y_test))
-    for topo, paper in PAPER_TABLE3_TEST.items():
-        for m, p, tol in zip(("bacc", "prec", "rec"), paper, (0.03, 0.05, 0.05)):
-            ours = means[topo][f"test_{m}"][0]
-            assert max(0.0, abs(ours - p) - 0.005) <= tol, f"{topo} {m}: {ours:.3f} vs paper {p}"
+    off = [
+        f"{topo} {m}: {means[topo][f'test_{m}'][0]:.4f} vs paper {p}"
+        for topo, paper in PAPER_TABLE3_TEST.items()
+        for m, p, tol in zip(("bacc", "prec", "rec"), paper, (0.03, 0.05, 0.05))
+        if abs(means[topo][f"test_{m}"][0] - p) > tol
+    ]
+    assert not off, off
