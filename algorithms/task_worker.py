@@ -11,6 +11,8 @@ import importlib
 import os
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from algorithms.task_runtime import run_and_report
@@ -38,11 +40,12 @@ class _Lifeline:
         return bool(readable) and os.read(self.fd, 1) == b""
 
 
-# Packages that scikit-learn and narwhals import at start-up only if they are installed. No algorithm
-# image installs them (its Python packages are numpy, scipy, scikit-learn, cryptography and their
-# dependencies), but the sandbox runtime binds the host's whole environment, where they are: a sandbox
-# worker would spend ~0.4 CPU s of its start-up importing pyarrow and pandas that no task uses, and would
-# run with modules a container of the same image does not have. Hidden, the sandbox matches the image.
+# Packages that scikit-learn and narwhals import at start-up only if they are installed. The base
+# image does not install them (numpy, scipy, scikit-learn, cryptography and their dependencies), but
+# the sandbox runtime binds the host's whole environment, where they are: a sandbox worker would spend
+# ~0.4 CPU s of its start-up importing pyarrow and pandas for no task. They are hidden only while the
+# worker preloads (as in the image, scikit-learn then takes inputs for numpy arrays); a task that
+# imports them itself (the sandbox-only VAE image, through torch) still can.
 NOT_IN_IMAGE = ("pandas", "pyarrow", "polars", "rich")
 
 
@@ -60,11 +63,16 @@ class _NotInImage:
         return None
 
 
-def hide_packages_not_in_image(names: tuple[str, ...] = NOT_IN_IMAGE) -> None:
-    """Make ``import name`` fail (ModuleNotFoundError) for packages the image does not contain; a module
-    already imported stays (the worker calls this first, before importing anything else)."""
-    if not any(isinstance(f, _NotInImage) for f in sys.meta_path):
-        sys.meta_path.insert(0, _NotInImage(names))
+@contextmanager
+def packages_hidden(names: tuple[str, ...] = NOT_IN_IMAGE) -> Iterator[None]:
+    """While inside, ``import name`` fails (ModuleNotFoundError) for the packages of ``names``; a module
+    already imported stays."""
+    finder = _NotInImage(names)
+    sys.meta_path.insert(0, finder)
+    try:
+        yield
+    finally:
+        sys.meta_path.remove(finder)
 
 
 def _preload(only_algorithm: str | None) -> None:
@@ -99,10 +107,10 @@ def serve(
     and then writes ``<out_root>/<name>/DONE`` (exit status). ``<in_root>/STOP`` ends the worker;
     so does EOF on a stdin pipe (the executor died), ``idle_exit_s`` without a task, or ``max_tasks`` tasks (``--serve-once``: a one-shot
     worker started while the executor registers the task key). Everything a task needs is imported
-    before waiting (packages the image does not contain are hidden first: :data:`NOT_IN_IMAGE`).
+    before waiting (without the packages of :data:`NOT_IN_IMAGE`, which the image does not contain).
     Polls every 1-2 ms, backing off to 50 ms after 2 s idle."""
-    hide_packages_not_in_image()
-    _preload(only_algorithm)
+    with packages_hidden():
+        _preload(only_algorithm)
     lifeline = _Lifeline()
     in_root, out_root = Path(in_root), Path(out_root)
     done: set[str] = set()
