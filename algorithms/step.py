@@ -108,7 +108,10 @@ class StepResult:
 
 @runtime_checkable
 class Algorithm(Protocol):
-    """A learning algorithm as a deterministic step function."""
+    """A learning algorithm as a deterministic step function.
+
+    Optional: ``warm_imports``, a tuple of module names the algorithm imports lazily (inside
+    ``step``); a warm worker imports them before its first task (:mod:`algorithms.task_worker`)."""
 
     name: str
 

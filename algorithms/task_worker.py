@@ -11,6 +11,8 @@ import importlib
 import os
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from algorithms.task_runtime import run_and_report
@@ -38,14 +40,54 @@ class _Lifeline:
         return bool(readable) and os.read(self.fd, 1) == b""
 
 
+# Packages that scikit-learn and narwhals import at start-up only if they are installed. The base
+# image does not install them (numpy, scipy, scikit-learn, cryptography and their dependencies), but
+# the sandbox runtime binds the host's whole environment, where they are: a sandbox worker would spend
+# ~0.4 CPU s of its start-up importing pyarrow and pandas for no task. They are hidden only while the
+# worker preloads (as in the image, scikit-learn then takes inputs for numpy arrays); a task that
+# imports them itself (the sandbox-only VAE image, through torch) still can.
+NOT_IN_IMAGE = ("pandas", "pyarrow", "polars", "rich")
+
+
+class _NotInImage:
+    """A meta path finder that refuses the packages of ``names``: ``import pandas`` raises
+    ModuleNotFoundError, as in the image. (Not ``sys.modules[name] = None``: scikit-learn reads
+    ``sys.modules["pandas"]`` when the key is present and would get None.)"""
+
+    def __init__(self, names: tuple[str, ...]):
+        self.names = frozenset(names)
+
+    def find_spec(self, fullname: str, path: object = None, target: object = None) -> None:
+        if fullname.partition(".")[0] in self.names:
+            raise ModuleNotFoundError(f"No module named {fullname!r} (not in the image)", name=fullname)
+        return None
+
+
+@contextmanager
+def packages_hidden(names: tuple[str, ...] = NOT_IN_IMAGE) -> Iterator[None]:
+    """While inside, ``import name`` fails (ModuleNotFoundError) for the packages of ``names``; a module
+    already imported stays."""
+    finder = _NotInImage(names)
+    sys.meta_path.insert(0, finder)
+    try:
+        yield
+    finally:
+        sys.meta_path.remove(finder)
+
+
 def _preload(only_algorithm: str | None) -> None:
-    """Import the signing code and the image's algorithm module ahead of the first task."""
+    """Import the signing code, the image's algorithm module and the modules its class lists in
+    ``warm_imports`` (imported lazily by the algorithm: inside a round otherwise) ahead of the first
+    task."""
     from cryptography.hazmat.primitives import hashes, serialization  # noqa: F401
     from cryptography.hazmat.primitives.asymmetric import ec, utils  # noqa: F401
 
     if only_algorithm:
+        module_name, _, class_name = only_algorithm.partition(":")
         try:
-            importlib.import_module(only_algorithm.partition(":")[0])
+            cls = getattr(importlib.import_module(module_name), class_name, None)
+            for name in getattr(cls, "warm_imports", ()):
+                importlib.import_module(name)
         except ImportError:
             pass  # reported by the task that needs it
 
@@ -65,8 +107,10 @@ def serve(
     and then writes ``<out_root>/<name>/DONE`` (exit status). ``<in_root>/STOP`` ends the worker;
     so does EOF on a stdin pipe (the executor died), ``idle_exit_s`` without a task, or ``max_tasks`` tasks (``--serve-once``: a one-shot
     worker started while the executor registers the task key). Everything a task needs is imported
-    before waiting. Polls every 1-2 ms, backing off to 50 ms after 2 s idle."""
-    _preload(only_algorithm)
+    before waiting (without the packages of :data:`NOT_IN_IMAGE`, which the image does not contain).
+    Polls every 1-2 ms, backing off to 50 ms after 2 s idle."""
+    with packages_hidden():
+        _preload(only_algorithm)
     lifeline = _Lifeline()
     in_root, out_root = Path(in_root), Path(out_root)
     done: set[str] = set()

@@ -325,7 +325,8 @@ def write_reports(tag: str, results: dict[str, Any]) -> list[Path]:
     lines.append(
         "Seconds per agent (exclusive timers in the node agent; ``other`` = wall time outside them). "
         "wait_round: waiting for the round to open; ledger_submit/evaluate: inside Ledger calls; "
-        "sealing: sealing/unsealing; task: the task in its sandbox/container; artifact_io: artifacts, "
+        "sealing: sealing/unsealing; worker_start: a warm worker starting up (its first task waits for the "
+        "imports) or taking its task; task: the task in its sandbox/container; artifact_io: artifacts, "
         "indexes, journal."
     )
     for algo, r in results["algorithms"].items():

@@ -24,6 +24,7 @@ CATEGORIES = (
     "ledger_submit",
     "ledger_evaluate",
     "sealing",  # sealing and unsealing messages, states and models
+    "worker_start",  # a warm worker starting up (imports, first round) or picking its task up
     "task",  # the task itself, in its sandbox or container
     "artifact_io",  # writing and reading artifacts, indexes and the journal
 )

@@ -146,6 +146,9 @@ class CollabDictGGM:
     """CollabDict sparse-GGM-mixture anomaly detector as an :class:`algorithms.step.Algorithm`."""
 
     name = "collabdict-ggm"
+    # imported lazily by mixture.solve_precision (first M-step with a graphical lasso); a warm worker
+    # imports it before its first task instead (algorithms.task_worker), not inside a round
+    warm_imports = ("sklearn.covariance",)
 
     def __init__(
         self,

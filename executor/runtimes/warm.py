@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from algorithms.task_runtime import TaskSpec
+from executor import timing
 from executor.errors import RuntimeUnavailable, TaskFailed
 from executor.runtimes.base import DATA, Limits, RunOutcome, TaskMounts, TaskRuntime, Worker, WorkerSpec
 from executor.task_keys import TASK_GID, TaskKey, destroy_key_dir
@@ -125,22 +126,11 @@ class WarmWorker:
             task_key.hand_over(mounts.key_dir, uid=self.runtime.task_uid)
             (task_dir / "READY").touch()
             deadline = time.monotonic() + self.limits.timeout_s
-            delay, next_check = 0.0005, time.monotonic() + 0.5
-            while not (out / "DONE").exists():
-                now = time.monotonic()
-                if now > deadline:
-                    self.stop()
-                    raise TaskFailed(f"warm {self.runtime.name} task timed out")
-                if now > next_check:  # liveness costs an engine API call: not on every poll
-                    next_check = now + 0.5
-                    if not self.alive() and not (out / "DONE").exists():
-                        if not out.exists():  # died before taking the task: retry with a new worker
-                            raise RuntimeUnavailable(
-                                f"{self.runtime.name} worker ended before the task started"
-                            )
-                        raise TaskFailed(f"{self.runtime.name} worker died during the task")
-                time.sleep(delay)
-                delay = min(delay * 1.5, 0.01)
+            # The worker makes ``out`` when it takes the task: until then it is starting up (imports,
+            # on its first task) or between polls; timed apart from the task itself.
+            with timing.section("worker_start"):
+                self._await(out, out, deadline)
+            self._await(out / "DONE", out, deadline)
         finally:
             destroy_key_dir(mounts.key_dir)
         code = int((out / "DONE").read_text() or "1")
@@ -149,6 +139,24 @@ class WarmWorker:
             return verify_outputs(out, spec, task_key.public_key_pem, previous_state, inbox, outcome)
         finally:
             shutil.rmtree(task_dir, ignore_errors=True)
+
+    def _await(self, path: Path, out: Path, deadline: float) -> None:
+        """Poll (0.5 ms backing off to 10 ms) until ``path`` exists; fail if the worker dies first
+        (before it made ``out``: it never took the task, retry with a new worker) or at ``deadline``."""
+        delay, next_check = 0.0005, time.monotonic() + 0.5
+        while not path.exists():
+            now = time.monotonic()
+            if now > deadline:
+                self.stop()
+                raise TaskFailed(f"warm {self.runtime.name} task timed out")
+            if now > next_check:  # liveness costs an engine API call: not on every poll
+                next_check = now + 0.5
+                if not self.alive() and not path.exists() and not (out / "DONE").exists():
+                    if not out.exists():  # died before taking the task: retry with a new worker
+                        raise RuntimeUnavailable(f"{self.runtime.name} worker ended before the task started")
+                    raise TaskFailed(f"{self.runtime.name} worker died during the task")
+            time.sleep(delay)
+            delay = min(delay * 1.5, 0.01)
 
     def stop(self, wait: bool = False) -> None:
         """End the worker. Its results are already delivered (or it failed), so by default it is

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 
 import pytest
 
@@ -158,3 +159,21 @@ def test_worker_does_not_outlive_its_executor(tmp_path, bundle):
     ):
         assert time.monotonic() < deadline, "worker outlived its executor"
         time.sleep(0.1)
+
+
+def test_warm_worker_start_up_is_timed_apart_from_the_task(tmp_path, bundle, recipe):
+    """The agent's profile separates a warm worker's start-up (its first task waits for the imports)
+    from the task itself: ``worker_start`` then ``task``."""
+    from executor import timing
+
+    rt = SandboxRuntime()
+    data = tmp_path / "data"
+    data.mkdir()
+    save_dataset(data / "dataset.npz", make_dataset(7))
+    with WarmWorker(rt, bundle.digest, tmp_path / "warm", data, bundle_dir=bundle.location) as worker:
+        with timing.recording() as prof:
+            with timing.section("task"):
+                worker.run(_spec(1, bundle, rt.name, recipe.algorithm), TaskKey.generate(), None, {})
+            first = dict(prof.per_thread()[threading.current_thread().name])
+    assert first["worker_start"] > 0
+    assert first["task"] > 0
