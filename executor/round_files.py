@@ -69,7 +69,12 @@ class RoundFiles:
             for m in rec.result["outputs"]["messages"]:
                 if m["recipient"] != self.org:
                     continue
-                remote = self.peers.fetch_message(sender, pid, rnd - 1, m["digest"], self.store)
+                # a store root shared with the sender (one machine) indexes the message: read it there;
+                # otherwise ask the sender's artifact service, found on the ledger (docs/artifacts.md)
+                local = message_index.read_entry(self.store_root, sender, pid, rnd - 1, self.org)
+                remote = None
+                if local is None:
+                    remote = self.peers.fetch_message(sender, pid, rnd - 1, m["digest"], self.store)
                 ref = remote or message_index.locate(
                     self.store_root, sender, pid, rnd - 1, self.org, m["digest"]
                 )

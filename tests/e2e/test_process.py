@@ -153,6 +153,21 @@ def test_container_process_is_bit_identical_to_the_simulator(platform, engine):
     assert {r.runtime for r in client.query_executions("p-ctr")} == {"container"}
 
 
+def test_membership_records_on_a_shared_ledger_do_not_send_a_one_machine_run_away(platform):
+    # every organisation has published an artifact endpoint where nothing listens (as test runs and demos
+    # do on a ledger they share); a process whose organisations share one store root still reads each
+    # message where it is indexed, checked against the sender's signed digest, and completes
+    from executor.membership import publish_own_membership
+
+    for i, o in enumerate(ORGS3, start=1):
+        publish_own_membership(platform.client(o), platform.consortium, f"https://127.0.{i}.1:9")
+    case = dpsda_case()
+    client, _ = start(platform, case, "p-members")
+    out = run_process(platform, "p-members", SandboxRuntime)
+    assert out.status == "completed", (out.reason, out.agent_errors)
+    assert_bit_identical(platform, client, "p-members", simulated(case))
+
+
 def test_privacy_budget_refuses_the_round_that_would_exceed_it(platform):
     # σ = 2, clipped so that Δ = 2nL̂√d = 1: every node's release spends ε0 = 0.5, every round 3 × 0.5 on the
     # network (the budget's default scope); a budget of 3.2 covers two rounds of releases, not three
