@@ -21,7 +21,6 @@ of the bundle digest. Isolation of every run:
 from __future__ import annotations
 
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -47,6 +46,13 @@ from executor.task_keys import TASK_GID, TASK_UID
 
 CGROUP_V1 = Path("/sys/fs/cgroup")
 BUNDLE_MOUNT = "/opt/consortia"
+
+
+# sh -c script: write this shell's pid into each cgroup.procs file given before "--", then exec the rest
+ENTER_CGROUPS_AND_EXEC = (
+    'for f; do [ "$f" = -- ] && break; printf %s "$$" > "$f" || { echo "cannot enter cgroup $f" >&2; '
+    'exit 125; }; shift; done; shift; exec "$@"'
+)
 
 
 class _Cgroup:
@@ -292,21 +298,31 @@ class SandboxRuntime:
         as_bytes = max(limits.memory_bytes, 1 << 30) * 4  # address space >> RSS (numpy/BLAS maps)
         use_nproc = "pids" not in cg.controllers and os.geteuid() != 0
 
-        def preexec() -> None:
-            cg.enter()
-            resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s))
-            resource.setrlimit(resource.RLIMIT_AS, (as_bytes, as_bytes))
-            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-            if use_nproc:
-                resource.setrlimit(resource.RLIMIT_NPROC, (limits.pids, limits.pids))
-
+        # The limits are applied by the child itself before it becomes bubblewrap: a shell moves
+        # itself into the task's cgroups, then `prlimit` sets the rlimits and execs bwrap (same pid).
+        # Not a preexec_fn: Python code between fork and exec in this multi-threaded agent is unsafe
+        # (CI once saw a forked child segfault there).
+        rlimits = [f"--cpu={cpu_s}:{cpu_s}", f"--as={as_bytes}:{as_bytes}", "--core=0:0"]
+        if use_nproc:
+            rlimits.append(f"--nproc={limits.pids}:{limits.pids}")
+        prlimit = find_tool("prlimit", "util-linux", "the sandbox runtime's resource limits")
+        launcher = [
+            "/bin/sh",
+            "-c",
+            ENTER_CGROUPS_AND_EXEC,
+            "consortia-sandbox",
+            *(str(d / "cgroup.procs") for d in cg.dirs),
+            "--",
+            prlimit,
+            *rlimits,
+            "--",
+        ]
         try:
             proc = subprocess.Popen(
-                self.command(bundle, mounts, command),
+                [*launcher, *self.command(bundle, mounts, command)],
                 stdin=subprocess.PIPE if lifeline else subprocess.DEVNULL,
                 stdout=stdout,
                 stderr=subprocess.STDOUT,
-                preexec_fn=preexec,
                 close_fds=True,
             )
         except BaseException:

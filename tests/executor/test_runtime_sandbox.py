@@ -78,6 +78,31 @@ def test_memory_and_process_limits_hold(tmp_path, sandbox, bundle):
     assert forked < 16, out.logs
 
 
+def test_rlimits_and_cgroups_are_set_before_the_task_starts(tmp_path, sandbox, bundle):
+    # applied by the child itself (a shell entering the cgroups, prlimit, then bwrap), not by Python
+    # code between fork and exec in the multi-threaded agent
+    m, _ = _mounts(tmp_path, sandbox)
+    probe = (
+        "import resource\n"
+        "print('cpu', *resource.getrlimit(resource.RLIMIT_CPU))\n"
+        "print('as', *resource.getrlimit(resource.RLIMIT_AS))\n"
+        "print('core', *resource.getrlimit(resource.RLIMIT_CORE))"
+    )
+    out = sandbox.run(
+        bundle.digest,
+        m,
+        Limits(timeout_s=30, memory_bytes=512 << 20),
+        command=[sys.executable, "-c", probe],
+        bundle_dir=bundle.location,
+    )
+    assert out.exit_code == 0, out.logs
+    lines = {ln.split()[0]: ln.split()[1:] for ln in out.logs.splitlines() if ln.strip()}
+    assert lines["cpu"] == ["31", "31"] and lines["core"] == ["0", "0"]
+    assert lines["as"] == [str(4 << 30)] * 2  # max(memory, 1 GiB) x 4
+    # (the cgroups cannot be seen from inside: bwrap unshares the cgroup namespace; the memory and
+    # pids limits they carry are what test_memory_and_process_limits_hold proves)
+
+
 def test_timeout_kills_the_task(tmp_path, sandbox, bundle):
     m, _ = _mounts(tmp_path, sandbox)
     out = sandbox.run(
