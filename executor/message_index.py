@@ -56,11 +56,18 @@ def read_entry(
 
 
 def locate(
-    store_root: str | Path, sender: str, process_id: str, rnd: int, recipient: str, payload_digest: str
+    store_root: str | Path,
+    sender: str,
+    process_id: str,
+    rnd: int,
+    recipient: str,
+    payload_digest: str,
+    entry: dict[str, Any] | None = None,
 ) -> MessageRef:
     """The stored message the ledger names (``payload_digest``); :class:`ExecutorError` if the sender's
-    store does not index it, or indexes another message."""
-    entry = read_entry(store_root, sender, process_id, rnd, recipient)
+    store does not index it, or indexes another message. ``entry``: the index entry if already read."""
+    if entry is None:
+        entry = read_entry(store_root, sender, process_id, rnd, recipient)
     if entry is None:
         raise ExecutorError(f"message of {sender} for round {rnd} is not in its store")
     if entry.get("payload_digest") != payload_digest:

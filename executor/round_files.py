@@ -76,7 +76,7 @@ class RoundFiles:
                 if local is None:
                     remote = self.peers.fetch_message(sender, pid, rnd - 1, m["digest"], self.store)
                 ref = remote or message_index.locate(
-                    self.store_root, sender, pid, rnd - 1, self.org, m["digest"]
+                    self.store_root, sender, pid, rnd - 1, self.org, m["digest"], entry=local
                 )
                 inbox[sender] = open_message(
                     ref, process_id=pid, round=rnd - 1, recipient=self.org, recipient_key=key

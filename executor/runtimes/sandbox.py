@@ -79,10 +79,6 @@ class _Cgroup:
                         pass
         self.controllers = {d.parent.name for d in self.dirs}
 
-    def enter(self) -> None:
-        for d in self.dirs:
-            (d / "cgroup.procs").write_text(str(os.getpid()))
-
     def close(self) -> None:
         for d in self.dirs:
             for _ in range(50):
