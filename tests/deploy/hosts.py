@@ -93,6 +93,12 @@ class Host:
         ]
         self.start("artifacts", [*argv, "--listen", f"{self.address}:{port}"])
 
+    def start_gateway(self, port: int) -> None:
+        """The organisation's gateway (REST API and explorer) on its own address."""
+        argv = [sys.executable, "-m", "api.cli", "serve", "--home", str(self.home), "--org", self.name]
+        self.start("gateway", [*argv, "--host", self.address, "--port", str(port)])
+        self.gateway_url = f"http://{self.address}:{port}"
+
     def start_agent(self) -> None:
         """The node agent following the ledger (its tasks in sandboxes of its own: host /proc)."""
         argv = [sys.executable, "-m", "api.cli", "node", "run", "--home", str(self.home)]

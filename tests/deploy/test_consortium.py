@@ -185,13 +185,32 @@ def _assert_like_the_simulator(hosts, client, pid: str, case) -> None:
         host = hosts[org]
         out = host.home / f"{pid}.model"
         host.consortia("model", "get", f"{pid}:{host.msp}", "--out", str(out))
+        verified = host.consortia("model", "verify", f"{pid}:{host.msp}")  # its lineage, from the ledger
+        assert verified["ok"] is True, verified
         assert hashlib.sha256(out.read_bytes()).digest() == hashlib.sha256(sim.models[host.msp]).digest()
+
+
+def _api(host: Host, path: str, token: str, status: int = 200) -> dict:
+    """A request to ``host``'s gateway with a bearer token; its JSON answer (asserting ``status``)."""
+    import urllib.error
+    import urllib.request
+
+    req = urllib.request.Request(host.gateway_url + path, headers={"Authorization": f"Bearer {token}"})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            code, body = r.status, r.read()
+    except urllib.error.HTTPError as exc:
+        code, body = exc.code, exc.read()
+    assert code == status, (path, code, body[:500])
+    return json.loads(body)
 
 
 def test_every_host_sees_only_its_own_home_and_listens_on_its_own_address(consortium):
     hosts, net = consortium["hosts"], consortium["net"]
     for org, host in hosts.items():
         host.start_artifact_service(host.artifact_port)
+        host.start_gateway(_free_port(host.address))
+        host.token = host.consortia("token", "issue")["token"]
     for org, host in hosts.items():
         others = [str(h.root) for o, h in hosts.items() if o != org] + [str(net.net)]
         probe = host.python(
@@ -204,8 +223,14 @@ def test_every_host_sees_only_its_own_home_and_listens_on_its_own_address(consor
         mine = {HOSTS[org]}
         peer = listening([pids[net.peer_name(i)], pids[net.chaincode_name(i)]])
         svc = wait_for(lambda h=hosts[org]: listening([h.procs["artifacts"].pid]), 30, f"{org} artifacts")
+        gw = wait_for(lambda h=hosts[org]: listening([h.procs["gateway"].pid]), 60, f"{org} gateway")
         assert peer and {a for a, _ in peer} == mine, peer
         assert {a for a, _ in svc} == mine, svc
+        assert {a for a, _ in gw} == mine, gw
+        assert _api(hosts[org], "/api/v1/whoami", hosts[org].token)["organisation"] == f"{org}MSP"
+        other = hosts["Org4" if org != "Org4" else "Org1"]
+        refused = _api(hosts[org], "/api/v1/whoami", other.token, status=403)  # acts only at its own
+        assert refused["code"] == "WRONG_ORGANISATION", refused
 
 
 def test_collaborative_rf_across_hosts_is_bit_identical_to_the_simulator(consortium):
@@ -353,3 +378,5 @@ print(json.dumps({{"refused": refused}}))
         refused = org4.consortia("model", "get", f"{pid}:{host.msp}", "--out", str(org4.home / "m"), code=1)
         assert refused["code"] == "FORBIDDEN", refused
         assert not (org4.home / "m").exists()
+        _api(org4, f"/api/v1/models/{pid}:{host.msp}", org4.token, status=403)  # its own gateway: the same
+        assert _api(host, f"/api/v1/models/{pid}:{host.msp}", host.token)["owner"] == host.msp
