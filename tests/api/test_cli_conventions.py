@@ -103,8 +103,11 @@ def test_tables_show_whole_ids_and_markup_is_not_swallowed(home):
 
 def test_node_and_network_accept_json_and_names():
     env = {"PYTHONPATH": str(ROOT)}
-    r = runner.invoke(app, ["node", "run", "--org", "Org1", "--json"])
-    assert r.exit_code == 2 and "--consortium" in r.output and "unrecognized" not in r.output
+    for spelling in (["--json"], ["-o", "json"], ["--output=json"], ["-o", "wide"]):
+        r = runner.invoke(app, ["node", "run", "--org", "Org1", *spelling])
+        assert r.exit_code == 2 and "--consortium" in r.output and "unrecognized" not in r.output, spelling
+    r = runner.invoke(app, ["node", "run", "--org", "Org1", "-o", "yaml"])
+    assert r.exit_code == 2 and "-o/--output" in r.output
     proc = subprocess.run(
         [sys.executable, "-m", "ledger.fabric.network", "--help"],
         capture_output=True,
