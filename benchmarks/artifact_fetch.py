@@ -111,12 +111,72 @@ def run(mb: float, host: str) -> dict:
     }
 
 
+def serve_home(home: str, mb: float, listen: str, reader: str) -> None:
+    """Between hosts (benchmarks.consortium): serve a random artifact from the store of ``home``'s
+    organisation, readable by ``reader`` (given here; on the ledger path the service looks readers up
+    once per digest before any byte moves); prints ``digest url`` once serving."""
+    from ledger.config import load
+
+    settings = load(home)
+    consortium = Consortium(settings.crypto)
+    org = str(settings.node_setting("organisation"))
+    store = ArtifactStore(settings.paths.store_root, org)
+    digest = write_random_artifact(store, int(mb * 1e6))
+    host, _, port = listen.rpartition(":")
+    srv = ArtifactServer((host, int(port)), store, consortium, StaticReaders({digest: [reader]}))
+    print(digest, srv.url, flush=True)
+    srv.serve_forever()
+
+
+def fetch_home(home: str, url: str, owner: str, digest: str) -> dict:
+    """Between hosts: fetch ``digest`` from ``owner``'s service at ``url`` into ``home``'s own store,
+    as a node agent does (streamed, re-hashed); throughput and this process's RSS growth."""
+    from ledger.config import load
+
+    settings = load(home)
+    consortium = Consortium(settings.crypto)
+    org = str(settings.node_setting("organisation"))
+    store = ArtifactStore(settings.paths.store_root, org)
+    source = HttpsArtifactSource(url, owner, ClientTLS(consortium, org), store=store)
+    before = _status_kb("VmRSS")
+    method = reset_peak_rss()
+    t0 = time.perf_counter()
+    path = source.fetch_into(digest)
+    wall = time.perf_counter() - t0
+    peak = peak_rss_kb()
+    size = path.stat().st_size
+    path.unlink()
+    return {
+        "artifact_mb": round(size / 1e6, 1),
+        "fetch_s": round(wall, 3),
+        "artifact_fetch_mb_s": round(size / 1e6 / wall, 1),
+        "peak_rss_mb": round(max(0, peak - before) / 1024, 1),
+        "rss_method": method,
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mb", type=float, default=50.0, help="artifact size in MB (10^6 bytes)")
     ap.add_argument("--host", default="127.0.1.1", help="the service's loopback address")
+    ap.add_argument(
+        "--serve-home", help="between hosts: serve from this joined home (with --listen, --reader)"
+    )
+    ap.add_argument("--listen", help="--serve-home: host:port")
+    ap.add_argument("--reader", help="--serve-home: the MSP id allowed to read the artifact")
+    ap.add_argument(
+        "--fetch-home", help="between hosts: fetch into this joined home (--url, --owner, --digest)"
+    )
+    ap.add_argument("--url")
+    ap.add_argument("--owner")
+    ap.add_argument("--digest")
     args = ap.parse_args()
-    print(json.dumps(run(args.mb, args.host), sort_keys=True))
+    if args.serve_home:
+        serve_home(args.serve_home, args.mb, args.listen, args.reader)
+    elif args.fetch_home:
+        print(json.dumps(fetch_home(args.fetch_home, args.url, args.owner, args.digest), sort_keys=True))
+    else:
+        print(json.dumps(run(args.mb, args.host), sort_keys=True))
 
 
 if __name__ == "__main__":

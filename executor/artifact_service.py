@@ -316,14 +316,21 @@ def main(argv: list[str] | None = None) -> None:
     from ledger.embedded import EmbeddedLedger
 
     ap = argparse.ArgumentParser(prog="python -m executor.artifact_service", description=__doc__)
-    ap.add_argument("--org", required=True, help="this organisation (MSP id or name)")
+    ap.add_argument("--org", help="this organisation (MSP id or name; default: the home's [node] table)")
     ap.add_argument("--home", help="a Consortia home: consortium, store and ledger (embedded or Fabric)")
     ap.add_argument("--consortium", help="the consortium's crypto directory")
     ap.add_argument("--store", help="artifact store root (holds <msp id>/)")
     ap.add_argument("--ledger", help="embedded ledger file")
-    ap.add_argument("--listen", default="127.0.0.1:0", help="loopback host:port, e.g. 127.0.1.1:8443")
+    ap.add_argument(
+        "--listen",
+        help="loopback host:port, e.g. 127.0.1.1:8443 (default: the home's [node] listen, else 127.0.0.1:0)",
+    )
     args = ap.parse_args(argv)
     settings = load(args.home) if args.home else None
+    args.org = args.org or (settings.node_setting("organisation") if settings else None)
+    args.listen = args.listen or (settings.node_setting("listen") if settings else None) or "127.0.0.1:0"
+    if args.org is None:
+        ap.error("--org is required (or a home whose [node] table names the organisation)")
     crypto = args.consortium or (settings.crypto if settings else None)
     store_root = args.store or (settings.paths.store_root if settings else None)
     if crypto is None or store_root is None or (settings is None and args.ledger is None):

@@ -18,154 +18,28 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
-import socket
-import subprocess
+import time
 import uuid
-from pathlib import Path
 
 import pytest
 
+from benchmarks.deployment import Deployment, DeploymentError, Host, free_port, listening, wait_for
 from ledger.fabric import testing
-from ledger.fabric.network import REPO_ROOT, FabricNetwork, NetworkConfig
-from ledger.fabric.network.placement import placement_spec
-from tests.deploy.hosts import ORDERER_PUBLIC, PUBLIC_FILES, Host, copy_public, listening, wait_for
 
 ORGS = ("Org1", "Org2", "Org3", "Org4")
 MEMBERS = ("Org1MSP", "Org2MSP", "Org3MSP")
-HOSTS = {"Org1": "127.0.1.1", "Org2": "127.0.2.1", "Org3": "127.0.3.1", "Org4": "127.0.4.1"}
-ORDERER_HOST, REGISTRY_HOST = "127.0.5.1", "127.0.6.1"
-SCRIPT = REPO_ROOT / "fabric-network" / "network"
 pytestmark = [pytest.mark.fabric, pytest.mark.timeout(3600)]
-
-
-def _free_port(host: str) -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
-
-
-def _network(*args: str, port_base: int, timeout: float = 900) -> subprocess.CompletedProcess:
-    env = {**os.environ, "CONSORTIA_FABRIC_PORT_BASE": str(port_base)}
-    return subprocess.run([str(SCRIPT), *args], capture_output=True, text=True, timeout=timeout, env=env)
-
-
-def _handoff(net: FabricNetwork, hosts: dict[str, Host]) -> None:
-    """What the founder hands each organisation: its own cryptogen folder (in a real deployment made
-    on its own machine), everyone else's public certificates, and its connection profile with the TLS
-    roots it names."""
-    peers = net.crypto / "peerOrganizations"
-    orderer = net.crypto / "ordererOrganizations" / "example.com"
-    for org, host in hosts.items():
-        domain = f"{org.lower()}.example.com"
-        shutil.copytree(peers / domain, host.handoff / "own" / domain)
-        for other in ORGS:
-            if other != org:
-                d = f"{other.lower()}.example.com"
-                copy_public(peers / d, host.handoff / "public" / d, PUBLIC_FILES)
-        copy_public(orderer, host.handoff / "orderer" / "example.com", ORDERER_PUBLIC)
-        prof = json.loads(net.org_profile_file(org).read_text())
-        for i, entry in enumerate([*prof["peers"], prof["orderer"]]):
-            shutil.copyfile(entry["tls_ca_file"], host.handoff / f"tls-root-{i}.pem")
-            entry["tls_ca_file"] = str(host.handoff / f"tls-root-{i}.pem")
-        prof.pop("crypto", None)
-        (host.handoff / "profile.json").write_text(json.dumps(prof))
 
 
 @pytest.fixture(scope="module")
 def consortium(tmp_path_factory):
-    root = tmp_path_factory.mktemp("deploy")
-    placement = {**HOSTS, "orderer": ORDERER_HOST}
-    cfg = next(
-        (
-            c
-            for c in (
-                NetworkConfig(organisations=ORGS, net_dir=root / "net", port_base=b, hosts=placement)
-                for b in testing.PORT_BASES
-            )
-            if testing.ports_free(c)
-        ),
-        None,
-    )
-    if cfg is None:
-        pytest.fail("no free port range on the hosts' addresses")
-    net = FabricNetwork(cfg)
-    where = ("--net-dir", str(cfg.net_dir), "--orgs", ",".join(ORGS))
-    r = _network("up", *where, "--hosts", placement_spec(placement), "--isolate", port_base=cfg.port_base)
-    if r.returncode != 0:
-        net.down()
-        if "binaries missing" in r.stderr:
-            testing.skip_or_fail(f"Hyperledger Fabric not available: {r.stderr.strip()}")
-        pytest.fail(f"network up --isolate failed: {r.stderr[-3000:]}")
-    registry_home = root / "registry"  # the image owner's registry, on an address of its own
-    listen = f"{REGISTRY_HOST}:{_free_port(REGISTRY_HOST)}"
-    reg_env = {**os.environ, "CONSORTIA_REGISTRY_HOME": str(registry_home)}
-    reg = subprocess.run(
-        [str(REPO_ROOT / "scripts" / "install-registry"), "--listen", listen],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        env=reg_env,
-    )
-    hosts = {org: Host(org, i, root / "hosts" / org) for i, org in enumerate(ORGS, start=1)}
     try:
-        assert reg.returncode == 0, reg.stderr[-2000:]
-        _handoff(net, hosts)
-        for org, host in hosts.items():  # 1. each organisation makes its home on its own host
-            members = [f"--member={o}={host.handoff / 'public' / f'{o.lower()}.example.com'}" for o in ORGS]
-            port = _free_port(host.address)
-            host.consortia(
-                "join",
-                "--org",
-                org,
-                "--msp-dir",
-                str(host.handoff / "own" / f"{org.lower()}.example.com"),
-                *[m for m in members if not m.startswith(f"--member={org}=")],
-                "--orderer",
-                str(host.handoff / "orderer" / "example.com"),
-                "--artifact-endpoint",
-                f"https://{host.address}:{port}",
-                "--listen",
-                f"{host.address}:{port}",
-                "--fabric-profile",
-                str(host.handoff / "profile.json"),
-                "--home",
-                str(host.home),
-            )
-            host.artifact_port = port
-        yield {"net": net, "hosts": hosts, "registry": listen, "root": root}
-    finally:
-        for host in hosts.values():
-            host.stop_all()
-        subprocess.run(
-            [str(REPO_ROOT / "scripts" / "install-registry"), "--listen", listen, "--stop"],
-            capture_output=True,
-            env=reg_env,
-            timeout=60,
-        )
-        shutil.rmtree(Path("/etc/containers/certs.d") / listen, ignore_errors=True)
-        _network("down", "--purge", "--net-dir", str(cfg.net_dir), port_base=cfg.port_base, timeout=120)
-        net.down(purge=True)
-
-
-def _save(host: Host, dataset, name: str = "train") -> None:
-    from algorithms.task_runtime import save_dataset
-
-    folder = host.home / "data" / host.msp / name
-    folder.mkdir(parents=True, exist_ok=True)
-    save_dataset(folder / "dataset.npz", dataset)
-
-
-def _ledger_client(host: Host):
-    """An auditor's client over the host's own connection profile (read-only use)."""
-    from ledger.client import ConsortiaClient
-    from ledger.config import load, open_ledger
-    from ledger.identity import Consortium
-
-    settings = load(host.home)
-    cons = Consortium(settings.crypto)
-    return ConsortiaClient(open_ledger(settings, cons), cons.identity(host.msp))
+        with Deployment(tmp_path_factory.mktemp("deploy"), ORGS) as d:
+            yield {"deployment": d, "net": d.net, "hosts": d.hosts, "registry": d.registry}
+    except DeploymentError as exc:
+        if "binaries missing" in str(exc):
+            testing.skip_or_fail(f"Hyperledger Fabric not available: {exc}")
+        raise
 
 
 def _assert_like_the_simulator(hosts, client, pid: str, case) -> None:
@@ -208,8 +82,8 @@ def _api(host: Host, path: str, token: str, status: int = 200) -> dict:
 def test_every_host_sees_only_its_own_home_and_listens_on_its_own_address(consortium):
     hosts, net = consortium["hosts"], consortium["net"]
     for org, host in hosts.items():
-        host.start_artifact_service(host.artifact_port)
-        host.start_gateway(_free_port(host.address))
+        host.start_artifact_service()
+        host.start_gateway(free_port(host.address))
         host.token = host.consortia("token", "issue")["token"]
     for org, host in hosts.items():
         others = [str(h.root) for o, h in hosts.items() if o != org] + [str(net.net)]
@@ -220,7 +94,7 @@ def test_every_host_sees_only_its_own_home_and_listens_on_its_own_address(consor
         assert json.loads(probe.stdout) == {p: False for p in others}
     pids = net._state()["pids"]
     for i, org in enumerate(ORGS):
-        mine = {HOSTS[org]}
+        mine = {hosts[org].address}
         peer = listening([pids[net.peer_name(i)], pids[net.chaincode_name(i)]])
         svc = wait_for(lambda h=hosts[org]: listening([h.procs["artifacts"].pid]), 30, f"{org} artifacts")
         gw = wait_for(lambda h=hosts[org]: listening([h.procs["gateway"].pid]), 60, f"{org} gateway")
@@ -239,7 +113,7 @@ def test_collaborative_rf_across_hosts_is_bit_identical_to_the_simulator(consort
     hosts = consortium["hosts"]
     case = collab_rf_case(MEMBERS)
     for org in ("Org1", "Org2", "Org3"):
-        _save(hosts[org], case.datasets[f"{org}MSP"])
+        hosts[org].save_dataset(case.datasets[f"{org}MSP"], "train")
         hosts[org].start_agent()
     image_id = f"collab-rf:d{uuid.uuid4().hex[:6]}"
     built = hosts["Org1"].consortia(
@@ -271,7 +145,7 @@ def test_collaborative_rf_across_hosts_is_bit_identical_to_the_simulator(consort
     watched = hosts["Org1"].consortia("process", "watch", pid, "--timeout", "900", timeout=1000)
     logs = {o: hosts[o].log("agent")[-1500:] for o in ("Org1", "Org2", "Org3")}
     assert watched["status"] == "completed", (watched, logs)
-    client = _ledger_client(hosts["Org1"])
+    client = hosts["Org1"].ledger_client()
     try:
         _assert_like_the_simulator(hosts, client, pid, case)
     finally:
@@ -303,20 +177,20 @@ def _create(host: Host, pid: str, image_id: str, case, dataset: str) -> dict:
 
 
 def test_dpsda_survives_a_node_killed_mid_process(consortium):
-    """Org2's node (agent and its sandbox) is killed once it has completed three rounds, and started
-    again: the process completes with exactly one record per organisation and round, as simulated."""
+    """Org2's node (its agent with its sandbox, and its artifact service) is killed once it has completed
+    three rounds, and started again: the process completes with exactly one record per organisation and round, as simulated."""
     from tests.e2e.conftest import dpsda_case
 
     hosts = consortium["hosts"]
     case = dpsda_case(MEMBERS, rounds=16)
     for org in ("Org1", "Org2", "Org3"):
-        _save(hosts[org], case.datasets[f"{org}MSP"], "olr")
+        hosts[org].save_dataset(case.datasets[f"{org}MSP"], "olr")
         if "agent" not in hosts[org].procs:
             hosts[org].start_agent()
     image_id = f"dpsda:d{uuid.uuid4().hex[:6]}"
     hosts["Org1"].consortia("image", "build", "dpsda", "--id", image_id, "--registry", consortium["registry"])
     pid = f"olr-{uuid.uuid4().hex[:6]}"
-    client = _ledger_client(hosts["Org1"])
+    client = hosts["Org1"].ledger_client()
     try:
         assert _create(hosts["Org1"], pid, image_id, case, "olr")["status"] == "running"
 
@@ -328,9 +202,12 @@ def test_dpsda_survives_a_node_killed_mid_process(consortium):
             )
 
         wait_for(lambda: org2_done() >= 3, 600, "Org2's third round")
-        hosts["Org2"].kill("agent")
+        hosts["Org2"].kill("agent")  # the whole node: its agent (with its sandbox) and its artifact service
+        hosts["Org2"].kill("artifacts")
         killed_at = org2_done()
         assert killed_at < case.rounds and client.get_process(pid).status == "running"
+        time.sleep(3)  # the others meanwhile find no Org2 to fetch from
+        hosts["Org2"].start_artifact_service()
         hosts["Org2"].start_agent()
         watched = hosts["Org1"].consortia("process", "watch", pid, "--timeout", "900", timeout=1000)
         assert watched["status"] == "completed", (watched, hosts["Org2"].log("agent")[-2000:])

@@ -1,0 +1,213 @@
+"""A consortium across hosts on real Fabric beside the simulator, and one large artifact between hosts.
+
+    python -m benchmarks.consortium [--quick]
+
+Three organisations, each on a host of its own (benchmarks.deployment: ``fabric-network/network up
+--hosts … --isolate``, every organisation's peer, chaincode service, node agent and artifact service in a
+bubblewrap view of its own folder only, on its own loopback address 127.0.N.1; homes made by
+``consortia join``; the image pulled by every agent from the registry by its ledger digest).
+
+1. **The audited process.** Collaborative RF on the credit-card data (benchmarks.audit_overhead's case,
+   three organisations; ``--quick``: 5 % of the rows and 6 rounds, else 10 % and the seed's 12 rounds
+   with its forest sizes) is run by the simulator in this process and, across the hosts, by ``consortia
+   process create --start`` on Org1's host. The audited wall time runs from that command to the ledger's
+   ``completed`` (the agents were running and had published their membership records before, as an
+   organisation's node is; the first round includes each agent pulling the bundle and starting its warm
+   worker). ``fabric_audit_ratio`` = audited wall / simulated wall; ``bit_identical``: every state,
+   message and model digest on the ledger and each organisation's model (fetched on its own host) equal
+   the simulator's.
+2. **Between hosts.** Org1's host serves a random ``--fetch-mb`` MB artifact (benchmarks.artifact_fetch
+   ``--serve-home``: its store, its TLS identity, mutual TLS) that Org2's host fetches into its own store
+   through the agent's client (``HttpsArtifactSource.fetch_into``: streamed, re-hashed):
+   ``artifact_fetch_mb_s`` and ``peak_rss_mb``, that process's resident-set growth during the fetch.
+
+The last line printed is JSON; the report goes to ``benchmarks/results/consortium[-quick].{json,md}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.deployment import Deployment, Host, free_port
+
+RESULTS = Path(__file__).resolve().parent / "results"
+ORGS = ("Org1", "Org2", "Org3")
+
+
+def _load() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def _bit_identical(client: Any, hosts: dict[str, Host], pid: str, sim: Any, rounds: int) -> bool:
+    recs = [r for r in client.query_executions(pid) if r.status == "completed"]
+    if len(recs) != rounds * len(hosts):
+        return False
+    for r in recs:
+        out = r.result["outputs"]
+        sent = {(r.organisation, m["recipient"]): m["digest"] for m in out["messages"]}
+        expected = {k: v for k, v in sim.message_digests[r.round - 1].items() if k[0] == r.organisation}
+        if out["state"] != sim.state_digests[r.round][r.organisation] or sent != expected:
+            return False
+    for host in hosts.values():  # each organisation fetches its own model on its own host
+        out_file = host.home / f"{pid}.model"
+        host.consortia("model", "get", f"{pid}:{host.msp}", "--out", str(out_file))
+        got = hashlib.sha256(out_file.read_bytes()).hexdigest()
+        if got != hashlib.sha256(sim.models[host.msp]).hexdigest():
+            return False
+    return True
+
+
+def run_process(d: Deployment, case: dict[str, Any], sim: Any) -> dict[str, Any]:
+    hosts = d.hosts
+    for host in hosts.values():
+        host.save_dataset(case["data"][host.msp], "bench")
+        host.start_artifact_service()
+        host.start_agent()
+    owner = hosts["Org1"]
+    image_id = f"collab-rf:bench{int(time.time())}"
+    owner.consortia("image", "build", "collab-rf", "--id", image_id, "--registry", d.registry)
+    client = owner.ledger_client()
+    try:
+        deadline = time.monotonic() + 120  # every node is up: its membership record is on the ledger
+        while {m.msp_id for m in client.list_members()} < {h.msp for h in hosts.values()}:
+            if time.monotonic() > deadline:
+                raise SystemExit("the node agents did not publish their membership records in 120 s")
+            time.sleep(0.5)
+        pid = f"bench-{int(time.time())}"
+        t0 = time.perf_counter()
+        owner.consortia(
+            "process",
+            "create",
+            pid,
+            "--image",
+            image_id,
+            "--consortium",
+            ",".join(h.msp for h in hosts.values()),
+            "--topology",
+            case["topology"]["kind"],
+            "--seed",
+            str(case["topology"]["seed"]),
+            "--rounds",
+            str(case["rounds"]),
+            "--dataset",
+            "bench",
+            "--hyperparameters",
+            json.dumps(case["params"]),
+            "--start",
+        )
+        while (status := client.get_process(pid).status) == "running":
+            if time.perf_counter() - t0 > 7200:
+                raise SystemExit("the process did not complete in 2 h")
+            time.sleep(0.1)
+        wall = time.perf_counter() - t0
+        if status != "completed":
+            logs = {h.name: h.log("agent")[-1500:] for h in hosts.values()}
+            raise SystemExit(f"process {pid} ended {status}: {logs}")
+        same = _bit_identical(client, hosts, pid, sim, case["rounds"])
+    finally:
+        client.ledger.close()
+    return {"audited_s": round(wall, 2), "bit_identical": same, "process_id": pid}
+
+
+def run_fetch(d: Deployment, mb: float) -> dict[str, Any]:
+    org1, org2 = d.hosts["Org1"], d.hosts["Org2"]
+    listen = f"{org1.address}:{free_port(org1.address)}"
+    server = subprocess.Popen(
+        org1.argv(
+            [sys.executable, "-m", "benchmarks.artifact_fetch", "--serve-home", str(org1.home)]
+            + ["--mb", str(mb), "--listen", listen, "--reader", org2.msp]
+        ),
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        assert server.stdout is not None
+        digest, url = server.stdout.readline().split()
+        got = subprocess.run(
+            org2.argv(
+                [sys.executable, "-m", "benchmarks.artifact_fetch", "--fetch-home", str(org2.home)]
+                + ["--url", url, "--owner", org1.msp, "--digest", digest]
+            ),
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        if got.returncode != 0:
+            raise SystemExit(f"fetch between hosts failed: {got.stderr[-2000:]}")
+        return dict(json.loads(got.stdout.strip().splitlines()[-1]))
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)  # the view and the server in it
+        server.wait(10)
+
+
+def write_report(tag: str, figures: dict[str, Any]) -> None:
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / f"{tag}.json").write_text(json.dumps(figures, indent=2, sort_keys=True) + "\n")
+    lines = [
+        f"# A consortium across hosts ({tag})",
+        "",
+        "Three organisations, each on a host of its own (a bubblewrap view of its own folder, its own "
+        "loopback address), on real Fabric; collaborative RF beside the simulator; one artifact fetched "
+        "between two hosts over mutual TLS (`python -m benchmarks.consortium"
+        + (" --quick" if tag.endswith("quick") else "")
+        + "`). Machine: 2 shared cores.",
+        "",
+        "| figure | value |",
+        "|---|---|",
+        *(f"| {k} | {v} |" for k, v in figures.items()),
+        "",
+    ]
+    (RESULTS / f"{tag}.md").write_text("\n".join(lines))
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    from benchmarks.audit_overhead import case_collab_rf, run_simulated
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="5 %% of the rows, 6 rounds")
+    ap.add_argument("--fetch-mb", type=float, default=50.0, help="size of the artifact fetched between hosts")
+    ap.add_argument("--no-write", action="store_true", help="print only; write no report")
+    args = ap.parse_args(argv)
+    case = case_collab_rf(args.quick, len(ORGS))
+    load_before = _load()
+    sim_wall, sim, sim_cpu = run_simulated(case)
+    print(f"simulated: {sim_wall:.2f} s ({sim_cpu:.2f} CPU s)", flush=True)
+    with tempfile.TemporaryDirectory(prefix="consortia-bench-deploy-") as tmp:
+        with Deployment(Path(tmp), ORGS) as d:
+            audited = run_process(d, case, sim)
+            print(f"audited across hosts: {audited['audited_s']} s", flush=True)
+            fetch = run_fetch(d, args.fetch_mb)
+    figures = {
+        "orgs": len(ORGS),
+        "rounds": case["rounds"],
+        "rows_per_org": min(len(ds.features) for ds in case["data"].values()),
+        "simulated_s": round(sim_wall, 2),
+        "audited_s": audited["audited_s"],
+        "fabric_audit_ratio": round(audited["audited_s"] / sim_wall, 2),
+        "bit_identical": audited["bit_identical"],
+        "artifact_mb": fetch["artifact_mb"],
+        "artifact_fetch_mb_s": fetch["artifact_fetch_mb_s"],
+        "peak_rss_mb": fetch["peak_rss_mb"],
+        "rss_method": fetch["rss_method"],
+        "load_before": load_before,
+        "load_after": _load(),
+    }
+    if not args.no_write:
+        write_report("consortium-quick" if args.quick else "consortium", figures)
+    print(json.dumps(figures, sort_keys=True))
+    return figures
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,344 @@
+"""A consortium deployed as separate hosts on one machine, as tests/deploy and benchmarks.consortium
+run it (README "Deploying a consortium"): each organisation's processes run in a bubblewrap view of
+its own folder only (ledger.fabric.network.host_view) and listen on its own loopback address.
+
+:class:`Deployment` plays the founder (``fabric-network/network up --hosts … --isolate``, the image
+registry, the folders handed to each organisation) and then each organisation on its own host
+(``consortia join``); :class:`Host` runs an organisation's commands and services in its view."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from ledger.fabric import testing
+from ledger.fabric.network import REPO_ROOT, FabricNetwork, NetworkConfig
+from ledger.fabric.network.host_view import view_command
+from ledger.fabric.network.placement import placement_spec
+from ledger.join import ORDERER_PUBLIC, PUBLIC_FILES
+
+ROOT = REPO_ROOT
+SCRIPT = REPO_ROOT / "fabric-network" / "network"
+REGISTRY_SCRIPT = REPO_ROOT / "scripts" / "install-registry"
+
+
+def copy_public(src: Path, dst: Path, patterns: tuple[str, ...]) -> None:
+    """The public part of a cryptogen folder (what an organisation hands the others): certificates only."""
+    for pattern in patterns:
+        for f in src.glob(pattern):
+            (dst / f.relative_to(src)).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(f, dst / f.relative_to(src))
+
+
+class Host:
+    """One organisation's host: ``root`` holds everything it has (home, hand-off, logs)."""
+
+    def __init__(self, name: str, n: int, root: Path):
+        self.name, self.msp, self.address = name, f"{name}MSP", f"127.0.{n}.1"
+        self.root = root
+        self.home = root / "home"
+        self.handoff = root / "handoff"
+        self.logs = root / "logs"
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.artifact_port, self.gateway_url, self.token = 0, "", ""  # set by join, start_gateway, the caller
+        for d in (self.home, self.handoff, self.logs):
+            d.mkdir(parents=True, exist_ok=True)
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {
+            "PYTHONPATH": str(ROOT),
+            "CONSORTIA_HOME": str(self.home),
+            "CONSORTIA_CACHE": str(self.root / "cache"),  # bundles pulled or built: its own
+        }
+
+    def argv(self, argv: list[str], host_proc: bool = False, read_only: tuple[Path, ...] = ()) -> list[str]:
+        (self.root / "cache").mkdir(exist_ok=True)
+        return view_command(argv, [self.root], read_only=read_only, host_proc=host_proc, env=self.env)
+
+    def consortia(self, *args: str, code: int = 0, timeout: float = 600, read_only=()) -> dict | list:
+        """``consortia ARGS --json`` run on this host; its parsed JSON answer."""
+        proc = subprocess.run(
+            self.argv([sys.executable, "-m", "api.cli", *args, "--json"], read_only=read_only),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        assert proc.returncode == code, (self.name, args, proc.stdout[-2000:], proc.stderr[-3000:])
+        return json.loads(proc.stdout.strip().splitlines()[-1]) if proc.stdout.strip() else {}
+
+    def python(self, code: str, timeout: float = 120) -> subprocess.CompletedProcess:
+        """A Python snippet run on this host (its view), e.g. a client call of its own."""
+        return subprocess.run(
+            self.argv([sys.executable, "-c", code]), capture_output=True, text=True, timeout=timeout
+        )
+
+    def start(self, name: str, argv: list[str], host_proc: bool = False) -> subprocess.Popen:
+        log = open(self.logs / f"{name}.log", "ab")
+        self.procs[name] = subprocess.Popen(
+            self.argv(argv, host_proc=host_proc),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        log.close()
+        return self.procs[name]
+
+    def start_artifact_service(self) -> None:
+        """Its artifact service, on the address and port of its home's ``[node]`` table (``join --listen``)."""
+        self.start("artifacts", [sys.executable, "-m", "executor.artifact_service", "--home", str(self.home)])
+
+    def start_gateway(self, port: int) -> None:
+        """The organisation's gateway (REST API and explorer) on its own address."""
+        argv = [sys.executable, "-m", "api.cli", "serve", "--home", str(self.home), "--org", self.name]
+        self.start("gateway", [*argv, "--host", self.address, "--port", str(port)])
+        self.gateway_url = f"http://{self.address}:{port}"
+
+    def start_agent(self) -> None:
+        """The node agent following the ledger (its tasks in sandboxes of its own: host /proc)."""
+        argv = [sys.executable, "-m", "api.cli", "node", "run", "--home", str(self.home)]
+        self.start("agent", [*argv, "--runtime", "sandbox", "--warm"], host_proc=True)
+
+    def save_dataset(self, dataset, name: str) -> None:
+        """The organisation puts ``dataset`` into its own data root as ``name`` (as ``data import`` does)."""
+        from algorithms.task_runtime import save_dataset
+
+        folder = self.home / "data" / self.msp / name
+        folder.mkdir(parents=True, exist_ok=True)
+        save_dataset(folder / "dataset.npz", dataset)
+
+    def ledger_client(self):
+        """A client over this organisation's own connection profile and identity (close its ledger)."""
+        from ledger.client import ConsortiaClient
+        from ledger.config import load, open_ledger
+        from ledger.identity import Consortium
+
+        settings = load(self.home)
+        cons = Consortium(settings.crypto)
+        return ConsortiaClient(open_ledger(settings, cons), cons.identity(self.msp))
+
+    def kill(self, name: str) -> None:
+        proc = self.procs.pop(name)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+
+    def stop_all(self) -> None:
+        for name in list(self.procs):
+            proc = self.procs.pop(name)
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+                proc.wait(20)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
+    def log(self, name: str) -> str:
+        f = self.logs / f"{name}.log"
+        return f.read_text(errors="replace")[-4000:] if f.is_file() else ""
+
+
+def listening(pids: list[int]) -> set[tuple[str, int]]:
+    """The (address, port) pairs the processes ``pids`` (and their descendants) listen on (TCP)."""
+    inodes: set[str] = set()
+    todo, seen = list(pids), set()
+    while todo:
+        pid = todo.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        try:
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if target.startswith("socket:["):
+                    inodes.add(target[8:-1])
+            for task in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{task}/children") as f:
+                    todo += [int(c) for c in f.read().split()]
+        except OSError:
+            continue
+    out = set()
+    with open("/proc/net/tcp") as f:
+        for line in f.readlines()[1:]:
+            parts = line.split()
+            if parts[3] == "0A" and parts[9] in inodes:  # LISTEN
+                hexip, hexport = parts[1].split(":")
+                ip = ".".join(str(int(hexip[i : i + 2], 16)) for i in (6, 4, 2, 0))
+                out.add((ip, int(hexport, 16)))
+    return out
+
+
+def wait_for(predicate, timeout: float, what: str, every: float = 1.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = predicate()
+        if got:
+            return got
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def free_port(host: str) -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def _network(*args: str, port_base: int, timeout: float = 900) -> subprocess.CompletedProcess:
+    env = {**os.environ, "CONSORTIA_FABRIC_PORT_BASE": str(port_base)}
+    return subprocess.run([str(SCRIPT), *args], capture_output=True, text=True, timeout=timeout, env=env)
+
+
+class DeploymentError(RuntimeError):
+    """The network or the registry could not be started (the message says which and why)."""
+
+
+class Deployment:
+    """Organisations ``orgs`` on hosts 127.0.1.1, 127.0.2.1, …; the orderer and the registry on
+    addresses of their own after them. ``with Deployment(root, orgs) as d:`` brings everything up (and
+    every organisation's home made by ``consortia join`` on its host) and takes it all down at the end."""
+
+    def __init__(self, root: Path, orgs: tuple[str, ...]):
+        self.root, self.orgs = Path(root), tuple(orgs)
+        n = len(self.orgs)
+        self.placement = {o: f"127.0.{i}.1" for i, o in enumerate(self.orgs, start=1)}
+        self.placement["orderer"] = f"127.0.{n + 1}.1"
+        self.registry_host = f"127.0.{n + 2}.1"
+        self.hosts = {o: Host(o, i, self.root / "hosts" / o) for i, o in enumerate(self.orgs, start=1)}
+        self.cfg: NetworkConfig | None = None
+        self.registry = ""
+
+    # ---- the founder
+    def _network_up(self) -> None:
+        configs = (
+            NetworkConfig(
+                organisations=self.orgs, net_dir=self.root / "net", port_base=b, hosts=self.placement
+            )
+            for b in testing.PORT_BASES
+        )
+        self.cfg = next((c for c in configs if testing.ports_free(c)), None)
+        if self.cfg is None:
+            raise DeploymentError("no free port range on the hosts' addresses")
+        self.net = FabricNetwork(self.cfg)
+        r = _network(
+            "up",
+            *self._where(),
+            "--hosts",
+            placement_spec(self.placement),
+            "--isolate",
+            port_base=self.cfg.port_base,
+        )
+        if r.returncode != 0:
+            self.net.down()
+            raise DeploymentError(f"network up --isolate failed: {r.stderr[-3000:]}")
+
+    def _where(self) -> tuple[str, ...]:
+        assert self.cfg is not None
+        return ("--net-dir", str(self.cfg.net_dir), "--orgs", ",".join(self.orgs))
+
+    def _registry_up(self) -> None:
+        self.registry = f"{self.registry_host}:{free_port(self.registry_host)}"
+        r = subprocess.run(
+            [str(REGISTRY_SCRIPT), "--listen", self.registry],
+            capture_output=True,
+            text=True,
+            timeout=900,
+            env=self._registry_env,
+        )
+        if r.returncode != 0:
+            raise DeploymentError(f"install-registry failed: {r.stderr[-2000:]}")
+
+    @property
+    def _registry_env(self) -> dict[str, str]:
+        return {**os.environ, "CONSORTIA_REGISTRY_HOME": str(self.root / "registry")}
+
+    def hand_off(self) -> None:
+        """What the founder hands each organisation: its own cryptogen folder (made on its own machine
+        in a deployment where each organisation runs cryptogen itself), every other organisation's
+        public certificates, and its connection profile with the TLS roots it names."""
+        peers = self.net.crypto / "peerOrganizations"
+        orderer = self.net.crypto / "ordererOrganizations" / "example.com"
+        for org, host in self.hosts.items():
+            domain = f"{org.lower()}.example.com"
+            shutil.copytree(peers / domain, host.handoff / "own" / domain)
+            for other in self.orgs:
+                if other != org:
+                    d = f"{other.lower()}.example.com"
+                    copy_public(peers / d, host.handoff / "public" / d, PUBLIC_FILES)
+            copy_public(orderer, host.handoff / "orderer" / "example.com", ORDERER_PUBLIC)
+            prof = json.loads(self.net.org_profile_file(org).read_text())
+            for i, entry in enumerate([*prof["peers"], prof["orderer"]]):
+                shutil.copyfile(entry["tls_ca_file"], host.handoff / f"tls-root-{i}.pem")
+                entry["tls_ca_file"] = str(host.handoff / f"tls-root-{i}.pem")
+            prof.pop("crypto", None)
+            (host.handoff / "profile.json").write_text(json.dumps(prof))
+
+    # ---- each organisation, on its own host
+    def join(self, host: Host) -> None:
+        """``consortia join`` on ``host`` from what it was handed."""
+        host.artifact_port = free_port(host.address)
+        members = [
+            f"--member={o}={host.handoff / 'public' / f'{o.lower()}.example.com'}"
+            for o in self.orgs
+            if o != host.name
+        ]
+        host.consortia(
+            "join",
+            "--org",
+            host.name,
+            "--msp-dir",
+            str(host.handoff / "own" / f"{host.name.lower()}.example.com"),
+            *members,
+            "--orderer",
+            str(host.handoff / "orderer" / "example.com"),
+            "--artifact-endpoint",
+            f"https://{host.address}:{host.artifact_port}",
+            "--listen",
+            f"{host.address}:{host.artifact_port}",
+            "--fabric-profile",
+            str(host.handoff / "profile.json"),
+            "--home",
+            str(host.home),
+        )
+
+    def __enter__(self) -> Deployment:
+        try:
+            self._network_up()
+            self._registry_up()
+            self.hand_off()
+            for host in self.hosts.values():
+                self.join(host)
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for host in self.hosts.values():
+            host.stop_all()
+        if self.registry:
+            subprocess.run(
+                [str(REGISTRY_SCRIPT), "--listen", self.registry, "--stop"],
+                capture_output=True,
+                env=self._registry_env,
+                timeout=60,
+            )
+            shutil.rmtree(Path("/etc/containers/certs.d") / self.registry, ignore_errors=True)
+        if self.cfg is not None:
+            _network("down", "--purge", "--net-dir", str(self.cfg.net_dir), port_base=self.cfg.port_base)
+            self.net.down(purge=True)
+
+
+__all__ = ["Deployment", "DeploymentError", "Host", "copy_public", "free_port", "listening", "wait_for"]
