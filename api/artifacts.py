@@ -5,7 +5,7 @@ Payloads (states, messages, encrypted models) live off chain in each organisatio
 :class:`executor.artifacts.ArtifactStore`, and one error hierarchy (``executor.errors``). This module
 only re-exports them under the names the API uses: :data:`ArtifactMissing` *is*
 ``ArtifactNotFound`` (HTTP 404, exit 3) and :data:`DigestMismatch` *is* ``ArtifactCorrupted``
-(HTTP 502, exit 4).
+(HTTP 502, exit 1: docs/cli.md "Exit codes").
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from algorithms import codec
-from api.demo_report import markdown, plots, quality, short
+from api.demo_report import markdown, plots, quality
 
 DATASET = "creditcard"
 IMAGE = "collab-rf"
@@ -72,7 +72,10 @@ def run_demo(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table
 
+    from api.cli.output import table_console
+
     console = console or Console()
+    whole = table_console(like=console)  # tables with whole ids and digests (never cut with "…")
     out = Path(out)
     if backend not in ("embedded", "fabric"):
         console.print(f"[red]unknown backend {backend!r}[/red]: use embedded or fabric")
@@ -224,7 +227,7 @@ def run_demo(
         records = client.query_executions(pid)
         prov = Table(title="provenance (from the ledger)")
         for c in ("org", "records", "image", "data commitment", "msgs out", "model", "estimators"):
-            prov.add_column(c)
+            prov.add_column(c, no_wrap=True)
         provenance: dict[str, Any] = {}
         for org in orgs:
             mine = sorted((r for r in records if r.organisation == org), key=lambda r: r.round)
@@ -244,15 +247,15 @@ def run_demo(
                 "tx": [r.completed_tx_id for r in mine],
             }
             prov.add_row(
-                org.replace("MSP", ""),
+                org,
                 str(len(mine)),
-                short(image.digest, 10),
-                short(next(iter(commitments)), 10) + ("" if len(commitments) == 1 else " (varies!)"),
+                image.digest,
+                next(iter(commitments)) + ("" if len(commitments) == 1 else " (varies!)"),
                 str(sent),
-                short(model.digest, 10),
+                model.digest,
                 str(len(model.estimators)),
             )
-        console.print(prov)
+        whole.print(prov)
 
         # 6. verification
         if hasattr(ledger, "verify"):
@@ -273,7 +276,7 @@ def run_demo(
         verification = {}
         vt = Table(title="lineage verification of every final model")
         for c in ("model", "records", "signatures", "other checks", "ok"):
-            vt.add_column(c)
+            vt.add_column(c, no_wrap=c == "model")
         all_ok = True
         for org in orgs:
             rep = verify_model_lineage(
@@ -294,7 +297,7 @@ def run_demo(
                 str(sum(v for k, v in counts.items() if k != "signature")),
                 "[green]yes[/green]" if rep.ok else f"[red]NO[/red] {rep.failures[:2]}",
             )
-        console.print(vt)
+        whole.print(vt)
         models = collect_models(platform, pid)
         sim = simulate(
             CollaborativeRandomForest(**params), datasets, rounds, spec.topology["seed"], complete(n), orgs

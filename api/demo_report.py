@@ -9,10 +9,6 @@ from typing import Any
 import numpy as np
 
 
-def short(d: str | None, n: int = 12) -> str:
-    return "-" if not d else (d[7 : 7 + n] if d.startswith("sha256:") else d[:n])
-
-
 def quality(estimators: list, X: np.ndarray, y: np.ndarray) -> dict[str, float]:
     from sklearn.metrics import average_precision_score, roc_auc_score
 
@@ -104,10 +100,10 @@ def markdown(r: dict[str, Any]) -> str:
                 [
                     o,
                     prov[o]["records"],
-                    f"`{short(prov[o]['image_digest'][0])}`",
-                    f"`{short(prov[o]['data_commitments'][0])}`",
+                    f"`{prov[o]['image_digest'][0]}`",
+                    f"`{prov[o]['data_commitments'][0]}`",
                     prov[o]["messages_sent"],
-                    f"`{short(prov[o]['model'])}`",
+                    f"`{prov[o]['model']}`",
                     prov[o]["estimators"],
                 ]
                 for o in orgs

@@ -31,10 +31,10 @@ from api import schemas as S
 from api.index import execution_node_id
 from api.responses import DepthSafeRoute
 from api.verification import check_execution, transaction_block
-from chaincode.canonical import canonical_json
-from chaincode.errors import ContractError
 from ledger.client import ConsortiaClient
+from ledger.errors import ContractError
 from ledger.records import HistoryEntry, to_dict
+from wire.canonical import canonical_json
 
 SHORT = 72  # characters of a value shown in a change before it is cut
 SILENT = frozenset({"tx_id"})  # fields every version changes; shown as the version's transaction

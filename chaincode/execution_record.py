@@ -101,6 +101,17 @@ def _check_digest(value: Any, what: str) -> None:
         raise InvalidArgument(f"{what} must be a digest sha256:<64 hex>, got {value!r}")
 
 
+def _check_messages(messages: Any, where: str, kind: str, party: str) -> None:
+    """A result's input (``party`` "sender") or output ("recipient") message references: a list of
+    ``{party: str, digest: sha256:...}`` objects."""
+    if not isinstance(messages, list):
+        raise InvalidArgument(f"{where} must be a list")
+    for m in messages:
+        if not isinstance(m, dict) or not isinstance(m.get(party), str):
+            raise InvalidArgument(f"each {kind} message needs a {party}")
+        _check_digest(m.get("digest"), f"{kind} message digest")
+
+
 def _validate_result(raw: Any) -> dict[str, Any]:
     result = require_keys(raw, RESULT_FIELDS, RESULT_FIELDS - {"started", "finished"}, "execution result")
     _check_digest(result["image_digest"], "result.image_digest")
@@ -115,22 +126,12 @@ def _validate_result(raw: Any) -> dict[str, Any]:
     if inputs.get("state") is not None:
         _check_digest(inputs["state"], "result.inputs.state")
     _check_digest(inputs["data_commitment"], "result.inputs.data_commitment")
-    if not isinstance(inputs["messages"], list):
-        raise InvalidArgument("result.inputs.messages must be a list")
-    for m in inputs["messages"]:
-        if not isinstance(m, dict) or not isinstance(m.get("sender"), str):
-            raise InvalidArgument("each input message needs a sender")
-        _check_digest(m.get("digest"), "input message digest")
+    _check_messages(inputs["messages"], "result.inputs.messages", "input", "sender")
     outputs = require_keys(
         result["outputs"], {"state", "messages", "model"}, {"state", "messages"}, "result.outputs"
     )
     _check_digest(outputs["state"], "result.outputs.state")
-    if not isinstance(outputs["messages"], list):
-        raise InvalidArgument("result.outputs.messages must be a list")
-    for m in outputs["messages"]:
-        if not isinstance(m, dict) or not isinstance(m.get("recipient"), str):
-            raise InvalidArgument("each output message needs a recipient")
-        _check_digest(m.get("digest"), "output message digest")
+    _check_messages(outputs["messages"], "result.outputs.messages", "output", "recipient")
     if outputs.get("model") is not None:
         if not isinstance(outputs["model"], dict):
             raise InvalidArgument("result.outputs.model must be an object")

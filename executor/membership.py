@@ -17,10 +17,10 @@ from __future__ import annotations
 import logging
 import time
 
-from chaincode.errors import NotFound
 from executor.artifact_tls import tls_ca_path
 from executor.errors import ArtifactError
 from ledger.client import ConsortiaClient
+from ledger.errors import NotFound
 from ledger.identity import Consortium
 from ledger.records import MemberRecord
 from wire.canonical import sha256_digest

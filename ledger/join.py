@@ -14,7 +14,8 @@ from
 * the orderer organisation's public certificates (its CA, TLS CA and the orderer's signing and TLS CA
   certificates);
 * a ledger connection: a Fabric connection profile naming this organisation's own peer (the real
-  case), or an embedded ledger file (only usable where the process opening it holds every endorsing
+  case; copied to ``fabric/profile.json`` with only that peer and its TLS roots copied beside it, so
+  the home needs no file outside itself), or an embedded ledger file (only usable where the process opening it holds every endorsing
   peer's identity -- an embedded ledger endorses for all organisations in one process);
 * its data root, its artifact store, and the public endpoint (and listen address) of its artifact
   service, written to the ``[node]`` table of ``consortia.toml``.
@@ -27,6 +28,7 @@ import os
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from chaincode.errors import InvalidArgument
 from chaincode.membership import check_endpoint
@@ -82,13 +84,42 @@ def _public_org(src: Path, dst: Path, patterns: tuple[str, ...]) -> None:
         shutil.copyfile(cert, dst / folder / name)
 
 
-def _check_profile(profile: Path, msp_id: str) -> None:
+def _check_profile(profile: Path, msp_id: str) -> dict[str, Any]:
     try:
-        peers = json.loads(profile.read_text())["peers"]
+        prof = json.loads(profile.read_text())
+        peers = prof["peers"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise HomeError(f"{profile} is not a Fabric connection profile: {exc}") from None
     if not any(isinstance(p, dict) and p.get("msp_id") == msp_id for p in peers):
         raise HomeError(f"{profile} names no peer of {msp_id}: a joined home connects through its own peer")
+    return dict(prof)
+
+
+def _own_profile(prof: dict[str, Any], msp_id: str, folder: Path) -> Path:
+    """The home's own connection profile (``fabric/profile.json``): only this organisation's peer, and
+    every TLS root it names copied into ``folder`` beside it, so the home needs no file outside it."""
+    folder.mkdir(parents=True, exist_ok=True)
+
+    def local(entry: dict[str, Any], name: str) -> dict[str, Any]:
+        out = dict(entry)
+        if entry.get("tls_ca_file"):
+            try:
+                shutil.copyfile(entry["tls_ca_file"], folder / name)
+            except OSError as exc:
+                raise HomeError(
+                    f"the profile's TLS root {entry['tls_ca_file']} cannot be read: {exc}"
+                ) from None
+            out["tls_ca_file"] = str(folder / name)
+        return out
+
+    own = [local(p, f"{msp_id}-peer-tls-ca.pem") for p in prof["peers"] if p.get("msp_id") == msp_id]
+    out = {k: v for k, v in prof.items() if k not in ("peers", "orderer", "crypto")}
+    out["peers"] = own
+    if isinstance(prof.get("orderer"), dict):
+        out["orderer"] = local(prof["orderer"], "orderer-tls-ca.pem")
+    path = folder / "profile.json"
+    path.write_text(json.dumps(out, indent=2, sort_keys=True))
+    return path
 
 
 def join_organisation(
@@ -136,8 +167,7 @@ def join_organisation(
     user = own_dir / "users" / f"User1@{own_dir.name}" / "msp" / "keystore" / "priv_sk"
     if not user.is_file() or not (own_dir / "encryption" / "key.pem").is_file():
         raise HomeError(f"{own_dir} is not {name}'s own cryptogen folder with its keys (no {user})")
-    if profile is not None:
-        _check_profile(Path(profile).resolve(), msp)
+    prof = _check_profile(Path(profile).resolve(), msp) if profile is not None else None
     if layout.crypto.exists():
         shutil.rmtree(layout.crypto)
     peers = layout.crypto / "peerOrganizations"
@@ -168,6 +198,8 @@ def join_organisation(
         raise HomeError(f"the joined home's crypto is incomplete: {exc}") from None
     for d in (layout.data(msp), layout.artifacts(msp), layout.gateway(msp)):
         d.mkdir(parents=True, exist_ok=True)
+    if prof is not None:
+        profile = _own_profile(prof, msp, root / "fabric")
     text = config_text(
         layout,
         consortium,

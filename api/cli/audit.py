@@ -32,7 +32,7 @@ def ca_certificates(consortium) -> dict[str, bytes]:
 @journey(group, "export")
 def audit_export(
     s: Session,
-    model_id: str = typer.Argument(..., help="The model id (PROCESS:MSP)."),
+    model_id: str = typer.Argument(..., help="The model id (PROCESS:ORG, ORG a name or an MSP id)."),
     out: Path = typer.Option(..., help="New directory for the bundle."),
 ) -> None:
     """Write an offline audit bundle of a model: attestations, records with block hashes and

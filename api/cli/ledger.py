@@ -9,7 +9,7 @@ from typing import NoReturn
 import typer
 from rich.text import Text
 
-from api.cli.output import EXIT_REFUSED, EXIT_USAGE, JsonOpt, console, fail, with_output
+from api.cli.output import EXIT_NOT_FOUND, EXIT_REFUSED, EXIT_USAGE, JsonOpt, console, fail, with_output
 
 group = typer.Typer(no_args_is_help=True, help="The ledger itself: verify, checkpoint.")
 
@@ -17,6 +17,13 @@ group = typer.Typer(no_args_is_help=True, help="The ledger itself: verify, check
 def _not_verified(exc: Exception, code: int, as_json: bool, what: str = "ledger not verified") -> NoReturn:
     details = {"error": str(exc), "block": getattr(exc, "block_number", None)}
     fail(str(exc), code, as_json, kind=what, details=details)
+
+
+def _existing(path: Path, as_json: bool, what: str) -> Path:
+    """The ledger file; a path with no file is "not found" (exit 3, docs/cli.md), never a new ledger."""
+    if not path.is_file():
+        _not_verified(FileNotFoundError(f"no ledger file at {path}"), EXIT_NOT_FOUND, as_json, what)
+    return path
 
 
 @group.command("verify")
@@ -38,12 +45,14 @@ def ledger_verify(
 
     Opens the file read-only, trusts only the consortium's CA and orderer certificates, judges
     certificates at each block's timestamp, and detects truncation below any given checkpoint
-    (exit 1 when it does not verify, 2 when the crypto or a checkpoint file cannot be read)."""
+    (exit 1 when it does not verify, 2 when the crypto or a checkpoint file cannot be read, 3 when
+    there is no ledger file)."""
     from ledger.checkpoint import load_checkpoints
     from ledger.embedded.verify import verify_ledger_file
     from ledger.errors import LedgerError
     from ledger.identity import Consortium
 
+    _existing(path, as_json, "ledger not verified")
     try:
         consortium = Consortium(crypto)
         cps = [cp for f in checkpoint for cp in load_checkpoints(f)]
@@ -99,6 +108,7 @@ def ledger_checkpoint(
     from ledger.errors import LedgerCorrupted, LedgerError
     from ledger.identity import Consortium
 
+    _existing(path, as_json, "cannot checkpoint")
     try:
         consortium = Consortium(crypto)
         identity = consortium.identity(org, "Admin") if org else consortium.orderer_identity()

@@ -27,7 +27,7 @@ group = typer.Typer(
     help="Final models: list, get (download), export, predict, grant, revoke, verify "
     "(lineage: `provenance model`).",
 )
-ModelArg = typer.Argument(..., help="The model id (PROCESS:MSP).")
+ModelArg = typer.Argument(..., help="The model id (PROCESS:ORG, ORG a name or an MSP id).")
 OrganisationArg = typer.Argument(..., help="The organisation (name or MSP id).")
 
 

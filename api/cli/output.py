@@ -154,14 +154,18 @@ def without_key(record: Any) -> dict[str, Any]:
     return {k: v for k, v in plain(record).items() if k != "wrapped_key"}
 
 
-def table_console() -> Console:
+def table_console(like: Console | None = None) -> Console:
     """Tables are printed at their natural width (never cut with "…"): ids and digests stay whole
-    and can be copied; a terminal narrower than the table wraps the lines itself."""
+    and can be copied; a terminal narrower than the table wraps the lines itself. The console writes
+    where ``like`` (default: stdout's console) writes, with its colours and quietness."""
+    like = like or console
     return Console(
+        file=like.file,
         width=4000,
-        force_terminal=console.is_terminal,
-        color_system=cast(Any, console.color_system),  # the same system as the main console
-        no_color=console.no_color,
+        force_terminal=like.is_terminal,
+        color_system=cast(Any, like.color_system),  # the same system as the console it stands for
+        no_color=like.no_color,
+        quiet=like.quiet,
         highlight=False,
     )
 

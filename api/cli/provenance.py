@@ -68,7 +68,8 @@ def provenance_artifact(
 
 @journey(group, "model")
 def provenance_model(
-    s: Session, model_id: str = typer.Argument(..., help="The model id (PROCESS:MSP).")
+    s: Session,
+    model_id: str = typer.Argument(..., help="The model id (PROCESS:ORG, ORG a name or an MSP id)."),
 ) -> None:
     """The lineage of a model: every execution it descends from and the artifacts between them."""
     guarded(lambda: s.client.get_model(model_id), s.as_json)

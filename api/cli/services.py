@@ -87,12 +87,33 @@ def _logs_on_stderr() -> dict:
     return config
 
 
+def json_spelling(args: list[str]) -> list[str]:
+    """``-o/--output json|table|wide``, the other commands' spelling of the output format, as the
+    ``node`` and ``network`` command lines take it: ``--json`` (json) or nothing (the tables)."""
+    out: list[str] = []
+    rest = iter(args)
+    for arg in rest:
+        if arg in ("-o", "--output"):
+            value = next(rest, "")
+        elif arg.startswith("--output="):
+            value = arg.removeprefix("--output=")
+        elif arg.startswith("-o") and not arg.startswith("--"):  # -ojson, -o=json
+            value = arg[2:].lstrip("=")
+        else:
+            out.append(arg)
+            continue
+        if value not in ("json", "table", "wide"):
+            raise typer.BadParameter(f"{value!r} is not one of json, table, wide", param_hint="-o/--output")
+        out += ["--json"] if value == "json" else []
+    return out
+
+
 def node(ctx: typer.Context) -> None:
     """This organisation's node agent: `consortia node run --org ORG --home H --runtime sandbox [--process ID]
     [--json]` (the executor's command line; `consortia node run --help` lists its options)."""
     from executor.node_agent import main as node_main
 
-    raise typer.Exit(node_main(list(ctx.args)))
+    raise typer.Exit(node_main(json_spelling(list(ctx.args))))
 
 
 def network(ctx: typer.Context) -> None:
@@ -100,4 +121,4 @@ def network(ctx: typer.Context) -> None:
     (ledger.fabric.network; `consortia network --help` lists its options)."""
     from ledger.fabric.network import main as network_main
 
-    raise typer.Exit(network_main(list(ctx.args)))
+    raise typer.Exit(network_main(json_spelling(list(ctx.args))))

@@ -141,6 +141,12 @@ class Session:
         org = org.strip()
         return self.consortium.organisation(org).msp_id if self.known(org) else org
 
+    def model_ref(self, model_id: str) -> str:
+        """A model id ``PROCESS:ORG`` with its organisation as an MSP id: ``claims:Org2`` and
+        ``claims:Org2MSP`` name the same model (an unknown organisation is left to the contract)."""
+        process, sep, org = model_id.rpartition(":")
+        return f"{process}:{self.msp(org)}" if sep and process else model_id
+
     def member(self, org: str) -> str:
         """Like :meth:`msp`, but an organisation outside the consortium is a usage error (exit 2)."""
         if not self.known(org.strip()):
@@ -198,6 +204,8 @@ def journey(group: typer.Typer, name: str, *, user: bool = False) -> Callable[[C
         def command(**kwargs: Any) -> Any:
             home, org, as_json = kwargs.pop("home"), kwargs.pop("org"), kwargs.pop("as_json")
             with session(home, org, kwargs.pop("user", "User1"), as_json=as_json) as s:
+                if isinstance(kwargs.get("model_id"), str):  # PROCESS:ORG, ORG a name or an MSP id
+                    kwargs["model_id"] = s.model_ref(kwargs["model_id"])
                 return fn(s, **kwargs)
 
         command.__signature__ = inspect.Signature(params, return_annotation=None)  # type: ignore[attr-defined]

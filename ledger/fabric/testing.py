@@ -73,6 +73,9 @@ def test_config() -> NetworkConfig:
         # them meanwhile, choose a free range again instead of failing to start
         if FabricNetwork(cfg).is_up() or ports_free(cfg):
             return cfg
+        # its ports are taken and it is down: its chaincode packages name the old addresses, so a
+        # network on new ports must start afresh (a test network's contents are disposable)
+        FabricNetwork(cfg).down(purge=True)
     for base in PORT_BASES:
         cfg = NetworkConfig(dispatch=TEST_DISPATCH, net_dir=net_dir, port_base=base)
         if ports_free(cfg):

@@ -103,8 +103,11 @@ def test_tables_show_whole_ids_and_markup_is_not_swallowed(home):
 
 def test_node_and_network_accept_json_and_names():
     env = {"PYTHONPATH": str(ROOT)}
-    r = runner.invoke(app, ["node", "run", "--org", "Org1", "--json"])
-    assert r.exit_code == 2 and "--consortium" in r.output and "unrecognized" not in r.output
+    for spelling in (["--json"], ["-o", "json"], ["--output=json"], ["-o", "wide"]):
+        r = runner.invoke(app, ["node", "run", "--org", "Org1", *spelling])
+        assert r.exit_code == 2 and "--consortium" in r.output and "unrecognized" not in r.output, spelling
+    r = runner.invoke(app, ["node", "run", "--org", "Org1", "-o", "yaml"])
+    assert r.exit_code == 2 and "-o/--output" in r.output
     proc = subprocess.run(
         [sys.executable, "-m", "ledger.fabric.network", "--help"],
         capture_output=True,
@@ -114,6 +117,20 @@ def test_node_and_network_accept_json_and_names():
         timeout=60,
     )
     assert "--json" in proc.stdout
+
+
+def test_model_ids_take_the_organisation_by_name_or_msp_id(home):
+    def answer(*args):
+        r = runner.invoke(app, [*args, "--home", str(home), "--json"])
+        assert r.exit_code == 0, r.stderr
+        return json.loads(r.stdout)
+
+    by_msp = answer("model", "get", "proc-0:Org1MSP")
+    assert by_msp["id"] == "proc-0:Org1MSP" and answer("model", "get", "proc-0:Org1") == by_msp
+    lineage = answer("provenance", "model", "proc-0:Org1")
+    assert lineage == answer("provenance", "model", "proc-0:Org1MSP") and lineage["nodes"]
+    r = runner.invoke(app, ["model", "get", "proc-0:Nobody", "--home", str(home)])
+    assert r.exit_code == 3 and "NOT_FOUND" in r.stderr  # an unknown organisation: the contract's answer
 
 
 def test_audit_verify_accepts_the_consortium_crypto_folder(home, tmp_path):

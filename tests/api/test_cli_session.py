@@ -130,6 +130,14 @@ def test_ledger_commands_report_errors_on_stderr(home, tmp_path):
     assert r.exit_code == 0 and "ledger verified" in r.stdout and r.stderr == ""
 
 
+def test_ledger_commands_on_a_missing_file_are_not_found(home, tmp_path):
+    crypto, missing = str(home / "crypto"), tmp_path / "none.db"
+    for args in (["verify"], ["checkpoint", "--out", str(tmp_path / "cp.json")]):
+        r = runner.invoke(app, ["ledger", *args, str(missing), "--crypto", crypto])
+        assert r.exit_code == EXIT_NOT_FOUND and r.stdout == "" and f"no ledger file at {missing}" in r.stderr
+    assert not missing.exists() and not (tmp_path / "cp.json").exists()
+
+
 def test_node_and_network_pass_json_through_the_app():
     r = runner.invoke(app, ["network", "--help"])
     assert r.exit_code == 0 and "--json" in r.stdout

@@ -23,7 +23,7 @@ from chaincode.errors import (
     SignatureInvalid,
 )
 from ledger.identity import P256_ORDER, sign
-from tests.contracts.helpers import make_result, new_process, private_metrics, run_task
+from tests.contracts.helpers import digest_of, make_result, new_process, private_metrics, run_task
 
 
 def _task(client, pid, rnd, runtime="sandbox"):
@@ -299,6 +299,19 @@ def test_result_must_be_well_formed(org1, ledger, consortium, uid):
     result["inputs"]["messages"] = [{"sender": "Org2MSP", "digest": "nope"}]
     with pytest.raises(InvalidArgument, match="digest"):
         org1.complete_task(result, sign(key, canonical_json(result)))
+    good = digest_of("a message")
+    for side, messages, needle in (
+        ("inputs", {"sender": "Org2MSP"}, "result.inputs.messages must be a list"),
+        ("inputs", [{"digest": good}], "each input message needs a sender"),
+        ("inputs", [{"sender": "Org2MSP", "digest": "nope"}], "input message digest"),
+        ("outputs", None, "result.outputs.messages must be a list"),
+        ("outputs", [{"sender": "Org2MSP", "digest": good}], "each output message needs a recipient"),
+        ("outputs", [{"recipient": "Org2MSP"}], "output message digest"),
+    ):
+        result = make_result(pid, 1, "Org1MSP")
+        result[side]["messages"] = messages
+        with pytest.raises(InvalidArgument, match=needle):
+            org1.complete_task(result, sign(key, canonical_json(result)))
     bad = json.dumps({"process_id": pid})
     with pytest.raises(InvalidArgument):
         ledger.submit(

@@ -3,6 +3,7 @@ writes says so with figures taken from the ledger."""
 
 from __future__ import annotations
 
+import io
 import json
 
 from rich.console import Console
@@ -16,9 +17,17 @@ def test_unknown_backend_or_runtime_is_refused(tmp_path):
 
 
 def test_quick_demo_completes_verified_and_writes_its_report(tmp_path):
-    assert run_demo(tmp_path, quick=True, console=Console(quiet=True)) == 0
+    screen = io.StringIO()
+    assert run_demo(tmp_path, quick=True, console=Console(file=screen, width=80)) == 0
     report = json.loads((tmp_path / "report.json").read_text())
     orgs = report["organisations"]
+    # its tables show whole ids and digests, even on a narrow terminal (they can be copied)
+    printed, written = screen.getvalue(), (tmp_path / "report.md").read_text()
+    assert "…" not in printed
+    for o in orgs:
+        p = report["provenance"][o]
+        for whole in (o, f"{report['process_id']}:{o}", p["model"], p["data_commitments"][0]):
+            assert whole in printed and whole in written
     assert len(orgs) == 3 and report["bit_identical_to_simulator"] is True
     assert all(report["verification"][o]["ok"] for o in orgs)
     # uneven split of real data; every organisation ran every round with the pinned image

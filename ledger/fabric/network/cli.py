@@ -31,6 +31,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="placement, e.g. Org1=127.0.1.1,Org2=127.0.2.1,orderer=127.0.0.1 (loopback 127.0.0.0/8 only; "
         "default: as the network was made, else everything on 127.0.0.1)",
     )
+    p.add_argument(
+        "--isolate",
+        action="store_true",
+        default=None,
+        help="up: start each node in a bubblewrap view of its own files only, as on a host of its own "
+        "(default: as the network was started)",
+    )
     p.add_argument("--purge", action="store_true", help="down: also delete ledgers and identities")
     p.add_argument("-n", "--lines", type=int, default=50)
     p.add_argument(
@@ -44,6 +51,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 dispatch=a.dispatch,
                 net_dir=Path(a.net_dir),
                 hosts=parse_hosts(a.hosts) if a.hosts else None,  # None: as placed before
+                isolate=a.isolate,  # None: as started before
             )
         )
     except ValueError as exc:  # PlacementError included: refused before anything starts

@@ -9,7 +9,13 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from ledger.fabric.network.placement import DEFAULT_HOST, ORDERER, check_hosts, recorded_hosts
+from ledger.fabric.network.placement import (
+    DEFAULT_HOST,
+    ORDERER,
+    check_hosts,
+    recorded_hosts,
+    recorded_isolation,
+)
 from ledger.identity import Consortium
 from wire.env import environment
 
@@ -43,6 +49,10 @@ class NetworkConfig:
     # "orderer", loopback 127.0.0.0/8 only; whatever is not named listens on 127.0.0.1. None: as
     # the network in net_dir was placed (state.json), else everything on 127.0.0.1
     hosts: dict[str, str] | None = None
+    # each node in a bubblewrap view of its own files only (host_view, docs/fabric.md "Isolated
+    # hosts"): the others' keys and ledgers are not in its mount namespace. None: as the network in
+    # net_dir was started (state.json), else False
+    isolate: bool | None = None
 
     def __post_init__(self) -> None:
         self.net_dir = Path(self.net_dir)
@@ -57,6 +67,8 @@ class NetworkConfig:
             known = {*self.organisations, ORDERER}  # another network's placement: generate() refuses it
             self.hosts = {k: v for k, v in recorded_hosts(self.net_dir).items() if k in known}
         self.hosts = check_hosts(self.hosts, self.organisations)
+        if self.isolate is None:
+            self.isolate = recorded_isolation(self.net_dir)
 
     # ---- placement
     def org_host(self, i: int) -> str:

@@ -49,7 +49,7 @@ class GeneratedFiles(NodeSupervisor):
         if not (self.crypto / Consortium.MANIFEST).is_file():
             # each organisation's TLS certificates carry its own address as an IP SAN
             Consortium.generate(self.crypto, self.cfg.organisations, hosts=self.cfg.placement)
-        self._update_state(layout=LAYOUT, placement=self.cfg.placement)
+        self._update_state(layout=LAYOUT, placement=self.cfg.placement, isolate=bool(self.cfg.isolate))
         cons = self.consortium()
         if tuple(o.name for o in cons.organisations) != tuple(self.cfg.organisations):
             raise NetworkError(

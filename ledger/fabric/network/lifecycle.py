@@ -232,6 +232,7 @@ class FabricNetwork(GeneratedFiles):
             "channel": self.cfg.channel,
             "chaincode": self.cfg.chaincode,
             "placement": self.cfg.placement,
+            "isolate": bool(self.cfg.isolate),
             "package_ids": st.get("package_ids") or {},
             "committed": bool(st.get("committed")),
             "chaincode_tls": bool(st.get("chaincode_tls")),

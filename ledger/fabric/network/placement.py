@@ -74,3 +74,11 @@ def recorded_hosts(net_dir: Path) -> dict[str, str]:
     except (FileNotFoundError, ValueError):
         return {}
     return {str(k): str(v) for k, v in placed.items()}
+
+
+def recorded_isolation(net_dir: Path) -> bool:
+    """Whether a network directory's nodes were started in views of their own (``state.json``)."""
+    try:
+        return bool(json.loads((Path(net_dir) / "state.json").read_text()).get("isolate"))
+    except (FileNotFoundError, ValueError):
+        return False

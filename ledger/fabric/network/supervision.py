@@ -19,6 +19,7 @@ import urllib.request
 from typing import Any
 
 from ledger.fabric.network.config import BINARIES, REPO_ROOT, NetworkError, NetworkLayout
+from ledger.fabric.network.host_view import view_command
 
 
 class NodeSupervisor(NetworkLayout):
@@ -68,12 +69,32 @@ class NodeSupervisor(NetworkLayout):
         env.update(extra)
         return env
 
+    def _node_view(self, name: str, argv: list[str]) -> list[str]:
+        """``argv`` in a view of the node's own files only when the network is isolated (host_view):
+        the orderer its identity and ledger; a peer its own identity and ledger; a chaincode service
+        its own TLS material. The network directory (everyone's keys) is otherwise hidden."""
+        if not self.cfg.isolate:
+            return argv
+        config = [self.net / "config"]
+        if name == "orderer":
+            own, ro = [self.net / "data" / "orderer"], [self.orderer_dir, *config]
+        else:
+            n = range(len(self.cfg.organisations))
+            i = next(i for i in n if name in (self.peer_name(i), self.chaincode_name(i)))
+            if name == self.peer_name(i):
+                own, ro = [self.net / "data" / name], [self._org_paths(i)["peer"], *config]
+            else:
+                own, ro = [], [self.chaincode_tls(i)] if self._state().get("chaincode_tls") else []
+        for d in own:
+            d.mkdir(parents=True, exist_ok=True)
+        return view_command(argv, own, read_only=ro, hide=[self.net], cwd=REPO_ROOT)
+
     def _spawn(self, name: str, argv: list[str], env: dict[str, str]) -> int:
         (self.net / "logs").mkdir(parents=True, exist_ok=True)
         log = open(self.net / "logs" / f"{name}.log", "ab")
         key, value = self._marker(name).decode().split("=", 1)
         proc = subprocess.Popen(
-            argv,
+            self._node_view(name, argv),
             env=self._env({**env, key: value}),
             stdout=log,
             stderr=subprocess.STDOUT,
