@@ -14,11 +14,11 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from chaincode.limits import DEFAULT_HISTORY_PAGE
 from ledger.client import ConsortiaClient
 from ledger.envelope import encrypt_payload, seal
 from ledger.identity import Consortium, sign
 from ledger.interface import Ledger
+from ledger.rules import DEFAULT_HISTORY_PAGE
 from wire.canonical import canonical_json
 
 DIGEST = "sha256:" + "ab" * 32

@@ -14,7 +14,6 @@ from typing import Any, overload
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from chaincode.canonical import canonical_json
-from chaincode.limits import DEFAULT_HISTORY_PAGE
 from ledger.identity import Identity, public_key_pem
 from ledger.interface import Ledger, SubmitResult
 from ledger.records import (
@@ -26,6 +25,7 @@ from ledger.records import (
     ModelRecord,
     ProcessRecord,
 )
+from ledger.rules import DEFAULT_HISTORY_PAGE
 
 
 def _entries(items: list[dict[str, Any]]) -> list[HistoryEntry]:

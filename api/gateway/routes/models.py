@@ -27,8 +27,8 @@ from api.gateway.sealed_models import grant_with_sealed_key, open_model_payload,
 from api.gateway.state import record
 from api.responses import DepthSafeRoute
 from api.verification import verify_model_on_ledger
-from chaincode.limits import BOOKMARK_PATTERN, MAX_BOOKMARK_CHARS, MAX_HISTORY_PAGE
 from ledger.errors import NotFound
+from ledger.rules import BOOKMARK_PATTERN, MAX_BOOKMARK_CHARS, MAX_HISTORY_PAGE
 
 router = APIRouter(route_class=DepthSafeRoute)
 read, provenance, write = reads(router, "models"), reads(router, "provenance"), writes(router, "models")
