@@ -9,7 +9,8 @@ after), serving the Consortia contracts through the Python chaincode service.
 Figures: ``fabric_submit_tps`` (concurrent clients, each submit = endorse by a MAJORITY of peers,
 order, commit, wait for its commit status), ``fabric_commit_p50_s`` / ``fabric_commit_p99_s``
 (latency of those submits, proposal to commit status), ``fabric_evaluate_tps``, and history
-latency on a key with ``fabric_history_versions`` versions; then the capacity sweep
+latency on a key with ``fabric_history_versions`` versions (``fabric_history_p*_ms``: a page of the
+newest 100; ``fabric_history_full_p*_ms``: the whole history); then the capacity sweep
 (``benchmarks.ledger_capacity``: ``fabric_capacity_tps``, the throughput where latency starts to climb).
 The orderer's BatchTimeout is ``--batch-timeout`` (default: ``NetworkConfig``'s, 100 ms).
 """
@@ -80,6 +81,9 @@ def run_fabric(args: Any, consortium: Any = None) -> dict[str, float]:
         "fabric_history_versions": h["history_versions"],
         "fabric_history_p50_ms": h["history_p50_ms"],
         "fabric_history_p99_ms": h["history_p99_ms"],
+        "fabric_history_page_versions": h["history_page_versions"],
+        "fabric_history_full_p50_ms": h["history_full_p50_ms"],
+        "fabric_history_full_p99_ms": h["history_full_p99_ms"],
         "fabric_batch_timeout": batch_timeout,
         **cap,
         "fabric_network_up_s": up_s,

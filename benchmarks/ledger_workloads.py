@@ -1,7 +1,7 @@
 """The ledger benchmark's workloads, the same for every ledger host (``benchmarks.ledger`` runs
 them on the embedded host, ``benchmarks.ledger_fabric`` on a real Fabric network): concurrent
-submits, concurrent evaluates, and ``Model:history`` of a key with many versions; and the
-report every run prints and writes."""
+submits, concurrent evaluates, and ``Model:history`` of a key with many versions (a page of the
+newest 100, and the whole history); and the report every run prints and writes."""
 
 from __future__ import annotations
 
@@ -18,9 +18,11 @@ from ledger.client import ConsortiaClient
 from ledger.envelope import encrypt_payload, seal
 from ledger.identity import Consortium, sign
 from ledger.interface import Ledger
+from ledger.rules import DEFAULT_HISTORY_PAGE
 from wire.canonical import canonical_json
 
 DIGEST = "sha256:" + "ab" * 32
+HISTORY_PAGE = DEFAULT_HISTORY_PAGE  #: versions in the timed history page (the API's default page size)
 
 
 def percentile(xs: list[float], q: float) -> float:
@@ -94,7 +96,8 @@ def bench_evaluate(ledger: Ledger, consortium: Consortium, clients: int, total: 
 
 
 def bench_history(ledger: Ledger, consortium: Consortium, versions: int, samples: int) -> dict[str, float]:
-    """A model whose access list changed ``versions`` times; time Model:history."""
+    """A model whose access list changed ``versions`` times; time ``Model:history``: a page of the
+    newest :data:`HISTORY_PAGE` versions and the whole history (:func:`_time_history`)."""
     c1 = ConsortiaClient(ledger, consortium.identity("Org1"))
     c2 = ConsortiaClient(ledger, consortium.identity("Org2"))
     c1.register_image("hist", "1", "bench", DIGEST)
@@ -130,17 +133,29 @@ def bench_history(ledger: Ledger, consortium: Consortium, versions: int, samples
             c1.grant_model(model.id, "Org3MSP", sealed3)
         else:
             c1.revoke_model(model.id, "Org3MSP", f"sha256:{i:064x}", remaining)
-    lat = []
-    n_versions = 0
+    return _time_history(c2, model.id, samples)
+
+
+def _time_history(client: ConsortiaClient, model_id: str, samples: int) -> dict[str, float]:
+    """``history_*``: one page of the newest :data:`HISTORY_PAGE` versions (the API's default page);
+    ``history_full_*``: the whole history in one read (oldest first, the unpaged call)."""
+    page_lat, full_lat = [], []
+    n_versions = page_versions = 0
     for _ in range(samples):
         t = time.perf_counter()
-        h = c2.model_history(model.id)
-        lat.append(time.perf_counter() - t)
-        n_versions = len(h)
+        page = client.model_history(model_id, HISTORY_PAGE)
+        page_lat.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        whole = client.model_history(model_id)
+        full_lat.append(time.perf_counter() - t)
+        n_versions, page_versions = len(whole), len(page.items)
     return {
         "history_versions": n_versions,
-        "history_p50_ms": percentile(lat, 50) * 1e3,
-        "history_p99_ms": percentile(lat, 99) * 1e3,
+        "history_page_versions": page_versions,
+        "history_p50_ms": percentile(page_lat, 50) * 1e3,
+        "history_p99_ms": percentile(page_lat, 99) * 1e3,
+        "history_full_p50_ms": percentile(full_lat, 50) * 1e3,
+        "history_full_p99_ms": percentile(full_lat, 99) * 1e3,
     }
 
 

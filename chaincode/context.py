@@ -16,8 +16,8 @@ from cryptography.x509.oid import NameOID
 
 from chaincode.canonical import RawJSON, canonical_json
 from chaincode.errors import Forbidden, InvalidArgument, NotFound
-from chaincode.limits import parse_json
-from chaincode.stub import ChaincodeStub, create_composite_key
+from chaincode.limits import history_page_request, parse_json
+from chaincode.stub import ChaincodeStub, KeyModification, create_composite_key
 from wire.protobuf import length_delimited
 
 SUBMITTER_ROLES = ("client", "admin")
@@ -96,25 +96,52 @@ class TransactionContext:
         for kv in self.stub.get_state_by_partial_composite_key(object_type, list(attributes)):
             yield json.loads(kv.value)
 
-    def history(self, key: str) -> RawJSON:
-        """Every committed version of ``key``, oldest first, as ``[{is_delete, timestamp, tx_id, value}]``,
-        spliced from the stored canonical JSON values
-        (no decoding and re-encoding; keys in canonical order: is_delete, timestamp, tx_id, value)."""
-        parts = []
-        for m in self.stub.get_history_for_key(key):
-            parts.append(
-                b'{"is_delete":%s,"timestamp":"%s","tx_id":"%s","value":%s}'
-                % (
-                    b"true" if m.is_delete else b"false",
-                    iso_time(m.timestamp).encode(),
-                    m.tx_id.encode(),
-                    b"null" if m.is_delete else m.value,
-                )
-            )
-        return RawJSON(b"[" + b",".join(parts) + b"]")
+    def history(self, key: str, limit: str = "", after: str = "") -> RawJSON:
+        """Committed versions of ``key`` as ``{is_delete, timestamp, tx_id, value}`` objects, spliced
+        from the stored canonical JSON values (no decoding and re-encoding; keys in canonical order).
+
+        Without ``limit`` and ``after``: every version, oldest first, as one JSON array (the answer
+        from before paging). Otherwise one page, **newest first** (the order of Fabric's history
+        iterator), as ``{"items": [...], "next": bookmark | null}``: at most ``limit`` versions
+        (:func:`chaincode.limits.history_page_request`) older than the version whose transaction
+        id is ``after`` (empty: from the newest). ``next`` is the transaction id of the page's
+        last (oldest) version when older versions exist, else ``null``. Only the versions up to
+        the end of the page (plus one, to know whether more exist) are read from the host."""
+        page = history_page_request(limit, after)
+        if page is None:
+            return RawJSON(b"[" + b",".join(map(_version_json, self.stub.get_history_for_key(key))) + b"]")
+        size, bookmark = page
+        versions = self.stub.get_history_for_key(key, newest_first=True)
+        parts: list[bytes] = []
+        last, more = "", False
+        try:
+            if bookmark is not None and not any(m.tx_id == bookmark for m in versions):
+                raise InvalidArgument(f"history bookmark {bookmark!r} is not a version of this record")
+            for m in versions:
+                if len(parts) == size:
+                    more = True
+                    break
+                parts.append(_version_json(m))
+                last = m.tx_id
+        finally:
+            close = getattr(versions, "close", None)
+            if close is not None:
+                close()
+        nxt = b'"%s"' % last.encode() if more else b"null"
+        return RawJSON(b'{"items":[' + b",".join(parts) + b'],"next":' + nxt + b"}")
 
     def emit(self, name: str, payload: dict[str, Any]) -> None:
         self.stub.set_event(name, canonical_json(payload))
+
+
+def _version_json(m: KeyModification) -> bytes:
+    """One history entry as canonical JSON, around the stored canonical JSON value."""
+    return b'{"is_delete":%s,"timestamp":"%s","tx_id":"%s","value":%s}' % (
+        b"true" if m.is_delete else b"false",
+        iso_time(m.timestamp).encode(),
+        m.tx_id.encode(),
+        b"null" if m.is_delete else m.value,
+    )
 
 
 def parse_json_arg(arg: str, what: str) -> Any:

@@ -371,10 +371,19 @@ class ExecutionRecordContract:
         org = flt.get("organisation")
         return [r for r in ctx.scan(EXECUTION, *attrs) if org is None or r["organisation"] == org]
 
-    def history(self, ctx: TransactionContext, process_id: str, rnd: str, organisation: str) -> RawJSON:
+    def history(
+        self,
+        ctx: TransactionContext,
+        process_id: str,
+        rnd: str,
+        organisation: str,
+        limit: str = "",
+        after: str = "",
+    ) -> RawJSON:
+        """Every version of one execution record; with ``limit``/``after`` one page, newest first."""
         process = load_process(ctx, process_id)
         require_member(ctx, process)
         key = self._key(ctx, process_id, _round_arg(rnd), organisation)
         if ctx.stub.get_state(key) is None:
             raise NotFound(f"no execution record of {organisation} for round {rnd} of {process_id}")
-        return ctx.history(key)
+        return ctx.history(key, limit, after)

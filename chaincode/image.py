@@ -123,8 +123,9 @@ class ImageContract:
         ctx.emit("ImageApproved", {"id": image_id, "organisation": ctx.msp_id})
         return approval
 
-    def history(self, ctx: TransactionContext, image_id: str) -> RawJSON:
+    def history(self, ctx: TransactionContext, image_id: str, limit: str = "", after: str = "") -> RawJSON:
+        """Every version of the image record; with ``limit``/``after`` one page, newest first."""
         key = self._key(ctx, image_id)
         if ctx.stub.get_state(key) is None:
             raise NotFound(f"image {image_id} does not exist")
-        return ctx.history(key)
+        return ctx.history(key, limit, after)

@@ -226,9 +226,10 @@ class LearningProcessContract:
             ctx, process_id, "aborted", reason or "aborted by creator", ("created", "running")
         )
 
-    def history(self, ctx: TransactionContext, process_id: str) -> RawJSON:
+    def history(self, ctx: TransactionContext, process_id: str, limit: str = "", after: str = "") -> RawJSON:
+        """Every version of the process record; with ``limit``/``after`` one page, newest first."""
         process = ctx.get(ctx.key(PROCESS, process_id))
         if process is None:
             raise NotFound(f"learning process {process_id} does not exist")
         require_member(ctx, process)
-        return ctx.history(ctx.key(PROCESS, process_id))
+        return ctx.history(ctx.key(PROCESS, process_id), limit, after)

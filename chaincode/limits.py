@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -152,3 +153,35 @@ def bounded_text(value: Any, what: str, max_chars: int) -> str:
             size=len(value),
         )
     return value
+
+
+# ---- history pages (every contract's ``history`` function; docs/ledger.md "History reads")
+DEFAULT_HISTORY_PAGE = 100  #: versions in a history page when a bookmark is given without a limit
+MAX_HISTORY_PAGE = 1000  #: versions in one history page
+MAX_BOOKMARK_CHARS = 128  #: a history bookmark (the transaction id of the last version seen)
+BOOKMARK_PATTERN = r"[0-9A-Za-z_.:-]+"  #: characters of a bookmark (Fabric's transaction ids are hex)
+
+
+def history_page_request(limit: str, after: str) -> tuple[int, str | None] | None:
+    """The page a ``history`` call asks for: ``None`` when both arguments are empty (the whole
+    history, as before paging existed), else ``(limit, after)``: ``limit`` a decimal integer from 1
+    to :data:`MAX_HISTORY_PAGE` (empty: :data:`DEFAULT_HISTORY_PAGE`), ``after`` empty (the newest
+    page) or the bookmark a previous page returned."""
+    if limit == "" and after == "":
+        return None
+    size = DEFAULT_HISTORY_PAGE
+    if limit != "":
+        valid = limit.isascii() and limit.isdigit() and len(limit) <= 6
+        if not valid or not 1 <= int(limit) <= MAX_HISTORY_PAGE:
+            raise InvalidArgument(
+                f"history page limit {limit[:32]!r} must be an integer from 1 to {MAX_HISTORY_PAGE}",
+                limit=MAX_HISTORY_PAGE,
+            )
+        size = int(limit)
+    if after == "":
+        return size, None
+    if len(after) > MAX_BOOKMARK_CHARS or not re.fullmatch(BOOKMARK_PATTERN, after):
+        raise InvalidArgument(
+            f"history bookmark must be at most {MAX_BOOKMARK_CHARS} characters of {BOOKMARK_PATTERN}"
+        )
+    return size, after

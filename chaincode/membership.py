@@ -113,6 +113,7 @@ class MembershipContract:
     def list(self, ctx: TransactionContext) -> list[dict[str, Any]]:
         return sorted(ctx.scan(MEMBER), key=lambda r: r["msp_id"])
 
-    def history(self, ctx: TransactionContext, msp_id: str) -> RawJSON:
+    def history(self, ctx: TransactionContext, msp_id: str, limit: str = "", after: str = "") -> RawJSON:
+        """Every version of the membership record; with ``limit``/``after`` one page, newest first."""
         self._load(ctx, msp_id)
-        return ctx.history(self._key(ctx, msp_id))
+        return ctx.history(self._key(ctx, msp_id), limit, after)

@@ -258,8 +258,9 @@ class ModelContract:
         ctx.emit("ModelAccessRevoked", {"id": model_id, "organisation": organisation})
         return _view(ctx, record)
 
-    def history(self, ctx: TransactionContext, model_id: str) -> RawJSON:
-        """Every version of the model record (sealed keys are separate records, never shown)."""
+    def history(self, ctx: TransactionContext, model_id: str, limit: str = "", after: str = "") -> RawJSON:
+        """Every version of the model record (sealed keys are separate records, never shown); with
+        ``limit``/``after`` one page, newest first (:meth:`TransactionContext.history`)."""
         record = self._load(ctx, model_id)
         self._require_access(ctx, record)
-        return ctx.history(self._key(ctx, model_id))
+        return ctx.history(self._key(ctx, model_id), limit, after)

@@ -5,7 +5,9 @@ classes run on the embedded ledger (:mod:`ledger.embedded`) and as chaincode-as-
 real Fabric peer (the Fabric host implements this protocol over the chaincode gRPC protocol).
 Semantics follow Fabric: reads see the committed world state only (not this transaction's own
 writes); writes are buffered in the write set and applied at commit if MVCC validation passes;
-``get_history_for_key`` returns committed versions, oldest first.
+``get_history_for_key`` returns committed versions, oldest first, or newest first (the order of
+Fabric's own history iterator) with ``newest_first=True``; an iterator that is not read to its end
+is closed by its reader (``close()``), so a host can stop reading history where the reader stops.
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ class ChaincodeStub(Protocol):
         self, object_type: str, attributes: list[str]
     ) -> Iterator[KeyValue]: ...
 
-    def get_history_for_key(self, key: str) -> Iterator[KeyModification]: ...
+    def get_history_for_key(self, key: str, *, newest_first: bool = False) -> Iterator[KeyModification]: ...
 
     def set_event(self, name: str, payload: bytes) -> None: ...
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterator, Sequence
+from typing import Any, overload
 
 from cryptography.hazmat.primitives.asymmetric import ec
 
@@ -19,15 +19,21 @@ from ledger.interface import Ledger, SubmitResult
 from ledger.records import (
     ExecutionRecord,
     HistoryEntry,
+    HistoryPage,
     ImageRecord,
     MemberRecord,
     ModelRecord,
     ProcessRecord,
 )
+from ledger.rules import DEFAULT_HISTORY_PAGE
+
+
+def _entries(items: list[dict[str, Any]]) -> list[HistoryEntry]:
+    return [HistoryEntry(h["tx_id"], h["timestamp"], h["is_delete"], h["value"]) for h in items]
 
 
 def _history(raw: bytes) -> list[HistoryEntry]:
-    return [HistoryEntry(h["tx_id"], h["timestamp"], h["is_delete"], h["value"]) for h in json.loads(raw)]
+    return _entries(json.loads(raw))
 
 
 class ConsortiaClient:
@@ -45,6 +51,28 @@ class ConsortiaClient:
 
     def _evaluate(self, function: str, *args: str) -> Any:
         return json.loads(self.ledger.evaluate(self.identity, function, *args))
+
+    # ---- history pages (every contract's ``history``; newest first, docs/ledger.md "History reads")
+    def history_page(
+        self, function: str, *key: str, limit: int | None = None, after: str | None = None
+    ) -> HistoryPage:
+        """One page of ``function``'s history (e.g. ``"Model:history", model_id``): at most ``limit``
+        versions (default :data:`~chaincode.limits.DEFAULT_HISTORY_PAGE`), newest first, older
+        than the version whose bookmark is ``after`` (``None``: from the newest)."""
+        size = str(DEFAULT_HISTORY_PAGE if limit is None else limit)
+        page = self._evaluate(function, *key, size, after or "")
+        return HistoryPage(tuple(_entries(page["items"])), page["next"])
+
+    def history_pages(self, function: str, *key: str, limit: int | None = None) -> Iterator[HistoryPage]:
+        """Every page of ``function``'s history, newest first, each read when the previous one has
+        been consumed (stop iterating to stop reading)."""
+        after: str | None = None
+        while True:
+            page = self.history_page(function, *key, limit=limit, after=after)
+            yield page
+            if page.next is None:
+                return
+            after = page.next
 
     # ---- images
     def register_image(
@@ -242,8 +270,24 @@ class ConsortiaClient:
             self._submit("Model:revoke", model_id, organisation, json.dumps(rotation))
         )
 
-    def model_history(self, model_id: str) -> list[HistoryEntry]:
-        return _history(self.ledger.evaluate(self.identity, "Model:history", model_id))
+    @overload
+    def model_history(self, model_id: str) -> list[HistoryEntry]: ...
+
+    @overload
+    def model_history(self, model_id: str, limit: int, after: str | None = None) -> HistoryPage: ...
+
+    @overload
+    def model_history(self, model_id: str, limit: int | None = None, *, after: str) -> HistoryPage: ...
+
+    def model_history(
+        self, model_id: str, limit: int | None = None, after: str | None = None
+    ) -> list[HistoryEntry] | HistoryPage:
+        """Without ``limit`` and ``after``: every version of the model record, oldest first (one
+        read of the whole history). With either: one :class:`HistoryPage`, newest first
+        (:meth:`history_page`); :meth:`history_pages` iterates over all of them."""
+        if limit is None and after is None:
+            return _history(self.ledger.evaluate(self.identity, "Model:history", model_id))
+        return self.history_page("Model:history", model_id, limit=limit, after=after)
 
     # ---- membership
     def publish_membership(

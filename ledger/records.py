@@ -169,6 +169,15 @@ class HistoryEntry:
 
 
 @dataclass(frozen=True)
+class HistoryPage:
+    """One page of a record's history, newest first; ``next`` is the bookmark to pass as ``after``
+    for the following (older) page, ``None`` on the last page."""
+
+    items: tuple[HistoryEntry, ...]
+    next: str | None
+
+
+@dataclass(frozen=True)
 class MemberRecord:
     """An organisation's membership record: where its artifact service (and gateway) is reached and
     the sha256 digest of its TLS CA certificate PEM (``Membership`` contract)."""

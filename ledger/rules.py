@@ -1,17 +1,21 @@
 """The contracts' input rules a client validates against before submitting (re-exported from
 ``chaincode``, which defines and enforces them), so that ``api`` and ``executor`` never import
-``chaincode`` directly: size limits (``chaincode.limits``), identifier patterns and bounds."""
+``chaincode`` directly: size limits and history page bounds (``chaincode.limits``), identifier patterns and bounds."""
 
 from __future__ import annotations
 
 from chaincode.image import ID_PATTERN
 from chaincode.learning_process import MAX_ROUNDS, MSP_PATTERN
 from chaincode.limits import (
+    BOOKMARK_PATTERN,
+    DEFAULT_HISTORY_PAGE,
     MAX_ARGUMENT_BYTES,
+    MAX_BOOKMARK_CHARS,
     MAX_CONSORTIUM,
     MAX_DATASET_CHARS,
     MAX_DESCRIPTION_CHARS,
     MAX_FIELD_DEPTH,
+    MAX_HISTORY_PAGE,
     MAX_HYPERPARAMETERS_BYTES,
     MAX_REFERENCE_CHARS,
     MAX_TOPOLOGY_BYTES,
@@ -19,12 +23,16 @@ from chaincode.limits import (
 )
 
 __all__ = [
+    "BOOKMARK_PATTERN",
+    "DEFAULT_HISTORY_PAGE",
     "ID_PATTERN",
     "MAX_ARGUMENT_BYTES",
+    "MAX_BOOKMARK_CHARS",
     "MAX_CONSORTIUM",
     "MAX_DATASET_CHARS",
     "MAX_DESCRIPTION_CHARS",
     "MAX_FIELD_DEPTH",
+    "MAX_HISTORY_PAGE",
     "MAX_HYPERPARAMETERS_BYTES",
     "MAX_REFERENCE_CHARS",
     "MAX_ROUNDS",

@@ -79,13 +79,19 @@ class TxSimulator(TransactionHeader, ChaincodeStub):
         start = create_composite_key(object_type, attributes)
         return self.get_state_by_range(start, start + MAX_UNICODE_RUNE)
 
-    def get_history_for_key(self, key: str) -> Iterator[KeyModification]:
-        rows = self._con.execute(
-            "SELECT tx_id, value, timestamp, is_delete FROM history WHERE key = ? ORDER BY block, txnum",
+    def get_history_for_key(self, key: str, *, newest_first: bool = False) -> Iterator[KeyModification]:
+        """The key's committed versions in commit order (or reversed), read row by row from the
+        ``history`` table's primary key: a reader that stops early reads no further rows."""
+        order = "block DESC, txnum DESC" if newest_first else "block, txnum"
+        cur = self._con.execute(
+            f"SELECT tx_id, value, timestamp, is_delete FROM history WHERE key = ? ORDER BY {order}",
             (key.encode("utf-8"),),
-        ).fetchall()
-        for tx_id, value, ts, is_delete in rows:
-            yield KeyModification(tx_id, value or b"", ts, bool(is_delete))
+        )
+        try:
+            for tx_id, value, ts, is_delete in cur:
+                yield KeyModification(tx_id, value or b"", ts, bool(is_delete))
+        finally:
+            cur.close()
 
     # ---- events
     def set_event(self, name: str, payload: bytes) -> None:

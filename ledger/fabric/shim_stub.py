@@ -4,7 +4,7 @@ round trip to the peer (fabric-chaincode-go ``shim/stub.go``)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import Protocol, TypeAlias
 
 from fabric_protos.common import common_pb2
@@ -95,26 +95,32 @@ class FabricStub(TransactionHeader):
         req = chaincode_shim_pb2.GetStateByRange(startKey=start, endKey=start + MAX_UNICODE_RUNE)
         return self._kv_iter(self._call(Msg.GET_STATE_BY_RANGE, req.SerializeToString()))
 
-    def get_history_for_key(self, key: str) -> Iterator[KeyModification]:
-        """Committed versions, oldest first (the ``ChaincodeStub`` contract); Fabric's history
-        database returns them newest first, so the whole history is read and reversed."""
-        req = chaincode_shim_pb2.GetHistoryForKey(key=key)
-        mods = []
-        for raw in self._results(self._call(Msg.GET_HISTORY_FOR_KEY, req.SerializeToString())):
-            km = kv_query_result_pb2.KeyModification.FromString(raw)
-            mods.append(
-                KeyModification(
-                    km.tx_id, km.value, km.timestamp.seconds + km.timestamp.nanos / 1e9, km.is_delete
-                )
-            )
-        return iter(reversed(mods))
+    def get_history_for_key(self, key: str, *, newest_first: bool = False) -> Iterator[KeyModification]:
+        """Committed versions, oldest first (the ``ChaincodeStub`` contract) or, with ``newest_first``,
+        in the order of Fabric's history iterator (newest first), read from the peer one batch at a
+        time as the reader advances: closing the iterator early closes the peer's query. Oldest first
+        needs the whole history read and reversed."""
+        if newest_first:
+            return self._history(key)
+        return iter(list(self._history(key))[::-1])
+
+    def _history(self, key: str) -> Iterator[KeyModification]:
+        req = chaincode_shim_pb2.GetHistoryForKey(key=key).SerializeToString()
+        results = self._results(self._call(Msg.GET_HISTORY_FOR_KEY, req))
+        try:
+            for raw in results:
+                km = kv_query_result_pb2.KeyModification.FromString(raw)
+                ts = km.timestamp.seconds + km.timestamp.nanos / 1e9
+                yield KeyModification(km.tx_id, km.value, ts, km.is_delete)
+        finally:
+            results.close()
 
     def _kv_iter(self, first: bytes) -> Iterator[KeyValue]:
         for raw in self._results(first):
             kv = kv_query_result_pb2.KV.FromString(raw)
             yield KeyValue(kv.key, kv.value)
 
-    def _results(self, first: bytes) -> Iterator[bytes]:
+    def _results(self, first: bytes) -> Generator[bytes, None, None]:
         """Page through a QueryResponse (QUERY_STATE_NEXT), closing the iterator at the end."""
         resp = chaincode_shim_pb2.QueryResponse.FromString(first)
         try:

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 from fastapi.responses import Response
+from pydantic import BaseModel
 
 from api import schemas as S
 from api.gateway.deps import (
@@ -27,6 +28,7 @@ from api.gateway.state import record
 from api.responses import DepthSafeRoute
 from api.verification import verify_model_on_ledger
 from ledger.errors import NotFound
+from ledger.rules import BOOKMARK_PATTERN, MAX_BOOKMARK_CHARS, MAX_HISTORY_PAGE
 
 router = APIRouter(route_class=DepthSafeRoute)
 read, provenance, write = reads(router, "models"), reads(router, "provenance"), writes(router, "models")
@@ -57,9 +59,38 @@ def get_model(model_id: ModelId, c: Caller) -> dict[str, Any]:
     return record(c.get_model(model_id))
 
 
-@provenance(MODEL + "/history", response_model=list[S.HistoryEntryOut])
-def model_history(model_id: ModelId, c: Caller) -> list[dict]:
-    return [h.__dict__ for h in c.model_history(model_id)]
+class HistoryPageOut(BaseModel):
+    """A page of a record's history, newest first; ``next`` is the ``after`` of the next page."""
+
+    items: list[S.HistoryEntryOut]
+    next: str | None = None
+
+
+HistoryLimit = Annotated[
+    int | None,
+    Query(ge=1, le=MAX_HISTORY_PAGE, description="Page size: the newest versions first, one page"),
+]
+HistoryAfter = Annotated[
+    str | None,
+    Query(
+        min_length=1,
+        max_length=MAX_BOOKMARK_CHARS,
+        pattern=f"^{BOOKMARK_PATTERN}$",
+        description="The bookmark (`next`) of the previous page: versions older than it",
+    ),
+]
+
+
+@provenance(MODEL + "/history", response_model=list[S.HistoryEntryOut] | HistoryPageOut)
+def model_history(
+    model_id: ModelId, c: Caller, limit: HistoryLimit = None, after: HistoryAfter = None
+) -> list[dict] | dict[str, Any]:
+    """Every version of the model record, oldest first; with `limit` and/or `after` one page of
+    versions, newest first (default page size 100), with the bookmark `next` of the following page."""
+    if limit is None and after is None:
+        return [h.__dict__ for h in c.model_history(model_id)]
+    page = c.history_page("Model:history", model_id, limit=limit, after=after)
+    return {"items": [h.__dict__ for h in page.items], "next": page.next}
 
 
 @provenance(MODEL + "/lineage", response_model=S.LineageOut)
