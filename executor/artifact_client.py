@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import http.client
 import json
+import logging
 import ssl
 import tempfile
 import time
@@ -43,7 +44,16 @@ from executor.errors import ArtifactCorrupted, ArtifactError, ArtifactNotFound
 from executor.membership import MemberEndpoints
 from wire.canonical import is_digest
 
+log = logging.getLogger(__name__)
+
 CHUNK = 1 << 20
+
+
+class ArtifactUnreachable(ArtifactError, ConnectionError):
+    """The owner's artifact service cannot be reached (refused, reset, timed out): its node may be down
+    for a while, unlike a refusal or a missing artifact, which are answers."""
+
+    code = "ARTIFACT_UNREACHABLE"
 
 
 class ArtifactForbidden(ArtifactError, PermissionError):
@@ -109,7 +119,7 @@ class HttpsArtifactSource:
             resp = conn.getresponse()
             body = resp.read(1 << 16)
         except (OSError, http.client.HTTPException) as exc:
-            raise ArtifactError(f"no message index from {self.owner}: {exc}") from None
+            raise ArtifactUnreachable(f"no message index from {self.owner}: {exc}") from None
         finally:
             conn.close()
         if resp.status == 403:
@@ -158,7 +168,7 @@ class HttpsArtifactSource:
             except _Retry as exc:
                 attempt += 1
                 if attempt > self.retries:
-                    raise ArtifactError(
+                    raise ArtifactUnreachable(
                         f"fetching {digest} from {self.owner} failed after {attempt} attempts: {exc.__cause__}"
                     ) from None
                 time.sleep(self.backoff * 2 ** (attempt - 1))
@@ -256,10 +266,12 @@ class ArtifactPeers:
         tls: ClientTLS,
         endpoints: Mapping[str, str] | None = None,
         members: MemberEndpoints | None = None,
+        patience: float = 300.0,
     ):
         self.tls = tls
         self.endpoints = dict(endpoints or {})
         self.members = members
+        self.patience = patience  # seconds to wait for a sender's service that cannot be reached
 
     def endpoint(self, owner: str) -> str | None:
         url = self.endpoints.get(owner)
@@ -275,10 +287,36 @@ class ArtifactPeers:
         self, sender: str, process_id: str, round: int, payload_digest: str, into: ArtifactStore
     ) -> MessageRef | None:
         """Ask ``sender``'s service where its message to us is, fetch the sealed bytes into our own
-        store (verified), and return a ref to that copy; None if ``sender`` serves no endpoint."""
+        store (verified), and return a ref to that copy; None if ``sender`` serves no endpoint.
+
+        A sender whose service cannot be reached (its node restarting) is waited for, with backoff, up
+        to ``patience`` seconds: the round cannot go on without its message, and failing the task would
+        end the whole process. A refusal or a missing artifact is an answer and is raised at once."""
         src = self.source(sender, into)
         if src is None:
             return None
+        deadline, delay = time.monotonic() + self.patience, 0.5
+        while True:
+            try:
+                return self._fetch_message(src, sender, process_id, round, payload_digest, into)
+            except ArtifactUnreachable as exc:
+                if time.monotonic() + delay > deadline:
+                    raise ArtifactUnreachable(
+                        f"{exc} (still unreachable after {self.patience:.0f} s)"
+                    ) from None
+                log.warning("%s; waiting %.1f s for its node", exc, delay)
+                time.sleep(delay)
+                delay = min(delay * 2, 5.0)
+
+    @staticmethod
+    def _fetch_message(
+        src: HttpsArtifactSource,
+        sender: str,
+        process_id: str,
+        round: int,
+        payload_digest: str,
+        into: ArtifactStore,
+    ) -> MessageRef:
         entry = src.message_entry(process_id, round, into.organisation)
         if entry.get("payload_digest") != payload_digest:
             raise ArtifactCorrupted(

@@ -456,3 +456,71 @@ def test_endpoints_found_on_the_ledger(tmp_path, crypto):
             MemberEndpoints(org2, crypto).endpoint("Org1MSP")
     finally:
         ledger.close()
+
+
+def _indexed_message(tmp_path):
+    """Org1's store with a sealed message to Org2 indexed for round 1 of process p; (store, digest)."""
+    from executor import message_index
+    from executor.artifacts import MessageRef
+
+    store = ArtifactStore(tmp_path / "org1", "Org1MSP")
+    ref = store.put(b"sealed for Org2")
+    message_index.write_entry(
+        store.root, "p", 1, MessageRef("Org1MSP", "Org2MSP", "sha256:" + "ab" * 32, ref)
+    )
+    return store, ref.digest
+
+
+def test_a_sender_whose_node_is_down_is_waited_for(tmp_path, crypto):
+    """The sender's service is down when the recipient asks (its node restarting): the recipient waits
+    with backoff and gets the message once the service is back on its address."""
+    import threading
+    import time
+
+    from executor.artifact_client import ArtifactPeers
+
+    store, digest = _indexed_message(tmp_path)
+    readers = StaticReaders({digest: ["Org2MSP"]})
+    first = ArtifactServer(("127.0.1.1", 0), store, crypto, readers).start()
+    address = first.server_address
+    first.stop()  # the node goes down
+    peers = ArtifactPeers(ClientTLS(crypto, "Org2MSP"), {"Org1MSP": first.url}, patience=60)
+    local = ArtifactStore(tmp_path / "org2", "Org2MSP")
+    got: dict = {}
+    t = threading.Thread(
+        target=lambda: got.update(ref=peers.fetch_message("Org1MSP", "p", 1, "sha256:" + "ab" * 32, local))
+    )
+    t0 = time.monotonic()
+    t.start()
+    time.sleep(2.0)
+    assert t.is_alive() and not got  # still waiting for Org1
+    again = ArtifactServer(address, store, crypto, readers).start()  # the node is back
+    try:
+        t.join(30)
+        assert got["ref"].stored.digest == digest and local.get(digest) == b"sealed for Org2"
+        assert time.monotonic() - t0 >= 2.0
+    finally:
+        again.stop()
+
+
+def test_a_sender_that_stays_unreachable_is_given_up_after_the_patience(tmp_path, crypto):
+    from executor.artifact_client import ArtifactPeers, ArtifactUnreachable
+
+    store, digest = _indexed_message(tmp_path)
+    srv = ArtifactServer(("127.0.1.1", 0), store, crypto, StaticReaders({digest: ["Org2MSP"]})).start()
+    srv.stop()
+    peers = ArtifactPeers(ClientTLS(crypto, "Org2MSP"), {"Org1MSP": srv.url}, patience=1.5)
+    with pytest.raises(ArtifactUnreachable, match=r"Org1MSP.*still unreachable after 2 s"):
+        peers.fetch_message(
+            "Org1MSP", "p", 1, "sha256:" + "ab" * 32, ArtifactStore(tmp_path / "o2", "Org2MSP")
+        )
+    # an answer is not waited for: Org3 asking for Org2's message is refused at once
+    srv = ArtifactServer(("127.0.1.1", 0), store, crypto, StaticReaders({digest: ["Org2MSP"]})).start()
+    try:
+        wrong = ArtifactPeers(ClientTLS(crypto, "Org3MSP"), {"Org1MSP": srv.url}, patience=60)
+        with pytest.raises(ArtifactForbidden):
+            wrong.fetch_message(
+                "Org1MSP", "p", 1, "sha256:" + "ab" * 32, ArtifactStore(tmp_path / "o3", "Org3MSP")
+            )
+    finally:
+        srv.stop()
