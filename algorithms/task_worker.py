@@ -113,6 +113,10 @@ def serve(
         _preload(only_algorithm)
     lifeline = _Lifeline()
     in_root, out_root = Path(in_root), Path(out_root)
+    try:
+        (out_root / "STARTED").touch()  # the executor may hand over a task now (a spare worker is ready)
+    except OSError:
+        pass
     done: set[str] = set()
     delay, idle_since = 0.001, time.monotonic()
     while True:

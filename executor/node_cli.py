@@ -62,6 +62,7 @@ def build_agent(args: argparse.Namespace) -> NodeAgent:
         warm=args.warm,
         artifact_endpoint=getattr(args, "artifact_endpoint", None),
         artifact_peers=peers,
+        prewarm=getattr(args, "prewarm", None) or (),
     )
 
 
@@ -109,6 +110,13 @@ def main(argv: list[str] | None = None) -> int:
         "--warm",
         action="store_true",
         help="keep one isolated worker per process alive across rounds (fresh key per round)",
+    )
+    r.add_argument(
+        "--prewarm",
+        action="append",
+        metavar="IMAGE_DIGEST[=DATASET]",
+        help="with --warm: keep a started spare worker of this image (verified first) on this dataset "
+        "folder (default: default), bound to the first process of that image and dataset (repeat)",
     )
     args = p.parse_args(argv)
     paths = ("consortium", "ledger", "data", "store", "state")
