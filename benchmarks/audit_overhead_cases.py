@@ -48,41 +48,36 @@ def case_collab_rf(quick: bool, orgs_override: int | None) -> dict[str, Any]:
     }
 
 
+def _collabdict_case(
+    image: str, cls: Any, rounds_for: Any, params: dict[str, Any], n: int, quick: bool, seed: int
+) -> dict[str, Any]:
+    """A CollabDict case: ``n`` organisations with mixture data (seeds ``10 * seed + i``), complete topology."""
+    orgs = [f"Org{i + 1}MSP" for i in range(n)]
+    return {
+        "image": image,
+        "cls": cls,
+        "params": params,
+        "orgs": orgs,
+        "data": {o: _mixture(10 * seed + i, 200 + 50 * i) for i, o in enumerate(orgs)},
+        "rounds": rounds_for(2 if quick else 5, n, cls(**params).agg),
+        "topology": {"kind": "complete", "seed": seed},
+    }
+
+
 def case_ggm(quick: bool, orgs_override: int | None) -> dict[str, Any]:
     from algorithms.collabdict.ggm import CollabDictGGM, rounds_for
 
-    n = orgs_override or (3 if quick else 5)
-    orgs = [f"Org{i + 1}MSP" for i in range(n)]
     params = {"n_components": 2, "aggregation": {"mode": "exact"}}
-    rounds = rounds_for(2 if quick else 5, n, CollabDictGGM(**params).agg)
-    return {
-        "image": "collabdict-ggm",
-        "cls": CollabDictGGM,
-        "params": params,
-        "orgs": orgs,
-        "data": {o: _mixture(30 + i, 200 + 50 * i) for i, o in enumerate(orgs)},
-        "rounds": rounds,
-        "topology": {"kind": "complete", "seed": 3},
-    }
+    n = orgs_override or (3 if quick else 5)
+    return _collabdict_case("collabdict-ggm", CollabDictGGM, rounds_for, params, n, quick, 3)
 
 
 def case_vae(quick: bool, orgs_override: int | None) -> dict[str, Any]:
     from algorithms.collabdict.vae import CollabDictVAE, rounds_for
 
-    n = orgs_override or 3
-    orgs = [f"Org{i + 1}MSP" for i in range(n)]
     params = {"hidden": 16, "optimizer": "adam", "lr": 1e-2, "mc_score": 8, "aggregation": {"mode": "exact"}}
-    rounds = rounds_for(2 if quick else 5, n, CollabDictVAE(**params).agg)
-    return {
-        "image": "collabdict-vae",
-        "cls": CollabDictVAE,
-        "params": params,
-        "orgs": orgs,
-        "data": {o: _mixture(40 + i, 200 + 50 * i) for i, o in enumerate(orgs)},
-        "rounds": rounds,
-        "topology": {"kind": "complete", "seed": 4},
-        "runtimes": ("sandbox",),
-    }
+    case = _collabdict_case("collabdict-vae", CollabDictVAE, rounds_for, params, orgs_override or 3, quick, 4)
+    return {**case, "runtimes": ("sandbox",)}
 
 
 def case_dpsda(quick: bool, orgs_override: int | None) -> dict[str, Any]:

@@ -232,8 +232,15 @@ class WorkerPool:
             return w
         if w is not None:
             w.stop()
-        name = self._safe(f"{self.org}-spare-{secrets.token_hex(4)}")
-        w = WarmWorker(
+        w = self.spares[key] = self._start(
+            f"spare-{secrets.token_hex(4)}", image_digest, data_dir, bundle_dir
+        )
+        return w
+
+    def _start(self, label: str, image_digest: str, data_dir: Path, bundle_dir: Path | None) -> WarmWorker:
+        """A new warm worker under ``<root>/<org>-<label>`` (also its container's name)."""
+        name = "".join(c if c.isalnum() or c in "-_." else "-" for c in f"{self.org}-{label}")
+        return WarmWorker(
             self.runtime,
             image_digest,
             self.root / name,
@@ -241,9 +248,7 @@ class WorkerPool:
             self.limits,
             bundle_dir,
             name=f"consortia-warm-{name}"[:120],
-        )
-        self.spares[key] = w.start()
-        return w
+        ).start()
 
     def _take_spare(
         self, pid: str, image_digest: str, data_dir: Path, bundle_dir: Path | None
@@ -259,10 +264,6 @@ class WorkerPool:
         if key in self.keep:
             self.prewarm(image_digest, data_dir, self.keep[key])
         return spare
-
-    @staticmethod
-    def _safe(name: str) -> str:
-        return "".join(c if c.isalnum() or c in "-_." else "-" for c in name)
 
     def worker(
         self, pid: str, image_digest: str, data_dir: Path, bundle_dir: Path | None, work_dir: Path
@@ -281,17 +282,7 @@ class WorkerPool:
         spare = self._take_spare(pid, image_digest, data_dir, bundle_dir)
         if spare is not None:
             return spare
-        safe = self._safe(f"{self.org}-{pid}")
-        w = WarmWorker(
-            self.runtime,
-            image_digest,
-            self.root / safe,
-            data_dir,
-            self.limits,
-            bundle_dir,
-            name=f"consortia-warm-{safe}"[:120],
-        )
-        self.workers[pid] = w.start()
+        w = self.workers[pid] = self._start(pid, image_digest, data_dir, bundle_dir)
         return w
 
     def stop(self, pid: str | None = None) -> None:
