@@ -133,7 +133,13 @@ def run_simulated(case: dict[str, Any]) -> tuple[float, Any, float]:
 
 
 def run_audited(
-    case: dict[str, Any], runtime: str, warm: bool, sim: Any, engine: Any = None, backend: str = "embedded"
+    case: dict[str, Any],
+    runtime: str,
+    warm: bool,
+    sim: Any,
+    engine: Any = None,
+    backend: str = "embedded",
+    agents: str = "threads",
 ) -> dict[str, Any]:
     from executor.process import (
         Platform,
@@ -186,7 +192,7 @@ def run_audited(
         with timing.recording() as prof:
             # warm: the agents and their spare workers start before the clock (prewarm_seconds), as an
             # organisation's node runs before a process is launched; wall_seconds is the run after that
-            out = run_process(platform, pid, factory, warm=warm, timeout=7200, prewarm=warm)
+            out = run_process(platform, pid, factory, agents=agents, warm=warm, timeout=7200, prewarm=warm)
             wall = out.wall_seconds
         reaped()  # every worker has ended and reported its CPU time
         prewarm_cpu, workers_cpu = worker_cpu(root)
@@ -201,6 +207,7 @@ def run_audited(
         "cpu_seconds": cpu,
         "prewarm_seconds": out.prewarm_seconds,
         "prewarm_cpu_seconds": prewarm_cpu,
+        "worker_cpu_seconds": workers_cpu - prewarm_cpu,  # the warm workers' share of cpu_seconds
         "step_seconds": out.step_seconds,
         "ledger_seconds": ledger_seconds,
         "ledger_share": ledger_seconds / (wall * len(orgs)) if wall > 0 else 0.0,
@@ -283,6 +290,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "--fabric", action="store_true", help="also run on the real Fabric network (3 organisations)"
     )
     ap.add_argument("--no-cold", action="store_true", help="skip the one-sandbox-per-task runs")
+    ap.add_argument(
+        "--agents",
+        choices=("threads", "processes"),
+        default="threads",
+        help="agents as threads of this process (profiled) or as OS processes (embedded ledger; no profile)",
+    )
     args = ap.parse_args(argv)
     engine = None
     if args.container:
@@ -316,16 +329,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         if args.fabric:
             modes.append(("sandbox", True, "fabric"))
         for runtime, warm, backend in modes:
-            a = run_audited(case, runtime, warm, sim, engine, backend)
+            a = run_audited(case, runtime, warm, sim, engine, backend, args.agents)
             a["ratio"] = a["wall_seconds"] / sim_s if sim_s > 0 else float("inf")
             a["cpu_ratio"] = a["cpu_seconds"] / sim_cpu if sim_cpu > 0 else float("inf")
             a["load_average"] = [round(x, 2) for x in os.getloadavg()]  # at the end of this run
             label = ("fabric-" if backend == "fabric" else "") + runtime + ("-warm" if warm else "")
+            label += "-processes" if args.agents == "processes" else ""
             entry["audited"][label] = a
             print(
                 f"  {label:15s} prewarm {a['prewarm_seconds']:5.1f} s (CPU {a['prewarm_cpu_seconds']:.1f} s)  "
                 f"audited {a['wall_seconds']:7.1f} s  ratio {a['ratio']:7.2f}  "
-                f"CPU {a['cpu_seconds']:7.1f} s  CPU ratio {a['cpu_ratio']:6.2f}  "
+                f"CPU {a['cpu_seconds']:7.1f} s (workers {a['worker_cpu_seconds']:.1f} s)  CPU ratio {a['cpu_ratio']:6.2f}  "
                 f"ledger share {a['ledger_share']:.3f}  step {a['step_seconds']:.1f} s  "
                 f"bit-identical {a['bit_identical']}  load {a['load_average']}  {a['status']} {a['errors'] or ''}",
                 flush=True,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import subprocess
 import threading
 import time
@@ -97,7 +98,7 @@ def run_process(
     ``prewarm`` (with ``warm``): every agent first starts, and a spare worker of the process's image
     (:mod:`executor.prewarm`) finishes starting up, as an organisation's node runs before a process is
     launched; then the agents run. ``wall_seconds`` counts from then, ``prewarm_seconds`` is the start.
-    (Agents as OS processes are given ``--prewarm`` for the image; their start is not timed apart.)
+    (Agents as OS processes: ``--prewarm`` for the image and ``--barrier``, where each says it started.)
     """
     client = platform.client((orgs or platform.consortium.msp_ids)[0])
     process = client.get_process(process_id)
@@ -176,16 +177,27 @@ def run_process(
             log = open(logs / f"{org}.log", "ab")
             return subprocess.Popen(
                 platform.agent_command(org, process_id, rt_name, warm, timeout)
-                + (
-                    ["--prewarm", f"{process.image_digest}={process.dataset or 'default'}"] if prewarm else []
-                ),
+                + (prewarm_args if first and prewarm and warm else []),
                 env=e,
                 stdout=log,
                 stderr=log,
                 cwd=PROJECT_ROOT,
             )
 
+        barrier = logs / f"start-{process_id}"  # each agent: <org>.ready when started; all: go
+        prewarm_args = ["--prewarm", f"{process.image_digest}={process.dataset or 'default'}"]
+        prewarm_args += ["--barrier", str(barrier)]
+        if prewarm and warm:
+            shutil.rmtree(barrier, ignore_errors=True)
+            barrier.mkdir(parents=True)
         procs = {o: start(o, True) for o in orgs}
+        if prewarm and warm:
+            while len(list(barrier.glob("*.ready"))) < len(orgs) and all(
+                p.poll() is None for p in procs.values()
+            ):
+                time.sleep(0.01)
+            prewarm_seconds, t0 = time.perf_counter() - t0, time.perf_counter()
+            (barrier / "go").touch()
         while procs:
             if time.monotonic() > deadline:
                 for p in procs.values():

@@ -66,21 +66,22 @@ def _start(
     return agent.pool.prewarm(digest, data_dir, agent.images.bundle_dir(image.reference), keep)
 
 
-def prewarm_image(agent: NodeAgent, entry: PrewarmEntry) -> WarmWorker | None:
-    """A spare of a registered, active image (by digest) on one dataset, started again when taken."""
+def prewarm_image(agent: NodeAgent, entry: PrewarmEntry, keep: bool = True) -> WarmWorker | None:
+    """A spare of a registered, active image (by digest) on one dataset (``keep``: started again when
+    taken)."""
     digest, dataset = parse_entry(entry)
     images = [i for i in agent.client.list_images() if i.digest == digest and i.status == "active"]
     if not images:
         raise ExecutorError(f"no active image with digest {digest} on the ledger")
-    return _start(agent, images[0], digest, dataset, keep=True)
+    return _start(agent, images[0], digest, dataset, keep)
 
 
-def prewarm_images(agent: NodeAgent, entries: Sequence[PrewarmEntry]) -> None:
+def prewarm_images(agent: NodeAgent, entries: Sequence[PrewarmEntry], keep: bool = True) -> None:
     """At agent start (``warm`` only): a spare of each image of ``entries``; a refusal (image not
     verified, no such dataset) is logged and the tasks of that image start their own workers."""
     for entry in entries if agent.warm else ():
         try:
-            prewarm_image(agent, entry)
+            prewarm_image(agent, entry, keep)
         except ExecutorError as exc:
             log.error("%s: no spare worker for %s: %s", agent.org, entry, exc)
 
