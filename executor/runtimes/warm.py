@@ -27,6 +27,7 @@ import secrets
 import shutil
 import time
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from algorithms.task_runtime import TaskSpec
@@ -295,19 +296,17 @@ class WorkerPool:
                 self.spares.pop(key).stop()
 
 
-_REAPER = None
+_REAPER: ThreadPoolExecutor | None = None
 
 
 def reaped(timeout: float = 30.0) -> None:
-    """Wait until every worker stopped so far has been reaped (its CPU time then counts among this
-    process's children: ``resource.getrusage(RUSAGE_CHILDREN)``)."""
+    """Wait until every worker stopped so far has ended and been reaped (its exit report, ``out/CPU``,
+    is written; :mod:`algorithms.task_worker`)."""
     _reaper().submit(lambda: None).result(timeout)
 
 
-def _reaper():
+def _reaper() -> ThreadPoolExecutor:
     global _REAPER
     if _REAPER is None:
-        from concurrent.futures import ThreadPoolExecutor
-
         _REAPER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="worker-reaper")
     return _REAPER
