@@ -4,14 +4,12 @@ never started (the task refuses the image on the ledger, as without a spare)."""
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 
 from executor.process import run_process
 from executor.runtimes.sandbox import SandboxRuntime
 from tests.e2e.conftest import ORGS3, dpsda_case
-from tests.e2e.test_process import assert_bit_identical, simulated, start
+from tests.e2e.test_process import assert_bit_identical, change_org3_bundle, simulated, start
 
 
 @pytest.mark.parametrize("agents", ["threads", "processes"])
@@ -35,16 +33,7 @@ def test_prewarmed_process_is_bit_identical(platform, agents):
 def test_a_spare_of_a_changed_image_is_refused(tmp_path, platform):
     case = dpsda_case()
     client, image = start(platform, case, "p-pre-img")
-    from executor.images import bundle_digest, cache_root
-
-    genuine = cache_root() / "bundles" / image.reference.split(":", 1)[1]
-    local = tmp_path / "org3-bundles" / genuine.name
-    shutil.copytree(genuine, local)
-    target = local / "image" / "entrypoint.py"
-    target.chmod(0o644)
-    target.write_bytes(target.read_bytes() + b"\n# changed\n")
-    assert bundle_digest(local) != image.digest
-    platform.bundles_roots["Org3MSP"] = local.parent
+    change_org3_bundle(tmp_path, platform, image)
     out = run_process(platform, "p-pre-img", SandboxRuntime, warm=True, prewarm=True)
     assert out.status == "failed" and "image refused" in out.reason and "Org3MSP" in out.reason
     assert not list((platform.state_root / "Org3MSP").rglob("STARTED"))  # no worker of it ever started
