@@ -27,12 +27,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from algorithms.simulator import simulate
-from algorithms.step import LocalDataset
 from algorithms.topologies.static import complete, ring
+from benchmarks.audit_overhead_cases import CASES
 from executor import timing
+from executor.runtimes.warm import reaped
 
 RESULTS = Path(__file__).resolve().parent / "results"
 TOPOLOGIES = {"complete": complete, "ring": ring}
@@ -87,122 +86,36 @@ def profile_table(profile: dict[str, dict[str, float]]) -> list[str]:
     return lines
 
 
-# --------------------------------------------------------------------------- cases
-
-
-def _mixture(seed: int, n: int) -> LocalDataset:
-    rng = np.random.default_rng(seed)
-    centres = np.array([[0.0, 0.0, 0.0], [3.0, -2.0, 1.0]])
-    z = rng.integers(0, 2, n)
-    return LocalDataset(centres[z] + rng.standard_normal((n, 3)), name=f"mix-{seed}")
-
-
-def case_collab_rf(quick: bool, orgs_override: int | None) -> dict[str, Any]:
-    from algorithms.collab_rf.algorithm import CollaborativeRandomForest
-    from algorithms.datasets.creditcard import load_creditcard, split_nodes, subsample_split
-
-    n = orgs_override or (5 if quick else 20)
-    X, y = load_creditcard()
-    split = subsample_split(split_nodes(X, y, n_agents=n), 0.05 if quick else 0.1, seed=0)
-    orgs = [f"Org{i + 1}MSP" for i in range(n)]
-    data = {o: LocalDataset(s.X_train, s.y_train, name=o) for o, s in zip(orgs, split.nodes)}
-    if quick:
-        params = {
-            "n_new": 5,
-            "n_share": 5,
-            "n_max": 20,
-            "max_depth": 8,
-            "n_rep": 5,
-            "schedule": ["FIT", "SHARE", "GET"] * 2,
-        }
-    else:  # seed-003 defaults (n_new = n_share = 10, n_max = 50, depth 10), 12 rounds
-        params = {"schedule": ["FIT", "SHARE", "GET"] * 4}
-    return {
-        "image": "collab-rf",
-        "cls": CollaborativeRandomForest,
-        "params": params,
-        "orgs": orgs,
-        "data": data,
-        "rounds": len(params["schedule"]),
-        "topology": {"kind": "complete", "seed": 1},
-    }
-
-
-def case_ggm(quick: bool, orgs_override: int | None) -> dict[str, Any]:
-    from algorithms.collabdict.ggm import CollabDictGGM, rounds_for
-
-    n = orgs_override or (3 if quick else 5)
-    orgs = [f"Org{i + 1}MSP" for i in range(n)]
-    params = {"n_components": 2, "aggregation": {"mode": "exact"}}
-    rounds = rounds_for(2 if quick else 5, n, CollabDictGGM(**params).agg)
-    return {
-        "image": "collabdict-ggm",
-        "cls": CollabDictGGM,
-        "params": params,
-        "orgs": orgs,
-        "data": {o: _mixture(30 + i, 200 + 50 * i) for i, o in enumerate(orgs)},
-        "rounds": rounds,
-        "topology": {"kind": "complete", "seed": 3},
-    }
-
-
-def case_vae(quick: bool, orgs_override: int | None) -> dict[str, Any]:
-    from algorithms.collabdict.vae import CollabDictVAE, rounds_for
-
-    n = orgs_override or 3
-    orgs = [f"Org{i + 1}MSP" for i in range(n)]
-    params = {"hidden": 16, "optimizer": "adam", "lr": 1e-2, "mc_score": 8, "aggregation": {"mode": "exact"}}
-    rounds = rounds_for(2 if quick else 5, n, CollabDictVAE(**params).agg)
-    return {
-        "image": "collabdict-vae",
-        "cls": CollabDictVAE,
-        "params": params,
-        "orgs": orgs,
-        "data": {o: _mixture(40 + i, 200 + 50 * i) for i, o in enumerate(orgs)},
-        "rounds": rounds,
-        "topology": {"kind": "complete", "seed": 4},
-        "runtimes": ("sandbox",),
-    }
-
-
-def case_dpsda(quick: bool, orgs_override: int | None) -> dict[str, Any]:
-    from algorithms.dpsda import DPSDA
-    from algorithms.dpsda.experiments import synthetic_olr
-
-    n = orgs_override or (3 if quick else 7)
-    rounds = 10 if quick else 40
-    orgs = [f"Org{i + 1}MSP" for i in range(n)]
-    stream = synthetic_olr(4, dimension=3 * n, horizon=rounds)
-    params = {"variant": "C", "n_nodes": n, "dimension": 3 * n, "laplace_scale": 2.0, "weights": "metropolis"}
-    return {
-        "image": "dpsda",
-        "cls": DPSDA,
-        "params": params,
-        "orgs": orgs,
-        "rounds": rounds,
-        "data": {o: LocalDataset(stream.features, stream.labels, name=o) for o in orgs},
-        "topology": {"kind": "ring", "seed": 9},
-    }
-
-
-CASES = {
-    "collab-rf": case_collab_rf,
-    "collabdict-ggm": case_ggm,
-    "dpsda": case_dpsda,
-    "collabdict-vae": case_vae,
-}
-
-
 # --------------------------------------------------------------------------- runs
 
 
 def cpu_seconds() -> float:
-    """User + system CPU seconds of this process and of its reaped children (tasks, sandboxes,
-    containers' runtime clients; not the container engine's own work)."""
+    """User + system CPU seconds of this process and of its reaped children (one-shot sandboxes,
+    containers' runtime clients; not the container engine's own work, not warm workers': worker_cpu)."""
     import resource
 
     me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def worker_cpu(root: Path, wait: float = 15.0) -> tuple[float, float]:
+    """CPU seconds of the warm workers under ``root``, as each reports its own (:mod:`algorithms.task_worker`:
+    ``out/STARTED`` after start-up, ``out/CPU`` at exit; a sandbox's CPU does not show in this process's
+    ``RUSAGE_CHILDREN``): (the spare workers' start-up, done before the clock started; all of it). Waits up
+    to ``wait`` s for every started worker's exit report (a killed one's start-up report stands in)."""
+
+    def read(f: Path) -> float | None:
+        try:
+            return float(f.read_text())
+        except (OSError, ValueError):  # absent, or being written
+            return None
+
+    started = {f.parent: read(f) or 0.0 for f in root.rglob("STARTED") if f.parent.name == "out"}
+    deadline = time.monotonic() + wait
+    while any(read(d / "CPU") is None for d in started) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    spares = sum(v for d, v in started.items() if "-spare-" in d.parent.name)
+    return spares, sum(max(read(d / "CPU") or 0.0, v) for d, v in started.items())
 
 
 def run_simulated(case: dict[str, Any]) -> tuple[float, Any, float]:
@@ -220,7 +133,13 @@ def run_simulated(case: dict[str, Any]) -> tuple[float, Any, float]:
 
 
 def run_audited(
-    case: dict[str, Any], runtime: str, warm: bool, sim: Any, engine: Any = None, backend: str = "embedded"
+    case: dict[str, Any],
+    runtime: str,
+    warm: bool,
+    sim: Any,
+    engine: Any = None,
+    backend: str = "embedded",
+    agents: str = "threads",
 ) -> dict[str, Any]:
     from executor.process import (
         Platform,
@@ -271,10 +190,13 @@ def run_audited(
             else (lambda: get_runtime(runtime))
         )
         with timing.recording() as prof:
-            t0 = time.perf_counter()
-            out = run_process(platform, pid, factory, warm=warm, timeout=7200)
-            wall = time.perf_counter() - t0
-        cpu = cpu_seconds() - c0
+            # warm: the agents and their spare workers start before the clock (prewarm_seconds), as an
+            # organisation's node runs before a process is launched; wall_seconds is the run after that
+            out = run_process(platform, pid, factory, agents=agents, warm=warm, timeout=7200, prewarm=warm)
+            wall = out.wall_seconds
+        reaped()  # every worker has ended and reported its CPU time
+        prewarm_cpu, workers_cpu = worker_cpu(root)
+        cpu = cpu_seconds() - c0 + workers_cpu - prewarm_cpu
         models = collect_models(platform, pid) if out.status == "completed" else {}
         inner.close()
     profile = agent_profile(prof, orgs, wall)
@@ -283,6 +205,9 @@ def run_audited(
         "status": out.status,
         "wall_seconds": wall,
         "cpu_seconds": cpu,
+        "prewarm_seconds": out.prewarm_seconds,
+        "prewarm_cpu_seconds": prewarm_cpu,
+        "worker_cpu_seconds": workers_cpu - prewarm_cpu,  # the warm workers' share of cpu_seconds
         "step_seconds": out.step_seconds,
         "ledger_seconds": ledger_seconds,
         "ledger_share": ledger_seconds / (wall * len(orgs)) if wall > 0 else 0.0,
@@ -306,18 +231,25 @@ def write_reports(tag: str, results: dict[str, Any]) -> list[Path]:
         "in Ledger.submit/evaluate summed over agents / (wall × organisations). Machine: 2 shared cores; "
         f"load average at start {results['load_average']}.",
         "",
-        "CPU: user+system seconds of the run's process and its reaped children (sandboxes; a container "
-        "engine's own work is not counted), a load-independent view of the work done.",
+        "CPU: user+system seconds of the run's process and its reaped children, plus what each warm worker "
+        "reports for itself at exit (a sandbox worker's CPU does not show among the reaped children; a "
+        "container engine's own work is not counted), a load-independent view of the work done.",
         "",
-        "| algorithm | orgs × rounds | simulated s (CPU) | runtime | audited s | ratio | audited CPU s | "
-        "CPU ratio | ledger share | bit-identical | load after |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "Prewarm (warm runs): the agents and one spare worker each start before the clock starts, as an "
+        "organisation's node runs before a process is launched; their start-up is reported apart (wall "
+        "seconds, and the CPU seconds the spare workers report for their own start-up, which are not in "
+        "the audited CPU) and is not in the ratio.",
+        "",
+        "| algorithm | orgs × rounds | simulated s (CPU) | runtime | prewarm s (CPU) | audited s | ratio | "
+        "audited CPU s | CPU ratio | ledger share | bit-identical | load after |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for algo, r in results["algorithms"].items():
         for mode, a in r["audited"].items():
             lines.append(
                 f"| {algo} | {r['organisations']} × {r['rounds']} | {r['simulated_seconds']:.2f} "
-                f"({r['simulated_cpu_seconds']:.2f}) | {mode} | {a['wall_seconds']:.1f} | {a['ratio']:.2f} | "
+                f"({r['simulated_cpu_seconds']:.2f}) | {mode} | {a.get('prewarm_seconds', 0.0):.1f} "
+                f"({a.get('prewarm_cpu_seconds', 0.0):.1f}) | {a['wall_seconds']:.1f} | {a['ratio']:.2f} | "
                 f"{a['cpu_seconds']:.1f} | {a['cpu_ratio']:.2f} | {a['ledger_share']:.3f} | "
                 f"{a['bit_identical']} | {a.get('load_average', '')} |"
             )
@@ -358,6 +290,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "--fabric", action="store_true", help="also run on the real Fabric network (3 organisations)"
     )
     ap.add_argument("--no-cold", action="store_true", help="skip the one-sandbox-per-task runs")
+    ap.add_argument(
+        "--agents",
+        choices=("threads", "processes"),
+        default="threads",
+        help="agents as threads of this process (profiled) or as OS processes (embedded ledger; no profile)",
+    )
     args = ap.parse_args(argv)
     engine = None
     if args.container:
@@ -391,15 +329,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         if args.fabric:
             modes.append(("sandbox", True, "fabric"))
         for runtime, warm, backend in modes:
-            a = run_audited(case, runtime, warm, sim, engine, backend)
+            a = run_audited(case, runtime, warm, sim, engine, backend, args.agents)
             a["ratio"] = a["wall_seconds"] / sim_s if sim_s > 0 else float("inf")
             a["cpu_ratio"] = a["cpu_seconds"] / sim_cpu if sim_cpu > 0 else float("inf")
             a["load_average"] = [round(x, 2) for x in os.getloadavg()]  # at the end of this run
             label = ("fabric-" if backend == "fabric" else "") + runtime + ("-warm" if warm else "")
+            label += "-processes" if args.agents == "processes" else ""
             entry["audited"][label] = a
             print(
-                f"  {label:15s} audited {a['wall_seconds']:7.1f} s  ratio {a['ratio']:7.2f}  "
-                f"CPU {a['cpu_seconds']:7.1f} s  CPU ratio {a['cpu_ratio']:6.2f}  "
+                f"  {label:15s} prewarm {a['prewarm_seconds']:5.1f} s (CPU {a['prewarm_cpu_seconds']:.1f} s)  "
+                f"audited {a['wall_seconds']:7.1f} s  ratio {a['ratio']:7.2f}  "
+                f"CPU {a['cpu_seconds']:7.1f} s (workers {a['worker_cpu_seconds']:.1f} s)  CPU ratio {a['cpu_ratio']:6.2f}  "
                 f"ledger share {a['ledger_share']:.3f}  step {a['step_seconds']:.1f} s  "
                 f"bit-identical {a['bit_identical']}  load {a['load_average']}  {a['status']} {a['errors'] or ''}",
                 flush=True,
@@ -412,6 +352,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         name: {
             mode: {
                 "ratio": round(a["ratio"], 3),
+                "prewarm_seconds": round(a["prewarm_seconds"], 2),
                 "cpu_ratio": round(a["cpu_ratio"], 3),
                 "ledger_share": round(a["ledger_share"], 4),
                 "bit_identical": a["bit_identical"],

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import subprocess
 import threading
 import time
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from executor import timing
-from executor.errors import RuntimeUnavailable
+from executor.errors import ExecutorError, RuntimeUnavailable
 from executor.round_events import EVENT_WAIT_LIMIT, wait_round_open
 from executor.runtimes.base import TaskRuntime
 from ledger.client import ConsortiaClient
@@ -53,6 +54,7 @@ class ProcessOutcome:
     agent_errors: dict[str, str] = field(default_factory=dict)
     restarts: dict[str, int] = field(default_factory=dict)
     step_seconds: float = 0.0  # the algorithm's own init+step time summed over tasks (thread mode)
+    prewarm_seconds: float = 0.0  # agents and spare workers starting, before wall_seconds (prewarm)
 
 
 def progress(client: ConsortiaClient, process_id: str) -> Progress:
@@ -82,6 +84,7 @@ def run_process(
     on_progress: Callable[[Progress], None] | None = None,
     agent_env: Mapping[str, Mapping[str, str]] | None = None,
     max_restarts: int = 3,
+    prewarm: bool = False,
 ) -> ProcessOutcome:
     """Run every organisation's node agent for ``process_id`` until it is completed or failed.
 
@@ -91,11 +94,17 @@ def run_process(
     with ``agent_env[org]`` added to that organisation's environment on its first start only (fault
     injection); an agent that dies (signal or error exit) while the process runs is restarted (up to
     ``max_restarts``) and resumes from the ledger.
+
+    ``prewarm`` (with ``warm``): every agent first starts, and a spare worker of the process's image
+    (:mod:`executor.prewarm`) finishes starting up, as an organisation's node runs before a process is
+    launched; then the agents run. ``wall_seconds`` counts from then, ``prewarm_seconds`` is the start.
+    (Agents as OS processes: ``--prewarm`` for the image and ``--barrier``, where each says it started.)
     """
     client = platform.client((orgs or platform.consortium.msp_ids)[0])
     process = client.get_process(process_id)
     orgs = list(orgs or process.consortium)
     t0 = time.perf_counter()
+    prewarm_seconds = 0.0
     errors: dict[str, str] = {}
     restarts: dict[str, int] = {o: 0 for o in orgs}
     step_seconds = [0.0]
@@ -114,10 +123,15 @@ def run_process(
         # it wakes once per round instead of at every other organisation's completion. The wait is
         # bounded (a safety net for a lost event); ``poll`` paces retries after a runtime error.
         members = tuple(process.consortium)
+        started = threading.Barrier(len(orgs) + 1)  # every agent (and its spare worker) has started
 
         def go(org: str) -> None:
-            rt = _runtime_instance(runtime)
-            agent = platform.agent(org, rt, warm=warm)
+            try:
+                agent = platform.agent(org, _runtime_instance(runtime), warm=warm)
+                if prewarm and warm:
+                    _prewarm(agent, process)
+            finally:
+                _pass(started)
             try:
                 while True:
                     if time.monotonic() > deadline:
@@ -145,6 +159,8 @@ def run_process(
         threads = [threading.Thread(target=go, args=(o,), name=f"agent-{o}", daemon=True) for o in orgs]
         for t in threads:
             t.start()
+        _pass(started)
+        prewarm_seconds, t0 = time.perf_counter() - t0, time.perf_counter()
         while any(t.is_alive() for t in threads):
             report()
             for t in threads:
@@ -160,14 +176,28 @@ def run_process(
             e = dict(env, **(dict((agent_env or {}).get(org, {})) if first else {}))
             log = open(logs / f"{org}.log", "ab")
             return subprocess.Popen(
-                platform.agent_command(org, process_id, rt_name, warm, timeout),
+                platform.agent_command(org, process_id, rt_name, warm, timeout)
+                + (prewarm_args if first and prewarm and warm else []),
                 env=e,
                 stdout=log,
                 stderr=log,
                 cwd=PROJECT_ROOT,
             )
 
+        barrier = logs / f"start-{process_id}"  # each agent: <org>.ready when started; all: go
+        prewarm_args = ["--prewarm", f"{process.image_digest}={process.dataset or 'default'}"]
+        prewarm_args += ["--barrier", str(barrier)]
+        if prewarm and warm:
+            shutil.rmtree(barrier, ignore_errors=True)
+            barrier.mkdir(parents=True)
         procs = {o: start(o, True) for o in orgs}
+        if prewarm and warm:
+            while len(list(barrier.glob("*.ready"))) < len(orgs) and all(
+                p.poll() is None for p in procs.values()
+            ):
+                time.sleep(0.01)
+            prewarm_seconds, t0 = time.perf_counter() - t0, time.perf_counter()
+            (barrier / "go").touch()
         while procs:
             if time.monotonic() > deadline:
                 for p in procs.values():
@@ -202,4 +232,27 @@ def run_process(
         errors,
         {o: n for o, n in restarts.items() if n},
         step_seconds[0],
+        prewarm_seconds,
     )
+
+
+def _prewarm(agent: Any, process: Any) -> None:
+    """Start a spare worker of ``process``'s image and wait for its start-up; a refusal is logged (the
+    agent's first task then verifies the image again and records the refusal on the ledger)."""
+    from executor.prewarm import prewarm_process
+
+    try:
+        spare = prewarm_process(agent, process)
+    except ExecutorError as exc:
+        log.warning("%s: no spare worker: %s", agent.org, exc)
+        return
+    if spare is not None:
+        spare.wait_started()
+
+
+def _pass(barrier: threading.Barrier, timeout: float = 600.0) -> None:
+    """Wait at ``barrier``; a broken or timed-out barrier lets everyone go on (it only aligns a clock)."""
+    try:
+        barrier.wait(timeout)
+    except threading.BrokenBarrierError:
+        pass

@@ -11,8 +11,8 @@ process's current round ``r`` (derived on chain from the execution records):
    completed record of round r-1), each message addressed to it in round r-1 (located in the
    sender's store, verified against the sender's signed on-chain digest, decrypted), its dataset;
 4. **run** the task isolated: the runtime's worker (:class:`executor.runtimes.warm.WarmWorker`, a
-   one-shot worker started early, or with ``warm`` one kept across rounds) runs it on the task's
-   files and the agent verifies the signed outputs (:func:`executor.tasks.verify_outputs`);
+   one-shot worker started early; with ``warm`` one per process kept across rounds, maybe a spare started
+   before it, :mod:`executor.prewarm`) runs it; the agent verifies the signed outputs (:mod:`executor.tasks`);
 5. **publish**: store the new state and the model sealed to the organisation itself (nothing plaintext at
    rest, :meth:`executor.artifacts.ArtifactStore.put_private`), seal each outgoing message to its
    recipient, then ``complete_task`` with the signed result; after the last round, publish the model
@@ -31,9 +31,9 @@ the ledger first, so a restart after a kill at any point neither duplicates nor 
   completed with the same result.
 
 This module is the round state machine. Around it: the task journal (:mod:`executor.task_journal`), the
-message index (:mod:`executor.message_index`), model publication (:mod:`executor.model_publication`),
-fault-injection checkpoints for tests (:mod:`executor.fault_injection`), the command line
-(:mod:`executor.node_cli`) and this organisation's membership record (:mod:`executor.membership`).
+message index (:mod:`executor.message_index`), model publication (:mod:`executor.model_publication`), test
+fault injection (:mod:`executor.fault_injection`), the command line (:mod:`executor.node_cli`), spare
+workers (:mod:`executor.prewarm`) and this organisation's membership record (:mod:`executor.membership`).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ import secrets
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -66,6 +66,7 @@ from executor.image_resolver import ImageResolver
 from executor.images import verify_digest
 from executor.membership import publish_own_membership
 from executor.model_publication import publish_model
+from executor.prewarm import PrewarmEntry, dataset_dir, prewarm_images, prewarm_members
 from executor.round_events import EVENT_WAIT_LIMIT, wait_round_open
 from executor.round_files import RoundFiles
 from executor.runtimes.base import Limits, TaskRuntime
@@ -109,6 +110,7 @@ class NodeAgent:
         warm: bool = False,
         artifact_endpoint: str | None = None,  # https:// of this organisation's artifact service
         artifact_peers: ArtifactPeers | None = None,  # the others' services (docs/artifacts.md)
+        prewarm: Sequence[PrewarmEntry] = (),  # images to keep a spare worker of (executor.prewarm)
     ):
         self.ledger = ledger
         self.identity = identity
@@ -133,6 +135,7 @@ class NodeAgent:
         self.pool = WorkerPool(runtime, limits, self.state_dir / "warm", self.org, warm)
         self._workers = self.pool.workers  # process id -> its warm worker
         self._finished: set[str] = set()  # processes this agent saw finished (run_once skips them)
+        prewarm_images(self, prewarm)
 
     def stop_workers(self, pid: str | None = None) -> None:
         self.pool.stop(pid)
@@ -169,10 +172,7 @@ class NodeAgent:
 
     def data_dir(self, process: ProcessRecord) -> Path:
         """``<data root>/<process dataset or 'default'>/dataset.npz``."""
-        name = process.dataset or "default"
-        if "/" in name or name.startswith("."):
-            raise ExecutorError(f"invalid dataset name {name!r}")
-        return self.data_root / name
+        return dataset_dir(self.data_root, process.dataset)
 
     # ---- following the ledger
     def processes(self) -> list[ProcessRecord]:
@@ -183,8 +183,9 @@ class NodeAgent:
 
         An infrastructure error (engine down, ledger unreachable) is logged and retried on the
         next pass; it is not recorded as a task failure."""
-        outcomes = []
-        for p in self.client.list_processes():
+        outcomes, processes = [], self.client.list_processes()
+        prewarm_members(self, processes)  # (warm) a spare worker for each of ours not started yet
+        for p in processes:
             if self.org not in p.consortium or p.id in self._finished or p.status == "created":
                 continue
             try:
@@ -284,8 +285,7 @@ class NodeAgent:
     def _execute(self, process: ProcessRecord, rnd: int, record: ExecutionRecord | None) -> RoundOutcome:
         pid = process.id
         image = self.client.get_image(process.image_id)
-        # 1. verify the image before anything else (a live warm worker was verified when it started
-        #    and runs that image id for its whole life: nothing to re-check)
+        # 1. verify the image first (again before a spare is bound; a live worker was verified at its start)
         try:
             if not self.pool.live(pid, process.image_digest):
                 verify_digest(

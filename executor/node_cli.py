@@ -13,12 +13,14 @@ import argparse
 import json
 import logging
 import sys
+import time
 from pathlib import Path
 
 from executor.artifact_client import ArtifactPeers, parse_endpoints
 from executor.artifact_tls import ClientTLS
 from executor.errors import RuntimeUnavailable
 from executor.node_agent import NodeAgent
+from executor.prewarm import prewarm_images
 from executor.runtimes.base import Limits
 from ledger.identity import Consortium
 from wire.env import environment
@@ -62,6 +64,7 @@ def build_agent(args: argparse.Namespace) -> NodeAgent:
         warm=args.warm,
         artifact_endpoint=getattr(args, "artifact_endpoint", None),
         artifact_peers=peers,
+        prewarm=() if getattr(args, "process", None) else getattr(args, "prewarm", None) or (),
     )
 
 
@@ -110,6 +113,18 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="keep one isolated worker per process alive across rounds (fresh key per round)",
     )
+    r.add_argument(
+        "--prewarm",
+        action="append",
+        metavar="IMAGE_DIGEST[=DATASET]",
+        help="with --warm: keep a started spare worker of this image (verified first) on this dataset "
+        "folder (default: default), bound to the first process of that image and dataset (repeat)",
+    )
+    r.add_argument(
+        "--barrier",
+        metavar="DIR",
+        help="once started (spare workers too), write DIR/<org>.ready and wait for DIR/go (benchmarks)",
+    )
     args = p.parse_args(argv)
     paths = ("consortium", "ledger", "data", "store", "state")
     args.settings = None
@@ -143,6 +158,10 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     agent = build_agent(args)
     try:
+        if args.process:  # this one process only: no spare started again once taken
+            prewarm_images(agent, args.prewarm or (), keep=False)
+        if args.barrier:
+            _barrier(agent, Path(args.barrier), args.timeout)
         if args.process:
             outcomes = agent.run_until_idle(args.process, timeout=args.timeout)
             print(json.dumps([o.__dict__ for o in outcomes], sort_keys=True))
@@ -152,6 +171,16 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         agent.close()
         agent.ledger.close()
+
+
+def _barrier(agent: NodeAgent, directory: Path, timeout: float) -> None:
+    """Say that this agent and its spare workers have started, then wait for the others (``go``)."""
+    for spare in agent.pool.spares.values():
+        spare.wait_started()
+    (directory / f"{agent.org}.ready").touch()
+    deadline = time.monotonic() + timeout
+    while not (directory / "go").exists() and time.monotonic() < deadline:
+        time.sleep(0.005)
 
 
 if __name__ == "__main__":

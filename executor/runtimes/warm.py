@@ -14,6 +14,7 @@ Host layout of a worker (``root``)::
     in/<task name>/READY             written last: the worker may start
     out/<task name>/...              outputs, then DONE (the task's exit status)
     in/STOP                          ends the worker
+    out/STARTED                      made by the worker once started (imports done)
 
 The worker is ``algorithms.task_worker.serve`` (the image entrypoint with ``--serve``), started by the
 runtime's :meth:`~executor.runtimes.base.TaskRuntime.start_worker`: this module knows no runtime by name.
@@ -22,9 +23,11 @@ runtime's :meth:`~executor.runtimes.base.TaskRuntime.start_worker`: this module 
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import time
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from algorithms.task_runtime import TaskSpec
@@ -36,6 +39,7 @@ from executor.tasks import TaskOutputs, verify_outputs, write_inputs
 
 IN_ROOT = "/task/in-root"
 OUT_ROOT = "/task/out-root"
+STARTED = "STARTED"  # made by the worker in its output root once it has started (algorithms.task_worker)
 
 
 class WarmWorker:
@@ -100,6 +104,19 @@ class WarmWorker:
     @property
     def _mode(self) -> str:
         return "--serve-once" if self.one_shot else "--serve"
+
+    def started(self) -> bool:
+        """Has the worker finished starting up (its imports) and begun waiting for tasks?"""
+        return (self.out_root / STARTED).exists()
+
+    def wait_started(self, timeout: float = 120.0) -> bool:
+        """Wait until :meth:`started` (True), the worker ended or ``timeout`` passed (False)."""
+        deadline = time.monotonic() + timeout
+        while not self.started():
+            if time.monotonic() > deadline or not self.alive(max_age=0.5):
+                return False
+            time.sleep(0.01)
+        return True
 
     def alive(self, max_age: float = 0.0) -> bool:
         """Is the worker running? For a container this is an engine API call; an answer younger
@@ -182,22 +199,78 @@ class WarmWorker:
 
 class WorkerPool:
     """An agent's workers: one warm worker per learning process kept across rounds (``warm``), or a
-    fresh one-shot worker per task, started while the task key is being registered."""
+    fresh one-shot worker per task, started while the task key is being registered.
+
+    **Spares** (``warm`` only): a worker started before any process needs it (:meth:`prewarm`), keyed
+    by (image digest, dataset folder). A process's first task takes the spare of exactly its image and
+    its dataset folder, which is then that process's worker for good (never handed to another process);
+    the spare mounts that one folder, as the process's own worker would, so it sees nothing the task may
+    not. The caller verifies the image before a spare starts and again before one is bound."""
 
     def __init__(self, runtime: TaskRuntime, limits: Limits, root: Path, org: str, warm: bool = False):
         self.runtime, self.limits, self.root, self.org, self.warm = runtime, limits, Path(root), org, warm
         self.workers: dict[str, WarmWorker] = {}  # process id -> its warm worker
+        self.spares: dict[tuple[str, Path], WarmWorker] = {}  # (image digest, data dir) -> a spare
+        self.keep: dict[tuple[str, Path], Path | None] = {}  # spares started again once taken -> bundle
 
     def live(self, pid: str, image_digest: str) -> bool:
         """Is a warm worker of this image running for ``pid`` (verified when it started)?"""
         w = self.workers.get(pid)
         return self.warm and w is not None and w.image_digest == image_digest and w.alive(max_age=2.0)
 
+    def prewarm(
+        self, image_digest: str, data_dir: Path, bundle_dir: Path | None, keep: bool = False
+    ) -> WarmWorker | None:
+        """Start a spare worker of ``image_digest`` mounting ``data_dir`` (unless one runs); ``keep``: start
+        another each time one is taken. None without ``warm`` (one-shot workers are per task)."""
+        if not self.warm:
+            return None
+        key = (image_digest, Path(data_dir))
+        if keep:
+            self.keep[key] = bundle_dir
+        w = self.spares.get(key)
+        if w is not None and w.alive(max_age=2.0):
+            return w
+        if w is not None:
+            w.stop()
+        w = self.spares[key] = self._start(
+            f"spare-{secrets.token_hex(4)}", image_digest, data_dir, bundle_dir
+        )
+        return w
+
+    def _start(self, label: str, image_digest: str, data_dir: Path, bundle_dir: Path | None) -> WarmWorker:
+        """A new warm worker under ``<root>/<org>-<label>`` (also its container's name)."""
+        name = "".join(c if c.isalnum() or c in "-_." else "-" for c in f"{self.org}-{label}")
+        return WarmWorker(
+            self.runtime,
+            image_digest,
+            self.root / name,
+            data_dir,
+            self.limits,
+            bundle_dir,
+            name=f"consortia-warm-{name}"[:120],
+        ).start()
+
+    def _take_spare(
+        self, pid: str, image_digest: str, data_dir: Path, bundle_dir: Path | None
+    ) -> WarmWorker | None:
+        key = (image_digest, Path(data_dir))
+        spare = self.spares.pop(key, None)
+        if spare is None:
+            return None
+        if spare.bundle_dir != (Path(bundle_dir) if bundle_dir else None) or not spare.alive(max_age=2.0):
+            spare.stop()
+            return None
+        self.workers[pid] = spare  # bound: this process's worker until it ends
+        if key in self.keep:
+            self.prewarm(image_digest, data_dir, self.keep[key])
+        return spare
+
     def worker(
         self, pid: str, image_digest: str, data_dir: Path, bundle_dir: Path | None, work_dir: Path
     ) -> WarmWorker:
-        """The worker for one task of ``pid``: its live warm worker, a new warm one, or a one-shot one
-        under ``work_dir``."""
+        """The worker for one task of ``pid``: its live warm worker, a spare of this image and dataset
+        (bound to ``pid``), a new warm one, or a one-shot one under ``work_dir``."""
         if not self.warm:
             return WarmWorker(
                 self.runtime, image_digest, work_dir, data_dir, self.limits, bundle_dir, one_shot=True
@@ -207,32 +280,33 @@ class WorkerPool:
             return w
         if w is not None:
             w.stop()
-        safe = "".join(c if c.isalnum() or c in "-_." else "-" for c in f"{self.org}-{pid}")
-        w = WarmWorker(
-            self.runtime,
-            image_digest,
-            self.root / safe,
-            data_dir,
-            self.limits,
-            bundle_dir,
-            name=f"consortia-warm-{safe}"[:120],
-        )
-        self.workers[pid] = w.start()
+        spare = self._take_spare(pid, image_digest, data_dir, bundle_dir)
+        if spare is not None:
+            return spare
+        w = self.workers[pid] = self._start(pid, image_digest, data_dir, bundle_dir)
         return w
 
     def stop(self, pid: str | None = None) -> None:
-        """Stop the warm worker of ``pid`` (all: None)."""
+        """Stop the warm worker of ``pid`` (all, and the spares: None)."""
         for k in [k for k in self.workers if pid is None or k == pid]:
             self.workers.pop(k).stop()
+        if pid is None:
+            self.keep.clear()
+            for key in list(self.spares):
+                self.spares.pop(key).stop()
 
 
-_REAPER = None
+_REAPER: ThreadPoolExecutor | None = None
 
 
-def _reaper():
+def reaped(timeout: float = 30.0) -> None:
+    """Wait until every worker stopped so far has ended and been reaped (its exit report, ``out/CPU``,
+    is written; :mod:`algorithms.task_worker`)."""
+    _reaper().submit(lambda: None).result(timeout)
+
+
+def _reaper() -> ThreadPoolExecutor:
     global _REAPER
     if _REAPER is None:
-        from concurrent.futures import ThreadPoolExecutor
-
         _REAPER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="worker-reaper")
     return _REAPER

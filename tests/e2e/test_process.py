@@ -222,10 +222,8 @@ def test_killed_agent_is_restarted_and_the_process_ends_complete_and_verified(pl
     )
 
 
-def test_organisation_with_a_different_image_digest_refuses_and_the_process_reports_it(tmp_path, platform):
-    case = dpsda_case()
-    client, image = start(platform, case, "p-img")
-    # Org3's local copy of the bundle differs by one byte from the one the process pins
+def change_org3_bundle(tmp_path, platform, image) -> str:
+    """Org3's local copy of the bundle differs by one byte from the one the process pins: its digest."""
     from executor.images import bundle_digest, cache_root
 
     genuine = cache_root() / "bundles" / image.reference.split(":", 1)[1]
@@ -236,12 +234,19 @@ def test_organisation_with_a_different_image_digest_refuses_and_the_process_repo
     target.write_bytes(target.read_bytes() + b"\n# changed\n")
     assert bundle_digest(local) != image.digest
     platform.bundles_roots["Org3MSP"] = local.parent
+    return bundle_digest(local)
+
+
+def test_organisation_with_a_different_image_digest_refuses_and_the_process_reports_it(tmp_path, platform):
+    case = dpsda_case()
+    client, image = start(platform, case, "p-img")
+    local_digest = change_org3_bundle(tmp_path, platform, image)
     out = run_process(platform, "p-img", SandboxRuntime)
     assert out.status == "failed" and "image refused" in out.reason and "Org3MSP" in out.reason
     rec = client.get_execution("p-img", 1, "Org3MSP")
     assert rec.status == "failed" and rec.public_key == "" and rec.result is None  # never ran: no task key
     assert rec.failure_details["pinned"] == image.digest
-    assert rec.failure_details["local"] == bundle_digest(local)
+    assert rec.failure_details["local"] == local_digest
     assert not any(
         r.organisation == "Org3MSP" and r.status == "completed" for r in client.query_executions("p-img")
     )
