@@ -102,10 +102,11 @@ class Host:
         self.start("gateway", [*argv, "--host", self.address, "--port", str(port)])
         self.gateway_url = f"http://{self.address}:{port}"
 
-    def start_agent(self) -> None:
-        """The node agent following the ledger (its tasks in sandboxes of its own: host /proc)."""
+    def start_agent(self, *extra: str) -> None:
+        """The node agent following the ledger (its tasks in sandboxes of its own: host /proc);
+        ``extra``: more ``node run`` options (e.g. ``--prewarm DIGEST=DATASET``)."""
         argv = [sys.executable, "-m", "api.cli", "node", "run", "--home", str(self.home)]
-        self.start("agent", [*argv, "--runtime", "sandbox", "--warm"], host_proc=True)
+        self.start("agent", [*argv, "--runtime", "sandbox", "--warm", *extra], host_proc=True)
 
     def save_dataset(self, dataset, name: str) -> None:
         """The organisation puts ``dataset`` into its own data root as ``name`` (as ``data import`` does)."""
