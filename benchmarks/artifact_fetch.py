@@ -91,19 +91,26 @@ def run(mb: float, host: str) -> dict:
             digest, url = parent.recv()
             store = ArtifactStore(Path(d) / "org2", "Org2MSP")
             source = HttpsArtifactSource(url, "Org1MSP", ClientTLS(consortium, "Org2MSP"), store=store)
-            before = _status_kb("VmRSS")
-            method = reset_peak_rss()
-            t0 = time.perf_counter()
-            path = source.fetch_into(digest)
-            wall = time.perf_counter() - t0
-            peak = peak_rss_kb()
-            assert path.stat().st_size == size
+            figures = measured_fetch(source, digest)
+            assert figures["artifact_mb"] == round(size / 1e6, 1)
         finally:
             server.terminate()
             server.join(5)
+    return {**figures, "host": host}
+
+
+def measured_fetch(source: HttpsArtifactSource, digest: str) -> dict:
+    """Fetch ``digest`` into the source's store and remove it again; throughput and RSS growth."""
+    before = _status_kb("VmRSS")
+    method = reset_peak_rss()
+    t0 = time.perf_counter()
+    path = source.fetch_into(digest)
+    wall = time.perf_counter() - t0
+    peak = peak_rss_kb()
+    size = path.stat().st_size
+    path.unlink()
     return {
         "artifact_mb": round(size / 1e6, 1),
-        "host": host,
         "fetch_s": round(wall, 3),
         "artifact_fetch_mb_s": round(size / 1e6 / wall, 1),
         "peak_rss_mb": round(max(0, peak - before) / 1024, 1),
@@ -137,22 +144,7 @@ def fetch_home(home: str, url: str, owner: str, digest: str) -> dict:
     consortium = Consortium(settings.crypto)
     org = str(settings.node_setting("organisation"))
     store = ArtifactStore(settings.paths.store_root, org)
-    source = HttpsArtifactSource(url, owner, ClientTLS(consortium, org), store=store)
-    before = _status_kb("VmRSS")
-    method = reset_peak_rss()
-    t0 = time.perf_counter()
-    path = source.fetch_into(digest)
-    wall = time.perf_counter() - t0
-    peak = peak_rss_kb()
-    size = path.stat().st_size
-    path.unlink()
-    return {
-        "artifact_mb": round(size / 1e6, 1),
-        "fetch_s": round(wall, 3),
-        "artifact_fetch_mb_s": round(size / 1e6 / wall, 1),
-        "peak_rss_mb": round(max(0, peak - before) / 1024, 1),
-        "rss_method": method,
-    }
+    return measured_fetch(HttpsArtifactSource(url, owner, ClientTLS(consortium, org), store=store), digest)
 
 
 def main() -> None:

@@ -97,25 +97,9 @@ def run_process(d: Deployment, case: dict[str, Any], sim: Any) -> dict[str, Any]
             time.sleep(0.5)
         pid = f"bench-{int(time.time())}"
         t0 = time.perf_counter()
-        owner.consortia(
-            "process",
-            "create",
-            pid,
-            "--image",
-            image_id,
-            "--consortium",
-            ",".join(h.msp for h in hosts.values()),
-            "--topology",
-            case["topology"]["kind"],
-            "--seed",
-            str(case["topology"]["seed"]),
-            "--rounds",
-            str(case["rounds"]),
-            "--dataset",
-            "bench",
-            "--hyperparameters",
-            json.dumps(case["params"]),
-            "--start",
+        members = tuple(h.msp for h in hosts.values())
+        owner.create_process(
+            pid, image_id, members, case["topology"], case["rounds"], "bench", case["params"]
         )
         while (status := client.get_process(pid).status) == "running":
             if time.perf_counter() - t0 > 7200:

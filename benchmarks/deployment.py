@@ -74,6 +74,40 @@ class Host:
         assert proc.returncode == code, (self.name, args, proc.stdout[-2000:], proc.stderr[-3000:])
         return json.loads(proc.stdout.strip().splitlines()[-1]) if proc.stdout.strip() else {}
 
+    def create_process(
+        self,
+        pid: str,
+        image_id: str,
+        members: tuple[str, ...],
+        topology: dict,
+        rounds: int,
+        dataset: str,
+        params: dict,
+    ) -> dict:
+        """``consortia process create … --start`` on this host; its JSON answer."""
+        answer = self.consortia(
+            "process",
+            "create",
+            pid,
+            "--image",
+            image_id,
+            "--consortium",
+            ",".join(members),
+            "--topology",
+            topology["kind"],
+            "--seed",
+            str(topology["seed"]),
+            "--rounds",
+            str(rounds),
+            "--dataset",
+            dataset,
+            "--hyperparameters",
+            json.dumps(params),
+            "--start",
+        )
+        assert isinstance(answer, dict)
+        return answer
+
     def python(self, code: str, timeout: float = 120) -> subprocess.CompletedProcess:
         """A Python snippet run on this host (its view), e.g. a client call of its own."""
         return subprocess.run(

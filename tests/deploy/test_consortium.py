@@ -121,25 +121,8 @@ def test_collaborative_rf_across_hosts_is_bit_identical_to_the_simulator(consort
     )
     assert built["digest"].startswith("sha256:")
     pid = f"rf-{uuid.uuid4().hex[:6]}"
-    created = hosts["Org1"].consortia(
-        "process",
-        "create",
-        pid,
-        "--image",
-        image_id,
-        "--consortium",
-        ",".join(MEMBERS),
-        "--topology",
-        case.topology["kind"],
-        "--seed",
-        str(case.topology["seed"]),
-        "--rounds",
-        str(case.rounds),
-        "--dataset",
-        "train",
-        "--hyperparameters",
-        json.dumps(case.params),
-        "--start",
+    created = hosts["Org1"].create_process(
+        pid, image_id, MEMBERS, case.topology, case.rounds, "train", case.params
     )
     assert created["status"] == "running"
     watched = hosts["Org1"].consortia("process", "watch", pid, "--timeout", "900", timeout=1000)
@@ -151,29 +134,6 @@ def test_collaborative_rf_across_hosts_is_bit_identical_to_the_simulator(consort
     finally:
         client.ledger.close()
     consortium["rf"] = (pid, image_id)
-
-
-def _create(host: Host, pid: str, image_id: str, case, dataset: str) -> dict:
-    return host.consortia(
-        "process",
-        "create",
-        pid,
-        "--image",
-        image_id,
-        "--consortium",
-        ",".join(MEMBERS),
-        "--topology",
-        case.topology["kind"],
-        "--seed",
-        str(case.topology["seed"]),
-        "--rounds",
-        str(case.rounds),
-        "--dataset",
-        dataset,
-        "--hyperparameters",
-        json.dumps(case.params),
-        "--start",
-    )
 
 
 def test_dpsda_survives_a_node_killed_mid_process(consortium):
@@ -192,7 +152,12 @@ def test_dpsda_survives_a_node_killed_mid_process(consortium):
     pid = f"olr-{uuid.uuid4().hex[:6]}"
     client = hosts["Org1"].ledger_client()
     try:
-        assert _create(hosts["Org1"], pid, image_id, case, "olr")["status"] == "running"
+        assert (
+            hosts["Org1"].create_process(
+                pid, image_id, MEMBERS, case.topology, case.rounds, "olr", case.params
+            )["status"]
+            == "running"
+        )
 
         def org2_done() -> int:
             return sum(
