@@ -136,7 +136,7 @@ def test_zero_byte_file_is_refused_and_left_empty(consortium, tmp_path):
     assert empty.read_bytes() == b""
     missing = tmp_path / "missing.db"
     code, out = cli_verify(missing, consortium.root)
-    assert code == 1 and not missing.exists()
+    assert code == 3 and not missing.exists()  # no ledger: not found (docs/cli.md exit codes)
 
 
 def test_emptied_ledger_is_refused_and_byte_unchanged(consortium, tmp_path):
