@@ -8,6 +8,7 @@ registry, the folders handed to each organisation) and then each organisation on
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import shutil
@@ -22,19 +23,11 @@ from ledger.fabric import testing
 from ledger.fabric.network import REPO_ROOT, FabricNetwork, NetworkConfig
 from ledger.fabric.network.host_view import view_command
 from ledger.fabric.network.placement import placement_spec
-from ledger.join import ORDERER_PUBLIC, PUBLIC_FILES
+from ledger.join import ORDERER_PUBLIC, PUBLIC_FILES, copy_public
 
 ROOT = REPO_ROOT
 SCRIPT = REPO_ROOT / "fabric-network" / "network"
 REGISTRY_SCRIPT = REPO_ROOT / "scripts" / "install-registry"
-
-
-def copy_public(src: Path, dst: Path, patterns: tuple[str, ...]) -> None:
-    """The public part of a cryptogen folder (what an organisation hands the others): certificates only."""
-    for pattern in patterns:
-        for f in src.glob(pattern):
-            (dst / f.relative_to(src)).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(f, dst / f.relative_to(src))
 
 
 class Host:
@@ -59,14 +52,14 @@ class Host:
             "CONSORTIA_CACHE": str(self.root / "cache"),  # bundles pulled or built: its own
         }
 
-    def argv(self, argv: list[str], host_proc: bool = False, read_only: tuple[Path, ...] = ()) -> list[str]:
+    def argv(self, argv: list[str], host_proc: bool = False) -> list[str]:
         (self.root / "cache").mkdir(exist_ok=True)
-        return view_command(argv, [self.root], read_only=read_only, host_proc=host_proc, env=self.env)
+        return view_command(argv, [self.root], host_proc=host_proc, env=self.env)
 
-    def consortia(self, *args: str, code: int = 0, timeout: float = 600, read_only=()) -> dict | list:
+    def consortia(self, *args: str, code: int = 0, timeout: float = 600) -> dict | list:
         """``consortia ARGS --json`` run on this host; its parsed JSON answer."""
         proc = subprocess.run(
-            self.argv([sys.executable, "-m", "api.cli", *args, "--json"], read_only=read_only),
+            self.argv([sys.executable, "-m", "api.cli", *args, "--json"]),
             capture_output=True,
             text=True,
             timeout=timeout,
@@ -183,7 +176,8 @@ class Host:
 
 
 def listening(pids: list[int]) -> set[tuple[str, int]]:
-    """The (address, port) pairs the processes ``pids`` (and their descendants) listen on (TCP)."""
+    """The (address, port) pairs the processes ``pids`` and their descendants listen on, from
+    /proc/net/tcp and tcp6 (an IPv4-mapped address, as gRPC's Python server binds, as IPv4)."""
     inodes: set[str] = set()
     todo, seen = list(pids), set()
     while todo:
@@ -193,7 +187,10 @@ def listening(pids: list[int]) -> set[tuple[str, int]]:
         seen.add(pid)
         try:
             for fd in os.listdir(f"/proc/{pid}/fd"):
-                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                try:
+                    target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                except OSError:
+                    continue
                 if target.startswith("socket:["):
                     inodes.add(target[8:-1])
             for task in os.listdir(f"/proc/{pid}/task"):
@@ -202,13 +199,19 @@ def listening(pids: list[int]) -> set[tuple[str, int]]:
         except OSError:
             continue
     out = set()
-    with open("/proc/net/tcp") as f:
-        for line in f.readlines()[1:]:
-            parts = line.split()
-            if parts[3] == "0A" and parts[9] in inodes:  # LISTEN
-                hexip, hexport = parts[1].split(":")
-                ip = ".".join(str(int(hexip[i : i + 2], 16)) for i in (6, 4, 2, 0))
-                out.add((ip, int(hexport, 16)))
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            f = line.split()
+            if f[3] != "0A" or f[9] not in inodes:  # 0A = LISTEN
+                continue
+            addr, port = f[1].split(":")
+            raw = bytes.fromhex(addr)
+            if len(raw) == 4:
+                host = socket.inet_ntoa(raw[::-1])
+            else:  # four little-endian 32-bit words
+                ip6 = ipaddress.IPv6Address(b"".join(raw[i : i + 4][::-1] for i in range(0, 16, 4)))
+                host = str(ip6.ipv4_mapped or ip6)
+            out.add((host, int(port, 16)))
     return out
 
 
@@ -376,4 +379,4 @@ class Deployment:
             self.net.down(purge=True)
 
 
-__all__ = ["Deployment", "DeploymentError", "Host", "copy_public", "free_port", "listening", "wait_for"]
+__all__ = ["Deployment", "DeploymentError", "Host", "free_port", "listening", "wait_for"]

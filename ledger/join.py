@@ -53,7 +53,8 @@ def _is_private(path: Path) -> bool:
     )
 
 
-def _copy_public(src: Path, dst: Path, patterns: tuple[str, ...]) -> None:
+def copy_public(src: Path, dst: Path, patterns: tuple[str, ...]) -> None:
+    """The files of ``src`` matching ``patterns`` into ``dst``, never a private key among them."""
     for pattern in patterns:
         for f in sorted(src.glob(pattern)):
             if f.is_file() and not _is_private(f.relative_to(src)):
@@ -75,7 +76,7 @@ def _public_org(src: Path, dst: Path, patterns: tuple[str, ...]) -> None:
     domain = src.name
     ca = _single(src / "msp" / "cacerts", f"{domain} CA")
     tlsca = _single(src / "msp" / "tlscacerts", f"{domain} TLS CA")
-    _copy_public(src, dst, patterns)
+    copy_public(src, dst, patterns)
     for cert, folder, name in (
         (ca, "ca", f"ca.{domain}-cert.pem"),
         (tlsca, "tlsca", f"tlsca.{domain}-cert.pem"),

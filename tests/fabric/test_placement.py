@@ -7,16 +7,15 @@ bring a placed network up (its own directory, its own addresses, stopped at the 
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import os
-import socket
 import subprocess
 import uuid
 from pathlib import Path
 
 import pytest
 
+from benchmarks.deployment import listening
 from ledger.fabric import testing
 from ledger.fabric.network import REPO_ROOT, FabricNetwork, NetworkConfig, NetworkError
 from ledger.fabric.network.placement import (
@@ -154,33 +153,6 @@ def test_the_command_refuses_a_non_loopback_placement_before_starting_anything(t
 
 
 # ---------------------------------------------------------------- a placed network (Fabric)
-def _listeners(pid: int) -> set[tuple[str, int]]:
-    """(address, port) of every TCP socket process ``pid`` listens on (from /proc/net/tcp{,6})."""
-    inodes = set()
-    for fd in os.listdir(f"/proc/{pid}/fd"):
-        try:
-            link = os.readlink(f"/proc/{pid}/fd/{fd}")
-        except OSError:
-            continue
-        if link.startswith("socket:["):
-            inodes.add(link[8:-1])
-    out = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        for line in Path(table).read_text().splitlines()[1:]:
-            f = line.split()
-            if f[3] != "0A" or f[9] not in inodes:  # 0A = LISTEN
-                continue
-            addr, port = f[1].split(":")
-            raw = bytes.fromhex(addr)
-            if len(raw) == 4:
-                host = socket.inet_ntoa(raw[::-1])
-            else:  # IPv6: four little-endian 32-bit words; gRPC's Python server binds ::ffff:a.b.c.d
-                ip6 = ipaddress.IPv6Address(b"".join(raw[i : i + 4][::-1] for i in range(0, 16, 4)))
-                host = str(ip6.ipv4_mapped or ip6)
-            out.add((host, int(port, 16)))
-    return out
-
-
 def _network(*args: str, port_base: int | None = None, timeout: float = 900) -> subprocess.CompletedProcess:
     env = {**os.environ, **({"CONSORTIA_FABRIC_PORT_BASE": str(port_base)} if port_base else {})}
     return subprocess.run([str(SCRIPT), *args], capture_output=True, text=True, timeout=timeout, env=env)
@@ -224,10 +196,10 @@ def test_each_node_listens_only_on_its_own_address(placed):
     assert all(placed.running().values())
     for i, org in enumerate(c.organisations):
         host = HOSTS[org]
-        peer = _listeners(pids[placed.peer_name(i)])
+        peer = listening([pids[placed.peer_name(i)]])
         assert peer == {(host, c.peer_port(i)), (host, c.peer_port(i) + 1), (host, c.peer_ops_port(i))}
-        assert _listeners(pids[placed.chaincode_name(i)]) == {(host, c.chaincode_port(i))}
-    orderer = _listeners(pids["orderer"])
+        assert listening([pids[placed.chaincode_name(i)]]) == {(host, c.chaincode_port(i))}
+    orderer = listening([pids["orderer"]])
     assert {h for h, _ in orderer} == {"127.0.4.1"} and (HOSTS["orderer"], c.orderer_port) in orderer
 
 
