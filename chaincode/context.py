@@ -92,6 +92,16 @@ class TransactionContext:
     def put(self, key: str, record: dict[str, Any]) -> None:
         self.stub.put_state(key, canonical_json(record))
 
+    def exists(self, object_type: str, *attributes: str) -> bool:
+        """Whether any record's key starts with these attributes (reads the first key, decodes nothing)."""
+        found = self.stub.get_state_by_partial_composite_key(object_type, list(attributes))
+        try:
+            return next(iter(found), None) is not None
+        finally:
+            close = getattr(found, "close", None)
+            if close is not None:
+                close()
+
     def scan(self, object_type: str, *attributes: str) -> Iterator[dict[str, Any]]:
         for kv in self.stub.get_state_by_partial_composite_key(object_type, list(attributes)):
             yield json.loads(kv.value)

@@ -371,6 +371,26 @@ class ExecutionRecordContract:
         org = flt.get("organisation")
         return [r for r in ctx.scan(EXECUTION, *attrs) if org is None or r["organisation"] == org]
 
+    def inbox(self, ctx: TransactionContext, process_id: str, rnd: str) -> list[dict[str, Any]]:
+        """What the caller's task of round ``rnd + 1`` takes from round ``rnd``, without the records:
+        per organisation ``{organisation, status, state, messages}``, ``state`` the digest of the
+        state it recorded (``null`` unless completed) and ``messages`` its signed output messages
+        addressed to the caller (each ``{recipient, digest, size, ...}`` as in the record)."""
+        process = load_process(ctx, process_id)
+        require_member(ctx, process)
+        out = []
+        for r in ctx.scan(EXECUTION, process_id, round_key(_round_arg(rnd))):
+            outputs = (r.get("result") or {}).get("outputs") or {}
+            out.append(
+                {
+                    "organisation": r["organisation"],
+                    "status": r["status"],
+                    "state": outputs.get("state") if r["status"] == "completed" else None,
+                    "messages": [m for m in outputs.get("messages", ()) if m["recipient"] == ctx.msp_id],
+                }
+            )
+        return out
+
     def history(
         self,
         ctx: TransactionContext,

@@ -58,9 +58,8 @@ class ProcessOutcome:
 
 
 def progress(client: ConsortiaClient, process_id: str) -> Progress:
-    p = client.get_process(process_id)
-    done = sum(1 for r in client.query_executions(process_id) if r.status == "completed")
-    return Progress(process_id, p.status, p.rounds, len(p.consortium), done, int(p.current_round or 1))
+    p = client.process_progress(process_id)  # counted on chain: no record crosses the wire
+    return Progress(process_id, p.status, p.rounds, p.organisations, p.completed_tasks, p.current_round)
 
 
 def _runtime_instance(runtime: Any) -> TaskRuntime:
@@ -147,9 +146,11 @@ def run_process(
                     if o.status == "completed":
                         with lock:
                             step_seconds[0] += o.step_seconds
-                    else:  # waiting for the others
-                        with timing.section("wait_round"):
-                            wait_round_open(agent.client, process_id, o.round, members, EVENT_WAIT_LIMIT)
+                        if o.round >= process.rounds:
+                            continue  # the next pass publishes the model and completes the process
+                    # waiting for the others (right after its own task too: its round is still open)
+                    with timing.section("wait_round"):
+                        wait_round_open(agent.client, process_id, o.round, members, EVENT_WAIT_LIMIT)
             except Exception as exc:  # reported in the outcome, never swallowed
                 with lock:
                     errors[org] = f"{type(exc).__name__}: {exc}"

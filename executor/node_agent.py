@@ -30,10 +30,9 @@ the ledger first, so a restart after a kill at any point neither duplicates nor 
 * a ``complete_task`` whose commit status was lost is recognised on restart by the record being
   completed with the same result.
 
-This module is the round state machine. Around it: the task journal (:mod:`executor.task_journal`), the
-message index (:mod:`executor.message_index`), model publication (:mod:`executor.model_publication`), test
-fault injection (:mod:`executor.fault_injection`), the command line (:mod:`executor.node_cli`), spare
-workers (:mod:`executor.prewarm`) and this organisation's membership record (:mod:`executor.membership`).
+This module is the round state machine. Around it: :mod:`executor.task_journal`, :mod:`executor.message_index`,
+:mod:`executor.model_publication`, :mod:`executor.fault_injection`, :mod:`executor.node_cli` (the command
+line), :mod:`executor.prewarm` (spare workers) and :mod:`executor.membership` (this organisation's record).
 """
 
 from __future__ import annotations
@@ -135,6 +134,7 @@ class NodeAgent:
         self.pool = WorkerPool(runtime, limits, self.state_dir / "warm", self.org, warm)
         self._workers = self.pool.workers  # process id -> its warm worker
         self._finished: set[str] = set()  # processes this agent saw finished (run_once skips them)
+        self._images: dict[str, ImageRecord] = {}
         prewarm_images(self, prewarm)
 
     def stop_workers(self, pid: str | None = None) -> None:
@@ -155,9 +155,9 @@ class NodeAgent:
                     raise
                 time.sleep(0.01 * (2**i) * (0.5 + secrets.randbelow(1000) / 1000))
 
-    def _record(self, pid: str, rnd: int, org: str | None = None) -> ExecutionRecord | None:
+    def _record(self, pid: str, rnd: int) -> ExecutionRecord | None:
         try:
-            return self.client.get_execution(pid, rnd, org or self.org)
+            return self.client.get_execution(pid, rnd, self.org)
         except NotFound:
             return None
 
@@ -175,9 +175,6 @@ class NodeAgent:
         return dataset_dir(self.data_root, process.dataset)
 
     # ---- following the ledger
-    def processes(self) -> list[ProcessRecord]:
-        return [p for p in self.client.list_processes() if self.org in p.consortium and p.status == "running"]
-
     def run_once(self) -> list[RoundOutcome]:
         """Advance every running process of this organisation by at most one task each.
 
@@ -203,7 +200,7 @@ class NodeAgent:
     ) -> list[RoundOutcome]:
         """Run this organisation's rounds of one process until it has nothing left to do
         (all its rounds completed, or a failure), waiting for other organisations as needed."""
-        deadline = time.monotonic() + timeout
+        deadline, rounds = time.monotonic() + timeout, self.client.get_process(process_id).rounds
         outcomes: list[RoundOutcome] = []
         while time.monotonic() < deadline:
             try:
@@ -216,7 +213,8 @@ class NodeAgent:
                 outcomes.append(o)
             if o.status in ("done", "failed"):
                 return outcomes
-            if o.status == "waiting":  # until the ledger's events say the round opened
+            if o.status == "waiting" or (o.status == "completed" and o.round < rounds):
+                # until the ledger's events say the round opened (right after its own task too)
                 wait_round_open(self.client, process_id, o.round, None, max(poll, EVENT_WAIT_LIMIT))
         raise TimeoutError(f"{self.org}: process {process_id} did not finish within {timeout} s")
 
@@ -284,7 +282,9 @@ class NodeAgent:
 
     def _execute(self, process: ProcessRecord, rnd: int, record: ExecutionRecord | None) -> RoundOutcome:
         pid = process.id
-        image = self.client.get_image(process.image_id)
+        if process.image_id not in self._images:  # read once: reference and algorithm never change
+            self._images[process.image_id] = self.client.get_image(process.image_id)
+        image = self._images[process.image_id]
         # 1. verify the image first (again before a spare is bound; a live worker was verified at its start)
         try:
             if not self.pool.live(pid, process.image_digest):

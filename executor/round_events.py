@@ -3,8 +3,8 @@
 Round ``r + 1`` of a process opens in the block that holds the last ``TaskCompleted`` event of
 round ``r`` (a round is complete when every consortium member has completed it; see
 ``chaincode.learning_process.current_round``). A waiting agent reads which members completed
-round ``r`` once, then follows the events from the block height it saw before that read, so no
-completion is missed, and wakes when the set is whole, or when the process changes status
+round ``r`` once (``LearningProcess:progress``, a few bytes, not the records), then follows the
+events from the block height it saw before that read, so no completion is missed, and wakes when the set is whole, or when the process changes status
 (``ProcessStatus``: started, failed, aborted, completed) or a task of it failed (``TaskFailed``).
 On the embedded ledger the event stream is woken by the commit itself; on Fabric it is the
 peer's event service.
@@ -22,6 +22,7 @@ from ledger.interface import ChaincodeEvent
 
 # how long a waiting agent trusts the event stream before looking at the ledger again anyway
 EVENT_WAIT_LIMIT = 5.0
+ENDED = ("completed", "failed", "aborted")
 
 
 def _payload(ev: ChaincodeEvent) -> dict[str, Any]:
@@ -54,13 +55,17 @@ def wait_round_open(
 ) -> bool:
     """Block until every member (by default: of the process's consortium) has completed round
     ``rnd`` of ``process_id``, or the process changed status, or one of its tasks failed: True;
-    False after ``timeout`` seconds without that (the caller looks at the ledger again either way)."""
+    False after ``timeout`` seconds without that (the caller looks at the ledger again either way).
+
+    One small read first (``LearningProcess:progress``: the current round and who completed it, not
+    the records), then only the events."""
     ledger, identity = client.ledger, client.identity
     start = ledger.block_height(identity)
-    want = frozenset(client.get_process(process_id).consortium if members is None else members)
-    done = {r.organisation for r in client.query_executions(process_id, rnd) if r.status == "completed"}
-    if done >= want:
+    now = client.process_progress(process_id)
+    if now.current_round > rnd or now.status in ENDED:
         return True
+    want = frozenset(client.get_process(process_id).consortium if members is None else members)
+    done = set(now.completed) if now.current_round == rnd else set()
     deadline = time.monotonic() + timeout
     for ev in ledger.events(identity, start_block=start, timeout=timeout):
         if opens(ev, process_id, rnd, done, want):

@@ -52,23 +52,22 @@ class RoundFiles:
         if rnd == 1:
             return None, {}
         pid = process.id
-        # one query for every member's record of round r-1 (not one evaluation per sender)
-        previous = {r.organisation: r for r in self.client.query_executions(pid, rnd - 1)}
+        # one small query for every member's part of round r-1 (its status, state digest and messages
+        # to this organisation; not the records, not one evaluation per sender)
+        previous = {e.organisation: e for e in self.client.round_inbox(pid, rnd - 1)}
         own = previous.get(self.org)
-        if own is None or own.status != "completed" or own.result is None:
+        if own is None or own.status != "completed" or own.state is None:
             raise ExecutorError(f"no completed own record for round {rnd - 1}")
         key = self.consortium.encryption_key(self.org)
-        state = self.store.get_private(own.result["outputs"]["state"], key)
+        state = self.store.get_private(own.state, key)
         inbox: dict[str, bytes] = {}
         for sender in process.consortium:
             if sender == self.org:
                 continue
             rec = previous.get(sender)
-            if rec is None or rec.status != "completed" or rec.result is None:
+            if rec is None or rec.status != "completed":
                 raise ExecutorError(f"round {rnd - 1} of {sender} is not completed")
-            for m in rec.result["outputs"]["messages"]:
-                if m["recipient"] != self.org:
-                    continue
+            for m in rec.messages:
                 # a store root shared with the sender (one machine) indexes the message: read it there;
                 # otherwise ask the sender's artifact service, found on the ledger (docs/artifacts.md)
                 local = message_index.read_entry(self.store_root, sender, pid, rnd - 1, self.org)

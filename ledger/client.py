@@ -21,8 +21,10 @@ from ledger.records import (
     HistoryEntry,
     HistoryPage,
     ImageRecord,
+    InboxEntry,
     MemberRecord,
     ModelRecord,
+    ProcessProgress,
     ProcessRecord,
 )
 from ledger.rules import DEFAULT_HISTORY_PAGE
@@ -146,6 +148,10 @@ class ConsortiaClient:
     def get_process(self, process_id: str) -> ProcessRecord:
         return ProcessRecord.from_dict(self._evaluate("LearningProcess:get", process_id))
 
+    def process_progress(self, process_id: str) -> ProcessProgress:
+        """Status, current round and who completed it so far, without reading the records."""
+        return ProcessProgress.from_dict(self._evaluate("LearningProcess:progress", process_id))
+
     def list_processes(self) -> list[ProcessRecord]:
         return [ProcessRecord.from_dict(r) for r in self._evaluate("LearningProcess:list")]
 
@@ -192,6 +198,12 @@ class ConsortiaClient:
         return ExecutionRecord.from_dict(
             self._evaluate("ExecutionRecord:get", process_id, str(round), organisation)
         )
+
+    def round_inbox(self, process_id: str, round: int) -> list[InboxEntry]:
+        """Each organisation's status, state digest and messages to this organisation in ``round``."""
+        return [
+            InboxEntry.from_dict(r) for r in self._evaluate("ExecutionRecord:inbox", process_id, str(round))
+        ]
 
     def query_executions(
         self, process_id: str, round: int | None = None, organisation: str | None = None

@@ -106,6 +106,42 @@ class ProcessRecord:
 
 
 @dataclass(frozen=True)
+class ProcessProgress:
+    """Where a process stands (``LearningProcess:progress``): its status, current round, the members
+    that completed the current round so far, and the number of completed tasks."""
+
+    id: str
+    status: str
+    rounds: int
+    organisations: int
+    current_round: int
+    completed: tuple[str, ...]
+    completed_tasks: int
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ProcessProgress:
+        d = dict(d)
+        d["completed"] = tuple(d["completed"])
+        return cls(**{k: d[k] for k in (f.name for f in fields(cls))})
+
+
+@dataclass(frozen=True)
+class InboxEntry:
+    """One organisation's part of a round as the next round's task of the caller needs it
+    (``ExecutionRecord:inbox``): its status, the digest of the state it recorded (completed only) and
+    its output messages addressed to the caller."""
+
+    organisation: str
+    status: str
+    state: str | None
+    messages: tuple[dict[str, Any], ...]
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> InboxEntry:
+        return cls(d["organisation"], d["status"], d.get("state"), tuple(d.get("messages") or ()))
+
+
+@dataclass(frozen=True)
 class ExecutionRecord:
     process_id: str
     round: int

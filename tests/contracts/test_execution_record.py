@@ -43,6 +43,32 @@ def test_create_complete_and_read_back(org1, org2, uid):
     assert org2.get_execution(pid, 1, "Org1MSP").result["outputs"]["messages"][0]["recipient"] == "Org2MSP"
 
 
+def test_inbox_gives_each_member_only_its_own_messages(org1, org2, org3, uid):
+    """``inbox`` answers, per organisation of a round, its status, its state digest (once completed)
+    and only the messages addressed to the caller -- what the next task needs, not the records."""
+    pid = new_process(org1, uid, consortium=("Org1MSP", "Org2MSP", "Org3MSP"))
+    run_task(org1, pid, 1, recipients=("Org2MSP", "Org3MSP"))
+    _task(org2, pid, 1)  # registered, still running
+    by_org = {e.organisation: e for e in org2.round_inbox(pid, 1)}
+    assert sorted(by_org) == ["Org1MSP", "Org2MSP"]
+    mine = by_org["Org1MSP"]
+    assert (mine.status, mine.state) == ("completed", digest_of("state-Org1MSP-1"))
+    assert [m["recipient"] for m in mine.messages] == ["Org2MSP"]
+    assert mine.messages[0]["digest"] == digest_of("msg-Org1MSP-Org2MSP-1")
+    assert (by_org["Org2MSP"].status, by_org["Org2MSP"].state, by_org["Org2MSP"].messages) == (
+        "running",
+        None,
+        (),
+    )
+    assert [m["recipient"] for m in org3.round_inbox(pid, 1)[0].messages] == ["Org3MSP"]
+    assert org1.round_inbox(pid, 2) == []
+    outsider = new_process(org2, uid + "x", consortium=("Org2MSP", "Org3MSP"))
+    with pytest.raises(Forbidden):
+        org1.round_inbox(outsider, 1)
+    with pytest.raises(InvalidArgument, match="round"):
+        org1.ledger.evaluate(org1.identity, "ExecutionRecord:inbox", pid, "zero")
+
+
 def test_create_task_refusals(org1, org2, org3, uid):
     pid = new_process(org1, uid, rounds=2)
     with pytest.raises(Forbidden, match="not a member"):

@@ -127,6 +127,38 @@ def test_current_round_is_derived_from_execution_records(org1, org2, uid):
     assert org1.get_process(pid).current_round == 4
 
 
+def test_progress_follows_every_round_of_a_long_process(org1, org2, org3, uid):
+    """``progress`` and ``get`` find the current round by bisection over the rounds that hold records;
+    checked at every step of a 7-round process against what the records say (each partial round
+    included), so an off-by-one in the bisection at any height fails."""
+    pid = new_process(org1, uid, rounds=7)
+    for rnd in range(1, 8):
+        for org, done_before in ((org2, ()), (org1, ("Org2MSP",))):
+            p = org1.process_progress(pid)
+            assert (p.current_round, p.completed) == (rnd, done_before)
+            assert p.completed_tasks == 2 * (rnd - 1) + len(done_before)
+            assert org2.get_process(pid).current_round == rnd
+            run_task(org, pid, rnd)
+    p = org2.process_progress(pid)
+    assert (p.status, p.rounds, p.organisations) == ("running", 7, 2)
+    assert (p.current_round, p.completed, p.completed_tasks) == (8, (), 14)
+    assert org1.get_process(pid).current_round == 8
+    with pytest.raises(Forbidden):
+        org3.process_progress(pid)
+    with pytest.raises(NotFound):
+        org1.process_progress(f"{pid}-none")
+
+
+def test_a_failed_task_keeps_the_round_current(org1, org2, uid):
+    pid = new_process(org1, uid, rounds=3)
+    run_task(org1, pid, 1)
+    run_task(org2, pid, 1)
+    org2.fail_task(pid, 2, "out of memory")
+    p = org1.process_progress(pid)
+    assert (p.current_round, p.completed, p.completed_tasks) == (2, (), 2)
+    assert org1.get_process(pid).current_round == 2
+
+
 @pytest.mark.parametrize(
     "budget, hyper, match",
     [

@@ -60,8 +60,8 @@ class _Ledger:
 
 def test_wait_round_open_wakes_on_the_opening_block_only():
     led = _Ledger()
-    done_before = [SimpleNamespace(organisation="A", status="completed")]
-    client = SimpleNamespace(ledger=led, identity=None, query_executions=lambda pid, rnd: done_before)
+    now = SimpleNamespace(current_round=1, status="running", completed=("A",))  # A completed round 1
+    client = SimpleNamespace(ledger=led, identity=None, process_progress=lambda pid: now)
     woke: list[float] = []
 
     def waiter() -> None:
