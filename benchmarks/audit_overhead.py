@@ -68,6 +68,18 @@ def agent_profile(prof: timing.Profile, orgs: list[str], wall: float) -> dict[st
     return out
 
 
+def cpu_breakdown(prof: timing.Profile, orgs: list[str], process_cpu: float, workers: float) -> dict[str, float]:
+    """Where the CPU went, in CPU seconds: each category's thread CPU summed over the agents' threads,
+    ``rest of the process`` (this process's CPU outside them: the embedded orderer's validation and
+    commits, the main thread) and ``workers`` (the warm workers' own report: the tasks and their I/O)."""
+    per = prof.per_thread("agent-", cpu=True)
+    out = {c: sum(per.get(o, {}).get(c, 0.0) for o in orgs) for c in timing.CATEGORIES}
+    out = {c: v for c, v in out.items() if c != "wait_round" or v > 0}
+    out["rest of the process"] = max(0.0, process_cpu - sum(out.values()))
+    out["workers"] = workers
+    return {c: round(v, 2) for c, v in out.items()}
+
+
 def top3(profile: dict[str, dict[str, float]]) -> list[list[Any]]:
     """The three categories with the most seconds summed over agents, as [category, seconds]."""
     totals: dict[str, float] = {}
@@ -196,7 +208,8 @@ def run_audited(
             wall = out.wall_seconds
         reaped()  # every worker has ended and reported its CPU time
         prewarm_cpu, workers_cpu = worker_cpu(root)
-        cpu = cpu_seconds() - c0 + workers_cpu - prewarm_cpu
+        process_cpu = cpu_seconds() - c0
+        cpu = process_cpu + workers_cpu - prewarm_cpu
         models = collect_models(platform, pid) if out.status == "completed" else {}
         inner.close()
     profile = agent_profile(prof, orgs, wall)
@@ -213,6 +226,7 @@ def run_audited(
         "ledger_share": ledger_seconds / (wall * len(orgs)) if wall > 0 else 0.0,
         "profile": profile,
         "profile_top3": top3(profile),
+        "cpu_profile": cpu_breakdown(prof, orgs, process_cpu, workers_cpu - prewarm_cpu),
         "bit_identical": bool(models) and all(models[o] == sim.models[o] for o in orgs),
         "tasks": len(orgs) * case["rounds"],
         "errors": out.agent_errors,
@@ -268,6 +282,8 @@ def write_reports(tag: str, results: dict[str, Any]) -> list[Path]:
                 f"### {algo}, {mode} (top 3: {a['profile_top3']})",
                 "",
                 *profile_table(a["profile"]),
+                "",
+                f"CPU seconds by category: {a.get('cpu_profile', {})}",
             ]
     if not any(k.startswith("fabric") for r in results["algorithms"].values() for k in r["audited"]):
         lines += ["", "Real Fabric: not measured in this run (``--fabric``).", ""]
@@ -345,6 +361,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 flush=True,
             )
             print("\n".join("    " + line for line in profile_table(a["profile"])), flush=True)
+            print(f"    CPU seconds by category: {a['cpu_profile']}", flush=True)
         results["algorithms"][name] = entry
     paths = write_reports("-quick" if args.quick else "", results)
     print("reports:", ", ".join(str(p) for p in paths))
@@ -357,6 +374,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 "ledger_share": round(a["ledger_share"], 4),
                 "bit_identical": a["bit_identical"],
                 "profile_top3": a["profile_top3"],
+                "cpu_profile": a["cpu_profile"],
                 "load_average": a["load_average"],
             }
             for mode, a in e["audited"].items()

@@ -112,8 +112,14 @@ def write_private_stream(
 ) -> None:
     """:func:`write_private_file` of whatever ``write`` writes into the (seekable) temporary file;
     if ``write`` raises, nothing is left behind."""
-    make_private_dirs(path.parent, top)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=prefix)  # mkstemp creates 0600
+    if path.parent not in _MADE:
+        make_private_dirs(path.parent, top)
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=prefix)  # mkstemp creates 0600
+    except FileNotFoundError:  # removed since it was made: make it again
+        _MADE.discard(path.parent)
+        make_private_dirs(path.parent, top)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=prefix)
     try:
         with os.fdopen(fd, "w+b") as f:
             write(f)
@@ -127,6 +133,9 @@ def write_private_stream(
         raise
 
 
+_MADE: set[Path] = set()  # directories this process made (or found) private: not walked again per file
+
+
 def make_private_dirs(d: Path, top: Path) -> None:
     """``mkdir -p d`` with every directory from ``top`` down to ``d`` at mode 0700."""
     d.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
@@ -137,6 +146,9 @@ def make_private_dirs(d: Path, top: Path) -> None:
         if p == top or p.parent == p or top not in p.parents:
             break
         p = p.parent
+    if len(_MADE) > 100_000:
+        _MADE.clear()
+    _MADE.add(d)
 
 
 def message_info(process_id: str, round: int, sender: str, recipient: str, payload_digest: str) -> bytes:
@@ -158,6 +170,7 @@ class ArtifactStore:
         self.base = self.home / "sha256"
         self.private = self.home / "private"
         self.endpoint = endpoint  # https://host:port of the organisation's artifact service, if it serves
+        self._uri: str | None = None
         if create:
             make_private_dirs(self.base, self.home)
 
@@ -173,7 +186,9 @@ class ArtifactStore:
         """Where the others fetch from: the artifact service's endpoint, else this folder (``file://``)."""
         if self.endpoint:
             return self.endpoint
-        return (self.root / self.organisation).resolve().as_uri()
+        if self._uri is None:  # resolved once (a path walk per artifact otherwise)
+            self._uri = (self.root / self.organisation).resolve().as_uri()
+        return self._uri
 
     def _path(self, digest: str) -> Path:
         h = _hex(digest)

@@ -3,8 +3,9 @@
     with timing.section("sealing"):
         ...
 
-adds the section's wall time to the calling thread's total for ``"sealing"`` while a
-:class:`Profile` is recording (:func:`recording`), and costs one attribute look-up otherwise.
+adds the section's wall time (and the calling thread's own CPU time in it, :func:`time.thread_time`)
+to the calling thread's totals for ``"sealing"`` while a :class:`Profile` is recording
+(:func:`recording`), and costs one attribute look-up otherwise.
 Time is counted exclusively: a section entered inside another pauses the outer one, so the
 categories of one thread never add up to more than its wall time. Threads are told apart by
 name (the agents of :func:`executor.process.run_process` run in threads ``agent-<org>``).
@@ -36,6 +37,7 @@ class Profile:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.seconds: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+        self.cpu: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))  # thread CPU s
         self._stacks = threading.local()
 
     def _stack(self) -> list[list[object]]:
@@ -44,16 +46,17 @@ class Profile:
             stack = self._stacks.stack = []
         return stack
 
-    def add(self, category: str, seconds: float) -> None:
+    def add(self, category: str, seconds: float, cpu: float = 0.0) -> None:
         name = threading.current_thread().name
         with self._lock:
             self.seconds[name][category] += seconds
+            self.cpu[name][category] += cpu
 
-    def per_thread(self, prefix: str = "") -> dict[str, dict[str, float]]:
+    def per_thread(self, prefix: str = "", cpu: bool = False) -> dict[str, dict[str, float]]:
+        """Wall seconds (``cpu``: the thread's own CPU seconds) per thread name and category."""
+        table = self.cpu if cpu else self.seconds
         with self._lock:
-            return {
-                n[len(prefix) :]: dict(c) for n, c in sorted(self.seconds.items()) if n.startswith(prefix)
-            }
+            return {n[len(prefix) :]: dict(c) for n, c in sorted(table.items()) if n.startswith(prefix)}
 
 
 _active: Profile | None = None
@@ -78,17 +81,17 @@ def section(category: str) -> Iterator[None]:
         yield
         return
     stack = prof._stack()
-    now = time.perf_counter()
+    now, cpu = time.perf_counter(), time.thread_time()
     if stack:  # pause the enclosing section
         outer = stack[-1]
-        prof.add(str(outer[0]), now - float(outer[1]))  # type: ignore[arg-type]
-    frame: list[object] = [category, now]
+        prof.add(str(outer[0]), now - float(outer[1]), cpu - float(outer[2]))  # type: ignore[arg-type]
+    frame: list[object] = [category, now, cpu]
     stack.append(frame)
     try:
         yield
     finally:
-        end = time.perf_counter()
+        end, end_cpu = time.perf_counter(), time.thread_time()
         stack.pop()
-        prof.add(category, end - float(frame[1]))  # type: ignore[arg-type]
+        prof.add(category, end - float(frame[1]), end_cpu - float(frame[2]))  # type: ignore[arg-type]
         if stack:
-            stack[-1][1] = end  # the enclosing section resumes
+            stack[-1][1], stack[-1][2] = end, end_cpu  # the enclosing section resumes

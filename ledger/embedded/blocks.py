@@ -51,9 +51,11 @@ def signed_part(tx: dict[str, Any]) -> bytes:
     )
 
 
-def endorsement_message(response: dict[str, Any], endorser: bytes) -> bytes:
-    """What an endorsing peer signs: the proposal response payload followed by its identity."""
-    return canonical_json(response) + endorser
+def endorsement_message(response: dict[str, Any] | bytes, endorser: bytes) -> bytes:
+    """What an endorsing peer signs: the proposal response payload followed by its identity.
+    ``response`` may be given as its canonical JSON already: every endorsement of one transaction signs
+    the same payload, encoded once (not once per endorser: a response carries the record written)."""
+    return (response if isinstance(response, bytes) else canonical_json(response)) + endorser
 
 
 def data_of(body: dict[str, Any]) -> Any:
@@ -79,7 +81,9 @@ def make_body(
     transactions: list[dict[str, Any]],
     codes: list[str],
     config: dict[str, Any] | None = None,
+    data_json: bytes | None = None,
 ) -> dict[str, Any]:
+    """A block body; ``data_json``: the canonical JSON of ``transactions`` if the caller has it."""
     body: dict[str, Any] = {
         "number": number,
         "previous_hash": previous_hash,
@@ -89,5 +93,19 @@ def make_body(
     }
     if number == 0:
         body["config"] = config
-    body["data_hash"] = sha256_hex(canonical_json(data_of(body)))
+    body["data_hash"] = sha256_hex(data_json if number and data_json else canonical_json(data_of(body)))
     return body
+
+
+_SPLICE = b'"transactions":0'
+
+
+def body_json(body: dict[str, Any], transactions_json: bytes) -> bytes:
+    """``canonical_json(body)`` with the transactions' canonical JSON (already encoded for the data
+    hash) spliced in instead of encoded a second time: the body is encoded with ``0`` in their
+    place, which the one top-level ``"transactions":0`` then becomes (no other value can contain it:
+    the other values are numbers, hex, base64 and validation codes)."""
+    text = canonical_json({**body, "transactions": 0})
+    if text.count(_SPLICE) != 1:
+        raise ValueError("block body does not encode its transactions exactly once")
+    return text.replace(_SPLICE, b'"transactions":' + transactions_json)

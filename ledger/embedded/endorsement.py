@@ -109,7 +109,7 @@ class Endorser:
         }
 
     def _endorse(self, response: dict[str, Any], organisations: Sequence[str]) -> list[dict[str, str]]:
-        out = []
+        out, payload = [], canonical_json(response)
         for org in organisations:
             peer = self._peers.get(org)
             if peer is None:
@@ -118,7 +118,7 @@ class Endorser:
             out.append(
                 {
                     "endorser": B.b64(endorser),
-                    "signature": B.b64(peer.sign(B.endorsement_message(response, endorser))),
+                    "signature": B.b64(peer.sign(B.endorsement_message(payload, endorser))),
                 }
             )
         return out

@@ -151,7 +151,9 @@ class EmbeddedLedger(Endorser):
             raise LedgerError(f"ledger {self.path} belongs to a channel that is not this consortium's: {why}")
         return config
 
-    def _append_block(self, con: sqlite3.Connection, body: dict[str, Any], genesis: bool = False) -> str:
+    def _append_block(
+        self, con: sqlite3.Connection, body: dict[str, Any], genesis: bool = False, data_json: bytes = b""
+    ) -> str:
         header = B.header_bytes(body)
         body["orderer"] = B.b64(self._orderer.serialized())
         body["signature"] = B.b64(self._orderer.sign(header))
@@ -166,7 +168,7 @@ class EmbeddedLedger(Endorser):
         else:
             con.execute(
                 "INSERT INTO blocks VALUES (?, ?, ?, ?)",
-                (body["number"], header_hash, body["previous_hash"], canonical_json(body)),
+                (body["number"], header_hash, body["previous_hash"], B.body_json(body, data_json)),
             )
         return header_hash
 
@@ -291,7 +293,9 @@ class EmbeddedLedger(Endorser):
                 timestamp=timestamp,
             )
             codes = outcome.codes
-            self._append_block(con, B.make_body(number, previous_hash, timestamp, txs, codes))
+            data_json = canonical_json(txs)  # encoded once: for the data hash and in the stored body
+            body = B.make_body(number, previous_hash, timestamp, txs, codes, data_json=data_json)
+            self._append_block(con, body, data_json=data_json)
             write_block_outcome(con, outcome)
             con.execute("COMMIT")
         except BaseException:

@@ -106,11 +106,12 @@ def validate_transaction(
         if response["proposal_hash"] != B.sha256_hex(canonical_json(proposal)) or response["status"] != 200:
             return B.INVALID_OTHER_REASON
         endorsing_orgs: set[str] = set()
+        signed_response = canonical_json(response)  # what every endorser signed (then its identity)
         for e in tx["endorsements"]:
             endorser = B.unb64(e["endorser"])
             try:
                 msp_id, role = membership.verify_signature(
-                    endorser, B.endorsement_message(response, endorser), B.unb64(e["signature"]), at=at
+                    endorser, B.endorsement_message(signed_response, endorser), B.unb64(e["signature"]), at=at
                 )
             except AccessDenied:
                 return B.ENDORSEMENT_POLICY_FAILURE

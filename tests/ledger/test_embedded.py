@@ -175,6 +175,28 @@ def test_blocks_are_hash_chained_and_cut_by_size(consortium, tmp_path):
             assert led.block(u, n).previous_hash == led.block(u, n - 1).header_hash
 
 
+def test_stored_blocks_are_canonical_json_with_the_transactions_encoded_once(consortium, tmp_path):
+    """A block's stored body splices in the transactions' JSON encoded for the data hash: the stored
+    bytes must still be exactly the canonical JSON of the body (what verify and Fabric-side tools
+    hash), including a transaction whose argument spells the splice marker itself."""
+    with EmbeddedLedger(tmp_path / "l.db", consortium, batch_size=4, batch_timeout=0.2) as led:
+        u = consortium.identity("Org1")
+        futures = [led.submit_async(u, "Image:register", _spec(n)) for n in ("one", "two", "three")]
+        assert all(f.result(10)[1] == B.VALID for f in futures)
+    con = sqlite3.connect(tmp_path / "l.db")
+    rows = con.execute("SELECT number, body FROM blocks WHERE number > 0").fetchall()
+    con.close()
+    assert rows
+    for _, raw in rows:
+        raw = raw if isinstance(raw, bytes) else raw.encode()
+        body = json.loads(raw)
+        assert raw == canonical_json(body)
+        assert body["data_hash"] == B.sha256_hex(canonical_json(body["transactions"]))
+        assert B.body_json(body, canonical_json(body["transactions"])) == raw
+    tricky = {"number": 5, "data_hash": "ab", "transactions": [{"args": ['"transactions":0', "ü"]}]}
+    assert B.body_json(tricky, canonical_json(tricky["transactions"])) == canonical_json(tricky)
+
+
 def test_restart_keeps_state_and_history(consortium, tmp_path):
     path = tmp_path / "l.db"
     with EmbeddedLedger(path, consortium) as led:
