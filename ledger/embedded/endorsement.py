@@ -24,10 +24,11 @@ from ledger.identity import Identity, MembershipService
 class PendingTransaction(Future[tuple[int, str, bytes]]):
     """An endorsed transaction waiting for its block: yields ``(block, validation code, result)``."""
 
-    def __init__(self, tx_id: str, payload: bytes):
+    def __init__(self, tx_id: str, payload: bytes, endorsed: bool = False):
         super().__init__()
         self.tx_id = tx_id
         self.payload = payload
+        self.endorsed = endorsed  # its signatures and endorsements were checked when it was queued
 
 
 class Endorser:

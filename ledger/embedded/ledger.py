@@ -44,7 +44,7 @@ from ledger.embedded.endorsement import Endorser, PendingTransaction
 from ledger.embedded.genesis import config_mismatch
 from ledger.embedded.policy import EndorsementPolicy
 from ledger.embedded.store import Store
-from ledger.embedded.validation import validate_block, write_block_outcome
+from ledger.embedded.validation import check_endorsed, validate_block, write_block_outcome
 from ledger.errors import (
     CommitTimeout,
     EndorsementPolicyFailure,
@@ -223,7 +223,20 @@ class EmbeddedLedger(Endorser):
         endorsements = self._endorse(response, orgs)
         tx = {"proposal": proposal, "response": response, "endorsements": endorsements}
         tx["signature"] = B.b64(identity.sign(B.signed_part(tx)))
-        future = PendingTransaction(proposal["tx_id"], payload)
+        # the committer's checks that do not depend on the state, here on the submitting thread (in
+        # parallel with other submitters and with the commit of the block before; signature checks
+        # release the GIL): the committer then re-checks only the certificates' validity at its time
+        endorsed = (
+            check_endorsed(
+                tx,
+                membership=self.membership,
+                policy=self.policy,
+                channel=self.channel,
+                chaincode=self.chaincode,
+            )
+            is None
+        )
+        future = PendingTransaction(proposal["tx_id"], payload, endorsed)
         self._ensure_orderer()
         self._queue.put((tx, future))
         return future
@@ -246,7 +259,7 @@ class EmbeddedLedger(Endorser):
                 return
             batch, stop = self._drain([item])
             try:
-                results = self._commit_block([tx for tx, _ in batch])
+                results = self._commit_block([tx for tx, _ in batch], [fut.endorsed for _, fut in batch])
                 for (_tx, fut), (block_number, code) in zip(batch, results):
                     fut.set_result((block_number, code, fut.payload))
             except Exception as exc:  # commit failed as a whole: nothing was written
@@ -273,7 +286,9 @@ class EmbeddedLedger(Endorser):
             batch.append(nxt)
         return batch, False
 
-    def _commit_block(self, txs: list[dict[str, Any]]) -> list[tuple[int, str]]:
+    def _commit_block(
+        self, txs: list[dict[str, Any]], endorsed: list[bool] | None = None
+    ) -> list[tuple[int, str]]:
         con = self._store.connection()
         con.execute("BEGIN IMMEDIATE")
         try:
@@ -291,6 +306,7 @@ class EmbeddedLedger(Endorser):
                 channel=self.channel,
                 chaincode=self.chaincode,
                 timestamp=timestamp,
+                endorsed=endorsed,
             )
             codes = outcome.codes
             data_json = canonical_json(txs)  # encoded once: for the data hash and in the stored body

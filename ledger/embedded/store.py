@@ -58,6 +58,9 @@ CREATE TABLE IF NOT EXISTS txs (
 MAX_KEY_BYTES = "\U0010ffff".encode("utf-8")
 
 
+_CHUNK = 500  # keys per IN (...) query, well under SQLite's bound on parameters
+
+
 class Store:
     """Thread-local SQLite connections to one ledger file."""
 
@@ -97,6 +100,28 @@ class Store:
     def get_state(con: sqlite3.Connection, key: bytes) -> tuple[bytes, tuple[int, int]] | None:
         row = con.execute("SELECT value, block, txnum FROM state WHERE key = ?", (key,)).fetchone()
         return None if row is None else (row[0], (row[1], row[2]))
+
+    @staticmethod
+    def versions(con: sqlite3.Connection, keys: list[bytes]) -> dict[bytes, tuple[int, int]]:
+        """The committed versions of those of ``keys`` that exist, in a few queries (not one per key:
+        each query releases and retakes the GIL, which a busy process makes slow to get back)."""
+        out: dict[bytes, tuple[int, int]] = {}
+        for i in range(0, len(keys), _CHUNK):
+            part = keys[i : i + _CHUNK]
+            marks = ",".join("?" * len(part))
+            for k, b, t in con.execute(f"SELECT key, block, txnum FROM state WHERE key IN ({marks})", part):
+                out[k] = (b, t)
+        return out
+
+    @staticmethod
+    def known_tx_ids(con: sqlite3.Connection, tx_ids: list[str]) -> set[str]:
+        """Those of ``tx_ids`` already in the chain's transaction index, in a few queries."""
+        out: set[str] = set()
+        for i in range(0, len(tx_ids), _CHUNK):
+            part = tx_ids[i : i + _CHUNK]
+            marks = ",".join("?" * len(part))
+            out.update(r[0] for r in con.execute(f"SELECT tx_id FROM txs WHERE tx_id IN ({marks})", part))
+        return out
 
     @staticmethod
     def range(
