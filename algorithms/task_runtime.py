@@ -39,6 +39,7 @@ import os
 import sys
 import time
 from collections.abc import Mapping
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -266,18 +267,21 @@ def run_task(
     (out / "state.bin").write_bytes(new_state)
     outbox_digests: dict[str, tuple[str, int]] = {}
     outbox_provenance: dict[str, dict[str, Any]] = {}
-    for recipient, payload in sorted(res.outbox.items()):
-        blob = codec.encode(payload)
-        (out / "outbox" / f"{_safe_name(recipient, 'recipient')}.bin").write_bytes(blob)
-        outbox_digests[recipient] = (codec.digest(blob), len(blob))
-        outbox_provenance[recipient] = payload_provenance(algo, payload)
     model_digest = None
     model_provenance: dict[str, Any] = {}
-    if res.model is not None:
-        model = codec.encode(res.model)
-        (out / "model.bin").write_bytes(model)
-        model_digest = (codec.digest(model), len(model))
-        model_provenance = payload_provenance(algo, res.model)
+    # an algorithm may cache what its provenance hook computes across this task's payloads
+    scope = getattr(algo, "provenance_scope", None)
+    with scope() if scope is not None else nullcontext():
+        for recipient, payload in sorted(res.outbox.items()):
+            blob = codec.encode(payload)
+            (out / "outbox" / f"{_safe_name(recipient, 'recipient')}.bin").write_bytes(blob)
+            outbox_digests[recipient] = (codec.digest(blob), len(blob))
+            outbox_provenance[recipient] = payload_provenance(algo, payload)
+        if res.model is not None:
+            model = codec.encode(res.model)
+            (out / "model.bin").write_bytes(model)
+            model_digest = (codec.digest(model), len(model))
+            model_provenance = payload_provenance(algo, res.model)
     metrics = metrics_json(res.metrics)
     (out / "metrics.json").write_bytes(canonical_json(metrics))
     # Not signed, not on the ledger: lets the executor separate its overhead from the algorithm's time.

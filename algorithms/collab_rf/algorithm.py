@@ -18,6 +18,7 @@ Message payload: {"sender": org, "estimators": [...]}; model payload: {"organisa
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from typing import Any
 
 from algorithms.collab_rf import protocol
@@ -73,6 +74,13 @@ class CollaborativeRandomForest:
 
     def params(self) -> dict[str, Any]:
         return self.p.to_json()
+
+    @staticmethod
+    def provenance_scope() -> AbstractContextManager[None]:
+        """Around one task's provenance: each estimator is digested once (see ``payload_provenance``)."""
+        from algorithms.collab_rf.estimators import digest_memo
+
+        return digest_memo()
 
     @staticmethod
     def payload_provenance(payload: Mapping[str, Any]) -> dict[str, Any]:

@@ -29,7 +29,8 @@ field existed lack ``missing_left``; they still predict NaN-free rows, and refus
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -101,9 +102,31 @@ def validate_estimator(est: Mapping[str, Any]) -> None:
         raise ValueError(f"estimator {estimator_id(est)}: child index out of range")
 
 
+_MEMO: list[dict[int, tuple[Mapping[str, Any], str]]] = []  # the innermost digest_memo scope
+
+
+@contextmanager
+def digest_memo() -> Iterator[None]:
+    """While inside, an estimator object's digest is computed once however many payloads carry it
+    (a SHARE round sends the same estimators to every neighbour). Keyed by the object, held alive by
+    the memo so its identity cannot be reused: use it around one task's finished outputs only."""
+    _MEMO.append({})
+    try:
+        yield
+    finally:
+        _MEMO.pop()
+
+
 def estimator_digest(est: Mapping[str, Any]) -> str:
     """``sha256:<hex>`` of the canonical encoding of one estimator payload."""
-    return codec.digest(codec.encode(canonical(est)))
+    memo = _MEMO[-1] if _MEMO else None
+    hit = memo.get(id(est)) if memo is not None else None
+    if hit is not None and hit[0] is est:
+        return hit[1]
+    digest = codec.digest(codec.encode(canonical(est)))
+    if memo is not None:
+        memo[id(est)] = (est, digest)
+    return digest
 
 
 def estimator_digests(payload: Mapping[str, Any]) -> list[tuple[EstimatorId, str]]:

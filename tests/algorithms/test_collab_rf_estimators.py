@@ -5,6 +5,7 @@ from sklearn.ensemble import RandomForestRegressor
 from algorithms import codec
 from algorithms.collab_rf.estimators import (
     depth_of,
+    digest_memo,
     ensemble_predict,
     ensemble_scores,
     estimator_digest,
@@ -64,6 +65,26 @@ def test_ids_digests_and_codec_roundtrip(forest):
     assert len({d for _, d in listed}) == 3 and all(d.startswith("sha256:") for _, d in listed)
     with pytest.raises(ValueError, match="estimators"):
         estimator_digests({"sender": "x"})
+
+
+def test_digest_memo_digests_each_estimator_object_once(forest, monkeypatch):
+    """Inside one memo scope an estimator object shared by several payloads is encoded once, with the
+    same digest as outside; an equal copy is another object (digested itself), and a scope's memo
+    ends with it (an estimator changed afterwards gets its new digest)."""
+    *_, ests = forest
+    plain = [estimator_digest(e) for e in ests]
+    encoded: list[int] = []
+    real = codec.encode
+    monkeypatch.setattr(codec, "encode", lambda v: encoded.append(1) or real(v))
+    copy = codec.decode(real({"estimators": ests[:1]}))["estimators"][0]
+    with digest_memo():
+        for _ in range(3):
+            assert [d for _, d in estimator_digests({"estimators": ests})] == plain
+        assert estimator_digest(copy) == plain[0]
+    assert len(encoded) == len(ests) + 1
+    changed = {**ests[0], "threshold": np.asarray(ests[0]["threshold"]) + 1.0}
+    with digest_memo():
+        assert estimator_digest(changed) != plain[0]
 
 
 def test_validation_and_depth(forest):
