@@ -15,7 +15,7 @@ real Fabric network (sandbox, warm; the network's three organisations, so use ``
 and prints, per algorithm and runtime, audited / simulated wall time, the ledger's share of the
 agents' time (seconds inside Ledger.submit/evaluate summed over agent threads, over wall time ×
 organisations), and whether the audited models are bit-identical to the simulator's. Reports go to
-``benchmarks/results/audit_overhead[-quick].{json,md}``; the last line printed is JSON.
+``benchmarks/results/audit_overhead[-quick][-fabric].{json,md}``; the last line printed is JSON.
 """
 
 from __future__ import annotations
@@ -68,7 +68,9 @@ def agent_profile(prof: timing.Profile, orgs: list[str], wall: float) -> dict[st
     return out
 
 
-def cpu_breakdown(prof: timing.Profile, orgs: list[str], process_cpu: float, workers: float) -> dict[str, float]:
+def cpu_breakdown(
+    prof: timing.Profile, orgs: list[str], process_cpu: float, workers: float
+) -> dict[str, float]:
     """Where the CPU went, in CPU seconds: each category's thread CPU summed over the agents' threads,
     ``rest of the process`` (this process's CPU outside them: the embedded orderer's validation and
     commits, the main thread) and ``workers`` (the warm workers' own report: the tasks and their I/O)."""
@@ -238,7 +240,7 @@ def write_reports(tag: str, results: dict[str, Any]) -> list[Path]:
     j = RESULTS / f"audit_overhead{tag}.json"
     j.write_text(json.dumps(results, indent=2, sort_keys=True))
     lines = [
-        f"# Audit overhead{' (--quick)' if tag else ''}",
+        f"# Audit overhead{' (--' + tag.strip('-').replace('-', ', --') + ')' if tag else ''}",
         "",
         "Audited (embedded ledger, one agent thread per organisation, isolated tasks) over simulated "
         "(one process, in memory) wall time for the same data, seed and rounds. Ledger share: seconds "
@@ -363,7 +365,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             print("\n".join("    " + line for line in profile_table(a["profile"])), flush=True)
             print(f"    CPU seconds by category: {a['cpu_profile']}", flush=True)
         results["algorithms"][name] = entry
-    paths = write_reports("-quick" if args.quick else "", results)
+    # a --fabric run (a few organisations, both hosts) keeps its own report beside the 20-organisation one
+    paths = write_reports(("-quick" if args.quick else "") + ("-fabric" if args.fabric else ""), results)
     print("reports:", ", ".join(str(p) for p in paths))
     summary = {
         name: {

@@ -12,6 +12,8 @@ order, commit, wait for its commit status), ``fabric_commit_p50_s`` / ``fabric_c
 latency on a key with ``fabric_history_versions`` versions (``fabric_history_p*_ms``: a page of the
 newest 100; ``fabric_history_full_p*_ms``: the whole history); then the capacity sweep
 (``benchmarks.ledger_capacity``: ``fabric_capacity_tps``, the throughput where latency starts to climb).
+``fabric_cpu_ms_per_submit``: CPU milliseconds of every Fabric-side process (orderer, peers, chaincode
+services, with their descendants) per transaction of the submit phase, and per node.
 The orderer's BatchTimeout is ``--batch-timeout`` (default: ``NetworkConfig``'s, 100 ms).
 """
 
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import time
 from pathlib import Path
 from typing import Any
@@ -32,6 +35,25 @@ from wire.env import environment
 BENCH_NET = environment().fabric_bench_net or Path.home() / ".cache" / "consortia" / "fabric-bench"
 BENCH_PORT_BASE = environment().fabric_bench_port_base
 DEFAULT_FABRIC_CLIENTS = 96
+
+
+def process_tree_cpu(pid: int) -> float:
+    """User + system CPU seconds of ``pid`` and its live descendants (``/proc``; 0 for a gone one)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total, todo, seen = 0.0, [pid], set()
+    while todo:
+        p = todo.pop()
+        if p in seen:
+            continue
+        seen.add(p)
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime (fields 14, 15)
+            for task in Path(f"/proc/{p}/task").iterdir():
+                todo.extend(int(c) for c in (task / "children").read_text().split())
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
 
 
 def run_fabric(args: Any, consortium: Any = None) -> dict[str, float]:
@@ -62,7 +84,15 @@ def run_fabric(args: Any, consortium: Any = None) -> dict[str, float]:
         up_s = time.perf_counter() - t0
         cons = net.consortium()
         with FabricLedger.from_profile(net.profile_file) as led:
+            nodes, me = net.pids(), resource.getrusage(resource.RUSAGE_SELF)
+            before = {n: process_tree_cpu(p) for n, p in nodes.items()}
             s = bench_submit(led, cons, clients, submits)
+            after, me2 = (
+                {n: process_tree_cpu(p) for n, p in nodes.items()},
+                resource.getrusage(resource.RUSAGE_SELF),
+            )
+            per_node = {n: (after[n] - before[n]) * 1e3 / s["submits"] for n in nodes}
+            client_ms = (me2.ru_utime + me2.ru_stime - me.ru_utime - me.ru_stime) * 1e3 / s["submits"]
             reader = cons.identity(cons.organisations[0].name)
             for i in range(max(1, args.eval_clients)):  # the records bench_evaluate reads exist
                 led.evaluate(reader, "Image:get", f"bench-{i}-49:1")
@@ -85,6 +115,11 @@ def run_fabric(args: Any, consortium: Any = None) -> dict[str, float]:
         "fabric_history_full_p50_ms": h["history_full_p50_ms"],
         "fabric_history_full_p99_ms": h["history_full_p99_ms"],
         "fabric_batch_timeout": batch_timeout,
+        # CPU of the Fabric side (every node process and its descendants) per submitted transaction
+        # of bench_submit, and per node; the client (this process: Gateway calls, signing) apart
+        "fabric_cpu_ms_per_submit": sum(per_node.values()),
+        "fabric_cpu_ms_per_submit_by_node": {n: round(v, 3) for n, v in sorted(per_node.items())},
+        "fabric_client_cpu_ms_per_submit": client_ms,
         **cap,
         "fabric_network_up_s": up_s,
     }

@@ -57,6 +57,10 @@ class NodeSupervisor(NetworkLayout):
         except (OSError, IndexError):
             return False
 
+    def pids(self) -> dict[str, int]:
+        """The process id of each node of this network that runs (orderer, peers, chaincode services)."""
+        return {n: p for n, p in self._state()["pids"].items() if p and self._alive(p, n)}
+
     def running(self) -> dict[str, bool]:
         pids = self._state()["pids"]
         n = range(len(self.cfg.organisations))
