@@ -20,7 +20,13 @@ from algorithms.task_runtime import run_and_report
 
 class _Lifeline:
     """If stdin is a pipe (the sandbox runtime passes one whose write end only the executor holds),
-    EOF on it means the executor is gone: the worker must not outlive it."""
+    EOF on it means the executor is gone: the worker must not outlive it. The executor also writes a
+    byte to it whenever there is something to look at (a task's ``READY``, ``STOP``): the doorbell an
+    idle worker sleeps on, instead of polling its folder.
+
+    If stdout is a pipe too, it is the worker's own doorbell to the executor: one byte when it takes a
+    task and one when the task is done. Whatever the task prints goes to stderr instead (fd 1 is
+    pointed there), so it can neither fill that pipe nor ring it."""
 
     def __init__(self) -> None:
         import stat
@@ -30,22 +36,42 @@ class _Lifeline:
             self.active = stat.S_ISFIFO(os.fstat(self.fd).st_mode)
         except (OSError, ValueError, AttributeError):
             self.active = False
+        self.bell: int | None = None
+        try:
+            if stat.S_ISFIFO(os.fstat(1).st_mode):
+                sys.stdout.flush()
+                self.bell = os.dup(1)
+                os.dup2(2, 1)
+        except (OSError, ValueError):
+            self.bell = None
 
     def cut(self) -> bool:
         if not self.active:
             return False
+        return self.wait(0) is False
+
+    def wait(self, timeout: float) -> bool | None:
+        """Sleep until the executor rings or ``timeout`` passes: True if it rang, None if not, False if
+        the executor is gone (EOF). Without a pipe: just sleep ``timeout``."""
+        if not self.active:
+            time.sleep(timeout)
+            return None
         import select
 
-        readable, _, _ = select.select([self.fd], [], [], 0)
-        return bool(readable) and os.read(self.fd, 1) == b""
+        readable, _, _ = select.select([self.fd], [], [], timeout)
+        if not readable:
+            return None
+        return os.read(self.fd, 4096) != b""
+
+    def ring(self) -> None:
+        """Tell the executor to look (a task taken, a task done); no-op without a stdout pipe."""
+        if self.bell is not None:
+            try:
+                os.write(self.bell, b".")
+            except OSError:  # the executor is gone or stopped reading: the files still say it
+                self.bell = None
 
 
-# Packages that scikit-learn and narwhals import at start-up only if they are installed. The base
-# image does not install them (numpy, scipy, scikit-learn, cryptography and their dependencies), but
-# the sandbox runtime binds the host's whole environment, where they are: a sandbox worker would spend
-# ~0.4 CPU s of its start-up importing pyarrow and pandas for no task. They are hidden only while the
-# worker preloads (as in the image, scikit-learn then takes inputs for numpy arrays); a task that
-# imports them itself (the sandbox-only VAE image, through torch) still can.
 NOT_IN_IMAGE = ("pandas", "pyarrow", "polars", "rich")
 
 
@@ -108,7 +134,10 @@ def serve(
     so does EOF on a stdin pipe (the executor died), ``idle_exit_s`` without a task, or ``max_tasks`` tasks (``--serve-once``: a one-shot
     worker started while the executor registers the task key). Everything a task needs is imported
     before waiting (without the packages of :data:`NOT_IN_IMAGE`, which the image does not contain).
-    Polls every 1-2 ms, backing off to 50 ms after 2 s idle."""
+    With a stdin pipe (the sandbox runtime) it sleeps until the executor rings it (a byte written after
+    ``READY`` or ``STOP``; at most 1 s, a safety net) and rings back on a stdout pipe when it takes a task
+    and when the task is done (:class:`_Lifeline`); without one (a container) it polls every 1-2 ms,
+    backing off to 50 ms after 2 s idle."""
     with packages_hidden():
         _preload(only_algorithm)
     lifeline = _Lifeline()
@@ -153,20 +182,26 @@ def _serve_tasks(
         for name in ready:
             out = out_root / name
             out.mkdir(parents=True, exist_ok=True)
+            lifeline.ring()  # taken
             code = run_and_report(
                 in_root / name, data_dir, in_root / name / "key" / "task_key.pem", only_algorithm, out_dir=out
             )
             (out / "DONE").write_text(str(code))
+            lifeline.ring()  # done
             done.add(name)
             if max_tasks is not None and len(done) >= max_tasks:
                 return 0
         if ready:
             delay, idle_since = 0.001, time.monotonic()
-        else:
-            idle = time.monotonic() - idle_since
-            if idle > idle_exit_s:
-                return 0
-            time.sleep(delay)
-            delay = min(
-                delay * 1.5, 0.01 if idle < 2.0 else 0.05
-            )  # 20 workers polling every 2 ms cost ~1/4 core
+            continue
+        idle = time.monotonic() - idle_since
+        if idle > idle_exit_s:
+            return 0
+        if lifeline.active:  # sleep until the executor rings (a byte after READY or STOP), at most 1 s
+            if lifeline.wait(min(1.0, idle_exit_s - idle + 0.01)) is False:
+                return 0  # EOF: the executor is gone
+            continue
+        # no doorbell (a container's worker): poll, backing off (20 workers polling every 2 ms cost
+        # ~1/4 core)
+        time.sleep(delay)
+        delay = min(delay * 1.5, 0.01 if idle < 2.0 else 0.05)

@@ -114,6 +114,15 @@ class Worker(Protocol):
         """Wait up to ``grace`` seconds for it to exit (then kill it) and release what it holds."""
         ...
 
+    @property
+    def bell(self) -> int | None:
+        """A file descriptor readable when the worker took or finished a task (None: poll the files)."""
+        ...
+
+    def ring(self) -> None:
+        """Tell the worker there is something to look at (a task's ``READY``, ``STOP``); may do nothing."""
+        ...
+
 
 @runtime_checkable
 class TaskRuntime(Protocol):

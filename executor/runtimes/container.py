@@ -208,6 +208,11 @@ class ContainerWorker:
         self._alive_at = now if ok else 0.0
         return ok
 
+    bell: int | None = None  # no doorbell: WarmWorker polls the container's output folder
+
+    def ring(self) -> None:
+        """No doorbell into a container: its worker polls its task folder."""
+
     def end(self, grace: float) -> None:
         _remove(self.container)
 

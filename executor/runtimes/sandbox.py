@@ -268,9 +268,10 @@ class SandboxRuntime:
             spec.binds,
             spec.limits,
             cmd,
-            stdout=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,  # the worker's doorbell to the agent (algorithms.task_worker._Lifeline)
             cpu_seconds=None if spec.one_shot else 10**6,
             lifeline=True,
+            stderr=subprocess.DEVNULL,
         )
         return SandboxWorker(proc, cg)
 
@@ -283,6 +284,7 @@ class SandboxRuntime:
         cpu_seconds: int | None = None,
         stdout: int = subprocess.PIPE,
         lifeline: bool = False,
+        stderr: int = subprocess.STDOUT,
     ) -> tuple[subprocess.Popen, _Cgroup]:
         """Start the sandbox (limits applied in the child before exec); caller waits and closes.
 
@@ -318,7 +320,7 @@ class SandboxRuntime:
                 [*launcher, *self.command(bundle, mounts, command)],
                 stdin=subprocess.PIPE if lifeline else subprocess.DEVNULL,
                 stdout=stdout,
-                stderr=subprocess.STDOUT,
+                stderr=stderr,
                 close_fds=True,
             )
         except BaseException:
@@ -337,6 +339,21 @@ class SandboxWorker:
     def alive(self, max_age: float = 0.0) -> bool:
         return self.proc.poll() is None
 
+    @property
+    def bell(self) -> int | None:
+        """The read end of the worker's doorbell: readable when it took or finished a task (EOF: ended)."""
+        return None if self.proc.stdout is None else self.proc.stdout.fileno()
+
+    def ring(self) -> None:
+        """Wake the worker (it sleeps on its stdin pipe): there is a task or a ``STOP`` to see."""
+        if self.proc.stdin is None:
+            return
+        try:
+            self.proc.stdin.write(b".")
+            self.proc.stdin.flush()
+        except (OSError, ValueError):  # ended, or the lifeline closed: the liveness checks report it
+            pass
+
     def end(self, grace: float) -> None:
         if self.proc.stdin is not None:
             try:
@@ -348,4 +365,6 @@ class SandboxWorker:
         except Exception:
             self.proc.kill()
             self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
         self.cgroup.close()

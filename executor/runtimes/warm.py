@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import select
 import shutil
 import time
 from collections.abc import Mapping
@@ -142,6 +143,8 @@ class WarmWorker:
         try:
             task_key.hand_over(mounts.key_dir, uid=self.runtime.task_uid)
             (task_dir / "READY").touch()
+            if self.process is not None:
+                self.process.ring()  # the worker sleeps until rung (a container's worker polls)
             deadline = time.monotonic() + self.limits.timeout_s
             # The worker makes ``out`` when it takes the task: until then it is starting up (imports,
             # on its first task) or between polls; timed apart from the task itself.
@@ -158,8 +161,11 @@ class WarmWorker:
             shutil.rmtree(task_dir, ignore_errors=True)
 
     def _await(self, path: Path, out: Path, deadline: float) -> None:
-        """Poll (0.5 ms backing off to 10 ms) until ``path`` exists; fail if the worker dies first
-        (before it made ``out``: it never took the task, retry with a new worker) or at ``deadline``."""
+        """Wait until ``path`` exists; fail if the worker dies first (before it made ``out``: it never
+        took the task, retry with a new worker) or at ``deadline``. With the worker's doorbell (a
+        sandbox's stdout pipe, rung when it takes and finishes a task) sleep on it; else poll (0.5 ms
+        backing off to 10 ms)."""
+        bell = self.process.bell if self.process is not None else None
         delay, next_check = 0.0005, time.monotonic() + 0.5
         while not path.exists():
             now = time.monotonic()
@@ -172,6 +178,11 @@ class WarmWorker:
                     if not out.exists():  # died before taking the task: retry with a new worker
                         raise RuntimeUnavailable(f"{self.runtime.name} worker ended before the task started")
                     raise TaskFailed(f"{self.runtime.name} worker died during the task")
+            if bell is not None:
+                if select.select([bell], [], [], max(0.0, min(next_check, deadline) - now))[0]:
+                    if not os.read(bell, 4096):  # EOF: the worker ended; the check above says how
+                        bell, next_check = None, 0.0
+                continue
             time.sleep(delay)
             delay = min(delay * 1.5, 0.01)
 
@@ -185,6 +196,7 @@ class WarmWorker:
         process, self.process = self.process, None
         if process is None:
             return
+        process.ring()
         if wait:
             process.end(2.0)
         else:

@@ -17,8 +17,13 @@ from tests.executor.test_node_agent import assert_matches_simulation, platform, 
 
 
 class _FakeProcess:
+    bell = None  # no doorbell (as a container's worker)
+
     def __init__(self) -> None:
         self.running = True
+
+    def ring(self) -> None:
+        pass
 
     def alive(self, max_age: float = 0.0) -> bool:
         return self.running

@@ -9,8 +9,13 @@ from executor.runtimes.warm import IN_ROOT, OUT_ROOT, WarmWorker, WorkerPool
 
 
 class FakeWorker:
+    bell = None  # no doorbell: polled
+
     def __init__(self):
         self.running, self.ended = True, []
+
+    def ring(self) -> None:
+        pass
 
     def alive(self, max_age: float = 0.0) -> bool:
         return self.running

@@ -177,3 +177,72 @@ def test_warm_worker_start_up_is_timed_apart_from_the_task(tmp_path, bundle, rec
             first = dict(prof.per_thread()[threading.current_thread().name])
     assert first["worker_start"] > 0
     assert first["task"] > 0
+
+
+def _tree_cpu(pid: int) -> float:
+    """User + system CPU seconds of ``pid`` and its live descendants."""
+    tick, total, todo = os.sysconf("SC_CLK_TCK"), 0.0, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            fields = open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / tick
+            for task in os.listdir(f"/proc/{p}/task"):
+                todo.extend(int(c) for c in open(f"/proc/{p}/task/{task}/children").read().split())
+        except (OSError, ValueError):
+            continue
+    return total
+
+
+def test_an_idle_warm_sandbox_sleeps_on_its_doorbell(tmp_path, bundle, recipe):
+    """Between tasks a sandbox worker sleeps until the agent rings (a byte on its stdin pipe after
+    READY/STOP) instead of polling its folder every 1-10 ms: over 3 s idle its whole process tree uses
+    almost no CPU (the polling worker it replaces spent ~2-6 % of a core; 20 of them, a third of a
+    core), and a task handed over after the idle spell still runs at once; STOP ends it promptly."""
+    import time
+
+    rt = SandboxRuntime()
+    data = tmp_path / "data"
+    data.mkdir()
+    save_dataset(data / "dataset.npz", make_dataset(7))
+    with WarmWorker(rt, bundle.digest, tmp_path / "warm", data, bundle_dir=bundle.location) as worker:
+        assert worker.wait_started(120)
+        pid = worker.process.proc.pid
+        out = worker.run(_spec(1, bundle, rt.name, recipe.algorithm), TaskKey.generate(), None, {})
+        before = _tree_cpu(pid)  # right after a task: when the polling worker polled fastest
+        time.sleep(3.0)
+        idle_cpu = _tree_cpu(pid) - before
+        assert idle_cpu < 0.025, f"idle worker used {idle_cpu:.3f} CPU s in 3 s"
+        t0 = time.perf_counter()
+        out = worker.run(_spec(2, bundle, rt.name, recipe.algorithm), TaskKey.generate(), out.state, {})
+        assert out.manifest["round"] == 2
+        assert time.perf_counter() - t0 < 30
+        proc = worker.process.proc
+        t1 = time.perf_counter()
+        worker.stop(wait=True)
+        assert proc.poll() is not None and time.perf_counter() - t1 < 2.0
+
+
+def test_worker_doorbell_keeps_prints_off_the_pipe(tmp_path):
+    """Inside the worker, fd 1 is the doorbell to the agent only: what a task prints goes to stderr,
+    so a chatty algorithm can neither fill the pipe nor ring it; ring() writes one byte."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, os\n"
+        "from algorithms.task_worker import _Lifeline\n"
+        "life = _Lifeline()\n"
+        "print('x' * 200000, flush=True)\n"
+        "life.ring()\n"
+        "os.write(1, b'y' * 100)\n"
+        "life.ring()\n"
+        "sys.stderr.write('to stderr\\n')\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    res = subprocess.run(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, capture_output=True, timeout=60, env=env
+    )
+    assert res.returncode == 0, res.stderr[-500:]
+    assert res.stdout == b".."
+    assert res.stderr.count(b"x") == 200000 and b"y" * 100 in res.stderr
