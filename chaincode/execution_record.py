@@ -152,7 +152,13 @@ class ExecutionRecordContract:
     def _key(ctx: TransactionContext, process_id: str, rnd: int, org: str) -> str:
         return ctx.key(EXECUTION, process_id, round_key(rnd), org)
 
-    def _check_round_open(self, ctx: TransactionContext, process: dict[str, Any], rnd: int) -> None:
+    def _check_round_open(
+        self, ctx: TransactionContext, process: dict[str, Any], rnd: int, registered: bool = False
+    ) -> None:
+        """Refuse unless the process runs and round ``rnd`` is open (1..rounds, round rnd-1 completed by
+        every member). ``registered``: the caller's running record of round ``rnd`` exists, created under
+        this very rule; a round once open stays open (completed records are final), so the members'
+        records of round rnd-1 are not read again (nor put in the read set)."""
         if process["status"] != "running":
             raise InvalidState(
                 f"round {rnd} of learning process {process['id']} is closed: "
@@ -162,7 +168,7 @@ class ExecutionRecordContract:
             raise InvalidState(
                 f"round {rnd} is closed: learning process {process['id']} has {process['rounds']} rounds"
             )
-        if rnd > 1:
+        if rnd > 1 and not registered:
             missing = set(process["consortium"]) - completed_organisations(ctx, process["id"], rnd - 1)
             if missing:
                 raise InvalidState(
@@ -235,7 +241,7 @@ class ExecutionRecordContract:
                 f"task of {org} for round {rnd} of learning process {pid} is already "
                 f"{record['status']}; a result is accepted only once"
             )
-        self._check_round_open(ctx, process, rnd)
+        self._check_round_open(ctx, process, rnd, registered=True)
         if result["image_digest"] != process["image_digest"]:
             raise ImageMismatch(
                 f"result of {org} for round {rnd} was produced by image {result['image_digest']}, "
@@ -315,7 +321,7 @@ class ExecutionRecordContract:
         if record is not None and record["status"] != "running":
             raise InvalidState(f"task of {ctx.msp_id} for round {rnd} of {pid} is already {record['status']}")
         # the rules of create_task: only a running process, only an existing round that is open
-        self._check_round_open(ctx, process, rnd)
+        self._check_round_open(ctx, process, rnd, registered=record is not None)
         if record is None:
             record = {
                 "process_id": pid,
