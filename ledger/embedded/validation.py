@@ -218,7 +218,8 @@ def validate_block(
     out = BlockOutcome(codes=[], view=StateView.of(con))
     in_block: set[str] = set()
     # what the block's transactions will ask the store, read ahead in a few queries
-    ids, reads = [], []
+    ids: list[str] = []
+    reads: list[str] = []
     for tx in txs:
         try:
             ids.append(str(tx["proposal"]["tx_id"]))
