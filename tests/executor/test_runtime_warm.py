@@ -239,7 +239,9 @@ def test_worker_doorbell_keeps_prints_off_the_pipe(tmp_path):
         "life.ring()\n"
         "sys.stderr.write('to stderr\\n')\n"
     )
-    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    from pathlib import Path
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     res = subprocess.run(
         [sys.executable, "-c", code], stdin=subprocess.PIPE, capture_output=True, timeout=60, env=env
     )
