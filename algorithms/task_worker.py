@@ -63,6 +63,14 @@ class _Lifeline:
             return None
         return os.read(self.fd, 4096) != b""
 
+    def close(self) -> None:
+        """Give fd 1 back to the doorbell pipe it was (serving is over: the caller's stdout again)."""
+        if self.bell is not None:
+            sys.stdout.flush()
+            os.dup2(self.bell, 1)
+            os.close(self.bell)
+            self.bell = None
+
     def ring(self) -> None:
         """Tell the executor to look (a task taken, a task done); no-op without a stdout pipe."""
         if self.bell is not None:
@@ -149,6 +157,7 @@ def serve(
         )
     finally:
         _report_cpu(out_root / "CPU")
+        lifeline.close()
 
 
 def _report_cpu(path: Path) -> None:
