@@ -31,7 +31,7 @@ from google.protobuf.message import DecodeError
 
 from ledger.errors import CommitTimeout, EndorsementFailure, LedgerError
 from ledger.fabric.blocks import block_has_events, block_info
-from ledger.fabric.errors import translate, validation_error
+from ledger.fabric.errors import error_details, translate, validation_error
 from ledger.fabric.proposal import build_proposal, envelope_result, sign_envelope
 from ledger.identity import Identity
 from ledger.interface import BlockInfo, ChaincodeEvent, SubmitResult
@@ -64,6 +64,14 @@ class PeerEndpoint:
 
 
 _LAG_RETRIES = 5  # endorsement retries when peers disagree because one lags a block behind
+
+
+class _RemoteLag(Exception):
+    """Only other organisations' peers refused an endorsement (``error``: their refusal, typed)."""
+
+    def __init__(self, error: Exception):
+        super().__init__(str(error))
+        self.error = error
 
 
 class FabricLedger:
@@ -188,6 +196,20 @@ class FabricLedger:
         endorsing_organisations: Sequence[str] | None = None,
     ) -> tuple[str, common_pb2.Envelope, bytes]:
         """Collect endorsements; return (tx id, prepared envelope, chaincode result)."""
+        try:
+            return self._endorse(identity, function, args, transient, endorsing_organisations)
+        except _RemoteLag as lag:
+            raise lag.error from None
+
+    def _endorse(
+        self,
+        identity: Identity,
+        function: str,
+        args: Sequence[str],
+        transient: Mapping[str, bytes] | None,
+        endorsing_organisations: Sequence[str] | None,
+    ) -> tuple[str, common_pb2.Envelope, bytes]:
+        """:meth:`endorse`; raises :class:`_RemoteLag` when only other organisations' peers refused."""
         self._caught_up(identity)
         prop = build_proposal(identity, self.channel, self.chaincode, function, args, transient)
         req = gateway_pb2.EndorseRequest(
@@ -199,6 +221,11 @@ class FabricLedger:
         try:
             resp = self._stub(self._peer_for(identity)).Endorse(req, timeout=self.endorse_timeout)
         except grpc.RpcError as err:
+            failed = {d.msp_id for d in error_details(err)}
+            if failed and identity.msp_id not in failed:
+                # only other organisations' peers refused what the caller's own (caught-up) peer
+                # endorsed: they simulated against an older block (typical right after a commit)
+                raise _RemoteLag(translate(err, "endorse")) from None
             raise translate(err, "endorse") from None
         return prop.tx_id, resp.prepared_transaction, envelope_result(resp.prepared_transaction)
 
@@ -239,14 +266,17 @@ class FabricLedger:
     ) -> SubmitResult:
         for attempt in range(_LAG_RETRIES + 1):
             try:
-                tx_id, envelope, result = self.endorse(
-                    identity,
-                    function,
-                    *args,
-                    transient=transient,
-                    endorsing_organisations=endorsing_organisations,
+                tx_id, envelope, result = self._endorse(
+                    identity, function, args, transient, endorsing_organisations
                 )
                 break
+            except _RemoteLag as lag:
+                # the caller's peer endorsed, another organisation's peer refused (e.g. "image not
+                # registered" for the image this client registered a block ago): nothing was
+                # submitted; endorse again once it has caught up, else report its refusal
+                if attempt == _LAG_RETRIES:
+                    raise lag.error from None
+                time.sleep(0.2 * (attempt + 1))
             except EndorsementFailure as exc:
                 # Peers of different organisations simulated against different block heights (one
                 # had not committed the previous block yet): their responses differ. Nothing was

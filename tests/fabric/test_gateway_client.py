@@ -37,9 +37,9 @@ def _ld(b: bytes) -> bytes:
             return bytes(out) + b
 
 
-def _status_details(msg: str) -> bytes:
+def _status_details(msg: str, msp_id: str = "Org1MSP") -> bytes:
     """google.rpc.Status{code=10, details=[Any(gateway.ErrorDetail)]}."""
-    d = gateway_pb2.ErrorDetail(address="peer", msp_id="Org1MSP", message=msg).SerializeToString()
+    d = gateway_pb2.ErrorDetail(address="peer", msp_id=msp_id, message=msg).SerializeToString()
     any_ = b"\x0a" + _ld(b"type.googleapis.com/gateway.ErrorDetail") + b"\x12" + _ld(d)
     return b"\x08\x0a" + b"\x1a" + _ld(any_)
 
@@ -52,6 +52,7 @@ class FakeGateway(gateway_pb2_grpc.GatewayServicer):
         self.conflicts_left = 0
         self.events_calls: list[gateway_pb2.ChaincodeEventsRequest] = []
         self.hang_commit = False
+        self.lag_left = 0  # "lagging": refusals by another organisation's peer still to come
 
     def _check(self, signed: proposal_pb2.SignedProposal, context) -> tuple[str, list[bytes]]:
         prop = proposal_pb2.Proposal.FromString(signed.proposal_bytes)
@@ -74,6 +75,13 @@ class FakeGateway(gateway_pb2_grpc.GatewayServicer):
             wire = NotFound("no such key", key="k").to_wire()
             context.set_trailing_metadata(
                 (("grpc-status-details-bin", _status_details(f"chaincode response 404, {wire}")),)
+            )
+            context.abort(grpc.StatusCode.ABORTED, "failed to endorse transaction, see attached details")
+        if args[0] == b"lagging" and self.lag_left > 0:
+            self.lag_left -= 1
+            wire = NotFound("image img:1 is not registered").to_wire()
+            context.set_trailing_metadata(
+                (("grpc-status-details-bin", _status_details(f"chaincode response 404, {wire}", "Org2MSP")),)
             )
             context.abort(grpc.StatusCode.ABORTED, "failed to endorse transaction, see attached details")
         return b"result:" + b",".join(args)
@@ -199,6 +207,24 @@ def test_contract_error_from_error_details(gateway, consortium):
     with pytest.raises(NotFound) as e:
         led.submit(consortium.identity("Org1"), "missing")
     assert e.value.details == {"key": "k"}
+
+
+def test_refusal_by_another_organisations_peer_only_is_endorsed_again(gateway, consortium):
+    """The caller's own peer endorsed, only another organisation's peer refused (it had not yet
+    committed the block the caller's peer has, e.g. the image just registered): nothing was
+    submitted, the submit endorses again; a refusal that persists is reported, typed."""
+    fake, led = gateway
+    org1 = consortium.identity("Org1")
+    fake.lag_left = 2
+    r = led.submit(org1, "lagging")
+    assert (r.validation_code, fake.lag_left, fake.submitted) == ("VALID", 0, [r.tx_id])
+    fake.lag_left = 100
+    with pytest.raises(NotFound, match="not registered"):
+        led.submit(org1, "lagging")
+    assert fake.lag_left == 100 - 6 and len(fake.submitted) == 1  # 1 + 5 endorsements, none sent
+    fake.lag_left = 1
+    with pytest.raises(NotFound):  # endorse alone does not retry: it reports the refusal
+        led.endorse(org1, "lagging")
 
 
 def test_foreign_identity_refused(gateway, tmp_path):
