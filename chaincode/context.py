@@ -44,19 +44,39 @@ def _parse_creator(creator: bytes) -> tuple[str, x509.Certificate]:
     return fields[1].decode("utf-8"), x509.load_pem_x509_certificate(fields[2])
 
 
+Creator = tuple[str, x509.Certificate, str | None, str]  # msp id, certificate, role, subject
+_CREATORS: dict[bytes, Creator] = {}
+_CREATORS_MAX = 4096
+
+
+def creator_of(creator: bytes) -> Creator:
+    """(MSP id, certificate, NodeOU role, common name) of a serialized creator identity.
+
+    A consortium has few identities and each submits many transactions: the parsed identity is
+    kept per exact serialized bytes (a different certificate is different bytes, so nothing is
+    trusted that was not parsed from these bytes; the peer verified the creator's signature before
+    the contract runs). Bounded: cleared when it reaches :data:`_CREATORS_MAX` entries."""
+    known = _CREATORS.get(creator)
+    if known is not None:
+        return known
+    msp_id, certificate = _parse_creator(creator)
+    ous = [a.value for a in certificate.subject.get_attributes_for_oid(NameOID.ORGANIZATIONAL_UNIT_NAME)]
+    role = next((str(o) for o in ous if o in ("client", "admin", "peer", "orderer")), None)
+    cns = certificate.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
+    parsed: Creator = (msp_id, certificate, role, str(cns[0].value) if cns else "")
+    if len(_CREATORS) >= _CREATORS_MAX:
+        _CREATORS.clear()
+    _CREATORS[bytes(creator)] = parsed
+    return parsed
+
+
 class TransactionContext:
     def __init__(self, stub: ChaincodeStub):
         self.stub = stub
         try:
-            self.msp_id, self.certificate = _parse_creator(stub.get_creator())
+            self.msp_id, self.certificate, self.role, self.subject = creator_of(stub.get_creator())
         except (KeyError, IndexError, ValueError) as exc:
             raise Forbidden(f"cannot read the submitter's identity: {exc}") from None
-        ous = [
-            a.value for a in self.certificate.subject.get_attributes_for_oid(NameOID.ORGANIZATIONAL_UNIT_NAME)
-        ]
-        self.role = next((str(o) for o in ous if o in ("client", "admin", "peer", "orderer")), None)
-        cns = self.certificate.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
-        self.subject = str(cns[0].value) if cns else ""
 
     # ---- caller
     def require_submitter(self) -> None:
