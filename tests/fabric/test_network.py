@@ -71,7 +71,18 @@ def test_configtx_has_every_organisation_and_the_batch_settings(net):
     assert [o["ID"] for o in prof["Application"]["Organizations"]] == ["Org1MSP", "Org2MSP", "Org3MSP"]
     assert prof["Orderer"]["BatchTimeout"] == "100ms" and prof["Orderer"]["OrdererType"] == "etcdraft"
     assert doc["Capabilities"]["Channel"] == {"V3_0": True}
-    assert prof["Application"]["Policies"]["Endorsement"]["Rule"] == "MAJORITY Endorsement"
+    policies = prof["Application"]["Policies"]
+    assert policies["Endorsement"] == {
+        "Type": "Signature",
+        "Rule": "OutOf(2, 'Org1MSP.peer', 'Org2MSP.peer', 'Org3MSP.peer')",
+    }
+    assert policies["Writers"]["Type"] == "Signature" and "Org3MSP.client" in policies["Writers"]["Rule"]
+    assert "peer" not in policies["Writers"]["Rule"]  # a peer may read and endorse, never submit
+    channel = doc["Channel"]["Policies"]
+    assert (
+        "'OrdererMSP.member'" in channel["Writers"]["Rule"]
+        and "'Org2MSP.admin'" in channel["Writers"]["Rule"]
+    )
     org2 = prof["Application"]["Organizations"][1]
     assert org2["AnchorPeers"] == [{"Host": "127.0.0.1", "Port": 8051}]
     assert "Org2MSP.peer" in org2["Policies"]["Endorsement"]["Rule"]
@@ -200,3 +211,17 @@ def test_a_recorded_pid_that_is_not_ours_is_never_signalled(net):
     assert net.running()["orderer"] is False and net.running()["peer0.org1"] is False
     net.down()  # must not signal this test process
     assert net._state()["pids"] == {}
+
+
+def test_channel_policies_are_signature_policies_over_every_organisation():
+    """Explicit rules admit what ANY Readers / ANY Writers / MAJORITY Endorsement admit, for N organisations."""
+    from ledger.fabric.network.files import channel_policies
+
+    readers, writers, endorsement = channel_policies(("A", "B", "C", "D", "E"))
+    assert endorsement == "OutOf(3, 'AMSP.peer', 'BMSP.peer', 'CMSP.peer', 'DMSP.peer', 'EMSP.peer')"
+    for org in "ABCDE":
+        assert all(f"'{org}MSP.{r}'" in readers for r in ("admin", "peer", "client"))
+        assert f"'{org}MSP.admin'" in writers and f"'{org}MSP.client'" in writers
+    assert ".peer'" not in writers
+    assert channel_policies(("A", "B"))[2] == "OutOf(2, 'AMSP.peer', 'BMSP.peer')"
+    assert channel_policies(("A",))[2] == "OutOf(1, 'AMSP.peer')"
