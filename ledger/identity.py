@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import TypeVar
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
@@ -238,6 +239,30 @@ class Organisation:
     path: Path  # .../peerOrganizations/org1.example.com
 
 
+_PARSED: dict[bytes, x509.Certificate] = {}  # PEM bytes -> certificate (parsing is pure)
+_CHECKED_ENCRYPTION: dict[tuple[bytes, bytes], x509.Certificate] = {}  # (cert, CA) PEM -> checked cert
+_PRIVATE_KEYS: dict[bytes, ec.EllipticCurvePrivateKey] = {}  # PEM bytes -> key
+_CACHE_MAX = 1024
+_K = TypeVar("_K")
+_V = TypeVar("_V")
+
+
+def _bounded_put(cache: dict[_K, _V], key: _K, value: _V) -> _V:
+    """``cache[key] = value`` in a cache cleared when it reaches :data:`_CACHE_MAX` entries."""
+    if len(cache) >= _CACHE_MAX:
+        cache.clear()
+    cache[key] = value
+    return value
+
+
+def _pem_certificate(pem: bytes) -> x509.Certificate:
+    """The certificate of ``pem``, parsed once per exact bytes."""
+    cert = _PARSED.get(pem)
+    if cert is None:
+        cert = _bounded_put(_PARSED, pem, x509.load_pem_x509_certificate(pem))
+    return cert
+
+
 class Consortium:
     """The identity material of a consortium, read from (or generated into) a cryptogen tree."""
 
@@ -335,26 +360,39 @@ class Consortium:
 
     def ca_certificate(self, org: str) -> x509.Certificate:
         o = self.organisation(org)
-        return x509.load_pem_x509_certificate((o.path / "ca" / f"ca.{o.domain}-cert.pem").read_bytes())
+        return _pem_certificate((o.path / "ca" / f"ca.{o.domain}-cert.pem").read_bytes())
 
     def encryption_certificate(self, org: str) -> x509.Certificate:
-        """The organisation's key-agreement certificate (validated against its CA)."""
+        """The organisation's key-agreement certificate (validated against its CA).
+
+        The files are read on every call (a replaced certificate is seen at once); parsing and
+        the CA's signature check are done once per exact (certificate, CA) bytes: every sealed
+        message and model needs its recipient's certificate."""
         o = self.organisation(org)
-        cert = x509.load_pem_x509_certificate((o.path / "encryption" / "cert.pem").read_bytes())
-        ca = self.ca_certificate(org)
-        pub = ca.public_key()
+        pem = (o.path / "encryption" / "cert.pem").read_bytes()
+        ca_pem = (o.path / "ca" / f"ca.{o.domain}-cert.pem").read_bytes()
+        known = _CHECKED_ENCRYPTION.get((pem, ca_pem))
+        if known is not None:
+            return known
+        cert = x509.load_pem_x509_certificate(pem)
+        pub = _pem_certificate(ca_pem).public_key()
         assert isinstance(pub, ec.EllipticCurvePublicKey)
         try:
             pub.verify(cert.signature, cert.tbs_certificate_bytes, ec.ECDSA(hashes.SHA256()))
         except InvalidSignature:
             raise AccessDenied(f"encryption certificate of {o.msp_id} is not signed by its CA") from None
+        _bounded_put(_CHECKED_ENCRYPTION, (pem, ca_pem), cert)
         return cert
 
     def encryption_key(self, org: str) -> ec.EllipticCurvePrivateKey:
         """The organisation's key-agreement private key (only on that organisation's machines)."""
         o = self.organisation(org)
-        key = serialization.load_pem_private_key((o.path / "encryption" / "key.pem").read_bytes(), None)
-        assert isinstance(key, ec.EllipticCurvePrivateKey)
+        pem = (o.path / "encryption" / "key.pem").read_bytes()
+        key = _PRIVATE_KEYS.get(pem)
+        if key is None:
+            loaded = serialization.load_pem_private_key(pem, None)
+            assert isinstance(loaded, ec.EllipticCurvePrivateKey)
+            key = _bounded_put(_PRIVATE_KEYS, pem, loaded)
         return key
 
     def membership(self) -> MembershipService:
