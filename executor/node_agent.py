@@ -135,6 +135,7 @@ class NodeAgent:
         self._workers = self.pool.workers  # process id -> its warm worker
         self._finished: set[str] = set()  # processes this agent saw finished (run_once skips them)
         self._images: dict[str, ImageRecord] = {}
+        self._ready: set[str] = set()  # processes whose preflight passed here (checked once per process)
         prewarm_images(self, prewarm)
 
     def stop_workers(self, pid: str | None = None) -> None:
@@ -301,9 +302,10 @@ class NodeAgent:
         # 2. what only this agent can see: can this process run here at all? (a topology the executor
         #    does not know, a missing dataset folder, labels the image does not declare). Refused
         #    on the ledger with the reason, so the process ends failed instead of running for ever.
-        problem = self._preflight(process, image)
-        if problem is not None:
+        #    Topology, image and dataset are the process's for its life: checked at its first task here.
+        if pid not in self._ready and (problem := self._preflight(process, image)) is not None:
             return self._fail(pid, rnd, problem, {"code": "TASK_PREFLIGHT"})
+        self._ready.add(pid)
         # The task's fresh container/sandbox starts now (engine start-up and imports overlap the key
         # registration); it gets its key and inputs, and may run, only after registration.
         worker = self.pool.worker(
@@ -321,14 +323,12 @@ class NodeAgent:
 
     def _preflight(self, process: ProcessRecord, image: ImageRecord) -> str | None:
         """Why this organisation cannot run a task of ``process`` at all, or None."""
-        topology = topology_problems(process.topology, len(process.consortium))
-        if topology:
+        if topology := topology_problems(process.topology, len(process.consortium)):
             return "; ".join(topology)
         try:
-            data_dir = self.data_dir(process)
+            return dataset_problem(self.data_dir(process), declaration(image.algorithm))
         except ExecutorError as exc:
             return str(exc)
-        return dataset_problem(data_dir, declaration(image.algorithm))
 
     def _register_run_publish(
         self,
