@@ -6,10 +6,11 @@ from an argument. Records are stored as canonical JSON under composite keys.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 from cryptography import x509
 from cryptography.x509.oid import NameOID
@@ -70,6 +71,12 @@ def creator_of(creator: bytes) -> Creator:
     return parsed
 
 
+_T = TypeVar("_T")
+_MISSING = object()
+_SUMMARIES: dict[tuple[str, bytes], Any] = {}  # (summariser, sha256 of a stored value) -> summary
+_SUMMARIES_MAX = 8192
+
+
 class TransactionContext:
     def __init__(self, stub: ChaincodeStub):
         self.stub = stub
@@ -125,6 +132,24 @@ class TransactionContext:
     def scan(self, object_type: str, *attributes: str) -> Iterator[dict[str, Any]]:
         for kv in self.stub.get_state_by_partial_composite_key(object_type, list(attributes)):
             yield json.loads(kv.value)
+
+    def scan_summaries(
+        self, summarise: Callable[[dict[str, Any]], _T], object_type: str, *attributes: str
+    ) -> Iterator[_T]:
+        """``summarise(record)`` for each record :meth:`scan` would yield, decoded and summarised
+        once per distinct stored value (its sha256) in this process: a round's execution records
+        are read by every member's every progress query, and decoding them whole (manifests,
+        provenance) cost far more than the few fields a rule needs. ``summarise`` must be a pure
+        function of the record returning a value nobody mutates."""
+        tag = summarise.__qualname__
+        for kv in self.stub.get_state_by_partial_composite_key(object_type, list(attributes)):
+            key = (tag, hashlib.sha256(kv.value).digest())
+            hit = _SUMMARIES.get(key, _MISSING)
+            if hit is _MISSING:
+                if len(_SUMMARIES) >= _SUMMARIES_MAX:
+                    _SUMMARIES.clear()
+                hit = _SUMMARIES[key] = summarise(json.loads(kv.value))
+            yield hit
 
     def history(self, key: str, limit: str = "", after: str = "") -> RawJSON:
         """Committed versions of ``key`` as ``{is_delete, timestamp, tx_id, value}`` objects, spliced

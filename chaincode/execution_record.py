@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import math
 from typing import Any
 
@@ -143,6 +144,15 @@ def _validate_result(raw: Any) -> dict[str, Any]:
         if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v):
             raise InvalidArgument(f"metric {k!r} must be a finite number")
     return result
+
+
+def _inbox_summary(record: dict[str, Any]) -> tuple[str, str, str | None, tuple[tuple[str, str], ...]]:
+    """What ``inbox`` needs of a record: organisation, status, state digest (completed only) and
+    each output message as (recipient, its JSON) -- immutable, so it can be shared between calls."""
+    outputs = (record.get("result") or {}).get("outputs") or {}
+    completed = record["status"] == "completed"
+    messages = tuple((m["recipient"], json.dumps(m)) for m in outputs.get("messages", ()))
+    return record["organisation"], record["status"], outputs.get("state") if completed else None, messages
 
 
 class ExecutionRecordContract:
@@ -384,18 +394,17 @@ class ExecutionRecordContract:
         addressed to the caller (each ``{recipient, digest, size, ...}`` as in the record)."""
         process = load_process(ctx, process_id)
         require_member(ctx, process)
-        out = []
-        for r in ctx.scan(EXECUTION, process_id, round_key(_round_arg(rnd))):
-            outputs = (r.get("result") or {}).get("outputs") or {}
-            out.append(
-                {
-                    "organisation": r["organisation"],
-                    "status": r["status"],
-                    "state": outputs.get("state") if r["status"] == "completed" else None,
-                    "messages": [m for m in outputs.get("messages", ()) if m["recipient"] == ctx.msp_id],
-                }
+        return [
+            {
+                "organisation": org,
+                "status": status,
+                "state": state,
+                "messages": [json.loads(m) for recipient, m in messages if recipient == ctx.msp_id],
+            }
+            for org, status, state, messages in ctx.scan_summaries(
+                _inbox_summary, EXECUTION, process_id, round_key(_round_arg(rnd))
             )
-        return out
+        ]
 
     def history(
         self,

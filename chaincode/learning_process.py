@@ -50,11 +50,16 @@ def require_member(ctx: TransactionContext, process: dict[str, Any]) -> None:
         raise Forbidden(f"{ctx.msp_id} is not a member of the consortium of learning process {process['id']}")
 
 
+def organisation_status(record: dict[str, Any]) -> tuple[str, str]:
+    """(organisation, status) of an execution record."""
+    return record["organisation"], record["status"]
+
+
 def completed_organisations(ctx: TransactionContext, process_id: str, rnd: int) -> set[str]:
     return {
-        r["organisation"]
-        for r in ctx.scan(EXECUTION, process_id, round_key(rnd))
-        if r["status"] == "completed"
+        org
+        for org, status in ctx.scan_summaries(organisation_status, EXECUTION, process_id, round_key(rnd))
+        if status == "completed"
     }
 
 
