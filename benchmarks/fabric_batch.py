@@ -5,7 +5,7 @@
 For each BatchTimeout a fresh three-organisation network (``~/.cache/consortia/fabric-batch``, ports from
 27050, purged before and after) runs :func:`benchmarks.ledger_capacity.capacity_sweep` (closed-loop
 ``Image:register`` submits for ``--seconds`` per client count) and prints each point; the last line is
-JSON, one entry per setting. docs/fabric.md "Batch settings" reports a run and why the default is 100 ms.
+JSON, one entry per setting. docs/fabric.md "Batch settings" reports the runs and why the default is 50 ms.
 """
 
 from __future__ import annotations

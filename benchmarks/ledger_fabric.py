@@ -14,7 +14,7 @@ newest 100; ``fabric_history_full_p*_ms``: the whole history); then the capacity
 (``benchmarks.ledger_capacity``: ``fabric_capacity_tps``, the throughput where latency starts to climb).
 ``fabric_cpu_ms_per_submit``: CPU milliseconds of every Fabric-side process (orderer, peers, chaincode
 services, with their descendants) per transaction of the submit phase, and per node.
-The orderer's BatchTimeout is ``--batch-timeout`` (default: ``NetworkConfig``'s, 100 ms).
+The orderer's BatchTimeout is ``--batch-timeout`` (default: ``NetworkConfig``'s, 50 ms).
 """
 
 from __future__ import annotations

@@ -69,7 +69,7 @@ def test_configtx_has_every_organisation_and_the_batch_settings(net):
     doc = yaml.safe_load(net.configtx_yaml())
     prof = doc["Profiles"]["ConsortiaChannel"]
     assert [o["ID"] for o in prof["Application"]["Organizations"]] == ["Org1MSP", "Org2MSP", "Org3MSP"]
-    assert prof["Orderer"]["BatchTimeout"] == "100ms" and prof["Orderer"]["OrdererType"] == "etcdraft"
+    assert prof["Orderer"]["BatchTimeout"] == "50ms" and prof["Orderer"]["OrdererType"] == "etcdraft"
     assert doc["Capabilities"]["Channel"] == {"V3_0": True}
     policies = prof["Application"]["Policies"]
     assert policies["Endorsement"] == {

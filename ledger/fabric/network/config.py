@@ -40,7 +40,7 @@ class NetworkConfig:
     net_dir: Path = DEFAULT_NET
     fabric_home: Path = DEFAULT_HOME
     port_base: int = environment().fabric_port_base or 7050
-    batch_timeout: str = "100ms"  # docs/fabric.md "Batch settings": a lone transaction waits this long
+    batch_timeout: str = "50ms"  # docs/fabric.md "Batch settings": a lone transaction waits this long
     max_message_count: int = 500
     endorsement_policy: str = ""  # "" = channel default (MAJORITY Endorsement)
     chaincode_tls: bool = True  # peer <-> chaincode service: mutual TLS
