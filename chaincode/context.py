@@ -10,6 +10,7 @@ import hashlib
 import json
 import time
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any, TypeVar
 
 from cryptography import x509
@@ -19,6 +20,7 @@ from chaincode.canonical import RawJSON, canonical_json
 from chaincode.errors import Forbidden, InvalidArgument, NotFound
 from chaincode.limits import history_page_request, parse_json
 from chaincode.stub import ChaincodeStub, KeyModification, create_composite_key
+from wire.memo import Memo
 from wire.protobuf import length_delimited
 
 SUBMITTER_ROLES = ("client", "admin")
@@ -46,8 +48,7 @@ def _parse_creator(creator: bytes) -> tuple[str, x509.Certificate]:
 
 
 Creator = tuple[str, x509.Certificate, str | None, str]  # msp id, certificate, role, subject
-_CREATORS: dict[bytes, Creator] = {}
-_CREATORS_MAX = 4096
+_CREATORS: Memo[bytes, Creator] = Memo(4096)
 
 
 def creator_of(creator: bytes) -> Creator:
@@ -56,25 +57,26 @@ def creator_of(creator: bytes) -> Creator:
     A consortium has few identities and each submits many transactions: the parsed identity is
     kept per exact serialized bytes (a different certificate is different bytes, so nothing is
     trusted that was not parsed from these bytes; the peer verified the creator's signature before
-    the contract runs). Bounded: cleared when it reaches :data:`_CREATORS_MAX` entries."""
-    known = _CREATORS.get(creator)
-    if known is not None:
-        return known
+    the contract runs). Bounded (:class:`wire.memo.Memo`)."""
+    return _CREATORS.get_or_make(bytes(creator), lambda: _read_creator(creator))
+
+
+def _read_creator(creator: bytes) -> Creator:
     msp_id, certificate = _parse_creator(creator)
     ous = [a.value for a in certificate.subject.get_attributes_for_oid(NameOID.ORGANIZATIONAL_UNIT_NAME)]
     role = next((str(o) for o in ous if o in ("client", "admin", "peer", "orderer")), None)
     cns = certificate.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
-    parsed: Creator = (msp_id, certificate, role, str(cns[0].value) if cns else "")
-    if len(_CREATORS) >= _CREATORS_MAX:
-        _CREATORS.clear()
-    _CREATORS[bytes(creator)] = parsed
-    return parsed
+    return msp_id, certificate, role, str(cns[0].value) if cns else ""
 
 
 _T = TypeVar("_T")
-_MISSING = object()
-_SUMMARIES: dict[tuple[str, bytes], Any] = {}  # (summariser, sha256 of a stored value) -> summary
-_SUMMARIES_MAX = 8192
+
+
+def _summary(summarise: Callable[[dict[str, Any]], _T], raw: bytes) -> _T:
+    return summarise(json.loads(raw))
+
+
+_SUMMARIES: Memo[tuple[str, bytes], Any] = Memo(8192)  # (summariser, sha256 of a stored value) -> summary
 
 
 class TransactionContext:
@@ -144,12 +146,7 @@ class TransactionContext:
         tag = summarise.__qualname__
         for kv in self.stub.get_state_by_partial_composite_key(object_type, list(attributes)):
             key = (tag, hashlib.sha256(kv.value).digest())
-            hit = _SUMMARIES.get(key, _MISSING)
-            if hit is _MISSING:
-                if len(_SUMMARIES) >= _SUMMARIES_MAX:
-                    _SUMMARIES.clear()
-                hit = _SUMMARIES[key] = summarise(json.loads(kv.value))
-            yield hit
+            yield _SUMMARIES.get_or_make(key, partial(_summary, summarise, kv.value))
 
     def history(self, key: str, limit: str = "", after: str = "") -> RawJSON:
         """Committed versions of ``key`` as ``{is_delete, timestamp, tx_id, value}`` objects, spliced

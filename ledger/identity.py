@@ -22,7 +22,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import TypeVar
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
@@ -33,6 +32,7 @@ from cryptography.x509.oid import NameOID
 
 from ledger.cryptogen import generate_org, sans_with
 from ledger.errors import AccessDenied
+from wire.memo import Memo
 from wire.protobuf import encode_varint, length_delimited
 
 P256_ORDER = 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551
@@ -239,28 +239,20 @@ class Organisation:
     path: Path  # .../peerOrganizations/org1.example.com
 
 
-_PARSED: dict[bytes, x509.Certificate] = {}  # PEM bytes -> certificate (parsing is pure)
-_CHECKED_ENCRYPTION: dict[tuple[bytes, bytes], x509.Certificate] = {}  # (cert, CA) PEM -> checked cert
-_PRIVATE_KEYS: dict[bytes, ec.EllipticCurvePrivateKey] = {}  # PEM bytes -> key
-_CACHE_MAX = 1024
-_K = TypeVar("_K")
-_V = TypeVar("_V")
-
-
-def _bounded_put(cache: dict[_K, _V], key: _K, value: _V) -> _V:
-    """``cache[key] = value`` in a cache cleared when it reaches :data:`_CACHE_MAX` entries."""
-    if len(cache) >= _CACHE_MAX:
-        cache.clear()
-    cache[key] = value
-    return value
+_PARSED: Memo[bytes, x509.Certificate] = Memo(1024)  # PEM bytes -> certificate (parsing is pure)
+_CHECKED_ENCRYPTION: Memo[tuple[bytes, bytes], x509.Certificate] = Memo(1024)  # (cert, CA) PEM -> checked
+_PRIVATE_KEYS: Memo[bytes, ec.EllipticCurvePrivateKey] = Memo(1024)  # PEM bytes -> key
 
 
 def _pem_certificate(pem: bytes) -> x509.Certificate:
     """The certificate of ``pem``, parsed once per exact bytes."""
-    cert = _PARSED.get(pem)
-    if cert is None:
-        cert = _bounded_put(_PARSED, pem, x509.load_pem_x509_certificate(pem))
-    return cert
+    return _PARSED.get_or_make(pem, lambda: x509.load_pem_x509_certificate(pem))
+
+
+def _pem_private_key(pem: bytes) -> ec.EllipticCurvePrivateKey:
+    key = serialization.load_pem_private_key(pem, None)
+    assert isinstance(key, ec.EllipticCurvePrivateKey)
+    return key
 
 
 class Consortium:
@@ -381,19 +373,14 @@ class Consortium:
             pub.verify(cert.signature, cert.tbs_certificate_bytes, ec.ECDSA(hashes.SHA256()))
         except InvalidSignature:
             raise AccessDenied(f"encryption certificate of {o.msp_id} is not signed by its CA") from None
-        _bounded_put(_CHECKED_ENCRYPTION, (pem, ca_pem), cert)
+        _CHECKED_ENCRYPTION.remember((pem, ca_pem), cert)
         return cert
 
     def encryption_key(self, org: str) -> ec.EllipticCurvePrivateKey:
         """The organisation's key-agreement private key (only on that organisation's machines)."""
         o = self.organisation(org)
         pem = (o.path / "encryption" / "key.pem").read_bytes()
-        key = _PRIVATE_KEYS.get(pem)
-        if key is None:
-            loaded = serialization.load_pem_private_key(pem, None)
-            assert isinstance(loaded, ec.EllipticCurvePrivateKey)
-            key = _bounded_put(_PRIVATE_KEYS, pem, loaded)
-        return key
+        return _PRIVATE_KEYS.get_or_make(pem, lambda: _pem_private_key(pem))
 
     def membership(self) -> MembershipService:
         cas = {o.msp_id: self.ca_certificate(o.msp_id) for o in self.organisations}

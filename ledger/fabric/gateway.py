@@ -67,7 +67,8 @@ _LAG_RETRIES = 5  # endorsement retries when peers disagree because one lags a b
 
 
 class _RemoteLag(Exception):
-    """Only other organisations' peers refused an endorsement (``error``: their refusal, typed)."""
+    """An endorsement refused because a peer lags a block behind: only other organisations' peers
+    refused, or the endorsers' responses differ (``error``: the refusal, typed)."""
 
     def __init__(self, error: Exception):
         super().__init__(str(error))
@@ -221,12 +222,15 @@ class FabricLedger:
         try:
             resp = self._stub(self._peer_for(identity)).Endorse(req, timeout=self.endorse_timeout)
         except grpc.RpcError as err:
-            failed = {d.msp_id for d in error_details(err)}
-            if failed and identity.msp_id not in failed:
-                # only other organisations' peers refused what the caller's own (caught-up) peer
-                # endorsed: they simulated against an older block (typical right after a commit)
-                raise _RemoteLag(translate(err, "endorse")) from None
-            raise translate(err, "endorse") from None
+            error, failed = translate(err, "endorse"), {d.msp_id for d in error_details(err)}
+            if (failed and identity.msp_id not in failed) or (
+                isinstance(error, EndorsementFailure)
+                and "ProposalResponsePayloads do not match" in str(error)
+            ):
+                # a peer simulated against an older block than the caller's own caught-up peer (typical
+                # right after a commit): only other organisations' peers refused, or the responses differ
+                raise _RemoteLag(error) from None
+            raise error from None
         return prop.tx_id, resp.prepared_transaction, envelope_result(resp.prepared_transaction)
 
     def send(self, identity: Identity, tx_id: str, envelope: common_pb2.Envelope) -> None:
@@ -271,18 +275,10 @@ class FabricLedger:
                 )
                 break
             except _RemoteLag as lag:
-                # the caller's peer endorsed, another organisation's peer refused (e.g. "image not
-                # registered" for the image this client registered a block ago): nothing was
-                # submitted; endorse again once it has caught up, else report its refusal
+                # a lagging peer (e.g. "image not registered" for the image this client registered a
+                # block ago): nothing was submitted; endorse again once it has caught up, else report
                 if attempt == _LAG_RETRIES:
                     raise lag.error from None
-                time.sleep(0.2 * (attempt + 1))
-            except EndorsementFailure as exc:
-                # Peers of different organisations simulated against different block heights (one
-                # had not committed the previous block yet): their responses differ. Nothing was
-                # submitted; endorse again once the lagging peer has caught up.
-                if "ProposalResponsePayloads do not match" not in str(exc) or attempt == _LAG_RETRIES:
-                    raise
                 time.sleep(0.2 * (attempt + 1))
         self.send(identity, tx_id, envelope)
         code, block = self.commit_status(identity, tx_id, timeout)
