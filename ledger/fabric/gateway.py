@@ -95,6 +95,9 @@ class FabricLedger:
         # this object committed, and the height each peer is known to have reached.
         self._committed = -1
         self._heights: dict[str, int] = {}
+        # one height query per peer at a time: the callers that find the same peer behind wait for
+        # that one answer instead of each asking (docs/fabric.md "Read-your-writes")
+        self._asking: dict[str, threading.Lock] = {}
 
     catch_up_timeout = 10.0  #: seconds to wait for a peer to reach a block this object committed
 
@@ -159,19 +162,28 @@ class FabricLedger:
         peer = self._peer_for(identity)
         with self._lock:
             target = self._committed
-            if target < 0 or self._heights.get(peer.address, 0) > target:
+            if self._reached(peer.address, target):
                 return
+            asking = self._asking.setdefault(peer.address, threading.Lock())
         deadline = time.monotonic() + self.catch_up_timeout
-        while True:
-            try:
-                height = self.block_height(identity)
-            except LedgerError:
-                return  # an unreachable peer: the call itself reports it
-            with self._lock:
-                self._heights[peer.address] = max(self._heights.get(peer.address, 0), height)
-            if height > target or time.monotonic() >= deadline:
-                return  # a peer that stays behind answers from its own state, as it would anyway
-            time.sleep(0.05)
+        with asking:
+            while True:
+                with self._lock:
+                    if self._reached(peer.address, target):
+                        return  # possibly learnt by the caller that held ``asking`` before us
+                try:
+                    height = self.block_height(identity)
+                except LedgerError:
+                    return  # an unreachable peer: the call itself reports it
+                with self._lock:
+                    self._heights[peer.address] = max(self._heights.get(peer.address, 0), height)
+                if height > target or time.monotonic() >= deadline:
+                    return  # a peer that stays behind answers from its own state, as it would anyway
+                time.sleep(0.05)
+
+    def _reached(self, address: str, target: int) -> bool:
+        """Whether the peer at ``address`` is known to have committed block ``target`` (hold ``_lock``)."""
+        return target < 0 or self._heights.get(address, 0) > target
 
     def evaluate(self, identity: Identity, function: str, *args: str, chaincode: str | None = None) -> bytes:
         if chaincode is None:

@@ -4,6 +4,7 @@ low-S, tx id) -- so the client logic is tested where the real network is not ins
 from __future__ import annotations
 
 import threading
+import time
 from concurrent import futures
 
 import grpc
@@ -225,6 +226,43 @@ def test_refusal_by_another_organisations_peer_only_is_endorsed_again(gateway, c
     fake.lag_left = 1
     with pytest.raises(NotFound):  # endorse alone does not retry: it reports the refusal
         led.endorse(org1, "lagging")
+
+
+def test_callers_behind_one_peer_ask_its_height_once(gateway, consortium):
+    """Read-your-writes: after Org1's commit in block 7, Org2's peer must reach block 8 before Org2
+    reads. Eight concurrent Org2 readers share one height query instead of sending eight."""
+    fake, _ = gateway
+    led = FabricLedger(
+        [PeerEndpoint("Org1MSP", f"127.0.0.1:{PORT}"), PeerEndpoint("Org2MSP", f"localhost:{PORT}")],
+        "ch",
+        "cc",
+    )
+    asked: list[str] = []
+    release = threading.Event()
+
+    def block_height(identity) -> int:
+        asked.append(identity.msp_id)
+        release.wait(5)
+        return 8
+
+    led.block_height = block_height  # type: ignore[method-assign]
+    try:
+        assert led.submit(consortium.identity("Org1"), "put", "k", "v").block_number == 7
+        assert led.evaluate(consortium.identity("Org1"), "get") == b"result:get"  # own peer: known
+        assert asked == []
+        with futures.ThreadPoolExecutor(8) as pool:
+            reads = [pool.submit(led.evaluate, consortium.identity("Org2"), "get", str(i)) for i in range(8)]
+            deadline = time.monotonic() + 5
+            while not asked and time.monotonic() < deadline:
+                time.sleep(0.01)
+            time.sleep(0.3)  # the other seven are waiting by now
+            release.set()
+            assert [r.result(timeout=10) for r in reads] == [f"result:get,{i}".encode() for i in range(8)]
+        assert asked == ["Org2MSP"]
+        led.evaluate(consortium.identity("Org2"), "get")  # height 8 now known: no query
+        assert asked == ["Org2MSP"]
+    finally:
+        led.close()
 
 
 def test_foreign_identity_refused(gateway, tmp_path):
