@@ -31,8 +31,8 @@ the ledger first, so a restart after a kill at any point neither duplicates nor 
   completed with the same result.
 
 This module is the round state machine. Around it: :mod:`executor.task_journal`, :mod:`executor.message_index`,
-:mod:`executor.model_publication`, :mod:`executor.fault_injection`, :mod:`executor.node_cli` (the command
-line), :mod:`executor.prewarm` (spare workers) and :mod:`executor.membership` (this organisation's record).
+:mod:`executor.model_publication`, :mod:`executor.fault_injection`, :mod:`executor.node_cli` (command line),
+:mod:`executor.prewarm` (spare workers), :mod:`executor.membership` (this organisation's record).
 """
 
 from __future__ import annotations
@@ -136,6 +136,7 @@ class NodeAgent:
         self._finished: set[str] = set()  # processes this agent saw finished (run_once skips them)
         self._images: dict[str, ImageRecord] = {}
         self._ready: set[str] = set()  # processes whose preflight passed here (checked once per process)
+        self._written: dict[str, ExecutionRecord] = {}  # pid -> the record it completed last (_own_record)
         prewarm_images(self, prewarm)
 
     def stop_workers(self, pid: str | None = None) -> None:
@@ -156,7 +157,11 @@ class NodeAgent:
                     raise
                 time.sleep(0.01 * (2**i) * (0.5 + secrets.randbelow(1000) / 1000))
 
-    def _record(self, pid: str, rnd: int) -> ExecutionRecord | None:
+    def _own_record(self, pid: str, rnd: int, *, read: bool = False) -> ExecutionRecord | None:
+        """Its record of round ``rnd``. Unless ``read``, the one it completed last is final, and the next
+        round's cannot exist yet (only this organisation creates it): neither is read from the ledger."""
+        if not read and (last := self._written.get(pid)) is not None and last.round in (rnd, rnd - 1):
+            return last if last.round == rnd else None
         try:
             return self.client.get_execution(pid, rnd, self.org)
         except NotFound:
@@ -201,7 +206,7 @@ class NodeAgent:
     ) -> list[RoundOutcome]:
         """Run this organisation's rounds of one process until it has nothing left to do
         (all its rounds completed, or a failure), waiting for other organisations as needed."""
-        deadline, rounds = time.monotonic() + timeout, self.client.get_process(process_id).rounds
+        process, deadline = self.client.get_process(process_id), time.monotonic() + timeout
         outcomes: list[RoundOutcome] = []
         while time.monotonic() < deadline:
             try:
@@ -214,9 +219,10 @@ class NodeAgent:
                 outcomes.append(o)
             if o.status in ("done", "failed"):
                 return outcomes
-            if o.status == "waiting" or (o.status == "completed" and o.round < rounds):
+            if o.status == "waiting" or (o.status == "completed" and o.round < process.rounds):
                 # until the ledger's events say the round opened (right after its own task too)
-                wait_round_open(self.client, process_id, o.round, None, max(poll, EVENT_WAIT_LIMIT))
+                members, limit = process.consortium, max(poll, EVENT_WAIT_LIMIT)
+                wait_round_open(self.client, process_id, o.round, members, limit)
         raise TimeoutError(f"{self.org}: process {process_id} did not finish within {timeout} s")
 
     def follow(self, stop: threading.Event | None = None, poll: float = 1.0) -> None:
@@ -249,7 +255,7 @@ class NodeAgent:
         if rnd > process.rounds:
             self._finish(process)
             return RoundOutcome(pid, rnd, "done", "all rounds completed")
-        record = self._record(pid, rnd)
+        record = self._own_record(pid, rnd)
         if record is not None and record.status == "completed":
             self.journal.forget(pid, rnd)
             if rnd == process.rounds:
@@ -274,8 +280,7 @@ class NodeAgent:
         return RoundOutcome(pid, rnd, "failed", reason)
 
     def _fail_process(self, pid: str, reason: str) -> None:
-        """A round completes only when every member completes it: a failed task ends the process,
-        with the reason on the ledger, so that no organisation waits for it forever."""
+        """A failed task ends the process (a round needs every member), with the reason on the ledger."""
         try:
             self._retry(self.client.fail_process, pid, reason[:1000])
         except InvalidState:
@@ -299,15 +304,12 @@ class NodeAgent:
                 f"image refused: {exc}",
                 {"code": exc.code, "pinned": exc.pinned, "local": exc.local or ""},
             )
-        # 2. what only this agent can see: can this process run here at all? (a topology the executor
-        #    does not know, a missing dataset folder, labels the image does not declare). Refused
-        #    on the ledger with the reason, so the process ends failed instead of running for ever.
-        #    Topology, image and dataset are the process's for its life: checked at its first task here.
+        # 2. can it run here at all (topology, dataset folder, declared labels)? If not, refused on the ledger
+        #    with the reason, so it ends failed, not running for ever. Checked once per process (fixed for life).
         if pid not in self._ready and (problem := self._preflight(process, image)) is not None:
             return self._fail(pid, rnd, problem, {"code": "TASK_PREFLIGHT"})
         self._ready.add(pid)
-        # The task's fresh container/sandbox starts now (engine start-up and imports overlap the key
-        # registration); it gets its key and inputs, and may run, only after registration.
+        # The task's worker starts now (start-up overlaps the key registration); it runs only after it.
         worker = self.pool.worker(
             pid,
             process.image_digest,
@@ -351,7 +353,7 @@ class NodeAgent:
             try:
                 self._retry(self.client.create_task, pid, rnd, key.public_key_pem, self.runtime.name)
             except AlreadyExists:
-                record = self._record(pid, rnd)
+                record = self._own_record(pid, rnd, read=True)
                 if record is None or record.public_key != key.public_key_pem:
                     return self._fail(pid, rnd, "an execution record with another key already exists")
             checkpoint("after_register", rnd)
@@ -374,7 +376,7 @@ class NodeAgent:
             self.round_files.store_outputs(process.id, rnd, outputs)
         checkpoint("before_complete", rnd)
         try:
-            self._retry(self.client.complete_task, outputs.manifest, outputs.signature)
+            self._written[pid] = self._retry(self.client.complete_task, outputs.manifest, outputs.signature)
         except BudgetExceeded as exc:
             # the contract refused the round: it would exceed the process's privacy budget
             return self._fail(
@@ -392,7 +394,7 @@ class NodeAgent:
                 },
             )
         except InvalidState:
-            rec = self._record(pid, rnd)
+            rec = self._own_record(pid, rnd, read=True)
             if not (rec and rec.status == "completed" and rec.public_key == key.public_key_pem):
                 now = self.client.get_process(pid)
                 if now.status in ("failed", "aborted") and rec is not None and rec.status == "running":
@@ -410,15 +412,13 @@ class NodeAgent:
         return RoundOutcome(pid, rnd, "completed", outputs.manifest["outputs"]["state"], outputs.step_seconds)
 
     def _task_spec(self, process: ProcessRecord, image: ImageRecord, rnd: int) -> TaskSpec:
-        consortium = tuple(process.consortium)
-        seed = int(process.topology.get("seed", 0))
         return TaskSpec(
             process_id=process.id,
             round=rnd,
             rounds=process.rounds,
             organisation=self.org,
-            consortium=consortium,
-            process_seed=seed,
+            consortium=tuple(process.consortium),
+            process_seed=int(process.topology.get("seed", 0)),
             algorithm=image.algorithm,
             params=dict(process.hyperparameters or {}),
             image_digest=process.image_digest,

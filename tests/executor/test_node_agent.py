@@ -4,6 +4,7 @@ end up on (or are refused by) the ledger, and a killed agent resumes without dup
 from __future__ import annotations
 
 import base64
+import collections
 import json
 import os
 import subprocess
@@ -199,6 +200,39 @@ def test_warm_agents_equal_the_simulator(request, platform, recipe, average_cons
     keys = {r["public_key"] for r in platform.records("p-warm")}
     assert len(keys) == 6  # a fresh task key per organisation and round
     assert all(not a._workers for a in agents)  # workers stopped after the last round
+
+
+class CountingLedger:
+    """The platform's ledger, counting the functions evaluated through it."""
+
+    def __init__(self, ledger):
+        self._ledger, self.evaluated = ledger, collections.Counter()
+
+    def evaluate(self, identity, function, *args):
+        self.evaluated[function] += 1
+        return self._ledger.evaluate(identity, function, *args)
+
+    def __getattr__(self, name):
+        return getattr(self._ledger, name)
+
+
+def test_an_agent_reads_its_own_record_only_when_it_may_exist(platform, bundle, recipe, average_consensus):
+    """After completing round r an agent knows it has no record of round r+1 yet (only its own
+    organisation creates it): it reads its record at the first round only, not once per round."""
+    platform.register_image("avg:c", recipe, bundle.digest, bundle.reference)
+    orgs = ["Org1MSP", "Org2MSP"]
+    platform.launch("p-count", "avg:c", rounds=3, orgs=orgs)
+    ledgers = {o: CountingLedger(platform.ledger) for o in orgs}
+    run_all(platform, "p-count", [platform.agent(o, ledger=ledgers[o], warm=True) for o in orgs])
+    assert_matches_simulation(platform, "p-count", 3, average_consensus, orgs)
+    for o in orgs:
+        # round 1 (a restarted agent may have made it) and, once, the model publication
+        assert ledgers[o].evaluated["ExecutionRecord:get"] == 2, (o, ledgers[o].evaluated)
+        assert ledgers[o].evaluated["ExecutionRecord:inbox"] == 2  # rounds 2 and 3 gather messages
+    # a new agent (a restart) has no such knowledge: it reads, sees the process done, writes nothing
+    height = platform.ledger.block_height(platform.consortium.identity("Org1"))
+    assert platform.agent("Org1MSP").run_process_round("p-count").status == "done"
+    assert platform.ledger.block_height(platform.consortium.identity("Org1")) == height
 
 
 def test_dead_warm_worker_is_replaced_between_rounds(platform, bundle, recipe, average_consensus):
