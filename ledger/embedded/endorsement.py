@@ -39,6 +39,7 @@ class Endorser:
     membership: MembershipService
     _peers: dict[str, Identity]
     _store: Store
+    _matched: set[str]  # organisations whose peer key was shown to match its certificate
 
     def _proposal(
         self, identity: Identity, function: str, args: Sequence[str]
@@ -115,6 +116,10 @@ class Endorser:
             peer = self._peers.get(org)
             if peer is None:
                 raise LedgerError(f"no peer of organisation {org!r} in this channel")
+            if org not in self._matched:  # once: then its signatures are valid by construction
+                if peer.private_key.public_key() != peer.certificate.public_key():
+                    raise LedgerError(f"the peer key of {org} does not match its certificate")
+                self._matched.add(org)
             endorser = peer.serialized()
             out.append(
                 {
