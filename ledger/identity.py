@@ -32,7 +32,7 @@ from cryptography.x509.oid import NameOID
 
 from ledger.cryptogen import generate_org, sans_with
 from ledger.errors import AccessDenied
-from wire.memo import Memo
+from wire.memo import Memo, read_file
 from wire.protobuf import encode_varint, length_delimited
 
 P256_ORDER = 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551
@@ -357,12 +357,13 @@ class Consortium:
     def encryption_certificate(self, org: str) -> x509.Certificate:
         """The organisation's key-agreement certificate (validated against its CA).
 
-        The files are read on every call (a replaced certificate is seen at once); parsing and
-        the CA's signature check are done once per exact (certificate, CA) bytes: every sealed
-        message and model needs its recipient's certificate."""
+        The files are looked at on every call (a replaced certificate is seen at once: ``read_file``
+        reads them again when ``stat`` says they changed); parsing and the CA's signature check are
+        done once per exact (certificate, CA) bytes: every sealed message and model needs its
+        recipient's certificate."""
         o = self.organisation(org)
-        pem = (o.path / "encryption" / "cert.pem").read_bytes()
-        ca_pem = (o.path / "ca" / f"ca.{o.domain}-cert.pem").read_bytes()
+        pem = read_file(o.path / "encryption" / "cert.pem")
+        ca_pem = read_file(o.path / "ca" / f"ca.{o.domain}-cert.pem")
         known = _CHECKED_ENCRYPTION.get((pem, ca_pem))
         if known is not None:
             return known
@@ -379,7 +380,7 @@ class Consortium:
     def encryption_key(self, org: str) -> ec.EllipticCurvePrivateKey:
         """The organisation's key-agreement private key (only on that organisation's machines)."""
         o = self.organisation(org)
-        pem = (o.path / "encryption" / "key.pem").read_bytes()
+        pem = read_file(o.path / "encryption" / "key.pem")
         return _PRIVATE_KEYS.get_or_make(pem, lambda: _pem_private_key(pem))
 
     def membership(self) -> MembershipService:
