@@ -25,6 +25,12 @@ _MEMO: OrderedDict[tuple, list[Estimator]] = OrderedDict()
 _MEMO_SIZE = 2048
 
 
+def forget_fits() -> None:
+    """Empty the in-process memo of fitted trees, so that the next FITs are computed (a benchmark
+    timing the same work twice in one process must not find the first run's trees)."""
+    _MEMO.clear()
+
+
 @dataclass(frozen=True)
 class Scaler:
     """The creator's StandardScaler (fitted on its train set), carried by its trees."""

@@ -29,3 +29,28 @@ def test_fit_seed_and_validation():
         fit_trees(X, np.zeros(5), Scaler.fit(X), 0, 3, 0, "a", 0)
     with pytest.raises(ValueError, match="non-empty"):
         fit_trees(X, np.zeros(4), Scaler.fit(X), 1, 3, 0, "a", 0)
+
+
+def test_forget_fits_makes_the_next_fit_compute_again(monkeypatch):
+    """Benchmarks time FIT twice in one process: after ``forget_fits`` the forest is fitted again
+    (same trees: fitting is deterministic), not served from the memo."""
+    from algorithms.collab_rf import training
+
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(120, 3))
+    y = (X[:, 0] > 0).astype(float)
+    s = Scaler.fit(X)
+    fitted: list[int] = []
+    real_fit = training.RandomForestRegressor.fit
+    monkeypatch.setattr(
+        training.RandomForestRegressor,
+        "fit",
+        lambda self, *a, **k: fitted.append(1) or real_fit(self, *a, **k),
+    )
+    first = fit_trees(X, y, s, 3, 4, 5, "org01", 0)
+    fit_trees(X, y, s, 3, 4, 5, "org01", 0)
+    assert len(fitted) == 1  # the memo answered the second call
+    training.forget_fits()
+    again = fit_trees(X, y, s, 3, 4, 5, "org01", 0)
+    assert len(fitted) == 2
+    assert all(np.array_equal(a["threshold"], b["threshold"]) for a, b in zip(first, again))
