@@ -157,8 +157,9 @@ class WarmWorker:
         outcome = RunOutcome(self.runtime.name, code, time.perf_counter() - t0, "")
         try:
             return verify_outputs(out, spec, task_key.public_key_pem, previous_state, inbox, outcome)
-        finally:
+        finally:  # the task's plaintext inputs and outputs: read (or refused) by now, gone from here on
             shutil.rmtree(task_dir, ignore_errors=True)
+            shutil.rmtree(out, ignore_errors=True)
 
     def _await(self, path: Path, out: Path, deadline: float) -> None:
         """Wait until ``path`` exists; fail if the worker dies first (before it made ``out``: it never

@@ -57,6 +57,10 @@ def _rounds(tmp_path, runtime, image, recipe, worker=None):
         else:
             out = worker.run(spec, key, state, {})
             assert not list(worker.in_root.rglob("task_key.pem"))  # key destroyed after the round
+            # nothing of the task stays in the worker's directories: not its inputs, not its plaintext
+            # outputs (the new state, its messages), only the worker's own start-up and exit reports
+            assert not [p for p in worker.in_root.iterdir() if p.name != "STOP"]
+            assert sorted(p.name for p in worker.out_root.iterdir()) == ["STARTED"]
         state = out.state
         manifests.append(out.manifest)
     assert len(set(keys)) == 3
