@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -39,6 +40,7 @@ from algorithms.topologies.static import complete, ring
 from benchmarks.audit_overhead_cases import CASES
 from executor import timing
 from executor.runtimes.warm import reaped
+from executor.scratch import task_scratch
 
 RESULTS = Path(__file__).resolve().parent / "results"
 TOPOLOGIES = {"complete": complete, "ring": ring}
@@ -221,7 +223,11 @@ def run_audited(
             out = run_process(platform, pid, factory, agents=agents, warm=warm, timeout=7200, prewarm=warm)
             wall = out.wall_seconds
         reaped()  # every worker has ended and reported its CPU time
-        prewarm_cpu, workers_cpu = worker_cpu(root)
+        # the workers' directories: under the agents' task scratch (executor.scratch), this run's own
+        scratch = {d for d in (task_scratch(platform.state_root / o) for o in orgs) if root not in d.parents}
+        prewarm_cpu, workers_cpu = map(sum, zip(*(worker_cpu(d) for d in (root, *scratch))))
+        for d in scratch:
+            shutil.rmtree(d, ignore_errors=True)  # on a memory filesystem: not left behind
         process_cpu = cpu_seconds() - c0
         cpu = process_cpu + workers_cpu - prewarm_cpu
         models = collect_models(platform, pid) if out.status == "completed" else {}

@@ -70,6 +70,7 @@ from executor.round_events import EVENT_WAIT_LIMIT, wait_round_open
 from executor.round_files import RoundFiles
 from executor.runtimes.base import Limits, TaskRuntime
 from executor.runtimes.warm import WarmWorker, WorkerPool
+from executor.scratch import task_scratch
 from executor.task_journal import TaskJournal
 from executor.task_keys import TaskKey
 from ledger.client import ConsortiaClient
@@ -116,22 +117,20 @@ class NodeAgent:
         self.client = ConsortiaClient(ledger, identity)
         if artifact_endpoint:  # this organisation serves its artifacts: its endpoint goes on the ledger
             publish_own_membership(self.client, consortium, artifact_endpoint)
-        self.org = identity.msp_id
-        self.consortium = consortium
-        self.runtime = runtime
+        self.org, self.consortium, self.runtime = identity.msp_id, consortium, runtime
         self.data_root = Path(data_root)
         self.store = ArtifactStore(store_root, self.org, endpoint=artifact_endpoint)
         self.store_root = Path(store_root)
         self.round_files = RoundFiles(self.client, self.store, self.store_root, consortium, artifact_peers)
         self.state_dir = Path(state_dir) / self.org
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        self.state_dir.chmod(0o700)  # salt, key journal, task directories: this organisation's only
+        self.state_dir.chmod(0o700)  # salt, key journal (task directories: executor.scratch): its own only
         self.limits = limits
         self.images = images or ImageResolver(runtime)
         self.journal = TaskJournal(self.state_dir / "tasks", consortium, self.org)
         self._salt = self._data_salt()
         self.warm = warm
-        self.pool = WorkerPool(runtime, limits, self.state_dir / "warm", self.org, warm)
+        self.pool = WorkerPool(runtime, limits, task_scratch(self.state_dir), self.org, warm)
         self._workers = self.pool.workers  # process id -> its warm worker
         self._finished: set[str] = set()  # processes this agent saw finished (run_once skips them)
         self._images: dict[str, ImageRecord] = {}

@@ -61,6 +61,15 @@ class Environment:
     openblas_coretype: str | None = _var(
         "OPENBLAS_CORETYPE", "OpenBLAS kernel choice, forwarded into every task."
     )
+    task_scratch: str | None = _var(
+        "CONSORTIA_TASK_SCRATCH",
+        "Where task directories live (default: a memory filesystem with 1 GiB free, else the agent's "
+        "state directory; 'state' forces the latter).",
+    )
+    xdg_runtime_dir: str | None = _var(
+        "XDG_RUNTIME_DIR",
+        "The user's runtime directory (a memory filesystem): first choice for task directories.",
+    )
     agent_kill_at: str = _var(
         "CONSORTIA_AGENT_KILL_AT",
         "Fault injection for tests: <checkpoint>:<round> SIGKILLs the node agent there.",

@@ -1,0 +1,56 @@
+"""Task directories on a memory filesystem (``executor.scratch``): where, whose, and the fallbacks."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+import pytest
+
+from executor import scratch
+from executor.scratch import memory_base, task_scratch
+
+
+def _mode(p) -> int:
+    return stat.S_IMODE(os.lstat(p).st_mode)
+
+
+def test_runtime_dir_first_one_private_directory_per_state_directory(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    env = {"XDG_RUNTIME_DIR": str(run)}
+    a = task_scratch(tmp_path / "home-a" / "state" / "Org1MSP", env)
+    b = task_scratch(tmp_path / "home-b" / "state" / "Org1MSP", env)
+    assert a.parent == b.parent == run / f"consortia-{os.getuid()}"
+    assert a != b and a.is_dir() and b.is_dir()
+    assert _mode(a.parent) == _mode(a) == 0o700
+    assert task_scratch(tmp_path / "home-a" / "state" / "Org1MSP", env) == a  # a restart finds its own
+
+
+def test_state_directory_when_asked_or_when_no_memory_filesystem_has_room(tmp_path, monkeypatch):
+    state = tmp_path / "state" / "Org1MSP"
+    assert task_scratch(state, {"CONSORTIA_TASK_SCRATCH": "state"}) == state / "warm"
+    monkeypatch.setattr(scratch, "MIN_FREE_BYTES", 1 << 62)
+    assert memory_base({"XDG_RUNTIME_DIR": str(tmp_path)}) is None
+    assert task_scratch(state, {"XDG_RUNTIME_DIR": str(tmp_path)}) == state / "warm"
+
+
+def test_an_explicit_base_and_a_loose_mode_made_private(tmp_path):
+    base = tmp_path / "fast"
+    (base / f"consortia-{os.getuid()}").mkdir(parents=True)
+    os.chmod(base / f"consortia-{os.getuid()}", 0o777)
+    d = task_scratch(tmp_path / "state" / "Org2MSP", {"CONSORTIA_TASK_SCRATCH": str(base)})
+    assert d.parent == base / f"consortia-{os.getuid()}" and _mode(d.parent) == 0o700
+
+
+def test_a_planted_symlink_is_refused(tmp_path):
+    """Someone else's directory (here: a symlink planted where ours would be) never receives a task."""
+    run, elsewhere = tmp_path / "run", tmp_path / "elsewhere"
+    run.mkdir()
+    elsewhere.mkdir()
+    (run / f"consortia-{os.getuid()}").symlink_to(elsewhere)
+    state = tmp_path / "state" / "Org1MSP"
+    assert task_scratch(state, {"XDG_RUNTIME_DIR": str(run)}) == state / "warm"  # default: falls back
+    with pytest.raises(PermissionError, match="not a directory of this user"):
+        task_scratch(state, {"CONSORTIA_TASK_SCRATCH": str(run)})  # explicit: refuses
+    assert not list(elsewhere.iterdir())
