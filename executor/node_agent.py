@@ -348,6 +348,7 @@ class NodeAgent:
             key = TaskKey.generate()
             self.journal.save_key(pid, rnd, key)
         if record is None:
+            self._written.pop(pid, None)  # its record of rnd exists from here on: a retry must read it
             checkpoint("before_register", rnd)
             try:
                 self._retry(self.client.create_task, pid, rnd, key.public_key_pem, self.runtime.name)
