@@ -8,8 +8,14 @@ import pytest
 
 from executor.process import run_process
 from executor.runtimes.sandbox import SandboxRuntime
+from executor.scratch import task_scratch
 from tests.e2e.conftest import ORGS3, dpsda_case
 from tests.e2e.test_process import assert_bit_identical, change_org3_bundle, simulated, start
+
+
+def _workers(platform, org):
+    """Where ``org``'s agent keeps its workers' directories (executor.scratch)."""
+    return task_scratch(platform.state_root / org)
 
 
 @pytest.mark.parametrize("agents", ["threads", "processes"])
@@ -22,7 +28,9 @@ def test_prewarmed_process_is_bit_identical(platform, agents):
     assert out.prewarm_seconds > 0 and out.wall_seconds > 0
     assert_bit_identical(platform, client, pid, simulated(case))
     spares = sorted(
-        p.parent.parent.name.split("-spare-")[0] for p in platform.state_root.rglob("out/STARTED")
+        p.parent.parent.name.split("-spare-")[0]
+        for o in ORGS3
+        for p in _workers(platform, o).rglob("out/STARTED")
     )
     assert spares == sorted(ORGS3)  # one spare per organisation, bound to the process, none started again
     if agents == "processes":
@@ -36,4 +44,7 @@ def test_a_spare_of_a_changed_image_is_refused(tmp_path, platform):
     change_org3_bundle(tmp_path, platform, image)
     out = run_process(platform, "p-pre-img", SandboxRuntime, warm=True, prewarm=True)
     assert out.status == "failed" and "image refused" in out.reason and "Org3MSP" in out.reason
-    assert not list((platform.state_root / "Org3MSP").rglob("STARTED"))  # no worker of it ever started
+    assert list(
+        _workers(platform, "Org1MSP").rglob("STARTED")
+    )  # the others' workers ran (and are found here)
+    assert not list(_workers(platform, "Org3MSP").rglob("STARTED"))  # no worker of it ever started
