@@ -76,7 +76,9 @@ def _summary(summarise: Callable[[dict[str, Any]], _T], raw: bytes) -> _T:
     return summarise(json.loads(raw))
 
 
-_SUMMARIES: Memo[tuple[str, bytes], Any] = Memo(8192)  # (summariser, sha256 of a stored value) -> summary
+_SUMMARIES: Memo[tuple[Callable[..., Any], bytes], Any] = Memo(
+    8192
+)  # (summariser, sha256 of value) -> summary
 
 
 class TransactionContext:
@@ -143,9 +145,8 @@ class TransactionContext:
         are read by every member's every progress query, and decoding them whole (manifests,
         provenance) cost far more than the few fields a rule needs. ``summarise`` must be a pure
         function of the record returning a value nobody mutates."""
-        tag = summarise.__qualname__
         for kv in self.stub.get_state_by_partial_composite_key(object_type, list(attributes)):
-            key = (tag, hashlib.sha256(kv.value).digest())
+            key = (summarise, hashlib.sha256(kv.value).digest())  # the function itself: names may repeat
             yield _SUMMARIES.get_or_make(key, partial(_summary, summarise, kv.value))
 
     def history(self, key: str, limit: str = "", after: str = "") -> RawJSON:
