@@ -25,7 +25,8 @@ EMPTY_KEY_SUBSTITUTE = "\x01"  # fabric-chaincode-go shim/stub.go
 
 
 class PeerCaller(Protocol):
-    """The stream a stub's calls travel on (``_StreamHandler`` of the server)."""
+    """The stream a stub's calls travel on (``_Stream`` of the server): ``call_peer`` returns the
+    peer's reply or raises :class:`PeerError`."""
 
     def call_peer(self, channel_id: str, tx_id: str, kind: int, payload: bytes) -> bytes: ...
 

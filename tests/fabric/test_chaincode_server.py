@@ -211,10 +211,9 @@ def identity(tmp_path_factory):
 
 @pytest.fixture
 def server():
-    srv, svc = serve("127.0.0.1:17999", "cc_1:abc", contract)
+    srv = serve("127.0.0.1:17999", "cc_1:abc", contract)
     yield "127.0.0.1:17999"
-    srv.stop(0).wait()
-    svc.shutdown()
+    srv.stop(0)
 
 
 def test_registers_with_package_id_and_runs_a_transaction(server, identity):
@@ -385,7 +384,7 @@ def test_mutual_tls_when_configured(tmp_path, identity):
     cons = Consortium.generate(tmp_path / "tls", ["Org1"])
     tls = cons.organisations[0].path / "peers" / "peer0.org1.example.com" / "tls"
     ca, cert, key = ((tls / n).read_bytes() for n in ("ca.crt", "server.crt", "server.key"))
-    srv, svc = serve("127.0.0.1:17998", "cc_tls:1", contract, tls_cert=cert, tls_key=key, client_ca_certs=ca)
+    srv = serve("127.0.0.1:17998", "cc_tls:1", contract, tls_cert=cert, tls_key=key, client_ca_certs=ca)
     try:
         peer = FakePeer("127.0.0.1:17998", credentials=grpc.ssl_channel_credentials(ca, key, cert))
         tx = peer.invoke(identity, "put", "t", "1")
@@ -398,8 +397,7 @@ def test_mutual_tls_when_configured(tmp_path, identity):
             next(iter(call))
         anonymous.close()
     finally:
-        srv.stop(0).wait()
-        svc.shutdown()
+        srv.stop(0)
 
 
 def test_server_options_accept_idle_pings_and_large_messages():
@@ -421,31 +419,100 @@ def test_validation_of_arguments():
 
 
 def test_second_server_on_a_taken_port_fails():
-    srv, svc = serve("127.0.0.1:17996", "cc_1:abc", contract)
+    srv = serve("127.0.0.1:17996", "cc_1:abc", contract)
     try:
         with pytest.raises(OSError, match="could not bind"):
             serve("127.0.0.1:17996", "cc_1:abc", contract)
     finally:
-        srv.stop(0).wait()
-        svc.shutdown()
+        srv.stop(0)
 
 
-def test_duplicate_reply_and_close_never_block_the_reader():
-    """A second reply for a call (or a close racing a reply) is dropped, not waited on."""
-    from concurrent import futures as f
+class _Recorder:
+    """A stream's outgoing side and loop for driving :class:`_Stream` directly: records what it
+    sends; timers are kept, not run, so a test fires them itself."""
 
-    from ledger.fabric.chaincode_server import _StreamHandler
+    def __init__(self):
+        self.sent: list[Msg] = []
+        self.timers: list[tuple[float, object, tuple]] = []
 
-    h = _StreamHandler("cc", contract, f.ThreadPoolExecutor(1))
-    got = []
-    t = threading.Thread(target=lambda: got.append(h.call_peer("ch", "t1", Msg.GET_STATE, b"")))
-    t.start()
-    deadline = time.monotonic() + 5
-    while ("ch", "t1") not in h._waiting and time.monotonic() < deadline:
-        time.sleep(0.01)
+    def call_later(self, delay, fn, *args):
+        self.timers.append((delay, fn, args))
+        return _Timer()
+
+
+class _Timer:
+    cancelled = False
+
+    def cancel(self):
+        self.cancelled = True
+
+
+def _tx(txid: str, function: str, *args: str) -> Msg:
+    payload = chaincode_pb2.ChaincodeInput(args=[function.encode(), *(a.encode() for a in args)])
+    return Msg(type=Msg.TRANSACTION, txid=txid, channel_id="ch", payload=payload.SerializeToString())
+
+
+def _status(m: Msg) -> int:
+    return proposal_response_pb2.Response.FromString(m.payload).status
+
+
+def test_a_transaction_parks_at_each_stub_call_and_resumes_on_its_reply():
+    """Two transactions interleave on one stream: each stub call sends its request and parks the
+    transaction; the peer's reply (routed by channel and txid) resumes exactly that one."""
+    from ledger.fabric.chaincode_server import _Stream
+
+    rec = _Recorder()
+    s = _Stream(contract, rec.sent.append, rec)
+    s.receive(_tx("t1", "get", "a"))
+    s.receive(_tx("t2", "get", "b"))
+    assert [(m.type, m.txid) for m in rec.sent] == [(Msg.GET_STATE, "t1"), (Msg.GET_STATE, "t2")]
+    s.receive(Msg(type=Msg.RESPONSE, payload=b"B", txid="t2", channel_id="ch"))
+    s.receive(Msg(type=Msg.RESPONSE, payload=b"A", txid="t1", channel_id="ch"))
+    done = {m.txid: m for m in rec.sent if m.type == Msg.COMPLETED}
+    assert proposal_response_pb2.Response.FromString(done["t1"].payload).payload == b"A"
+    assert proposal_response_pb2.Response.FromString(done["t2"].payload).payload == b"B"
+    assert not s._waiting and not s._running
+
+
+def test_duplicate_reply_close_and_timeout_never_hang_a_transaction():
+    """A second reply for a call is dropped; a call that the peer never answers fails with
+    PeerError after the call timeout; closing the stream fails every waiting call. Each failed
+    call ends its transaction with status 500, so nothing stays parked."""
+    from ledger.fabric.chaincode_server import _Stream
+
+    rec = _Recorder()
+    s = _Stream(contract, rec.sent.append, rec, call_timeout=7.0)
+    s.receive(_tx("t1", "get", "a"))
     reply = Msg(type=Msg.RESPONSE, payload=b"v", txid="t1", channel_id="ch")
-    h.receive(reply)
-    h.receive(reply)  # duplicate: must return at once
-    h.close()  # must not block either
-    t.join(5)
-    assert got == [b"v"]
+    s.receive(reply)
+    s.receive(reply)  # duplicate: dropped
+    assert [m.type for m in rec.sent] == [Msg.GET_STATE, Msg.COMPLETED] and _status(rec.sent[-1]) == 200
+
+    s.receive(_tx("t2", "get", "never"))
+    delay, fire, args = rec.timers[-1]
+    assert delay == 7.0
+    fire(*args)  # the call timeout elapses
+    assert rec.sent[-1].type == Msg.COMPLETED and _status(rec.sent[-1]) == 500
+    assert (
+        "PeerError"
+        in ContractError.from_wire(
+            proposal_response_pb2.Response.FromString(rec.sent[-1].payload).message
+        ).message
+    )
+
+    s.receive(_tx("t3", "get", "c"))
+    s.receive(_tx("t3", "get", "c"))  # the same transaction again while it runs: refused
+    assert rec.sent[-1].type == Msg.ERROR and rec.sent[-1].txid == "t3"
+    sent = len(rec.sent)
+    s.close()
+    assert not s._waiting and not s._running
+    assert len(rec.sent) == sent  # nothing is written to a closed stream
+
+
+def test_a_stub_call_outside_its_transaction_is_refused():
+    from ledger.fabric.chaincode_server import _Stream
+    from ledger.fabric.shim_stub import PeerError
+
+    s = _Stream(contract, [].append, _Recorder())
+    with pytest.raises(PeerError, match="inside their transaction"):
+        s.call_peer("ch", "t1", Msg.GET_STATE, b"")
