@@ -4,9 +4,10 @@
 Each call acts for an explicit :class:`ledger.identity.Identity` and goes to the Gateway of that
 identity's organisation (its own peer, as fabric-gateway applications do); an identity of an
 organisation without a peer here uses the first peer, which then judges it. ``submit`` =
-Endorse -> sign -> Submit -> CommitStatus; ``evaluate`` = Evaluate; ``events`` = ChaincodeEvents
-from a block, resumed after a broken stream from the last event seen; block queries go through
-the ``qscc`` system chaincode. Errors: ContractError subclasses for contract refusals,
+Endorse -> sign -> Submit -> the commit, told by the peer's filtered block stream
+(:mod:`ledger.fabric.commits`; ``CommitStatus`` where the peer refuses that stream);
+``evaluate`` = Evaluate; ``events`` = ChaincodeEvents from a block (:mod:`ledger.fabric.events`);
+block queries go through the ``qscc`` system chaincode. Errors: ContractError subclasses for contract refusals,
 :mod:`ledger.errors` for the rest (see :mod:`ledger.fabric.errors`).
 """
 
@@ -14,25 +15,25 @@ from __future__ import annotations
 
 import json
 import logging
-import queue
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import grpc
 from fabric_protos.common import common_pb2, ledger_pb2
 from fabric_protos.gateway import gateway_pb2, gateway_pb2_grpc
-from fabric_protos.orderer import ab_pb2
-from fabric_protos.peer import transaction_pb2
-from google.protobuf.message import DecodeError
+from fabric_protos.peer import events_pb2_grpc, transaction_pb2
 
 from ledger.errors import CommitTimeout, EndorsementFailure, LedgerError
-from ledger.fabric.blocks import block_has_events, block_info
+from ledger.fabric.blocks import block_info
+from ledger.fabric.commits import CommitWatcher, WatcherFailed
 from ledger.fabric.errors import error_details, translate, validation_error
-from ledger.fabric.proposal import build_proposal, envelope_result, sign_envelope
+from ledger.fabric.events import chaincode_events
+from ledger.fabric.proposal import build_proposal, envelope_result, seek_envelope, sign_envelope
 from ledger.identity import Identity
 from ledger.interface import BlockInfo, ChaincodeEvent, SubmitResult
 
@@ -44,12 +45,6 @@ CHANNEL_OPTIONS = (
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
     ("grpc.keepalive_time_ms", 120_000),
     ("grpc.keepalive_timeout_ms", 20_000),
-)
-_RETRYABLE_EVENT_CODES = (
-    grpc.StatusCode.UNAVAILABLE,
-    grpc.StatusCode.INTERNAL,
-    grpc.StatusCode.UNKNOWN,
-    grpc.StatusCode.CANCELLED,
 )
 
 
@@ -98,6 +93,9 @@ class FabricLedger:
         # one height query per peer at a time: the callers that find the same peer behind wait for
         # that one answer instead of each asking (docs/fabric.md "Read-your-writes")
         self._asking: dict[str, threading.Lock] = {}
+        # commit statuses and peer heights from one filtered block stream per peer (ledger.fabric.
+        # commits); None: the peer refused the stream, CommitStatus is asked per transaction
+        self._watchers: dict[str, CommitWatcher | None] = {}
 
     catch_up_timeout = 10.0  #: seconds to wait for a peer to reach a block this object committed
 
@@ -124,7 +122,14 @@ class FabricLedger:
                 return p
         return self.peers[0]
 
+    def gateway(self, identity: Identity) -> gateway_pb2_grpc.GatewayStub:
+        """The Gateway service of ``identity``'s own peer."""
+        return self._stub(self._peer_for(identity))
+
     def _stub(self, peer: PeerEndpoint) -> gateway_pb2_grpc.GatewayStub:
+        return gateway_pb2_grpc.GatewayStub(self._channel(peer))
+
+    def _channel(self, peer: PeerEndpoint) -> grpc.Channel:
         with self._lock:
             ch = self._channels.get(peer.address)
             if ch is None:
@@ -138,11 +143,15 @@ class FabricLedger:
                 else:
                     ch = grpc.insecure_channel(peer.address, opts)
                 self._channels[peer.address] = ch
-        return gateway_pb2_grpc.GatewayStub(ch)
+        return ch
 
     def close(self) -> None:
         with self._lock:
             channels, self._channels = list(self._channels.values()), {}
+            watchers, self._watchers = list(self._watchers.values()), {}
+        for w in watchers:
+            if w is not None:
+                w.close()
         for ch in channels:
             ch.close()
 
@@ -158,13 +167,17 @@ class FabricLedger:
         object committed. Each organisation queries its own peer; right after another organisation's
         commit that peer may still be a block behind, and would simulate against the older state
         (e.g. refuse a task for a round the caller has just seen opened). Peers already known to be
-        caught up cost nothing; otherwise the peer's height is asked (``qscc``)."""
+        caught up cost nothing; a peer this object watches (``ledger.fabric.commits``) is waited for;
+        otherwise the peer's height is asked (``qscc``)."""
         peer = self._peer_for(identity)
         with self._lock:
             target = self._committed
             if self._reached(peer.address, target):
                 return
+            watcher = self._watchers.get(peer.address)
             asking = self._asking.setdefault(peer.address, threading.Lock())
+        if watcher is not None and watcher.wait_height(target + 1, self.catch_up_timeout):
+            return
         deadline = time.monotonic() + self.catch_up_timeout
         with asking:
             while True:
@@ -193,7 +206,7 @@ class FabricLedger:
             transaction_id=prop.tx_id, channel_id=self.channel, proposed_transaction=prop.signed
         )
         try:
-            resp = self._stub(self._peer_for(identity)).Evaluate(req, timeout=self.endorse_timeout)
+            resp = self.gateway(identity).Evaluate(req, timeout=self.endorse_timeout)
         except grpc.RpcError as err:
             raise translate(err, "evaluate") from None
         payload: bytes = resp.result.payload
@@ -232,7 +245,7 @@ class FabricLedger:
             endorsing_organizations=list(endorsing_organisations or ()),
         )
         try:
-            resp = self._stub(self._peer_for(identity)).Endorse(req, timeout=self.endorse_timeout)
+            resp = self.gateway(identity).Endorse(req, timeout=self.endorse_timeout)
         except grpc.RpcError as err:
             error, failed = translate(err, "endorse"), {d.msp_id for d in error_details(err)}
             if (failed and identity.msp_id not in failed) or (
@@ -253,7 +266,7 @@ class FabricLedger:
             prepared_transaction=sign_envelope(identity, envelope),
         )
         try:
-            self._stub(self._peer_for(identity)).Submit(req, timeout=self.endorse_timeout)
+            self.gateway(identity).Submit(req, timeout=self.endorse_timeout)
         except grpc.RpcError as err:
             raise translate(err, "submit") from None
 
@@ -264,7 +277,7 @@ class FabricLedger:
         ).SerializeToString()
         signed = gateway_pb2.SignedCommitStatusRequest(request=req, signature=identity.sign(req))
         try:
-            resp = self._stub(self._peer_for(identity)).CommitStatus(signed, timeout=timeout)
+            resp = self.gateway(identity).CommitStatus(signed, timeout=timeout)
         except grpc.RpcError as err:
             if err.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
                 raise CommitTimeout(tx_id, timeout) from None
@@ -292,8 +305,7 @@ class FabricLedger:
                 if attempt == _LAG_RETRIES:
                     raise lag.error from None
                 time.sleep(0.2 * (attempt + 1))
-        self.send(identity, tx_id, envelope)
-        code, block = self.commit_status(identity, tx_id, timeout)
+        code, block = self._send_and_wait(identity, tx_id, envelope, timeout)
         peer = self._peer_for(identity)
         with self._lock:
             self._committed = max(self._committed, block)
@@ -302,121 +314,67 @@ class FabricLedger:
             raise validation_error(tx_id, code)
         return SubmitResult(tx_id=tx_id, block_number=block, result=result)
 
+    def _send_and_wait(
+        self, identity: Identity, tx_id: str, envelope: common_pb2.Envelope, timeout: float
+    ) -> tuple[int, int]:
+        """Send, then wait for the commit: told by the peer's filtered block stream, registered
+        before the send (docs/fabric.md "Commit statuses"), else asked with ``CommitStatus``."""
+        watcher = self._watcher(identity)
+        if watcher is None:
+            self.send(identity, tx_id, envelope)
+            return self.commit_status(identity, tx_id, timeout)
+        watcher.expect(tx_id)
+        try:
+            self.send(identity, tx_id, envelope)
+        except BaseException:
+            watcher.forget(tx_id)
+            raise
+        try:
+            return watcher.wait(tx_id, timeout)
+        except WatcherFailed:
+            return self.commit_status(identity, tx_id, timeout)
+
+    def _watcher(self, identity: Identity) -> CommitWatcher | None:
+        """The commit watcher of ``identity``'s peer, opened with ``identity`` on first use; None if
+        the peer refused it (then every submit asks ``CommitStatus``)."""
+        peer = self._peer_for(identity)
+        with self._lock:
+            if peer.address in self._watchers:
+                return self._watchers[peer.address]
+            opening = self._asking.setdefault("watch " + peer.address, threading.Lock())
+        with opening:
+            with self._lock:
+                if peer.address in self._watchers:
+                    return self._watchers[peer.address]
+            deliver = events_pb2_grpc.DeliverStub(self._channel(peer))
+
+            def open_stream(start: int | None) -> Any:
+                return deliver.DeliverFiltered(iter([seek_envelope(identity, self.channel, start)]))
+
+            watcher: CommitWatcher | None
+            try:
+                watcher = CommitWatcher(open_stream, partial(self._seen, peer.address), name=peer.address)
+            except WatcherFailed as exc:
+                log.warning("%s; commit statuses are asked per transaction", exc)
+                watcher = None
+            with self._lock:
+                if self._channels.get(peer.address) is None and watcher is not None:  # closed meanwhile
+                    watcher.close()
+                    watcher = None
+                self._watchers[peer.address] = watcher
+            return watcher
+
+    def _seen(self, address: str, block: int) -> None:
+        """A watched peer committed ``block``."""
+        with self._lock:
+            self._heights[address] = max(self._heights.get(address, 0), block + 1)
+
     # ---- events
     def events(
         self, identity: Identity, start_block: int = 0, timeout: float | None = None
     ) -> Iterator[ChaincodeEvent]:
-        """Chaincode events from ``start_block`` on; a broken stream is reopened from the last
-        event delivered (``after_transaction_id``), so nothing is lost or repeated.
-
-        ``timeout`` (the ``Ledger`` interface): the iteration ends after ``timeout`` seconds
-        without an event -- also while the peer is unreachable and the stream keeps breaking
-        (reconnection attempts count against the same clock). As on the embedded host, events
-        already committed when the call is made are delivered first (``timeout=0`` means "what is
-        there now"): the stream does not say when it has caught up, so the last block below the
-        current height that carries an event of this chaincode is looked up (``qscc``) and the
-        idle clock starts once that block's events have arrived (waiting at most
-        ``max(timeout, endorse_timeout)`` for them). If the peer cannot be asked, the idle clock
-        starts at once."""
-        if start_block < 0:
-            raise ValueError("start_block must be >= 0")
-        next_block, after_tx = start_block, ""
-        started = last_event = time.monotonic()
-        target = None if timeout is None else self._last_event_block(identity, start_block)
-
-        def remaining() -> float | None:
-            if timeout is None:
-                return None
-            if target is not None:  # still catching up with committed events
-                return max(timeout, self.endorse_timeout) - (time.monotonic() - started)
-            return timeout - (time.monotonic() - last_event)
-
-        while True:
-            call, q = self._open_events(identity, next_block, after_tx)
-            broken = False
-            try:
-                while True:
-                    left = remaining()
-                    if left is not None and left <= 0:
-                        return
-                    try:
-                        item = q.get(timeout=left)
-                    except queue.Empty:
-                        return
-                    if isinstance(item, grpc.RpcError):
-                        if item.code() in _RETRYABLE_EVENT_CODES:
-                            log.info(
-                                "event stream broken (%s); reconnecting from block %d",
-                                item.code().name,
-                                next_block,
-                            )
-                            broken = True
-                            break
-                        raise translate(item, "events") from None
-                    if item is None:  # server closed the stream
-                        broken = True
-                        break
-                    for ev in item.events:
-                        next_block, after_tx = item.block_number, ev.tx_id
-                        yield ChaincodeEvent(
-                            block_number=item.block_number,
-                            tx_id=ev.tx_id,
-                            chaincode=ev.chaincode_id,
-                            name=ev.event_name,
-                            payload=ev.payload,
-                        )
-                        last_event = time.monotonic()
-                    if target is not None and item.block_number >= target:
-                        target, last_event = None, time.monotonic()
-            finally:
-                call.cancel()
-            if broken:
-                left = remaining()
-                if left is not None and left <= 0:
-                    return
-                time.sleep(0.5 if left is None else min(0.5, left))
-
-    _CATCH_UP_SCAN = 1000  # blocks looked at, from the head backwards, for the last event
-
-    def _last_event_block(self, identity: Identity, start_block: int) -> int | None:
-        """The last block in [start_block, height) with a chaincode event of this chaincode in a
-        valid transaction; None if there is none (within the scan) or the peer cannot be asked."""
-        try:
-            height = self.block_height(identity)
-            for n in range(height - 1, max(start_block, height - self._CATCH_UP_SCAN) - 1, -1):
-                raw = self.evaluate(identity, "GetBlockByNumber", self.channel, str(n), chaincode="qscc")
-                if block_has_events(common_pb2.Block.FromString(raw), self.chaincode):
-                    return n
-        except (LedgerError, DecodeError) as exc:
-            log.info("cannot look up the last event block (%s); events idle clock starts now", exc)
-        return None
-
-    def _open_events(
-        self, identity: Identity, start_block: int, after_tx: str
-    ) -> tuple[grpc.Call, queue.Queue[Any]]:
-        req = gateway_pb2.ChaincodeEventsRequest(
-            channel_id=self.channel,
-            chaincode_id=self.chaincode,
-            identity=identity.serialized(),
-            start_position=ab_pb2.SeekPosition(specified=ab_pb2.SeekSpecified(number=start_block)),
-            after_transaction_id=after_tx,
-        ).SerializeToString()
-        signed = gateway_pb2.SignedChaincodeEventsRequest(request=req, signature=identity.sign(req))
-        call = self._stub(self._peer_for(identity)).ChaincodeEvents(signed)
-        # ChaincodeEventsResponse messages, then None (stream closed) or the grpc.RpcError that broke it
-        q: queue.Queue[Any] = queue.Queue()
-
-        def pump() -> None:
-            try:
-                for resp in call:
-                    q.put(resp)
-                q.put(None)
-            except grpc.RpcError as err:
-                if err.code() != grpc.StatusCode.CANCELLED or not call.cancelled():
-                    q.put(err)
-
-        threading.Thread(target=pump, daemon=True, name="fabric-events").start()
-        return call, q
+        """Chaincode events from ``start_block`` on (:func:`ledger.fabric.events.chaincode_events`)."""
+        return chaincode_events(self, identity, start_block, timeout)
 
     # ---- blocks (qscc)
     def block_height(self, identity: Identity) -> int:

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from fabric_protos.common import common_pb2
+from fabric_protos.orderer import ab_pb2
 from fabric_protos.peer import (
     chaincode_event_pb2,
     chaincode_pb2,
@@ -98,6 +99,38 @@ def build_proposal(
 def sign_envelope(identity: Identity, envelope: common_pb2.Envelope) -> common_pb2.Envelope:
     """The prepared transaction from Endorse, signed by the submitter over SHA-256(payload)."""
     return common_pb2.Envelope(payload=envelope.payload, signature=identity.sign(envelope.payload))
+
+
+def seek_envelope(identity: Identity, channel: str, start: int | None) -> common_pb2.Envelope:
+    """A signed ``DELIVER_SEEK_INFO`` envelope asking a peer's Deliver service for every block from
+    ``start`` on (None: from the newest), waiting for blocks not yet committed (fabric-gateway's
+    ``blockeventsbuilder``; the peer checks the signature and the channel's Readers once)."""
+    if start is not None and start < 0:
+        raise ValueError("start block must be >= 0")
+    first = (
+        ab_pb2.SeekPosition(newest=ab_pb2.SeekNewest())
+        if start is None
+        else ab_pb2.SeekPosition(specified=ab_pb2.SeekSpecified(number=start))
+    )
+    seek = ab_pb2.SeekInfo(
+        start=first,
+        stop=ab_pb2.SeekPosition(specified=ab_pb2.SeekSpecified(number=2**64 - 1)),
+        behavior=ab_pb2.SeekInfo.BLOCK_UNTIL_READY,
+    )
+    creator, nonce, now = identity.serialized(), os.urandom(NONCE_BYTES), time.time()
+    chdr = common_pb2.ChannelHeader(
+        type=common_pb2.DELIVER_SEEK_INFO,
+        timestamp=timestamp_pb2.Timestamp(seconds=int(now), nanos=int((now % 1) * 1e9)),
+        channel_id=channel,
+        tx_id=compute_tx_id(nonce, creator),
+        epoch=0,
+    )
+    header = common_pb2.Header(
+        channel_header=chdr.SerializeToString(),
+        signature_header=common_pb2.SignatureHeader(creator=creator, nonce=nonce).SerializeToString(),
+    )
+    payload = common_pb2.Payload(header=header, data=seek.SerializeToString()).SerializeToString()
+    return common_pb2.Envelope(payload=payload, signature=identity.sign(payload))
 
 
 def envelope_result(envelope: common_pb2.Envelope) -> bytes:

@@ -11,9 +11,12 @@ import grpc
 import pytest
 from fabric_protos.common import common_pb2
 from fabric_protos.gateway import gateway_pb2, gateway_pb2_grpc
+from fabric_protos.orderer import ab_pb2
 from fabric_protos.peer import (
     chaincode_event_pb2,
     chaincode_pb2,
+    events_pb2,
+    events_pb2_grpc,
     proposal_pb2,
     proposal_response_pb2,
     transaction_pb2,
@@ -54,6 +57,8 @@ class FakeGateway(gateway_pb2_grpc.GatewayServicer):
         self.events_calls: list[gateway_pb2.ChaincodeEventsRequest] = []
         self.hang_commit = False
         self.lag_left = 0  # "lagging": refusals by another organisation's peer still to come
+        self.commit_status_calls = 0
+        self.deliver = FakeDeliver(membership)
 
     def _check(self, signed: proposal_pb2.SignedProposal, context) -> tuple[str, list[bytes]]:
         prop = proposal_pb2.Proposal.FromString(signed.proposal_bytes)
@@ -134,9 +139,13 @@ class FakeGateway(gateway_pb2_grpc.GatewayServicer):
         except Exception as exc:
             context.abort(grpc.StatusCode.PERMISSION_DENIED, f"bad envelope signature: {exc}")
         self.submitted.append(request.transaction_id)
+        self.deliver.commit(
+            request.transaction_id, self.codes.get(request.transaction_id, transaction_pb2.VALID)
+        )
         return gateway_pb2.SubmitResponse()
 
     def CommitStatus(self, request, context):  # noqa: N802
+        self.commit_status_calls += 1
         req = gateway_pb2.CommitStatusRequest.FromString(request.request)
         self.msp.verify_signature(req.identity, request.request, request.signature)
         if self.hang_commit:
@@ -176,6 +185,66 @@ class FakeGateway(gateway_pb2_grpc.GatewayServicer):
         threading.Event().wait(30)
 
 
+class FakeDeliver(events_pb2_grpc.DeliverServicer):
+    """The peer's Deliver service for filtered blocks: blocks 0..6 exist; each submit commits one
+    more block holding that transaction (hold back with ``hold``); checks the seek envelope's
+    signature; can refuse the stream or break it once after a given block."""
+
+    def __init__(self, membership):
+        self.msp = membership
+        self.blocks: list[list[tuple[str, int]]] = [[] for _ in range(7)]
+        self.changed = threading.Condition()
+        self.seeks: list[ab_pb2.SeekInfo] = []
+        self.refuse = False
+        self.hold = False
+        self.break_after: int | None = None
+
+    def commit(self, tx_id: str, code: int) -> None:
+        with self.changed:
+            self.blocks.append([(tx_id, code)])
+            self.changed.notify_all()
+
+    def DeliverFiltered(self, request_iterator, context):  # noqa: N802
+        env = next(request_iterator)
+        payload = common_pb2.Payload.FromString(env.payload)
+        shdr = common_pb2.SignatureHeader.FromString(payload.header.signature_header)
+        self.msp.verify_signature(shdr.creator, env.payload, env.signature)
+        assert (
+            common_pb2.ChannelHeader.FromString(payload.header.channel_header).type
+            == common_pb2.DELIVER_SEEK_INFO
+        )
+        seek = ab_pb2.SeekInfo.FromString(payload.data)
+        self.seeks.append(seek)
+        if self.refuse:
+            yield events_pb2.DeliverResponse(status=common_pb2.FORBIDDEN)
+            return
+        with self.changed:
+            n = (
+                len(self.blocks) - 1
+                if seek.start.WhichOneof("Type") == "newest"
+                else seek.start.specified.number
+            )
+        while context.is_active():
+            with self.changed:
+                if n >= len(self.blocks) or self.hold:
+                    self.changed.wait(0.2)
+                    continue
+                txs = self.blocks[n]
+            yield events_pb2.DeliverResponse(
+                filtered_block=events_pb2.FilteredBlock(
+                    channel_id="ch",
+                    number=n,
+                    filtered_transactions=[
+                        events_pb2.FilteredTransaction(txid=t, tx_validation_code=c) for t, c in txs
+                    ],
+                )
+            )
+            if self.break_after == n:
+                self.break_after = None
+                context.abort(grpc.StatusCode.UNAVAILABLE, "peer going down")
+            n += 1
+
+
 @pytest.fixture(scope="module")
 def consortium(tmp_path_factory):
     return Consortium.generate(tmp_path_factory.mktemp("ids"), ["Org1", "Org2"])
@@ -184,8 +253,9 @@ def consortium(tmp_path_factory):
 @pytest.fixture
 def gateway(consortium):
     fake = FakeGateway(consortium.membership())
-    server = grpc.server(futures.ThreadPoolExecutor(8))
+    server = grpc.server(futures.ThreadPoolExecutor(16))
     gateway_pb2_grpc.add_GatewayServicer_to_server(fake, server)
+    events_pb2_grpc.add_DeliverServicer_to_server(fake.deliver, server)
     server.add_insecure_port(f"127.0.0.1:{PORT}")
     server.start()
     led = FabricLedger([PeerEndpoint("Org1MSP", f"127.0.0.1:{PORT}")], "ch", "cc")
@@ -201,6 +271,7 @@ def test_evaluate_and_submit_signed_as_the_peer_requires(gateway, consortium):
     r = led.submit(ident, "put", "k", "v")
     assert (r.result, r.block_number, r.validation_code) == (b"result:put,k,v", 7, "VALID")
     assert fake.submitted == [r.tx_id]
+    assert fake.commit_status_calls == 0  # learnt from the filtered block stream
 
 
 def test_contract_error_from_error_details(gateway, consortium):
@@ -261,6 +332,82 @@ def test_callers_behind_one_peer_ask_its_height_once(gateway, consortium):
         assert asked == ["Org2MSP"]
         led.evaluate(consortium.identity("Org2"), "get")  # height 8 now known: no query
         assert asked == ["Org2MSP"]
+    finally:
+        led.close()
+
+
+def test_commit_statuses_come_from_one_filtered_block_stream(gateway, consortium):
+    """Submits learn validation code and block from the peer's filtered blocks: one stream, signed
+    once, opened at the newest block; no CommitStatus call; an MVCC conflict arrives typed."""
+    fake, led = gateway
+    org1 = consortium.identity("Org1")
+    with futures.ThreadPoolExecutor(6) as pool:
+        results = list(pool.map(lambda i: led.submit(org1, "put", str(i)), range(6)))
+    assert sorted(r.block_number for r in results) == list(range(7, 13))
+    assert all(r.validation_code == "VALID" for r in results)
+    fake.conflicts_left = 1
+    with pytest.raises(MVCCConflict):
+        led.submit(org1, "conflict")
+    assert fake.commit_status_calls == 0
+    assert [s.start.WhichOneof("Type") for s in fake.deliver.seeks] == ["newest"]
+    assert not led._watchers[f"127.0.0.1:{PORT}"]._waiting  # nothing left registered
+
+
+def test_a_broken_filtered_block_stream_reopens_after_the_last_block_seen(gateway, consortium):
+    fake, led = gateway
+    org1 = consortium.identity("Org1")
+    fake.deliver.break_after = 7
+    assert led.submit(org1, "put", "a").block_number == 7
+    assert led.submit(org1, "put", "b").block_number == 8  # committed while the stream was reopened
+    assert fake.commit_status_calls == 0
+    assert [s.start.specified.number for s in fake.deliver.seeks[1:]] == [8]
+
+
+def test_a_refused_filtered_block_stream_falls_back_to_commit_status(gateway, consortium):
+    fake, led = gateway
+    org1 = consortium.identity("Org1")
+    fake.deliver.refuse = True
+    assert led.submit(org1, "put", "a").block_number == 7  # CommitStatus's answer
+    assert led.submit(org1, "put", "b").validation_code == "VALID"
+    assert fake.commit_status_calls == 2 and len(fake.deliver.seeks) == 1  # not asked again
+
+
+def test_commit_timeout_while_watching_forgets_the_transaction(gateway, consortium):
+    fake, led = gateway
+    org1 = consortium.identity("Org1")
+    led.submit(org1, "put", "warm")  # the stream is open
+    fake.deliver.hold = True
+    with pytest.raises(CommitTimeout):
+        led.submit(org1, "put", "k", timeout=0.5)
+    assert not led._watchers[f"127.0.0.1:{PORT}"]._waiting
+    fake.deliver.hold = False
+
+
+def test_watched_peers_need_no_height_query_for_read_your_writes(gateway, consortium):
+    """Read-your-writes across organisations: a peer this client watches (its organisation
+    submitted through it) is waited for on its stream; only a peer not watched yet is asked its
+    height."""
+    fake, _ = gateway
+    led = FabricLedger(
+        [PeerEndpoint("Org1MSP", f"127.0.0.1:{PORT}"), PeerEndpoint("Org2MSP", f"localhost:{PORT}")],
+        "ch",
+        "cc",
+    )
+    asked: list[str] = []
+
+    def block_height(identity) -> int:
+        asked.append(identity.msp_id)
+        return len(fake.deliver.blocks)
+
+    led.block_height = block_height  # type: ignore[method-assign]
+    org1, org2 = consortium.identity("Org1"), consortium.identity("Org2")
+    try:
+        assert led.submit(org1, "put", "a").block_number == 7
+        assert led.submit(org2, "put", "b").block_number == 8  # Org2's peer not watched yet: asked
+        assert asked == ["Org2MSP"]
+        assert led.submit(org1, "put", "c").block_number == 9  # both watched from here on
+        assert led.evaluate(org2, "get") == b"result:get"
+        assert asked == ["Org2MSP"] and led._heights[f"localhost:{PORT}"] == 10
     finally:
         led.close()
 
