@@ -96,6 +96,7 @@ class FabricLedger:
         # commit statuses and peer heights from one filtered block stream per peer (ledger.fabric.
         # commits); None: the peer refused the stream, CommitStatus is asked per transaction
         self._watchers: dict[str, CommitWatcher | None] = {}
+        self._opening: dict[str, threading.Lock] = {}  # one watcher opened per peer at a time
 
     catch_up_timeout = 10.0  #: seconds to wait for a peer to reach a block this object committed
 
@@ -318,21 +319,31 @@ class FabricLedger:
         self, identity: Identity, tx_id: str, envelope: common_pb2.Envelope, timeout: float
     ) -> tuple[int, int]:
         """Send, then wait for the commit: told by the peer's filtered block stream, registered
-        before the send (docs/fabric.md "Commit statuses"), else asked with ``CommitStatus``."""
+        before the send (docs/fabric.md "Commit statuses"), else asked with ``CommitStatus``
+        (within what is left of ``timeout``)."""
+        deadline = time.monotonic() + timeout
         watcher = self._watcher(identity)
-        if watcher is None:
-            self.send(identity, tx_id, envelope)
-            return self.commit_status(identity, tx_id, timeout)
-        watcher.expect(tx_id)
+        if watcher is not None:
+            try:
+                watcher.expect(tx_id)
+            except WatcherFailed as exc:  # refused since it opened: CommitStatus from now on
+                log.warning("%s; commit statuses are asked per transaction", exc)
+                with self._lock:
+                    self._watchers[self._peer_for(identity).address] = None
+                watcher.close()
+                watcher = None
         try:
             self.send(identity, tx_id, envelope)
         except BaseException:
-            watcher.forget(tx_id)
+            if watcher is not None:
+                watcher.forget(tx_id)
             raise
-        try:
-            return watcher.wait(tx_id, timeout)
-        except WatcherFailed:
-            return self.commit_status(identity, tx_id, timeout)
+        if watcher is not None:
+            try:
+                return watcher.wait(tx_id, timeout)
+            except WatcherFailed:
+                pass
+        return self.commit_status(identity, tx_id, max(0.0, deadline - time.monotonic()))
 
     def _watcher(self, identity: Identity) -> CommitWatcher | None:
         """The commit watcher of ``identity``'s peer, opened with ``identity`` on first use; None if
@@ -341,7 +352,7 @@ class FabricLedger:
         with self._lock:
             if peer.address in self._watchers:
                 return self._watchers[peer.address]
-            opening = self._asking.setdefault("watch " + peer.address, threading.Lock())
+            opening = self._opening.setdefault(peer.address, threading.Lock())
         with opening:
             with self._lock:
                 if peer.address in self._watchers:

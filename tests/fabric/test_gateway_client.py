@@ -196,6 +196,7 @@ class FakeDeliver(events_pb2_grpc.DeliverServicer):
         self.changed = threading.Condition()
         self.seeks: list[ab_pb2.SeekInfo] = []
         self.refuse = False
+        self.forbid = False  # refuse the open streams from now on (e.g. after a config change)
         self.hold = False
         self.break_after: int | None = None
 
@@ -225,6 +226,9 @@ class FakeDeliver(events_pb2_grpc.DeliverServicer):
                 else seek.start.specified.number
             )
         while context.is_active():
+            if self.forbid:
+                yield events_pb2.DeliverResponse(status=common_pb2.FORBIDDEN)
+                return
             with self.changed:
                 if n >= len(self.blocks) or self.hold:
                     self.changed.wait(0.2)
@@ -370,6 +374,23 @@ def test_a_refused_filtered_block_stream_falls_back_to_commit_status(gateway, co
     assert led.submit(org1, "put", "a").block_number == 7  # CommitStatus's answer
     assert led.submit(org1, "put", "b").validation_code == "VALID"
     assert fake.commit_status_calls == 2 and len(fake.deliver.seeks) == 1  # not asked again
+
+
+def test_a_stream_refused_later_falls_back_to_commit_status(gateway, consortium):
+    """The peer refuses the open stream after a while (say, a channel update removed the right):
+    submits from then on ask CommitStatus, and the stream is not opened again."""
+    fake, led = gateway
+    org1 = consortium.identity("Org1")
+    assert led.submit(org1, "put", "a").block_number == 7
+    watcher = led._watchers[f"127.0.0.1:{PORT}"]
+    fake.deliver.forbid = True
+    deadline = time.monotonic() + 5
+    while watcher._failure is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert led.submit(org1, "put", "b").validation_code == "VALID"
+    assert fake.commit_status_calls == 1 and led._watchers[f"127.0.0.1:{PORT}"] is None
+    assert led.submit(org1, "put", "c").validation_code == "VALID"
+    assert fake.commit_status_calls == 2 and len(fake.deliver.seeks) == 1
 
 
 def test_commit_timeout_while_watching_forgets_the_transaction(gateway, consortium):
