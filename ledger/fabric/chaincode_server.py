@@ -78,6 +78,7 @@ SERVER_OPTIONS: tuple[tuple[str, int], ...] = (
     ("grpc.so_reuseport", 0),  # a second server on a taken port must fail, not share it
 )
 PEER_CALL_TIMEOUT_S = 60.0
+STOP_TIMEOUT_S = 10.0  # beyond the grace period, for the loop to stop
 HEALTH_FUNCTION = "__health__"  # answered by the shim itself: readiness probes
 
 
@@ -103,7 +104,7 @@ class _Stream:
         self._send = send
         self._loop = loop
         self._call_timeout = call_timeout
-        self._running: set[TxKey] = set()
+        self._running: dict[TxKey, greenlet.greenlet] = {}  # transactions in flight
         self._waiting: dict[TxKey, tuple[greenlet.greenlet, asyncio.TimerHandle]] = {}
         self.closed = False
 
@@ -113,9 +114,7 @@ class _Stream:
         if t in (Msg.RESPONSE, Msg.ERROR):
             waiter = self._waiting.pop((msg.channel_id, msg.txid), None)
             if waiter is None:
-                log.warning(
-                    "reply %s for transaction %s dropped (no call waiting)", Msg.Type.Name(t), msg.txid
-                )
+                log.warning("reply %s for transaction %s dropped (no call waiting)", _name(t), msg.txid)
                 return
             waiter[1].cancel()
             self._step((msg.channel_id, msg.txid), waiter[0], msg)
@@ -124,8 +123,8 @@ class _Stream:
             if key in self._running:
                 self._send(_error(msg, "transaction already running on this stream"))
                 return
-            self._running.add(key)
-            self._step(key, greenlet.greenlet(self._run_transaction), msg)
+            tx = self._running[key] = greenlet.greenlet(self._run_transaction)
+            self._step(key, tx, msg)
         elif t == Msg.KEEPALIVE:
             self.send(Msg(type=Msg.KEEPALIVE))
         elif t == Msg.REGISTERED:
@@ -133,7 +132,7 @@ class _Stream:
         elif t == Msg.READY:
             log.info("chaincode ready")
         else:
-            log.warning("unexpected message %s from the peer", Msg.Type.Name(t))
+            log.warning("unexpected message %s from the peer", _name(t))
 
     def send(self, msg: Msg) -> None:
         if not self.closed:
@@ -153,13 +152,13 @@ class _Stream:
             out = tx.switch(value) if error is None else tx.throw(error)
         except BaseException as exc:  # _run_transaction answers every Exception; this is a bug
             log.error("transaction %s ended abnormally: %s", key[1], type(exc).__name__)
-            self._running.discard(key)
+            self._running.pop(key, None)
             self.send(
                 Msg(type=Msg.ERROR, payload=b"chaincode transaction aborted", txid=key[1], channel_id=key[0])
             )
             return
         if tx.dead:
-            self._running.discard(key)
+            self._running.pop(key, None)
         else:
             timer = self._loop.call_later(
                 self._call_timeout, self._fail, key, f"no reply from the peer within {self._call_timeout} s"
@@ -174,9 +173,11 @@ class _Stream:
             self._step(key, waiter[0], None, PeerError(reason))
 
     def call_peer(self, channel_id: str, tx_id: str, kind: int, payload: bytes) -> bytes:
-        """One round trip to the peer from inside a transaction (``FabricStub``'s calls)."""
-        me = greenlet.getcurrent()
-        if me.parent is None:
+        """One round trip to the peer from inside a transaction (``FabricStub``'s calls): only from
+        that transaction's own greenlet (a call for another transaction, e.g. from a generator of
+        it finalised later, would park this one under the wrong id)."""
+        me = self._running.get((channel_id, tx_id))
+        if me is None or me is not greenlet.getcurrent():
             raise PeerError("stub calls run inside their transaction only")
         if self.closed:
             raise PeerError("chaincode stream closed")
@@ -186,7 +187,7 @@ class _Stream:
             return answer
         if reply.type == Msg.ERROR:
             raise PeerError(reply.payload.decode("utf-8", "replace"))
-        raise PeerError(f"unexpected reply {Msg.Type.Name(reply.type)} from the peer")
+        raise PeerError(f"unexpected reply {_name(reply.type)} from the peer")
 
     def _run_transaction(self, msg: Msg) -> Msg:
         try:
@@ -227,6 +228,15 @@ class _Stream:
             log.error("transaction %s: %s failed: %s", stub.get_tx_id(), function, type(exc).__name__)
             failure = InternalError(f"internal chaincode error in {function}: {type(exc).__name__}")
             return proposal_response_pb2.Response(status=500, message=failure.to_wire())
+
+
+def _name(message_type: int) -> str:
+    """A message type's name; a number unknown to these protos is named by its value."""
+    try:
+        name: str = Msg.Type.Name(message_type)
+    except ValueError:
+        return str(message_type)
+    return name
 
 
 def _error(msg: Msg, text: str) -> Msg:
@@ -270,7 +280,7 @@ async def _write(outgoing: asyncio.Queue[Msg | None], context: grpc.aio.Servicer
     try:
         while (msg := await outgoing.get()) is not None:
             await context.write(msg)
-    except (grpc.RpcError, asyncio.InvalidStateError, RuntimeError) as exc:
+    except Exception as exc:  # grpc.aio's UsageError, AbortError, ... as well as RpcError
         log.info("chaincode stream write failed: %s", type(exc).__name__)
 
 
@@ -330,13 +340,19 @@ class ChaincodeServer:
         self._server = server
 
     def stop(self, grace: float | None = None) -> None:
-        """Stop serving (in-flight streams get ``grace`` seconds) and end the loop thread."""
+        """Stop serving (in-flight streams get ``grace`` seconds) and end the loop thread; a loop
+        held by a contract that never returns is left to end with the process (a daemon thread)."""
         if not self._thread.is_alive():
             return
+        bound = (grace or 0.0) + STOP_TIMEOUT_S
         if self._server is not None:
-            asyncio.run_coroutine_threadsafe(self._server.stop(grace), self._loop).result()
+            stopping = asyncio.run_coroutine_threadsafe(self._server.stop(grace), self._loop)
+            try:
+                stopping.result(timeout=bound)
+            except TimeoutError:
+                log.error("chaincode server did not stop within %.0f s", bound)
         self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join()
+        self._thread.join(timeout=bound)
 
 
 def serve(

@@ -45,7 +45,11 @@ _MAX_BACKOFF_S = 5.0
 
 
 class WatcherFailed(LedgerError):
-    """The filtered block stream is refused or the watcher was closed: ask ``CommitStatus``."""
+    """The filtered block stream was refused, broke for good or never started: ask ``CommitStatus``."""
+
+
+class WatcherClosed(WatcherFailed):
+    """The watcher was closed by its owner (before anything else failed it)."""
 
 
 class _Waiter:
@@ -99,6 +103,11 @@ class CommitWatcher:
         with self._lock:
             return self._height
 
+    @property
+    def failed(self) -> bool:
+        with self._lock:
+            return self._failure is not None
+
     def expect(self, tx_id: str) -> None:
         """Register ``tx_id`` before it is sent: its commit is settled when its block arrives."""
         with self._lock:
@@ -138,7 +147,7 @@ class CommitWatcher:
         with self._lock:
             self._closed = True
             call = self._call
-            self._fail(WatcherFailed(f"commit watcher of {self.name} closed"))
+            self._fail(WatcherClosed(f"commit watcher of {self.name} closed"))
         if call is not None:
             call.cancel()
 

@@ -30,7 +30,7 @@ from fabric_protos.peer import events_pb2_grpc, transaction_pb2
 
 from ledger.errors import CommitTimeout, EndorsementFailure, LedgerError
 from ledger.fabric.blocks import block_info
-from ledger.fabric.commits import CommitWatcher, WatcherFailed
+from ledger.fabric.commits import CommitWatcher, WatcherClosed, WatcherFailed
 from ledger.fabric.errors import error_details, translate, validation_error
 from ledger.fabric.events import chaincode_events
 from ledger.fabric.proposal import build_proposal, envelope_result, seek_envelope, sign_envelope
@@ -94,11 +94,14 @@ class FabricLedger:
         # that one answer instead of each asking (docs/fabric.md "Read-your-writes")
         self._asking: dict[str, threading.Lock] = {}
         # commit statuses and peer heights from one filtered block stream per peer (ledger.fabric.
-        # commits); None: the peer refused the stream, CommitStatus is asked per transaction
-        self._watchers: dict[str, CommitWatcher | None] = {}
+        # commits); a peer whose stream failed is asked CommitStatus until _unwatched[address]
+        self._watchers: dict[str, CommitWatcher] = {}
+        self._unwatched: dict[str, float] = {}
         self._opening: dict[str, threading.Lock] = {}  # one watcher opened per peer at a time
+        self._generation = 0  # close() increments it: a watcher opened across a close is dropped
 
     catch_up_timeout = 10.0  #: seconds to wait for a peer to reach a block this object committed
+    watch_retry_s = 60.0  #: seconds before a peer whose commit stream failed is watched again
 
     # ---- construction from fabric-network/ output
     @classmethod
@@ -150,9 +153,9 @@ class FabricLedger:
         with self._lock:
             channels, self._channels = list(self._channels.values()), {}
             watchers, self._watchers = list(self._watchers.values()), {}
+            self._generation += 1
         for w in watchers:
-            if w is not None:
-                w.close()
+            w.close()
         for ch in channels:
             ch.close()
 
@@ -177,9 +180,11 @@ class FabricLedger:
                 return
             watcher = self._watchers.get(peer.address)
             asking = self._asking.setdefault(peer.address, threading.Lock())
-        if watcher is not None and watcher.wait_height(target + 1, self.catch_up_timeout):
-            return
         deadline = time.monotonic() + self.catch_up_timeout
+        if watcher is not None:
+            watcher.wait_height(target + 1, self.catch_up_timeout)
+            if not watcher.failed:
+                return  # reached, or still behind at the deadline: it answers from its own state
         with asking:
             while True:
                 with self._lock:
@@ -318,19 +323,16 @@ class FabricLedger:
     def _send_and_wait(
         self, identity: Identity, tx_id: str, envelope: common_pb2.Envelope, timeout: float
     ) -> tuple[int, int]:
-        """Send, then wait for the commit: told by the peer's filtered block stream, registered
-        before the send (docs/fabric.md "Commit statuses"), else asked with ``CommitStatus``
-        (within what is left of ``timeout``)."""
-        deadline = time.monotonic() + timeout
+        """Send, then wait up to ``timeout`` seconds for the commit: told by the peer's filtered
+        block stream, registered before the send (docs/fabric.md "Commit statuses"), else asked
+        with ``CommitStatus``."""
+        address = self._peer_for(identity).address
         watcher = self._watcher(identity)
         if watcher is not None:
             try:
                 watcher.expect(tx_id)
-            except WatcherFailed as exc:  # refused since it opened: CommitStatus from now on
-                log.warning("%s; commit statuses are asked per transaction", exc)
-                with self._lock:
-                    self._watchers[self._peer_for(identity).address] = None
-                watcher.close()
+            except WatcherFailed as exc:
+                self._unwatch(address, watcher, exc)
                 watcher = None
         try:
             self.send(identity, tx_id, envelope)
@@ -338,42 +340,64 @@ class FabricLedger:
             if watcher is not None:
                 watcher.forget(tx_id)
             raise
+        deadline = time.monotonic() + timeout
         if watcher is not None:
             try:
                 return watcher.wait(tx_id, timeout)
-            except WatcherFailed:
-                pass
+            except WatcherClosed:
+                raise LedgerError(
+                    f"the ledger was closed while transaction {tx_id} waited for its commit"
+                ) from None
+            except WatcherFailed as exc:
+                self._unwatch(address, watcher, exc)
         return self.commit_status(identity, tx_id, max(0.0, deadline - time.monotonic()))
 
     def _watcher(self, identity: Identity) -> CommitWatcher | None:
-        """The commit watcher of ``identity``'s peer, opened with ``identity`` on first use; None if
-        the peer refused it (then every submit asks ``CommitStatus``)."""
+        """The commit watcher of ``identity``'s peer, opened with ``identity`` on first use; None
+        while that peer's stream is known to fail (then submits ask ``CommitStatus``)."""
         peer = self._peer_for(identity)
         with self._lock:
-            if peer.address in self._watchers:
-                return self._watchers[peer.address]
+            if (known := self._watchers.get(peer.address)) is not None:
+                return known
+            if time.monotonic() < self._unwatched.get(peer.address, 0.0):
+                return None
             opening = self._opening.setdefault(peer.address, threading.Lock())
+            generation = self._generation
         with opening:
             with self._lock:
-                if peer.address in self._watchers:
-                    return self._watchers[peer.address]
+                if (known := self._watchers.get(peer.address)) is not None:
+                    return known
+                if time.monotonic() < self._unwatched.get(peer.address, 0.0):
+                    return None
             deliver = events_pb2_grpc.DeliverStub(self._channel(peer))
 
             def open_stream(start: int | None) -> Any:
                 return deliver.DeliverFiltered(iter([seek_envelope(identity, self.channel, start)]))
 
-            watcher: CommitWatcher | None
             try:
                 watcher = CommitWatcher(open_stream, partial(self._seen, peer.address), name=peer.address)
             except WatcherFailed as exc:
-                log.warning("%s; commit statuses are asked per transaction", exc)
-                watcher = None
+                self._unwatch(peer.address, None, exc)
+                return None
             with self._lock:
-                if self._channels.get(peer.address) is None and watcher is not None:  # closed meanwhile
-                    watcher.close()
-                    watcher = None
-                self._watchers[peer.address] = watcher
-            return watcher
+                if self._generation == generation:
+                    self._watchers[peer.address] = watcher
+                    return watcher
+            watcher.close()  # this object was closed meanwhile
+            return None
+
+    def _unwatch(self, address: str, watcher: CommitWatcher | None, why: Exception) -> None:
+        """Stop using a failed watcher (none: one that could not open); the peer is watched again
+        after ``watch_retry_s``, with the identity submitting then."""
+        with self._lock:
+            if watcher is None or self._watchers.get(address) is watcher:
+                self._watchers.pop(address, None)
+                self._unwatched[address] = time.monotonic() + self.watch_retry_s
+                log.warning(
+                    "%s; commit statuses are asked per transaction for %.0f s", why, self.watch_retry_s
+                )
+        if watcher is not None:
+            watcher.close()
 
     def _seen(self, address: str, block: int) -> None:
         """A watched peer committed ``block``."""

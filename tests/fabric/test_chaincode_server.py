@@ -510,9 +510,27 @@ def test_duplicate_reply_close_and_timeout_never_hang_a_transaction():
 
 
 def test_a_stub_call_outside_its_transaction_is_refused():
+    """Only a transaction's own greenlet may call the peer for it: not code outside any
+    transaction, and not another transaction (e.g. a generator of one finalised while another runs),
+    which would park itself under the wrong id and wait for a reply that goes elsewhere."""
     from ledger.fabric.chaincode_server import _Stream
     from ledger.fabric.shim_stub import PeerError
 
-    s = _Stream(contract, [].append, _Recorder())
+    rec = _Recorder()
+    s = _Stream(contract, rec.sent.append, rec)
     with pytest.raises(PeerError, match="inside their transaction"):
         s.call_peer("ch", "t1", Msg.GET_STATE, b"")
+
+    def crosses(stub, function, args):
+        return s.call_peer("ch", "other", Msg.GET_STATE, b"")  # another transaction's id
+
+    s._dispatch = crosses
+    s.receive(_tx("t2", "x"))
+    assert [m.type for m in rec.sent] == [Msg.COMPLETED] and _status(rec.sent[0]) == 500
+    assert (
+        "PeerError"
+        in ContractError.from_wire(
+            proposal_response_pb2.Response.FromString(rec.sent[0].payload).message
+        ).message
+    )
+    assert not s._waiting and not s._running

@@ -23,7 +23,7 @@ from fabric_protos.peer import (
 )
 
 from chaincode.errors import NotFound
-from ledger.errors import AccessDenied, CommitTimeout, MVCCConflict
+from ledger.errors import AccessDenied, CommitTimeout, LedgerError, MVCCConflict
 from ledger.fabric.gateway import FabricLedger, PeerEndpoint, submit_with_retry
 from ledger.fabric.proposal import compute_tx_id
 from ledger.identity import Consortium
@@ -368,12 +368,18 @@ def test_a_broken_filtered_block_stream_reopens_after_the_last_block_seen(gatewa
 
 
 def test_a_refused_filtered_block_stream_falls_back_to_commit_status(gateway, consortium):
+    """Refused: submits ask CommitStatus, and the stream is tried again only after watch_retry_s."""
     fake, led = gateway
     org1 = consortium.identity("Org1")
+    led.watch_retry_s = 0.3
     fake.deliver.refuse = True
     assert led.submit(org1, "put", "a").block_number == 7  # CommitStatus's answer
     assert led.submit(org1, "put", "b").validation_code == "VALID"
-    assert fake.commit_status_calls == 2 and len(fake.deliver.seeks) == 1  # not asked again
+    assert fake.commit_status_calls == 2 and len(fake.deliver.seeks) == 1  # not asked again yet
+    fake.deliver.refuse = False
+    time.sleep(0.4)
+    assert led.submit(org1, "put", "c").validation_code == "VALID"
+    assert fake.commit_status_calls == 2 and len(fake.deliver.seeks) == 2  # watched again
 
 
 def test_a_stream_refused_later_falls_back_to_commit_status(gateway, consortium):
@@ -388,9 +394,40 @@ def test_a_stream_refused_later_falls_back_to_commit_status(gateway, consortium)
     while watcher._failure is None and time.monotonic() < deadline:
         time.sleep(0.05)
     assert led.submit(org1, "put", "b").validation_code == "VALID"
-    assert fake.commit_status_calls == 1 and led._watchers[f"127.0.0.1:{PORT}"] is None
+    assert fake.commit_status_calls == 1 and f"127.0.0.1:{PORT}" not in led._watchers
     assert led.submit(org1, "put", "c").validation_code == "VALID"
     assert fake.commit_status_calls == 2 and len(fake.deliver.seeks) == 1
+
+
+def test_a_refusal_while_a_submit_waits_is_answered_by_commit_status(gateway, consortium):
+    fake, led = gateway
+    org1 = consortium.identity("Org1")
+    led.submit(org1, "put", "warm")
+    fake.deliver.hold = True  # the next block is not delivered ...
+    with futures.ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(led.submit, org1, "put", "k")
+        deadline = time.monotonic() + 5
+        while len(fake.submitted) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        fake.deliver.forbid = True  # ... and the stream is refused while the submit waits
+        assert waiting.result(timeout=10).validation_code == "VALID"
+    assert fake.commit_status_calls == 1
+
+
+def test_closing_the_ledger_ends_a_wait_for_a_commit(gateway, consortium):
+    fake, led = gateway
+    org1 = consortium.identity("Org1")
+    led.submit(org1, "put", "warm")
+    fake.deliver.hold = True
+    with futures.ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(led.submit, org1, "put", "k")
+        deadline = time.monotonic() + 5
+        while len(fake.submitted) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        led.close()
+        with pytest.raises(LedgerError, match="closed while"):
+            waiting.result(timeout=10)
+    assert fake.commit_status_calls == 0
 
 
 def test_commit_timeout_while_watching_forgets_the_transaction(gateway, consortium):
