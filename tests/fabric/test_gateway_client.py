@@ -303,15 +303,20 @@ def test_refusal_by_another_organisations_peer_only_is_endorsed_again(gateway, c
         led.endorse(org1, "lagging")
 
 
-def test_callers_behind_one_peer_ask_its_height_once(gateway, consortium):
-    """Read-your-writes: after Org1's commit in block 7, Org2's peer must reach block 8 before Org2
-    reads. Eight concurrent Org2 readers share one height query instead of sending eight."""
-    fake, _ = gateway
-    led = FabricLedger(
+def _two_peer_ledger() -> FabricLedger:
+    """Org1's and Org2's peers: two addresses of the one fake Gateway."""
+    return FabricLedger(
         [PeerEndpoint("Org1MSP", f"127.0.0.1:{PORT}"), PeerEndpoint("Org2MSP", f"localhost:{PORT}")],
         "ch",
         "cc",
     )
+
+
+def test_callers_behind_one_peer_ask_its_height_once(gateway, consortium):
+    """Read-your-writes: after Org1's commit in block 7, Org2's peer must reach block 8 before Org2
+    reads. Eight concurrent Org2 readers share one height query instead of sending eight."""
+    fake, _ = gateway
+    led = _two_peer_ledger()
     asked: list[str] = []
     release = threading.Event()
 
@@ -446,11 +451,7 @@ def test_watched_peers_need_no_height_query_for_read_your_writes(gateway, consor
     submitted through it) is waited for on its stream; only a peer not watched yet is asked its
     height."""
     fake, _ = gateway
-    led = FabricLedger(
-        [PeerEndpoint("Org1MSP", f"127.0.0.1:{PORT}"), PeerEndpoint("Org2MSP", f"localhost:{PORT}")],
-        "ch",
-        "cc",
-    )
+    led = _two_peer_ledger()
     asked: list[str] = []
 
     def block_height(identity) -> int:
