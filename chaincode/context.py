@@ -76,9 +76,8 @@ def _summary(summarise: Callable[[dict[str, Any]], _T], raw: bytes) -> _T:
     return summarise(json.loads(raw))
 
 
-_SUMMARIES: Memo[tuple[Callable[..., Any], bytes], Any] = Memo(
-    8192
-)  # (summariser, sha256 of value) -> summary
+# (summariser, sha256 of a stored value) -> summary
+_SUMMARIES: Memo[tuple[Callable[..., Any], bytes], Any] = Memo(8192)
 
 
 class TransactionContext:

@@ -45,7 +45,7 @@ def task_scratch(state_dir: str | os.PathLike[str], environ: Mapping[str, str] |
     if base is None:
         return fallback
     tag = hashlib.sha256(str(state_dir.resolve()).encode()).hexdigest()[:16]
-    d = base / f"consortia-{os.getuid()}" / tag
+    d = user_dir(base) / tag
     try:
         _private_dir(d.parent)
         _private_dir(d)
@@ -55,6 +55,11 @@ def task_scratch(state_dir: str | os.PathLike[str], environ: Mapping[str, str] |
         log.warning("task directories stay in %s: %s", fallback, exc)
         return fallback
     return d
+
+
+def user_dir(base: Path) -> Path:
+    """``<base>/consortia-<uid>``: this user's level under a base, holding one directory per agent."""
+    return base / f"consortia-{os.getuid()}"
 
 
 def memory_base(environ: Mapping[str, str] | None = None) -> Path | None:

@@ -9,13 +9,13 @@ import shutil
 
 import pytest
 
-from executor.scratch import memory_base
+from executor.scratch import memory_base, user_dir
 
 
 @pytest.fixture(scope="session", autouse=True)
 def _task_scratch_cleared():
     base = memory_base()
-    mine = base / f"consortia-{os.getuid()}" if base is not None else None
+    mine = user_dir(base) if base is not None else None
     before = set(os.listdir(mine)) if mine is not None and mine.is_dir() else set()
     yield
     if mine is not None and mine.is_dir():

@@ -121,7 +121,7 @@ class _Stream:
         elif t in (Msg.TRANSACTION, Msg.INIT):
             key = (msg.channel_id, msg.txid)
             if key in self._running:
-                self._send(_error(msg, "transaction already running on this stream"))
+                self._send(_error(key, "transaction already running on this stream"))
                 return
             tx = self._running[key] = greenlet.greenlet(self._run_transaction)
             self._step(key, tx, msg)
@@ -153,9 +153,7 @@ class _Stream:
         except BaseException as exc:  # _run_transaction answers every Exception; this is a bug
             log.error("transaction %s ended abnormally: %s", key[1], type(exc).__name__)
             self._running.pop(key, None)
-            self.send(
-                Msg(type=Msg.ERROR, payload=b"chaincode transaction aborted", txid=key[1], channel_id=key[0])
-            )
+            self.send(_error(key, "chaincode transaction aborted"))
             return
         if tx.dead:
             self._running.pop(key, None)
@@ -194,7 +192,7 @@ class _Stream:
             stub = FabricStub(self, msg)
         except Exception as exc:  # malformed proposal: answer at once (defect 3b)
             log.error("transaction %s rejected before dispatch: %s", msg.txid, type(exc).__name__)
-            return _error(msg, f"chaincode could not read the proposal: {exc}")
+            return _error((msg.channel_id, msg.txid), f"chaincode could not read the proposal: {exc}")
         if msg.type == Msg.INIT or not stub.args:
             response = proposal_response_pb2.Response(status=200)
         else:
@@ -239,8 +237,9 @@ def _name(message_type: int) -> str:
     return name
 
 
-def _error(msg: Msg, text: str) -> Msg:
-    return Msg(type=Msg.ERROR, payload=text.encode(), txid=msg.txid, channel_id=msg.channel_id)
+def _error(key: TxKey, text: str) -> Msg:
+    """The ERROR message that ends transaction ``key`` (channel, txid) without a response."""
+    return Msg(type=Msg.ERROR, payload=text.encode(), txid=key[1], channel_id=key[0])
 
 
 # the generated servicer base is untyped (fabric_protos ships no stubs: pyproject.toml [tool.mypy])

@@ -19,7 +19,6 @@ import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -194,11 +193,15 @@ class FabricLedger:
                     height = self.block_height(identity)
                 except LedgerError:
                     return  # an unreachable peer: the call itself reports it
-                with self._lock:
-                    self._heights[peer.address] = max(self._heights.get(peer.address, 0), height)
+                self._note_height(peer.address, height)
                 if height > target or time.monotonic() >= deadline:
                     return  # a peer that stays behind answers from its own state, as it would anyway
                 time.sleep(0.05)
+
+    def _note_height(self, address: str, height: int) -> None:
+        """The peer at ``address`` has committed ``height`` blocks at least."""
+        with self._lock:
+            self._heights[address] = max(self._heights.get(address, 0), height)
 
     def _reached(self, address: str, target: int) -> bool:
         """Whether the peer at ``address`` is known to have committed block ``target`` (hold ``_lock``)."""
@@ -315,7 +318,7 @@ class FabricLedger:
         peer = self._peer_for(identity)
         with self._lock:
             self._committed = max(self._committed, block)
-            self._heights[peer.address] = max(self._heights.get(peer.address, 0), block + 1)
+        self._note_height(peer.address, block + 1)
         if code != transaction_pb2.VALID:
             raise validation_error(tx_id, code)
         return SubmitResult(tx_id=tx_id, block_number=block, result=result)
@@ -357,25 +360,25 @@ class FabricLedger:
         while that peer's stream is known to fail (then submits ask ``CommitStatus``)."""
         peer = self._peer_for(identity)
         with self._lock:
-            if (known := self._watchers.get(peer.address)) is not None:
+            decided, known = self._known_watcher(peer.address)
+            if decided:
                 return known
-            if time.monotonic() < self._unwatched.get(peer.address, 0.0):
-                return None
             opening = self._opening.setdefault(peer.address, threading.Lock())
             generation = self._generation
         with opening:
-            with self._lock:
-                if (known := self._watchers.get(peer.address)) is not None:
+            with self._lock:  # another caller may have opened it (or failed to) meanwhile
+                decided, known = self._known_watcher(peer.address)
+                if decided:
                     return known
-                if time.monotonic() < self._unwatched.get(peer.address, 0.0):
-                    return None
             deliver = events_pb2_grpc.DeliverStub(self._channel(peer))
 
             def open_stream(start: int | None) -> Any:
                 return deliver.DeliverFiltered(iter([seek_envelope(identity, self.channel, start)]))
 
             try:
-                watcher = CommitWatcher(open_stream, partial(self._seen, peer.address), name=peer.address)
+                watcher = CommitWatcher(
+                    open_stream, lambda block: self._note_height(peer.address, block + 1), name=peer.address
+                )
             except WatcherFailed as exc:
                 self._unwatch(peer.address, None, exc)
                 return None
@@ -385,6 +388,13 @@ class FabricLedger:
                     return watcher
             watcher.close()  # this object was closed meanwhile
             return None
+
+    def _known_watcher(self, address: str) -> tuple[bool, CommitWatcher | None]:
+        """(decided, watcher) for the peer at ``address`` (hold ``_lock``): its open watcher, or None
+        while its stream is known to fail; not decided when a watcher should be opened."""
+        if (known := self._watchers.get(address)) is not None:
+            return True, known
+        return time.monotonic() < self._unwatched.get(address, 0.0), None
 
     def _unwatch(self, address: str, watcher: CommitWatcher | None, why: Exception) -> None:
         """Stop using a failed watcher (none: one that could not open); the peer is watched again
@@ -398,11 +408,6 @@ class FabricLedger:
                 )
         if watcher is not None:
             watcher.close()
-
-    def _seen(self, address: str, block: int) -> None:
-        """A watched peer committed ``block``."""
-        with self._lock:
-            self._heights[address] = max(self._heights.get(address, 0), block + 1)
 
     # ---- events
     def events(

@@ -44,6 +44,34 @@ def compute_tx_id(nonce: bytes, creator: bytes) -> str:
     return hashlib.sha256(nonce + creator).hexdigest()
 
 
+def _header(
+    identity: Identity,
+    kind: int,
+    channel: str,
+    extension: bytes = b"",
+    nonce: bytes | None = None,
+    timestamp: float | None = None,
+) -> tuple[str, common_pb2.Header]:
+    """(tx id, the signed message's Header): a channel header of type ``kind`` stamped now (or at
+    ``timestamp``), and the creator with a fresh nonce (or ``nonce``)."""
+    creator = identity.serialized()
+    nonce = os.urandom(NONCE_BYTES) if nonce is None else nonce
+    tx_id = compute_tx_id(nonce, creator)
+    now = time.time() if timestamp is None else timestamp
+    chdr = common_pb2.ChannelHeader(
+        type=kind,
+        timestamp=timestamp_pb2.Timestamp(seconds=int(now), nanos=int((now % 1) * 1e9)),
+        channel_id=channel,
+        tx_id=tx_id,
+        epoch=0,
+        extension=extension,
+    )
+    shdr = common_pb2.SignatureHeader(creator=creator, nonce=nonce)
+    return tx_id, common_pb2.Header(
+        channel_header=chdr.SerializeToString(), signature_header=shdr.SerializeToString()
+    )
+
+
 def build_proposal(
     identity: Identity,
     channel: str,
@@ -58,23 +86,14 @@ def build_proposal(
     """A signed ENDORSER_TRANSACTION proposal invoking ``function(*args)`` on ``chaincode``."""
     if not channel or not chaincode or not function:
         raise ValueError("channel, chaincode and function must be non-empty")
-    creator = identity.serialized()
-    nonce = os.urandom(NONCE_BYTES) if nonce is None else nonce
-    tx_id = compute_tx_id(nonce, creator)
-    now = time.time() if timestamp is None else timestamp
-    ts = timestamp_pb2.Timestamp(seconds=int(now), nanos=int((now % 1) * 1e9))
     cc_id = chaincode_pb2.ChaincodeID(name=chaincode)
-    chdr = common_pb2.ChannelHeader(
-        type=common_pb2.ENDORSER_TRANSACTION,
-        timestamp=ts,
-        channel_id=channel,
-        tx_id=tx_id,
-        epoch=0,
-        extension=proposal_pb2.ChaincodeHeaderExtension(chaincode_id=cc_id).SerializeToString(),
-    )
-    shdr = common_pb2.SignatureHeader(creator=creator, nonce=nonce)
-    header = common_pb2.Header(
-        channel_header=chdr.SerializeToString(), signature_header=shdr.SerializeToString()
+    tx_id, header = _header(
+        identity,
+        common_pb2.ENDORSER_TRANSACTION,
+        channel,
+        proposal_pb2.ChaincodeHeaderExtension(chaincode_id=cc_id).SerializeToString(),
+        nonce,
+        timestamp,
     )
     raw_args = [function.encode()] + [a if isinstance(a, bytes) else str(a).encode("utf-8") for a in args]
     cis = chaincode_pb2.ChaincodeInvocationSpec(
@@ -117,18 +136,7 @@ def seek_envelope(identity: Identity, channel: str, start: int | None) -> common
         stop=ab_pb2.SeekPosition(specified=ab_pb2.SeekSpecified(number=2**64 - 1)),
         behavior=ab_pb2.SeekInfo.BLOCK_UNTIL_READY,
     )
-    creator, nonce, now = identity.serialized(), os.urandom(NONCE_BYTES), time.time()
-    chdr = common_pb2.ChannelHeader(
-        type=common_pb2.DELIVER_SEEK_INFO,
-        timestamp=timestamp_pb2.Timestamp(seconds=int(now), nanos=int((now % 1) * 1e9)),
-        channel_id=channel,
-        tx_id=compute_tx_id(nonce, creator),
-        epoch=0,
-    )
-    header = common_pb2.Header(
-        channel_header=chdr.SerializeToString(),
-        signature_header=common_pb2.SignatureHeader(creator=creator, nonce=nonce).SerializeToString(),
-    )
+    _, header = _header(identity, common_pb2.DELIVER_SEEK_INFO, channel)
     payload = common_pb2.Payload(header=header, data=seek.SerializeToString()).SerializeToString()
     return common_pb2.Envelope(payload=payload, signature=identity.sign(payload))
 
