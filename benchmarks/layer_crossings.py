@@ -109,10 +109,15 @@ def table(s: dict[str, Any]) -> list[str]:
         f"| {k} | {v['direction']} | {v['edges']} | {v['events']} | {v['in_host']} |"
         for k, v in s["by_pair"].items()
     ]
-    lines += ["", "| target package | distinct callee functions | by module |", "|---|---|---|"]
-    for pkg, t in s["targets"].items():
-        mods = ", ".join(f"{m} {n}" for m, n in t["by_module"].items())
-        lines.append(f"| {pkg} | {t['functions']} | {mods} |")
+    for scope, f in (("all", s), ("outside the ledger host", s["outside_ledger_host"])):
+        lines += [
+            "",
+            f"| target package ({scope}) | distinct callee functions | by module |",
+            "|---|---|---|",
+        ]
+        for pkg, t in f["targets"].items():
+            mods = ", ".join(f"{m} {n}" for m, n in t["by_module"].items())
+            lines.append(f"| {pkg} | {t['functions']} | {mods} |")
     return lines
 
 
@@ -236,6 +241,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 k: [s["outside_ledger_host"][k][w] for w in ("total", "down", "up")] for k in FIGURES
             },
             "targets": {p: t["functions"] for p, t in s["targets"].items()},
+            "targets_outside_ledger_host": {
+                p: t["functions"] for p, t in s["outside_ledger_host"]["targets"].items()
+            },
         }
         for o, s in windows.items()
     }

@@ -190,19 +190,29 @@ class _ThreadTrace:
 # --------------------------------------------------------------------------- figures
 
 
-def figures(crossings: Counter[tuple[Func, Func]], rank: dict[str, int]) -> dict[str, dict[str, int]]:
-    """Distinct function edges, distinct module edges and dynamic crossings, each total/down/up."""
-    out = {k: {"total": 0, "down": 0, "up": 0} for k in FIGURES}
+def figures(crossings: Counter[tuple[Func, Func]], rank: dict[str, int]) -> dict[str, Any]:
+    """Distinct function edges, distinct module edges and dynamic crossings, each total/down/up; and per
+    target package the distinct callee functions, by module."""
+    out: dict[str, Any] = {k: {"total": 0, "down": 0, "up": 0} for k in FIGURES}
     modules: set[tuple[str, str, str]] = set()
+    targets: dict[str, dict[str, set[Func]]] = {}
     for (caller, callee), n in crossings.items():
         way = "down" if rank[callee.package] < rank[caller.package] else "up"
         out["distinct_edges"][way] += 1
         out["dynamic_crossings"][way] += n
         modules.add((caller.module, callee.module, way))
+        targets.setdefault(callee.package, {}).setdefault(callee.module, set()).add(callee)
     for *_, way in modules:
         out["module_edges"][way] += 1
-    for v in out.values():
-        v["total"] = v["down"] + v["up"]
+    for k in FIGURES:
+        out[k]["total"] = out[k]["down"] + out[k]["up"]
+    out["targets"] = {
+        pkg: {
+            "functions": sum(len(s) for s in mods.values()),
+            "by_module": dict(sorted(((m, len(s)) for m, s in mods.items()), key=lambda kv: (-kv[1], kv[0]))),
+        }
+        for pkg, mods in sorted(targets.items(), key=lambda kv: rank[kv[0]])
+    }
     return out
 
 
@@ -216,7 +226,6 @@ def summarise(w: Window, layers: tuple[str, ...]) -> dict[str, Any]:
         if not host:
             agent[(caller, callee)] += n
     pairs: dict[str, dict[str, Any]] = {}
-    targets: dict[str, dict[str, set[str]]] = {}
     for (caller, callee), n in every.items():
         way = "down" if rank[callee.package] < rank[caller.package] else "up"
         p = pairs.setdefault(
@@ -225,7 +234,6 @@ def summarise(w: Window, layers: tuple[str, ...]) -> dict[str, Any]:
         p["edges"] += 1
         p["events"] += n
         p["in_host"] += n - agent[(caller, callee)]
-        targets.setdefault(callee.package, {}).setdefault(callee.module, set()).add(str(callee))
     return {
         "organisation": w.org,
         **figures(every, rank),
@@ -234,13 +242,6 @@ def summarise(w: Window, layers: tuple[str, ...]) -> dict[str, Any]:
         "external_calls": w.external_calls,
         "stack_resyncs": w.resyncs,
         "by_pair": dict(sorted(pairs.items(), key=lambda kv: (rank[kv[0].split("->")[0]], kv[0]))),
-        "targets": {
-            pkg: {
-                "functions": sum(len(s) for s in mods.values()),
-                "by_module": dict(sorted(((m, len(s)) for m, s in mods.items()), key=lambda kv: -kv[1])),
-            }
-            for pkg, mods in sorted(targets.items(), key=lambda kv: rank[kv[0]])
-        },
         # every distinct edge: caller, callee, dynamic crossings, of which in the ledger host
         "edges": sorted([str(a), str(b), n, n - agent[(a, b)]] for (a, b), n in every.items()),
     }
@@ -303,6 +304,8 @@ def self_check() -> dict[str, Any]:
             del sys.path[:2]
             for m in [m for m in sys.modules if m.split(".")[0] in (*layers, "extmod")]:
                 del sys.modules[m]
+    if "OrgX" not in tracer.windows:
+        raise SystemExit("self-check failed: the window of round 2 was not recorded")
     s = summarise(tracer.windows["OrgX"], layers)
     expected = {
         # top->mid edges: get, with_cb, Rec.__init__, items; mid->lo: get->dump, with_cb->dump; lo->top: dump->_cb
@@ -311,16 +314,20 @@ def self_check() -> dict[str, Any]:
         "module_edges": {"total": 3, "down": 2, "up": 1},
         # top->mid: get x3 (2 direct + via extmod), with_cb, Rec.__init__, items x3 = 8; mid->lo: 4; lo->top: 1
         "dynamic_crossings": {"total": 13, "down": 12, "up": 1},
-        # outside the host: the top->mid crossings only
+        # outside the host: the top->mid crossings only (target functions: mid's 4)
         "outside_ledger_host": {
             "distinct_edges": {"total": 4, "down": 4, "up": 0},
             "module_edges": {"total": 1, "down": 1, "up": 0},
             "dynamic_crossings": {"total": 8, "down": 8, "up": 0},
+            "targets": {"mid": 4},
         },
         "targets": {"lo": 1, "mid": 4, "top": 1},
     }
-    got = {k: s[k] for k in expected if k != "targets"}
-    got["targets"] = {p: t["functions"] for p, t in s["targets"].items()}
+
+    def counts(f: dict[str, Any]) -> dict[str, Any]:
+        return {**{k: f[k] for k in FIGURES}, "targets": {p: t["functions"] for p, t in f["targets"].items()}}
+
+    got = {**counts(s), "outside_ledger_host": counts(s["outside_ledger_host"])}
     if got != expected or s["stack_resyncs"]:
         raise SystemExit(f"self-check failed: expected {expected}, got {got} ({s['edges']})")
     print("self-check passed:", json.dumps(got, sort_keys=True))
