@@ -37,7 +37,17 @@ HYPER = {
     "n_rep": 2,
     "schedule": ["FIT", "SHARE", "GET"],
 }
-CONSORTIA_PACKAGES = ("wire", "algorithms", "api", "chaincode", "executor", "ledger", "network", "home", "benchmarks")
+CONSORTIA_PACKAGES = (
+    "wire",
+    "algorithms",
+    "api",
+    "chaincode",
+    "executor",
+    "ledger",
+    "network",
+    "home",
+    "benchmarks",
+)
 ONNX_ATOL = 1e-6  # the ONNX graph stores leaf values as float32 (api.model_onnx)
 
 
