@@ -112,7 +112,8 @@ def run_demo(
         prepare_image,
         run_process,
     )
-    from ledger.config import Layout, write_config
+    from home.layout import Layout
+    from home.settings import write_config
     from ledger.embedded import EmbeddedLedger
     from ledger.identity import Consortium
 
@@ -128,7 +129,7 @@ def run_demo(
     pid = "demo-collab-rf"
     if backend == "embedded":
         names = [f"Bank{i + 1}" for i in range(n)]
-        # the consortium is a Consortia home (ledger/config.py): `--home <out>/consortium` opens it
+        # the consortium is a Consortia home (home/): `--home <out>/consortium` opens it
         consortium = Consortium.generate(layout.crypto, names)
         write_config(layout, consortium)
         ledger_path: Path | None = layout.ledger
@@ -136,7 +137,7 @@ def run_demo(
         where = f"embedded ledger {ledger_path}"
     else:
         from ledger.fabric.gateway import FabricLedger
-        from ledger.fabric.network import FabricNetwork, NetworkConfig
+        from network import FabricNetwork, NetworkConfig
 
         net = FabricNetwork(NetworkConfig())
         if not net.is_up():

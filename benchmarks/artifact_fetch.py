@@ -122,7 +122,7 @@ def serve_home(home: str, mb: float, listen: str, reader: str) -> None:
     """Between hosts (benchmarks.consortium): serve a random artifact from the store of ``home``'s
     organisation, readable by ``reader`` (given here; on the ledger path the service looks readers up
     once per digest before any byte moves); prints ``digest url`` once serving."""
-    from ledger.config import load
+    from home.settings import load
 
     settings = load(home)
     consortium = Consortium(settings.crypto)
@@ -138,7 +138,7 @@ def serve_home(home: str, mb: float, listen: str, reader: str) -> None:
 def fetch_home(home: str, url: str, owner: str, digest: str) -> dict:
     """Between hosts: fetch ``digest`` from ``owner``'s service at ``url`` into ``home``'s own store,
     as a node agent does (streamed, re-hashed); throughput and this process's RSS growth."""
-    from ledger.config import load
+    from home.settings import load
 
     settings = load(home)
     consortium = Consortium(settings.crypto)

@@ -187,7 +187,7 @@ def run_audited(
     with tempfile.TemporaryDirectory(prefix="audit-overhead-") as tmp:
         root = Path(tmp)
         if backend == "fabric":  # the network's own organisations Org1MSP..; a fresh process id per run
-            from ledger.fabric.testing import start_shared_network
+            from tests.support.fabric import start_shared_network
 
             fab = start_shared_network()
             consortium = fab.consortium

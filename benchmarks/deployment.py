@@ -1,6 +1,6 @@
 """A consortium deployed as separate hosts on one machine, as tests/deploy and benchmarks.consortium
 run it (README "Deploying a consortium"): each organisation's processes run in a bubblewrap view of
-its own folder only (ledger.fabric.network.host_view) and listen on its own loopback address.
+its own folder only (network.host_view) and listen on its own loopback address.
 
 :class:`Deployment` plays the founder (``fabric-network/network up --hosts … --isolate``, the image
 registry, the folders handed to each organisation) and then each organisation on its own host
@@ -19,11 +19,11 @@ import sys
 import time
 from pathlib import Path
 
-from ledger.fabric import testing
-from ledger.fabric.network import REPO_ROOT, FabricNetwork, NetworkConfig
-from ledger.fabric.network.host_view import view_command
-from ledger.fabric.network.placement import placement_spec
-from ledger.join import ORDERER_PUBLIC, PUBLIC_FILES, copy_public
+from home.join import ORDERER_PUBLIC, PUBLIC_FILES, copy_public
+from network import REPO_ROOT, FabricNetwork, NetworkConfig
+from network.host_view import view_command
+from network.placement import placement_spec
+from tests.support import fabric as support
 
 ROOT = REPO_ROOT
 SCRIPT = REPO_ROOT / "fabric-network" / "network"
@@ -145,8 +145,9 @@ class Host:
 
     def ledger_client(self):
         """A client over this organisation's own connection profile and identity (close its ledger)."""
+        from home.ledger import open_ledger
+        from home.settings import load
         from ledger.client import ConsortiaClient
-        from ledger.config import load, open_ledger
         from ledger.identity import Consortium
 
         settings = load(self.home)
@@ -261,9 +262,9 @@ class Deployment:
             NetworkConfig(
                 organisations=self.orgs, net_dir=self.root / "net", port_base=b, hosts=self.placement
             )
-            for b in testing.PORT_BASES
+            for b in support.PORT_BASES
         )
-        self.cfg = next((c for c in configs if testing.ports_free(c)), None)
+        self.cfg = next((c for c in configs if support.ports_free(c)), None)
         if self.cfg is None:
             raise DeploymentError("no free port range on the hosts' addresses")
         self.net = FabricNetwork(self.cfg)

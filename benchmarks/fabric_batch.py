@@ -16,7 +16,7 @@ from pathlib import Path
 
 from benchmarks.ledger_capacity import capacity_sweep
 from ledger.fabric.gateway import FabricLedger
-from ledger.fabric.network import DEFAULT_HOME, FabricNetwork, NetworkConfig
+from network import DEFAULT_HOME, FabricNetwork, NetworkConfig
 from wire.env import environment
 
 NET_DIR = (environment().cache or Path.home() / ".cache" / "consortia") / "fabric-batch"

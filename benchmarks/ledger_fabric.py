@@ -29,7 +29,7 @@ from typing import Any
 from benchmarks.ledger_capacity import capacity_sweep
 from benchmarks.ledger_workloads import bench_evaluate, bench_history, bench_submit, report
 from ledger.fabric.gateway import FabricLedger
-from ledger.fabric.network import DEFAULT_HOME, FabricNetwork, NetworkConfig
+from network import DEFAULT_HOME, FabricNetwork, NetworkConfig
 from wire.env import environment
 
 BENCH_NET = environment().fabric_bench_net or Path.home() / ".cache" / "consortia" / "fabric-bench"

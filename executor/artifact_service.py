@@ -311,8 +311,9 @@ class ArtifactServer(ThreadingHTTPServer):
 
 
 def main(argv: list[str] | None = None) -> None:
+    from home.ledger import open_ledger
+    from home.settings import load
     from ledger.client import ConsortiaClient
-    from ledger.config import load, open_ledger
     from ledger.embedded import EmbeddedLedger
 
     ap = argparse.ArgumentParser(prog="python -m executor.artifact_service", description=__doc__)

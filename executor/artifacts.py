@@ -177,7 +177,7 @@ class ArtifactStore:
     @classmethod
     def at(cls, directory: str | os.PathLike, *, create: bool = True) -> ArtifactStore:
         """The store whose organisation folder is ``directory`` (``<root>/<msp id>``, e.g.
-        ``ledger.config.Layout.artifacts(msp)``)."""
+        ``home.layout.Layout.artifacts(msp)``)."""
         d = Path(directory)
         return cls(d.parent, d.name, create=create)
 

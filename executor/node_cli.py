@@ -34,7 +34,7 @@ def build_agent(args: argparse.Namespace) -> NodeAgent:
     identity = consortium.identity(args.org)
     settings = getattr(args, "settings", None)
     if settings is not None and settings.ledger_backend != "embedded":
-        from ledger.config import open_ledger
+        from home.ledger import open_ledger
 
         ledger = open_ledger(settings, consortium)  # the home's Fabric connection profile
     elif not Path(args.ledger).is_file():  # an agent never creates a ledger (a wrong path is an error)
@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     paths = ("consortium", "ledger", "data", "store", "state")
     args.settings = None
     if args.home:
-        from ledger.config import load
+        from home.settings import load
 
         settings = args.settings = load(args.home)
         args.org = args.org or settings.node_setting("organisation")  # a `consortia join` home

@@ -173,7 +173,7 @@ def launch(client: ConsortiaClient, spec: ProcessSpec, *, start: bool = True) ->
 class Platform:
     """Where the organisations' nodes keep their things on this machine: one ledger (embedded file
     or Fabric gateway), the consortium's identities, and per organisation a data root, an artifact
-    store and an agent state directory -- in the one home layout of ``ledger.config.Layout``
+    store and an agent state directory -- in the one home layout of ``home.layout.Layout``
     (``root`` is a Consortia home: ``data/<MSP>``, ``artifacts/<MSP>``, ``state/<MSP>``)."""
 
     ledger: Ledger
@@ -184,8 +184,9 @@ class Platform:
 
     @classmethod
     def from_home(cls, home: str | Path | None = None, *, create: bool = False) -> Platform:
-        """The platform of a Consortia home: its consortium, and its ledger from ``ledger.config.open_ledger``."""
-        from ledger.config import load, open_ledger
+        """The platform of a Consortia home: its consortium, and its ledger from ``home.ledger.open_ledger``."""
+        from home.ledger import open_ledger
+        from home.settings import load
 
         settings = load(home)
         consortium = Consortium(settings.crypto)
@@ -195,9 +196,10 @@ class Platform:
 
     @property
     def layout(self):
-        """The home layout (ledger/config.py): ``root`` is a Consortia home (its consortia.toml, if any,
+        """The home layout (home/layout.py): ``root`` is a Consortia home (its consortia.toml, if any,
         is honoured, e.g. an organisation's data folder named there)."""
-        from ledger.config import CONFIG_FILE, Layout, load
+        from home.layout import CONFIG_FILE, Layout
+        from home.settings import load
 
         root = Path(self.root)
         return load(root).paths if (root / CONFIG_FILE).is_file() else Layout(root)

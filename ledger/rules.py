@@ -1,6 +1,7 @@
 """The contracts' input rules a client validates against before submitting (re-exported from
-``chaincode``, which defines and enforces them), so that ``api`` and ``executor`` never import
-``chaincode`` directly: size limits and history page bounds (``chaincode.limits``), identifier patterns and bounds."""
+``chaincode``, which defines and enforces them), so that ``api``, ``executor`` and ``home`` never
+import ``chaincode`` directly: size limits and history page bounds (``chaincode.limits``), identifier
+patterns and bounds, and the form of a membership endpoint (``chaincode.membership.check_endpoint``)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from chaincode.limits import (
     MAX_TOPOLOGY_BYTES,
     json_depth,
 )
+from chaincode.membership import check_endpoint
 
 __all__ = [
     "BOOKMARK_PATTERN",
@@ -38,5 +40,6 @@ __all__ = [
     "MAX_ROUNDS",
     "MAX_TOPOLOGY_BYTES",
     "MSP_PATTERN",
+    "check_endpoint",
     "json_depth",
 ]

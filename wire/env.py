@@ -5,7 +5,7 @@ time it is called (tests and subcommands set variables at run time), converts ea
 type and applies the default. A variable that is set but empty counts as unset. Variables a module
 only *passes on* to a child process (``{**os.environ, ...}``) are not read here.
 
-The home's own settings (its ``consortia.toml``) are ``ledger.config``; the ``CONSORTIA_LEDGER_*`` and
+The home's own settings (its ``consortia.toml``) are ``home.settings``; the ``CONSORTIA_LEDGER_*`` and
 ``CONSORTIA_CRYPTO`` variables below override that file.
 """
 
@@ -75,7 +75,7 @@ class Environment:
         "Fault injection for tests: <checkpoint>:<round> SIGKILLs the node agent there.",
         default="",
     )
-    # ---- the Fabric network (ledger/fabric/network.py, ledger/fabric/testing.py)
+    # ---- the Fabric network (network/, tests/support/fabric.py)
     fabric_home: Path | None = _var("FABRIC_HOME", "Fabric binaries (default $CONSORTIA_CACHE/fabric).", Path)
     fabric_net: Path | None = _var(
         "CONSORTIA_FABRIC_NET", "The Fabric network directory (default: per command).", Path

@@ -56,7 +56,8 @@ def init(
 ) -> None:
     """Make a Consortia home: identities per organisation, consortia.toml, folders, an empty ledger
     (--orgs); or a home on a running Fabric network (--crypto and --fabric-profile)."""
-    from ledger.config import HomeError, init_home, join_home
+    from home.create import init_home, join_home
+    from home.errors import HomeError
 
     try:
         if fabric_profile is not None or crypto is not None:
@@ -129,8 +130,8 @@ def join(
 ) -> None:
     """Make the home of ONE organisation of an existing consortium: its own MSP material, the others'
     public certificates only, a ledger connection, its data root, artifact store and public endpoint."""
-    from ledger.config import HomeError
-    from ledger.join import join_organisation
+    from home.errors import HomeError
+    from home.join import join_organisation
 
     try:
         members = {}

@@ -2,7 +2,7 @@
 node agent) and ``consortia network`` (a native Fabric network).
 
 ``node`` and ``network`` hand their arguments to the command lines of :mod:`executor.node_agent` and
-:mod:`ledger.fabric.network`, which follow the same conventions (``--json``, errors on stderr, exit
+:mod:`network`, which follow the same conventions (``--json``, errors on stderr, exit
 codes of docs/cli.md)."""
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ def node(ctx: typer.Context) -> None:
 
 def network(ctx: typer.Context) -> None:
     """A native Hyperledger Fabric network: `consortia network up|down|deploy|status|logs … [--json]`
-    (ledger.fabric.network; `consortia network --help` lists its options)."""
-    from ledger.fabric.network import main as network_main
+    (:mod:`network`; `consortia network --help` lists its options)."""
+    from network import main as network_main
 
     raise typer.Exit(network_main(json_spelling(list(ctx.args))))

@@ -1,9 +1,9 @@
 """One organisation's view of a Consortia home, opened once per command and always closed.
 
-``with session(home, org) as s:`` reads the home's ``consortia.toml`` (:func:`ledger.config.load`),
+``with session(home, org) as s:`` reads the home's ``consortia.toml`` (:func:`home.settings.load`),
 resolves the acting organisation (name, MSP id or domain), finds its identity and opens the ledger
 through the one factory (:func:`open_home_ledger`); on leaving, the audit index and the ledger are
-closed whatever happened. Paths come from the home's :class:`ledger.config.Layout` only.
+closed whatever happened. Paths come from the home's :class:`home.layout.Layout` only.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from api.cli.output import EXIT_NOT_FOUND, EXIT_USAGE, HomeOpt, JsonOpt, OrgOpt,
 
 def open_home_ledger(settings: Any, consortium: Any) -> Any:
     """The ledger of the home: embedded file or Fabric network, as its configuration says
-    (:func:`ledger.config.open_ledger`; never creates a ledger)."""
-    from ledger.config import open_ledger
+    (:func:`home.ledger.open_ledger`; never creates a ledger)."""
+    from home.ledger import open_ledger
 
     return open_ledger(settings, consortium)
 
@@ -32,7 +32,8 @@ class Session:
     """The configuration, identity, ledger, audit index and gateway objects of one organisation."""
 
     def __init__(self, home: Path | None, org: str | None, user: str = "User1", as_json: bool = False):
-        from ledger.config import HomeError, LedgerNotFound, load
+        from home.errors import HomeError, LedgerNotFound
+        from home.settings import load
         from ledger.identity import Consortium
 
         self.as_json = as_json

@@ -109,7 +109,7 @@ def test_node_and_network_accept_json_and_names():
     r = runner.invoke(app, ["node", "run", "--org", "Org1", "-o", "yaml"])
     assert r.exit_code == 2 and "-o/--output" in r.output
     proc = subprocess.run(
-        [sys.executable, "-m", "ledger.fabric.network", "--help"],
+        [sys.executable, "-m", "network", "--help"],
         capture_output=True,
         text=True,
         env={**env, "PATH": "/usr/bin:/bin"},

@@ -1,4 +1,4 @@
-"""``consortia init`` and the one home layout (ledger/config.py): a new user's first command."""
+"""``consortia init`` and the one home layout (home/): a new user's first command."""
 
 from __future__ import annotations
 
@@ -9,7 +9,10 @@ import pytest
 from typer.testing import CliRunner
 
 from api.cli import app
-from ledger.config import Layout, LedgerNotFound, load, open_ledger
+from home.errors import LedgerNotFound
+from home.layout import Layout
+from home.ledger import open_ledger
+from home.settings import load
 from ledger.identity import Consortium
 
 runner = CliRunner()
@@ -164,3 +167,21 @@ def test_the_config_names_the_identity_and_data_each_organisation_uses(tmp_path)
     )
     r = run("image", "list", "--org", "Org2", "--home", str(home), code=3)
     assert "Admin@org2.example.com/msp" in r.stderr and "consortia.toml" in r.stderr
+
+
+@pytest.mark.parametrize(
+    "old, new, words",
+    [
+        ('backend = "embedded"', 'backnd = "embedded"', "unknown key [ledger] backnd"),
+        ("batch_timeout = 0.01", 'batch_timeout = "soon"', "[ledger] batch_timeout = 'soon'"),
+    ],
+)
+def test_a_misspelt_or_mistyped_key_is_refused_naming_it_and_the_file(tmp_path, old, new, words):
+    home = tmp_path / "h"
+    run("init", "--orgs", "Org1,Org2", "--home", str(home))
+    cfg = home / "consortia.toml"
+    cfg.write_text(cfg.read_text().replace(old, new))
+    r = run("image", "list", "--home", str(home), code=2)
+    assert words in r.stderr and str(cfg.resolve()) in r.stderr and r.stdout == ""
+    out = json.loads(run("image", "list", "--home", str(home), "--json", code=2).stdout)
+    assert words in out["message"] and out["code"] == "bad home" and out["ok"] is False

@@ -12,8 +12,10 @@ from typer.testing import CliRunner
 
 from api.cli import app
 from chaincode.canonical import canonical_json
+from home.errors import HomeError
+from home.ledger import open_ledger
+from home.settings import load
 from ledger.client import ConsortiaClient
-from ledger.config import HomeError, load, open_ledger
 from ledger.errors import AccessDenied
 from ledger.identity import Consortium
 

@@ -191,7 +191,7 @@ def demo_gateway(tmp_path_factory):
     assert run_demo(out=out, quick=True, console=Console(quiet=True)) == 0
     work = out / "consortium"
     consortium = Consortium(work / "crypto")
-    from ledger.config import load
+    from home.settings import load
 
     led = EmbeddedLedger(load(work).ledger_path, consortium)  # the demo's consortium is a Consortia home
     home = tmp_path_factory.mktemp("gw-demo")

@@ -28,7 +28,7 @@ def host_name(request) -> str:
 def consortium(host_name, embedded_consortium) -> Consortium:
     """The identities of the host's channel (a real network has its own)."""
     if host_name == "fabric":
-        from ledger.fabric.testing import shared_fabric
+        from tests.support.fabric import shared_fabric
 
         return shared_fabric().consortium
     return embedded_consortium
@@ -44,7 +44,7 @@ def outsider(tmp_path_factory):
 @pytest.fixture
 def ledger(host_name, consortium, tmp_path: Path):
     if host_name == "fabric":
-        from ledger.fabric.testing import shared_fabric
+        from tests.support.fabric import shared_fabric
 
         host = shared_fabric().ledger()
     else:

@@ -24,7 +24,7 @@ import uuid
 import pytest
 
 from benchmarks.deployment import Deployment, DeploymentError, Host, free_port, listening, wait_for
-from ledger.fabric import testing
+from tests.support import fabric as support
 
 ORGS = ("Org1", "Org2", "Org3", "Org4")
 MEMBERS = ("Org1MSP", "Org2MSP", "Org3MSP")
@@ -38,7 +38,7 @@ def consortium(tmp_path_factory):
             yield {"deployment": d, "net": d.net, "hosts": d.hosts, "registry": d.registry}
     except DeploymentError as exc:
         if "binaries missing" in str(exc):
-            testing.skip_or_fail(f"Hyperledger Fabric not available: {exc}")
+            support.skip_or_fail(f"Hyperledger Fabric not available: {exc}")
         raise
 
 
@@ -202,7 +202,7 @@ def test_an_organisation_outside_the_processes_gets_nothing_but_the_image(consor
 import json
 from executor.artifact_client import ArtifactForbidden, HttpsArtifactSource
 from executor.artifact_tls import ClientTLS
-from ledger.config import load
+from home.settings import load
 from ledger.identity import Consortium
 cons = Consortium(load({str(org4.home)!r}).crypto)
 src = HttpsArtifactSource("https://{host.address}:{host.artifact_port}", {host.msp!r}, ClientTLS(cons, "Org4MSP"), retries=0)

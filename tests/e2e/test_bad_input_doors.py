@@ -32,7 +32,8 @@ TOPOLOGY = {"kind": "ring", "seed": 3}
 
 def _home(platform):
     """Make the platform's root a home (consortia.toml) so that the CLI opens the same ledger."""
-    from ledger.config import Layout, write_config
+    from home.layout import Layout
+    from home.settings import write_config
 
     layout = Layout(
         platform.root, ledger_file=platform.ledger_path.name, crypto_dir=str(platform.consortium.root)

@@ -26,7 +26,7 @@ pytestmark = pytest.mark.fabric
 
 @pytest.fixture(scope="module")
 def fabric_platform(tmp_path_factory):
-    from ledger.fabric.testing import shared_fabric
+    from tests.support.fabric import shared_fabric
 
     fab = shared_fabric()
     ledger = fab.ledger()

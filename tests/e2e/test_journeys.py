@@ -4,9 +4,9 @@ own rows) -> process create --start -> node agents -> watch -> provenance and ve
 export -> prediction with the exported model (joblib and ONNX) loaded in a Python that cannot import
 any Consortia package. Each step's wall time is printed (``-s``) for the closing note.
 
-On Fabric the home is the running test network's (ledger.fabric.testing): its crypto, and
+On Fabric the home is the running test network's (tests.support.fabric): its crypto, and
 ``[ledger] backend = "fabric"`` with the network's connection profile; every command then opens the
-ledger from the home's configuration (``ledger.config.open_ledger``). The network persists across
+ledger from the home's configuration (``home.ledger.open_ledger``). The network persists across
 sessions, so the process and image ids carry a random suffix there."""
 
 from __future__ import annotations
@@ -37,7 +37,17 @@ HYPER = {
     "n_rep": 2,
     "schedule": ["FIT", "SHARE", "GET"],
 }
-CONSORTIA_PACKAGES = ("algorithms", "api", "chaincode", "executor", "ledger", "benchmarks")
+CONSORTIA_PACKAGES = (
+    "wire",
+    "algorithms",
+    "api",
+    "chaincode",
+    "executor",
+    "ledger",
+    "network",
+    "home",
+    "benchmarks",
+)
 ONNX_ATOL = 1e-6  # the ONNX graph stores leaf values as float32 (api.model_onnx)
 
 
@@ -78,7 +88,7 @@ class Stopwatch:
 def fabric_home(home: Path) -> tuple[str, ...]:
     """``consortia init`` of a home on the running Fabric test network: its identities and its
     connection profile (nothing generated, no ledger created)."""
-    from ledger.fabric.testing import shared_fabric
+    from tests.support.fabric import shared_fabric
 
     fab = shared_fabric()
     made = consortia(
@@ -98,7 +108,7 @@ def fabric_home(home: Path) -> tuple[str, ...]:
 @pytest.fixture(params=["embedded", pytest.param("fabric", marks=pytest.mark.fabric)])
 def backend(request):
     if request.param == "fabric":
-        from ledger.fabric.testing import shared_fabric
+        from tests.support.fabric import shared_fabric
 
         shared_fabric()  # the network is up (or the test skips) before any step is timed
     return request.param

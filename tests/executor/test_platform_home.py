@@ -1,11 +1,13 @@
-"""executor.process.Platform opened from a Consortia home: the layout and ledger of ledger.config."""
+"""executor.process.Platform opened from a Consortia home: the layout and ledger of home/."""
 
 from __future__ import annotations
 
 import pytest
 
 from executor.process import Platform
-from ledger.config import LedgerNotFound, init_home, load
+from home.create import init_home
+from home.errors import LedgerNotFound
+from home.settings import load
 
 
 def test_platform_from_home_uses_the_home_layout_and_ledger(tmp_path):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ledger.fabric.testing import shared_fabric
+from tests.support.fabric import shared_fabric
 
 
 @pytest.fixture(scope="session")

@@ -414,7 +414,7 @@ def test_validation_of_arguments():
         serve("127.0.0.1:0", "cc", contract, tls_cert=b"x")
     with pytest.raises(ValueError, match="module:function"):
         load_dispatch("nocolon")
-    assert load_dispatch("ledger.fabric.probe_contract:invoke").__name__ == "invoke"
+    assert load_dispatch("tests.support.probe_contract:invoke").__name__ == "invoke"
     assert chaincode_server.EMPTY_KEY_SUBSTITUTE == "\x01"
 
 

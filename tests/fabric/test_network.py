@@ -1,4 +1,4 @@
-"""Network configuration and commands (ledger.fabric.network, fabric-network/network)."""
+"""Network configuration and commands (network, fabric-network/network)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from ledger.fabric import testing
-from ledger.fabric.network import REPO_ROOT, FabricNetwork, NetworkConfig
-from ledger.fabric.testing import network_dir
+from network import REPO_ROOT, FabricNetwork, NetworkConfig
+from tests.support import fabric as support
+from tests.support.fabric import network_dir
 
 
 @pytest.fixture
@@ -129,7 +129,7 @@ def test_tls_package_carries_client_credentials_and_root(net):
 def test_two_organisation_network_generates_a_genesis_block(tmp_path):
     n = FabricNetwork(NetworkConfig(net_dir=tmp_path / "net2", organisations=("Alpha", "Beta")))
     if not (n.bin / "configtxgen").is_file():
-        testing.skip_or_fail("Fabric binaries not installed")
+        support.skip_or_fail("Fabric binaries not installed")
     n.generate()
     block = tmp_path / "net2" / "consortia.block"
     assert block.stat().st_size > 1000
@@ -175,7 +175,7 @@ def test_status_and_logs_commands_on_the_running_network(fabric):
 def test_missing_binaries_reported_when_install_cannot_fetch(tmp_path, monkeypatch):
     """install.sh runs, fails fast without an archive or a module proxy, and the network names what
     is missing and why."""
-    from ledger.fabric.network import NetworkError
+    from network import NetworkError
 
     monkeypatch.setenv("GOPROXY", "off")
     monkeypatch.setenv("CONSORTIA_FABRIC_ARCHIVE", str(tmp_path / "no-such-archive.tar.xz"))
@@ -185,7 +185,7 @@ def test_missing_binaries_reported_when_install_cannot_fetch(tmp_path, monkeypat
 
 
 def test_connect_without_start_refuses_a_stopped_network(tmp_path):
-    from ledger.fabric.network import NetworkError, connect
+    from network import NetworkError, connect
 
     with pytest.raises(NetworkError, match="no running Fabric network"):
         connect(NetworkConfig(net_dir=tmp_path / "none"), start=False)
@@ -193,7 +193,7 @@ def test_connect_without_start_refuses_a_stopped_network(tmp_path):
 
 @pytest.mark.fabric
 def test_connect_reuses_the_running_network(fabric):
-    from ledger.fabric.network import connect
+    from network import connect
 
     led, cons, net = connect(fabric.network.cfg, start=False)
     with led:
@@ -215,7 +215,7 @@ def test_a_recorded_pid_that_is_not_ours_is_never_signalled(net):
 
 def test_channel_policies_are_signature_policies_over_every_organisation():
     """Explicit rules admit what ANY Readers / ANY Writers / MAJORITY Endorsement admit, for N organisations."""
-    from ledger.fabric.network.files import channel_policies
+    from network.files import channel_policies
 
     readers, writers, endorsement = channel_policies(("A", "B", "C", "D", "E"))
     assert endorsement == "OutOf(3, 'AMSP.peer', 'BMSP.peer', 'CMSP.peer', 'DMSP.peer', 'EMSP.peer')"

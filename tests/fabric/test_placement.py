@@ -16,15 +16,15 @@ from pathlib import Path
 import pytest
 
 from benchmarks.deployment import listening
-from ledger.fabric import testing
-from ledger.fabric.network import REPO_ROOT, FabricNetwork, NetworkConfig, NetworkError
-from ledger.fabric.network.placement import (
+from network import REPO_ROOT, FabricNetwork, NetworkConfig, NetworkError
+from network.placement import (
     PlacementError,
     check_address,
     parse_hosts,
     placement_spec,
     recorded_hosts,
 )
+from tests.support import fabric as support
 
 HOSTS = {"Org1": "127.0.1.1", "Org2": "127.0.2.1", "Org3": "127.0.3.1", "orderer": "127.0.4.1"}
 SCRIPT = REPO_ROOT / "fabric-network" / "network"
@@ -163,11 +163,11 @@ def placed(tmp_path_factory):
     """Three organisations and the orderer placed by ``fabric-network/network up --hosts``."""
     net_dir = tmp_path_factory.mktemp("placed") / "net"
     cfg = None
-    for base in testing.PORT_BASES:
+    for base in support.PORT_BASES:
         candidate = NetworkConfig(
-            net_dir=net_dir, dispatch=testing.TEST_DISPATCH, port_base=base, hosts=HOSTS
+            net_dir=net_dir, dispatch=support.TEST_DISPATCH, port_base=base, hosts=HOSTS
         )
-        if testing.ports_free(candidate):
+        if support.ports_free(candidate):
             cfg = candidate
             break
     if cfg is None:
@@ -180,7 +180,7 @@ def placed(tmp_path_factory):
     if r.returncode != 0:
         net.down()
         if "binaries missing" in r.stderr:
-            testing.skip_or_fail(f"Hyperledger Fabric not available: {r.stderr.strip()}")
+            support.skip_or_fail(f"Hyperledger Fabric not available: {r.stderr.strip()}")
         pytest.fail(f"network up --hosts failed: {r.stderr[-3000:]}")
     yield net
     r = _network("down", "--purge", *where, timeout=120)

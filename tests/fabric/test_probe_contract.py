@@ -1,4 +1,4 @@
-"""The KV probe contract (ledger.fabric.probe_contract) on an in-memory stub."""
+"""The KV probe contract (tests.support.probe_contract) on an in-memory stub."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 
 from chaincode.errors import AlreadyExists, InvalidArgument, NotFound
 from chaincode.stub import KeyModification, KeyValue
-from ledger.fabric.probe_contract import invoke
 from ledger.identity import serialize_identity
+from tests.support.probe_contract import invoke
 
 
 class DictStub:

@@ -1,4 +1,4 @@
-"""The shared test network (ledger.fabric.testing)."""
+"""The shared test network (tests.support.fabric)."""
 
 from __future__ import annotations
 
@@ -6,27 +6,27 @@ import socket
 
 import pytest
 
-from ledger.fabric import testing
-from ledger.fabric.testing import shared_fabric
+from tests.support import fabric as support
+from tests.support.fabric import shared_fabric
 
 
 def test_each_checkout_gets_free_ports_kept_once_chosen(tmp_path, monkeypatch):
     monkeypatch.setenv("CONSORTIA_FABRIC_NET", str(tmp_path / "net"))
     monkeypatch.delenv("CONSORTIA_FABRIC_PORT_BASE", raising=False)
-    monkeypatch.setattr(testing, "PORT_BASES", [41050, 44150])
+    monkeypatch.setattr(support, "PORT_BASES", [41050, 44150])
     first = 41050
     with socket.socket() as busy:  # take one port of the first range
         busy.bind(("127.0.0.1", first + 1001))
         busy.listen()
-        cfg = testing.test_config()
+        cfg = support.test_config()
     assert cfg.net_dir == tmp_path / "net" and cfg.port_base == 44150
-    assert cfg.dispatch == testing.TEST_DISPATCH
-    assert testing.test_config().port_base == cfg.port_base  # kept in net/port_base
+    assert cfg.dispatch == support.TEST_DISPATCH
+    assert support.test_config().port_base == cfg.port_base  # kept in net/port_base
 
 
 def test_default_directory_depends_on_the_checkout(monkeypatch):
     monkeypatch.delenv("CONSORTIA_FABRIC_NET", raising=False)
-    d = testing.network_dir()
+    d = support.network_dir()
     assert d.parent.name == "fabric-test" and len(d.name) == 10
 
 
@@ -45,9 +45,9 @@ def test_unavailable_fabric_fails_under_ci_and_skips_elsewhere(monkeypatch, ci, 
     """CI runs the real network every time: a missing Fabric is a failure there, never a skip."""
 
     def unavailable():
-        raise testing.FabricUnavailable("Fabric binaries missing in /nowhere/bin: ['peer']")
+        raise support.FabricUnavailable("Fabric binaries missing in /nowhere/bin: ['peer']")
 
-    monkeypatch.setattr(testing, "start_shared_network", unavailable)
+    monkeypatch.setattr(support, "start_shared_network", unavailable)
     monkeypatch.setenv("CI", ci)
     with pytest.raises(outcome, match="Fabric binaries missing"):
         shared_fabric()

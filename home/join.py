@@ -28,12 +28,14 @@ import os
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from chaincode.errors import InvalidArgument
-from chaincode.membership import check_endpoint
-from ledger.config import HomeError, Layout, Settings, config_text, home_root, load
+from home.errors import HomeError
+from home.layout import Layout, home_root
+from home.settings import NodeTable, Settings, home_config, load, save
+from ledger.errors import InvalidArgument
 from ledger.identity import Consortium
+from ledger.rules import check_endpoint
 
 #: files of another organisation's folder a joined home takes (relative paths; globs)
 PUBLIC_FILES = ("msp/cacerts/*.pem", "msp/tlscacerts/*.pem", "msp/config.yaml", "encryption/cert.pem")
@@ -201,15 +203,7 @@ def join_organisation(
         d.mkdir(parents=True, exist_ok=True)
     if prof is not None:
         profile = _own_profile(prof, msp, root / "fabric")
-    text = config_text(
-        layout,
-        consortium,
-        backend="fabric" if profile is not None else "embedded",
-        profile=profile,
-        tables=(msp,),
-        node={"organisation": msp, "artifact_endpoint": artifact_endpoint, "listen": listen},
-    )
-    tmp = layout.config.with_suffix(".toml.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, layout.config)
+    node = NodeTable(organisation=msp, artifact_endpoint=artifact_endpoint, listen=listen or None)
+    backend: Literal["embedded", "fabric"] = "fabric" if profile is not None else "embedded"
+    save(layout, home_config(layout, consortium, backend=backend, profile=profile, tables=(msp,), node=node))
     return load(root)

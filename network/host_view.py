@@ -5,7 +5,7 @@ its own files (docs/fabric.md "Isolated hosts").
 A consortium's organisations run on separate machines and share nothing but the ledger, signatures and
 the bytes they choose to send. On one machine, each organisation's processes (its peer, its chaincode
 service, and its node agent, artifact service and gateway) are started inside such a view, listening on
-its own loopback address (:mod:`~ledger.fabric.network.placement`): the folders that hold the other
+its own loopback address (:mod:`~network.placement`): the folders that hold the other
 organisations' keys and stores are not in its mount namespace at all, so no path reaches them.
 
 What is hidden: ``/tmp``, ``/var/tmp``, ``/dev/shm`` and every path in ``hide`` (empty tmpfs in their

@@ -3,7 +3,7 @@ reused if already running), serving the Consortia contracts plus the ``KV:*`` pr
 
 Use from a fixture::
 
-    from ledger.fabric.testing import shared_fabric
+    from tests.support.fabric import shared_fabric
     fab = shared_fabric()            # FabricSession (skips the test if Fabric is not installed; fails under CI=true)
     host = fab.ledger()              # a FabricLedger (Ledger interface); close() it after use
     fab.consortium                   # the network's identities (Consortium): use these, not new ones
@@ -27,11 +27,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ledger.fabric.gateway import FabricLedger
-from ledger.fabric.network import REPO_ROOT, FabricNetwork, NetworkConfig, NetworkError
 from ledger.identity import Consortium
+from network import REPO_ROOT, FabricNetwork, NetworkConfig, NetworkError
 from wire.env import environment
 
-TEST_DISPATCH = "ledger.fabric.probe_contract:invoke"
+TEST_DISPATCH = "tests.support.probe_contract:invoke"
 _lock = threading.Lock()
 _session: FabricSession | None = None
 _failure: str | None = None

@@ -18,8 +18,8 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from ledger.fabric.network.config import BINARIES, REPO_ROOT, NetworkError, NetworkLayout
-from ledger.fabric.network.host_view import view_command
+from network.config import BINARIES, REPO_ROOT, NetworkError, NetworkLayout
+from network.host_view import view_command
 
 
 class NodeSupervisor(NetworkLayout):

@@ -1,8 +1,10 @@
-"""A native Hyperledger Fabric 3.1 network: one etcdraft orderer, one peer per organisation, TLS on,
-Docker off, each organisation's chaincode served by its own Python CCaaS server (docs/fabric.md
-"Topology"). Placed per host (:mod:`~ledger.fabric.network.placement`, docs/fabric.md "Placement"):
+"""The native Hyperledger Fabric 3.1 network launcher, beside ``fabric-network/`` (the install script,
+the CCaaS builder and the ``network`` wrapper script): one etcdraft orderer, one peer per
+organisation, TLS on, Docker off, each organisation's chaincode served by its own Python CCaaS server
+(docs/fabric.md "Topology"). Placed per host (:mod:`~network.placement`, docs/fabric.md "Placement"):
 each organisation's peer and chaincode service on its own loopback address, the orderer on its own
-(default: everything on 127.0.0.1). Driven by ``fabric-network/network {up|down|deploy|status|logs}``.
+(default: everything on 127.0.0.1). Driven by ``fabric-network/network {up|down|deploy|status|logs}``
+(``python -m network``).
 
 Layout of the network directory (default ``~/.cache/consortia/fabric-net``, outside the repo)::
 
@@ -20,15 +22,15 @@ Layout of the network directory (default ``~/.cache/consortia/fabric-net``, outs
 Binaries come from ``$FABRIC_HOME`` (default ``$CONSORTIA_CACHE/fabric``, i.e. ``~/.cache/consortia/fabric``), installed by
 ``fabric-network/install.sh``. Everything is overridable through :class:`NetworkConfig`.
 
-Modules: :mod:`~ledger.fabric.network.config` (options, paths, node environments),
-:mod:`~ledger.fabric.network.supervision` (node processes), :mod:`~ledger.fabric.network.files`
-(generated configuration, identities, chaincode package), :mod:`~ledger.fabric.network.lifecycle`
-(up, deploy, readiness, restart, down), :mod:`~ledger.fabric.network.placement` (addresses per
-host), :mod:`~ledger.fabric.network.cli` (the command line).
+Modules: :mod:`~network.config` (options, paths, node environments),
+:mod:`~network.supervision` (node processes), :mod:`~network.files`
+(generated configuration, identities, chaincode package), :mod:`~network.lifecycle`
+(up, deploy, readiness, restart, down), :mod:`~network.placement` (addresses per
+host), :mod:`~network.cli` (the command line).
 """
 
-from ledger.fabric.network.cli import main
-from ledger.fabric.network.config import (
+from network.cli import main
+from network.config import (
     BINARIES,
     CACHE,
     DEFAULT_HOME,
@@ -37,7 +39,7 @@ from ledger.fabric.network.config import (
     NetworkConfig,
     NetworkError,
 )
-from ledger.fabric.network.lifecycle import FabricNetwork, connect
+from network.lifecycle import FabricNetwork, connect
 
 __all__ = [
     "BINARIES",

@@ -8,19 +8,19 @@ import shutil
 import time
 from typing import TYPE_CHECKING, Any
 
-from ledger.fabric.network.config import NetworkConfig, NetworkError
-from ledger.fabric.network.files import GeneratedFiles
 from ledger.identity import Consortium
+from network.config import NetworkConfig, NetworkError
+from network.files import GeneratedFiles
 
 if TYPE_CHECKING:
     from ledger.fabric.gateway import FabricLedger
 
 
 class FabricNetwork(GeneratedFiles):
-    """One native network (module docstring of :mod:`ledger.fabric.network`); the layers it
-    builds on: :class:`~ledger.fabric.network.config.NetworkLayout` (paths, node environments),
-    :class:`~ledger.fabric.network.supervision.NodeSupervisor` (processes),
-    :class:`~ledger.fabric.network.files.GeneratedFiles` (configuration, package, profile)."""
+    """One native network (module docstring of :mod:`network`); the layers it
+    builds on: :class:`~network.config.NetworkLayout` (paths, node environments),
+    :class:`~network.supervision.NodeSupervisor` (processes),
+    :class:`~network.files.GeneratedFiles` (configuration, package, profile)."""
 
     def is_up(self) -> bool:
         return (

@@ -1,5 +1,5 @@
 """``fabric-network/network {up|down|deploy|status|logs}``: the command line of the native network
-(``python -m ledger.fabric.network``; ``consortia network`` forwards here)."""
+(``python -m network``; ``consortia network`` forwards here)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from ledger.fabric.network.config import DEFAULT_NET, NetworkConfig, NetworkError
-from ledger.fabric.network.lifecycle import FabricNetwork
-from ledger.fabric.network.placement import parse_hosts
+from network.config import DEFAULT_NET, NetworkConfig, NetworkError
+from network.lifecycle import FabricNetwork
+from network.placement import parse_hosts
 from wire.env import environment
 
 

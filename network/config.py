@@ -9,17 +9,17 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from ledger.fabric.network.placement import (
+from ledger.identity import Consortium
+from network.placement import (
     DEFAULT_HOST,
     ORDERER,
     check_hosts,
     recorded_hosts,
     recorded_isolation,
 )
-from ledger.identity import Consortium
 from wire.env import environment
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 CACHE = environment().cache_root
 DEFAULT_HOME = environment().fabric_binaries
 DEFAULT_NET = environment().fabric_net or Path.home() / ".cache" / "consortia" / "fabric-net"
@@ -121,7 +121,7 @@ class NetworkConfig:
 
 class NetworkLayout:
     """Paths of one network directory and the environment of its nodes; the base of
-    :class:`ledger.fabric.network.FabricNetwork` (supervision, generated files and lifecycle
+    :class:`network.FabricNetwork` (supervision, generated files and lifecycle
     build on it)."""
 
     def __init__(self, config: NetworkConfig | None = None):

@@ -1,0 +1,17 @@
+"""The Consortia home, at the top of the stack: everything that is read from a home folder and its
+``consortia.toml`` (with the environment's overrides) is read here, and the layers below are given
+what they need.
+
+Modules:
+
+* :mod:`home.layout` -- where things live in a home (:class:`~home.layout.Layout`), ``$CONSORTIA_HOME``;
+* :mod:`home.settings` -- ``consortia.toml``: its schema (pydantic-settings, TOML source, unknown or
+  mistyped keys reported), :func:`~home.settings.load` and the writer (tomli-w);
+* :mod:`home.ledger` -- :func:`~home.ledger.open_ledger`, the one way to open a home's ledger;
+* :mod:`home.create` -- ``consortia init`` (a new consortium, or a home on a running Fabric network);
+* :mod:`home.join` -- ``consortia join`` (the home of one organisation of an existing consortium);
+* :mod:`home.errors` -- what goes wrong with a home.
+
+Building a node agent from a home moves here too, once the node's package (``executor/node/``) is in
+place: it will be the one way to build an agent, as :func:`~home.ledger.open_ledger` is for ledgers.
+"""
