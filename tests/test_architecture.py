@@ -15,8 +15,9 @@ ALLOWED = {
     "algorithms": {"wire"},
     "ledger": {"chaincode", "wire"},
     "executor": {"ledger", "algorithms", "wire"},  # contract errors through ledger.errors
-    "api": {"executor", "ledger", "algorithms", "wire"},
-    "benchmarks": {"api", "executor", "ledger", "algorithms", "wire"},
+    "audit": {"executor", "exchange", "ledger", "algorithms", "wire"},
+    "api": {"audit", "executor", "ledger", "algorithms", "wire"},
+    "benchmarks": {"api", "audit", "executor", "ledger", "algorithms", "wire"},
 }
 MAX_LINES = 450
 
