@@ -99,7 +99,8 @@ class Lineage:
 
 
 class Links:
-    """The rule over the artifact rows of one process: who produced each input of an execution."""
+    """The rule over the artifact rows of one process: who produced each input of an execution.
+    Executions are keyed by (round, organisation) inside; node ids are made for the answers."""
 
     def __init__(self, process_id: str, rows: Iterable[Row]):
         self.process_id = process_id
@@ -107,30 +108,35 @@ class Links:
         self.produced: set[tuple[str, str, str, str, int]] = set()
         # (addressee, round) -> {(sender, digest)} of the messages sent in that round
         self.sent: dict[tuple[str, int], set[tuple[str, str]]] = {}
-        self.inputs: dict[str, list[tuple[str, str, str]]] = {}  # node -> (kind, peer, digest)
-        self.where: dict[str, tuple[int, str]] = {}  # node -> (round, organisation), executions with rows
+        # (round, organisation) -> its inputs (kind, peer, digest); every execution with a result
+        self.inputs: dict[tuple[int, str], list[tuple[str, str, str]]] = {}
         for r, o, direction, kind, peer, digest in rows:
-            node = execution_node_id(process_id, r, o)
-            self.where[node] = (r, o)
+            mine = self.inputs.setdefault((r, o), [])
             if direction == "out":
                 if kind in ("state", "message"):
                     self.produced.add((kind, o, peer, digest, r))
                 if kind == "message":
                     self.sent.setdefault((peer, r), set()).add((o, digest))
             else:
-                self.inputs.setdefault(node, []).append((kind, peer, digest))
+                mine.append((kind, peer, digest))
 
     def of(self, node: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
         """(edges into ``node``, its external inputs, its broken links) by the rule."""
+        _, rnd, org = node.rsplit("/", 2)
+        return self._of(int(rnd), org, node)
+
+    def _of(
+        self, rnd: int, org: str, node: str
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
         edges: list[dict[str, Any]] = []
         external: list[dict[str, Any]] = []
         broken: list[dict[str, Any]] = []
-        if node not in self.where:
+        inputs = self.inputs.get((rnd, org))
+        if inputs is None:
             return edges, external, broken  # no signed result: nothing to link
-        rnd, org = self.where[node]
         read: set[tuple[str, str]] = set()
         has_state = False
-        for kind, peer, digest in self.inputs.get(node, ()):
+        for kind, peer, digest in inputs:
             if kind == "state":
                 has_state, producer, addressee = True, org, org
             elif kind == "message":
@@ -164,7 +170,8 @@ class Links:
                     "detail": f"{node} read no previous state (round {rnd} starts from round {rnd - 1}'s)",
                 }
             )
-        for sender, digest in sorted(self.sent.get((org, rnd - 1), set()) - read):
+        unread = self.sent.get((org, rnd - 1), set()) - read if rnd > 1 else set()
+        for sender, digest in sorted(unread):
             broken.append(
                 {
                     "to": node,
@@ -179,18 +186,21 @@ class Links:
     def walk(self, start: str) -> Lineage:
         """The lineage of ``start``: breadth-first along the edges, backwards in rounds."""
         lin = Lineage(start)
-        seen, todo = {start}, deque([start])
+        _, rnd, org = start.rsplit("/", 2)
+        seen = {(int(rnd), org)}
+        todo = deque([(int(rnd), org, start)])
         while todo:
-            node = todo.popleft()
+            r, o, node = todo.popleft()
             lin.nodes.append(node)
-            edges, external, broken = self.of(node)
+            edges, external, broken = self._of(r, o, node)
             lin.edges += edges
             lin.external += external
             lin.broken += broken
             for e in edges:
-                if e["from"] not in seen:
-                    seen.add(e["from"])
-                    todo.append(e["from"])
+                producer = (r - 1, e["from"].rsplit("/", 1)[1])
+                if producer not in seen:
+                    seen.add(producer)
+                    todo.append((*producer, e["from"]))
         return lin
 
 
