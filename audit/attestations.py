@@ -17,9 +17,9 @@ against the organisation's CA (:func:`audit.signatures.check_certificate`).
 
 Every attestation also carries, as the byproduct ``ledger-checkpoint``, a signed checkpoint of the
 ledger's chain head when it was made (:mod:`ledger.checkpoint`): block number and header hash,
-signed by a consortium identity (verified by :mod:`audit.checkpoints`). Whoever holds the attestation can later check that the ledger
-still reaches that block with that hash (``consortia ledger verify --checkpoint``), so a ledger
-cut short below the attested record is detected.
+signed by a consortium identity (verified by :mod:`audit.checkpoints`). Whoever holds the
+attestation can later check that the ledger still reaches that block with that hash (``consortia
+ledger verify --checkpoint``), so a ledger cut short below the attested record is detected.
 """
 
 from __future__ import annotations

@@ -24,10 +24,11 @@ certificate chain; that the files on disk are exactly those of the manifest with
 (so any changed byte names its file); every attestation's signature, signer organisation and
 certificate chain, and that its statement says what the execution record says; every execution
 (task signature, pinned image); the lineage by the one rule of :mod:`audit.lineage` (whole, every
-execution linked to what the round before signed); the model digest and estimators; that every transaction id is a valid transaction of an included block, with
-consecutive blocks chained; and the chain-head checkpoint: signed by a trusted organisation, its
-block included with the same header hash, no included block beyond it, and every attestation's
-checkpoint valid and at or after the block of the record it attests.
+execution linked to what the round before signed); the model digest and estimators; that every
+transaction id is a valid transaction of an included block, with consecutive blocks chained; and
+the chain-head checkpoint: signed by a trusted organisation, its block included with the same
+header hash, no included block beyond it, and every attestation's checkpoint valid and at or after
+the block of the record it attests.
 
 The checkpoint is the bundle's anchor against truncation: ``consortia ledger verify --checkpoint
 <bundle>/checkpoint.json`` checks that the ledger still reaches the head the bundle saw.

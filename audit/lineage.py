@@ -313,9 +313,10 @@ def check_lineage_complete(
     if short:
         raise ValueError(f"the lineage stops before round 1 for {', '.join(short)}")
     if indexed is not None and indexed != set(lineage.nodes):
+        missing, extra = sorted(set(lineage.nodes) - indexed), sorted(indexed - set(lineage.nodes))
         raise ValueError(
             f"the index's lineage lists {len(indexed)} executions, the records give {len(lineage.nodes)} "
-            f"(missing {sorted(set(lineage.nodes) - indexed)[:5]}, extra {sorted(indexed - set(lineage.nodes))[:5]})"
+            f"(missing {missing[:5]}, extra {extra[:5]})"
         )
     return f"{len(lineage.nodes)} executions, each organisation back to round 1"
 

@@ -115,6 +115,7 @@ def verify_model(
     process = _strip(read("LearningProcess:get", model["process_id"]))
     image = read("Image:get", process["image_id"])
     executions = read("ExecutionRecord:query", json.dumps({"process_id": process["id"]}))
+    indexed = None
     if index is not None:
         same = index.model(model_id) == model
         report.add(
@@ -123,6 +124,7 @@ def verify_model(
             "" if same else "the index's model record differs from the ledger's",
             "index",
         )
+        indexed = {n["id"] for n in (index.lineage(model_id) or {}).get("nodes", [])}
     if local_image_digest is not None:
         local = local_image_digest(image["reference"])
         report.add(
@@ -131,10 +133,6 @@ def verify_model(
             f"local {local}, pinned {process['image_digest']}",
             "image",
         )
-    indexed = None
-    if index is not None:
-        listed = index.lineage(model_id) or {}
-        indexed = {n["id"] for n in listed.get("nodes", [])}
     lineage = check_lineage(report, model, process, image, executions, indexed)
     by_node = {execution_node_id(e["process_id"], e["round"], e["organisation"]): e for e in executions}
     nodes = sorted((n for n in lineage.nodes if n in by_node), key=lambda n: (node_round(n), n))
@@ -155,8 +153,8 @@ def verify_model(
                 f"history {states}",
                 "history",
             )
-    valid = transaction_validity(client, index)
     if transaction_locator(client.ledger, index) is not None:
+        valid = transaction_validity(client, index)
         txs = {model["tx_id"], process["tx_id"], image["tx_id"]}
         for node in nodes:
             txs |= {by_node[node]["tx_id"], by_node[node].get("completed_tx_id") or by_node[node]["tx_id"]}
