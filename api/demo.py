@@ -10,8 +10,9 @@ organisations on one machine, ending with provenance, verification and model qua
 4. a collaborative-random-forest process (seed 003 §III) is launched and every organisation's
    node agent runs its tasks, with a progress bar fed from the ledger;
 5. the provenance summary (who ran what, with which image, on which inputs, producing what);
-6. a full verification: the ledger's blocks and signatures, and every model's lineage
-   (:func:`executor.lineage.verify_model_lineage`), plus bit-identity with the simulator;
+6. a full verification: the ledger's blocks and signatures (:mod:`audit.ledger_file`, embedded
+   ledger), and every model with its lineage and artifacts (:func:`audit.verification.verify_model`),
+   plus bit-identity with the simulator;
 7. each organisation's model quality on the common test set, collaborative vs training alone;
 8. plots and a report (markdown + JSON) in the output folder.
 """
@@ -100,7 +101,8 @@ def run_demo(
     from algorithms.simulator import simulate
     from algorithms.step import LocalDataset
     from algorithms.topologies.static import complete, empty
-    from executor.lineage import verify_model_lineage
+    from audit.ledger_file import verify_ledger_file
+    from audit.verification import verify_model
     from executor.node_agent import ImageResolver
     from executor.process import (
         Platform,
@@ -259,8 +261,8 @@ def run_demo(
         whole.print(prov)
 
         # 6. verification
-        if hasattr(ledger, "verify"):
-            ledger_stats = ledger.verify()
+        if ledger_path is not None:
+            ledger_stats = verify_ledger_file(ledger_path, consortium)
             console.print(
                 f"[green]ledger verified[/green]: {ledger_stats['blocks']} blocks, "
                 f"{ledger_stats['transactions']} transactions, every block hash and signature re-checked"
@@ -275,27 +277,29 @@ def run_demo(
         resolver = ImageResolver(get_runtime(runtime))
         keys = {o: consortium.encryption_key(o) for o in orgs}
         verification = {}
-        vt = Table(title="lineage verification of every final model")
-        for c in ("model", "records", "signatures", "other checks", "ok"):
+        vt = Table(title="verification of every final model and its lineage")
+        for c in ("model", "executions in lineage", "checks", "ok"):
             vt.add_column(c, no_wrap=c == "model")
         all_ok = True
         for org in orgs:
-            rep = verify_model_lineage(
+            rep = verify_model(
                 platform.client(org),
-                pid,
-                org,
-                platform.store_root,
-                keys,
+                f"{pid}:{org}",
+                store_root=platform.store_root,
+                recipient_keys=keys,
                 local_image_digest=resolver.local_digest,
             )
-            verification[org] = rep.to_json()
-            counts = rep.counts()
+            verification[org] = {
+                **rep.facts,
+                "ok": rep.ok,
+                "checks": rep.counts(),
+                "failures": [c.row() for c in rep.failures],
+            }
             all_ok &= rep.ok
             vt.add_row(
                 f"{pid}:{org}",
-                str(len(rep.records)),
-                str(counts.get("signature", 0)),
-                str(sum(v for k, v in counts.items() if k != "signature")),
+                str(len(rep.facts["lineage"])),
+                str(len(rep.checks)),
                 "[green]yes[/green]" if rep.ok else f"[red]NO[/red] {rep.failures[:2]}",
             )
         whole.print(vt)

@@ -116,11 +116,11 @@ def markdown(r: dict[str, Any]) -> str:
         f"re-verified{' (Fabric: blocks validated by the peers)' if r['backend'] == 'fabric' else ''}.",
         "",
         *_table(
-            ["model", "records in lineage", "checks", "ok"],
+            ["model", "executions in lineage", "checks", "ok"],
             [
                 [
                     f"{r['process_id']}:{o}",
-                    len(ver[o]["records"]),
+                    len(ver[o]["lineage"]),
                     sum(ver[o]["checks"].values()),
                     ver[o]["ok"],
                 ]

@@ -4,7 +4,7 @@
   read from the ledger (not the index), who signed it and whether the signature holds. The task key
   that signs a result is registered on the record by the transaction that created the task, so the
   signer is that transaction's identity (``created_by`` at the executing organisation, e.g.
-  ``User1@Org2MSP``); validity is :func:`api.verification.check_execution` -- the same check as
+  ``User1@Org2MSP``); validity is :func:`audit.lineage.check_execution` -- the same check as
   ``POST /models/{id}/verify`` and the offline audit bundle (task signature over the canonical result,
   result fields equal to the record, pinned image) -- plus "the completing transaction is a valid
   transaction of its block".
@@ -28,9 +28,9 @@ from fastapi import Path as PathParam
 from pydantic import BaseModel
 
 from api import schemas as S
-from api.index import execution_node_id
 from api.responses import DepthSafeRoute
-from api.verification import check_execution, transaction_block
+from audit.lineage import check_execution, execution_node_id
+from audit.verification import transaction_validity
 from ledger.client import ConsortiaClient
 from ledger.errors import ContractError
 from ledger.records import HistoryEntry, to_dict
@@ -223,21 +223,6 @@ def execution_signature(
     return out
 
 
-def _tx_validity(client: ConsortiaClient, index: Any) -> Callable[[str], bool | None]:
-    blocks: dict[int, Any] = {}
-
-    def valid(tx: str) -> bool | None:
-        number = transaction_block(client, index, tx)
-        if number is None:
-            return None
-        if number not in blocks:
-            blocks[number] = client.ledger.block(client.identity, number)
-        info = blocks[number]
-        return tx in info.tx_ids and info.validation_codes[info.tx_ids.index(tx)] == "VALID"
-
-    return valid
-
-
 def _subject_history(client: ConsortiaClient, subject: str) -> tuple[str, list[HistoryEntry]]:
     kind, _, key = subject.partition(":")
     try:
@@ -297,7 +282,7 @@ def explorer_router(
         """Signer and signature validity of every execution record (checked now, against the
         ledger's records), and the process's events with time and actor."""
         process = to_dict(c.get_process(process_id))
-        valid = _tx_validity(c, gw.index)
+        valid = transaction_validity(c, gw.index)
         records = sorted(
             (to_dict(r) for r in c.query_executions(process_id)),
             key=lambda r: (r["round"], r["organisation"]),

@@ -15,7 +15,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from api.index import AuditIndex, execution_node_id
+from api.index import AuditIndex
+from audit.lineage import execution_node_id
 from ledger.client import ConsortiaClient
 from ledger.errors import Forbidden, NotFound
 from ledger.interface import ChaincodeEvent

@@ -5,7 +5,7 @@ organisation X publish for process P", the lineage of a model) are answered from
 stay fast however long the ledger grows. The index is *derived* data: it is built only from
 chaincode events and the records the gateway's identity may read, each row remembers the block
 and transaction it came from, and any answer can be re-checked against the ledger
-(:mod:`api.verification`).
+(:mod:`audit.verification`).
 
 Resumable: the number of the last fully indexed block is stored in the same SQLite transaction as
 that block's rows, so a gateway killed at any point resumes from ``last_block + 1`` with no
@@ -27,8 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from api.lineage_walk import LINEAGE_NODE_COLUMNS, artifact_rows, execution_node_id, model_lineage
-from api.lineage_walk import record_lineage as record_lineage  # re-exported: api.index is where callers look
+from audit.lineage import LINEAGE_NODE_COLUMNS, artifact_rows, execution_node_id, model_lineage
 from wire.canonical import canonical_json
 
 log = logging.getLogger("consortia.index")
@@ -370,8 +369,9 @@ class AuditIndex:
         Nodes are execution records (process, round, organisation); an edge ``producer -> consumer``
         carries an artifact digest that the producer's signed result lists as an output and the
         consumer's as an input (its previous state or an inbox message). The walk starts at the
-        execution that produced the model and follows inputs backwards, linking each input to the
-        producer of the exact (digest, round) it consumed (:func:`api.lineage_walk.walk_lineage`)."""
+        execution that produced the model and follows inputs backwards by the one lineage rule
+        (:mod:`audit.lineage`): each input is linked to the execution of the round before whose
+        signed output has that digest; what the rule cannot link is listed as ``broken_links``."""
         model = self.model(model_id)
         if model is None:
             return None
@@ -384,6 +384,11 @@ class AuditIndex:
             (pid,),
         )
         return model_lineage(model, self.process(pid), execs, arts)
+
+    def transaction_block(self, tx_id: str) -> int | None:
+        """The block of a transaction the index saw an event of (None if it saw none)."""
+        row = self._q("SELECT block FROM events WHERE tx_id = ? LIMIT 1", (tx_id,)).fetchone()
+        return None if row is None else int(row[0])
 
     def counts(self) -> dict[str, int]:
         return {

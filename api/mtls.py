@@ -20,8 +20,8 @@ from cryptography.hazmat.primitives.serialization import Encoding
 from cryptography.x509.oid import NameOID
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from api.attestation import AttestationError, check_certificate
 from api.tokens import AuthenticationError, TokenOwner, WrongOrganisation
+from audit.signatures import CertificateInvalid, check_certificate
 from ledger.identity import Consortium
 
 _PEERS: dict[tuple[str, int], bytes] = {}
@@ -77,7 +77,7 @@ def client_certificate_owner(der: bytes, consortium: Consortium, msp_id: str) ->
     org = consortium.organisation(msp_id)
     try:
         check_certificate(pem, tls_ca_pem(consortium, msp_id), "client certificate")
-    except AttestationError:
+    except CertificateInvalid:
         for other in consortium.organisations:
             if other.msp_id != msp_id:
                 try:
@@ -86,7 +86,7 @@ def client_certificate_owner(der: bytes, consortium: Consortium, msp_id: str) ->
                         f"this is the gateway of {msp_id}; a client certificate of "
                         f"{other.msp_id} cannot act here"
                     )
-                except AttestationError:
+                except CertificateInvalid:
                     pass
         raise AuthenticationError("client certificate is not issued by a TLS CA of this consortium") from None
     user, _, domain = cn.partition("@")

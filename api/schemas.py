@@ -419,10 +419,12 @@ class LineageOut(BaseModel):
     nodes: list[LineageNode]
     edges: list[LineageEdge]
     external_inputs: list[dict[str, Any]]
+    broken_links: list[dict[str, Any]] = []
 
 
 class CheckOut(BaseModel):
     check: str
+    kind: str = ""
     ok: bool
     detail: str = ""
 
@@ -432,3 +434,4 @@ class VerificationOut(BaseModel):
     ok: bool
     failures: int
     checks: list[CheckOut]
+    facts: dict[str, Any] = {}

@@ -25,6 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from audit.ledger_file import verify_ledger_file
 from benchmarks.ledger_capacity import capacity_sweep
 from benchmarks.ledger_workloads import HISTORY_PAGE, bench_evaluate, bench_history, bench_submit, report
 from ledger.identity import Consortium
@@ -40,7 +41,7 @@ def run_embedded(args, workdir: Path, consortium: Consortium) -> dict[str, float
         h = bench_history(led, consortium, args.versions, args.history_samples)
         cap = capacity_sweep(led, consortium, args.capacity_clients, args.capacity_seconds, "embedded")
         t = time.perf_counter()
-        stats = led.verify()
+        stats = verify_ledger_file(led.path, consortium)
         verify_s = time.perf_counter() - t
     out.update(
         {

@@ -12,7 +12,6 @@ import base64
 import binascii
 import os
 import shutil
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -97,7 +96,8 @@ def check_task_signature(public_pem: str | bytes, signed: Any, signature: bytes 
     a low-S ECDSA P-256/SHA-256 signature by the registered task key (PEM).
 
     ``signed`` is the bytes signed (a task's ``manifest.json``), or a JSON value whose canonical JSON
-    was signed (an execution record's ``result``). ``signature`` is the DER signature, or its base64
+    was signed (an execution record's ``result``; the record-level check is
+    ``audit.signatures.check_record_signature``). ``signature`` is the DER signature, or its base64
     text as records carry it. Raises :class:`TaskSignatureInvalid`."""
     try:
         key = load_public_key_pem(public_pem)
@@ -111,18 +111,6 @@ def check_task_signature(public_pem: str | bytes, signed: Any, signature: bytes 
     data = signed if isinstance(signed, bytes) else canonical_json(signed)
     if not verify(key, data, signature):
         raise TaskSignatureInvalid("signature does not verify with the registered task key")
-
-
-def check_record_signature(record: Mapping[str, Any] | Any) -> None:
-    """:func:`check_task_signature` of an execution record (a ``ledger.records.ExecutionRecord`` or
-    its canonical JSON dict): its task key signed the canonical JSON of its result."""
-    get = record.get if isinstance(record, Mapping) else lambda k: getattr(record, k, None)
-    try:
-        check_task_signature(get("public_key") or "", get("result"), get("signature") or "")
-    except TaskSignatureInvalid as exc:
-        raise TaskSignatureInvalid(
-            f"task signature of {get('organisation')} for round {get('round')} of {get('process_id')}: {exc}"
-        ) from None
 
 
 def verify_task_signature(public_pem: str | bytes, data: bytes, signature: bytes) -> bool:

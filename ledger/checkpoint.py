@@ -6,7 +6,8 @@ chain that verifies. A checkpoint records, at some moment, the head of the chain
 number and header hash -- signed by a consortium identity (the orderer, or an organisation's
 admin or client). Whoever keeps it outside the ledger file (an organisation's exported
 checkpoint file, every audit bundle, every attestation) can later check that the chain still
-reaches that block with that header hash (:func:`check_chain`).
+reaches that block with that header hash (:mod:`audit.checkpoints`). This module makes, signs,
+reads and writes checkpoints.
 
 Wire format (canonical JSON, one object; a checkpoint file may hold one object, a JSON list, or
 JSON lines)::
@@ -23,18 +24,17 @@ from __future__ import annotations
 import base64
 import binascii
 import dataclasses
-import datetime as dt
 import json
 import os
 import re
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from chaincode.canonical import canonical_json
-from ledger.errors import AccessDenied, CheckpointInvalid, LedgerCorrupted
-from ledger.identity import Identity, MembershipService, parse_serialized_identity
+from ledger.errors import CheckpointInvalid
+from ledger.identity import Identity, parse_serialized_identity
 from ledger.interface import Ledger
 
 FORMAT = "consortia-checkpoint/1"
@@ -122,49 +122,6 @@ def checkpoint_of(ledger: Ledger, identity: Identity) -> Checkpoint:
     height = ledger.block_height(identity)
     head = ledger.block(identity, height - 1)
     return sign_checkpoint(identity, ledger.channel, head.number, head.header_hash)
-
-
-def check_signature(cp: Checkpoint, membership: MembershipService) -> str:
-    """The signer is a consortium identity valid when it signed, and the signature holds.
-    Returns the signer's MSP id; raises :class:`CheckpointInvalid`."""
-    at = dt.datetime.fromtimestamp(cp.created, dt.UTC)
-    try:
-        msp_id, _ = membership.verify_signature(cp.signer, cp.signed_bytes(), cp.signature, at=at)
-    except AccessDenied as exc:
-        raise CheckpointInvalid(f"checkpoint of block {cp.block_number} does not verify: {exc}") from None
-    return msp_id
-
-
-def check_chain(cp: Checkpoint, channel: str, height: int, header_hash_of: Callable[[int], str]) -> None:
-    """The chain (``height`` blocks, ``header_hash_of(n)``) still reaches the checkpoint's block
-    with the same header hash; raises :class:`LedgerCorrupted` otherwise."""
-    if cp.channel != channel:
-        raise CheckpointInvalid(f"the checkpoint is of channel {cp.channel!r}, the ledger is {channel!r}")
-    if height <= cp.block_number:
-        raise LedgerCorrupted(
-            f"the chain is truncated: it ends at block {height - 1}, a checkpoint signed "
-            f"{_when(cp.created)} saw block {cp.block_number}",
-            max(height - 1, 0),
-        )
-    if header_hash_of(cp.block_number) != cp.header_hash:
-        raise LedgerCorrupted(
-            f"block {cp.block_number} is not the block the checkpoint signed {_when(cp.created)} "
-            f"saw (header hash differs): the chain was rewritten",
-            cp.block_number,
-        )
-
-
-def check_on_ledger(cp: Checkpoint, ledger: Ledger, identity: Identity, membership: MembershipService) -> str:
-    """Both checks against a live ledger (either host); returns the signer's MSP id."""
-    signer = check_signature(cp, membership)
-    check_chain(
-        cp, ledger.channel, ledger.block_height(identity), lambda n: ledger.block(identity, n).header_hash
-    )
-    return signer
-
-
-def _when(created: float) -> str:
-    return dt.datetime.fromtimestamp(created, dt.UTC).isoformat(timespec="seconds")
 
 
 # ---------------------------------------------------------------------------------- files

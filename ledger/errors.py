@@ -85,7 +85,8 @@ class CommitTimeout(LedgerError):
 
 
 class LedgerCorrupted(LedgerError):
-    """``verify`` found a block, signature or state that does not check out."""
+    """The ledger-file verification (``audit.ledger_file``) found a block, signature or state that does
+    not check out."""
 
     def __init__(self, message: str, block_number: int | None = None):
         super().__init__(message)

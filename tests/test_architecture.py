@@ -16,10 +16,11 @@ ALLOWED = {
     "ledger": {"chaincode", "wire"},
     "network": {"ledger", "chaincode", "wire"},  # the native Fabric network launcher
     "executor": {"ledger", "algorithms", "wire"},  # contract errors through ledger.errors
+    "audit": {"executor", "exchange", "ledger", "algorithms", "wire"},
     # the Consortia home: consortia.toml, the layout, open_ledger, init/join
     "home": {"network", "audit", "executor", "exchange", "ledger", "algorithms", "wire"},
-    "api": {"home", "network", "executor", "ledger", "algorithms", "wire"},
-    "benchmarks": {"api", "home", "network", "executor", "ledger", "algorithms", "wire"},
+    "api": {"home", "network", "audit", "executor", "ledger", "algorithms", "wire"},
+    "benchmarks": {"api", "home", "network", "audit", "executor", "ledger", "algorithms", "wire"},
 }
 # Files allowed one import past their package's layer, until the node agent's builder moves to home/
 # (issue 30, item 5, after the executor re-house): the node's and the artifact service's command lines

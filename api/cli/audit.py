@@ -39,7 +39,7 @@ def audit_export(
     transaction ids, certificates -- signed by your organisation."""
     from rich.progress import Progress
 
-    from api.bundle import BundleError, export_bundle
+    from audit.bundles import BundleError, export_bundle
 
     signers = {}
     for o in s.consortium.organisations:  # organisations whose identities are on this machine
@@ -79,7 +79,7 @@ def audit_verify(
     as_json: bool = JsonOpt,
 ) -> None:
     """Verify an audit bundle with no network and no ledger access (exit 1 if any check fails)."""
-    from api.bundle import verify_bundle
+    from audit.bundles import verify_bundle
 
     trusted = None
     if ca is not None:

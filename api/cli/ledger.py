@@ -47,8 +47,8 @@ def ledger_verify(
     certificates at each block's timestamp, and detects truncation below any given checkpoint
     (exit 1 when it does not verify, 2 when the crypto or a checkpoint file cannot be read, 3 when
     there is no ledger file)."""
+    from audit.ledger_file import verify_ledger_file
     from ledger.checkpoint import load_checkpoints
-    from ledger.embedded.verify import verify_ledger_file
     from ledger.errors import LedgerError
     from ledger.identity import Consortium
 
@@ -77,7 +77,7 @@ def ledger_verify(
 
 def _head(path: Path) -> tuple[int, str, str]:
     """(number, header hash, channel) of the last block of an embedded ledger file (read-only)."""
-    from ledger.embedded.verify import open_read_only
+    from audit.ledger_file import open_read_only
 
     con = open_read_only(path)
     try:
@@ -103,8 +103,8 @@ def ledger_checkpoint(
 ) -> None:
     """Verify the ledger, then sign a checkpoint of its chain head (block number + header hash)
     and append it to a file (never vouch for a head that does not verify)."""
+    from audit.ledger_file import verify_ledger_file
     from ledger.checkpoint import append_checkpoint, sign_checkpoint
-    from ledger.embedded.verify import verify_ledger_file
     from ledger.errors import LedgerCorrupted, LedgerError
     from ledger.identity import Consortium
 

@@ -170,8 +170,6 @@ def model_revoke(s: Session, model_id: str = ModelArg, organisation: str = Organ
 def model_verify(s: Session, model_id: str = ModelArg) -> None:
     """Re-check every signature and digest of the model's lineage against the ledger (exit 1 if any
     check fails)."""
-    from api.verification import verify_model_on_ledger
+    from audit.verification import verify_model
 
-    report(
-        guarded(lambda: verify_model_on_ledger(s.client, s.synced_index(), model_id), s.as_json), s.as_json
-    )
+    report(guarded(lambda: verify_model(s.client, model_id, index=s.synced_index()), s.as_json), s.as_json)

@@ -299,7 +299,9 @@ class EmbeddedLedger(Endorser):
                 "SELECT number + 1, header_hash FROM blocks ORDER BY number DESC LIMIT 1"
             ).fetchone()
 
-            timestamp = time.time()  # certificates are judged at the block's own timestamp (as verify does)
+            timestamp = (
+                time.time()
+            )  # certificates are judged at the block's own timestamp (as audit.ledger_file does)
             outcome = validate_block(
                 con,
                 number,
@@ -396,16 +398,9 @@ class EmbeddedLedger(Endorser):
         )
         return None if row is None else (row[0], row[1])
 
-    def verify(self, checkpoints: Sequence[Checkpoint] = ()) -> dict[str, Any]:
-        """Re-check every block hash and signature, replay validation and state, against the
-        consortium's certificates, through a read-only connection; see ledger.embedded.verify."""
-        from ledger.embedded.verify import verify_ledger_file
-
-        return verify_ledger_file(self.path, self.consortium, checkpoints)
-
     def checkpoint(self, identity: Identity | None = None) -> Checkpoint:
         """A signed checkpoint of the current chain head (by the orderer unless ``identity`` is
-        given); keep it outside the ledger file to detect truncation later (ledger.checkpoint)."""
+        given); keep it outside the ledger file to detect truncation later (``audit.checkpoints``)."""
         from ledger.checkpoint import checkpoint_of
 
         return checkpoint_of(self, identity or self._orderer)

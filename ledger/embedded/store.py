@@ -4,7 +4,7 @@ Tables: ``blocks`` (the hash-chained blocks, each with its full canonical JSON b
 (world state: key -> value and version = (block, tx number)), ``history`` (every committed
 version of every key), ``events`` (chaincode events of valid transactions) and ``txs`` (tx id
 -> block, position, validation code). ``blocks`` is the ledger; the other tables are indexes
-derived from it, which ``verify`` rebuilds and compares.
+derived from it, which ``audit.ledger_file`` rebuilds and compares.
 
 Keys are stored as UTF-8 BLOBs so that SQLite orders them bytewise, as Fabric does.
 """

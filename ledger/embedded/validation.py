@@ -12,7 +12,7 @@
    the same block -> MVCC_READ_CONFLICT; every range read returns the same keys and versions
    -> PHANTOM_READ_CONFLICT.
 
-The same code validates new blocks at commit and replays the chain in ``verify``.
+The same code validates new blocks at commit and replays the chain in ``audit.ledger_file``.
 """
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ def check_endorsed(
     submit): the creator's key signed its proposal, which was verified, and the endorsers' keys were
     shown to match their certificates, so their fresh signatures are not verified again here.
     Identities, roles, binding and the policy are still checked; a block replay
-    (``EmbeddedLedger.verify``) verifies every signature."""
+    (``audit.ledger_file``) verifies every signature."""
 
     def signer(serialized: bytes, data: bytes, signature: str) -> tuple[str, str]:
         if not signatures:
@@ -225,7 +225,7 @@ def validate_block(
     timestamp: float | None = None,
     endorsed: list[bool] | None = None,
 ) -> BlockOutcome:
-    """Validate block ``number`` against the state behind ``con`` (used at commit and by verify).
+    """Validate block ``number`` against the state behind ``con`` (used at commit and by audit.ledger_file).
     ``timestamp``: the block's timestamp, at which every certificate must be valid. ``endorsed``: per
     transaction, whether :func:`check_endorsed` passed for it when it was queued (commit only)."""
     at = None if timestamp is None else dt.datetime.fromtimestamp(timestamp, dt.UTC)

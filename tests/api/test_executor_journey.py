@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import json
 
-from api.bundle import export_bundle, verify_bundle
 from api.follower import sync
-from api.verification import verify_model_on_ledger
+from audit.bundles import export_bundle, verify_bundle
+from audit.verification import verify_model
 from tests.api.conftest import make_gateway
 
 ORGS = ["Org1MSP", "Org2MSP", "Org3MSP"]
@@ -24,7 +24,7 @@ def test_lineage_of_an_executed_model_verifies(executed, tmp_path):
     lineage = ix.lineage("p-exec:Org2MSP")
     assert lineage["root"] == "p-exec/3/Org2MSP" and len(lineage["nodes"]) > 3
     assert any(e["kind"] == "message" for e in lineage["edges"])
-    report = verify_model_on_ledger(client, ix, "p-exec:Org2MSP")
+    report = verify_model(client, "p-exec:Org2MSP", index=ix)
     assert report.ok, report.failures
 
 

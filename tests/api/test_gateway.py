@@ -314,6 +314,25 @@ def test_attestation_only_for_own_executions(org1):
     error(org1.get("/api/v1/processes/proc-0/executions/3/Org2MSP/attestation"), 403, "FORBIDDEN")
 
 
+def test_gateway_attestation_carries_the_chain_head(org1, world):
+    import json
+
+    from audit.attestations import statement_checkpoint
+    from audit.checkpoints import check_checkpoint
+
+    env = org1.get("/api/v1/processes/proc-0/executions/3/Org1MSP/attestation").json()
+    statement = json.loads(base64.b64decode(env["payload"]))
+    cas = {
+        o.msp_id: (o.path / "ca" / f"ca.{o.domain}-cert.pem").read_bytes()
+        for o in world.consortium.organisations
+    }
+    cp, signer = check_checkpoint(statement_checkpoint(statement), cas)
+    assert signer == "Org1MSP" and cp.block_number >= 1
+    assert (
+        world.ledger.block(world.consortium.identity("Org1"), cp.block_number).header_hash == cp.header_hash
+    )
+
+
 # ---------------------------------------------------------------- models
 def test_models_list_get_lineage_verify(org1, org2, org4):
     ids = [m["id"] for m in org1.get("/api/v1/models").json()["items"]]

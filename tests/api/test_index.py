@@ -6,7 +6,8 @@ import hashlib
 
 import pytest
 
-from api.index import AuditIndex, IndexCorrupted, execution_node_id, ingest_executions
+from api.index import AuditIndex, IndexCorrupted, ingest_executions
+from audit.lineage import execution_node_id
 
 
 def d(text: str) -> str:
@@ -96,6 +97,11 @@ def test_lineage_follows_inputs_backwards(index):
     assert {"from": "p/3/A", "to": "p/4/B", "kind": "message", "digest": d("m-A-B-3")} in lin["edges"]
     assert {"from": "p/3/B", "to": "p/4/B", "kind": "state", "digest": d("s-B-3")} in lin["edges"]
     assert all(e["kind"] == "data_commitment" for e in lin["external_inputs"])
+    # C messages A every round but A reads nothing from it: the rule lists those links as broken
+    assert sorted((x["to"], x["peer"], x["kind"]) for x in lin["broken_links"]) == [
+        ("p/2/A", "C", "message"),
+        ("p/3/A", "C", "message"),
+    ]
     assert (
         lin["root"] == "p/4/B" and "wrapped_key" not in lin["model"] and "current_round" not in lin["process"]
     )

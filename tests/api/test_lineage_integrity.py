@@ -16,8 +16,9 @@ from typer.testing import CliRunner
 
 from api.cli import app
 from api.follower import sync
-from api.index import AuditIndex, execution_node_id
-from api.verification import verify_model_on_ledger
+from api.index import AuditIndex
+from audit.lineage import execution_node_id
+from audit.verification import verify_model
 from tests.api.conftest import make_gateway
 from tests.api.world import ORGS, build_world, ring_process
 
@@ -68,7 +69,8 @@ def test_index_lineage_reaches_round_1_through_unchanged_rounds(crf_world, tmp_p
             .result["outputs"]["state"],
         } in lin["edges"]
         assert all(x["kind"] == "data_commitment" for x in lin["external_inputs"])
-        report = verify_model_on_ledger(crf_world.clients["Org1MSP"], ix, MODEL)
+        assert lin["broken_links"] == []
+        report = verify_model(crf_world.clients["Org1MSP"], MODEL, index=ix)
         assert report.ok, report.failures
         [complete] = [c for c in report.checks if c["check"] == "lineage complete"]
         assert complete["detail"].startswith("16 executions")

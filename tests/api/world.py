@@ -26,6 +26,12 @@ def digest(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
+def estimators(orgs: tuple[str, ...]) -> list[dict[str, object]]:
+    """The estimator list a model of the world carries: signed in the last round's result and
+    published on the Model record (as collaborative RF lists its estimators)."""
+    return [{"origin": o, "trees": 2} for o in orgs]
+
+
 @dataclass
 class World:
     consortium: Consortium
@@ -94,7 +100,7 @@ def ring_process(
             model = None
             if rnd == rounds:
                 payload = f"model of {org} for {pid}: ".encode() + bytes(range(64))
-                model = {"digest": digest(payload), "size": len(payload)}
+                model = {"digest": digest(payload), "size": len(payload), "estimators": estimators(orgs)}
                 w.models[f"{pid}:{org}"] = payload
             result = {
                 "process_id": pid,
@@ -142,7 +148,7 @@ def publish_model(w: World, pid: str, org: str, orgs: tuple[str, ...]) -> str:
         cdig,
         wrapped,
         metrics={"accuracy": 0.9},
-        estimators=[{"origin": o, "trees": 2} for o in orgs],
+        estimators=estimators(orgs),
         location=w.stores[org].location,
     )
     return f"{pid}:{org}"

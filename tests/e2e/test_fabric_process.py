@@ -8,7 +8,7 @@ import secrets
 
 import pytest
 
-from executor.lineage import verify_model_lineage
+from audit.verification import verify_model
 from executor.process import (
     Platform,
     ProcessSpec,
@@ -49,5 +49,5 @@ def test_audited_process_on_fabric_equals_the_simulator_and_verifies(fabric_plat
     assert_bit_identical(p, client, pid, simulated(case, orgs), orgs)
     keys = {o: p.consortium.encryption_key(o) for o in orgs}
     for o in orgs:
-        rep = verify_model_lineage(p.client(o), pid, o, p.store_root, keys)
+        rep = verify_model(p.client(o), f"{pid}:{o}", store_root=p.store_root, recipient_keys=keys)
         assert rep.ok, rep.failures

@@ -1,4 +1,5 @@
-"""executor.lineage: a genuine model's lineage verifies; each kind of tampering is caught."""
+"""audit.verification on a real process (sandbox tasks, sealed artifacts in the stores): a genuine
+model's lineage verifies with its artifacts; each kind of tampering is caught."""
 
 from __future__ import annotations
 
@@ -7,13 +8,16 @@ import json
 
 import pytest
 
+from audit.signatures import check_record_signature
+from audit.verification import verify_model
 from executor.artifacts import ArtifactStore
-from executor.lineage import _signature_valid, verify_model_lineage
 from executor.process import Platform, ProcessSpec, launch, map_dataset, prepare_image, run_process
 from executor.runtimes.sandbox import SandboxRuntime
+from executor.task_keys import TaskSignatureInvalid
 from tests.e2e.conftest import ORGS3, dpsda_case
 
 PID = "p-lineage"
+MODEL = f"{PID}:Org1MSP"
 
 
 @pytest.fixture(scope="module")
@@ -40,46 +44,47 @@ def keys(p):
 
 def test_genuine_lineage_verifies_back_to_round_one(done):
     p, image, case = done
-    rep = verify_model_lineage(
+    rep = verify_model(
         p.client("Org1MSP"),
-        PID,
-        "Org1MSP",
-        p.store_root,
-        keys(p),
+        MODEL,
+        store_root=p.store_root,
+        recipient_keys=keys(p),
         local_image_digest=lambda ref: image.digest,
     )
     assert rep.ok, rep.failures
     # ring over 3 organisations: everyone's earlier records are ancestors of Org1's model
-    assert set(rep.records) == {
-        (o, r)
+    lineage = rep.facts["lineage"]
+    assert set(lineage) == {
+        f"{PID}/{r}/{o}"
         for o in ORGS3
         for r in range(1, case.rounds + 1)
         if (o, r) != ("Org2MSP", case.rounds) and (o, r) != ("Org3MSP", case.rounds)
     }
     counts = rep.counts()
-    assert counts["signature"] == len(rep.records) and counts["history"] == len(rep.records)
-    assert json.loads(json.dumps(rep.to_json()))["ok"] is True
+    assert counts["execution"] == counts["history"] == len(lineage)
+    assert counts["artifact"] >= 2 * len(lineage)  # each state and at least one message per execution
+    assert counts["model"] == 3  # signed digest and estimators, plaintext, ciphertext
+    assert json.loads(json.dumps(rep.to_dict()))["ok"] is True
 
 
 def test_altered_result_fails_the_signature_check(done):
     p, _, _ = done
     rec = p.client("Org2MSP").get_execution(PID, 2, "Org2MSP")
-    assert _signature_valid(rec) == (True, "")
+    check_record_signature(rec)
     forged = dict(rec.result, metrics={**rec.result["metrics"], "regret": 0.0})
-    ok, why = _signature_valid(dataclasses.replace(rec, result=forged))
-    assert not ok and "does not verify" in why
+    with pytest.raises(TaskSignatureInvalid, match="does not verify"):
+        check_record_signature(dataclasses.replace(rec, result=forged))
 
 
 def test_local_image_with_another_digest_fails(done):
     p, image, _ = done
-    rep = verify_model_lineage(
+    rep = verify_model(
         p.client("Org1MSP"),
-        PID,
-        "Org1MSP",
-        p.store_root,
-        keys(p),
+        MODEL,
+        store_root=p.store_root,
+        recipient_keys=keys(p),
         local_image_digest=lambda ref: "sha256:" + "0" * 64,
-        check_history=False,
+        history=False,
     )
     assert [c.subject for c in rep.failures] == [f"local image {image.reference}"]
 
@@ -91,10 +96,10 @@ def test_corrupted_state_artifact_is_caught(done):
     original = path.read_bytes()
     path.write_bytes(original[:-1] + bytes([original[-1] ^ 1]))
     try:
-        rep = verify_model_lineage(
-            p.client("Org1MSP"), PID, "Org1MSP", p.store_root, keys(p), check_history=False
+        rep = verify_model(
+            p.client("Org1MSP"), MODEL, store_root=p.store_root, recipient_keys=keys(p), history=False
         )
-        assert [c.subject for c in rep.failures] == ["Org3MSP round 2 state"]
+        assert [c.subject for c in rep.failures] == [f"state of {PID}/2/Org3MSP"]
     finally:
         path.write_bytes(original)
 
@@ -102,14 +107,17 @@ def test_corrupted_state_artifact_is_caught(done):
 def test_message_opened_with_the_wrong_key_or_missing_is_caught(done):
     p, _, _ = done
     wrong = dict(keys(p), Org1MSP=p.consortium.encryption_key("Org2MSP"))
-    rep = verify_model_lineage(p.client("Org1MSP"), PID, "Org1MSP", p.store_root, wrong, check_history=False)
+    rep = verify_model(
+        p.client("Org1MSP"), MODEL, store_root=p.store_root, recipient_keys=wrong, history=False
+    )
     # everything sealed to Org1 fails to open: messages addressed to it, its own states and model
-    assert any("message to Org1MSP" in c.subject for c in rep.failures)
+    assert any(c.subject.endswith(" to Org1MSP") for c in rep.failures)
     assert all(
-        "message to Org1MSP" in c.subject
-        or c.subject.startswith("Org1MSP round")
-        and "state" in c.subject
-        or c.subject == f"model {PID}:Org1MSP plaintext"
+        c.subject.startswith("message ")
+        and c.subject.endswith(" to Org1MSP")
+        or c.subject.startswith("state of ")
+        and c.subject.endswith("/Org1MSP")
+        or c.subject == f"model {MODEL} plaintext"
         for c in rep.failures
     ), rep.failures
     index = p.store_root / "Org2MSP" / "messages" / PID / f"{1:06d}" / "Org1MSP.json"
@@ -118,8 +126,8 @@ def test_message_opened_with_the_wrong_key_or_missing_is_caught(done):
     saved = index.read_bytes()
     index.unlink()
     try:
-        rep = verify_model_lineage(
-            p.client("Org1MSP"), PID, "Org1MSP", p.store_root, keys(p), check_history=False
+        rep = verify_model(
+            p.client("Org1MSP"), MODEL, store_root=p.store_root, recipient_keys=keys(p), history=False
         )
         assert any("not in the sender's store" in c.detail for c in rep.failures)
     finally:

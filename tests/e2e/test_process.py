@@ -12,7 +12,7 @@ import pytest
 from algorithms import codec
 from algorithms.simulator import simulate
 from algorithms.topologies.static import complete, ring
-from executor.lineage import verify_model_lineage
+from audit.verification import verify_model
 from executor.process import (
     ProcessSpec,
     collect_models,
@@ -120,9 +120,11 @@ def test_sandbox_process_is_bit_identical_to_the_simulator(platform, make_case):
     # every model's lineage verifies, each record signed and chained back to round 1
     keys = {o: platform.consortium.encryption_key(o) for o in ORGS3}
     for o in ORGS3:
-        rep = verify_model_lineage(platform.client(o), "p-eq", o, platform.store_root, keys)
+        rep = verify_model(
+            platform.client(o), f"p-eq:{o}", store_root=platform.store_root, recipient_keys=keys
+        )
         assert rep.ok, rep.failures
-        assert (o, 1) in rep.records and (o, case.rounds) in rep.records
+        assert {f"p-eq/1/{o}", f"p-eq/{case.rounds}/{o}"} <= set(rep.facts["lineage"])
     if case.image == "collab-rf":
         # estimator-origin matrix (seed 003 Fig. 5) from the ledger alone equals the simulator's
         orgs, matrix = estimator_origins(client, "p-eq")
@@ -218,7 +220,10 @@ def test_killed_agent_is_restarted_and_the_process_ends_complete_and_verified(pl
         assert states == ["running", "completed"]
     keys = {o: platform.consortium.encryption_key(o) for o in ORGS3}
     assert all(
-        verify_model_lineage(platform.client(o), "p-kill", o, platform.store_root, keys).ok for o in ORGS3
+        verify_model(
+            platform.client(o), f"p-kill:{o}", store_root=platform.store_root, recipient_keys=keys
+        ).ok
+        for o in ORGS3
     )
 
 

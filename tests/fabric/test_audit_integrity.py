@@ -9,12 +9,14 @@ import uuid
 
 import pytest
 
-from api.bundle import export_bundle, verify_bundle
 from api.follower import sync
-from api.index import AuditIndex, execution_node_id
-from api.verification import verify_model_on_ledger
+from api.index import AuditIndex
+from audit.bundles import export_bundle, verify_bundle
+from audit.checkpoints import check_on_ledger
+from audit.lineage import execution_node_id
+from audit.verification import verify_model
 from executor.artifacts import ArtifactStore
-from ledger.checkpoint import check_on_ledger, checkpoint_of, sign_checkpoint
+from ledger.checkpoint import checkpoint_of, sign_checkpoint
 from ledger.client import ConsortiaClient
 from ledger.errors import CheckpointInvalid, LedgerCorrupted
 from tests.api.world import World, ring_process
@@ -49,7 +51,7 @@ def test_lineage_through_repeated_digests_on_fabric(crf, tmp_path):
         sync(ix, client)
         lin = ix.lineage(model_id)
         assert {n["id"] for n in lin["nodes"]} == expected and len(expected) == 16
-        report = verify_model_on_ledger(client, ix, model_id)
+        report = verify_model(client, model_id, index=ix)
         assert report.ok, report.failures
         signers = {m: w.consortium.identity(m) for m in orgs}
         cas = {

@@ -10,11 +10,11 @@ from fastapi import APIRouter, Query
 from fastapi import Path as PathParam
 
 from api import schemas as S
-from api.attestation import attest_execution
 from api.gateway.deps import Caller, GatewayDep, Offset, Org, ProcessId, Round, member_process, page, reads
 from api.gateway.errors import errors
 from api.gateway.state import record
 from api.responses import DepthSafeRoute
+from audit.attestations import attest_execution
 from ledger.checkpoint import checkpoint_of
 from ledger.errors import Forbidden, InvalidArgument, NotFound
 

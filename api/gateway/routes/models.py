@@ -26,7 +26,7 @@ from api.gateway.errors import errors
 from api.gateway.sealed_models import grant_with_sealed_key, open_model_payload, revoke_with_rotation
 from api.gateway.state import record
 from api.responses import DepthSafeRoute
-from api.verification import verify_model_on_ledger
+from audit import verification
 from ledger.errors import NotFound
 from ledger.rules import BOOKMARK_PATTERN, MAX_BOOKMARK_CHARS, MAX_HISTORY_PAGE
 
@@ -107,9 +107,10 @@ def lineage(model_id: ModelId, c: Caller, gw: GatewayDep) -> dict[str, Any]:
 
 @writes(router, "provenance", (400, 404))(MODEL + "/verify", response_model=S.VerificationOut)
 def verify_model(model_id: ModelId, c: Caller, gw: GatewayDep) -> dict[str, Any]:
-    """Re-check every signature and digest of the model's lineage against the ledger."""
+    """Re-check every signature and digest of the model's lineage against the ledger, and the
+    index's copy of it (:func:`audit.verification.verify_model`)."""
     gw.refresh()
-    return verify_model_on_ledger(c, gw.index, model_id).to_dict()
+    return verification.verify_model(c, model_id, index=gw.index).to_dict()
 
 
 @router.get(

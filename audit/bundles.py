@@ -9,7 +9,7 @@ Layout of a bundle (a directory)::
     records/model.json               (without any organisation's sealed data key)
     records/executions/<round>-<org>.json
     attestations/<round>-<org>.dsse.json   in-toto Statement v1 (SLSA Provenance v1) in DSSE, signed by
-                                     the executing organisation (api.attestation)
+                                     the executing organisation (audit.attestations)
     blocks/<number>.json             header hash, previous hash, data hash, transaction ids and
                                      validation codes of every block holding one of the records' transactions,
                                      and of the checkpointed head block
@@ -22,12 +22,13 @@ Layout of a bundle (a directory)::
 :func:`verify_bundle` checks, with the files alone: the manifest signature and the exporter's
 certificate chain; that the files on disk are exactly those of the manifest with the same SHA-256
 (so any changed byte names its file); every attestation's signature, signer organisation and
-certificate chain, and that its statement says what the execution record says; every task
-signature; the pinned image; the links between executions and that the lineage is whole; the
-model digest; that every transaction id is a valid transaction of an included block, with
-consecutive blocks chained; and the chain-head checkpoint: signed by a trusted organisation, its
-block included with the same header hash, no included block beyond it, and every attestation's
-checkpoint valid and at or after the block of the record it attests.
+certificate chain, and that its statement says what the execution record says; every execution
+(task signature, pinned image); the lineage by the one rule of :mod:`audit.lineage` (whole, every
+execution linked to what the round before signed); the model digest and estimators; that every
+transaction id is a valid transaction of an included block, with consecutive blocks chained; and
+the chain-head checkpoint: signed by a trusted organisation, its block included with the same
+header hash, no included block beyond it, and every attestation's checkpoint valid and at or after
+the block of the record it attests.
 
 The checkpoint is the bundle's anchor against truncation: ``consortia ledger verify --checkpoint
 <bundle>/checkpoint.json`` checks that the ledger still reaches the head the bundle saw.
@@ -46,27 +47,22 @@ from typing import Any
 
 from cryptography.exceptions import UnsupportedAlgorithm
 
-from api.attestation import (
+from audit.attestations import (
     AttestationError,
     attest_execution,
     certificate_keyid,
-    check_certificate,
-    check_checkpoint,
     check_statement,
     open_envelope,
     sign_envelope,
 )
-from api.index import AuditIndex, execution_node_id, record_lineage
-from api.verification import (
-    Report,
-    check_execution,
-    check_lineage_complete,
-    check_links,
-    check_model,
-    transaction_block,
-)
+from audit.checkpoints import check_checkpoint
+from audit.lineage import check_execution, check_lineage
+from audit.report import Report
+from audit.signatures import CertificateInvalid, check_certificate
+from audit.verification import IndexView, transaction_locator
 from ledger.checkpoint import checkpoint_of
 from ledger.client import ConsortiaClient
+from ledger.errors import CheckpointInvalid
 from ledger.identity import Identity
 from wire.canonical import canonical_json
 
@@ -91,13 +87,13 @@ def _node(e: Mapping[str, Any]) -> str:
 
 
 def export_bundle(
-    out: str | os.PathLike,
+    out: str | os.PathLike[str],
     client: ConsortiaClient,
     model_id: str,
     *,
     signers: Mapping[str, Identity],
     ca_certificates: Mapping[str, bytes],
-    index: AuditIndex | None = None,
+    index: IndexView | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
     """Write the audit bundle of ``model_id`` into the new directory ``out``.
@@ -110,7 +106,10 @@ def export_bundle(
     if root.exists() and any(root.iterdir()):
         raise BundleError(f"{root} exists and is not empty")
     root.mkdir(parents=True, exist_ok=True)
-    ev = lambda fn, *a: json.loads(client.ledger.evaluate(client.identity, fn, *a))  # noqa: E731
+
+    def ev(function: str, *args: str) -> Any:
+        return json.loads(client.ledger.evaluate(client.identity, function, *args))
+
     model = {k: v for k, v in ev("Model:get", model_id).items() if k != "wrapped_key"}
     process = {
         k: v for k, v in ev("LearningProcess:get", model["process_id"]).items() if k != "current_round"
@@ -146,8 +145,11 @@ def export_bundle(
     for e in executions:
         txs |= {e["tx_id"], e.get("completed_tx_id") or e["tx_id"]}
     blocks = {checkpoint.block_number}
+    locate = transaction_locator(client.ledger, index)
+    if locate is None:
+        raise BundleError("this ledger host cannot find a transaction's block: export with the audit index")
     for tx in sorted(txs):
-        number = transaction_block(client, index, tx)
+        number = locate(tx)
         if number is None:
             raise BundleError(f"transaction {tx} is not on the ledger")
         blocks.add(number)
@@ -200,7 +202,7 @@ def _issuing_ca(cert_pem: bytes, cas: Mapping[str, bytes], what: str) -> str:
         try:
             check_certificate(cert_pem, ca, what)
             return msp
-        except AttestationError as exc:
+        except CertificateInvalid as exc:
             errors.append(str(exc))
     raise AttestationError(f"{what}: certificate is not issued by any organisation's CA")
 
@@ -209,21 +211,23 @@ def _check_files(report: Report, root: Path, listed: dict[str, str]) -> None:
     """The files on disk are exactly those listed, each with the listed SHA-256."""
     present = {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()} - {ENVELOPE}
     for rel in sorted(present - set(listed)):
-        report.add(f"file {rel}", False, "not listed in the signed manifest")
+        report.add(f"file {rel}", False, "not listed in the signed manifest", "file")
     for rel in sorted(set(listed) - present):
-        report.add(f"file {rel}", False, "listed in the manifest but missing")
+        report.add(f"file {rel}", False, "listed in the manifest but missing", "file")
     changed = [
         rel
         for rel in sorted(present & set(listed))
         if hashlib.sha256((root / rel).read_bytes()).hexdigest() != listed[rel]
     ]
     for rel in changed:
-        report.add(f"file {rel}", False, "SHA-256 differs from the signed manifest: the file was changed")
+        report.add(
+            f"file {rel}", False, "SHA-256 differs from the signed manifest: the file was changed", "file"
+        )
     if not changed and present == set(listed):
-        report.add("file digests", True, f"{len(listed)} files match the signed manifest")
+        report.add("file digests", True, f"{len(listed)} files match the signed manifest", "file")
 
 
-def verify_bundle(path: str | os.PathLike, trusted_cas: Mapping[str, bytes] | None = None) -> Report:
+def verify_bundle(path: str | os.PathLike[str], trusted_cas: Mapping[str, bytes] | None = None) -> Report:
     """Verify an audit bundle offline (see the module docstring for the checks).
 
     ``trusted_cas`` pins the organisations' CA certificates; without it the bundle's own CA
@@ -241,19 +245,19 @@ def verify_bundle(path: str | os.PathLike, trusted_cas: Mapping[str, bytes] | No
         OSError,
         UnsupportedAlgorithm,
     ) as exc:
-        report.add("bundle structure", False, f"{type(exc).__name__}: {exc}")
+        report.add("bundle structure", False, f"{type(exc).__name__}: {exc}", "file")
         return report
 
 
 def _verify_bundle(root: Path, trusted_cas: Mapping[str, bytes] | None, report: Report) -> Report:
     if not (root / ENVELOPE).is_file():
-        report.add("bundle", False, f"{root} has no {ENVELOPE}")
+        report.add("bundle", False, f"{root} has no {ENVELOPE}", "file")
         return report
     # 1. the signed manifest
     try:
         envelope = _load_json(root, ENVELOPE)
     except (ValueError, UnicodeDecodeError) as exc:
-        report.add(f"{ENVELOPE}", False, f"not a canonical JSON DSSE envelope ({exc})")
+        report.add(ENVELOPE, False, f"not a canonical JSON DSSE envelope ({exc})", "manifest")
         return report
     certs = {}
     for p in sorted((root / "certificates" / "signers").glob("*.pem")):
@@ -274,9 +278,9 @@ def _verify_bundle(root: Path, trusted_cas: Mapping[str, bytes] | None, report: 
                 f"manifest format or exporter ({manifest.get('exporter')}) does not match "
                 f"its signer's organisation {msp}"
             )
-        report.add("manifest signature", True, f"signed by {msp}")
+        report.add("manifest signature", True, f"signed by {msp}", "manifest")
     except AttestationError as exc:
-        report.add("manifest signature", False, str(exc))
+        report.add("manifest signature", False, str(exc), "manifest")
         # name the changed files too, from the manifest as written (its signature did not verify)
         try:
             unverified = json.loads(base64.b64decode(envelope["payload"]))
@@ -305,28 +309,22 @@ def _verify_bundle(root: Path, trusted_cas: Mapping[str, bytes] | None, report: 
             )
         }
     except (ValueError, KeyError, TypeError, OSError) as exc:
-        report.add("records", False, f"unreadable record: {exc}")
+        report.add("records", False, f"unreadable record: {exc}", "record")
         return report
     if not all(isinstance(x, dict) for x in (image, process, model, *executions)):
-        report.add("records", False, "a record is not a JSON object")
+        report.add("records", False, "a record is not a JSON object", "record")
         return report
     if model.get("id") != manifest.get("model_id"):
         report.add(
             "model",
             False,
             f"records/model.json is {model.get('id')}, the manifest names {manifest.get('model_id')}",
+            "model",
         )
     for name, e in named.items():
-        report.run(f"execution {name}", check_execution, e, process)
-    report.run("lineage links", check_links, executions)
-    by_id = {execution_node_id(e["process_id"], e["round"], e["organisation"]): e for e in executions}
-    report.run(
-        "lineage complete",
-        check_lineage_complete,
-        record_lineage(executions, model.get("owner"), model.get("round") or process.get("rounds")),
-        by_id,
-    )
-    report.run("model", check_model, model, process, executions, image)
+        report.run(f"execution {name}", check_execution, e, process, kind="execution")
+    lineage = check_lineage(report, model, process, image, executions)
+    report.facts = {"model_id": model.get("id"), "lineage": sorted(lineage.nodes)}
     # 4. the chain-head checkpoint
     head = _check_checkpoint(report, root, anchors, blocks)
     # 5. attestations
@@ -362,19 +360,20 @@ def _verify_bundle(root: Path, trusted_cas: Mapping[str, bytes] | None, report: 
                     f"{name}: its ledger checkpoint (block {cp.block_number}) is beyond the "
                     f"bundle's checkpoint (block {head})"
                 )
-            report.add(name, True, f"signed by {signer}")
-        except (AttestationError, ValueError, KeyError, TypeError, AttributeError) as exc:
-            report.add(name, False, f"{type(exc).__name__}: {exc}")
+        except (AttestationError, CheckpointInvalid, ValueError, KeyError, TypeError, AttributeError) as exc:
+            report.add(name, False, f"{type(exc).__name__}: {exc}", "attestation")
+        else:
+            report.add(name, True, f"signed by {signer}", "attestation")
     # 6. transactions in blocks, blocks chained
     try:
         _check_blocks(report, model, process, image, named, blocks)
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
-        report.add("blocks", False, f"malformed record or block: {type(exc).__name__} {exc}")
+        report.add("blocks", False, f"malformed record or block: {type(exc).__name__} {exc}", "block")
     return report
 
 
 def _check_checkpoint(
-    report: Report, root: Path, anchors: Mapping[str, bytes], blocks: dict[int, dict]
+    report: Report, root: Path, anchors: Mapping[str, bytes], blocks: dict[int, dict[str, Any]]
 ) -> int | None:
     """The bundle's chain-head checkpoint; returns its block number (None if it failed)."""
     try:
@@ -388,24 +387,25 @@ def _check_checkpoint(
         beyond = sorted(n for n in blocks if n > cp.block_number)
         if beyond:
             raise AttestationError(f"blocks {beyond} lie beyond the checkpointed head {cp.block_number}")
-    except (AttestationError, OSError, ValueError) as exc:
-        report.add("ledger checkpoint", False, str(exc))
+    except (AttestationError, CheckpointInvalid, OSError, ValueError) as exc:
+        report.add("ledger checkpoint", False, str(exc), "checkpoint")
         return None
     report.add(
         "ledger checkpoint",
         True,
         f"block {cp.block_number} ({cp.header_hash[:16]}…) of channel {cp.channel}, signed by {signer}",
+        "checkpoint",
     )
     return cp.block_number
 
 
 def _check_blocks(
     report: Report,
-    model: dict,
-    process: dict,
-    image: dict,
-    executions: dict[str, dict],
-    blocks: dict[int, dict],
+    model: dict[str, Any],
+    process: dict[str, Any],
+    image: dict[str, Any],
+    executions: dict[str, dict[str, Any]],
+    blocks: dict[int, dict[str, Any]],
 ) -> None:
     txs = {model["tx_id"]: "model", process["tx_id"]: "process", image["tx_id"]: "image"}
     for name, e in executions.items():
@@ -419,6 +419,7 @@ def _check_blocks(
         "not valid transactions of an included block: " + ", ".join(missing)
         if missing
         else f"{len(txs)} transactions in {len(blocks)} blocks",
+        "block",
     )
     broken = [
         n for n in blocks if n - 1 in blocks and blocks[n]["previous_hash"] != blocks[n - 1]["header_hash"]
@@ -427,4 +428,5 @@ def _check_blocks(
         "block chain",
         not broken,
         f"previous_hash mismatch at blocks {broken}" if broken else "consecutive blocks are chained",
+        "block",
     )

@@ -13,32 +13,31 @@ The envelope (DSSE v1) is signed by the executing organisation's identity
 (:meth:`ledger.identity.Identity.sign`, ECDSA P-256/SHA-256) over the pre-authentication encoding
 ``PAE(type, body) = "DSSEv1" SP len(type) SP type SP len(body) SP body``. ``keyid`` is the
 SHA-256 of the signer's certificate (PEM bytes), so a verifier finds the certificate and checks it
-against the organisation's CA.
+against the organisation's CA (:func:`audit.signatures.check_certificate`).
 
 Every attestation also carries, as the byproduct ``ledger-checkpoint``, a signed checkpoint of the
 ledger's chain head when it was made (:mod:`ledger.checkpoint`): block number and header hash,
-signed by a consortium identity. Whoever holds the attestation can later check that the ledger
-still reaches that block with that hash (``consortia ledger verify --checkpoint``), so a ledger
-cut short below the attested record is detected.
+signed by a consortium identity (verified by :mod:`audit.checkpoints`). Whoever holds the
+attestation can later check that the ledger still reaches that block with that hash (``consortia
+ledger verify --checkpoint``), so a ledger cut short below the attested record is detected.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import datetime as dt
 import json
 from collections.abc import Mapping
 from typing import Any
 
 from cryptography import x509
-from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
+from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from executor.task_keys import TaskSignatureInvalid, check_record_signature
+from audit.signatures import check_record_signature
+from executor.task_keys import TaskSignatureInvalid
 from ledger.checkpoint import MEDIA_TYPE as CHECKPOINT_MEDIA_TYPE
 from ledger.checkpoint import Checkpoint
-from ledger.errors import CheckpointInvalid
 from ledger.identity import Identity, verify
 from wire.canonical import canonical_json, sha256_digest
 
@@ -128,7 +127,7 @@ def execution_statement(
     ``checkpoint`` (a signed chain-head checkpoint, JSON form) is carried as a byproduct."""
     subjects = execution_subjects(record)
     result = record["result"]
-    statement = {
+    statement: dict[str, Any] = {
         "_type": STATEMENT_TYPE,
         "subject": subjects,
         "predicateType": PREDICATE_TYPE,
@@ -201,31 +200,9 @@ def statement_checkpoint(statement: Any) -> dict[str, Any] | None:
         raise AttestationError("ledger checkpoint is not JSON") from None
     if canonical_json(obj) != body:
         raise AttestationError("ledger checkpoint is not canonical JSON")
+    if not isinstance(obj, dict):
+        raise AttestationError("ledger checkpoint is not a JSON object")
     return obj
-
-
-def check_checkpoint(
-    obj: Any, cas: Mapping[str, bytes], what: str = "ledger checkpoint"
-) -> tuple[Checkpoint, str]:
-    """Verify a checkpoint offline: its signer's certificate is issued by the CA of the MSP it
-    names (``cas``: MSP id -> CA PEM), was valid when it signed, and the signature holds.
-    Returns (checkpoint, signer MSP id)."""
-    try:
-        cp = Checkpoint.from_json(obj)
-        msp, pem = cp.signer_msp_id, cp.signer_certificate_pem
-    except (CheckpointInvalid, ValueError) as exc:
-        raise AttestationError(f"{what}: {exc}") from None
-    ca = cas.get(msp)
-    if ca is None:
-        raise AttestationError(f"{what} is signed by {msp}, whose CA is not trusted")
-    cert = check_certificate(pem, ca, what)
-    at = dt.datetime.fromtimestamp(cp.created, dt.UTC)
-    if not (cert.not_valid_before_utc <= at <= cert.not_valid_after_utc):
-        raise AttestationError(f"{what}: the signer's certificate was not valid when it signed")
-    pub = cert.public_key()
-    if not isinstance(pub, ec.EllipticCurvePublicKey) or not verify(pub, cp.signed_bytes(), cp.signature):
-        raise AttestationError(f"{what}: signature does not verify")
-    return cp, msp
 
 
 def sign_envelope(
@@ -256,32 +233,13 @@ def attest_execution(
     return sign_envelope(execution_statement(record, checkpoint), identity)
 
 
-def check_certificate(cert_pem: bytes, ca_pem: bytes, what: str) -> x509.Certificate:
-    """The certificate, after checking it is issued and signed by the CA."""
-    try:
-        cert = x509.load_pem_x509_certificate(cert_pem)
-        ca = x509.load_pem_x509_certificate(ca_pem)
-        issuer, subject = cert.issuer, ca.subject
-    except (ValueError, UnsupportedAlgorithm):
-        raise AttestationError(f"{what}: certificate or CA certificate is not valid PEM") from None
-    if issuer != subject:
-        raise AttestationError(f"{what}: certificate is not issued by the CA {ca.subject.rfc4514_string()}")
-    try:
-        pub = ca.public_key()
-        assert isinstance(pub, ec.EllipticCurvePublicKey)
-        pub.verify(cert.signature, cert.tbs_certificate_bytes, ec.ECDSA(cert.signature_hash_algorithm))
-    except (InvalidSignature, AssertionError, TypeError, ValueError, UnsupportedAlgorithm):
-        raise AttestationError(f"{what}: certificate signature does not verify against its CA") from None
-    return cert
-
-
 def open_envelope(
     envelope: Any, certificates: dict[str, bytes], what: str = "envelope"
 ) -> tuple[dict[str, Any], str]:
     """Verify a DSSE envelope's signature with the certificate named by its keyid.
 
     ``certificates`` maps keyid -> PEM. Returns (payload object, keyid). Does *not* check the
-    certificate's CA (see :func:`check_certificate`)."""
+    certificate's CA (see :func:`audit.signatures.check_certificate`)."""
     if not isinstance(envelope, dict) or set(envelope) != {"payloadType", "payload", "signatures"}:
         raise AttestationError(f"{what} is not a DSSE envelope")
     sigs = envelope["signatures"]
@@ -319,7 +277,8 @@ def open_envelope(
 
 def check_statement(statement: dict[str, Any], record: dict[str, Any]) -> dict[str, Any] | None:
     """The statement says exactly what the execution record says, and the task signature holds.
-    Returns the ledger checkpoint it carries (JSON form, not yet verified: :func:`check_checkpoint`)."""
+    Returns the ledger checkpoint it carries (JSON form, not yet verified:
+    :func:`audit.checkpoints.check_checkpoint`)."""
     if statement.get("_type") != STATEMENT_TYPE or statement.get("predicateType") != PREDICATE_TYPE:
         raise AttestationError("not an in-toto Statement v1 with a SLSA Provenance v1 predicate")
     checkpoint = statement_checkpoint(statement)
@@ -330,7 +289,7 @@ def check_statement(statement: dict[str, Any], record: dict[str, Any]) -> dict[s
                 raise AttestationError(f"statement {part} differs from the execution record")
         raise AttestationError("statement differs from the execution record")
     try:
-        check_record_signature(record)  # the one task-signature check (executor.task_keys)
+        check_record_signature(record)  # the one record-signature check (audit.signatures)
     except TaskSignatureInvalid as exc:
         raise AttestationError(str(exc)) from None
     return checkpoint

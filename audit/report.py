@@ -1,11 +1,12 @@
 """The one verification report: every check with its outcome, ``ok`` only if all passed.
 
-Used by the lineage verification (:func:`executor.lineage.verify_model_lineage`, whose
-:class:`~executor.lineage.LineageReport` adds the model's facts), the gateway's live verification
-and the offline audit bundle (``api.verification``, ``api.bundle``). A :class:`Check` names what was
-checked (``subject``) and, for the lineage, the kind of check (signature, identity, image, chain,
-history, artifact, model); ``check["check"]`` / ``["ok"]`` / ``["detail"]`` read it as the row the
-API's JSON shows.
+Every audit returns it: a model verified against the ledger (:func:`audit.verification.verify_model`,
+from the gateway, the CLI, the demo and the node side), the offline audit bundle
+(:func:`audit.bundles.verify_bundle`). A :class:`Check` names what was checked (``subject``) and the
+kind of check (execution, chain, lineage, history, image, artifact, model, index, block, file,
+attestation, checkpoint); ``check["check"]`` / ``["ok"]`` / ``["detail"]`` read it as the row the
+API's JSON shows. ``facts`` carries what the audit established besides the checks (for a model: its
+process, owner, digest, image and the executions of its lineage).
 """
 
 from __future__ import annotations
@@ -20,14 +21,14 @@ CHECK_ERRORS: tuple[type[BaseException], ...] = (ValueError, KeyError, TypeError
 
 @dataclass(frozen=True)
 class Check:
-    kind: str  # signature | identity | image | chain | history | artifact | model | "" (API checks)
-    subject: str  # what was checked, e.g. "Org1MSP round 3", "execution proc-0/2/Org2MSP"
+    kind: str  # see the module docstring; "" when the subject says it all
+    subject: str  # what was checked, e.g. "execution proc-0/2/Org2MSP", "lineage links"
     ok: bool
     detail: str = ""
 
     def row(self) -> dict[str, Any]:
-        """The API's JSON form: ``{"check": subject, "ok": ..., "detail": ...}``."""
-        return {"check": self.subject, "ok": self.ok, "detail": self.detail}
+        """The API's JSON form: ``{"check": subject, "kind": ..., "ok": ..., "detail": ...}``."""
+        return {"check": self.subject, "kind": self.kind, "ok": self.ok, "detail": self.detail}
 
     def __getitem__(self, key: str) -> Any:
         return self.row()[key]
@@ -39,6 +40,7 @@ class Report:
 
     subject: str
     checks: list[Check] = field(default_factory=list)
+    facts: dict[str, Any] = field(default_factory=dict)
 
     def add(self, name: str, ok: bool, detail: str = "", kind: str = "") -> bool:
         self.checks.append(Check(kind, name, bool(ok), detail))
@@ -69,9 +71,12 @@ class Report:
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "subject": self.subject,
             "ok": self.ok,
             "checks": [c.row() for c in self.checks],
             "failures": len(self.failures),
         }
+        if self.facts:
+            out["facts"] = self.facts
+        return out

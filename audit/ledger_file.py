@@ -1,6 +1,6 @@
-"""Full verification of an embedded ledger file.
+"""Full verification of an embedded ledger file (the file ``ledger.embedded`` writes).
 
-:func:`verify_ledger_file` is what ``consortia ledger verify`` runs. It
+:func:`verify_ledger_file` is what ``consortia ledger verify`` and the demo run. It
 
 * opens the file **read-only** (SQLite ``mode=ro``): verification never writes into what it
   audits; a missing, 0-byte or emptied file (no block 0) is refused, never given a genesis block;
@@ -14,8 +14,9 @@
   validation into a fresh state -- every certificate judged valid **at the block's timestamp**,
   so a certificate that expired since does not make old blocks "corrupt";
 * checks that the stored world state, key history, events and transaction index equal the replay;
-* given signed checkpoints of the chain head (:mod:`ledger.checkpoint`), checks that the chain
-  still reaches each checkpointed block with the same header hash (truncation is detected).
+* given signed checkpoints of the chain head (made by :mod:`ledger.checkpoint`), checks each
+  (:mod:`audit.checkpoints`): signed by a consortium identity, and the chain still reaches the
+  checkpointed block with the same header hash (truncation is detected).
 
 The first discrepancy raises :class:`LedgerCorrupted` naming the block it was found in.
 """
@@ -34,8 +35,8 @@ from typing import Any
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 
-from chaincode.canonical import canonical_json
-from ledger.checkpoint import Checkpoint, check_chain, check_signature
+from audit.checkpoints import check_chain, check_signature
+from ledger.checkpoint import Checkpoint
 from ledger.embedded import blocks as B
 from ledger.embedded.genesis import config_mismatch
 from ledger.embedded.policy import EndorsementPolicy
@@ -43,6 +44,7 @@ from ledger.embedded.store import SCHEMA
 from ledger.embedded.validation import validate_block, write_block_outcome
 from ledger.errors import AccessDenied, LedgerCorrupted, LedgerError
 from ledger.identity import Consortium, MembershipService, parse_serialized_identity
+from wire.canonical import canonical_json
 
 
 def open_read_only(path: str | os.PathLike[str]) -> sqlite3.Connection:

@@ -1,8 +1,12 @@
-"""Offline audit bundles: an exported bundle verifies; any changed byte, added or removed file,
-or a re-signed bundle with a wrong attestation fails verification naming what broke."""
+"""audit.bundles: an exported bundle verifies offline; any changed byte, added or removed file, or a
+re-signed bundle with a wrong attestation or record fails verification naming what broke. Every
+bundle and attestation carries a signed checkpoint of the chain head (issue 14 item 5): bundle
+verification checks it, and the ledger verifier detects a ledger truncated below the head a bundle
+saw (``ledger verify --checkpoint <bundle>/checkpoint.json``)."""
 
 from __future__ import annotations
 
+import base64
 import json
 import random
 import shutil
@@ -10,10 +14,16 @@ from pathlib import Path
 
 import pytest
 
-from api.attestation import attest_execution, sign_envelope
-from api.bundle import ENVELOPE, MANIFEST_TYPE, BundleError, export_bundle, verify_bundle
+from api.cli import app
+from audit.attestations import attest_execution, sign_envelope, statement_checkpoint
+from audit.bundles import ENVELOPE, MANIFEST_TYPE, BundleError, export_bundle, verify_bundle
+from audit.checkpoints import check_checkpoint
+from audit.ledger_file import verify_ledger_file
 from chaincode.canonical import canonical_json
+from ledger.checkpoint import Checkpoint, sign_checkpoint
+from ledger.errors import LedgerCorrupted
 from ledger.identity import Consortium
+from tests.audit.ledgers import runner, snapshot, truncate_consistently
 
 MODEL = "proc-0:Org1MSP"
 
@@ -32,6 +42,10 @@ def exported(world, tmp_path_factory) -> Path:
         out, world.clients["Org1MSP"], MODEL, signers=signers, ca_certificates=cas(world.consortium)
     )
     assert summary["executions"] == 9 and summary["attestations"] == 9 and summary["blocks"] > 0
+    assert (
+        summary["checkpoint"]["block_number"]
+        == world.ledger.block_height(world.consortium.identity("Org1")) - 1
+    )
     return out
 
 
@@ -151,3 +165,87 @@ def _resign(bundle: Path, identity) -> None:
         if p.is_file() and p.name != ENVELOPE
     }
     (bundle / ENVELOPE).write_bytes(canonical_json(sign_envelope(manifest, identity, MANIFEST_TYPE)))
+
+
+def test_a_bundle_without_a_record_of_the_lineage_fails(bundle, world):
+    """A dishonest exporter drops an execution the model descends from and re-signs the manifest:
+    the lineage recomputed from the bundle's records no longer reaches round 1 and a link breaks."""
+    (bundle / "records" / "executions" / "000001-Org3MSP.json").unlink()
+    (bundle / "attestations" / "000001-Org3MSP.dsse.json").unlink()
+    _resign(bundle, world.consortium.identity("Org1MSP"))
+    report = verify_bundle(bundle)
+    assert failed(report) == ["lineage complete", "lineage links"]
+    assert "stops before round 1 for Org3MSP (round 2)" in report.failures[0].detail
+    assert "proc-0/2/Org1MSP read message from Org3MSP" in report.failures[1].detail
+
+
+# ---------------------------------------------------------------------------- chain-head checkpoints
+
+
+def test_bundle_and_every_attestation_carry_a_verified_checkpoint(exported, world):
+    report = verify_bundle(exported, trusted_cas=cas(world.consortium))
+    assert report.ok, report.failures
+    [check] = [c for c in report.checks if c["check"] == "ledger checkpoint"]
+    assert "signed by Org1MSP" in check["detail"]
+    cp = json.loads((exported / "checkpoint.json").read_bytes())
+    for p in (exported / "attestations").glob("*.dsse.json"):
+        statement = json.loads(base64.b64decode(json.loads(p.read_bytes())["payload"]))
+        assert statement_checkpoint(statement) == cp
+        check_checkpoint(statement_checkpoint(statement), cas(world.consortium))
+
+
+def test_ledger_truncated_below_the_bundles_checkpoint_is_detected(exported, world, tmp_path):
+    cp_file = exported / "checkpoint.json"
+    cp = Checkpoint.from_json(json.loads(cp_file.read_bytes()))
+    copy_ = snapshot(world.ledger.path, tmp_path / "ledger.db")
+    assert verify_ledger_file(copy_, world.consortium, [cp])["checkpoints"] == 1
+    args = ["ledger", "verify", str(copy_), "--crypto", str(world.consortium.root)]
+    res = runner.invoke(app, [*args, "--checkpoint", str(cp_file), "--json"])
+    assert res.exit_code == 0, res.stdout
+    truncate_consistently(copy_, cp.block_number - 2)
+    assert verify_ledger_file(copy_, world.consortium)["blocks"] == cp.block_number - 1
+    with pytest.raises(LedgerCorrupted, match="truncated"):
+        verify_ledger_file(copy_, world.consortium, [cp])
+    res = runner.invoke(app, [*args, "--checkpoint", str(cp_file), "--json"])
+    assert res.exit_code == 1 and "truncated" in json.loads(res.stdout)["error"]
+
+
+def test_changed_or_missing_checkpoint_fails_the_bundle(bundle, world):
+    path = bundle / "checkpoint.json"
+    obj = json.loads(path.read_bytes())
+    obj["block_number"] -= 1  # claims an earlier head: the signature breaks
+    path.write_bytes(canonical_json(obj))
+    _resign(bundle, world.consortium.identity("Org1MSP"))
+    assert failed(verify_bundle(bundle)) == ["ledger checkpoint"]
+    # validly re-signed by an organisation, but the claimed head is not a block of the bundle with that hash
+    cp = Checkpoint.from_json(obj)
+    resigned = sign_checkpoint(
+        world.consortium.identity("Org1MSP"), cp.channel, cp.block_number, cp.header_hash
+    )
+    path.write_bytes(canonical_json(resigned.to_json()))
+    _resign(bundle, world.consortium.identity("Org1MSP"))
+    report = verify_bundle(bundle)
+    assert failed(report) == ["ledger checkpoint"]
+    path.unlink()
+    _resign(bundle, world.consortium.identity("Org1MSP"))
+    assert "ledger checkpoint" in failed(verify_bundle(bundle))
+
+
+def test_attestation_without_checkpoint_fails(bundle, world):
+    name = sorted((bundle / "attestations").glob("*Org3MSP.dsse.json"))[0]
+    node = name.name[: -len(".dsse.json")]
+    record = json.loads((bundle / "records" / "executions" / f"{node}.json").read_bytes())
+    name.write_bytes(canonical_json(attest_execution(record, world.consortium.identity("Org3MSP"))))
+    _resign(bundle, world.consortium.identity("Org1MSP"))
+    report = verify_bundle(bundle)
+    assert failed(report) == [f"attestation {node}"]
+    assert "carries no ledger checkpoint" in report.failures[0]["detail"]
+
+
+def test_export_needs_a_way_to_find_blocks(world, tmp_path):
+    from ledger.client import ConsortiaClient
+    from tests.audit.ledgers import WithoutTransactionLookup
+
+    blind = ConsortiaClient(WithoutTransactionLookup(world.ledger), world.consortium.identity("Org1MSP"))
+    with pytest.raises(BundleError, match="export with the audit index"):
+        export_bundle(tmp_path / "b", blind, MODEL, signers={}, ca_certificates=cas(world.consortium))

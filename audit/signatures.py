@@ -1,0 +1,60 @@
+"""The signature checks an auditor runs on what others signed.
+
+* :func:`check_record_signature` -- the one check of an execution record's task signature (seed 003
+  §IV-C): the task key registered in the record before the task ran signed the canonical JSON of its
+  result. It is built on the signing primitive :func:`executor.task_keys.check_task_signature`
+  (low-S ECDSA P-256/SHA-256, as the execution-record contract checks it), which the node also uses
+  on a task's own manifest. Used by the lineage checks, the attestations and the explorer.
+* :func:`check_certificate` -- a certificate was issued and signed by a CA (the signers of DSSE
+  envelopes and checkpoints, the clients of the gateway's mutual TLS).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from cryptography import x509
+from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from executor.task_keys import TaskSignatureInvalid, check_task_signature
+
+
+class CertificateInvalid(ValueError):
+    """A certificate is unreadable or not issued by the CA it is checked against (the message says
+    which)."""
+
+
+def check_record_signature(record: Mapping[str, Any] | Any) -> None:
+    """The task signature of an execution record (a typed record or its canonical JSON dict) holds:
+    its registered task key signed the canonical JSON of its result. Raises
+    :class:`~executor.task_keys.TaskSignatureInvalid` naming the record."""
+    get = record.get if isinstance(record, Mapping) else lambda k: getattr(record, k, None)
+    try:
+        check_task_signature(get("public_key") or "", get("result"), get("signature") or "")
+    except TaskSignatureInvalid as exc:
+        raise TaskSignatureInvalid(
+            f"task signature of {get('organisation')} for round {get('round')} of {get('process_id')}: {exc}"
+        ) from None
+
+
+def check_certificate(cert_pem: bytes, ca_pem: bytes, what: str) -> x509.Certificate:
+    """The certificate, after checking it is issued and signed by the CA (P-256 CAs, as cryptogen
+    issues them). Raises :class:`CertificateInvalid` naming ``what``."""
+    try:
+        cert = x509.load_pem_x509_certificate(cert_pem)
+        ca = x509.load_pem_x509_certificate(ca_pem)
+    except (ValueError, UnsupportedAlgorithm):
+        raise CertificateInvalid(f"{what}: certificate or CA certificate is not valid PEM") from None
+    if cert.issuer != ca.subject:
+        raise CertificateInvalid(f"{what}: certificate is not issued by the CA {ca.subject.rfc4514_string()}")
+    pub = ca.public_key()
+    algorithm = cert.signature_hash_algorithm
+    if not isinstance(pub, ec.EllipticCurvePublicKey) or algorithm is None:
+        raise CertificateInvalid(f"{what}: the CA key is not an ECDSA key")
+    try:
+        pub.verify(cert.signature, cert.tbs_certificate_bytes, ec.ECDSA(algorithm))
+    except (InvalidSignature, TypeError, ValueError, UnsupportedAlgorithm):
+        raise CertificateInvalid(f"{what}: certificate signature does not verify against its CA") from None
+    return cert
