@@ -100,8 +100,9 @@ def run_demo(
     from algorithms.simulator import simulate
     from algorithms.step import LocalDataset
     from algorithms.topologies.static import complete, empty
+    from executor.images.resolver import ImageResolver
     from executor.lineage import verify_model_lineage
-    from executor.node_agent import ImageResolver
+    from executor.node.supervisor import run_process
     from executor.process import (
         Platform,
         ProcessSpec,
@@ -110,7 +111,6 @@ def run_demo(
         launch,
         map_dataset,
         prepare_image,
-        run_process,
     )
     from ledger.config import Layout, write_config
     from ledger.embedded import EmbeddedLedger

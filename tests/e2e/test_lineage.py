@@ -9,7 +9,8 @@ import pytest
 
 from executor.artifacts import ArtifactStore
 from executor.lineage import _signature_valid, verify_model_lineage
-from executor.process import Platform, ProcessSpec, launch, map_dataset, prepare_image, run_process
+from executor.node.supervisor import run_process
+from executor.process import Platform, ProcessSpec, launch, map_dataset, prepare_image
 from executor.runtimes.sandbox import SandboxRuntime
 from tests.e2e.conftest import ORGS3, dpsda_case
 
