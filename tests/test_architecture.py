@@ -42,4 +42,3 @@ def test_no_package_imports_upward_or_past_its_layer():
         for other in sorted(imported_packages(path) - allowed - {package})
     ]
     assert wrong == []
-
