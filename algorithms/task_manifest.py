@@ -2,7 +2,8 @@
 runtime file contract"; seed 003 §IV-B): the manifest of what a task read and wrote, as digests, its
 salted data commitment, and its low-S ECDSA signature with the task key.
 
-This module imports only ``cryptography`` and the standard library (it runs inside images).
+This module imports only ``cryptography``, the standard library and :mod:`algorithms.task_spec` (it runs
+inside images).
 """
 
 from __future__ import annotations
@@ -11,16 +12,11 @@ import datetime
 import hashlib
 import math
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from algorithms.task_runtime import TaskSpec
+from algorithms.task_spec import TaskInputError, TaskSpec
 
 _P256_ORDER = 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551
-
-
-class TaskInputError(ValueError):
-    """The task directory does not satisfy the file contract."""
 
 
 def data_commitment(salt_hex: str, data_bytes: bytes) -> str:

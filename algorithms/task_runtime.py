@@ -6,7 +6,7 @@ as files and signs a manifest of their digests with the task's private key. The 
 (``executor/``) prepares the inputs, runs this module in an isolated container or sandbox, and
 publishes the signed manifest to the ledger. The file contract (documented in docs/executor.md):
 
-    <task>/in/task.json            the task description (canonical JSON, see TaskSpec)
+    <task>/in/task.json            the task description (canonical JSON, algorithms.task_spec.TaskSpec)
     <task>/in/state.bin            previous private state (absent in round 1: init runs first)
     <task>/in/inbox/<sender>.bin   each message addressed to this organisation for this round
     <data>/dataset.npz             the organisation's dataset (read-only mount)
@@ -17,7 +17,7 @@ publishes the signed manifest to the ledger. The file contract (documented in do
     <task>/out/model.bin           the model, if the step returned one
     <task>/out/metrics.json        metrics (canonical JSON)
     <task>/out/manifest.json       the result: input and output digests, metrics (canonical JSON,
-                                   the ExecutionRecord contract's result schema, see build_manifest)
+                                   the ExecutionRecord contract's result schema, algorithms.task_manifest)
     <task>/out/manifest.sig        DER ECDSA P-256/SHA-256 low-S signature of manifest.json
     <task>/out/timing.json         init/step wall seconds (unsigned; for overhead measurements)
     <task>/out/error.json          only on failure: {"error": type, "message": text}
@@ -25,10 +25,11 @@ publishes the signed manifest to the ledger. The file contract (documented in do
 The manifest bytes are exactly the canonical JSON (sorted keys, compact, UTF-8) of the result,
 so the signature verifies against the canonical form of the result the agent submits.
 
-``--serve`` / ``--serve-once`` (:func:`algorithms.task_worker.serve`) run the same contract task after
-task in one isolated worker: each task under ``/task/in-root/<name>/`` with outputs in ``/task/out-root/<name>/``.
+A warm worker (:func:`algorithms.task_worker.serve`) runs the same contract task after task in one
+isolated process; the image's command line is :mod:`algorithms.task_command`.
 
-This module imports only numpy, ``cryptography`` and :mod:`algorithms` (it runs inside images).
+This module imports only numpy, ``cryptography``, :mod:`algorithms` and :mod:`wire` (it runs inside
+images).
 """
 
 from __future__ import annotations
@@ -38,26 +39,16 @@ import json
 import os
 import sys
 import time
-from collections.abc import Mapping
 from contextlib import nullcontext
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from algorithms import codec
-from algorithms.simulator import context as simulator_context
-from algorithms.step import Algorithm, LocalDataset, StepResult, TaskContext
-from algorithms.task_manifest import (  # noqa: F401  (re-exported: the file contract's one import path)
-    TaskInputError,
-    build_manifest,
-    data_commitment,
-    metrics_json,
-    sign_low_s,
-    utc_now,
-)
-from algorithms.topologies import registry as topology_registry
+from algorithms.step import Algorithm, LocalDataset, StepResult
+from algorithms.task_manifest import build_manifest, data_commitment, metrics_json, sign_low_s, utc_now
+from algorithms.task_spec import TaskInputError, TaskSpec
 from wire.canonical import canonical_json
 
 
@@ -65,86 +56,6 @@ def _safe_name(name: str, what: str) -> str:
     if not name or "/" in name or name.startswith(".") or "\x00" in name:
         raise TaskInputError(f"invalid {what} name {name!r}")
     return name
-
-
-@dataclass(frozen=True)
-class TaskSpec:
-    """The task description (``in/task.json``).
-
-    ``algorithm`` is ``"package.module:Class"``; ``params`` rebuild it (``Class(**params)``).
-    ``data_salt`` (hex) salts the data commitment so that it reveals nothing about the data.
-    ``topology`` is the process's topology record ``{kind, seed, ...}``: the task builds its graph
-    (:mod:`algorithms.topologies.registry`) and its neighbours in this round from it, exactly as the
-    simulator does (:func:`algorithms.simulator.context`).
-    """
-
-    process_id: str
-    round: int
-    rounds: int
-    organisation: str
-    consortium: tuple[str, ...]
-    process_seed: int
-    algorithm: str
-    params: Mapping[str, Any]
-    image_digest: str
-    runtime: str
-    topology: Mapping[str, Any] = field(default_factory=lambda: {"kind": "none"})
-    data_salt: str = ""
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.round, int) or not 1 <= self.round <= self.rounds:
-            raise TaskInputError(f"round must be in 1..{self.rounds}, got {self.round!r}")
-        if self.organisation not in self.consortium:
-            raise TaskInputError(f"organisation {self.organisation!r} is not in the consortium")
-        if ":" not in self.algorithm:
-            raise TaskInputError(f"algorithm must be 'module:Class', got {self.algorithm!r}")
-        if not self.image_digest.startswith("sha256:"):
-            raise TaskInputError(f"image digest must be sha256:<hex>, got {self.image_digest!r}")
-        try:
-            bytes.fromhex(self.data_salt)
-        except ValueError:
-            raise TaskInputError("data_salt must be hex") from None
-        if not isinstance(self.topology, Mapping):
-            raise TaskInputError("topology must be an object {kind, seed, ...}")
-        problems = topology_registry.problems(
-            topology_registry.normalise(self.topology), len(self.consortium)
-        )
-        if problems:
-            raise TaskInputError("; ".join(problems))
-
-    def to_json(self) -> bytes:
-        d = {k: getattr(self, k) for k in self.__dataclass_fields__}
-        d["consortium"] = list(self.consortium)
-        d["params"] = dict(self.params)
-        d["topology"] = dict(self.topology)
-        return canonical_json(d)
-
-    @classmethod
-    def from_json(cls, data: bytes) -> TaskSpec:
-        try:
-            d = json.loads(data)
-            if "consortium" in d:
-                d["consortium"] = tuple(d["consortium"])
-            return cls(**d)
-        except (ValueError, TypeError) as exc:
-            raise TaskInputError(f"bad task.json: {exc}") from None
-
-    def context(self) -> TaskContext:
-        """This round's context: the neighbours come from the topology record, as in the simulator."""
-        graph = topology_registry.build(self.topology, len(self.consortium))
-        return simulator_context(
-            self.process_seed, self.round, self.rounds, self.organisation, self.consortium, graph
-        )
-
-    def init_context(self) -> TaskContext:
-        """Round 0, no neighbours: exactly what the simulator passes to ``init``."""
-        return TaskContext(
-            process_seed=self.process_seed,
-            round=0,
-            rounds=self.rounds,
-            organisation=self.organisation,
-            consortium=self.consortium,
-        )
 
 
 # --------------------------------------------------------------------------- data
@@ -337,32 +248,3 @@ def run_and_report(
         file=sys.stderr,
     )
     return 0
-
-
-def main(argv: list[str] | None = None, only_algorithm: str | None = None) -> int:
-    """``python -m algorithms.task_runtime [TASK_DIR [DATA_DIR [KEY_FILE]]]``
-    (defaults: /task, /data, /run/task-key/task_key.pem -- the image layout), or
-    ``... --serve [IN_ROOT OUT_ROOT DATA_DIR]`` for a warm worker
-    (see :func:`algorithms.task_worker.serve`)."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] in ("--serve", "--serve-once"):
-        rest = argv[1:] + ["/task/in-root", "/task/out-root", "/data"][len(argv) - 1 :]
-        once = argv[0] == "--serve-once"
-        from algorithms.task_worker import serve
-
-        return serve(
-            rest[0],
-            rest[1],
-            rest[2],
-            only_algorithm,
-            max_tasks=1 if once else None,
-            idle_exit_s=600.0 if once else 3600.0,
-        )
-    task_dir = argv[0] if len(argv) > 0 else "/task"
-    data_dir = argv[1] if len(argv) > 1 else "/data"
-    key_path = argv[2] if len(argv) > 2 else "/run/task-key/task_key.pem"
-    return run_and_report(task_dir, data_dir, key_path, only_algorithm)
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

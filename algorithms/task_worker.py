@@ -1,6 +1,6 @@
 """Warm workers inside an image: run task after task of one organisation in one isolated process
-(``--serve`` / ``--serve-once`` of the image entrypoint; the executor side is
-:mod:`executor.runtimes.warm`).
+(``--serve`` / ``--serve-once`` of the image's command line, :mod:`algorithms.task_command`; the
+executor side is :mod:`executor.runtimes.warm`).
 
 This module imports only the standard library and :mod:`algorithms` (it runs inside images).
 """

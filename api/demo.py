@@ -103,7 +103,8 @@ def run_demo(
     from algorithms.topologies.static import complete, empty
     from audit.ledger_file import verify_ledger_file
     from audit.verification import verify_model
-    from executor.node_agent import ImageResolver
+    from executor.images.resolver import ImageResolver
+    from executor.node.supervisor import run_process
     from executor.process import (
         Platform,
         ProcessSpec,
@@ -112,7 +113,6 @@ def run_demo(
         launch,
         map_dataset,
         prepare_image,
-        run_process,
     )
     from home.layout import Layout
     from home.settings import write_config

@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from executor.images import sha256_file
+from executor.images.recipe import sha256_file
 from wire.canonical import sha256_digest
 
 DECISION = "fraud (positive) iff predict(X) > 0.5"

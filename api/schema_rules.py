@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from executor.declarations import TOPOLOGY_KINDS, topology_problems
+from executor.images.declarations import TOPOLOGY_KINDS, topology_problems
 from ledger.rules import MAX_CONSORTIUM
 
 #: each topology kind's own parameters as JSON Schema (the registry checks the same rules; a test keeps

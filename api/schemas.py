@@ -11,7 +11,7 @@ from typing import Annotated, Any, Generic, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from api.schema_rules import process_rules, topology_parameters_rule
-from executor.declarations import DATASET_NAME, TOPOLOGY_KIND, topology_problems
+from executor.images.declarations import DATASET_NAME, TOPOLOGY_KIND, topology_problems
 from ledger.rules import (
     ID_PATTERN,
     MAX_CONSORTIUM,
@@ -143,7 +143,7 @@ class TopologyIn(BaseModel):
         max_length=64,
         pattern=TOPOLOGY_KIND,
         examples=["cycle_with_inverse_chord"],
-        description="A topology the executor knows (executor.declarations.TOPOLOGY_KINDS).",
+        description="A topology the executor knows (executor.images.declarations.TOPOLOGY_KINDS).",
     )
     seed: int = Field(
         0,

@@ -6,7 +6,7 @@ For every algorithm (collaborative RF on the credit-card data; CollabDict GGM an
 small synthetic data) it runs the same data, seed and rounds
 
 * in the simulator (:func:`algorithms.simulator.simulate`, all organisations in one process), and
-* as an audited process on the embedded ledger (:func:`executor.process.run_process`: one node
+* as an audited process on the embedded ledger (:func:`executor.node.supervisor.run_process`: one node
   agent thread per organisation, every task isolated, signed, recorded; messages sealed off chain)
   with the sandbox runtime (one sandbox per task, and ``warm``: one sandbox per organisation
   kept across rounds), with ``--container`` the container runtime (warm), and with ``--fabric`` on the
@@ -38,16 +38,16 @@ from typing import Any
 from algorithms.simulator import simulate
 from algorithms.topologies.static import complete, ring
 from benchmarks.audit_overhead_cases import CASES
-from executor import timing
+from executor.node.scratch import task_scratch
 from executor.runtimes.warm import reaped
-from executor.scratch import task_scratch
+from wire import timing
 
 RESULTS = Path(__file__).resolve().parent / "results"
 TOPOLOGIES = {"complete": complete, "ring": ring}
 
 
 class TimedLedger:
-    """A Ledger whose submit/evaluate calls are timed as :mod:`executor.timing` sections
+    """A Ledger whose submit/evaluate calls are timed as :mod:`wire.timing` sections
     (``ledger_submit`` / ``ledger_evaluate`` of the calling thread); everything else passes."""
 
     def __init__(self, inner: Any):
@@ -169,6 +169,7 @@ def run_audited(
     backend: str = "embedded",
     agents: str = "threads",
 ) -> dict[str, Any]:
+    from executor.node.supervisor import run_process
     from executor.process import (
         Platform,
         ProcessSpec,
@@ -176,7 +177,6 @@ def run_audited(
         launch,
         map_dataset,
         prepare_image,
-        run_process,
     )
     from executor.runtimes import get_runtime
     from ledger.embedded import EmbeddedLedger
@@ -223,7 +223,7 @@ def run_audited(
             out = run_process(platform, pid, factory, agents=agents, warm=warm, timeout=7200, prewarm=warm)
             wall = out.wall_seconds
         reaped()  # every worker has ended and reported its CPU time
-        # the workers' directories: under the agents' task scratch (executor.scratch), this run's own
+        # the workers' directories: under the agents' task scratch (executor.node.scratch), this run's own
         scratch = {d for d in (task_scratch(platform.state_root / o) for o in orgs) if root not in d.parents}
         prewarm_cpu, workers_cpu = map(sum, zip(*(worker_cpu(d) for d in (root, *scratch))))
         for d in scratch:
@@ -351,7 +351,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = ap.parse_args(argv)
     engine = None
     if args.container:
-        from executor.images import engine_client
+        from executor.images.engine import engine_client
 
         engine = engine_client()
     results: dict[str, Any] = {

@@ -66,7 +66,9 @@ def inprocess_seconds(repeats: int) -> float:
 
 def _setup(runtime_name: str, root: Path):
     """Consortium of two, embedded ledger, registered image, data for both organisations."""
-    from executor import images
+    from executor.images.bundle import build_bundle
+    from executor.images.engine import build_image
+    from executor.images.recipe import ImageRecipe
     from executor.runtimes import get_runtime
     from ledger.embedded import EmbeddedLedger
     from ledger.identity import Consortium
@@ -76,12 +78,8 @@ def _setup(runtime_name: str, root: Path):
     runtime = get_runtime(runtime_name)
     if not runtime.available():
         raise SystemExit(f"runtime {runtime_name} unavailable (run scripts/install-container-engine)")
-    recipe = images.ImageRecipe.named("average-consensus")
-    built = (
-        images.build_bundle(recipe)
-        if runtime_name == "sandbox"
-        else images.build_image(runtime.client, recipe)
-    )
+    recipe = ImageRecipe.named("average-consensus")
+    built = build_bundle(recipe) if runtime_name == "sandbox" else build_image(runtime.client, recipe)
     admin = consortium.identity("Org1")
     ledger.submit(
         admin,
@@ -103,6 +101,23 @@ def _setup(runtime_name: str, root: Path):
     return consortium, ledger, runtime
 
 
+def _agent(root: Path, consortium, ledger, runtime, org: str, warm: bool = False):
+    """``org``'s node agent with its data, store and state under ``root`` (started)."""
+    from executor.artifacts import ArtifactStore
+    from executor.node.agent import NodeAgent
+    from ledger.client import ConsortiaClient
+
+    return NodeAgent(
+        ConsortiaClient(ledger, consortium.identity(org)),
+        consortium,
+        runtime,
+        ArtifactStore(root / "store", org),
+        root / "data" / org,
+        root / "state" / org,
+        warm=warm,
+    ).start()
+
+
 def _summary(walls: list[float], steps: list[float], repeats: int) -> dict[str, float]:
     over = [w - s for w, s in zip(walls, steps)]
     return {
@@ -118,14 +133,10 @@ def _summary(walls: list[float], steps: list[float], repeats: int) -> dict[str, 
 def agent_overheads(runtime_name: str, repeats: int, work: Path) -> dict[str, float]:
     """Median (and spread) of agent task wall time minus in-task step time, one runtime, cold
     (a new container / sandbox per task): round 1 of ``repeats`` fresh processes."""
-    from executor.node_agent import NodeAgent
-
     root = work / runtime_name
     consortium, ledger, runtime = _setup(runtime_name, root)
     admin = consortium.identity("Org1")
-    agent = NodeAgent(
-        ledger, admin, consortium, runtime, root / "data" / "Org1MSP", root / "store", root / "state"
-    )
+    agent = _agent(root, consortium, ledger, runtime, "Org1MSP")
     walls, steps = [], []
     for i in range(repeats + 1):  # the first run warms caches and is not counted
         pid = f"bench-{i}"
@@ -161,23 +172,9 @@ def warm_overheads(runtime_name: str, repeats: int, work: Path) -> dict[str, flo
     organisations warm; Org1's rounds 2.. are timed (round 1 starts the worker). Each timed round
     includes fetching and decrypting the inbox, a fresh key registered, sealing the outbox and
     completing the record."""
-    from executor.node_agent import NodeAgent
-
     root = work / f"warm-{runtime_name}"
     consortium, ledger, runtime = _setup(runtime_name, root)
-    agents = [
-        NodeAgent(
-            ledger,
-            consortium.identity(o),
-            consortium,
-            runtime,
-            root / "data" / o,
-            root / "store",
-            root / "state",
-            warm=True,
-        )
-        for o in consortium.msp_ids
-    ]
+    agents = [_agent(root, consortium, ledger, runtime, o, warm=True) for o in consortium.msp_ids]
     admin = consortium.identity("Org1")
     rounds = repeats + 1
     ledger.submit(

@@ -40,7 +40,7 @@ every edge); the last line printed is JSON. ``--compare OLD.json`` adds the chan
 
 After modules move (issue 30), what may need adapting, all here: the set-up API in :func:`run_one_process`
 (today ``executor.process``: Platform, prepare_image, map_dataset, ProcessSpec, launch;
-``executor.agents.run_process``, ``executor.runtimes.get_runtime``, ``ledger.embedded.EmbeddedLedger``, ``ledger.identity.Consortium``);
+``executor.node.supervisor.run_process``, ``executor.runtimes.get_runtime``, ``ledger.embedded.EmbeddedLedger``, ``ledger.identity.Consortium``);
 :data:`ROUND_METHOD` if the agent's round method is renamed (the window also reads the agent's ``org``
 and the outcome's ``round`` and ``status``); :data:`HOST_MODULES` if the embedded host leaves
 ``ledger/embedded/``. A top-level package not in :data:`LAYERS` counts as external.
@@ -127,12 +127,12 @@ def table(s: dict[str, Any]) -> list[str]:
 def run_one_process(root: Path, tracer: CrossingTracer, warm: bool) -> str:
     """Set up and run one audited process under ``tracer`` (only ``run_process`` is traced); its status.
 
-    The one place that uses the project's set-up API (executor.process, executor.agents, executor.runtimes,
+    The one place that uses the project's set-up API (executor.process, executor.node.supervisor, executor.runtimes,
     ledger.embedded, ledger.identity): after modules move, adapt these imports and calls, nothing else."""
     import numpy as np
 
     from algorithms.step import LocalDataset
-    from executor.agents import run_process
+    from executor.node.supervisor import run_process
     from executor.process import Platform, ProcessSpec, launch, map_dataset, prepare_image
     from executor.runtimes import get_runtime
     from ledger.embedded import EmbeddedLedger

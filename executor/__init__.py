@@ -1,9 +1,11 @@
 """The Secure Container Executor (docs/executor.md, docs/design.md "Execution"; seed 003 §IV-B/C, Fig. 2).
 
-Images are built locally and verified against the digest a learning process pins
-(:mod:`executor.images`); each task gets a fresh key pair (:mod:`executor.task_keys`) and runs in an
-isolated container (:mod:`executor.runtimes.container`) or bubblewrap sandbox
-(:mod:`executor.runtimes.sandbox`); outputs go to a content-addressed artifact store with
-messages encrypted to their recipient (:mod:`executor.artifacts`); the node agent
-(:mod:`executor.node_agent`) follows the ledger and runs each open round for its organisation.
+By role: :mod:`executor.images` builds algorithm images, distributes them by digest and verifies the
+one a learning process pins; :mod:`executor.node` is an organisation's node -- the agent that follows
+the ledger and runs each open round for its organisation, its task journal, round files and events,
+its worker pool and command line; :mod:`executor.runtimes` runs a task isolated in a container or a
+bubblewrap sandbox. Each task gets a fresh key pair (:mod:`executor.task_keys`; one task on the host:
+:mod:`executor.tasks`); outputs go to a content-addressed artifact store with messages encrypted to
+their recipient (:mod:`executor.artifacts`). :mod:`executor.process` launches a process and collects
+its models.
 """

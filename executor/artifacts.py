@@ -44,9 +44,9 @@ from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from executor.errors import ArtifactCorrupted, ArtifactNotFound
-from executor.timing import section
 from ledger.envelope import DecryptionError, seal, unseal
 from wire.canonical import is_digest, sha256_digest
+from wire.timing import section
 
 __all__ = [
     "ArtifactCorrupted",

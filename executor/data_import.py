@@ -3,7 +3,7 @@
 ``consortia data import --org O --dataset NAME FILE.csv|parquet --label COLUMN [--image IMAGE]``
 calls :func:`import_dataset`. Every column but the label is a feature and must be a finite number
 in every row; the label column is required when the image declares one and its values must be among
-the classes the image declares (``executor.declarations``; collaborative RF: 0 and 1). Problems are
+the classes the image declares (``executor.images.declarations``; collaborative RF: 0 and 1). Problems are
 reported by row and column (the first 20, plus how many more) and nothing is written.
 
 What is written, all or nothing (a temporary folder beside the target, renamed into place)::
@@ -30,9 +30,9 @@ from typing import Any
 
 import numpy as np
 
-from executor.declarations import DATASET_PATTERN, ImageDeclaration
 from executor.errors import ExecutorError
-from executor.images import sha256_file
+from executor.images.declarations import DATASET_PATTERN, ImageDeclaration
+from executor.images.recipe import sha256_file
 
 MAX_REPORTED = 20
 SUFFIXES = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}

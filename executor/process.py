@@ -11,10 +11,11 @@ The pieces, in the order a consortium uses them:
   the salted commitment the task computes reaches the ledger;
 * :func:`launch` creates the ``LearningProcess`` (image pinned by digest, consortium, topology with
   seed, hyper-parameters, rounds, privacy budget) and starts it;
-* :func:`run_process` runs every organisation's :class:`executor.node_agent.NodeAgent` -- one thread
-  per organisation, or one OS process per organisation (``agents="processes"``, the same command a
-  node runs, supervised: an agent that dies is restarted and resumes from the ledger) -- until the
-  process is completed or failed, reporting progress from the ledger;
+* :func:`executor.node.supervisor.run_process` runs every organisation's
+  :class:`executor.node.agent.NodeAgent` on this machine, in the places a :class:`Platform` names --
+  one thread per organisation, or one OS process per organisation (``agents="processes"``, the same
+  command a node runs, supervised: an agent that dies is restarted and resumes from the ledger) --
+  until the process is completed or failed, reporting progress from the ledger;
 * :func:`collect_models` fetches each organisation's published final model, decrypts it with that
   organisation's key-agreement key and checks it against the digest on the ledger;
 * :func:`estimator_origins` computes the estimator-origin matrix of each final model (seed 003,
@@ -34,13 +35,10 @@ from typing import Any
 
 from algorithms.step import LocalDataset
 from algorithms.task_runtime import save_dataset
-from executor.agents import (  # noqa: F401  (re-exported: the public import path)
-    ProcessOutcome,
-    Progress,
-    progress,
-    run_process,
-)
+from executor.artifacts import ArtifactStore
 from executor.errors import ExecutorError
+from executor.images.resolver import ImageResolver
+from executor.node.agent import NodeAgent
 from executor.runtimes.base import Limits, TaskRuntime
 from ledger.client import ConsortiaClient
 from ledger.identity import Consortium
@@ -66,10 +64,10 @@ def prepare_image(
     client: ConsortiaClient, image_name: str, runtime: str, image_id: str | None = None, engine: Any = None
 ) -> PreparedImage:
     """Build (cached) the image of ``algorithm-images/<image_name>`` for ``runtime``, check its digest and
-    register it (:func:`executor.image_build.build_and_register`, the one register-or-check); the default id
+    register it (:func:`executor.images.build.build_and_register`, the one register-or-check); the default id
     carries the digest (``NAME-<12 hex>:VERSION``). An image already registered under ``image_id`` with the
     same digest is reused."""
-    from executor.image_build import build_and_register
+    from executor.images.build import build_and_register
 
     built = build_and_register(
         client,
@@ -143,9 +141,9 @@ def launch(client: ConsortiaClient, spec: ProcessSpec, *, start: bool = True) ->
     create only; ``consortia process create`` without ``--start``).
 
     The topology, hyper-parameters and dataset name are checked first against what the image
-    declares (:func:`executor.declarations.validate_process`; :class:`InvalidProcessSpec` lists every
+    declares (:func:`executor.images.declarations.validate_process`; :class:`InvalidProcessSpec` lists every
     problem), so nothing is written for a process no agent could run."""
-    from executor.declarations import validate_process
+    from executor.images.declarations import validate_process
 
     image = client.get_image(spec.image_id)
     validate_process(
@@ -166,7 +164,7 @@ def launch(client: ConsortiaClient, spec: ProcessSpec, *, start: bool = True) ->
     return client.start_process(spec.process_id) if start else created
 
 
-# --------------------------------------------------------------------------- running (executor.agents)
+# --------------------------------------------------------------------------- where the nodes run
 
 
 @dataclass
@@ -219,18 +217,19 @@ class Platform:
     def client(self, org: str) -> ConsortiaClient:
         return ConsortiaClient(self.ledger, self.consortium.identity(org))
 
-    def agent(self, org: str, runtime: TaskRuntime, warm: bool = False, limits: Limits = Limits()):
-        from executor.node_agent import ImageResolver, NodeAgent
-
+    def agent(
+        self, org: str, runtime: TaskRuntime, warm: bool = False, limits: Limits = Limits()
+    ) -> NodeAgent:
+        """``org``'s node agent in this platform's places (not started: every way of running it starts it)."""
         images = ImageResolver(runtime, self.bundles_roots[org]) if org in self.bundles_roots else None
+        msp = self.consortium.organisation(org).msp_id
         return NodeAgent(
-            self.ledger,
-            self.consortium.identity(org),
+            self.client(org),
             self.consortium,
             runtime,
-            self.layout.data(org),
-            self.store_root,
-            self.state_root,
+            ArtifactStore(self.store_root, msp),
+            self.layout.data(msp),
+            self.state_root / msp,
             limits=limits,
             images=images,
             warm=warm,
@@ -245,7 +244,7 @@ class Platform:
         cmd = [
             sys.executable,
             "-m",
-            "executor.node_agent",
+            "executor.node.cli",
             "run",
             "--org",
             org,
@@ -277,7 +276,7 @@ def collect_models(
 ) -> dict[str, bytes]:
     """Each organisation's final model (codec bytes): fetched from the owner's store, decrypted with
     the organisation's own key-agreement key, and checked against the model digest on the ledger."""
-    from executor.artifacts import ArtifactStore, sha256_digest
+    from executor.artifacts import sha256_digest
     from executor.model_seal import open_model
 
     out: dict[str, bytes] = {}

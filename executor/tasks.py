@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from algorithms.task_runtime import TaskSpec
+from algorithms.task_spec import TaskSpec
 from executor.artifacts import sha256_digest
 from executor.errors import ManifestInvalid, TaskFailed
 from executor.runtimes.base import Limits, RunOutcome, TaskMounts, TaskRuntime

@@ -1,5 +1,5 @@
 """Suite-wide: the task directories that node agents made on a memory filesystem during the run
-(``executor.scratch``, one per agent state directory, i.e. per temporary home here) are removed at
+(``executor.node.scratch``, one per agent state directory, i.e. per temporary home here) are removed at
 the end, so repeated runs do not leave them in memory."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from executor.scratch import memory_base, user_dir
+from executor.node.scratch import memory_base, user_dir
 
 
 @pytest.fixture(scope="session", autouse=True)

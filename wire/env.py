@@ -70,10 +70,9 @@ class Environment:
         "XDG_RUNTIME_DIR",
         "The user's runtime directory (a memory filesystem): first choice for task directories.",
     )
-    agent_kill_at: str = _var(
-        "CONSORTIA_AGENT_KILL_AT",
-        "Fault injection for tests: <checkpoint>:<round> SIGKILLs the node agent there.",
-        default="",
+    fault_plan: str | None = _var(
+        "CONSORTIA_FAULT_PLAN",
+        "Tests only: module:callable making the node command's fault plan (executor.node.checkpoints).",
     )
     # ---- the Fabric network (network/, tests/support/fabric.py)
     fabric_home: Path | None = _var("FABRIC_HOME", "Fabric binaries (default $CONSORTIA_CACHE/fabric).", Path)

@@ -4,10 +4,10 @@ import json
 import sys
 from pathlib import Path
 
-from algorithms import task_runtime
+from algorithms import task_command
 
 HERE = Path(__file__).resolve().parent
 ALGORITHM = json.loads((HERE / "image.json").read_text())["algorithm"]
 
 if __name__ == "__main__":
-    sys.exit(task_runtime.main(sys.argv[1:], only_algorithm=ALGORITHM))
+    sys.exit(task_command.main(sys.argv[1:], only_algorithm=ALGORITHM))

@@ -2,7 +2,7 @@
 
 A process's ledger record names its topology as ``{"kind": <name>, "seed": <int>, <parameters>...}``.
 The same registry validates that record when the process is created
-(:func:`executor.declarations.validate_process`), builds the graph inside the algorithm image for each
+(:func:`executor.images.declarations.validate_process`), builds the graph inside the algorithm image for each
 task (:mod:`algorithms.task_runtime`) and in the in-memory simulator (:mod:`algorithms.simulator`), so
 the audited run and the simulation see the same neighbours in every round. The host passes only the
 record (names and seed); it never computes a graph.

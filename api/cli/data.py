@@ -27,7 +27,7 @@ def data_import(
 ) -> None:
     """Import a CSV/Parquet file as one of your organisation's datasets (checked; all or nothing)."""
     from executor.data_import import DataImportError, import_dataset
-    from executor.declarations import declaration
+    from executor.images.declarations import declaration
 
     decl = None
     if image is not None:

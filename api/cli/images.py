@@ -46,7 +46,7 @@ def image_build(
 ) -> None:
     """Build an algorithm image, check its digest against what was built, (push it,) and register it."""
     from executor.errors import ExecutorError
-    from executor.image_build import build_and_register
+    from executor.images.build import build_and_register
 
     spinner = (
         err_console.status(f"building {name} ({runtime})...", spinner="dots")
@@ -73,7 +73,7 @@ def image_pull(s: Session, image_id: str = ImageArg) -> None:
     """Fetch an image (or sandbox bundle) from the registry by the digest its ledger record pins, and
     verify it: refused (IMAGE_TAMPERED) unless what arrives is exactly the pinned image."""
     from executor.errors import ExecutorError
-    from executor.registry import pull_record
+    from executor.images.resolver import pull_record
 
     rec = guarded(lambda: s.client.get_image(image_id), s.as_json)
     try:

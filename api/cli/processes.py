@@ -34,7 +34,7 @@ def process_create(
     """Create (and optionally start) an audited learning process; the topology, hyper-parameters and
     dataset name are checked against what the image declares before anything is written
     (:func:`executor.process.launch`)."""
-    from executor.declarations import InvalidProcessSpec
+    from executor.images.declarations import InvalidProcessSpec
     from executor.process import ProcessSpec, launch
 
     try:

@@ -1,7 +1,7 @@
 """Long-running parts of one organisation: ``consortia serve`` (its gateway), ``consortia node`` (its
 node agent) and ``consortia network`` (a native Fabric network).
 
-``node`` and ``network`` hand their arguments to the command lines of :mod:`executor.node_agent` and
+``node`` and ``network`` hand their arguments to the command lines of :mod:`executor.node.cli` and
 :mod:`network`, which follow the same conventions (``--json``, errors on stderr, exit
 codes of docs/cli.md)."""
 
@@ -111,7 +111,7 @@ def json_spelling(args: list[str]) -> list[str]:
 def node(ctx: typer.Context) -> None:
     """This organisation's node agent: `consortia node run --org ORG --home H --runtime sandbox [--process ID]
     [--json]` (the executor's command line; `consortia node run --help` lists its options)."""
-    from executor.node_agent import main as node_main
+    from executor.node.cli import main as node_main
 
     raise typer.Exit(node_main(json_spelling(list(ctx.args))))
 

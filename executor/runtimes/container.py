@@ -44,7 +44,7 @@ class ContainerRuntime:
     @property
     def client(self):
         if self._client is None:
-            from executor.images import engine_client
+            from executor.images.engine import engine_client
 
             self._client = engine_client(self._base_url)
         return self._client
@@ -63,7 +63,7 @@ class ContainerRuntime:
                 return
         except Exception:
             pass
-        from executor.images import DEFAULT_SOCKET
+        from executor.images.engine import DEFAULT_SOCKET
 
         url = self._base_url or environment().engine_url or DEFAULT_SOCKET
         if shutil.which("podman") is None and shutil.which("docker") is None:
@@ -76,7 +76,7 @@ class ContainerRuntime:
 
     def local_digest(self, reference: str) -> str | None:
         """The engine's id of the image tagged ``reference`` (None: absent, or a bundle directory)."""
-        from executor.images import local_image_digest
+        from executor.images.engine import local_image_digest
 
         if reference.startswith("/"):  # a sandbox bundle's directory names no engine image
             return None

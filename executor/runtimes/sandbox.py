@@ -2,7 +2,7 @@
 sandbox (:meth:`SandboxRuntime.start_worker`, what the node agent uses) or one sandbox per task (``run``).
 
 It runs the same bundle (the image's ``algorithms`` package + algorithm folder, see
-:func:`executor.images.build_bundle`) with the host interpreter, whose pinned packages are part
+:func:`executor.images.bundle.build_bundle`) with the host interpreter, whose pinned packages are part
 of the bundle digest. Isolation of every run:
 
 * new user, mount, network, PID, IPC, UTS and cgroup namespaces (``--unshare-all``): no network
@@ -112,7 +112,7 @@ class SandboxRuntime:
 
     def local_digest(self, reference: str) -> str | None:
         """``reference`` of a bundle is its directory."""
-        from executor.images import bundle_digest
+        from executor.images.bundle import bundle_digest
 
         d = Path(reference)
         return bundle_digest(d, self.python) if (d / "bundle.json").exists() else None

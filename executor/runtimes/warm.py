@@ -18,12 +18,12 @@ Host layout of a worker (``root``)::
 
 The worker is ``algorithms.task_worker.serve`` (the image entrypoint with ``--serve``), started by the
 runtime's :meth:`~executor.runtimes.base.TaskRuntime.start_worker`: this module knows no runtime by name.
+Which workers a node keeps (one per process, spares) is the node's: :mod:`executor.node.workers`.
 """
 
 from __future__ import annotations
 
 import os
-import secrets
 import select
 import shutil
 import time
@@ -31,12 +31,12 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from algorithms.task_runtime import TaskSpec
-from executor import timing
+from algorithms.task_spec import TaskSpec
 from executor.errors import RuntimeUnavailable, TaskFailed
 from executor.runtimes.base import DATA, Limits, RunOutcome, TaskMounts, TaskRuntime, Worker, WorkerSpec
 from executor.task_keys import TASK_GID, TaskKey, destroy_key_dir
 from executor.tasks import TaskOutputs, verify_outputs, write_inputs
+from wire import timing
 
 IN_ROOT = "/task/in-root"
 OUT_ROOT = "/task/out-root"
@@ -208,105 +208,6 @@ class WarmWorker:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-class WorkerPool:
-    """An agent's workers: one warm worker per learning process kept across rounds (``warm``), or a
-    fresh one-shot worker per task, started while the task key is being registered.
-
-    **Spares** (``warm`` only): a worker started before any process needs it (:meth:`prewarm`), keyed
-    by (image digest, dataset folder). A process's first task takes the spare of exactly its image and
-    its dataset folder, which is then that process's worker for good (never handed to another process);
-    the spare mounts that one folder, as the process's own worker would, so it sees nothing the task may
-    not. The caller verifies the image before a spare starts and again before one is bound."""
-
-    def __init__(self, runtime: TaskRuntime, limits: Limits, root: Path, org: str, warm: bool = False):
-        self.runtime, self.limits, self.root, self.org, self.warm = runtime, limits, Path(root), org, warm
-        self.workers: dict[str, WarmWorker] = {}  # process id -> its warm worker
-        self.spares: dict[tuple[str, Path], WarmWorker] = {}  # (image digest, data dir) -> a spare
-        self.keep: dict[tuple[str, Path], Path | None] = {}  # spares started again once taken -> bundle
-
-    def live(self, pid: str, image_digest: str) -> bool:
-        """Is a warm worker of this image running for ``pid`` (verified when it started)?"""
-        w = self.workers.get(pid)
-        return self.warm and w is not None and w.image_digest == image_digest and w.alive(max_age=2.0)
-
-    def prewarm(
-        self, image_digest: str, data_dir: Path, bundle_dir: Path | None, keep: bool = False
-    ) -> WarmWorker | None:
-        """Start a spare worker of ``image_digest`` mounting ``data_dir`` (unless one runs); ``keep``: start
-        another each time one is taken. None without ``warm`` (one-shot workers are per task)."""
-        if not self.warm:
-            return None
-        key = (image_digest, Path(data_dir))
-        if keep:
-            self.keep[key] = bundle_dir
-        w = self.spares.get(key)
-        if w is not None and w.alive(max_age=2.0):
-            return w
-        if w is not None:
-            w.stop()
-        w = self.spares[key] = self._start(
-            f"spare-{secrets.token_hex(4)}", image_digest, data_dir, bundle_dir
-        )
-        return w
-
-    def _start(self, label: str, image_digest: str, data_dir: Path, bundle_dir: Path | None) -> WarmWorker:
-        """A new warm worker under ``<root>/<org>-<label>`` (also its container's name)."""
-        name = "".join(c if c.isalnum() or c in "-_." else "-" for c in f"{self.org}-{label}")
-        return WarmWorker(
-            self.runtime,
-            image_digest,
-            self.root / name,
-            data_dir,
-            self.limits,
-            bundle_dir,
-            name=f"consortia-warm-{name}"[:120],
-        ).start()
-
-    def _take_spare(
-        self, pid: str, image_digest: str, data_dir: Path, bundle_dir: Path | None
-    ) -> WarmWorker | None:
-        key = (image_digest, Path(data_dir))
-        spare = self.spares.pop(key, None)
-        if spare is None:
-            return None
-        if spare.bundle_dir != (Path(bundle_dir) if bundle_dir else None) or not spare.alive(max_age=2.0):
-            spare.stop()
-            return None
-        self.workers[pid] = spare  # bound: this process's worker until it ends
-        if key in self.keep:
-            self.prewarm(image_digest, data_dir, self.keep[key])
-        return spare
-
-    def worker(
-        self, pid: str, image_digest: str, data_dir: Path, bundle_dir: Path | None, work_dir: Path
-    ) -> WarmWorker:
-        """The worker for one task of ``pid``: its live warm worker, a spare of this image and dataset
-        (bound to ``pid``), a new warm one, or a one-shot one under ``work_dir``."""
-        if not self.warm:
-            return WarmWorker(
-                self.runtime, image_digest, work_dir, data_dir, self.limits, bundle_dir, one_shot=True
-            ).start()
-        w = self.workers.get(pid)
-        if w is not None and w.alive(max_age=2.0):
-            return w
-        if w is not None:
-            w.stop()
-        spare = self._take_spare(pid, image_digest, data_dir, bundle_dir)
-        if spare is not None:
-            return spare
-        w = self.workers[pid] = self._start(pid, image_digest, data_dir, bundle_dir)
-        return w
-
-    def stop(self, pid: str | None = None) -> None:
-        """Stop the warm worker of ``pid`` (all, and the spares: None)."""
-        for k in [k for k in self.workers if pid is None or k == pid]:
-            self.workers.pop(k).stop()
-        if pid is None:
-            self.keep.clear()
-            for key in list(self.spares):
-                self.spares.pop(key).stop()
 
 
 _REAPER: ThreadPoolExecutor | None = None

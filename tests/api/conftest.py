@@ -27,8 +27,10 @@ def executed(tmp_path_factory):
     from ledger.identity import Consortium
 
     ORGS = ["Org1MSP", "Org2MSP", "Org3MSP"]
-    from executor.images import ImageRecipe, build_bundle
-    from executor.node_agent import NodeAgent
+    from executor.artifacts import ArtifactStore
+    from executor.images.bundle import build_bundle
+    from executor.images.recipe import ImageRecipe
+    from executor.node.agent import NodeAgent
     from executor.runtimes.sandbox import SandboxRuntime
     from tests.executor.conftest import make_dataset
 
@@ -51,13 +53,12 @@ def executed(tmp_path_factory):
     def run(org):
         try:
             NodeAgent(
-                led,
-                consortium.identity(org),
+                ConsortiaClient(led, consortium.identity(org)),
                 consortium,
                 SandboxRuntime(),
+                ArtifactStore(root / "store", org),
                 root / "data" / org,
-                root / "store",
-                root / "state",
+                root / "state" / org,
             ).run_until_idle("p-exec", timeout=300)
         except Exception as exc:
             errors.append(exc)
@@ -69,8 +70,6 @@ def executed(tmp_path_factory):
         t.join()
     assert not errors, errors
     clients = {o: ConsortiaClient(led, consortium.identity(o)) for o in ORGS}
-    from executor.artifacts import ArtifactStore
-
     w = World(consortium, led, clients, {o: ArtifactStore.at(root / "store" / o) for o in ORGS}, root)
     yield w
     led.close()

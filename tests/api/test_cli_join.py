@@ -150,7 +150,7 @@ def test_the_joined_identity_acts_on_the_consortium_ledger(tmp_path, full):
 
 
 def test_node_run_takes_the_node_table(tmp_path, full, monkeypatch):
-    from executor import node_cli
+    from executor.node import cli as node_cli
 
     home = tmp_path / "org2"
     run(*join_args(full, home, "--fabric-profile", str(_profile(tmp_path, "Org2MSP"))))

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from algorithms.task_runtime import load_dataset
 from api.cli import app
 from executor.data_import import DataImportError, import_dataset
-from executor.declarations import declaration
+from executor.images.declarations import declaration
 
 RF = "algorithms.collab_rf.algorithm:CollaborativeRandomForest"
 runner = CliRunner()

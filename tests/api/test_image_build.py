@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from api.cli import app
-from executor import images
+from executor.images.bundle import build_bundle
+from executor.images.recipe import IMAGES_DIR, ImageRecipe
 
 runner = CliRunner()
 
@@ -30,14 +32,14 @@ def build(home, *args, code=0):
 
 def test_build_registers_the_digest_that_was_built(home, tmp_path):
     out = json.loads(build(home, "average-consensus").stdout)
-    expected = images.build_bundle(images.ImageRecipe.named("average-consensus"))
+    expected = build_bundle(ImageRecipe.named("average-consensus"))
     assert out["digest"] == expected.digest and out["reference"] == expected.reference
     assert out["id"] == "average-consensus:1.0.0" and out["owner"] == "Org1MSP" and out["registered"] is True
     got = json.loads(runner.invoke(app, ["image", "get", out["id"], "--home", str(home), "--json"]).stdout)
     assert got["digest"] == expected.digest and got["algorithm"] == "average_consensus:AverageConsensus"
     assert json.loads(build(home, "average-consensus").stdout)["registered"] is False  # idempotent
     # a recipe given as a path, registered by another organisation under another id
-    shutil.copytree(images.IMAGES_DIR / "average-consensus", tmp_path / "mine")
+    shutil.copytree(IMAGES_DIR / "average-consensus", tmp_path / "mine")
     (tmp_path / "mine" / "average_consensus.py").write_text(
         (tmp_path / "mine" / "average_consensus.py").read_text() + "\n# my change\n"
     )
@@ -48,8 +50,8 @@ def test_build_registers_the_digest_that_was_built(home, tmp_path):
 
 
 def test_an_altered_cached_bundle_is_refused_not_registered(home):
-    built = images.build_bundle(images.ImageRecipe.named("average-consensus"))
-    target = images.Path(built.location) / "image" / "average_consensus.py"
+    built = build_bundle(ImageRecipe.named("average-consensus"))
+    target = Path(built.location) / "image" / "average_consensus.py"
     target.chmod(0o644)
     target.write_text(target.read_text() + "\n# tampered\n")
     r = build(home, "average-consensus", code=1)

@@ -1,4 +1,4 @@
-"""One validation of a new process (executor.declarations.validate_process) behind the three doors:
+"""One validation of a new process (executor.images.declarations.validate_process) behind the three doors:
 the CLI, the gateway and the Python API refuse an unknown topology, hyper-parameters the image's
 algorithm does not accept and an invalid dataset name -- and write nothing."""
 
@@ -125,7 +125,7 @@ def test_gateway_refuses_before_writing(world, gateways, topology, hyper, datase
 
 @pytest.mark.parametrize("topology,hyper,dataset,needle", BAD)
 def test_python_launch_refuses_before_writing(world, topology, hyper, dataset, needle):
-    from executor.declarations import InvalidProcessSpec
+    from executor.images.declarations import InvalidProcessSpec
     from executor.process import ProcessSpec, launch
 
     c = world.clients["Org2MSP"]

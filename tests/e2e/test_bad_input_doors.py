@@ -20,7 +20,8 @@ import numpy as np
 import pytest
 
 from algorithms.step import LocalDataset
-from executor.process import ProcessSpec, dataset_dir, launch, map_dataset, prepare_image, run_process
+from executor.node.supervisor import run_process
+from executor.process import ProcessSpec, dataset_dir, launch, map_dataset, prepare_image
 from executor.runtimes.sandbox import SandboxRuntime
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="the sandbox runtime needs bubblewrap")

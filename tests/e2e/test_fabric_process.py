@@ -9,13 +9,13 @@ import secrets
 import pytest
 
 from audit.verification import verify_model
+from executor.node.supervisor import run_process
 from executor.process import (
     Platform,
     ProcessSpec,
     launch,
     map_dataset,
     prepare_image,
-    run_process,
 )
 from executor.runtimes.sandbox import SandboxRuntime
 from tests.e2e.conftest import dpsda_case

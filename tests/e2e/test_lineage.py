@@ -11,7 +11,8 @@ import pytest
 from audit.signatures import check_record_signature
 from audit.verification import verify_model
 from executor.artifacts import ArtifactStore
-from executor.process import Platform, ProcessSpec, launch, map_dataset, prepare_image, run_process
+from executor.node.supervisor import run_process
+from executor.process import Platform, ProcessSpec, launch, map_dataset, prepare_image
 from executor.runtimes.sandbox import SandboxRuntime
 from executor.task_keys import TaskSignatureInvalid
 from tests.e2e.conftest import ORGS3, dpsda_case

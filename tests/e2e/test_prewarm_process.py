@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import pytest
 
-from executor.process import run_process
+from executor.node.scratch import task_scratch
+from executor.node.supervisor import run_process
 from executor.runtimes.sandbox import SandboxRuntime
-from executor.scratch import task_scratch
 from tests.e2e.conftest import ORGS3, dpsda_case
 from tests.e2e.test_process import assert_bit_identical, change_org3_bundle, simulated, start
 
 
 def _workers(platform, org):
-    """Where ``org``'s agent keeps its workers' directories (executor.scratch)."""
+    """Where ``org``'s agent keeps its workers' directories (executor.node.scratch)."""
     return task_scratch(platform.state_root / org)
 
 

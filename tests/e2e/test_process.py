@@ -13,6 +13,7 @@ from algorithms import codec
 from algorithms.simulator import simulate
 from algorithms.topologies.static import complete, ring
 from audit.verification import verify_model
+from executor.node.supervisor import run_process
 from executor.process import (
     ProcessSpec,
     collect_models,
@@ -21,10 +22,10 @@ from executor.process import (
     launch,
     map_dataset,
     prepare_image,
-    run_process,
 )
 from executor.runtimes.sandbox import SandboxRuntime
 from tests.e2e.conftest import ORGS3, collab_rf_case, dpsda_case, ggm_case, vae_case
+from tests.support.faults import kill_at_environment
 
 TOPOLOGIES = {"ring": ring, "complete": complete}
 
@@ -210,7 +211,7 @@ def test_killed_agent_is_restarted_and_the_process_ends_complete_and_verified(pl
         "p-kill",
         SandboxRuntime,
         agents="processes",
-        agent_env={"Org2MSP": {"CONSORTIA_AGENT_KILL_AT": "during_run:2"}},
+        agent_env={"Org2MSP": kill_at_environment("during_run", 2)},
     )
     assert out.status == "completed", (out.reason, out.agent_errors, out.restarts)
     assert out.restarts == {"Org2MSP": 1}
@@ -229,7 +230,8 @@ def test_killed_agent_is_restarted_and_the_process_ends_complete_and_verified(pl
 
 def change_org3_bundle(tmp_path, platform, image) -> str:
     """Org3's local copy of the bundle differs by one byte from the one the process pins: its digest."""
-    from executor.images import bundle_digest, cache_root
+    from executor.images.bundle import bundle_digest
+    from executor.images.recipe import cache_root
 
     genuine = cache_root() / "bundles" / image.reference.split(":", 1)[1]
     local = tmp_path / "org3-bundles" / genuine.name

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -65,7 +66,7 @@ def engine_url():
 
 @pytest.fixture(scope="session")
 def engine(engine_url):
-    from executor.images import engine_client
+    from executor.images.engine import engine_client
 
     client = engine_client(engine_url)
     assert client.ping()
@@ -74,20 +75,31 @@ def engine(engine_url):
 
 @pytest.fixture(scope="session")
 def recipe():
-    from executor.images import ImageRecipe
+    from executor.images.recipe import ImageRecipe
 
     return ImageRecipe.named("average-consensus")
 
 
 @pytest.fixture(scope="session")
 def container_image(engine, recipe):
-    from executor.images import build_image
+    from executor.images.engine import build_image
 
     return build_image(engine, recipe)
 
 
 @pytest.fixture(scope="session")
 def bundle(recipe):
-    from executor.images import build_bundle
+    from executor.images.bundle import build_bundle
 
     return build_bundle(recipe)
+
+
+def altered_recipe(tmp_path: Path, recipe):
+    """A copy of ``recipe``'s folder whose algorithm module has one byte more (another digest)."""
+    from executor.images.recipe import ImageRecipe
+
+    folder = tmp_path / "altered"
+    shutil.copytree(recipe.folder, folder, ignore=shutil.ignore_patterns("__pycache__"))
+    mod = folder / "average_consensus.py"
+    mod.write_bytes(mod.read_bytes() + b" ")  # one byte more
+    return ImageRecipe.load(folder)

@@ -1,8 +1,10 @@
 """Every algorithm image recipe, and a real algorithm (CollabDict GGM, one EM iteration) run audited
 end to end: the platform's digests equal the simulator's, in warm sandboxes and warm containers
-(cold one-task-per-run execution is covered with the reference workload in test_node_agent)."""
+(cold one-task-per-run execution is covered with the reference workload in node/test_agent.py)."""
 
 from __future__ import annotations
+
+import hashlib
 
 import numpy as np
 import pytest
@@ -11,8 +13,12 @@ from algorithms.collabdict.ggm import CollabDictGGM, rounds_for
 from algorithms.simulator import simulate
 from algorithms.step import Algorithm, LocalDataset
 from algorithms.task_runtime import load_algorithm, save_dataset
-from executor import images
-from executor.node_agent import NodeAgent
+from executor.artifacts import ArtifactStore
+from executor.images.build import register
+from executor.images.bundle import build_bundle
+from executor.images.engine import build_image
+from executor.images.recipe import IMAGES_DIR, ImageRecipe
+from executor.node.agent import NodeAgent
 from executor.runtimes.sandbox import SandboxRuntime
 from ledger.client import ConsortiaClient
 from ledger.embedded import EmbeddedLedger
@@ -21,10 +27,10 @@ GGM = {"n_components": 2, "tau": 0.0, "aggregation": {"mode": "exact"}}
 
 
 def test_every_recipe_names_an_importable_algorithm():
-    folders = sorted(p.parent for p in images.IMAGES_DIR.glob("*/image.json"))
+    folders = sorted(p.parent for p in IMAGES_DIR.glob("*/image.json"))
     assert {f.name for f in folders} >= {"average-consensus", "collabdict-ggm", "collab-rf", "dpsda"}
     for folder in folders:
-        recipe = images.ImageRecipe.load(folder)
+        recipe = ImageRecipe.load(folder)
         assert len(recipe.algorithm) <= 64  # the Image contract's limit
         if recipe.name == "average-consensus":
             continue  # its module lives in its folder (conftest imports it)
@@ -52,19 +58,18 @@ def _run_ggm(tmp_path, consortium, runtime, image, warm):
     rounds = rounds_for(1, len(orgs), algo.agg)
     with EmbeddedLedger(tmp_path / "ledger.sqlite", consortium) as ledger:
         client = ConsortiaClient(ledger, consortium.identity(orgs[0]))
-        recipe = images.ImageRecipe.named("collabdict-ggm")
-        images.register(client, recipe, image, image_id="ggm:1")
+        recipe = ImageRecipe.named("collabdict-ggm")
+        register(client, recipe, image, image_id="ggm:1")
         client.create_process("p-ggm", "ggm:1", orgs, {"kind": "none"}, rounds, hyperparameters=GGM)
         client.start_process("p-ggm")
         agents = [
             NodeAgent(
-                ledger,
-                consortium.identity(o),
+                ConsortiaClient(ledger, consortium.identity(o)),
                 consortium,
                 runtime,
+                ArtifactStore(tmp_path / "store", o),
                 tmp_path / "data" / o,
-                tmp_path / "store",
-                tmp_path / "state",
+                tmp_path / "state" / o,
                 warm=warm,
             )
             for o in orgs
@@ -86,11 +91,11 @@ def _run_ggm(tmp_path, consortium, runtime, image, warm):
         assert r.status == "completed", (r.round, r.organisation, r.failure_reason)
         assert r.result["outputs"]["state"] == sim.state_digests[r.round][r.organisation]
     for o in orgs:
-        assert models[o] == images.hashlib.sha256(sim.models[o]).hexdigest().join(["sha256:", ""])
+        assert models[o] == "sha256:" + hashlib.sha256(sim.models[o]).hexdigest()
 
 
 def test_collabdict_ggm_in_warm_sandboxes_equals_the_simulator(tmp_path, consortium):
-    bundle = images.build_bundle(images.ImageRecipe.named("collabdict-ggm"))
+    bundle = build_bundle(ImageRecipe.named("collabdict-ggm"))
     _run_ggm(tmp_path, consortium, SandboxRuntime(), bundle, warm=True)
 
 
@@ -98,5 +103,5 @@ def test_collabdict_ggm_in_warm_sandboxes_equals_the_simulator(tmp_path, consort
 def test_collabdict_ggm_in_warm_containers_equals_the_simulator(tmp_path, consortium, engine):
     from executor.runtimes.container import ContainerRuntime
 
-    built = images.build_image(engine, images.ImageRecipe.named("collabdict-ggm"))
+    built = build_image(engine, ImageRecipe.named("collabdict-ggm"))
     _run_ggm(tmp_path, consortium, ContainerRuntime(client=engine), built, warm=True)

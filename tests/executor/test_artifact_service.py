@@ -231,7 +231,7 @@ def test_readers_come_from_the_ledger(tmp_path, crypto, bundle, recipe):
     its messages to its recipient only and its model to the access list; Org4 gets 403 for all."""
     from algorithms.task_runtime import save_dataset
     from ledger.embedded import EmbeddedLedger
-    from tests.executor.test_node_agent import Platform, run_all
+    from tests.executor.node.test_agent import Platform, run_all
 
     p = Platform(tmp_path, crypto, EmbeddedLedger(tmp_path / "ledger.sqlite", crypto), ORGS[:3])
     for o, ds in p.datasets().items():
@@ -330,10 +330,10 @@ def test_agents_on_separate_hosts_exchange_through_the_services(
     owner's service, and Org4 gets 403 for every message and model."""
     from algorithms.task_runtime import save_dataset
     from executor.membership import tls_ca_digest
-    from executor.node_agent import NodeAgent
+    from executor.node.agent import NodeAgent
     from executor.runtimes.sandbox import SandboxRuntime
     from ledger.embedded import EmbeddedLedger
-    from tests.executor.test_node_agent import Platform, assert_matches_simulation, run_all
+    from tests.executor.node.test_agent import Platform, assert_matches_simulation, run_all
 
     orgs = ORGS[:3]
     p = Platform(tmp_path, crypto, EmbeddedLedger(tmp_path / "ledger.sqlite", crypto), orgs)
@@ -350,15 +350,13 @@ def test_agents_on_separate_hosts_exchange_through_the_services(
     try:
         agents = [
             NodeAgent(
-                p.ledger,
-                crypto.identity(o),
+                ConsortiaClient(p.ledger, crypto.identity(o)),
                 crypto,
                 SandboxRuntime(),
+                ArtifactStore(tmp_path / f"host{n}" / "store", o, endpoint=servers[o].url),
                 tmp_path / "data" / o,
-                tmp_path / f"host{n}" / "store",
-                tmp_path / f"host{n}" / "state",
-                artifact_endpoint=servers[o].url,  # the agent publishes it in its membership record
-            )
+                tmp_path / f"host{n}" / "state" / o,
+            ).start()  # it publishes its store's endpoint in its membership record
             for n, o in enumerate(orgs, start=1)
         ]
         members = {m.msp_id: m for m in ConsortiaClient(p.ledger, crypto.identity("Org4")).list_members()}

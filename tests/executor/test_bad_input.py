@@ -1,20 +1,19 @@
 """Bad input fails fast: a process the executor cannot run ends ``failed`` with the reason on the
-ledger (none stays ``running``), and ``validate_process`` refuses it before it is created."""
+ledger (none stays ``running``); ``validate_process`` refuses it before it is created
+(tests/executor/images/test_declarations.py)."""
 
 from __future__ import annotations
 
 import json
 
 import numpy as np
-import pytest
 
 from algorithms.step import LocalDataset
 from algorithms.task_runtime import save_dataset
-from executor import images
-from executor.declarations import InvalidProcessSpec, declaration, validate_process
-from tests.executor.test_node_agent import PARAMS, SEED, platform, run_all  # noqa: F401  (fixture)
-
-RF = "algorithms.collab_rf.algorithm:CollaborativeRandomForest"
+from executor.images.bundle import build_bundle
+from executor.images.declarations import declaration
+from executor.images.recipe import ImageRecipe
+from tests.executor.node.test_agent import PARAMS, SEED, platform, run_all  # noqa: F401  (fixture)
 
 
 def _create(platform, pid, image_id, topology, params=PARAMS, dataset=""):
@@ -60,8 +59,8 @@ def test_missing_data_folder_fails_the_process_naming_the_path(platform, bundle,
 
 
 def test_labels_outside_the_declared_classes_fail_the_process(platform):
-    recipe = images.ImageRecipe.named("collab-rf")
-    bundle = images.build_bundle(recipe)
+    recipe = ImageRecipe.named("collab-rf")
+    bundle = build_bundle(recipe)
     assert declaration(recipe.algorithm).classes == (0, 1)
     rng = np.random.default_rng(0)
     for o in platform.orgs:  # labels {1, 2}: every row would be predicted positive
@@ -80,18 +79,3 @@ def test_labels_outside_the_declared_classes_fail_the_process(platform):
         dataset="fraud",
     )
     _ends_failed(platform, "p-labels", "labels [2] of dataset")
-
-
-def test_validate_process_lists_every_problem():
-    with pytest.raises(InvalidProcessSpec) as err:
-        validate_process(RF, {"kind": "full", "seed": "x"}, {"n_trees": 5}, dataset="../etc")
-    msg = str(err.value)
-    assert len(err.value.problems) == 4
-    assert "topology kind 'full' is not known" in msg and "seed must be an integer" in msg
-    assert "'n_trees' is not accepted" in msg and "n_new" in msg and "dataset name '../etc'" in msg
-    with pytest.raises(InvalidProcessSpec, match="n_max"):  # the algorithm's own range checks
-        validate_process(RF, {"kind": "ring", "seed": 1}, {"n_new": 10, "n_max": 5})
-    with pytest.raises(InvalidProcessSpec, match="eps must be in"):  # an image-local algorithm module
-        validate_process("average_consensus:AverageConsensus", {"kind": "ring", "seed": 1}, {"eps": 2.0})
-    assert validate_process(RF, {"kind": "complete", "seed": 1}, {"n_new": 2}, "fraud").classes == (0, 1)
-    assert validate_process("svm", {"kind": "ring", "seed": 0}, {"c": 1}).classes is None  # undeclared image

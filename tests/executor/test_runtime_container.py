@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from algorithms.task_runtime import TaskSpec, save_dataset
+from algorithms.task_runtime import save_dataset
+from algorithms.task_spec import TaskSpec
 from executor.errors import RuntimeUnavailable
 from executor.runtimes.base import Limits, TaskMounts
 from executor.runtimes.container import ContainerRuntime

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from executor.node.workers import WorkerPool
 from executor.runtimes.base import Limits, TaskRuntime, Worker
 from executor.runtimes.container import ContainerRuntime
 from executor.runtimes.sandbox import SandboxRuntime
-from executor.runtimes.warm import IN_ROOT, OUT_ROOT, WarmWorker, WorkerPool
+from executor.runtimes.warm import IN_ROOT, OUT_ROOT, WarmWorker
 
 
 class FakeWorker:

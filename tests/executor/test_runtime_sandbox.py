@@ -6,7 +6,8 @@ import sys
 
 import pytest
 
-from algorithms.task_runtime import TaskSpec, save_dataset
+from algorithms.task_runtime import save_dataset
+from algorithms.task_spec import TaskSpec
 from executor.errors import RuntimeUnavailable
 from executor.runtimes.base import Limits, TaskMounts
 from executor.runtimes.sandbox import SandboxRuntime

@@ -7,7 +7,8 @@ import threading
 
 import pytest
 
-from algorithms.task_runtime import TaskSpec, save_dataset
+from algorithms.task_runtime import save_dataset
+from algorithms.task_spec import TaskSpec
 from executor.runtimes.sandbox import SandboxRuntime
 from executor.runtimes.warm import WarmWorker
 from executor.task_keys import TaskKey
@@ -168,7 +169,7 @@ def test_worker_does_not_outlive_its_executor(tmp_path, bundle):
 def test_warm_worker_start_up_is_timed_apart_from_the_task(tmp_path, bundle, recipe):
     """The agent's profile separates a warm worker's start-up (its first task waits for the imports)
     from the task itself: ``worker_start`` then ``task``."""
-    from executor import timing
+    from wire import timing
 
     rt = SandboxRuntime()
     data = tmp_path / "data"

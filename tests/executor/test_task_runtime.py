@@ -1,4 +1,5 @@
-"""The task runtime's file contract, run in-process (no isolation needed to test the contract)."""
+"""The task runtime's file contract (algorithms.task_spec, task_manifest, task_runtime, task_command), run
+in-process (no isolation needed to test the contract)."""
 
 from __future__ import annotations
 
@@ -9,19 +10,14 @@ import pytest
 
 from algorithms import codec
 from algorithms.simulator import simulate
-from algorithms.task_runtime import (
-    TaskInputError,
-    TaskSpec,
-    canonical_json,
-    data_commitment,
-    load_dataset,
-    main,
-    run_task,
-    save_dataset,
-)
+from algorithms.task_command import main
+from algorithms.task_manifest import data_commitment
+from algorithms.task_runtime import load_dataset, run_task, save_dataset
+from algorithms.task_spec import TaskInputError, TaskSpec
 from algorithms.topologies.static import ring
 from executor.task_keys import TaskKey, verify_task_signature
 from tests.executor.conftest import make_dataset
+from wire.canonical import canonical_json
 
 ORGS = ("Org1MSP", "Org2MSP", "Org3MSP")
 ALGO = "average_consensus:AverageConsensus"

@@ -8,12 +8,14 @@ import os
 import pytest
 
 from algorithms import codec
-from algorithms.task_runtime import TaskSpec, canonical_json, run_task, save_dataset
+from algorithms.task_runtime import run_task, save_dataset
+from algorithms.task_spec import TaskSpec
 from executor.errors import ManifestInvalid, TaskFailed
 from executor.runtimes.base import RunOutcome, TaskMounts
 from executor.task_keys import TaskKey
 from executor.tasks import verify_outputs, write_inputs
 from tests.executor.conftest import make_dataset
+from wire.canonical import canonical_json
 
 ORGS = ("Org1MSP", "Org2MSP")
 OK = RunOutcome("sandbox", 0, 0.1, "")

@@ -38,7 +38,7 @@ def create_process(body: S.ProcessIn, c: Caller, gw: GatewayDep) -> dict[str, An
     """Create the process (and start it with ``start: true``) through ``executor.process.launch``:
     the topology, hyper-parameters and dataset are checked against what the image declares first,
     every problem listed (400 ``INVALID_ARGUMENT``), and nothing is written for a refused process."""
-    from executor.declarations import InvalidProcessSpec
+    from executor.images.declarations import InvalidProcessSpec
     from executor.process import ProcessSpec, launch
 
     budget = body.privacy_budget.model_dump(exclude_none=True) if body.privacy_budget else None

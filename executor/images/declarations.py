@@ -31,9 +31,8 @@ from typing import Any
 
 from algorithms.topologies import registry as topology_registry
 from executor.errors import ExecutorError
+from executor.images.recipe import IMAGES_DIR
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
-IMAGES_DIR = PROJECT_ROOT / "algorithm-images"
 DATASET_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"  #: a dataset name is a folder name of the data root
 DATASET_PATTERN = re.compile(DATASET_NAME)
 

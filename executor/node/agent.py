@@ -4,25 +4,27 @@
 For each running learning process whose consortium includes the organisation, and for the
 process's current round ``r`` (derived on chain from the execution records):
 
-1. **verify** the local image (container image id or sandbox bundle digest) against the digest the process
-   pins -- a mismatch is recorded on the ledger with ``ExecutionRecord:fail_task``, the task never runs;
+1. **verify** the local image (container image id or sandbox bundle digest) against the digest the
+   process pins -- a mismatch is recorded on the ledger with ``ExecutionRecord:fail_task``, the task
+   never runs; what only this node can see (its dataset folder, its labels) is checked once per process;
 2. **register** a fresh task key: its public key goes into a new execution record (``create_task``) first;
 3. **gather inputs**: the previous state from the organisation's own store (digest from its
    completed record of round r-1), each message addressed to it in round r-1 (located in the
-   sender's store, verified against the sender's signed on-chain digest, decrypted), its dataset;
-4. **run** the task isolated: the runtime's worker (:class:`executor.runtimes.warm.WarmWorker`, a
-   one-shot worker started early; with ``warm`` one per process kept across rounds, maybe a spare started
-   before it, :mod:`executor.prewarm`) runs it; the agent verifies the signed outputs (:mod:`executor.tasks`);
-5. **publish**: store the new state and the model sealed to the organisation itself (nothing plaintext at
-   rest, :meth:`executor.artifacts.ArtifactStore.put_private`), seal each outgoing message to its
-   recipient, then ``complete_task`` with the signed result; after the last round, publish the model
-   (encrypted once, data key sealed to every consortium member) with ``Model:publish``.
+   sender's store, verified against the sender's signed on-chain digest, decrypted), its dataset
+   (:mod:`executor.node.round_files`);
+4. **run** the task isolated: a worker of the node's pool (:mod:`executor.node.workers`: a one-shot
+   worker started early; with ``warm`` one per process kept across rounds, maybe a spare started
+   before it) runs it; the agent verifies the signed outputs (:mod:`executor.tasks`);
+5. **publish**: store the new state and the model sealed to the organisation itself (nothing plaintext
+   at rest), seal each outgoing message to its recipient, then ``complete_task`` with the signed
+   result; after the last round, publish the model (encrypted once, data key sealed to every
+   consortium member) with ``Model:publish`` (:mod:`executor.model_publication`).
 
 **Idempotent and resumable.** Every step is keyed by (process, round, organisation) and checks
 the ledger first, so a restart after a kill at any point neither duplicates nor loses a record:
 
 * a *journal* entry per task holds the task key, sealed to the organisation's own key-agreement
-  key (:func:`ledger.envelope.seal`), written *before* ``create_task``; after a restart the same
+  key, written *before* ``create_task`` (:mod:`executor.node.journal`); after a restart the same
   key is reused, so a record whose public key is already registered can still be completed
   (the key is removed when the record is completed or failed);
 * a record that exists and is completed is never touched again; a task is simply re-run after
@@ -30,9 +32,11 @@ the ledger first, so a restart after a kill at any point neither duplicates nor 
 * a ``complete_task`` whose commit status was lost is recognised on restart by the record being
   completed with the same result.
 
-This module is the round state machine. Around it: :mod:`executor.task_journal`, :mod:`executor.message_index`,
-:mod:`executor.model_publication`, :mod:`executor.fault_injection`, :mod:`executor.node_cli` (command line),
-:mod:`executor.prewarm` (spare workers), :mod:`executor.membership` (this organisation's record).
+The agent's task passes the checkpoints of :mod:`executor.node.checkpoints` (its fault plan, by
+default none). It is built from explicit parts and does nothing until :meth:`NodeAgent.start`:
+making its state directory and data salt, opening its worker pool, publishing its artifact endpoint
+in its membership record (:mod:`executor.membership`) and starting its spare workers. Every way of
+running it starts it first; its command line is :mod:`executor.node.cli`.
 """
 
 from __future__ import annotations
@@ -40,7 +44,6 @@ from __future__ import annotations
 import logging
 import os
 import secrets
-import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -48,11 +51,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from algorithms.task_runtime import TaskSpec
-from executor import timing
+from algorithms.task_spec import TaskSpec
 from executor.artifact_client import ArtifactPeers
 from executor.artifacts import ArtifactStore
-from executor.declarations import dataset_problem, declaration, topology_problems
 from executor.errors import (
     ExecutorError,
     ImageDigestMismatch,
@@ -60,26 +61,27 @@ from executor.errors import (
     RuntimeUnavailable,
     TaskFailed,
 )
-from executor.fault_injection import CHECKPOINTS, arm_during_run, checkpoint
-from executor.image_resolver import ImageResolver
-from executor.images import verify_digest
+from executor.images.declarations import dataset_problem, declaration, topology_problems
+from executor.images.resolver import ImageResolver, verify_digest
 from executor.membership import publish_own_membership
 from executor.model_publication import publish_model
-from executor.prewarm import PrewarmEntry, dataset_dir, prewarm_images, prewarm_members
-from executor.round_events import EVENT_WAIT_LIMIT, wait_round_open
-from executor.round_files import RoundFiles
+from executor.node.checkpoints import NO_FAULTS, FaultPlan
+from executor.node.journal import TaskJournal
+from executor.node.round_events import EVENT_WAIT_LIMIT, wait_round_open
+from executor.node.round_files import RoundFiles
+from executor.node.scratch import task_scratch
+from executor.node.workers import PrewarmEntry, SpareWorkers, WorkerPool, dataset_dir
 from executor.runtimes.base import Limits, TaskRuntime
-from executor.runtimes.warm import WarmWorker, WorkerPool
-from executor.scratch import task_scratch
-from executor.task_journal import TaskJournal
+from executor.runtimes.warm import WarmWorker
 from executor.task_keys import TaskKey
+from executor.tasks import TaskOutputs
 from ledger.client import ConsortiaClient
 from ledger.errors import AlreadyExists, BudgetExceeded, InvalidState, MVCCConflict, NotFound
-from ledger.identity import Consortium, Identity
-from ledger.interface import Ledger
+from ledger.identity import Consortium
 from ledger.records import ExecutionRecord, ImageRecord, ProcessRecord
+from wire import timing
 
-__all__ = ["CHECKPOINTS", "ImageResolver", "NodeAgent", "RoundOutcome", "TaskJournal", "main"]
+__all__ = ["NodeAgent", "RoundOutcome"]
 
 log = logging.getLogger(__name__)
 
@@ -94,55 +96,112 @@ class RoundOutcome:
 
 
 class NodeAgent:
-    """Runs the tasks of one organisation (``identity.msp_id``)."""
+    """Runs the tasks of one organisation (``client.organisation``), from explicit parts:
+
+    * ``client``: the ledger, as this organisation;
+    * ``runtime``: how its tasks run isolated (container or sandbox), under ``limits``;
+    * ``store``: its artifact store (with the endpoint of its artifact service, if it serves one);
+      ``peers``: how it reaches the others' services (default: endpoints from their membership records);
+    * ``data_root``: its datasets, ``<data_root>/<dataset>/dataset.npz``;
+    * ``state_dir``: its own state (task-key journal, data salt; 0700 once started);
+    * ``images``: where the images processes pin are on this node (default: by the runtime, under the
+      cache); ``warm``: keep one worker per process across rounds; ``prewarm``: images to keep a spare
+      worker of (:mod:`executor.node.workers`); ``faults``: its fault plan (tests).
+
+    Constructing it has no effect; :meth:`start` (called by every way of running it) does the rest.
+    """
 
     def __init__(
         self,
-        ledger: Ledger,
-        identity: Identity,
+        client: ConsortiaClient,
         consortium: Consortium,
         runtime: TaskRuntime,
+        store: ArtifactStore,
         data_root: str | os.PathLike,
-        store_root: str | os.PathLike,
         state_dir: str | os.PathLike,
+        *,
         limits: Limits = Limits(),
         images: ImageResolver | None = None,
         warm: bool = False,
-        artifact_endpoint: str | None = None,  # https:// of this organisation's artifact service
-        artifact_peers: ArtifactPeers | None = None,  # the others' services (docs/artifacts.md)
-        prewarm: Sequence[PrewarmEntry] = (),  # images to keep a spare worker of (executor.prewarm)
+        peers: ArtifactPeers | None = None,
+        prewarm: Sequence[PrewarmEntry] = (),
+        faults: FaultPlan = NO_FAULTS,
     ):
-        self.ledger = ledger
-        self.identity = identity
-        self.client = ConsortiaClient(ledger, identity)
-        if artifact_endpoint:  # this organisation serves its artifacts: its endpoint goes on the ledger
-            publish_own_membership(self.client, consortium, artifact_endpoint)
-        self.org, self.consortium, self.runtime = identity.msp_id, consortium, runtime
+        self.client = client
+        self.ledger, self.identity, self.org = client.ledger, client.identity, client.organisation
+        self.consortium, self.runtime, self.limits, self.warm = consortium, runtime, limits, warm
+        self.store = store
         self.data_root = Path(data_root)
-        self.store = ArtifactStore(store_root, self.org, endpoint=artifact_endpoint)
-        self.store_root = Path(store_root)
-        self.round_files = RoundFiles(self.client, self.store, self.store_root, consortium, artifact_peers)
-        self.state_dir = Path(state_dir) / self.org
-        self.state_dir.mkdir(parents=True, exist_ok=True)
-        self.state_dir.chmod(0o700)  # salt, key journal (task directories: executor.scratch): its own only
-        self.limits = limits
+        self.state_dir = Path(state_dir)
         self.images = images or ImageResolver(runtime)
+        self.round_files = RoundFiles(client, store, store.root, consortium, peers)
         self.journal = TaskJournal(self.state_dir / "tasks", consortium, self.org)
-        self._salt = self._data_salt()
-        self.warm = warm
-        self.pool = WorkerPool(runtime, limits, task_scratch(self.state_dir), self.org, warm)
-        self._workers = self.pool.workers  # process id -> its warm worker
+        self.prewarm = tuple(prewarm)
+        self.faults = faults
+        self._pool: WorkerPool | None = None  # opened by start()
+        self._spares: SpareWorkers | None = None
+        self._salt = ""  # read by start()
         self._finished: set[str] = set()  # processes this agent saw finished (run_once skips them)
         self._images: dict[str, ImageRecord] = {}
         self._ready: set[str] = set()  # processes whose preflight passed here (checked once per process)
         self._written: dict[str, ExecutionRecord] = {}  # pid -> the record it completed last (_own_record)
-        prewarm_images(self, prewarm)
+
+    # ---- life cycle
+    @property
+    def started(self) -> bool:
+        return self._pool is not None
+
+    def start(self) -> NodeAgent:
+        """Publish this organisation's artifact endpoint in its membership record (if its store serves
+        one), make the state directory (0700) and the data salt, open the worker pool on the task
+        directories' base (:mod:`executor.node.scratch`) and start the spare workers of ``prewarm``.
+        Once: an agent already started is returned as it is."""
+        if self._pool is not None:
+            return self
+        if self.store.endpoint:  # the others find this organisation's service on the ledger
+            publish_own_membership(self.client, self.consortium, self.store.endpoint)
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.state_dir.chmod(0o700)  # salt, key journal (task directories: scratch): its own only
+        self._salt = self._data_salt()
+        pool = WorkerPool(self.runtime, self.limits, task_scratch(self.state_dir), self.org, self.warm)
+        self._spares = SpareWorkers(pool, self.client, self.images, self.data_root)
+        self._pool = pool
+        self._spares.prewarm_images(self.prewarm)
+        return self
+
+    @property
+    def pool(self) -> WorkerPool:
+        """The workers of this node's tasks (once started)."""
+        if self._pool is None:
+            raise ExecutorError(f"{self.org}: the node agent is not started (NodeAgent.start)")
+        return self._pool
+
+    @property
+    def spares(self) -> SpareWorkers:
+        """Which spare workers this node starts (once started)."""
+        if self._spares is None:
+            raise ExecutorError(f"{self.org}: the node agent is not started (NodeAgent.start)")
+        return self._spares
 
     def stop_workers(self, pid: str | None = None) -> None:
-        self.pool.stop(pid)
+        if self._pool is not None:
+            self._pool.stop(pid)
 
     def close(self) -> None:
         self.stop_workers()
+
+    def _data_salt(self) -> str:
+        """The organisation's secret salt for data commitments (created once, 0600)."""
+        p = self.state_dir / "data_salt"
+        if not p.exists():
+            fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(secrets.token_hex(32))
+        return p.read_text().strip()
+
+    def data_dir(self, process: ProcessRecord) -> Path:
+        """``<data root>/<process dataset or 'default'>`` (holding ``dataset.npz``)."""
+        return dataset_dir(self.data_root, process.dataset)
 
     # ---- ledger helpers
     def _retry(self, submit: Callable[..., Any], *args: Any, attempts: int = 8, **kw: Any) -> Any:
@@ -166,27 +225,15 @@ class NodeAgent:
         except NotFound:
             return None
 
-    def _data_salt(self) -> str:
-        """The organisation's secret salt for data commitments (created once, 0600)."""
-        p = self.state_dir / "data_salt"
-        if not p.exists():
-            fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "w") as f:
-                f.write(secrets.token_hex(32))
-        return p.read_text().strip()
-
-    def data_dir(self, process: ProcessRecord) -> Path:
-        """``<data root>/<process dataset or 'default'>/dataset.npz``."""
-        return dataset_dir(self.data_root, process.dataset)
-
     # ---- following the ledger
     def run_once(self) -> list[RoundOutcome]:
         """Advance every running process of this organisation by at most one task each.
 
         An infrastructure error (engine down, ledger unreachable) is logged and retried on the
         next pass; it is not recorded as a task failure."""
+        self.start()
         outcomes, processes = [], self.client.list_processes()
-        prewarm_members(self, processes)  # (warm) a spare worker for each of ours not started yet
+        self.spares.prewarm_members(processes)  # (warm) a spare worker for each of ours not started yet
         for p in processes:
             if self.org not in p.consortium or p.id in self._finished or p.status == "created":
                 continue
@@ -205,6 +252,7 @@ class NodeAgent:
     ) -> list[RoundOutcome]:
         """Run this organisation's rounds of one process until it has nothing left to do
         (all its rounds completed, or a failure), waiting for other organisations as needed."""
+        self.start()
         process, deadline = self.client.get_process(process_id), time.monotonic() + timeout
         outcomes: list[RoundOutcome] = []
         while time.monotonic() < deadline:
@@ -226,21 +274,24 @@ class NodeAgent:
 
     def follow(self, stop: threading.Event | None = None, poll: float = 1.0) -> None:
         """Run forever (until ``stop``): wake on chaincode events, and poll as a safety net."""
+        self.start()
         stop = stop or threading.Event()
-        start = self.ledger.block_height(self.identity)
+        height = self.ledger.block_height(self.identity)
         while not stop.is_set():
             for o in self.run_once():
                 if o.status in ("completed", "failed"):
                     log.info("task %s round %d: %s %s", o.process_id, o.round, o.status, o.detail)
             try:
-                for ev in self.ledger.events(self.identity, start_block=start, timeout=poll):
-                    start = ev.block_number + 1
+                for ev in self.ledger.events(self.identity, start_block=height, timeout=poll):
+                    height = ev.block_number + 1
                     break
             except Exception:  # events are a wake-up hint only; polling continues
                 time.sleep(poll)
 
     # ---- one round
     def run_process_round(self, pid: str) -> RoundOutcome:
+        """Do what this organisation has to do now in process ``pid``: at most one task."""
+        self.start()
         process = self.client.get_process(pid)
         rnd = int(process.current_round or 1)
         if process.status == "completed":
@@ -303,8 +354,8 @@ class NodeAgent:
                 f"image refused: {exc}",
                 {"code": exc.code, "pinned": exc.pinned, "local": exc.local or ""},
             )
-        # 2. can it run here at all (topology, dataset folder, declared labels)? If not, refused on the ledger
-        #    with the reason, so it ends failed, not running for ever. Checked once per process (fixed for life).
+        # Can it run here at all (topology, dataset folder, declared labels)? If not, refused on the ledger
+        # with the reason, so it ends failed, not running for ever. Checked once per process (fixed for life).
         if pid not in self._ready and (problem := self._preflight(process, image)) is not None:
             return self._fail(pid, rnd, problem, {"code": "TASK_PREFLIGHT"})
         self._ready.add(pid)
@@ -340,23 +391,10 @@ class NodeAgent:
         worker: WarmWorker,
     ) -> RoundOutcome:
         pid = process.id
-        # 2. task key: reuse the journaled one (restart), or create, journal, register
-        key = self.journal.load_key(pid, rnd)
-        if record is not None and (key is None or record.public_key != key.public_key_pem):
-            return self._fail(pid, rnd, "task key lost: the registered key is not in this agent's journal")
-        if key is None:
-            key = TaskKey.generate()
-            self.journal.save_key(pid, rnd, key)
-        if record is None:
-            self._written.pop(pid, None)  # its record of rnd exists from here on: a retry must read it
-            checkpoint("before_register", rnd)
-            try:
-                self._retry(self.client.create_task, pid, rnd, key.public_key_pem, self.runtime.name)
-            except AlreadyExists:
-                record = self._own_record(pid, rnd, read=True)
-                if record is None or record.public_key != key.public_key_pem:
-                    return self._fail(pid, rnd, "an execution record with another key already exists")
-            checkpoint("after_register", rnd)
+        # 2. task key
+        key = self._register_key(pid, rnd, record)
+        if isinstance(key, RoundOutcome):
+            return key
         # 3. inputs
         try:
             with timing.section("artifact_io"):
@@ -365,33 +403,63 @@ class NodeAgent:
             return self._fail(pid, rnd, f"inputs unavailable: {exc}")
         # 4. run
         spec = self._task_spec(process, image, rnd)
-        arm_during_run(rnd)
+        self.faults.reached("during_run", rnd)
         try:
             with timing.section("task"):
                 outputs = worker.run(spec, key, previous_state, inbox)
         except (TaskFailed, ManifestInvalid) as exc:
             return self._fail(pid, rnd, str(exc), {"code": exc.code})
         # 5. publish
+        refused = self._publish(process, rnd, key, outputs)
+        if refused is not None:
+            return refused
+        self.journal.forget(pid, rnd)
+        if rnd == process.rounds:
+            self._publish_model(process)
+            self.stop_workers(pid)
+        return RoundOutcome(pid, rnd, "completed", outputs.manifest["outputs"]["state"], outputs.step_seconds)
+
+    def _register_key(self, pid: str, rnd: int, record: ExecutionRecord | None) -> TaskKey | RoundOutcome:
+        """The task's key: the journaled one (a restart), or a new one journaled then registered with
+        ``create_task``; a refusal (the registered key is not the journaled one) as the failed outcome."""
+        key = self.journal.load_key(pid, rnd)
+        if record is not None and (key is None or record.public_key != key.public_key_pem):
+            return self._fail(pid, rnd, "task key lost: the registered key is not in this agent's journal")
+        if key is None:
+            key = TaskKey.generate()
+            self.journal.save_key(pid, rnd, key)
+        if record is None:
+            self._written.pop(pid, None)  # its record of rnd exists from here on: a retry must read it
+            self.faults.reached("before_register", rnd)
+            try:
+                self._retry(self.client.create_task, pid, rnd, key.public_key_pem, self.runtime.name)
+            except AlreadyExists:
+                record = self._own_record(pid, rnd, read=True)
+                if record is None or record.public_key != key.public_key_pem:
+                    return self._fail(pid, rnd, "an execution record with another key already exists")
+            self.faults.reached("after_register", rnd)
+        return key
+
+    def _publish(
+        self, process: ProcessRecord, rnd: int, key: TaskKey, outputs: TaskOutputs
+    ) -> RoundOutcome | None:
+        """Store the outputs, then complete the record with the signed result; None once it is
+        completed (by this call or an earlier one whose commit status was lost), else the refusal."""
+        pid = process.id
         with timing.section("artifact_io"):
-            self.round_files.store_outputs(process.id, rnd, outputs)
-        checkpoint("before_complete", rnd)
+            self.round_files.store_outputs(pid, rnd, outputs)
+        self.faults.reached("before_complete", rnd)
         try:
             self._written[pid] = self._retry(self.client.complete_task, outputs.manifest, outputs.signature)
         except BudgetExceeded as exc:
             # the contract refused the round: it would exceed the process's privacy budget
+            spent = {
+                k: outputs.manifest["metrics"][k]
+                for k in ("epsilon_spent", "epsilon_network_spent")
+                if k in outputs.manifest["metrics"]
+            }
             return self._fail(
-                pid,
-                rnd,
-                f"privacy budget exceeded: {exc}",
-                {
-                    "code": exc.code,
-                    **exc.details,
-                    **{
-                        k: outputs.manifest["metrics"][k]
-                        for k in ("epsilon_spent", "epsilon_network_spent")
-                        if k in outputs.manifest["metrics"]
-                    },
-                },
+                pid, rnd, f"privacy budget exceeded: {exc}", {"code": exc.code, **exc.details, **spent}
             )
         except InvalidState:
             rec = self._own_record(pid, rnd, read=True)
@@ -404,12 +472,8 @@ class NodeAgent:
                         pid, rnd, f"result not accepted: the process is {now.status} ({now.status_reason})"
                     )
                 raise
-        checkpoint("after_complete", rnd)
-        self.journal.forget(pid, rnd)
-        if rnd == process.rounds:
-            self._publish_model(process)
-            self.stop_workers(pid)
-        return RoundOutcome(pid, rnd, "completed", outputs.manifest["outputs"]["state"], outputs.step_seconds)
+        self.faults.reached("after_complete", rnd)
+        return None
 
     def _task_spec(self, process: ProcessRecord, image: ImageRecord, rnd: int) -> TaskSpec:
         return TaskSpec(
@@ -437,14 +501,3 @@ class NodeAgent:
             self._retry(self.client.complete_process, process.id)
         except InvalidState:
             pass  # another organisation completed it first
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m executor.node_agent run ...``: the node's command line (:mod:`executor.node_cli`)."""
-    from executor.node_cli import main as cli_main
-
-    return int(cli_main(argv))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

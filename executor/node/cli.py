@@ -1,10 +1,11 @@
-"""The node's command line: ``consortia node run`` / ``python -m executor.node_cli run`` (docs/executor.md
+"""The node's command line: ``consortia node run`` / ``python -m executor.node.cli run`` (docs/executor.md
 "Node agent").
 
 It resolves the node's paths (from ``--home``, a Consortia home made by ``consortia init``, or given
-one by one), opens the embedded ledger, checks the runtime, and runs the organisation's
-:class:`executor.node_agent.NodeAgent`: following the ledger, or one process until the organisation
-is done with it (``--process``, outcomes as JSON).
+one by one), opens the ledger, checks the runtime, builds the organisation's
+:class:`executor.node.agent.NodeAgent` from its parts, starts it and runs it: following the ledger, or
+one process until the organisation is done with it (``--process``, outcomes as JSON). Its fault plan
+is none unless ``$CONSORTIA_FAULT_PLAN`` names one (tests, :mod:`executor.node.checkpoints`).
 """
 
 from __future__ import annotations
@@ -18,18 +19,22 @@ from pathlib import Path
 
 from executor.artifact_client import ArtifactPeers, parse_endpoints
 from executor.artifact_tls import ClientTLS
+from executor.artifacts import ArtifactStore
 from executor.errors import RuntimeUnavailable
-from executor.node_agent import NodeAgent
-from executor.prewarm import prewarm_images
+from executor.node.agent import NodeAgent
+from executor.node.checkpoints import NO_FAULTS, FaultPlan, load_fault_plan
 from executor.runtimes.base import Limits
+from ledger.client import ConsortiaClient
 from ledger.identity import Consortium
 from wire.env import environment
 
 
 def build_agent(args: argparse.Namespace) -> NodeAgent:
+    """The organisation's agent from the command line's paths (not started)."""
     from executor.runtimes import get_runtime
     from ledger.embedded import EmbeddedLedger
 
+    faults = fault_plan()
     consortium = Consortium(args.consortium)
     identity = consortium.identity(args.org)
     settings = getattr(args, "settings", None)
@@ -50,27 +55,37 @@ def build_agent(args: argparse.Namespace) -> NodeAgent:
     except RuntimeUnavailable as exc:
         raise SystemExit(f"node agent {args.org}: {exc}") from None
     limits = Limits(memory_bytes=args.memory_mb << 20, cpus=args.cpus)
-    paths = (args.data, args.store, args.state)  # data root, artifact store root, agent state directory
     peers = ArtifactPeers(
         ClientTLS(consortium, identity.msp_id), parse_endpoints(getattr(args, "peer_artifacts", None))
     )
     return NodeAgent(
-        ledger,
-        identity,
+        ConsortiaClient(ledger, identity),
         consortium,
         runtime,
-        *paths,
+        ArtifactStore(args.store, identity.msp_id, endpoint=getattr(args, "artifact_endpoint", None)),
+        args.data,
+        Path(args.state) / identity.msp_id,
         limits=limits,
         warm=args.warm,
-        artifact_endpoint=getattr(args, "artifact_endpoint", None),
-        artifact_peers=peers,
+        peers=peers,
         prewarm=() if getattr(args, "process", None) else getattr(args, "prewarm", None) or (),
+        faults=faults,
     )
 
 
+def fault_plan() -> FaultPlan:
+    """The plan ``$CONSORTIA_FAULT_PLAN`` names (``module:callable``), else none."""
+    spec = environment().fault_plan
+    if not spec:
+        return NO_FAULTS
+    try:
+        return load_fault_plan(spec)
+    except ValueError as exc:
+        raise SystemExit(f"node agent: {exc}") from None
+
+
 def main(argv: list[str] | None = None) -> int:
-    """``python -m executor.node_cli run --org Org1MSP ...`` (also ``python -m executor.node_agent`` and
-    ``consortia node run``)."""
+    """``python -m executor.node.cli run --org Org1MSP ...`` (also ``consortia node run``)."""
     p = argparse.ArgumentParser(prog="consortia node")
     sub = p.add_subparsers(dest="command", required=True)
     r = sub.add_parser("run", help="follow the ledger and run this organisation's tasks")
@@ -158,8 +173,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     agent = build_agent(args)
     try:
+        agent.start()
         if args.process:  # this one process only: no spare started again once taken
-            prewarm_images(agent, args.prewarm or (), keep=False)
+            agent.spares.prewarm_images(args.prewarm or (), keep=False)
         if args.barrier:
             _barrier(agent, Path(args.barrier), args.timeout)
         if args.process:

@@ -1,7 +1,7 @@
 """The sandbox runtime's bundle as a content-addressed archive in the consortium's registry
-(docs/executor.md "Image distribution"; images travel as OCI images, :mod:`executor.registry`).
+(docs/executor.md "Image distribution"; images travel as OCI images, :mod:`executor.images.registry`).
 
-A bundle directory (:func:`executor.images.build_bundle`) is packed into one **deterministic tar**:
+A bundle directory (:func:`executor.images.bundle.build_bundle`) is packed into one **deterministic tar**:
 entries sorted by path, every mtime 0, uid/gid 0 with no user or group names, the bundle's own
 modes (0555 folders, 0444 files), no compression -- so the same bundle always makes the same bytes
 and the same sha256, on any host. That archive is stored in the registry as a blob (the registry
@@ -10,7 +10,7 @@ OCI artifact manifest so that it is listed and kept like any image. It is fetche
 (``<host:port>/consortia/bundles/<name>@sha256:<archive>``): the download is re-hashed as it
 streams to disk and refused unless it hashes to that digest; it is unpacked (tarfile's ``data``
 filter: no links out, no devices, no absolute paths) and the unpacked bundle's own digest -- the one
-the ledger pins, :func:`executor.images.bundle_digest` -- is then checked by whoever runs it.
+the ledger pins, :func:`executor.images.bundle.bundle_digest` -- is then checked by whoever runs it.
 
 Why an archive and not an OCI image for bundles: a sandbox host has no container engine to pull
 an image with, and a bundle is a plain folder run by the host's interpreter; a single tar fetched
@@ -33,14 +33,14 @@ import urllib.request
 from pathlib import Path
 
 from executor.errors import ImageBuildError
-from executor.registry import (
+from executor.images.reference import (
     BUNDLES,
     ImageTampered,
     RegistryError,
     RegistryReference,
-    _repository_name,
     parse_reference,
     registry_ca,
+    repository_name,
 )
 
 ARCHIVE_TYPE = "application/vnd.consortia.bundle.v1.tar"
@@ -117,7 +117,7 @@ def _upload_blob(registry: str, repo: str, path: Path | None, data: bytes | None
 def push_bundle(bundle_dir: str | os.PathLike, registry: str, name: str, tag: str = "latest") -> str:
     """Pack ``bundle_dir``, upload it to ``registry`` under ``consortia/bundles/<name>:<tag>`` and
     return its reference by archive digest."""
-    repo = BUNDLES + _repository_name(name)
+    repo = BUNDLES + repository_name(name)
     bundle_json = Path(bundle_dir) / "bundle.json"
     if not bundle_json.is_file():
         raise ImageBuildError(f"{bundle_dir} is not a bundle (no bundle.json)")

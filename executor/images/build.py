@@ -1,8 +1,9 @@
 """``consortia image build NAME``: build an algorithm image, check its digest, register it -- one step.
 
-:func:`build_and_register` builds the sandbox bundle (``executor.images.build_bundle``) or the
-container image (``build_image``) of a recipe folder (``algorithm-images/<NAME>`` or a path), then
-checks that what is on disk is what the recipe makes before anything reaches the ledger:
+:func:`build_and_register` builds the sandbox bundle (:func:`executor.images.bundle.build_bundle`) or
+the container image (:func:`executor.images.engine.build_image`) of a recipe folder
+(``algorithm-images/<NAME>`` or a path), then checks that what is on disk is what the recipe makes
+before anything reaches the ledger:
 
 * sandbox: every source file of the recipe (and of the ``algorithms`` package) is in the bundle
   byte for byte, and the bundle's digest recomputed from its files (no cache) equals the digest
@@ -10,8 +11,9 @@ checks that what is on disk is what the recipe makes before anything reaches the
 * container: the engine's id of the tagged image equals the digest the build reported.
 
 With ``registry`` (``host:port`` of the consortium's registry, scripts/install-registry) the checked
-image is pushed there (a bundle as its archive, :mod:`executor.bundle_archive`) and the record's
-reference is the registry reference by digest, which every organisation pulls (:mod:`executor.registry`).
+image is pushed there (a bundle as its archive, :mod:`executor.images.bundle_archive`) and the record's
+reference is the registry reference by digest, which every organisation pulls
+(:mod:`executor.images.resolver`).
 
 Then it registers the digest (or, when that image id is already registered, requires the same
 digest) and checks the ledger record carries exactly the digest that was built.
@@ -27,8 +29,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from executor import images
 from executor.errors import ImageBuildError, ImageDigestMismatch
+from executor.images.bundle import build_bundle, bundle_digest
+from executor.images.bundle_archive import push_bundle
+from executor.images.engine import build_image, engine_client, local_image_digest
+from executor.images.recipe import IMAGES_DIR, BuiltImage, ImageRecipe, sha256_file
+from executor.images.registry import push_image
 
 
 @dataclass(frozen=True)
@@ -37,7 +43,7 @@ class BuildResult:
     digest: str
     reference: str
     runtime: str
-    recipe: images.ImageRecipe
+    recipe: ImageRecipe
     registered: bool  # False: the same digest was already registered under that id
 
     def to_dict(self) -> dict:
@@ -53,32 +59,48 @@ class BuildResult:
         }
 
 
-def recipe_from(name_or_path: str | os.PathLike) -> images.ImageRecipe:
+def recipe_from(name_or_path: str | os.PathLike) -> ImageRecipe:
     p = Path(name_or_path)
     if p.is_dir():
-        return images.ImageRecipe.load(p)
-    if not (images.IMAGES_DIR / str(name_or_path) / "image.json").is_file():
-        known = sorted(d.name for d in images.IMAGES_DIR.iterdir() if (d / "image.json").is_file())
+        return ImageRecipe.load(p)
+    if not (IMAGES_DIR / str(name_or_path) / "image.json").is_file():
+        known = sorted(d.name for d in IMAGES_DIR.iterdir() if (d / "image.json").is_file())
         raise ImageBuildError(
             f"no image recipe {str(name_or_path)!r} (a folder with image.json, or one of {known})"
         )
-    return images.ImageRecipe.named(str(name_or_path))
+    return ImageRecipe.named(str(name_or_path))
 
 
-def check_bundle(recipe: images.ImageRecipe, built: images.BuiltImage) -> None:
+def check_bundle(recipe: ImageRecipe, built: BuiltImage) -> None:
     """The bundle on disk is what ``recipe`` makes, and its digest is ``built.digest``."""
     d = Path(built.location)
     for src, dst in recipe.payload_files():
         copy = d / dst
-        if not copy.is_file() or images.sha256_file(copy) != images.sha256_file(src):
+        if not copy.is_file() or sha256_file(copy) != sha256_file(src):
             raise ImageBuildError(
                 f"bundle {d} was altered: {dst} differs from the recipe's {src} "
                 f"(delete that folder and build again)"
             )
-    images._BUNDLE_DIGESTS.pop(str(d.resolve()), None)  # recomputed from the files, not remembered
-    fresh = images.bundle_digest(d)
+    fresh = bundle_digest(d, fresh=True)  # recomputed from the files, not remembered
     if fresh != built.digest:
         raise ImageDigestMismatch(built.reference, built.digest, fresh)
+
+
+def register(
+    client, recipe: ImageRecipe, built: BuiltImage, image_id: str | None = None, description: str = ""
+):
+    """Write a built image (or bundle) to the ledger's Image contract: name, version, algorithm,
+    digest and reference; the owner is the caller's organisation (from its certificate).
+    ``client`` is a :class:`ledger.client.ConsortiaClient`; returns the ImageRecord."""
+    return client.register_image(
+        recipe.name,
+        recipe.version,
+        recipe.algorithm,
+        built.digest,
+        reference=built.reference,
+        image_id=image_id,
+        description=description or f"{built.runtime} image of {recipe.name}",
+    )
 
 
 def recipe_runtimes(recipe: Any) -> tuple[str, ...]:
@@ -87,13 +109,9 @@ def recipe_runtimes(recipe: Any) -> tuple[str, ...]:
     return tuple(meta.get("runtimes", ("container", "sandbox")))
 
 
-def _push(registry: str, recipe: images.ImageRecipe, built: images.BuiltImage, engine) -> str:
+def _push(registry: str, recipe: ImageRecipe, built: BuiltImage, engine) -> str:
     if built.runtime == "sandbox":
-        from executor.bundle_archive import push_bundle
-
         return push_bundle(built.location, registry, recipe.name, recipe.version)
-    from executor.registry import push_image
-
     return push_image(engine, built.digest, registry, recipe.name, recipe.version)
 
 
@@ -103,7 +121,7 @@ def build_and_register(
     runtime: str = "sandbox",
     image_id: str | None = None,
     engine=None,
-    default_id: Callable[[images.ImageRecipe, images.BuiltImage], str] | None = None,
+    default_id: Callable[[ImageRecipe, BuiltImage], str] | None = None,
     registry: str | None = None,
 ) -> BuildResult:
     """Build ``name_or_path`` for ``runtime``, check the digest of what was built, and register it under
@@ -117,12 +135,12 @@ def build_and_register(
             f"image {recipe.name} runs with {list(recipe_runtimes(recipe))} only, not {runtime!r}"
         )
     if runtime == "sandbox":
-        built = images.build_bundle(recipe)
+        built = build_bundle(recipe)
         check_bundle(recipe, built)
     elif runtime == "container":
-        engine = engine or images.engine_client()
-        built = images.build_image(engine, recipe)
-        local = images.local_image_digest(engine, built.reference)
+        engine = engine or engine_client()
+        built = build_image(engine, recipe)
+        local = local_image_digest(engine, built.reference)
         if local != built.digest:
             raise ImageDigestMismatch(built.reference, built.digest, local)
     else:
@@ -139,7 +157,7 @@ def build_and_register(
             )
         registered = False
     except NotFound:
-        rec = images.register(client, recipe, built, image_id=image_id)
+        rec = register(client, recipe, built, image_id=image_id)
         registered = True
     if rec.digest != built.digest:  # what the ledger holds is what was built
         raise ImageDigestMismatch(image_id, built.digest, rec.digest)

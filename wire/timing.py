@@ -1,4 +1,6 @@
-"""Cheap per-thread timers: where a node agent's time goes, by category.
+"""Cheap per-thread timers: where a node agent's time goes, by category (the artifact store's sealing,
+a runtime's worker start-up, the node's own steps and waits all report into one profile, so it lives
+in the leaf package every layer may import).
 
     with timing.section("sealing"):
         ...
@@ -8,7 +10,7 @@ to the calling thread's totals for ``"sealing"`` while a :class:`Profile` is rec
 (:func:`recording`), and costs one attribute look-up otherwise.
 Time is counted exclusively: a section entered inside another pauses the outer one, so the
 categories of one thread never add up to more than its wall time. Threads are told apart by
-name (the agents of :func:`executor.process.run_process` run in threads ``agent-<org>``).
+name (the agents of :func:`executor.node.supervisor.run_process` run in threads ``agent-<org>``).
 """
 
 from __future__ import annotations

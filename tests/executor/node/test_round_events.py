@@ -1,4 +1,4 @@
-"""executor.round_events: a waiting agent wakes on the event that opens its round."""
+"""executor.node.round_events: a waiting agent wakes on the event that opens its round."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import threading
 import time
 from types import SimpleNamespace
 
-from executor.round_events import opens, wait_round_open
+from executor.node.round_events import opens, wait_round_open
 from ledger.interface import ChaincodeEvent
 
 

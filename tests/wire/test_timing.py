@@ -1,11 +1,11 @@
-"""executor.timing: exclusive per-thread sections, free when nothing records."""
+"""wire.timing: exclusive per-thread sections, free when nothing records."""
 
 from __future__ import annotations
 
 import threading
 import time
 
-from executor import timing
+from wire import timing
 
 
 def test_sections_are_exclusive_and_per_thread():

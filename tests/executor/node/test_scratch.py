@@ -1,4 +1,4 @@
-"""Task directories on a memory filesystem (``executor.scratch``): where, whose, and the fallbacks."""
+"""Task directories on a memory filesystem (``executor.node.scratch``): where, whose, and the fallbacks."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import stat
 
 import pytest
 
-from executor import scratch
-from executor.scratch import memory_base, task_scratch
+from executor.node import scratch
+from executor.node.scratch import memory_base, task_scratch
 
 
 def _mode(p) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import collections
+import hashlib
 import json
 import os
 import subprocess
@@ -17,19 +18,23 @@ from pathlib import Path
 import pytest
 
 from algorithms.simulator import simulate
-from algorithms.task_runtime import canonical_json, save_dataset
+from algorithms.task_runtime import save_dataset
 from algorithms.topologies.static import ring
 from chaincode.errors import InvalidState, SignatureInvalid
-from executor import images
 from executor.artifacts import ArtifactStore
-from executor.declarations import build_topology
-from executor.errors import ArtifactCorrupted
-from executor.node_agent import CHECKPOINTS, NodeAgent
+from executor.errors import ArtifactCorrupted, ExecutorError
+from executor.images.bundle import build_bundle
+from executor.images.engine import build_image
+from executor.node.agent import NodeAgent
+from executor.node.checkpoints import CHECKPOINTS
 from executor.runtimes.sandbox import SandboxRuntime
 from executor.task_keys import TaskKey
 from executor.tasks import run_isolated_task
+from ledger.client import ConsortiaClient
 from ledger.embedded import EmbeddedLedger
-from tests.executor.conftest import ROOT, make_dataset
+from tests.executor.conftest import ROOT, altered_recipe, make_dataset
+from tests.support.faults import kill_at_environment
+from wire.canonical import canonical_json
 
 PARAMS = {"eps": 0.3, "noise": 0.1}
 SEED = 11
@@ -83,16 +88,16 @@ class Platform:
         )
         self.submit(orgs[0], "LearningProcess:start", pid)
 
-    def agent(self, org, runtime=None, ledger=None, warm=False):
+    def agent(self, org, runtime=None, ledger=None, **parts):
+        """``org``'s agent with its data, store and state under ``root`` (not started)."""
         return NodeAgent(
-            ledger or self.ledger,
-            self.consortium.identity(org),
+            ConsortiaClient(ledger or self.ledger, self.consortium.identity(org)),
             self.consortium,
             runtime or SandboxRuntime(),
+            ArtifactStore(self.root / "store", org),
             self.root / "data" / org,
-            self.root / "store",
-            self.root / "state",
-            warm=warm,
+            self.root / "state" / org,
+            **parts,
         )
 
     def records(self, pid):
@@ -152,14 +157,7 @@ def assert_matches_simulation(platform, pid, rounds, average_consensus, orgs=Non
         }
     for o in orgs:
         model = platform.evaluate(o, "Model:get", f"{pid}:{o}")
-        assert model["digest"] == images.hashlib.sha256(sim.models[o]).hexdigest().join(["sha256:", ""])
-
-
-def test_topology_from_ledger_record():
-    assert build_topology({"kind": "ring", "seed": 0}, 3).adjacency(1).sum() == 6
-    assert build_topology({"kind": "none"}, 3) is None
-    with pytest.raises(Exception, match="not known"):
-        build_topology({"kind": "hypercube"}, 3)
+        assert model["digest"] == "sha256:" + hashlib.sha256(sim.models[o]).hexdigest()
 
 
 def test_audited_sandbox_process_equals_the_simulator(platform, bundle, recipe, average_consensus):
@@ -178,6 +176,89 @@ def test_audited_sandbox_process_equals_the_simulator(platform, bundle, recipe, 
     height = platform.ledger.block_height(platform.consortium.identity("Org1"))
     assert platform.agent("Org1MSP").run_process_round("p-sim").status == "done"
     assert platform.ledger.block_height(platform.consortium.identity("Org1")) == height
+
+
+class _RecordingRuntime:
+    """A runtime that starts no process: it records the workers it is asked for, and says every
+    bundle has ``digest``."""
+
+    name, task_uid = "sandbox", None
+
+    def __init__(self, digest):
+        self.digest, self.started = digest, []
+
+    def local_digest(self, reference):
+        return self.digest
+
+    def start_worker(self, spec):
+        self.started.append(spec)
+        return _IdleWorker()
+
+
+class _IdleWorker:
+    bell = None
+
+    def ring(self):
+        pass
+
+    def alive(self, max_age=0.0):
+        return True
+
+    def end(self, grace):
+        pass
+
+
+def test_constructing_an_agent_does_nothing_and_start_does_everything_once(platform, bundle, recipe):
+    """NodeAgent() only wires its parts: no state directory, no salt, no membership record, no spare
+    worker. start() does all of it, once."""
+    platform.register_image("avg:n", recipe, bundle.digest, bundle.reference)
+    org, endpoint = "Org1MSP", "https://127.0.1.1:8443"
+    identity = platform.consortium.identity(org)
+    client = ConsortiaClient(platform.ledger, identity)
+    state, rt = platform.root / "state" / org, _RecordingRuntime(bundle.digest)
+    height = platform.ledger.block_height(identity)
+    agent = NodeAgent(
+        client,
+        platform.consortium,
+        rt,
+        ArtifactStore(platform.root / "store", org, endpoint=endpoint),
+        platform.root / "data" / org,
+        state,
+        warm=True,
+        prewarm=[bundle.digest],
+    )
+    assert not state.exists() and not rt.started and not agent.started
+    assert platform.ledger.block_height(identity) == height  # nothing published
+    with pytest.raises(ExecutorError, match="not started"):
+        _ = agent.pool
+    agent.close()  # closing an agent never started is fine
+    assert agent.start() is agent and agent.started
+    assert state.stat().st_mode & 0o777 == 0o700
+    assert (state / "data_salt").stat().st_mode & 0o777 == 0o600
+    assert client.get_member(org).artifact_endpoint == endpoint
+    assert len(rt.started) == 1 and rt.started[0].image_digest == bundle.digest  # the spare
+    salt, height = (state / "data_salt").read_bytes(), platform.ledger.block_height(identity)
+    agent.start()
+    assert len(rt.started) == 1 and platform.ledger.block_height(identity) == height
+    assert (state / "data_salt").read_bytes() == salt
+    agent.close()
+
+
+def test_the_agent_tells_its_fault_plan_every_checkpoint_in_order(
+    platform, bundle, recipe, average_consensus
+):
+    platform.register_image("avg:cp", recipe, bundle.digest, bundle.reference)
+    orgs = ["Org1MSP", "Org2MSP"]
+    platform.launch("p-cp", "avg:cp", rounds=2, orgs=orgs)
+    seen = []
+
+    class Plan:
+        def reached(self, checkpoint, rnd):
+            seen.append((checkpoint, rnd))
+
+    run_all(platform, "p-cp", [platform.agent(orgs[0], faults=Plan()), platform.agent(orgs[1])])
+    assert_matches_simulation(platform, "p-cp", 2, average_consensus, orgs)
+    assert seen == [(c, r) for r in (1, 2) for c in CHECKPOINTS]
 
 
 @pytest.mark.parametrize("runtime_name", ["sandbox", pytest.param("container", marks=pytest.mark.container)])
@@ -199,7 +280,7 @@ def test_warm_agents_equal_the_simulator(request, platform, recipe, average_cons
     assert_matches_simulation(platform, "p-warm", 3, average_consensus, orgs)
     keys = {r["public_key"] for r in platform.records("p-warm")}
     assert len(keys) == 6  # a fresh task key per organisation and round
-    assert all(not a._workers for a in agents)  # workers stopped after the last round
+    assert all(not a.pool.workers for a in agents)  # workers stopped after the last round
 
 
 class CountingLedger:
@@ -242,7 +323,7 @@ def test_dead_warm_worker_is_replaced_between_rounds(platform, bundle, recipe, a
     agents = [platform.agent(o, warm=True) for o in orgs]
     for a in agents:
         assert a.run_process_round("p-dead").status == "completed"
-    first = agents[0]._workers["p-dead"]
+    first = agents[0].pool.workers["p-dead"]
     first.process.proc.kill()  # the worker dies between rounds
     first.process.proc.wait()
     run_all(platform, "p-dead", agents)
@@ -251,9 +332,7 @@ def test_dead_warm_worker_is_replaced_between_rounds(platform, bundle, recipe, a
 
 
 def test_image_with_one_changed_byte_is_refused_on_the_ledger(tmp_path, platform, bundle, recipe):
-    from tests.executor.test_images import _altered_recipe
-
-    tampered = images.build_bundle(_altered_recipe(tmp_path, recipe))
+    tampered = build_bundle(altered_recipe(tmp_path, recipe))
     # the ledger pins the genuine digest, but the local image under the reference was rebuilt
     platform.register_image("avg:2", recipe, bundle.digest, tampered.reference)
     platform.launch("p-bad", "avg:2", rounds=1, orgs=["Org1MSP", "Org2MSP"])
@@ -278,10 +357,9 @@ def test_container_image_with_one_changed_byte_is_refused_on_the_ledger(
     tmp_path, platform, engine, container_image, recipe
 ):
     from executor.runtimes.container import ContainerRuntime
-    from tests.executor.test_images import _altered_recipe
 
     ref = "consortia/average-consensus-rebuilt:1.0.0"
-    images.build_image(engine, _altered_recipe(tmp_path, recipe), reference=ref)
+    build_image(engine, altered_recipe(tmp_path, recipe), reference=ref)
     platform.register_image("avg:3", recipe, container_image.digest, ref)
     platform.launch("p-bad-c", "avg:3", rounds=1, orgs=["Org1MSP", "Org2MSP"])
     outcome = platform.agent("Org1MSP", runtime=ContainerRuntime(client=engine)).run_process_round("p-bad-c")
@@ -330,7 +408,7 @@ def test_follow_runs_every_open_round_until_stopped(platform, bundle, recipe, av
 def test_forged_or_altered_result_signature_is_rejected_by_the_chaincode(tmp_path, platform, bundle, recipe):
     platform.register_image("avg:5", recipe, bundle.digest, bundle.reference)
     platform.launch("p-sig", "avg:5", rounds=1, orgs=["Org1MSP", "Org2MSP"])
-    agent = platform.agent("Org1MSP")
+    agent = platform.agent("Org1MSP").start()  # its data salt goes into the task spec
     key = TaskKey.generate()
     platform.submit(
         "Org1MSP",
@@ -371,7 +449,7 @@ def _agent_cmd(platform, org, pid, runtime="sandbox"):
     return [
         sys.executable,
         "-m",
-        "executor.node_agent",
+        "executor.node.cli",
         "run",
         "--org",
         org,
@@ -422,11 +500,12 @@ def test_agent_killed_at_any_step_resumes_without_duplicates(
         target=lambda: platform.agent("Org2MSP", runtime=rt).run_until_idle(pid, timeout=120)
     )
     other.start()
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "CONSORTIA_AGENT_KILL_AT": f"{checkpoint}:2"}
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     cmd = _agent_cmd(platform, "Org1MSP", pid, runtime) + (["--warm"] if warm else [])
-    killed = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180, cwd=ROOT)
+    faulty = {**env, **kill_at_environment(checkpoint, 2)}  # the node command loads the test's plan
+    killed = subprocess.run(cmd, env=faulty, capture_output=True, text=True, timeout=180, cwd=ROOT)
     assert killed.returncode == -9, killed.stderr[-3000:]
-    env.pop("CONSORTIA_AGENT_KILL_AT")
+    assert f"killing the agent at {checkpoint} of round 2" in killed.stderr
     resumed = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180, cwd=ROOT)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     other.join(timeout=180)

@@ -1,5 +1,5 @@
 """Container images of the algorithms, built locally in three cached layers through the engine's
-Docker API (docs/executor.md "Images and digests"; overview in :mod:`executor.images`):
+Docker API (docs/executor.md "Images and digests"; the recipe: :mod:`executor.images.recipe`):
 ``consortia-base:<h>`` (debootstrap), ``consortia-python:<h>`` (the pinned wheels, installed offline),
 ``consortia/<name>:<version>`` (one per recipe). The image digest is the engine's image id.
 """
@@ -15,9 +15,8 @@ import sys
 from pathlib import Path
 
 from executor.errors import ImageBuildError
-from executor.images import (
+from executor.images.recipe import (
     BASE_DIR,
-    DEFAULT_SOCKET,
     BuiltImage,
     ImageRecipe,
     cache_root,
@@ -27,6 +26,8 @@ from executor.images import (
     tree_listing,
 )
 from wire.env import environment
+
+DEFAULT_SOCKET = "unix:///run/consortia/podman.sock"  # the socket scripts/install-container-engine starts
 
 # --------------------------------------------------------------------------- host-side downloads
 

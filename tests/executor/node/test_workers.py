@@ -1,19 +1,17 @@
-"""Spare workers (executor.prewarm, WorkerPool.prewarm): started before a process, verified first,
-bound once to exactly one process of the same image and dataset, never leaked."""
+"""The node's workers (executor.node.workers): the pool, and spare workers started before a process,
+verified first, bound once to exactly one process of the same image and dataset, never leaked."""
 
 from __future__ import annotations
 
 import pytest
 
-from executor import images
 from executor.errors import ImageDigestMismatch
-from executor.node_agent import NodeAgent
-from executor.prewarm import parse_entry, prewarm_image
+from executor.images.bundle import build_bundle
+from executor.node.workers import WorkerPool, parse_entry
 from executor.runtimes.base import Limits, WorkerSpec
-from executor.runtimes.sandbox import SandboxRuntime
-from executor.runtimes.warm import WorkerPool, reaped
-from tests.executor.test_images import _altered_recipe
-from tests.executor.test_node_agent import assert_matches_simulation, platform, run_all  # noqa: F401
+from executor.runtimes.warm import reaped
+from tests.executor.conftest import altered_recipe
+from tests.executor.node.test_agent import assert_matches_simulation, platform, run_all  # noqa: F401
 
 
 class _FakeProcess:
@@ -100,17 +98,7 @@ def test_parse_entry():
 
 
 def _agent(platform, org, prewarm=()):  # noqa: F811
-    return NodeAgent(
-        platform.ledger,
-        platform.consortium.identity(org),
-        platform.consortium,
-        SandboxRuntime(),
-        platform.root / "data" / org,
-        platform.root / "store",
-        platform.root / "state",
-        warm=True,
-        prewarm=prewarm,
-    )
+    return platform.agent(org, warm=True, prewarm=prewarm).start()
 
 
 def test_agent_spare_runs_the_first_task_and_stops_with_the_agent(
@@ -142,11 +130,11 @@ def test_agent_spare_runs_the_first_task_and_stops_with_the_agent(
 
 
 def test_a_spare_whose_image_fails_verification_is_refused(tmp_path, platform, bundle, recipe):  # noqa: F811
-    tampered = images.build_bundle(_altered_recipe(tmp_path, recipe))
+    tampered = build_bundle(altered_recipe(tmp_path, recipe))
     platform.register_image("avg:t", recipe, bundle.digest, tampered.reference)  # local bytes differ
     agent = _agent(platform, "Org1MSP", prewarm=[bundle.digest])  # refused: logged, nothing started
     assert not agent.pool.spares
     with pytest.raises(ImageDigestMismatch):
-        prewarm_image(agent, bundle.digest)
+        agent.spares.prewarm_image(bundle.digest)
     assert not agent.pool.spares
     agent.close()

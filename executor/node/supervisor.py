@@ -1,10 +1,11 @@
-"""Run every organisation's node agent for one learning process until it ends, reporting progress
-from the ledger (docs/audited-process.md; :func:`executor.process.run_process`).
+"""Run every organisation's node agent for one learning process on this machine until it ends,
+reporting progress from the ledger (docs/audited-process.md; :func:`run_process`).
 
-Agents run as threads of this process (one :class:`executor.node_agent.NodeAgent` each, woken by
-each other's completions) or as OS processes (``python -m executor.node_agent run --process``, the
+Agents run as threads of this process (one :class:`executor.node.agent.NodeAgent` each, woken by
+each other's completions) or as OS processes (``python -m executor.node.cli run --process``, the
 command a node runs), supervised: an agent that dies while the process runs is restarted and
-resumes from the ledger.
+resumes from the ledger. Where the organisations' nodes keep their things is the caller's
+(:class:`LocalNodes`, e.g. :class:`executor.process.Platform`).
 """
 
 from __future__ import annotations
@@ -18,19 +19,39 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from executor import timing
 from executor.errors import ExecutorError, RuntimeUnavailable
-from executor.round_events import EVENT_WAIT_LIMIT, wait_round_open
+from executor.node.agent import NodeAgent
+from executor.node.round_events import EVENT_WAIT_LIMIT, wait_round_open
 from executor.runtimes.base import TaskRuntime
 from ledger.client import ConsortiaClient
+from ledger.identity import Consortium
+from ledger.records import ProcessRecord
+from wire import timing
 
-if TYPE_CHECKING:
-    from executor.process import Platform
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+FAULT_PLAN = "CONSORTIA_FAULT_PLAN"  # passed to an agent's first start only (agent_env)
+log = logging.getLogger(__name__)
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
-log = logging.getLogger("executor.process")
+
+class LocalNodes(Protocol):
+    """Where the organisations' nodes of one machine keep their things, as :func:`run_process` uses it."""
+
+    consortium: Consortium
+    root: Path  # agents as OS processes write their logs under <root>/logs
+
+    def client(self, org: str) -> ConsortiaClient: ...
+
+    def agent(self, org: str, runtime: TaskRuntime, warm: bool = False) -> NodeAgent:
+        """``org``'s node agent (not started)."""
+        ...
+
+    def agent_command(
+        self, org: str, process_id: str, runtime: str, warm: bool = False, timeout: float = 3600.0
+    ) -> list[str]:
+        """``org``'s node command for one process (agents as OS processes)."""
+        ...
 
 
 @dataclass
@@ -70,7 +91,7 @@ def _runtime_instance(runtime: Any) -> TaskRuntime:
 
 
 def run_process(
-    platform: Platform,
+    platform: LocalNodes,
     process_id: str,
     runtime: TaskRuntime | Callable[[], TaskRuntime],
     orgs: Sequence[str] | None = None,
@@ -89,14 +110,14 @@ def run_process(
 
     ``agents="threads"``: one :class:`NodeAgent` per organisation in a thread of this process;
     ``runtime`` is a runtime or a factory (one runtime per organisation). ``agents="processes"``:
-    one ``python -m executor.node_agent run --process`` per organisation (embedded ledger file),
-    with ``agent_env[org]`` added to that organisation's environment on its first start only (fault
-    injection); an agent that dies (signal or error exit) while the process runs is restarted (up to
-    ``max_restarts``) and resumes from the ledger.
+    one ``python -m executor.node.cli run --process`` per organisation (embedded ledger file),
+    with ``agent_env[org]`` added to that organisation's environment on its first start only (a fault
+    plan, ``CONSORTIA_FAULT_PLAN``, reaches no other start); an agent that dies (signal or error exit)
+    while the process runs is restarted (up to ``max_restarts``) and resumes from the ledger.
 
     ``prewarm`` (with ``warm``): every agent first starts, and a spare worker of the process's image
-    (:mod:`executor.prewarm`) finishes starting up, as an organisation's node runs before a process is
-    launched; then the agents run. ``wall_seconds`` counts from then, ``prewarm_seconds`` is the start.
+    (:mod:`executor.node.workers`) finishes starting up, as an organisation's node runs before a process
+    is launched; then the agents run. ``wall_seconds`` counts from then, ``prewarm_seconds`` is the start.
     (Agents as OS processes: ``--prewarm`` for the image and ``--barrier``, where each says it started.)
     """
     client = platform.client((orgs or platform.consortium.msp_ids)[0])
@@ -118,17 +139,24 @@ def run_process(
 
     if agents == "threads":
         # A waiting agent learns that its round opened from the ledger's events (the block holding the
-        # last completion of the round, executor.round_events), not by polling the process record:
+        # last completion of the round, executor.node.round_events), not by polling the process record:
         # it wakes once per round instead of at every other organisation's completion. The wait is
         # bounded (a safety net for a lost event); ``poll`` paces retries after a runtime error.
         members = tuple(process.consortium)
         started = threading.Barrier(len(orgs) + 1)  # every agent (and its spare worker) has started
 
         def go(org: str) -> None:
+            agent: NodeAgent | None = None
             try:
-                agent = platform.agent(org, _runtime_instance(runtime), warm=warm)
+                agent = platform.agent(org, _runtime_instance(runtime), warm=warm).start()
                 if prewarm and warm:
                     _prewarm(agent, process)
+            except Exception as exc:  # reported in the outcome, never swallowed
+                with lock:
+                    errors[org] = f"{type(exc).__name__}: {exc}"
+                if agent is not None:
+                    agent.close()
+                return
             finally:
                 _pass(started)
             try:
@@ -169,7 +197,7 @@ def run_process(
     elif agents == "processes":
         rt_name = runtime.name if isinstance(runtime, type) else _runtime_instance(runtime).name
         env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}
-        env.pop("CONSORTIA_AGENT_KILL_AT", None)
+        env.pop(FAULT_PLAN, None)
         logs = platform.root / "logs"
         logs.mkdir(parents=True, exist_ok=True)
 
@@ -237,13 +265,11 @@ def run_process(
     )
 
 
-def _prewarm(agent: Any, process: Any) -> None:
+def _prewarm(agent: NodeAgent, process: ProcessRecord) -> None:
     """Start a spare worker of ``process``'s image and wait for its start-up; a refusal is logged (the
     agent's first task then verifies the image again and records the refusal on the ledger)."""
-    from executor.prewarm import prewarm_process
-
     try:
-        spare = prewarm_process(agent, process)
+        spare = agent.spares.prewarm_process(process)
     except ExecutorError as exc:
         log.warning("%s: no spare worker: %s", agent.org, exc)
         return

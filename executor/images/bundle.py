@@ -1,0 +1,175 @@
+"""The sandbox runtime's image: a read-only **bundle** directory of the recipe's files, run by the
+host interpreter (docs/executor.md "Images and digests").
+
+Its digest is the sha256 of the canonical JSON listing of its files' digests plus the interpreter
+and pinned package versions it runs with (:func:`bundle_digest`), measured from the interpreter
+that runs it, never read from the bundle itself.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from executor.errors import ImageBuildError
+from executor.images.recipe import (
+    BuiltImage,
+    ImageRecipe,
+    cache_root,
+    hash_json,
+    project_pins,
+    sha256_file,
+    tree_listing,
+)
+
+
+def interpreter_identity(python: str | os.PathLike | None = None) -> dict[str, Any]:
+    """What a bundle runs with: the Python version and the installed version of every ``==``-pinned
+    project dependency (numpy, scipy, scikit-learn, torch, ...), so that a bundle's digest changes
+    if the interpreter or any library an algorithm may import changes.
+
+    Always measured from the interpreter itself, never read from a file: ``python`` None (or the
+    running interpreter's path) is the running interpreter, recomputed whenever a directory of its
+    ``sys.path`` changed (an install or upgrade adds/removes a ``*.dist-info`` entry); another
+    path is asked in a subprocess."""
+    if python is not None and os.path.abspath(python) != os.path.abspath(sys.executable):
+        return _foreign_interpreter_identity(str(python))
+    signature = (sys.version, tuple(_mtime(p) for p in sys.path))
+    global _IDENTITY
+    if _IDENTITY is None or _IDENTITY[0] != signature:
+        _IDENTITY = (signature, _running_identity(sorted(project_pins())))
+    return json.loads(json.dumps(_IDENTITY[1]))  # a copy: callers may not alter the cached one
+
+
+_IDENTITY: tuple[tuple, dict[str, Any]] | None = None
+
+
+def _mtime(path: str) -> tuple[str, int]:
+    try:
+        return path, os.stat(path or ".").st_mtime_ns
+    except OSError:
+        return path, -1
+
+
+def _running_identity(names: list[str]) -> dict[str, Any]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    packages = {}
+    for name in names:
+        try:
+            packages[name] = version(name)
+        except PackageNotFoundError:
+            continue
+    return {"python": ".".join(map(str, sys.version_info[:3])), "packages": packages}
+
+
+_IDENTITY_SCRIPT = """
+import json, sys
+from importlib.metadata import PackageNotFoundError, version
+packages = {}
+for name in sys.argv[1:]:
+    try:
+        packages[name] = version(name)
+    except PackageNotFoundError:
+        pass
+print(json.dumps({"python": ".".join(map(str, sys.version_info[:3])), "packages": packages}))
+"""
+
+
+def _foreign_interpreter_identity(python: str) -> dict[str, Any]:
+    try:
+        out = subprocess.run(
+            [python, "-I", "-c", _IDENTITY_SCRIPT, *sorted(project_pins())],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout
+        return json.loads(out)
+    except (OSError, subprocess.SubprocessError, ValueError) as exc:
+        raise ImageBuildError(f"cannot ask interpreter {python} for its identity: {exc}") from None
+
+
+def _bundle_files(d: Path) -> list[Path]:
+    """Every file of a bundle, bytecode included (it is what runs), except bundle.json."""
+    return [p for p in sorted(d.rglob("*")) if p.is_file() and p.name != "bundle.json"]
+
+
+_BUNDLE_DIGESTS: dict[str, tuple[tuple, str]] = {}
+
+
+def bundle_digest(
+    bundle_dir: str | os.PathLike, python: str | os.PathLike | None = None, *, fresh: bool = False
+) -> str:
+    """Digest of a bundle as run by ``python`` (default: the running interpreter): sha256 of
+    canonical JSON ``{files: [[path, sha256]...], interpreter}``.
+
+    ``interpreter`` is :func:`interpreter_identity` of the interpreter that will run the bundle --
+    measured, not read from the bundle's own ``bundle.json`` (a bundle built for another
+    interpreter must not carry that interpreter's digest onto this one).
+    Recomputed whenever any file's (inode, size, mtime, ctime), the file set or the interpreter
+    identity changed since the last computation in this process (as git's index does); ctime
+    cannot be set back by a writer. ``fresh``: measured from the files whatever was remembered (a
+    bundle just built, checked or unpacked)."""
+    d = Path(bundle_dir)
+    files = _bundle_files(d)
+    interp = interpreter_identity(python)
+    signature = (
+        tuple(
+            (str(p), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+            for p in files
+            for st in [p.stat()]
+        ),
+        hash_json(interp),
+    )
+    cached = _BUNDLE_DIGESTS.get(str(d.resolve()))
+    if cached is not None and cached[0] == signature and not fresh:
+        return cached[1]
+    digest = "sha256:" + hash_json({"files": tree_listing(d, files), "interpreter": interp})
+    _BUNDLE_DIGESTS[str(d.resolve())] = (signature, digest)
+    return digest
+
+
+def build_bundle(recipe: ImageRecipe, reference: str | None = None) -> BuiltImage:
+    """Materialise the sandbox bundle of ``recipe`` (same files as the image's /opt/consortia).
+
+    Its reference is ``bundle:<directory name>`` (resolved under ``<cache>/bundles``)."""
+    interp = interpreter_identity()
+    h = hash_json(["bundle-v3", [[dst, sha256_file(src)] for src, dst in recipe.payload_files()], interp])
+    d = cache_root() / "bundles" / f"{recipe.name}-{h[:16]}"
+    if not (d / "bundle.json").exists():
+        tmp = d.with_name(d.name + ".partial")
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        for src, dst in recipe.payload_files():
+            (tmp / dst).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, tmp / dst)
+        (tmp / "bundle.json").write_text(
+            json.dumps(
+                {"image": recipe.reference, "interpreter": interp, "algorithm": recipe.algorithm},
+                sort_keys=True,
+            )
+        )
+        # bytecode for the host interpreter, checked against its source hash (see Containerfile)
+        import compileall
+        import py_compile
+
+        if not compileall.compile_dir(
+            str(tmp), quiet=1, invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH
+        ):
+            raise ImageBuildError(f"bundle {recipe.name} does not compile")
+        for p in tmp.rglob("*"):
+            p.chmod(0o555 if p.is_dir() else 0o444)
+        tmp.chmod(0o555)
+        if d.exists():
+            shutil.rmtree(d)
+        os.replace(tmp, d)
+    ref = reference or f"bundle:{d.name}"
+    return BuiltImage(
+        reference=ref, digest=bundle_digest(d), recipe_hash=h, runtime="sandbox", location=str(d)
+    )
