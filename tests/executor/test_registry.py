@@ -17,12 +17,14 @@ import tarfile
 import uuid
 from pathlib import Path
 
+import docker.errors
 import pytest
 
 from executor import bundle_archive, registry
 from executor.errors import ImageDigestMismatch
 from executor.image_resolver import ImageResolver
 from executor.images import bundle_digest, verify_digest
+from tests.ci import skip_or_fail
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "install-registry"
@@ -39,7 +41,7 @@ def _free_port() -> int:
 def registry_addr(tmp_path_factory):
     """A registry of our own (own storage, own CA) for this module; stopped at the end."""
     if shutil.which("docker-registry") is None and os.geteuid() != 0:
-        pytest.skip("docker-registry is not installed (scripts/install-registry installs it as root)")
+        skip_or_fail("docker-registry is not installed (scripts/install-registry installs it as root)")
     listen = f"{HOST}:{_free_port()}"
     home = tmp_path_factory.mktemp("registry")
     env = dict(os.environ, CONSORTIA_REGISTRY_HOME=str(home))
@@ -215,8 +217,8 @@ def tiny(engine):
     for i in ids + _extra_ids:
         try:
             engine.images.remove(i, force=True)
-        except Exception:
-            pass
+        except docker.errors.ImageNotFound:
+            pass  # already removed by the test that made it
 
 
 _extra_ids: list[str] = []
@@ -330,6 +332,7 @@ def test_cli_image_build_registry_then_image_pull(registry_addr, tmp_path, monke
     from typer.testing import CliRunner
 
     from api.cli import app
+    from api.cli.output import EXIT_NOT_FOUND
 
     monkeypatch.setenv("CONSORTIA_CACHE", str(tmp_path / "cache"))
     runner, home = CliRunner(), str(tmp_path / "home")
@@ -345,7 +348,7 @@ def test_cli_image_build_registry_then_image_pull(registry_addr, tmp_path, monke
     pulled = json.loads(r.stdout)
     assert pulled["digest"] == built["digest"] and pulled["local"].startswith(str(tmp_path / "cache"))
     r = runner.invoke(app, ["image", "pull", "nope:1", "--org", "Org2", "--home", home, "--json"])
-    assert r.exit_code != 0
+    assert r.exit_code == EXIT_NOT_FOUND and "image nope:1 does not exist" in r.stderr
 
 
 def test_process_runs_the_bundle_each_organisation_pulled_by_digest(registry_addr, consortium, tmp_path):
@@ -398,7 +401,7 @@ def test_install_registry_with_the_consortium_tls_ca(consortium, tmp_path):
     import urllib.request
 
     if shutil.which("docker-registry") is None and os.geteuid() != 0:
-        pytest.skip("docker-registry is not installed (scripts/install-registry installs it as root)")
+        skip_or_fail("docker-registry is not installed (scripts/install-registry installs it as root)")
     org = consortium.organisation("Org1MSP")
     ca = org.path / "tlsca" / f"tlsca.{org.domain}-cert.pem"
     listen = f"{HOST}:{_free_port()}"

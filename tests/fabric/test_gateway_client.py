@@ -67,7 +67,7 @@ class FakeGateway(gateway_pb2_grpc.GatewayServicer):
         shdr = common_pb2.SignatureHeader.FromString(header.signature_header)
         try:
             self.msp.verify_signature(shdr.creator, signed.proposal_bytes, signed.signature)
-        except Exception as exc:
+        except AccessDenied as exc:
             context.abort(grpc.StatusCode.PERMISSION_DENIED, f"access denied: {exc}")
         if chdr.tx_id != compute_tx_id(shdr.nonce, shdr.creator):
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "incorrect txid")
@@ -136,7 +136,7 @@ class FakeGateway(gateway_pb2_grpc.GatewayServicer):
         )
         try:
             self.msp.verify_signature(shdr.creator, env.payload, env.signature)
-        except Exception as exc:
+        except AccessDenied as exc:
             context.abort(grpc.StatusCode.PERMISSION_DENIED, f"bad envelope signature: {exc}")
         self.submitted.append(request.transaction_id)
         self.deliver.commit(
