@@ -24,7 +24,8 @@ def skip_or_fail(reason: str) -> NoReturn:
         pytest.fail(
             f"{reason} (CI=true: this test must run; scripts/setup installs what it needs)", pytrace=False
         )
-    pytest.skip(reason)
+    # reported at the test's own location, as a skip mark is (pytest.skip() would name this file)
+    raise pytest.skip.Exception(reason, _use_item_location=True)
 
 
 def require_program(name: str, purpose: str) -> str:
