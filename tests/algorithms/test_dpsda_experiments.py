@@ -13,6 +13,7 @@ from algorithms.dpsda.experiments import (
 )
 from algorithms.dpsda.losses import LogisticLoss, SquaredLoss
 from algorithms.dpsda.projection import BoxProjection
+from tests.ci import skip_or_fail
 
 
 def test_synthetic_olr_follows_the_code_setup():
@@ -112,7 +113,7 @@ def test_dpsda_on_real_mnist_zero_versus_one():
     try:
         task = mnist.binary_task(0, 1)
     except mnist.DatasetUnavailable as exc:
-        pytest.skip(f"MNIST unavailable: {exc}")
+        skip_or_fail(f"MNIST unavailable: {exc}")
     mean = task.train_features.mean(axis=0)
     xtr, xte = task.train_features - mean, task.test_features - mean
     stream = classification_stream(xtr, task.train_labels, 150, 10, seed=0)
