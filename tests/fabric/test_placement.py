@@ -25,6 +25,7 @@ from network.placement import (
     recorded_hosts,
 )
 from tests.ci import require_module, skip_or_fail
+from tests.support import fabric as support
 
 HOSTS = {"Org1": "127.0.1.1", "Org2": "127.0.2.1", "Org3": "127.0.3.1", "orderer": "127.0.4.1"}
 SCRIPT = REPO_ROOT / "fabric-network" / "network"

@@ -16,7 +16,7 @@ from chaincode.canonical import canonical_json
 from ledger.client import ConsortiaClient
 from ledger.embedded import EmbeddedLedger
 from ledger.embedded import blocks as B
-from ledger.errors import AlreadyExists, EndorsementPolicyFailure, LedgerCorrupted, LedgerError, MVCCConflict
+from ledger.errors import AlreadyExists, EndorsementPolicyFailure, LedgerError, MVCCConflict
 from ledger.identity import Consortium
 
 DIGEST = "sha256:" + "ab" * 32

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from api.cli.output import EXIT_NOT_FOUND
-
 from executor.images.build import build_and_register, register
 from executor.images.reference import ImageTampered, parse_reference
 from executor.images.resolver import pull_record
