@@ -27,13 +27,18 @@ from __future__ import annotations
 
 import base64
 import json
-import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cryptography import x509
+from cryptography.hazmat.primitives.asymmetric import ec
+from fabric_protos.common import common_pb2
+
+from ledger.fabric.proposal import block_header_bytes
+from ledger.identity import parse_serialized_identity, verify
 from network.config import DEFAULT_HOME, NetworkError
 from network.files import channel_policies
 from network.package import OrganisationPackage
@@ -427,8 +432,39 @@ def check_block(config: ChannelConfig, packages: list[OrganisationPackage]) -> N
         )
 
 
-def copy_block(block: Path, to: Path) -> Path:
-    to.parent.mkdir(parents=True, exist_ok=True)
-    if Path(block).resolve() != to.resolve():
-        shutil.copyfile(block, to)
-    return to
+def block_signers(block: Path, config: ChannelConfig) -> list[str]:
+    """The MSP ids of the BFT consenters whose signature on ``block`` verifies (Fabric's
+    ``BlockSignatureVerifier``: each signs SHA-256 of the signatures metadata's value, its identifier
+    header and the block header's DER bytes, and is known by its consenter id); a block of an
+    etcdraft channel is signed by the one orderer that cut it, under a signature header naming it."""
+    blk = common_pb2.Block.FromString(Path(block).read_bytes())
+    md = common_pb2.Metadata.FromString(blk.metadata.metadata[common_pb2.BlockMetadataIndex.SIGNATURES])
+    h = blk.header
+    header = block_header_bytes(h.number, h.previous_hash, h.data_hash)
+    by_id = {c["id"]: c for c in config.consenters if "id" in c}
+    signers: list[str] = []
+    for sig in md.signatures:
+        if sig.identifier_header:
+            ident = str(common_pb2.IdentifierHeader.FromString(sig.identifier_header).identifier)
+            consenter = by_id.get(ident)
+            if consenter is None:
+                continue
+            msp_id, pem, signed = (
+                consenter["msp_id"],
+                consenter["identity_cert"].encode(),
+                sig.identifier_header,
+            )
+        else:
+            try:
+                msp_id, pem = parse_serialized_identity(
+                    common_pb2.SignatureHeader.FromString(sig.signature_header).creator
+                )
+            except ValueError:
+                continue
+            signed = sig.signature_header
+        key = x509.load_pem_x509_certificate(pem).public_key()
+        if isinstance(key, ec.EllipticCurvePublicKey) and verify(
+            key, md.value + signed + header, sig.signature
+        ):
+            signers.append(msp_id)
+    return signers

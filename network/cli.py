@@ -22,7 +22,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from network.channel import CONSENSUS, check_block, create_channel, inspect_block
+from fabric_protos.common import common_pb2
+
+from network.channel import CONSENSUS, block_signers, check_block, create_channel, inspect_block
 from network.config import DEFAULT_NET, NetworkConfig, NetworkError
 from network.lifecycle import FabricNetwork
 from network.member import NODES, ChaincodeDefinition, MemberNodes
@@ -149,6 +151,14 @@ def _member_parser() -> argparse.ArgumentParser:
     join.add_argument("--package", action="append", default=[], help="a member's public package (repeat)")
     join.add_argument("--channel", default="consortia")
     join.add_argument("--node", choices=("orderer", "peer"), action="append", help="default: both")
+    fetch = ch.add_parser(
+        "fetch",
+        parents=[home],
+        help="a block, through its own orderer: who signed it (BFT: 2f + 1 consenters)",
+    )
+    fetch.add_argument("which", nargs="?", default="newest", help="newest, oldest, config or a number")
+    fetch.add_argument("--channel", default="consortia")
+    fetch.add_argument("--out", default=None, help="the block file (default ./<channel>-<which>.block)")
     inspect = ch.add_parser("inspect", parents=[home], help="what a configuration block holds")
     inspect.add_argument("--block", required=True)
     inspect.add_argument("--package", action="append", default=[], help="check the block against these")
@@ -201,7 +211,7 @@ def member_main(argv: Sequence[str]) -> int:
 def _member_command(a: argparse.Namespace) -> dict[str, Any] | str:
     home = _org_home(a.home)
     if a.group == "channel":
-        packages = read_packages(a.package)
+        packages = read_packages(getattr(a, "package", []))
         if a.action == "create":
             out = Path(a.out or f"{a.channel}.block")
             config = create_channel(packages, out, a.channel, a.consensus, a.batch_timeout)
@@ -227,6 +237,18 @@ def _member_command(a: argparse.Namespace) -> dict[str, Any] | str:
                 check_block(config, packages)
             return {**config.to_json(), "checked_against": [pk.msp_id for pk in packages]}
         nodes = MemberNodes(home)
+        if a.action == "fetch":
+            genesis = nodes.layout.block(a.channel)
+            if not genesis.is_file():
+                raise NetworkError(f"{nodes.org.msp_id} has not joined channel {a.channel} (no {genesis})")
+            got = nodes.fetch_block(a.channel, Path(a.out or f"{a.channel}-{a.which}.block"), a.which)
+            number = common_pb2.Block.FromString(got.read_bytes()).header.number
+            return {
+                "channel": a.channel,
+                "block": number,
+                "file": str(got),
+                "signers": block_signers(got, inspect_block(genesis)),
+            }
         known = {pk.msp_id: pk for pk in nodes.members()}
         known.update({pk.msp_id: pk for pk in packages})
         config = inspect_block(Path(a.block))

@@ -313,9 +313,23 @@ class MemberNodes(ProcessSupervisor):
         channels[channel] = joined
         self._update_state(channels=channels)
 
-    def orderer_channels(self) -> str:
-        self._need("orderer")
-        return self._osnadmin("list")
+    def fetch_block(self, channel: str, out: Path, which: str = "newest") -> Path:
+        """Block ``which`` (``newest``, ``oldest``, ``config`` or a number) of ``channel``, delivered by
+        its own orderer to its own admin, written to ``out``."""
+        self._need("peer")
+        out = Path(out).resolve()
+        out.parent.mkdir(parents=True, exist_ok=True)
+        self._peer_cli(
+            "channel",
+            "fetch",
+            which,
+            str(out),
+            "-c",
+            channel,
+            *self._orderer_args(),
+            step=f"fetch block {which}",
+        )
+        return out
 
     # ------------------------------------------------------------------ the chaincode
     def package(self, d: ChaincodeDefinition) -> Path:
