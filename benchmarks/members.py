@@ -8,8 +8,9 @@ start``, ``channel join``, ``chaincode approve|commit``, ``consortia join --pack
 from one member to another is what a real deployment sends over the network, copied here by the
 harness: the public packages and the genesis block (into the receiver's ``inbox/``), nothing else.
 
-Views that start nodes bind the machine's ``/proc`` (``host_proc``): a node outlives the command that
-started it only outside a process namespace of the command's own (docs/fabric.md "Isolated hosts")."""
+The members' command views bind the machine's ``/proc`` (``host_proc``): a node outlives the command
+that started it only outside a process namespace of the command's own, and the pids a command records
+and signals are the machine's (docs/fabric.md "Isolated hosts")."""
 
 from __future__ import annotations
 
@@ -44,14 +45,15 @@ class MemberHost(Host):
     def env(self) -> dict[str, str]:
         return {**super().env, "FABRIC_HOME": str(self.fabric_home)}  # the machine's binaries (read-only)
 
-    def run(self, *args: str, code: int = 0, timeout: float = 600, daemons: bool = False) -> Any:
-        """``consortia ARGS --json`` in this member's view (``daemons``: a command that starts nodes)."""
+    def run(self, *args: str, code: int = 0, timeout: float = 600) -> Any:
+        """``consortia ARGS --json`` in this member's view. The view binds the machine's ``/proc``: the
+        nodes a command starts outlive it, and the pids it records and signals are the machine's."""
         import json
         import subprocess
         import sys
 
         proc = subprocess.run(
-            self.argv([sys.executable, "-m", "api.cli", *args, "--json"], host_proc=daemons),
+            self.argv([sys.executable, "-m", "api.cli", *args, "--json"], host_proc=True),
             capture_output=True,
             text=True,
             timeout=timeout,
@@ -59,8 +61,8 @@ class MemberHost(Host):
         assert proc.returncode == code, (self.name, args, proc.stdout[-2000:], proc.stderr[-3000:])
         return json.loads(proc.stdout.strip().splitlines()[-1]) if proc.stdout.strip() else {}
 
-    def network(self, *args: str, code: int = 0, daemons: bool = False) -> Any:
-        return self.run("network", *args, "--home", str(self.home), code=code, daemons=daemons)
+    def network(self, *args: str, code: int = 0) -> Any:
+        return self.run("network", *args, "--home", str(self.home), code=code)
 
     def nodes(self) -> MemberNodes:
         """Its nodes as the harness sees them (pids, addresses; to stop them at the end)."""
@@ -110,7 +112,6 @@ class Members:
                 "org",
                 *("init", "--org", h.name, "--host", h.address, "--home", str(h.home)),
                 *("--port-base", str(h.port_base)),
-                daemons=True,
             )
             return h.run("org", "export", "--home", str(h.home), "--out", str(h.package))
 
@@ -140,7 +141,7 @@ class Members:
         (its admin), from the block and packages in its inbox."""
 
         def join(h: MemberHost, node: str) -> None:
-            h.network("node", "start", node, daemons=True)
+            h.network("node", "start", node)
             block = str(h.inbox / "consortia.block")
             h.network("channel", "join", "--block", block, *self._packages(h), "--node", node)
 
@@ -152,7 +153,7 @@ class Members:
     def approve(self, org: str) -> Any:
         h = self.hosts[org]
         out = self._timed(f"approve_{org}", lambda: h.network("chaincode", "approve"))
-        h.network("node", "start", "chaincode", daemons=True)
+        h.network("node", "start", "chaincode")
         return out
 
     def join_homes(self) -> None:

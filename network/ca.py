@@ -24,6 +24,8 @@ import shutil
 import subprocess
 import tempfile
 import urllib.parse
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ledger.cryptogen import nodeou_config
@@ -258,36 +260,47 @@ class _Issuer:
         write_public(folder / "tls" / tls_names[0], tcert)
         write_private(folder / "tls" / tls_names[1], tkey)
 
-    def all(self) -> None:
+    def encryption(self) -> None:
         o, lay = self.org, self.layout
-        base = lay.org_dir(o)
-        write_public(lay.ca_cert(o), self.ca_pem)
-        write_public(lay.tlsca_cert(o), self.tlsca_pem)
-        self.msp(base / "msp")
-        node_hosts = ["localhost", o.host]
-        self.node(
-            lay.peer_dir(o), o.peer_name, "peer", [o.peer_name, *node_hosts], ("server.crt", "server.key")
-        )
-        self.node(
-            lay.orderer_dir(o),
-            o.orderer_name,
-            "orderer",
-            [o.orderer_name, *node_hosts],
-            ("server.crt", "server.key"),
-        )
-        for user, kind in (("Admin", "admin"), *((u, "client") for u in o.user_names())):
-            self.node(lay.user_dir(o, user), f"{user}@{o.domain}", kind, [""], ("client.crt", "client.key"))
         ecert, ekey, _, _ = self.issue(
             f"encryption.{o.domain}", "keyagreement", [""], tls=False, profile="tls"
         )
         write_public(lay.encryption_dir(o) / "cert.pem", ecert)
         write_private(lay.encryption_dir(o) / "key.pem", ekey)
-        cc = lay.chaincode_tls(o)
-        for side, hosts in (("server", [f"ccaas.{o.domain}", *node_hosts]), ("client", [""])):
-            tcert, tkey = self.tls_only(f"ccaas-{side}.{o.domain}", hosts)
-            write_public(cc / f"{side}.crt", tcert)
-            write_private(cc / f"{side}.key", tkey)
+
+    def chaincode(self, side: str, hosts: list[str]) -> None:
+        cc = self.layout.chaincode_tls(self.org)
+        tcert, tkey = self.tls_only(f"ccaas-{side}.{self.org.domain}", hosts)
+        write_public(cc / f"{side}.crt", tcert)
+        write_private(cc / f"{side}.key", tkey)
         write_public(cc / "ca.crt", self.tlsca_pem)
+
+    def all(self) -> None:
+        """Every identity of the organisation; independent identities are issued concurrently (each is
+        a few round trips to the CA)."""
+        o, lay = self.org, self.layout
+        write_public(lay.ca_cert(o), self.ca_pem)
+        write_public(lay.tlsca_cert(o), self.tlsca_pem)
+        self.msp(lay.org_dir(o) / "msp")
+        node_hosts = ["localhost", o.host]
+        server = ("server.crt", "server.key")
+        jobs: list[Callable[[], None]] = [
+            lambda: self.node(lay.peer_dir(o), o.peer_name, "peer", [o.peer_name, *node_hosts], server),
+            lambda: self.node(
+                lay.orderer_dir(o), o.orderer_name, "orderer", [o.orderer_name, *node_hosts], server
+            ),
+            self.encryption,
+            lambda: self.chaincode("server", [f"ccaas.{o.domain}", *node_hosts]),
+            lambda: self.chaincode("client", [""]),
+        ]
+        for user, kind in (("Admin", "admin"), *((u, "client") for u in o.user_names())):
+            folder, name = lay.user_dir(o, user), f"{user}@{o.domain}"
+            jobs.append(
+                lambda f=folder, n=name, k=kind: self.node(f, n, k, [""], ("client.crt", "client.key"))
+            )
+        with ThreadPoolExecutor(4) as pool:
+            for done in [pool.submit(job) for job in jobs]:
+                done.result()
 
 
 def init_organisation(home: str | Path, org: Organisation, fabric_home: Path | None = None) -> MemberNodes:
@@ -317,7 +330,7 @@ def init_organisation(home: str | Path, org: Organisation, fabric_home: Path | N
         )
         nodes = MemberNodes(layout.root, fabric_home)
         ensure_fabric(nodes.fabric_home, ("core", "tools", "ca"))
-        nodes.start("ca")
+        nodes.start("ca", installed=True)
         client = FabricCAClient(layout, org, nodes.bin)
         client.enroll_registrar(CA_NAME, ca_secret)
         client.enroll_registrar(TLSCA_NAME, tlsca_secret)

@@ -13,6 +13,7 @@ endpoints from the channel configuration."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 import time
@@ -159,12 +160,14 @@ class MemberNodes(ProcessSupervisor):
         pids = self._state()["pids"]
         return {n: bool(pids.get(n)) and self._alive(pids[n], n) for n in NODES}
 
-    def start(self, node: str) -> dict[str, Any]:
-        """Start one node (idempotent: a running node is left as it is); its status."""
+    def start(self, node: str, installed: bool = False) -> dict[str, Any]:
+        """Start one node (idempotent: a running node is left as it is); its status. The binaries are
+        checked (installed if missing) first, unless the caller did (``installed``)."""
         if node not in NODES:
             raise NetworkError(f"unknown node {node!r}; nodes: {', '.join(NODES)}")
         if not self.running()[node]:
-            ensure_fabric(self.fabric_home, ("core", "ca") if node == "ca" else ("core",))
+            if not installed:
+                ensure_fabric(self.fabric_home, ("ca",) if node == "ca" else ("core",))
             {
                 "ca": self._start_ca,
                 "orderer": self._start_orderer,
@@ -348,7 +351,9 @@ class MemberNodes(ProcessSupervisor):
             "client_key": (t / "client.key").read_text(),
             "root_cert": (t / "ca.crt").read_text(),
         }
-        (folder / "connection.json").write_text(json.dumps(conn))
+        fd = os.open(folder / "connection.json", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps(conn))
         (folder / "metadata.json").write_text(json.dumps({"type": "ccaas", "label": d.label}))
         reproducible_tgz(folder / "code.tar.gz", folder, ["connection.json"])
         pkg = folder / f"{d.label}.tgz"
