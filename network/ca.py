@@ -26,6 +26,7 @@ import tempfile
 import urllib.parse
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 
 from ledger.cryptogen import nodeou_config
@@ -295,9 +296,7 @@ class _Issuer:
         ]
         for user, kind in (("Admin", "admin"), *((u, "client") for u in o.user_names())):
             folder, name = lay.user_dir(o, user), f"{user}@{o.domain}"
-            jobs.append(
-                lambda f=folder, n=name, k=kind: self.node(f, n, k, [""], ("client.crt", "client.key"))
-            )
+            jobs.append(partial(self.node, folder, name, kind, [""], ("client.crt", "client.key")))
         with ThreadPoolExecutor(4) as pool:
             for done in [pool.submit(job) for job in jobs]:
                 done.result()
