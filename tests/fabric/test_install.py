@@ -182,7 +182,7 @@ def test_a_ca_archive_with_a_wrong_sha256_installs_nothing(tmp_path):
 def test_an_unknown_component_is_an_error(tmp_path):
     r = subprocess.run(
         ["bash", str(INSTALL), "orderer-only"],
-        env={"FABRIC_HOME": str(tmp_path), "PATH": "/usr/bin:/bin"},
+        env={"FABRIC_HOME": str(tmp_path), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
         capture_output=True,
         text=True,
     )
