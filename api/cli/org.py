@@ -9,7 +9,7 @@ from pathlib import Path
 
 import typer
 
-from api.cli.output import EXIT_REFUSED, EXIT_USAGE, JsonOpt, emit, fail, say
+from api.cli.output import EXIT_REFUSED, EXIT_USAGE, JsonOpt, emit, fail, say, with_output
 
 group = typer.Typer(
     no_args_is_help=True,
@@ -30,7 +30,6 @@ def _home(home: Path | None) -> Path:
     return (home or Path("consortia-home")).resolve()
 
 
-@group.command("init")
 def org_init(
     org: str = typer.Option(..., "--org", help="The organisation's name, e.g. Org2 (MSP id Org2MSP)."),
     host: str = typer.Option(
@@ -77,7 +76,6 @@ def org_init(
     say(f"next: consortia org export --home {nodes.layout.root} --out {o.name.lower()}.pkg")
 
 
-@group.command("export")
 def org_export(
     out: Path | None = typer.Option(None, "--out", help="The package file (default ./<org>.pkg)."),
     home: Path | None = OrgHomeOpt,
@@ -120,19 +118,22 @@ def _ca(action: str, home: Path | None, as_json: bool) -> None:
     emit({"organisation": nodes.org.msp_id, **state}, as_json, f"{nodes.org.msp_id}'s certificate authority")
 
 
-@ca_group.command("start")
 def ca_start(home: Path | None = OrgHomeOpt, as_json: bool = JsonOpt) -> None:
     """Start this organisation's CA (TLS on its own address)."""
     _ca("start", home, as_json)
 
 
-@ca_group.command("stop")
 def ca_stop(home: Path | None = OrgHomeOpt, as_json: bool = JsonOpt) -> None:
     """Stop this organisation's CA."""
     _ca("stop", home, as_json)
 
 
-@ca_group.command("status")
 def ca_status(home: Path | None = OrgHomeOpt, as_json: bool = JsonOpt) -> None:
     """Whether this organisation's CA runs, and where."""
     _ca("status", home, as_json)
+
+
+group.command("init")(with_output(org_init))
+group.command("export")(with_output(org_export))
+for _name, _command in (("start", ca_start), ("stop", ca_stop), ("status", ca_status)):
+    ca_group.command(_name)(with_output(_command))
