@@ -133,17 +133,21 @@ class Members:
             shutil.copyfile(h.out / "consortia.block", other.inbox / "consortia.block")
         return made
 
-    def _packages(self, h: MemberHost) -> list[str]:
-        return [a for p in sorted(h.inbox.glob("*.pkg")) for a in ("--package", str(p))]
+    def _packages(self, h: MemberHost, others_only: bool = False) -> list[str]:
+        """``--package`` arguments for the packages in ``h``'s inbox (``others_only``: not its own, which
+        its commands read from its own home, as the README's steps do)."""
+        own = h.package.name if others_only else None
+        return [a for p in sorted(h.inbox.glob("*.pkg")) if p.name != own for a in ("--package", str(p))]
 
     def start_and_join(self) -> None:
         """Each member starts its orderer and joins it (osnadmin, its admin's TLS pair), then its peer
-        (its admin), from the block and packages in its inbox."""
+        (its admin), from the block and the other members' packages in its inbox."""
 
         def join(h: MemberHost, node: str) -> None:
             h.network("node", "start", node)
             block = str(h.inbox / "consortia.block")
-            h.network("channel", "join", "--block", block, *self._packages(h), "--node", node)
+            others = self._packages(h, others_only=True) if node == "orderer" else []
+            h.network("channel", "join", "--block", block, *others, "--node", node)
 
         for node in ("orderer", "peer"):
             self._timed(
@@ -159,7 +163,7 @@ class Members:
     def join_homes(self) -> None:
         """Each member's Consortia home from the packages in its inbox (``consortia join --package``)."""
         for h in self.hosts.values():
-            h.run("join", "--home", str(h.home), *self._packages(h))
+            h.run("join", "--home", str(h.home), *self._packages(h, others_only=True))
 
     def close(self) -> None:
         for h in self.hosts.values():

@@ -28,7 +28,7 @@ from network.channel import CONSENSUS, block_signers, check_block, create_channe
 from network.config import DEFAULT_NET, NetworkConfig, NetworkError
 from network.lifecycle import FabricNetwork
 from network.member import NODES, ChaincodeDefinition, MemberNodes
-from network.package import read_packages
+from network.package import export_package, read_packages
 from network.placement import parse_hosts
 from wire.env import environment
 
@@ -249,8 +249,13 @@ def _member_command(a: argparse.Namespace) -> dict[str, Any] | str:
                 "file": str(got),
                 "signers": block_signers(got, inspect_block(genesis)),
             }
+        own = export_package(home)  # its own package comes from its own home, not from what it was sent
+        for pk in packages:
+            if pk.msp_id == own.msp_id and pk.digest != own.digest:
+                raise NetworkError(f"the package of {own.msp_id} given is not this home's own ({pk.digest})")
         known = {pk.msp_id: pk for pk in nodes.members()}
         known.update({pk.msp_id: pk for pk in packages})
+        known[own.msp_id] = own
         config = inspect_block(Path(a.block))
         if config.channel != a.channel:
             raise NetworkError(f"{a.block} is the block of channel {config.channel}, not {a.channel}")
