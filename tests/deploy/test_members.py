@@ -16,6 +16,7 @@ membership record) is endorsed by a majority and ordered.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import re
 import stat
@@ -235,6 +236,17 @@ def test_channel_from_packages_only_is_bft_among_four_orderers(bft, tmp_path):
     )
     assert "digest" in refused["message"]
     bad.unlink()
+    # a well-formed package under Org3's own name that is not the one its home holds: refused at join
+    from network.package import OrganisationPackage
+
+    own = OrganisationPackage.read(org3.package)
+    forged = dataclasses.replace(own, endpoints={**own.endpoints, "artifacts": f"https://{org3.address}:1"})
+    OrganisationPackage.read(forged.write(org3.inbox / "forged.pkg"))  # its own digest: a valid package
+    refused = org3.network(
+        "channel", "join", "--block", block, "--package", str(org3.inbox / "forged.pkg"), code=1
+    )
+    assert "is not this home's own" in refused["message"]
+    (org3.inbox / "forged.pkg").unlink()
 
 
 def test_each_member_joins_its_own_orderer_and_peer(bft):
