@@ -33,7 +33,7 @@ from executor.errors import ImageBuildError, ImageDigestMismatch
 
 @dataclass(frozen=True)
 class BuildResult:
-    record: object  # ledger.records.ImageRecord
+    record: object  # ledger.client.ImageRecord
     digest: str
     reference: str
     runtime: str

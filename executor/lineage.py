@@ -44,9 +44,8 @@ from executor.artifacts import (
 from executor.errors import ExecutorError
 from executor.report import Check, Report
 from executor.task_keys import TaskSignatureInvalid, check_record_signature
-from ledger.client import ConsortiaClient
+from ledger.client import ConsortiaClient, ExecutionRecord
 from ledger.errors import ContractError
-from ledger.records import ExecutionRecord
 
 
 @dataclass
@@ -157,7 +156,7 @@ def verify_model_lineage(
             Check(
                 "identity",
                 subj,
-                (res["process_id"], res["round"], res["organisation"], res["runtime"])
+                (res.process_id, res.round, res.organisation, res.runtime)
                 == (process_id, rnd, org, rec.runtime),
                 "result names another task",
             )
@@ -166,39 +165,39 @@ def verify_model_lineage(
             Check(
                 "image",
                 subj,
-                res["image_digest"] == rec.image_digest == process.image_digest,
-                f"result {res['image_digest']}, record {rec.image_digest}",
+                res.image_digest == rec.image_digest == process.image_digest,
+                f"result {res.image_digest}, record {rec.image_digest}",
             )
         )
         if check_history:
             states = [h.value["status"] for h in client.execution_history(process_id, rnd, org) if h.value]
             add(Check("history", subj, states == ["running", "completed"], f"history {states}"))
         # chain: previous state
-        ins = res["inputs"]
+        ins = res.inputs
         if rnd == 1:
-            add(Check("chain", subj, ins["state"] is None, "round 1 must start from init"))
+            add(Check("chain", subj, ins.state is None, "round 1 must start from init"))
         else:
             prev = record(org, rnd - 1)
-            want = prev.result["outputs"]["state"] if prev and prev.result else None
+            want = prev.result.outputs.state if prev and prev.result else None
             add(
                 Check(
                     "chain",
                     subj + " state",
-                    want is not None and ins["state"] == want,
-                    f"read {ins['state']}, round {rnd - 1} wrote {want}",
+                    want is not None and ins.state == want,
+                    f"read {ins.state}, round {rnd - 1} wrote {want}",
                 )
             )
             todo.append((org, rnd - 1))
             # chain: messages read == messages addressed to org in round r-1
-            got = {m["sender"]: m["digest"] for m in ins["messages"]}
+            got = {m.sender: m.digest for m in ins.messages}
             sent: dict[str, str] = {}
             for s in process.consortium:
                 if s == org:
                     continue
                 srec = record(s, rnd - 1)
-                for m in srec.result["outputs"]["messages"] if srec and srec.result else []:
-                    if m["recipient"] == org:
-                        sent[s] = m["digest"]
+                for m in srec.result.outputs.messages if srec and srec.result else []:
+                    if m.recipient == org:
+                        sent[s] = m.digest
             add(
                 Check(
                     "chain",
@@ -211,28 +210,24 @@ def verify_model_lineage(
                 todo.append((s, rnd - 1))
         # artifacts: state and messages
         store = ArtifactStore(store_root, org)
-        add(
-            _private_check(
-                store, res["outputs"]["state"], recipient_keys.get(org), "artifact", subj + " state"
-            )
-        )
-        for m in res["outputs"]["messages"]:
-            msubj = f"{subj} message to {m['recipient']}"
+        add(_private_check(store, res.outputs.state, recipient_keys.get(org), "artifact", subj + " state"))
+        for m in res.outputs.messages:
+            msubj = f"{subj} message to {m.recipient}"
             try:
-                message = message_index.locate(store_root, org, process_id, rnd, m["recipient"], m["digest"])
+                message = message_index.locate(store_root, org, process_id, rnd, m.recipient, m.digest)
             except ExecutorError:
                 add(Check("artifact", msubj, False, "sealed message not in the sender's store"))
                 continue
             ref = message.stored
             try:
                 sealed = store.get(ref.digest)
-                key = recipient_keys.get(m["recipient"])
+                key = recipient_keys.get(m.recipient)
                 if key is not None:
                     open_message(
                         message,
                         process_id=process_id,
                         round=rnd,
-                        recipient=m["recipient"],
+                        recipient=m.recipient,
                         recipient_key=key,
                     )
                     add(Check("artifact", msubj, True, "opened; payload digest matches"))
@@ -248,7 +243,8 @@ def verify_model_lineage(
     rep.records = sorted(seen, key=lambda t: (t[1], t[0]))
     # the model
     lrec = record(owner, last)
-    signed = (lrec.result["outputs"].get("model") or {}) if lrec and lrec.result else {}
+    signed_model = lrec.result.outputs.model if lrec and lrec.result else None
+    signed = signed_model.json_object() if signed_model else {}
     add(
         Check(
             "model",

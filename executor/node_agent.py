@@ -73,11 +73,10 @@ from executor.runtimes.warm import WarmWorker, WorkerPool
 from executor.scratch import task_scratch
 from executor.task_journal import TaskJournal
 from executor.task_keys import TaskKey
-from ledger.client import ConsortiaClient
+from ledger.client import ConsortiaClient, ExecutionRecord, ImageRecord, ProcessRecord
 from ledger.errors import AlreadyExists, BudgetExceeded, InvalidState, MVCCConflict, NotFound
 from ledger.identity import Consortium, Identity
 from ledger.interface import Ledger
-from ledger.records import ExecutionRecord, ImageRecord, ProcessRecord
 
 __all__ = ["CHECKPOINTS", "ImageResolver", "NodeAgent", "RoundOutcome", "TaskJournal", "main"]
 

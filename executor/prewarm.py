@@ -26,7 +26,7 @@ from executor.declarations import dataset_problem, declaration
 from executor.errors import ExecutorError
 from executor.images import verify_digest
 from executor.runtimes.warm import WarmWorker
-from ledger.records import ImageRecord, ProcessRecord
+from ledger.client import ImageRecord, ProcessRecord
 
 if TYPE_CHECKING:
     from executor.node_agent import NodeAgent

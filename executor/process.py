@@ -42,10 +42,9 @@ from executor.agents import (  # noqa: F401  (re-exported: the public import pat
 )
 from executor.errors import ExecutorError
 from executor.runtimes.base import Limits, TaskRuntime
-from ledger.client import ConsortiaClient
+from ledger.client import ConsortiaClient, ImageRecord, ProcessRecord
 from ledger.identity import Consortium
 from ledger.interface import Ledger
-from ledger.records import ImageRecord, ProcessRecord
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 log = logging.getLogger(__name__)

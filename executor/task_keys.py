@@ -20,6 +20,7 @@ from typing import Any
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from ledger.client import Record
 from ledger.identity import load_public_key_pem, public_key_pem, sign, verify
 from wire.canonical import canonical_json
 
@@ -96,8 +97,8 @@ def check_task_signature(public_pem: str | bytes, signed: Any, signature: bytes 
     """The one off-chain check of a task signature, the way the execution-record contract checks it:
     a low-S ECDSA P-256/SHA-256 signature by the registered task key (PEM).
 
-    ``signed`` is the bytes signed (a task's ``manifest.json``), or a JSON value whose canonical JSON
-    was signed (an execution record's ``result``). ``signature`` is the DER signature, or its base64
+    ``signed`` is the bytes signed (a task's ``manifest.json``), or a JSON value or record whose
+    canonical JSON was signed (an execution record's ``result``). ``signature`` is the DER signature, or its base64
     text as records carry it. Raises :class:`TaskSignatureInvalid`."""
     try:
         key = load_public_key_pem(public_pem)
@@ -108,13 +109,16 @@ def check_task_signature(public_pem: str | bytes, signed: Any, signature: bytes 
             signature = base64.b64decode(signature, validate=True)
         except (ValueError, binascii.Error):
             raise TaskSignatureInvalid("malformed signature: not base64") from None
-    data = signed if isinstance(signed, bytes) else canonical_json(signed)
+    if isinstance(signed, bytes):
+        data = signed
+    else:
+        data = signed.canonical() if isinstance(signed, Record) else canonical_json(signed)
     if not verify(key, data, signature):
         raise TaskSignatureInvalid("signature does not verify with the registered task key")
 
 
 def check_record_signature(record: Mapping[str, Any] | Any) -> None:
-    """:func:`check_task_signature` of an execution record (a ``ledger.records.ExecutionRecord`` or
+    """:func:`check_task_signature` of an execution record (a :class:`ledger.client.ExecutionRecord` or
     its canonical JSON dict): its task key signed the canonical JSON of its result."""
     get = record.get if isinstance(record, Mapping) else lambda k: getattr(record, k, None)
     try:

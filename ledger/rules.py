@@ -4,8 +4,7 @@
 
 from __future__ import annotations
 
-from chaincode.image import ID_PATTERN
-from chaincode.learning_process import MAX_ROUNDS, MSP_PATTERN
+from chaincode.learning_process import MAX_ROUNDS
 from chaincode.limits import (
     BOOKMARK_PATTERN,
     DEFAULT_HISTORY_PAGE,
@@ -21,6 +20,7 @@ from chaincode.limits import (
     MAX_TOPOLOGY_BYTES,
     json_depth,
 )
+from chaincode.records import ID_PATTERN, MSP_PATTERN
 
 __all__ = [
     "BOOKMARK_PATTERN",

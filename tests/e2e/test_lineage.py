@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 
 import pytest
@@ -65,8 +64,8 @@ def test_altered_result_fails_the_signature_check(done):
     p, _, _ = done
     rec = p.client("Org2MSP").get_execution(PID, 2, "Org2MSP")
     assert _signature_valid(rec) == (True, "")
-    forged = dict(rec.result, metrics={**rec.result["metrics"], "regret": 0.0})
-    ok, why = _signature_valid(dataclasses.replace(rec, result=forged))
+    forged = rec.result.replace(metrics={**rec.result.metrics, "regret": 0.0})
+    ok, why = _signature_valid(rec.replace(result=forged))
     assert not ok and "does not verify" in why
 
 
@@ -86,7 +85,7 @@ def test_local_image_with_another_digest_fails(done):
 
 def test_corrupted_state_artifact_is_caught(done):
     p, _, _ = done
-    digest = p.client("Org3MSP").get_execution(PID, 2, "Org3MSP").result["outputs"]["state"]
+    digest = p.client("Org3MSP").get_execution(PID, 2, "Org3MSP").result.outputs.state
     path = ArtifactStore(p.store_root, "Org3MSP").private_path(digest)  # sealed to Org3
     original = path.read_bytes()
     path.write_bytes(original[:-1] + bytes([original[-1] ^ 1]))

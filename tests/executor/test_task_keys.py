@@ -56,36 +56,48 @@ def test_one_check_for_manifests_and_execution_records():
     """executor.task_keys.check_task_signature is the one off-chain task-signature check: raw
     bytes (a manifest) or a JSON value (a record's result, signed as canonical JSON), DER or base64."""
     import base64
-    import dataclasses
 
     import pytest
 
     from executor.task_keys import TaskSignatureInvalid, check_record_signature, check_task_signature
-    from ledger.records import ExecutionRecord
+    from ledger.client import ExecutionRecord
     from wire.canonical import canonical_json
 
     k = TaskKey.generate()
-    result = {"process_id": "p", "round": 1, "organisation": "Org1MSP", "metrics": {"loss": 0.5}}
+    digest = "sha256:" + "0" * 64
+    result = {
+        "process_id": "p",
+        "round": 1,
+        "organisation": "Org1MSP",
+        "image_digest": digest,
+        "runtime": "sandbox",
+        "inputs": {"state": None, "messages": [], "data_commitment": digest},
+        "outputs": {"state": digest, "messages": [{"recipient": "Org2MSP", "digest": digest, "size": 3}]},
+        "metrics": {"loss": 0.5},
+    }
     sig = k.sign(canonical_json(result))
     check_task_signature(k.public_key_pem, canonical_json(result), sig)
     check_task_signature(k.public_key_pem, result, base64.b64encode(sig).decode())
     record = {"public_key": k.public_key_pem, "signature": base64.b64encode(sig).decode(), "result": result}
     check_record_signature(dict(record, process_id="p", round=1, organisation="Org1MSP"))
-    rec = ExecutionRecord(
-        "p",
-        1,
-        "Org1MSP",
-        "sha256:" + "0" * 64,
-        "sandbox",
-        k.public_key_pem,
-        "completed",
-        "",
-        "",
-        **{"result": result, "signature": record["signature"]},
+    rec = ExecutionRecord.model_validate(
+        {
+            "process_id": "p",
+            "round": 1,
+            "organisation": "Org1MSP",
+            "image_digest": digest,
+            "runtime": "sandbox",
+            "public_key": k.public_key_pem,
+            "status": "completed",
+            "created": "",
+            "tx_id": "",
+            "result": result,
+            "signature": record["signature"],
+        }
     )
-    check_record_signature(rec)
+    check_record_signature(rec)  # the typed record: its result's canonical JSON is what was signed
     with pytest.raises(TaskSignatureInvalid, match="Org1MSP for round 1 of p: signature does not verify"):
-        check_record_signature(dataclasses.replace(rec, result={**result, "round": 2}))
+        check_record_signature(rec.replace(result={**result, "round": 2}))
     with pytest.raises(TaskSignatureInvalid, match="not base64"):
         check_task_signature(k.public_key_pem, result, "not base64!")
     with pytest.raises(TaskSignatureInvalid, match="malformed task key"):
