@@ -30,7 +30,7 @@ from chaincode.context import TransactionContext, parse_json_arg, require_keys, 
 from chaincode.errors import AlreadyExists, Forbidden, ImageMismatch, InvalidArgument, InvalidState, NotFound
 from chaincode.learning_process import EXECUTION, load_process, require_member, round_key
 from chaincode.limits import MAX_ESTIMATORS_BYTES, MAX_REFERENCE_CHARS, bounded_json, bounded_text
-from chaincode.records import ID_PATTERN, MSP_PATTERN, ExecutionRecord, ModelRecord, SealedKey
+from chaincode.records import ID_PATTERN, MSP_PATTERN, ModelRecord, ResultOutputs, SealedKey
 
 MODEL = "Model"
 MODEL_KEY = "ModelKey"
@@ -109,13 +109,14 @@ class ModelContract:
         if ctx.stub.get_state(key) is not None:
             raise AlreadyExists(f"model {model_id} is already published")
         last = process.rounds
-        execution = ctx.find(ExecutionRecord, ctx.key(EXECUTION, pid, round_key(last), ctx.msp_id))
-        if execution is None or execution.status != "completed" or execution.result is None:
+        # the stored JSON of the last round's record: only its result's outputs are read (typed)
+        execution = ctx.get(ctx.key(EXECUTION, pid, round_key(last), ctx.msp_id))
+        if execution is None or execution["status"] != "completed" or not execution.get("result"):
             raise InvalidState(
                 f"{ctx.msp_id} has not completed the last round ({last}) of learning process {pid}; "
                 f"only a model produced by a completed audited run can be published"
             )
-        model = execution.result.outputs.model
+        model = ResultOutputs.model_validate(execution["result"]["outputs"]).model
         produced = None if model is None else model.digest
         if produced != spec["digest"]:
             raise ImageMismatch(

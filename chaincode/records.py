@@ -25,20 +25,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from typing import Annotated, Any, Literal, Self
+from typing import Annotated, Any, Literal, Self, get_args
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    SerializerFunctionWrapHandler,
+    PlainSerializer,
     StrictFloat,
     StrictInt,
     StrictStr,
     StringConstraints,
     ValidationError,
-    model_serializer,
 )
+from pydantic_core import PydanticSerializationError
 
 from chaincode.errors import InvalidArgument
 from wire.canonical import DIGEST_RE, canonical_json
@@ -47,8 +47,6 @@ from wire.canonical import DIGEST_RE, canonical_json
 ID_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._:+-]{0,127}"
 #: an organisation's MSP id
 MSP_PATTERN = r"[A-Za-z0-9][A-Za-z0-9.-]{0,63}"
-#: where a task runs (docs/executor.md)
-RUNTIMES = ("container", "sandbox", "inprocess")
 
 Digest = Annotated[
     str,
@@ -64,7 +62,9 @@ Timestamp = Annotated[
         description="UTC ISO-8601 with microseconds (the transaction's time), e.g. 2026-01-01T00:00:00.000000Z"
     ),
 ]
+#: where a task runs (docs/executor.md)
 Runtime = Literal["container", "sandbox", "inprocess"]
+RUNTIMES: tuple[str, ...] = get_args(Runtime)
 #: a JSON number as it was written: an integer stays an integer, a float a float (never NaN or ±∞)
 Number = StrictInt | Annotated[StrictFloat, Field(allow_inf_nan=False)]
 
@@ -235,13 +235,13 @@ class ProcessProgress(Record):
 class SignedPart(Record):
     """A part of what a task key signs: it is always written exactly as it was signed -- the keys it
     was given, no defaults added -- in the ledger, in the client's dicts and in the gateway's answers
-    (so that anyone can check the signature over the canonical JSON of an answer's ``result``)."""
+    (:data:`SignedResult`), so that anyone can check the signature over an answer's ``result``."""
 
-    @model_serializer(mode="wrap")
-    def _as_signed(self, handler: SerializerFunctionWrapHandler):  # type: ignore[no-untyped-def]
-        # no return annotation: the JSON Schema of the answers stays the model's own
-        data = handler(self)
-        return {k: v for k, v in data.items() if k in self.__pydantic_fields_set__}
+    def json_object(self) -> dict[str, Any]:
+        try:  # pydantic's serialiser: its fields are typed, so this is the fast way
+            return self.model_dump(exclude_unset=True)
+        except PydanticSerializationError:  # a provenance value deeper than it goes
+            return super().json_object()
 
     def to_dict(self) -> dict[str, Any]:
         return self.json_object()
@@ -306,6 +306,13 @@ class ExecutionResult(SignedPart):
     finished: StrictStr | None = None
 
 
+#: the result field of an execution record: answered exactly as signed (no defaults added), with the
+#: JSON Schema of :class:`ExecutionResult`
+SignedResult = Annotated[
+    ExecutionResult | None, PlainSerializer(lambda r: None if r is None else r.json_object())
+]
+
+
 class PrivacySpent(Record):
     """One observer's charge of one round."""
 
@@ -356,7 +363,7 @@ class ExecutionRecord(Record):
     created: Timestamp
     created_by: str = ""
     tx_id: str
-    result: ExecutionResult | None = None
+    result: SignedResult = None
     signature: str = ""
     """The task key's ECDSA signature over the canonical JSON of ``result`` (base64 DER)."""
     completed: str = ""

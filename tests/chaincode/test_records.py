@@ -542,3 +542,36 @@ def test_a_result_is_validated_by_its_type_with_errors_naming_the_key():
         check_result(missing)
     with pytest.raises(InvalidArgument, match="execution result must be a JSON object"):
         check_result([good])
+
+
+def test_a_signed_result_is_answered_exactly_as_signed():
+    """The client's dict and the gateway's JSON of an execution record carry its result as signed:
+    no default added (``outputs.model``, ``started``, a message's ``size`` stay absent), provenance
+    keys kept; the record itself is answered with every field. The JSON Schema of the answer still
+    describes the result."""
+    from pydantic import TypeAdapter
+
+    from chaincode.records import ExecutionRecord
+
+    signed = _result("p", 1, "Org1MSP", ["Org2MSP"])
+    del signed["started"], signed["outputs"]["messages"][0]["size"]
+    stored = {
+        "process_id": "p",
+        "round": 1,
+        "organisation": "Org1MSP",
+        "image_digest": _digest("image a"),
+        "runtime": "sandbox",
+        "public_key": "PEM",
+        "status": "completed",
+        "created": "t",
+        "tx_id": "x",
+        "result": signed,
+    }
+    rec = ExecutionRecord.model_validate(stored)
+    assert rec.json_object() == stored and rec.canonical() == canonical_json(stored)
+    assert rec.to_dict()["result"] == signed and rec.to_dict()["failure_details"] == {}
+    answered = json.loads(TypeAdapter(ExecutionRecord).dump_json(rec))
+    assert answered["result"] == signed and answered["completed_tx_id"] == ""
+    schema = TypeAdapter(ExecutionRecord).json_schema(mode="serialization")
+    assert schema["properties"]["result"]["anyOf"][0] == {"$ref": "#/$defs/ExecutionResult"}
+    assert "ResultOutputs" in schema["$defs"] and "OutputMessage" in schema["$defs"]
