@@ -77,7 +77,7 @@ class ImageContract:
         """The image with the other organisations' approvals (by organisation)."""
         record = self._load(ctx, image_id)
         approvals = sorted(ctx.scan(ImageApproval, APPROVAL, image_id), key=lambda a: a.organisation)
-        return record.replace(approvals=approvals)
+        return record.view(approvals=tuple(approvals))
 
     def list(self, ctx: TransactionContext) -> RawJSON:
         """Every :class:`ImageRecord`, as stored."""

@@ -194,7 +194,7 @@ class LearningProcessContract:
     def get(self, ctx: TransactionContext, process_id: str) -> ProcessRecord:
         process = load_process(ctx, process_id)
         require_member(ctx, process)
-        return process.replace(current_round=current_round(ctx, process))
+        return process.view(current_round=current_round(ctx, process))
 
     def progress(self, ctx: TransactionContext, process_id: str) -> ProcessProgress:
         """Where the process stands, in a few bytes (what a waiting agent and a progress display

@@ -55,7 +55,7 @@ def _sealed_key(ctx: TransactionContext, model_id: str, org: str) -> str | None:
 
 def _view(ctx: TransactionContext, record: ModelRecord) -> ModelRecord:
     """The model record with the caller's own sealed data key."""
-    return record.replace(wrapped_key=_sealed_key(ctx, record.id, ctx.msp_id))
+    return record.view(wrapped_key=_sealed_key(ctx, record.id, ctx.msp_id))
 
 
 def _put_sealed_key(ctx: TransactionContext, model_id: str, org: str, wrapped: str) -> None:
@@ -163,7 +163,7 @@ class ModelContract:
         for org, sealed in sorted(wrapped.items()):
             _put_sealed_key(ctx, model_id, org, sealed)
         ctx.emit("ModelPublished", {"id": model_id, "process_id": pid, "owner": ctx.msp_id})
-        return record.replace(wrapped_key=wrapped[ctx.msp_id])
+        return record.view(wrapped_key=wrapped[ctx.msp_id])
 
     def _load(self, ctx: TransactionContext, model_id: str) -> ModelRecord:
         return ctx.load(ModelRecord, self._key(ctx, model_id), f"model {model_id}")

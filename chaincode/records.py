@@ -120,10 +120,22 @@ class Record(BaseModel):
         data.update(changes)
         return self.model_validate(data)
 
+    def view(self, **fields: Any) -> Self:
+        """A copy with the read-only ``fields`` that an answer adds and that are never stored (an
+        image's ``approvals``, a process's ``current_round``, a model's ``wrapped_key``). Not
+        validated again: the contract computes them."""
+        return self.model_copy(update=fields)
+
     @classmethod
     def from_json(cls, raw: bytes | str) -> Self:
-        """The record whose canonical JSON is ``raw`` (as stored or answered)."""
-        return cls.model_validate(json.loads(raw))
+        """The record whose canonical JSON is ``raw`` (as stored or answered): parsed and validated in
+        one pass by pydantic-core (its numbers are Python's: a float parses to the same double, an
+        integer of any size stays exact); a value nested deeper than its parser goes (a record
+        committed before the depth limit) is decoded by :mod:`json` instead."""
+        try:
+            return cls.model_validate_json(raw)
+        except ValidationError:
+            return cls.model_validate(json.loads(raw))  # the same answer, or the same error
 
 
 def json_value(value: Any) -> Any:
