@@ -53,10 +53,12 @@ def _bit_identical(client: Any, hosts: dict[str, Host], pid: str, sim: Any, roun
     if len(recs) != rounds * len(hosts):
         return False
     for r in recs:
-        out = r.result["outputs"]
-        sent = {(r.organisation, m["recipient"]): m["digest"] for m in out["messages"]}
+        if r.result is None:
+            return False
+        out = r.result.outputs
+        sent = {(r.organisation, m.recipient): m.digest for m in out.messages}
         expected = {k: v for k, v in sim.message_digests[r.round - 1].items() if k[0] == r.organisation}
-        if out["state"] != sim.state_digests[r.round][r.organisation] or sent != expected:
+        if out.state != sim.state_digests[r.round][r.organisation] or sent != expected:
             return False
     for host in hosts.values():  # each organisation fetches its own model on its own host
         out_file = host.home / f"{pid}.model"

@@ -108,11 +108,10 @@ class LedgerReaders:
                 rec = self.client.get_execution(pid, rnd, self.org)
             except Exception:  # not on the ledger (yet): not served
                 continue
-            if rec.status != "completed" or not rec.result:
+            if rec.status != "completed" or rec.result is None:
                 continue
             if any(
-                m.get("recipient") == recipient and m.get("digest") == payload_digest
-                for m in rec.result.get("outputs", {}).get("messages", [])
+                m.recipient == recipient and m.digest == payload_digest for m in rec.result.outputs.messages
             ):
                 readers.add(recipient)
         if readers:

@@ -19,10 +19,9 @@ import time
 
 from executor.artifact_tls import tls_ca_path
 from executor.errors import ArtifactError
-from ledger.client import ConsortiaClient
+from ledger.client import ConsortiaClient, MemberRecord
 from ledger.errors import NotFound
 from ledger.identity import Consortium
-from ledger.records import MemberRecord
 from wire.canonical import sha256_digest
 
 log = logging.getLogger(__name__)

@@ -8,7 +8,7 @@ with associated data :func:`model_aad`; the data key is sealed to each organisat
 (:func:`open_model`) and re-seal on revocation -- all with these two labels.
 
 A *record* is anything naming ``process_id``, ``owner`` and ``digest`` (the model's plaintext digest):
-a Model record as a dict (the gateway's view) or as :class:`ledger.records.ModelRecord`.
+a Model record as a dict (the gateway's view) or as :class:`ledger.client.ModelRecord`.
 """
 
 from __future__ import annotations

@@ -40,10 +40,9 @@ from executor.errors import ExecutorError
 from executor.images.resolver import ImageResolver
 from executor.node.agent import NodeAgent
 from executor.runtimes.base import Limits, TaskRuntime
-from ledger.client import ConsortiaClient
+from ledger.client import ConsortiaClient, ImageRecord, ProcessRecord
 from ledger.identity import Consortium
 from ledger.interface import Ledger
-from ledger.records import ImageRecord, ProcessRecord
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 log = logging.getLogger(__name__)

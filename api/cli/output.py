@@ -11,7 +11,6 @@ import inspect
 import json
 import re
 from collections.abc import Callable
-from dataclasses import is_dataclass
 from enum import StrEnum
 from typing import Any, NoReturn, TypeVar, cast
 
@@ -139,11 +138,11 @@ def check_digest(value: str, as_json: bool, what: str = "digest") -> str:
 
 
 def plain(obj: Any) -> Any:
-    """Records (dataclasses) as dicts, recursively through lists."""
-    from ledger.records import to_dict
+    """Records (:mod:`chaincode.records`) as dicts, recursively through lists."""
+    from ledger.client import Record
 
-    if is_dataclass(obj) and not isinstance(obj, type):
-        return to_dict(obj)
+    if isinstance(obj, Record):
+        return obj.to_dict()
     if isinstance(obj, (list, tuple)):
         return [plain(o) for o in obj]
     return obj

@@ -75,10 +75,9 @@ from executor.runtimes.base import Limits, TaskRuntime
 from executor.runtimes.warm import WarmWorker
 from executor.task_keys import TaskKey
 from executor.tasks import TaskOutputs
-from ledger.client import ConsortiaClient
+from ledger.client import ConsortiaClient, ExecutionRecord, ImageRecord, ProcessRecord
 from ledger.errors import AlreadyExists, BudgetExceeded, InvalidState, MVCCConflict, NotFound
 from ledger.identity import Consortium
-from ledger.records import ExecutionRecord, ImageRecord, ProcessRecord
 from wire import timing
 
 __all__ = ["NodeAgent", "RoundOutcome"]

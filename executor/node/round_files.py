@@ -19,9 +19,8 @@ from executor.artifacts import ArtifactStore, open_message
 from executor.errors import ExecutorError
 from executor.membership import MemberEndpoints
 from executor.tasks import TaskOutputs
-from ledger.client import ConsortiaClient
+from ledger.client import ConsortiaClient, ProcessRecord
 from ledger.identity import Consortium
-from ledger.records import ProcessRecord
 
 
 class RoundFiles:
@@ -73,9 +72,9 @@ class RoundFiles:
                 local = message_index.read_entry(self.store_root, sender, pid, rnd - 1, self.org)
                 remote = None
                 if local is None:
-                    remote = self.peers.fetch_message(sender, pid, rnd - 1, m["digest"], self.store)
+                    remote = self.peers.fetch_message(sender, pid, rnd - 1, m.digest, self.store)
                 ref = remote or message_index.locate(
-                    self.store_root, sender, pid, rnd - 1, self.org, m["digest"], entry=local
+                    self.store_root, sender, pid, rnd - 1, self.org, m.digest, entry=local
                 )
                 inbox[sender] = open_message(
                     ref, process_id=pid, round=rnd - 1, recipient=self.org, recipient_key=key

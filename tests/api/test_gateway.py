@@ -275,9 +275,7 @@ def test_executions_timeline_and_history(org1, org4):
     ).json()
     assert [(e["round"], e["organisation"]) for e in one["items"]] == [(2, "Org3MSP")]
     rec = org1.get("/api/v1/processes/proc-0/executions/2/Org3MSP").json()
-    assert {k: v for k, v in rec.items() if k != "failure_details"} == one["items"][
-        0
-    ]  # typed view adds a default
+    assert rec == one["items"][0]  # one record type: the same answer from the ledger and from the index
     hist = org1.get("/api/v1/processes/proc-0/executions/2/Org3MSP/history").json()
     assert [h["value"]["status"] for h in hist] == ["running", "completed"]
     tl = org1.get("/api/v1/processes/proc-0/timeline").json()
@@ -398,10 +396,7 @@ def test_grant_and_revoke_model_access(org1, org2, org4, world):
     error(org4.get(f"/api/v1/models/{mid}/download"), 403)
     # the revocation rotated the data key: the stored ciphertext was replaced ...
     owner_store = world.stores["Org1MSP"]
-    assert (
-        rv["ciphertext_digest"] != before.ciphertext_digest
-        and rv["key_version"] == before.extra["key_version"] + 1
-    )
+    assert rv["ciphertext_digest"] != before.ciphertext_digest and rv["key_version"] == before.key_version + 1
     assert not owner_store._path(before.ciphertext_digest).exists()
     stored = owner_store.get(rv["ciphertext_digest"])
     assert owner_store._path(rv["ciphertext_digest"]).stat().st_mode & 0o777 == 0o600

@@ -51,9 +51,9 @@ def _assert_like_the_simulator(hosts, client, pid: str, case) -> None:
     per_task = {(r.organisation, r.round) for r in done}
     assert len(done) == len(per_task) == case.rounds * len(MEMBERS), [(r.organisation, r.round) for r in done]
     for r in done:
-        out = r.result["outputs"]
-        assert out["state"] == sim.state_digests[r.round][r.organisation]
-        sent = {(r.organisation, m["recipient"]): m["digest"] for m in out["messages"]}
+        out = r.result.outputs
+        assert out.state == sim.state_digests[r.round][r.organisation]
+        sent = {(r.organisation, m.recipient): m.digest for m in out.messages}
         assert sent == {k: v for k, v in sim.message_digests[r.round - 1].items() if k[0] == r.organisation}
     for org in ("Org1", "Org2", "Org3"):  # each organisation fetches its own model on its own host
         host = hosts[org]

@@ -89,7 +89,7 @@ def _run_ggm(tmp_path, consortium, runtime, image, warm):
     assert len(records) == rounds * len(orgs)
     for r in records:
         assert r.status == "completed", (r.round, r.organisation, r.failure_reason)
-        assert r.result["outputs"]["state"] == sim.state_digests[r.round][r.organisation]
+        assert r.result.outputs.state == sim.state_digests[r.round][r.organisation]
     for o in orgs:
         assert models[o] == "sha256:" + hashlib.sha256(sim.models[o]).hexdigest()
 
