@@ -121,7 +121,7 @@ class Host:
 
     def start_artifact_service(self) -> None:
         """Its artifact service, on the address and port of its home's ``[node]`` table (``join --listen``)."""
-        self.start("artifacts", [sys.executable, "-m", "executor.artifact_service", "--home", str(self.home)])
+        self.start("artifacts", [sys.executable, "-m", "exchange.service", "--home", str(self.home)])
 
     def start_gateway(self, port: int) -> None:
         """The organisation's gateway (REST API and explorer) on its own address."""

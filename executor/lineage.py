@@ -33,20 +33,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from executor import message_index
-from executor.artifacts import (
-    ArtifactCorrupted,
-    ArtifactNotFound,
-    ArtifactStore,
-    open_message,
-    sha256_digest,
-)
-from executor.errors import ExecutorError
+from exchange import messages
+from exchange.errors import ArtifactCorrupted, ArtifactError, ArtifactNotFound
+from exchange.store import ArtifactStore, open_sealed_message
 from executor.report import Check, Report
 from executor.task_keys import TaskSignatureInvalid, check_record_signature
 from ledger.client import ConsortiaClient
 from ledger.errors import ContractError
 from ledger.records import ExecutionRecord
+from wire.canonical import sha256_digest
 
 
 @dataclass
@@ -219,8 +214,8 @@ def verify_model_lineage(
         for m in res["outputs"]["messages"]:
             msubj = f"{subj} message to {m['recipient']}"
             try:
-                message = message_index.locate(store_root, org, process_id, rnd, m["recipient"], m["digest"])
-            except ExecutorError:
+                message = messages.locate(store, process_id, rnd, m["recipient"], m["digest"])
+            except ArtifactError:
                 add(Check("artifact", msubj, False, "sealed message not in the sender's store"))
                 continue
             ref = message.stored
@@ -228,13 +223,7 @@ def verify_model_lineage(
                 sealed = store.get(ref.digest)
                 key = recipient_keys.get(m["recipient"])
                 if key is not None:
-                    open_message(
-                        message,
-                        process_id=process_id,
-                        round=rnd,
-                        recipient=m["recipient"],
-                        recipient_key=key,
-                    )
+                    open_sealed_message(sealed, message, process_id=process_id, round=rnd, recipient_key=key)
                     add(Check("artifact", msubj, True, "opened; payload digest matches"))
                 else:
                     add(

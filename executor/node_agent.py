@@ -8,13 +8,13 @@ process's current round ``r`` (derived on chain from the execution records):
    pins -- a mismatch is recorded on the ledger with ``ExecutionRecord:fail_task``, the task never runs;
 2. **register** a fresh task key: its public key goes into a new execution record (``create_task``) first;
 3. **gather inputs**: the previous state from the organisation's own store (digest from its
-   completed record of round r-1), each message addressed to it in round r-1 (located in the
-   sender's store, verified against the sender's signed on-chain digest, decrypted), its dataset;
+   completed record of round r-1), each message addressed to it in round r-1 (from the sender's
+   artifact service, verified against the sender's signed on-chain digest, opened), its dataset;
 4. **run** the task isolated: the runtime's worker (:class:`executor.runtimes.warm.WarmWorker`, a
    one-shot worker started early; with ``warm`` one per process kept across rounds, maybe a spare started
    before it, :mod:`executor.prewarm`) runs it; the agent verifies the signed outputs (:mod:`executor.tasks`);
 5. **publish**: store the new state and the model sealed to the organisation itself (nothing plaintext at
-   rest, :meth:`executor.artifacts.ArtifactStore.put_private`), seal each outgoing message to its
+   rest, :meth:`exchange.store.ArtifactStore.put_private`), seal each outgoing message to its
    recipient, then ``complete_task`` with the signed result; after the last round, publish the model
    (encrypted once, data key sealed to every consortium member) with ``Model:publish``.
 
@@ -22,7 +22,7 @@ process's current round ``r`` (derived on chain from the execution records):
 the ledger first, so a restart after a kill at any point neither duplicates nor loses a record:
 
 * a *journal* entry per task holds the task key, sealed to the organisation's own key-agreement
-  key (:func:`ledger.envelope.seal`), written *before* ``create_task``; after a restart the same
+  key (:func:`exchange.sealing.seal`), written *before* ``create_task``; after a restart the same
   key is reused, so a record whose public key is already registered can still be completed
   (the key is removed when the record is completed or failed);
 * a record that exists and is completed is never touched again; a task is simply re-run after
@@ -30,9 +30,9 @@ the ledger first, so a restart after a kill at any point neither duplicates nor 
 * a ``complete_task`` whose commit status was lost is recognised on restart by the record being
   completed with the same result.
 
-This module is the round state machine. Around it: :mod:`executor.task_journal`, :mod:`executor.message_index`,
-:mod:`executor.model_publication`, :mod:`executor.fault_injection`, :mod:`executor.node_cli` (command line),
-:mod:`executor.prewarm` (spare workers), :mod:`executor.membership` (this organisation's record).
+This module is the round state machine. Around it: :mod:`executor.task_journal`, :mod:`executor.round_files`
+(the store, membership record and locations of :mod:`exchange`), :mod:`executor.model_publication`,
+:mod:`executor.fault_injection`, :mod:`executor.node_cli` (command line), :mod:`executor.prewarm` (spare workers).
 """
 
 from __future__ import annotations
@@ -49,9 +49,9 @@ from pathlib import Path
 from typing import Any
 
 from algorithms.task_runtime import TaskSpec
+from exchange.errors import ArtifactError
+from exchange.service import HostedServices
 from executor import timing
-from executor.artifact_client import ArtifactPeers
-from executor.artifacts import ArtifactStore
 from executor.declarations import dataset_problem, declaration, topology_problems
 from executor.errors import (
     ExecutorError,
@@ -63,11 +63,10 @@ from executor.errors import (
 from executor.fault_injection import CHECKPOINTS, arm_during_run, checkpoint
 from executor.image_resolver import ImageResolver
 from executor.images import verify_digest
-from executor.membership import publish_own_membership
 from executor.model_publication import publish_model
 from executor.prewarm import PrewarmEntry, dataset_dir, prewarm_images, prewarm_members
 from executor.round_events import EVENT_WAIT_LIMIT, wait_round_open
-from executor.round_files import RoundFiles
+from executor.round_files import RoundFiles, node_store
 from executor.runtimes.base import Limits, TaskRuntime
 from executor.runtimes.warm import WarmWorker, WorkerPool
 from executor.scratch import task_scratch
@@ -109,19 +108,19 @@ class NodeAgent:
         images: ImageResolver | None = None,
         warm: bool = False,
         artifact_endpoint: str | None = None,  # https:// of this organisation's artifact service
-        artifact_peers: ArtifactPeers | None = None,  # the others' services (docs/artifacts.md)
+        peer_endpoints: Mapping[str, str] | None = None,  # override of the others' (docs/artifacts.md)
+        hosted: HostedServices | None = None,  # the services of the nodes run in this process
         prewarm: Sequence[PrewarmEntry] = (),  # images to keep a spare worker of (executor.prewarm)
     ):
         self.ledger = ledger
         self.identity = identity
         self.client = ConsortiaClient(ledger, identity)
-        if artifact_endpoint:  # this organisation serves its artifacts: its endpoint goes on the ledger
-            publish_own_membership(self.client, consortium, artifact_endpoint)
         self.org, self.consortium, self.runtime = identity.msp_id, consortium, runtime
         self.data_root = Path(data_root)
-        self.store = ArtifactStore(store_root, self.org, endpoint=artifact_endpoint)
-        self.store_root = Path(store_root)
-        self.round_files = RoundFiles(self.client, self.store, self.store_root, consortium, artifact_peers)
+        self.store = node_store(
+            self.client, consortium, store_root, artifact_endpoint, peer_endpoints, hosted
+        )
+        self.round_files = RoundFiles(self.client, self.store, consortium)
         self.state_dir = Path(state_dir) / self.org
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.state_dir.chmod(0o700)  # salt, key journal (task directories: executor.scratch): its own only
@@ -143,6 +142,7 @@ class NodeAgent:
 
     def close(self) -> None:
         self.stop_workers()
+        self.store.close()
 
     # ---- ledger helpers
     def _retry(self, submit: Callable[..., Any], *args: Any, attempts: int = 8, **kw: Any) -> Any:
@@ -361,7 +361,7 @@ class NodeAgent:
         try:
             with timing.section("artifact_io"):
                 previous_state, inbox = self.round_files.gather_inputs(process, rnd)
-        except (ExecutorError, ValueError) as exc:
+        except (ExecutorError, ArtifactError, ValueError) as exc:
             return self._fail(pid, rnd, f"inputs unavailable: {exc}")
         # 4. run
         spec = self._task_spec(process, image, rnd)

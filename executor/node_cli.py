@@ -4,7 +4,9 @@
 It resolves the node's paths (from ``--home``, a Consortia home made by ``consortia init``, or given
 one by one), opens the embedded ledger, checks the runtime, and runs the organisation's
 :class:`executor.node_agent.NodeAgent`: following the ledger, or one process until the organisation
-is done with it (``--process``, outcomes as JSON).
+is done with it (``--process``, outcomes as JSON). A node given no ``--artifact-endpoint`` (no separate
+artifact service) serves its own store itself on a loopback port, published in its membership record:
+the others reach its messages there, never through its files (docs/artifacts.md).
 """
 
 from __future__ import annotations
@@ -16,17 +18,22 @@ import sys
 import time
 from pathlib import Path
 
-from executor.artifact_client import ArtifactPeers, parse_endpoints
-from executor.artifact_tls import ClientTLS
+from exchange.locations import parse_endpoints
+from exchange.readers import LedgerReaders
+from exchange.service import ArtifactServer
+from exchange.store import ArtifactStore
 from executor.errors import RuntimeUnavailable
 from executor.node_agent import NodeAgent
 from executor.prewarm import prewarm_images
 from executor.runtimes.base import Limits
+from ledger.client import ConsortiaClient
 from ledger.identity import Consortium
 from wire.env import environment
 
 
-def build_agent(args: argparse.Namespace) -> NodeAgent:
+def build_agent(args: argparse.Namespace) -> tuple[NodeAgent, ArtifactServer | None]:
+    """The node's agent, and the artifact service it started for its own store (None when
+    ``--artifact-endpoint`` names a separate service)."""
     from executor.runtimes import get_runtime
     from ledger.embedded import EmbeddedLedger
 
@@ -51,10 +58,13 @@ def build_agent(args: argparse.Namespace) -> NodeAgent:
         raise SystemExit(f"node agent {args.org}: {exc}") from None
     limits = Limits(memory_bytes=args.memory_mb << 20, cpus=args.cpus)
     paths = (args.data, args.store, args.state)  # data root, artifact store root, agent state directory
-    peers = ArtifactPeers(
-        ClientTLS(consortium, identity.msp_id), parse_endpoints(getattr(args, "peer_artifacts", None))
-    )
-    return NodeAgent(
+    endpoint, server = getattr(args, "artifact_endpoint", None), None
+    if not endpoint:  # no separate service: this node serves its own store (loopback, any free port)
+        store = ArtifactStore(args.store, identity.msp_id)
+        readers = LedgerReaders(ConsortiaClient(ledger, identity), store)
+        server = ArtifactServer(("127.0.0.1", 0), store, consortium, readers).start()
+        endpoint = server.url
+    agent = NodeAgent(
         ledger,
         identity,
         consortium,
@@ -62,10 +72,11 @@ def build_agent(args: argparse.Namespace) -> NodeAgent:
         *paths,
         limits=limits,
         warm=args.warm,
-        artifact_endpoint=getattr(args, "artifact_endpoint", None),
-        artifact_peers=peers,
+        artifact_endpoint=endpoint,  # published in its membership record
+        peer_endpoints=parse_endpoints(getattr(args, "peer_artifacts", None)),
         prewarm=() if getattr(args, "process", None) else getattr(args, "prewarm", None) or (),
     )
+    return agent, server
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -156,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         p.error(f"without --home, {', '.join(missing)} are required")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    agent = build_agent(args)
+    agent, server = build_agent(args)
     try:
         if args.process:  # this one process only: no spare started again once taken
             prewarm_images(agent, args.prewarm or (), keep=False)
@@ -170,6 +181,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     finally:
         agent.close()
+        if server is not None:
+            server.stop()
         agent.ledger.close()
 
 

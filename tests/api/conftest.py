@@ -27,6 +27,7 @@ def executed(tmp_path_factory):
     from ledger.identity import Consortium
 
     ORGS = ["Org1MSP", "Org2MSP", "Org3MSP"]
+    from exchange.service import HostedServices
     from executor.images import ImageRecipe, build_bundle
     from executor.node_agent import NodeAgent
     from executor.runtimes.sandbox import SandboxRuntime
@@ -47,6 +48,7 @@ def executed(tmp_path_factory):
     )
     c1.start_process("p-exec")
     errors = []
+    hosted = HostedServices()  # the three nodes run in this process: they reach each other's stores here
 
     def run(org):
         try:
@@ -58,6 +60,7 @@ def executed(tmp_path_factory):
                 root / "data" / org,
                 root / "store",
                 root / "state",
+                hosted=hosted,
             ).run_until_idle("p-exec", timeout=300)
         except Exception as exc:
             errors.append(exc)
@@ -69,9 +72,9 @@ def executed(tmp_path_factory):
         t.join()
     assert not errors, errors
     clients = {o: ConsortiaClient(led, consortium.identity(o)) for o in ORGS}
-    from executor.artifacts import ArtifactStore
+    from tests.api.world import hosted_stores
 
-    w = World(consortium, led, clients, {o: ArtifactStore.at(root / "store" / o) for o in ORGS}, root)
+    w = World(consortium, led, clients, hosted_stores(consortium, clients, root / "store"), root)
     yield w
     led.close()
 

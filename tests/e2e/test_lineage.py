@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from executor.artifacts import ArtifactStore
+from exchange.store import ArtifactStore
 from executor.lineage import _signature_valid, verify_model_lineage
 from executor.process import Platform, ProcessSpec, launch, map_dataset, prepare_image, run_process
 from executor.runtimes.sandbox import SandboxRuntime

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -20,14 +20,17 @@ from algorithms.simulator import simulate
 from algorithms.task_runtime import canonical_json, save_dataset
 from algorithms.topologies.static import ring
 from chaincode.errors import InvalidState, SignatureInvalid
+from exchange.errors import ArtifactCorrupted
+from exchange.readers import LedgerReaders
+from exchange.service import ArtifactServer, HostedServices
+from exchange.store import ArtifactStore
 from executor import images
-from executor.artifacts import ArtifactStore
 from executor.declarations import build_topology
-from executor.errors import ArtifactCorrupted
 from executor.node_agent import CHECKPOINTS, NodeAgent
 from executor.runtimes.sandbox import SandboxRuntime
 from executor.task_keys import TaskKey
 from executor.tasks import run_isolated_task
+from ledger.client import ConsortiaClient
 from ledger.embedded import EmbeddedLedger
 from tests.executor.conftest import ROOT, make_dataset
 
@@ -41,6 +44,7 @@ class Platform:
     consortium: object
     ledger: EmbeddedLedger
     orgs: list
+    hosted: HostedServices = field(default_factory=HostedServices)  # its agent threads' services
 
     def submit(self, org, fn, *args):
         return json.loads(self.ledger.submit(self.consortium.identity(org), fn, *args).result)
@@ -83,7 +87,9 @@ class Platform:
         )
         self.submit(orgs[0], "LearningProcess:start", pid)
 
-    def agent(self, org, runtime=None, ledger=None, warm=False):
+    def agent(self, org, runtime=None, ledger=None, warm=False, endpoint=None):
+        """``org``'s agent, a thread of this process: the others hosted here reach its store in memory
+        (``endpoint``: it serves over HTTPS there instead, published on the ledger)."""
         return NodeAgent(
             ledger or self.ledger,
             self.consortium.identity(org),
@@ -93,7 +99,15 @@ class Platform:
             self.root / "store",
             self.root / "state",
             warm=warm,
+            artifact_endpoint=endpoint,
+            hosted=None if endpoint else self.hosted,
         )
+
+    def serve(self, org):
+        """``org``'s artifact service over HTTPS (loopback), as a node in its own process has it."""
+        store = ArtifactStore(self.root / "store", org)
+        client = ConsortiaClient(self.ledger, self.consortium.identity(org))
+        return ArtifactServer(("127.0.0.1", 0), store, self.consortium, LedgerReaders(client, store)).start()
 
     def records(self, pid):
         return self.evaluate(self.orgs[0], "ExecutionRecord:query", json.dumps({"process_id": pid}))
@@ -226,8 +240,9 @@ def test_an_agent_reads_its_own_record_only_when_it_may_exist(platform, bundle, 
     run_all(platform, "p-count", [platform.agent(o, ledger=ledgers[o], warm=True) for o in orgs])
     assert_matches_simulation(platform, "p-count", 3, average_consensus, orgs)
     for o in orgs:
-        # round 1 (a restarted agent may have made it) and, once, the model publication
-        assert ledgers[o].evaluated["ExecutionRecord:get"] == 2, (o, ledgers[o].evaluated)
+        # round 1 (a restarted agent may have made it) and, once, the model publication; and its artifact
+        # service, once per round whose messages it hands out (rounds 1 and 2: confirmed on the ledger)
+        assert ledgers[o].evaluated["ExecutionRecord:get"] == 2 + 2, (o, ledgers[o].evaluated)
         assert ledgers[o].evaluated["ExecutionRecord:inbox"] == 2  # rounds 2 and 3 gather messages
     # a new agent (a restart) has no such knowledge: it reads, sees the process done, writes nothing
     height = platform.ledger.block_height(platform.consortium.identity("Org1"))
@@ -418,8 +433,13 @@ def test_agent_killed_at_any_step_resumes_without_duplicates(
         image, rt = request.getfixturevalue("bundle"), SandboxRuntime()
     platform.register_image("avg:k", recipe, image.digest, image.reference)
     platform.launch(pid, "avg:k", rounds=2, orgs=orgs)
+    # Org2's agent runs here, Org1's in its own process: each serves its store over HTTPS, and each
+    # finds the other's endpoint in its membership record (Org1's changes when it restarts)
+    served = platform.serve("Org2MSP")
     other = threading.Thread(
-        target=lambda: platform.agent("Org2MSP", runtime=rt).run_until_idle(pid, timeout=120)
+        target=lambda: platform.agent("Org2MSP", runtime=rt, endpoint=served.url).run_until_idle(
+            pid, timeout=120
+        )
     )
     other.start()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "CONSORTIA_AGENT_KILL_AT": f"{checkpoint}:2"}
@@ -430,6 +450,7 @@ def test_agent_killed_at_any_step_resumes_without_duplicates(
     resumed = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180, cwd=ROOT)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     other.join(timeout=180)
+    served.stop()
     recs = platform.records(pid)
     assert sorted((r["round"], r["organisation"]) for r in recs) == [(1, o) for o in orgs] + [
         (2, o) for o in orgs

@@ -13,7 +13,7 @@ from api.bundle import export_bundle, verify_bundle
 from api.follower import sync
 from api.index import AuditIndex, execution_node_id
 from api.verification import verify_model_on_ledger
-from executor.artifacts import ArtifactStore
+from exchange.store import ArtifactStore
 from ledger.checkpoint import check_on_ledger, checkpoint_of, sign_checkpoint
 from ledger.client import ConsortiaClient
 from ledger.errors import CheckpointInvalid, LedgerCorrupted

@@ -1,31 +1,20 @@
-"""An organisation's artifact service: its own content-addressed store over HTTPS with mutual TLS
-(docs/artifacts.md).
+"""An organisation serving its own store to the others (docs/artifacts.md): over HTTPS with mutual TLS
+(:class:`ArtifactServer`), or in memory to the nodes hosted in the same process (:class:`HostedServices`).
+Both answer through one :class:`ArtifactService` under :mod:`exchange.readers`' rule.
 
-``GET /artifacts/sha256:<hex>`` (and ``HEAD``) streams the stored bytes in chunks (bounded
-memory), honours ``Range: bytes=<start>-[<end>]`` (206 + ``Content-Range``; 416 past the end) so a
-client resumes a broken transfer, and answers:
+``GET /artifacts/sha256:<hex>`` (and ``HEAD``) streams the stored bytes in chunks (bounded memory),
+honours ``Range: bytes=<start>-[<end>]`` (206 + ``Content-Range``; 416 past the end) so a client resumes a
+broken transfer, and answers:
 
 * 403 unless the caller's organisation -- the one whose TLS CA issued its client certificate
-  (:mod:`executor.artifact_tls`) -- is a *reader* of the artifact; 403 too for an unknown digest
-  (an outsider learns nothing about what the store holds);
+  (:mod:`exchange.tls`) -- may read the artifact; 403 too for an unknown digest (an outsider learns
+  nothing about what the store holds);
 * 404 only to a reader, when the store has lost the bytes; 400 for a malformed digest.
 
-Readers come from the ledger, never from the request (:class:`LedgerReaders`):
-
-* a **message** -- sealed bytes this organisation stored for one recipient -- is found through the
-  organisation's own message index (``<store>/messages/<process>/<round>/<recipient>.json``,
-  written by the node agent) and is served to that recipient only once the organisation's
-  *completed* execution record of that process and round names an output message to that
-  recipient with the indexed payload digest;
-* a **model ciphertext** is served to the organisations on the access list of the model record
-  (owned by this organisation) whose ``ciphertext_digest`` it is -- read at every request, so a
-  revocation takes effect at once;
-* the organisation itself may read its own artifacts; everything else is refused.
-
-``GET /messages/<process>/<round>/<recipient>`` answers the index entry of the message this
-organisation sealed to ``recipient`` in that round (``{"payload_digest", "stored": {digest, size,
-producer, location}}``: the ledger names only the payload digest), to that recipient only and
-under the same rule as the message itself.
+``GET /messages/<process>/<round>/<recipient>`` answers the index entry of the message this organisation
+sealed to ``recipient`` in that round (``{"payload_digest", "stored": {digest, size, producer,
+location}}``: the ledger names only the payload digest), to that recipient only and under the same rule as
+the message itself.
 
 Listen address: loopback only (``127.x.y.z``), e.g. ``127.0.N.1`` for organisation N.
 """
@@ -33,19 +22,25 @@ Listen address: loopback only (``127.x.y.z``), e.g. ``127.0.N.1`` for organisati
 from __future__ import annotations
 
 import argparse
+import hashlib
 import ipaddress
 import json
+import os
 import re
 import socket
 import ssl
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, BinaryIO
 
-from executor.artifact_tls import CertificateOrganisations, server_context
-from executor.artifacts import ArtifactStore
+from exchange import messages
+from exchange.errors import ArtifactCorrupted, ArtifactForbidden, ArtifactNotFound
+from exchange.files import write_private_stream
+from exchange.readers import LedgerReaders, Readers
+from exchange.store import ArtifactStore
+from exchange.tls import CertificateOrganisations, server_context
 from ledger.identity import Consortium
 from wire.canonical import is_digest
 
@@ -56,79 +51,105 @@ _RANGE = re.compile(r"^bytes=(\d+)-(\d*)$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:+-]{0,127}$")  # process ids and MSP ids (chaincode.image)
 
 
-class Readers(Protocol):
-    def readers(self, digest: str) -> Iterable[str]:
-        """Organisations allowed to read ``digest`` (empty if none or unknown)."""
-        ...
+class ArtifactService:
+    """What ``store``'s organisation hands out, to whom (``readers``). The caller is established by the
+    transport (the TLS CA of its client certificate; the hosting process), never by the request."""
 
-
-class StaticReaders:
-    """Readers fixed in advance (digest -> organisations): benchmarks and tests of the transport."""
-
-    def __init__(self, readers: dict[str, Iterable[str]]):
-        self._readers = {d: frozenset(orgs) for d, orgs in readers.items()}
-
-    def readers(self, digest: str) -> frozenset[str]:
-        return self._readers.get(digest, frozenset())
-
-
-class LedgerReaders:
-    """Who may read an artifact of ``store``'s organisation, decided from the ledger (``client``: a
-    :class:`ledger.client.ConsortiaClient` of that organisation)."""
-
-    def __init__(self, client: Any, store: ArtifactStore):
-        self.client = client
+    def __init__(self, store: ArtifactStore, readers: Readers):
         self.store = store
-        self.org = store.organisation
-        self._index: dict[str, list[tuple[str, int, str, str]]] = {}
-        self._confirmed: dict[str, frozenset[str]] = {}  # messages: immutable once recorded
+        self.readers = readers
+
+    @property
+    def organisation(self) -> str:
+        return self.store.organisation
+
+    def open(self, caller: str | None, digest: str) -> BinaryIO:
+        """The stored file of ``digest``, opened for reading: :class:`ArtifactForbidden` unless ``caller``
+        may read it, :class:`ArtifactNotFound` if a reader asks for bytes the store has lost, ValueError
+        for a malformed digest."""
+        if not is_digest(digest):
+            raise ValueError(f"{digest!r} is not a digest sha256:<64 hex>")
+        if caller is None or not self.readers.may_read(caller, digest):
+            raise ArtifactForbidden(f"{caller or 'this client'} may not read {digest}")
+        try:
+            return self.store.path(digest).open("rb")
+        except FileNotFoundError:
+            raise ArtifactNotFound(f"{digest} is not in the store of {self.organisation}") from None
+
+    def message_entry(self, caller: str | None, process_id: str, round: int, recipient: str) -> bytes:
+        """The index entry (JSON bytes) of the message this organisation sealed to ``recipient`` in that
+        round: to that recipient only, once the ledger confirms it (:class:`ArtifactForbidden`
+        otherwise, also when there is no such entry); ValueError for malformed names."""
+        if not _NAME.match(process_id) or not _NAME.match(recipient) or round < 0:
+            raise ValueError("expected /messages/<process>/<round>/<recipient>")
+        try:
+            body = messages.entry_path(self.store, process_id, round, recipient).read_bytes()
+            entry = json.loads(body)
+        except (OSError, ValueError):
+            entry = None
+        if (
+            caller is None
+            or not isinstance(entry, dict)
+            or not self.readers.may_read_message(caller, process_id, round, recipient, entry)
+        ):
+            raise ArtifactForbidden(f"{caller or 'this client'} may not read this message")
+        return body
+
+
+class HostedPeer:
+    """``service``'s organisation as ``caller`` reaches it in this process (an
+    :class:`exchange.locations.Peer`): the owner's service opens the owner's files, under its rule."""
+
+    def __init__(self, service: ArtifactService, caller: str):
+        self.service = service
+        self.caller = caller
+        self.owner = service.organisation
+
+    def message_entry(self, process_id: str, round: int, recipient: str) -> dict[str, Any]:
+        entry: dict[str, Any] = json.loads(
+            self.service.message_entry(self.caller, process_id, round, recipient)
+        )
+        return entry
+
+    def get(self, digest: str) -> bytes:
+        with self.service.open(self.caller, digest) as f:
+            data = f.read()
+        if "sha256:" + hashlib.sha256(data).hexdigest() != digest:
+            raise ArtifactCorrupted(f"{self.owner} served bytes that do not hash to {digest}")
+        return data
+
+    def fetch_to(self, digest: str, final: Path, top: Path) -> Path:
+        def copy(out: BinaryIO) -> None:
+            hasher = hashlib.sha256()
+            with self.service.open(self.caller, digest) as f:
+                while chunk := f.read(CHUNK):
+                    out.write(chunk)
+                    hasher.update(chunk)
+            if "sha256:" + hasher.hexdigest() != digest:
+                raise ArtifactCorrupted(f"{self.owner} served bytes that do not hash to {digest}")
+
+        write_private_stream(final, copy, top, ".fetch-")
+        return final
+
+
+class HostedServices:
+    """The artifact services of the organisations whose nodes run in this process (a consortium simulated
+    on one machine): each hands out its own store's artifacts in memory, under the same rule as over
+    HTTPS (an :class:`exchange.locations.Hosted`)."""
+
+    def __init__(self) -> None:
+        self._services: dict[str, ArtifactService] = {}
         self._lock = threading.Lock()
 
-    def _scan_index(self) -> None:
-        index: dict[str, list[tuple[str, int, str, str]]] = {}
-        for p in (self.store.home / "messages").glob("*/*/*.json"):
-            try:
-                entry = json.loads(p.read_text())
-                item = (p.parent.parent.name, int(p.parent.name), p.stem, entry["payload_digest"])
-                index.setdefault(entry["stored"]["digest"], []).append(item)
-            except (OSError, ValueError, KeyError, TypeError):
-                continue
-        self._index = index
-
-    def _message_readers(self, digest: str) -> frozenset[str]:
+    def serve(self, service: ArtifactService) -> None:
+        """Host ``service`` (replacing its organisation's previous one: a restarted node)."""
         with self._lock:
-            if digest in self._confirmed:
-                return self._confirmed[digest]
-            if digest not in self._index:
-                self._scan_index()
-            entries = list(self._index.get(digest, ()))
-        readers = set()
-        for pid, rnd, recipient, payload_digest in entries:
-            try:
-                rec = self.client.get_execution(pid, rnd, self.org)
-            except Exception:  # not on the ledger (yet): not served
-                continue
-            if rec.status != "completed" or not rec.result:
-                continue
-            if any(
-                m.get("recipient") == recipient and m.get("digest") == payload_digest
-                for m in rec.result.get("outputs", {}).get("messages", [])
-            ):
-                readers.add(recipient)
-        if readers:
-            with self._lock:
-                self._confirmed[digest] = frozenset(readers)
-        return frozenset(readers)
+            self._services[service.organisation] = service
 
-    def _model_readers(self, digest: str) -> set[str]:
-        readers: set[str] = set()
-        for m in self.client.list_models():
-            if m.owner == self.org and m.ciphertext_digest == digest:
-                readers.update(m.access)
-        return readers
-
-    def readers(self, digest: str) -> frozenset[str]:
-        return frozenset({self.org} | self._message_readers(digest) | self._model_readers(digest))
+    def peer(self, owner: str, caller: str) -> HostedPeer | None:
+        with self._lock:
+            service = self._services.get(owner)
+        return HostedPeer(service, caller) if service is not None else None
 
 
 def parse_range(header: str | None, size: int) -> tuple[int, int] | None:
@@ -150,10 +171,14 @@ class ArtifactHandler(BaseHTTPRequestHandler):
     server: ArtifactServer
     protocol_version = "HTTP/1.1"
     server_version = "ConsortiaArtifacts/1"
+    disable_nagle_algorithm = True  # headers and a small body leave at once (no delayed-ACK stall)
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet by default
         if self.server.log is not None:
             self.server.log(format % args)
+
+    def _caller(self) -> str | None:
+        return self.server.organisations.organisation(self.connection.getpeercert(binary_form=True))
 
     def _refuse(self, code: int, message: str) -> None:
         body = json.dumps({"error": message}).encode()
@@ -176,18 +201,14 @@ class ArtifactHandler(BaseHTTPRequestHandler):
         digest = self.path[len(prefix) :]
         if not is_digest(digest):
             return self._refuse(400, "malformed digest")
-        srv = self.server
-        der = self.connection.getpeercert(binary_form=True)
-        caller = srv.organisations.organisation(der)
-        if caller is None or caller not in srv.readers.readers(digest):
-            return self._refuse(403, f"{caller or 'this client'} may not read {digest}")
-        path = srv.store.base / digest[7:9] / digest[7:]
         try:
-            f = path.open("rb")
-        except FileNotFoundError:
-            return self._refuse(404, f"{digest} is not in the store of {srv.store.organisation}")
+            f = self.server.service.open(self._caller(), digest)
+        except ArtifactForbidden as exc:
+            return self._refuse(403, str(exc))
+        except ArtifactNotFound as exc:
+            return self._refuse(404, str(exc))
         with f:
-            size = path.stat().st_size
+            size = os.fstat(f.fileno()).st_size
             try:
                 span = parse_range(self.headers.get("Range"), size)
             except ValueError as exc:
@@ -213,28 +234,14 @@ class ArtifactHandler(BaseHTTPRequestHandler):
         """``GET /messages/<process>/<round>/<recipient>``: where the message this organisation sealed
         to ``recipient`` in that round is stored (its index entry), under the message's own rule."""
         parts = self.path.split("/")[2:]
-        if (
-            len(parts) != 3
-            or not _NAME.match(parts[0])
-            or not parts[1].isdigit()
-            or not _NAME.match(parts[2])
-        ):
+        if len(parts) != 3 or not parts[1].isdigit():
             return self._refuse(400, "expected /messages/<process>/<round>/<recipient>")
-        srv = self.server
-        caller = srv.organisations.organisation(self.connection.getpeercert(binary_form=True))
-        path = srv.store.home / "messages" / parts[0] / f"{int(parts[1]):06d}" / f"{parts[2]}.json"
         try:
-            body = path.read_bytes()
-            stored = json.loads(body)["stored"]["digest"]
-        except (OSError, ValueError, KeyError, TypeError):
-            stored = None
-        if (
-            caller is None
-            or caller != parts[2]
-            or stored is None
-            or caller not in srv.readers.readers(stored)
-        ):
-            return self._refuse(403, f"{caller or 'this client'} may not read this message")
+            body = self.server.service.message_entry(self._caller(), parts[0], int(parts[1]), parts[2])
+        except ValueError as exc:
+            return self._refuse(400, str(exc))
+        except ArtifactForbidden as exc:
+            return self._refuse(403, str(exc))
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
@@ -242,7 +249,7 @@ class ArtifactHandler(BaseHTTPRequestHandler):
         if self.command != "HEAD":
             self.wfile.write(body)
 
-    def send_body(self, f: Any, length: int) -> None:
+    def send_body(self, f: BinaryIO, length: int) -> None:
         """Stream ``length`` bytes of ``f`` in :data:`CHUNK`-sized writes."""
         while length > 0:
             chunk = f.read(min(CHUNK, length))
@@ -258,7 +265,7 @@ def check_loopback(host: str) -> None:
 
 
 class ArtifactServer(ThreadingHTTPServer):
-    """The service of ``store``'s organisation; TLS handshakes happen in the request's thread."""
+    """The HTTPS service of ``store``'s organisation; TLS handshakes happen in the request's thread."""
 
     daemon_threads = True
     allow_reuse_address = True
@@ -274,12 +281,17 @@ class ArtifactServer(ThreadingHTTPServer):
         log: Callable[[str], None] | None = None,
     ):
         check_loopback(address[0])
-        self.store = store
-        self.readers = readers
+        self.service = ArtifactService(store, readers)
         self.organisations = CertificateOrganisations(consortium)
         self.ssl_context = server_context(consortium, store.organisation)
         self.log = log
+        self._open: set[socket.socket] = set()  # connections being served (kept alive between requests)
+        self._open_lock = threading.Lock()
         super().__init__(address, handler)
+
+    @property
+    def store(self) -> ArtifactStore:
+        return self.service.store
 
     def get_request(self) -> tuple[socket.socket, Any]:
         sock, addr = self.socket.accept()
@@ -292,7 +304,13 @@ class ArtifactServer(ThreadingHTTPServer):
             request.settimeout(IO_TIMEOUT)
         except (OSError, ssl.SSLError):
             return  # no certificate, a foreign CA, or a dropped connection: nothing to answer
-        super().finish_request(request, client_address)
+        with self._open_lock:
+            self._open.add(request)
+        try:
+            super().finish_request(request, client_address)
+        finally:
+            with self._open_lock:
+                self._open.discard(request)
 
     @property
     def url(self) -> str:
@@ -301,21 +319,29 @@ class ArtifactServer(ThreadingHTTPServer):
         return f"https://{host}:{port}"
 
     def start(self) -> ArtifactServer:
-        """Serve in a background thread (tests, embedding in the node agent)."""
+        """Serve in a background thread (tests, a node serving its own store)."""
         threading.Thread(target=self.serve_forever, name="artifact-service", daemon=True).start()
         return self
 
     def stop(self) -> None:
+        """Stop serving, and end the connections kept alive (as a node going down would)."""
         self.shutdown()
         self.server_close()
+        with self._open_lock:
+            for sock in self._open:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
 
 
 def main(argv: list[str] | None = None) -> None:
     from ledger.client import ConsortiaClient
     from ledger.config import load, open_ledger
     from ledger.embedded import EmbeddedLedger
+    from ledger.interface import Ledger
 
-    ap = argparse.ArgumentParser(prog="python -m executor.artifact_service", description=__doc__)
+    ap = argparse.ArgumentParser(prog="python -m exchange.service", description=__doc__)
     ap.add_argument("--org", help="this organisation (MSP id or name; default: the home's [node] table)")
     ap.add_argument("--home", help="a Consortia home: consortium, store and ledger (embedded or Fabric)")
     ap.add_argument("--consortium", help="the consortium's crypto directory")
@@ -337,7 +363,12 @@ def main(argv: list[str] | None = None) -> None:
         ap.error("give --home, or --consortium, --store and --ledger")
     consortium = Consortium(crypto)
     org = consortium.organisation(args.org).msp_id
-    ledger = EmbeddedLedger(args.ledger, consortium) if args.ledger else open_ledger(settings, consortium)
+    ledger: Ledger
+    if args.ledger:
+        ledger = EmbeddedLedger(args.ledger, consortium)
+    else:
+        assert settings is not None
+        ledger = open_ledger(settings, consortium)
     host, _, port = args.listen.rpartition(":")
     store = ArtifactStore(Path(store_root), org)
     readers = LedgerReaders(ConsortiaClient(ledger, consortium.identity(org)), store)
