@@ -161,10 +161,12 @@ def warm_overheads(runtime_name: str, repeats: int, work: Path) -> dict[str, flo
     organisations warm; Org1's rounds 2.. are timed (round 1 starts the worker). Each timed round
     includes fetching and decrypting the inbox, a fresh key registered, sealing the outbox and
     completing the record."""
+    from exchange.service import HostedServices
     from executor.node_agent import NodeAgent
 
     root = work / f"warm-{runtime_name}"
     consortium, ledger, runtime = _setup(runtime_name, root)
+    hosted = HostedServices()  # both agents run here: each reaches the other's store in this process
     agents = [
         NodeAgent(
             ledger,
@@ -175,6 +177,7 @@ def warm_overheads(runtime_name: str, repeats: int, work: Path) -> dict[str, flo
             root / "store",
             root / "state",
             warm=True,
+            hosted=hosted,
         )
         for o in consortium.msp_ids
     ]

@@ -11,6 +11,7 @@ from algorithms.collabdict.ggm import CollabDictGGM, rounds_for
 from algorithms.simulator import simulate
 from algorithms.step import Algorithm, LocalDataset
 from algorithms.task_runtime import load_algorithm, save_dataset
+from exchange.service import HostedServices
 from executor import images
 from executor.node_agent import NodeAgent
 from executor.runtimes.sandbox import SandboxRuntime
@@ -50,6 +51,7 @@ def _run_ggm(tmp_path, consortium, runtime, image, warm):
         save_dataset(tmp_path / "data" / o / "default" / "dataset.npz", data[o])
     algo = CollabDictGGM(**GGM)
     rounds = rounds_for(1, len(orgs), algo.agg)
+    hosted = HostedServices()  # the agents of this process reach each other's stores here
     with EmbeddedLedger(tmp_path / "ledger.sqlite", consortium) as ledger:
         client = ConsortiaClient(ledger, consortium.identity(orgs[0]))
         recipe = images.ImageRecipe.named("collabdict-ggm")
@@ -66,6 +68,7 @@ def _run_ggm(tmp_path, consortium, runtime, image, warm):
                 tmp_path / "store",
                 tmp_path / "state",
                 warm=warm,
+                hosted=hosted,
             )
             for o in orgs
         ]

@@ -110,6 +110,7 @@ def _agent(platform, org, prewarm=()):  # noqa: F811
         platform.root / "state",
         warm=True,
         prewarm=prewarm,
+        hosted=platform.hosted,  # the agents of this process reach each other's stores here
     )
 
 
