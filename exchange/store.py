@@ -239,11 +239,12 @@ class ArtifactStore:
         return fetch_verified(self._peer(owner), digest)
 
     def fetch_into(self, owner: str, digest: str) -> Path:
-        """``owner``'s artifact ``digest`` streamed into this store (bounded memory; verified) unless it
-        is here already; its path."""
-        if owner == self.organisation or self.has(digest):
-            self.get(digest)  # verified
+        """``owner``'s artifact ``digest`` streamed into this store (bounded memory; verified before it
+        lands) unless it is here already (re-hashed whenever it is read); its path."""
+        if self.has(digest):
             return self.path(digest)
+        if owner == self.organisation:
+            raise ArtifactNotFound(f"artifact {digest} not in the store of {self.organisation}")
         return self._peer(owner).fetch_to(digest, self.path(digest), self.home)
 
     # ---- messages

@@ -39,8 +39,11 @@ def test_put_get_is_content_addressed_and_idempotent(tmp_path):
     assert s.put(b"state bytes") == ref and isinstance(s, ArtifactSource)
     assert s.get(ref.digest) == b"state bytes" and s.has(ref.digest)
     assert s.fetch("Org1MSP", ref.digest) == b"state bytes"  # its own: read here
+    assert s.fetch_into("Org1MSP", ref.digest) == s.path(ref.digest)
     with pytest.raises(ArtifactNotFound):
         s.get(sha256_digest(b"other"))
+    with pytest.raises(ArtifactNotFound):  # its own and absent: never asked of anyone else
+        s.fetch_into("Org1MSP", sha256_digest(b"other"))
     for bad in ("sha256:xyz", "sha256:../../etc/passwd"):
         with pytest.raises(ValueError):
             s.get(bad)

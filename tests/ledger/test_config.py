@@ -75,7 +75,7 @@ def test_no_module_reads_os_environ_directly():
     """Only wire/env.py reads variables; the rest pass the environment on to children at most."""
     allowed = {"wire/env.py", "executor/node_agent.py", "api/cli.py", "api/gateway.py"}
     offenders = []
-    for pkg in ("wire", "chaincode", "ledger", "executor", "algorithms", "api", "benchmarks"):
+    for pkg in ("wire", "chaincode", "ledger", "exchange", "executor", "algorithms", "api", "benchmarks"):
         for p in (ROOT / pkg).rglob("*.py"):
             rel = p.relative_to(ROOT).as_posix()
             text = p.read_text()
