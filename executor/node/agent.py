@@ -16,17 +16,18 @@ process's current round ``r`` (derived on chain from the execution records):
    worker started early; with ``warm`` one per process kept across rounds, maybe a spare started
    before it) runs it; the agent verifies the signed outputs (:mod:`executor.tasks`);
 5. **publish**: store the new state and the model sealed to the organisation itself (nothing plaintext
-   at rest, :meth:`exchange.store.ArtifactStore.put_private`), seal each outgoing message to its recipient, then ``complete_task`` with the signed
-   result; after the last round, publish the model (encrypted once, data key sealed to every
-   consortium member) with ``Model:publish`` (:mod:`executor.model_publication`).
+   at rest, :meth:`exchange.store.ArtifactStore.put_private`), seal each outgoing message to its
+   recipient, then ``complete_task`` with the signed result; after the last round, publish the model
+   (encrypted once, data key sealed to every consortium member) with ``Model:publish``
+   (:mod:`executor.model_publication`).
 
 **Idempotent and resumable.** Every step is keyed by (process, round, organisation) and checks
 the ledger first, so a restart after a kill at any point neither duplicates nor loses a record:
 
 * a *journal* entry per task holds the task key, sealed to the organisation's own key-agreement
-  key (:func:`exchange.sealing.seal`), written *before* ``create_task`` (:mod:`executor.node.journal`); after a restart the same
-  key is reused, so a record whose public key is already registered can still be completed
-  (the key is removed when the record is completed or failed);
+  key (:func:`exchange.sealing.seal`), written *before* ``create_task`` (:mod:`executor.node.journal`);
+  after a restart the same key is reused, so a record whose public key is already registered can
+  still be completed (the key is removed when the record is completed or failed);
 * a record that exists and is completed is never touched again; a task is simply re-run after
   a crash (steps are deterministic, so its outputs' digests are the same);
 * a ``complete_task`` whose commit status was lost is recognised on restart by the record being
@@ -35,8 +36,8 @@ the ledger first, so a restart after a kill at any point neither duplicates nor 
 The agent's task passes the checkpoints of :mod:`executor.node.checkpoints` (its fault plan, by
 default none). It is built from explicit parts and does nothing until :meth:`NodeAgent.start`:
 making its state directory and data salt, opening its worker pool, publishing its artifact endpoint
-in its membership record (:func:`exchange.locations.publish_own_membership`) and starting its spare workers. Every way of
-running it starts it first; its command line is :mod:`executor.node.cli`.
+in its membership record (:func:`exchange.locations.publish_own_membership`) and starting its spare
+workers. Every way of running it starts it first; its command line is :mod:`executor.node.cli`.
 """
 
 from __future__ import annotations
