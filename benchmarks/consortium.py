@@ -18,7 +18,7 @@ bubblewrap view of its own folder only, on its own loopback address 127.0.N.1; h
    the simulator's.
 2. **Between hosts.** Org1's host serves a random ``--fetch-mb`` MB artifact (benchmarks.artifact_fetch
    ``--serve-home``: its store, its TLS identity, mutual TLS) that Org2's host fetches into its own store
-   through the agent's client (``HttpsArtifactSource.fetch_into``: streamed, re-hashed):
+   through the agent's client (``exchange.store.ArtifactStore.fetch_into``: streamed, re-hashed):
    ``artifact_fetch_mb_s`` and ``peak_rss_mb``, that process's resident-set growth during the fetch.
 
 The last line printed is JSON; the report goes to ``benchmarks/results/consortium[-quick].{json,md}``.

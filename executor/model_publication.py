@@ -2,7 +2,7 @@
 seed 003 §IV-C).
 
 After its last round the organisation's model is in its own store, sealed to itself. It is opened,
-encrypted once under a fresh data key (:func:`executor.model_seal.seal_model`: the data key is sealed
+encrypted once under a fresh data key (:func:`exchange.model_seal.seal_model`: the data key is sealed
 to every consortium member), the ciphertext is stored, and ``Model:publish`` records the model's
 digest, the ciphertext digest, the sealed keys, the last round's metrics and the estimator ids.
 Idempotent: an already published model is left alone.
@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from executor.artifacts import ArtifactStore
-from executor.model_seal import seal_model
+from exchange.model_seal import seal_model
+from exchange.store import ArtifactStore
 from ledger.client import ConsortiaClient, ProcessRecord
 from ledger.errors import AlreadyExists, ContractError, NotFound
 from ledger.identity import Consortium

@@ -114,12 +114,11 @@ def guarded(fn: Callable[[], T], as_json: bool) -> T:
 
 
 def store_failure(exc: Exception, as_json: bool) -> NoReturn:
-    """A stored payload that is missing (3) or does not match its digest (1)."""
-    from api.artifacts import ArtifactMissing
-
+    """A stored payload that is missing or has no known location (3), or that does not match its digest,
+    is refused or out of reach (1)."""
     fail(
         str(exc),
-        EXIT_NOT_FOUND if isinstance(exc, ArtifactMissing) else EXIT_REFUSED,
+        EXIT_NOT_FOUND if isinstance(exc, LookupError) else EXIT_REFUSED,
         as_json,
         kind=type(exc).__name__,
     )

@@ -7,10 +7,10 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from api.artifacts import ArtifactStore
 from api.follower import IndexFollower, sync
 from api.index import AuditIndex
 from api.tokens import AuthenticationError, TokenStore
+from exchange.store import ArtifactStore
 from ledger.client import ConsortiaClient, Record
 from ledger.identity import Consortium, Identity
 from ledger.interface import Ledger

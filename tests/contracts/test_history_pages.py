@@ -17,7 +17,7 @@ CA_DIGEST = "sha256:" + "cd" * 32
 
 def _model_with_versions(org1, consortium, uid: str) -> str:
     """A model whose record has 4 versions: published, Org3 granted, revoked, granted again."""
-    from ledger.envelope import seal
+    from exchange.sealing import seal
 
     pid = new_process(org1, uid, rounds=1)
     run_task(org1, pid, 1, model_digest=digest_of("model-Org1MSP"))

@@ -9,7 +9,8 @@ import json
 import pytest
 
 from chaincode.errors import AlreadyExists, Forbidden, ImageMismatch, InvalidArgument, InvalidState, NotFound
-from ledger.envelope import DecryptionError, decrypt_payload, encrypt_payload, seal, unseal
+from exchange.errors import DecryptionError
+from exchange.sealing import decrypt_payload, encrypt_payload, seal, unseal
 from tests.contracts.helpers import digest_of, new_process, run_task
 
 MODEL_BYTES = b"model-weights-" * 50

@@ -200,12 +200,13 @@ def test_an_organisation_outside_the_processes_gets_nothing_but_the_image(consor
         assert digests, f"{org} stores nothing"
         code = f"""
 import json
-from executor.artifact_client import ArtifactForbidden, HttpsArtifactSource
-from executor.artifact_tls import ClientTLS
+from exchange.client import ArtifactClient
+from exchange.errors import ArtifactForbidden
+from exchange.tls import ClientTLS
 from home.settings import load
 from ledger.identity import Consortium
 cons = Consortium(load({str(org4.home)!r}).crypto)
-src = HttpsArtifactSource("https://{host.address}:{host.artifact_port}", {host.msp!r}, ClientTLS(cons, "Org4MSP"), retries=0)
+src = ArtifactClient("https://{host.address}:{host.artifact_port}", {host.msp!r}, ClientTLS(cons, "Org4MSP"), retries=0)
 refused = 0
 for d in {digests!r}:
     try:

@@ -9,7 +9,7 @@ import pytest
 
 from audit.signatures import check_record_signature
 from audit.verification import verify_model
-from executor.artifacts import ArtifactStore
+from exchange.store import ArtifactStore
 from executor.node.supervisor import run_process
 from executor.process import Platform, ProcessSpec, launch, map_dataset, prepare_image
 from executor.runtimes.sandbox import SandboxRuntime

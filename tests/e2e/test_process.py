@@ -163,7 +163,7 @@ def test_membership_records_on_a_shared_ledger_do_not_send_a_one_machine_run_awa
     # every organisation has published an artifact endpoint where nothing listens (as test runs and demos
     # do on a ledger they share); a process whose organisations share one store root still reads each
     # message where it is indexed, checked against the sender's signed digest, and completes
-    from executor.membership import publish_own_membership
+    from exchange.locations import publish_own_membership
 
     for i, o in enumerate(ORGS3, start=1):
         publish_own_membership(platform.client(o), platform.consortium, f"https://127.0.{i}.1:9")
