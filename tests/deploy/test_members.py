@@ -85,7 +85,7 @@ def _publish_membership(host, gateway_port: int = 1, deadline_s: int = 120) -> d
     orderers. Retried while the peers' gossip has not yet met the others (discovery finds no majority)."""
     code = f"""
 import json, time
-from executor.membership import publish_own_membership
+from exchange.locations import publish_own_membership
 from home.ledger import open_ledger
 from home.settings import load
 from ledger.client import ConsortiaClient
