@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 from executor.errors import ExecutorError, RuntimeUnavailable
 from executor.node.agent import NodeAgent
+from executor.node.ledger_outage import LedgerOutage, PatientLedger
 from executor.node.round_events import EVENT_WAIT_LIMIT, wait_round_open
 from executor.runtimes.base import TaskRuntime
 from ledger.client import ConsortiaClient, ProcessRecord
@@ -119,7 +120,10 @@ def run_process(
     is launched; then the agents run. ``wall_seconds`` counts from then, ``prewarm_seconds`` is the start.
     (Agents as OS processes: ``--prewarm`` for the image and ``--barrier``, where each says it started.)
     """
-    client = platform.client((orgs or platform.consortium.msp_ids)[0])
+    first = platform.client((orgs or platform.consortium.msp_ids)[0])
+    # its own progress reads ride out ledger outages as the agents do (executor.node.ledger_outage)
+    outage = LedgerOutage(f"supervisor of {process_id}")
+    client = ConsortiaClient(PatientLedger(first.ledger, outage), first.identity)
     process = client.get_process(process_id)
     orgs = list(orgs or process.consortium)
     t0 = time.perf_counter()

@@ -217,7 +217,7 @@ class FabricLedger:
         try:
             resp = self.gateway(identity).Evaluate(req, timeout=self.endorse_timeout)
         except grpc.RpcError as err:
-            raise translate(err, "evaluate") from None
+            raise translate(err, "evaluate", self._peer_for(identity).address) from None
         payload: bytes = resp.result.payload
         return payload
 
@@ -256,7 +256,8 @@ class FabricLedger:
         try:
             resp = self.gateway(identity).Endorse(req, timeout=self.endorse_timeout)
         except grpc.RpcError as err:
-            error, failed = translate(err, "endorse"), {d.msp_id for d in error_details(err)}
+            error = translate(err, "endorse", self._peer_for(identity).address)
+            failed = {d.msp_id for d in error_details(err)}
             if (failed and identity.msp_id not in failed) or (
                 isinstance(error, EndorsementFailure)
                 and "ProposalResponsePayloads do not match" in str(error)
@@ -277,7 +278,7 @@ class FabricLedger:
         try:
             self.gateway(identity).Submit(req, timeout=self.endorse_timeout)
         except grpc.RpcError as err:
-            raise translate(err, "submit") from None
+            raise translate(err, "submit", self._peer_for(identity).address) from None
 
     def commit_status(self, identity: Identity, tx_id: str, timeout: float = 60.0) -> tuple[int, int]:
         """Wait for the commit; return (TxValidationCode, block number)."""
@@ -290,7 +291,7 @@ class FabricLedger:
         except grpc.RpcError as err:
             if err.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
                 raise CommitTimeout(tx_id, timeout) from None
-            raise translate(err, "commit") from None
+            raise translate(err, "commit", self._peer_for(identity).address) from None
         return resp.result, resp.block_number
 
     def submit(
