@@ -148,8 +148,8 @@ def translate(err: grpc.RpcError, stage: str, endpoint: str = "") -> Exception:
     if unreachable(err):
         failing = sorted({d.address for d in error_details(err) if _UNREACHABLE.search(d.message)})
         where = ", ".join(failing) if failing else endpoint
-        if any(_ORDERERS.search(m) for m in messages):
-            where = f"orderers {where}".strip() + (f" (through peer {endpoint})" if endpoint else "")
+        if any(_ORDERERS.search(m) for m in messages):  # the peer answered: its orderers did not
+            where = " ".join(["orderers", *failing]) + (f" (through peer {endpoint})" if endpoint else "")
         return LedgerUnavailable(f"{stage} failed: {summary}", endpoint=where, outcome_unknown=stage in _SENT)
     if stage in ("endorse", "evaluate"):
         return EndorsementFailure(f"{stage} failed: {summary}")
