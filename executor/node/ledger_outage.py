@@ -46,7 +46,7 @@ class Backoff:
     orderers do not all come back in the same instant)."""
 
     first: float = 0.5
-    cap: float = 30.0
+    cap: float = 10.0
 
     def delay(self, attempt: int, rng: random.Random) -> float:
         """The pause after failed attempt number ``attempt`` (0 for the first failure)."""

@@ -44,6 +44,10 @@ CHANNEL_OPTIONS = (
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
     ("grpc.keepalive_time_ms", 120_000),
     ("grpc.keepalive_timeout_ms", 20_000),
+    # a peer back after an outage is connected to again within seconds (gRPC's default waits up to
+    # 120 s between reconnection attempts, failing every call meanwhile: docs/executor.md "Ledger outages")
+    ("grpc.initial_reconnect_backoff_ms", 500),
+    ("grpc.max_reconnect_backoff_ms", 5_000),
 )
 
 

@@ -16,6 +16,7 @@ import pytest
 from chaincode.errors import InvalidState
 from executor.node.ledger_outage import Backoff, LedgerOutage
 from executor.node.status import read_status
+from executor.node.supervisor import members_progress
 from ledger.errors import AccessDenied, CommitTimeout, LedgerUnavailable, transient
 from tests.executor.node.test_agent import (  # noqa: F401  (platform: the fixture)
     assert_matches_simulation,
@@ -186,6 +187,14 @@ def test_the_status_file_says_what_an_agent_waits_for_during_an_outage(platform,
     assert during.ledger["reachable"] is False and during.ledger["unreachable"] == "peer 127.0.0.1:7"
     assert after.ledger["reachable"] is True and after.waiting_for is None
     assert json.loads((agent.state_dir / "status.json").read_text())["processes"]["p-wait"]["round"] == 1
+    # what `consortia process watch` says from the ledger: Org1 done with round 1, Org2 not started
+    client = agent.client
+    org1, org2 = members_progress(client.get_process("p-wait"), client.query_executions("p-wait"))
+    assert (org1.organisation, org1.last_completed, org1.task) == ("Org1MSP", 1, "completed")
+    assert org1.waiting_for == "round 1 completed; waiting for Org2MSP"
+    assert org1.last_record_seconds is not None and org1.last_record_seconds < 600
+    assert (org2.last_completed, org2.task, org2.last_record_seconds) == (0, "not registered", None)
+    assert "round 1: task not registered yet (its node is down or cannot reach the ledger)" in org2.describe()
     agent.close()
 
 
@@ -213,13 +222,14 @@ def test_a_permanent_error_is_raised_at_once_never_retried(platform, bundle, rec
 
 
 def test_backoff_doubles_to_its_cap_with_jitter():
-    b, rng = Backoff(first=0.5, cap=30.0), random.Random(1)
+    b, rng = Backoff(), random.Random(1)
+    assert (b.first, b.cap) == (0.5, 10.0)
     delays = [b.delay(n, rng) for n in range(12)]
     for n, d in enumerate(delays):
-        ceiling = min(30.0, 0.5 * 2**n)
+        ceiling = min(10.0, 0.5 * 2**n)
         assert ceiling / 2 <= d <= ceiling
-    assert len({round(d, 6) for d in delays[8:]}) > 1  # capped, still jittered
-    assert b.delay(10_000, rng) <= 30.0
+    assert len({round(d, 6) for d in delays[6:]}) > 1  # capped, still jittered
+    assert b.delay(10_000, rng) <= 10.0
 
 
 def test_an_outage_is_logged_once_per_change_and_stop_ends_the_wait(caplog):
