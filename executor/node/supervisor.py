@@ -236,6 +236,8 @@ def run_process(
                         time.sleep(poll)
                         continue
                     if o.status in ("done", "failed"):
+                        if o.status == "failed":
+                            log.warning("%s: task of round %d failed: %s", org, o.round, o.detail)
                         return
                     if o.status == "completed":
                         with lock:
@@ -246,6 +248,7 @@ def run_process(
                     with timing.section("wait_round"):
                         wait_round_open(agent.client, process_id, o.round, members, EVENT_WAIT_LIMIT)
             except Exception as exc:  # reported in the outcome, never swallowed
+                log.error("%s: agent stopped: %s: %s", org, type(exc).__name__, exc, exc_info=True)
                 with lock:
                     errors[org] = f"{type(exc).__name__}: {exc}"
             finally:

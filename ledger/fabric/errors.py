@@ -52,7 +52,10 @@ _UNREACHABLE = re.compile(
     r"code = (Unavailable|DeadlineExceeded)|failed to connect|connection refused|connection reset|"
     r"connection error|error while dialing|transport is closing|context deadline exceeded|"
     r"no orderers could successfully process|no orderer nodes available|broken pipe|"
-    r"no route to host|unable to connect",
+    r"no route to host|unable to connect|"
+    # the Gateway knows too few reachable peers to satisfy the policy (peers down, or a restarted peer
+    # whose discovery has not yet learnt the others)
+    r"no combination of peers can be derived|no peer combination can satisfy|no peers available",
     re.IGNORECASE,
 )
 _ORDERERS = re.compile(r"\borderers?\b", re.IGNORECASE)

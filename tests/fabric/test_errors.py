@@ -215,6 +215,13 @@ def test_an_unreachable_peer_or_orderer_is_a_transient_ledger_unavailable():
     err = translate(orderers, "submit", "127.0.0.1:7051")
     assert isinstance(err, LedgerUnavailable) and err.outcome_unknown and outcome_unknown(err)
     assert err.endpoint == "orderers (through peer 127.0.0.1:7051)"
+    # a restarted peer whose discovery does not know the others yet (seen on the real network)
+    lonely = FakeRpcError(
+        grpc.StatusCode.FAILED_PRECONDITION,
+        "no combination of peers can be derived which satisfy the endorsement policy: "
+        "no peer combination can satisfy the endorsement policy",
+    )
+    assert isinstance(translate(lonely, "endorse", "p:1"), LedgerUnavailable)
     lost = translate(FakeRpcError(grpc.StatusCode.UNAVAILABLE, "Socket closed"), "commit", "p:1")
     assert isinstance(lost, LedgerUnavailable) and lost.outcome_unknown
 
