@@ -167,6 +167,7 @@ class NodeAgent:
         self._ready: set[str] = set()  # processes whose preflight passed here (checked once per process)
         self._written: dict[str, ExecutionRecord] = {}  # pid -> the record it completed last (_own_record)
         self._states: dict[str, ProcessState] = {}  # pid -> its last outcome there (the status file)
+        self._status_lock = threading.Lock()  # the outage tells from whichever thread called the ledger
 
     # ---- life cycle
     @property
@@ -229,28 +230,30 @@ class NodeAgent:
         made by :meth:`start`)."""
         if not self.state_dir.is_dir():
             return
-        states = dict(self._states)
-        write_status(
-            self.state_dir,
-            AgentStatus(
-                organisation=self.org,
-                pid=os.getpid(),
-                updated=now_utc(),
-                waiting_for=waiting_for(self.outage.waiting_for(), states),
-                ledger=self.outage.snapshot(),
-                processes=states,
-            ),
-        )
+        with self._status_lock:
+            states = dict(self._states)
+            write_status(
+                self.state_dir,
+                AgentStatus(
+                    organisation=self.org,
+                    pid=os.getpid(),
+                    updated=now_utc(),
+                    waiting_for=waiting_for(self.outage.waiting_for(), states),
+                    ledger=self.outage.snapshot(),
+                    processes=states,
+                ),
+            )
 
     def _note(self, o: RoundOutcome) -> None:
         """Keep ``o`` as the process's state in the status file if it says something new."""
-        last = self._states.get(o.process_id)
-        if last is not None and (last.round, last.status, last.detail) == (o.round, o.status, o.detail):
-            return
-        self._states.pop(o.process_id, None)  # the most recently changed last
-        self._states[o.process_id] = ProcessState(o.round, o.status, o.detail, now_utc())
-        while len(self._states) > KEEP_PROCESSES:
-            self._states.pop(next(iter(self._states)))
+        with self._status_lock:
+            last = self._states.get(o.process_id)
+            if last is not None and (last.round, last.status, last.detail) == (o.round, o.status, o.detail):
+                return
+            self._states.pop(o.process_id, None)  # the most recently changed last
+            self._states[o.process_id] = ProcessState(o.round, o.status, o.detail, now_utc())
+            while len(self._states) > KEEP_PROCESSES:
+                self._states.pop(next(iter(self._states)))
         try:
             self._write_status()
         except OSError as exc:  # a status that cannot be written never stops the agent

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -65,7 +66,7 @@ def waiting_for(outage: str | None, processes: dict[str, ProcessState]) -> str |
 def write_status(state_dir: Path, status: AgentStatus) -> None:
     """Write ``status`` to ``state_dir/status.json`` (0600; replaced atomically)."""
     state_dir.mkdir(parents=True, exist_ok=True)
-    tmp = state_dir / f".{STATUS_FILE}.{os.getpid()}.tmp"
+    tmp = state_dir / f".{STATUS_FILE}.{os.getpid()}.{threading.get_ident()}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
         f.write(status.to_json())
