@@ -15,7 +15,7 @@ A transfer
 * lands with one atomic rename (0600): a reader never sees a half-written file.
 
 403 is :class:`ArtifactForbidden`, 404 :class:`ArtifactNotFound`; a service that cannot be reached (after
-the retries) is :class:`ArtifactUnreachable`. An endpoint that is not ``https://host[:port]`` is refused
+the retries), or answers 503 (it cannot ask its ledger now), is :class:`ArtifactUnreachable`. An endpoint that is not ``https://host[:port]`` is refused
 (:class:`LocationRefused`): another organisation's artifacts are never read from a path.
 """
 
@@ -127,6 +127,8 @@ class ArtifactClient:
                         raise ArtifactCorrupted(f"{self.owner}'s index entry is over {MAX_ENTRY} bytes")
         except httpx.TransportError as exc:
             raise ArtifactUnreachable(f"no message index from {self.owner}: {exc}") from None
+        if resp.status_code == 503:  # the owner cannot ask its ledger now
+            raise ArtifactUnreachable(f"{self.owner} is unavailable: {body[:300].decode(errors='replace')}")
         if resp.status_code == 403:
             raise ArtifactForbidden(f"{self.owner} refuses its round-{round} message index to {recipient}")
         if resp.status_code != 200:
@@ -178,6 +180,8 @@ class ArtifactClient:
             with self._client().stream(
                 "GET", f"/artifacts/{digest}", headers=headers, extensions=self._extensions
             ) as resp:
+                if resp.status_code == 503:  # the owner cannot ask its ledger now
+                    raise ArtifactUnreachable(f"{self.owner} is unavailable for {digest}")
                 if resp.status_code == 403:
                     raise ArtifactForbidden(f"{self.owner} refuses {digest} to {self.tls.organisation}")
                 if resp.status_code == 404:

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from exchange import messages
-from exchange.errors import ArtifactCorrupted, ArtifactForbidden, ArtifactNotFound
+from exchange.errors import ArtifactCorrupted, ArtifactForbidden, ArtifactNotFound, ArtifactUnreachable
 from exchange.files import write_private_stream
 from exchange.locations import Locations
 from exchange.readers import LedgerReaders, Readers
@@ -227,6 +227,8 @@ class ArtifactHandler(BaseHTTPRequestHandler):
             return self._refuse(400, "malformed digest")
         try:
             f = self.server.service.open(self._caller(), digest)
+        except ArtifactUnreachable as exc:  # its ledger cannot be asked now: come back later
+            return self._refuse(503, str(exc))
         except ArtifactForbidden as exc:
             return self._refuse(403, str(exc))
         except ArtifactNotFound as exc:
@@ -264,6 +266,8 @@ class ArtifactHandler(BaseHTTPRequestHandler):
             body = self.server.service.message_entry(self._caller(), parts[0], int(parts[1]), parts[2])
         except ValueError as exc:
             return self._refuse(400, str(exc))
+        except ArtifactUnreachable as exc:
+            return self._refuse(503, str(exc))
         except ArtifactForbidden as exc:
             return self._refuse(403, str(exc))
         self.send_response(200)
