@@ -49,8 +49,8 @@ from wire.canonical import is_digest
 CHUNK = 1 << 20  # bytes per write: the memory a transfer holds
 HANDSHAKE_TIMEOUT = 10.0
 IO_TIMEOUT = 60.0
-_RANGE = re.compile(r"^bytes=(\d+)-(\d*)$")
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:+-]{0,127}$")  # process ids and MSP ids (chaincode.image)
+_RANGE = re.compile(r"bytes=(\d+)-(\d*)")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:+-]{0,127}")  # process ids and MSP ids (chaincode.image)
 
 
 class ArtifactService:
@@ -82,7 +82,7 @@ class ArtifactService:
         """The index entry (JSON bytes) of the message this organisation sealed to ``recipient`` in that
         round: to that recipient only, once the ledger confirms it (:class:`ArtifactForbidden`
         otherwise, also when there is no such entry); ValueError for malformed names."""
-        if not _NAME.match(process_id) or not _NAME.match(recipient) or round < 0:
+        if not _NAME.fullmatch(process_id) or not _NAME.fullmatch(recipient) or round < 0:
             raise ValueError("expected /messages/<process>/<round>/<recipient>")
         try:
             body = messages.entry_path(self.store, process_id, round, recipient).read_bytes()
@@ -181,7 +181,7 @@ def parse_range(header: str | None, size: int) -> tuple[int, int] | None:
     ValueError if unsatisfiable or malformed (answered 416)."""
     if not header:
         return None
-    m = _RANGE.match(header.strip())
+    m = _RANGE.fullmatch(header.strip())
     if not m:
         raise ValueError(f"unsupported range {header!r}")
     start = int(m.group(1))

@@ -39,7 +39,7 @@ from ledger.interface import Ledger
 
 FORMAT = "consortia-checkpoint/1"
 MEDIA_TYPE = "application/vnd.consortia.checkpoint+json"
-_HASH = re.compile(r"^[0-9a-f]{64}$")
+_HASH = re.compile(r"[0-9a-f]{64}")
 _FIELDS = {"format", "channel", "block_number", "header_hash", "created", "signer", "signature"}
 
 
@@ -86,7 +86,7 @@ class Checkpoint:
         n, h, ch, created = obj["block_number"], obj["header_hash"], obj["channel"], obj["created"]
         if not isinstance(n, int) or isinstance(n, bool) or n < 0:
             raise CheckpointInvalid(f"checkpoint block_number must be a non-negative integer, not {n!r}")
-        if not isinstance(h, str) or not _HASH.match(h):
+        if not isinstance(h, str) or not _HASH.fullmatch(h):
             raise CheckpointInvalid("checkpoint header_hash must be 64 lowercase hex digits")
         if not isinstance(ch, str) or not ch:
             raise CheckpointInvalid("checkpoint channel must be a non-empty string")
