@@ -70,7 +70,7 @@ from executor.node.checkpoints import NO_FAULTS, FaultPlan
 from executor.node.journal import TaskJournal
 from executor.node.round_events import EVENT_WAIT_LIMIT, wait_round_open
 from executor.node.round_files import RoundFiles
-from executor.node.scratch import task_scratch
+from executor.node.scratch import release_scratch, task_scratch
 from executor.node.workers import PrewarmEntry, SpareWorkers, WorkerPool, dataset_dir
 from executor.runtimes.base import Limits, TaskRuntime
 from executor.runtimes.warm import WarmWorker
@@ -139,6 +139,7 @@ class NodeAgent:
         self.prewarm = tuple(prewarm)
         self.faults = faults
         self._pool: WorkerPool | None = None  # opened by start()
+        self._scratch: Path | None = None  # its task directories' base (start(); removed by close())
         self._spares: SpareWorkers | None = None
         self._salt = ""  # read by start()
         self._finished: set[str] = set()  # processes this agent saw finished (run_once skips them)
@@ -163,7 +164,8 @@ class NodeAgent:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.state_dir.chmod(0o700)  # salt, key journal (task directories: scratch): its own only
         self._salt = self._data_salt()
-        pool = WorkerPool(self.runtime, self.limits, task_scratch(self.state_dir), self.org, self.warm)
+        self._scratch = task_scratch(self.state_dir)
+        pool = WorkerPool(self.runtime, self.limits, self._scratch, self.org, self.warm)
         self._spares = SpareWorkers(pool, self.client, self.images, self.data_root)
         self._pool = pool
         self._spares.prewarm_images(self.prewarm)
@@ -188,7 +190,13 @@ class NodeAgent:
             self._pool.stop(pid)
 
     def close(self) -> None:
+        """Stop the workers, remove the task directories' base (:func:`release_scratch`: nothing of this
+        agent stays in memory) and close the store's connections. A later :meth:`start` starts afresh."""
         self.stop_workers()
+        if self._scratch is not None:
+            release_scratch(self._scratch, self.state_dir)
+            self._scratch = None
+            self._pool = self._spares = None
         self.store.close()
 
     def _data_salt(self) -> str:
