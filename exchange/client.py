@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import json
 import threading
 import time
 from pathlib import Path
@@ -42,9 +41,11 @@ from exchange.errors import (
 )
 from exchange.files import write_private_stream
 from exchange.tls import ClientTLS
+from wire import bounded_json
 from wire.canonical import is_digest
 
 MAX_ENTRY = 1 << 16  #: bytes of a message index entry the client accepts
+MAX_ENTRY_DEPTH = 4  #: nesting of an index entry ({"payload_digest", "stored": {...}})
 
 
 def https_endpoint(location: str) -> str:
@@ -134,9 +135,9 @@ class ArtifactClient:
                 f"{self.owner} answered {resp.status_code} for its round-{round} message index"
             )
         try:
-            entry = json.loads(body)
-        except ValueError:
-            raise ArtifactCorrupted(f"{self.owner} answered an index entry that is not JSON") from None
+            entry = bounded_json.loads(body, f"{self.owner}'s index entry", MAX_ENTRY_DEPTH)
+        except ValueError as exc:
+            raise ArtifactCorrupted(f"{self.owner} answered an index entry that is not JSON: {exc}") from None
         if not isinstance(entry, dict):
             raise ArtifactCorrupted(f"{self.owner} answered an index entry that is not an object")
         return entry

@@ -36,6 +36,7 @@ from home.settings import NodeTable, Settings, home_config, load, save
 from ledger.errors import InvalidArgument
 from ledger.identity import Consortium
 from ledger.rules import check_endpoint
+from wire import bounded_json
 
 #: files of another organisation's folder a joined home takes (relative paths; globs)
 PUBLIC_FILES = ("msp/cacerts/*.pem", "msp/tlscacerts/*.pem", "msp/config.yaml", "encryption/cert.pem")
@@ -89,7 +90,7 @@ def _public_org(src: Path, dst: Path, patterns: tuple[str, ...]) -> None:
 
 def _check_profile(profile: Path, msp_id: str) -> dict[str, Any]:
     try:
-        prof = json.loads(profile.read_text())
+        prof = bounded_json.loads(profile.read_text(), str(profile))
         peers = prof["peers"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise HomeError(f"{profile} is not a Fabric connection profile: {exc}") from None

@@ -12,7 +12,9 @@ import json
 import re
 from typing import Any
 
-DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")  #: anchored for pattern users (pydantic); match it with fullmatch
+DIGEST_RE = re.compile(
+    r"^sha256:[0-9a-f]{64}$"
+)  #: anchored for pattern users (pydantic); match it with fullmatch
 
 
 def canonical_json(value: Any) -> bytes:

@@ -80,7 +80,11 @@ def test_an_agent_removes_its_task_directories_when_it_ends(tmp_path, monkeypatc
             )
             agents.append(agent.start())
         one, other = (task_scratch(tmp_path / "state" / org) for org in ("Org1MSP", "Org2MSP"))
-        assert one.is_dir() and other.is_dir() and one.parent == other.parent == base / f"consortia-{os.getuid()}"
+        assert (
+            one.is_dir()
+            and other.is_dir()
+            and one.parent == other.parent == base / f"consortia-{os.getuid()}"
+        )
         (one / "Org1MSP-left-by-a-killed-task").mkdir()
         (one / "Org1MSP-left-by-a-killed-task" / "state.bin").write_bytes(b"x")
         agents[0].close()
