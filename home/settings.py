@@ -34,7 +34,7 @@ from pydantic_settings import (
 )
 
 from home.errors import ConfigError
-from home.layout import CONFIG_FILE, Layout, home_root
+from home.layout import CONFIG_FILE, FILE_MODE, Layout, home_root, make_private_dir
 from ledger.errors import InvalidArgument
 from ledger.rules import check_endpoint
 from wire.env import VARIABLES, Environment, environment
@@ -370,9 +370,11 @@ def save(layout: Layout, config: HomeConfig) -> Path:
     header = (
         "# Consortia home configuration; every key: docs/configuration.md (home.settings.HomeConfig).\n\n"
     )
-    layout.root.mkdir(parents=True, exist_ok=True)
+    make_private_dir(layout.root)
     tmp = layout.config.with_suffix(".toml.tmp")
-    tmp.write_text(header + text)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, FILE_MODE)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(header + text)
     os.replace(tmp, layout.config)
     return layout.config
 
@@ -380,7 +382,8 @@ def save(layout: Layout, config: HomeConfig) -> Path:
 def write_config(layout: Layout, consortium: Consortium, **options: Any) -> Path:
     """Create each organisation's folders and write the home's ``consortia.toml`` (:func:`home_config`'s
     ``options``)."""
+    make_private_dir(layout.root)
     for msp in consortium.msp_ids:
         for d in (layout.data(msp), layout.artifacts(msp), layout.gateway(msp)):
-            d.mkdir(parents=True, exist_ok=True)
+            make_private_dir(d)
     return save(layout, home_config(layout, consortium, **options))

@@ -103,8 +103,12 @@ class Session:
     def index(self) -> Any:
         if self._index is None:
             from api.index import AuditIndex
+            from home.errors import NotPrivate
 
-            self._index = AuditIndex(self.gateway_home / "index.db")
+            try:
+                self._index = AuditIndex(self.gateway_home / "index.db")
+            except NotPrivate as exc:
+                fail(str(exc), EXIT_USAGE, self.as_json, kind="bad home")
         return self._index
 
     def synced_index(self) -> Any:
