@@ -38,8 +38,11 @@ FILE_MODE = 0o600  #: the files it writes there (configuration, ledger, indexes)
 
 
 def make_private_dir(d: Path) -> Path:
-    """``mkdir -p d`` (new folders 0700) and ``d`` itself 0700: Consortia made it, it is this user's."""
-    d.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
+    """``mkdir -p d`` (every folder it makes 0700) and ``d`` itself 0700: Consortia made it, it is this
+    user's."""
+    missing = [d, *(p for p in d.parents if not p.exists())]
+    for p in reversed(missing):
+        p.mkdir(exist_ok=True, mode=DIR_MODE)
     if stat.S_IMODE(d.stat().st_mode) != DIR_MODE:
         d.chmod(DIR_MODE)
     return d
