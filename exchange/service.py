@@ -36,7 +36,8 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from exchange import messages
-from exchange.errors import ArtifactCorrupted, ArtifactForbidden, ArtifactNotFound
+from exchange.client import DEFAULT_MAX_ARTIFACT_BYTES
+from exchange.errors import ArtifactCorrupted, ArtifactForbidden, ArtifactNotFound, ArtifactTooLarge
 from exchange.files import write_private_stream
 from exchange.locations import Locations
 from exchange.readers import LedgerReaders, Readers
@@ -100,12 +101,29 @@ class ArtifactService:
 
 class HostedPeer:
     """``service``'s organisation as ``caller`` reaches it in this process (an
-    :class:`exchange.locations.Peer`): the owner's service opens the owner's files, under its rule."""
+    :class:`exchange.locations.Peer`): the owner's service opens the owner's files, under its rule,
+    and hands out at most ``max_bytes`` per artifact (and at most the size the caller expects), as the
+    HTTPS client does."""
 
-    def __init__(self, service: ArtifactService, caller: str):
+    def __init__(self, service: ArtifactService, caller: str, max_bytes: int = DEFAULT_MAX_ARTIFACT_BYTES):
         self.service = service
         self.caller = caller
         self.owner = service.organisation
+        self.max_bytes = max_bytes
+
+    def _open(self, digest: str, size: int | None) -> BinaryIO:
+        """The owner's file of ``digest``, refused (:class:`ArtifactTooLarge`) over the bound."""
+        limit, why = (
+            (size, f"{self.owner}'s index names")
+            if size is not None and size <= self.max_bytes
+            else (self.max_bytes, "this node fetches at most (max_artifact_bytes)")
+        )
+        f = self.service.open(self.caller, digest)
+        have = os.fstat(f.fileno()).st_size
+        if have > limit:
+            f.close()
+            raise ArtifactTooLarge(self.owner, digest, limit, have, why)
+        return f
 
     def message_entry(self, process_id: str, round: int, recipient: str) -> dict[str, Any]:
         entry: dict[str, Any] = json.loads(
@@ -113,17 +131,17 @@ class HostedPeer:
         )
         return entry
 
-    def get(self, digest: str) -> bytes:
-        with self.service.open(self.caller, digest) as f:
+    def get(self, digest: str, size: int | None = None) -> bytes:
+        with self._open(digest, size) as f:
             data = f.read()
         if "sha256:" + hashlib.sha256(data).hexdigest() != digest:
             raise ArtifactCorrupted(f"{self.owner} served bytes that do not hash to {digest}")
         return data
 
-    def fetch_to(self, digest: str, final: Path, top: Path) -> Path:
+    def fetch_to(self, digest: str, final: Path, top: Path, size: int | None = None) -> Path:
         def copy(out: BinaryIO) -> None:
             hasher = hashlib.sha256()
-            with self.service.open(self.caller, digest) as f:
+            with self._open(digest, size) as f:
                 while chunk := f.read(CHUNK):
                     out.write(chunk)
                     hasher.update(chunk)
@@ -148,10 +166,10 @@ class HostedServices:
         with self._lock:
             self._services[service.organisation] = service
 
-    def peer(self, owner: str, caller: str) -> HostedPeer | None:
+    def peer(self, owner: str, caller: str, max_bytes: int = DEFAULT_MAX_ARTIFACT_BYTES) -> HostedPeer | None:
         with self._lock:
             service = self._services.get(owner)
-        return HostedPeer(service, caller) if service is not None else None
+        return HostedPeer(service, caller, max_bytes) if service is not None else None
 
 
 def node_store(
@@ -162,14 +180,22 @@ def node_store(
     endpoint: str | None = None,
     endpoints: Mapping[str, str] | None = None,
     hosted: HostedServices | None = None,
+    max_artifact_bytes: int = DEFAULT_MAX_ARTIFACT_BYTES,
 ) -> ArtifactStore:
     """The store of a node of ``client``'s organisation under ``root``: ``endpoint`` is its HTTPS service
     if it has one (its agent publishes it in its membership record when it starts); it reaches the others'
     services through one resolver with this organisation's TLS identity -- those hosted in this process
     (``hosted``, which then serves this store in memory too), else ``endpoints``, else their membership
-    records (docs/artifacts.md "Locations")."""
+    records (docs/artifacts.md "Locations"), fetching no artifact over ``max_artifact_bytes`` (the home's
+    ``[exchange] max_artifact_bytes``)."""
     org = client.organisation
-    locations = Locations(ClientTLS(consortium, org), client=client, endpoints=endpoints, hosted=hosted)
+    locations = Locations(
+        ClientTLS(consortium, org),
+        client=client,
+        endpoints=endpoints,
+        hosted=hosted,
+        max_bytes=max_artifact_bytes,
+    )
     store = ArtifactStore(root, org, endpoint=endpoint, locations=locations)
     if hosted is not None:
         hosted.serve(ArtifactService(store, LedgerReaders(client, store)))

@@ -33,6 +33,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from exchange.client import DEFAULT_MAX_ARTIFACT_BYTES
 from home.errors import ConfigError
 from home.layout import CONFIG_FILE, FILE_MODE, Layout, home_root, make_private_dir
 from ledger.errors import InvalidArgument
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
 __all__ = [
     "OVERRIDES",
     "ConsortiumTable",
+    "ExchangeTable",
     "HomeConfig",
     "LedgerTable",
     "NodeTable",
@@ -99,6 +101,18 @@ class PathsTable(Table):
     state: str = Field(default="state", description="Node-agent state: <state>/<MSP>.")
 
 
+class ExchangeTable(Table):
+    """``[exchange]``: fetching other organisations' artifacts."""
+
+    max_artifact_bytes: int = Field(
+        default=DEFAULT_MAX_ARTIFACT_BYTES,
+        gt=0,
+        description="The largest artifact (message, model) this home's nodes, CLI and gateway fetch from "
+        "another organisation (bytes; default 2 GiB). A transfer stops there and keeps nothing; a message "
+        "is also bounded by the size its sender's signed record names.",
+    )
+
+
 class OrganisationTable(Table):
     """``[organisations.<MSP>]``: one organisation of the home."""
 
@@ -137,6 +151,7 @@ OVERRIDES: Mapping[tuple[str, str], str] = {
     ("ledger", "path"): "ledger_path",
     ("ledger", "profile"): "ledger_profile",
     ("consortium", "crypto"): "crypto",
+    ("exchange", "max_artifact_bytes"): "max_artifact_bytes",
 }
 _VARIABLE = {v.field: v.name for v in VARIABLES}
 
@@ -167,6 +182,7 @@ class HomeConfig(BaseSettings):
     consortium: ConsortiumTable = ConsortiumTable()
     ledger: LedgerTable = LedgerTable()
     paths: PathsTable = PathsTable()
+    exchange: ExchangeTable = ExchangeTable()
     node: NodeTable | None = None
     organisations: dict[str, OrganisationTable] = Field(default_factory=dict)
 
@@ -196,6 +212,7 @@ _TABLES: dict[str | None, type[BaseModel]] = {
     "consortium": ConsortiumTable,
     "ledger": LedgerTable,
     "paths": PathsTable,
+    "exchange": ExchangeTable,
     "node": NodeTable,
     "organisations": OrganisationTable,
 }
@@ -294,6 +311,11 @@ class Settings:
     @property
     def crypto(self) -> Path:
         return self.paths.crypto
+
+    @property
+    def max_artifact_bytes(self) -> int:
+        """``[exchange] max_artifact_bytes``: the largest artifact fetched from another organisation."""
+        return self.config.exchange.max_artifact_bytes
 
     @property
     def organisations(self) -> tuple[str, ...]:

@@ -126,7 +126,11 @@ class Session:
         from exchange.tls import ClientTLS
 
         # the others' models come from their artifact services, found on the ledger
-        locations = Locations(ClientTLS(self.consortium, self.msp_id), client=self.client)
+        locations = Locations(
+            ClientTLS(self.consortium, self.msp_id),
+            client=self.client,
+            max_bytes=self.settings.max_artifact_bytes,
+        )
         return Gateway(
             ledger=self.ledger,
             consortium=self.consortium,

@@ -21,6 +21,7 @@ import sys
 import time
 from pathlib import Path
 
+from exchange.client import DEFAULT_MAX_ARTIFACT_BYTES
 from exchange.errors import LocationRefused
 from exchange.locations import parse_endpoints
 from exchange.readers import LedgerReaders
@@ -76,7 +77,16 @@ def build_agent(args: argparse.Namespace) -> tuple[NodeAgent, ArtifactServer | N
         client,
         consortium,
         runtime,
-        node_store(client, consortium, args.store, endpoint=endpoint, endpoints=peer_endpoints),
+        node_store(
+            client,
+            consortium,
+            args.store,
+            endpoint=endpoint,
+            endpoints=peer_endpoints,
+            max_artifact_bytes=settings.max_artifact_bytes
+            if settings is not None
+            else environment().max_artifact_bytes or DEFAULT_MAX_ARTIFACT_BYTES,
+        ),
         args.data,
         Path(args.state) / identity.msp_id,
         limits=limits,
