@@ -77,6 +77,6 @@ def open_ledger(
             f"and needs every peer's key; this home holds only its own (use a Fabric profile)"
         )
     check_private(sqlite_files(path), "ledger file")
-    if path.parent != settings.home:
+    if not path.parent.exists():
         make_private_dir(path.parent)
     return EmbeddedLedger(path, consortium, policy=settings.policy, batch_timeout=settings.batch_timeout)
