@@ -50,6 +50,16 @@ def build_agent(args: argparse.Namespace) -> tuple[NodeAgent, ArtifactServer | N
     except LocationRefused as exc:
         raise SystemExit(f"node agent {args.org}: --peer-artifacts: {exc}") from None
     settings = getattr(args, "settings", None)
+    if settings is not None:  # a home: its owner's only (docs/configuration.md "A private home")
+        from home.errors import NotPrivate
+        from home.layout import check_private, sqlite_files
+
+        try:
+            check_private([settings.home])
+            if settings.ledger_backend == "embedded":
+                check_private(sqlite_files(Path(args.ledger)), "ledger file")
+        except NotPrivate as exc:
+            raise SystemExit(f"node agent {args.org}: {exc}") from None
     if settings is not None and settings.ledger_backend != "embedded":
         from home.ledger import open_ledger
 

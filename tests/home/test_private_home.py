@@ -95,3 +95,14 @@ def test_an_index_open_to_others_is_refused(tmp_path):
     Path(str(path) + "-wal").chmod(0o640)
     with pytest.raises(HomeError, match=r"index.db-wal is open to other users"):
         AuditIndex(path)
+
+
+@pytest.mark.timeout(60)  # before the fix the agent started and followed the ledger for ever
+def test_a_node_agent_refuses_a_home_open_to_others(tmp_path):
+    from executor.node import cli as node_cli
+
+    home = tmp_path / "h"
+    assert cli("init", "--orgs", "Org1,Org2", "--home", str(home))[0] == 0
+    (home / "ledger.db").chmod(0o644)
+    with pytest.raises(SystemExit, match=r"node agent .*ledger file .*mode 0644.*chmod 600"):
+        node_cli.main(["run", "--home", str(home), "--org", "Org1", "--runtime", "sandbox"])
