@@ -170,7 +170,7 @@ class ArtifactClient:
     def _bound(self, size: int | None) -> tuple[int, str]:
         """(the most bytes a transfer may take, why)."""
         if size is not None and size <= self.max_bytes:
-            return size, f"{self.owner}'s index names"
+            return size, "its owner's index entry (or its record) names"
         return self.max_bytes, "this node fetches at most (max_artifact_bytes)"
 
     def _transfer(self, digest: str, out: BinaryIO, size: int | None = None) -> None:

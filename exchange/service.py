@@ -114,7 +114,7 @@ class HostedPeer:
     def _open(self, digest: str, size: int | None) -> BinaryIO:
         """The owner's file of ``digest``, refused (:class:`ArtifactTooLarge`) over the bound."""
         limit, why = (
-            (size, f"{self.owner}'s index names")
+            (size, "its owner's index entry (or its record) names")
             if size is not None and size <= self.max_bytes
             else (self.max_bytes, "this node fetches at most (max_artifact_bytes)")
         )
