@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import time
 
 import typer
 
 from api.cli.output import EXIT_OK, EXIT_REFUSED, EXIT_USAGE, console, emit, err_console, fail, guarded
 from api.cli.session import Session, journey
+from wire import bounded_json
 
 group = typer.Typer(no_args_is_help=True, help="Learning processes: create, list, get, start, abort, watch.")
 ProcessArg = typer.Argument(..., help="The process id.")
@@ -38,7 +38,7 @@ def process_create(
     from executor.process import ProcessSpec, launch
 
     try:
-        hyper = json.loads(hyperparameters)
+        hyper = bounded_json.loads(hyperparameters, "--hyperparameters")
     except ValueError as exc:
         fail(f"--hyperparameters is not JSON: {exc}", EXIT_USAGE, s.as_json, kind="bad input")
     members = tuple(s.msp(m) for m in consortium.split(",") if m.strip())

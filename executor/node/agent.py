@@ -79,7 +79,7 @@ from executor.node.journal import TaskJournal
 from executor.node.ledger_outage import LedgerOutage, PatientLedger
 from executor.node.round_events import EVENT_WAIT_LIMIT, wait_round_open
 from executor.node.round_files import RoundFiles
-from executor.node.scratch import task_scratch
+from executor.node.scratch import release_scratch, task_scratch
 from executor.node.status import (
     KEEP_PROCESSES,
     AgentStatus,
@@ -160,6 +160,7 @@ class NodeAgent:
         self.prewarm = tuple(prewarm)
         self.faults = faults
         self._pool: WorkerPool | None = None  # opened by start()
+        self._scratch: Path | None = None  # its task directories' base (start(); removed by close())
         self._spares: SpareWorkers | None = None
         self._salt = ""  # read by start()
         self._finished: set[str] = set()  # processes this agent saw finished (run_once skips them)
@@ -186,7 +187,8 @@ class NodeAgent:
         if self.store.endpoint:  # the others find this organisation's service on the ledger
             publish_own_membership(self.client, self.consortium, self.store.endpoint)
         self._salt = self._data_salt()
-        pool = WorkerPool(self.runtime, self.limits, task_scratch(self.state_dir), self.org, self.warm)
+        self._scratch = task_scratch(self.state_dir)
+        pool = WorkerPool(self.runtime, self.limits, self._scratch, self.org, self.warm)
         self._spares = SpareWorkers(pool, self.client, self.images, self.data_root)
         self._pool = pool
         self._spares.prewarm_images(self.prewarm)
@@ -212,7 +214,13 @@ class NodeAgent:
             self._pool.stop(pid)
 
     def close(self) -> None:
+        """Stop the workers, remove the task directories' base (:func:`release_scratch`: nothing of this
+        agent stays in memory) and close the store's connections. A later :meth:`start` starts afresh."""
         self.stop_workers()
+        if self._scratch is not None:
+            release_scratch(self._scratch, self.state_dir)
+            self._scratch = None
+            self._pool = self._spares = None
         self.store.close()
 
     def _data_salt(self) -> str:

@@ -21,6 +21,7 @@ import sys
 import time
 from pathlib import Path
 
+from exchange.client import DEFAULT_MAX_ARTIFACT_BYTES
 from exchange.errors import LocationRefused
 from exchange.locations import parse_endpoints
 from exchange.readers import LedgerReaders
@@ -49,6 +50,16 @@ def build_agent(args: argparse.Namespace) -> tuple[NodeAgent, ArtifactServer | N
     except LocationRefused as exc:
         raise SystemExit(f"node agent {args.org}: --peer-artifacts: {exc}") from None
     settings = getattr(args, "settings", None)
+    if settings is not None:  # a home: its owner's only (docs/configuration.md "A private home")
+        from home.errors import NotPrivate
+        from home.layout import check_private, sqlite_files
+
+        try:
+            check_private([settings.home])
+            if settings.ledger_backend == "embedded":
+                check_private(sqlite_files(Path(args.ledger)), "ledger file")
+        except NotPrivate as exc:
+            raise SystemExit(f"node agent {args.org}: {exc}") from None
     if settings is not None and settings.ledger_backend != "embedded":
         from home.ledger import open_ledger
 
@@ -76,7 +87,16 @@ def build_agent(args: argparse.Namespace) -> tuple[NodeAgent, ArtifactServer | N
         client,
         consortium,
         runtime,
-        node_store(client, consortium, args.store, endpoint=endpoint, endpoints=peer_endpoints),
+        node_store(
+            client,
+            consortium,
+            args.store,
+            endpoint=endpoint,
+            endpoints=peer_endpoints,
+            max_artifact_bytes=settings.max_artifact_bytes
+            if settings is not None
+            else environment().max_artifact_bytes or DEFAULT_MAX_ARTIFACT_BYTES,
+        ),
         args.data,
         Path(args.state) / identity.msp_id,
         limits=limits,
