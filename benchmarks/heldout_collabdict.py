@@ -33,6 +33,7 @@ import json
 import platform
 import time
 from pathlib import Path
+from typing import Any
 
 from algorithms.collabdict import experiments as ex
 from algorithms.collabdict.ggm import GGMHyperParameters
@@ -40,16 +41,16 @@ from algorithms.collabdict.vae import VAEHyperParameters
 
 RESULTS = Path(__file__).resolve().parent / "results"
 FIGURES = ("worst_isolated", "worst_collab", "central")
-VAE_SETTINGS = dict(hidden=32, lr=1e-2, mc_score=32)
-SIZES = {
+VAE_SETTINGS: dict[str, Any] = dict(hidden=32, lr=1e-2, mc_score=32)
+SIZES: dict[bool, dict[str, Any]] = {
     True: {"max_rows": {"shuttle": 6_000}, "ggm_iterations": 20, "vae_iterations": 150, "runs": 3},
     False: {"max_rows": {"shuttle": 20_000}, "ggm_iterations": 40, "vae_iterations": 300, "runs": 3},
 }
 
 
-def variants(paper: bool) -> dict:
+def variants(paper: bool) -> dict[tuple[str, str], Any]:
     """(algorithm, variant) → hyper-parameters measured."""
-    out = {
+    out: dict[tuple[str, str], Any] = {
         ("ggm", "default"): GGMHyperParameters(),
         ("vae", "default"): VAEHyperParameters(**VAE_SETTINGS),
     }
@@ -90,7 +91,7 @@ def heldout(quick: bool, paper: bool, datasets=ex.DATASETS) -> dict:
     return results
 
 
-SELECTION_GRID = {
+SELECTION_GRID: dict[str, list[float]] = {
     "tau": [0.0, 0.1, 0.5, 2.0],
     "weight_prior": [0.0, 10.0, 50.0, 200.0],
     "shrinkage": [0.1, 1.0, 10.0],
@@ -111,7 +112,10 @@ def select(quick: bool) -> dict:
     for name, values in SELECTION_GRID.items():
         scores = {}
         for v in values:
-            hyper = GGMHyperParameters(**dict(choice, **{name: v}))
+            trial = dict(choice, **{name: v})
+            hyper = GGMHyperParameters(
+                tau=trial["tau"], weight_prior=trial["weight_prior"], shrinkage=trial["shrinkage"]
+            )
             rows = []
             for st in settings:
                 r = ex.ggm_heldout_likelihood(st, hyper, size["ggm_iterations"], 100)
@@ -178,7 +182,7 @@ def selection_markdown(sel: dict, quick: bool, seconds: float) -> str:
     return "\n".join(lines + [""])
 
 
-def main(argv: list[str] | None = None) -> dict:
+def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="smaller shuttle sample, fewer iterations")
     ap.add_argument("--paper", action="store_true", help="also measure the paper's modes")
@@ -203,7 +207,7 @@ def main(argv: list[str] | None = None) -> dict:
         )
         (RESULTS / f"{stem}.md").write_text(selection_markdown(sel, args.quick, time.perf_counter() - t0))
         print(json.dumps({"choice": sel["choice"], "means": sel["means"]}, sort_keys=True))
-        return sel["choice"]
+        return dict(sel["choice"])
     print("[heldout_collabdict] isolated / collaborative / central, 10 organisations, Dirichlet(0.5)")
     report["results"] = heldout(args.quick, args.paper)
     report["seconds"] = time.perf_counter() - t0

@@ -7,6 +7,12 @@ iteration of Algorithm 1 is
     consensus     N̄_k = Σ_s N_k^s, m̄_k, C̄_k (14)                   — one aggregation session
     optimize      μ_k (15), Σ_k and Λ_k (16, graphical lasso)        — every participant, same inputs
 
+Two departures from the seed, both off with ``shrinkage=0, weight_prior=0`` (docs/collabdict.md):
+Λ_k solves eq. (16') — (16) on the covariance shrunk towards the pooled variances with ν pseudo-rows, so
+that a component with one row or an organisation with fewer rows than features keeps a positive-definite
+Λ_k — and the π^s update counts β pseudo-rows of the consortium's weights N̄_k/ΣN̄ (personalised weights
+that a small organisation borrows and a large one overrides).
+
 The step function is a small state machine: the state holds the phase (``init`` = one aggregation of the
 pooled moments for the identical initialisation; ``em`` = EM iterations), the open aggregation session
 (:mod:`algorithms.collabdict.aggregation`) and the current θ, π^s. A session takes 2 rounds with the exact
@@ -61,7 +67,12 @@ INIT_PURPOSE = "collabdict-ggm-init"
 
 @dataclass(frozen=True)
 class GGMHyperParameters:
-    """Model hyper-parameters (defaults: docs/collabdict.md). ``m0=None`` → pooled mean; ``rho=None`` → 0.05·N_total/K."""
+    """Model hyper-parameters (defaults: docs/collabdict.md). ``m0=None`` → pooled mean; ``rho=None`` → 0.05·N_total/K.
+
+    ``tau`` (ℓ0 penalty on π^s, in ``tau_units``), ``weight_prior`` β (pseudo-rows of the consortium's weights
+    in each π^s) and ``shrinkage`` ν (pseudo-rows of the diagonal covariance target in eq. 16') default to the
+    values chosen by held-out likelihood: τ = 0, β = 50, ν = 1. The seed's mode: ``weight_prior=0,
+    shrinkage=0`` (τ as wanted)."""
 
     n_components: int = 10
     lam0: float = 1.0
@@ -466,8 +477,9 @@ def fit_centralised(
     fit.params.append(params)
     fit.pis.append(np.stack(pis))
     last_N_bar = np.zeros(K)  # the consortium's counts of the last aggregation (none yet)
+    M = pooled.shape[1]
     for _ in range(iterations):
-        N_bar, m_sum, C_sum, ll = np.zeros(K), 0.0, 0.0, 0.0
+        N_bar, m_sum, C_sum, ll = np.zeros(K), np.zeros((K, M)), np.zeros((K, M, M)), 0.0
         for s, X in enumerate(Xs):
             N, m, C, loglik, pis[s] = local_update(X, pis[s], params, h, last_N_bar)
             N_bar, m_sum, C_sum, ll = N_bar + N, m_sum + m, C_sum + C, ll + loglik

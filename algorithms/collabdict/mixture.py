@@ -255,10 +255,11 @@ def shrunk_scatter(
     """The graphical-lasso problem of eq. (16): (S, α) with S = (N̄Σ + νT)/(N̄+1+ν), α = ρ/(N̄+1+ν)
     (ν = 0 without a prior: S = N̄Σ/(N̄+1), α = ρ/(N̄+1))."""
     Sigma = 0.5 * (np.asarray(Sigma, dtype=np.float64) + np.asarray(Sigma, dtype=np.float64).T)
-    nu = 0.0 if prior is None else float(prior.nu)
     S = N_bar * Sigma
-    if nu > 0:
-        S = S + nu * np.diag(np.asarray(prior.target, dtype=np.float64))  # type: ignore[union-attr]
+    nu = 0.0
+    if prior is not None and prior.nu > 0:
+        nu = float(prior.nu)
+        S = S + nu * np.diag(np.asarray(prior.target, dtype=np.float64))
     return S / (N_bar + 1.0 + nu), rho / (N_bar + 1.0 + nu)
 
 

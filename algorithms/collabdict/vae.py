@@ -438,17 +438,18 @@ def fit_centralised(
         if validating and (best is None or validation > best):
             best, fit.best_iteration = validation, it - 1
         fit.validation_elbos.append(validation)
-        grad, total = 0.0, 0.0
+        grad, total = np.zeros(0), 0.0
         for s, (Xt, _, _) in enumerate(splits):
             rng = iteration_rng(seed, S, s, it, "collabdict-vae-draws")
             phis[s], phi_opts[s], g, value = local_update(Xt, theta, phis[s], phi_opts[s], h, rng, it, s)
-            grad, total = grad + g, total + value
+            grad, total = (g if s == 0 else grad + g), total + value
         if h.encoder == "shared":
-            theta, theta_opt, phi, phi_opts[0] = optimize(
+            theta, theta_opt, phi, phi_opt = optimize(
                 theta, theta_opt, grad, n_total, h, phis[0], phi_opts[0], it
             )
+            assert phi is not None and phi_opt is not None  # a shared encoder is always returned
             phis = [phi] * S
-            phi_opts = [phi_opts[0]] * S
+            phi_opts = [phi_opt] * S
         else:
             theta, theta_opt, _, _ = optimize(theta, theta_opt, grad, n_total, h, iteration=it)
         fit.thetas.append(theta)
