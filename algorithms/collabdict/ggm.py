@@ -71,7 +71,7 @@ class GGMHyperParameters:
 
     ``tau`` (ℓ0 penalty on π^s, in ``tau_units``), ``weight_prior`` β (pseudo-rows of the consortium's weights
     in each π^s) and ``shrinkage`` ν (pseudo-rows of the diagonal covariance target in eq. 16') default to the
-    values chosen by held-out likelihood: τ = 0, β = 50, ν = 1. The seed's mode: ``weight_prior=0,
+    values chosen by held-out likelihood: τ = 0, β = 200, ν = 0.1. The seed's mode: ``weight_prior=0,
     shrinkage=0`` (τ as wanted)."""
 
     n_components: int = 10
@@ -83,8 +83,8 @@ class GGMHyperParameters:
     delta: float = 1.0
     init_precision: str = "pooled"
     tau_units: str = "bic"
-    shrinkage: float = 1.0
-    weight_prior: float = 50.0
+    shrinkage: float = 0.1
+    weight_prior: float = 200.0
 
     def __post_init__(self):
         if int(self.n_components) < 1:
