@@ -56,7 +56,7 @@ from benchmarks.collabdict_report import ggm_lines, headline, markdown, table
 
 RESULTS = Path(__file__).resolve().parent / "results"
 # the seed's modes, which this reproduction measures (the defaults differ since issue 31; see
-# benchmarks.heldout_collabdict): π^s from the organisation's own counts, eq. (16) without covariance
+# benchmarks.heldout): π^s from the organisation's own counts, eq. (16) without covariance
 # shrinkage; private encoders, every iterate kept
 GGM_PAPER = dict(weight_prior=0.0, shrinkage=0.0)
 VAE_PAPER = dict(encoder="local", validation=0.0)

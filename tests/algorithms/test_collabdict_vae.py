@@ -5,7 +5,6 @@ import numpy as np
 import pytest
 from sklearn.metrics import roc_auc_score
 
-from algorithms.collabdict import experiments
 from algorithms.collabdict.vae import (
     CollabDictVAE,
     VAEHyperParameters,
@@ -18,6 +17,7 @@ from algorithms.collabdict.vae import (
 from algorithms.collabdict.vae_model import TrainingDiverged
 from algorithms.simulator import simulate
 from algorithms.step import LocalDataset
+from benchmarks import heldout
 from tests.algorithms.conftest import make_mixture
 
 
@@ -158,14 +158,13 @@ def test_collaborative_worst_member_at_least_isolated_on_heldout_breastw():
     rows), one common test set: with the shared encoder (default) the worst organisation's collaborative AUC
     is at least the worst isolated one; with the seed's private encoders it is below (the cause: a small
     organisation's private encoder maps unseen normal rows badly, and the sharp shared decoder flags them)."""
-    setting = experiments.make_setting("breastw", "contaminated", 1)
-    trains, X, y = list(setting.trains), setting.X_test, setting.y_test
+    data = heldout.make_data("breastw", 1)
+    trains, X, _ = heldout.collabdict_trains(data, "contaminated")
+    y = data.y_test
     hyper = {e: VAEHyperParameters(hidden=16, lr=1e-2, mc_score=16, encoder=e) for e in ("shared", "local")}
-    worst_isolated = min(
-        experiments.auc(y, score(fit_isolated(Xs, 40, 1, hyper["shared"]), X)) for Xs in trains
-    )
+    worst_isolated = min(heldout.auc(y, score(fit_isolated(Xs, 40, 1, hyper["shared"]), X)) for Xs in trains)
     worst_collab = {
-        e: min(experiments.auc(y, score(m, X)) for m in fit_collaborative(trains, 40, 1, h))
+        e: min(heldout.auc(y, score(m, X)) for m in fit_collaborative(trains, 40, 1, h))
         for e, h in hyper.items()
     }
     assert worst_collab["shared"] >= worst_isolated
