@@ -45,7 +45,7 @@ def _main(
     """Consortia: verifiable and auditable collaborative learning on a permissioned ledger."""
 
 
-for _command in (home.demo, home.init, home.join, services.serve):
+for _command in (home.demo, home.init, home.join, services.serve, services.artifact_service):
     app.command()(with_output(_command))
 for _pass_through in (services.node, services.network):
     app.command(context_settings=services.PASS_THROUGH_SETTINGS, add_help_option=False)(_pass_through)
