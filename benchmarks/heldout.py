@@ -36,6 +36,7 @@ figures from an existing report of the same size); the last line printed is the 
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import platform
 import time
@@ -404,6 +405,7 @@ def evaluate_family(
         if dataset not in family.datasets:
             continue
         per_variant: dict[str, list[dict]] = {}
+        d0 = time.process_time()
         for i in range(runs):
             t0 = time.process_time()
             try:
@@ -434,6 +436,7 @@ def evaluate_family(
             f"run{i}": s["members"] for i, s in enumerate(per_variant.get(family.headline, []))
         }
         result["datasets"][dataset] = entry
+        result.setdefault("cpu_seconds_per_dataset", {})[dataset] = round(time.process_time() - d0, 1)
     result["status"] = "ok"
     return result
 
@@ -514,9 +517,10 @@ def headline(summary: dict[str, Any]) -> dict[str, Any]:
 
 
 def carry_over(summary: dict[str, Any], report: Path) -> dict[str, Any]:
-    """``summary`` with the families it did not run taken from an existing ``report`` of the same size (runs,
-    subsampling), so that one family can be re-measured without re-running the others; each family keeps its
-    own ``cpu_seconds``. A report of another size is replaced whole."""
+    """``summary`` with what it did not run taken from an existing ``report`` of the same size (runs,
+    subsampling): the other families whole, and within a family it ran the other datasets (their figures,
+    crashes and CPU time), so that one family or dataset can be re-measured without re-running the rest. A
+    report of another size is replaced whole."""
     if not report.exists():
         return summary
     old = json.loads(report.read_text())
@@ -526,11 +530,27 @@ def carry_over(summary: dict[str, Any], report: Path) -> dict[str, Any]:
         summary["quick"],
     ):
         return summary
-    families = {
-        name: summary["families"].get(name, old["families"].get(name))
-        for name in FAMILIES
-        if name in summary["families"] or name in old.get("families", {})
-    }
+    families: dict[str, Any] = {}
+    for name in FAMILIES:
+        new, before = summary["families"].get(name), old.get("families", {}).get(name)
+        if new is None or before is None or new["status"] != "ok" or before["status"] != "ok":
+            if new is not None or before is not None:
+                families[name] = new if new is not None else before
+            continue
+        ran = set(new["datasets"]) | {c["dataset"] for c in new["crashes"]}
+        kept = {d: e for d, e in before["datasets"].items() if d not in ran}
+        merged = dict(
+            new,
+            datasets={
+                d: {**kept, **new["datasets"]}[d] for d in DATASETS if d in kept or d in new["datasets"]
+            },
+        )
+        merged["crashes"] = [c for c in before["crashes"] if c["dataset"] not in ran] + new["crashes"]
+        cpu = dict(before.get("cpu_seconds_per_dataset", {}))
+        cpu.update(new.get("cpu_seconds_per_dataset", {}))
+        merged["cpu_seconds_per_dataset"] = cpu
+        merged["cpu_seconds"] = round(sum(cpu.values()), 1)
+        families[name] = merged
     crashes = int(sum(len(r["crashes"]) for r in families.values()))
     return dict(summary, families=families, crashes=crashes)
 
@@ -581,9 +601,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if not args.no_write:
         RESULTS.mkdir(exist_ok=True)
         stem = "heldout-quick" if args.quick else "heldout"
-        summary = carry_over(summary, RESULTS / f"{stem}.json")
-        (RESULTS / f"{stem}.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
-        (RESULTS / f"{stem}.md").write_text(markdown(summary, args.quick))
+        with (RESULTS / f".{stem}.lock").open(
+            "w"
+        ) as lock:  # invocations of other families may finish now too
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            summary = carry_over(summary, RESULTS / f"{stem}.json")
+            (RESULTS / f"{stem}.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
+            (RESULTS / f"{stem}.md").write_text(markdown(summary, args.quick))
     print(json.dumps(headline(summary)))
     return summary
 

@@ -122,15 +122,39 @@ def test_auc_refuses_non_finite_scores():
         heldout.auc(np.array([0, 1]), np.array([0.0, np.nan]))
 
 
-def test_a_report_keeps_the_families_not_rerun(tmp_path):
+def test_a_report_keeps_the_families_and_datasets_not_rerun(tmp_path):
     base = {"quick": True, "runs": 3, "max_rows": {"shuttle": 6000}}
-    old = dict(base, families={"rf": {"crashes": [1]}, "ggm": {"crashes": []}}, crashes=1)
+
+    def fam(datasets, crashes=(), cpu=None):
+        return {
+            "status": "ok",
+            "datasets": datasets,
+            "crashes": list(crashes),
+            "cpu_seconds_per_dataset": cpu or {},
+        }
+
+    crash = {"dataset": "satellite", "run": 1, "error": "E"}
+    old = dict(
+        base,
+        families={
+            "rf": fam({"breastw": {"v": 1}}, [{"dataset": "breastw", "run": 0, "error": "E"}]),
+            "ggm": fam(
+                {"breastw": {"v": "old"}, "satellite": {"v": "old"}},
+                [crash],
+                {"breastw": 2.0, "satellite": 5.0},
+            ),
+        },
+        crashes=2,
+    )
     report = tmp_path / "heldout-quick.json"
     report.write_text(json.dumps(old))
-    new = dict(base, families={"ggm": {"crashes": [], "new": True}}, crashes=0)
+    new = dict(base, families={"ggm": fam({"satellite": {"v": "new"}}, cpu={"satellite": 7.0})}, crashes=0)
     merged = heldout.carry_over(new, report)
-    assert list(merged["families"]) == ["rf", "ggm"] and merged["families"]["ggm"]["new"]
-    assert merged["crashes"] == 1
+    assert list(merged["families"]) == ["rf", "ggm"] and merged["families"]["rf"] == old["families"]["rf"]
+    ggm = merged["families"]["ggm"]
+    assert ggm["datasets"] == {"breastw": {"v": "old"}, "satellite": {"v": "new"}}
+    assert ggm["crashes"] == [] and merged["crashes"] == 1  # satellite re-run: its old crash is gone
+    assert ggm["cpu_seconds_per_dataset"] == {"breastw": 2.0, "satellite": 7.0} and ggm["cpu_seconds"] == 9.0
     other_size = dict(new, runs=5)
     assert heldout.carry_over(other_size, report) == other_size  # another size replaces the report whole
 
