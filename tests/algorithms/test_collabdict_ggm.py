@@ -174,15 +174,22 @@ def test_score_kinds_of_model_payload():
 def test_tau_in_bic_units_selects_components_automatically():
     """Start with too many components: with τ in BIC units the ℓ0 update switches the superfluous ones off at
     every organisation and they are pruned (N̄_k < δ); in raw nats (the literal objective with
-    ε_π = 1e-8) the same τ = 2 only zeroes weights of a sample or less and prunes nothing."""
+    ε_π = 1e-8) the same τ = 2 only zeroes weights of a sample or less and prunes nothing. The seed's π^s
+    (``weight_prior=0``): the default β = 200 pseudo-rows of the consortium's weights keep every component
+    weighted at organisations of 120 rows, which is what it is for."""
     Xs = make_mixture(S=3, M=2, K=2, seed=11, base=120)
     fits = {
         units: fit_centralised(
-            Xs, 15, seed=0, hyper=GGMHyperParameters(n_components=8, tau=2.0, tau_units=units)
+            Xs,
+            15,
+            seed=0,
+            hyper=GGMHyperParameters(n_components=8, tau=2.0, tau_units=units, weight_prior=0.0),
         )
         for units in ("bic", "nats")
     }
-    plain = fit_centralised(Xs, 15, seed=0, hyper=GGMHyperParameters(n_components=8, tau=0.0))
+    plain = fit_centralised(
+        Xs, 15, seed=0, hyper=GGMHyperParameters(n_components=8, tau=0.0, weight_prior=0.0)
+    )
     assert (
         fits["bic"].params[-1].active.sum()
         < fits["nats"].params[-1].active.sum()
