@@ -15,7 +15,10 @@ The result (what the task key signs) is::
     {process_id, round, organisation, image_digest, runtime,
      inputs:  {state, messages: [{sender, digest}], data_commitment},
      outputs: {state, messages: [{recipient, digest, size, ...}], model: {digest, size, ...} | null},
-     metrics: {name: number}, started, finished}
+     metrics: {name: number}, numeric_profile?: {name, version, digest}, started, finished}
+
+``numeric_profile`` names the floating-point kernels the task computed with (the image's declared
+profile, docs/reproducibility.md); a result without it is accepted (records made before it existed).
 
 Chaincode events reach every channel member, so ``TaskCreated`` / ``TaskCompleted`` /
 ``TaskFailed`` carry only (process id, round, organisation): a member reads digests, metrics and
@@ -69,6 +72,7 @@ RESULT_FIELDS = {
     "inputs",
     "outputs",
     "metrics",
+    "numeric_profile",
     "started",
     "finished",
 }
@@ -114,7 +118,9 @@ def _check_messages(messages: Any, where: str, kind: str, party: str) -> None:
 
 
 def _validate_result(raw: Any) -> dict[str, Any]:
-    result = require_keys(raw, RESULT_FIELDS, RESULT_FIELDS - {"started", "finished"}, "execution result")
+    result = require_keys(
+        raw, RESULT_FIELDS, RESULT_FIELDS - {"started", "finished", "numeric_profile"}, "execution result"
+    )
     _check_digest(result["image_digest"], "result.image_digest")
     if result["runtime"] not in RUNTIMES:
         raise InvalidArgument(f"result.runtime must be one of {RUNTIMES}")
@@ -137,6 +143,17 @@ def _validate_result(raw: Any) -> dict[str, Any]:
         if not isinstance(outputs["model"], dict):
             raise InvalidArgument("result.outputs.model must be an object")
         _check_digest(outputs["model"].get("digest"), "result.outputs.model.digest")
+    if "numeric_profile" in result:
+        profile = require_keys(
+            result["numeric_profile"],
+            {"name", "version", "digest"},
+            {"name", "version", "digest"},
+            "result.numeric_profile",
+        )
+        require_str(profile, "name", pattern=r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+        if not isinstance(profile["version"], int) or isinstance(profile["version"], bool):
+            raise InvalidArgument("result.numeric_profile.version must be an integer")
+        _check_digest(profile["digest"], "result.numeric_profile.digest")
     metrics = result["metrics"]
     if not isinstance(metrics, dict):
         raise InvalidArgument("result.metrics must be an object")
