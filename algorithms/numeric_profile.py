@@ -421,6 +421,14 @@ def selected() -> NumericProfile | None:
     return named(choice)
 
 
+def reexec_selected() -> None:
+    """For a program's entry point: re-execute it under the selected profile unless it already runs
+    under it (:meth:`NumericProfile.reexec`); nothing with ``host``."""
+    profile = selected()
+    if profile is not None:
+        profile.reexec()
+
+
 # --------------------------------------------------------------------------- command line
 
 
@@ -430,7 +438,7 @@ def main(argv: list[str] | None = None) -> int:
     * ``env``: the selected profile's environment as ``export`` lines (``eval`` them in a shell before
       starting Python; ``host`` prints nothing);
     * ``check``: this interpreter's problems and facts as JSON, exit 1 if the profile is not in effect;
-    * ``run CMD...``: run ``CMD`` under the profile's environment."""
+    * ``run [--] CMD...``: run ``CMD`` under the profile's environment."""
     import json
 
     args = list(sys.argv[1:] if argv is None else argv)
@@ -456,9 +464,10 @@ def main(argv: list[str] | None = None) -> int:
         }
         print(json.dumps(report, indent=1, sort_keys=True))
         return 1 if found else 0
-    if command == "run" and len(args) > 1:
+    cmd = args[2:] if args[1:2] == ["--"] else args[1:]
+    if command == "run" and cmd:
         env = dict(os.environ) if profile is None else profile.environ(dict(os.environ))
-        os.execvpe(args[1], args[1:], env)
+        os.execvpe(cmd[0], cmd, env)
     print(main.__doc__, file=sys.stderr)
     return 2
 

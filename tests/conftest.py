@@ -21,9 +21,7 @@ def pytest_configure(config):
     collected: the libraries chose their kernels when they were loaded, and glibc when the process
     started. ``CONSORTIA_NUMERIC_PROFILE=host`` runs the suite with this machine's own kernels (the
     algorithm tests' second profile in CI; the simulator-versus-platform tests then fail)."""
-    profile = numeric_profile.selected()
-    if profile is not None:
-        profile.reexec()
+    numeric_profile.reexec_selected()
 
 
 @pytest.fixture(scope="session", autouse=True)
