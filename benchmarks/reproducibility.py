@@ -16,12 +16,15 @@
    torch capability), so the report shows the kinds took effect. Every state digest of every
    (organisation, round), every message digest and every model digest is compared.
 2. **What the pin costs.** Per algorithm, ``simulate`` wall time under the profile and under this
-   machine's own kernels, the two alternating in fresh interpreters (3 pairs, 5 in the full run), ratio
-   of the medians; and per kernel (matrix products, LAPACK, numpy's and torch's elementwise functions),
+   machine's own kernels (one thread in both, as tasks ran before the profile), the two alternating in
+   fresh interpreters (3 pairs, 5 in the full run; who goes first alternates too), each case timed
+   after an untimed run of itself, ratio of the medians of wall time (``pin_cost_ratio``) and of CPU time
+   (``pin_cost_ratio_cpu``, steadier on a shared machine); and per kernel (matrix products, LAPACK, numpy's and torch's elementwise functions),
    the same ratio, so the docs can name which operations lose their vector kernels.
 3. (full run) **Which part of the profile each algorithm needs**: the profile minus one part at a time
    (OpenBLAS core, numpy dispatch, glibc's FMA mask, torch's capability, MKL's CNR mode, oneDNN's ISA)
-   across the kinds; a part whose removal leaves one digest set per algorithm is not needed by it.
+   on four kinds between which every part takes two or more values (:data:`ABLATION_KINDS`); a part
+   whose removal leaves one digest set per algorithm is not needed by it.
 
 Reports go to ``benchmarks/results/reproducibility[-quick].{json,md}``; the last printed line is JSON
 with ``cpu_kinds``, ``algorithms``, ``digest_sets_equal``, ``pin_cost_ratio`` and the digest-set counts
@@ -87,15 +90,25 @@ def cpu_kinds() -> list[CpuKind]:
     return out
 
 
-def host_flags() -> set[str]:
+def _cpuinfo(field: str) -> str:
     try:
         text = Path("/proc/cpuinfo").read_text()
     except OSError:
-        return set()
+        return ""
     for line in text.splitlines():
-        if line.startswith("flags"):
-            return set(line.split(":", 1)[1].split())
-    return set()
+        if line.startswith(field):
+            return line.split(":", 1)[1].strip()
+    return ""
+
+
+def host_flags() -> set[str]:
+    """This CPU's flags (``/proc/cpuinfo``)."""
+    return set(_cpuinfo("flags").split())
+
+
+def host_cpu() -> str:
+    """This CPU's model name."""
+    return _cpuinfo("model name") or platform.machine()
 
 
 #: every variable a kind or the profile sets: a child starts from the environment without them
@@ -107,12 +120,17 @@ NUMERIC_VARIABLES = (
 )
 
 
+#: unpinned children run one thread too, as tasks did before the profile: only the kernels differ
+ONE_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
 def child_environment(kind: Mapping[str, str], pinned: bool, without: Sequence[str] = ()) -> dict[str, str]:
-    """The environment of a child on CPU kind ``kind``: the kind's own (``pinned`` False), or the
-    profile over it; ``without``: variables of the profile left as the kind has them (ablation)."""
+    """The environment of a child on CPU kind ``kind``: the kind's own kernels on one thread
+    (``pinned`` False), or the profile over it; ``without``: variables of the profile left as the kind
+    has them (ablation)."""
     base = {k: v for k, v in os.environ.items() if k not in NUMERIC_VARIABLES}
     base["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [base.get("PYTHONPATH")])])
-    env = {**base, **kind}
+    env = {**base, **ONE_THREAD, **kind}
     if not pinned:
         return {**env, "CONSORTIA_NUMERIC_PROFILE": HOST}
     env = PROFILE.environ(env)
@@ -261,8 +279,11 @@ def write_datasets(directory: Path, names: Sequence[str], scale: str) -> None:
 # ----------------------------------------------------------------------------- one child
 
 
-def simulate_case(name: str, directory: Path, scale: str) -> dict[str, Any]:
-    """Simulate case ``name`` from its dataset files; every digest and the wall time of ``simulate``."""
+def simulate_case(name: str, directory: Path, scale: str, warm_up: bool = False) -> dict[str, Any]:
+    """Simulate case ``name`` from its dataset files: every digest, and the wall and CPU time of
+    ``simulate``; ``warm_up``: after simulating the case once untimed (imports and first-call set-up
+    would otherwise be timed: GGM imports its graphical lasso in its first M-step, the VAE's first
+    ``torch.use_deterministic_algorithms`` imports ``torch._inductor.config``, seconds each)."""
     import importlib
 
     from algorithms.simulator import simulate
@@ -274,9 +295,11 @@ def simulate_case(name: str, directory: Path, scale: str) -> dict[str, Any]:
     algorithm = getattr(importlib.import_module(module), cls)(**case.params)
     orgs = sorted(p.stem for p in (directory / name).glob("*.npz"))
     datasets = {o: load_dataset(directory / name / f"{o}.npz") for o in orgs}
-    t0 = time.perf_counter()
+    if warm_up:
+        simulate(algorithm, datasets, case.rounds, 7, case.topology, tuple(orgs))
+    t0, c0 = time.perf_counter(), time.process_time()
     res = simulate(algorithm, datasets, case.rounds, 7, case.topology, tuple(orgs))
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     digests = {
         "states": res.state_digests,
         "messages": [{f"{a}>{b}": d for (a, b), d in sorted(m.items())} for m in res.message_digests],
@@ -289,6 +312,7 @@ def simulate_case(name: str, directory: Path, scale: str) -> dict[str, Any]:
         + sum(len(m) for m in res.message_digests)
         + len(res.models),
         "wall_s": wall,
+        "cpu_s": cpu,
         "numeric_profile": res.numeric_profile,
     }
 
@@ -304,6 +328,9 @@ KERNELS = (
     "sin float64",
     "power float64",
     "sum float64",
+    "sort float64",
+    "argsort float64",
+    "maximum float64",
     "exp float32",
     "torch mm float64 256",
     "torch exp float64",
@@ -335,6 +362,9 @@ def time_kernels(repeats: int) -> dict[str, float]:
         "sin float64": lambda: np.sin(x),
         "power float64": lambda: np.power(p, 1.7),
         "sum float64": lambda: x.sum(),
+        "sort float64": lambda: np.sort(x),
+        "argsort float64": lambda: np.argsort(x, kind="stable"),
+        "maximum float64": lambda: np.maximum(x, p),
         "exp float32": lambda: np.exp(x32),
     }
     try:
@@ -358,12 +388,14 @@ def time_kernels(repeats: int) -> dict[str, float]:
 
 
 def child_main(argv: list[str]) -> int:
-    """``--child DIR SCALE CASE...`` (or ``--kernels REPEATS``): print one JSON line."""
+    """``--child DIR SCALE [--timed] CASE...`` (or ``--kernels REPEATS``): print one JSON line."""
     if argv[0] == "--kernels":
         result: dict[str, Any] = {"kernels": time_kernels(int(argv[1]))}
     else:
         directory, scale, names = Path(argv[1]), argv[2], argv[3:]
-        result = {"cases": {n: simulate_case(n, directory, scale) for n in names}}
+        timed = names[:1] == ["--timed"]
+        names = names[1:] if timed else names
+        result = {"cases": {n: simulate_case(n, directory, scale, warm_up=timed) for n in names}}
     result["facts"] = facts()
     print(json.dumps(result, sort_keys=True))
     return 0
@@ -386,9 +418,11 @@ def run_child(env: Mapping[str, str], args: Sequence[str], timeout: float = 1800
 
 
 def simulate_under(
-    env: Mapping[str, str], directory: Path, scale: str, names: Sequence[str]
+    env: Mapping[str, str], directory: Path, scale: str, names: Sequence[str], timed: bool = False
 ) -> dict[str, Any]:
-    return run_child(env, ["--child", str(directory), scale, *names])
+    """Each case of ``names`` simulated in a fresh interpreter under ``env`` (``timed``: each after an
+    untimed run of itself)."""
+    return run_child(env, ["--child", str(directory), scale, *(["--timed"] if timed else []), *names])
 
 
 # ----------------------------------------------------------------------------- the benchmark
@@ -434,6 +468,8 @@ def _flatten(digests: Mapping[str, Any]) -> dict[str, str]:
     return flat
 
 
+#: the kinds the ablation runs on: between them every knob of the profile takes two or more values
+ABLATION_KINDS = ("Prescott-npy", "Sandybridge+npy", "Haswell-npy", "SkylakeX+npy")
 ABLATION = {
     "OpenBLAS core": ("OPENBLAS_CORETYPE",),
     "numpy dispatch": ("NPY_ENABLE_CPU_FEATURES",),
@@ -451,7 +487,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="smaller cases, 3 timing pairs, no ablation")
     args = ap.parse_args(argv)
-    PROFILE.reexec()  # the datasets are made here: under the profile, the same bytes on every machine
     scale = "quick" if args.quick else "full"
     pairs = 3 if args.quick else 5
     table = cases(scale)
@@ -464,7 +499,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     kinds = [k for k in cpu_kinds() if set(k.needs) <= flags]
     skipped = {k.name: sorted(set(k.needs) - flags) for k in cpu_kinds() if k not in kinds}
     t_start = time.perf_counter()
-    print(f"[reproducibility] profile {PROFILE.id} ({PROFILE.digest}); host: {platform.processor() or ''}")
+    print(f"[reproducibility] profile {PROFILE.id} ({PROFILE.digest}); host: {host_cpu()}")
     print(f"  kinds: {', '.join(k.name for k in kinds)}; skipped (CPU lacks): {skipped or 'none'}")
     with tempfile.TemporaryDirectory(prefix="consortia-repro-") as tmp:
         data = Path(tmp)
@@ -479,21 +514,25 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         after = digest_sets(runs["pinned"], names)
         for n in names:
             print(f"  {n:17s} digest sets: unpinned {before[n]}, pinned {after[n]}")
-        # the pin's cost: this machine's own kernels against the profile, alternating
+        # the pin's cost: this machine's own kernels against the profile, alternating (and which of
+        # the two goes first), one thread each
         walls: dict[str, dict[str, list[float]]] = {"unpinned": {}, "pinned": {}}
+        cpus: dict[str, dict[str, list[float]]] = {"unpinned": {}, "pinned": {}}
         kernels: dict[str, list[dict[str, float]]] = {"unpinned": [], "pinned": []}
-        for _ in range(pairs):
-            for mode in ("pinned", "unpinned"):
-                r = simulate_under(child_environment({}, mode == "pinned"), data, scale, names)
+        for i in range(pairs):
+            for mode in ("pinned", "unpinned") if i % 2 == 0 else ("unpinned", "pinned"):
+                env = child_environment({}, mode == "pinned")
+                r = simulate_under(env, data, scale, names, timed=True)
                 for n in names:
                     walls[mode].setdefault(n, []).append(r["cases"][n]["wall_s"])
-                kernels[mode].append(
-                    run_child(child_environment({}, mode == "pinned"), ["--kernels", "5"])["kernels"]
-                )
-        cost = {
-            n: round(statistics.median(walls["pinned"][n]) / statistics.median(walls["unpinned"][n]), 3)
-            for n in names
-        }
+                    cpus[mode].setdefault(n, []).append(r["cases"][n]["cpu_s"])
+                kernels[mode].append(run_child(env, ["--kernels", "5"])["kernels"])
+
+        def ratio(times: dict[str, dict[str, list[float]]], n: str) -> float:
+            return round(statistics.median(times["pinned"][n]) / statistics.median(times["unpinned"][n]), 3)
+
+        cost = {n: ratio(walls, n) for n in names}
+        cost_cpu = {n: ratio(cpus, n) for n in names}
         kernel_cost = {
             op: {mode: statistics.median(k[op] for k in kernels[mode]) for mode in ("pinned", "unpinned")}
             for op in kernels["pinned"][0]
@@ -515,7 +554,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     comparison = {m: compare_digests(runs[m], names) for m in runs}
     report = {
         "profile": PROFILE.record() | {"environment": PROFILE.environ()},
-        "host": {"processor": platform.processor(), "flags_avx512": "avx512f" in flags, "facts": facts()},
+        "host": {"cpu": host_cpu(), "avx512": "avx512f" in flags, "facts": facts()},
         "scale": scale,
         "kinds": {k.name: dict(k.environment) for k in kinds},
         "kinds_skipped": skipped,
@@ -523,7 +562,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "digest_sets": {"unpinned": before, "pinned": after},
         "comparison": comparison,
         "pin_cost_ratio": cost,
+        "pin_cost_ratio_cpu": cost_cpu,
         "simulate_wall_s": {m: {n: statistics.median(v) for n, v in walls[m].items()} for m in walls},
+        "simulate_cpu_s": {m: {n: statistics.median(v) for n, v in cpus[m].items()} for m in cpus},
         "kernel_cost": kernel_cost,
         "ablation": ablation,
         "wall_s": round(time.perf_counter() - t_start, 1),
@@ -541,6 +582,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "digest_sets_pinned": after,
         "digests_compared": sum(c["digests_per_run"] * len(kinds) for c in comparison["pinned"].values()),
         "pin_cost_ratio": cost,
+        "pin_cost_ratio_cpu": cost_cpu,
         "profile": PROFILE.id,
     }
     print(json.dumps(headline, sort_keys=True))
@@ -554,7 +596,7 @@ def markdown(report: Mapping[str, Any]) -> str:
         f"# Reproducibility across CPU kinds ({report['scale']})",
         "",
         f"Profile `{report['profile']['name']}/{report['profile']['version']}` ({report['profile']['digest']}); "
-        f"host {report['host']['processor'] or 'x86-64'}; {len(report['kinds'])} emulated kinds, skipped "
+        f"host {report['host']['cpu']}; {len(report['kinds'])} emulated kinds, skipped "
         f"(CPU lacks): {report['kinds_skipped'] or 'none'}; wall {report['wall_s']} s.",
         "",
         "## Kernels each kind chose",
@@ -605,4 +647,8 @@ def markdown(report: Mapping[str, Any]) -> str:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] not in (["--child"], ["--kernels"]):
+        from algorithms.numeric_profile import reexec_selected
+
+        reexec_selected()  # the datasets are made here: under the profile, the same bytes everywhere
     main()
