@@ -19,6 +19,12 @@
    one node's messages (T−1 releases) and for an observer of every link (n(T−1) releases). The clip
    bounds are chosen not to bind (OLR: L̂ = (√d/2)(m·5/2 + 7.5) = 30√3; MNIST: L̂ = √d, the logistic
    gradient's block norm with centred pixels in [−1, 1]), so the runs are the paper's runs.
+4. The Gaussian mode (docs/dpsda.md "The Gaussian mode") on MNIST 4 vs 9, T = 500, both algorithms:
+   Poisson sampling at q = 0.02 of the 11,791 training images (b = qN = 236), per-example clipping
+   L̂ = 1, pixels centred by a μ = 0.1 Gaussian-private mean, the noise multiplier calibrated to a rigorous
+   network ε of 10 and 1 at δ = 1e-5 (the private mean included), beside the same runs without noise
+   (exact mean); and the single-pass stream (b = ⌊N/T⌋ = 23, every image at most once) at the same ε.
+   The last JSON line carries ``mnist_acc_at_eps10``, ``mnist_acc_at_eps1`` and ``mnist_acc_nonprivate``.
 
 Reports go to ``benchmarks/results/dpsda[-quick].{json,md}`` and ``dpsda_regret[-quick].png``; the
 last printed line is one JSON object with the headline figures.
@@ -30,6 +36,7 @@ import argparse
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -38,10 +45,17 @@ from algorithms.dpsda.experiments import (
     accuracy,
     centralised_projected_sgd,
     classification_stream,
+    private_feature_mean,
     synthetic_olr,
 )
 from algorithms.dpsda.losses import LogisticLoss
-from algorithms.dpsda.privacy import LaplaceComposition, run_privacy, sensitivity_bound
+from algorithms.dpsda.privacy import (
+    GaussianComposition,
+    LaplaceComposition,
+    noise_multiplier_for,
+    run_privacy,
+    sensitivity_bound,
+)
 from algorithms.dpsda.projection import BoxProjection
 from algorithms.dpsda.regret import least_squares_comparator, loglog_slope, olr_regret
 from benchmarks.dpsda_report import (
@@ -53,6 +67,7 @@ from benchmarks.dpsda_report import (
     eps_headline,
     eps_label,
     fmt_eps,
+    gaussian_markdown,
     markdown,
     plot_regret,
 )
@@ -62,6 +77,13 @@ GRID = (50, 100, 200, 300, 400, 500)
 MNIST_TASKS = ((0, 1), (4, 9))
 OLR_CLIP = 30.0 * 3**0.5  # (√d/2)·(m·r/2 + 7.5) with d = 3, m = 21, r = 5: ‖a_B‖₂·|a^T x − b| for |b| ≤ 7.5
 MNIST_CALIBRATION_EPSILONS = (1.0, 100.0, 1e4, 1e6)  # rigorous network ε at δ = 1e-5
+# The Gaussian mode's declared configuration (chosen on a validation split of the training images, seed 100,
+# before any test-set run; docs/dpsda.md "The Gaussian mode")
+GAUSSIAN_TASK = (4, 9)
+GAUSSIAN_RATE = 0.02  # q of the Poisson sampling
+GAUSSIAN_CLIP = 1.0  # L̂: every example's block gradient clipped to ‖·‖₂ ≤ 1
+GAUSSIAN_MEAN_MU = 0.1  # μ of the Gaussian-private pixel mean used for centring
+GAUSSIAN_EPSILONS = (10.0, 1.0)  # rigorous network ε at δ = 1e-5, private mean included
 
 
 def privacy_spent(sigma: float, clip: float, dimension: int, horizon: int) -> dict:
@@ -251,6 +273,99 @@ def mnist_experiment(seeds: list[int], horizon: int, batch: int, radius: float) 
     return out
 
 
+def gaussian_experiment(seeds: list[int], horizon: int, radius: float = 1.0) -> dict:
+    """The Gaussian mode on MNIST 4 vs 9 (module docstring, part 4): test / train accuracy of x(T) per sampling
+    scheme, algorithm and ε (``"inf"`` = no noise, exact mean), and the privacy each calibrated run spends."""
+    from algorithms.datasets.mnist import binary_task, load_mnist
+
+    task = binary_task(*GAUSSIAN_TASK, load_mnist())
+    n = int(task.train_features.shape[0])
+    rate_batch = int(round(GAUSSIAN_RATE * n))
+    stream_batch = n // horizon
+    schemes = {
+        "poisson": {"batch": rate_batch, "releases": horizon - 1, "rate": GAUSSIAN_RATE},
+        "stream": {"batch": stream_batch, "releases": 1, "rate": 1.0},
+    }
+    privacy: dict = {}
+    for name, sch in schemes.items():
+        for target in GAUSSIAN_EPSILONS:
+            z = noise_multiplier_for(target, DELTA, sch["releases"], sch["rate"], GAUSSIAN_MEAN_MU)
+            comp = GaussianComposition(z, sch["releases"], sch["rate"], GAUSSIAN_MEAN_MU)
+            privacy.setdefault(name, {})[f"{target:g}"] = comp.summary(DELTA)
+    acc: dict = {}
+    for seed in seeds:
+        mean_rng = np.random.default_rng([seed, 31, 1])
+        centres = {
+            "exact": task.train_features.mean(axis=0),
+            "private": private_feature_mean(task.train_features, GAUSSIAN_MEAN_MU, mean_rng),
+        }
+        key = np.random.SeedSequence([seed, 31, 2]).generate_state(4)
+        for name, sch in schemes.items():
+            runs = [("inf", 0.0, "exact")] + [
+                (e, privacy[name][e]["noise_multiplier"], "private") for e in privacy[name]
+            ]
+            for label, z, centre in runs:
+                xtr = task.train_features - centres[centre]
+                xte = task.test_features - centres[centre]
+                sampling: dict[str, Any] = {}
+                if name == "poisson":
+                    features, labels = xtr, task.train_labels
+                    sampling = {"sampling": "poisson", "sampling_rate": GAUSSIAN_RATE}
+                else:  # T·b ≤ N: every image enters at most one step
+                    stream = classification_stream(xtr, task.train_labels, horizon, sch["batch"], seed)
+                    features, labels = stream.features, stream.labels
+                for variant, topo in VARIANTS:
+                    cfg = DPSDAConfig(
+                        variant=variant,
+                        dimension=784,
+                        lower=-radius,
+                        upper=radius,
+                        loss="logistic",
+                        batch_size=sch["batch"],
+                        gradient_clip=GAUSSIAN_CLIP,
+                        mechanism="gaussian",
+                        noise_multiplier=z,
+                        **sampling,
+                    )
+                    tr = run_dpsda(
+                        cfg,
+                        features,
+                        labels,
+                        topo(),
+                        horizon,
+                        seed=seed,
+                        sampling_key=key if sampling else None,
+                    )
+                    d = (
+                        acc.setdefault(name, {})
+                        .setdefault(variant, {})
+                        .setdefault(label, {"test": [], "train": []})
+                    )
+                    d["test"].append(accuracy(tr.decisions[-1], xte, task.test_labels))
+                    d["train"].append(accuracy(tr.decisions[-1], xtr, task.train_labels))
+    return {
+        "task": f"{GAUSSIAN_TASK[0]}v{GAUSSIAN_TASK[1]}",
+        "n_train": n,
+        "n_test": int(task.test_features.shape[0]),
+        "horizon": horizon,
+        "seeds": f"{seeds[0]}..{seeds[-1]}",
+        "gradient_clip": GAUSSIAN_CLIP,
+        "mean_mu": GAUSSIAN_MEAN_MU,
+        "delta": DELTA,
+        "schemes": {
+            name: {
+                **sch,
+                "privacy": privacy[name],
+                "accuracy": {
+                    v: {e: {k: float(np.mean(x)) for k, x in d.items()} for e, d in runs.items()}
+                    for v, runs in acc[name].items()
+                },
+            }
+            for name, sch in schemes.items()
+        },
+    }
+
+
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="10 OLR seeds, 3 MNIST seeds, no lookahead run")
@@ -343,6 +458,24 @@ def main(argv: list[str] | None = None) -> dict:
                 f"(per step {fmt_eps(row.get('nominal_per_step'))}), rigorous node={fmt_eps(row['rigorous_node'])} "
                 f"network={fmt_eps(row['rigorous_network'])}"
             )
+        gs = gaussian_experiment(mnist_seeds, horizon=500)
+        report["mnist_gaussian"] = gs
+        print(
+            f"MNIST {gs['task']}, Gaussian mode (T = {gs['horizon']}, L̂ = {gs['gradient_clip']:g}, private mean "
+            f"μ = {gs['mean_mu']:g}), mean test accuracy over {len(mnist_seeds)} seeds at a rigorous network ε "
+            f"(δ = {DELTA:g}):"
+        )
+        for name, sch in gs["schemes"].items():
+            for variant, runs in sch["accuracy"].items():
+                print(
+                    f"  {name:7s} q={sch['rate']:g} b={sch['batch']} DPSDA-{variant:2s} "
+                    + "  ".join(
+                        f"ε={e}"
+                        + ("" if e == "inf" else f" (z={sch['privacy'][e]['noise_multiplier']:.4g})")
+                        + f": {r['test']:.4f}"
+                        for e, r in runs.items()
+                    )
+                )
     report["wall_seconds"] = round(time.time() - started, 1)
 
     def strip_curves(rep: dict) -> dict:
@@ -357,7 +490,9 @@ def main(argv: list[str] | None = None) -> dict:
     (RESULTS / f"dpsda{suffix}.json").write_text(
         json.dumps(strip_curves(report), indent=1, sort_keys=True) + "\n"
     )
-    (RESULTS / f"dpsda{suffix}.md").write_text(markdown(report))
+    (RESULTS / f"dpsda{suffix}.md").write_text(
+        markdown(report) + (gaussian_markdown(report["mnist_gaussian"]) if "mnist_gaussian" in report else "")
+    )
 
     headline = {
         "benchmark": "dpsda",
@@ -407,8 +542,47 @@ def main(argv: list[str] | None = None) -> dict:
             task: {v: s[f"{v}_within_2_points_of_psgd"] for v, _ in VARIANTS}
             for task, s in report["mnist"]["tasks"].items()
         }
+    if "mnist_gaussian" in report:
+        gs = report["mnist_gaussian"]
+        headline.update(gaussian_headline(gs))
     print(json.dumps(headline, sort_keys=True))
     return headline
+
+
+def gaussian_headline(gs: dict) -> dict:
+    """The Gaussian mode's figures for the last JSON line: accuracy of the Poisson-sampled runs at a rigorous
+    network ε ≤ 10 and ≤ 1 (δ = 1e-5) beside the same runs without noise, and the single-pass stream."""
+    poisson = gs["schemes"]["poisson"]
+    acc = poisson["accuracy"]
+
+    def at(label: str) -> dict:
+        return {v: round(runs[label]["test"], 4) for v, runs in acc.items()}
+
+    return {
+        "mnist_acc_at_eps10": at("10"),
+        "mnist_acc_at_eps1": at("1"),
+        "mnist_acc_nonprivate": at("inf"),
+        "mnist_gaussian": {
+            "task": gs["task"],
+            "delta": gs["delta"],
+            "steps": gs["horizon"],
+            "sampling_rate": poisson["rate"],
+            "batch": poisson["batch"],
+            "gradient_clip": gs["gradient_clip"],
+            "noise_multiplier": {e: round(p["noise_multiplier"], 4) for e, p in poisson["privacy"].items()},
+            "network_epsilon": {e: round(p["epsilon"], 4) for e, p in poisson["privacy"].items()},
+            "stream_single_pass": {
+                "batch": gs["schemes"]["stream"]["batch"],
+                "noise_multiplier": {
+                    e: round(p["noise_multiplier"], 4) for e, p in gs["schemes"]["stream"]["privacy"].items()
+                },
+                "test": {
+                    v: {e: round(r["test"], 4) for e, r in runs.items()}
+                    for v, runs in gs["schemes"]["stream"]["accuracy"].items()
+                },
+            },
+        },
+    }
 
 
 if __name__ == "__main__":

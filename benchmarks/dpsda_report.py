@@ -167,3 +167,43 @@ def eps_headline(row: dict) -> dict:
         "rigorous_node": r(row["rigorous_node"]),
         "rigorous_network": r(row["rigorous_network"]),
     }
+
+
+def gaussian_markdown(gs: dict) -> str:
+    """The Gaussian mode's section of the report: accuracy per sampling scheme, algorithm and ε, and what every
+    calibrated run spends."""
+    lines = [
+        f"## Gaussian mode, MNIST {gs['task']} (train {gs['n_train']}, test {gs['n_test']}), T = {gs['horizon']}, "
+        f"seeds {gs['seeds']}",
+        "",
+        f"Per-example clipping L̂ = {gs['gradient_clip']:g}; pixels centred by a μ = {gs['mean_mu']:g} Gaussian-private "
+        f"mean (the exact mean without noise); ε is the rigorous network ε at δ = {gs['delta']:g}, private mean "
+        "included. Test / train accuracy of x(T):",
+        "",
+    ]
+    for name, sch in gs["schemes"].items():
+        labels = list(next(iter(sch["accuracy"].values())))
+        head = [
+            "no noise" if e == "inf" else f"ε = {e} (z = {sch['privacy'][e]['noise_multiplier']:.4g})"
+            for e in labels
+        ]
+        lines += [
+            f"{name} (q = {sch['rate']:g}, b = {sch['batch']}, {sch['releases']} composed release(s)):",
+            "",
+            "| alg | " + " | ".join(head) + " |",
+            "|---|" + "---|" * len(head),
+        ]
+        lines += accuracy_rows({v: [runs[e] for e in labels] for v, runs in sch["accuracy"].items()})
+        lines += [
+            "",
+            "| target ε | z | s/L̂ per coordinate | ρ (zCDP) | ε zCDP | ε RDP (order) | ε reported |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        factor = (2.0 if name == "stream" else 1.0) * N_NODES**0.5 / sch["batch"]
+        for e, p in sch["privacy"].items():
+            lines.append(
+                f"| {e} | {p['noise_multiplier']:.4g} | {p['noise_multiplier'] * factor:.4g} | {p['rho']:.4g} | "
+                f"{p['zcdp']:.4g} | {p['rdp']:.4g} ({p['rdp_order']:g}) | {p['epsilon']:.4g} |"
+            )
+        lines.append("")
+    return "\n".join(lines) + "\n"

@@ -15,13 +15,14 @@ from typing import Any, TypeVar
 
 from cryptography import x509
 from cryptography.x509.oid import NameOID
+from fabric_protos.msp.identities_pb2 import SerializedIdentity
+from google.protobuf.message import DecodeError
 
 from chaincode.canonical import RawJSON, canonical_json
 from chaincode.errors import Forbidden, InvalidArgument, NotFound
 from chaincode.limits import history_page_request, parse_json
 from chaincode.stub import ChaincodeStub, KeyModification, create_composite_key
 from wire.memo import Memo
-from wire.protobuf import length_delimited
 
 SUBMITTER_ROLES = ("client", "admin")
 
@@ -41,10 +42,15 @@ def iso_time(ts: float) -> str:
 
 
 def _parse_creator(creator: bytes) -> tuple[str, x509.Certificate]:
-    # msp.SerializedIdentity{mspid=1, id_bytes=2}; parsed here without protobuf so that
-    # chaincode has no dependency on ledger/ (wire.protobuf: bounds-checked).
-    fields = length_delimited(creator)
-    return fields[1].decode("utf-8"), x509.load_pem_x509_certificate(fields[2])
+    """(MSP id, certificate) of Fabric's ``msp.SerializedIdentity`` (the official message); a
+    ``ValueError`` for bytes that are not one or lack a field."""
+    try:
+        identity = SerializedIdentity.FromString(creator)
+    except DecodeError:
+        raise ValueError(f"malformed SerializedIdentity ({len(creator)} bytes)") from None
+    if not identity.mspid:
+        raise ValueError("SerializedIdentity lacks mspid")
+    return str(identity.mspid), x509.load_pem_x509_certificate(bytes(identity.id_bytes))
 
 
 Creator = tuple[str, x509.Certificate, str | None, str]  # msp id, certificate, role, subject
@@ -85,7 +91,7 @@ class TransactionContext:
         self.stub = stub
         try:
             self.msp_id, self.certificate, self.role, self.subject = creator_of(stub.get_creator())
-        except (KeyError, IndexError, ValueError) as exc:
+        except ValueError as exc:
             raise Forbidden(f"cannot read the submitter's identity: {exc}") from None
 
     # ---- caller

@@ -29,11 +29,12 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature, encode_dss_signature
 from cryptography.x509.oid import NameOID
+from fabric_protos.msp.identities_pb2 import SerializedIdentity
+from google.protobuf.message import DecodeError
 
 from ledger.cryptogen import generate_org, sans_with
 from ledger.errors import AccessDenied
 from wire.memo import Memo, read_file
-from wire.protobuf import encode_varint, length_delimited
 
 P256_ORDER = 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551
 _HALF_ORDER = P256_ORDER // 2
@@ -84,21 +85,23 @@ def load_public_key_pem(pem: str | bytes) -> ec.EllipticCurvePublicKey:
 
 
 def serialize_identity(msp_id: str, certificate_pem: bytes) -> bytes:
-    """``msp.SerializedIdentity{mspid=1, id_bytes=2}`` protobuf bytes (hand-encoded, so the
-    chaincode needs no protobuf dependency; byte-identical to the official encoder)."""
-    m = msp_id.encode("utf-8")
-    return (
-        b"\x0a" + encode_varint(len(m)) + m + b"\x12" + encode_varint(len(certificate_pem)) + certificate_pem
-    )
+    """``msp.SerializedIdentity{mspid=1, id_bytes=2}`` protobuf bytes (the official Fabric message)."""
+    return bytes(SerializedIdentity(mspid=msp_id, id_bytes=certificate_pem).SerializeToString())
 
 
 def parse_serialized_identity(data: bytes) -> tuple[str, bytes]:
-    """Inverse of :func:`serialize_identity`: (mspid, PEM certificate bytes). Malformed bytes are a
-    ``ValueError`` (``wire.protobuf.WireError``: the one bounds-checked reader)."""
-    fields = length_delimited(data)
-    if 1 not in fields or 2 not in fields:
+    """Inverse of :func:`serialize_identity`: (mspid, PEM certificate bytes). Bytes that are not a
+    well-formed ``SerializedIdentity`` (truncated or over-long fields, a bad varint, field number 0,
+    invalid UTF-8 in ``mspid``) or that lack ``mspid`` or ``id_bytes`` are a ``ValueError``."""
+    try:
+        identity = SerializedIdentity.FromString(data)
+    except DecodeError:
+        raise ValueError(
+            f"malformed SerializedIdentity ({len(data)} bytes): not protobuf wire format"
+        ) from None
+    if not identity.mspid or not identity.id_bytes:
         raise ValueError("SerializedIdentity lacks mspid or id_bytes")
-    return fields[1].decode("utf-8"), fields[2]
+    return str(identity.mspid), bytes(identity.id_bytes)
 
 
 def certificate_role(cert: x509.Certificate) -> str | None:

@@ -96,7 +96,8 @@ class Environment:
     )
     ci: bool = _var(
         "CI",
-        "true: tests that need Fabric fail instead of skipping when it is missing.",
+        "true: a test that needs something missing (Fabric, the image registry, bubblewrap, a module, "
+        "a dataset's registry package) fails instead of skipping.",
         _flag("true"),
         False,
     )

@@ -11,7 +11,7 @@ One platform round is one action of the schedule (default (FIT, SHARE, GET) × 4
 
 Message payload: {"sender": org, "estimators": [...]}; model payload: {"organisation": org,
 "estimators": [...], "threshold": t} (anomaly iff Φ(x) > t; t = 0.5 unless
-``decision_threshold="validation"``). :func:`algorithms.collab_rf.estimators.estimator_digests` lists
+``decision_threshold="validation"``; with ``vote="evidence"`` also "weights", and Φ is the weighted mean). :func:`algorithms.collab_rf.estimators.estimator_digests` lists
 (id, digest) of the estimators in either.
 """
 
@@ -49,6 +49,7 @@ class CollaborativeRandomForest:
         decision_threshold: str = "fixed",
         validation_size: float = 0.2,
         tree_seed: int | None = protocol.AUTHORS_TREE_SEED,
+        vote: str = "mean",
     ):
         self.p = CollabRFParams(
             n_new=n_new,
@@ -66,6 +67,7 @@ class CollaborativeRandomForest:
             decision_threshold=decision_threshold,
             validation_size=validation_size,
             tree_seed=tree_seed,
+            vote=vote,
         )
 
     @property

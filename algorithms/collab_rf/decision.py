@@ -2,12 +2,19 @@
 
 The paper's forests are regressors on 0/1 labels, unweighted, and a row is an anomaly iff
 Φ(x) > 0.5 (seed 003 §II-A). With a few per cent of positives the leaves rarely reach 0.5, so
-recall (and balanced accuracy) can fall even when the ranking quality (ROC AUC) rises. Two
-hyper-parameters of :class:`algorithms.collab_rf.protocol.CollabRFParams` address this:
+recall (and balanced accuracy) can fall even when the ranking quality (ROC AUC) rises. Three
+hyper-parameters of :class:`algorithms.collab_rf.protocol.CollabRFParams` address this
+(docs/collab_rf.md, "Rare positives"):
 
 * ``positive_weight``: the weight of a positive row in FIT (scikit-learn ``sample_weight``;
   leaf values become weighted means). ``"balanced"`` is n_negative / n_positive of the
-  organisation's own training rows (1 if it has no positives); ``1.0`` is the paper.
+  organisation's own training rows (1 if they hold one class only: all labels are then equal
+  and no weight changes a tree); ``1.0`` is the paper.
+* ``vote="evidence"`` (default ``"mean"``, the paper's Φ(x) = (1/n) Σ φ^i(x)): every tree FIT makes
+  carries its creator's class counts (n⁺, n⁻) of the rows it was trained on, and the model scores
+  Φ_ω(x) = Σ_i ω_i φ^i(x) / Σ_i ω_i with ω_i = n⁺ n⁻ / (n⁺ + n⁻) of tree i's creator
+  (:func:`evidence_weight`); a tree whose creator held one class gets ω = 0. The weights travel in
+  the model payload (``"weights"``). With ``positive_weight="balanced"`` this is the rare-positive mode.
 * ``decision_threshold="validation"``: each organisation holds out ``validation_size`` of its
   rows (stratified; never used by FIT or by a ranking) and, in the round that returns the
   model, picks the cut t that maximises balanced accuracy of its final ensemble on them.
@@ -17,18 +24,23 @@ hyper-parameters of :class:`algorithms.collab_rf.protocol.CollabRFParams` addres
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any
+
 import numpy as np
 
 PAPER_THRESHOLD = 0.5
 DECISIONS = ("fixed", "validation")
+VOTES = ("mean", "evidence")
 
 
 def resolve_positive_weight(spec: float | str, labels: np.ndarray) -> float:
     """The weight of a positive row for one organisation's training labels."""
     if spec == "balanced":
         y = np.asarray(labels)
-        n_pos = int(np.sum(y == 1))
-        return float(np.sum(y != 1)) / n_pos if n_pos else 1.0
+        n_pos, n_neg = int(np.sum(y == 1)), int(np.sum(y != 1))
+        # one class only: every label is equal, so no weight changes a tree; 1 (n_neg / n_pos = 0 is no weight)
+        return n_neg / n_pos if n_pos and n_neg else 1.0
     w = float(spec)
     if not np.isfinite(w) or w <= 0:
         raise ValueError(f"positive_weight must be a positive number or 'balanced', got {spec!r}")
@@ -89,3 +101,34 @@ def balanced_accuracy_threshold(scores: np.ndarray, labels: np.ndarray) -> float
     dist = np.abs(tied - PAPER_THRESHOLD)
     nearest = tied[dist == dist.min()]
     return float(nearest.max())
+
+
+def class_counts(labels: np.ndarray) -> tuple[int, int]:
+    """(n⁺, n⁻): positive (label 1) and other rows."""
+    y = np.asarray(labels)
+    n_pos = int(np.sum(y == 1))
+    return n_pos, int(y.size) - n_pos
+
+
+def evidence_weight(n_pos: int, n_neg: int) -> float:
+    """ω = n⁺ n⁻ / (n⁺ + n⁻), the reciprocal of 1/n⁺ + 1/n⁻ (the variance factor of a comparison of the
+    two classes' rows): 0 for a creator that held one class, ≈ n⁺ when positives are rare."""
+    if n_pos < 0 or n_neg < 0:
+        raise ValueError(f"class counts must be >= 0, got ({n_pos}, {n_neg})")
+    total = n_pos + n_neg
+    return n_pos * n_neg / total if total else 0.0
+
+
+def vote_weights(estimators: Sequence[Mapping[str, Any]]) -> np.ndarray:
+    """ω_i of every tree of an ensemble for ``vote="evidence"`` (from the counts its creator recorded).
+
+    Raises ValueError if a tree carries no counts (it was not made by a FIT with ``vote="evidence"``)."""
+    out = np.empty(len(estimators))
+    for i, e in enumerate(estimators):
+        if "n_pos" not in e or "n_neg" not in e:
+            raise ValueError(
+                f"estimator {(e.get('creator'), e.get('counter'))} carries no class counts: "
+                "vote='evidence' needs trees made with vote='evidence'"
+            )
+        out[i] = evidence_weight(int(e["n_pos"]), int(e["n_neg"]))
+    return out

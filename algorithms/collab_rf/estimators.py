@@ -9,7 +9,9 @@ deterministically and every message, state and model can be hashed:
      "threshold": float64[n_nodes],                      # split value x(v), -2 at leaves
      "value": float64[n_nodes],                          # regression output at every node
      "missing_left": uint8[n_nodes],                     # 1: a missing (NaN) value goes left
-     "scaler_mean", "scaler_scale": float64[d]}          # the creator's StandardScaler
+     "scaler_mean", "scaler_scale": float64[d],          # the creator's StandardScaler
+     "n_pos", "n_neg": int}                              # only with vote="evidence": the creator's
+                                                         # class counts of the rows FIT used
 
 The tree is sklearn's ``tree_`` of one member of a ``RandomForestRegressor`` (as in the authors' code);
 like the authors' ``Pipeline(scaler, tree)`` it carries its creator's scaler, and a
@@ -212,22 +214,43 @@ def predict_trees(estimators: Sequence[Mapping[str, Any]], X: np.ndarray) -> np.
     return out
 
 
-def ensemble_scores(estimators: Sequence[Mapping[str, Any]], X: np.ndarray) -> np.ndarray:
-    """Φ(x) = (1/n) Σ_i φ^i(x) (seed §II-A); 0 for an empty ensemble."""
+def ensemble_scores(
+    estimators: Sequence[Mapping[str, Any]], X: np.ndarray, weights: np.ndarray | None = None
+) -> np.ndarray:
+    """Φ(x) = (1/n) Σ_i φ^i(x) (seed §II-A); 0 for an empty ensemble. With ``weights`` ω (the
+    ``vote="evidence"`` option, :func:`algorithms.collab_rf.decision.vote_weights`):
+    Φ_ω(x) = Σ_i ω_i φ^i(x) / Σ_i ω_i, or the plain mean if every ω_i is 0."""
     X = np.asarray(X, dtype=np.float64)
     if len(estimators) == 0:
         return np.zeros(X.shape[0])
-    return predict_trees(estimators, X).mean(axis=0)
+    P = predict_trees(estimators, X)
+    if weights is None:
+        return P.mean(axis=0)
+    w = np.asarray(weights, dtype=np.float64)
+    if w.shape != (len(estimators),) or not np.all(np.isfinite(w)) or np.any(w < 0):
+        raise ValueError(f"vote weights must be {len(estimators)} finite numbers >= 0, got {w!r}")
+    total = float(w.sum())
+    return P.mean(axis=0) if total == 0.0 else (w @ P) / total
 
 
 def ensemble_predict(
-    estimators: Sequence[Mapping[str, Any]], X: np.ndarray, threshold: float = 0.5
+    estimators: Sequence[Mapping[str, Any]],
+    X: np.ndarray,
+    threshold: float = 0.5,
+    weights: np.ndarray | None = None,
 ) -> np.ndarray:
     """Anomaly iff Φ(x) > threshold; 0.5 is the paper's (seed §II-A; equals the repo's
     ``np.round`` since 0.5 rounds to 0)."""
-    return (ensemble_scores(estimators, X) > threshold).astype(np.int64)
+    return (ensemble_scores(estimators, X, weights) > threshold).astype(np.int64)
+
+
+def model_scores(model: Mapping[str, Any], X: np.ndarray) -> np.ndarray:
+    """Φ of a model payload on X, weighted by its ``"weights"`` if it records them."""
+    w = model.get("weights")
+    return ensemble_scores(model["estimators"], X, None if w is None else np.asarray(w))
 
 
 def model_predict(model: Mapping[str, Any], X: np.ndarray) -> np.ndarray:
-    """Predictions of a model payload with its own threshold (0.5 if it records none)."""
-    return ensemble_predict(model["estimators"], X, float(model.get("threshold", 0.5)))
+    """Predictions of a model payload with its own threshold (0.5 if it records none) and vote weights
+    (the plain mean if it records none)."""
+    return (model_scores(model, X) > float(model.get("threshold", 0.5))).astype(np.int64)

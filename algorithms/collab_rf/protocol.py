@@ -9,7 +9,9 @@ Node state (a codec payload):
      "validation_rows": int64[m]}     # rows held out for the decision threshold (empty: none)
 
 Model payload: {"organisation": str, "estimators": [...], "threshold": float} (a row is an
-anomaly iff Φ(x) > threshold; 0.5 unless ``decision_threshold="validation"``).
+anomaly iff Φ(x) > threshold; 0.5 unless ``decision_threshold="validation"``), plus
+"weights": float64[n] (ω_i of each estimator) with ``vote="evidence"``, where Φ is the ω-weighted
+mean (:mod:`algorithms.collab_rf.decision`).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import numpy as np
 from algorithms.collab_rf import decision
 from algorithms.collab_rf import ensemble as ens
 from algorithms.collab_rf import registry as reg
-from algorithms.collab_rf.estimators import ensemble_scores
+from algorithms.collab_rf.estimators import canonical, ensemble_scores
 from algorithms.collab_rf.ranking import RANKINGS, make_ranking
 from algorithms.collab_rf.training import Scaler, fit_seed, fit_trees
 from algorithms.step import LocalDataset, TaskContext
@@ -38,8 +40,9 @@ AUTHORS_TREE_SEED = 42  # random_state of the first FIT in the authors' scripts 
 class CollabRFParams:
     """Hyper-parameters (defaults: the paper's settings, seed 003 §VI; docs/collab_rf.md).
 
-    ``positive_weight``, ``decision_threshold`` and ``validation_size``: options for rare
-    positives (:mod:`algorithms.collab_rf.decision`). ``tree_seed``: an integer r gives the k-th
+    ``positive_weight``, ``vote``, ``decision_threshold`` and ``validation_size``: options for rare
+    positives (:mod:`algorithms.collab_rf.decision`); ``positive_weight="balanced"`` with
+    ``vote="evidence"`` is the rare-positive mode. ``tree_seed``: an integer r gives the k-th
     FIT (k = 0, 1, ..) of every organisation ``random_state = r + k``, the authors' per-tree
     seeding of seed 003 §VI (their scripts start at r = 42: the reproduction default, which brings
     every Table 3 test mean within 0.01 BAcc of the paper's; benchmarks/results/collab_rf_seeds.md).
@@ -63,6 +66,7 @@ class CollabRFParams:
     decision_threshold: str = "fixed"
     validation_size: float = 0.2
     tree_seed: int | None = AUTHORS_TREE_SEED
+    vote: str = "mean"
 
     def __post_init__(self) -> None:
         for name in ("n_new", "n_share", "n_max"):
@@ -90,6 +94,8 @@ class CollabRFParams:
             raise ValueError(
                 f"decision_threshold must be one of {decision.DECISIONS}, got {self.decision_threshold!r}"
             )
+        if self.vote not in decision.VOTES:
+            raise ValueError(f"vote must be one of {decision.VOTES}, got {self.vote!r}")
         if not (isinstance(self.validation_size, (int, float)) and 0.0 < self.validation_size < 1.0):
             raise ValueError(f"validation_size must be in (0, 1), got {self.validation_size!r}")
         if self.tree_seed is not None and (
@@ -161,18 +167,22 @@ def training_data(state: Mapping[str, Any], data: LocalDataset) -> LocalDataset:
 
 
 def final_model(state: Mapping[str, Any], data: LocalDataset, params: CollabRFParams) -> dict:
-    """The model payload: the ensemble and its decision threshold (0.5, or the BAcc-optimal cut
-    on the organisation's validation rows)."""
+    """The model payload: the ensemble, its vote weights (``vote="evidence"`` only) and its decision
+    threshold (0.5, or the BAcc-optimal cut of Φ on the organisation's validation rows)."""
     threshold = decision.PAPER_THRESHOLD
+    weights = decision.vote_weights(state["ensemble"]) if params.vote == "evidence" else None
     val = np.asarray(state.get("validation_rows", np.zeros(0, dtype=np.int64)), dtype=np.int64)
     if params.decision_threshold == "validation" and len(val) and state["ensemble"]:
-        scores = ensemble_scores(state["ensemble"], data.features[val])
+        scores = ensemble_scores(state["ensemble"], data.features[val], weights)
         threshold = decision.balanced_accuracy_threshold(scores, data.labels[val])
-    return {
+    model: dict[str, Any] = {
         "organisation": state["organisation"],
         "estimators": state["ensemble"],
         "threshold": float(threshold),
     }
+    if weights is not None:
+        model["weights"] = weights
+    return {k: model[k] for k in sorted(model)}
 
 
 def _crop_if_needed(
@@ -192,7 +202,8 @@ def fit(
     position: int,
     rng: np.random.Generator,
 ) -> dict:
-    """FIT: n_new new trees with ids (v_j, counter..); Φ ← ADD(Φ, new); CROP if |Φ| > n_max."""
+    """FIT: n_new new trees with ids (v_j, counter..); Φ ← ADD(Φ, new); CROP if |Φ| > n_max.
+    With ``vote="evidence"`` each new tree records the class counts (n⁺, n⁻) of the rows it was fitted on."""
     state = dict(state)
     data = training_data(state, data)
     scaler = Scaler(np.asarray(state["scaler_mean"]), np.asarray(state["scaler_scale"]))
@@ -213,6 +224,9 @@ def fit(
         n_jobs=params.n_jobs,
         positive_weight=decision.resolve_positive_weight(params.positive_weight, data.labels),
     )
+    if params.vote == "evidence":
+        n_pos, n_neg = decision.class_counts(data.labels)
+        new = [canonical({**e, "n_pos": n_pos, "n_neg": n_neg}) for e in new]
     state["counter"] = int(state["counter"]) + params.n_new
     state["fits"] = int(state["fits"]) + 1
     state["ensemble"] = ens.add(state["ensemble"], new)

@@ -58,6 +58,25 @@ def classification_stream(
     return OnlineStream(features[order], labels[order])
 
 
+def private_feature_mean(
+    features: np.ndarray, mu: float, rng: np.random.Generator, lower: float = 0.0, upper: float = 1.0
+) -> np.ndarray:
+    """A μ-GDP estimate of the feature mean, for centring features without leaking their exact mean
+    (docs/dpsda.md "The Gaussian mode"): rows clipped to [lower, upper]^m, their sum released with the Gaussian
+    mechanism of std √m·(upper − lower)/μ (the ℓ2 sensitivity of the sum when one row is added, removed or
+    replaced), divided by the row count N, which is taken as public."""
+    if not (mu > 0 and np.isfinite(mu)):
+        raise ValueError(f"μ must be positive and finite, got {mu}")
+    if not upper > lower:
+        raise ValueError(f"need lower < upper, got [{lower}, {upper}]")
+    rows, m = features.shape
+    if rows < 1:
+        raise ValueError("the mean of no rows is undefined")
+    total = np.clip(features, lower, upper).sum(axis=0)
+    std = np.sqrt(m) * (upper - lower) / mu
+    return (total + std * rng.standard_normal(m)) / rows
+
+
 def accuracy(x: np.ndarray, features: np.ndarray, labels: np.ndarray) -> float:
     """Fraction of samples with sign(a^T x) = b (a score of exactly 0 counts as +1)."""
     pred = np.where(features @ x >= 0, 1.0, -1.0)

@@ -8,6 +8,10 @@ Each loss sees a batch B_t of rows (a_k, b_k) and is averaged over it:
 
 Both are convex and nondecomposable over the coordinate blocks that the nodes control. Batch size 1
 reproduces the authors' OLR code exactly.
+
+Both are generalised linear: the gradient of one example's loss is ∇ℓ_k(x) = c_k a_k, with c_k = a_k^T x − b_k
+(least squares) or c_k = −b_k σ(−b_k a_k^T x) (logistic). :meth:`coefficients` returns the c_k, from which the
+Gaussian mode clips every example's block gradient c_k [a_k]_{B_i} (docs/dpsda.md, eq. (G1)).
 """
 
 from __future__ import annotations
@@ -23,6 +27,10 @@ class OnlineLoss(Protocol):
     def value(self, x: np.ndarray, features: np.ndarray, labels: np.ndarray) -> float: ...
 
     def gradient(self, x: np.ndarray, features: np.ndarray, labels: np.ndarray) -> np.ndarray: ...
+
+    def coefficients(self, x: np.ndarray, features: np.ndarray, labels: np.ndarray) -> np.ndarray:
+        """c_k with ∇ℓ_k(x) = c_k a_k for every row k (the per-example gradients, one scalar each)."""
+        ...
 
 
 def _sigmoid(u: np.ndarray) -> np.ndarray:
@@ -48,6 +56,9 @@ class SquaredLoss:
         r = features @ x - labels
         return (r @ features) / features.shape[0]
 
+    def coefficients(self, x: np.ndarray, features: np.ndarray, labels: np.ndarray) -> np.ndarray:
+        return features @ x - labels
+
 
 class LogisticLoss:
     """ln(1 + e^{−b a^T x}) averaged over the batch, labels b ∈ {±1} (OBC, seed 002 §6)."""
@@ -61,6 +72,9 @@ class LogisticLoss:
         u = labels * (features @ x)
         coef = -labels * _sigmoid(-u)
         return (coef @ features) / features.shape[0]
+
+    def coefficients(self, x: np.ndarray, features: np.ndarray, labels: np.ndarray) -> np.ndarray:
+        return -labels * _sigmoid(-labels * (features @ x))
 
 
 LOSSES: dict[str, OnlineLoss] = {"squared": SquaredLoss(), "logistic": LogisticLoss()}

@@ -29,6 +29,17 @@ The ledger adds these up per organisation and caps the process's budget (chainco
 A non-private run (σ = 0) has no finite ε and reports no ε metric (metrics are signed as canonical
 JSON, which has no infinity), so a learning process with a privacy budget rejects it.
 The model is the node's played block x^i(r) and its estimate x_i(r) of the whole decision.
+
+The Gaussian mode (``mechanism="gaussian"``, docs/dpsda.md "The Gaussian mode") reports instead, every
+round: ``privacy_rigorous`` = 1, ``gradient_clip`` (L̂), ``sensitivity`` (Δ₂, the network ℓ2 sensitivity
+of one step), ``noise_multiplier`` (z), ``noise_std`` (s = z·Δ₂), ``sampling_rate`` (q; 1 for a stream) and
+``parallel_composition`` (1 for a stream: every row enters one step, so the run's privacy is one step's;
+0 for Poisson sampling: the steps compose). With z > 0 also ``rho_spent`` = ``rho_network_spent`` = 1/(2z²)
+in a round that releases a gradient (0 in the last round; a zCDP bound of the step that ignores the
+amplification by sampling), ``epsilon_total`` = ``epsilon_network_total`` (the tight running ε of the
+network at ``privacy_delta``; one node's messages are a part of the network's, and no smaller bound is
+proven for them) and ``privacy_delta``. It reports no ``epsilon_spent`` (a Gaussian release has no pure ε)
+and no ``estimate_loss`` (the loss of the private batch is not noised).
 """
 
 from __future__ import annotations
@@ -39,7 +50,9 @@ from typing import Any
 import numpy as np
 
 from algorithms.dpsda.framework import (
+    SAMPLING_KEY,
     DPSDAConfig,
+    check_sampling_key,
     check_stream,
     gradient_data_index,
     initial_decision,
@@ -51,6 +64,33 @@ from algorithms.dpsda.framework import (
 from algorithms.dpsda.privacy import epsilon_per_step, zcdp_of_laplace
 from algorithms.dpsda.weights import circulation_weight, metropolis_row, push_sum_weight
 from algorithms.step import LocalDataset, StepResult, TaskContext
+
+
+def gaussian_metrics(cfg: DPSDAConfig, released: bool, releases: int) -> dict[str, float]:
+    """What one round of the Gaussian mode reports (module docstring): ``released`` says whether this round
+    computed a noisy gradient, ``releases`` how many rounds have so far."""
+    metrics = {
+        "privacy_rigorous": 1.0,
+        "gradient_clip": float(cfg.gradient_clip or 0.0),
+        "sensitivity": cfg.gaussian_sensitivity,
+        "noise_multiplier": cfg.noise_multiplier,
+        "noise_std": cfg.gaussian_noise_std,
+        "sampling_rate": float(cfg.sampling_rate) if cfg.sampling == "poisson" else 1.0,
+        "parallel_composition": 1.0 if cfg.sampling == "stream" else 0.0,
+    }
+    if cfg.private:
+        rho = 1.0 / (2.0 * cfg.noise_multiplier**2) if released else 0.0
+        epsilon = cfg.gaussian_composition(releases).epsilon(cfg.privacy_delta)
+        metrics.update(
+            {
+                "rho_spent": rho,
+                "rho_network_spent": rho,
+                "epsilon_total": epsilon,
+                "epsilon_network_total": epsilon,
+                "privacy_delta": cfg.privacy_delta,
+            }
+        )
+    return metrics
 
 
 def privacy_metrics(epsilon0: float, n_nodes: int) -> dict[str, float]:
@@ -70,9 +110,12 @@ class DPSDA:
     def __init__(self, **params: Any):
         self.config = DPSDAConfig(**params)
         self.name = "dpsda-c" if self.config.variant == "C" else "dpsda-ps"
-        # ε of one release (Theorem 2/4); a constant of the configuration, so the object stays stateless
-        self._epsilon_per_release = epsilon_per_step(
-            self.config.accounting_sensitivity, self.config.laplace_scale
+        # ε of one Laplace release (Theorem 2/4); a constant of the configuration, so the object stays
+        # stateless. The Gaussian mode has no pure ε per release (its running ε comes from the accountant).
+        self._epsilon_per_release = (
+            0.0
+            if self.config.gaussian
+            else epsilon_per_step(self.config.accounting_sensitivity, self.config.laplace_scale)
         )
 
     def params(self) -> dict[str, Any]:
@@ -85,7 +128,7 @@ class DPSDA:
             raise ValueError(
                 f"{self.name} is configured for {cfg.n_nodes} nodes, the consortium has {ctx.size}"
             )
-        check_stream(cfg, np.asarray(data.features), data.labels, ctx.rounds)
+        check_stream(cfg, np.asarray(data.features), data.labels, ctx.rounds, data.extras.get(SAMPLING_KEY))
         m = cfg.dimension
         return {
             "z": np.zeros(m),
@@ -131,8 +174,9 @@ class DPSDA:
         outbox: dict[str, Any] = {}
         epsilon_spent = 0.0
         if r < ctx.rounds:
+            key = check_sampling_key(cfg, data.extras.get(SAMPLING_KEY))
             new_state["pending_gradient"] = scaled_block_gradient(
-                cfg, y, features, labels, gradient_data_index(cfg, r), ctx
+                cfg, y, features, labels, gradient_data_index(cfg, r), ctx, key
             )
             h = perturb(cfg, z, ctx)  # (11) / (20)
             outbox, own = self._release(h, w, ctx)
@@ -142,18 +186,21 @@ class DPSDA:
             epsilon_spent = self._epsilon_per_release
             new_state["epsilon_total"] = new_state["epsilon_total"] + epsilon_spent
 
-        a, b = stream_batch(cfg, features, labels, r)
-        metrics = {
-            "laplace_scale": cfg.laplace_scale,
-            "sensitivity": cfg.accounting_sensitivity,
-            "estimate_loss": cfg.loss_function.value(y, a, b),
-            "privacy_rigorous": 1.0 if cfg.rigorous_privacy else 0.0,
-        }
-        if cfg.gradient_clip is not None:
-            metrics["gradient_clip"] = cfg.gradient_clip
-        if cfg.laplace_scale > 0:
-            metrics.update(privacy_metrics(epsilon_spent, cfg.n_nodes))
-            metrics["epsilon_total"] = new_state["epsilon_total"]
+        if cfg.gaussian:
+            metrics = gaussian_metrics(cfg, r < ctx.rounds, min(r, ctx.rounds - 1))
+        else:
+            a, b = stream_batch(cfg, features, labels, r)
+            metrics = {
+                "laplace_scale": cfg.laplace_scale,
+                "sensitivity": cfg.accounting_sensitivity,
+                "estimate_loss": cfg.loss_function.value(y, a, b),
+                "privacy_rigorous": 1.0 if cfg.rigorous_privacy else 0.0,
+            }
+            if cfg.gradient_clip is not None:
+                metrics["gradient_clip"] = cfg.gradient_clip
+            if cfg.laplace_scale > 0:
+                metrics.update(privacy_metrics(epsilon_spent, cfg.n_nodes))
+                metrics["epsilon_total"] = new_state["epsilon_total"]
         model = {
             "round": r,
             "block_start": block.start,

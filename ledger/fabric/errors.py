@@ -1,8 +1,9 @@
 """Gateway gRPC errors -> the typed errors both ledger hosts raise.
 
 The Gateway reports failures as a gRPC status whose ``grpc-status-details-bin`` trailer is a
-``google.rpc.Status`` carrying one ``gateway.ErrorDetail{address, msp_id, message}`` per failing
-peer or orderer (fabric-gateway ``pkg/client/errors.go``). A contract refusal travels as the
+``google.rpc.Status`` (from ``googleapis-common-protos``) carrying one
+``gateway.ErrorDetail{address, msp_id, message}`` per failing peer or orderer (fabric-gateway
+``pkg/client/errors.go``). A contract refusal travels as the
 chaincode response message, which our chaincode service sets to ``ContractError.to_wire()``;
 it is found in those messages and rebuilt with ``ContractError.from_wire``.
 """
@@ -15,6 +16,8 @@ import re
 import grpc
 from fabric_protos.gateway import gateway_pb2
 from fabric_protos.peer import transaction_pb2
+from google.protobuf.message import DecodeError
+from google.rpc import status_pb2
 
 from chaincode.errors import ContractError
 from ledger.errors import (
@@ -25,7 +28,6 @@ from ledger.errors import (
     MVCCConflict,
     TransactionInvalid,
 )
-from wire.protobuf import read_fields
 
 _STATUS_DETAILS_KEY = "grpc-status-details-bin"
 _ACCESS_DENIED = re.compile(
@@ -39,26 +41,27 @@ _ACCESS_DENIED = re.compile(
 
 
 def error_details(err: grpc.RpcError) -> list[gateway_pb2.ErrorDetail]:
-    """The ``gateway.ErrorDetail`` entries of a Gateway gRPC error (empty if none)."""
+    """The ``gateway.ErrorDetail`` entries of a Gateway gRPC error (empty if none). A trailer or a
+    detail that is not well-formed protobuf is skipped: the error is still translated from its
+    status and the details that did decode."""
     md = getattr(err, "trailing_metadata", None)
     if md is None:
         return []
     details: list[gateway_pb2.ErrorDetail] = []
-    try:
-        for key, value in md() or ():
-            if key != _STATUS_DETAILS_KEY:
+    for key, value in md() or ():
+        if key != _STATUS_DETAILS_KEY:
+            continue
+        try:
+            status = status_pb2.Status.FromString(value)
+        except DecodeError:
+            continue
+        for any_detail in status.details:
+            detail = gateway_pb2.ErrorDetail()
+            try:
+                if any_detail.Unpack(detail):  # False for a detail of another type
+                    details.append(detail)
+            except DecodeError:
                 continue
-            for num, _, any_bytes in read_fields(value):
-                if num != 3 or not isinstance(any_bytes, bytes):
-                    continue
-                parts = {n: v for n, _, v in read_fields(any_bytes)}
-                type_url = parts.get(1, b"")
-                if isinstance(type_url, bytes) and type_url.decode("utf-8", "replace").endswith(
-                    "gateway.ErrorDetail"
-                ):
-                    details.append(gateway_pb2.ErrorDetail.FromString(parts.get(2, b"")))
-    except (ValueError, IndexError):
-        return details
     return details
 
 

@@ -1,6 +1,7 @@
-"""Chaincode events of a :class:`~ledger.fabric.gateway.FabricLedger`: the Gateway's
-``ChaincodeEvents`` stream from a block on, resumed after a broken stream from the last event seen
-(docs/fabric.md "Gateway client")."""
+"""Chaincode events of a Fabric Gateway client: the Gateway's ``ChaincodeEvents`` stream from a
+block on, resumed after a broken stream from the last event seen (docs/fabric.md "Gateway client").
+The client is seen through :class:`EventSource`, the little of it the stream needs
+(:class:`~ledger.fabric.gateway.FabricLedger` is one); this module does not import the client."""
 
 from __future__ import annotations
 
@@ -9,11 +10,11 @@ import queue
 import threading
 import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import grpc
 from fabric_protos.common import common_pb2
-from fabric_protos.gateway import gateway_pb2
+from fabric_protos.gateway import gateway_pb2, gateway_pb2_grpc
 from fabric_protos.orderer import ab_pb2
 from google.protobuf.message import DecodeError
 
@@ -23,8 +24,23 @@ from ledger.fabric.errors import translate
 from ledger.identity import Identity
 from ledger.interface import ChaincodeEvent
 
-if TYPE_CHECKING:
-    from ledger.fabric.gateway import FabricLedger
+
+class EventSource(Protocol):
+    """What the event stream needs of the Gateway client: its channel and chaincode, its Gateway
+    stub per identity, block heights and ``qscc`` reads, and its endorsement timeout."""
+
+    channel: str
+    chaincode: str
+    endorse_timeout: float
+
+    def gateway(self, identity: Identity) -> gateway_pb2_grpc.GatewayStub: ...
+
+    def block_height(self, identity: Identity) -> int: ...
+
+    def evaluate(
+        self, identity: Identity, function: str, *args: str, chaincode: str | None = None
+    ) -> bytes: ...
+
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +54,7 @@ _CATCH_UP_SCAN = 1000  # blocks looked at, from the head backwards, for the last
 
 
 def chaincode_events(
-    ledger: FabricLedger, identity: Identity, start_block: int = 0, timeout: float | None = None
+    ledger: EventSource, identity: Identity, start_block: int = 0, timeout: float | None = None
 ) -> Iterator[ChaincodeEvent]:
     """Chaincode events from ``start_block`` on; a broken stream is reopened from the last
     event delivered (``after_transaction_id``), so nothing is lost or repeated.
@@ -111,7 +127,7 @@ def chaincode_events(
             time.sleep(0.5 if left is None else min(0.5, left))
 
 
-def _last_event_block(ledger: FabricLedger, identity: Identity, start_block: int) -> int | None:
+def _last_event_block(ledger: EventSource, identity: Identity, start_block: int) -> int | None:
     """The last block in [start_block, height) with a chaincode event of this chaincode in a
     valid transaction; None if there is none (within the scan) or the peer cannot be asked."""
     try:
@@ -126,7 +142,7 @@ def _last_event_block(ledger: FabricLedger, identity: Identity, start_block: int
 
 
 def _open_events(
-    ledger: FabricLedger, identity: Identity, start_block: int, after_tx: str
+    ledger: EventSource, identity: Identity, start_block: int, after_tx: str
 ) -> tuple[grpc.Call, queue.Queue[Any]]:
     req = gateway_pb2.ChaincodeEventsRequest(
         channel_id=ledger.channel,

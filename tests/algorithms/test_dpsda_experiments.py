@@ -8,10 +8,12 @@ from algorithms.dpsda.experiments import (
     centralised_dual_averaging,
     centralised_projected_sgd,
     classification_stream,
+    private_feature_mean,
     synthetic_olr,
 )
 from algorithms.dpsda.losses import LogisticLoss, SquaredLoss
 from algorithms.dpsda.projection import BoxProjection
+from tests.ci import skip_or_fail
 
 
 def test_synthetic_olr_follows_the_code_setup():
@@ -111,7 +113,7 @@ def test_dpsda_on_real_mnist_zero_versus_one():
     try:
         task = mnist.binary_task(0, 1)
     except mnist.DatasetUnavailable as exc:
-        pytest.skip(f"MNIST unavailable: {exc}")
+        skip_or_fail(f"MNIST unavailable: {exc}")
     mean = task.train_features.mean(axis=0)
     xtr, xte = task.train_features - mean, task.test_features - mean
     stream = classification_stream(xtr, task.train_labels, 150, 10, seed=0)
@@ -123,3 +125,19 @@ def test_dpsda_on_real_mnist_zero_versus_one():
     x = run_dpsda(cfg, stream.features, stream.labels, dpsda_digraphs(), 150, seed=0).decisions[-1]
     acc = accuracy(x, xte, task.test_labels)
     assert acc > 0.98 and acc >= psgd - 0.02
+
+
+def test_private_feature_mean_has_the_gaussian_mechanism_noise():
+    """Sum clipped to [0, 1]^m plus N(0, (√m/μ)² I) (ℓ2 sensitivity √m of the sum), divided by N."""
+    rng = np.random.default_rng(0)
+    features = rng.random((400, 16))
+    features[0] = 7.0  # clipped to 1: one row moves the sum by at most √m
+    exact = np.clip(features, 0.0, 1.0).mean(axis=0)
+    draws = np.array([private_feature_mean(features, 0.5, np.random.default_rng(s)) for s in range(300)])
+    errors = (draws - exact) * 400  # the noise on the sum
+    assert abs(errors.mean()) < 0.2 * (4 / 0.5)
+    assert errors.std() == pytest.approx(np.sqrt(16) / 0.5, rel=0.05)
+    with pytest.raises(ValueError):
+        private_feature_mean(features, 0.0, rng)
+    with pytest.raises(ValueError):
+        private_feature_mean(features[:0], 1.0, rng)

@@ -1,4 +1,5 @@
-"""Laplace perturbation and ε accounting (seed 002; docs/dpsda.md "Privacy accounting")."""
+"""Laplace perturbation and ε accounting (seed 002; docs/dpsda.md "Privacy accounting"), and the Gaussian mode's
+RDP / GDP accountant (docs/dpsda.md "The Gaussian mode")."""
 
 import math
 
@@ -7,14 +8,23 @@ import pytest
 
 from algorithms.dpsda import DPSDAConfig
 from algorithms.dpsda.privacy import (
+    GAUSSIAN_RDP_ORDERS,
+    GaussianComposition,
     LaplaceComposition,
     PrivacyAccountant,
     epsilon_per_step,
+    gaussian_delta,
+    gaussian_epsilon,
+    gaussian_rdp,
+    gaussian_sensitivity,
     laplace_noise,
     laplace_rdp,
     laplace_scale_for,
+    noise_multiplier_for,
     rdp_epsilon,
+    rdp_to_epsilon,
     run_privacy,
+    sampled_gaussian_rdp,
     sensitivity_bound,
     zcdp_epsilon,
     zcdp_of_laplace,
@@ -142,3 +152,152 @@ def test_clipped_configuration_accounts_with_the_proven_bound():
     assert DPSDAConfig(gradient_clip=0.5, sensitivity=100.0).accounting_sensitivity == 100.0
     with pytest.raises(ValueError, match="below the proven bound"):
         DPSDAConfig(gradient_clip=0.5, sensitivity=1.0)
+
+
+# -- the Gaussian mode's accountant (docs/dpsda.md "The Gaussian mode") -------------------------------
+
+
+def _log_a_numeric(q: float, z: float, order: float, reverse: bool = False) -> float:
+    """ln E_{μ0}[(μ/μ0)^α] (or, ``reverse``, ln E_μ[(μ0/μ)^α]) by adaptive quadrature of the defining
+    integral, independent of the binomial expansions: μ0 = N(0, z²), μ = (1−q)μ0 + q N(1, z²)."""
+    from scipy import integrate
+
+    def log_ratio(x: float) -> float:
+        return float(np.logaddexp(math.log1p(-q), math.log(q) + (2 * x - 1) / (2 * z * z)))
+
+    def integrand(x: float) -> float:
+        log_p0 = -x * x / (2 * z * z) - math.log(z * math.sqrt(2 * math.pi))
+        lr = log_ratio(x)
+        return math.exp(log_p0 + (1 - order) * lr if reverse else log_p0 + order * lr)
+
+    value, _ = integrate.quad(
+        integrand,
+        -60 * z - order,
+        order + 60 * z + 2,
+        points=[0.0, 0.5, 1.0, order],
+        limit=2000,
+        epsabs=0,
+        epsrel=1e-13,
+    )
+    return math.log(value)
+
+
+@pytest.mark.parametrize(
+    "q, z, order",
+    [
+        (0.01, 1.0, 1.5),
+        (0.01, 4.0, 20.7),
+        (0.05, 0.8, 3.7),
+        (0.2, 2.0, 5.25),
+        (0.02, 0.6, 2.5),
+        (0.3, 0.5, 1.05),
+        (0.01, 1.0, 2.0),
+        (0.05, 0.8, 7.0),
+        (0.2, 2.0, 32.0),
+    ],
+)
+def test_sampled_gaussian_rdp_matches_the_renyi_divergence(q, z, order):
+    numeric = _log_a_numeric(q, z, order) / (order - 1)
+    assert sampled_gaussian_rdp(order, q, z) == pytest.approx(numeric, rel=1e-8, abs=1e-13)
+    # the other direction, D_α(μ0 ‖ μ), is never the larger one (Mironov, Talwar & Zhang 2019, Thm. 5)
+    assert _log_a_numeric(q, z, order, reverse=True) / (order - 1) <= sampled_gaussian_rdp(order, q, z)
+
+
+def test_sampled_gaussian_rdp_limits_and_amplification():
+    for order in (1.5, 2.0, 7.3, 64.0):
+        assert sampled_gaussian_rdp(order, 1.0, 1.7) == pytest.approx(order / (2 * 1.7**2))
+        assert gaussian_rdp(order, 1.7) == pytest.approx(order / (2 * 1.7**2))
+        assert sampled_gaussian_rdp(order, 0.0, 1.0) == 0.0
+        assert sampled_gaussian_rdp(order, 0.1, 0.0) == math.inf
+        previous = 0.0
+        for q in (1e-4, 1e-3, 0.01, 0.1, 0.5, 1.0):  # grows with q, never above the unsampled mechanism
+            value = sampled_gaussian_rdp(order, q, 1.0)
+            assert previous < value <= gaussian_rdp(order, 1.0) * (1 + 1e-12)
+            previous = value
+    # amplification: at small q the RDP falls like q² (2q²α/z² for moderate α, Mironov et al. 2019 §3.3)
+    assert sampled_gaussian_rdp(2.0, 1e-3, 4.0) == pytest.approx(1e-6 * (math.exp(1 / 16) - 1), rel=1e-3)
+    with pytest.raises(ValueError):
+        sampled_gaussian_rdp(1.0, 0.1, 1.0)
+    with pytest.raises(ValueError):
+        sampled_gaussian_rdp(2.0, 1.1, 1.0)
+
+
+def test_moments_accountant_reproduces_abadi_et_al_2016():
+    """Abadi et al., "Deep Learning with Differential Privacy", CCS 2016, §3.1: q = 0.01, σ = 4, δ = 1e-5 and
+    T = 10,000 steps give ε ≈ 1.26 with the moments accountant (≈ 9.34 by the strong composition theorem).
+    Their accountant used the moments λ ≤ 32 and the tail bound δ = e^{α(λ) − λε}, which is the standard
+    RDP conversion at orders λ + 1; the quoted two decimals must come out."""
+    orders = [float(a) for a in range(2, 34)]
+    rdp = [10_000 * sampled_gaussian_rdp(a, 0.01, 4.0) for a in orders]
+    eps, order = rdp_to_epsilon(orders, rdp, 1e-5, conversion="standard")
+    assert round(eps, 2) == 1.26 and order == 20.0
+    improved, _ = rdp_to_epsilon(orders, rdp, 1e-5)
+    assert improved < eps  # the improved conversion is never looser (its extra terms are ≤ 0 at α ≥ 2)
+    assert GaussianComposition(4.0, 10_000, 0.01).epsilon(1e-5) <= improved + 1e-12  # the denser grid
+
+
+def _gaussian_delta_numeric(mu: float, eps: float) -> float:
+    """δ(ε) = ∫ max(0, p − e^ε q) for p = N(μ, 1), q = N(0, 1): the hockey-stick divergence by quadrature."""
+    from scipy import integrate, stats
+
+    def integrand(x: float) -> float:
+        return max(0.0, stats.norm.pdf(x, mu) - math.exp(eps) * stats.norm.pdf(x))
+
+    cross = eps / mu + mu / 2  # p > e^ε q exactly right of this point
+    value, _ = integrate.quad(integrand, cross, cross + 40, epsabs=1e-17, epsrel=1e-10, limit=500)
+    return value
+
+
+@pytest.mark.parametrize("mu", [0.2, 1.0, 2.0, 4.0])
+def test_exact_gaussian_epsilon_and_the_order_of_the_bounds(mu):
+    for eps in (0.1, 1.0, 3.0):
+        assert gaussian_delta(mu, eps) == pytest.approx(_gaussian_delta_numeric(mu, eps), rel=1e-6, abs=1e-15)
+    exact = gaussian_epsilon(mu, 1e-5)
+    assert gaussian_delta(mu, exact) <= 1e-5 < gaussian_delta(mu, exact * (1 - 1e-6))
+    rdp, _ = rdp_to_epsilon(GAUSSIAN_RDP_ORDERS, [a * mu * mu / 2 for a in GAUSSIAN_RDP_ORDERS], 1e-5)
+    zcdp = zcdp_epsilon(mu * mu / 2, 1e-5)
+    assert exact < rdp < zcdp  # every conversion is sound, so none may be below the exact value
+    assert rdp < 1.15 * exact
+
+
+def test_gaussian_composition():
+    # Gaussian releases compose exactly: R releases of multiplier z and one μ_a release are √(R/z² + μ_a²)-GDP
+    comp = GaussianComposition(2.0, 9, 1.0, additional_mu=0.5)
+    assert comp.mu == pytest.approx(math.sqrt(9 / 4 + 0.25))
+    assert comp.epsilon(1e-5) == gaussian_epsilon(comp.mu, 1e-5)
+    assert comp.rho == pytest.approx(9 / 8 + 0.125)
+    assert comp.epsilon(1e-5) < comp.rdp(1e-5)[0] < comp.zcdp(1e-5)
+    # sampling: the RDP curve adds up over releases and is far below the unsampled composition
+    sampled = GaussianComposition(1.0, 499, 0.02)
+    assert sampled.rdp_curve((2.0, 8.0)) == pytest.approx(
+        [499 * sampled_gaussian_rdp(2.0, 0.02, 1.0), 499 * sampled_gaussian_rdp(8.0, 0.02, 1.0)]
+    )
+    assert 2.5 < sampled.epsilon(1e-5) < 4.0
+    assert GaussianComposition(1.0, 499, 1.0).epsilon(1e-5) > 25 * sampled.epsilon(1e-5)
+    assert GaussianComposition(1.0, 0, 0.02).epsilon(1e-5) == 0.0
+    assert GaussianComposition(1.0, 5, 0.0).epsilon(1e-5) == 0.0
+    assert GaussianComposition(0.0, 5, 0.3).epsilon(1e-5) == math.inf
+    with pytest.raises(ValueError):
+        GaussianComposition(1.0, -1)
+
+
+@pytest.mark.parametrize(
+    "releases, q, mu", [(1, 1.0, 0.0), (1, 1.0, 0.1), (499, 0.02, 0.0), (499, 0.02, 0.1)]
+)
+def test_noise_multiplier_for_is_on_the_safe_side(releases, q, mu):
+    for target in (1.0, 10.0):
+        z = noise_multiplier_for(target, 1e-5, releases, q, mu, tolerance=1e-7)
+        assert GaussianComposition(z, releases, q, mu).epsilon(1e-5) <= target
+        assert GaussianComposition(z * (1 - 1e-5), releases, q, mu).epsilon(1e-5) > target
+    with pytest.raises(ValueError, match="alone"):
+        noise_multiplier_for(0.1, 1e-5, 1, 1.0, additional_mu=5.0)
+
+
+def test_gaussian_sensitivity():
+    # one example moves each of the n clipped block means by ≤ c·L̂/b: √n·c·L̂/b over the concatenation
+    assert gaussian_sensitivity(7, 1.0, 236, "poisson") == pytest.approx(math.sqrt(7) / 236)
+    assert gaussian_sensitivity(7, 0.5, 10, "stream") == pytest.approx(math.sqrt(7) * 2 * 0.5 / 10)
+    with pytest.raises(ValueError):
+        gaussian_sensitivity(7, 1.0, 10, "shuffle")
+    with pytest.raises(ValueError):
+        gaussian_sensitivity(7, 0.0, 10, "stream")

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from algorithms.datasets import mnist
+from tests.ci import skip_or_fail
 
 
 @pytest.fixture(scope="module")
@@ -11,7 +12,7 @@ def data():
     try:
         return mnist.load_mnist()
     except mnist.DatasetUnavailable as exc:  # no npm / no registry access
-        pytest.skip(f"MNIST unavailable: {exc}")
+        skip_or_fail(f"MNIST unavailable: {exc}")
 
 
 def test_sizes_and_canonical_label_counts(data):

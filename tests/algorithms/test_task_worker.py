@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from algorithms.task_worker import NOT_IN_IMAGE, packages_hidden
+from tests.ci import require_module
 
 ROOT = Path(__file__).resolve().parents[2]
 COLLAB_RF = "algorithms.collab_rf.algorithm:CollaborativeRandomForest"
@@ -54,7 +55,7 @@ def test_serve_starts_without_packages_the_image_does_not_contain(tmp_path):
     """A sandbox worker runs on the host's environment, which has pandas and pyarrow (scikit-learn
     imports them at start-up if present); an image does not. The worker hides them before importing
     the algorithm, so its start-up costs what it costs in the image, and scikit-learn still works."""
-    pytest.importorskip("pandas")  # without it on the host there is nothing to hide
+    require_module("pandas")  # without it on the host there is nothing to hide
     got = _serve_and_report(
         tmp_path,
         COLLAB_RF,

@@ -16,6 +16,7 @@ from executor.artifacts import ArtifactStore
 from ledger.client import ConsortiaClient
 from ledger.embedded import EmbeddedLedger
 from ledger.envelope import encrypt_payload, seal
+from ledger.errors import NotFound
 from ledger.identity import Consortium, sign
 
 ORGS = ("Org1MSP", "Org2MSP", "Org3MSP")
@@ -63,7 +64,7 @@ def ring_process(
     c1 = w.clients[orgs[0]]
     try:
         c1.get_image(image_id)
-    except Exception:
+    except NotFound:
         name, version = image_id.split(":")
         c1.register_image(name, version, "collab-rf", IMAGE_DIGEST, reference="localhost/rf:1")
     c1.create_process(

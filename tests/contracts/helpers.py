@@ -9,6 +9,7 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from chaincode.canonical import canonical_json
+from chaincode.errors import NotFound
 from ledger.client import ConsortiaClient
 from ledger.identity import sign
 
@@ -75,7 +76,7 @@ def new_process(
     image_id = f"img-{uid}:1"
     try:
         org1.get_image(image_id)
-    except Exception:
+    except NotFound:
         org1.register_image(f"img-{uid}", "1", "collab-rf", IMAGE_DIGEST)
     pid = f"proc-{uid}"
     org1.create_process(

@@ -24,7 +24,7 @@ import uuid
 import pytest
 
 from benchmarks.deployment import Deployment, DeploymentError, Host, free_port, listening, wait_for
-from tests.support import fabric as support
+from tests.ci import skip_or_fail
 
 ORGS = ("Org1", "Org2", "Org3", "Org4")
 MEMBERS = ("Org1MSP", "Org2MSP", "Org3MSP")
@@ -38,7 +38,7 @@ def consortium(tmp_path_factory):
             yield {"deployment": d, "net": d.net, "hosts": d.hosts, "registry": d.registry}
     except DeploymentError as exc:
         if "binaries missing" in str(exc):
-            support.skip_or_fail(f"Hyperledger Fabric not available: {exc}")
+            skip_or_fail(f"Hyperledger Fabric not available: {exc}")
         raise
 
 

@@ -13,7 +13,6 @@ to the contract) fails the same way (tests/executor/test_bad_input.py)."""
 from __future__ import annotations
 
 import json
-import shutil
 from types import SimpleNamespace
 
 import numpy as np
@@ -23,8 +22,13 @@ from algorithms.step import LocalDataset
 from executor.node.supervisor import run_process
 from executor.process import ProcessSpec, dataset_dir, launch, map_dataset, prepare_image
 from executor.runtimes.sandbox import SandboxRuntime
+from tests.ci import require_program
 
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="the sandbox runtime needs bubblewrap")
+
+@pytest.fixture(autouse=True, scope="module")
+def _bubblewrap():
+    require_program("bwrap", "the sandbox runtime")
+
 
 ORGS = ("Org1MSP", "Org2MSP", "Org3MSP")
 PARAMS = {"n_new": 2, "n_share": 1, "n_max": 4, "schedule": ["FIT", "SHARE"]}

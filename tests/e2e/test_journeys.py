@@ -15,7 +15,6 @@ import contextlib
 import json
 import os
 import secrets
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -25,6 +24,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+
+from tests.ci import require_program
 
 ROOT = Path(__file__).resolve().parents[2]
 ORGS = ("Org1", "Org2", "Org3")
@@ -196,8 +197,8 @@ def outside_consortia(cwd: Path) -> dict:
     return json.loads(proc.stdout)
 
 
-@pytest.mark.skipif(shutil.which("bwrap") is None, reason="the sandbox runtime needs bubblewrap")
 def test_the_journeys_through_the_cli_only(tmp_path, backend):
+    require_program("bwrap", "the sandbox runtime")
     home = tmp_path / "consortium"
     clock = Stopwatch(backend)
     suffix = "" if backend == "embedded" else "-" + secrets.token_hex(3)  # the Fabric ledger persists

@@ -24,6 +24,7 @@ from executor.process import (
     prepare_image,
 )
 from executor.runtimes.sandbox import SandboxRuntime
+from tests.ci import require_module
 from tests.e2e.conftest import ORGS3, collab_rf_case, dpsda_case, ggm_case, vae_case
 from tests.support.faults import kill_at_environment
 
@@ -109,7 +110,7 @@ def test_each_organisation_maps_the_dataset_name_to_its_own_data(tmp_path):
 def test_sandbox_process_is_bit_identical_to_the_simulator(platform, make_case):
     case = make_case()
     if case.image == "collabdict-vae":
-        pytest.importorskip("torch")
+        require_module("torch")
     client, image = start(platform, case, "p-eq")
     # the heavy-import algorithms run with warm workers (one sandbox per organisation, fresh key per
     # round): that also proves warm mode equal to the simulator; the others one sandbox per task

@@ -57,7 +57,9 @@ def test_build_renders_template_and_release_places_connection(package, tmp_path)
 def test_build_fails_clearly_on_missing_template_value(package, tmp_path):
     src, meta = package
     r = run("build", src, meta, tmp_path / "out", env={"CHAINCODE_AS_A_SERVICE_BUILDER_CONFIG": "{}"})
-    assert r.returncode != 0 and "ccport" in r.stderr
+    assert (
+        r.returncode == 1 and "ccport" in r.stderr
+    )  # the KeyError naming the value, not a half-written build
 
 
 def test_usage_error_without_arguments():

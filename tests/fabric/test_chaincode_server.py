@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import queue
+import socket
 import threading
 import time
 
@@ -209,10 +210,18 @@ def identity(tmp_path_factory):
     return Consortium.generate(tmp_path_factory.mktemp("ids"), ["Org1"]).identity("Org1")
 
 
+def _free_address() -> str:
+    """A port of this run's own (a fixed one collided with concurrent runs of other checkouts)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{s.getsockname()[1]}"
+
+
 @pytest.fixture
 def server():
-    srv = serve("127.0.0.1:17999", "cc_1:abc", contract)
-    yield "127.0.0.1:17999"
+    address = _free_address()
+    srv = serve(address, "cc_1:abc", contract)
+    yield address
     srv.stop(0)
 
 
@@ -384,14 +393,15 @@ def test_mutual_tls_when_configured(tmp_path, identity):
     cons = Consortium.generate(tmp_path / "tls", ["Org1"])
     tls = cons.organisations[0].path / "peers" / "peer0.org1.example.com" / "tls"
     ca, cert, key = ((tls / n).read_bytes() for n in ("ca.crt", "server.crt", "server.key"))
-    srv = serve("127.0.0.1:17998", "cc_tls:1", contract, tls_cert=cert, tls_key=key, client_ca_certs=ca)
+    address = _free_address()
+    srv = serve(address, "cc_tls:1", contract, tls_cert=cert, tls_key=key, client_ca_certs=ca)
     try:
-        peer = FakePeer("127.0.0.1:17998", credentials=grpc.ssl_channel_credentials(ca, key, cert))
+        peer = FakePeer(address, credentials=grpc.ssl_channel_credentials(ca, key, cert))
         tx = peer.invoke(identity, "put", "t", "1")
         peer.wait([tx])
         assert peer.response(tx).status == 200
         peer.close()
-        anonymous = grpc.secure_channel("127.0.0.1:17998", grpc.ssl_channel_credentials(ca))
+        anonymous = grpc.secure_channel(address, grpc.ssl_channel_credentials(ca))
         call = chaincode_shim_pb2_grpc.ChaincodeStub(anonymous).Connect(iter([Msg(type=Msg.KEEPALIVE)]))
         with pytest.raises(grpc.RpcError):
             next(iter(call))
@@ -419,10 +429,11 @@ def test_validation_of_arguments():
 
 
 def test_second_server_on_a_taken_port_fails():
-    srv = serve("127.0.0.1:17996", "cc_1:abc", contract)
+    address = _free_address()
+    srv = serve(address, "cc_1:abc", contract)
     try:
         with pytest.raises(OSError, match="could not bind"):
-            serve("127.0.0.1:17996", "cc_1:abc", contract)
+            serve(address, "cc_1:abc", contract)
     finally:
         srv.stop(0)
 

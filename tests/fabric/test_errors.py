@@ -5,6 +5,7 @@ from __future__ import annotations
 import grpc
 import pytest
 from fabric_protos.gateway import gateway_pb2
+from google.rpc import status_pb2
 
 from chaincode.errors import AlreadyExists, Forbidden, InvalidArgument, NotFound
 from ledger.errors import (
@@ -66,6 +67,49 @@ def test_error_details_decoded_from_status_trailer():
     [d] = error_details(err)
     assert (d.address, d.msp_id, d.message) == ("127.0.0.1:7051", "Org1MSP", "chaincode response 404, boom")
     assert error_details(FakeRpcError(grpc.StatusCode.UNKNOWN, "x")) == []
+
+
+def _any(type_url: bytes, value: bytes) -> bytes:
+    any_ = b"\x0a" + _ld(type_url) + type_url + b"\x12" + _ld(value) + value
+    return b"\x1a" + _ld(any_) + any_
+
+
+def test_status_decoding_matches_googleapis():
+    d = gateway_pb2.ErrorDetail(address="a:1", msp_id="Org2MSP", message="m")
+    official = status_pb2.Status(code=10, message="failed")
+    official.details.add().Pack(d)
+    assert status_bin(10, "failed", [d]) == official.SerializeToString()
+
+
+@pytest.mark.parametrize(
+    "trailer",
+    [
+        pytest.param(b"\x1a\x05ab", id="detail-cut-short"),
+        pytest.param(b"\x1a" + b"\xff" * 11, id="varint-longer-than-10-bytes"),
+        pytest.param(b"\x12\xff\xff\xff\xff\x0f", id="message-length-past-the-end"),
+        pytest.param(b"\x0b", id="group-start"),
+        pytest.param(b"\x02\x00", id="field-number-0"),
+    ],
+)
+def test_a_malformed_status_trailer_yields_no_details_and_still_translates(trailer):
+    err = FakeRpcError(grpc.StatusCode.ABORTED, "failed to endorse", (("grpc-status-details-bin", trailer),))
+    assert error_details(err) == []
+    translated = translate(err, "endorse")
+    assert type(translated) is EndorsementFailure and "ABORTED: failed to endorse" in str(translated)
+
+
+def test_details_of_another_type_or_malformed_are_skipped_and_the_rest_kept():
+    good = gateway_pb2.ErrorDetail(address="p:1", msp_id="Org1MSP", message="kept").SerializeToString()
+    trailer = (
+        b"\x08\x0a"
+        + _any(b"type.googleapis.com/google.rpc.DebugInfo", b"\x12\x01x")
+        + _any(b"type.googleapis.com/gateway.ErrorDetail", b"\x0a\x09p")  # address cut short
+        + _any(b"type.googleapis.com/gateway.ErrorDetail", good)
+    )
+    err = FakeRpcError(
+        grpc.StatusCode.ABORTED, "x", (("other-key", b"\xff"), ("grpc-status-details-bin", trailer))
+    )
+    assert [(d.address, d.msp_id, d.message) for d in error_details(err)] == [("p:1", "Org1MSP", "kept")]
 
 
 def test_contract_error_in_detail_rebuilt_typed():

@@ -3,6 +3,7 @@ low-S, tx id) -- so the client logic is tested where the real network is not ins
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from concurrent import futures
@@ -28,7 +29,17 @@ from ledger.fabric.gateway import FabricLedger, PeerEndpoint, submit_with_retry
 from ledger.fabric.proposal import compute_tx_id
 from ledger.identity import Consortium
 
-PORT = 17997
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+# This run's own port for the fake Gateway. A fixed port was shared by concurrent runs (other
+# checkouts on the machine): grpc servers reuse ports by default, so one run's client reached the
+# other's server, which refused its identities ("does not verify against the Org1MSP CA").
+PORT = _free_port()
 
 
 def _ld(b: bytes) -> bytes:
@@ -67,7 +78,7 @@ class FakeGateway(gateway_pb2_grpc.GatewayServicer):
         shdr = common_pb2.SignatureHeader.FromString(header.signature_header)
         try:
             self.msp.verify_signature(shdr.creator, signed.proposal_bytes, signed.signature)
-        except Exception as exc:
+        except AccessDenied as exc:
             context.abort(grpc.StatusCode.PERMISSION_DENIED, f"access denied: {exc}")
         if chdr.tx_id != compute_tx_id(shdr.nonce, shdr.creator):
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "incorrect txid")
@@ -136,7 +147,7 @@ class FakeGateway(gateway_pb2_grpc.GatewayServicer):
         )
         try:
             self.msp.verify_signature(shdr.creator, env.payload, env.signature)
-        except Exception as exc:
+        except AccessDenied as exc:
             context.abort(grpc.StatusCode.PERMISSION_DENIED, f"bad envelope signature: {exc}")
         self.submitted.append(request.transaction_id)
         self.deliver.commit(
@@ -257,10 +268,10 @@ def consortium(tmp_path_factory):
 @pytest.fixture
 def gateway(consortium):
     fake = FakeGateway(consortium.membership())
-    server = grpc.server(futures.ThreadPoolExecutor(16))
+    server = grpc.server(futures.ThreadPoolExecutor(16), options=[("grpc.so_reuseport", 0)])
     gateway_pb2_grpc.add_GatewayServicer_to_server(fake, server)
     events_pb2_grpc.add_DeliverServicer_to_server(fake.deliver, server)
-    server.add_insecure_port(f"127.0.0.1:{PORT}")
+    assert server.add_insecure_port(f"127.0.0.1:{PORT}") == PORT  # never a port shared with another run
     server.start()
     led = FabricLedger([PeerEndpoint("Org1MSP", f"127.0.0.1:{PORT}")], "ch", "cc")
     yield fake, led

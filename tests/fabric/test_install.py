@@ -9,7 +9,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from tests.support.fabric import skip_or_fail
+from tests.ci import skip_or_fail
 
 ROOT = Path(__file__).resolve().parents[2]
 INSTALL = ROOT / "fabric-network" / "install.sh"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from network import REPO_ROOT, FabricNetwork, NetworkConfig
-from tests.support import fabric as support
+from tests.ci import require_module, skip_or_fail
 from tests.support.fabric import network_dir
 
 
@@ -65,7 +65,7 @@ def test_orderer_environment_tls_and_admin_mtls(net):
 
 
 def test_configtx_has_every_organisation_and_the_batch_settings(net):
-    yaml = pytest.importorskip("yaml")
+    yaml = require_module("yaml")
     doc = yaml.safe_load(net.configtx_yaml())
     prof = doc["Profiles"]["ConsortiaChannel"]
     assert [o["ID"] for o in prof["Application"]["Organizations"]] == ["Org1MSP", "Org2MSP", "Org3MSP"]
@@ -129,7 +129,7 @@ def test_tls_package_carries_client_credentials_and_root(net):
 def test_two_organisation_network_generates_a_genesis_block(tmp_path):
     n = FabricNetwork(NetworkConfig(net_dir=tmp_path / "net2", organisations=("Alpha", "Beta")))
     if not (n.bin / "configtxgen").is_file():
-        support.skip_or_fail("Fabric binaries not installed")
+        skip_or_fail("Fabric binaries not installed")
     n.generate()
     block = tmp_path / "net2" / "consortia.block"
     assert block.stat().st_size > 1000

@@ -24,6 +24,7 @@ from network.placement import (
     placement_spec,
     recorded_hosts,
 )
+from tests.ci import require_module, skip_or_fail
 from tests.support import fabric as support
 
 HOSTS = {"Org1": "127.0.1.1", "Org2": "127.0.2.1", "Org3": "127.0.3.1", "orderer": "127.0.4.1"}
@@ -75,7 +76,7 @@ def test_default_placement_is_everything_on_127_0_0_1(tmp_path):
 
 
 def test_every_address_of_the_configuration_follows_the_placement(tmp_path):
-    yaml = pytest.importorskip("yaml")
+    yaml = require_module("yaml")
     net = FabricNetwork(NetworkConfig(net_dir=tmp_path / "net", hosts=HOSTS))
     c = net.cfg
     assert c.org_host(1) == "127.0.2.1" and c.orderer_host == "127.0.4.1"
@@ -180,7 +181,7 @@ def placed(tmp_path_factory):
     if r.returncode != 0:
         net.down()
         if "binaries missing" in r.stderr:
-            support.skip_or_fail(f"Hyperledger Fabric not available: {r.stderr.strip()}")
+            skip_or_fail(f"Hyperledger Fabric not available: {r.stderr.strip()}")
         pytest.fail(f"network up --hosts failed: {r.stderr[-3000:]}")
     yield net
     r = _network("down", "--purge", *where, timeout=120)

@@ -16,7 +16,7 @@ from chaincode.canonical import canonical_json
 from ledger.client import ConsortiaClient
 from ledger.embedded import EmbeddedLedger
 from ledger.embedded import blocks as B
-from ledger.errors import EndorsementPolicyFailure, LedgerError, MVCCConflict
+from ledger.errors import AlreadyExists, EndorsementPolicyFailure, LedgerError, MVCCConflict
 from ledger.identity import Consortium
 
 DIGEST = "sha256:" + "ab" * 32
@@ -307,7 +307,7 @@ def _worker(crypto: str, path: str, org: str, n: int, q) -> None:
         try:
             c.register_image("contended", "1", "a", DIGEST)
             q.put("won")
-        except Exception as exc:  # AlreadyExists or MVCCConflict
+        except (AlreadyExists, MVCCConflict) as exc:
             q.put(type(exc).__name__)
 
 

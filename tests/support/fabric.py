@@ -129,18 +129,11 @@ def start_shared_network(config: NetworkConfig | None = None) -> FabricSession:
 def shared_fabric() -> FabricSession:
     """``start_shared_network`` for pytest: skips the calling test if Fabric is unavailable, except
     under ``CI=true``, where an unavailable Fabric fails the test (CI runs the real network every
-    time; a skip would hide a missing install)."""
+    time; a skip would hide a missing install). The decision is the test suite's one helper,
+    ``tests.ci.skip_or_fail`` (this module is test support too)."""
+    from tests.ci import skip_or_fail
+
     try:
         return start_shared_network()
     except FabricUnavailable as exc:
         skip_or_fail(f"Hyperledger Fabric not available: {exc}")
-        raise  # unreachable
-
-
-def skip_or_fail(reason: str) -> None:
-    """Skip the calling test for a missing Fabric install, or fail it under ``CI=true``."""
-    import pytest
-
-    if environment().ci:
-        pytest.fail(f"{reason} (CI=true: the fabric tests must run; see docs/setup.md)", pytrace=False)
-    pytest.skip(reason)

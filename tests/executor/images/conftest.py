@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from executor.images.reference import CERTS_DIR
+from tests.ci import skip_or_fail
 
 ROOT = Path(__file__).resolve().parents[3]
 SCRIPT = ROOT / "scripts" / "install-registry"
@@ -31,7 +32,7 @@ def free_port() -> int:
 def registry_addr(tmp_path_factory):
     """A registry of our own (own storage, own CA) for this session; stopped at the end."""
     if shutil.which("docker-registry") is None and os.geteuid() != 0:
-        pytest.skip("docker-registry is not installed (scripts/install-registry installs it as root)")
+        skip_or_fail("docker-registry is not installed (scripts/install-registry installs it as root)")
     listen = f"{HOST}:{free_port()}"
     home = tmp_path_factory.mktemp("registry")
     env = dict(os.environ, CONSORTIA_REGISTRY_HOME=str(home))

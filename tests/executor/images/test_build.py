@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from api.cli.output import EXIT_NOT_FOUND
 from executor.images.build import build_and_register, register
 from executor.images.reference import ImageTampered, parse_reference
 from executor.images.resolver import pull_record
@@ -71,4 +72,4 @@ def test_cli_image_build_registry_then_image_pull(registry_addr, tmp_path, monke
     pulled = json.loads(r.stdout)
     assert pulled["digest"] == built["digest"] and pulled["local"].startswith(str(tmp_path / "cache"))
     r = runner.invoke(app, ["image", "pull", "nope:1", "--org", "Org2", "--home", home, "--json"])
-    assert r.exit_code != 0
+    assert r.exit_code == EXIT_NOT_FOUND and "image nope:1 does not exist" in r.stderr
