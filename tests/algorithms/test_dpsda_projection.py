@@ -66,37 +66,36 @@ def test_box_projection_satisfies_kkt_conditions():
     assert np.all(grad[x == -1.0] >= 0) and np.all(grad[x == 2.0] <= 0)
 
 
-@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("seed", range(20))
 def test_ball_projection_equals_constrained_solution(seed):
-    """min ⟨z, x⟩ + ‖x‖²/(2α) s.t. ‖x‖² ≤ r², checked by its KKT conditions -- feasibility,
-    stationarity ∇f(x) + 2μx = 0 with μ ≥ 0, complementary slackness -- and by the variational
-    inequality over feasible points, not by a reference solver's success flag (SLSQP's line search
-    stops with "Positive directional derivative" on some BLAS kernels, issue 28)."""
+    """min ⟨z, x⟩ + ‖x‖²/(2α) s.t. g(x) = ‖x‖² − r² ≤ 0, a convex problem with a Slater point (0), so
+    its KKT conditions certify the minimiser. Checked with tolerances: feasibility g(x) ≤ tol,
+    stationarity ∇f(x) + μ∇g(x) = 0 for the multiplier μ that best fits it, μ ≥ 0, complementary
+    slackness μ·g(x) = 0; and the variational inequality and strong-convexity bound over sampled
+    feasible points. Never a reference solver's success flag: SciPy's SLSQP stops with "Positive
+    directional derivative for linesearch" on some BLAS kernels (issue 28, docs/reproducibility.md)."""
     rng = np.random.default_rng(seed)
-    z, alpha, r = rng.normal(0, 3, 8), 0.7, 1.5
+    z, alpha = rng.normal(0, 3, 8), float(rng.uniform(0.2, 2.0))
+    r = float(rng.uniform(0.1, 0.95)) * float(np.linalg.norm(alpha * z))  # the constraint binds
     ball = BallProjection(r)
     x = ball(z, alpha)
-    assert np.linalg.norm(alpha * z) > r  # the constraint binds: the check means something
-    assert ball.contains(x, 1e-12)
+    scale = np.linalg.norm(z)  # ∇f(x) and μ∇g(x) are of this size
+    # feasibility
+    assert x @ x - r * r <= 1e-12 * r * r
+    # stationarity: z + x/α + 2μx = 0 with the least-squares multiplier
     grad = z + x / alpha
-    mu = -(grad @ x) / (2 * (x @ x))  # the multiplier that best satisfies stationarity
-    assert mu >= 0
-    np.testing.assert_allclose(grad + 2 * mu * x, 0.0, atol=1e-12 * np.linalg.norm(z))
-    assert mu * abs(r * r - x @ x) <= 1e-12 * max(1.0, mu)  # complementary slackness
+    mu = -(grad @ x) / (2 * (x @ x))
+    assert mu > 0  # dual feasibility (strictly: the constraint binds)
+    np.testing.assert_allclose(grad + 2 * mu * x, 0.0, atol=1e-12 * scale)
+    # complementary slackness: the multiplier is positive, so the constraint is active
+    assert abs(mu * (x @ x - r * r)) <= 1e-12 * mu * r * r
+    # the closed form's multiplier: μ = (‖αz‖/r − 1)/(2α)
+    assert mu == pytest.approx((np.linalg.norm(alpha * z) / r - 1) / (2 * alpha), rel=1e-12)
     _no_feasible_point_does_better(ball, x, z, alpha, rng, 0.5)
-    reference = minimize(
-        lambda v: dual_averaging_objective(v, z, alpha),
-        np.zeros(8),
-        jac=lambda v: z + v / alpha,
-        method="SLSQP",
-        constraints=[{"type": "ineq", "fun": lambda v: r * r - v @ v, "jac": lambda v: -2 * v}],
-    )
-    if ball.contains(reference.x, 1e-9):  # its point, feasible, whatever its status: never better
-        assert dual_averaging_objective(x, z, alpha) <= reference.fun + 1e-9
+    # inside the ball the constraint is slack: μ = 0, x = −αz and ∇f(x) = 0
     inside = BallProjection(100.0)(z, alpha)
     np.testing.assert_array_equal(inside, -alpha * z)
-    # inside the ball the constraint is slack: μ = 0 and ∇f(x) = 0 exactly
-    np.testing.assert_allclose(z + inside / alpha, 0.0, atol=1e-12)
+    np.testing.assert_allclose(z + inside / alpha, 0.0, atol=1e-12 * scale)
 
 
 def test_protocol_and_radius():
