@@ -239,15 +239,15 @@ def run_demo(
         for org in orgs:
             mine = sorted((r for r in records if r.organisation == org), key=lambda r: r.round)
             model = platform.client(org).get_model(f"{pid}:{org}")
-            sent = sum(len(r.result["outputs"]["messages"]) for r in mine)
-            commitments = {r.result["inputs"]["data_commitment"] for r in mine}
+            sent = sum(len(r.result.outputs.messages) for r in mine if r.result)
+            commitments = {r.result.inputs.data_commitment for r in mine if r.result}
             provenance[org] = {
                 "records": len(mine),
                 "runtime": sorted({r.runtime for r in mine}),
                 "image_digest": sorted({r.image_digest for r in mine}),
                 "data_commitments": sorted(commitments),
                 "messages_sent": sent,
-                "last_state": mine[-1].result["outputs"]["state"],
+                "last_state": mine[-1].result.outputs.state if mine[-1].result else None,
                 "model": model.digest,
                 "model_size": model.size,
                 "estimators": len(model.estimators),
@@ -312,7 +312,8 @@ def run_demo(
             CollaborativeRandomForest(**params), datasets, rounds, spec.topology["seed"], complete(n), orgs
         )
         identical = all(models[o] == sim.models[o] for o in orgs) and all(
-            r.result["outputs"]["state"] == sim.state_digests[r.round][r.organisation] for r in records
+            r.result is not None and r.result.outputs.state == sim.state_digests[r.round][r.organisation]
+            for r in records
         )
         console.print(
             ("[green]" if identical else "[red]")

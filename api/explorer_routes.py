@@ -31,9 +31,8 @@ from api import schemas as S
 from api.responses import DepthSafeRoute
 from audit.lineage import check_execution, execution_node_id
 from audit.verification import transaction_validity
-from ledger.client import ConsortiaClient
+from ledger.client import ConsortiaClient, HistoryEntry
 from ledger.errors import ContractError
-from ledger.records import HistoryEntry, to_dict
 from wire.canonical import canonical_json
 
 SHORT = 72  # characters of a value shown in a change before it is cut
@@ -281,10 +280,10 @@ def explorer_router(
     def signatures(process_id: str = ProcessId, c: ConsortiaClient = Depends(client)) -> dict[str, Any]:
         """Signer and signature validity of every execution record (checked now, against the
         ledger's records), and the process's events with time and actor."""
-        process = to_dict(c.get_process(process_id))
+        process = c.get_process(process_id).to_dict()
         valid = transaction_validity(c, gw.index)
         records = sorted(
-            (to_dict(r) for r in c.query_executions(process_id)),
+            (r.to_dict() for r in c.query_executions(process_id)),
             key=lambda r: (r["round"], r["organisation"]),
         )
         gw.current()

@@ -23,12 +23,16 @@ from pydantic import BaseModel, TypeAdapter
 from pydantic_core import PydanticSerializationError
 from starlette.responses import Response
 
+from ledger.client import Record
 from wire.canonical import canonical_json
 
 
 def plain(value: Any) -> Any:
-    """Validated response models as plain dicts (by alias, extras included). Only models and the
-    lists holding them are descended into; every other value is passed on as it is."""
+    """Validated response models as plain dicts (by alias, extras included; a ledger record as
+    :meth:`Record.to_dict` gives it). Only models and the lists holding them are descended into; every
+    other value is passed on as it is."""
+    if isinstance(value, Record):
+        return value.to_dict()
     if isinstance(value, BaseModel):
         out = {}
         for name, info in type(value).model_fields.items():

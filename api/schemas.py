@@ -1,7 +1,11 @@
-"""Typed request and response bodies of the gateway (pydantic; they make the OpenAPI document).
+"""The gateway's own bodies (pydantic; with the records they make the OpenAPI document): requests,
+paging, errors, and the answers built from the audit index.
 
-Identifiers are validated with the contracts' own patterns, so a malformed id is refused with 422
-before it reaches the ledger. Responses mirror the contracts' canonical JSON records.
+A ledger record is answered as its one typed definition (:mod:`chaincode.records`, exported by
+:mod:`ledger.client`): ``ImageRecord``, ``ProcessRecord``, ``ExecutionRecord``, ``HistoryEntry``, ...
+are the response models themselves; only :class:`ModelOut` derives from its record, to keep the
+caller's sealed data key inside the gateway. Identifiers in requests are validated with the contracts'
+own patterns, so a malformed id is refused with 422 before it reaches the ledger.
 """
 
 from __future__ import annotations
@@ -9,9 +13,11 @@ from __future__ import annotations
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic.json_schema import SkipJsonSchema
 
 from api.schema_rules import process_rules, topology_parameters_rule
 from executor.images.declarations import DATASET_NAME, TOPOLOGY_KIND, topology_problems
+from ledger.client import ExecutionRecord, ModelRecord, ProcessRecord
 from ledger.rules import (
     ID_PATTERN,
     MAX_CONSORTIUM,
@@ -94,32 +100,6 @@ class ImageIn(BaseModel):
     reference: str = Field("", max_length=MAX_REFERENCE_CHARS)
     description: str = Field("", max_length=MAX_DESCRIPTION_CHARS)
     id: str | None = Field(None, pattern=ID)
-
-
-class ApprovalOut(BaseModel):
-    image_id: str
-    organisation: str
-    digest: str
-    approved_by: str
-    created: str
-    tx_id: str
-
-
-class ImageOut(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    id: str
-    name: str
-    version: str
-    algorithm: str
-    digest: str
-    reference: str
-    owner: str
-    created: str
-    status: str
-    tx_id: str
-    description: str = ""
-    revoked_reason: str = ""
-    approvals: list[ApprovalOut] = []
 
 
 class RevokeImageIn(BaseModel):
@@ -257,54 +237,9 @@ class ProcessIn(BaseModel):
         return self
 
 
-class ProcessOut(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    id: str
-    image_id: str
-    image_digest: str
-    algorithm: str
-    consortium: list[str]
-    topology: dict[str, Any]
-    hyperparameters: dict[str, Any]
-    rounds: int
-    privacy_budget: dict[str, Any] | None = None
-    creator: str
-    created: str
-    status: str
-    status_reason: str = ""
-    updated: str = ""
-    tx_id: str
-    current_round: int | None = None
-
-
 class AbortIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     reason: str = Field("", max_length=1024)
-
-
-class ExecutionOut(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    process_id: str
-    round: int
-    organisation: str
-    image_digest: str
-    runtime: str
-    status: str
-    created: str
-    tx_id: str
-    result: dict[str, Any] | None = None
-    signature: str = ""
-    completed: str = ""
-    completed_tx_id: str = ""
-    failure_reason: str = ""
-    epsilon_total: float = 0.0
-
-
-class HistoryEntryOut(BaseModel):
-    tx_id: str
-    timestamp: str
-    is_delete: bool
-    value: dict[str, Any] | None = None
 
 
 class EventOut(BaseModel):
@@ -317,8 +252,8 @@ class EventOut(BaseModel):
 
 
 class TimelineOut(BaseModel):
-    process: ProcessOut
-    executions: list[ExecutionOut]
+    process: ProcessRecord
+    executions: list[ExecutionRecord]
     events: list[EventOut]
     last_indexed_block: int
 
@@ -360,27 +295,15 @@ class ArtifactProvenance(BaseModel):
 
 
 # ---------------------------------------------------------------------- models
-class ModelOut(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    id: str
-    process_id: str
-    owner: str
-    digest: str
-    size: int
-    ciphertext_digest: str
-    access: list[str]
-    created: str
-    tx_id: str
-    image_digest: str = ""
-    round: int = 0
-    location: str = ""
-    metrics: dict[str, float] = {}
-    estimators: list[Any] = []
+class ModelOut(ModelRecord):
+    """A model record as the gateway answers it: without the caller's sealed data key, which stays
+    inside the gateway (it opens the model for downloads)."""
+
+    wrapped_key: SkipJsonSchema[str | None] = Field(None, exclude=True)
 
     @model_validator(mode="before")
     @classmethod
     def _no_sealed_key(cls, data: Any) -> Any:
-        """The caller's sealed data key stays inside the gateway (it is used for downloads)."""
         if isinstance(data, dict) and "wrapped_key" in data:
             data = {k: v for k, v in data.items() if k != "wrapped_key"}
         return data
@@ -413,7 +336,7 @@ class LineageEdge(BaseModel):
 
 class LineageOut(BaseModel):
     model: ModelOut
-    process: ProcessOut | None
+    process: ProcessRecord | None
     image_digest: str
     root: str
     nodes: list[LineageNode]

@@ -21,13 +21,13 @@ from typing import Any
 
 from audit.lineage import execution_node_id
 from audit.report import Check, Report
-from executor import message_index
-from executor.artifacts import ArtifactStore, open_message
-from executor.errors import ArtifactError, ExecutorError
+from exchange import messages
+from exchange.errors import ArtifactError, ExchangeError
+from exchange.store import ArtifactStore, open_sealed_message
 from wire.canonical import sha256_digest
 
 #: what fetching, opening or matching an artifact may raise; each is a failed check
-ARTIFACT_ERRORS: tuple[type[BaseException], ...] = (ExecutorError, OSError, ValueError)
+ARTIFACT_ERRORS: tuple[type[BaseException], ...] = (ExchangeError, OSError, ValueError)
 
 
 def _store(store_root: Path, organisation: str) -> ArtifactStore:
@@ -60,19 +60,18 @@ def message_check(
     """One output message of an execution record, in the sender's store."""
     pid, rnd, org = record["process_id"], record["round"], record["organisation"]
     subject = f"message {execution_node_id(pid, rnd, org)} to {message['recipient']}"
+    sender = _store(store_root, org)
     try:
-        ref = message_index.locate(store_root, org, pid, rnd, message["recipient"], message["digest"])
-    except ExecutorError as exc:
+        ref = messages.locate(sender, pid, rnd, message["recipient"], message["digest"])
+    except ArtifactError as exc:
         return Check("artifact", subject, False, f"sealed message not in the sender's store: {exc}")
     try:
+        sealed = sender.get(ref.stored.digest)  # re-hashed by the store
         if recipient_key is None:
-            sealed = _store(store_root, org).get(ref.stored.digest)  # re-hashed by the store
             return Check(
                 "artifact", subject, sha256_digest(sealed) == ref.stored.digest, "sealed; integrity only"
             )
-        open_message(
-            ref, process_id=pid, round=rnd, recipient=message["recipient"], recipient_key=recipient_key
-        )
+        open_sealed_message(sealed, ref, process_id=pid, round=rnd, recipient_key=recipient_key)
         return Check("artifact", subject, True, "opened; payload digest matches")
     except ARTIFACT_ERRORS as exc:
         return Check("artifact", subject, False, f"{type(exc).__name__}: {exc}")

@@ -184,7 +184,7 @@ def bench_index(args, root: Path) -> dict[str, float]:
 
 def bench_follower(args, root: Path) -> dict[str, float]:
     from api.follower import sync
-    from executor.artifacts import ArtifactStore
+    from exchange.store import ArtifactStore
     from ledger.client import ConsortiaClient
     from ledger.embedded import EmbeddedLedger
     from ledger.identity import Consortium

@@ -2,10 +2,11 @@
 
     python -m benchmarks.artifact_fetch [--mb 50] [--host 127.0.1.1]
 
-Org1's artifact service (``executor.artifact_service``, a separate process listening on a loopback
-address of its own) serves a random ``--mb`` MB artifact written into its store; Org2 fetches it
-with its TLS client certificate through ``executor.artifact_client.HttpsArtifactSource.fetch_into``
-(streamed in 1 MiB chunks to a temporary file, re-hashed, renamed into Org2's store).
+Org1's artifact service (``exchange.service``, a separate process listening on a loopback address of
+its own) serves a random ``--mb`` MB artifact written into its store; Org2 fetches it into its own store
+with its TLS client certificate (``exchange.store.ArtifactStore.fetch_into`` through the
+``exchange.client.ArtifactClient`` its locations resolve Org1 to: streamed in 1 MiB chunks to a temporary
+file, re-hashed, renamed into Org2's store).
 
 Figures: ``artifact_fetch_mb_s`` (MB = 10^6 bytes, wall clock of the fetch including the re-hash and
 the fsync) and ``peak_rss_mb``: the growth of the client process's resident set during the fetch,
@@ -24,10 +25,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from executor.artifact_client import HttpsArtifactSource
-from executor.artifact_service import ArtifactServer, StaticReaders
-from executor.artifact_tls import ClientTLS
-from executor.artifacts import ArtifactStore
+from exchange.locations import Locations
+from exchange.readers import StaticReaders
+from exchange.service import ArtifactServer
+from exchange.store import ArtifactStore
+from exchange.tls import ClientTLS
 from ledger.identity import Consortium
 
 
@@ -63,7 +65,7 @@ def write_random_artifact(store: ArtifactStore, size: int) -> str:
             h.update(chunk)
             left -= len(chunk)
     digest = "sha256:" + h.hexdigest()
-    dest = store.base / digest[7:9] / digest[7:]
+    dest = store.path(digest)
     dest.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     os.replace(tmp, dest)
     return digest
@@ -89,9 +91,10 @@ def run(mb: float, host: str) -> dict:
         server.start()
         try:
             digest, url = parent.recv()
-            store = ArtifactStore(Path(d) / "org2", "Org2MSP")
-            source = HttpsArtifactSource(url, "Org1MSP", ClientTLS(consortium, "Org2MSP"), store=store)
-            figures = measured_fetch(source, digest)
+            locations = Locations(ClientTLS(consortium, "Org2MSP"), endpoints={"Org1MSP": url})
+            store = ArtifactStore(Path(d) / "org2", "Org2MSP", locations=locations)
+            figures = measured_fetch(store, "Org1MSP", digest)
+            locations.close()
             assert figures["artifact_mb"] == round(size / 1e6, 1)
         finally:
             server.terminate()
@@ -99,12 +102,12 @@ def run(mb: float, host: str) -> dict:
     return {**figures, "host": host}
 
 
-def measured_fetch(source: HttpsArtifactSource, digest: str) -> dict:
-    """Fetch ``digest`` into the source's store and remove it again; throughput and RSS growth."""
+def measured_fetch(store: ArtifactStore, owner: str, digest: str) -> dict:
+    """Fetch ``owner``'s ``digest`` into ``store`` and remove it again; throughput and RSS growth."""
     before = _status_kb("VmRSS")
     method = reset_peak_rss()
     t0 = time.perf_counter()
-    path = source.fetch_into(digest)
+    path = store.fetch_into(owner, digest)
     wall = time.perf_counter() - t0
     peak = peak_rss_kb()
     size = path.stat().st_size
@@ -143,8 +146,12 @@ def fetch_home(home: str, url: str, owner: str, digest: str) -> dict:
     settings = load(home)
     consortium = Consortium(settings.crypto)
     org = str(settings.node_setting("organisation"))
-    store = ArtifactStore(settings.paths.store_root, org)
-    return measured_fetch(HttpsArtifactSource(url, owner, ClientTLS(consortium, org), store=store), digest)
+    locations = Locations(ClientTLS(consortium, org), endpoints={owner: url})
+    store = ArtifactStore(settings.paths.store_root, org, locations=locations)
+    try:
+        return measured_fetch(store, owner, digest)
+    finally:
+        locations.close()
 
 
 def main() -> None:

@@ -18,7 +18,7 @@ bubblewrap view of its own folder only, on its own loopback address 127.0.N.1; h
    the simulator's.
 2. **Between hosts.** Org1's host serves a random ``--fetch-mb`` MB artifact (benchmarks.artifact_fetch
    ``--serve-home``: its store, its TLS identity, mutual TLS) that Org2's host fetches into its own store
-   through the agent's client (``HttpsArtifactSource.fetch_into``: streamed, re-hashed):
+   through the agent's client (``exchange.store.ArtifactStore.fetch_into``: streamed, re-hashed):
    ``artifact_fetch_mb_s`` and ``peak_rss_mb``, that process's resident-set growth during the fetch.
 
 The last line printed is JSON; the report goes to ``benchmarks/results/consortium[-quick].{json,md}``.
@@ -53,10 +53,12 @@ def _bit_identical(client: Any, hosts: dict[str, Host], pid: str, sim: Any, roun
     if len(recs) != rounds * len(hosts):
         return False
     for r in recs:
-        out = r.result["outputs"]
-        sent = {(r.organisation, m["recipient"]): m["digest"] for m in out["messages"]}
+        if r.result is None:
+            return False
+        out = r.result.outputs
+        sent = {(r.organisation, m.recipient): m.digest for m in out.messages}
         expected = {k: v for k, v in sim.message_digests[r.round - 1].items() if k[0] == r.organisation}
-        if out["state"] != sim.state_digests[r.round][r.organisation] or sent != expected:
+        if out.state != sim.state_digests[r.round][r.organisation] or sent != expected:
             return False
     for host in hosts.values():  # each organisation fetches its own model on its own host
         out_file = host.home / f"{pid}.model"

@@ -121,7 +121,8 @@ class Host:
 
     def start_artifact_service(self) -> None:
         """Its artifact service, on the address and port of its home's ``[node]`` table (``join --listen``)."""
-        self.start("artifacts", [sys.executable, "-m", "executor.artifact_service", "--home", str(self.home)])
+        argv = [sys.executable, "-m", "api.cli", "artifact-service", "--home", str(self.home)]
+        self.start("artifacts", argv)
 
     def start_gateway(self, port: int) -> None:
         """The organisation's gateway (REST API and explorer) on its own address."""

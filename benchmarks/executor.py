@@ -101,17 +101,19 @@ def _setup(runtime_name: str, root: Path):
     return consortium, ledger, runtime
 
 
-def _agent(root: Path, consortium, ledger, runtime, org: str, warm: bool = False):
-    """``org``'s node agent with its data, store and state under ``root`` (started)."""
-    from executor.artifacts import ArtifactStore
+def _agent(root: Path, consortium, ledger, runtime, org: str, warm: bool = False, hosted=None):
+    """``org``'s node agent with its data, store and state under ``root`` (started); ``hosted``: the
+    services of the agents of this process, through which they reach each other's stores."""
+    from exchange.service import node_store
     from executor.node.agent import NodeAgent
     from ledger.client import ConsortiaClient
 
+    client = ConsortiaClient(ledger, consortium.identity(org))
     return NodeAgent(
-        ConsortiaClient(ledger, consortium.identity(org)),
+        client,
         consortium,
         runtime,
-        ArtifactStore(root / "store", org),
+        node_store(client, consortium, root / "store", hosted=hosted),
         root / "data" / org,
         root / "state" / org,
         warm=warm,
@@ -172,9 +174,14 @@ def warm_overheads(runtime_name: str, repeats: int, work: Path) -> dict[str, flo
     organisations warm; Org1's rounds 2.. are timed (round 1 starts the worker). Each timed round
     includes fetching and decrypting the inbox, a fresh key registered, sealing the outbox and
     completing the record."""
+    from exchange.service import HostedServices
+
     root = work / f"warm-{runtime_name}"
     consortium, ledger, runtime = _setup(runtime_name, root)
-    agents = [_agent(root, consortium, ledger, runtime, o, warm=True) for o in consortium.msp_ids]
+    hosted = HostedServices()  # both agents run here: each reaches the other's store in this process
+    agents = [
+        _agent(root, consortium, ledger, runtime, o, warm=True, hosted=hosted) for o in consortium.msp_ids
+    ]
     admin = consortium.identity("Org1")
     rounds = repeats + 1
     ledger.submit(

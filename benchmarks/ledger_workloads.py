@@ -14,8 +14,8 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from exchange.sealing import encrypt_payload, seal
 from ledger.client import ConsortiaClient
-from ledger.envelope import encrypt_payload, seal
 from ledger.identity import Consortium, sign
 from ledger.interface import Ledger
 from ledger.rules import DEFAULT_HISTORY_PAGE

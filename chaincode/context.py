@@ -1,7 +1,7 @@
 """The transaction context a contract method runs in: the stub plus who is calling.
 
 The calling organisation is always taken from the creator's certificate (its MSP id), never
-from an argument. Records are stored as canonical JSON under composite keys.
+from an argument. Records (:mod:`chaincode.records`) are stored as canonical JSON under composite keys.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from google.protobuf.message import DecodeError
 from chaincode.canonical import RawJSON, canonical_json
 from chaincode.errors import Forbidden, InvalidArgument, NotFound
 from chaincode.limits import history_page_request, parse_json
-from chaincode.stub import ChaincodeStub, KeyModification, create_composite_key
+from chaincode.records import Record
+from chaincode.stub import ChaincodeStub, KeyModification, KeyValue, create_composite_key
 from wire.memo import Memo
 
 SUBMITTER_ROLES = ("client", "admin")
@@ -76,6 +77,7 @@ def _read_creator(creator: bytes) -> Creator:
 
 
 _T = TypeVar("_T")
+_R = TypeVar("_R", bound=Record)
 
 
 def _summary(summarise: Callable[[dict[str, Any]], _T], raw: bytes) -> _T:
@@ -89,6 +91,7 @@ _SUMMARIES: Memo[tuple[Callable[..., Any], bytes], Any] = Memo(8192)
 class TransactionContext:
     def __init__(self, stub: ChaincodeStub):
         self.stub = stub
+        self._stored: dict[int, tuple[Record, bytes]] = {}
         try:
             self.msp_id, self.certificate, self.role, self.subject = creator_of(stub.get_creator())
         except ValueError as exc:
@@ -116,17 +119,33 @@ class TransactionContext:
         return create_composite_key(object_type, list(attributes))
 
     def get(self, key: str) -> dict[str, Any] | None:
+        """The stored JSON object under ``key`` (None if there is none)."""
         raw = self.stub.get_state(key)
         return None if raw is None else json.loads(raw)
 
-    def get_required(self, key: str, what: str) -> dict[str, Any]:
-        rec = self.get(key)
-        if rec is None:
-            raise NotFound(f"{what} does not exist")
-        return rec
+    def find(self, cls: type[_R], key: str) -> _R | None:
+        """The record of type ``cls`` under ``key`` (None if there is none)."""
+        raw = self.stub.get_state(key)
+        return None if raw is None else cls.from_json(raw)
 
-    def put(self, key: str, record: dict[str, Any]) -> None:
-        self.stub.put_state(key, canonical_json(record))
+    def load(self, cls: type[_R], key: str, what: str) -> _R:
+        """The record of type ``cls`` under ``key``; :class:`NotFound` ("``what`` does not exist")."""
+        record = self.find(cls, key)
+        if record is None:
+            raise NotFound(f"{what} does not exist")
+        return record
+
+    def put(self, key: str, record: Record) -> None:
+        """Store ``record`` as the canonical JSON of its fields (:meth:`Record.json_object`)."""
+        raw = record.canonical()
+        self._stored[id(record)] = (record, raw)
+        self.stub.put_state(key, raw)
+
+    def stored_json(self, record: Record) -> bytes | None:
+        """The bytes :meth:`put` stored for this very record object (a write's answer is often the
+        record it wrote: encoded once), else None."""
+        hit = self._stored.get(id(record))
+        return hit[1] if hit is not None and hit[0] is record else None
 
     def exists(self, object_type: str, *attributes: str) -> bool:
         """Whether any record's key starts with these attributes (reads the first key, decodes nothing)."""
@@ -138,15 +157,28 @@ class TransactionContext:
             if close is not None:
                 close()
 
-    def scan(self, object_type: str, *attributes: str) -> Iterator[dict[str, Any]]:
+    def get_raw(self, key: str, what: str) -> RawJSON:
+        """The stored canonical JSON under ``key``, as it is; :class:`NotFound` ("``what`` does not
+        exist"). A read that answers a record unchanged splices its bytes (no decoding, no encoding)."""
+        raw = self.stub.get_state(key)
+        if raw is None:
+            raise NotFound(f"{what} does not exist")
+        return RawJSON(raw)
+
+    def scan_raw(self, object_type: str, *attributes: str) -> Iterator[KeyValue]:
+        """The stored (key, canonical JSON) pairs whose keys start with these attributes, in key order."""
+        yield from self.stub.get_state_by_partial_composite_key(object_type, list(attributes))
+
+    def scan(self, cls: type[_R], object_type: str, *attributes: str) -> Iterator[_R]:
+        """The records of type ``cls`` whose keys start with ``object_type`` and ``attributes``."""
         for kv in self.stub.get_state_by_partial_composite_key(object_type, list(attributes)):
-            yield json.loads(kv.value)
+            yield cls.from_json(kv.value)
 
     def scan_summaries(
         self, summarise: Callable[[dict[str, Any]], _T], object_type: str, *attributes: str
     ) -> Iterator[_T]:
-        """``summarise(record)`` for each record :meth:`scan` would yield, decoded and summarised
-        once per distinct stored value (its sha256) in this process: a round's execution records
+        """``summarise(record)`` of the stored JSON object of each record :meth:`scan` would yield,
+        decoded and summarised once per distinct stored value (its sha256) in this process: a round's execution records
         are read by every member's every progress query, and decoding them whole (manifests,
         provenance) cost far more than the few fields a rule needs. ``summarise`` must be a pure
         function of the record returning a value nobody mutates."""

@@ -1,7 +1,7 @@
 """The chaincode entry point shared by both ledger hosts.
 
-``invoke(stub, "Contract:function", args)`` runs one contract method and returns its result as
-canonical JSON bytes, or raises a :class:`ContractError` (whose ``to_wire()`` JSON the Fabric
+``invoke(stub, "Contract:function", args)`` runs one contract method and returns its result (a record
+of :mod:`chaincode.records`, a list of them, or plain JSON) as canonical JSON bytes, or raises a :class:`ContractError` (whose ``to_wire()`` JSON the Fabric
 chaincode service returns as the error message, so clients rebuild the typed error).
 """
 
@@ -21,6 +21,7 @@ from chaincode.learning_process import LearningProcessContract
 from chaincode.limits import check_arguments
 from chaincode.membership import MembershipContract
 from chaincode.model import ModelContract
+from chaincode.records import Record, json_value
 from chaincode.stub import ChaincodeStub
 
 log = logging.getLogger(__name__)
@@ -60,7 +61,11 @@ def invoke(stub: ChaincodeStub, function: str, args: list[str]) -> bytes:
     ctx = TransactionContext(stub)
     try:
         result = fn(ctx, *args)
-        return bytes(result) if isinstance(result, RawJSON) else canonical_json(result)
+        if isinstance(result, RawJSON):
+            return bytes(result)
+        if isinstance(result, Record):
+            return ctx.stored_json(result) or result.canonical()
+        return canonical_json(json_value(result))
     except ContractError:
         raise
     except Exception as exc:  # a bug must not look like a rule; report without payloads

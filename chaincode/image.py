@@ -9,7 +9,6 @@ learning process can pin it.
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from chaincode.canonical import RawJSON, is_digest
 from chaincode.context import TransactionContext, parse_json_arg, require_keys, require_str
@@ -20,8 +19,8 @@ from chaincode.limits import (
     MAX_REVOCATION_REASON_CHARS,
     bounded_text,
 )
+from chaincode.records import ID_PATTERN, ImageApproval, ImageRecord
 
-ID_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._:+-]{0,127}"
 IMAGE = "Image"
 APPROVAL = "ImageApproval"
 
@@ -33,7 +32,7 @@ class ImageContract:
     def _key(ctx: TransactionContext, image_id: str) -> str:
         return ctx.key(IMAGE, image_id)
 
-    def register(self, ctx: TransactionContext, spec_json: str) -> dict[str, Any]:
+    def register(self, ctx: TransactionContext, spec_json: str) -> ImageRecord:
         """Register an image: ``{id, name, version, algorithm, digest, reference}``."""
         ctx.require_submitter()
         spec = require_keys(
@@ -52,73 +51,77 @@ class ImageContract:
         key = self._key(ctx, image_id)
         if ctx.stub.get_state(key) is not None:
             raise AlreadyExists(f"image {image_id} is already registered", image_id=image_id)
-        record = {
-            "id": image_id,
-            "name": name,
-            "version": version,
-            "algorithm": require_str(spec, "algorithm", max_len=64),
-            "digest": spec["digest"],
-            "reference": bounded_text(spec.get("reference"), "image reference", MAX_REFERENCE_CHARS),
-            "description": bounded_text(spec.get("description"), "image description", MAX_DESCRIPTION_CHARS),
-            "owner": ctx.msp_id,
-            "registered_by": ctx.subject,
-            "created": ctx.timestamp,
-            "tx_id": ctx.tx_id,
-            "status": "active",
-            "revoked_reason": "",
-        }
+        record = ImageRecord(
+            id=image_id,
+            name=name,
+            version=version,
+            algorithm=require_str(spec, "algorithm", max_len=64),
+            digest=spec["digest"],
+            reference=bounded_text(spec.get("reference"), "image reference", MAX_REFERENCE_CHARS),
+            description=bounded_text(spec.get("description"), "image description", MAX_DESCRIPTION_CHARS),
+            owner=ctx.msp_id,
+            registered_by=ctx.subject,
+            created=ctx.timestamp,
+            tx_id=ctx.tx_id,
+            status="active",
+            revoked_reason="",
+        )
         ctx.put(key, record)
-        ctx.emit("ImageRegistered", {"id": image_id, "digest": record["digest"], "owner": ctx.msp_id})
+        ctx.emit("ImageRegistered", {"id": image_id, "digest": record.digest, "owner": ctx.msp_id})
         return record
 
-    def _load(self, ctx: TransactionContext, image_id: str) -> dict[str, Any]:
-        return ctx.get_required(self._key(ctx, image_id), f"image {image_id}")
+    def _load(self, ctx: TransactionContext, image_id: str) -> ImageRecord:
+        return ctx.load(ImageRecord, self._key(ctx, image_id), f"image {image_id}")
 
-    def get(self, ctx: TransactionContext, image_id: str) -> dict[str, Any]:
+    def get(self, ctx: TransactionContext, image_id: str) -> ImageRecord:
+        """The image with the other organisations' approvals (by organisation)."""
         record = self._load(ctx, image_id)
-        record["approvals"] = sorted(ctx.scan(APPROVAL, image_id), key=lambda a: a["organisation"])
-        return record
+        approvals = sorted(ctx.scan(ImageApproval, APPROVAL, image_id), key=lambda a: a.organisation)
+        return record.view(approvals=tuple(approvals))
 
-    def list(self, ctx: TransactionContext) -> list[dict[str, Any]]:
-        return list(ctx.scan(IMAGE))
+    def list(self, ctx: TransactionContext) -> RawJSON:
+        """Every :class:`ImageRecord`, as stored."""
+        return RawJSON.array(kv.value for kv in ctx.scan_raw(IMAGE))
 
-    def revoke(self, ctx: TransactionContext, image_id: str, reason: str = "") -> dict[str, Any]:
+    def revoke(self, ctx: TransactionContext, image_id: str, reason: str = "") -> ImageRecord:
         ctx.require_submitter()
         reason = bounded_text(reason, "revocation reason", MAX_REVOCATION_REASON_CHARS)
         record = self._load(ctx, image_id)
-        if record["owner"] != ctx.msp_id:
-            raise Forbidden(f"image {image_id} is owned by {record['owner']}; {ctx.msp_id} may not revoke it")
-        if record["status"] == "revoked":
+        if record.owner != ctx.msp_id:
+            raise Forbidden(f"image {image_id} is owned by {record.owner}; {ctx.msp_id} may not revoke it")
+        if record.status == "revoked":
             raise InvalidState(f"image {image_id} is already revoked")
-        record.update(status="revoked", revoked_reason=reason, revoked=ctx.timestamp, tx_id=ctx.tx_id)
+        record = record.replace(
+            status="revoked", revoked_reason=reason, revoked=ctx.timestamp, tx_id=ctx.tx_id
+        )
         ctx.put(self._key(ctx, image_id), record)
         ctx.emit("ImageRevoked", {"id": image_id, "reason": reason})
         return record
 
-    def approve(self, ctx: TransactionContext, image_id: str, digest: str) -> dict[str, Any]:
+    def approve(self, ctx: TransactionContext, image_id: str, digest: str) -> ImageApproval:
         """Another organisation approves the image it inspected, naming the digest it saw."""
         ctx.require_submitter()
         record = self._load(ctx, image_id)
-        if record["status"] != "active":
+        if record.status != "active":
             raise InvalidState(f"image {image_id} is revoked and cannot be approved")
-        if record["owner"] == ctx.msp_id:
+        if record.owner == ctx.msp_id:
             raise Forbidden(f"{ctx.msp_id} owns image {image_id} and cannot approve its own image")
-        if digest != record["digest"]:
+        if digest != record.digest:
             raise ImageMismatch(
                 f"approval of image {image_id} names digest {digest}, "
-                f"but the registered digest is {record['digest']}"
+                f"but the registered digest is {record.digest}"
             )
         key = ctx.key(APPROVAL, image_id, ctx.msp_id)
         if ctx.stub.get_state(key) is not None:
             raise AlreadyExists(f"{ctx.msp_id} has already approved image {image_id}")
-        approval = {
-            "image_id": image_id,
-            "organisation": ctx.msp_id,
-            "digest": digest,
-            "approved_by": ctx.subject,
-            "created": ctx.timestamp,
-            "tx_id": ctx.tx_id,
-        }
+        approval = ImageApproval(
+            image_id=image_id,
+            organisation=ctx.msp_id,
+            digest=digest,
+            approved_by=ctx.subject,
+            created=ctx.timestamp,
+            tx_id=ctx.tx_id,
+        )
         ctx.put(key, approval)
         ctx.emit("ImageApproved", {"id": image_id, "organisation": ctx.msp_id})
         return approval

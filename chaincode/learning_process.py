@@ -16,7 +16,7 @@ from typing import Any
 from chaincode.canonical import RawJSON
 from chaincode.context import TransactionContext, parse_json_arg, require_keys, require_str
 from chaincode.errors import AlreadyExists, Forbidden, ImageMismatch, InvalidArgument, InvalidState, NotFound
-from chaincode.image import ID_PATTERN, IMAGE
+from chaincode.image import IMAGE
 from chaincode.limits import (
     MAX_CONSORTIUM,
     MAX_DATASET_CHARS,
@@ -28,10 +28,10 @@ from chaincode.limits import (
     bounded_text,
 )
 from chaincode.privacy import parse_budget
+from chaincode.records import ID_PATTERN, MSP_PATTERN, ImageRecord, ProcessProgress, ProcessRecord
 
 PROCESS = "LearningProcess"
 EXECUTION = "Execution"
-MSP_PATTERN = r"[A-Za-z0-9][A-Za-z0-9.-]{0,63}"
 MAX_ROUNDS = 100_000
 TERMINAL = ("completed", "failed", "aborted")
 
@@ -41,17 +41,17 @@ def round_key(rnd: int) -> str:
     return f"{rnd:06d}"
 
 
-def load_process(ctx: TransactionContext, process_id: str) -> dict[str, Any]:
-    return ctx.get_required(ctx.key(PROCESS, process_id), f"learning process {process_id}")
+def load_process(ctx: TransactionContext, process_id: str) -> ProcessRecord:
+    return ctx.load(ProcessRecord, ctx.key(PROCESS, process_id), f"learning process {process_id}")
 
 
-def require_member(ctx: TransactionContext, process: dict[str, Any]) -> None:
-    if ctx.msp_id not in process["consortium"]:
-        raise Forbidden(f"{ctx.msp_id} is not a member of the consortium of learning process {process['id']}")
+def require_member(ctx: TransactionContext, process: ProcessRecord) -> None:
+    if ctx.msp_id not in process.consortium:
+        raise Forbidden(f"{ctx.msp_id} is not a member of the consortium of learning process {process.id}")
 
 
 def organisation_status(record: dict[str, Any]) -> tuple[str, str]:
-    """(organisation, status) of an execution record."""
+    """(organisation, status) of an execution record's stored JSON object."""
     return record["organisation"], record["status"]
 
 
@@ -63,37 +63,37 @@ def completed_organisations(ctx: TransactionContext, process_id: str, rnd: int) 
     }
 
 
-def rounds_started(ctx: TransactionContext, process: dict[str, Any]) -> int:
+def rounds_started(ctx: TransactionContext, process: ProcessRecord) -> int:
     """The highest round with an execution record (0: none yet).
 
     A record of round r is created only once every member completed round r - 1 (the rules of
     ``ExecutionRecord:create_task`` and ``fail_task``), so the rounds holding records are exactly
     1..h: found by bisection, one key probe per step (about log2(rounds) probes, no record decoded),
     instead of reading every record of the process."""
-    lo, hi = 0, int(process["rounds"])
+    lo, hi = 0, process.rounds
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if ctx.exists(EXECUTION, process["id"], round_key(mid)):
+        if ctx.exists(EXECUTION, process.id, round_key(mid)):
             lo = mid
         else:
             hi = mid - 1
     return lo
 
 
-def round_state(ctx: TransactionContext, process: dict[str, Any]) -> tuple[int, set[str]]:
+def round_state(ctx: TransactionContext, process: ProcessRecord) -> tuple[int, set[str]]:
     """(current round, the members that completed it so far). The current round is the first round
     not yet completed by every organisation (rounds + 1 when all are done); round r is complete when
     every consortium member has a completed record for r. Reads one round's records."""
     started = rounds_started(ctx, process)
     if started == 0:
         return 1, set()
-    done = completed_organisations(ctx, process["id"], started)
-    if done >= set(process["consortium"]):
+    done = completed_organisations(ctx, process.id, started)
+    if done >= set(process.consortium):
         return started + 1, set()
     return started, done
 
 
-def current_round(ctx: TransactionContext, process: dict[str, Any]) -> int:
+def current_round(ctx: TransactionContext, process: ProcessRecord) -> int:
     """The first round not yet completed by every organisation (rounds + 1 when all are done)."""
     return round_state(ctx, process)[0]
 
@@ -101,7 +101,7 @@ def current_round(ctx: TransactionContext, process: dict[str, Any]) -> int:
 class LearningProcessContract:
     name = "LearningProcess"
 
-    def create(self, ctx: TransactionContext, spec_json: str) -> dict[str, Any]:
+    def create(self, ctx: TransactionContext, spec_json: str) -> ProcessRecord:
         """Create a process: ``{id, image_id, image_digest?, consortium, topology, hyperparameters,
         rounds, privacy_budget?, dataset?, description?}``. The image's digest is pinned; a privacy
         budget is validated and resolved by :func:`chaincode.privacy.parse_budget` (it requires clipping)."""
@@ -127,15 +127,15 @@ class LearningProcessContract:
         key = ctx.key(PROCESS, pid)
         if ctx.stub.get_state(key) is not None:
             raise AlreadyExists(f"learning process {pid} already exists", process_id=pid)
-        image = ctx.get(ctx.key(IMAGE, require_str(spec, "image_id", pattern=ID_PATTERN)))
+        image = ctx.find(ImageRecord, ctx.key(IMAGE, require_str(spec, "image_id", pattern=ID_PATTERN)))
         if image is None:
             raise NotFound(f"image {spec['image_id']} is not registered")
-        if image["status"] != "active":
-            raise InvalidState(f"image {image['id']} is revoked and cannot be used by a new process")
-        if "image_digest" in spec and spec["image_digest"] != image["digest"]:
+        if image.status != "active":
+            raise InvalidState(f"image {image.id} is revoked and cannot be used by a new process")
+        if "image_digest" in spec and spec["image_digest"] != image.digest:
             raise ImageMismatch(
-                f"process names digest {spec['image_digest']} for image {image['id']}, "
-                f"but the registered digest is {image['digest']}"
+                f"process names digest {spec['image_digest']} for image {image.id}, "
+                f"but the registered digest is {image.digest}"
             )
         consortium = spec["consortium"]
         if (
@@ -167,39 +167,36 @@ class LearningProcessContract:
             raise InvalidArgument("hyperparameters must be an object")
         bounded_json(hyper, "hyperparameters", MAX_HYPERPARAMETERS_BYTES)
         budget = parse_budget(spec.get("privacy_budget"), hyper)
-        record = {
-            "id": pid,
-            "image_id": image["id"],
-            "image_digest": image["digest"],
-            "algorithm": image["algorithm"],
-            "consortium": consortium,
-            "topology": {**topology, "seed": seed},
-            "hyperparameters": hyper,
-            "rounds": rounds,
-            "privacy_budget": budget,
-            "dataset": bounded_text(spec.get("dataset"), "dataset", MAX_DATASET_CHARS),
-            "description": bounded_text(
-                spec.get("description"), "process description", MAX_DESCRIPTION_CHARS
-            ),
-            "creator": ctx.msp_id,
-            "created_by": ctx.subject,
-            "created": ctx.timestamp,
-            "status": "created",
-            "status_reason": "",
-            "updated": ctx.timestamp,
-            "tx_id": ctx.tx_id,
-        }
+        record = ProcessRecord(
+            id=pid,
+            image_id=image.id,
+            image_digest=image.digest,
+            algorithm=image.algorithm,
+            consortium=tuple(consortium),
+            topology={**topology, "seed": seed},
+            hyperparameters=hyper,
+            rounds=rounds,
+            privacy_budget=budget,
+            dataset=bounded_text(spec.get("dataset"), "dataset", MAX_DATASET_CHARS),
+            description=bounded_text(spec.get("description"), "process description", MAX_DESCRIPTION_CHARS),
+            creator=ctx.msp_id,
+            created_by=ctx.subject,
+            created=ctx.timestamp,
+            status="created",
+            status_reason="",
+            updated=ctx.timestamp,
+            tx_id=ctx.tx_id,
+        )
         ctx.put(key, record)
         ctx.emit("ProcessCreated", {"id": pid})
         return record
 
-    def get(self, ctx: TransactionContext, process_id: str) -> dict[str, Any]:
+    def get(self, ctx: TransactionContext, process_id: str) -> ProcessRecord:
         process = load_process(ctx, process_id)
         require_member(ctx, process)
-        process["current_round"] = current_round(ctx, process)
-        return process
+        return process.view(current_round=current_round(ctx, process))
 
-    def progress(self, ctx: TransactionContext, process_id: str) -> dict[str, Any]:
+    def progress(self, ctx: TransactionContext, process_id: str) -> ProcessProgress:
         """Where the process stands, in a few bytes (what a waiting agent and a progress display
         need, without the records): ``{id, status, rounds, organisations, current_round, completed,
         completed_tasks}``, ``completed`` the members that completed the current round so far,
@@ -208,71 +205,71 @@ class LearningProcessContract:
         process = load_process(ctx, process_id)
         require_member(ctx, process)
         rnd, done = round_state(ctx, process)
-        members = len(process["consortium"])
-        return {
-            "id": process_id,
-            "status": process["status"],
-            "rounds": process["rounds"],
-            "organisations": members,
-            "current_round": rnd,
-            "completed": sorted(done),
-            "completed_tasks": (rnd - 1) * members + len(done),
-        }
+        members = len(process.consortium)
+        return ProcessProgress(
+            id=process_id,
+            status=process.status,
+            rounds=process.rounds,
+            organisations=members,
+            current_round=rnd,
+            completed=tuple(sorted(done)),
+            completed_tasks=(rnd - 1) * members + len(done),
+        )
 
-    def list(self, ctx: TransactionContext) -> list[dict[str, Any]]:
+    def list(self, ctx: TransactionContext) -> list[ProcessRecord]:
         """Processes whose consortium includes the caller's organisation."""
-        return [p for p in ctx.scan(PROCESS) if ctx.msp_id in p["consortium"]]
+        return [p for p in ctx.scan(ProcessRecord, PROCESS) if ctx.msp_id in p.consortium]
 
     def _transition(
         self, ctx: TransactionContext, process_id: str, to: str, reason: str, allowed_from: tuple[str, ...]
-    ) -> dict[str, Any]:
+    ) -> ProcessRecord:
         ctx.require_submitter()
         reason = bounded_text(reason, "reason", MAX_STATUS_REASON_CHARS)
         process = load_process(ctx, process_id)
         require_member(ctx, process)
-        if process["status"] not in allowed_from:
-            raise InvalidState(f"learning process {process_id} is {process['status']}; cannot become {to}")
-        process.update(
+        if process.status not in allowed_from:
+            raise InvalidState(f"learning process {process_id} is {process.status}; cannot become {to}")
+        process = process.replace(
             status=to, status_reason=reason, updated=ctx.timestamp, tx_id=ctx.tx_id, status_by=ctx.msp_id
         )
         ctx.put(ctx.key(PROCESS, process_id), process)
         ctx.emit("ProcessStatus", {"id": process_id, "status": to})
         return process
 
-    def start(self, ctx: TransactionContext, process_id: str) -> dict[str, Any]:
+    def start(self, ctx: TransactionContext, process_id: str) -> ProcessRecord:
         """created -> running; any consortium member may start the process."""
         return self._transition(ctx, process_id, "running", "", ("created",))
 
-    def complete(self, ctx: TransactionContext, process_id: str) -> dict[str, Any]:
+    def complete(self, ctx: TransactionContext, process_id: str) -> ProcessRecord:
         """running -> completed, accepted only when every organisation completed the last round."""
         process = load_process(ctx, process_id)
         require_member(ctx, process)
-        missing = set(process["consortium"]) - completed_organisations(ctx, process_id, process["rounds"])
+        missing = set(process.consortium) - completed_organisations(ctx, process_id, process.rounds)
         if missing:
             raise InvalidState(
-                f"learning process {process_id} cannot complete: round {process['rounds']} "
+                f"learning process {process_id} cannot complete: round {process.rounds} "
                 f"not completed by {sorted(missing)}"
             )
         return self._transition(ctx, process_id, "completed", "", ("running",))
 
-    def fail(self, ctx: TransactionContext, process_id: str, reason: str) -> dict[str, Any]:
+    def fail(self, ctx: TransactionContext, process_id: str, reason: str) -> ProcessRecord:
         """created/running -> failed, by any member, with the reason on the ledger."""
         if not reason:
             raise InvalidArgument("a failed process needs a reason")
         return self._transition(ctx, process_id, "failed", reason, ("created", "running"))
 
-    def abort(self, ctx: TransactionContext, process_id: str, reason: str = "") -> dict[str, Any]:
+    def abort(self, ctx: TransactionContext, process_id: str, reason: str = "") -> ProcessRecord:
         """created/running -> aborted, only by the organisation that created the process."""
         process = load_process(ctx, process_id)
-        if process["creator"] != ctx.msp_id:
-            raise Forbidden(f"only the creator {process['creator']} may abort learning process {process_id}")
+        if process.creator != ctx.msp_id:
+            raise Forbidden(f"only the creator {process.creator} may abort learning process {process_id}")
         return self._transition(
             ctx, process_id, "aborted", reason or "aborted by creator", ("created", "running")
         )
 
     def history(self, ctx: TransactionContext, process_id: str, limit: str = "", after: str = "") -> RawJSON:
         """Every version of the process record; with ``limit``/``after`` one page, newest first."""
-        process = ctx.get(ctx.key(PROCESS, process_id))
+        process = ctx.find(ProcessRecord, ctx.key(PROCESS, process_id))
         if process is None:
             raise NotFound(f"learning process {process_id} does not exist")
         require_member(ctx, process)

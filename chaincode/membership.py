@@ -19,8 +19,8 @@ from typing import Any
 from chaincode.canonical import RawJSON, is_digest
 from chaincode.context import TransactionContext, parse_json_arg, require_keys
 from chaincode.errors import InvalidArgument, NotFound
-from chaincode.learning_process import MSP_PATTERN
 from chaincode.limits import MAX_ENDPOINT_CHARS, bounded_text
+from chaincode.records import MSP_PATTERN, MemberRecord
 
 MEMBER = "Member"
 
@@ -61,7 +61,7 @@ class MembershipContract:
     def _key(ctx: TransactionContext, msp_id: str) -> str:
         return ctx.key(MEMBER, msp_id)
 
-    def publish(self, ctx: TransactionContext, spec_json: str) -> dict[str, Any]:
+    def publish(self, ctx: TransactionContext, spec_json: str) -> MemberRecord:
         """Create or replace the caller's own record:
         ``{artifact_endpoint, tls_ca_digest, gateway_endpoint?}``."""
         ctx.require_submitter()
@@ -79,26 +79,26 @@ class MembershipContract:
                 f"TLS CA digest {spec['tls_ca_digest']!r} is not of the form sha256:<64 hex>"
             )
         key = self._key(ctx, ctx.msp_id)
-        previous = ctx.get(key)
-        record = {
-            "msp_id": ctx.msp_id,
-            "artifact_endpoint": artifact,
-            "gateway_endpoint": gateway,
-            "tls_ca_digest": spec["tls_ca_digest"],
-            "version": 1 if previous is None else int(previous["version"]) + 1,
-            "created": ctx.timestamp if previous is None else previous["created"],
-            "updated_at": ctx.timestamp,
-            "published_by": ctx.subject,
-            "tx_id": ctx.tx_id,
-        }
+        previous = ctx.find(MemberRecord, key)
+        record = MemberRecord(
+            msp_id=ctx.msp_id,
+            artifact_endpoint=artifact,
+            gateway_endpoint=gateway,
+            tls_ca_digest=spec["tls_ca_digest"],
+            version=1 if previous is None else previous.version + 1,
+            created=ctx.timestamp if previous is None else previous.created,
+            updated_at=ctx.timestamp,
+            published_by=ctx.subject,
+            tx_id=ctx.tx_id,
+        )
         ctx.put(key, record)
-        ctx.emit("MemberPublished", {"msp_id": ctx.msp_id, "version": record["version"]})
+        ctx.emit("MemberPublished", {"msp_id": ctx.msp_id, "version": record.version})
         return record
 
-    def _load(self, ctx: TransactionContext, msp_id: str) -> dict[str, Any]:
+    def _load(self, ctx: TransactionContext, msp_id: str) -> MemberRecord:
         if not isinstance(msp_id, str) or not re.fullmatch(MSP_PATTERN, msp_id):
             raise InvalidArgument(f"MSP id {msp_id!r} must match {MSP_PATTERN}")
-        record = ctx.get(self._key(ctx, msp_id))
+        record = ctx.find(MemberRecord, self._key(ctx, msp_id))
         if record is None:
             raise NotFound(
                 f"organisation {msp_id} has published no membership record "
@@ -107,11 +107,11 @@ class MembershipContract:
             )
         return record
 
-    def get(self, ctx: TransactionContext, msp_id: str) -> dict[str, Any]:
+    def get(self, ctx: TransactionContext, msp_id: str) -> MemberRecord:
         return self._load(ctx, msp_id)
 
-    def list(self, ctx: TransactionContext) -> list[dict[str, Any]]:
-        return sorted(ctx.scan(MEMBER), key=lambda r: r["msp_id"])
+    def list(self, ctx: TransactionContext) -> list[MemberRecord]:
+        return sorted(ctx.scan(MemberRecord, MEMBER), key=lambda r: r.msp_id)
 
     def history(self, ctx: TransactionContext, msp_id: str, limit: str = "", after: str = "") -> RawJSON:
         """Every version of the membership record; with ``limit``/``after`` one page, newest first."""

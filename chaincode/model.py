@@ -28,9 +28,9 @@ from typing import Any
 from chaincode.canonical import RawJSON, is_digest
 from chaincode.context import TransactionContext, parse_json_arg, require_keys, require_str
 from chaincode.errors import AlreadyExists, Forbidden, ImageMismatch, InvalidArgument, InvalidState, NotFound
-from chaincode.image import ID_PATTERN
-from chaincode.learning_process import EXECUTION, MSP_PATTERN, load_process, require_member, round_key
+from chaincode.learning_process import EXECUTION, load_process, require_member, round_key
 from chaincode.limits import MAX_ESTIMATORS_BYTES, MAX_REFERENCE_CHARS, bounded_json, bounded_text
+from chaincode.records import ID_PATTERN, MSP_PATTERN, ModelRecord, ResultOutputs, SealedKey
 
 MODEL = "Model"
 MODEL_KEY = "ModelKey"
@@ -49,25 +49,21 @@ def _check_wrapped_key(value: Any, org: str) -> str:
 
 
 def _sealed_key(ctx: TransactionContext, model_id: str, org: str) -> str | None:
-    rec = ctx.get(ctx.key(MODEL_KEY, model_id, org))
-    return None if rec is None else rec["wrapped_key"]
+    rec = ctx.find(SealedKey, ctx.key(MODEL_KEY, model_id, org))
+    return None if rec is None else rec.wrapped_key
 
 
-def _view(ctx: TransactionContext, record: dict[str, Any]) -> dict[str, Any]:
+def _view(ctx: TransactionContext, record: ModelRecord) -> ModelRecord:
     """The model record with the caller's own sealed data key."""
-    return {**record, "wrapped_key": _sealed_key(ctx, record["id"], ctx.msp_id)}
+    return record.view(wrapped_key=_sealed_key(ctx, record.id, ctx.msp_id))
 
 
 def _put_sealed_key(ctx: TransactionContext, model_id: str, org: str, wrapped: str) -> None:
     ctx.put(
         ctx.key(MODEL_KEY, model_id, org),
-        {
-            "model_id": model_id,
-            "organisation": org,
-            "wrapped_key": wrapped,
-            "granted": ctx.timestamp,
-            "tx_id": ctx.tx_id,
-        },
+        SealedKey(
+            model_id=model_id, organisation=org, wrapped_key=wrapped, granted=ctx.timestamp, tx_id=ctx.tx_id
+        ),
     )
 
 
@@ -78,7 +74,7 @@ class ModelContract:
     def _key(ctx: TransactionContext, model_id: str) -> str:
         return ctx.key(MODEL, model_id)
 
-    def publish(self, ctx: TransactionContext, spec_json: str) -> dict[str, Any]:
+    def publish(self, ctx: TransactionContext, spec_json: str) -> ModelRecord:
         """Publish the caller's final model of a process: ``{process_id, digest, size,
         ciphertext_digest, wrapped_keys, metrics?, location?, estimators?, id?}``."""
         ctx.require_submitter()
@@ -112,24 +108,25 @@ class ModelContract:
         key = self._key(ctx, model_id)
         if ctx.stub.get_state(key) is not None:
             raise AlreadyExists(f"model {model_id} is already published")
-        last = process["rounds"]
+        last = process.rounds
+        # the stored JSON of the last round's record: only its result's outputs are read (typed)
         execution = ctx.get(ctx.key(EXECUTION, pid, round_key(last), ctx.msp_id))
-        if execution is None or execution["status"] != "completed":
+        if execution is None or execution["status"] != "completed" or not execution.get("result"):
             raise InvalidState(
                 f"{ctx.msp_id} has not completed the last round ({last}) of learning process {pid}; "
                 f"only a model produced by a completed audited run can be published"
             )
-        produced = (execution["result"]["outputs"].get("model") or {}).get("digest")
+        model = ResultOutputs.model_validate(execution["result"]["outputs"]).model
+        produced = None if model is None else model.digest
         if produced != spec["digest"]:
             raise ImageMismatch(
                 f"model digest {spec['digest']} is not the model {produced} that the execution "
                 f"record of {ctx.msp_id} for round {last} of {pid} signed"
             )
         wrapped = spec["wrapped_keys"]
-        if not isinstance(wrapped, dict) or set(wrapped) != set(process["consortium"]):
+        if not isinstance(wrapped, dict) or set(wrapped) != set(process.consortium):
             raise InvalidArgument(
-                f"wrapped_keys must hold the data key sealed for exactly the consortium "
-                f"{sorted(process['consortium'])}"
+                f"wrapped_keys must hold the data key sealed for exactly the consortium {sorted(process.consortium)}"
             )
         for org, v in wrapped.items():
             _check_wrapped_key(v, org)
@@ -144,81 +141,82 @@ class ModelContract:
             raise InvalidArgument("estimators must be a list")
         bounded_json(estimators, "estimators", MAX_ESTIMATORS_BYTES)
         location = bounded_text(spec.get("location"), "model location", MAX_REFERENCE_CHARS)
-        record = {
-            "id": model_id,
-            "process_id": pid,
-            "owner": ctx.msp_id,
-            "digest": spec["digest"],
-            "size": spec["size"],
-            "ciphertext_digest": spec["ciphertext_digest"],
-            "location": location,
-            "metrics": metrics,
-            "estimators": estimators,
-            "image_digest": process["image_digest"],
-            "round": last,
-            "access": sorted(process["consortium"]),
-            "key_version": 1,
-            "created": ctx.timestamp,
-            "published_by": ctx.subject,
-            "tx_id": ctx.tx_id,
-        }
+        record = ModelRecord(
+            id=model_id,
+            process_id=pid,
+            owner=ctx.msp_id,
+            digest=spec["digest"],
+            size=spec["size"],
+            ciphertext_digest=spec["ciphertext_digest"],
+            location=location,
+            metrics=metrics,
+            estimators=tuple(estimators),
+            image_digest=process.image_digest,
+            round=last,
+            access=tuple(sorted(process.consortium)),
+            key_version=1,
+            created=ctx.timestamp,
+            published_by=ctx.subject,
+            tx_id=ctx.tx_id,
+        )
         ctx.put(key, record)
         for org, sealed in sorted(wrapped.items()):
             _put_sealed_key(ctx, model_id, org, sealed)
         ctx.emit("ModelPublished", {"id": model_id, "process_id": pid, "owner": ctx.msp_id})
-        return {**record, "wrapped_key": wrapped[ctx.msp_id]}
+        return record.view(wrapped_key=wrapped[ctx.msp_id])
 
-    def _load(self, ctx: TransactionContext, model_id: str) -> dict[str, Any]:
-        return ctx.get_required(self._key(ctx, model_id), f"model {model_id}")
+    def _load(self, ctx: TransactionContext, model_id: str) -> ModelRecord:
+        return ctx.load(ModelRecord, self._key(ctx, model_id), f"model {model_id}")
 
-    def _require_access(self, ctx: TransactionContext, record: dict[str, Any]) -> None:
-        if ctx.msp_id not in record["access"]:
-            raise Forbidden(f"{ctx.msp_id} is not on the access list of model {record['id']}")
+    def _require_access(self, ctx: TransactionContext, record: ModelRecord) -> None:
+        if ctx.msp_id not in record.access:
+            raise Forbidden(f"{ctx.msp_id} is not on the access list of model {record.id}")
 
-    def get(self, ctx: TransactionContext, model_id: str) -> dict[str, Any]:
+    def get(self, ctx: TransactionContext, model_id: str) -> ModelRecord:
         record = self._load(ctx, model_id)
         self._require_access(ctx, record)
         return _view(ctx, record)
 
-    def list(self, ctx: TransactionContext) -> list[dict[str, Any]]:
+    def list(self, ctx: TransactionContext) -> list[ModelRecord]:
         """Models whose access list includes the caller's organisation."""
-        return [_view(ctx, r) for r in ctx.scan(MODEL) if ctx.msp_id in r["access"]]
+        return [_view(ctx, r) for r in ctx.scan(ModelRecord, MODEL) if ctx.msp_id in r.access]
 
-    def _owner_update(self, ctx: TransactionContext, model_id: str) -> dict[str, Any]:
+    def _owner_update(self, ctx: TransactionContext, model_id: str) -> ModelRecord:
         ctx.require_submitter()
         record = self._load(ctx, model_id)
-        if record["owner"] != ctx.msp_id:
+        if record.owner != ctx.msp_id:
             raise Forbidden(
-                f"model {model_id} is owned by {record['owner']}; only the owner may change its access list"
+                f"model {model_id} is owned by {record.owner}; only the owner may change its access list"
             )
         return record
 
     def grant(
         self, ctx: TransactionContext, model_id: str, organisation: str, wrapped_key: str
-    ) -> dict[str, Any]:
+    ) -> ModelRecord:
         record = self._owner_update(ctx, model_id)
         if not re.fullmatch(MSP_PATTERN, organisation):
             raise InvalidArgument(f"{organisation!r} is not an MSP id")
-        if organisation in record["access"]:
+        if organisation in record.access:
             raise AlreadyExists(f"{organisation} already has access to model {model_id}")
         _put_sealed_key(ctx, model_id, organisation, _check_wrapped_key(wrapped_key, organisation))
-        record["access"] = sorted(set(record["access"]) | {organisation})
-        record.update(updated=ctx.timestamp, tx_id=ctx.tx_id)
+        record = record.replace(
+            access=sorted(set(record.access) | {organisation}), updated=ctx.timestamp, tx_id=ctx.tx_id
+        )
         ctx.put(self._key(ctx, model_id), record)
         ctx.emit("ModelAccessGranted", {"id": model_id, "organisation": organisation})
         return _view(ctx, record)
 
     def revoke(
         self, ctx: TransactionContext, model_id: str, organisation: str, rotation_json: str
-    ) -> dict[str, Any]:
+    ) -> ModelRecord:
         """Remove ``organisation`` from the access list and rotate the data key: ``rotation_json`` is
         ``{ciphertext_digest, wrapped_keys, location?}`` -- the digest of the model re-encrypted under
         a fresh data key (it must differ from the current one) and that key sealed for exactly the
         remaining access list. Every remaining sealed key is replaced; the revoked one is deleted."""
         record = self._owner_update(ctx, model_id)
-        if organisation == record["owner"]:
+        if organisation == record.owner:
             raise InvalidArgument("the owner cannot revoke its own access")
-        if organisation not in record["access"]:
+        if organisation not in record.access:
             raise NotFound(f"{organisation} has no access to model {model_id}")
         rotation = require_keys(
             parse_json_arg(rotation_json, "key rotation"),
@@ -228,12 +226,12 @@ class ModelContract:
         )
         if not is_digest(rotation["ciphertext_digest"]):
             raise InvalidArgument("key rotation ciphertext_digest must be sha256:<64 hex>")
-        if rotation["ciphertext_digest"] == record["ciphertext_digest"]:
+        if rotation["ciphertext_digest"] == record.ciphertext_digest:
             raise InvalidArgument(
                 f"revoking access to model {model_id} must replace its ciphertext "
                 f"(re-encrypted under a fresh data key); got the current one"
             )
-        remaining = [o for o in record["access"] if o != organisation]
+        remaining = [o for o in record.access if o != organisation]
         wrapped = rotation["wrapped_keys"]
         if not isinstance(wrapped, dict) or set(wrapped) != set(remaining):
             raise InvalidArgument(
@@ -248,12 +246,15 @@ class ModelContract:
         ctx.stub.del_state(ctx.key(MODEL_KEY, model_id, organisation))
         for org, sealed in sorted(wrapped.items()):
             _put_sealed_key(ctx, model_id, org, sealed)
-        record["access"] = remaining
-        record["ciphertext_digest"] = rotation["ciphertext_digest"]
-        if location is not None:
-            record["location"] = location
-        record["key_version"] = int(record.get("key_version", 1)) + 1
-        record.update(updated=ctx.timestamp, tx_id=ctx.tx_id)
+        changes: dict[str, Any] = {"location": location} if location is not None else {}
+        record = record.replace(
+            access=remaining,
+            ciphertext_digest=rotation["ciphertext_digest"],
+            key_version=record.key_version + 1,
+            updated=ctx.timestamp,
+            tx_id=ctx.tx_id,
+            **changes,
+        )
         ctx.put(self._key(ctx, model_id), record)
         ctx.emit("ModelAccessRevoked", {"id": model_id, "organisation": organisation})
         return _view(ctx, record)

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from typing import Any, TypeGuard
 
 from chaincode.errors import InvalidArgument
+from chaincode.records import PrivacyBudget, PrivacyCharge, PrivacyCharges, PrivacySpent, PrivacyTotals
 
 ACCOUNTINGS = ("basic", "zcdp")
 SCOPES = ("network", "node")
@@ -34,7 +35,7 @@ def _number(value: Any) -> TypeGuard[int | float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def parse_budget(budget: Any, hyperparameters: Mapping[str, Any]) -> dict[str, Any] | None:
+def parse_budget(budget: Any, hyperparameters: Mapping[str, Any]) -> PrivacyBudget | None:
     """Validate a process's privacy budget and return it with its accounting and scope resolved."""
     if budget is None:
         return None
@@ -70,10 +71,11 @@ def parse_budget(budget: Any, hyperparameters: Mapping[str, Any]) -> dict[str, A
             "a process with a privacy budget must clip: hyperparameters.gradient_clip must be a "
             "positive finite number (without it no sensitivity bound holds and ε is nominal)"
         )
-    out = {"mechanism": budget["mechanism"], "epsilon": eps, "accounting": accounting, "scope": scope}
-    if delta is not None:
-        out["delta"] = delta
-    return out
+    if delta is None:
+        return PrivacyBudget(mechanism=budget["mechanism"], epsilon=eps, accounting=accounting, scope=scope)
+    return PrivacyBudget(
+        mechanism=budget["mechanism"], epsilon=eps, accounting=accounting, scope=scope, delta=delta
+    )
 
 
 def _metric(metrics: Mapping[str, Any], name: str, what: str) -> float:
@@ -90,15 +92,20 @@ def zcdp_epsilon(rho: float, delta: float) -> float:
     return rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta))
 
 
-def _epsilon(budget: Mapping[str, Any], totals: Mapping[str, float]) -> float:
-    if budget["accounting"] == "zcdp":
-        return min(totals["epsilon_basic"], zcdp_epsilon(totals["rho"], float(budget["delta"])))
-    return totals["epsilon_basic"]
+def _totals(budget: PrivacyBudget, before: PrivacyTotals | None, spent: PrivacySpent) -> PrivacyTotals:
+    """``before`` (the previous round's totals of one observer) plus this round's charge, and the ε
+    they amount to: the basic sum, or under zCDP the smaller of it and ε(δ) of the summed ρ."""
+    basic = (before.epsilon_basic if before else 0.0) + spent.epsilon_basic
+    rho = (before.rho if before else 0.0) + spent.rho
+    epsilon = basic
+    if budget.accounting == "zcdp" and budget.delta is not None:
+        epsilon = min(basic, zcdp_epsilon(rho, float(budget.delta)))
+    return PrivacyTotals(epsilon_basic=basic, rho=rho, epsilon=epsilon)
 
 
 def charge(
-    budget: Mapping[str, Any], previous: Mapping[str, Any] | None, metrics: Mapping[str, Any], what: str
-) -> dict[str, Any]:
+    budget: PrivacyBudget, previous: PrivacyCharge | None, metrics: Mapping[str, Any], what: str
+) -> PrivacyCharge:
     """The privacy block of an execution record: this round's charge added to the previous round's
     totals of the same organisation (``previous`` = that record's block, None in round 1)."""
     if metrics.get("privacy_rigorous") != 1:
@@ -106,30 +113,27 @@ def charge(
             f"{what} has a privacy budget; the result reports a nominal ε (metric "
             f"'privacy_rigorous' is not 1), which cannot be charged to a budget"
         )
-    spent = {
-        "node": {"epsilon_basic": _metric(metrics, "epsilon_spent", what)},
-        "network": {"epsilon_basic": _metric(metrics, "epsilon_network_spent", what)},
-    }
-    zcdp = budget["accounting"] == "zcdp"
-    spent["node"]["rho"] = _metric(metrics, "rho_spent", what) if zcdp else 0.0
-    spent["network"]["rho"] = _metric(metrics, "rho_network_spent", what) if zcdp else 0.0
+    epsilon_node = _metric(metrics, "epsilon_spent", what)
+    epsilon_network = _metric(metrics, "epsilon_network_spent", what)
+    zcdp = budget.accounting == "zcdp"
+    node = PrivacySpent(epsilon_basic=epsilon_node, rho=_metric(metrics, "rho_spent", what) if zcdp else 0.0)
+    network = PrivacySpent(
+        epsilon_basic=epsilon_network, rho=_metric(metrics, "rho_network_spent", what) if zcdp else 0.0
+    )
     for key in ("epsilon_basic", "rho"):
-        if spent["network"][key] < spent["node"][key]:
+        if getattr(network, key) < getattr(node, key):
             raise InvalidArgument(
-                f"{what}: the network charge {key} = {spent['network'][key]} is below the "
-                f"node charge {spent['node'][key]}; every link sees at least one node's release"
+                f"{what}: the network charge {key} = {getattr(network, key)} is below the "
+                f"node charge {getattr(node, key)}; every link sees at least one node's release"
             )
-    block: dict[str, Any] = {
-        "accounting": budget["accounting"],
-        "scope": budget["scope"],
-        "delta": budget.get("delta"),
-        "rigorous": True,
-        "sensitivity": metrics.get("sensitivity"),
-        "gradient_clip": metrics.get("gradient_clip"),
-        "spent": spent,
-    }
-    for observer in SCOPES:
-        before = (previous or {}).get(observer) or {}
-        totals = {k: float(before.get(k, 0.0)) + spent[observer][k] for k in ("epsilon_basic", "rho")}
-        block[observer] = {**totals, "epsilon": _epsilon(budget, totals)}
-    return block
+    return PrivacyCharge(
+        accounting=budget.accounting,
+        scope=budget.scope,
+        delta=budget.delta,
+        rigorous=True,
+        sensitivity=metrics.get("sensitivity"),
+        gradient_clip=metrics.get("gradient_clip"),
+        spent=PrivacyCharges(node=node, network=network),
+        node=_totals(budget, previous.node if previous else None, node),
+        network=_totals(budget, previous.network if previous else None, network),
+    )

@@ -5,7 +5,6 @@ one a learning process pins; :mod:`executor.node` is an organisation's node -- t
 the ledger and runs each open round for its organisation, its task journal, round files and events,
 its worker pool and command line; :mod:`executor.runtimes` runs a task isolated in a container or a
 bubblewrap sandbox. Each task gets a fresh key pair (:mod:`executor.task_keys`; one task on the host:
-:mod:`executor.tasks`); outputs go to a content-addressed artifact store with messages encrypted to
-their recipient (:mod:`executor.artifacts`). :mod:`executor.process` launches a process and collects
-its models.
+:mod:`executor.tasks`); outputs go to the organisation's artifact store, messages sealed to their
+recipient (:mod:`exchange.store`). :mod:`executor.process` launches a process and collects its models.
 """

@@ -38,21 +38,3 @@ class ManifestInvalid(ExecutorError):
     """A manifest's signature or one of its digests does not check out."""
 
     code = "MANIFEST_INVALID"
-
-
-class ArtifactError(ExecutorError):
-    """The content-addressed store (executor.artifacts) cannot hand out an artifact."""
-
-    code = "ARTIFACT_ERROR"
-
-
-class ArtifactNotFound(ArtifactError, LookupError):
-    """The store holds no artifact with this digest."""
-
-    code = "ARTIFACT_NOT_FOUND"
-
-
-class ArtifactCorrupted(ArtifactError, ValueError):
-    """Retrieved bytes do not hash to the digest they were requested by."""
-
-    code = "ARTIFACT_CORRUPTED"

@@ -2,7 +2,7 @@
 seed 003 §IV-C).
 
 After its last round the organisation's model is in its own store, sealed to itself. It is opened,
-encrypted once under a fresh data key (:func:`executor.model_seal.seal_model`: the data key is sealed
+encrypted once under a fresh data key (:func:`exchange.model_seal.seal_model`: the data key is sealed
 to every consortium member), the ciphertext is stored, and ``Model:publish`` records the model's
 digest, the ciphertext digest, the sealed keys, the last round's metrics and the estimator ids.
 Idempotent: an already published model is left alone.
@@ -13,12 +13,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from executor.artifacts import ArtifactStore
-from executor.model_seal import seal_model
-from ledger.client import ConsortiaClient
+from exchange.model_seal import seal_model
+from exchange.store import ArtifactStore
+from ledger.client import ConsortiaClient, ProcessRecord
 from ledger.errors import AlreadyExists, ContractError, NotFound
 from ledger.identity import Consortium
-from ledger.records import ProcessRecord
 
 
 def publish_model(
@@ -44,25 +43,25 @@ def publish_model(
         rec = client.get_execution(pid, last, org)
     except NotFound:
         return
-    result = rec.result or {}
-    model = result["outputs"].get("model") if result else None
-    if not model:
+    result = rec.result
+    model = result.outputs.model if result else None
+    if result is None or model is None:
         return
-    payload = store.get_private(model["digest"], consortium.encryption_key(org))
-    label = {"process_id": pid, "owner": org, "digest": model["digest"]}
+    payload = store.get_private(model.digest, consortium.encryption_key(org))
+    label = {"process_id": pid, "owner": org, "digest": model.digest}
     ciphertext, wrapped = seal_model(payload, label, consortium, process.consortium)
     stored = store.put(ciphertext)
     try:
         submit(
             client.publish_model,
             pid,
-            model["digest"],
-            model["size"],
+            model.digest,
+            len(payload) if model.size is None else model.size,
             stored.digest,
             wrapped,
-            metrics=dict(result.get("metrics", {})),
+            metrics=dict(result.metrics),
             location=stored.location,
-            estimators=list(model.get("estimators", [])),
+            estimators=list(model.json_object().get("estimators", [])),
         )
     except AlreadyExists:
         pass

@@ -35,15 +35,14 @@ from typing import Any
 
 from algorithms.step import LocalDataset
 from algorithms.task_runtime import save_dataset
-from executor.artifacts import ArtifactStore
+from exchange.service import HostedServices, node_store
 from executor.errors import ExecutorError
 from executor.images.resolver import ImageResolver
 from executor.node.agent import NodeAgent
 from executor.runtimes.base import Limits, TaskRuntime
-from ledger.client import ConsortiaClient
+from ledger.client import ConsortiaClient, ImageRecord, ProcessRecord
 from ledger.identity import Consortium
 from ledger.interface import Ledger
-from ledger.records import ImageRecord, ProcessRecord
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 log = logging.getLogger(__name__)
@@ -172,13 +171,18 @@ class Platform:
     """Where the organisations' nodes keep their things on this machine: one ledger (embedded file
     or Fabric gateway), the consortium's identities, and per organisation a data root, an artifact
     store and an agent state directory -- in the one home layout of ``home.layout.Layout``
-    (``root`` is a Consortia home: ``data/<MSP>``, ``artifacts/<MSP>``, ``state/<MSP>``)."""
+    (``root`` is a Consortia home: ``data/<MSP>``, ``artifacts/<MSP>``, ``state/<MSP>``).
+
+    The agents it runs as threads of this process reach each other's artifacts in memory, each through
+    the other's own service (``hosted``, :class:`exchange.service.HostedServices`); agents run as OS
+    processes serve their stores over HTTPS (docs/artifacts.md)."""
 
     ledger: Ledger
     consortium: Consortium
     root: Path
     ledger_path: Path | None = None  # the embedded ledger file (for agents run as OS processes)
     bundles_roots: dict[str, Path] = field(default_factory=dict)  # per organisation (default: the cache)
+    hosted: HostedServices = field(default_factory=HostedServices)  # its agent threads' artifact services
 
     @classmethod
     def from_home(cls, home: str | Path | None = None, *, create: bool = False) -> Platform:
@@ -223,11 +227,12 @@ class Platform:
         """``org``'s node agent in this platform's places (not started: every way of running it starts it)."""
         images = ImageResolver(runtime, self.bundles_roots[org]) if org in self.bundles_roots else None
         msp = self.consortium.organisation(org).msp_id
+        client = self.client(org)
         return NodeAgent(
-            self.client(org),
+            client,
             self.consortium,
             runtime,
-            ArtifactStore(self.store_root, msp),
+            node_store(client, self.consortium, self.store_root, hosted=self.hosted),
             self.layout.data(msp),
             self.state_root / msp,
             limits=limits,
@@ -276,8 +281,9 @@ def collect_models(
 ) -> dict[str, bytes]:
     """Each organisation's final model (codec bytes): fetched from the owner's store, decrypted with
     the organisation's own key-agreement key, and checked against the model digest on the ledger."""
-    from executor.artifacts import sha256_digest
-    from executor.model_seal import open_model
+    from exchange.model_seal import open_model
+    from exchange.store import ArtifactStore
+    from wire.canonical import sha256_digest
 
     out: dict[str, bytes] = {}
     for org in orgs or platform.client(platform.consortium.msp_ids[0]).get_process(process_id).consortium:

@@ -19,6 +19,7 @@ from typing import Any
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from ledger.client import Record
 from ledger.identity import load_public_key_pem, public_key_pem, sign, verify
 from wire.canonical import canonical_json
 
@@ -95,8 +96,8 @@ def check_task_signature(public_pem: str | bytes, signed: Any, signature: bytes 
     """The one off-chain check of a task signature, the way the execution-record contract checks it:
     a low-S ECDSA P-256/SHA-256 signature by the registered task key (PEM).
 
-    ``signed`` is the bytes signed (a task's ``manifest.json``), or a JSON value whose canonical JSON
-    was signed (an execution record's ``result``; the record-level check is
+    ``signed`` is the bytes signed (a task's ``manifest.json``), or a JSON value or record whose
+    canonical JSON was signed (an execution record's ``result``; the record-level check is
     ``audit.signatures.check_record_signature``). ``signature`` is the DER signature, or its base64
     text as records carry it. Raises :class:`TaskSignatureInvalid`."""
     try:
@@ -108,7 +109,10 @@ def check_task_signature(public_pem: str | bytes, signed: Any, signature: bytes 
             signature = base64.b64decode(signature, validate=True)
         except (ValueError, binascii.Error):
             raise TaskSignatureInvalid("malformed signature: not base64") from None
-    data = signed if isinstance(signed, bytes) else canonical_json(signed)
+    if isinstance(signed, bytes):
+        data = signed
+    else:
+        data = signed.canonical() if isinstance(signed, Record) else canonical_json(signed)
     if not verify(key, data, signature):
         raise TaskSignatureInvalid("signature does not verify with the registered task key")
 

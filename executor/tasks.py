@@ -29,11 +29,10 @@ from typing import Any
 
 from algorithms.numeric_profile import of_record
 from algorithms.task_spec import TaskSpec
-from executor.artifacts import sha256_digest
 from executor.errors import ManifestInvalid, TaskFailed
 from executor.runtimes.base import Limits, RunOutcome, TaskMounts, TaskRuntime
 from executor.task_keys import TaskKey, destroy_key_dir, verify_task_signature
-from wire.canonical import canonical_json
+from wire.canonical import canonical_json, sha256_digest
 
 
 @dataclass

@@ -1,7 +1,9 @@
 """The typed client: the four journeys' ledger operations over any :class:`Ledger` host.
 
 ``ConsortiaClient(ledger, identity)`` acts for one identity; its methods read like the seed's
-description of each contract and return typed records (:mod:`ledger.records`).
+description of each contract and return the records the contracts store and answer, typed once in
+:mod:`chaincode.records`. This module is the client's public surface: it exports those record types
+too (``__all__``), so that the packages above the ledger use them without importing the chaincode.
 """
 
 from __future__ import annotations
@@ -9,33 +11,82 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Iterator, Sequence
-from typing import Any, overload
+from typing import Any, TypeVar, overload
 
 from cryptography.hazmat.primitives.asymmetric import ec
+from pydantic import TypeAdapter, ValidationError
 
 from chaincode.canonical import canonical_json
-from ledger.identity import Identity, public_key_pem
-from ledger.interface import Ledger, SubmitResult
-from ledger.records import (
+from chaincode.records import (
     ExecutionRecord,
+    ExecutionResult,
     HistoryEntry,
     HistoryPage,
+    ImageApproval,
     ImageRecord,
     InboxEntry,
+    InputMessage,
     MemberRecord,
+    ModelOutput,
     ModelRecord,
+    OutputMessage,
+    PrivacyBudget,
+    PrivacyCharge,
     ProcessProgress,
     ProcessRecord,
+    Record,
+    ResultInputs,
+    ResultOutputs,
 )
+from ledger.identity import Identity, public_key_pem
+from ledger.interface import Ledger, SubmitResult
 from ledger.rules import DEFAULT_HISTORY_PAGE
 
+__all__ = [
+    "ConsortiaClient",
+    "ExecutionRecord",
+    "ExecutionResult",
+    "HistoryEntry",
+    "HistoryPage",
+    "ImageApproval",
+    "ImageRecord",
+    "InboxEntry",
+    "InputMessage",
+    "MemberRecord",
+    "ModelOutput",
+    "ModelRecord",
+    "OutputMessage",
+    "PrivacyBudget",
+    "PrivacyCharge",
+    "ProcessProgress",
+    "ProcessRecord",
+    "Record",
+    "ResultInputs",
+    "ResultOutputs",
+]
 
-def _entries(items: list[dict[str, Any]]) -> list[HistoryEntry]:
-    return [HistoryEntry(h["tx_id"], h["timestamp"], h["is_delete"], h["value"]) for h in items]
+_HISTORY = TypeAdapter(list[HistoryEntry])
+_IMAGES = TypeAdapter(list[ImageRecord])
+_PROCESSES = TypeAdapter(list[ProcessRecord])
+_EXECUTIONS = TypeAdapter(list[ExecutionRecord])
+_INBOX = TypeAdapter(list[InboxEntry])
+_MODELS = TypeAdapter(list[ModelRecord])
+_MEMBERS = TypeAdapter(list[MemberRecord])
+
+
+_R = TypeVar("_R", bound=Record)
+
+
+def _records(adapter: TypeAdapter[list[_R]], raw: bytes) -> list[_R]:
+    """A JSON array of records, parsed and validated in one pass (as :meth:`Record.from_json`)."""
+    try:
+        return adapter.validate_json(raw)
+    except ValidationError:  # nested deeper than pydantic-core's parser goes
+        return adapter.validate_python(json.loads(raw))
 
 
 def _history(raw: bytes) -> list[HistoryEntry]:
-    return _entries(json.loads(raw))
+    return _records(_HISTORY, raw)
 
 
 class ConsortiaClient:
@@ -47,12 +98,12 @@ class ConsortiaClient:
     def organisation(self) -> str:
         return self.identity.msp_id
 
-    def _submit(self, function: str, *args: str, **kw: Any) -> Any:
+    def _submit(self, function: str, *args: str, **kw: Any) -> bytes:
         res: SubmitResult = self.ledger.submit(self.identity, function, *args, **kw)
-        return json.loads(res.result)
+        return res.result
 
-    def _evaluate(self, function: str, *args: str) -> Any:
-        return json.loads(self.ledger.evaluate(self.identity, function, *args))
+    def _evaluate(self, function: str, *args: str) -> bytes:
+        return self.ledger.evaluate(self.identity, function, *args)
 
     # ---- history pages (every contract's ``history``; newest first, docs/ledger.md "History reads")
     def history_page(
@@ -62,8 +113,7 @@ class ConsortiaClient:
         versions (default :data:`~chaincode.limits.DEFAULT_HISTORY_PAGE`), newest first, older
         than the version whose bookmark is ``after`` (``None``: from the newest)."""
         size = str(DEFAULT_HISTORY_PAGE if limit is None else limit)
-        page = self._evaluate(function, *key, size, after or "")
-        return HistoryPage(tuple(_entries(page["items"])), page["next"])
+        return HistoryPage.from_json(self._evaluate(function, *key, size, after or ""))
 
     def history_pages(self, function: str, *key: str, limit: int | None = None) -> Iterator[HistoryPage]:
         """Every page of ``function``'s history, newest first, each read when the previous one has
@@ -97,20 +147,19 @@ class ConsortiaClient:
         }
         if image_id:
             spec["id"] = image_id
-        return ImageRecord.from_dict(self._submit("Image:register", json.dumps(spec)))
+        return ImageRecord.from_json(self._submit("Image:register", json.dumps(spec)))
 
     def get_image(self, image_id: str) -> ImageRecord:
-        return ImageRecord.from_dict(self._evaluate("Image:get", image_id))
+        return ImageRecord.from_json(self._evaluate("Image:get", image_id))
 
     def list_images(self) -> list[ImageRecord]:
-        return [ImageRecord.from_dict(r) for r in self._evaluate("Image:list")]
+        return _records(_IMAGES, self._evaluate("Image:list"))
 
     def revoke_image(self, image_id: str, reason: str = "") -> ImageRecord:
-        return ImageRecord.from_dict(self._submit("Image:revoke", image_id, reason))
+        return ImageRecord.from_json(self._submit("Image:revoke", image_id, reason))
 
-    def approve_image(self, image_id: str, digest: str) -> dict[str, Any]:
-        approval: dict[str, Any] = self._submit("Image:approve", image_id, digest)
-        return approval
+    def approve_image(self, image_id: str, digest: str) -> ImageApproval:
+        return ImageApproval.from_json(self._submit("Image:approve", image_id, digest))
 
     def image_history(self, image_id: str) -> list[HistoryEntry]:
         return _history(self.ledger.evaluate(self.identity, "Image:history", image_id))
@@ -143,29 +192,29 @@ class ConsortiaClient:
             spec["privacy_budget"] = privacy_budget
         if image_digest is not None:
             spec["image_digest"] = image_digest
-        return ProcessRecord.from_dict(self._submit("LearningProcess:create", json.dumps(spec)))
+        return ProcessRecord.from_json(self._submit("LearningProcess:create", json.dumps(spec)))
 
     def get_process(self, process_id: str) -> ProcessRecord:
-        return ProcessRecord.from_dict(self._evaluate("LearningProcess:get", process_id))
+        return ProcessRecord.from_json(self._evaluate("LearningProcess:get", process_id))
 
     def process_progress(self, process_id: str) -> ProcessProgress:
         """Status, current round and who completed it so far, without reading the records."""
-        return ProcessProgress.from_dict(self._evaluate("LearningProcess:progress", process_id))
+        return ProcessProgress.from_json(self._evaluate("LearningProcess:progress", process_id))
 
     def list_processes(self) -> list[ProcessRecord]:
-        return [ProcessRecord.from_dict(r) for r in self._evaluate("LearningProcess:list")]
+        return _records(_PROCESSES, self._evaluate("LearningProcess:list"))
 
     def start_process(self, process_id: str) -> ProcessRecord:
-        return ProcessRecord.from_dict(self._submit("LearningProcess:start", process_id))
+        return ProcessRecord.from_json(self._submit("LearningProcess:start", process_id))
 
     def complete_process(self, process_id: str) -> ProcessRecord:
-        return ProcessRecord.from_dict(self._submit("LearningProcess:complete", process_id))
+        return ProcessRecord.from_json(self._submit("LearningProcess:complete", process_id))
 
     def fail_process(self, process_id: str, reason: str) -> ProcessRecord:
-        return ProcessRecord.from_dict(self._submit("LearningProcess:fail", process_id, reason))
+        return ProcessRecord.from_json(self._submit("LearningProcess:fail", process_id, reason))
 
     def abort_process(self, process_id: str, reason: str = "") -> ProcessRecord:
-        return ProcessRecord.from_dict(self._submit("LearningProcess:abort", process_id, reason))
+        return ProcessRecord.from_json(self._submit("LearningProcess:abort", process_id, reason))
 
     def process_history(self, process_id: str) -> list[HistoryEntry]:
         return _history(self.ledger.evaluate(self.identity, "LearningProcess:history", process_id))
@@ -176,11 +225,11 @@ class ConsortiaClient:
     ) -> ExecutionRecord:
         pem = public_key if isinstance(public_key, str) else public_key_pem(public_key)
         spec = {"process_id": process_id, "round": round, "public_key": pem, "runtime": runtime}
-        return ExecutionRecord.from_dict(self._submit("ExecutionRecord:create_task", json.dumps(spec)))
+        return ExecutionRecord.from_json(self._submit("ExecutionRecord:create_task", json.dumps(spec)))
 
     def complete_task(self, result: dict[str, Any], signature: bytes) -> ExecutionRecord:
         """Submit a task's result with the task key's signature over ``canonical_json(result)``."""
-        return ExecutionRecord.from_dict(
+        return ExecutionRecord.from_json(
             self._submit(
                 "ExecutionRecord:complete_task",
                 canonical_json(result).decode("utf-8"),
@@ -192,18 +241,16 @@ class ConsortiaClient:
         self, process_id: str, round: int, reason: str, details: dict[str, Any] | None = None
     ) -> ExecutionRecord:
         spec = {"process_id": process_id, "round": round, "reason": reason, "details": details or {}}
-        return ExecutionRecord.from_dict(self._submit("ExecutionRecord:fail_task", json.dumps(spec)))
+        return ExecutionRecord.from_json(self._submit("ExecutionRecord:fail_task", json.dumps(spec)))
 
     def get_execution(self, process_id: str, round: int, organisation: str) -> ExecutionRecord:
-        return ExecutionRecord.from_dict(
+        return ExecutionRecord.from_json(
             self._evaluate("ExecutionRecord:get", process_id, str(round), organisation)
         )
 
     def round_inbox(self, process_id: str, round: int) -> list[InboxEntry]:
         """Each organisation's status, state digest and messages to this organisation in ``round``."""
-        return [
-            InboxEntry.from_dict(r) for r in self._evaluate("ExecutionRecord:inbox", process_id, str(round))
-        ]
+        return _records(_INBOX, self._evaluate("ExecutionRecord:inbox", process_id, str(round)))
 
     def query_executions(
         self, process_id: str, round: int | None = None, organisation: str | None = None
@@ -213,9 +260,7 @@ class ConsortiaClient:
             flt["round"] = round
         if organisation is not None:
             flt["organisation"] = organisation
-        return [
-            ExecutionRecord.from_dict(r) for r in self._evaluate("ExecutionRecord:query", json.dumps(flt))
-        ]
+        return _records(_EXECUTIONS, self._evaluate("ExecutionRecord:query", json.dumps(flt)))
 
     def execution_history(self, process_id: str, round: int, organisation: str) -> list[HistoryEntry]:
         return _history(
@@ -249,16 +294,16 @@ class ConsortiaClient:
         }
         if model_id:
             spec["id"] = model_id
-        return ModelRecord.from_dict(self._submit("Model:publish", json.dumps(spec)))
+        return ModelRecord.from_json(self._submit("Model:publish", json.dumps(spec)))
 
     def get_model(self, model_id: str) -> ModelRecord:
-        return ModelRecord.from_dict(self._evaluate("Model:get", model_id))
+        return ModelRecord.from_json(self._evaluate("Model:get", model_id))
 
     def list_models(self) -> list[ModelRecord]:
-        return [ModelRecord.from_dict(r) for r in self._evaluate("Model:list")]
+        return _records(_MODELS, self._evaluate("Model:list"))
 
     def grant_model(self, model_id: str, organisation: str, wrapped_key: bytes) -> ModelRecord:
-        return ModelRecord.from_dict(
+        return ModelRecord.from_json(
             self._submit("Model:grant", model_id, organisation, base64.b64encode(wrapped_key).decode())
         )
 
@@ -278,7 +323,7 @@ class ConsortiaClient:
         }
         if location is not None:
             rotation["location"] = location
-        return ModelRecord.from_dict(
+        return ModelRecord.from_json(
             self._submit("Model:revoke", model_id, organisation, json.dumps(rotation))
         )
 
@@ -309,13 +354,13 @@ class ConsortiaClient:
         spec = {"artifact_endpoint": artifact_endpoint, "tls_ca_digest": tls_ca_digest}
         if gateway_endpoint:
             spec["gateway_endpoint"] = gateway_endpoint
-        return MemberRecord.from_dict(self._submit("Membership:publish", json.dumps(spec)))
+        return MemberRecord.from_json(self._submit("Membership:publish", json.dumps(spec)))
 
     def get_member(self, msp_id: str) -> MemberRecord:
-        return MemberRecord.from_dict(self._evaluate("Membership:get", msp_id))
+        return MemberRecord.from_json(self._evaluate("Membership:get", msp_id))
 
     def list_members(self) -> list[MemberRecord]:
-        return [MemberRecord.from_dict(r) for r in self._evaluate("Membership:list")]
+        return _records(_MEMBERS, self._evaluate("Membership:list"))
 
     def member_history(self, msp_id: str) -> list[HistoryEntry]:
         return _history(self.ledger.evaluate(self.identity, "Membership:history", msp_id))

@@ -5,8 +5,7 @@ patterns and bounds, and the form of a membership endpoint (``chaincode.membersh
 
 from __future__ import annotations
 
-from chaincode.image import ID_PATTERN
-from chaincode.learning_process import MAX_ROUNDS, MSP_PATTERN
+from chaincode.learning_process import MAX_ROUNDS
 from chaincode.limits import (
     BOOKMARK_PATTERN,
     DEFAULT_HISTORY_PAGE,
@@ -23,6 +22,7 @@ from chaincode.limits import (
     json_depth,
 )
 from chaincode.membership import check_endpoint
+from chaincode.records import ID_PATTERN, MSP_PATTERN
 
 __all__ = [
     "BOOKMARK_PATTERN",

@@ -31,7 +31,7 @@ LAYERS: dict[str, set[str]] = {
     "chaincode": {"wire"},
     "algorithms": {"wire"},
     "ledger": {"chaincode", "wire"},
-    "exchange": {"ledger", "wire"},
+    "exchange": {"ledger", "wire"},  # artifact exchange: store, sealing, service, client, locations
     "executor": {"exchange", "ledger", "algorithms", "wire"},
     "audit": {"executor", "exchange", "ledger", "algorithms", "wire"},
     "network": {"ledger", "chaincode", "wire"},
@@ -40,12 +40,11 @@ LAYERS: dict[str, set[str]] = {
 }
 LAYERS["benchmarks"] = set(LAYERS)  # benchmarks may import every package; nothing imports them
 # Files allowed one import past their package's layer, until the node agent's builder moves to home/
-# (issue 30, item 5): the node's and the artifact service's command lines and Platform.from_home still
-# read the home (load / open_ledger) themselves.
+# (issue 30, item 5): the node's command line and Platform.from_home still read the home (load /
+# open_ledger) themselves.
 PENDING = {
     "executor/node/cli.py": {"home"},
     "executor/process.py": {"home"},
-    "executor/artifact_service.py": {"home"},
 }
 
 # Top-level folders that are not Python packages of the layer table.

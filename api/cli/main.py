@@ -6,7 +6,20 @@ from pathlib import Path
 
 import typer
 
-from api.cli import audit, data, home, images, index, ledger, models, processes, provenance, services, tokens
+from api.cli import (
+    audit,
+    data,
+    home,
+    images,
+    index,
+    ledger,
+    models,
+    org,
+    processes,
+    provenance,
+    services,
+    tokens,
+)
 from api.cli.output import with_output
 
 app = typer.Typer(
@@ -45,7 +58,7 @@ def _main(
     """Consortia: verifiable and auditable collaborative learning on a permissioned ledger."""
 
 
-for _command in (home.demo, home.init, home.join, services.serve):
+for _command in (home.demo, home.init, home.join, services.serve, services.artifact_service):
     app.command()(with_output(_command))
 for _pass_through in (services.node, services.network):
     app.command(context_settings=services.PASS_THROUGH_SETTINGS, add_help_option=False)(_pass_through)
@@ -59,6 +72,7 @@ for _module, _name in (
     (tokens, "token"),
     (index, "index"),
     (data, "data"),
+    (org, "org"),
 ):
     app.add_typer(_module.group, name=_name)
 

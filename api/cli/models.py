@@ -45,15 +45,15 @@ def model_get(
     out: Path | None = typer.Option(None, help="Download the model payload to this file."),
 ) -> None:
     """Show a model; with --out, download it (access checked, digests verified)."""
-    from api.artifacts import ArtifactMissing, DigestMismatch
     from api.gateway import open_model_payload
+    from exchange.errors import ArtifactError
 
     rec = plain(guarded(lambda: s.client.get_model(model_id), s.as_json))
     info = without_key(rec)
     if out is not None:
         try:
             data = guarded(lambda: open_model_payload(s.gateway(), rec), s.as_json)
-        except (ArtifactMissing, DigestMismatch) as exc:
+        except ArtifactError as exc:
             store_failure(exc, s.as_json)
         out.write_bytes(data)
         info["downloaded_to"] = str(out)
@@ -68,15 +68,15 @@ def model_export(
 ) -> None:
     """Export a model in a standard format (scikit-learn joblib for forests, PyTorch state_dict for
     the VAE) with its digest, lineage reference and library versions in metadata.json."""
-    from api.artifacts import ArtifactMissing, DigestMismatch
     from api.gateway import open_model_payload
     from api.model_export import ModelExportError, export_model
+    from exchange.errors import ArtifactError
 
     rec = plain(guarded(lambda: s.client.get_model(model_id), s.as_json))
     process = guarded(lambda: s.client.get_process(rec["process_id"]), s.as_json)
     try:
         payload = guarded(lambda: open_model_payload(s.gateway(), rec), s.as_json)
-    except (ArtifactMissing, DigestMismatch) as exc:
+    except ArtifactError as exc:
         store_failure(exc, s.as_json)
     schema_file = s.dataset_dir(process.dataset) / "schema.json"
     schema = json.loads(schema_file.read_text()) if schema_file.is_file() else {}
@@ -139,15 +139,13 @@ def model_predict(
 @journey(group, "grant")
 def model_grant(s: Session, model_id: str = ModelArg, organisation: str = OrganisationArg) -> None:
     """Give another organisation access (its own sealed copy of the data key)."""
-    from api.gateway import model_key_info
-    from api.sealing import open_data_key
-    from ledger.envelope import seal
+    from exchange.model_seal import model_key_info, open_data_key
+    from exchange.sealing import seal
 
     rec = plain(guarded(lambda: s.client.get_model(model_id), s.as_json))
     target = s.member(organisation)
-    info = model_key_info(rec)
-    key = guarded(lambda: open_data_key(s.consortium, s.msp_id, rec, info), s.as_json)
-    wrapped = seal(s.consortium.encryption_certificate(target), key, info)
+    key = guarded(lambda: open_data_key(s.consortium, s.msp_id, rec), s.as_json)
+    wrapped = seal(s.consortium.encryption_certificate(target), key, model_key_info(rec))
     granted = guarded(lambda: s.client.grant_model(model_id, target, wrapped), s.as_json)
     emit(without_key(granted), s.as_json, "access granted")
 
@@ -155,13 +153,13 @@ def model_grant(s: Session, model_id: str = ModelArg, organisation: str = Organi
 @journey(group, "revoke")
 def model_revoke(s: Session, model_id: str = ModelArg, organisation: str = OrganisationArg) -> None:
     """Take an organisation off the access list; the data key is rotated and the model re-encrypted."""
-    from api.artifacts import ArtifactMissing, DigestMismatch
     from api.gateway import revoke_with_rotation
+    from exchange.errors import ArtifactError
 
     target = s.member(organisation)
     try:
         revoked = guarded(lambda: revoke_with_rotation(s.gateway(), s.client, model_id, target), s.as_json)
-    except (ArtifactMissing, DigestMismatch) as exc:  # the stored model cannot be re-encrypted
+    except ArtifactError as exc:  # the stored model cannot be re-encrypted
         store_failure(exc, s.as_json)
     emit(without_key(revoked), s.as_json, "access revoked")
 

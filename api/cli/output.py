@@ -11,7 +11,6 @@ import inspect
 import json
 import re
 from collections.abc import Callable
-from dataclasses import is_dataclass
 from enum import StrEnum
 from typing import Any, NoReturn, TypeVar, cast
 
@@ -115,12 +114,11 @@ def guarded(fn: Callable[[], T], as_json: bool) -> T:
 
 
 def store_failure(exc: Exception, as_json: bool) -> NoReturn:
-    """A stored payload that is missing (3) or does not match its digest (1)."""
-    from api.artifacts import ArtifactMissing
-
+    """A stored payload that is missing or has no known location (3), or that does not match its digest,
+    is refused or out of reach (1)."""
     fail(
         str(exc),
-        EXIT_NOT_FOUND if isinstance(exc, ArtifactMissing) else EXIT_REFUSED,
+        EXIT_NOT_FOUND if isinstance(exc, LookupError) else EXIT_REFUSED,
         as_json,
         kind=type(exc).__name__,
     )
@@ -139,11 +137,11 @@ def check_digest(value: str, as_json: bool, what: str = "digest") -> str:
 
 
 def plain(obj: Any) -> Any:
-    """Records (dataclasses) as dicts, recursively through lists."""
-    from ledger.records import to_dict
+    """Records (:mod:`chaincode.records`) as dicts, recursively through lists."""
+    from ledger.client import Record
 
-    if is_dataclass(obj) and not isinstance(obj, type):
-        return to_dict(obj)
+    if isinstance(obj, Record):
+        return obj.to_dict()
     if isinstance(obj, (list, tuple)):
         return [plain(o) for o in obj]
     return obj

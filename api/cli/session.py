@@ -115,17 +115,21 @@ class Session:
         return self.index
 
     def gateway(self, follow_interval: float = 0.25) -> Any:
-        from api.artifacts import ArtifactStore
         from api.gateway import Gateway
         from api.tokens import TokenStore
+        from exchange.locations import Locations
+        from exchange.store import ArtifactStore
+        from exchange.tls import ClientTLS
 
+        # the others' models come from their artifact services, found on the ledger
+        locations = Locations(ClientTLS(self.consortium, self.msp_id), client=self.client)
         return Gateway(
             ledger=self.ledger,
             consortium=self.consortium,
             msp_id=self.msp_id,
             index=self.index,
             tokens=TokenStore(self.gateway_home / "tokens.json", self.msp_id),
-            artifacts=ArtifactStore.at(self.layout.artifacts(self.msp_id)),
+            artifacts=ArtifactStore.at(self.layout.artifacts(self.msp_id), locations=locations),
             follow_interval=follow_interval,
         )
 

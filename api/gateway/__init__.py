@@ -20,8 +20,6 @@ from api.gateway.app import create_app
 from api.gateway.sealed_models import (
     data_key,
     grant_with_sealed_key,
-    model_aad,
-    model_key_info,
     open_model_payload,
     revoke_with_rotation,
 )
@@ -32,8 +30,6 @@ __all__ = [
     "create_app",
     "data_key",
     "grant_with_sealed_key",
-    "model_aad",
-    "model_key_info",
     "open_model_payload",
     "record",
     "revoke_with_rotation",

@@ -12,9 +12,9 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from api import schemas as S
-from api.artifacts import ArtifactMissing, DigestMismatch
 from api.http_rules import allowed_methods, error_response
 from api.tokens import AuthenticationError
+from exchange.errors import ArtifactCorrupted, ArtifactError, ArtifactNotFound, LocationUnknown
 from ledger.errors import AccessDenied, ContractError, LedgerError, MVCCConflict
 
 ERROR_DESCRIPTIONS = {
@@ -26,7 +26,8 @@ ERROR_DESCRIPTIONS = {
     "conflict (retry)",
     413: "Request body larger than the gateway accepts",
     422: "Invalid request: the body or a parameter does not match the schema",
-    502: "An artifact store returned bytes that do not match the on-chain digest, or that do not decrypt",
+    502: "An artifact store returned bytes that do not match the on-chain digest, or that do not decrypt; or "
+    "the owner's artifact service refused the artifact or could not be reached",
     503: "The ledger is unavailable",
 }
 
@@ -89,10 +90,18 @@ def install_error_handlers(app: FastAPI) -> None:
     async def ledger_error(_: Request, exc: LedgerError) -> JSONResponse:
         return error_response(503, "LEDGER_UNAVAILABLE", str(exc))
 
-    @app.exception_handler(ArtifactMissing)
-    async def missing(_: Request, exc: ArtifactMissing) -> JSONResponse:
+    @app.exception_handler(ArtifactNotFound)
+    async def missing(_: Request, exc: ArtifactNotFound) -> JSONResponse:
         return error_response(404, "ARTIFACT_MISSING", str(exc))
 
-    @app.exception_handler(DigestMismatch)
-    async def mismatch(_: Request, exc: DigestMismatch) -> JSONResponse:
+    @app.exception_handler(LocationUnknown)
+    async def unlocated(_: Request, exc: LocationUnknown) -> JSONResponse:
+        return error_response(404, exc.code, str(exc))
+
+    @app.exception_handler(ArtifactCorrupted)
+    async def mismatch(_: Request, exc: ArtifactCorrupted) -> JSONResponse:
         return error_response(502, "DIGEST_MISMATCH", str(exc))
+
+    @app.exception_handler(ArtifactError)
+    async def artifact_unavailable(_: Request, exc: ArtifactError) -> JSONResponse:
+        return error_response(502, exc.code, str(exc))  # the owner's service refused or is out of reach

@@ -1,52 +1,43 @@
 """Opening, sharing and re-keying the encrypted final models (docs/api.md "Deviations and
 decisions", docs/models.md).
 
-The executor's convention (:mod:`executor.model_seal`, whose ``model_aad`` and ``model_key_info`` this
-module uses): a model's payload is encrypted with
-``encrypt_payload(plaintext, aad)``, ``aad = "consortia-model|<process>|<owner>|<model digest>"``,
-and its data key is sealed to each organisation on the access list with
-``info = "consortia-model-key|" + aad``. The gateway and the CLI open a model, seal its data key to
-a grantee, and rotate the key on revocation through this module."""
+The convention is :mod:`exchange.model_seal`'s: a model's payload is encrypted with
+``encrypt_payload(plaintext, model_aad(record))`` and its data key is sealed to each organisation on the
+access list with ``info = model_key_info(record)``. The gateway and the CLI open a model, seal its data
+key to a grantee, and rotate the key on revocation through this module."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from api.artifacts import ArtifactMissing, DigestMismatch, fetch_verified, sha256_digest, store_at
 from api.gateway.state import Gateway, record
-from api.sealing import open_data_key
-from executor.artifact_client import source_for
-from executor.artifact_tls import ClientTLS
-from executor.model_seal import model_aad, model_key_info
+from exchange.errors import ArtifactCorrupted, DecryptionError
+from exchange.model_seal import model_aad, model_key_info, open_data_key
+from exchange.sealing import decrypt_payload, encrypt_payload, seal
 from ledger.client import ConsortiaClient
-from ledger.envelope import DecryptionError, decrypt_payload, encrypt_payload, seal
 from ledger.errors import Forbidden, InvalidArgument, NotFound
+from wire.canonical import sha256_digest
 
 
 def data_key(gw: Gateway, record: dict[str, Any]) -> bytes:
-    """The model's data key as sealed for this organisation (:func:`api.sealing.open_data_key`)."""
-    return open_data_key(gw.consortium, gw.msp_id, record, model_key_info(record))
+    """The model's data key as sealed for this organisation (:func:`exchange.model_seal.open_data_key`)."""
+    return open_data_key(gw.consortium, gw.msp_id, record)
 
 
 def open_model_payload(gw: Gateway, record: dict[str, Any]) -> bytes:
-    """Fetch the encrypted model (this organisation's store, else the store the record's location
-    names), check the ciphertext digest, open it with this organisation's sealed data key and check
-    the plaintext against the model's on-chain digest."""
-    try:
-        ciphertext = fetch_verified(gw.artifacts, record["ciphertext_digest"])
-    except ArtifactMissing:
-        remote = source_for(
-            record.get("location") or "", record["owner"], ClientTLS(gw.consortium, gw.msp_id), gw.artifacts
-        )
-        if remote is None:
-            raise
-        ciphertext = fetch_verified(remote, record["ciphertext_digest"])
+    """The plaintext model: its ciphertext from this organisation's store, else fetched from the owner's
+    artifact service (found by the store's locations; the copy is kept in this store), checked against
+    the ciphertext digest, opened with this organisation's sealed data key and checked against the
+    model's on-chain digest."""
+    digest = record["ciphertext_digest"]
+    gw.artifacts.fetch_into(record["owner"], digest)
+    ciphertext = gw.artifacts.get(digest)
     try:
         plaintext = decrypt_payload(data_key(gw, record), ciphertext, model_aad(record))
     except DecryptionError as exc:
-        raise DigestMismatch(f"model {record['id']} does not decrypt: {exc}") from None
+        raise ArtifactCorrupted(f"model {record['id']} does not decrypt: {exc}") from None
     if sha256_digest(plaintext) != record["digest"]:
-        raise DigestMismatch(
+        raise ArtifactCorrupted(
             f"model {record['id']} decrypts to {sha256_digest(plaintext)}, the ledger says {record['digest']}"
         )
     return plaintext
@@ -74,16 +65,6 @@ def grant_with_sealed_key(gw: Gateway, c: ConsortiaClient, model_id: str, organi
     return c.grant_model(model_id, organisation, wrapped)
 
 
-def _model_store(gw: Gateway, record: dict[str, Any]) -> tuple[Any, str]:
-    """Where the owner keeps the model's ciphertext: the store its ``location`` names (the owner's
-    own store, which other members fetch from), else this gateway's store. (store, location)"""
-    remote = store_at(record.get("location") or "")
-    if remote is not None and remote.home.is_dir():
-        return remote, record["location"]
-    local = gw.artifacts
-    return local, str(getattr(local, "location", "") or record.get("location") or "")
-
-
 def revoke_with_rotation(gw: Gateway, c: ConsortiaClient, model_id: str, organisation: str) -> Any:
     """Revoke ``organisation``'s access to a model this organisation owns, so that it revokes
     (issue: a sealed key fetched before revocation must open nothing stored afterwards):
@@ -92,7 +73,7 @@ def revoke_with_rotation(gw: Gateway, c: ConsortiaClient, model_id: str, organis
     2. encrypt it again under a fresh data key and store the new ciphertext;
     3. ``Model:revoke`` with the new ciphertext digest and the new key sealed for exactly the
        remaining access list -- the contract replaces every sealed key and the ciphertext digest;
-    4. delete the old ciphertext from the owner's stores.
+    4. delete the old ciphertext from the owner's store.
 
     A failed revocation deletes the new ciphertext and leaves the model as it was. Copies the
     revoked organisation made before (plaintext or old ciphertext with its old key) are beyond
@@ -111,16 +92,14 @@ def revoke_with_rotation(gw: Gateway, c: ConsortiaClient, model_id: str, organis
         }
     except KeyError as exc:
         raise NotFound(f"{exc} on the access list of {model_id} has no key-agreement certificate") from None
-    store, location = _model_store(gw, rec)
-    new_digest = store.put(ciphertext)
-    new_digest = new_digest if isinstance(new_digest, str) else new_digest.digest
+    store = gw.artifacts  # the owner's own store, which its artifact service serves
+    new_digest = store.put(ciphertext).digest
     try:
-        revoked = c.revoke_model(model_id, organisation, new_digest, wrapped, location=location)
+        revoked = c.revoke_model(
+            model_id, organisation, new_digest, wrapped, location=store.location or rec.get("location") or ""
+        )
     except BaseException:
         store.delete(new_digest)
         raise
-    for s in {id(store): store, id(gw.artifacts): gw.artifacts}.values():
-        delete = getattr(s, "delete", None)
-        if delete is not None:
-            delete(rec["ciphertext_digest"])
+    store.delete(rec["ciphertext_digest"])
     return revoked

@@ -7,14 +7,13 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from api.artifacts import ArtifactStore
 from api.follower import IndexFollower, sync
 from api.index import AuditIndex
 from api.tokens import AuthenticationError, TokenStore
-from ledger.client import ConsortiaClient
+from exchange.store import ArtifactStore
+from ledger.client import ConsortiaClient, Record
 from ledger.identity import Consortium, Identity
 from ledger.interface import Ledger
-from ledger.records import to_dict
 
 
 @dataclass
@@ -71,7 +70,7 @@ class Gateway:
             self.follower = None
 
 
-def record(obj: Any) -> dict[str, Any]:
-    """A typed ledger record (``ledger.records``) as the plain dict of its canonical JSON fields
-    (depth-safe: :func:`ledger.records.to_dict` copies no nested JSON value)."""
-    return to_dict(obj)
+def record(obj: Record) -> dict[str, Any]:
+    """A typed ledger record (:mod:`chaincode.records`) as a plain dict: every field and unknown keys
+    (depth-safe: :meth:`Record.to_dict` copies no nested JSON value)."""
+    return obj.to_dict()

@@ -39,7 +39,7 @@ from executor.images.registry import push_image
 
 @dataclass(frozen=True)
 class BuildResult:
-    record: object  # ledger.records.ImageRecord
+    record: object  # ledger.client.ImageRecord
     digest: str
     reference: str
     runtime: str

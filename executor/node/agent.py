@@ -9,24 +9,25 @@ process's current round ``r`` (derived on chain from the execution records):
    never runs; what only this node can see (its dataset folder, its labels) is checked once per process;
 2. **register** a fresh task key: its public key goes into a new execution record (``create_task``) first;
 3. **gather inputs**: the previous state from the organisation's own store (digest from its
-   completed record of round r-1), each message addressed to it in round r-1 (located in the
-   sender's store, verified against the sender's signed on-chain digest, decrypted), its dataset
-   (:mod:`executor.node.round_files`);
+   completed record of round r-1), each message addressed to it in round r-1 (from the sender's
+   artifact service, found by the store's locations; verified against the sender's signed on-chain
+   digest, opened), its dataset (:mod:`executor.node.round_files`);
 4. **run** the task isolated: a worker of the node's pool (:mod:`executor.node.workers`: a one-shot
    worker started early; with ``warm`` one per process kept across rounds, maybe a spare started
    before it) runs it; the agent verifies the signed outputs (:mod:`executor.tasks`);
 5. **publish**: store the new state and the model sealed to the organisation itself (nothing plaintext
-   at rest), seal each outgoing message to its recipient, then ``complete_task`` with the signed
-   result; after the last round, publish the model (encrypted once, data key sealed to every
-   consortium member) with ``Model:publish`` (:mod:`executor.model_publication`).
+   at rest, :meth:`exchange.store.ArtifactStore.put_private`), seal each outgoing message to its
+   recipient, then ``complete_task`` with the signed result; after the last round, publish the model
+   (encrypted once, data key sealed to every consortium member) with ``Model:publish``
+   (:mod:`executor.model_publication`).
 
 **Idempotent and resumable.** Every step is keyed by (process, round, organisation) and checks
 the ledger first, so a restart after a kill at any point neither duplicates nor loses a record:
 
 * a *journal* entry per task holds the task key, sealed to the organisation's own key-agreement
-  key, written *before* ``create_task`` (:mod:`executor.node.journal`); after a restart the same
-  key is reused, so a record whose public key is already registered can still be completed
-  (the key is removed when the record is completed or failed);
+  key (:func:`exchange.sealing.seal`), written *before* ``create_task`` (:mod:`executor.node.journal`);
+  after a restart the same key is reused, so a record whose public key is already registered can
+  still be completed (the key is removed when the record is completed or failed);
 * a record that exists and is completed is never touched again; a task is simply re-run after
   a crash (steps are deterministic, so its outputs' digests are the same);
 * a ``complete_task`` whose commit status was lost is recognised on restart by the record being
@@ -35,8 +36,8 @@ the ledger first, so a restart after a kill at any point neither duplicates nor 
 The agent's task passes the checkpoints of :mod:`executor.node.checkpoints` (its fault plan, by
 default none). It is built from explicit parts and does nothing until :meth:`NodeAgent.start`:
 making its state directory and data salt, opening its worker pool, publishing its artifact endpoint
-in its membership record (:mod:`executor.membership`) and starting its spare workers. Every way of
-running it starts it first; its command line is :mod:`executor.node.cli`.
+in its membership record (:func:`exchange.locations.publish_own_membership`) and starting its spare
+workers. Every way of running it starts it first; its command line is :mod:`executor.node.cli`.
 """
 
 from __future__ import annotations
@@ -52,8 +53,9 @@ from pathlib import Path
 from typing import Any
 
 from algorithms.task_spec import TaskSpec
-from executor.artifact_client import ArtifactPeers
-from executor.artifacts import ArtifactStore
+from exchange.errors import ArtifactError
+from exchange.locations import publish_own_membership
+from exchange.store import ArtifactStore
 from executor.errors import (
     ExecutorError,
     ImageDigestMismatch,
@@ -63,7 +65,6 @@ from executor.errors import (
 )
 from executor.images.declarations import dataset_problem, declaration, topology_problems
 from executor.images.resolver import ImageResolver, verify_digest
-from executor.membership import publish_own_membership
 from executor.model_publication import publish_model
 from executor.node.checkpoints import NO_FAULTS, FaultPlan
 from executor.node.journal import TaskJournal
@@ -75,10 +76,9 @@ from executor.runtimes.base import Limits, TaskRuntime
 from executor.runtimes.warm import WarmWorker
 from executor.task_keys import TaskKey
 from executor.tasks import TaskOutputs
-from ledger.client import ConsortiaClient
+from ledger.client import ConsortiaClient, ExecutionRecord, ImageRecord, ProcessRecord
 from ledger.errors import AlreadyExists, BudgetExceeded, InvalidState, MVCCConflict, NotFound
 from ledger.identity import Consortium
-from ledger.records import ExecutionRecord, ImageRecord, ProcessRecord
 from wire import timing
 
 __all__ = ["NodeAgent", "RoundOutcome"]
@@ -100,8 +100,9 @@ class NodeAgent:
 
     * ``client``: the ledger, as this organisation;
     * ``runtime``: how its tasks run isolated (container or sandbox), under ``limits``;
-    * ``store``: its artifact store (with the endpoint of its artifact service, if it serves one);
-      ``peers``: how it reaches the others' services (default: endpoints from their membership records);
+    * ``store``: its artifact store, with the endpoint of its artifact service if it serves one over
+      HTTPS, and the locations through which it reaches the others' services
+      (:func:`exchange.service.node_store`);
     * ``data_root``: its datasets, ``<data_root>/<dataset>/dataset.npz``;
     * ``state_dir``: its own state (task-key journal, data salt; 0700 once started);
     * ``images``: where the images processes pin are on this node (default: by the runtime, under the
@@ -123,7 +124,6 @@ class NodeAgent:
         limits: Limits = Limits(),
         images: ImageResolver | None = None,
         warm: bool = False,
-        peers: ArtifactPeers | None = None,
         prewarm: Sequence[PrewarmEntry] = (),
         faults: FaultPlan = NO_FAULTS,
     ):
@@ -134,7 +134,7 @@ class NodeAgent:
         self.data_root = Path(data_root)
         self.state_dir = Path(state_dir)
         self.images = images or ImageResolver(runtime)
-        self.round_files = RoundFiles(client, store, store.root, consortium, peers)
+        self.round_files = RoundFiles(client, store, consortium)
         self.journal = TaskJournal(self.state_dir / "tasks", consortium, self.org)
         self.prewarm = tuple(prewarm)
         self.faults = faults
@@ -189,6 +189,7 @@ class NodeAgent:
 
     def close(self) -> None:
         self.stop_workers()
+        self.store.close()
 
     def _data_salt(self) -> str:
         """The organisation's secret salt for data commitments (created once, 0600)."""
@@ -399,7 +400,7 @@ class NodeAgent:
         try:
             with timing.section("artifact_io"):
                 previous_state, inbox = self.round_files.gather_inputs(process, rnd)
-        except (ExecutorError, ValueError) as exc:
+        except (ExecutorError, ArtifactError, ValueError) as exc:
             return self._fail(pid, rnd, f"inputs unavailable: {exc}")
         # 4. run
         spec = self._task_spec(process, image, rnd)

@@ -6,6 +6,10 @@ one by one), opens the ledger, checks the runtime, builds the organisation's
 :class:`executor.node.agent.NodeAgent` from its parts, starts it and runs it: following the ledger, or
 one process until the organisation is done with it (``--process``, outcomes as JSON). Its fault plan
 is none unless ``$CONSORTIA_FAULT_PLAN`` names one (tests, :mod:`executor.node.checkpoints`).
+
+A node given no ``--artifact-endpoint`` (no separate artifact service) serves its own store itself on a
+loopback port, which its agent publishes in its membership record when it starts: the others reach its
+messages there, never through its files (docs/artifacts.md).
 """
 
 from __future__ import annotations
@@ -17,9 +21,11 @@ import sys
 import time
 from pathlib import Path
 
-from executor.artifact_client import ArtifactPeers, parse_endpoints
-from executor.artifact_tls import ClientTLS
-from executor.artifacts import ArtifactStore
+from exchange.errors import LocationRefused
+from exchange.locations import parse_endpoints
+from exchange.readers import LedgerReaders
+from exchange.service import ArtifactServer, node_store
+from exchange.store import ArtifactStore
 from executor.errors import RuntimeUnavailable
 from executor.node.agent import NodeAgent
 from executor.node.checkpoints import NO_FAULTS, FaultPlan, load_fault_plan
@@ -29,14 +35,19 @@ from ledger.identity import Consortium
 from wire.env import environment
 
 
-def build_agent(args: argparse.Namespace) -> NodeAgent:
-    """The organisation's agent from the command line's paths (not started)."""
+def build_agent(args: argparse.Namespace) -> tuple[NodeAgent, ArtifactServer | None]:
+    """The organisation's agent from the command line's paths (not started), and the artifact service
+    serving its own store that this started (None when ``--artifact-endpoint`` names a separate one)."""
     from executor.runtimes import get_runtime
     from ledger.embedded import EmbeddedLedger
 
     faults = fault_plan()
     consortium = Consortium(args.consortium)
     identity = consortium.identity(args.org)
+    try:  # the others' services: by default from their membership records
+        peer_endpoints = parse_endpoints(getattr(args, "peer_artifacts", None))
+    except LocationRefused as exc:
+        raise SystemExit(f"node agent {args.org}: --peer-artifacts: {exc}") from None
     settings = getattr(args, "settings", None)
     if settings is not None and settings.ledger_backend != "embedded":
         from home.ledger import open_ledger
@@ -55,22 +66,25 @@ def build_agent(args: argparse.Namespace) -> NodeAgent:
     except RuntimeUnavailable as exc:
         raise SystemExit(f"node agent {args.org}: {exc}") from None
     limits = Limits(memory_bytes=args.memory_mb << 20, cpus=args.cpus)
-    peers = ArtifactPeers(
-        ClientTLS(consortium, identity.msp_id), parse_endpoints(getattr(args, "peer_artifacts", None))
-    )
-    return NodeAgent(
-        ConsortiaClient(ledger, identity),
+    client = ConsortiaClient(ledger, identity)
+    endpoint, server = getattr(args, "artifact_endpoint", None), None
+    if not endpoint:  # no separate service: this node serves its own store (loopback, any free port)
+        own = ArtifactStore(args.store, identity.msp_id)
+        server = ArtifactServer(("127.0.0.1", 0), own, consortium, LedgerReaders(client, own)).start()
+        endpoint = server.url
+    agent = NodeAgent(
+        client,
         consortium,
         runtime,
-        ArtifactStore(args.store, identity.msp_id, endpoint=getattr(args, "artifact_endpoint", None)),
+        node_store(client, consortium, args.store, endpoint=endpoint, endpoints=peer_endpoints),
         args.data,
         Path(args.state) / identity.msp_id,
         limits=limits,
         warm=args.warm,
-        peers=peers,
         prewarm=() if getattr(args, "process", None) else getattr(args, "prewarm", None) or (),
         faults=faults,
     )
+    return agent, server
 
 
 def fault_plan() -> FaultPlan:
@@ -171,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         p.error(f"without --home, {', '.join(missing)} are required")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    agent = build_agent(args)
+    agent, server = build_agent(args)
     try:
         agent.start()
         if args.process:  # this one process only: no spare started again once taken
@@ -186,6 +200,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     finally:
         agent.close()
+        if server is not None:
+            server.stop()
         agent.ledger.close()
 
 

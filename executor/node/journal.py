@@ -16,8 +16,8 @@ from pathlib import Path
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from exchange.sealing import seal, unseal
 from executor.task_keys import TaskKey
-from ledger.envelope import seal, unseal
 from ledger.identity import Consortium
 
 

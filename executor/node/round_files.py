@@ -1,54 +1,36 @@
-"""A round's files in the artifact stores, as the node agent reads and writes them (docs/executor.md
-"Artifact store and messages"; seed 003 §IV-B/C).
+"""A round's files, as the node agent reads and writes them (docs/executor.md "Artifact store and
+messages"; seed 003 §IV-B/C).
 
 Inputs of round r: the organisation's previous state (its own store, the digest from its completed
-record of round r-1) and each message addressed to it in round r-1 (the sender's store, located
-through the sender's message index, verified against the digest the sender's task signed, opened
-with the organisation's key-agreement key). Outputs: the new state and the model sealed to the
-organisation itself, each outgoing message sealed to its recipient and indexed.
+record of round r-1) and each message addressed to it in round r-1 (from the sender's artifact service,
+found by the store's locations: verified against the digest the sender's task signed, opened with the
+organisation's key-agreement key). Outputs: the new state and the model sealed to the organisation
+itself, each outgoing message sealed to its recipient and indexed in its own store.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from executor import message_index
-from executor.artifact_client import ArtifactPeers
-from executor.artifact_tls import ClientTLS
-from executor.artifacts import ArtifactStore, open_message
+from exchange import messages
+from exchange.store import ArtifactStore
 from executor.errors import ExecutorError
-from executor.membership import MemberEndpoints
 from executor.tasks import TaskOutputs
-from ledger.client import ConsortiaClient
+from ledger.client import ConsortiaClient, ProcessRecord
 from ledger.identity import Consortium
-from ledger.records import ProcessRecord
 
 
 class RoundFiles:
-    """One organisation's view of the round files (its store, and the other members' stores)."""
+    """One organisation's round files: its own store, and the messages the others' services hand it."""
 
-    def __init__(
-        self,
-        client: ConsortiaClient,
-        store: ArtifactStore,
-        store_root: Path,
-        consortium: Consortium,
-        peers: ArtifactPeers | None = None,
-    ):
-        # the senders' artifact services, if they serve over https: found on the ledger (membership)
-        self.peers = peers or ArtifactPeers(ClientTLS(consortium, client.organisation))
-        if self.peers.members is None:
-            self.peers.members = MemberEndpoints(client, consortium)
+    def __init__(self, client: ConsortiaClient, store: ArtifactStore, consortium: Consortium):
         self.client = client
         self.store = store
-        self.store_root = Path(store_root)
         self.consortium = consortium
         self.org = client.organisation
 
     def gather_inputs(self, process: ProcessRecord, rnd: int) -> tuple[bytes | None, dict[str, bytes]]:
         """(previous state, inbox) of round ``rnd``: the state from this organisation's own store (digest
         from its completed record of round r-1), each message addressed to it in round r-1 from the
-        sender's store, checked against the sender's signed digest and opened."""
+        sender's service, checked against the sender's signed digest and opened."""
         if rnd == 1:
             return None, {}
         pid = process.id
@@ -68,17 +50,8 @@ class RoundFiles:
             if rec is None or rec.status != "completed":
                 raise ExecutorError(f"round {rnd - 1} of {sender} is not completed")
             for m in rec.messages:
-                # a store root shared with the sender (one machine) indexes the message: read it there;
-                # otherwise ask the sender's artifact service, found on the ledger (docs/artifacts.md)
-                local = message_index.read_entry(self.store_root, sender, pid, rnd - 1, self.org)
-                remote = None
-                if local is None:
-                    remote = self.peers.fetch_message(sender, pid, rnd - 1, m["digest"], self.store)
-                ref = remote or message_index.locate(
-                    self.store_root, sender, pid, rnd - 1, self.org, m["digest"], entry=local
-                )
-                inbox[sender] = open_message(
-                    ref, process_id=pid, round=rnd - 1, recipient=self.org, recipient_key=key
+                inbox[sender] = self.store.receive_message(
+                    sender, process_id=pid, round=rnd - 1, payload_digest=m.digest, recipient_key=key
                 )
         return state, inbox
 
@@ -95,6 +68,6 @@ class RoundFiles:
                 recipient=recipient,
                 recipient_certificate=self.consortium.encryption_certificate(recipient),
             )
-            message_index.write_entry(self.store_root, pid, rnd, ref)
+            messages.write_entry(self.store, pid, rnd, ref)
         if outputs.model is not None:
             self.store.put_private(outputs.model, own)

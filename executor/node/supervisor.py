@@ -25,9 +25,8 @@ from executor.errors import ExecutorError, RuntimeUnavailable
 from executor.node.agent import NodeAgent
 from executor.node.round_events import EVENT_WAIT_LIMIT, wait_round_open
 from executor.runtimes.base import TaskRuntime
-from ledger.client import ConsortiaClient
+from ledger.client import ConsortiaClient, ProcessRecord
 from ledger.identity import Consortium
-from ledger.records import ProcessRecord
 from wire import timing
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]

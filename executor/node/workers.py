@@ -33,8 +33,7 @@ from executor.images.declarations import dataset_problem, declaration
 from executor.images.resolver import ImageResolver, verify_digest
 from executor.runtimes.base import Limits, TaskRuntime
 from executor.runtimes.warm import WarmWorker
-from ledger.client import ConsortiaClient
-from ledger.records import ImageRecord, ProcessRecord
+from ledger.client import ConsortiaClient, ImageRecord, ProcessRecord
 
 log = logging.getLogger(__name__)
 

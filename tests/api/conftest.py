@@ -27,11 +27,11 @@ def executed(tmp_path_factory):
     from ledger.identity import Consortium
 
     ORGS = ["Org1MSP", "Org2MSP", "Org3MSP"]
-    from executor.artifacts import ArtifactStore
     from executor.images.bundle import build_bundle
     from executor.images.recipe import ImageRecipe
     from executor.node.agent import NodeAgent
     from executor.runtimes.sandbox import SandboxRuntime
+    from tests.api.world import hosted_stores
     from tests.executor.conftest import make_dataset
 
     root = tmp_path_factory.mktemp("executed")
@@ -49,14 +49,17 @@ def executed(tmp_path_factory):
     )
     c1.start_process("p-exec")
     errors = []
+    clients = {o: ConsortiaClient(led, consortium.identity(o)) for o in ORGS}
+    # the three nodes run in this process: they reach each other's stores here, through their services
+    stores = hosted_stores(consortium, clients, root / "store")
 
     def run(org):
         try:
             NodeAgent(
-                ConsortiaClient(led, consortium.identity(org)),
+                clients[org],
                 consortium,
                 SandboxRuntime(),
-                ArtifactStore(root / "store", org),
+                stores[org],
                 root / "data" / org,
                 root / "state" / org,
             ).run_until_idle("p-exec", timeout=300)
@@ -69,8 +72,7 @@ def executed(tmp_path_factory):
     for t in threads:
         t.join()
     assert not errors, errors
-    clients = {o: ConsortiaClient(led, consortium.identity(o)) for o in ORGS}
-    w = World(consortium, led, clients, {o: ArtifactStore.at(root / "store" / o) for o in ORGS}, root)
+    w = World(consortium, led, clients, stores, root)
     yield w
     led.close()
 

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,6 +14,8 @@ from typer.testing import CliRunner
 
 from api.cli import app
 from tests.api.world import IMAGE_DIGEST, build_world
+
+ROOT = Path(__file__).resolve().parents[2]
 
 runner = CliRunner()
 
@@ -92,7 +98,49 @@ def test_provenance_queries(home):
     assert lin["root"] == "proc-0/3/Org2MSP" and len(lin["nodes"]) == 6
 
 
-def test_model_journey_and_audit_bundle(home, tmp_path):
+@pytest.fixture
+def org1_serves(home):
+    """Org1's artifact service (``consortia artifact-service``, as its host runs it) on 127.0.1.1, its
+    endpoint in Org1's membership record: the others fetch Org1's model there, never from its folder."""
+    from exchange.locations import publish_own_membership
+    from ledger.client import ConsortiaClient
+    from ledger.embedded import EmbeddedLedger
+    from ledger.identity import Consortium
+
+    root, _ = home
+    with socket.socket() as sock:
+        sock.bind(("127.0.1.1", 0))
+        port = sock.getsockname()[1]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "api.cli", "artifact-service", "--home", str(root), "--org", "Org1"]
+        + ["--listen", f"127.0.1.1:{port}"],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        url = proc.stdout.readline().strip().rpartition(" at ")[2]
+        assert url == f"https://127.0.1.1:{port}"
+        consortium = Consortium(root / "crypto")
+        with EmbeddedLedger(root / "ledger.db", consortium) as ledger:
+            publish_own_membership(ConsortiaClient(ledger, consortium.identity("Org1")), consortium, url)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_a_model_is_not_read_from_its_owners_folder(home, tmp_path):
+    """One machine, every organisation's store under the home: without the owner's service a member
+    cannot download the owner's model (exit 3, no location), though its folder is right there."""
+    root, _ = home
+    err = cli(root, "model", "get", "proc-0:Org2MSP", "--out", str(tmp_path / "m"), org="Org3", code=3)
+    assert err["code"] == "LocationUnknown" and not (tmp_path / "m").exists()
+    assert (root / "artifacts" / "Org2MSP" / "sha256").is_dir()
+
+
+def test_model_journey_and_audit_bundle(home, tmp_path, org1_serves):
     root, models = home
     listed = cli(root, "model", "list", org="Org3")
     assert {m["id"] for m in listed} >= {"proc-0:Org1MSP"} and all("wrapped_key" not in m for m in listed)

@@ -1,5 +1,5 @@
 """The CLI package (issue 18 item 4): one session per command, always closed; processes created
-through executor.process.launch; the model data key opened by api.sealing; names accepted in
+through executor.process.launch; the model data key opened by exchange.model_seal; names accepted in
 positional organisation arguments; errors of every command on stderr with the documented codes."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from api.cli import app, session
 from api.cli.output import EXIT_NOT_FOUND, EXIT_REFUSED, EXIT_USAGE
-from api.sealing import open_data_key
+from exchange.model_seal import open_data_key
 from ledger.errors import Forbidden
 from tests.api.test_cli_conventions import home  # noqa: F401 -- the same world, one per module
 
@@ -108,7 +108,7 @@ def test_open_data_key_is_public_and_refuses_without_a_sealed_key(home):
     from ledger.identity import Consortium
 
     with pytest.raises(Forbidden, match="holds no sealed key"):
-        open_data_key(Consortium(home / "crypto"), "Org1MSP", {"id": "m", "wrapped_key": ""}, b"info")
+        open_data_key(Consortium(home / "crypto"), "Org1MSP", {"id": "m", "wrapped_key": ""})
 
 
 def test_ledger_commands_report_errors_on_stderr(home, tmp_path):

@@ -57,11 +57,10 @@ def test_signatures_events_and_changes(org2, world):
 
 def test_a_tampered_result_is_shown_invalid_and_diffs_read_as_text(world):
     from api.explorer_routes import describe_changes, execution_signature
-    from ledger.records import to_dict
 
     c = world.clients["Org1MSP"]
-    process = to_dict(c.get_process("proc-0"))
-    rec = to_dict(c.get_execution("proc-0", 2, "Org1MSP"))
+    process = c.get_process("proc-0").to_dict()
+    rec = c.get_execution("proc-0", 2, "Org1MSP").to_dict()
     assert execution_signature(rec, process, lambda tx: True)["valid"] is True
     bad = copy.deepcopy(rec)
     bad["result"]["metrics"]["loss"] = 0.0

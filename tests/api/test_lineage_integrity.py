@@ -41,12 +41,8 @@ def crf_world(tmp_path_factory):
 
 def test_the_process_really_repeats_digests(crf_world):
     recs = {r: crf_world.clients["Org1MSP"].get_execution(PID, r, "Org1MSP") for r in range(1, ROUNDS + 1)}
-    assert (
-        recs[3].result["outputs"]["state"]
-        == recs[2].result["outputs"]["state"]
-        == recs[5].result["outputs"]["state"]
-    )
-    assert recs[4].result["inputs"]["state"] == recs[4].result["outputs"]["state"]
+    assert recs[3].result.outputs.state == recs[2].result.outputs.state == recs[5].result.outputs.state
+    assert recs[4].result.inputs.state == recs[4].result.outputs.state
 
 
 def test_index_lineage_reaches_round_1_through_unchanged_rounds(crf_world, tmp_path):
@@ -64,9 +60,7 @@ def test_index_lineage_reaches_round_1_through_unchanged_rounds(crf_world, tmp_p
             "from": f"{PID}/3/Org1MSP",
             "to": f"{PID}/4/Org1MSP",
             "kind": "state",
-            "digest": crf_world.clients["Org1MSP"]
-            .get_execution(PID, 3, "Org1MSP")
-            .result["outputs"]["state"],
+            "digest": crf_world.clients["Org1MSP"].get_execution(PID, 3, "Org1MSP").result.outputs.state,
         } in lin["edges"]
         assert all(x["kind"] == "data_commitment" for x in lin["external_inputs"])
         assert lin["broken_links"] == []

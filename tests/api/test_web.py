@@ -183,7 +183,7 @@ def demo_gateway(tmp_path_factory):
     from api.gateway import Gateway, create_app
     from api.index import AuditIndex
     from api.tokens import TokenStore
-    from executor.artifacts import ArtifactStore
+    from exchange.store import ArtifactStore
     from ledger.embedded import EmbeddedLedger
     from ledger.identity import Consortium
 

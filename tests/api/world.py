@@ -10,12 +10,13 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from api.gateway import model_aad, model_key_info
 from chaincode.canonical import canonical_json
-from executor.artifacts import ArtifactStore
+from exchange.model_seal import model_aad, model_key_info
+from exchange.sealing import encrypt_payload, seal
+from exchange.service import HostedServices, node_store
+from exchange.store import ArtifactStore
 from ledger.client import ConsortiaClient
 from ledger.embedded import EmbeddedLedger
-from ledger.envelope import encrypt_payload, seal
 from ledger.errors import NotFound
 from ledger.identity import Consortium, sign
 
@@ -140,7 +141,7 @@ def publish_model(w: World, pid: str, org: str, orgs: tuple[str, ...]) -> str:
     payload = w.models[f"{pid}:{org}"]
     ident = {"process_id": pid, "owner": org, "digest": digest(payload)}  # the executor's convention
     data_key, ciphertext = encrypt_payload(payload, model_aad(ident))
-    cdig = w.stores[org].put(ciphertext).digest  # in the owner's store; others fetch it by its location
+    cdig = w.stores[org].put(ciphertext).digest  # in the owner's store; others fetch it from its service
     wrapped = {o: seal(w.consortium.encryption_certificate(o), data_key, model_key_info(ident)) for o in orgs}
     w.clients[org].publish_model(
         pid,
@@ -155,13 +156,23 @@ def publish_model(w: World, pid: str, org: str, orgs: tuple[str, ...]) -> str:
     return f"{pid}:{org}"
 
 
+def hosted_stores(
+    consortium: Consortium, clients: dict[str, ConsortiaClient], folder: Path
+) -> dict[str, ArtifactStore]:
+    """Each organisation's store under ``folder/<MSP>``, served to the others in this process by its own
+    service (the ledger's rule) and reaching theirs the same way: the organisations of a test world live in
+    one process, and none opens another's files."""
+    hosted = HostedServices()
+    return {m: node_store(c, consortium, folder, hosted=hosted) for m, c in clients.items()}
+
+
 def build_world(root: Path, processes: int = 1) -> World:
     consortium = Consortium.generate(root / "crypto", ["Org1", "Org2", "Org3", "Org4"])
     led = EmbeddedLedger(root / "ledger.db", consortium, batch_timeout=0.002)
     clients = {
         o.msp_id: ConsortiaClient(led, consortium.identity(o.msp_id)) for o in consortium.organisations
     }
-    stores = {m: ArtifactStore.at(root / "artifacts" / m) for m in clients}  # the executor's layout
+    stores = hosted_stores(consortium, clients, root / "artifacts")  # the executor's layout
     w = World(consortium, led, clients, stores, root)
     for i in range(processes):
         ring_process(w, f"proc-{i}")

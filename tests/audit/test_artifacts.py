@@ -10,8 +10,8 @@ import pytest
 
 from audit.artifacts import check_artifacts
 from audit.report import Report
-from executor import message_index
-from executor.artifacts import ArtifactStore
+from exchange import messages
+from exchange.store import ArtifactStore
 
 
 @pytest.fixture
@@ -29,7 +29,7 @@ def stores(world, tmp_path):
         recipient="Org2MSP",
         recipient_certificate=c.encryption_certificate("Org2MSP"),
     )
-    message_index.write_entry(root, "p", 1, ref)
+    messages.write_entry(org1, "p", 1, ref)
     model_digest = org1.put_private(b"the model of Org1", c.encryption_certificate("Org1MSP"))
     ciphertext = org1.put(b"the model, encrypted for the consortium").digest
     record = {
@@ -87,14 +87,14 @@ def test_a_message_opened_with_another_key_or_changed_or_missing(stores):
     wrong = dict(keys, Org2MSP=keys["Org1MSP"])
     [failed] = audit(root, record, model, wrong).failures
     assert failed.subject == "message p/1/Org1MSP to Org2MSP" and "DecryptionError" in failed.detail
-    sealed = ArtifactStore(root, "Org1MSP", create=False)._path(ref.stored.digest)
+    sealed = ArtifactStore(root, "Org1MSP", create=False).path(ref.stored.digest)
     data = sealed.read_bytes()
     sealed.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))
     for given in (keys, {}):  # the store re-hashes what it hands out, key or not
         [failed] = audit(root, record, model, given).failures
         assert failed.subject == "message p/1/Org1MSP to Org2MSP" and "ArtifactCorrupted" in failed.detail
     sealed.write_bytes(data)
-    message_index.entry_path(root, "Org1MSP", "p", 1, "Org2MSP").unlink()
+    messages.entry_path(ArtifactStore(root, "Org1MSP", create=False), "p", 1, "Org2MSP").unlink()
     [failed] = audit(root, record, model, keys).failures
     assert "not in the sender's store" in failed.detail
 

@@ -4,7 +4,6 @@ certificate-issuance check."""
 from __future__ import annotations
 
 import base64
-import dataclasses
 import datetime as dt
 
 import pytest
@@ -15,13 +14,23 @@ from cryptography.x509.oid import NameOID
 
 from audit.signatures import CertificateInvalid, check_certificate, check_record_signature
 from executor.task_keys import TaskKey, TaskSignatureInvalid
-from ledger.records import ExecutionRecord
+from ledger.client import ExecutionRecord
 from wire.canonical import canonical_json
 
 
 def signed_record() -> tuple[dict, TaskKey]:
     k = TaskKey.generate()
-    result = {"process_id": "p", "round": 1, "organisation": "Org1MSP", "metrics": {"loss": 0.5}}
+    digest = "sha256:" + "0" * 64
+    result = {
+        "process_id": "p",
+        "round": 1,
+        "organisation": "Org1MSP",
+        "image_digest": digest,
+        "runtime": "sandbox",
+        "inputs": {"state": None, "messages": [], "data_commitment": digest},
+        "outputs": {"state": digest, "messages": [{"recipient": "Org2MSP", "digest": digest, "size": 3}]},
+        "metrics": {"loss": 0.5},
+    }
     sig = base64.b64encode(k.sign(canonical_json(result))).decode()
     record = {
         "process_id": "p",
@@ -37,21 +46,24 @@ def signed_record() -> tuple[dict, TaskKey]:
 def test_a_record_dict_and_a_typed_record_verify():
     record, k = signed_record()
     check_record_signature(record)
-    typed = ExecutionRecord(
-        "p",
-        1,
-        "Org1MSP",
-        "sha256:" + "0" * 64,
-        "sandbox",
-        k.public_key_pem,
-        "completed",
-        "",
-        "",
-        **{"result": record["result"], "signature": record["signature"]},
+    typed = ExecutionRecord.model_validate(
+        {
+            "process_id": "p",
+            "round": 1,
+            "organisation": "Org1MSP",
+            "image_digest": record["result"]["image_digest"],
+            "runtime": "sandbox",
+            "public_key": k.public_key_pem,
+            "status": "completed",
+            "created": "",
+            "tx_id": "",
+            "result": record["result"],
+            "signature": record["signature"],
+        }
     )
-    check_record_signature(typed)
+    check_record_signature(typed)  # the typed record: its result's canonical JSON is what was signed
     with pytest.raises(TaskSignatureInvalid, match="Org1MSP for round 1 of p: signature does not verify"):
-        check_record_signature(dataclasses.replace(typed, result={**record["result"], "round": 2}))
+        check_record_signature(typed.replace(result={**record["result"], "round": 2}))
 
 
 def test_every_tampering_of_a_record_is_refused_naming_the_record():

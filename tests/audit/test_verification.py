@@ -12,8 +12,7 @@ from api.follower import sync
 from api.index import AuditIndex
 from audit.verification import transaction_locator, transaction_validity, verify_model
 from chaincode.canonical import canonical_json
-from ledger.client import ConsortiaClient
-from ledger.records import HistoryEntry
+from ledger.client import ConsortiaClient, HistoryEntry
 from tests.audit.ledgers import WithoutTransactionLookup
 
 MODEL = "proc-0:Org2MSP"

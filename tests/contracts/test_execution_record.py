@@ -39,8 +39,8 @@ def test_create_complete_and_read_back(org1, org2, uid):
     assert rec.status == "running" and rec.runtime == "sandbox" and "BEGIN PUBLIC KEY" in rec.public_key
     result = make_result(pid, 1, "Org1MSP", recipients=("Org2MSP",))
     done = org1.complete_task(result, sign(key, canonical_json(result)))
-    assert done.status == "completed" and done.result == result
-    assert org2.get_execution(pid, 1, "Org1MSP").result["outputs"]["messages"][0]["recipient"] == "Org2MSP"
+    assert done.status == "completed" and done.result.json_object() == result
+    assert org2.get_execution(pid, 1, "Org1MSP").result.outputs.messages[0].recipient == "Org2MSP"
 
 
 def test_inbox_gives_each_member_only_its_own_messages(org1, org2, org3, uid):
@@ -53,14 +53,14 @@ def test_inbox_gives_each_member_only_its_own_messages(org1, org2, org3, uid):
     assert sorted(by_org) == ["Org1MSP", "Org2MSP"]
     mine = by_org["Org1MSP"]
     assert (mine.status, mine.state) == ("completed", digest_of("state-Org1MSP-1"))
-    assert [m["recipient"] for m in mine.messages] == ["Org2MSP"]
-    assert mine.messages[0]["digest"] == digest_of("msg-Org1MSP-Org2MSP-1")
+    assert [m.recipient for m in mine.messages] == ["Org2MSP"]
+    assert mine.messages[0].digest == digest_of("msg-Org1MSP-Org2MSP-1")
     assert (by_org["Org2MSP"].status, by_org["Org2MSP"].state, by_org["Org2MSP"].messages) == (
         "running",
         None,
         (),
     )
-    assert [m["recipient"] for m in org3.round_inbox(pid, 1)[0].messages] == ["Org3MSP"]
+    assert [m.recipient for m in org3.round_inbox(pid, 1)[0].messages] == ["Org3MSP"]
     assert org1.round_inbox(pid, 2) == []
     outsider = new_process(org2, uid + "x", consortium=("Org2MSP", "Org3MSP"))
     with pytest.raises(Forbidden):
@@ -249,7 +249,7 @@ def test_network_zcdp_budget_records_both_observers_and_the_accounting(org1, org
         for client in (org1, org2):
             run_task(client, pid, rnd, metrics=private_metrics(eps0, sensitivity=3.0, gradient_clip=0.5))
         rec = org1.get_execution(pid, rnd, "Org1MSP")
-        priv = rec.extra["privacy"]
+        priv = rec.privacy.json_object()  # the block as stored
         assert priv["accounting"] == "zcdp" and priv["scope"] == "network" and priv["rigorous"] is True
         assert priv["sensitivity"] == 3.0 and priv["gradient_clip"] == 0.5 and priv["delta"] == delta
         assert priv["node"]["epsilon_basic"] == pytest.approx(rnd * eps0)

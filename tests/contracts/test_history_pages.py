@@ -8,7 +8,7 @@ import pytest
 
 from chaincode.errors import InvalidArgument
 from chaincode.limits import MAX_HISTORY_PAGE
-from ledger.records import HistoryPage
+from ledger.client import HistoryPage
 from tests.contracts.helpers import new_process, run_task
 from tests.contracts.test_model import _publish, _rotation, digest_of
 
@@ -17,7 +17,7 @@ CA_DIGEST = "sha256:" + "cd" * 32
 
 def _model_with_versions(org1, consortium, uid: str) -> str:
     """A model whose record has 4 versions: published, Org3 granted, revoked, granted again."""
-    from ledger.envelope import seal
+    from exchange.sealing import seal
 
     pid = new_process(org1, uid, rounds=1)
     run_task(org1, pid, 1, model_digest=digest_of("model-Org1MSP"))
@@ -48,9 +48,9 @@ def test_model_history_pages(org1, org2, consortium, uid):
     assert list(rest.items) == newest_first[3:] and rest.next is None
     # one page holding everything; the largest page size
     for size in (4, MAX_HISTORY_PAGE):
-        assert org2.model_history(model_id, size) == HistoryPage(tuple(newest_first), None)
+        assert org2.model_history(model_id, size) == HistoryPage(items=tuple(newest_first), next=None)
     # the bookmark of the oldest version: an empty page, nothing more
-    assert org2.model_history(model_id, 2, whole[0].tx_id) == HistoryPage((), None)
+    assert org2.model_history(model_id, 2, whole[0].tx_id) == HistoryPage(items=(), next=None)
     # a bookmark without a limit: the default page size
     assert org2.model_history(model_id, after=newest_first[0].tx_id).items == tuple(newest_first[1:])
     # iterating over the pages reads the whole history, newest first

@@ -25,7 +25,7 @@ def test_create_pins_the_image_digest(org1, uid):
     assert p.topology == {"kind": "ring", "seed": 3}
     got = org1.get_process(p.id)
     # the budget is stored with its accounting and scope resolved (no δ: basic composition; network observer)
-    assert got.current_round == 1 and got.privacy_budget == {
+    assert got.current_round == 1 and got.privacy_budget.json_object() == {
         "mechanism": "laplace",
         "epsilon": 2.0,
         "accounting": "basic",
@@ -200,7 +200,7 @@ def test_private_process_needs_clipping_and_a_sound_accounting(org1, uid, budget
         hyperparameters={"gradient_clip": 0.5},
         privacy_budget={"mechanism": "laplace", "epsilon": 1.0, "delta": 1e-5, "scope": "node"},
     )
-    assert ok.privacy_budget == {
+    assert ok.privacy_budget.json_object() == {
         "mechanism": "laplace",
         "epsilon": 1.0,
         "delta": 1e-5,

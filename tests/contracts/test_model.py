@@ -9,7 +9,8 @@ import json
 import pytest
 
 from chaincode.errors import AlreadyExists, Forbidden, ImageMismatch, InvalidArgument, InvalidState, NotFound
-from ledger.envelope import DecryptionError, decrypt_payload, encrypt_payload, seal, unseal
+from exchange.errors import DecryptionError
+from exchange.sealing import decrypt_payload, encrypt_payload, seal, unseal
 from tests.contracts.helpers import digest_of, new_process, run_task
 
 MODEL_BYTES = b"model-weights-" * 50
@@ -168,7 +169,7 @@ def test_revocation_rotates_the_data_key(org1, org2, org3, consortium, uid):
     )  # refused attempts changed nothing
     revoked = org1.revoke_model(rec.id, "Org3MSP", new_digest, new_keys)
     assert revoked.ciphertext_digest == new_digest != rec.ciphertext_digest
-    assert revoked.extra["key_version"] == 2 and rec.extra["key_version"] == 1
+    assert revoked.key_version == 2 and rec.key_version == 1
     # the revoked member's old key does not open what is stored now
     with pytest.raises(DecryptionError):
         decrypt_payload(old_key3, new_ciphertext)

@@ -51,9 +51,9 @@ def _assert_like_the_simulator(hosts, client, pid: str, case) -> None:
     per_task = {(r.organisation, r.round) for r in done}
     assert len(done) == len(per_task) == case.rounds * len(MEMBERS), [(r.organisation, r.round) for r in done]
     for r in done:
-        out = r.result["outputs"]
-        assert out["state"] == sim.state_digests[r.round][r.organisation]
-        sent = {(r.organisation, m["recipient"]): m["digest"] for m in out["messages"]}
+        out = r.result.outputs
+        assert out.state == sim.state_digests[r.round][r.organisation]
+        sent = {(r.organisation, m.recipient): m.digest for m in out.messages}
         assert sent == {k: v for k, v in sim.message_digests[r.round - 1].items() if k[0] == r.organisation}
     for org in ("Org1", "Org2", "Org3"):  # each organisation fetches its own model on its own host
         host = hosts[org]
@@ -200,12 +200,13 @@ def test_an_organisation_outside_the_processes_gets_nothing_but_the_image(consor
         assert digests, f"{org} stores nothing"
         code = f"""
 import json
-from executor.artifact_client import ArtifactForbidden, HttpsArtifactSource
-from executor.artifact_tls import ClientTLS
+from exchange.client import ArtifactClient
+from exchange.errors import ArtifactForbidden
+from exchange.tls import ClientTLS
 from home.settings import load
 from ledger.identity import Consortium
 cons = Consortium(load({str(org4.home)!r}).crypto)
-src = HttpsArtifactSource("https://{host.address}:{host.artifact_port}", {host.msp!r}, ClientTLS(cons, "Org4MSP"), retries=0)
+src = ArtifactClient("https://{host.address}:{host.artifact_port}", {host.msp!r}, ClientTLS(cons, "Org4MSP"), retries=0)
 refused = 0
 for d in {digests!r}:
     try:

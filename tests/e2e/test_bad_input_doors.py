@@ -65,7 +65,7 @@ def _by_gateway(platform, pid, image_id, dataset):
     from fastapi.testclient import TestClient
 
     from api.gateway import create_app
-    from executor.artifacts import ArtifactStore
+    from exchange.store import ArtifactStore
     from tests.api.conftest import make_gateway
 
     world = SimpleNamespace(

@@ -3,14 +3,13 @@ model's lineage verifies with its artifacts; each kind of tampering is caught.""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 
 import pytest
 
 from audit.signatures import check_record_signature
 from audit.verification import verify_model
-from executor.artifacts import ArtifactStore
+from exchange.store import ArtifactStore
 from executor.node.supervisor import run_process
 from executor.process import Platform, ProcessSpec, launch, map_dataset, prepare_image
 from executor.runtimes.sandbox import SandboxRuntime
@@ -72,9 +71,10 @@ def test_altered_result_fails_the_signature_check(done):
     p, _, _ = done
     rec = p.client("Org2MSP").get_execution(PID, 2, "Org2MSP")
     check_record_signature(rec)
-    forged = dict(rec.result, metrics={**rec.result["metrics"], "regret": 0.0})
+    assert rec.result is not None
+    forged = rec.result.replace(metrics={**rec.result.metrics, "regret": 0.0})
     with pytest.raises(TaskSignatureInvalid, match="does not verify"):
-        check_record_signature(dataclasses.replace(rec, result=forged))
+        check_record_signature(rec.replace(result=forged))
 
 
 def test_local_image_with_another_digest_fails(done):
@@ -92,7 +92,7 @@ def test_local_image_with_another_digest_fails(done):
 
 def test_corrupted_state_artifact_is_caught(done):
     p, _, _ = done
-    digest = p.client("Org3MSP").get_execution(PID, 2, "Org3MSP").result["outputs"]["state"]
+    digest = p.client("Org3MSP").get_execution(PID, 2, "Org3MSP").result.outputs.state
     path = ArtifactStore(p.store_root, "Org3MSP").private_path(digest)  # sealed to Org3
     original = path.read_bytes()
     path.write_bytes(original[:-1] + bytes([original[-1] ^ 1]))

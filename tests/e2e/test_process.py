@@ -65,9 +65,9 @@ def assert_bit_identical(platform, client, pid, sim, orgs=ORGS3):
     assert len(recs) == sim.rounds * len(orgs)
     for r in recs:
         assert r.status == "completed"
-        out = r.result["outputs"]
-        assert out["state"] == sim.state_digests[r.round][r.organisation]
-        sent = {(r.organisation, m["recipient"]): m["digest"] for m in out["messages"]}
+        out = r.result.outputs
+        assert out.state == sim.state_digests[r.round][r.organisation]
+        sent = {(r.organisation, m.recipient): m.digest for m in out.messages}
         assert sent == {k: v for k, v in sim.message_digests[r.round - 1].items() if k[0] == r.organisation}
     models = collect_models(platform, pid)
     assert models == {o: sim.models[o] for o in orgs}
@@ -140,9 +140,11 @@ def test_sandbox_process_is_bit_identical_to_the_simulator(platform, make_case):
         assert matrix == expected
         assert sum(map(sum, matrix)) > 0 and any(matrix[i][j] for i in range(3) for j in range(3) if i != j)
         # and each shared message's signed estimator list names exactly the estimators it carries
-        r2 = client.get_execution("p-eq", 2, "Org1MSP").result["outputs"]["messages"]
+        r2 = client.get_execution("p-eq", 2, "Org1MSP").result.outputs.messages
         assert r2 and all(
-            e[0] == "Org1MSP" and e[2].startswith("sha256:") for m in r2 for e in m["estimators"]
+            e[0] == "Org1MSP" and e[2].startswith("sha256:")
+            for m in r2
+            for e in m.json_object()["estimators"]
         )
 
 
@@ -161,7 +163,7 @@ def test_membership_records_on_a_shared_ledger_do_not_send_a_one_machine_run_awa
     # every organisation has published an artifact endpoint where nothing listens (as test runs and demos
     # do on a ledger they share); a process whose organisations share one store root still reads each
     # message where it is indexed, checked against the sender's signed digest, and completes
-    from executor.membership import publish_own_membership
+    from exchange.locations import publish_own_membership
 
     for i, o in enumerate(ORGS3, start=1):
         publish_own_membership(platform.client(o), platform.consortium, f"https://127.0.{i}.1:9")
@@ -186,7 +188,7 @@ def test_privacy_budget_refuses_the_round_that_would_exceed_it(platform):
     assert all(r.status == "completed" for rnd in (1, 2) for r in by_round[rnd])
     assert max(r.epsilon_total for rnd in (1, 2) for r in by_round[rnd]) == pytest.approx(3.0)
     for r in by_round[2]:  # the ledger keeps both observers and the accounting used
-        priv = r.extra["privacy"]
+        priv = r.privacy.json_object()  # the block as stored
         assert priv["accounting"] == "basic" and priv["scope"] == "network" and priv["rigorous"] is True
         assert priv["node"]["epsilon"] == pytest.approx(1.0) and priv["network"]["epsilon"] == pytest.approx(
             3.0

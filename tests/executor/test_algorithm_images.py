@@ -13,7 +13,7 @@ from algorithms.collabdict.ggm import CollabDictGGM, rounds_for
 from algorithms.simulator import simulate
 from algorithms.step import Algorithm, LocalDataset
 from algorithms.task_runtime import load_algorithm, save_dataset
-from executor.artifacts import ArtifactStore
+from exchange.service import HostedServices, node_store
 from executor.images.build import register
 from executor.images.bundle import build_bundle
 from executor.images.engine import build_image
@@ -56,18 +56,20 @@ def _run_ggm(tmp_path, consortium, runtime, image, warm):
         save_dataset(tmp_path / "data" / o / "default" / "dataset.npz", data[o])
     algo = CollabDictGGM(**GGM)
     rounds = rounds_for(1, len(orgs), algo.agg)
+    hosted = HostedServices()  # the agents of this process reach each other's stores here
     with EmbeddedLedger(tmp_path / "ledger.sqlite", consortium) as ledger:
         client = ConsortiaClient(ledger, consortium.identity(orgs[0]))
         recipe = ImageRecipe.named("collabdict-ggm")
         register(client, recipe, image, image_id="ggm:1")
         client.create_process("p-ggm", "ggm:1", orgs, {"kind": "none"}, rounds, hyperparameters=GGM)
         client.start_process("p-ggm")
+        clients = {o: ConsortiaClient(ledger, consortium.identity(o)) for o in orgs}
         agents = [
             NodeAgent(
-                ConsortiaClient(ledger, consortium.identity(o)),
+                clients[o],
                 consortium,
                 runtime,
-                ArtifactStore(tmp_path / "store", o),
+                node_store(clients[o], consortium, tmp_path / "store", hosted=hosted),
                 tmp_path / "data" / o,
                 tmp_path / "state" / o,
                 warm=warm,
@@ -89,7 +91,7 @@ def _run_ggm(tmp_path, consortium, runtime, image, warm):
     assert len(records) == rounds * len(orgs)
     for r in records:
         assert r.status == "completed", (r.round, r.organisation, r.failure_reason)
-        assert r.result["outputs"]["state"] == sim.state_digests[r.round][r.organisation]
+        assert r.result.outputs.state == sim.state_digests[r.round][r.organisation]
     for o in orgs:
         assert models[o] == "sha256:" + hashlib.sha256(sim.models[o]).hexdigest()
 

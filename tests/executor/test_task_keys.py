@@ -64,7 +64,17 @@ def test_one_check_for_manifests_and_results():
     from wire.canonical import canonical_json
 
     k = TaskKey.generate()
-    result = {"process_id": "p", "round": 1, "organisation": "Org1MSP", "metrics": {"loss": 0.5}}
+    digest = "sha256:" + "0" * 64
+    result = {
+        "process_id": "p",
+        "round": 1,
+        "organisation": "Org1MSP",
+        "image_digest": digest,
+        "runtime": "sandbox",
+        "inputs": {"state": None, "messages": [], "data_commitment": digest},
+        "outputs": {"state": digest, "messages": [{"recipient": "Org2MSP", "digest": digest, "size": 3}]},
+        "metrics": {"loss": 0.5},
+    }
     sig = k.sign(canonical_json(result))
     check_task_signature(k.public_key_pem, canonical_json(result), sig)
     check_task_signature(k.public_key_pem, result, base64.b64encode(sig).decode())

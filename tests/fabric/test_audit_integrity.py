@@ -15,7 +15,7 @@ from audit.bundles import export_bundle, verify_bundle
 from audit.checkpoints import check_on_ledger
 from audit.lineage import execution_node_id
 from audit.verification import verify_model
-from executor.artifacts import ArtifactStore
+from exchange.store import ArtifactStore
 from ledger.checkpoint import checkpoint_of, sign_checkpoint
 from ledger.client import ConsortiaClient
 from ledger.errors import CheckpointInvalid, LedgerCorrupted

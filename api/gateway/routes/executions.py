@@ -16,6 +16,7 @@ from api.gateway.state import record
 from api.responses import DepthSafeRoute
 from audit.attestations import attest_execution
 from ledger.checkpoint import checkpoint_of
+from ledger.client import ExecutionRecord, HistoryEntry
 from ledger.errors import Forbidden, InvalidArgument, NotFound
 
 router = APIRouter(route_class=DepthSafeRoute)
@@ -24,7 +25,7 @@ PROCESS = "/api/v1/processes/{process_id}"
 EXECUTION = PROCESS + "/executions/{round}/{organisation}"
 
 
-@read(PROCESS + "/executions", response_model=S.Page[S.ExecutionOut])
+@read(PROCESS + "/executions", response_model=S.Page[ExecutionRecord])
 def list_executions(
     process_id: ProcessId,
     c: Caller,
@@ -39,14 +40,14 @@ def list_executions(
     return page(gw.index.executions(process_id, round, organisation, limit, offset))
 
 
-@read(EXECUTION, response_model=S.ExecutionOut)
+@read(EXECUTION, response_model=ExecutionRecord)
 def get_execution(process_id: ProcessId, round: Round, organisation: Org, c: Caller) -> dict[str, Any]:
     return record(c.get_execution(process_id, round, organisation))
 
 
-@read(EXECUTION + "/history", response_model=list[S.HistoryEntryOut])
+@read(EXECUTION + "/history", response_model=list[HistoryEntry])
 def execution_history(process_id: ProcessId, round: Round, organisation: Org, c: Caller) -> list[dict]:
-    return [h.__dict__ for h in c.execution_history(process_id, round, organisation)]
+    return [record(h) for h in c.execution_history(process_id, round, organisation)]
 
 
 @router.get(

@@ -10,12 +10,13 @@ from api import schemas as S
 from api.gateway.deps import Caller, GatewayDep, ImageId, Limit, Offset, page, reads, writes
 from api.gateway.state import record
 from api.responses import DepthSafeRoute
+from ledger.client import HistoryEntry, ImageApproval, ImageRecord
 
 router = APIRouter(route_class=DepthSafeRoute)
 read, write = reads(router, "images"), writes(router, "images")
 
 
-@reads(router, "images", ())("/api/v1/images", response_model=S.Page[S.ImageOut])
+@reads(router, "images", ())("/api/v1/images", response_model=S.Page[ImageRecord])
 def list_images(
     _: Caller,
     gw: GatewayDep,
@@ -27,7 +28,7 @@ def list_images(
     return page(gw.index.images(limit, offset, status))
 
 
-@writes(router, "images", (400, 409))("/api/v1/images", response_model=S.ImageOut, status_code=201)
+@writes(router, "images", (400, 409))("/api/v1/images", response_model=ImageRecord, status_code=201)
 def register_image(body: S.ImageIn, c: Caller, gw: GatewayDep) -> dict[str, Any]:
     image = c.register_image(
         body.name,
@@ -41,21 +42,21 @@ def register_image(body: S.ImageIn, c: Caller, gw: GatewayDep) -> dict[str, Any]
     return gw.written(image)
 
 
-@read("/api/v1/images/{image_id}", response_model=S.ImageOut)
+@read("/api/v1/images/{image_id}", response_model=ImageRecord)
 def get_image(image_id: ImageId, c: Caller) -> dict[str, Any]:
     return record(c.get_image(image_id))
 
 
-@write("/api/v1/images/{image_id}/revoke", response_model=S.ImageOut)
+@write("/api/v1/images/{image_id}/revoke", response_model=ImageRecord)
 def revoke_image(body: S.RevokeImageIn, image_id: ImageId, c: Caller, gw: GatewayDep) -> dict:
     return gw.written(c.revoke_image(image_id, body.reason))
 
 
-@write("/api/v1/images/{image_id}/approve", response_model=S.ApprovalOut)
+@write("/api/v1/images/{image_id}/approve", response_model=ImageApproval)
 def approve_image(body: S.ApproveImageIn, image_id: ImageId, c: Caller, gw: GatewayDep) -> dict:
     return gw.written(c.approve_image(image_id, body.digest))
 
 
-@reads(router, "provenance")("/api/v1/images/{image_id}/history", response_model=list[S.HistoryEntryOut])
+@reads(router, "provenance")("/api/v1/images/{image_id}/history", response_model=list[HistoryEntry])
 def image_history(image_id: ImageId, c: Caller) -> list[dict]:
-    return [h.__dict__ for h in c.image_history(image_id)]
+    return [record(h) for h in c.image_history(image_id)]

@@ -7,7 +7,6 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 from fastapi.responses import Response
-from pydantic import BaseModel
 
 from api import schemas as S
 from api.gateway.deps import (
@@ -27,6 +26,7 @@ from api.gateway.sealed_models import grant_with_sealed_key, open_model_payload,
 from api.gateway.state import record
 from api.responses import DepthSafeRoute
 from audit import verification
+from ledger.client import HistoryEntry, HistoryPage
 from ledger.errors import NotFound
 from ledger.rules import BOOKMARK_PATTERN, MAX_BOOKMARK_CHARS, MAX_HISTORY_PAGE
 
@@ -59,13 +59,6 @@ def get_model(model_id: ModelId, c: Caller) -> dict[str, Any]:
     return record(c.get_model(model_id))
 
 
-class HistoryPageOut(BaseModel):
-    """A page of a record's history, newest first; ``next`` is the ``after`` of the next page."""
-
-    items: list[S.HistoryEntryOut]
-    next: str | None = None
-
-
 HistoryLimit = Annotated[
     int | None,
     Query(ge=1, le=MAX_HISTORY_PAGE, description="Page size: the newest versions first, one page"),
@@ -81,16 +74,15 @@ HistoryAfter = Annotated[
 ]
 
 
-@provenance(MODEL + "/history", response_model=list[S.HistoryEntryOut] | HistoryPageOut)
+@provenance(MODEL + "/history", response_model=list[HistoryEntry] | HistoryPage)
 def model_history(
     model_id: ModelId, c: Caller, limit: HistoryLimit = None, after: HistoryAfter = None
 ) -> list[dict] | dict[str, Any]:
     """Every version of the model record, oldest first; with `limit` and/or `after` one page of
     versions, newest first (default page size 100), with the bookmark `next` of the following page."""
     if limit is None and after is None:
-        return [h.__dict__ for h in c.model_history(model_id)]
-    page = c.history_page("Model:history", model_id, limit=limit, after=after)
-    return {"items": [h.__dict__ for h in page.items], "next": page.next}
+        return [record(h) for h in c.model_history(model_id)]
+    return record(c.history_page("Model:history", model_id, limit=limit, after=after))
 
 
 @provenance(MODEL + "/lineage", response_model=S.LineageOut)

@@ -14,6 +14,7 @@ from api import schemas as S
 from api.gateway.deps import Caller, GatewayDep, Limit, Offset, ProcessId, member_process, page, reads, writes
 from api.gateway.state import record
 from api.responses import DepthSafeRoute
+from ledger.client import HistoryEntry, ProcessRecord
 from ledger.errors import InvalidArgument
 
 router = APIRouter(route_class=DepthSafeRoute)
@@ -21,7 +22,7 @@ read, write = reads(router, "processes"), writes(router, "processes")
 STATUS = "^(created|running|completed|failed|aborted)$"
 
 
-@reads(router, "processes", ())("/api/v1/processes", response_model=S.Page[S.ProcessOut])
+@reads(router, "processes", ())("/api/v1/processes", response_model=S.Page[ProcessRecord])
 def list_processes(
     _: Caller,
     gw: GatewayDep,
@@ -33,7 +34,7 @@ def list_processes(
     return page(gw.index.processes(limit, offset, status))
 
 
-@write("/api/v1/processes", response_model=S.ProcessOut, status_code=201)
+@write("/api/v1/processes", response_model=ProcessRecord, status_code=201)
 def create_process(body: S.ProcessIn, c: Caller, gw: GatewayDep) -> dict[str, Any]:
     """Create the process (and start it with ``start: true``) through ``executor.process.launch``:
     the topology, hyper-parameters and dataset are checked against what the image declares first,
@@ -63,24 +64,24 @@ def create_process(body: S.ProcessIn, c: Caller, gw: GatewayDep) -> dict[str, An
         raise InvalidArgument(f"process {body.id} refused: {exc}", problems="; ".join(exc.problems)) from None
 
 
-@read("/api/v1/processes/{process_id}", response_model=S.ProcessOut)
+@read("/api/v1/processes/{process_id}", response_model=ProcessRecord)
 def get_process(process_id: ProcessId, c: Caller) -> dict[str, Any]:
     return record(c.get_process(process_id))
 
 
-@write("/api/v1/processes/{process_id}/start", response_model=S.ProcessOut)
+@write("/api/v1/processes/{process_id}/start", response_model=ProcessRecord)
 def start_process(process_id: ProcessId, c: Caller, gw: GatewayDep) -> dict[str, Any]:
     return gw.written(c.start_process(process_id))
 
 
-@write("/api/v1/processes/{process_id}/abort", response_model=S.ProcessOut)
+@write("/api/v1/processes/{process_id}/abort", response_model=ProcessRecord)
 def abort_process(body: S.AbortIn, process_id: ProcessId, c: Caller, gw: GatewayDep) -> dict:
     return gw.written(c.abort_process(process_id, body.reason))
 
 
-@reads(router, "provenance")("/api/v1/processes/{process_id}/history", response_model=list[S.HistoryEntryOut])
+@reads(router, "provenance")("/api/v1/processes/{process_id}/history", response_model=list[HistoryEntry])
 def process_history(process_id: ProcessId, c: Caller) -> list[dict]:
-    return [h.__dict__ for h in c.process_history(process_id)]
+    return [record(h) for h in c.process_history(process_id)]
 
 
 @read("/api/v1/processes/{process_id}/watch", response_model=S.WatchOut)

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -21,8 +21,11 @@ from algorithms.simulator import simulate
 from algorithms.task_runtime import save_dataset
 from algorithms.topologies.static import ring
 from chaincode.errors import InvalidState, SignatureInvalid
-from executor.artifacts import ArtifactStore
-from executor.errors import ArtifactCorrupted, ExecutorError
+from exchange.errors import ArtifactCorrupted
+from exchange.readers import LedgerReaders
+from exchange.service import ArtifactServer, HostedServices, node_store
+from exchange.store import ArtifactStore
+from executor.errors import ExecutorError
 from executor.images.bundle import build_bundle
 from executor.images.engine import build_image
 from executor.node.agent import NodeAgent
@@ -46,6 +49,7 @@ class Platform:
     consortium: object
     ledger: EmbeddedLedger
     orgs: list
+    hosted: HostedServices = field(default_factory=HostedServices)  # its agent threads' services
 
     def submit(self, org, fn, *args):
         return json.loads(self.ledger.submit(self.consortium.identity(org), fn, *args).result)
@@ -88,17 +92,27 @@ class Platform:
         )
         self.submit(orgs[0], "LearningProcess:start", pid)
 
-    def agent(self, org, runtime=None, ledger=None, **parts):
-        """``org``'s agent with its data, store and state under ``root`` (not started)."""
+    def agent(self, org, runtime=None, ledger=None, endpoint=None, **parts):
+        """``org``'s agent with its data, store and state under ``root`` (not started), a thread of this
+        process: the others hosted here reach its store in memory (``endpoint``: it serves over HTTPS there
+        instead, published on the ledger when it starts)."""
+        client = ConsortiaClient(ledger or self.ledger, self.consortium.identity(org))
+        hosted = None if endpoint else self.hosted
         return NodeAgent(
-            ConsortiaClient(ledger or self.ledger, self.consortium.identity(org)),
+            client,
             self.consortium,
             runtime or SandboxRuntime(),
-            ArtifactStore(self.root / "store", org),
+            node_store(client, self.consortium, self.root / "store", endpoint=endpoint, hosted=hosted),
             self.root / "data" / org,
             self.root / "state" / org,
             **parts,
         )
+
+    def serve(self, org):
+        """``org``'s artifact service over HTTPS (loopback), as a node in its own process has it."""
+        store = ArtifactStore(self.root / "store", org)
+        client = ConsortiaClient(self.ledger, self.consortium.identity(org))
+        return ArtifactServer(("127.0.0.1", 0), store, self.consortium, LedgerReaders(client, store)).start()
 
     def records(self, pid):
         return self.evaluate(self.orgs[0], "ExecutionRecord:query", json.dumps({"process_id": pid}))
@@ -307,8 +321,9 @@ def test_an_agent_reads_its_own_record_only_when_it_may_exist(platform, bundle, 
     run_all(platform, "p-count", [platform.agent(o, ledger=ledgers[o], warm=True) for o in orgs])
     assert_matches_simulation(platform, "p-count", 3, average_consensus, orgs)
     for o in orgs:
-        # round 1 (a restarted agent may have made it) and, once, the model publication
-        assert ledgers[o].evaluated["ExecutionRecord:get"] == 2, (o, ledgers[o].evaluated)
+        # round 1 (a restarted agent may have made it) and, once, the model publication; and its artifact
+        # service, once per round whose messages it hands out (rounds 1 and 2: confirmed on the ledger)
+        assert ledgers[o].evaluated["ExecutionRecord:get"] == 2 + 2, (o, ledgers[o].evaluated)
         assert ledgers[o].evaluated["ExecutionRecord:inbox"] == 2  # rounds 2 and 3 gather messages
     # a new agent (a restart) has no such knowledge: it reads, sees the process done, writes nothing
     height = platform.ledger.block_height(platform.consortium.identity("Org1"))
@@ -520,8 +535,13 @@ def test_agent_killed_at_any_step_resumes_without_duplicates(
         image, rt = request.getfixturevalue("bundle"), SandboxRuntime()
     platform.register_image("avg:k", recipe, image.digest, image.reference)
     platform.launch(pid, "avg:k", rounds=2, orgs=orgs)
+    # Org2's agent runs here, Org1's in its own process: each serves its store over HTTPS, and each
+    # finds the other's endpoint in its membership record (Org1's changes when it restarts)
+    served = platform.serve("Org2MSP")
     other = threading.Thread(
-        target=lambda: platform.agent("Org2MSP", runtime=rt).run_until_idle(pid, timeout=120)
+        target=lambda: platform.agent("Org2MSP", runtime=rt, endpoint=served.url).run_until_idle(
+            pid, timeout=120
+        )
     )
     other.start()
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -533,6 +553,7 @@ def test_agent_killed_at_any_step_resumes_without_duplicates(
     resumed = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180, cwd=ROOT)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     other.join(timeout=180)
+    served.stop()
     recs = platform.records(pid)
     assert sorted((r["round"], r["organisation"]) for r in recs) == [(1, o) for o in orgs] + [
         (2, o) for o in orgs

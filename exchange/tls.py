@@ -57,7 +57,8 @@ def server_context(consortium: Consortium, msp_id: str) -> ssl.SSLContext:
 
 @dataclass(frozen=True)
 class ClientTLS:
-    """The TLS identity an organisation's node fetches with (one of its users, ``User1`` by default)."""
+    """The TLS identity an organisation fetches with (one of its users, ``User1`` by default): given
+    explicitly to the :class:`exchange.locations.Locations` of whoever builds a store."""
 
     consortium: Consortium
     organisation: str

@@ -1,0 +1,577 @@
+"""The on-chain records, each defined once (docs/ledger.md "Records").
+
+Every record the contracts store, and every answer they give, is one of these pydantic models:
+
+* the contracts build what they store with them (:meth:`TransactionContext.put` takes a
+  :class:`Record`), read what is stored into them, and validate the signed execution result with
+  :class:`ExecutionResult` (:func:`check_result`: an error names the key and the rule broken);
+* the client (:class:`ledger.client.ConsortiaClient`) returns them;
+* the gateway answers with them, so its OpenAPI document carries their JSON Schema.
+
+**The JSON of a record is what it was built or read with** (:meth:`Record.json_object`): the fields
+given to its constructor, or present in the stored JSON, plus any key this version does not know
+(kept as it is). A field that a later transaction adds -- an image's ``revoked``, a process's
+``status_by``, a completed execution record's ``privacy`` -- is absent until then, as it was when the
+contracts wrote dicts, so every stored record keeps its canonical JSON byte for byte
+(``tests/chaincode/test_records.py``, a golden record of each type). Numbers keep their JSON type: a
+field that may hold an integer or a float is typed ``int | float``, and the fields of the signed result
+are strict (no value is converted), so what is stored is what the task key signed.
+
+Limits on free-form fields (:mod:`chaincode.limits`) are checked by the contracts on what they are
+given, not here: a record committed before a limit existed stays readable.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Annotated, Any, Literal, Self, get_args
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    StringConstraints,
+    ValidationError,
+)
+from pydantic_core import PydanticSerializationError
+
+from chaincode.errors import InvalidArgument
+from wire.canonical import DIGEST_RE, canonical_json
+
+#: an image, process or model id
+ID_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._:+-]{0,127}"
+#: an organisation's MSP id
+MSP_PATTERN = r"[A-Za-z0-9][A-Za-z0-9.-]{0,63}"
+
+Digest = Annotated[
+    str,
+    StringConstraints(strict=True, pattern=DIGEST_RE.pattern),
+    Field(description="A SHA-256 digest, `sha256:<64 lower-case hex>`"),
+]
+Identifier = Annotated[str, StringConstraints(strict=True, pattern=f"^{ID_PATTERN}$")]
+#: an organisation's MSP id (as its certificates name it; a process's members also match MSP_PATTERN)
+MspId = Annotated[str, Field(description="An organisation's MSP id")]
+Timestamp = Annotated[
+    str,
+    Field(
+        description="UTC ISO-8601 with microseconds (the transaction's time), e.g. 2026-01-01T00:00:00.000000Z"
+    ),
+]
+#: where a task runs (docs/executor.md)
+Runtime = Literal["container", "sandbox", "inprocess"]
+RUNTIMES: tuple[str, ...] = get_args(Runtime)
+#: a JSON number as it was written: an integer stays an integer, a float a float (never NaN or ±∞)
+Number = StrictInt | Annotated[StrictFloat, Field(allow_inf_nan=False)]
+
+
+def _json(value: Any, every_field: bool) -> Any:
+    """A field's value in a record's dict: records inside as dicts, anything else as it is."""
+    if isinstance(value, Record):
+        return value.to_dict() if every_field else value.json_object()
+    if isinstance(value, (tuple, list)) and value and isinstance(value[0], Record):
+        return [_json(v, every_field) for v in value]
+    return value
+
+
+_PLAIN = (str, int, float, bool, dict, type(None))  # values passed on without a look inside
+
+
+class Record(BaseModel):
+    """A ledger record or a part of one (frozen; unknown keys are kept)."""
+
+    model_config = ConfigDict(frozen=True, extra="allow", use_attribute_docstrings=True)
+
+    def json_object(self) -> dict[str, Any]:
+        """The record's JSON object: the fields it was built or read with, and unknown keys, each
+        value as it is (records inside converted the same way; JSON values are not copied, so this
+        works at any depth). The contracts store ``canonical_json`` of it."""
+        fields = self.__pydantic_fields_set__
+        out = {
+            k: v if type(v) in _PLAIN else _json(v, False) for k, v in self.__dict__.items() if k in fields
+        }
+        if self.__pydantic_extra__:
+            out.update(self.__pydantic_extra__)
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field (its default where the ledger's JSON lacks it; not the fields a subclass
+        excludes from its answers) and unknown keys, as a plain dict; like :meth:`json_object`,
+        nested JSON values are passed on, not copied, and signed parts stay as they were signed."""
+        fields = type(self).model_fields
+        out = {k: _json(v, True) for k, v in self.__dict__.items() if not fields[k].exclude}
+        if self.__pydantic_extra__:
+            out.update(self.__pydantic_extra__)
+        return out
+
+    def canonical(self) -> bytes:
+        """The canonical JSON of :meth:`json_object` (what is stored, hashed and signed)."""
+        return canonical_json(self.json_object())
+
+    def replace(self, **changes: Any) -> Self:
+        """A copy with ``changes`` (validated); the fields it had stay as they were."""
+        fields = self.__pydantic_fields_set__
+        data = {k: v for k, v in self.__dict__.items() if k in fields}
+        data.update(self.__pydantic_extra__ or {})
+        data.update(changes)
+        return self.model_validate(data)
+
+    def view(self, **fields: Any) -> Self:
+        """A copy with the read-only ``fields`` that an answer adds and that are never stored (an
+        image's ``approvals``, a process's ``current_round``, a model's ``wrapped_key``). Not
+        validated again: the contract computes them."""
+        return self.model_copy(update=fields)
+
+    @classmethod
+    def from_json(cls, raw: bytes | str) -> Self:
+        """The record whose canonical JSON is ``raw`` (as stored or answered): parsed and validated in
+        one pass by pydantic-core (its numbers are Python's: a float parses to the same double, an
+        integer of any size stays exact); a value nested deeper than its parser goes (a record
+        committed before the depth limit) is decoded by :mod:`json` instead."""
+        try:
+            return cls.model_validate_json(raw)
+        except ValidationError:
+            return cls.model_validate(json.loads(raw))  # the same answer, or the same error
+
+
+def json_value(value: Any) -> Any:
+    """A contract's answer as plain JSON values: records (and lists of them) as their JSON objects."""
+    if isinstance(value, Record):
+        return value.json_object()
+    if isinstance(value, (list, tuple)):
+        return [json_value(v) for v in value]
+    return value
+
+
+# ---------------------------------------------------------------------------------------- images
+class ImageApproval(Record):
+    """An organisation's approval of another's image, naming the digest it inspected
+    (key ``ImageApproval/<image id>/<MSP>``)."""
+
+    image_id: Identifier
+    organisation: MspId
+    digest: Digest
+    approved_by: str
+    """Common name of the approving identity."""
+    created: Timestamp
+    tx_id: str
+
+
+class ImageRecord(Record):
+    """An algorithm image pinned by its content digest (key ``Image/<id>``, seed 003 §IV-B)."""
+
+    id: Identifier
+    name: str
+    version: str
+    algorithm: str
+    """The step function the image runs (a registered name or ``module:Class``)."""
+    digest: Digest
+    reference: str
+    """Where the image can be fetched (registry reference); empty if only by digest."""
+    description: str = ""
+    owner: MspId
+    registered_by: str = ""
+    created: Timestamp
+    tx_id: str
+    """The transaction that wrote this version."""
+    status: Literal["active", "revoked"]
+    revoked_reason: str = ""
+    revoked: str | None = None
+    """When the owner revoked it (only on a revoked image)."""
+    approvals: tuple[ImageApproval, ...] = ()
+    """Approvals by other organisations (``Image:get`` only; stored as their own records)."""
+
+
+# ---------------------------------------------------------------------------------------- processes
+class PrivacyBudget(Record):
+    """A process's privacy budget, resolved (:func:`chaincode.privacy.parse_budget`)."""
+
+    mechanism: str
+    epsilon: Number
+    accounting: Literal["basic", "zcdp"]
+    """How releases compose: ε adds up (basic) or zCDP ρ adds up and is converted at δ (zcdp)."""
+    scope: Literal["network", "node"]
+    """The observer the budget caps: every link (network) or one organisation's messages (node)."""
+    delta: float | None = None
+    """δ of (ε, δ)-DP (only with one)."""
+
+
+class ProcessRecord(Record):
+    """A collaborative learning process (key ``LearningProcess/<id>``, seed 003 §IV-B/C): the
+    image it pins, its consortium, topology, hyper-parameters, rounds and privacy budget."""
+
+    id: Identifier
+    image_id: Identifier
+    image_digest: Digest
+    """The digest of the image, pinned when the process was created."""
+    algorithm: str
+    consortium: tuple[MspId, ...]
+    topology: dict[str, Any]
+    """The communication graph: ``kind``, ``seed`` and the kind's own parameters."""
+    hyperparameters: dict[str, Any]
+    rounds: int
+    privacy_budget: PrivacyBudget | None
+    dataset: str = ""
+    description: str = ""
+    creator: MspId
+    created_by: str = ""
+    created: Timestamp
+    status: Literal["created", "running", "completed", "failed", "aborted"]
+    status_reason: str
+    updated: str
+    tx_id: str
+    status_by: str | None = None
+    """The organisation that made the last status change (after the first change)."""
+    current_round: int | None = None
+    """The first round not yet completed by every member (``LearningProcess:get`` only)."""
+
+
+class ProcessProgress(Record):
+    """Where a process stands (``LearningProcess:progress``): its status, current round, the members
+    that completed the current round so far, and the number of completed tasks."""
+
+    id: Identifier
+    status: str
+    rounds: int
+    organisations: int
+    current_round: int
+    completed: tuple[str, ...]
+    completed_tasks: int
+
+
+# ---------------------------------------------------------------------------------------- execution records
+class SignedPart(Record):
+    """A part of what a task key signs: it is always written exactly as it was signed -- the keys it
+    was given, no defaults added -- in the ledger, in the client's dicts and in the gateway's answers
+    (:data:`SignedResult`), so that anyone can check the signature over an answer's ``result``."""
+
+    def json_object(self) -> dict[str, Any]:
+        try:  # pydantic's serialiser: its fields are typed, so this is the fast way
+            return self.model_dump(exclude_unset=True)
+        except PydanticSerializationError:  # a provenance value deeper than it goes
+            return super().json_object()
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.json_object()
+
+
+class InputMessage(SignedPart):
+    """A message a task read: who sent it and its digest (further signed keys are kept)."""
+
+    sender: StrictStr
+    digest: Digest
+
+
+class OutputMessage(SignedPart):
+    """A message a task wrote: its recipient, digest and size, and the provenance fields its
+    algorithm declares (e.g. the estimators a collaborative-RF message carries)."""
+
+    recipient: StrictStr
+    digest: Digest
+    size: StrictInt | None = None
+    """Bytes of the sealed message."""
+
+
+class ModelOutput(SignedPart):
+    """The model a task wrote (a last round's final model): its digest, size and provenance."""
+
+    digest: Digest
+    size: StrictInt | None = None
+    """Bytes of the model in the clear."""
+
+
+class ResultInputs(SignedPart):
+    """What a task read: its previous state, the messages addressed to it, its data commitment."""
+
+    model_config = ConfigDict(extra="forbid")
+    state: Digest | None = None
+    messages: list[InputMessage]
+    data_commitment: Digest
+
+
+class ResultOutputs(SignedPart):
+    """What a task wrote: its new state, its messages and (last round) its model."""
+
+    model_config = ConfigDict(extra="forbid")
+    state: Digest
+    messages: list[OutputMessage]
+    model: ModelOutput | None = None
+
+
+#: a numeric profile's name (``x86-64-v2``; algorithms/numeric_profile.py)
+PROFILE_NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
+
+
+class NumericProfileRecord(SignedPart):
+    """The numeric profile a task computed under: the floating-point kernels its image declares
+    (docs/reproducibility.md), named and digested as ``algorithms.numeric_profile`` records it."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: Annotated[str, StringConstraints(strict=True, pattern=f"^{PROFILE_NAME_PATTERN}$")]
+    version: Annotated[StrictInt, Field(ge=1)]
+    digest: Digest
+
+
+class ExecutionResult(SignedPart):
+    """A task's result, as its task key signs it (canonical JSON) and the ledger stores it."""
+
+    model_config = ConfigDict(extra="forbid")
+    image_digest: Digest
+    runtime: Runtime
+    inputs: ResultInputs
+    outputs: ResultOutputs
+    metrics: dict[str, Number]
+    process_id: Identifier
+    round: Annotated[StrictInt, Field(ge=1)]
+    organisation: Annotated[StrictStr, StringConstraints(min_length=1, max_length=256)]
+    numeric_profile: NumericProfileRecord | None = None
+    """Absent in results made before tasks recorded it."""
+    started: StrictStr | None = None
+    finished: StrictStr | None = None
+
+
+#: the result field of an execution record: answered exactly as signed (no defaults added), with the
+#: JSON Schema of :class:`ExecutionResult`
+SignedResult = Annotated[
+    ExecutionResult | None, PlainSerializer(lambda r: None if r is None else r.json_object())
+]
+
+
+class PrivacySpent(Record):
+    """One observer's charge of one round."""
+
+    epsilon_basic: float
+    rho: float
+
+
+class PrivacyTotals(Record):
+    """One observer's totals up to this round, and the ε they amount to under the accounting."""
+
+    epsilon_basic: float
+    rho: float
+    epsilon: float
+
+
+class PrivacyCharges(Record):
+    node: PrivacySpent
+    network: PrivacySpent
+
+
+class PrivacyCharge(Record):
+    """The privacy block of a completed execution record (:func:`chaincode.privacy.charge`)."""
+
+    accounting: Literal["basic", "zcdp"]
+    scope: Literal["network", "node"]
+    delta: float | None
+    rigorous: bool
+    sensitivity: Number | None
+    gradient_clip: Number | None
+    spent: PrivacyCharges
+    node: PrivacyTotals
+    network: PrivacyTotals
+
+
+class ExecutionRecord(Record):
+    """One organisation's task of one round (key ``Execution/<process>/<round>/<MSP>``, seed 003 §IV-C):
+    its registered task key, then its signed result (completed) or the reason it failed."""
+
+    process_id: Identifier
+    round: int
+    organisation: MspId
+    image_digest: Digest
+    runtime: Runtime | Literal[""]
+    """Empty on a failure recorded without a task."""
+    public_key: str
+    """The task's P-256 public key (PEM); empty on a failure recorded without a task."""
+    status: Literal["running", "completed", "failed"]
+    created: Timestamp
+    created_by: str = ""
+    tx_id: str
+    result: SignedResult = None
+    signature: str = ""
+    """The task key's ECDSA signature over the canonical JSON of ``result`` (base64 DER)."""
+    completed: str = ""
+    completed_tx_id: str = ""
+    failure_reason: str = ""
+    failure_details: dict[str, Any] = {}
+    epsilon_total: float = 0.0
+    """The organisation's ε spent so far in the budget's scope (0 without a budget)."""
+    privacy: PrivacyCharge | None = None
+
+
+class InboxEntry(Record):
+    """One organisation's part of a round as the next round's task of the caller needs it
+    (``ExecutionRecord:inbox``): its status, the digest of the state it recorded (completed only) and
+    its output messages addressed to the caller."""
+
+    organisation: str
+    status: str
+    state: str | None
+    messages: tuple[OutputMessage, ...]
+
+
+# ---------------------------------------------------------------------------------------- models
+class ModelRecord(Record):
+    """A final model (key ``Model/<id>``, seed 003 §IV-B): stored off chain, encrypted under a data key
+    sealed for each organisation on its access list."""
+
+    id: Identifier
+    process_id: Identifier
+    owner: MspId
+    digest: Digest
+    """The digest of the model in the clear (the one the last round's execution record signed)."""
+    size: int
+    ciphertext_digest: Digest
+    location: str = ""
+    metrics: dict[str, Number] = {}
+    estimators: tuple[Any, ...] = ()
+    image_digest: str = ""
+    round: int = 0
+    access: tuple[MspId, ...]
+    key_version: int = 1
+    """Incremented by each revocation (which rotates the data key)."""
+    created: Timestamp
+    published_by: str = ""
+    tx_id: str
+    updated: str = ""
+    wrapped_key: str | None = None
+    """The caller's own sealed data key (base64), on reads; never stored in this record."""
+
+
+class SealedKey(Record):
+    """A model's data key sealed for one organisation (key ``ModelKey/<model id>/<MSP>``)."""
+
+    model_id: Identifier
+    organisation: MspId
+    wrapped_key: str
+    granted: Timestamp
+    tx_id: str
+
+
+# ---------------------------------------------------------------------------------------- membership
+class MemberRecord(Record):
+    """Where an organisation is reached (key ``Member/<MSP>``, written only by that organisation): its
+    artifact service (and gateway) endpoint and the SHA-256 digest of its TLS CA certificate PEM."""
+
+    msp_id: MspId
+    artifact_endpoint: str
+    """``https://host:port`` of its artifact service."""
+    gateway_endpoint: str = ""
+    tls_ca_digest: Digest
+    version: int
+    created: str = ""
+    updated_at: str
+    published_by: str = ""
+    tx_id: str
+
+
+# ---------------------------------------------------------------------------------------- history
+class HistoryEntry(Record):
+    """One committed version of a record."""
+
+    tx_id: str
+    timestamp: Timestamp
+    is_delete: bool
+    value: dict[str, Any] | None = None
+
+
+class HistoryPage(Record):
+    """One page of a record's history, newest first; ``next`` is the bookmark to pass as ``after``
+    for the following (older) page, ``None`` on the last page."""
+
+    items: tuple[HistoryEntry, ...]
+    next: str | None = None
+
+
+# ---------------------------------------------------------------------------------------- result errors
+_PARTS = {"inputs": "input", "outputs": "output"}
+_PARTY = {"inputs": "sender", "outputs": "recipient"}
+
+
+def check_result(value: Any) -> ExecutionResult:
+    """``value`` (a decoded argument) as an :class:`ExecutionResult`, or :class:`InvalidArgument`
+    naming the first key that breaks its type and the rule (unknown or missing keys first)."""
+    try:
+        return ExecutionResult.model_validate(value)
+    except ValidationError as exc:
+        raise InvalidArgument(_result_error(exc.errors(include_url=False))) from None
+
+
+def _where(loc: Iterable[Any]) -> str:
+    return ".".join(["result", *(str(p) for p in loc)])
+
+
+def _keys_error(errors: list[Any], parent: tuple[Any, ...], what: str) -> str | None:
+    """Unknown, then missing keys of the object at ``parent`` (``what`` names it)."""
+    for kind, words in (("extra_forbidden", "has unknown fields"), ("missing", "lacks required fields")):
+        names = sorted(
+            str(e["loc"][-1]) for e in errors if e["type"] == kind and tuple(e["loc"][:-1]) == parent
+        )
+        if names:
+            return f"{what} {words} {names}"
+    return None
+
+
+def _result_error(errors: list[Any]) -> str:
+    if any(e["loc"] == () for e in errors):
+        return "execution result must be a JSON object"
+    top = _keys_error(errors, (), "execution result")
+    if top is not None:
+        return top
+    first = errors[0]
+    loc = tuple(first["loc"])
+    value = first.get("input")
+    head, where = loc[0], _where(loc)
+    if head in _PARTS:
+        if len(loc) == 1:
+            return f"{where} must be a JSON object"
+        keys = _keys_error(errors, (head,), _where((head,)))
+        if keys is not None:
+            return keys
+        if loc[1] == "messages":
+            kind, party = _PARTS[head], _PARTY[head]
+            if len(loc) == 2:
+                return f"{where} must be a list"
+            field = loc[3] if len(loc) > 3 else party
+            if field == "digest":
+                return f"{kind} message digest must be a digest sha256:<64 hex>, got {value!r}"
+            if field == "size":
+                return f"{kind} message size must be an integer, got {value!r}"
+            return f"each {kind} message needs a {party}"
+        if loc[1:] == ("model",):
+            return f"{where} must be an object"
+        if loc[1:] == ("model", "size"):
+            return f"{where} must be an integer, got {value!r}"
+        return f"{where} must be a digest sha256:<64 hex>, got {value!r}"
+    if head == "image_digest":
+        return f"{where} must be a digest sha256:<64 hex>, got {value!r}"
+    if head == "runtime":
+        return f"{where} must be one of {RUNTIMES}"
+    if head == "metrics":
+        if len(loc) == 1:
+            return f"{where} must be an object"
+        return f"metric {loc[1]!r} must be a finite number"
+    if head == "round":
+        return f"round must be a positive integer, got {value!r}"
+    if head == "process_id":
+        if isinstance(value, str) and value:
+            return f"field 'process_id' = {value!r} does not match {ID_PATTERN}"
+        return "field 'process_id' must be a non-empty string"
+    if head == "organisation":
+        return "field 'organisation' must be a non-empty string of at most 256 characters"
+    if head == "numeric_profile":
+        keys = _keys_error(errors, (head,), _where((head,)))
+        if keys is not None:
+            return keys
+        if len(loc) == 1:
+            return f"{where} must be a JSON object"
+        if loc[1] == "name":
+            return f"{_where(loc)} must be a string matching {PROFILE_NAME_PATTERN}, got {value!r}"
+        if loc[1] == "version":
+            return f"{_where(loc)} must be a positive integer, got {value!r}"
+        return f"{_where(loc)} must be a digest sha256:<64 hex>, got {value!r}"
+    return f"{where} must be a string"

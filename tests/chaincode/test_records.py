@@ -1,0 +1,592 @@
+"""The records defined once (:mod:`chaincode.records`): what the contracts store and answer keeps its
+canonical JSON byte for byte, and the signed result is validated by its type with errors that name
+the key and the rule.
+
+The golden digests were computed by the contracts as they were before the records were typed (they
+built and stored dicts): the same transactions -- same creators, transaction ids, times and inputs --
+must write the same bytes under the same keys and answer the same bytes. The scenario produces every
+record type in every shape it can have (an image active, approved, revoked; a process created,
+started, failed, aborted, with and without a privacy budget; an execution record running, completed
+with a privacy block and a model, failed with and without a registered task; a model published,
+granted, revoked; membership records published once and twice) and every answer type (lists, views
+with approvals, a current round, a sealed key, progress, inbox)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature, encode_dss_signature
+
+from chaincode import dispatch
+from chaincode.errors import InvalidArgument
+from chaincode.stub import KeyValue, create_composite_key
+from ledger.identity import Consortium
+from wire.canonical import canonical_json
+
+P256_ORDER = 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551
+
+
+class DictStub:
+    """A world state in a dict; one transaction at a time, its writes applied when it succeeds."""
+
+    def __init__(self) -> None:
+        self.state: dict[str, bytes] = {}
+        self.begin(b"", "", 0.0)
+
+    def begin(self, creator: bytes, tx_id: str, timestamp: float) -> None:
+        self.creator, self.tx_id, self.timestamp = creator, tx_id, timestamp
+        self.writes: dict[str, bytes | None] = {}
+        self.event: tuple[str, bytes] | None = None
+
+    def commit(self) -> None:
+        for k, v in self.writes.items():
+            if v is None:
+                self.state.pop(k, None)
+            else:
+                self.state[k] = v
+
+    def get_creator(self) -> bytes:
+        return self.creator
+
+    def get_tx_id(self) -> str:
+        return self.tx_id
+
+    def get_tx_timestamp(self) -> float:
+        return self.timestamp
+
+    def get_state(self, key: str) -> bytes | None:
+        return self.state.get(key)
+
+    def put_state(self, key: str, value: bytes) -> None:
+        self.writes[key] = bytes(value)
+
+    def del_state(self, key: str) -> None:
+        self.writes[key] = None
+
+    def get_state_by_partial_composite_key(self, object_type: str, attributes: list[str]):
+        prefix = create_composite_key(object_type, attributes)
+        return [KeyValue(k, v) for k, v in sorted(self.state.items()) if k.startswith(prefix)]
+
+    def set_event(self, name: str, payload: bytes) -> None:
+        self.event = (name, payload)
+
+
+def _digest(text: str) -> str:
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+def _task_key(n: int) -> ec.EllipticCurvePrivateKey:
+    return ec.derive_private_key(1_000_003 * n + 7, ec.SECP256R1())
+
+
+def _sign(key: ec.EllipticCurvePrivateKey, data: bytes) -> str:
+    """A deterministic (RFC 6979) low-S signature, base64 DER."""
+    r, s = decode_dss_signature(key.sign(data, ec.ECDSA(hashes.SHA256(), deterministic_signing=True)))
+    return base64.b64encode(encode_dss_signature(r, min(s, P256_ORDER - s))).decode()
+
+
+def _pem(key: ec.EllipticCurvePrivateKey) -> str:
+    return (
+        key.public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+        .decode()
+    )
+
+
+def _result(pid: str, rnd: int, org: str, peers: list[str], *, model: str | None = None, **metrics) -> dict:
+    return {
+        "process_id": pid,
+        "round": rnd,
+        "organisation": org,
+        "image_digest": _digest("image a"),
+        "runtime": "sandbox",
+        "inputs": {
+            "state": _digest(f"state {org} {rnd - 1}") if rnd > 1 else None,
+            "messages": [{"sender": p, "digest": _digest(f"m {p} {org} {rnd - 1}")} for p in peers]
+            if rnd > 1
+            else [],
+            "data_commitment": _digest(f"data {org}"),
+        },
+        "outputs": {
+            "state": _digest(f"state {org} {rnd}"),
+            "messages": [
+                {
+                    "recipient": p,
+                    "digest": _digest(f"m {org} {p} {rnd}"),
+                    "size": 100 + rnd,
+                    "estimators": [[org, rnd, _digest(f"e {org} {rnd}")]],
+                }
+                for p in peers
+            ],
+            **({} if model is None else {"model": {"digest": model, "size": 4321, "estimators": [[org, 1]]}}),
+        },
+        "metrics": {"loss": 0.25, "n_samples": 1000, "auc": 1, **metrics},
+        "started": "2026-01-01T00:00:00.000001Z",
+        "finished": "2026-01-01T00:00:02.500000Z",
+    }
+
+
+def _privacy(eps: float, **extra) -> dict:
+    return {
+        "privacy_rigorous": 1,
+        "epsilon_spent": eps,
+        "epsilon_network_spent": 2 * eps,
+        "rho_spent": eps * eps / 2,
+        "rho_network_spent": eps * eps,
+        **extra,
+    }
+
+
+def scenario(crypto_dir: Path) -> dict[str, str]:
+    """Run the transactions in order; per transaction the sha256 of its answer, its writes (key and
+    value, or deletion) and its event."""
+    cons = Consortium.generate(crypto_dir, ["Org1", "Org2", "Org3"])
+    creators = {o: cons.identity(o).serialized() for o in ("Org1", "Org2", "Org3")}
+    stub = DictStub()
+    out: dict[str, str] = {}
+    n = 0
+
+    def tx(name: str, org: str, function: str, *args: str) -> bytes:
+        nonlocal n
+        n += 1
+        stub.begin(creators[org], f"tx{n:04d}", 1_800_000_000.0 + n * 1.25)
+        answer = dispatch.invoke(stub, function, list(args))
+        stub.commit()
+        h = hashlib.sha256(answer)
+        for k, v in sorted(stub.writes.items()):
+            h.update(b"\x01" + k.encode() + b"\x02" + (b"<deleted>" if v is None else v))
+        if stub.event is not None:
+            h.update(b"\x03" + stub.event[0].encode() + b"\x04" + stub.event[1])
+        out[name] = h.hexdigest()
+        return answer
+
+    j = json.dumps
+    members = ["Org1MSP", "Org2MSP"]
+    # images: registered (with and without an id and a description), approved, revoked
+    tx(
+        "image a",
+        "Org1",
+        "Image:register",
+        j(
+            {
+                "name": "a",
+                "version": "1.0",
+                "algorithm": "collab-rf",
+                "digest": _digest("image a"),
+                "reference": "registry/a:1.0",
+                "description": "forest",
+            }
+        ),
+    )
+    tx(
+        "image b",
+        "Org1",
+        "Image:register",
+        j({"id": "b-custom", "name": "b", "version": "2", "algorithm": "x:Y", "digest": _digest("image b")}),
+    )
+    tx("approve a", "Org2", "Image:approve", "a:1.0", _digest("image a"))
+    tx("revoke b", "Org1", "Image:revoke", "b-custom", "superseded")
+    tx("get a", "Org3", "Image:get", "a:1.0")
+    tx("list images", "Org3", "Image:list")
+    # processes: with a zCDP budget (δ), with a basic one, without; started, failed, aborted
+    hyper = {"gradient_clip": 0.5, "n_new": 5, "nested": {"lr": 0.1, "layers": [64, 32]}}
+    budget = {"mechanism": "gaussian", "epsilon": 4, "delta": 1e-5}
+    tx(
+        "create p",
+        "Org1",
+        "LearningProcess:create",
+        j(
+            {
+                "id": "p",
+                "image_id": "a:1.0",
+                "image_digest": _digest("image a"),
+                "consortium": members,
+                "topology": {"kind": "ring", "extra": [1, 2]},
+                "rounds": 2,
+                "hyperparameters": hyper,
+                "privacy_budget": budget,
+                "dataset": "adult",
+                "description": "two rounds",
+            }
+        ),
+    )
+    tx(
+        "create q",
+        "Org2",
+        "LearningProcess:create",
+        j(
+            {
+                "id": "q",
+                "image_id": "a:1.0",
+                "consortium": ["Org2MSP", "Org3MSP", "Org1MSP"],
+                "topology": {"kind": "complete", "seed": 9},
+                "rounds": 3,
+                "privacy_budget": {"mechanism": "laplace", "epsilon": 2.5, "scope": "node"},
+                "hyperparameters": {"gradient_clip": 1},
+            }
+        ),
+    )
+    tx(
+        "create r",
+        "Org1",
+        "LearningProcess:create",
+        j(
+            {
+                "id": "r",
+                "image_id": "a:1.0",
+                "consortium": members,
+                "topology": {"kind": "ring", "seed": 1},
+                "rounds": 1,
+            }
+        ),
+    )
+    tx("start p", "Org2", "LearningProcess:start", "p")
+    tx("start q", "Org3", "LearningProcess:start", "q")
+    tx("start r", "Org1", "LearningProcess:start", "r")
+    # round 1 of p: both complete (privacy charged), messages with provenance
+    keys = {org: _task_key(i) for i, org in enumerate(("Org1", "Org2", "Org3"), start=1)}
+    for org in ("Org1", "Org2"):
+        msp = f"{org}MSP"
+        peer = [m for m in members if m != msp]
+        tx(
+            f"task p1 {org}",
+            org,
+            "ExecutionRecord:create_task",
+            j({"process_id": "p", "round": 1, "public_key": _pem(keys[org]), "runtime": "sandbox"}),
+        )
+        res = _result("p", 1, msp, peer, **_privacy(0.5, sensitivity=2, gradient_clip=0.5))
+        tx(
+            f"complete p1 {org}",
+            org,
+            "ExecutionRecord:complete_task",
+            canonical_json(res).decode(),
+            _sign(keys[org], canonical_json(res)),
+        )
+    tx("progress p", "Org1", "LearningProcess:progress", "p")
+    tx("get p", "Org2", "LearningProcess:get", "p")
+    tx("inbox p1", "Org2", "ExecutionRecord:inbox", "p", "1")
+    # round 2 of p: Org1 completes with a model; Org2 registers, then fails
+    res = _result("p", 2, "Org1MSP", ["Org2MSP"], model=_digest("model p"), **_privacy(0.25))
+    tx(
+        "task p2 Org1",
+        "Org1",
+        "ExecutionRecord:create_task",
+        j({"process_id": "p", "round": 2, "public_key": _pem(keys["Org1"]), "runtime": "sandbox"}),
+    )
+    tx(
+        "complete p2 Org1",
+        "Org1",
+        "ExecutionRecord:complete_task",
+        canonical_json(res).decode(),
+        _sign(keys["Org1"], canonical_json(res)),
+    )
+    tx(
+        "task p2 Org2",
+        "Org2",
+        "ExecutionRecord:create_task",
+        j({"process_id": "p", "round": 2, "public_key": _pem(keys["Org2"]), "runtime": "sandbox"}),
+    )
+    tx(
+        "fail p2 Org2",
+        "Org2",
+        "ExecutionRecord:fail_task",
+        j(
+            {
+                "process_id": "p",
+                "round": 2,
+                "reason": "out of memory",
+                "details": {"exit": 137, "log": ["a", "b"]},
+            }
+        ),
+    )
+    tx("query p", "Org1", "ExecutionRecord:query", j({"process_id": "p"}))
+    tx("get p2", "Org2", "ExecutionRecord:get", "p", "2", "Org1MSP")
+    # q: node-scoped basic budget, a failure without a registered task, then aborted by its creator
+    res = _result("q", 1, "Org3MSP", ["Org1MSP", "Org2MSP"], **_privacy(1.0))
+    tx(
+        "task q1 Org3",
+        "Org3",
+        "ExecutionRecord:create_task",
+        j({"process_id": "q", "round": 1, "public_key": _pem(keys["Org3"]), "runtime": "sandbox"}),
+    )
+    tx(
+        "complete q1 Org3",
+        "Org3",
+        "ExecutionRecord:complete_task",
+        canonical_json(res).decode(),
+        _sign(keys["Org3"], canonical_json(res)),
+    )
+    tx(
+        "fail q1 Org1",
+        "Org1",
+        "ExecutionRecord:fail_task",
+        j({"process_id": "q", "round": 1, "reason": "image digest mismatch"}),
+    )
+    tx("abort q", "Org2", "LearningProcess:abort", "q", "")
+    tx("fail p", "Org2", "LearningProcess:fail", "p", "a member failed")
+    # r: no budget; completed by both with models, then the process completes
+    for org in ("Org1", "Org2"):
+        msp = f"{org}MSP"
+        res = _result("r", 1, msp, [m for m in members if m != msp], model=_digest(f"model r {org}"))
+        tx(
+            f"task r1 {org}",
+            org,
+            "ExecutionRecord:create_task",
+            j({"process_id": "r", "round": 1, "public_key": _pem(keys[org]), "runtime": "sandbox"}),
+        )
+        tx(
+            f"complete r1 {org}",
+            org,
+            "ExecutionRecord:complete_task",
+            canonical_json(res).decode(),
+            _sign(keys[org], canonical_json(res)),
+        )
+    tx("complete r", "Org1", "LearningProcess:complete", "r")
+    tx("list processes", "Org1", "LearningProcess:list")
+    # models: published (p: its last round completed by Org1), granted, revoked with a key rotation
+    wrapped = {m: base64.b64encode(bytes([i]) * 80).decode() for i, m in enumerate(members, start=1)}
+    tx(
+        "publish p",
+        "Org1",
+        "Model:publish",
+        j(
+            {
+                "process_id": "p",
+                "digest": _digest("model p"),
+                "size": 4321,
+                "ciphertext_digest": _digest("ct p"),
+                "wrapped_keys": wrapped,
+                "metrics": {"auc": 0.9, "n": 3},
+                "location": "store://p",
+                "estimators": [["Org1MSP", 1, _digest("e")]],
+            }
+        ),
+    )
+    tx(
+        "publish r",
+        "Org2",
+        "Model:publish",
+        j(
+            {
+                "id": "r-model",
+                "process_id": "r",
+                "digest": _digest("model r Org2"),
+                "size": 10,
+                "ciphertext_digest": _digest("ct r"),
+                "wrapped_keys": wrapped,
+            }
+        ),
+    )
+    tx("grant p", "Org1", "Model:grant", "p:Org1MSP", "Org3MSP", base64.b64encode(b"\x03" * 80).decode())
+    tx("get model p", "Org3", "Model:get", "p:Org1MSP")
+    rotation = {
+        "ciphertext_digest": _digest("ct p 2"),
+        "wrapped_keys": {m: base64.b64encode(b"\x09" * 64).decode() for m in members},
+        "location": "store://p2",
+    }
+    tx("revoke p", "Org1", "Model:revoke", "p:Org1MSP", "Org3MSP", j(rotation))
+    tx("list models", "Org2", "Model:list")
+    # membership: published once and twice (version, created kept), with and without a gateway
+    tx(
+        "member Org1",
+        "Org1",
+        "Membership:publish",
+        j({"artifact_endpoint": "https://org1.example:7443/", "tls_ca_digest": _digest("ca1")}),
+    )
+    tx(
+        "member Org2",
+        "Org2",
+        "Membership:publish",
+        j(
+            {
+                "artifact_endpoint": "https://[::1]:8443",
+                "gateway_endpoint": "https://10.0.0.2:9443",
+                "tls_ca_digest": _digest("ca2"),
+            }
+        ),
+    )
+    tx(
+        "member Org1 again",
+        "Org1",
+        "Membership:publish",
+        j({"artifact_endpoint": "https://org1.example:7444", "tls_ca_digest": _digest("ca1b")}),
+    )
+    tx("list members", "Org3", "Membership:list")
+    tx("get member", "Org3", "Membership:get", "Org1MSP")
+    out["world state"] = hashlib.sha256(
+        canonical_json({k: v.decode() for k, v in stub.state.items()})
+    ).hexdigest()
+    return out
+
+
+# computed by the contracts before the records were typed (they built and stored dicts)
+GOLDEN: dict[str, str] = {
+    "image a": "34f2a719a6b99b33d0858304a2d4923e27364037bd33a3283007f14b79c7d69c",
+    "image b": "70a6149114d3460085ad202702185d8f26070a08e69277c39eac4291de075178",
+    "approve a": "453ab75c4e5e4aa706e5f3f2bee8d090347c1836b15601c338951f28dd45ebfb",
+    "revoke b": "591792508c03eac8d794e149dc78532dd5fc65dd2d7bceee96da3a67a76fbba0",
+    "get a": "5e3b161a7daf65a86532e4ed49d733a3acbfec4a92d39a75b1bc2cbf38043aaf",
+    "list images": "231c63885e70f2fe8c3629ae7c90f763cadf2532f25397460c100ec23f3eef49",
+    "create p": "031d2cc12986ebc360f14ec002e41cd3b4b9456b86c9467121d59399fee6a4db",
+    "create q": "e20a37e621b9f212aabb0c65c13590750bf49a5cb824ae0db891f86a3187e115",
+    "create r": "c6def02d0fecf2f47a65ecce86e057348120335ff4358a1fe64d2cb7f3107368",
+    "start p": "74c3537b4d6fbb81ce930ce70064fe5feecc5e967807a65406f7a72a00170ab4",
+    "start q": "f00db350966ef059f17fe9ec38a21687b900c1e1fac93a9874a6447efb774034",
+    "start r": "0e343cefbf4b744d53a115668ca0c7978f1645af4157ea5d4148615ed9a4a84d",
+    "task p1 Org1": "253a0046312c13b04dc96ec22b69da4baee901696e4b9f21725151f9edb66ba6",
+    "complete p1 Org1": "fcd5a920cc19e287aafac7796f551c6e38ed56102dcd53db10b5e0ca7e72fe24",
+    "task p1 Org2": "cc9d63052ddd9750c2b30df1b987a8509a3bda838420dbf469f76c4788874319",
+    "complete p1 Org2": "7b06c52679ef772cd4a8fd78e48dde513f6de41b5c03ea0a2e37b60e61419789",
+    "progress p": "99f51fae8a36562c8e12db0fe0820fa9d63c18214858c85c8a1e9960d49dad2b",
+    "get p": "c612c5ddb484cb04e74d09fb9110e5b7fbaa7addd29f2f22e521173f7307b7e3",
+    "inbox p1": "5cd4a397f68e5715e0018a9405200ca6858c297e2353a76290279cd0f48cc370",
+    "task p2 Org1": "e24341a00fb98ce0a1217073926a770c202702cc48871f19e3fee55e7590c7d3",
+    "complete p2 Org1": "efe3ddc5f60805242ddcf4fb2ada8d29a28e7a0efafe32a1b6141693c3412866",
+    "task p2 Org2": "845dd5b0a924dee143e7ab717a7f6eb756c1cd80aff6c827dd811f66d01f5a67",
+    "fail p2 Org2": "67e46aae618c4ff0ac20529cb3a9b0c121b513b5922e8723581fd7923bfea0c1",
+    "query p": "2750d77f2647a76708e295c8733f66f1e98f258ca6dac935d602bdb40fe808bd",
+    "get p2": "36220b583ef298a4b48a0f43bd997f25983e3a137fb95019474f214df50f04ba",
+    "task q1 Org3": "fbb99d49502240c8b4b194a7532a1729a9f8f6919acafbee3694fe2de1a6c533",
+    "complete q1 Org3": "a4d39af09eb17d714500caa2563eb1c1c8f05a90eac758ff32c48101e5bf691b",
+    "fail q1 Org1": "18b4c4a2f85fc5849370421e558d99c83990882867f728bc56049b28086ce075",
+    "abort q": "f8aeae0bdceafb01e7a3e6217f2bd556e01c0d079c1afe5842d39f0a4200f096",
+    "fail p": "f0798a7eff9d974235c07212dc6c7ccfb832ca75935ae61edb8622728c333880",
+    "task r1 Org1": "1d4be2e0c86d83366036232f3291f7bd0f05b68a37aad78b5523626aba148cbd",
+    "complete r1 Org1": "e78c84ecefad51b0ca4483d62c26e4c2fe81efe298af81bc81418cdeccdb32b3",
+    "task r1 Org2": "bb1f94ca1332ab95739e5d0aaac823a6624ce15770c468c5012ae1befa2ef21f",
+    "complete r1 Org2": "62a27472cead888198cef2afdec0a602a0ca60111ae6c81366b00afec69ee64f",
+    "complete r": "378916a15e53f6fa9bf90ecd0b6dfb0e57cd1616ac3a4cb833e4f3bffe9ebb41",
+    "list processes": "2ceb6704adf3a492a2fe7b88518da092536be37418169a98a8d04aa04fc3bfde",
+    "publish p": "32cb8422dd25b89e4f2f48168819292fd7fe176da88239f798e6ee22bad6b59d",
+    "publish r": "b59b2afeb5613b05b0b5629ffb35cd8d5fb9cf63bbca77b7eac17291691f934e",
+    "grant p": "f048d1922439bc25eb2b9767d53187c2e4e615eac3160fa149712e042a5aab5e",
+    "get model p": "28601e6f0c505ab262913ad414eba5313de6d7101b88de4b39f6709dcb0e6d33",
+    "revoke p": "7d9aeada9b787128f72c1565cd6a84d5aad949dac1aaa6280c966d5d2e23894c",
+    "list models": "72750e6e39816634f4b1ffab4b7496bdd5d0d42e07adb268f204173803007580",
+    "member Org1": "f07311687b2bd8c527da15090d0ca6088b20df26691d9da5de169e30bd678e3c",
+    "member Org2": "9dc94f775ff2fdd3618a482979aa9da6076f8e43e39875b1eb9148cab7b4629c",
+    "member Org1 again": "fb703df6e6702d81c1ecf9d11442e476f95500fa36ef0eafed73e9ebb4fc7e1e",
+    "list members": "e849d8258b812972af7c2a431018f341fce75be2598ccb3833552c93fdb2939f",
+    "get member": "ae0caa122c0a3d6cd0bf481923cc71bc34633e17a3da5c82a17cde3974b14d11",
+    "world state": "a616e8b3ee592cf3522533d2a68c979209fc2e62b04be39aa578e6cc707c0177",
+}
+
+
+def test_every_record_and_answer_keeps_its_canonical_json(tmp_path):
+    got = scenario(tmp_path)
+    assert got == GOLDEN
+
+
+def test_a_result_is_validated_by_its_type_with_errors_naming_the_key():
+    from chaincode.records import ExecutionResult, check_result
+
+    good = _result("p", 2, "Org1MSP", ["Org2MSP"], model=_digest("m"), **_privacy(0.1, sensitivity=2))
+    parsed = check_result(good)
+    assert isinstance(parsed, ExecutionResult) and parsed.json_object() == good  # nothing converted
+    assert parsed.canonical() == canonical_json(good)
+    # the numeric profile a task computed under (docs/reproducibility.md) is optional and kept as signed
+    profile = {"name": "x86-64-v2", "version": 1, "digest": _digest("profile")}
+    with_profile = check_result({**good, "numeric_profile": profile})
+    assert with_profile.json_object() == {**good, "numeric_profile": profile}
+    assert "numeric_profile" not in parsed.json_object()
+    for change, message in (
+        ({"extra": 1}, "execution result has unknown fields ['extra']"),
+        ({"round": 2.0}, "round must be a positive integer, got 2.0"),
+        ({"round": True}, "round must be a positive integer, got True"),
+        ({"round": 0}, "round must be a positive integer, got 0"),
+        ({"runtime": "docker"}, "result.runtime must be one of ('container', 'sandbox', 'inprocess')"),
+        (
+            {"image_digest": "sha256:x"},
+            "result.image_digest must be a digest sha256:<64 hex>, got 'sha256:x'",
+        ),
+        ({"metrics": {"loss": True}}, "metric 'loss' must be a finite number"),
+        ({"metrics": {"int": "1"}}, "metric 'int' must be a finite number"),
+        ({"metrics": []}, "result.metrics must be an object"),
+        ({"process_id": "bad id"}, "field 'process_id' = 'bad id' does not match"),
+        ({"process_id": ""}, "field 'process_id' must be a non-empty string"),
+        ({"organisation": ""}, "field 'organisation' must be a non-empty string"),
+        ({"started": 5}, "result.started must be a string"),
+        ({"inputs": []}, "result.inputs must be a JSON object"),
+        ({"inputs": {**good["inputs"], "more": 1}}, "result.inputs has unknown fields ['more']"),
+        ({"inputs": {"messages": []}}, "result.inputs lacks required fields ['data_commitment']"),
+        (
+            {"inputs": {**good["inputs"], "state": "x"}},
+            "result.inputs.state must be a digest sha256:<64 hex>, got 'x'",
+        ),
+        ({"outputs": {**good["outputs"], "model": 3}}, "result.outputs.model must be an object"),
+        (
+            {"outputs": {**good["outputs"], "model": {"size": 1}}},
+            "result.outputs.model.digest must be a digest",
+        ),
+        (
+            {"outputs": {**good["outputs"], "model": {"digest": _digest("m"), "size": "1"}}},
+            "result.outputs.model.size must be an integer",
+        ),
+        (
+            {
+                "outputs": {
+                    **good["outputs"],
+                    "messages": [{"recipient": "Org2MSP", "digest": _digest("m"), "size": 1.5}],
+                }
+            },
+            "output message size must be an integer",
+        ),
+        ({"outputs": {**good["outputs"], "messages": ["x"]}}, "each output message needs a recipient"),
+        ({"numeric_profile": "x86-64-v2/1"}, "result.numeric_profile must be a JSON object"),
+        ({"numeric_profile": {**profile, "os": "x"}}, "result.numeric_profile has unknown fields ['os']"),
+        ({"numeric_profile": {"name": "x86-64-v2"}}, "result.numeric_profile lacks required fields"),
+        ({"numeric_profile": {**profile, "name": "a b"}}, "result.numeric_profile.name must be a string"),
+        (
+            {"numeric_profile": {**profile, "version": "1"}},
+            "result.numeric_profile.version must be a positive",
+        ),
+        ({"numeric_profile": {**profile, "version": 0}}, "result.numeric_profile.version must be a positive"),
+        ({"numeric_profile": {**profile, "digest": "x"}}, "result.numeric_profile.digest must be a digest"),
+    ):
+        with pytest.raises(InvalidArgument) as err:
+            check_result({**good, **change})
+        assert err.value.message.startswith(message), (change, err.value.message)
+    missing = {k: v for k, v in good.items() if k not in ("outputs", "metrics")}
+    with pytest.raises(InvalidArgument, match=r"lacks required fields \['metrics', 'outputs'\]"):
+        check_result(missing)
+    with pytest.raises(InvalidArgument, match="execution result must be a JSON object"):
+        check_result([good])
+
+
+def test_a_signed_result_is_answered_exactly_as_signed():
+    """The client's dict and the gateway's JSON of an execution record carry its result as signed:
+    no default added (``outputs.model``, ``started``, a message's ``size`` stay absent), provenance
+    keys kept; the record itself is answered with every field. The JSON Schema of the answer still
+    describes the result."""
+    from pydantic import TypeAdapter
+
+    from chaincode.records import ExecutionRecord
+
+    signed = _result("p", 1, "Org1MSP", ["Org2MSP"])
+    del signed["started"], signed["outputs"]["messages"][0]["size"]
+    stored = {
+        "process_id": "p",
+        "round": 1,
+        "organisation": "Org1MSP",
+        "image_digest": _digest("image a"),
+        "runtime": "sandbox",
+        "public_key": "PEM",
+        "status": "completed",
+        "created": "t",
+        "tx_id": "x",
+        "result": signed,
+    }
+    rec = ExecutionRecord.model_validate(stored)
+    assert rec.json_object() == stored and rec.canonical() == canonical_json(stored)
+    assert rec.to_dict()["result"] == signed and rec.to_dict()["failure_details"] == {}
+    answered = json.loads(TypeAdapter(ExecutionRecord).dump_json(rec))
+    assert answered["result"] == signed and answered["completed_tx_id"] == ""
+    schema = TypeAdapter(ExecutionRecord).json_schema(mode="serialization")
+    assert schema["properties"]["result"]["anyOf"][0] == {"$ref": "#/$defs/ExecutionResult"}
+    assert "ResultOutputs" in schema["$defs"] and "OutputMessage" in schema["$defs"]
