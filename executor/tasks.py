@@ -13,8 +13,9 @@ execution record, a task
 2. hands the task's private key over in a separate key directory and destroys it after the run,
    whatever happens;
 3. runs the runtime, then checks the outputs: manifest signature by the task key, every output
-   digest in the manifest against the bytes written, and the input digests against what was
-   given. Any failure raises :class:`executor.errors.TaskFailed` with the reason.
+   digest in the manifest against the bytes written, the input digests against what was
+   given, and the numeric profile it names (one this platform knows, digest included). Any failure
+   raises :class:`executor.errors.TaskFailed` with the reason.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from algorithms.numeric_profile import of_record
 from algorithms.task_spec import TaskSpec
 from executor.errors import ManifestInvalid, TaskFailed
 from executor.runtimes.base import Limits, RunOutcome, TaskMounts, TaskRuntime
@@ -115,6 +117,10 @@ def verify_outputs(
     ):
         if manifest.get(k) != want:
             raise ManifestInvalid(f"manifest {k} is {manifest.get(k)!r}, expected {want!r}")
+    try:
+        of_record(manifest.get("numeric_profile"))
+    except ValueError as exc:
+        raise ManifestInvalid(f"manifest names no numeric profile this platform knows: {exc}") from None
 
     try:
         ins, outs = manifest["inputs"], manifest["outputs"]
