@@ -326,18 +326,24 @@ SignedResult = Annotated[
 
 
 class PrivacySpent(Record):
-    """One observer's charge of one round."""
+    """One observer's charge of one round: pure ε (Laplace rounds) or one Gaussian release or none."""
 
-    epsilon_basic: float
+    epsilon_basic: float | None = None
+    """The round's pure ε (Laplace rounds only; a Gaussian release has none)."""
     rho: float
+    releases: int | None = None
+    """1 if the round released a Gaussian gradient, else 0 (Gaussian rounds only)."""
 
 
 class PrivacyTotals(Record):
     """One observer's totals up to this round, and the ε they amount to under the accounting."""
 
-    epsilon_basic: float
+    epsilon_basic: float | None = None
     rho: float
     epsilon: float
+    """The rigorous ε at the block's δ: the figure the budget caps (in the budget's scope)."""
+    releases: int | None = None
+    """Gaussian releases so far (Gaussian rounds only)."""
 
 
 class PrivacyCharges(Record):
@@ -348,12 +354,22 @@ class PrivacyCharges(Record):
 class PrivacyCharge(Record):
     """The privacy block of a completed execution record (:func:`chaincode.privacy.charge`)."""
 
-    accounting: Literal["basic", "zcdp"]
+    mechanism: Literal["gaussian"] | None = None
+    """``gaussian`` on a Gaussian round (absent on a pure-ε round)."""
+    accounting: Literal["basic", "zcdp", "gdp", "rdp"]
+    """How ε was derived: basic sum or zCDP of pure-ε releases; exact Gaussian DP (gdp) or the
+    sampled Gaussian's RDP curve (rdp) of Gaussian releases."""
     scope: Literal["network", "node"]
     delta: float | None
     rigorous: bool
     sensitivity: Number | None
     gradient_clip: Number | None
+    noise_multiplier: float | None = None
+    """z of a Gaussian round."""
+    sampling_rate: float | None = None
+    """Poisson rate q of a Gaussian round (1: no sampling)."""
+    parallel_composition: bool | None = None
+    """A Gaussian round of a stream, where every record enters one round (the run is one release)."""
     spent: PrivacyCharges
     node: PrivacyTotals
     network: PrivacyTotals
