@@ -37,13 +37,21 @@ nominal figure is never charged. Then, by the mechanism its metrics name:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from typing import Any, TypeGuard
 
 from chaincode.errors import InvalidArgument
 from chaincode.limits import PRIVACY_CAP_DELTA, PRIVACY_CAP_EPSILON
-from chaincode.records import PrivacyBudget, PrivacyCharge, PrivacyCharges, PrivacySpent, PrivacyTotals
+from chaincode.records import (
+    ExecutionRecord,
+    PrivacyBudget,
+    PrivacyCharge,
+    PrivacyCharges,
+    PrivacySpent,
+    PrivacyTotals,
+    ProcessPrivacy,
+)
 
 ACCOUNTINGS = ("basic", "zcdp")
 SCOPES = ("network", "node")
@@ -395,4 +403,39 @@ def _gaussian_charge(
         spent=PrivacyCharges(node=spent, network=spent),
         node=totals,
         network=totals,
+    )
+
+
+# ---------------------------------------------------------------------------------------- reading
+def privacy_status(budget: PrivacyBudget | None, records: Iterable[ExecutionRecord]) -> ProcessPrivacy:
+    """What a process's privacy amounts to, from (at least) each member's latest completed execution
+    record: with a budget, the largest ε the ledger charged a member (budget's scope) against it; the
+    largest running ε an image reported itself, labelled rigorous or nominal, in any case."""
+    spent: float | None = 0.0 if budget is not None else None
+    accounting: str | None = budget.accounting if budget is not None else None
+    reported: float | None = None
+    reported_rigorous: bool | None = None
+    latest_round = 0
+    for rec in records:
+        if rec.status != "completed" or rec.result is None:
+            continue
+        if budget is not None and rec.privacy is not None and spent is not None:
+            spent = max(spent, rec.epsilon_total)
+            if rec.round >= latest_round:
+                latest_round, accounting = rec.round, rec.privacy.accounting
+        metrics = rec.result.metrics
+        value = metrics.get("epsilon_network_total", metrics.get("epsilon_total"))
+        if value is not None and (reported is None or value > reported):
+            reported, reported_rigorous = float(value), metrics.get("privacy_rigorous") == 1
+    return ProcessPrivacy(
+        rigorous=budget is not None,
+        epsilon_spent=spent,
+        epsilon_budget=None if budget is None else float(budget.epsilon),
+        delta=None if budget is None else budget.delta,
+        scope=None if budget is None else budget.scope,
+        accounting=accounting,
+        cap_epsilon=PRIVACY_CAP_EPSILON,
+        cap_delta=PRIVACY_CAP_DELTA,
+        reported_epsilon=reported,
+        reported_rigorous=reported_rigorous,
     )

@@ -200,6 +200,35 @@ class PrivacyBudget(Record):
     """δ of (ε, δ)-DP (only with one)."""
 
 
+class ProcessPrivacy(Record):
+    """A process's privacy, rigorous figure first (:func:`chaincode.privacy.privacy_status`; a view of
+    its latest execution records, never stored). With a budget, ``epsilon_spent`` is the largest ε the
+    ledger has charged a member so far in the budget's scope (its own accountant, never a figure an
+    image reports); without one, no ε is guaranteed, and an ε an image reports is only shown as
+    ``reported_epsilon``, labelled by ``reported_rigorous``."""
+
+    rigorous: bool
+    """True when the ledger charges a declared budget (every round's sensitivity a proven bound);
+    False for a process without a budget: nothing is guaranteed."""
+    epsilon_spent: float | None = None
+    """The largest total ε the ledger has charged a member (budget's scope, at ``delta``)."""
+    epsilon_budget: float | None = None
+    delta: float | None = None
+    scope: str | None = None
+    accounting: str | None = None
+    """How the latest charge derived ε (basic, zcdp, gdp or rdp)."""
+    cap_epsilon: float
+    """The consortium's cap on any budget's rigorous ε ..."""
+    cap_delta: float
+    """... at this δ."""
+    reported_epsilon: float | None = None
+    """The largest running ε (``epsilon_network_total`` or ``epsilon_total``) an image reported in its
+    metrics: not charged, not the ledger's figure."""
+    reported_rigorous: bool | None = None
+    """Whether the image claims a proven sensitivity for it (its metric ``privacy_rigorous`` = 1); False:
+    a nominal ε, not a guarantee."""
+
+
 class ProcessRecord(Record):
     """A collaborative learning process (key ``LearningProcess/<id>``, seed 003 §IV-B/C): the
     image it pins, its consortium, topology, hyper-parameters, rounds and privacy budget."""
@@ -228,6 +257,9 @@ class ProcessRecord(Record):
     """The organisation that made the last status change (after the first change)."""
     current_round: int | None = None
     """The first round not yet completed by every member (``LearningProcess:get`` only)."""
+    privacy: ProcessPrivacy | None = None
+    """What the process's privacy amounts to, rigorous ε first (read answers of the client and the
+    gateway: :meth:`ledger.client.ConsortiaClient.process_privacy`; never stored)."""
 
 
 class ProcessProgress(Record):
