@@ -131,9 +131,12 @@ def zcdp_epsilon(rho: float, delta: float) -> float:
 
 
 def log_ndtr(x: float) -> float:
-    """ln Φ(x) of the standard normal: from ``erfc`` where it is representable, else the asymptotic
-    series ln Φ(x) = −x²/2 − ln(−x) − ½ ln 2π + ln(1 − 1/x² + 3/x⁴ − 15/x⁶ + 105/x⁸) (Abramowitz &
-    Stegun 26.2.12; its next term, 945/x¹⁰, is below 2e-12 for x ≤ −30)."""
+    """ln Φ(x) of the standard normal: ln(1 − Φ(−x)) for x > 0 (no cancellation near 1), from ``erfc``
+    down to x = −30, below that the asymptotic series ln Φ(x) = −x²/2 − ln(−x) − ½ ln 2π +
+    ln(1 − 1/x² + 3/x⁴ − 15/x⁶ + 105/x⁸) (Abramowitz & Stegun 26.2.12; its next term, 945/x¹⁰, is
+    below 2e-12 for x ≤ −30)."""
+    if x > 0.0:
+        return math.log1p(-0.5 * math.erfc(x / math.sqrt(2.0)))
     if x > -30.0:
         return math.log(0.5 * math.erfc(-x / math.sqrt(2.0)))
     x2 = x * x

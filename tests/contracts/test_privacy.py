@@ -168,3 +168,26 @@ def test_a_budget_at_the_cap_is_accepted(org1, uid):
     budget = {"mechanism": "gaussian", "epsilon": PRIVACY_CAP_EPSILON, "delta": PRIVACY_CAP_DELTA / 10}
     pid = new_process(org1, uid, privacy_budget=budget, hyperparameters={"gradient_clip": 1.0}, start=False)
     assert org1.get_process(pid).privacy_budget.epsilon == PRIVACY_CAP_EPSILON
+
+
+def test_what_a_process_privacy_amounts_to_rigorous_first(org1, org2, uid):
+    """``process_privacy``: with a budget, the largest ε the ledger charged a member, and the image's own
+    figure labelled as not charged; without one, nothing guaranteed and a nominal figure labelled so."""
+    rounds = 3
+    pid = gaussian_process(org1, uid, POISSON, rounds)
+    for client in (org1, org2):
+        run_task(client, pid, 1, metrics=metrics_of(POISSON, 1, rounds))
+    run_task(org1, pid, 2, metrics=metrics_of(POISSON, 2, rounds))  # Org2 has not completed round 2
+    status = org1.process_privacy(org1.get_process(pid))
+    two = gaussian_epsilon(1.2, 0.05, False, 2, DELTA)[2]
+    assert status.rigorous is True and status.epsilon_spent == two and status.epsilon_budget == 10.0
+    assert status.delta == DELTA and status.scope == "network" and status.accounting == "rdp"
+    assert (status.cap_epsilon, status.cap_delta) == (PRIVACY_CAP_EPSILON, PRIVACY_CAP_DELTA)
+    assert status.reported_rigorous is True and status.reported_epsilon <= two * (1 + 1e-9)  # not charged
+    # a process without a budget whose image reports a nominal ε (privacy_rigorous = 0)
+    free = new_process(org1, uid + "f", rounds=2)
+    nominal = {"privacy_rigorous": 0, "epsilon_spent": 0.5, "epsilon_total": 0.5, "loss": 1.0}
+    run_task(org1, free, 1, metrics=nominal)
+    none = org1.process_privacy(org1.get_process(free))
+    assert none.rigorous is False and none.epsilon_spent is None and none.epsilon_budget is None
+    assert none.reported_epsilon == 0.5 and none.reported_rigorous is False
