@@ -72,7 +72,8 @@ def member_process(c: ConsortiaClient, process_id: str) -> dict[str, Any]:
 
 
 def with_privacy(process: dict[str, Any], gw: Gateway) -> dict[str, Any]:
-    """An indexed process with its privacy (rigorous ε spent / budget, δ) read from the indexed records."""
+    """A process answer with its ``privacy`` (the ledger's rigorous ε spent of the budget, δ), read from
+    each member's latest completed record in the index (:func:`chaincode.privacy.privacy_status`)."""
     budget = process.get("privacy_budget")
     records = [ExecutionRecord.model_validate(r) for r in gw.index.latest_completed_executions(process["id"])]
     status = privacy_status(None if budget is None else PrivacyBudget.model_validate(budget), records)
