@@ -171,10 +171,10 @@ def process_watch(
     says so and keeps trying."""
     from rich.progress import BarColumn, Progress, TextColumn
 
-    from executor.node.ledger_outage import LedgerOutage
     from executor.node.status import read_status
     from executor.node.supervisor import members_progress
     from ledger.errors import transient
+    from ledger.outage import LedgerOutage
 
     process = guarded(lambda: s.client.get_process(process_id), s.as_json)
     total = process.rounds * len(process.consortium)
