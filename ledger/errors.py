@@ -10,6 +10,7 @@ from __future__ import annotations
 from chaincode.errors import (
     AlreadyExists,
     BudgetExceeded,
+    ConsentMissing,
     ContractError,
     Forbidden,
     ImageMismatch,
@@ -24,6 +25,7 @@ __all__ = [
     # contract rule violations (chaincode.errors)
     "AlreadyExists",
     "BudgetExceeded",
+    "ConsentMissing",
     "ContractError",
     "Forbidden",
     "ImageMismatch",
