@@ -18,7 +18,15 @@ from typing import Any
 from chaincode.canonical import RawJSON
 from chaincode.consent import ACCEPTANCE, acceptance_key, missing_acceptances, require_consent_role
 from chaincode.context import TransactionContext, parse_json_arg, require_keys, require_str
-from chaincode.errors import AlreadyExists, ConsentMissing, Forbidden, ImageMismatch, InvalidArgument, InvalidState, NotFound
+from chaincode.errors import (
+    AlreadyExists,
+    ConsentMissing,
+    Forbidden,
+    ImageMismatch,
+    InvalidArgument,
+    InvalidState,
+    NotFound,
+)
 from chaincode.image import IMAGE
 from chaincode.limits import (
     MAX_CONSORTIUM,
@@ -302,7 +310,7 @@ class LearningProcessContract:
             tx_id=ctx.tx_id,
         )
         ctx.put(acceptance_key(ctx, process_id, ctx.msp_id), answer)
-        ctx.emit("ProcessAnswered", {"id": process_id, "organisation": ctx.msp_id, "decision": decision})
+        ctx.emit("ProcessAnswered", {"id": process_id, "organisation": ctx.msp_id})
         if decision == "declined":
             declined = process.replace(
                 status="declined",

@@ -180,8 +180,7 @@ class ImageApproval(Record):
             return f"its approval of image {self.image_id} expired at {self.expires}"
         if self.datasets and dataset not in self.datasets:
             return (
-                f"it approved image {self.image_id} for datasets {list(self.datasets)}, "
-                f"not for {dataset!r}"
+                f"it approved image {self.image_id} for datasets {list(self.datasets)}, not for {dataset!r}"
             )
         return None
 

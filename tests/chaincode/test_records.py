@@ -25,8 +25,8 @@ from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 
 from chaincode import dispatch
 from chaincode.errors import InvalidArgument
-from chaincode.stub import KeyValue, create_composite_key
 from chaincode.records import ProcessRecord
+from chaincode.stub import KeyValue, create_composite_key
 from ledger.identity import Consortium
 from wire.canonical import canonical_json
 
@@ -172,7 +172,9 @@ def scenario(crypto_dir: Path) -> dict[str, str]:
         """A consent transaction (issue 33) between the recorded ones: its own tx ids and times, so the
         recorded transactions keep theirs; its writes count in the world state."""
         nonlocal n
-        stub.begin(creators[f"{org} admin"], f"consent{n:04d}{function}{org}", 1_800_000_000.0 + n * 1.25 + 0.5)
+        stub.begin(
+            creators[f"{org} admin"], f"consent{n:04d}{function}{org}", 1_800_000_000.0 + n * 1.25 + 0.5
+        )
         dispatch.invoke(stub, function, list(args))
         stub.commit()
 
