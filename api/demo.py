@@ -103,6 +103,7 @@ def run_demo(
     from algorithms.topologies.static import complete, empty
     from audit.ledger_file import verify_ledger_file
     from audit.verification import verify_model
+    from executor.consent import give_consent
     from executor.images.resolver import ImageResolver
     from executor.node.supervisor import run_process
     from executor.process import (
@@ -194,7 +195,20 @@ def run_demo(
             DATASET,
             description="collaborative random forests on credit-card fraud",
         )
-        launch(client, spec)
+        # each member's admin approves the image's digest for its data and accepts the process's terms
+        # (here one machine acts as every organisation; in a deployment each does so on its own host)
+        launch(client, spec, start=False)
+        acceptances = give_consent(platform.admins(orgs), pid)
+        consent = Table(title=f"consent (from the ledger): terms digest {acceptances[0].terms_digest}")
+        for c in ("organisation", "image approval", "acceptance", "signed by"):
+            consent.add_column(c, no_wrap=True)
+        approvals = {a.organisation: a for a in client.get_image(image.record.id).approvals}
+        for answer in acceptances:
+            org = answer.organisation
+            approval = "owner (registered it)" if org == image.record.owner else approvals[org].digest[:19]
+            consent.add_row(org, approval, answer.decision, f"{answer.signed_by} ({answer.role})")
+        console.print(consent)
+        client.start_process(pid)
         console.print(
             f"process [bold]{pid}[/bold]: {rounds} rounds {cfg['schedule']}, topology complete, "
             f"hyper-parameters {cfg['params']}; {runtime} runtime{' (warm workers)' if warm else ''}"

@@ -56,6 +56,7 @@ from algorithms.task_spec import TaskSpec
 from exchange.errors import ArtifactError
 from exchange.locations import publish_own_membership
 from exchange.store import ArtifactStore
+from executor.consent import CONSENT_REFUSED, ConsentPolicy, consent_problem
 from executor.errors import (
     ExecutorError,
     ImageDigestMismatch,
@@ -126,6 +127,7 @@ class NodeAgent:
         warm: bool = False,
         prewarm: Sequence[PrewarmEntry] = (),
         faults: FaultPlan = NO_FAULTS,
+        consent: ConsentPolicy = ConsentPolicy(),
     ):
         self.client = client
         self.ledger, self.identity, self.org = client.ledger, client.identity, client.organisation
@@ -138,11 +140,11 @@ class NodeAgent:
         self.journal = TaskJournal(self.state_dir / "tasks", consortium, self.org)
         self.prewarm = tuple(prewarm)
         self.faults = faults
+        self.consent = consent
         self._pool: WorkerPool | None = None  # opened by start()
         self._spares: SpareWorkers | None = None
         self._salt = ""  # read by start()
         self._finished: set[str] = set()  # processes this agent saw finished (run_once skips them)
-        self._images: dict[str, ImageRecord] = {}
         self._ready: set[str] = set()  # processes whose preflight passed here (checked once per process)
         self._written: dict[str, ExecutionRecord] = {}  # pid -> the record it completed last (_own_record)
 
@@ -339,9 +341,12 @@ class NodeAgent:
 
     def _execute(self, process: ProcessRecord, rnd: int, record: ExecutionRecord | None) -> RoundOutcome:
         pid = process.id
-        if process.image_id not in self._images:  # read once: reference and algorithm never change
-            self._images[process.image_id] = self.client.get_image(process.image_id)
-        image = self._images[process.image_id]
+        # 0. consent, checked here whatever the ledger let through: its organisation's acceptance of
+        # these very terms, its approval of this exact digest for this dataset now, its local policy
+        # (executor.consent); read anew for every task (an approval may be revoked between rounds)
+        image = self.client.get_image(process.image_id)
+        if (problem := consent_problem(self.client, process, image, self.consent)) is not None:
+            return self._fail(pid, rnd, f"consent refused: {problem}", {"code": CONSENT_REFUSED})
         # 1. verify the image first (again before a spare is bound; a live worker was verified at its start)
         try:
             if not self.pool.live(pid, process.image_digest):

@@ -222,7 +222,7 @@ def test_process_refusals_from_the_contract(org1):
     error(org1.post("/api/v1/processes", json={**base, "id": "proc-0", "consortium": ["Org1MSP"]}), 409)
 
 
-def test_process_creation_goes_through_launch(org1, monkeypatch):
+def test_process_creation_goes_through_launch(org1, gateways, monkeypatch):
     """POST /processes creates through executor.process.launch (the CLI's and Python's path): the
     image digest the body pins is passed on, ``start`` starts it; a private process that does not clip
     is refused by the schema (which says so) before anything is written."""
@@ -240,9 +240,21 @@ def test_process_creation_goes_through_launch(org1, monkeypatch):
         "rounds": 1,
     }
     pid = f"p-{uid()}"
+    # starting needs the member's acceptance: a client identity does not give it (and nothing runs)
     r = org1.post("/api/v1/processes", json={**base, "id": pid, "start": True, "image_digest": IMAGE_DIGEST})
+    assert r.status_code == 403 and "only admin identities may accept" in r.text, r.text
+    assert org1.get(f"/api/v1/processes/{pid}").json()["status"] == "created"
+    gw = gateways["Org1MSP"][0]
+    admin = {"Authorization": f"Bearer {gw.tokens.issue('Admin')}"}
+    pid = f"p-{uid()}"
+    body = {**base, "id": pid, "start": True, "image_digest": IMAGE_DIGEST}
+    r = org1.post("/api/v1/processes", json=body, headers=admin)
     assert r.status_code == 201 and r.json()["status"] == "running", r.text
-    assert calls == [{"start": True}]
+    assert [sorted(kw) for kw in calls] == [["consent", "start"]] * 2 and calls[1]["start"] is True
+    answers = org1.get(f"/api/v1/processes/{pid}/acceptances").json()
+    assert [(a["organisation"], a["decision"], a["role"]) for a in answers] == [
+        ("Org1MSP", "accepted", "admin")
+    ]
     wrong = "sha256:" + "0" * 64
     error(org1.post("/api/v1/processes", json={**base, "id": f"p-{uid()}", "image_digest": wrong}), 409)
     before = org1.get("/api/v1/health").json()["block_height"]
