@@ -36,6 +36,13 @@ class ArtifactCorrupted(ArtifactError, ValueError):
     code = "ARTIFACT_CORRUPTED"
 
 
+class ArtifactTooLarge(ArtifactError, ValueError):
+    """An artifact is larger than the recipient takes (e.g. a message over what its image declares):
+    refused, not fetched further."""
+
+    code = "ARTIFACT_TOO_LARGE"
+
+
 class ArtifactForbidden(ArtifactError, PermissionError):
     """The owner's service refuses this organisation the artifact (HTTP 403)."""
 

@@ -33,7 +33,13 @@ from typing import Protocol, runtime_checkable
 
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from exchange.errors import ArtifactCorrupted, ArtifactNotFound, DecryptionError, LocationUnknown
+from exchange.errors import (
+    ArtifactCorrupted,
+    ArtifactNotFound,
+    ArtifactTooLarge,
+    DecryptionError,
+    LocationUnknown,
+)
 from exchange.files import make_private_dirs, write_private_file
 from exchange.locations import Locations, Peer
 from exchange.sealing import Recipient, seal, unseal
@@ -266,6 +272,7 @@ class ArtifactStore:
         round: int,
         payload_digest: str,
         recipient_key: ec.EllipticCurvePrivateKey,
+        max_bytes: int | None = None,
     ) -> bytes:
         """The payload of ``sender``'s message to this organisation in ``round`` whose digest the ledger
         names (``payload_digest``, signed by the sender's task): the sender's service says where it lies
@@ -273,8 +280,12 @@ class ArtifactStore:
         are opened with ``recipient_key``. A sender out of reach is waited for
         (:meth:`exchange.locations.Locations.reach`).
 
+        ``max_bytes``: the most sealed bytes this recipient takes (what the image declares): a message
+        indexed larger is refused before it is fetched, and one served larger is refused.
+
         :class:`ArtifactCorrupted` if the sender indexes another message, or the bytes do not match
-        their digests; :class:`DecryptionError` if they do not open."""
+        their digests; :class:`ArtifactTooLarge` over ``max_bytes``; :class:`DecryptionError` if they do
+        not open."""
 
         def ask(peer: Peer) -> tuple[str, bytes]:
             entry = peer.message_entry(process_id, round, self.organisation)
@@ -283,10 +294,18 @@ class ArtifactStore:
                     f"{sender} indexes message {entry.get('payload_digest')}, the ledger names {payload_digest}"
                 )
             try:
-                stored = str(entry["stored"]["digest"])
-            except (KeyError, TypeError):
+                stored, size = str(entry["stored"]["digest"]), entry["stored"].get("size")
+            except (KeyError, TypeError, AttributeError):
                 raise ArtifactCorrupted(f"{sender}'s index entry names no stored digest") from None
-            return stored, peer.get(stored)
+            if max_bytes is not None and (not isinstance(size, int) or size > max_bytes):
+                raise ArtifactTooLarge(
+                    f"{sender} indexes a message of {size} bytes for round {round}, over the {max_bytes} "
+                    "its image declares: not fetched"
+                )
+            data = peer.get(stored)
+            if max_bytes is not None and len(data) > max_bytes:
+                raise ArtifactTooLarge(f"{sender} served {len(data)} bytes, over the {max_bytes} declared")
+            return stored, data
 
         stored, sealed = self._locations(sender).reach(sender, ask)
         ref = MessageRef(

@@ -52,6 +52,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from algorithms.task_spec import TaskSpec
 from exchange.errors import ArtifactError
 from exchange.locations import publish_own_membership
@@ -65,6 +67,13 @@ from executor.errors import (
     TaskFailed,
 )
 from executor.images.declarations import dataset_problem, declaration, topology_problems
+from executor.images.outputs import (
+    DeclarationInvalid,
+    OutputDeclaration,
+    OutputRefused,
+    RawRows,
+    check_outputs,
+)
 from executor.images.resolver import ImageResolver, verify_digest
 from executor.model_publication import publish_model
 from executor.node.checkpoints import NO_FAULTS, FaultPlan
@@ -145,6 +154,8 @@ class NodeAgent:
         self._spares: SpareWorkers | None = None
         self._salt = ""  # read by start()
         self._finished: set[str] = set()  # processes this agent saw finished (run_once skips them)
+        self._declarations: dict[str, OutputDeclaration] = {}  # image digest -> what it may send
+        self._rows: dict[str, RawRows] = {}  # pid -> its dataset's feature rows (raw-row check)
         self._ready: set[str] = set()  # processes whose preflight passed here (checked once per process)
         self._written: dict[str, ExecutionRecord] = {}  # pid -> the record it completed last (_own_record)
 
@@ -301,6 +312,7 @@ class NodeAgent:
             self._publish_model(process)  # a kill right after the last completion left it unpublished
         if process.status in ("completed", "failed", "aborted"):
             self.journal.forget_process(pid)
+            self._rows.pop(pid, None)
             self.stop_workers(pid)
             return RoundOutcome(pid, rnd, "done", f"{process.status} {process.status_reason}".strip())
         if process.status != "running":
@@ -401,10 +413,13 @@ class NodeAgent:
         key = self._register_key(pid, rnd, record)
         if isinstance(key, RoundOutcome):
             return key
-        # 3. inputs
+        # 3. inputs: no message larger than its image declares is fetched
         try:
+            declared = self._declared(process, image)
             with timing.section("artifact_io"):
-                previous_state, inbox = self.round_files.gather_inputs(process, rnd)
+                previous_state, inbox = self.round_files.gather_inputs(
+                    process, rnd, declared.message.max_bytes
+                )
         except (ExecutorError, ArtifactError, ValueError) as exc:
             return self._fail(pid, rnd, f"inputs unavailable: {exc}")
         # 4. run
@@ -415,6 +430,12 @@ class NodeAgent:
                 outputs = worker.run(spec, key, previous_state, inbox)
         except (TaskFailed, ManifestInvalid) as exc:
             return self._fail(pid, rnd, str(exc), {"code": exc.code})
+        # 4b. what it sends, checked against what its image declares, before anything is sealed
+        try:
+            rows = None if declared.raw_rows else self._raw_rows(process)
+            check_outputs(declared, outputs.outbox, outputs.model, rows)
+        except (OutputRefused, DeclarationInvalid) as exc:
+            return self._fail(pid, rnd, f"output refused: {exc}", {"code": exc.code})
         # 5. publish
         refused = self._publish(process, rnd, key, outputs)
         if refused is not None:
@@ -424,6 +445,23 @@ class NodeAgent:
             self._publish_model(process)
             self.stop_workers(pid)
         return RoundOutcome(pid, rnd, "completed", outputs.manifest["outputs"]["state"], outputs.step_seconds)
+
+    def _declared(self, process: ProcessRecord, image: ImageRecord) -> OutputDeclaration:
+        """What the process's image declares it sends (read once per image digest, from the verified image)."""
+        declared = self._declarations.get(process.image_digest)
+        if declared is None:
+            declared = self._declarations[process.image_digest] = self.images.output_declaration(
+                image.reference
+            )
+        return declared
+
+    def _raw_rows(self, process: ProcessRecord) -> RawRows:
+        """This organisation's feature rows of the process's dataset, to find them in outputs (once per process)."""
+        rows = self._rows.get(process.id)
+        if rows is None:
+            with np.load(self.data_dir(process) / "dataset.npz", allow_pickle=False) as z:
+                rows = self._rows[process.id] = RawRows.of(z["features"])
+        return rows
 
     def _register_key(self, pid: str, rnd: int, record: ExecutionRecord | None) -> TaskKey | RoundOutcome:
         """The task's key: the journaled one (a restart), or a new one journaled then registered with
