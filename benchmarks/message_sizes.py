@@ -82,13 +82,22 @@ def _configs() -> dict[str, list[tuple[str, Callable[[], tuple[Any, dict, int, d
         return algo, data, rounds, {"kind": "ring", "seed": 9}
 
     return {
-        "average-consensus": [("3 orgs, d=3", lambda: avg(orgs3, 3, 4)), ("5 orgs, d=64", lambda: avg(orgs5, 64, 4))],
+        "average-consensus": [
+            ("3 orgs, d=3", lambda: avg(orgs3, 3, 4)),
+            ("5 orgs, d=64", lambda: avg(orgs5, 64, 4)),
+        ],
         "collab-rf": [
             ("e2e: d=4, depth 3", lambda: rf(orgs3, 4, 60, 3, 3, 6)),
             ("d=30, depth 8, 10 new, 40 max", lambda: rf(orgs3, 30, 600, 8, 10, 40)),
         ],
-        "collabdict-ggm": [("d=3, K=2", lambda: ggm(orgs3, 3, 2)), ("d=12, K=4, 5 orgs", lambda: ggm(orgs5, 12, 4))],
-        "collabdict-vae": [("d=3, hidden 8", lambda: vae(orgs3, 3, 8)), ("d=12, hidden 32", lambda: vae(orgs3, 12, 32))],
+        "collabdict-ggm": [
+            ("d=3, K=2", lambda: ggm(orgs3, 3, 2)),
+            ("d=12, K=4, 5 orgs", lambda: ggm(orgs5, 12, 4)),
+        ],
+        "collabdict-vae": [
+            ("d=3, hidden 8", lambda: vae(orgs3, 3, 8)),
+            ("d=12, hidden 32", lambda: vae(orgs3, 12, 32)),
+        ],
         "dpsda": [("d=6, 4 rounds", lambda: olr(orgs3, 6, 4)), ("d=60, 5 orgs", lambda: olr(orgs5, 60, 4))],
     }
 
