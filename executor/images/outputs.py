@@ -274,8 +274,8 @@ class RawRows:
         x = arr.astype(np.float64)
         if x.size % d == 0:
             yield np.ascontiguousarray(x.reshape(-1, d))
-        if x.ndim == 2 and x.shape[0] == d:
-            yield np.ascontiguousarray(x.T)
+        if x.ndim >= 2 and x.shape[-2] == d:  # rows stored as columns (of each matrix)
+            yield np.ascontiguousarray(np.swapaxes(x, -1, -2)).reshape(-1, d)
 
     def _in_bytes(self, blob: bytes) -> bool:
         d = self.width
