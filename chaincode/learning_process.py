@@ -12,6 +12,7 @@ status only; consortium, image, reason and actor are read through ``get`` by mem
 
 from __future__ import annotations
 
+import builtins
 import re
 from typing import Any
 
@@ -323,7 +324,7 @@ class LearningProcessContract:
             ctx.emit("ProcessStatus", {"id": process_id, "status": "declined"})
         return answer
 
-    def acceptances(self, ctx: TransactionContext, process_id: str) -> list[ProcessAcceptance]:
+    def acceptances(self, ctx: TransactionContext, process_id: str) -> builtins.list[ProcessAcceptance]:
         """Every member's answer so far (accepted or declined), by organisation."""
         process = load_process(ctx, process_id)
         require_member(ctx, process)

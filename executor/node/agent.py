@@ -310,7 +310,7 @@ class NodeAgent:
         rnd = int(process.current_round or 1)
         if process.status == "completed":
             self._publish_model(process)  # a kill right after the last completion left it unpublished
-        if process.status in ("completed", "failed", "aborted"):
+        if process.status in ("completed", "failed", "aborted", "declined"):
             self.journal.forget_process(pid)
             self._rows.pop(pid, None)
             self.stop_workers(pid)

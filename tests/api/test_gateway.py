@@ -83,7 +83,7 @@ def test_acting_organisation_comes_from_the_token_not_the_body(org1):
 
 
 # ---------------------------------------------------------------- images
-def test_image_journey_register_list_get_approve_revoke(org1, org2):
+def test_image_journey_register_list_get_approve_revoke(org1, org2, gateways):
     name = f"img{uid()}"
     body = {
         "name": name,
@@ -101,16 +101,26 @@ def test_image_journey_register_list_get_approve_revoke(org1, org2):
     page = org2.get("/api/v1/images", params={"limit": 1, "offset": 0}).json()
     assert len(page["items"]) == 1 and page["total"] >= 2
     error(org1.post(f"/api/v1/images/{iid}/approve", json={"digest": IMAGE_DIGEST}), 403, "FORBIDDEN")
+    # approving is consent: a client identity's token is refused; Org2's admin approves
+    assert (
+        "only admin identities"
+        in error(org2.post(f"/api/v1/images/{iid}/approve", json={"digest": IMAGE_DIGEST}), 403, "FORBIDDEN")[
+            "message"
+        ]
+    )
+    admin2 = {"Authorization": f"Bearer {gateways['Org2MSP'][0].tokens.issue('Admin')}"}
     error(
-        org2.post(f"/api/v1/images/{iid}/approve", json={"digest": "sha256:" + "00" * 32}),
+        org2.post(f"/api/v1/images/{iid}/approve", json={"digest": "sha256:" + "00" * 32}, headers=admin2),
         409,
         "IMAGE_DIGEST_MISMATCH",
     )
-    assert (
-        org2.post(f"/api/v1/images/{iid}/approve", json={"digest": IMAGE_DIGEST}).json()["organisation"]
-        == "Org2MSP"
-    )
+    body = {"digest": IMAGE_DIGEST, "datasets": ["adult"], "expires": "2999-01-01T00:00:00Z"}
+    approval = org2.post(f"/api/v1/images/{iid}/approve", json=body, headers=admin2).json()
+    assert approval["organisation"] == "Org2MSP" and approval["datasets"] == ["adult"]
     assert [a["organisation"] for a in org1.get(f"/api/v1/images/{iid}").json()["approvals"]] == ["Org2MSP"]
+    revoked = org2.post(f"/api/v1/images/{iid}/revoke-approval", json={"reason": "changed"}, headers=admin2)
+    assert revoked.status_code == 200 and revoked.json()["revoked_reason"] == "changed", revoked.text
+    assert org1.get(f"/api/v1/images/{iid}").json()["approvals"][0]["revoked"] is not None
     error(org2.post(f"/api/v1/images/{iid}/revoke", json={"reason": "mine now"}), 403, "FORBIDDEN")
     assert org1.post(f"/api/v1/images/{iid}/revoke", json={"reason": "CVE"}).json()["status"] == "revoked"
     hist = org2.get(f"/api/v1/images/{iid}/history").json()
@@ -143,7 +153,7 @@ def test_unknown_image_and_malformed_ids(org1):
 
 
 # ---------------------------------------------------------------- processes
-def test_process_journey_create_start_watch_abort(org1, org2, org4):
+def test_process_journey_create_start_watch_abort(org1, org2, org4, gateways):
     pid = f"p-{uid()}"
     body = {
         "id": pid,
@@ -161,11 +171,20 @@ def test_process_journey_create_start_watch_abort(org1, org2, org4):
     error(org4.get(f"/api/v1/processes/{pid}"), 403, "FORBIDDEN")
     error(org4.get(f"/api/v1/processes/{pid}/timeline"), 403, "FORBIDDEN")
     error(org4.post(f"/api/v1/processes/{pid}/start"), 403)
+    refused = error(org2.post(f"/api/v1/processes/{pid}/start"), 409, "CONSENT_MISSING")
+    assert "not accepted by ['Org1MSP', 'Org2MSP']" in refused["message"]
+    error(org2.post(f"/api/v1/processes/{pid}/accept", json={}), 403, "FORBIDDEN")  # a client's token
+    for client, msp in ((org1, "Org1MSP"), (org2, "Org2MSP")):  # each organisation's admin, at its gateway
+        admin = {"Authorization": f"Bearer {gateways[msp][0].tokens.issue('Admin')}"}
+        answer = client.post(f"/api/v1/processes/{pid}/accept", json={}, headers=admin)
+        assert answer.status_code == 200 and answer.json()["decision"] == "accepted", answer.text
+    answers = org1.get(f"/api/v1/processes/{pid}/acceptances").json()
+    assert [a["organisation"] for a in answers] == ["Org1MSP", "Org2MSP"]
+    error(org4.get(f"/api/v1/processes/{pid}/acceptances"), 403, "FORBIDDEN")
     assert org2.post(f"/api/v1/processes/{pid}/start").json()["status"] == "running"
     w = org1.get(f"/api/v1/processes/{pid}/watch", params={"after_block": -1, "wait": 0}).json()
-    assert [e["name"] for e in w["events"]] == ["ProcessCreated", "ProcessStatus"] and w[
-        "status"
-    ] == "running"
+    names = ["ProcessCreated", "ProcessAnswered", "ProcessAnswered", "ProcessStatus"]
+    assert [e["name"] for e in w["events"]] == names and w["status"] == "running"
     last = w["events"][-1]["block"]
     assert (
         org1.get(f"/api/v1/processes/{pid}/watch", params={"after_block": last, "wait": 0}).json()["events"]
