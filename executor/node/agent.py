@@ -4,6 +4,9 @@
 For each running learning process whose consortium includes the organisation, and for the
 process's current round ``r`` (derived on chain from the execution records):
 
+0. **consent**: its organisation accepted these very terms and approved this exact image digest for
+   this dataset, and its local policy holds (:mod:`executor.consent`, docs/consent.md) -- checked here
+   whatever the ledger let through; a refusal is recorded with ``fail_task``, nothing runs;
 1. **verify** the local image (container image id or sandbox bundle digest) against the digest the
    process pins -- a mismatch is recorded on the ledger with ``ExecutionRecord:fail_task``, the task
    never runs; what only this node can see (its dataset folder, its labels) is checked once per process;
@@ -14,7 +17,10 @@ process's current round ``r`` (derived on chain from the execution records):
    digest, opened), its dataset (:mod:`executor.node.round_files`);
 4. **run** the task isolated: a worker of the node's pool (:mod:`executor.node.workers`: a one-shot
    worker started early; with ``warm`` one per process kept across rounds, maybe a spare started
-   before it) runs it; the agent verifies the signed outputs (:mod:`executor.tasks`);
+   before it) runs it; the agent verifies the signed outputs (:mod:`executor.tasks`) and checks every
+   message and the model against what the image declares it sends, before anything is sealed
+   (:mod:`executor.images.outputs`: size, schema, no raw rows; a message over the declared size is
+   never fetched in step 3);
 5. **publish**: store the new state and the model sealed to the organisation itself (nothing plaintext
    at rest, :meth:`exchange.store.ArtifactStore.put_private`), seal each outgoing message to its
    recipient, then ``complete_task`` with the signed result; after the last round, publish the model
