@@ -199,15 +199,16 @@ def run_demo(
         # (here one machine acts as every organisation; in a deployment each does so on its own host)
         launch(client, spec, start=False)
         acceptances = give_consent(platform.admins(orgs), pid)
-        consent = Table(title=f"consent (from the ledger): terms digest {acceptances[0].terms_digest}")
-        for c in ("organisation", "image approval", "acceptance", "signed by"):
-            consent.add_column(c, no_wrap=True)
+        consent = Table(title="consent (from the ledger): each member's admin approved and accepted")
+        for c in ("organisation", "image", "process", "signed by"):
+            consent.add_column(c)
         approvals = {a.organisation: a for a in client.get_image(image.record.id).approvals}
         for answer in acceptances:
             org = answer.organisation
-            approval = "owner (registered it)" if org == image.record.owner else approvals[org].digest[:19]
-            consent.add_row(org, approval, answer.decision, f"{answer.signed_by} ({answer.role})")
+            approved = "owner" if org == image.record.owner else f"approved {approvals[org].created[:19]}"
+            consent.add_row(org, approved, answer.decision, f"{answer.signed_by} ({answer.role})")
         console.print(consent)
+        console.print(f"terms digest accepted by every member: {acceptances[0].terms_digest}")
         client.start_process(pid)
         console.print(
             f"process [bold]{pid}[/bold]: {rounds} rounds {cfg['schedule']}, topology complete, "
