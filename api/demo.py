@@ -199,7 +199,7 @@ def run_demo(
         # (here one machine acts as every organisation; in a deployment each does so on its own host)
         launch(client, spec, start=False)
         acceptances = give_consent(platform.admins(orgs), pid)
-        consent = Table(title="consent (from the ledger): each member's admin approved and accepted")
+        consent = Table(title="consent (from the ledger)")
         for c in ("organisation", "image", "process", "signed by"):
             consent.add_column(c)
         approvals = {a.organisation: a for a in client.get_image(image.record.id).approvals}
@@ -208,7 +208,8 @@ def run_demo(
             approved = "owner" if org == image.record.owner else f"approved {approvals[org].created[:19]}"
             consent.add_row(org, approved, answer.decision, f"{answer.signed_by} ({answer.role})")
         console.print(consent)
-        console.print(f"terms digest accepted by every member: {acceptances[0].terms_digest}")
+        console.print("terms digest accepted by every member:")
+        console.print(acceptances[0].terms_digest, highlight=False)
         client.start_process(pid)
         console.print(
             f"process [bold]{pid}[/bold]: {rounds} rounds {cfg['schedule']}, topology complete, "
