@@ -30,6 +30,7 @@ from algorithms.task_spec import TaskSpec
 from executor.errors import ManifestInvalid, TaskFailed
 from executor.runtimes.base import Limits, RunOutcome, TaskMounts, TaskRuntime
 from executor.task_keys import TaskKey, destroy_key_dir, verify_task_signature
+from wire import bounded_json
 from wire.canonical import canonical_json, sha256_digest
 
 
@@ -90,9 +91,9 @@ def verify_outputs(
         err = out / "error.json"
         if err.exists():
             try:
-                e = json.loads(err.read_bytes())
+                e = bounded_json.loads(err.read_bytes(), "the task's error.json")
                 reason += f": {e.get('error')}: {e.get('message')}"
-            except ValueError:
+            except (ValueError, AttributeError):
                 pass
         raise TaskFailed(reason)
     body = mpath.read_bytes()
@@ -100,7 +101,7 @@ def verify_outputs(
     if not verify_task_signature(public_key_pem, body, signature):
         raise ManifestInvalid("manifest signature does not verify with the task's registered key")
     try:
-        manifest = json.loads(body)
+        manifest = bounded_json.loads(body, "the task's manifest")
     except ValueError as exc:
         raise ManifestInvalid(f"manifest is not JSON: {exc}") from None
     if canonical_json(manifest) != body:

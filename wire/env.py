@@ -46,6 +46,9 @@ class Environment:
         "CONSORTIA_LEDGER_PROFILE", "Overrides consortia.toml [ledger] profile."
     )
     crypto: str | None = _var("CONSORTIA_CRYPTO", "Overrides consortia.toml [consortium] crypto.")
+    max_artifact_bytes: int | None = _var(
+        "CONSORTIA_MAX_ARTIFACT_BYTES", "Overrides consortia.toml [exchange] max_artifact_bytes.", int
+    )
     # ---- caches and engines
     cache: Path | None = _var(
         "CONSORTIA_CACHE", "Downloads, wheels, bundles, Fabric binaries (default ~/.cache/consortia).", Path

@@ -6,7 +6,20 @@ from pathlib import Path
 
 import typer
 
-from api.cli import audit, data, home, images, index, ledger, models, processes, provenance, services, tokens
+from api.cli import (
+    audit,
+    data,
+    home,
+    images,
+    index,
+    ledger,
+    models,
+    org,
+    processes,
+    provenance,
+    services,
+    tokens,
+)
 from api.cli.output import with_output
 
 app = typer.Typer(
@@ -59,6 +72,7 @@ for _module, _name in (
     (tokens, "token"),
     (index, "index"),
     (data, "data"),
+    (org, "org"),
 ):
     app.add_typer(_module.group, name=_name)
 

@@ -48,8 +48,6 @@ from executor.errors import ExecutorError
 
 #: the bound on a message or model of an image that declares none (docs/consent.md)
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
-#: bytes sealing adds to a message (HPKE encapsulated key, AEAD tag, header), over its payload
-SEALING_ALLOWANCE = 4096
 _TYPES = ("object", "list", "ndarray", "number", "integer", "string", "boolean", "null", "bytes")
 
 
@@ -81,11 +79,6 @@ class OutputDeclaration:
     model: PayloadBound = PayloadBound()
     raw_rows: bool = False
     declared: bool = False
-
-    @property
-    def sealed_message_bound(self) -> int:
-        """The most bytes a sealed message of this image may have: never fetched beyond."""
-        return self.message.max_bytes + SEALING_ALLOWANCE
 
 
 def parse(meta: Mapping[str, Any]) -> OutputDeclaration:

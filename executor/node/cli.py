@@ -1,5 +1,5 @@
 """The node's command line: ``consortia node run`` / ``python -m executor.node.cli run`` (docs/executor.md
-"Node agent").
+"Node agent"), and ``consortia node status`` (its status file, docs/executor.md "Ledger outages").
 
 It resolves the node's paths (from ``--home``, a Consortia home made by ``consortia init``, or given
 one by one), opens the ledger, checks the runtime, builds the organisation's
@@ -21,6 +21,7 @@ import sys
 import time
 from pathlib import Path
 
+from exchange.client import DEFAULT_MAX_ARTIFACT_BYTES
 from exchange.errors import LocationRefused
 from exchange.locations import parse_endpoints
 from exchange.readers import LedgerReaders
@@ -50,6 +51,16 @@ def build_agent(args: argparse.Namespace) -> tuple[NodeAgent, ArtifactServer | N
     except LocationRefused as exc:
         raise SystemExit(f"node agent {args.org}: --peer-artifacts: {exc}") from None
     settings = getattr(args, "settings", None)
+    if settings is not None:  # a home: its owner's only (docs/configuration.md "A private home")
+        from home.errors import NotPrivate
+        from home.layout import check_private, sqlite_files
+
+        try:
+            check_private([settings.home])
+            if settings.ledger_backend == "embedded":
+                check_private(sqlite_files(Path(args.ledger)), "ledger file")
+        except NotPrivate as exc:
+            raise SystemExit(f"node agent {args.org}: {exc}") from None
     if settings is not None and settings.ledger_backend != "embedded":
         from home.ledger import open_ledger
 
@@ -77,7 +88,16 @@ def build_agent(args: argparse.Namespace) -> tuple[NodeAgent, ArtifactServer | N
         client,
         consortium,
         runtime,
-        node_store(client, consortium, args.store, endpoint=endpoint, endpoints=peer_endpoints),
+        node_store(
+            client,
+            consortium,
+            args.store,
+            endpoint=endpoint,
+            endpoints=peer_endpoints,
+            max_artifact_bytes=settings.max_artifact_bytes
+            if settings is not None
+            else environment().max_artifact_bytes or DEFAULT_MAX_ARTIFACT_BYTES,
+        ),
         args.data,
         Path(args.state) / identity.msp_id,
         limits=limits,
@@ -156,7 +176,14 @@ def main(argv: list[str] | None = None) -> int:
         metavar="DIR",
         help="once started (spare workers too), write DIR/<org>.ready and wait for DIR/go (benchmarks)",
     )
+    st = sub.add_parser("status", help="what this organisation's node agent is doing and waiting for")
+    st.add_argument("--org", help="MSP id or name (default: the home's [node] organisation)")
+    st.add_argument("--home", default=environment().home, help="a Consortia home (its state folder)")
+    st.add_argument("--state", help="agent state directory (default: the home's)")
+    st.add_argument("--json", action="store_true", help="the status file as it is")
     args = p.parse_args(argv)
+    if args.command == "status":
+        return _status(p, args)
     paths = ("consortium", "ledger", "data", "store", "state")
     args.settings = None
     if args.home:
@@ -205,6 +232,39 @@ def main(argv: list[str] | None = None) -> int:
         if server is not None:
             server.stop()
         agent.ledger.close()
+
+
+def _status(p: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    """``consortia node status``: the agent's status file (:mod:`executor.node.status`); exit 1 if
+    no agent of this organisation has written one yet."""
+    from executor.node.status import read_status
+
+    state, org = args.state, args.org
+    if args.home:
+        from home.settings import load
+
+        settings = load(args.home)
+        org = org or settings.node_setting("organisation") or settings.default_organisation
+        state = state or str(settings.paths.state_root)
+        if org:
+            org = Consortium(settings.crypto).organisation(org).msp_id
+    if not state or not org:
+        p.error("status needs --org and --state, or a --home that names them")
+    status = read_status(Path(state) / org)
+    if status is None:
+        print(f"no status of {org}'s node agent under {Path(state) / org} (has it started?)", file=sys.stderr)
+        return 1
+    if args.json:
+        print(status.to_json())
+        return 0
+    print(f"{status.organisation} (pid {status.pid}, updated {status.updated})")
+    print(f"  waiting for: {status.waiting_for or 'nothing'}")
+    ledger = status.ledger
+    reach = "reachable" if ledger.get("reachable") else f"unreachable since {ledger.get('unreachable_since')}"
+    print(f"  ledger: {reach} ({ledger.get('outages', 0)} outage(s) ridden out)")
+    for pid, ps in status.processes.items():
+        print(f"  {pid}: round {ps.round} {ps.status} {ps.detail} (since {ps.since})")
+    return 0
 
 
 def _barrier(agent: NodeAgent, directory: Path, timeout: float) -> None:

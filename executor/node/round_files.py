@@ -11,9 +11,10 @@ itself, each outgoing message sealed to its recipient and indexed in its own sto
 from __future__ import annotations
 
 from exchange import messages
+from exchange.sealing import MAX_SEAL_OVERHEAD
 from exchange.store import ArtifactStore
 from executor.errors import ExecutorError
-from executor.images.outputs import DEFAULT_MAX_BYTES, SEALING_ALLOWANCE
+from executor.images.outputs import DEFAULT_MAX_BYTES
 from executor.tasks import TaskOutputs
 from ledger.client import ConsortiaClient, ProcessRecord
 from ledger.identity import Consortium
@@ -65,8 +66,9 @@ class RoundFiles:
                     process_id=pid,
                     round=rnd - 1,
                     payload_digest=m.digest,
+                    payload_size=m.size,
                     recipient_key=key,
-                    max_bytes=max_message_bytes + SEALING_ALLOWANCE,
+                    max_bytes=max_message_bytes + MAX_SEAL_OVERHEAD,
                 )
         return state, inbox
 

@@ -44,6 +44,10 @@ CHANNEL_OPTIONS = (
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
     ("grpc.keepalive_time_ms", 120_000),
     ("grpc.keepalive_timeout_ms", 20_000),
+    # a peer back after an outage is connected to again within seconds (gRPC's default waits up to
+    # 120 s between reconnection attempts, failing every call meanwhile: docs/executor.md "Ledger outages")
+    ("grpc.initial_reconnect_backoff_ms", 500),
+    ("grpc.max_reconnect_backoff_ms", 5_000),
 )
 
 
@@ -105,13 +109,15 @@ class FabricLedger:
     # ---- construction from fabric-network/ output
     @classmethod
     def from_profile(cls, path: str | Path, chaincode: str | None = None) -> FabricLedger:
-        """Read ``connection.json`` written by ``fabric-network`` (``network up``)."""
+        """Read ``connection.json`` written by ``fabric-network`` (``network up``) or ``consortia join``;
+        a relative ``tls_ca_file`` is relative to the profile's own folder."""
         prof = json.loads(Path(path).read_text())
+        here = Path(path).resolve().parent
         peers = [
             PeerEndpoint(
                 p["msp_id"],
                 p["address"],
-                Path(p["tls_ca_file"]).read_bytes() if p.get("tls_ca_file") else None,
+                (here / p["tls_ca_file"]).read_bytes() if p.get("tls_ca_file") else None,
                 p.get("server_name"),
             )
             for p in prof["peers"]
@@ -217,7 +223,7 @@ class FabricLedger:
         try:
             resp = self.gateway(identity).Evaluate(req, timeout=self.endorse_timeout)
         except grpc.RpcError as err:
-            raise translate(err, "evaluate") from None
+            raise translate(err, "evaluate", self._peer_for(identity).address) from None
         payload: bytes = resp.result.payload
         return payload
 
@@ -256,7 +262,8 @@ class FabricLedger:
         try:
             resp = self.gateway(identity).Endorse(req, timeout=self.endorse_timeout)
         except grpc.RpcError as err:
-            error, failed = translate(err, "endorse"), {d.msp_id for d in error_details(err)}
+            error = translate(err, "endorse", self._peer_for(identity).address)
+            failed = {d.msp_id for d in error_details(err)}
             if (failed and identity.msp_id not in failed) or (
                 isinstance(error, EndorsementFailure)
                 and "ProposalResponsePayloads do not match" in str(error)
@@ -277,7 +284,7 @@ class FabricLedger:
         try:
             self.gateway(identity).Submit(req, timeout=self.endorse_timeout)
         except grpc.RpcError as err:
-            raise translate(err, "submit") from None
+            raise translate(err, "submit", self._peer_for(identity).address) from None
 
     def commit_status(self, identity: Identity, tx_id: str, timeout: float = 60.0) -> tuple[int, int]:
         """Wait for the commit; return (TxValidationCode, block number)."""
@@ -290,7 +297,7 @@ class FabricLedger:
         except grpc.RpcError as err:
             if err.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
                 raise CommitTimeout(tx_id, timeout) from None
-            raise translate(err, "commit") from None
+            raise translate(err, "commit", self._peer_for(identity).address) from None
         return resp.result, resp.block_number
 
     def submit(
