@@ -107,6 +107,7 @@ def run_demo(
     from algorithms.topologies.static import complete, empty
     from audit.ledger_file import verify_ledger_file
     from audit.verification import verify_model
+    from executor.consent import give_consent
     from executor.images.resolver import ImageResolver
     from executor.node.supervisor import run_process
     from executor.process import (
@@ -198,7 +199,22 @@ def run_demo(
             DATASET,
             description="collaborative random forests on credit-card fraud",
         )
-        launch(client, spec)
+        # each member's admin approves the image's digest for its data and accepts the process's terms
+        # (here one machine acts as every organisation; in a deployment each does so on its own host)
+        launch(client, spec, start=False)
+        acceptances = give_consent(platform.admins(orgs), pid)
+        consent = Table(title="consent (from the ledger)")
+        for c in ("organisation", "image", "process", "signed by"):
+            consent.add_column(c)
+        approvals = {a.organisation: a for a in client.get_image(image.record.id).approvals}
+        for answer in acceptances:
+            org = answer.organisation
+            approved = "owner" if org == image.record.owner else f"approved {approvals[org].created[:19]}"
+            consent.add_row(org, approved, answer.decision, f"{answer.signed_by} ({answer.role})")
+        console.print(consent)
+        console.print("terms digest accepted by every member:")
+        console.print(acceptances[0].terms_digest, highlight=False)
+        client.start_process(pid)
         console.print(
             f"process [bold]{pid}[/bold]: {rounds} rounds {cfg['schedule']}, topology complete, "
             f"hyper-parameters {cfg['params']}; {runtime} runtime{' (warm workers)' if warm else ''}"

@@ -241,13 +241,18 @@ def timed_events(
     client: ConsortiaClient, events: list[dict[str, Any]], executions: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:
     """The index's events with the time and actor of the version their transaction wrote: for task
-    events from the execution records at hand (registration and completion transactions), for the
-    others from the history of the record the event names."""
+    events from the execution records at hand (registration and completion transactions), for a
+    member's acceptance from the acceptance itself, for the others from the history of the record the
+    event names."""
     known: dict[str, tuple[str, str]] = {}
     for r in executions:
         if r.get("completed_tx_id"):
             known[r["completed_tx_id"]] = (r.get("completed") or "", r["organisation"])
         known[r["tx_id"]] = (r.get("created") or "", who(r.get("created_by") or "", r["organisation"]))
+    answered = {e["subject"] for e in events if e["name"] == "ProcessAnswered"}
+    for subject in answered:  # a member's acceptance is its own record: its time and signer
+        for a in client.process_acceptances(subject.split(":", 1)[1]):
+            known[a.tx_id] = (a.created, who(a.signed_by, a.organisation))
     histories: dict[str, tuple[str, dict[str, HistoryEntry]]] = {}
     out = []
     for e in events:

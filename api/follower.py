@@ -23,8 +23,8 @@ from ledger.interface import ChaincodeEvent
 
 log = logging.getLogger("consortia.index")
 
-IMAGE_EVENTS = ("ImageRegistered", "ImageRevoked", "ImageApproved")
-PROCESS_EVENTS = ("ProcessCreated", "ProcessStatus")
+IMAGE_EVENTS = ("ImageRegistered", "ImageRevoked", "ImageApproved", "ImageApprovalRevoked")
+PROCESS_EVENTS = ("ProcessCreated", "ProcessAnswered", "ProcessStatus")
 TASK_EVENTS = ("TaskCreated", "TaskCompleted", "TaskFailed")
 MODEL_EVENTS = ("ModelPublished", "ModelAccessGranted", "ModelAccessRevoked")
 

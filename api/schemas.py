@@ -111,7 +111,28 @@ class RevokeImageIn(BaseModel):
 
 class ApproveImageIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    digest: str = Field(pattern=DIGEST, description="The digest the approving organisation inspected.")
+    digest: str = Field(pattern=DIGEST, description="The exact digest the approving organisation inspected.")
+    datasets: list[str] | None = Field(
+        None, min_length=1, max_length=64, description="Only for these dataset names (absent: every dataset)."
+    )
+    expires: str | None = Field(None, max_length=64, description="Until when (ISO-8601 with a time zone).")
+
+
+class RevokeApprovalIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    reason: str = Field("", max_length=512)
+
+
+class AcceptProcessIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    terms_digest: str | None = Field(
+        None, pattern=DIGEST, description="The digest of the terms reviewed (absent: the terms as read now)."
+    )
+
+
+class DeclineProcessIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    reason: str = Field(min_length=1, max_length=1024)
 
 
 # ---------------------------------------------------------------------- processes

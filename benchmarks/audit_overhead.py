@@ -210,6 +210,7 @@ def run_audited(
             ProcessSpec(
                 pid, image.record.id, tuple(orgs), case["topology"], case["params"], case["rounds"], "bench"
             ),
+            consent=platform.admins(orgs),  # every member approves and accepts before round 1
         )
         c0 = cpu_seconds()
         factory = (

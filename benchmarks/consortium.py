@@ -101,7 +101,14 @@ def run_process(d: Deployment, case: dict[str, Any], sim: Any) -> dict[str, Any]
         t0 = time.perf_counter()
         members = tuple(h.msp for h in hosts.values())
         owner.create_process(
-            pid, image_id, members, case["topology"], case["rounds"], "bench", case["params"]
+            pid,
+            image_id,
+            members,
+            case["topology"],
+            case["rounds"],
+            "bench",
+            case["params"],
+            list(hosts.values()),
         )
         while (status := client.get_process(pid).status) == "running":
             if time.perf_counter() - t0 > 7200:

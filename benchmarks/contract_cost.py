@@ -33,6 +33,7 @@ from pathlib import Path
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from chaincode import dispatch
+from executor.consent import give_consent
 from ledger.client import ConsortiaClient
 from ledger.embedded import EmbeddedLedger
 from ledger.embedded.simulation import TxSimulator
@@ -87,6 +88,8 @@ def prepare(led: EmbeddedLedger, cons: Consortium) -> dict[str, tuple[str, list[
     hyper = {"n_new": 5, "n_estimators": 20, "max_depth": 8, "gradient_clip": 1.0}
     topology = {"kind": "ring", "seed": 7}
     c1.create_process("run", "bench:1", members, topology, 3, hyperparameters=hyper, dataset="adult")
+    admins = {f"{o}MSP": ConsortiaClient(led, cons.identity(o, "Admin")) for o in ORGS}
+    give_consent(admins, "run")  # each member approves the image and accepts (docs/consent.md)
     c1.start_process("run")
     for c in (c1, c2, c3):
         _complete(c, "run", 1, members)
@@ -97,6 +100,7 @@ def prepare(led: EmbeddedLedger, cons: Consortium) -> dict[str, tuple[str, list[
     c1.create_process("idle", "bench:1", members, topology, 3, hyperparameters=hyper)
     pair = members[:2]
     c1.create_process("done", "bench:1", pair, {"kind": "complete", "seed": 1}, 1, hyperparameters=hyper)
+    give_consent(admins, "done")
     c1.start_process("done")
     model = _digest("final model")
     _complete(c1, "done", 1, pair, model=model)

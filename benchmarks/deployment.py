@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from home.join import ORDERER_PUBLIC, PUBLIC_FILES, copy_public
@@ -76,9 +77,12 @@ class Host:
         rounds: int,
         dataset: str,
         params: dict,
+        member_hosts: Sequence[Host] = (),
     ) -> dict:
-        """``consortia process create … --start`` on this host; its JSON answer."""
-        answer = self.consortia(
+        """``consortia process create …`` on this host; then each member's host (``member_hosts``, each
+        with its own home and admin) approves the image's digest and accepts the process (docs/consent.md),
+        and this host starts it: the started process's JSON answer."""
+        self.consortia(
             "process",
             "create",
             pid,
@@ -96,8 +100,15 @@ class Host:
             dataset,
             "--hyperparameters",
             json.dumps(params),
-            "--start",
         )
+        terms = self.consortia("process", "terms", pid)
+        assert isinstance(terms, dict)
+        digest = terms["terms"]["image_digest"]
+        for host in {h.name: h for h in (self, *member_hosts) if h.msp in members}.values():
+            if host is not self:
+                host.consortia("image", "approve", image_id, "--digest", digest)
+            host.consortia("process", "accept", pid, "--terms", terms["terms_digest"])
+        answer = self.consortia("process", "start", pid)
         assert isinstance(answer, dict)
         return answer
 

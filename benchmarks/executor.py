@@ -101,6 +101,16 @@ def _setup(runtime_name: str, root: Path):
     return consortium, ledger, runtime
 
 
+def _consent(consortium, ledger, pid: str) -> None:
+    """Every member's admin approves the image and accepts the process (docs/consent.md)."""
+    from executor.consent import give_consent
+    from ledger.client import ConsortiaClient
+
+    give_consent(
+        {o: ConsortiaClient(ledger, consortium.identity(o, "Admin")) for o in consortium.msp_ids}, pid
+    )
+
+
 def _agent(root: Path, consortium, ledger, runtime, org: str, warm: bool = False, hosted=None):
     """``org``'s node agent with its data, store and state under ``root`` (started); ``hosted``: the
     services of the agents of this process, through which they reach each other's stores."""
@@ -156,6 +166,7 @@ def agent_overheads(runtime_name: str, repeats: int, work: Path) -> dict[str, fl
                 }
             ),
         )
+        _consent(consortium, ledger, pid)
         ledger.submit(admin, "LearningProcess:start", pid)
         t = time.perf_counter()
         outcome = agent.run_process_round(pid)
@@ -198,6 +209,7 @@ def warm_overheads(runtime_name: str, repeats: int, work: Path) -> dict[str, flo
             }
         ),
     )
+    _consent(consortium, ledger, "warm")
     ledger.submit(admin, "LearningProcess:start", "warm")
     walls, steps = [], []
     try:

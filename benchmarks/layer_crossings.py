@@ -150,7 +150,9 @@ def run_one_process(root: Path, tracer: CrossingTracer, warm: bool) -> str:
             map_dataset(platform.data_root, o, "default", LocalDataset(features, name=o))
         topology = {"kind": "complete", "seed": 1}
         launch(
-            client, ProcessSpec("crossings", image.record.id, tuple(orgs), topology, {"eps": 0.25}, ROUNDS)
+            client,
+            ProcessSpec("crossings", image.record.id, tuple(orgs), topology, {"eps": 0.25}, ROUNDS),
+            consent=platform.admins(orgs),
         )
         with tracer:
             out = run_process(platform, "crossings", lambda: get_runtime("sandbox"), warm=warm, prewarm=warm)

@@ -15,6 +15,7 @@ from pathlib import Path
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from exchange.sealing import encrypt_payload, seal
+from executor.consent import give_consent
 from ledger.client import ConsortiaClient
 from ledger.identity import Consortium, sign
 from ledger.interface import Ledger
@@ -103,6 +104,8 @@ def bench_history(ledger: Ledger, consortium: Consortium, versions: int, samples
     c1.register_image("hist", "1", "bench", DIGEST)
     pid = f"hist-{os.getpid()}-{time.time_ns()}"
     c1.create_process(pid, "hist:1", ["Org1MSP", "Org2MSP"], {"kind": "ring", "seed": 1}, 1)
+    admins = {o: ConsortiaClient(ledger, consortium.identity(o, "Admin")) for o in ("Org1MSP", "Org2MSP")}
+    give_consent(admins, pid)  # each member approves the image and accepts (docs/consent.md)
     c1.start_process(pid)
     model_digest = "sha256:" + "cd" * 32
     for c in (c1, c2):

@@ -89,6 +89,14 @@ class BudgetExceeded(ContractError):
     status = 409
 
 
+class ConsentMissing(ContractError):
+    """An organisation has not consented: a member has not accepted the process's terms, or the
+    caller's organisation has not approved the process's exact image for its dataset (docs/consent.md)."""
+
+    code = "CONSENT_MISSING"
+    status = 409
+
+
 class InternalError(ContractError):
     """A bug in the chaincode (never a broken rule); details are in the host's log."""
 
@@ -108,6 +116,7 @@ _BY_CODE = {
         SignatureInvalid,
         ImageMismatch,
         BudgetExceeded,
+        ConsentMissing,
         InternalError,
     )
 }

@@ -36,6 +36,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 
 from chaincode.canonical import RawJSON
+from chaincode.consent import require_approval
 from chaincode.context import TransactionContext, parse_json_arg, require_keys, require_str
 from chaincode.errors import (
     AlreadyExists,
@@ -163,6 +164,7 @@ class ExecutionRecordContract:
         if ctx.stub.get_state(key) is not None:
             raise AlreadyExists(f"{ctx.msp_id} already has a task for round {rnd} of learning process {pid}")
         self._check_round_open(ctx, process, rnd)
+        require_approval(ctx, process)  # its approval of this exact image digest, for this dataset, now
         record = ExecutionRecord(
             process_id=pid,
             round=rnd,

@@ -1,19 +1,25 @@
 """Image contract: the registry of algorithm images (seed 003 §IV-B, Fig. 2 "image hashes").
 
 An image record pins an algorithm image by its content digest. The owner is the caller's
-organisation (from its certificate). Other organisations may approve an image (each approval
-is its own key, so approvals never conflict); the owner may revoke it, after which no new
-learning process can pin it.
+organisation (from its certificate). Another organisation approves an image for use on its
+data, naming its exact digest, optionally for named datasets and until an expiry, and may revoke
+its approval (each approval is its own key, so approvals never conflict; docs/consent.md); the
+owner's registration is its approval for its own data. The owner may revoke the image, after which
+no new learning process can pin it.
 """
 
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
+from typing import Any
 
 from chaincode.canonical import RawJSON, is_digest
-from chaincode.context import TransactionContext, parse_json_arg, require_keys, require_str
+from chaincode.consent import APPROVAL, approval_key, require_consent_role
+from chaincode.context import TransactionContext, iso_time, parse_json_arg, require_keys, require_str
 from chaincode.errors import AlreadyExists, Forbidden, ImageMismatch, InvalidArgument, InvalidState, NotFound
 from chaincode.limits import (
+    MAX_APPROVAL_DATASETS,
     MAX_DESCRIPTION_CHARS,
     MAX_REFERENCE_CHARS,
     MAX_REVOCATION_REASON_CHARS,
@@ -22,7 +28,21 @@ from chaincode.limits import (
 from chaincode.records import ID_PATTERN, ImageApproval, ImageRecord
 
 IMAGE = "Image"
-APPROVAL = "ImageApproval"
+DATASET_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}"  #: a dataset name (a folder of a node's data root)
+
+
+def parse_time(value: Any, what: str) -> str:
+    """An ISO-8601 time with a time zone, as the transactions' UTC format (``...T..:..:...ffffffZ``),
+    so that times compare as strings."""
+    if not isinstance(value, str) or len(value) > 64:
+        raise InvalidArgument(f"{what} must be an ISO-8601 time string")
+    try:
+        when = datetime.fromisoformat(value.replace("Z", "+00:00") if value.endswith("Z") else value)
+    except ValueError:
+        raise InvalidArgument(f"{what} {value!r} is not an ISO-8601 time") from None
+    if when.tzinfo is None:
+        raise InvalidArgument(f"{what} {value!r} must name its time zone (e.g. Z)")
+    return iso_time(when.astimezone(UTC).timestamp())
 
 
 class ImageContract:
@@ -98,22 +118,52 @@ class ImageContract:
         ctx.emit("ImageRevoked", {"id": image_id, "reason": reason})
         return record
 
-    def approve(self, ctx: TransactionContext, image_id: str, digest: str) -> ImageApproval:
-        """Another organisation approves the image it inspected, naming the digest it saw."""
-        ctx.require_submitter()
+    def approve(
+        self, ctx: TransactionContext, image_id: str, digest: str, options_json: str = ""
+    ) -> ImageApproval:
+        """The caller's organisation approves the image for use on its data, naming the exact digest
+        it inspected; ``options_json`` ``{datasets?: [name, ...], expires?: ISO-8601}`` limits it to
+        those datasets and until that time. Signed by its admin or a role its membership record names
+        (:func:`chaincode.consent.require_consent_role`). Approving again replaces the approval (a
+        revoked one too); the owner needs none (its registration is its approval for its own data)."""
+        require_consent_role(ctx, "approve images")
         record = self._load(ctx, image_id)
         if record.status != "active":
             raise InvalidState(f"image {image_id} is revoked and cannot be approved")
         if record.owner == ctx.msp_id:
-            raise Forbidden(f"{ctx.msp_id} owns image {image_id} and cannot approve its own image")
+            raise Forbidden(
+                f"{ctx.msp_id} owns image {image_id}: its registration is its approval for its own data"
+            )
         if digest != record.digest:
             raise ImageMismatch(
                 f"approval of image {image_id} names digest {digest}, "
                 f"but the registered digest is {record.digest}"
             )
-        key = ctx.key(APPROVAL, image_id, ctx.msp_id)
-        if ctx.stub.get_state(key) is not None:
-            raise AlreadyExists(f"{ctx.msp_id} has already approved image {image_id}")
+        options = require_keys(
+            parse_json_arg(options_json or "{}", "approval options"),
+            {"datasets", "expires"},
+            set(),
+            "approval options",
+        )
+        fields: dict[str, Any] = {}
+        datasets = options.get("datasets")
+        if datasets is not None:
+            if (
+                not isinstance(datasets, list)
+                or not datasets
+                or len(datasets) > MAX_APPROVAL_DATASETS
+                or not all(isinstance(d, str) and re.fullmatch(DATASET_PATTERN, d) for d in datasets)
+            ):
+                raise InvalidArgument(
+                    f"approval datasets must be a non-empty list of at most {MAX_APPROVAL_DATASETS} "
+                    f"dataset names matching {DATASET_PATTERN}"
+                )
+            fields["datasets"] = tuple(sorted(set(datasets)))
+        if options.get("expires") is not None:
+            expires = parse_time(options["expires"], "approval expiry")
+            if expires <= ctx.timestamp:
+                raise InvalidArgument(f"approval expiry {expires} is not after now ({ctx.timestamp})")
+            fields["expires"] = expires
         approval = ImageApproval(
             image_id=image_id,
             organisation=ctx.msp_id,
@@ -121,9 +171,28 @@ class ImageContract:
             approved_by=ctx.subject,
             created=ctx.timestamp,
             tx_id=ctx.tx_id,
+            **fields,
+        )
+        ctx.put(approval_key(ctx, image_id, ctx.msp_id), approval)
+        ctx.emit("ImageApproved", {"id": image_id, "organisation": ctx.msp_id})
+        return approval
+
+    def revoke_approval(self, ctx: TransactionContext, image_id: str, reason: str = "") -> ImageApproval:
+        """The caller's organisation withdraws its approval: no new task of its may run the image
+        (``ExecutionRecord:create_task`` refuses it); the revoked approval stays on the ledger."""
+        require_consent_role(ctx, "revoke image approvals")
+        reason = bounded_text(reason, "revocation reason", MAX_REVOCATION_REASON_CHARS)
+        key = approval_key(ctx, image_id, ctx.msp_id)
+        approval = ctx.find(ImageApproval, key)
+        if approval is None:
+            raise NotFound(f"{ctx.msp_id} has no approval of image {image_id} to revoke")
+        if approval.revoked is not None:
+            raise InvalidState(f"the approval of image {image_id} by {ctx.msp_id} is already revoked")
+        approval = approval.replace(
+            revoked=ctx.timestamp, revoked_reason=reason, revoked_by=ctx.subject, tx_id=ctx.tx_id
         )
         ctx.put(key, approval)
-        ctx.emit("ImageApproved", {"id": image_id, "organisation": ctx.msp_id})
+        ctx.emit("ImageApprovalRevoked", {"id": image_id, "organisation": ctx.msp_id})
         return approval
 
     def history(self, ctx: TransactionContext, image_id: str, limit: str = "", after: str = "") -> RawJSON:

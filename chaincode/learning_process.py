@@ -2,7 +2,9 @@
 (seed 003 §IV-B/C, Fig. 2 "learning-process orchestration").
 
 A process pins an image by digest, names its consortium (MSP ids), topology, hyper-parameters,
-number of rounds and privacy budget. Status: created -> running -> completed | failed | aborted.
+number of rounds and privacy budget. Status: created -> running -> completed | failed | aborted;
+created -> declined when a member declines. It starts only once every member accepted its terms
+(docs/consent.md).
 The current round is derived from execution records (never stored in a hot key).
 Events (seen by every channel member) carry the process id and, for ``ProcessStatus``, the new
 status only; consortium, image, reason and actor are read through ``get`` by members.
@@ -10,12 +12,22 @@ status only; consortium, image, reason and actor are read through ``get`` by mem
 
 from __future__ import annotations
 
+import builtins
 import re
 from typing import Any
 
 from chaincode.canonical import RawJSON
+from chaincode.consent import ACCEPTANCE, acceptance_key, missing_acceptances, require_consent_role
 from chaincode.context import TransactionContext, parse_json_arg, require_keys, require_str
-from chaincode.errors import AlreadyExists, Forbidden, ImageMismatch, InvalidArgument, InvalidState, NotFound
+from chaincode.errors import (
+    AlreadyExists,
+    ConsentMissing,
+    Forbidden,
+    ImageMismatch,
+    InvalidArgument,
+    InvalidState,
+    NotFound,
+)
 from chaincode.image import IMAGE
 from chaincode.limits import (
     MAX_CONSORTIUM,
@@ -28,12 +40,19 @@ from chaincode.limits import (
     bounded_text,
 )
 from chaincode.privacy import parse_budget
-from chaincode.records import ID_PATTERN, MSP_PATTERN, ImageRecord, ProcessProgress, ProcessRecord
+from chaincode.records import (
+    ID_PATTERN,
+    MSP_PATTERN,
+    ImageRecord,
+    ProcessAcceptance,
+    ProcessProgress,
+    ProcessRecord,
+)
 
 PROCESS = "LearningProcess"
 EXECUTION = "Execution"
 MAX_ROUNDS = 100_000
-TERMINAL = ("completed", "failed", "aborted")
+TERMINAL = ("completed", "failed", "aborted", "declined")
 
 
 def round_key(rnd: int) -> str:
@@ -237,8 +256,79 @@ class LearningProcessContract:
         return process
 
     def start(self, ctx: TransactionContext, process_id: str) -> ProcessRecord:
-        """created -> running; any consortium member may start the process."""
+        """created -> running, by any member, only once every member has accepted the process's terms
+        as recorded (:func:`chaincode.consent.missing_acceptances`)."""
+        process = load_process(ctx, process_id)
+        require_member(ctx, process)
+        if process.status == "created" and (missing := missing_acceptances(ctx, process)):
+            raise ConsentMissing(
+                f"learning process {process_id} cannot start: not accepted by {missing}",
+                process_id=process_id,
+                missing=missing,
+            )
         return self._transition(ctx, process_id, "running", "", ("created",))
+
+    def accept(self, ctx: TransactionContext, process_id: str, terms_digest: str) -> ProcessAcceptance:
+        """The caller's organisation accepts the process it is named in, binding ``terms_digest``, the
+        digest of the terms it read (:meth:`ProcessRecord.terms_digest`); a digest of other terms is
+        refused. Signed by its admin or a role its membership record names. Only while created."""
+        return self._answer(ctx, process_id, "accepted", terms_digest, "")
+
+    def decline(self, ctx: TransactionContext, process_id: str, reason: str) -> ProcessAcceptance:
+        """The caller's organisation declines the process: it ends ``declined`` with the reason."""
+        if not reason:
+            raise InvalidArgument("declining a process needs a reason")
+        return self._answer(ctx, process_id, "declined", "", reason)
+
+    def _answer(
+        self, ctx: TransactionContext, process_id: str, decision: str, terms_digest: str, reason: str
+    ) -> ProcessAcceptance:
+        require_consent_role(ctx, "accept or decline processes")
+        reason = bounded_text(reason, "reason", MAX_STATUS_REASON_CHARS)
+        process = load_process(ctx, process_id)
+        require_member(ctx, process)
+        if process.status != "created":
+            raise InvalidState(
+                f"learning process {process_id} is {process.status}; it can be accepted or declined "
+                "only before it starts"
+            )
+        terms = process.terms_digest()
+        if decision == "accepted" and terms_digest != terms:
+            raise ConsentMissing(
+                f"acceptance of learning process {process_id} names terms {terms_digest!r}, but its "
+                f"terms as recorded have digest {terms}: read the process again",
+                process_id=process_id,
+            )
+        answer = ProcessAcceptance(
+            process_id=process_id,
+            organisation=ctx.msp_id,
+            decision=decision,
+            terms_digest=terms,
+            reason=reason,
+            signed_by=ctx.subject,
+            role=ctx.role or "",
+            created=ctx.timestamp,
+            tx_id=ctx.tx_id,
+        )
+        ctx.put(acceptance_key(ctx, process_id, ctx.msp_id), answer)
+        ctx.emit("ProcessAnswered", {"id": process_id, "organisation": ctx.msp_id})
+        if decision == "declined":
+            declined = process.replace(
+                status="declined",
+                status_reason=f"declined by {ctx.msp_id}: {reason}",
+                updated=ctx.timestamp,
+                tx_id=ctx.tx_id,
+                status_by=ctx.msp_id,
+            )
+            ctx.put(ctx.key(PROCESS, process_id), declined)
+            ctx.emit("ProcessStatus", {"id": process_id, "status": "declined"})
+        return answer
+
+    def acceptances(self, ctx: TransactionContext, process_id: str) -> builtins.list[ProcessAcceptance]:
+        """Every member's answer so far (accepted or declined), by organisation."""
+        process = load_process(ctx, process_id)
+        require_member(ctx, process)
+        return sorted(ctx.scan(ProcessAcceptance, ACCEPTANCE, process_id), key=lambda a: a.organisation)
 
     def complete(self, ctx: TransactionContext, process_id: str) -> ProcessRecord:
         """running -> completed, accepted only when every organisation completed the last round."""

@@ -45,6 +45,7 @@ MAX_REASON_CHARS = 2048  #: reason of a failed task
 MAX_STATUS_REASON_CHARS = 1024  #: reason of a process's failure or abort
 MAX_REVOCATION_REASON_CHARS = 512  #: reason of an image's revocation
 MAX_CONSORTIUM = 64  #: organisations in one learning process
+MAX_APPROVAL_DATASETS = 64  #: dataset names one image approval may list
 MAX_ENDPOINT_CHARS = 256  #: an organisation's published endpoint (https://host:port)
 # the consortium's cap on a process's rigorous privacy budget (chaincode.privacy.parse_budget; docs/ledger.md
 # "Privacy budgets"): part of the chaincode definition, so changing it is a chaincode upgrade, which the

@@ -18,7 +18,7 @@ from typing import Any
 
 from chaincode.canonical import RawJSON, is_digest
 from chaincode.context import TransactionContext, parse_json_arg, require_keys
-from chaincode.errors import InvalidArgument, NotFound
+from chaincode.errors import Forbidden, InvalidArgument, NotFound
 from chaincode.limits import MAX_ENDPOINT_CHARS, bounded_text
 from chaincode.records import MSP_PATTERN, MemberRecord
 
@@ -63,11 +63,13 @@ class MembershipContract:
 
     def publish(self, ctx: TransactionContext, spec_json: str) -> MemberRecord:
         """Create or replace the caller's own record:
-        ``{artifact_endpoint, tls_ca_digest, gateway_endpoint?}``."""
+        ``{artifact_endpoint, tls_ca_digest, gateway_endpoint?, consent_roles?}``. ``consent_roles``
+        (NodeOU roles besides admin that may consent for the organisation, docs/consent.md) is set
+        only by an admin; when absent the previous record's are kept."""
         ctx.require_submitter()
         spec = require_keys(
             parse_json_arg(spec_json, "membership record"),
-            {"artifact_endpoint", "gateway_endpoint", "tls_ca_digest"},
+            {"artifact_endpoint", "gateway_endpoint", "tls_ca_digest", "consent_roles"},
             {"artifact_endpoint", "tls_ca_digest"},
             "membership record",
         )
@@ -80,6 +82,16 @@ class MembershipContract:
             )
         key = self._key(ctx, ctx.msp_id)
         previous = ctx.find(MemberRecord, key)
+        extra: dict[str, Any] = {}
+        roles = spec.get("consent_roles")
+        if roles is not None:
+            if not isinstance(roles, list) or not all(r in ("client", "admin") for r in roles):
+                raise InvalidArgument("consent_roles must be a list of NodeOU roles among client, admin")
+            if ctx.role != "admin":
+                raise Forbidden(f"only an admin of {ctx.msp_id} may name the roles that consent for it")
+            extra["consent_roles"] = tuple(sorted(set(roles)))
+        elif previous is not None and "consent_roles" in previous.__pydantic_fields_set__:
+            extra["consent_roles"] = previous.consent_roles
         record = MemberRecord(
             msp_id=ctx.msp_id,
             artifact_endpoint=artifact,
@@ -90,6 +102,7 @@ class MembershipContract:
             updated_at=ctx.timestamp,
             published_by=ctx.subject,
             tx_id=ctx.tx_id,
+            **extra,
         )
         ctx.put(key, record)
         ctx.emit("MemberPublished", {"msp_id": ctx.msp_id, "version": record.version})

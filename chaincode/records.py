@@ -23,6 +23,7 @@ given, not here: a record committed before a limit existed stays readable.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterable
 from typing import Annotated, Any, Literal, Self, get_args
@@ -149,8 +150,9 @@ def json_value(value: Any) -> Any:
 
 # ---------------------------------------------------------------------------------------- images
 class ImageApproval(Record):
-    """An organisation's approval of another's image, naming the digest it inspected
-    (key ``ImageApproval/<image id>/<MSP>``)."""
+    """An organisation's approval of an image for use on its data, naming the exact digest it
+    inspected (key ``ImageApproval/<image id>/<MSP>``; docs/consent.md). Approving again replaces it
+    (the key's history keeps every version); a revoked approval stays on the ledger, marked."""
 
     image_id: Identifier
     organisation: MspId
@@ -159,6 +161,28 @@ class ImageApproval(Record):
     """Common name of the approving identity."""
     created: Timestamp
     tx_id: str
+    datasets: tuple[str, ...] = ()
+    """The dataset names it approves the image for (absent or empty: every dataset)."""
+    expires: str | None = None
+    """When the approval lapses (UTC ISO-8601, the transactions' format); absent: never."""
+    revoked: str | None = None
+    """When the organisation revoked it (only on a revoked approval)."""
+    revoked_reason: str = ""
+    revoked_by: str = ""
+
+    def problem(self, digest: str, dataset: str, now: str) -> str | None:
+        """Why this approval does not cover ``digest`` on ``dataset`` at time ``now`` (None: it does)."""
+        if self.revoked is not None:
+            return f"its approval of image {self.image_id} was revoked at {self.revoked}"
+        if self.digest != digest:
+            return f"it approved image {self.image_id} at digest {self.digest}, not {digest}"
+        if self.expires is not None and now >= self.expires:
+            return f"its approval of image {self.image_id} expired at {self.expires}"
+        if self.datasets and dataset not in self.datasets:
+            return (
+                f"it approved image {self.image_id} for datasets {list(self.datasets)}, not for {dataset!r}"
+            )
+        return None
 
 
 class ImageRecord(Record):
@@ -249,7 +273,7 @@ class ProcessRecord(Record):
     creator: MspId
     created_by: str = ""
     created: Timestamp
-    status: Literal["created", "running", "completed", "failed", "aborted"]
+    status: Literal["created", "running", "completed", "failed", "aborted", "declined"]
     status_reason: str
     updated: str
     tx_id: str
@@ -260,6 +284,45 @@ class ProcessRecord(Record):
     privacy: ProcessPrivacy | None = None
     """What the process's privacy amounts to, rigorous ε first (read answers of the client and the
     gateway: :meth:`ledger.client.ConsortiaClient.process_privacy`; never stored)."""
+
+    def terms(self) -> dict[str, Any]:
+        """What a member accepts (docs/consent.md): image and digest, algorithm, consortium,
+        topology, hyper-parameters, rounds, privacy budget and dataset name, as recorded."""
+        budget = self.privacy_budget
+        return {
+            "id": self.id,
+            "image_id": self.image_id,
+            "image_digest": self.image_digest,
+            "algorithm": self.algorithm,
+            "consortium": list(self.consortium),
+            "topology": self.topology,
+            "hyperparameters": self.hyperparameters,
+            "rounds": self.rounds,
+            "privacy_budget": None if budget is None else budget.json_object(),
+            "dataset": self.dataset,
+        }
+
+    def terms_digest(self) -> str:
+        """``sha256:<hex>`` of the canonical JSON of :meth:`terms`: what an acceptance binds."""
+        return "sha256:" + hashlib.sha256(canonical_json(self.terms())).hexdigest()
+
+
+class ProcessAcceptance(Record):
+    """A member's answer to a process it is named in (key ``ProcessAcceptance/<process>/<MSP>``,
+    docs/consent.md): ``accepted`` binds the digest of the process's terms it read
+    (:meth:`ProcessRecord.terms_digest`); ``declined`` ends the process with the reason."""
+
+    process_id: Identifier
+    organisation: MspId
+    decision: Literal["accepted", "declined"]
+    terms_digest: Digest
+    reason: str = ""
+    signed_by: str
+    """Common name of the identity that answered."""
+    role: str
+    """Its NodeOU role (``admin``, or one its organisation's membership record names)."""
+    created: Timestamp
+    tx_id: str
 
 
 class ProcessProgress(Record):
@@ -515,6 +578,9 @@ class MemberRecord(Record):
     updated_at: str
     published_by: str = ""
     tx_id: str
+    consent_roles: tuple[str, ...] = ()
+    """NodeOU roles besides ``admin`` whose identities may approve images and accept processes for
+    this organisation (set only by its admin; absent: admin only)."""
 
 
 # ---------------------------------------------------------------------------------------- history

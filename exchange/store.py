@@ -274,6 +274,7 @@ class ArtifactStore:
         payload_digest: str,
         recipient_key: ec.EllipticCurvePrivateKey,
         payload_size: int | None = None,
+        max_bytes: int | None = None,
     ) -> bytes:
         """The payload of ``sender``'s message to this organisation in ``round`` whose digest the ledger
         names (``payload_digest``, signed by the sender's task; ``payload_size``, its size in the same
@@ -282,6 +283,9 @@ class ArtifactStore:
         at most ``payload_size`` + :data:`exchange.sealing.MAX_SEAL_OVERHEAD` -- (verified against the
         stored digest), and they are opened with ``recipient_key``. A sender out of reach is waited for
         (:meth:`exchange.locations.Locations.reach`).
+
+        ``max_bytes``: the most sealed bytes this recipient takes (what the image declares): a message
+        indexed larger is refused before anything is fetched.
 
         :class:`ArtifactCorrupted` if the sender indexes another message, or the bytes do not match
         their digests; :class:`ArtifactTooLarge` if it serves more than its entry names (or the entry
@@ -308,6 +312,8 @@ class ArtifactStore:
                     size,
                     "a sealed message of the signed size has",
                 )
+            if max_bytes is not None and size > max_bytes:
+                raise ArtifactTooLarge(sender, stored, max_bytes, size, "its image declares for a message")
             return stored, peer.get(stored, size)
 
         stored, sealed = self._locations(sender).reach(sender, ask)

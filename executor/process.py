@@ -36,11 +36,13 @@ from typing import Any
 from algorithms.step import LocalDataset
 from algorithms.task_runtime import save_dataset
 from exchange.service import HostedServices, node_store
+from executor.consent import ConsentPolicy
 from executor.errors import ExecutorError
 from executor.images.resolver import ImageResolver
 from executor.node.agent import NodeAgent
 from executor.runtimes.base import Limits, TaskRuntime
 from ledger.client import ConsortiaClient, ImageRecord, ProcessRecord
+from ledger.errors import ConsentMissing
 from ledger.identity import Consortium
 from ledger.interface import Ledger
 
@@ -135,9 +137,20 @@ class ProcessSpec:
             )
 
 
-def launch(client: ConsortiaClient, spec: ProcessSpec, *, start: bool = True) -> ProcessRecord:
+def launch(
+    client: ConsortiaClient,
+    spec: ProcessSpec,
+    *,
+    start: bool = True,
+    consent: Mapping[str, ConsortiaClient] | None = None,
+) -> ProcessRecord:
     """Create the process (the image's digest is pinned by the contract) and start it (``start=False``:
     create only; ``consortia process create`` without ``--start``).
+
+    A process starts only once every member accepted it (docs/consent.md): ``consent`` (MSP id -> a
+    client of an identity that consents for that member, e.g. its admin) gives each member's approval
+    of the image and acceptance first (:func:`executor.consent.give_consent`; on one machine only);
+    without it, ``start`` succeeds only if every member has already accepted on its own host.
 
     The topology, hyper-parameters and dataset name are checked first against what the image
     declares (:func:`executor.images.declarations.validate_process`; :class:`InvalidProcessSpec` lists every
@@ -160,7 +173,20 @@ def launch(client: ConsortiaClient, spec: ProcessSpec, *, start: bool = True) ->
         image_digest=spec.image_digest or image.digest,
         description=spec.description,
     )
-    return client.start_process(spec.process_id) if start else created
+    if not start:
+        return created
+    if consent is not None:
+        from executor.consent import give_consent
+
+        give_consent(consent, spec.process_id)
+    try:
+        return client.start_process(spec.process_id)
+    except ConsentMissing as exc:
+        raise ConsentMissing(
+            f"learning process {spec.process_id} is created but not started: {exc.message} (each member "
+            f"accepts it with `consortia process accept {spec.process_id}`, then it is started)",
+            **exc.details,
+        ) from None
 
 
 # --------------------------------------------------------------------------- where the nodes run
@@ -221,6 +247,15 @@ class Platform:
     def client(self, org: str) -> ConsortiaClient:
         return ConsortiaClient(self.ledger, self.consortium.identity(org))
 
+    def admins(self, orgs: Sequence[str] | None = None) -> dict[str, ConsortiaClient]:
+        """Each organisation's admin (who approves images and accepts processes), by MSP id: on this
+        machine only, where the platform acts as every organisation (the demo, tests, benchmarks)."""
+        return {
+            o.msp_id: ConsortiaClient(self.ledger, self.consortium.identity(o.msp_id, "Admin"))
+            for o in self.consortium.organisations
+            if orgs is None or o.msp_id in orgs or o.name in orgs
+        }
+
     def agent(
         self, org: str, runtime: TaskRuntime, warm: bool = False, limits: Limits = Limits()
     ) -> NodeAgent:
@@ -238,7 +273,17 @@ class Platform:
             limits=limits,
             images=images,
             warm=warm,
+            consent=self.consent_policy,
         )
+
+    @property
+    def consent_policy(self) -> ConsentPolicy:
+        """The ``[consent]`` table of the home's consortia.toml (docs/consent.md; none: the default)."""
+        from home.layout import CONFIG_FILE
+        from home.settings import load
+
+        root = Path(self.root)
+        return load(root).config.consent if (root / CONFIG_FILE).is_file() else ConsentPolicy()
 
     def agent_command(
         self, org: str, process_id: str, runtime: str, warm: bool = False, timeout: float = 3600.0

@@ -34,6 +34,7 @@ from pydantic_settings import (
 )
 
 from exchange.client import DEFAULT_MAX_ARTIFACT_BYTES
+from executor.consent import ConsentPolicy
 from home.errors import ConfigError
 from home.layout import CONFIG_FILE, FILE_MODE, Layout, home_root, make_private_dir
 from ledger.errors import InvalidArgument
@@ -185,6 +186,9 @@ class HomeConfig(BaseSettings):
     exchange: ExchangeTable = ExchangeTable()
     node: NodeTable | None = None
     organisations: dict[str, OrganisationTable] = Field(default_factory=dict)
+    consent: ConsentPolicy = ConsentPolicy()
+    """``[consent]``: what this home's node agents require beyond their organisation's acceptance
+    and approval before a task runs (docs/consent.md)."""
 
     @classmethod
     def settings_customise_sources(
@@ -215,6 +219,7 @@ _TABLES: dict[str | None, type[BaseModel]] = {
     "exchange": ExchangeTable,
     "node": NodeTable,
     "organisations": OrganisationTable,
+    "consent": ConsentPolicy,
 }
 
 
@@ -388,7 +393,10 @@ def home_config(
 
 def save(layout: Layout, config: HomeConfig) -> Path:
     """Write ``config`` as the home's ``consortia.toml`` (tomli-w; atomically)."""
-    text = tomli_w.dumps(config.model_dump(mode="json", exclude_none=True))
+    data = config.model_dump(mode="json", exclude_none=True)
+    if config.consent == ConsentPolicy():  # no [consent] table unless the home sets one
+        data.pop("consent")
+    text = tomli_w.dumps(data)
     header = (
         "# Consortia home configuration; every key: docs/configuration.md (home.settings.HomeConfig).\n\n"
     )

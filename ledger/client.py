@@ -33,6 +33,7 @@ from chaincode.records import (
     OutputMessage,
     PrivacyBudget,
     PrivacyCharge,
+    ProcessAcceptance,
     ProcessPrivacy,
     ProcessProgress,
     ProcessRecord,
@@ -60,6 +61,7 @@ __all__ = [
     "OutputMessage",
     "PrivacyBudget",
     "PrivacyCharge",
+    "ProcessAcceptance",
     "ProcessPrivacy",
     "ProcessProgress",
     "ProcessRecord",
@@ -72,6 +74,7 @@ __all__ = [
 _HISTORY = TypeAdapter(list[HistoryEntry])
 _IMAGES = TypeAdapter(list[ImageRecord])
 _PROCESSES = TypeAdapter(list[ProcessRecord])
+_ACCEPTANCES = TypeAdapter(list[ProcessAcceptance])
 _EXECUTIONS = TypeAdapter(list[ExecutionRecord])
 _INBOX = TypeAdapter(list[InboxEntry])
 _MODELS = TypeAdapter(list[ModelRecord])
@@ -162,8 +165,27 @@ class ConsortiaClient:
     def revoke_image(self, image_id: str, reason: str = "") -> ImageRecord:
         return ImageRecord.from_json(self._submit("Image:revoke", image_id, reason))
 
-    def approve_image(self, image_id: str, digest: str) -> ImageApproval:
-        return ImageApproval.from_json(self._submit("Image:approve", image_id, digest))
+    def approve_image(
+        self,
+        image_id: str,
+        digest: str,
+        *,
+        datasets: Sequence[str] | None = None,
+        expires: str | None = None,
+    ) -> ImageApproval:
+        """This organisation approves the image at ``digest`` for use on its data (only on
+        ``datasets`` if given, until ``expires`` if given; docs/consent.md). Needs a consent role."""
+        options: dict[str, Any] = {}
+        if datasets is not None:
+            options["datasets"] = list(datasets)
+        if expires is not None:
+            options["expires"] = expires
+        args = (image_id, digest, json.dumps(options)) if options else (image_id, digest)
+        return ImageApproval.from_json(self._submit("Image:approve", *args))
+
+    def revoke_image_approval(self, image_id: str, reason: str = "") -> ImageApproval:
+        """This organisation withdraws its approval of the image (no new task of its may run it)."""
+        return ImageApproval.from_json(self._submit("Image:revoke_approval", image_id, reason))
 
     def image_history(self, image_id: str) -> list[HistoryEntry]:
         return _history(self.ledger.evaluate(self.identity, "Image:history", image_id))
@@ -220,6 +242,21 @@ class ConsortiaClient:
 
     def list_processes(self) -> list[ProcessRecord]:
         return _records(_PROCESSES, self._evaluate("LearningProcess:list"))
+
+    def accept_process(self, process_id: str, terms_digest: str | None = None) -> ProcessAcceptance:
+        """This organisation accepts the process, binding the digest of its terms: ``terms_digest``
+        (what the caller reviewed), or that of the terms as read now. Needs a consent role."""
+        if terms_digest is None:
+            terms_digest = self.get_process(process_id).terms_digest()
+        return ProcessAcceptance.from_json(self._submit("LearningProcess:accept", process_id, terms_digest))
+
+    def decline_process(self, process_id: str, reason: str) -> ProcessAcceptance:
+        """This organisation declines the process: it ends ``declined`` with the reason."""
+        return ProcessAcceptance.from_json(self._submit("LearningProcess:decline", process_id, reason))
+
+    def process_acceptances(self, process_id: str) -> list[ProcessAcceptance]:
+        """Every member's answer so far (accepted with its terms digest, or declined with a reason)."""
+        return _records(_ACCEPTANCES, self._evaluate("LearningProcess:acceptances", process_id))
 
     def start_process(self, process_id: str) -> ProcessRecord:
         return ProcessRecord.from_json(self._submit("LearningProcess:start", process_id))

@@ -13,6 +13,7 @@ from __future__ import annotations
 from chaincode.errors import (
     AlreadyExists,
     BudgetExceeded,
+    ConsentMissing,
     ContractError,
     Forbidden,
     ImageMismatch,
@@ -27,6 +28,7 @@ __all__ = [
     # contract rule violations (chaincode.errors)
     "AlreadyExists",
     "BudgetExceeded",
+    "ConsentMissing",
     "ContractError",
     "Forbidden",
     "ImageMismatch",

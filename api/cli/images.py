@@ -1,4 +1,4 @@
-"""``consortia image``: build, register, list, get, revoke, approve algorithm images."""
+"""``consortia image``: build, register, list, get, revoke, approve (and revoke approvals of) algorithm images."""
 
 from __future__ import annotations
 
@@ -112,10 +112,30 @@ def image_revoke(
     emit(guarded(lambda: s.client.revoke_image(image_id, reason), s.as_json), s.as_json, "image revoked")
 
 
-@journey(group, "approve")
+@journey(group, "approve", user="Admin")
 def image_approve(
-    s: Session, image_id: str = ImageArg, digest: str = typer.Option(..., help="The digest you inspected.")
+    s: Session,
+    image_id: str = ImageArg,
+    digest: str = typer.Option(..., help="The exact digest you inspected."),
+    dataset: list[str] | None = typer.Option(
+        None, "--dataset", help="Approve it only for this dataset (repeatable; default: every dataset)."
+    ),
+    expires: str | None = typer.Option(None, help="Until when (ISO-8601 with a time zone, e.g. ...Z)."),
 ) -> None:
-    """Approve an image for your organisation, naming the digest you inspected."""
+    """Approve an image for use on your organisation's data, naming the exact digest you inspected
+    (signed by your admin, or a role your membership record names; docs/consent.md). Approving again
+    replaces your approval."""
     check_digest(digest, s.as_json, "--digest")
-    emit(guarded(lambda: s.client.approve_image(image_id, digest), s.as_json), s.as_json, "image approved")
+    rec = guarded(
+        lambda: s.client.approve_image(image_id, digest, datasets=dataset or None, expires=expires), s.as_json
+    )
+    emit(rec, s.as_json, "image approved")
+
+
+@journey(group, "revoke-approval", user="Admin")
+def image_revoke_approval(
+    s: Session, image_id: str = ImageArg, reason: str = typer.Option("", help="Why it is withdrawn.")
+) -> None:
+    """Withdraw your organisation's approval of an image: no new task of yours runs it."""
+    rec = guarded(lambda: s.client.revoke_image_approval(image_id, reason), s.as_json)
+    emit(rec, s.as_json, "image approval revoked")

@@ -1,4 +1,4 @@
-"""``consortia process``: create, list, get, start, abort, watch learning processes."""
+"""``consortia process``: create, list, get, accept, decline, terms, start, abort, watch learning processes."""
 
 from __future__ import annotations
 
@@ -24,7 +24,9 @@ from wire import bounded_json
 if TYPE_CHECKING:
     from ledger.client import ProcessPrivacy
 
-group = typer.Typer(no_args_is_help=True, help="Learning processes: create, list, get, start, abort, watch.")
+group = typer.Typer(
+    no_args_is_help=True, help="Learning processes: create, accept, decline, start, abort, watch."
+)
 ProcessArg = typer.Argument(..., help="The process id.")
 
 
@@ -45,7 +47,11 @@ def process_create(
     delta: float | None = typer.Option(
         None, help="δ of the budget (needed by Gaussian rounds; at most the cap's δ, 1e-5)."
     ),
-    start: bool = typer.Option(False, help="Start it right away."),
+    start: bool = typer.Option(
+        False,
+        help="Start it right away: each member whose admin identity this home holds accepts it first "
+        "(a one-machine home); the start is refused until every member has accepted.",
+    ),
     dataset: str = typer.Option(
         "", help="The dataset name each member imported (`consortia data import`); default: 'default'."
     ),
@@ -72,7 +78,8 @@ def process_create(
             dataset=dataset,
             privacy_budget=None if epsilon is None else budget_of(mechanism, epsilon, delta),
         )
-        rec = guarded(lambda: launch(s.client, spec, start=start), s.as_json)
+        consent = s.local_admins(members) if start else None
+        rec = guarded(lambda: launch(s.client, spec, start=start, consent=consent), s.as_json)
     except ValueError as exc:  # InvalidProcessSpec is one
         kind = "INVALID_ARGUMENT" if isinstance(exc, InvalidProcessSpec) else "bad input"
         fail(f"process {process_id} refused: {exc}", EXIT_USAGE, s.as_json, kind=kind)
@@ -143,9 +150,50 @@ def process_get(s: Session, process_id: str = ProcessArg) -> None:
     emit({"privacy": privacy_text(privacy), **rest}, False, f"learning process {process_id}")
 
 
+@journey(group, "accept", user="Admin")
+def process_accept(
+    s: Session,
+    process_id: str = ProcessArg,
+    terms: str | None = typer.Option(
+        None, help="The terms digest you reviewed (`process terms ID`); default: the terms as read now."
+    ),
+) -> None:
+    """Accept a process your organisation is named in: its image digest, hyper-parameters, topology,
+    rounds, privacy budget and dataset as recorded (the acceptance binds their digest; signed by your
+    admin or a role your membership record names; docs/consent.md)."""
+    emit(guarded(lambda: s.client.accept_process(process_id, terms), s.as_json), s.as_json, "accepted")
+
+
+@journey(group, "decline", user="Admin")
+def process_decline(
+    s: Session, process_id: str = ProcessArg, reason: str = typer.Option(..., help="Why (on the ledger).")
+) -> None:
+    """Decline a process your organisation is named in: it ends `declined`, with your reason."""
+    emit(guarded(lambda: s.client.decline_process(process_id, reason), s.as_json), s.as_json, "declined")
+
+
+@journey(group, "terms")
+def process_terms(s: Session, process_id: str = ProcessArg) -> None:
+    """What a member accepts (the terms as recorded), their digest, and each member's answer so far."""
+
+    def read() -> dict:
+        process = s.client.get_process(process_id)
+        answers = s.client.process_acceptances(process_id)
+        return {
+            "id": process_id,
+            "status": process.status,
+            "terms": process.terms(),
+            "terms_digest": process.terms_digest(),
+            "answers": [a.to_dict() for a in answers],
+            "waiting_for": sorted(set(process.consortium) - {a.organisation for a in answers}),
+        }
+
+    emit(guarded(read, s.as_json), s.as_json, f"terms of {process_id}")
+
+
 @journey(group, "start")
 def process_start(s: Session, process_id: str = ProcessArg) -> None:
-    """Start a created process: the members' node agents begin round 1."""
+    """Start a created process once every member accepted it: the members' node agents begin round 1."""
     emit(guarded(lambda: s.client.start_process(process_id), s.as_json), s.as_json, "started")
 
 
@@ -217,7 +265,10 @@ def process_watch(
                 if own is not None and m.organisation == s.msp_id and own.waiting_for:
                     line += f"; your node: {own.waiting_for}"
                 bar.update(rows[m.organisation], completed=m.last_completed, description=line)
-            if process.status in ("completed", "failed", "aborted") or time.monotonic() > deadline:
+            if (
+                process.status in ("completed", "failed", "aborted", "declined")
+                or time.monotonic() > deadline
+            ):
                 break
             time.sleep(0.5)
     outcome = {

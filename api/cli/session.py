@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -77,6 +77,19 @@ class Session:
     @property
     def ledger(self) -> Any:
         return self._ledger
+
+    def local_admins(self, members: Sequence[str]) -> dict[str, Any]:
+        """Clients of the admins of ``members`` whose identities this home holds (a one-machine home
+        holds every organisation's; a joined home only its own), by MSP id: who consents for them."""
+        from ledger.client import ConsortiaClient
+
+        out = {}
+        for msp in members:
+            try:
+                out[msp] = ConsortiaClient(self.ledger, self.consortium.identity(msp, "Admin"))
+            except (KeyError, OSError, ValueError):
+                continue  # not this home's to give
+        return out
 
     @property
     def client(self) -> Any:
@@ -191,19 +204,22 @@ def session(
         s.close()
 
 
-def journey(group: typer.Typer, name: str, *, user: bool = False) -> Callable[[Callable[..., Any]], Any]:
+def journey(
+    group: typer.Typer, name: str, *, user: bool | str = False
+) -> Callable[[Callable[..., Any]], Any]:
     """Register ``fn(s, ...)`` as the command ``name`` of ``group``, acting in a :func:`session`.
 
     The command gets the options every journey shares -- ``--home``, ``--org``, (``--user`` when
-    ``user``), ``--json`` -- after ``fn``'s own arguments; ``fn`` receives the open :class:`Session`
+    ``user``; a string: its default, e.g. ``Admin`` for the commands that consent), ``--json`` -- after ``fn``'s own arguments; ``fn`` receives the open :class:`Session`
     (``s.as_json`` is ``--json``), which is closed when the command ends, however it ends."""
     shared = [
         inspect.Parameter("home", inspect.Parameter.KEYWORD_ONLY, default=HomeOpt, annotation=Path | None),
         inspect.Parameter("org", inspect.Parameter.KEYWORD_ONLY, default=OrgOpt, annotation=str | None),
     ]
     if user:
+        option = UserOpt if user is True else typer.Option(user, "--user", help=UserOpt.help)
         shared.append(
-            inspect.Parameter("user", inspect.Parameter.KEYWORD_ONLY, default=UserOpt, annotation=str)
+            inspect.Parameter("user", inspect.Parameter.KEYWORD_ONLY, default=option, annotation=str)
         )
     shared.append(
         inspect.Parameter("as_json", inspect.Parameter.KEYWORD_ONLY, default=JsonOpt, annotation=bool)

@@ -215,3 +215,25 @@ def build_image(client, recipe: ImageRecipe, reference: str | None = None, force
 def local_image_digest(client, reference: str) -> str | None:
     """The engine's content-addressed id of the local image ``reference`` (None if absent)."""
     return _image_id(client, reference)
+
+
+def image_file(client, reference: str, path: str) -> bytes | None:
+    """The bytes of the regular file ``path`` inside the engine image tagged ``reference`` (None: the
+    image has no such file), read from a container created and removed again, never started."""
+    import io
+    import tarfile
+
+    import docker.errors
+
+    container = client.containers.create(reference, entrypoint=["/bin/false"], network_disabled=True)
+    try:
+        try:
+            stream, _ = container.get_archive(path)
+        except docker.errors.NotFound:
+            return None
+        with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
+            member = next((m for m in tar.getmembers() if m.isfile()), None)
+            fh = tar.extractfile(member) if member is not None else None
+            return fh.read() if fh is not None else None
+    finally:
+        container.remove(force=True)

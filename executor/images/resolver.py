@@ -16,6 +16,7 @@ Image record ahead of any process (:func:`pull_record`).
 
 from __future__ import annotations
 
+import json
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +24,10 @@ from pathlib import Path
 from executor.errors import ImageDigestMismatch
 from executor.images.bundle import bundle_digest
 from executor.images.bundle_archive import fetch_bundle, pulled_bundle_dir
-from executor.images.engine import engine_client
+from executor.images.engine import engine_client, image_file
+from executor.images.outputs import DeclarationInvalid, OutputDeclaration
+from executor.images.outputs import parse as parse_outputs
+from executor.images.outputs import read as read_outputs
 from executor.images.recipe import cache_root
 from executor.images.reference import ImageTampered, RegistryError, parse_reference
 from executor.images.registry import local_or_pulled, pull_image
@@ -36,6 +40,9 @@ def verify_digest(reference: str, pinned: str, local: str | None) -> None:
         raise ValueError(f"pinned digest must be sha256:<hex>, got {pinned!r}")
     if local != pinned:
         raise ImageDigestMismatch(reference, pinned, local)
+
+
+IMAGE_JSON_IN_CONTAINER = "/opt/consortia/image/image.json"  #: where a container image holds its recipe's
 
 
 @dataclass
@@ -60,6 +67,23 @@ class ImageResolver:
         if "/" in name or name.startswith("."):
             return None
         return self.bundles_root / name
+
+    def output_declaration(self, reference: str) -> OutputDeclaration:
+        """What the image ``reference`` names declares it sends (its ``image.json``, covered by its
+        digest: read from the verified bundle, or from the engine image), :mod:`executor.images.outputs`."""
+        bundle = self.bundle_dir(reference)
+        if bundle is not None:
+            return read_outputs(bundle / "image")
+        engine = getattr(self.runtime, "client", None)
+        if engine is None:
+            return OutputDeclaration()
+        raw = image_file(engine, reference, IMAGE_JSON_IN_CONTAINER)
+        if raw is None:
+            return OutputDeclaration()
+        try:
+            return parse_outputs(json.loads(raw))
+        except ValueError as exc:
+            raise DeclarationInvalid(f"image {reference}: image.json is not JSON: {exc}") from None
 
     def local_digest(self, reference: str) -> str | None:
         """The runtime's digest of what ``reference`` names here (None: absent); a registry

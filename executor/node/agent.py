@@ -4,6 +4,9 @@
 For each running learning process whose consortium includes the organisation, and for the
 process's current round ``r`` (derived on chain from the execution records):
 
+0. **consent**: its organisation accepted these very terms and approved this exact image digest for
+   this dataset, and its local policy holds (:mod:`executor.consent`, docs/consent.md) -- checked here
+   whatever the ledger let through; a refusal is recorded with ``fail_task``, nothing runs;
 1. **verify** the local image (container image id or sandbox bundle digest) against the digest the
    process pins -- a mismatch is recorded on the ledger with ``ExecutionRecord:fail_task``, the task
    never runs; what only this node can see (its dataset folder, its labels) is checked once per process;
@@ -14,7 +17,10 @@ process's current round ``r`` (derived on chain from the execution records):
    digest, opened), its dataset (:mod:`executor.node.round_files`);
 4. **run** the task isolated: a worker of the node's pool (:mod:`executor.node.workers`: a one-shot
    worker started early; with ``warm`` one per process kept across rounds, maybe a spare started
-   before it) runs it; the agent verifies the signed outputs (:mod:`executor.tasks`);
+   before it) runs it; the agent verifies the signed outputs (:mod:`executor.tasks`) and checks every
+   message and the model against what the image declares it sends, before anything is sealed
+   (:mod:`executor.images.outputs`: size, schema, no raw rows; a message over the declared size is
+   never fetched in step 3);
 5. **publish**: store the new state and the model sealed to the organisation itself (nothing plaintext
    at rest, :meth:`exchange.store.ArtifactStore.put_private`), seal each outgoing message to its
    recipient, then ``complete_task`` with the signed result; after the last round, publish the model
@@ -60,10 +66,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from algorithms.task_spec import TaskSpec
 from exchange.errors import ArtifactError
 from exchange.locations import publish_own_membership
 from exchange.store import ArtifactStore
+from executor.consent import CONSENT_REFUSED, ConsentPolicy, consent_problem
 from executor.errors import (
     ExecutorError,
     ImageDigestMismatch,
@@ -72,6 +81,13 @@ from executor.errors import (
     TaskFailed,
 )
 from executor.images.declarations import dataset_problem, declaration, topology_problems
+from executor.images.outputs import (
+    DeclarationInvalid,
+    OutputDeclaration,
+    OutputRefused,
+    RawRows,
+    check_outputs,
+)
 from executor.images.resolver import ImageResolver, verify_digest
 from executor.model_publication import publish_model
 from executor.node.checkpoints import NO_FAULTS, FaultPlan
@@ -145,6 +161,7 @@ class NodeAgent:
         warm: bool = False,
         prewarm: Sequence[PrewarmEntry] = (),
         faults: FaultPlan = NO_FAULTS,
+        consent: ConsentPolicy = ConsentPolicy(),
     ):
         self.state_dir = Path(state_dir)
         self.outage = LedgerOutage(client.organisation, on_change=self._write_status)
@@ -159,12 +176,14 @@ class NodeAgent:
         self.journal = TaskJournal(self.state_dir / "tasks", consortium, self.org)
         self.prewarm = tuple(prewarm)
         self.faults = faults
+        self.consent = consent
         self._pool: WorkerPool | None = None  # opened by start()
         self._scratch: Path | None = None  # its task directories' base (start(); removed by close())
         self._spares: SpareWorkers | None = None
         self._salt = ""  # read by start()
         self._finished: set[str] = set()  # processes this agent saw finished (run_once skips them)
-        self._images: dict[str, ImageRecord] = {}
+        self._declarations: dict[str, OutputDeclaration] = {}  # image digest -> what it may send
+        self._rows: dict[str, RawRows] = {}  # pid -> its dataset's feature rows (raw-row check)
         self._ready: set[str] = set()  # processes whose preflight passed here (checked once per process)
         self._written: dict[str, ExecutionRecord] = {}  # pid -> the record it completed last (_own_record)
         self._states: dict[str, ProcessState] = {}  # pid -> its last outcome there (the status file)
@@ -374,8 +393,9 @@ class NodeAgent:
         rnd = int(process.current_round or 1)
         if process.status == "completed":
             self._publish_model(process)  # a kill right after the last completion left it unpublished
-        if process.status in ("completed", "failed", "aborted"):
+        if process.status in ("completed", "failed", "aborted", "declined"):
             self.journal.forget_process(pid)
+            self._rows.pop(pid, None)
             self.stop_workers(pid)
             return RoundOutcome(pid, rnd, "done", f"{process.status} {process.status_reason}".strip())
         if process.status != "running":
@@ -416,9 +436,13 @@ class NodeAgent:
 
     def _execute(self, process: ProcessRecord, rnd: int, record: ExecutionRecord | None) -> RoundOutcome:
         pid = process.id
-        if process.image_id not in self._images:  # read once: reference and algorithm never change
-            self._images[process.image_id] = self.client.get_image(process.image_id)
-        image = self._images[process.image_id]
+        # 0. consent, checked here whatever the ledger let through: its organisation's acceptance of
+        # these very terms, its approval of this exact digest for this dataset now, its local policy
+        # (executor.consent); read anew for every task (an approval may be revoked between rounds)
+        image = self.outage.call(self.client.get_image, process.image_id)
+        problem = self.outage.call(consent_problem, self.client, process, image, self.consent)
+        if problem is not None:
+            return self._fail(pid, rnd, f"consent refused: {problem}", {"code": CONSENT_REFUSED})
         # 1. verify the image first (again before a spare is bound; a live worker was verified at its start)
         try:
             if not self.pool.live(pid, process.image_digest):
@@ -473,11 +497,14 @@ class NodeAgent:
         key = self._register_key(pid, rnd, record)
         if isinstance(key, RoundOutcome):
             return key
-        # 3. inputs
+        # 3. inputs: no message larger than its image declares is fetched
         try:
+            declared = self._declared(process, image)
             with timing.section("artifact_io"):
                 # (reads only: the others' membership records through the store's own client too)
-                previous_state, inbox = self.outage.call(self.round_files.gather_inputs, process, rnd)
+                previous_state, inbox = self.outage.call(
+                    self.round_files.gather_inputs, process, rnd, declared.message.max_bytes
+                )
         except (ExecutorError, ArtifactError, ValueError) as exc:
             return self._fail(pid, rnd, f"inputs unavailable: {exc}")
         # 4. run
@@ -488,6 +515,12 @@ class NodeAgent:
                 outputs = worker.run(spec, key, previous_state, inbox)
         except (TaskFailed, ManifestInvalid) as exc:
             return self._fail(pid, rnd, str(exc), {"code": exc.code})
+        # 4b. what it sends, checked against what its image declares, before anything is sealed
+        try:
+            rows = None if declared.raw_rows else self._raw_rows(process)
+            check_outputs(declared, outputs.outbox, outputs.model, rows)
+        except (OutputRefused, DeclarationInvalid) as exc:
+            return self._fail(pid, rnd, f"output refused: {exc}", {"code": exc.code})
         # 5. publish
         refused = self._publish(process, rnd, key, outputs)
         if refused is not None:
@@ -497,6 +530,23 @@ class NodeAgent:
             self._publish_model(process)
             self.stop_workers(pid)
         return RoundOutcome(pid, rnd, "completed", outputs.manifest["outputs"]["state"], outputs.step_seconds)
+
+    def _declared(self, process: ProcessRecord, image: ImageRecord) -> OutputDeclaration:
+        """What the process's image declares it sends (read once per image digest, from the verified image)."""
+        declared = self._declarations.get(process.image_digest)
+        if declared is None:
+            declared = self._declarations[process.image_digest] = self.images.output_declaration(
+                image.reference
+            )
+        return declared
+
+    def _raw_rows(self, process: ProcessRecord) -> RawRows:
+        """This organisation's feature rows of the process's dataset, to find them in outputs (once per process)."""
+        rows = self._rows.get(process.id)
+        if rows is None:
+            with np.load(self.data_dir(process) / "dataset.npz", allow_pickle=False) as z:
+                rows = self._rows[process.id] = RawRows.of(z["features"])
+        return rows
 
     def _register_key(self, pid: str, rnd: int, record: ExecutionRecord | None) -> TaskKey | RoundOutcome:
         """The task's key: the journaled one (a restart), or a new one journaled then registered with

@@ -27,6 +27,7 @@ from exchange.locations import parse_endpoints
 from exchange.readers import LedgerReaders
 from exchange.service import ArtifactServer, node_store
 from exchange.store import ArtifactStore
+from executor.consent import ConsentPolicy
 from executor.errors import RuntimeUnavailable
 from executor.node.agent import NodeAgent
 from executor.node.checkpoints import NO_FAULTS, FaultPlan, load_fault_plan
@@ -103,6 +104,7 @@ def build_agent(args: argparse.Namespace) -> tuple[NodeAgent, ArtifactServer | N
         warm=args.warm,
         prewarm=() if getattr(args, "process", None) else getattr(args, "prewarm", None) or (),
         faults=faults,
+        consent=settings.config.consent if settings is not None else ConsentPolicy(),
     )
     return agent, server
 

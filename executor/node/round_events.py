@@ -22,7 +22,7 @@ from ledger.interface import ChaincodeEvent
 
 # how long a waiting agent trusts the event stream before looking at the ledger again anyway
 EVENT_WAIT_LIMIT = 5.0
-ENDED = ("completed", "failed", "aborted")
+ENDED = ("completed", "failed", "aborted", "declined")
 
 
 def _payload(ev: ChaincodeEvent) -> dict[str, Any]:

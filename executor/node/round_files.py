@@ -11,8 +11,10 @@ itself, each outgoing message sealed to its recipient and indexed in its own sto
 from __future__ import annotations
 
 from exchange import messages
+from exchange.sealing import MAX_SEAL_OVERHEAD
 from exchange.store import ArtifactStore
 from executor.errors import ExecutorError
+from executor.images.outputs import DEFAULT_MAX_BYTES
 from executor.tasks import TaskOutputs
 from ledger.client import ConsortiaClient, ProcessRecord
 from ledger.identity import Consortium
@@ -27,10 +29,14 @@ class RoundFiles:
         self.consortium = consortium
         self.org = client.organisation
 
-    def gather_inputs(self, process: ProcessRecord, rnd: int) -> tuple[bytes | None, dict[str, bytes]]:
+    def gather_inputs(
+        self, process: ProcessRecord, rnd: int, max_message_bytes: int = DEFAULT_MAX_BYTES
+    ) -> tuple[bytes | None, dict[str, bytes]]:
         """(previous state, inbox) of round ``rnd``: the state from this organisation's own store (digest
         from its completed record of round r-1), each message addressed to it in round r-1 from the
-        sender's service, checked against the sender's signed digest and opened."""
+        sender's service, checked against the sender's signed digest and opened. A message whose signed
+        size is over ``max_message_bytes`` (what the image declares) is refused unfetched, and no sealed
+        message is fetched beyond that bound plus what sealing adds."""
         if rnd == 1:
             return None, {}
         pid = process.id
@@ -50,6 +56,11 @@ class RoundFiles:
             if rec is None or rec.status != "completed":
                 raise ExecutorError(f"round {rnd - 1} of {sender} is not completed")
             for m in rec.messages:
+                if m.size is not None and m.size > max_message_bytes:
+                    raise ExecutorError(
+                        f"the message of {sender} in round {rnd - 1} is {m.size} bytes, over the "
+                        f"{max_message_bytes} its image declares: not fetched"
+                    )
                 inbox[sender] = self.store.receive_message(
                     sender,
                     process_id=pid,
@@ -57,6 +68,7 @@ class RoundFiles:
                     payload_digest=m.digest,
                     payload_size=m.size,
                     recipient_key=key,
+                    max_bytes=max_message_bytes + MAX_SEAL_OVERHEAD,
                 )
         return state, inbox
 

@@ -27,6 +27,7 @@ def executed(tmp_path_factory):
     from ledger.identity import Consortium
 
     ORGS = ["Org1MSP", "Org2MSP", "Org3MSP"]
+    from executor.consent import give_consent
     from executor.images.bundle import build_bundle
     from executor.images.recipe import ImageRecipe
     from executor.node.agent import NodeAgent
@@ -47,6 +48,7 @@ def executed(tmp_path_factory):
     c1.create_process(
         "p-exec", "avg:1", ORGS, {"kind": "ring", "seed": 11}, 3, hyperparameters={"eps": 0.3, "noise": 0.1}
     )
+    give_consent({o: ConsortiaClient(led, consortium.identity(o, "Admin")) for o in ORGS}, "p-exec")
     c1.start_process("p-exec")
     errors = []
     clients = {o: ConsortiaClient(led, consortium.identity(o)) for o in ORGS}

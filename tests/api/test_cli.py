@@ -40,16 +40,59 @@ def test_image_journey(home):
     rec = cli(root, "image", "register", "svm", "1", "--digest", IMAGE_DIGEST, "--algorithm", "svm")
     assert rec["owner"] == "Org1MSP" and rec["id"] == "svm:1"
     assert "svm:1" in [i["id"] for i in cli(root, "image", "list")]
-    assert (
-        cli(root, "image", "approve", "svm:1", "--digest", IMAGE_DIGEST, org="Org2")["organisation"]
-        == "Org2MSP"
+    approval = cli(
+        root,
+        "image",
+        "approve",
+        "svm:1",
+        "--digest",
+        IMAGE_DIGEST,
+        "--dataset",
+        "adult",
+        "--dataset",
+        "spam",
+        "--expires",
+        "2999-01-01T00:00:00Z",
+        org="Org2",
+    )  # signed by Org2's admin (the consent commands' default --user)
+    assert approval["organisation"] == "Org2MSP" and approval["datasets"] == ["adult", "spam"]
+    err = cli(
+        root, "image", "approve", "svm:1", "--digest", IMAGE_DIGEST, "--user", "User1", org="Org3", code=1
     )
+    assert err["code"] == "FORBIDDEN" and "only admin identities" in err["message"]
+    revoked = cli(root, "image", "revoke-approval", "svm:1", "--reason", "changed our mind", org="Org2")
+    assert revoked["revoked_reason"] == "changed our mind" and revoked["revoked"]
     err = cli(root, "image", "revoke", "svm:1", org="Org2", code=1)
     assert err["code"] == "FORBIDDEN"
     assert cli(root, "image", "revoke", "svm:1", "--reason", "old")["status"] == "revoked"
     assert cli(root, "image", "get", "svm:1")["status"] == "revoked"
     hist = cli(root, "provenance", "image", "svm:1")
     assert [h["value"]["status"] for h in hist] == ["active", "revoked"]
+
+
+def test_consent_journey(home):
+    """create -> start refused -> accept (each member's admin) -> terms -> start; decline ends it."""
+    root, _ = home
+    common = ["--image", "rf:1", "--consortium", "Org1MSP,Org2MSP", "--rounds", "1", "--dataset", "adult"]
+    assert cli(root, "process", "create", "p-consent", *common)["status"] == "created"
+    assert cli(root, "process", "start", "p-consent", code=1)["code"] == "CONSENT_MISSING"
+    terms = cli(root, "process", "terms", "p-consent", org="Org2")
+    assert terms["terms"]["dataset"] == "adult" and terms["waiting_for"] == ["Org1MSP", "Org2MSP"]
+    wrong = cli(root, "process", "accept", "p-consent", "--terms", "sha256:" + "0" * 64, org="Org2", code=1)
+    assert wrong["code"] == "CONSENT_MISSING"
+    for org in ("Org1", "Org2"):
+        answer = cli(root, "process", "accept", "p-consent", "--terms", terms["terms_digest"], org=org)
+        assert answer["decision"] == "accepted" and answer["role"] == "admin"
+    assert cli(root, "process", "terms", "p-consent")["waiting_for"] == []
+    assert cli(root, "process", "start", "p-consent")["status"] == "running"
+    assert cli(root, "process", "create", "p-decline", *common)["status"] == "created"
+    answer = cli(root, "process", "decline", "p-decline", "--reason", "not on our data", org="Org2")
+    assert answer["decision"] == "declined"
+    declined = cli(root, "process", "get", "p-decline")
+    assert (
+        declined["status"] == "declined"
+        and declined["status_reason"] == "declined by Org2MSP: not on our data"
+    )
 
 
 def test_process_journey(home):
@@ -82,7 +125,8 @@ def test_process_journey(home):
     # which member stands where (issue 27 item 6): every one completed its 3 rounds
     assert [(m["last_completed_round"], m["task"]) for m in done["members"]] == [(3, "completed")] * 3
     timeline = cli(root, "provenance", "process", "p-cli")
-    assert [e["name"] for e in timeline] == ["ProcessCreated", "ProcessStatus", "ProcessStatus"]
+    names = ["ProcessCreated", "ProcessAnswered", "ProcessAnswered", "ProcessStatus", "ProcessStatus"]
+    assert [e["name"] for e in timeline] == names  # created, accepted by both members, started, aborted
 
 
 def test_provenance_queries(home):

@@ -64,9 +64,9 @@ def test_process_create_goes_through_launch_and_accepts_names(home, monkeypatch)
     calls = []
     real = executor.process.launch
 
-    def spy(client, spec, *, start=True):
+    def spy(client, spec, *, start=True, consent=None):
         calls.append((spec, start))
-        return real(client, spec, start=start)
+        return real(client, spec, start=start, consent=consent)
 
     monkeypatch.setattr(executor.process, "launch", spy)
     common = ["--image", "rf:1", "--consortium", "Org1, Org2", "--rounds", "1", "--topology", "ring"]

@@ -83,7 +83,7 @@ def test_acting_organisation_comes_from_the_token_not_the_body(org1):
 
 
 # ---------------------------------------------------------------- images
-def test_image_journey_register_list_get_approve_revoke(org1, org2):
+def test_image_journey_register_list_get_approve_revoke(org1, org2, gateways):
     name = f"img{uid()}"
     body = {
         "name": name,
@@ -101,16 +101,26 @@ def test_image_journey_register_list_get_approve_revoke(org1, org2):
     page = org2.get("/api/v1/images", params={"limit": 1, "offset": 0}).json()
     assert len(page["items"]) == 1 and page["total"] >= 2
     error(org1.post(f"/api/v1/images/{iid}/approve", json={"digest": IMAGE_DIGEST}), 403, "FORBIDDEN")
+    # approving is consent: a client identity's token is refused; Org2's admin approves
+    assert (
+        "only admin identities"
+        in error(org2.post(f"/api/v1/images/{iid}/approve", json={"digest": IMAGE_DIGEST}), 403, "FORBIDDEN")[
+            "message"
+        ]
+    )
+    admin2 = {"Authorization": f"Bearer {gateways['Org2MSP'][0].tokens.issue('Admin')}"}
     error(
-        org2.post(f"/api/v1/images/{iid}/approve", json={"digest": "sha256:" + "00" * 32}),
+        org2.post(f"/api/v1/images/{iid}/approve", json={"digest": "sha256:" + "00" * 32}, headers=admin2),
         409,
         "IMAGE_DIGEST_MISMATCH",
     )
-    assert (
-        org2.post(f"/api/v1/images/{iid}/approve", json={"digest": IMAGE_DIGEST}).json()["organisation"]
-        == "Org2MSP"
-    )
+    body = {"digest": IMAGE_DIGEST, "datasets": ["adult"], "expires": "2999-01-01T00:00:00Z"}
+    approval = org2.post(f"/api/v1/images/{iid}/approve", json=body, headers=admin2).json()
+    assert approval["organisation"] == "Org2MSP" and approval["datasets"] == ["adult"]
     assert [a["organisation"] for a in org1.get(f"/api/v1/images/{iid}").json()["approvals"]] == ["Org2MSP"]
+    revoked = org2.post(f"/api/v1/images/{iid}/revoke-approval", json={"reason": "changed"}, headers=admin2)
+    assert revoked.status_code == 200 and revoked.json()["revoked_reason"] == "changed", revoked.text
+    assert org1.get(f"/api/v1/images/{iid}").json()["approvals"][0]["revoked"] is not None
     error(org2.post(f"/api/v1/images/{iid}/revoke", json={"reason": "mine now"}), 403, "FORBIDDEN")
     assert org1.post(f"/api/v1/images/{iid}/revoke", json={"reason": "CVE"}).json()["status"] == "revoked"
     hist = org2.get(f"/api/v1/images/{iid}/history").json()
@@ -143,7 +153,7 @@ def test_unknown_image_and_malformed_ids(org1):
 
 
 # ---------------------------------------------------------------- processes
-def test_process_journey_create_start_watch_abort(org1, org2, org4):
+def test_process_journey_create_start_watch_abort(org1, org2, org4, gateways):
     pid = f"p-{uid()}"
     body = {
         "id": pid,
@@ -161,11 +171,20 @@ def test_process_journey_create_start_watch_abort(org1, org2, org4):
     error(org4.get(f"/api/v1/processes/{pid}"), 403, "FORBIDDEN")
     error(org4.get(f"/api/v1/processes/{pid}/timeline"), 403, "FORBIDDEN")
     error(org4.post(f"/api/v1/processes/{pid}/start"), 403)
+    refused = error(org2.post(f"/api/v1/processes/{pid}/start"), 409, "CONSENT_MISSING")
+    assert "not accepted by ['Org1MSP', 'Org2MSP']" in refused["message"]
+    error(org2.post(f"/api/v1/processes/{pid}/accept", json={}), 403, "FORBIDDEN")  # a client's token
+    for client, msp in ((org1, "Org1MSP"), (org2, "Org2MSP")):  # each organisation's admin, at its gateway
+        admin = {"Authorization": f"Bearer {gateways[msp][0].tokens.issue('Admin')}"}
+        answer = client.post(f"/api/v1/processes/{pid}/accept", json={}, headers=admin)
+        assert answer.status_code == 200 and answer.json()["decision"] == "accepted", answer.text
+    answers = org1.get(f"/api/v1/processes/{pid}/acceptances").json()
+    assert [a["organisation"] for a in answers] == ["Org1MSP", "Org2MSP"]
+    error(org4.get(f"/api/v1/processes/{pid}/acceptances"), 403, "FORBIDDEN")
     assert org2.post(f"/api/v1/processes/{pid}/start").json()["status"] == "running"
     w = org1.get(f"/api/v1/processes/{pid}/watch", params={"after_block": -1, "wait": 0}).json()
-    assert [e["name"] for e in w["events"]] == ["ProcessCreated", "ProcessStatus"] and w[
-        "status"
-    ] == "running"
+    names = ["ProcessCreated", "ProcessAnswered", "ProcessAnswered", "ProcessStatus"]
+    assert [e["name"] for e in w["events"]] == names and w["status"] == "running"
     last = w["events"][-1]["block"]
     assert (
         org1.get(f"/api/v1/processes/{pid}/watch", params={"after_block": last, "wait": 0}).json()["events"]
@@ -222,7 +241,7 @@ def test_process_refusals_from_the_contract(org1):
     error(org1.post("/api/v1/processes", json={**base, "id": "proc-0", "consortium": ["Org1MSP"]}), 409)
 
 
-def test_process_creation_goes_through_launch(org1, monkeypatch):
+def test_process_creation_goes_through_launch(org1, gateways, monkeypatch):
     """POST /processes creates through executor.process.launch (the CLI's and Python's path): the
     image digest the body pins is passed on, ``start`` starts it; a private process that does not clip
     is refused by the schema (which says so) before anything is written."""
@@ -240,9 +259,21 @@ def test_process_creation_goes_through_launch(org1, monkeypatch):
         "rounds": 1,
     }
     pid = f"p-{uid()}"
+    # starting needs the member's acceptance: a client identity does not give it (and nothing runs)
     r = org1.post("/api/v1/processes", json={**base, "id": pid, "start": True, "image_digest": IMAGE_DIGEST})
+    assert r.status_code == 403 and "only admin identities may accept" in r.text, r.text
+    assert org1.get(f"/api/v1/processes/{pid}").json()["status"] == "created"
+    gw = gateways["Org1MSP"][0]
+    admin = {"Authorization": f"Bearer {gw.tokens.issue('Admin')}"}
+    pid = f"p-{uid()}"
+    body = {**base, "id": pid, "start": True, "image_digest": IMAGE_DIGEST}
+    r = org1.post("/api/v1/processes", json=body, headers=admin)
     assert r.status_code == 201 and r.json()["status"] == "running", r.text
-    assert calls == [{"start": True}]
+    assert [sorted(kw) for kw in calls] == [["consent", "start"]] * 2 and calls[1]["start"] is True
+    answers = org1.get(f"/api/v1/processes/{pid}/acceptances").json()
+    assert [(a["organisation"], a["decision"], a["role"]) for a in answers] == [
+        ("Org1MSP", "accepted", "admin")
+    ]
     wrong = "sha256:" + "0" * 64
     error(org1.post("/api/v1/processes", json={**base, "id": f"p-{uid()}", "image_digest": wrong}), 409)
     before = org1.get("/api/v1/health").json()["block_height"]

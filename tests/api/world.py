@@ -15,6 +15,7 @@ from exchange.model_seal import model_aad, model_key_info
 from exchange.sealing import encrypt_payload, seal
 from exchange.service import HostedServices, node_store
 from exchange.store import ArtifactStore
+from executor.consent import give_consent
 from ledger.client import ConsortiaClient
 from ledger.embedded import EmbeddedLedger
 from ledger.errors import NotFound
@@ -79,6 +80,7 @@ def ring_process(
         if budget is None
         else {"mechanism": "gaussian", "epsilon": budget, "scope": "node"},
     )
+    give_consent({o: ConsortiaClient(c1.ledger, w.consortium.identity(o, "Admin")) for o in orgs}, pid)
     c1.start_process(pid)
     n = len(orgs)
     prev_state: dict[str, str | None] = {o: None for o in orgs}

@@ -25,6 +25,7 @@ from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 
 from chaincode import dispatch
 from chaincode.errors import InvalidArgument
+from chaincode.records import ProcessRecord
 from chaincode.stub import KeyValue, create_composite_key
 from ledger.identity import Consortium
 from wire.canonical import canonical_json
@@ -148,6 +149,7 @@ def scenario(crypto_dir: Path) -> dict[str, str]:
     value, or deletion) and its event."""
     cons = Consortium.generate(crypto_dir, ["Org1", "Org2", "Org3"])
     creators = {o: cons.identity(o).serialized() for o in ("Org1", "Org2", "Org3")}
+    creators |= {f"{o} admin": cons.identity(o, "Admin").serialized() for o in ("Org1", "Org2", "Org3")}
     stub = DictStub()
     out: dict[str, str] = {}
     n = 0
@@ -165,6 +167,16 @@ def scenario(crypto_dir: Path) -> dict[str, str]:
             h.update(b"\x03" + stub.event[0].encode() + b"\x04" + stub.event[1])
         out[name] = h.hexdigest()
         return answer
+
+    def consent(org: str, function: str, *args: str) -> None:
+        """A consent transaction (issue 33) between the recorded ones: its own tx ids and times, so the
+        recorded transactions keep theirs; its writes count in the world state."""
+        nonlocal n
+        stub.begin(
+            creators[f"{org} admin"], f"consent{n:04d}{function}{org}", 1_800_000_000.0 + n * 1.25 + 0.5
+        )
+        dispatch.invoke(stub, function, list(args))
+        stub.commit()
 
     j = json.dumps
     members = ["Org1MSP", "Org2MSP"]
@@ -190,7 +202,8 @@ def scenario(crypto_dir: Path) -> dict[str, str]:
         "Image:register",
         j({"id": "b-custom", "name": "b", "version": "2", "algorithm": "x:Y", "digest": _digest("image b")}),
     )
-    tx("approve a", "Org2", "Image:approve", "a:1.0", _digest("image a"))
+    tx("approve a", "Org2 admin", "Image:approve", "a:1.0", _digest("image a"))
+    consent("Org3", "Image:approve", "a:1.0", _digest("image a"))
     tx("revoke b", "Org1", "Image:revoke", "b-custom", "superseded")
     tx("get a", "Org3", "Image:get", "a:1.0")
     tx("list images", "Org3", "Image:list")
@@ -246,6 +259,13 @@ def scenario(crypto_dir: Path) -> dict[str, str]:
             }
         ),
     )
+    for pid, orgs in (("p", ("Org1", "Org2")), ("q", ("Org1", "Org2", "Org3")), ("r", ("Org1", "Org2"))):
+        stub.begin(creators["Org1"], f"read {pid}", 1_800_000_000.0 + n * 1.25 + 0.25)
+        terms = json.loads(dispatch.invoke(stub, "LearningProcess:get", [pid]))
+        stub.commit()
+        terms_digest = ProcessRecord.model_validate(terms).terms_digest()
+        for org in orgs:
+            consent(org, "LearningProcess:accept", pid, terms_digest)
     tx("start p", "Org2", "LearningProcess:start", "p")
     tx("start q", "Org3", "LearningProcess:start", "q")
     tx("start r", "Org1", "LearningProcess:start", "r")
@@ -425,13 +445,16 @@ def scenario(crypto_dir: Path) -> dict[str, str]:
     return out
 
 
-# computed by the contracts before the records were typed (they built and stored dicts)
+# computed by the contracts before the records were typed (they built and stored dicts); "approve a",
+# "get a" and "world state" recomputed with issue 33 (an approval is signed by the organisation's admin;
+# Org3's approval and the members' acceptances are in the world state): every other transaction's
+# answer, writes and event are unchanged
 GOLDEN: dict[str, str] = {
     "image a": "34f2a719a6b99b33d0858304a2d4923e27364037bd33a3283007f14b79c7d69c",
     "image b": "70a6149114d3460085ad202702185d8f26070a08e69277c39eac4291de075178",
-    "approve a": "453ab75c4e5e4aa706e5f3f2bee8d090347c1836b15601c338951f28dd45ebfb",
+    "approve a": "ac6c4532ba69abdf767ec3c263a344d43638176a311385ad04eea7223840b963",
     "revoke b": "591792508c03eac8d794e149dc78532dd5fc65dd2d7bceee96da3a67a76fbba0",
-    "get a": "5e3b161a7daf65a86532e4ed49d733a3acbfec4a92d39a75b1bc2cbf38043aaf",
+    "get a": "70eaa58ba159edd949ec4f31e90a2e30da7b6e9f5ed67c9c99cecbd6bd010dd0",
     "list images": "231c63885e70f2fe8c3629ae7c90f763cadf2532f25397460c100ec23f3eef49",
     "create p": "031d2cc12986ebc360f14ec002e41cd3b4b9456b86c9467121d59399fee6a4db",
     "create q": "e20a37e621b9f212aabb0c65c13590750bf49a5cb824ae0db891f86a3187e115",
@@ -474,7 +497,7 @@ GOLDEN: dict[str, str] = {
     "member Org1 again": "fb703df6e6702d81c1ecf9d11442e476f95500fa36ef0eafed73e9ebb4fc7e1e",
     "list members": "e849d8258b812972af7c2a431018f341fce75be2598ccb3833552c93fdb2939f",
     "get member": "ae0caa122c0a3d6cd0bf481923cc71bc34633e17a3da5c82a17cde3974b14d11",
-    "world state": "a616e8b3ee592cf3522533d2a68c979209fc2e62b04be39aa578e6cc707c0177",
+    "world state": "4a653b06db94d86cdfdaa0180c605877809f6bf5656035049372c12caa484cc4",
 }
 
 

@@ -71,6 +71,15 @@ def org3(ledger, consortium) -> ConsortiaClient:
 
 
 @pytest.fixture
+def admins(ledger, consortium) -> dict[str, ConsortiaClient]:
+    """Each organisation's admin (who approves images and accepts processes), by MSP id."""
+    return {
+        f"{org}MSP": ConsortiaClient(ledger, consortium.identity(org, "Admin"))
+        for org in ("Org1", "Org2", "Org3")
+    }
+
+
+@pytest.fixture
 def uid() -> str:
     """A fresh id suffix: the suite never depends on a clean ledger."""
     return uuid.uuid4().hex[:12]

@@ -4,6 +4,7 @@ the canonical JSON of the result)."""
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -65,6 +66,7 @@ def run_task(client: ConsortiaClient, process_id: str, rnd: int, **result_kw: An
 
 
 def new_process(
+    admins: Mapping[str, ConsortiaClient],
     org1: ConsortiaClient,
     uid: str,
     consortium=("Org1MSP", "Org2MSP"),
@@ -89,8 +91,22 @@ def new_process(
         privacy_budget=privacy_budget,
     )
     if start:
+        consent(admins, pid, consortium)
         org1.start_process(pid)
     return pid
+
+
+def consent(admins: Mapping[str, ConsortiaClient], pid: str, members: Sequence[str]) -> None:
+    """Every member's admin approves the process's image (unless it owns it) and accepts the process,
+    as each organisation does on its own host (docs/consent.md)."""
+    process = admins[members[0]].get_process(pid)
+    image = admins[process.consortium[0]].get_image(process.image_id)
+    for msp in process.consortium:
+        admin = admins[msp]
+        mine = next((a for a in image.approvals if a.organisation == msp and a.revoked is None), None)
+        if msp != image.owner and (mine is None or mine.digest != process.image_digest):
+            admin.approve_image(process.image_id, process.image_digest)
+        admin.accept_process(pid)
 
 
 def private_metrics(eps: float, n: int = 2, **extra: float) -> dict[str, float]:

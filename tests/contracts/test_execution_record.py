@@ -32,8 +32,8 @@ def _task(client, pid, rnd, runtime="sandbox"):
     return key
 
 
-def test_create_complete_and_read_back(org1, org2, uid):
-    pid = new_process(org1, uid)
+def test_create_complete_and_read_back(admins, org1, org2, uid):
+    pid = new_process(admins, org1, uid)
     key = _task(org1, pid, 1)
     rec = org1.get_execution(pid, 1, "Org1MSP")
     assert rec.status == "running" and rec.runtime == "sandbox" and "BEGIN PUBLIC KEY" in rec.public_key
@@ -43,10 +43,10 @@ def test_create_complete_and_read_back(org1, org2, uid):
     assert org2.get_execution(pid, 1, "Org1MSP").result.outputs.messages[0].recipient == "Org2MSP"
 
 
-def test_inbox_gives_each_member_only_its_own_messages(org1, org2, org3, uid):
+def test_inbox_gives_each_member_only_its_own_messages(admins, org1, org2, org3, uid):
     """``inbox`` answers, per organisation of a round, its status, its state digest (once completed)
     and only the messages addressed to the caller -- what the next task needs, not the records."""
-    pid = new_process(org1, uid, consortium=("Org1MSP", "Org2MSP", "Org3MSP"))
+    pid = new_process(admins, org1, uid, consortium=("Org1MSP", "Org2MSP", "Org3MSP"))
     run_task(org1, pid, 1, recipients=("Org2MSP", "Org3MSP"))
     _task(org2, pid, 1)  # registered, still running
     by_org = {e.organisation: e for e in org2.round_inbox(pid, 1)}
@@ -62,15 +62,15 @@ def test_inbox_gives_each_member_only_its_own_messages(org1, org2, org3, uid):
     )
     assert [m.recipient for m in org3.round_inbox(pid, 1)[0].messages] == ["Org3MSP"]
     assert org1.round_inbox(pid, 2) == []
-    outsider = new_process(org2, uid + "x", consortium=("Org2MSP", "Org3MSP"))
+    outsider = new_process(admins, org2, uid + "x", consortium=("Org2MSP", "Org3MSP"))
     with pytest.raises(Forbidden):
         org1.round_inbox(outsider, 1)
     with pytest.raises(InvalidArgument, match="round"):
         org1.ledger.evaluate(org1.identity, "ExecutionRecord:inbox", pid, "zero")
 
 
-def test_create_task_refusals(org1, org2, org3, uid):
-    pid = new_process(org1, uid, rounds=2)
+def test_create_task_refusals(admins, org1, org2, org3, uid):
+    pid = new_process(admins, org1, uid, rounds=2)
     with pytest.raises(Forbidden, match="not a member"):
         _task(org3, pid, 1)
     with pytest.raises(InvalidState, match="round 1 not completed"):
@@ -84,13 +84,13 @@ def test_create_task_refusals(org1, org2, org3, uid):
         org2.create_task(pid, 1, "-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n", "sandbox")
     with pytest.raises(InvalidArgument, match="runtime"):
         org2.create_task(pid, 1, ec.generate_private_key(ec.SECP256R1()).public_key(), "bare-metal")
-    not_started = new_process(org1, uid + "b", start=False)
+    not_started = new_process(admins, org1, uid + "b", start=False)
     with pytest.raises(InvalidState, match="closed"):
         _task(org1, not_started, 1)
 
 
-def test_result_only_from_the_executing_organisation(org1, org2, uid):
-    pid = new_process(org1, uid)
+def test_result_only_from_the_executing_organisation(admins, org1, org2, uid):
+    pid = new_process(admins, org1, uid)
     key = _task(org1, pid, 1)
     result = make_result(pid, 1, "Org1MSP")
     with pytest.raises(Forbidden, match="executing organisation"):
@@ -98,8 +98,8 @@ def test_result_only_from_the_executing_organisation(org1, org2, uid):
     assert org1.get_execution(pid, 1, "Org1MSP").status == "running"
 
 
-def test_result_signed_by_unregistered_key_is_refused(org1, uid):
-    pid = new_process(org1, uid)
+def test_result_signed_by_unregistered_key_is_refused(admins, org1, uid):
+    pid = new_process(admins, org1, uid)
     _task(org1, pid, 1)
     other = ec.generate_private_key(ec.SECP256R1())
     result = make_result(pid, 1, "Org1MSP")
@@ -107,8 +107,8 @@ def test_result_signed_by_unregistered_key_is_refused(org1, uid):
         org1.complete_task(result, sign(other, canonical_json(result)))
 
 
-def test_altered_result_is_refused(org1, uid):
-    pid = new_process(org1, uid)
+def test_altered_result_is_refused(admins, org1, uid):
+    pid = new_process(admins, org1, uid)
     key = _task(org1, pid, 1)
     result = make_result(pid, 1, "Org1MSP")
     sig = sign(key, canonical_json(result))
@@ -117,8 +117,8 @@ def test_altered_result_is_refused(org1, uid):
         org1.complete_task(result, sig)
 
 
-def test_malformed_and_high_s_signatures_are_refused(org1, ledger, consortium, uid):
-    pid = new_process(org1, uid)
+def test_malformed_and_high_s_signatures_are_refused(admins, org1, ledger, consortium, uid):
+    pid = new_process(admins, org1, uid)
     key = _task(org1, pid, 1)
     result = make_result(pid, 1, "Org1MSP")
     r, s = decode_dss_signature(key.sign(canonical_json(result), ec.ECDSA(hashes.SHA256())))
@@ -134,8 +134,8 @@ def test_malformed_and_high_s_signatures_are_refused(org1, ledger, consortium, u
         )
 
 
-def test_replayed_result_is_refused(org1, uid):
-    pid = new_process(org1, uid)
+def test_replayed_result_is_refused(admins, org1, uid):
+    pid = new_process(admins, org1, uid)
     key = _task(org1, pid, 1)
     result = make_result(pid, 1, "Org1MSP")
     sig = sign(key, canonical_json(result))
@@ -144,16 +144,16 @@ def test_replayed_result_is_refused(org1, uid):
         org1.complete_task(result, sig)
 
 
-def test_wrong_image_digest_is_refused(org1, uid):
-    pid = new_process(org1, uid)
+def test_wrong_image_digest_is_refused(admins, org1, uid):
+    pid = new_process(admins, org1, uid)
     key = _task(org1, pid, 1)
     result = make_result(pid, 1, "Org1MSP", image_digest="sha256:" + "99" * 32)
     with pytest.raises(ImageMismatch, match="pins"):
         org1.complete_task(result, sign(key, canonical_json(result)))
 
 
-def test_result_for_a_closed_round_is_refused(org1, uid):
-    pid = new_process(org1, uid)
+def test_result_for_a_closed_round_is_refused(admins, org1, uid):
+    pid = new_process(admins, org1, uid)
     key = _task(org1, pid, 1)
     org1.abort_process(pid, "stop")
     result = make_result(pid, 1, "Org1MSP")
@@ -161,25 +161,26 @@ def test_result_for_a_closed_round_is_refused(org1, uid):
         org1.complete_task(result, sign(key, canonical_json(result)))
 
 
-def test_result_runtime_must_match_registration(org1, uid):
-    pid = new_process(org1, uid)
+def test_result_runtime_must_match_registration(admins, org1, uid):
+    pid = new_process(admins, org1, uid)
     key = _task(org1, pid, 1, runtime="container")
     result = make_result(pid, 1, "Org1MSP", runtime="sandbox")
     with pytest.raises(InvalidArgument, match="runtime"):
         org1.complete_task(result, sign(key, canonical_json(result)))
 
 
-def test_result_without_registered_task(org1, uid):
-    pid = new_process(org1, uid)
+def test_result_without_registered_task(admins, org1, uid):
+    pid = new_process(admins, org1, uid)
     key = ec.generate_private_key(ec.SECP256R1())
     result = make_result(pid, 1, "Org1MSP")
     with pytest.raises(NotFound, match="no task registered"):
         org1.complete_task(result, sign(key, canonical_json(result)))
 
 
-def test_privacy_budget_is_enforced(org1, org2, uid):
+def test_privacy_budget_is_enforced(admins, org1, org2, uid):
     # basic composition, node scope: the organisation's own Σ ε0 is capped
     pid = new_process(
+        admins,
         org1,
         uid,
         rounds=3,
@@ -207,8 +208,9 @@ def test_privacy_budget_is_enforced(org1, org2, uid):
     assert org1.fail_process(pid, "privacy budget of Org1MSP exhausted in round 3").status == "failed"
 
 
-def test_nominal_epsilon_is_refused_on_a_private_process(org1, uid):
+def test_nominal_epsilon_is_refused_on_a_private_process(admins, org1, uid):
     pid = new_process(
+        admins,
         org1,
         uid,
         privacy_budget={"mechanism": "laplace", "epsilon": 10.0},
@@ -229,11 +231,12 @@ def test_nominal_epsilon_is_refused_on_a_private_process(org1, uid):
     assert org1.get_execution(pid, 1, "Org1MSP").status == "running"
 
 
-def test_network_zcdp_budget_records_both_observers_and_the_accounting(org1, org2, uid):
+def test_network_zcdp_budget_records_both_observers_and_the_accounting(admins, org1, org2, uid):
     """Scope network, zCDP at δ = 1e-5: the network total (2 releases per round) is capped, the node
     total is recorded beside it, and each record names the accounting and sensitivity it used."""
     delta = 1e-5
     pid = new_process(
+        admins,
         org1,
         uid,
         rounds=3,
@@ -261,6 +264,7 @@ def test_network_zcdp_budget_records_both_observers_and_the_accounting(org1, org
         assert rec.epsilon_total == pytest.approx(net)  # the capped figure is the network one
     # a budget between a round's node charge (1.0) and its network charge (2 × 1.0) refuses the round
     pid2 = new_process(
+        admins,
         org1,
         uid + "n",
         rounds=2,
@@ -274,8 +278,8 @@ def test_network_zcdp_budget_records_both_observers_and_the_accounting(org1, org
     assert org1.get_execution(pid2, 1, "Org1MSP").status == "running"
 
 
-def test_fail_task_records_refusal_without_a_key(org1, org2, uid):
-    pid = new_process(org1, uid)
+def test_fail_task_records_refusal_without_a_key(admins, org1, org2, uid):
+    pid = new_process(admins, org1, uid)
     rec = org2.fail_task(pid, 1, "image digest mismatch", {"local": "sha256:" + "12" * 32})
     assert (
         rec.status == "failed" and rec.public_key == "" and rec.failure_details["local"].startswith("sha256:")
@@ -286,8 +290,8 @@ def test_fail_task_records_refusal_without_a_key(org1, org2, uid):
         _task(org2, pid, 1)
 
 
-def test_query_by_round_and_organisation(org1, org2, org3, uid):
-    pid = new_process(org1, uid, rounds=2)
+def test_query_by_round_and_organisation(admins, org1, org2, org3, uid):
+    pid = new_process(admins, org1, uid, rounds=2)
     run_task(org1, pid, 1)
     run_task(org2, pid, 1)
     run_task(org2, pid, 2)
@@ -303,8 +307,8 @@ def test_query_by_round_and_organisation(org1, org2, org3, uid):
         org3.get_execution(pid, 1, "Org1MSP")
 
 
-def test_history_of_a_record(org1, uid):
-    pid = new_process(org1, uid)
+def test_history_of_a_record(admins, org1, uid):
+    pid = new_process(admins, org1, uid)
     run_task(org1, pid, 1)
     hist = org1.execution_history(pid, 1, "Org1MSP")
     assert [h.value["status"] for h in hist] == ["running", "completed"]
@@ -314,8 +318,8 @@ def test_history_of_a_record(org1, uid):
         org1.ledger.evaluate(org1.identity, "ExecutionRecord:get", pid, "one", "Org1MSP")
 
 
-def test_result_must_be_well_formed(org1, ledger, consortium, uid):
-    pid = new_process(org1, uid)
+def test_result_must_be_well_formed(admins, org1, ledger, consortium, uid):
+    pid = new_process(admins, org1, uid)
     key = _task(org1, pid, 1)
     result = make_result(pid, 1, "Org1MSP")
     del result["outputs"]["state"]
@@ -345,13 +349,13 @@ def test_result_must_be_well_formed(org1, ledger, consortium, uid):
         )
 
 
-def test_an_organisation_acts_at_once_on_another_organisations_commit(org1, org2, uid):
+def test_an_organisation_acts_at_once_on_another_organisations_commit(admins, org1, org2, uid):
     """Org1 starts a process and Org2 registers its task straight away, through its own peer. On a
     real network Org2's peer may not have committed the start block yet; the client waits until it
     has (read-your-writes across peers) instead of endorsing against the older state, which would
     refuse the task with 'the process is created'. Repeated, because the lag is a race."""
     for i in range(6):
-        pid = new_process(org1, f"{uid}{i}", rounds=1)
+        pid = new_process(admins, org1, f"{uid}{i}", rounds=1)
         key = ec.generate_private_key(ec.SECP256R1())
         rec = org2.create_task(pid, 1, key.public_key(), "sandbox")
         assert (rec.process_id, rec.round, rec.organisation, rec.status) == (pid, 1, "Org2MSP", "running")

@@ -15,11 +15,11 @@ from tests.contracts.test_model import _publish, _rotation, digest_of
 CA_DIGEST = "sha256:" + "cd" * 32
 
 
-def _model_with_versions(org1, consortium, uid: str) -> str:
+def _model_with_versions(admins, org1, consortium, uid: str) -> str:
     """A model whose record has 4 versions: published, Org3 granted, revoked, granted again."""
     from exchange.sealing import seal
 
-    pid = new_process(org1, uid, rounds=1)
+    pid = new_process(admins, org1, uid, rounds=1)
     run_task(org1, pid, 1, model_digest=digest_of("model-Org1MSP"))
     rec, _ = _publish(org1, consortium, pid, members=("Org1MSP", "Org2MSP"))
     sealed3 = seal(consortium.encryption_certificate("Org3MSP"), b"k" * 32, b"model-key")
@@ -29,8 +29,8 @@ def _model_with_versions(org1, consortium, uid: str) -> str:
     return rec.id
 
 
-def test_model_history_pages(org1, org2, consortium, uid):
-    model_id = _model_with_versions(org1, consortium, uid)
+def test_model_history_pages(admins, org1, org2, consortium, uid):
+    model_id = _model_with_versions(admins, org1, consortium, uid)
     whole = org1.model_history(model_id)  # the unpaged answer: every version, oldest first
     assert [len(h.value["access"]) for h in whole] == [2, 3, 2, 3]
     newest_first = whole[::-1]
@@ -59,15 +59,15 @@ def test_model_history_pages(org1, org2, consortium, uid):
     assert [h for p in pages for h in p.items] == newest_first
 
 
-def test_bad_page_limit_is_refused(org1, consortium, uid):
-    model_id = _model_with_versions(org1, consortium, uid)
+def test_bad_page_limit_is_refused(admins, org1, consortium, uid):
+    model_id = _model_with_versions(admins, org1, consortium, uid)
     for limit in ("0", "-1", "1.5", "abc", " 2", str(MAX_HISTORY_PAGE + 1), "9" * 5000, "\u0661"):
         with pytest.raises(InvalidArgument, match="limit"):
             org1.ledger.evaluate(org1.identity, "Model:history", model_id, limit, "")
 
 
-def test_bad_bookmark_is_refused(org1, consortium, uid):
-    pid = new_process(org1, uid, rounds=1, start=False)
+def test_bad_bookmark_is_refused(admins, org1, consortium, uid):
+    pid = new_process(admins, org1, uid, rounds=1, start=False)
     with pytest.raises(InvalidArgument, match="not a version"):
         org1.history_page("LearningProcess:history", pid, limit=5, after="ab" * 32)
     with pytest.raises(InvalidArgument, match="bookmark"):
@@ -76,9 +76,9 @@ def test_bad_bookmark_is_refused(org1, consortium, uid):
         org1.history_page("LearningProcess:history", pid, limit=5, after="a" * 129)
 
 
-def test_every_contract_pages_its_history(org1, uid):
+def test_every_contract_pages_its_history(admins, org1, uid):
     """The other contracts share the paging: the newest versions come first."""
-    pid = new_process(org1, uid, rounds=1)
+    pid = new_process(admins, org1, uid, rounds=1)
     whole = org1.process_history(pid)
     assert org1.history_page("LearningProcess:history", pid, limit=1).items == (whole[-1],)
     image = org1.history_page("Image:history", f"img-{uid}:1", limit=10)

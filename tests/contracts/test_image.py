@@ -62,26 +62,64 @@ def test_revoke_only_by_owner_and_once(org1, org2, uid):
         org1.revoke_image(img.id)
 
 
-def test_approvals_by_other_organisations(org1, org2, org3, uid):
+def test_approvals_by_other_organisations(admins, org1, org2, org3, uid):
     img = org1.register_image(f"ap-{uid}", "1", "a", IMAGE_DIGEST)
-    with pytest.raises(Forbidden, match="own image"):
-        org1.approve_image(img.id, IMAGE_DIGEST)
+    with pytest.raises(Forbidden, match="its registration is its approval"):
+        admins["Org1MSP"].approve_image(img.id, IMAGE_DIGEST)
+    with pytest.raises(Forbidden, match="only admin identities may approve images"):
+        org2.approve_image(img.id, IMAGE_DIGEST)  # a client identity does not consent for Org2
     with pytest.raises(ImageMismatch):
-        org2.approve_image(img.id, "sha256:" + "00" * 32)
-    org2.approve_image(img.id, IMAGE_DIGEST)
-    org3.approve_image(img.id, IMAGE_DIGEST)
-    with pytest.raises(AlreadyExists):
-        org2.approve_image(img.id, IMAGE_DIGEST)
+        admins["Org2MSP"].approve_image(img.id, "sha256:" + "00" * 32)
+    admins["Org2MSP"].approve_image(img.id, IMAGE_DIGEST)
+    admins["Org3MSP"].approve_image(img.id, IMAGE_DIGEST, datasets=["adult"], expires="2999-01-01T00:00:00Z")
     got = org1.get_image(img.id)
     assert [a.organisation for a in got.approvals] == ["Org2MSP", "Org3MSP"]
     assert all(a.digest == IMAGE_DIGEST for a in got.approvals)
+    org3_approval = got.approvals[1]
+    assert org3_approval.datasets == ("adult",) and org3_approval.expires == "2999-01-01T00:00:00.000000Z"
+    # approving again replaces the approval (every version stays in the key's history)
+    again = admins["Org2MSP"].approve_image(img.id, IMAGE_DIGEST, datasets=["spam", "adult"])
+    assert again.datasets == ("adult", "spam")
+    assert org1.get_image(img.id).approvals[0].datasets == ("adult", "spam")
 
 
-def test_revoked_image_cannot_be_approved(org1, org2, uid):
+def test_approval_options_are_checked(admins, org1, uid):
+    img = org1.register_image(f"ao-{uid}", "1", "a", IMAGE_DIGEST)
+    org2 = admins["Org2MSP"]
+    for options, message in (
+        ({"datasets": []}, "non-empty list"),
+        ({"datasets": ["../etc"]}, "dataset names"),
+        ({"expires": "tomorrow"}, "not an ISO-8601 time"),
+        ({"expires": "2999-01-01T00:00:00"}, "time zone"),
+        ({"expires": "2001-01-01T00:00:00Z"}, "is not after now"),
+    ):
+        with pytest.raises(InvalidArgument, match=message):
+            org2.approve_image(img.id, IMAGE_DIGEST, **options)
+    with pytest.raises(InvalidArgument, match="unknown fields"):
+        org2.ledger.submit(org2.identity, "Image:approve", img.id, IMAGE_DIGEST, '{"everything": true}')
+    assert org1.get_image(img.id).approvals == ()
+
+
+def test_an_approval_is_revoked_by_its_organisation_only(admins, org1, org2, uid):
+    img = org1.register_image(f"rv-ap-{uid}", "1", "a", IMAGE_DIGEST)
+    with pytest.raises(NotFound, match="no approval"):
+        admins["Org2MSP"].revoke_image_approval(img.id)
+    admins["Org2MSP"].approve_image(img.id, IMAGE_DIGEST)
+    with pytest.raises(Forbidden, match="only admin"):
+        org2.revoke_image_approval(img.id, "client")
+    revoked = admins["Org2MSP"].revoke_image_approval(img.id, "found a leak")
+    assert revoked.revoked is not None and revoked.revoked_reason == "found a leak"
+    assert org1.get_image(img.id).approvals[0].revoked == revoked.revoked  # still on the ledger, marked
+    with pytest.raises(InvalidState, match="already revoked"):
+        admins["Org2MSP"].revoke_image_approval(img.id)
+    assert admins["Org2MSP"].approve_image(img.id, IMAGE_DIGEST).revoked is None  # approved anew
+
+
+def test_revoked_image_cannot_be_approved(admins, org1, uid):
     img = org1.register_image(f"ra-{uid}", "1", "a", IMAGE_DIGEST)
     org1.revoke_image(img.id)
     with pytest.raises(InvalidState):
-        org2.approve_image(img.id, IMAGE_DIGEST)
+        admins["Org2MSP"].approve_image(img.id, IMAGE_DIGEST)
 
 
 def test_history_lists_every_version(org1, uid):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from chaincode.errors import AlreadyExists, Forbidden, ImageMismatch, InvalidArgument, InvalidState, NotFound
-from tests.contracts.helpers import IMAGE_DIGEST, new_process, run_task
+from tests.contracts.helpers import IMAGE_DIGEST, consent, new_process, run_task
 
 
 def test_create_pins_the_image_digest(org1, uid):
@@ -63,8 +63,8 @@ def test_create_refusals(org1, org2, uid):
         org1.create_process(f"i-{uid}", **ok)
 
 
-def test_non_member_cannot_read_or_act(org1, org3, uid):
-    pid = new_process(org1, uid, start=False)
+def test_non_member_cannot_read_or_act(admins, org1, org3, uid):
+    pid = new_process(admins, org1, uid, start=False)
     with pytest.raises(Forbidden, match="not a member"):
         org3.get_process(pid)
     with pytest.raises(Forbidden):
@@ -75,10 +75,11 @@ def test_non_member_cannot_read_or_act(org1, org3, uid):
     assert pid in {p.id for p in org1.list_processes()}
 
 
-def test_status_transitions(org1, org2, uid):
-    pid = new_process(org1, uid, start=False, rounds=1)
+def test_status_transitions(admins, org1, org2, uid):
+    pid = new_process(admins, org1, uid, start=False, rounds=1)
     with pytest.raises(InvalidState, match="cannot complete"):
         org1.complete_process(pid)
+    consent(admins, pid, ("Org1MSP", "Org2MSP"))
     assert org2.start_process(pid).status == "running"
     with pytest.raises(InvalidState):
         org1.start_process(pid)
@@ -97,24 +98,24 @@ def test_status_transitions(org1, org2, uid):
     assert statuses == ["created", "running", "completed"]
 
 
-def test_abort_only_by_creator(org1, org2, uid):
-    pid = new_process(org1, uid)
+def test_abort_only_by_creator(admins, org1, org2, uid):
+    pid = new_process(admins, org1, uid)
     with pytest.raises(Forbidden, match="only the creator"):
         org2.abort_process(pid, "no")
     rec = org1.abort_process(pid, "data issue")
     assert rec.status == "aborted" and rec.status_reason == "data issue"
 
 
-def test_fail_needs_reason(org1, org2, uid):
-    pid = new_process(org1, uid)
+def test_fail_needs_reason(admins, org1, org2, uid):
+    pid = new_process(admins, org1, uid)
     with pytest.raises(InvalidArgument):
         org2.fail_process(pid, "")
     rec = org2.fail_process(pid, "privacy budget exhausted")
     assert rec.status == "failed" and rec.status_reason == "privacy budget exhausted"
 
 
-def test_current_round_is_derived_from_execution_records(org1, org2, uid):
-    pid = new_process(org1, uid, rounds=3)
+def test_current_round_is_derived_from_execution_records(admins, org1, org2, uid):
+    pid = new_process(admins, org1, uid, rounds=3)
     assert org1.get_process(pid).current_round == 1
     run_task(org1, pid, 1)
     assert org1.get_process(pid).current_round == 1  # Org2 has not finished round 1
@@ -127,11 +128,11 @@ def test_current_round_is_derived_from_execution_records(org1, org2, uid):
     assert org1.get_process(pid).current_round == 4
 
 
-def test_progress_follows_every_round_of_a_long_process(org1, org2, org3, uid):
+def test_progress_follows_every_round_of_a_long_process(admins, org1, org2, org3, uid):
     """``progress`` and ``get`` find the current round by bisection over the rounds that hold records;
     checked at every step of a 7-round process against what the records say (each partial round
     included), so an off-by-one in the bisection at any height fails."""
-    pid = new_process(org1, uid, rounds=7)
+    pid = new_process(admins, org1, uid, rounds=7)
     for rnd in range(1, 8):
         for org, done_before in ((org2, ()), (org1, ("Org2MSP",))):
             p = org1.process_progress(pid)
@@ -149,8 +150,8 @@ def test_progress_follows_every_round_of_a_long_process(org1, org2, org3, uid):
         org1.process_progress(f"{pid}-none")
 
 
-def test_a_failed_task_keeps_the_round_current(org1, org2, uid):
-    pid = new_process(org1, uid, rounds=3)
+def test_a_failed_task_keeps_the_round_current(admins, org1, org2, uid):
+    pid = new_process(admins, org1, uid, rounds=3)
     run_task(org1, pid, 1)
     run_task(org2, pid, 1)
     org2.fail_task(pid, 2, "out of memory")

@@ -58,8 +58,8 @@ def test_depth_limit_is_exact(org1, uid):
         _create(org1, uid, f"d32-{uid}", hyperparameters=nested(MAX_JSON_DEPTH))
 
 
-def test_depth_limit_applies_to_every_json_argument(org1, uid):
-    pid = new_process(org1, uid, rounds=2)
+def test_depth_limit_applies_to_every_json_argument(admins, org1, uid):
+    pid = new_process(admins, org1, uid, rounds=2)
     with pytest.raises(InvalidArgument, match="task failure is nested"):
         org1.fail_task(pid, 1, "deep details", {"d": nested(40)})
     assert org1.query_executions(pid) == []
@@ -122,7 +122,7 @@ def test_oversized_arguments_are_refused(org1, uid):
 
 
 @pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity", "1e999"])
-def test_non_finite_numbers_are_invalid_arguments(org1, uid, literal):
+def test_non_finite_numbers_are_invalid_arguments(admins, org1, uid, literal):
     """NaN/Infinity (and a literal that overflows to infinity) in any JSON argument: InvalidArgument,
     not InternalError, and nothing written."""
     _image(org1, uid)
@@ -134,7 +134,7 @@ def test_non_finite_numbers_are_invalid_arguments(org1, uid, literal):
         org1.ledger.submit(org1.identity, "LearningProcess:create", spec)
     with pytest.raises(NotFound):
         org1.get_process(f"nan-{uid}")
-    pid = new_process(org1, uid, rounds=1)
+    pid = new_process(admins, org1, uid, rounds=1)
     key = ec.generate_private_key(ec.SECP256R1())
     org1.create_task(pid, 1, key.public_key(), "sandbox")
     result = make_result(pid, 1, "Org1MSP")
@@ -149,9 +149,9 @@ def test_non_finite_numbers_are_invalid_arguments(org1, uid, literal):
     assert org1.get_execution(pid, 1, "Org1MSP").status == "running"
 
 
-def test_fail_task_refuses_a_future_round(org1, org2, uid):
+def test_fail_task_refuses_a_future_round(admins, org1, org2, uid):
     """Round 2 is not open while round 1 is incomplete: fail_task applies create_task's rule."""
-    pid = new_process(org1, uid, rounds=3)
+    pid = new_process(admins, org1, uid, rounds=3)
     run_task(org1, pid, 1)
     with pytest.raises(InvalidState, match="round 2 .* is not open"):
         org1.fail_task(pid, 2, "claimed failure of a round that has not started")
@@ -162,11 +162,11 @@ def test_fail_task_refuses_a_future_round(org1, org2, uid):
     assert org1.fail_task(pid, 2, "now round 2 is open").status == "failed"
 
 
-def test_fail_task_refuses_a_process_that_is_not_running(org1, org2, uid):
-    created = new_process(org1, uid, rounds=2, start=False)
+def test_fail_task_refuses_a_process_that_is_not_running(admins, org1, org2, uid):
+    created = new_process(admins, org1, uid, rounds=2, start=False)
     with pytest.raises(InvalidState, match="the process is created"):
         org2.fail_task(created, 1, "not started yet")
-    pid = new_process(org1, f"{uid}b", rounds=2)
+    pid = new_process(admins, org1, f"{uid}b", rounds=2)
     key = ec.generate_private_key(ec.SECP256R1())
     org2.create_task(pid, 1, key.public_key(), "sandbox")  # a task that was running when the process ended
     org1.abort_process(pid, "stopped by its creator")
@@ -179,7 +179,7 @@ def test_fail_task_refuses_a_process_that_is_not_running(org1, org2, uid):
         org1.get_execution(pid, 1, "Org1MSP")
 
 
-def test_over_long_reasons_are_refused_not_cut(org1, uid):
+def test_over_long_reasons_are_refused_not_cut(admins, org1, uid):
     """A reason over its limit used to be cut silently; now it is refused and nothing changes."""
     image_id = _image(org1, uid)
     with pytest.raises(
@@ -187,7 +187,7 @@ def test_over_long_reasons_are_refused_not_cut(org1, uid):
     ):
         org1.revoke_image(image_id, "r" * 513)
     assert org1.get_image(image_id).status == "active"
-    pid = new_process(org1, uid, rounds=1)
+    pid = new_process(admins, org1, uid, rounds=1)
     with pytest.raises(InvalidArgument, match="reason is 1025 characters long, over the limit of 1024"):
         org1.abort_process(pid, "a" * 1025)
     with pytest.raises(InvalidArgument, match="over the limit of 1024"):

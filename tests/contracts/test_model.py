@@ -45,8 +45,8 @@ def _finish(org1, org2, pid):
     run_task(org2, pid, 2, model_digest=digest_of("model-Org2MSP"))
 
 
-def test_publish_requires_the_audited_run(org1, org2, consortium, uid):
-    pid = new_process(org1, uid, rounds=2)
+def test_publish_requires_the_audited_run(admins, org1, org2, consortium, uid):
+    pid = new_process(admins, org1, uid, rounds=2)
     with pytest.raises(InvalidState, match="has not completed the last round"):
         _publish(org1, consortium, pid)
     _finish(org1, org2, pid)
@@ -57,8 +57,8 @@ def test_publish_requires_the_audited_run(org1, org2, consortium, uid):
         _publish(org1, consortium, pid)
 
 
-def test_publish_refuses_a_digest_the_run_did_not_sign(org1, org2, consortium, uid):
-    pid = new_process(org1, uid, rounds=2)
+def test_publish_refuses_a_digest_the_run_did_not_sign(admins, org1, org2, consortium, uid):
+    pid = new_process(admins, org1, uid, rounds=2)
     _finish(org1, org2, pid)
     data_key, ct = encrypt_payload(b"other")
     wrapped = {m: seal(consortium.encryption_certificate(m), data_key) for m in ("Org1MSP", "Org2MSP")}
@@ -70,8 +70,8 @@ def test_publish_refuses_a_digest_the_run_did_not_sign(org1, org2, consortium, u
         )
 
 
-def test_access_list_holds_in_contract_and_cryptographically(org1, org2, org3, consortium, uid):
-    pid = new_process(org1, uid, rounds=2)
+def test_access_list_holds_in_contract_and_cryptographically(admins, org1, org2, org3, consortium, uid):
+    pid = new_process(admins, org1, uid, rounds=2)
     _finish(org1, org2, pid)
     rec, ciphertext = _publish(org1, consortium, pid)
     # Org2 (on the list) can read the record and open its sealed data key
@@ -89,8 +89,8 @@ def test_access_list_holds_in_contract_and_cryptographically(org1, org2, org3, c
     assert rec.id in {m.id for m in org2.list_models()}
 
 
-def test_grant_and_revoke_by_owner_only(org1, org2, org3, consortium, uid):
-    pid = new_process(org1, uid, rounds=2)
+def test_grant_and_revoke_by_owner_only(admins, org1, org2, org3, consortium, uid):
+    pid = new_process(admins, org1, uid, rounds=2)
     _finish(org1, org2, pid)
     rec, ciphertext = _publish(org1, consortium, pid)
     own_key = unseal(
@@ -130,10 +130,10 @@ def test_get_unknown_model(org1, uid):
         org1.get_model(f"none-{uid}")
 
 
-def test_revocation_rotates_the_data_key(org1, org2, org3, consortium, uid):
+def test_revocation_rotates_the_data_key(admins, org1, org2, org3, consortium, uid):
     """A revoked member's previously fetched sealed key opens nothing that is stored afterwards;
     the remaining members open the new ciphertext with their new sealed keys."""
-    pid = new_process(org1, uid, rounds=2)
+    pid = new_process(admins, org1, uid, rounds=2)
     _finish(org1, org2, pid)
     rec, old_ciphertext = _publish(org1, consortium, pid)
     own_key = unseal(
@@ -187,11 +187,11 @@ def test_revocation_rotates_the_data_key(org1, org2, org3, consortium, uid):
         org3.get_model(rec.id)
 
 
-def test_events_tell_non_members_no_digests(ledger, org1, org2, org3, consortium, uid):
+def test_events_tell_non_members_no_digests(admins, ledger, org1, org2, org3, consortium, uid):
     """Chaincode events reach every channel member: a process's events carry identifiers only, so
     Org3 (not in the process) learns no state, message or model digest and no location from them."""
     start = ledger.block_height(org3.identity)
-    pid = new_process(org1, uid, rounds=2)
+    pid = new_process(admins, org1, uid, rounds=2)
     results = [
         run_task(org1, pid, 1, recipients=("Org2MSP",)),
         run_task(org2, pid, 1, recipients=("Org1MSP",)),

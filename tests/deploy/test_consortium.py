@@ -122,7 +122,7 @@ def test_collaborative_rf_across_hosts_is_bit_identical_to_the_simulator(consort
     assert built["digest"].startswith("sha256:")
     pid = f"rf-{uuid.uuid4().hex[:6]}"
     created = hosts["Org1"].create_process(
-        pid, image_id, MEMBERS, case.topology, case.rounds, "train", case.params
+        pid, image_id, MEMBERS, case.topology, case.rounds, "train", case.params, list(hosts.values())
     )
     assert created["status"] == "running"
     watched = hosts["Org1"].consortia("process", "watch", pid, "--timeout", "900", timeout=1000)
@@ -154,7 +154,7 @@ def test_dpsda_survives_a_node_killed_mid_process(consortium):
     try:
         assert (
             hosts["Org1"].create_process(
-                pid, image_id, MEMBERS, case.topology, case.rounds, "olr", case.params
+                pid, image_id, MEMBERS, case.topology, case.rounds, "olr", case.params, list(hosts.values())
             )["status"]
             == "running"
         )

@@ -87,14 +87,35 @@ def _by_gateway(platform, pid, image_id, dataset):
         }
         r = http.post("/api/v1/processes", json=body)
         assert r.status_code in (200, 201), r.text
+        r = http.post(f"/api/v1/processes/{pid}/start")  # not before every member accepted
+        assert r.status_code == 409 and r.json()["code"] == "CONSENT_MISSING", r.text
+        # each member's admin approves the image and accepts, through its own organisation's gateway
+        for org in ORGS:
+            world.stores[org] = ArtifactStore.at(platform.store_root / org)
+            own = gw if org == ORGS[0] else make_gateway(world, org, platform.root / f"gateway-{org}")
+            with TestClient(create_app(own)) as member:
+                member.headers["Authorization"] = f"Bearer {own.tokens.issue('Admin')}"
+                if org != ORGS[0]:
+                    r = member.post(
+                        f"/api/v1/images/{image_id}/approve", json={"digest": digest_of(platform, image_id)}
+                    )
+                    assert r.status_code in (200, 201), r.text
+                r = member.post(f"/api/v1/processes/{pid}/accept", json={})
+                assert r.status_code in (200, 201) and r.json()["decision"] == "accepted", r.text
+            if own is not gw:
+                own.index.close()
         r = http.post(f"/api/v1/processes/{pid}/start")
         assert r.status_code == 200 and r.json()["status"] == "running", r.text
     gw.index.close()
 
 
+def digest_of(platform, image_id):
+    return platform.client(ORGS[0]).get_image(image_id).digest
+
+
 def _by_python(platform, pid, image_id, dataset):
     spec = ProcessSpec(pid, image_id, ORGS, TOPOLOGY, PARAMS, 2, dataset)
-    assert launch(platform.client(ORGS[0]), spec).status == "running"
+    assert launch(platform.client(ORGS[0]), spec, consent=platform.admins(ORGS)).status == "running"
 
 
 DOORS = {"cli": _by_cli, "gateway": _by_gateway, "python": _by_python}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 
 from rich.console import Console
 
@@ -29,6 +30,10 @@ def test_quick_demo_completes_verified_and_writes_its_report(tmp_path):
         for whole in (o, f"{report['process_id']}:{o}", p["model"], p["data_commitments"][0]):
             assert whole in printed and whole in written
     assert len(orgs) == 3 and report["bit_identical_to_simulator"] is True
+    # every member's consent is shown before the process starts (issue 33)
+    assert "consent (from the ledger)" in printed and "terms digest accepted by every member:" in printed
+    assert re.search(r"accepted by every member:\nsha256:[0-9a-f]{64}\n", printed)
+    assert printed.count("accepted") >= len(orgs) + 1 and "(admin)" in printed
     assert all(report["verification"][o]["ok"] for o in orgs)
     # uneven split of real data; every organisation ran every round with the pinned image
     sizes = [report["split"][o][0] for o in orgs]

@@ -47,7 +47,8 @@ def test_agents_ride_out_a_dead_peer_and_stopped_orderers(fabric_session, tmp_pa
     image = prepare_image(client, case.image, "sandbox")
     for o in orgs:
         map_dataset(p.data_root, o, "train", case.datasets[o])
-    launch(client, ProcessSpec(pid, image.record.id, orgs, case.topology, case.params, case.rounds, "train"))
+    spec = ProcessSpec(pid, image.record.id, orgs, case.topology, case.params, case.rounds, "train")
+    launch(client, spec, consent=p.admins(orgs))
 
     faults: list[tuple[str, int, str]] = []  # (what, round when it started, process status then)
     failure: list[BaseException] = []

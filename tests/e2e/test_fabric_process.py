@@ -43,7 +43,8 @@ def test_audited_process_on_fabric_equals_the_simulator_and_verifies(fabric_plat
     image = prepare_image(client, case.image, "sandbox")
     for o in orgs:
         map_dataset(p.data_root, o, "train", case.datasets[o])
-    launch(client, ProcessSpec(pid, image.record.id, orgs, case.topology, case.params, case.rounds, "train"))
+    spec = ProcessSpec(pid, image.record.id, orgs, case.topology, case.params, case.rounds, "train")
+    launch(client, spec, consent=p.admins(orgs))
     out = run_process(p, pid, SandboxRuntime, timeout=600)
     assert out.status == "completed", (out.reason, out.agent_errors)
     assert_bit_identical(p, client, pid, simulated(case, orgs), orgs)

@@ -31,7 +31,8 @@ def done(tmp_path_factory, consortium):
     image = prepare_image(client, case.image, "sandbox")
     for o in ORGS3:
         map_dataset(p.data_root, o, "train", case.datasets[o])
-    launch(client, ProcessSpec(PID, image.record.id, ORGS3, case.topology, case.params, case.rounds, "train"))
+    spec = ProcessSpec(PID, image.record.id, ORGS3, case.topology, case.params, case.rounds, "train")
+    launch(client, spec, consent=p.admins(ORGS3))
     out = run_process(p, PID, SandboxRuntime)
     assert out.status == "completed", out
     yield p, image, case

@@ -55,6 +55,7 @@ def start(platform, case, pid, runtime="sandbox", orgs=ORGS3, engine=None):
             "train",
             case.privacy_budget,
         ),
+        consent=platform.admins(orgs),
     )
     return client, image
 

@@ -28,13 +28,23 @@ def consortium(tmp_path_factory):
     return Consortium.generate(tmp_path_factory.mktemp("crypto4"), ["Org1", "Org2", "Org3", "Org4"])
 
 
-def start_process(client: ConsortiaClient, pid: str, orgs: list[str], rounds: int) -> None:
-    """A running ring process of ``orgs`` (the image registered once)."""
+def start_process(
+    client: ConsortiaClient, pid: str, orgs: list[str], rounds: int, consortium: Consortium
+) -> None:
+    """A running ring process of ``orgs`` (the image registered once), which each member's admin
+    approved and accepted (docs/consent.md)."""
     try:
         client.get_image("avg:1")
     except NotFound:
         client.register_image("avg", "1", "average-consensus", IMAGE_DIGEST, reference="localhost/avg:1")
     client.create_process(pid, "avg:1", orgs, {"kind": "ring", "seed": 1}, rounds)
+    for org in orgs:
+        admin = ConsortiaClient(client.ledger, consortium.identity(org, "Admin"))
+        if org != client.organisation and not any(
+            a.organisation == org for a in client.get_image("avg:1").approvals
+        ):
+            admin.approve_image("avg:1", IMAGE_DIGEST)
+        admin.accept_process(pid)
     client.start_process(pid)
 
 
@@ -84,7 +94,7 @@ def world(tmp_path, consortium):
     indexed in its store, and published its model (ciphertext in its store, access Org1..Org3)."""
     ledger = EmbeddedLedger(tmp_path / "ledger.sqlite", consortium)
     clients = {o: ConsortiaClient(ledger, consortium.identity(o)) for o in ORGS}
-    start_process(clients["Org1MSP"], "p", list(ORGS[:3]), 1)
+    start_process(clients["Org1MSP"], "p", list(ORGS[:3]), 1, consortium)
     store = ArtifactStore(tmp_path / "store", "Org1MSP")
     sent = {}
     for r in ("Org2MSP", "Org3MSP"):

@@ -14,6 +14,7 @@ from algorithms.simulator import simulate
 from algorithms.step import Algorithm, LocalDataset
 from algorithms.task_runtime import load_algorithm, save_dataset
 from exchange.service import HostedServices, node_store
+from executor.consent import give_consent
 from executor.images.build import register
 from executor.images.bundle import build_bundle
 from executor.images.engine import build_image
@@ -62,6 +63,7 @@ def _run_ggm(tmp_path, consortium, runtime, image, warm):
         recipe = ImageRecipe.named("collabdict-ggm")
         register(client, recipe, image, image_id="ggm:1")
         client.create_process("p-ggm", "ggm:1", orgs, {"kind": "none"}, rounds, hyperparameters=GGM)
+        give_consent({o: ConsortiaClient(ledger, consortium.identity(o, "Admin")) for o in orgs}, "p-ggm")
         client.start_process("p-ggm")
         clients = {o: ConsortiaClient(ledger, consortium.identity(o)) for o in orgs}
         agents = [

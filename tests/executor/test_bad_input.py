@@ -10,9 +10,11 @@ import numpy as np
 
 from algorithms.step import LocalDataset
 from algorithms.task_runtime import save_dataset
+from executor.consent import give_consent
 from executor.images.bundle import build_bundle
 from executor.images.declarations import declaration
 from executor.images.recipe import ImageRecipe
+from ledger.client import ConsortiaClient
 from tests.executor.node.test_agent import PARAMS, SEED, platform, run_all  # noqa: F401  (fixture)
 
 
@@ -28,6 +30,10 @@ def _create(platform, pid, image_id, topology, params=PARAMS, dataset=""):
     if dataset:
         spec["dataset"] = dataset
     platform.submit(platform.orgs[0], "LearningProcess:create", json.dumps(spec))  # straight to the contract
+    admins = {
+        o: ConsortiaClient(platform.ledger, platform.consortium.identity(o, "Admin")) for o in platform.orgs
+    }
+    give_consent(admins, pid)  # each member's admin approves the image and accepts (docs/consent.md)
     platform.submit(platform.orgs[0], "LearningProcess:start", pid)
 
 

@@ -1,4 +1,4 @@
-"""Algorithm images: list (from the index), register, read, revoke, approve, history."""
+"""Algorithm images: list (from the index), register, read, revoke, approve, revoke an approval, history."""
 
 from __future__ import annotations
 
@@ -54,7 +54,15 @@ def revoke_image(body: S.RevokeImageIn, image_id: ImageId, c: Caller, gw: Gatewa
 
 @write("/api/v1/images/{image_id}/approve", response_model=ImageApproval)
 def approve_image(body: S.ApproveImageIn, image_id: ImageId, c: Caller, gw: GatewayDep) -> dict:
-    return gw.written(c.approve_image(image_id, body.digest))
+    """The caller's organisation approves the image's exact digest for use on its data (optionally
+    for named datasets, until an expiry); only identities that consent for it (docs/consent.md)."""
+    return gw.written(c.approve_image(image_id, body.digest, datasets=body.datasets, expires=body.expires))
+
+
+@write("/api/v1/images/{image_id}/revoke-approval", response_model=ImageApproval)
+def revoke_image_approval(body: S.RevokeApprovalIn, image_id: ImageId, c: Caller, gw: GatewayDep) -> dict:
+    """The caller's organisation withdraws its approval: no new task of its runs the image."""
+    return gw.written(c.revoke_image_approval(image_id, body.reason))
 
 
 @reads(router, "provenance")("/api/v1/images/{image_id}/history", response_model=list[HistoryEntry])

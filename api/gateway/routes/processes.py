@@ -1,5 +1,6 @@
 """Learning processes: list (from the index), create (through ``executor.process.launch``, the one
-path that checks a process against what its image declares), read, start, abort, history, and the
+path that checks a process against what its image declares), read, accept, decline, the members'
+answers, start (once every member accepted), abort, history, and the
 long-poll ``watch`` of a process's events."""
 
 from __future__ import annotations
@@ -25,12 +26,12 @@ from api.gateway.deps import (
 )
 from api.gateway.state import record
 from api.responses import DepthSafeRoute
-from ledger.client import HistoryEntry, ProcessRecord
+from ledger.client import HistoryEntry, ProcessAcceptance, ProcessRecord
 from ledger.errors import InvalidArgument
 
 router = APIRouter(route_class=DepthSafeRoute)
 read, write = reads(router, "processes"), writes(router, "processes")
-STATUS = "^(created|running|completed|failed|aborted)$"
+STATUS = "^(created|running|completed|failed|aborted|declined)$"
 
 
 @reads(router, "processes", ())("/api/v1/processes", response_model=S.Page[ProcessRecord])
@@ -51,7 +52,10 @@ def list_processes(
 def create_process(body: S.ProcessIn, c: Caller, gw: GatewayDep) -> dict[str, Any]:
     """Create the process (and start it with ``start: true``) through ``executor.process.launch``:
     the topology, hyper-parameters and dataset are checked against what the image declares first,
-    every problem listed (400 ``INVALID_ARGUMENT``), and nothing is written for a refused process."""
+    every problem listed (400 ``INVALID_ARGUMENT``), and nothing is written for a refused process.
+    With ``start: true`` the caller's organisation approves the image and accepts the process first
+    (the caller must be an identity that consents for it), and the start is refused (409
+    ``CONSENT_MISSING``, the process stays created) until every other member accepted."""
     from executor.images.declarations import InvalidProcessSpec
     from executor.process import ProcessSpec, launch
 
@@ -72,7 +76,8 @@ def create_process(body: S.ProcessIn, c: Caller, gw: GatewayDep) -> dict[str, An
     except (TypeError, ValueError) as exc:  # the spec's own checks (the schema makes the same ones first)
         raise InvalidArgument(f"process {body.id} refused: {exc}") from None
     try:
-        return gw.written(launch(c, spec, start=body.start))
+        consent = {c.organisation: c} if body.start else None
+        return gw.written(launch(c, spec, start=body.start, consent=consent))
     except InvalidProcessSpec as exc:
         raise InvalidArgument(f"process {body.id} refused: {exc}", problems="; ".join(exc.problems)) from None
 
@@ -85,8 +90,28 @@ def get_process(process_id: ProcessId, c: Caller) -> dict[str, Any]:
     return record(process.view(privacy=c.process_privacy(process)))
 
 
+@write("/api/v1/processes/{process_id}/accept", response_model=ProcessAcceptance)
+def accept_process(body: S.AcceptProcessIn, process_id: ProcessId, c: Caller, gw: GatewayDep) -> dict:
+    """The caller's organisation accepts the process's terms as recorded (their digest is bound);
+    only identities that consent for it (docs/consent.md)."""
+    return gw.written(c.accept_process(process_id, body.terms_digest))
+
+
+@write("/api/v1/processes/{process_id}/decline", response_model=ProcessAcceptance)
+def decline_process(body: S.DeclineProcessIn, process_id: ProcessId, c: Caller, gw: GatewayDep) -> dict:
+    """The caller's organisation declines the process: it ends ``declined`` with the reason."""
+    return gw.written(c.decline_process(process_id, body.reason))
+
+
+@read("/api/v1/processes/{process_id}/acceptances", response_model=list[ProcessAcceptance])
+def process_acceptances(process_id: ProcessId, c: Caller) -> list[dict]:
+    """Every member's answer so far (accepted with the terms digest, or declined with the reason)."""
+    return [record(a) for a in c.process_acceptances(process_id)]
+
+
 @write("/api/v1/processes/{process_id}/start", response_model=ProcessRecord)
 def start_process(process_id: ProcessId, c: Caller, gw: GatewayDep) -> dict[str, Any]:
+    """Start the process: refused (409 ``CONSENT_MISSING``) until every member accepted it."""
     return gw.written(c.start_process(process_id))
 
 

@@ -45,7 +45,7 @@ def test_process_runs_the_bundle_each_organisation_pulled_by_digest(registry_add
 
         def launch_and_run(pid: str, roots: str):
             spec = ProcessSpec(pid, "dpsda:reg", ORGS3, case.topology, case.params, case.rounds, "train")
-            launch(client, spec)
+            launch(client, spec, consent=platform.admins(ORGS3))
             for o in ORGS3:
                 platform.bundles_roots[o] = tmp_path / roots / o
             return run_process(platform, pid, SandboxRuntime)

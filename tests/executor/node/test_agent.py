@@ -25,6 +25,7 @@ from exchange.errors import ArtifactCorrupted
 from exchange.readers import LedgerReaders
 from exchange.service import ArtifactServer, HostedServices, node_store
 from exchange.store import ArtifactStore
+from executor.consent import give_consent
 from executor.errors import ExecutorError
 from executor.images.bundle import build_bundle
 from executor.images.engine import build_image
@@ -90,6 +91,8 @@ class Platform:
                 }
             ),
         )
+        admins = {o: ConsortiaClient(self.ledger, self.consortium.identity(o, "Admin")) for o in orgs}
+        give_consent(admins, pid)  # each member's admin approves the image and accepts (docs/consent.md)
         self.submit(orgs[0], "LearningProcess:start", pid)
 
     def agent(self, org, runtime=None, ledger=None, endpoint=None, **parts):
