@@ -40,9 +40,9 @@ def metrics_of(hyper: dict, rnd: int, rounds: int) -> dict[str, float]:
     return gaussian_metrics(DPSDAConfig(**hyper), rnd < rounds, min(rnd, rounds - 1))
 
 
-def gaussian_process(org1, uid: str, hyper: dict, rounds: int, epsilon: float = 10.0) -> str:
+def gaussian_process(admins, org1, uid: str, hyper: dict, rounds: int, epsilon: float = 10.0) -> str:
     budget = {"mechanism": "gaussian", "epsilon": epsilon, "delta": DELTA}
-    return new_process(org1, uid, rounds=rounds, privacy_budget=budget, hyperparameters=hyper)
+    return new_process(admins, org1, uid, rounds=rounds, privacy_budget=budget, hyperparameters=hyper)
 
 
 def refused(client, pid: str, rnd: int, metrics: dict, error: type[Exception], match: str) -> None:
@@ -54,9 +54,9 @@ def refused(client, pid: str, rnd: int, metrics: dict, error: type[Exception], m
     assert client.get_execution(pid, rnd, client.organisation).status == "running"
 
 
-def test_a_sampled_gaussian_process_is_charged_by_the_ledgers_own_accountant(org1, org2, uid):
+def test_a_sampled_gaussian_process_is_charged_by_the_ledgers_own_accountant(admins, org1, org2, uid):
     rounds = 4
-    pid = gaussian_process(org1, uid, POISSON, rounds)
+    pid = gaussian_process(admins, org1, uid, POISSON, rounds)
     for rnd in range(1, rounds + 1):
         for client in (org1, org2):
             run_task(client, pid, rnd, metrics=metrics_of(POISSON, rnd, rounds))
@@ -78,9 +78,9 @@ def test_a_sampled_gaussian_process_is_charged_by_the_ledgers_own_accountant(org
     assert org1.complete_process(pid).status == "completed"
 
 
-def test_a_stream_is_one_release_whatever_the_rounds(org1, org2, uid):
+def test_a_stream_is_one_release_whatever_the_rounds(admins, org1, org2, uid):
     rounds = 3
-    pid = gaussian_process(org1, uid, STREAM, rounds, epsilon=5.0)
+    pid = gaussian_process(admins, org1, uid, STREAM, rounds, epsilon=5.0)
     for rnd in range(1, rounds + 1):
         for client in (org1, org2):
             run_task(client, pid, rnd, metrics=metrics_of(STREAM, rnd, rounds))
@@ -92,12 +92,12 @@ def test_a_stream_is_one_release_whatever_the_rounds(org1, org2, uid):
     assert priv["network"]["epsilon"] == pytest.approx(one, rel=1e-9)
 
 
-def test_a_round_that_would_overspend_is_refused(org1, org2, uid):
+def test_a_round_that_would_overspend_is_refused(admins, org1, org2, uid):
     hyper = {**POISSON, "noise_multiplier": 0.8, "sampling_rate": 0.5}
     rounds = 4
     after = [gaussian_epsilon(0.8, 0.5, False, r, DELTA)[2] for r in (1, 2)]
     budget = (after[0] + after[1]) / 2  # round 1 fits, round 2 would not
-    pid = gaussian_process(org1, uid, hyper, rounds, epsilon=budget)
+    pid = gaussian_process(admins, org1, uid, hyper, rounds, epsilon=budget)
     for client in (org1, org2):
         run_task(client, pid, 1, metrics=metrics_of(hyper, 1, rounds))
     refused(org1, pid, 2, metrics_of(hyper, 2, rounds), BudgetExceeded, "over the budget")
@@ -118,30 +118,35 @@ def test_a_round_that_would_overspend_is_refused(org1, org2, uid):
         ({"privacy_rigorous": 0.0}, "nominal"),
     ],
 )
-def test_inconsistent_gaussian_figures_are_refused(org1, uid, change, match):
-    pid = gaussian_process(org1, uid, POISSON, 3)
+def test_inconsistent_gaussian_figures_are_refused(admins, org1, uid, change, match):
+    pid = gaussian_process(admins, org1, uid, POISSON, 3)
     refused(org1, pid, 1, {**metrics_of(POISSON, 1, 3), **change}, InvalidArgument, match)
 
 
-def test_a_stream_claim_on_a_sampled_process_and_a_change_of_noise_are_refused(org1, org2, uid):
-    pid = gaussian_process(org1, uid, POISSON, 3)
+def test_a_stream_claim_on_a_sampled_process_and_a_change_of_noise_are_refused(admins, org1, org2, uid):
+    pid = gaussian_process(admins, org1, uid, POISSON, 3)
     stream_claim = {**metrics_of(POISSON, 1, 3), "sampling_rate": 1.0, "parallel_composition": 1.0}
     refused(org1, pid, 1, stream_claim, InvalidArgument, "hyper-parameters")
     unnamed_rate = {k: v for k, v in POISSON.items() if k != "sampling_rate"}
-    pid2 = gaussian_process(org1, uid + "b", unnamed_rate, 3)  # only `sampling` says it is Poisson
+    pid2 = gaussian_process(admins, org1, uid + "b", unnamed_rate, 3)  # only `sampling` says it is Poisson
     refused(org1, pid2, 1, stream_claim, InvalidArgument, "samples 'poisson'")
     # a process that does not name z: the organisation's rounds must keep the z of its first round
     free = {k: v for k, v in POISSON.items() if k != "noise_multiplier"}
-    pid3 = gaussian_process(org1, uid + "c", free, 3)
+    pid3 = gaussian_process(admins, org1, uid + "c", free, 3)
     for client in (org1, org2):
         run_task(client, pid3, 1, metrics=metrics_of(POISSON, 1, 3))
     louder = metrics_of({**POISSON, "noise_multiplier": 2.0}, 2, 3)
     refused(org1, pid3, 2, louder, InvalidArgument, "previous round")
 
 
-def test_a_gaussian_round_needs_a_budget_with_a_delta(org1, uid):
+def test_a_gaussian_round_needs_a_budget_with_a_delta(admins, org1, uid):
     pid = new_process(
-        org1, uid, rounds=2, privacy_budget={"mechanism": "gaussian", "epsilon": 5.0}, hyperparameters=POISSON
+        admins,
+        org1,
+        uid,
+        rounds=2,
+        privacy_budget={"mechanism": "gaussian", "epsilon": 5.0},
+        hyperparameters=POISSON,
     )
     refused(org1, pid, 1, metrics_of(POISSON, 1, 2), InvalidArgument, "needs a delta")
 
@@ -157,24 +162,28 @@ def test_a_gaussian_round_needs_a_budget_with_a_delta(org1, uid):
         ({"mechanism": "gaussian", "epsilon": 1.0, "delta": PRIVACY_CAP_DELTA * 10}, "cap δ"),
     ],
 )
-def test_a_budget_over_the_consortium_cap_is_refused_at_creation(org1, uid, budget, match):
+def test_a_budget_over_the_consortium_cap_is_refused_at_creation(admins, org1, uid, budget, match):
     with pytest.raises(InvalidArgument, match=match):
-        new_process(org1, uid, privacy_budget=budget, hyperparameters={"gradient_clip": 1.0}, start=False)
+        new_process(
+            admins, org1, uid, privacy_budget=budget, hyperparameters={"gradient_clip": 1.0}, start=False
+        )
     with pytest.raises(NotFound):
         org1.get_process(f"proc-{uid}")
 
 
-def test_a_budget_at_the_cap_is_accepted(org1, uid):
+def test_a_budget_at_the_cap_is_accepted(admins, org1, uid):
     budget = {"mechanism": "gaussian", "epsilon": PRIVACY_CAP_EPSILON, "delta": PRIVACY_CAP_DELTA / 10}
-    pid = new_process(org1, uid, privacy_budget=budget, hyperparameters={"gradient_clip": 1.0}, start=False)
+    pid = new_process(
+        admins, org1, uid, privacy_budget=budget, hyperparameters={"gradient_clip": 1.0}, start=False
+    )
     assert org1.get_process(pid).privacy_budget.epsilon == PRIVACY_CAP_EPSILON
 
 
-def test_what_a_process_privacy_amounts_to_rigorous_first(org1, org2, uid):
+def test_what_a_process_privacy_amounts_to_rigorous_first(admins, org1, org2, uid):
     """``process_privacy``: with a budget, the largest ε the ledger charged a member, and the image's own
     figure labelled as not charged; without one, nothing guaranteed and a nominal figure labelled so."""
     rounds = 3
-    pid = gaussian_process(org1, uid, POISSON, rounds)
+    pid = gaussian_process(admins, org1, uid, POISSON, rounds)
     for client in (org1, org2):
         run_task(client, pid, 1, metrics=metrics_of(POISSON, 1, rounds))
     run_task(org1, pid, 2, metrics=metrics_of(POISSON, 2, rounds))  # Org2 has not completed round 2
@@ -185,7 +194,7 @@ def test_what_a_process_privacy_amounts_to_rigorous_first(org1, org2, uid):
     assert (status.cap_epsilon, status.cap_delta) == (PRIVACY_CAP_EPSILON, PRIVACY_CAP_DELTA)
     assert status.reported_rigorous is True and status.reported_epsilon <= two * (1 + 1e-9)  # not charged
     # a process without a budget whose image reports a nominal ε (privacy_rigorous = 0)
-    free = new_process(org1, uid + "f", rounds=2)
+    free = new_process(admins, org1, uid + "f", rounds=2)
     nominal = {"privacy_rigorous": 0, "epsilon_spent": 0.5, "epsilon_total": 0.5, "loss": 1.0}
     run_task(org1, free, 1, metrics=nominal)
     none = org1.process_privacy(org1.get_process(free))
