@@ -6,7 +6,21 @@ from pathlib import Path
 
 import typer
 
-from api.cli import audit, data, home, images, index, ledger, models, processes, provenance, services, tokens
+from api.cli import (
+    artifacts,
+    audit,
+    data,
+    home,
+    images,
+    index,
+    ledger,
+    models,
+    node,
+    processes,
+    provenance,
+    services,
+    tokens,
+)
 from api.cli.output import with_output
 
 app = typer.Typer(
@@ -45,11 +59,12 @@ def _main(
     """Consortia: verifiable and auditable collaborative learning on a permissioned ledger."""
 
 
-for _command in (home.demo, home.init, home.join, services.serve, services.artifact_service):
+for _command in (home.demo, home.init, home.join, services.serve):
     app.command()(with_output(_command))
-for _pass_through in (services.node, services.network):
-    app.command(context_settings=services.PASS_THROUGH_SETTINGS, add_help_option=False)(_pass_through)
+app.command(context_settings=services.PASS_THROUGH_SETTINGS, add_help_option=False)(services.network)
 for _module, _name in (
+    (node, "node"),
+    (artifacts, "artifacts"),
     (ledger, "ledger"),
     (images, "image"),
     (processes, "process"),

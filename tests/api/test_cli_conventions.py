@@ -101,13 +101,22 @@ def test_tables_show_whole_ids_and_markup_is_not_swallowed(home):
     assert r.exit_code == 0 and "[completed] by [bold]us[/bold]" in r.stdout
 
 
-def test_node_and_network_accept_json_and_names():
+def test_node_and_network_accept_json_and_names(monkeypatch):
     env = {"PYTHONPATH": str(ROOT)}
-    for spelling in (["--json"], ["-o", "json"], ["--output=json"], ["-o", "wide"]):
+    monkeypatch.delenv("CONSORTIA_HOME", raising=False)
+    for spelling, as_json in ((["--json"], True), (["-o", "json"], True), (["--output=json"], True)):
         r = runner.invoke(app, ["node", "run", "--org", "Org1", *spelling])
-        assert r.exit_code == 2 and "--consortium" in r.output and "unrecognized" not in r.output, spelling
+        assert r.exit_code == 2 and "--consortium" in r.stderr, spelling
+        assert json.loads(r.stdout) == {
+            "ok": False,
+            "code": "usage",
+            "message": r.stderr.partition(": ")[2].strip(),
+        }
+    for spelling in (["-o", "wide"], ["-o", "table"], []):
+        r = runner.invoke(app, ["node", "run", "--org", "Org1", *spelling])
+        assert r.exit_code == 2 and "--consortium" in r.stderr and r.stdout == "", spelling
     r = runner.invoke(app, ["node", "run", "--org", "Org1", "-o", "yaml"])
-    assert r.exit_code == 2 and "-o/--output" in r.output
+    assert r.exit_code == 2 and "'-o' / '--output'" in r.output and "yaml" in r.output
     proc = subprocess.run(
         [sys.executable, "-m", "network", "--help"],
         capture_output=True,
@@ -143,3 +152,32 @@ def test_audit_verify_accepts_the_consortium_crypto_folder(home, tmp_path):
     assert r.exit_code == 0 and json.loads(r.stdout)["ok"] is True
     r = runner.invoke(app, ["audit", "verify", str(bundle), "--ca", str(tmp_path / "empty"), "--json"])
     assert r.exit_code == 3
+
+
+def test_node_status_says_what_the_ledger_knows_of_the_node(tmp_path):
+    from exchange.locations import publish_own_membership
+    from ledger.client import ConsortiaClient
+
+    root = tmp_path / "w"
+    world = build_world(root)
+    try:
+        org1 = ConsortiaClient(world.ledger, world.consortium.identity("Org1MSP"))
+        publish_own_membership(org1, world.consortium, "https://127.0.1.1:8443")
+    finally:
+        world.ledger.close()
+
+    def status(org, *output):
+        r = runner.invoke(app, ["node", "status", "--home", str(root), "--org", org, *output])
+        assert r.exit_code == 0, r.stderr
+        return r
+
+    one = json.loads(status("Org1", "-o", "json").stdout)
+    assert one["organisation"] == "Org1MSP" and one["published"] is True
+    assert one["artifact_endpoint"] == "https://127.0.1.1:8443" and one["tls_ca_digest"].startswith("sha256:")
+    assert [(p["process"], p["status"], p["round"], p["rounds"]) for p in one["processes"]] == [
+        ("proc-0", "completed", 3, 3)
+    ]
+    two = json.loads(status("Org2", "--json").stdout)
+    assert two["published"] is False and two["artifact_endpoint"] is None and len(two["processes"]) == 1
+    table = status("Org2").stdout
+    assert "no membership record yet" in table and "proc-0" in table and "completed" in table
