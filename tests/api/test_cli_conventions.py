@@ -181,3 +181,16 @@ def test_node_status_says_what_the_ledger_knows_of_the_node(tmp_path):
     assert two["published"] is False and two["artifact_endpoint"] is None and len(two["processes"]) == 1
     table = status("Org2").stdout
     assert "no membership record yet" in table and "proc-0" in table and "completed" in table
+
+
+def test_wide_tables_show_every_column(home):
+    def listing(*output):
+        r = runner.invoke(app, ["process", "list", "--home", str(home), *output])
+        assert r.exit_code == 0, r.stderr
+        return r.stdout
+
+    table, wide = listing(), listing("-o", "wide")
+    assert listing("-o", "table") == table and "rounds" in table and "image_digest" not in table
+    for field in ("rounds", "image_digest", "hyperparameters", "status_reason", "tx_id"):
+        assert field in wide, field
+    assert json.loads(listing("-o", "json"))[0]["image_digest"] in wide  # whole values, never cut
