@@ -135,7 +135,10 @@ def write_file(path: Path, data: bytes, private: bool = False) -> None:
         path.chmod(0o600)
 
 
-def _nodeou_config(ca_file: str) -> bytes:
+def nodeou_config(ca_file: str) -> bytes:
+    """An MSP's ``config.yaml``: NodeOUs on, the four roles identified by their OU under the CA
+    certificate ``cacerts/<ca_file>`` (what Fabric and :class:`ledger.identity.MembershipService`
+    read a certificate's role from)."""
     lines = ["NodeOUs:", "  Enable: true"]
     for label, ou in (
         ("ClientOUIdentifier", "client"),
@@ -163,7 +166,7 @@ def _write_msp(
 ) -> None:
     write_file(msp / "cacerts" / ca_file, cert_pem(ca_cert))
     write_file(msp / "tlscacerts" / tlsca_file, cert_pem(tlsca_cert))
-    write_file(msp / "config.yaml", _nodeou_config(ca_file))
+    write_file(msp / "config.yaml", nodeou_config(ca_file))
     if sign_cert is not None and sign_key is not None:
         write_file(msp / "signcerts" / f"{sign_name}-cert.pem", cert_pem(sign_cert))
         write_file(msp / "keystore" / "priv_sk", key_pem(sign_key), private=True)

@@ -8,9 +8,11 @@ The same directory serves the embedded ledger and a real Fabric network (``fabri
     <root>/peerOrganizations/<domain>/peers/peer0.<domain>/{msp,tls}/...
     <root>/peerOrganizations/<domain>/users/{Admin,User1}@<domain>/{msp,tls}/...
     <root>/peerOrganizations/<domain>/encryption/{cert.pem,key.pem}   (Consortia: key agreement)
-    <root>/ordererOrganizations/<orderer domain>/...
+    <root>/ordererOrganizations/<orderer domain>/...                  (absent without a centre)
 
-MSP ids are ``<Name>MSP`` (``Org1MSP``) and domains ``<name lowercased>.<base domain>``.
+MSP ids are ``<Name>MSP`` (``Org1MSP``) and domains ``<name lowercased>.<base domain>``. A consortium
+without a centre (docs/fabric.md "A consortium without a centre") has no orderer organisation: each
+member runs its own orderer, and ``consortium.json`` names no ``orderer_domain``.
 """
 
 from __future__ import annotations
@@ -274,7 +276,7 @@ class Consortium:
             Organisation(o["name"], o["msp_id"], o["domain"], self.root / "peerOrganizations" / o["domain"])
             for o in meta["organisations"]
         )
-        self.orderer_domain: str = meta["orderer_domain"]
+        self.orderer_domain: str | None = meta.get("orderer_domain")  # None: no orderer organisation
 
     # ---- generation
     @classmethod
@@ -341,15 +343,22 @@ class Consortium:
         o = self.organisation(org)
         return Identity.from_msp_dir(o.msp_id, o.path / "peers" / f"peer{index}.{o.domain}" / "msp")
 
+    def _orderer_domain(self) -> str:
+        if self.orderer_domain is None:
+            raise FileNotFoundError(
+                f"the consortium at {self.root} has no orderer organisation: each member runs its own orderer"
+            )
+        return self.orderer_domain
+
     def orderer_identity(self) -> Identity:
-        d = self.orderer_domain
+        d = self._orderer_domain()
         return Identity.from_msp_dir(
             "OrdererMSP", self.root / "ordererOrganizations" / d / "orderers" / f"orderer.{d}" / "msp"
         )
 
     def orderer_certificate(self) -> x509.Certificate:
         """The orderer's signing certificate (public; no private key needed)."""
-        d = self.orderer_domain
+        d = self._orderer_domain()
         signcerts = self.root / "ordererOrganizations" / d / "orderers" / f"orderer.{d}" / "msp" / "signcerts"
         return x509.load_pem_x509_certificate(next(signcerts.glob("*.pem")).read_bytes())
 
@@ -389,7 +398,8 @@ class Consortium:
     def membership(self) -> MembershipService:
         cas = {o.msp_id: self.ca_certificate(o.msp_id) for o in self.organisations}
         d = self.orderer_domain
-        cas["OrdererMSP"] = x509.load_pem_x509_certificate(
-            (self.root / "ordererOrganizations" / d / "ca" / f"ca.{d}-cert.pem").read_bytes()
-        )
+        if d is not None:
+            cas["OrdererMSP"] = x509.load_pem_x509_certificate(
+                (self.root / "ordererOrganizations" / d / "ca" / f"ca.{d}-cert.pem").read_bytes()
+            )
         return MembershipService(cas)

@@ -27,6 +27,12 @@ Modules: :mod:`~network.config` (options, paths, node environments),
 (generated configuration, identities, chaincode package), :mod:`~network.lifecycle`
 (up, deploy, readiness, restart, down), :mod:`~network.placement` (addresses per
 host), :mod:`~network.cli` (the command line).
+
+A consortium without a centre (docs/fabric.md "A consortium without a centre"): each member on its own
+host, :mod:`~network.organisation` (who it is, its home), :mod:`~network.ca` (its own Fabric CA and the
+identities it issues), :mod:`~network.package` (its public package), :mod:`~network.channel` (the
+genesis block from packages, BFT or raft), :mod:`~network.member` (its nodes, joins and chaincode
+approval); :mod:`~network.processes` is the process supervision both kinds of network share.
 """
 
 from network.cli import main

@@ -132,10 +132,6 @@ class NetworkLayout:
 
     # ------------------------------------------------------------------ paths
     @property
-    def state_file(self) -> Path:
-        return self.net / "state.json"
-
-    @property
     def profile_file(self) -> Path:
         return self.net / "connection.json"
 

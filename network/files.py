@@ -56,7 +56,7 @@ def _any_of(principals: list[str]) -> str:
     return f"OR({_quoted(principals)})"
 
 
-def _reproducible_tgz(out: Path, folder: Path, members: list[str]) -> None:
+def reproducible_tgz(out: Path, folder: Path, members: list[str]) -> None:
     """A .tgz whose bytes depend only on the members' names and contents: the gzip header carries
     no time or file name (``tarfile``'s "w:gz" writes the current time there, so a package made a
     second later had another package id) and every member has mtime 0, owner 0:0."""
@@ -266,8 +266,8 @@ Profiles:
         pkg = d / f"{label}.tgz"
         (d / "connection.json").write_text(conn)
         (d / "metadata.json").write_text(meta)
-        _reproducible_tgz(code, d, ["connection.json"])
-        _reproducible_tgz(pkg, d, ["metadata.json", "code.tar.gz"])
+        reproducible_tgz(code, d, ["connection.json"])
+        reproducible_tgz(pkg, d, ["metadata.json", "code.tar.gz"])
         return pkg
 
     def _peer_entry(self, i: int) -> dict[str, str]:

@@ -95,9 +95,15 @@ def init(
 
 
 def join(
-    org: str = typer.Option(..., "--org", help="This organisation's name, e.g. Org2 (MSP id Org2MSP)."),
-    msp_dir: Path = typer.Option(
-        ..., "--msp-dir", help="Its own cryptogen folder peerOrganizations/<domain> (with its keys)."
+    package: list[Path] = typer.Option(
+        [],
+        "--package",
+        help="A consortium without a centre: every other member's public package (repeat; "
+        "consortia org export). The home is the one `consortia org init` made; no other option is needed.",
+    ),
+    org: str = typer.Option("", "--org", help="This organisation's name, e.g. Org2 (MSP id Org2MSP)."),
+    msp_dir: Path | None = typer.Option(
+        None, "--msp-dir", help="Its own cryptogen folder peerOrganizations/<domain> (with its keys)."
     ),
     member: list[str] = typer.Option(
         [],
@@ -105,13 +111,13 @@ def join(
         help="NAME=DIR: another organisation's public folder peerOrganizations/<domain> (repeat); only "
         "its msp/cacerts, msp/tlscacerts and encryption/cert.pem are taken.",
     ),
-    orderer: Path = typer.Option(
-        ...,
+    orderer: Path | None = typer.Option(
+        None,
         "--orderer",
         help="The orderer organisation's folder ordererOrganizations/<domain> (public part).",
     ),
     artifact_endpoint: str = typer.Option(
-        ...,
+        "",
         "--artifact-endpoint",
         help="https://host:port where this organisation's artifact service is reached.",
     ),
@@ -129,31 +135,46 @@ def join(
     as_json: bool = JsonOpt,
 ) -> None:
     """Make the home of ONE organisation of an existing consortium: its own MSP material, the others'
-    public certificates only, a ledger connection, its data root, artifact store and public endpoint."""
+    public certificates only, a ledger connection, its data root, artifact store and public endpoint.
+    With --package: from the other members' public packages, in the home `consortia org init` made."""
     from home.errors import HomeError
     from home.join import join_organisation
+    from home.member import join_with_packages
 
     try:
-        members = {}
-        for item in member:
-            name, sep, folder = item.partition("=")
-            if not sep or not folder:
-                raise HomeError(f"--member takes NAME=DIR, got {item!r}")
-            members[name] = folder
-        settings = join_organisation(
-            home,
-            org,
-            msp_dir,
-            members,
-            orderer,
-            artifact_endpoint,
-            profile=fabric_profile,
-            ledger=ledger_file,
-            data=data,
-            artifacts=artifacts,
-            listen=listen,
-            force=force,
-        )
+        if package:
+            if org or msp_dir or member or orderer or artifact_endpoint or fabric_profile or ledger_file:
+                raise HomeError(
+                    "with --package the home's own organisation, endpoints and profile come from "
+                    "`consortia org init`: give only --package (and --data, --artifacts, --home, --force)"
+                )
+            settings = join_with_packages(home, package, data=data, artifacts=artifacts, force=force)
+        else:
+            if not org or msp_dir is None or orderer is None or not artifact_endpoint:
+                raise HomeError(
+                    "join takes --package FILE ... (a consortium without a centre), or --org, --msp-dir, "
+                    "--orderer and --artifact-endpoint"
+                )
+            members = {}
+            for item in member:
+                name, sep, folder = item.partition("=")
+                if not sep or not folder:
+                    raise HomeError(f"--member takes NAME=DIR, got {item!r}")
+                members[name] = folder
+            settings = join_organisation(
+                home,
+                org,
+                msp_dir,
+                members,
+                orderer,
+                artifact_endpoint,
+                profile=fabric_profile,
+                ledger=ledger_file,
+                data=data,
+                artifacts=artifacts,
+                listen=listen,
+                force=force,
+            )
     except HomeError as exc:
         fail(str(exc), EXIT_USAGE, as_json, kind="join refused")
     msp = settings.node_setting("organisation")

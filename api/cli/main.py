@@ -16,6 +16,7 @@ from api.cli import (
     ledger,
     models,
     node,
+    org,
     processes,
     provenance,
     services,
@@ -74,6 +75,7 @@ for _module, _name in (
     (tokens, "token"),
     (index, "index"),
     (data, "data"),
+    (org, "org"),
 ):
     app.add_typer(_module.group, name=_name)
 

@@ -110,7 +110,8 @@ def json_spelling(args: list[str]) -> list[str]:
 
 def network(ctx: typer.Context) -> None:
     """A native Hyperledger Fabric network: `consortia network up|down|deploy|status|logs … [--json]`
-    (:mod:`network`; `consortia network --help` lists its options)."""
+    (:mod:`network`; `consortia network --help` lists its options); one member's own `channel
+    create|join|inspect|fetch`, `node start|stop|status` and `chaincode approve|commit|status`."""
     from network import main as network_main
 
     raise typer.Exit(network_main(json_spelling(list(ctx.args))))

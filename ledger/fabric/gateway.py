@@ -105,13 +105,15 @@ class FabricLedger:
     # ---- construction from fabric-network/ output
     @classmethod
     def from_profile(cls, path: str | Path, chaincode: str | None = None) -> FabricLedger:
-        """Read ``connection.json`` written by ``fabric-network`` (``network up``)."""
+        """Read ``connection.json`` written by ``fabric-network`` (``network up``) or ``consortia join``;
+        a relative ``tls_ca_file`` is relative to the profile's own folder."""
         prof = json.loads(Path(path).read_text())
+        here = Path(path).resolve().parent
         peers = [
             PeerEndpoint(
                 p["msp_id"],
                 p["address"],
-                Path(p["tls_ca_file"]).read_bytes() if p.get("tls_ca_file") else None,
+                (here / p["tls_ca_file"]).read_bytes() if p.get("tls_ca_file") else None,
                 p.get("server_name"),
             )
             for p in prof["peers"]

@@ -185,11 +185,17 @@ def _der_octets(b: bytes) -> bytes:
     return b"\x04" + _der_length(len(b)) + b
 
 
-def block_header_hash(number: int, previous_hash: bytes, data_hash: bytes) -> bytes:
-    """SHA-256 of the ASN.1 DER ``SEQUENCE{INTEGER number, OCTET STRING previous_hash, OCTET
-    STRING data_hash}`` (Fabric ``protoutil.BlockHeaderBytes``): block n+1's previous_hash."""
+def block_header_bytes(number: int, previous_hash: bytes, data_hash: bytes) -> bytes:
+    """The ASN.1 DER ``SEQUENCE{INTEGER number, OCTET STRING previous_hash, OCTET STRING data_hash}``
+    of a block header (Fabric ``protoutil.BlockHeaderBytes``): what its hash and the orderers'
+    signatures cover."""
     body = _der_integer(number) + _der_octets(previous_hash) + _der_octets(data_hash)
-    return hashlib.sha256(b"\x30" + _der_length(len(body)) + body).digest()
+    return b"\x30" + _der_length(len(body)) + body
+
+
+def block_header_hash(number: int, previous_hash: bytes, data_hash: bytes) -> bytes:
+    """SHA-256 of :func:`block_header_bytes`: block n+1's previous_hash."""
+    return hashlib.sha256(block_header_bytes(number, previous_hash, data_hash)).digest()
 
 
 def channel_header_of(envelope_bytes: bytes) -> common_pb2.ChannelHeader:

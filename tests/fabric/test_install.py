@@ -1,5 +1,6 @@
 """fabric-network/install.sh: the archive route (archive and per-file sha256 checked), the
-re-check of what is installed on every run, and official release binaries (issue 13)."""
+re-check of what is installed on every run, and official release binaries (issue 13); the tools and
+Fabric CA components (issue 27)."""
 
 from __future__ import annotations
 
@@ -113,3 +114,76 @@ def test_fabric_home_defaults_to_the_consortia_cache(tmp_path):
     r = subprocess.run(["bash", str(INSTALL)], env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "cache" / "fabric" / "bin" / "peer").is_file()
+
+
+TOOLS_ARCHIVE, CA_ARCHIVE = "fabric-tools-3.1.5-linux-amd64.tar.xz", "fabric-ca-1.5.21-linux-amd64.tar.xz"
+
+
+def _named_archive(variable: str, name: str) -> Path:
+    named = os.environ.get(variable)
+    path = Path(named) if named else ROOT.parent / "shared" / "fabric" / name
+    if not path.is_file():
+        skip_or_fail(f"no {name} at {path} (set {variable})")
+    return path
+
+
+def test_tools_and_ca_archives_install_checked_files(tmp_path):
+    """`install.sh tools ca`: configtxlator & co. and Fabric CA from their archives, every sha256 checked."""
+    tools = _named_archive("CONSORTIA_FABRIC_TOOLS_ARCHIVE", TOOLS_ARCHIVE)
+    ca = _named_archive("CONSORTIA_FABRIC_CA_ARCHIVE", CA_ARCHIVE)
+    home = tmp_path / "fabric"
+    env = {"CONSORTIA_FABRIC_TOOLS_ARCHIVE": str(tools), "CONSORTIA_FABRIC_CA_ARCHIVE": str(ca)}
+    e = {k: v for k, v in os.environ.items() if not k.startswith("CONSORTIA_FABRIC")}
+    e.update(FABRIC_HOME=str(home), PATH="/usr/bin:/bin", **env)
+    r = subprocess.run(
+        ["bash", str(INSTALL), "tools", "ca"], env=e, capture_output=True, text=True, timeout=300
+    )
+    assert r.returncode == 0, r.stderr
+    assert "fabric tools installed" in r.stdout and "fabric ca installed" in r.stdout
+    assert (
+        _sha(home / "bin" / "fabric-ca-server")
+        == "4f215840a64e4b0f4ab0bdb01dc0665733a546ffd89c1faeb80e0d56f34126b7"
+    )
+    assert (
+        _sha(home / "bin" / "configtxlator")
+        == "b715308feb750d5a0e31a71c46e0e41b8d9fa8c3e67c8c276fe3c36a1990be91"
+    )
+    out = subprocess.run([str(home / "bin" / "fabric-ca-client"), "version"], capture_output=True, text=True)
+    assert "Version: 1.5.21" in out.stdout
+    assert not (home / "bin" / "peer").exists()  # only what was asked for
+    r = subprocess.run(
+        ["bash", str(INSTALL), "tools", "ca"], env=e, capture_output=True, text=True, timeout=300
+    )
+    assert r.returncode == 0 and r.stdout.count("found") == 2
+    (home / "bin" / "discover").write_bytes(b"changed")  # a changed file is installed again
+    r = subprocess.run(["bash", str(INSTALL), "tools"], env=e, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "fabric tools installed" in r.stdout
+    assert (
+        _sha(home / "bin" / "discover") == "528f6cdf1c16aebe877c230299ec8eb5db3e71ea7bd3f30530f2cbbbcbfb400c"
+    )
+
+
+def test_a_ca_archive_with_a_wrong_sha256_installs_nothing(tmp_path):
+    bad = tmp_path / CA_ARCHIVE
+    shutil.copyfile(_named_archive("CONSORTIA_FABRIC_CA_ARCHIVE", CA_ARCHIVE), bad)
+    with bad.open("ab") as f:
+        f.write(b"\0")
+    home = tmp_path / "fabric"
+    e = {k: v for k, v in os.environ.items() if not k.startswith("CONSORTIA_FABRIC")}
+    e.update(FABRIC_HOME=str(home), PATH="/usr/bin:/bin", CONSORTIA_FABRIC_CA_ARCHIVE=str(bad))
+    r = subprocess.run(["bash", str(INSTALL), "ca"], env=e, capture_output=True, text=True, timeout=300)
+    assert (
+        r.returncode == 5
+        and "expected 567e093d3c6673c4a42b2751205bbafd3c8a09362014d8c46e8c0bc7cb126e0d" in r.stderr
+    )
+    assert not (home / "bin" / "fabric-ca-server").exists()
+
+
+def test_an_unknown_component_is_an_error(tmp_path):
+    r = subprocess.run(
+        ["bash", str(INSTALL), "orderer-only"],
+        env={"FABRIC_HOME": str(tmp_path), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 1 and "unknown component 'orderer-only'" in r.stderr
