@@ -15,6 +15,7 @@ from api.cli import (
     index,
     ledger,
     models,
+    network,
     node,
     org,
     processes,
@@ -62,10 +63,10 @@ def _main(
 
 for _command in (home.demo, home.init, home.join, services.serve):
     app.command()(with_output(_command))
-app.command(context_settings=services.PASS_THROUGH_SETTINGS, add_help_option=False)(services.network)
 for _module, _name in (
     (node, "node"),
     (artifacts, "artifacts"),
+    (network, "network"),
     (ledger, "ledger"),
     (images, "image"),
     (processes, "process"),

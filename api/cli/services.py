@@ -1,9 +1,6 @@
-"""Long-running parts of one organisation: ``consortia serve`` (its gateway) and ``consortia network``
-(a native Fabric network). Its node agent is ``consortia node`` (:mod:`api.cli.node`), its artifact
-service ``consortia artifacts`` (:mod:`api.cli.artifacts`).
-
-``network`` hands its arguments to the command line of :mod:`network`, which follows the same
-conventions (``--json``, errors on stderr, exit codes of docs/cli.md)."""
+"""``consortia serve``: this organisation's gateway. Its node agent is ``consortia node``
+(:mod:`api.cli.node`), its artifact service ``consortia artifacts`` (:mod:`api.cli.artifacts`), a native
+Fabric network ``consortia network`` (:mod:`api.cli.network`)."""
 
 from __future__ import annotations
 
@@ -14,9 +11,6 @@ import typer
 
 from api.cli.output import HomeOpt, OrgOpt, say
 from api.cli.session import session
-
-# network: every argument, --help included, goes to its own command line
-PASS_THROUGH_SETTINGS = {"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []}
 
 
 def serve(
@@ -85,33 +79,3 @@ def _logs_on_stderr() -> dict:
     config = copy.deepcopy(LOGGING_CONFIG)
     config["handlers"]["access"]["stream"] = "ext://sys.stderr"
     return config
-
-
-def json_spelling(args: list[str]) -> list[str]:
-    """``-o/--output json|table|wide``, the other commands' spelling of the output format, as the
-    ``network`` command line takes it: ``--json`` (json) or nothing (the tables)."""
-    out: list[str] = []
-    rest = iter(args)
-    for arg in rest:
-        if arg in ("-o", "--output"):
-            value = next(rest, "")
-        elif arg.startswith("--output="):
-            value = arg.removeprefix("--output=")
-        elif arg.startswith("-o") and not arg.startswith("--"):  # -ojson, -o=json
-            value = arg[2:].lstrip("=")
-        else:
-            out.append(arg)
-            continue
-        if value not in ("json", "table", "wide"):
-            raise typer.BadParameter(f"{value!r} is not one of json, table, wide", param_hint="-o/--output")
-        out += ["--json"] if value == "json" else []
-    return out
-
-
-def network(ctx: typer.Context) -> None:
-    """A native Hyperledger Fabric network: `consortia network up|down|deploy|status|logs … [--json]`
-    (:mod:`network`; `consortia network --help` lists its options); one member's own `channel
-    create|join|inspect|fetch`, `node start|stop|status` and `chaincode approve|commit|status`."""
-    from network import main as network_main
-
-    raise typer.Exit(network_main(json_spelling(list(ctx.args))))

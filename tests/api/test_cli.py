@@ -189,7 +189,7 @@ def test_unknown_organisation_is_a_usage_error(home):
     assert result.exit_code == 2
 
 
-def test_node_run_is_a_sub_command_and_network_forwards_to_the_fabric_command_line(monkeypatch):
+def test_node_run_and_network_are_sub_commands(monkeypatch):
     monkeypatch.delenv("CONSORTIA_HOME", raising=False)
     result = runner.invoke(app, ["node", "run", "--help"])
     assert result.exit_code == 0 and "Follow the ledger" in result.output
@@ -198,3 +198,4 @@ def test_node_run_is_a_sub_command_and_network_forwards_to_the_fabric_command_li
     assert "--consortium, --ledger, --data, --store, --state are required" in result.stderr
     result = runner.invoke(app, ["network", "--help"])
     assert result.exit_code == 0 and "up" in result.output and "deploy" in result.output
+    assert "channel" in result.output and "chaincode" in result.output

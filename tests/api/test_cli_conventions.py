@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -117,15 +116,20 @@ def test_node_and_network_accept_json_and_names(monkeypatch):
         assert r.exit_code == 2 and "--consortium" in r.stderr and r.stdout == "", spelling
     r = runner.invoke(app, ["node", "run", "--org", "Org1", "-o", "yaml"])
     assert r.exit_code == 2 and "'-o' / '--output'" in r.output and "yaml" in r.output
+    # fabric-network/network is a thin wrapper of `consortia network`: the same options and conventions
     proc = subprocess.run(
-        [sys.executable, "-m", "network", "--help"],
+        [str(ROOT / "fabric-network" / "network"), "up", "--help"],
         capture_output=True,
         text=True,
-        env={**env, "PATH": "/usr/bin:/bin"},
-        cwd=ROOT,
+        env={**env, "PATH": "/usr/bin:/bin", "HOME": str(Path.home())},
         timeout=60,
     )
-    assert "--json" in proc.stdout
+    assert proc.returncode == 0 and "--json" in proc.stdout and "--output" in proc.stdout
+    r = runner.invoke(app, ["network", "up", "--hosts", "Org1=10.1.2.3", "-o", "json"])
+    assert r.exit_code == 2 and "10.1.2.3 is not a loopback address" in r.stderr
+    assert json.loads(r.stdout)["code"] == "bad network option" and len(r.stderr.splitlines()) == 1
+    r = runner.invoke(app, ["network", "channel", "inspect", "--block", "/nonexistent/x.block", "--json"])
+    assert r.exit_code == 1 and r.stderr.startswith("ChannelError: no block at /nonexistent/x.block")
 
 
 def test_model_ids_take_the_organisation_by_name_or_msp_id(home):

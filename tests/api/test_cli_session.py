@@ -139,8 +139,8 @@ def test_ledger_commands_on_a_missing_file_are_not_found(home, tmp_path):
 
 
 def test_node_and_network_take_json_through_the_app():
-    r = runner.invoke(app, ["network", "--help"])
-    assert r.exit_code == 0 and "--json" in r.stdout
+    r = runner.invoke(app, ["network", "status", "--help"])
+    assert r.exit_code == 0 and "--json" in r.stdout and "--output" in r.stdout
     r = runner.invoke(app, ["node", "run", "--help"])
     assert r.exit_code == 0 and "--json" in r.stdout and "--output" in r.stdout and "--org" in r.stdout
 
