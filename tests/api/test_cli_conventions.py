@@ -198,3 +198,22 @@ def test_wide_tables_show_every_column(home):
     for field in ("rounds", "image_digest", "hyperparameters", "status_reason", "tx_id"):
         assert field in wide, field
     assert json.loads(listing("-o", "json"))[0]["image_digest"] in wide  # whole values, never cut
+
+
+def test_every_command_takes_the_one_output_option():
+    """-o table|wide|json (and its alias --json) on every command, the node's, network's and artifact
+    service's included."""
+    without = []
+
+    def walk(cmd, path):
+        if hasattr(cmd, "commands"):
+            for name, sub in cmd.commands.items():
+                walk(sub, f"{path} {name}")
+            return
+        options = {o: p for p in cmd.params for o in getattr(p, "opts", [])}
+        output = options.get("-o")
+        if output is None or output.name != "output" or options.get("--json") is None:
+            without.append(path)
+
+    walk(typer.main.get_command(app), "consortia")
+    assert without == []
