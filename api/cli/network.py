@@ -105,8 +105,8 @@ HostsOpt = typer.Option(
 IsolateOpt = typer.Option(
     None,
     "--isolate",
-    help="up: start each node in a bubblewrap view of its own files only, as on a host of its own "
-    "(default: as the network was started).",
+    help="Start each node (up; deploy: the chaincode services) in a bubblewrap view of its own files only, "
+    "as on a host of its own (default: as the network was started).",
 )
 JsonOpt = typer.Option(False, "--json", help="Machine-readable output (the same as -o json).")
 
@@ -191,10 +191,11 @@ def deploy(
     dispatch: str | None = DispatchOpt,
     net_dir: Path | None = NetDirOpt,
     hosts: str = HostsOpt,
+    isolate: bool | None = IsolateOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """(Re)start the chaincode services and finish a partial deploy; then the status."""
-    net = _network(orgs, dispatch, net_dir, hosts, None, as_json)
+    net = _network(orgs, dispatch, net_dir, hosts, isolate, as_json)
     _step(as_json, net.deploy)
     emit(_step(as_json, net.status), as_json, "network")
 
