@@ -8,6 +8,13 @@ bytes, and the digests recorded here can be compared with the ledger's.
 Round r (1..R): each organisation, in consortium order, runs ``step`` with the messages
 addressed to it in round r-1 and its own state; messages it sends in round r are delivered
 in round r+1. Messages sent in the last round are recorded but not delivered.
+
+Same bytes also need the same floating-point kernels: a simulation runs under the numeric profile the
+images run under (:mod:`algorithms.numeric_profile`, docs/reproducibility.md) and refuses with
+:class:`~algorithms.numeric_profile.NumericProfileError` in a process that was not started under it
+(its kernels were chosen when numpy and glibc were loaded, so nothing can change them from here);
+``$CONSORTIA_NUMERIC_PROFILE=host`` simulates with this machine's own kernels instead, and the
+result records which profile it was computed under.
 """
 
 from __future__ import annotations
@@ -17,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from algorithms import codec
+from algorithms import codec, numeric_profile
 from algorithms.step import Algorithm, LocalDataset, StepResult, TaskContext
 from algorithms.topologies import registry
 from algorithms.topologies.base import Topology, in_neighbours, out_neighbours
@@ -40,6 +47,7 @@ class SimulationResult:
     message_digests: list[dict[tuple[str, str], str]] = field(
         default_factory=list
     )  # per round: (sender, recipient) -> digest
+    numeric_profile: dict[str, Any] | None = None  # the profile's record; None: this machine's kernels
 
     def model(self, org: str) -> Any:
         return codec.decode(self.models[org])
@@ -100,7 +108,13 @@ def simulate(
     registry the platform's tasks use (:mod:`algorithms.topologies.registry`); ``{"kind": "none"}``
     says that organisations have no neighbours (an algorithm that aggregates without a graph, or
     training alone). Leaving it out means the same but warns (:class:`NoTopologyWarning`): with no
-    neighbours an algorithm that exchanges messages over a graph exchanges nothing."""
+    neighbours an algorithm that exchanges messages over a graph exchanges nothing.
+
+    Raises :class:`~algorithms.numeric_profile.NumericProfileError` if the selected numeric profile
+    is not in effect in this process (module doc)."""
+    profile = numeric_profile.selected()
+    if profile is not None:
+        profile.require()
     consortium = tuple(consortium or datasets.keys())
     if topology is None:
         warnings.warn(
@@ -161,4 +175,5 @@ def simulate(
         metrics=metrics_log,
         state_digests=state_digests,
         message_digests=message_log,
+        numeric_profile=None if profile is None else profile.record(),
     )

@@ -65,11 +65,14 @@ def build_manifest(
     metrics: Mapping[str, Any],
     started: str,
     finished: str,
+    numeric_profile: Mapping[str, Any],
     outbox_provenance: Mapping[str, Mapping[str, Any]] | None = None,
     model_provenance: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The execution result a task signs (the ExecutionRecord contract's result schema):
-    what it read and what it wrote, as digests, plus its metrics and its own start/end times.
+    what it read and what it wrote, as digests, plus its metrics, its own start/end times and the
+    numeric profile it computed under (``{name, version, digest}``,
+    :meth:`algorithms.numeric_profile.NumericProfile.record`).
 
     ``outbox_provenance`` / ``model_provenance``: extra signed fields of an output message / the
     model that the algorithm declares (:func:`payload_provenance`), e.g. the ids and digests of
@@ -97,6 +100,7 @@ def build_manifest(
             else {**dict(model_provenance or {}), "digest": model[0], "size": model[1]},
         },
         "metrics": metrics_json(metrics),
+        "numeric_profile": dict(numeric_profile),
         "started": started,
         "finished": finished,
     }

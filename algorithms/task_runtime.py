@@ -22,6 +22,10 @@ publishes the signed manifest to the ledger. The file contract (documented in do
     <task>/out/timing.json         init/step wall seconds (unsigned; for overhead measurements)
     <task>/out/error.json          only on failure: {"error": type, "message": text}
 
+A task computes under the numeric profile its image declares (:mod:`algorithms.numeric_profile`): it
+refuses to run (``NumericProfileError`` in ``error.json``) where the profile is not in effect, and
+its signed result records the profile.
+
 The manifest bytes are exactly the canonical JSON (sorted keys, compact, UTF-8) of the result,
 so the signature verifies against the canonical form of the result the agent submits.
 
@@ -46,6 +50,7 @@ from typing import Any
 import numpy as np
 
 from algorithms import codec
+from algorithms.numeric_profile import PROFILE, NumericProfile
 from algorithms.step import Algorithm, LocalDataset, StepResult
 from algorithms.task_manifest import build_manifest, data_commitment, metrics_json, sign_low_s, utc_now
 from algorithms.task_spec import TaskInputError, TaskSpec
@@ -116,17 +121,22 @@ def run_task(
     key_path: str | os.PathLike,
     only_algorithm: str | None = None,
     out_dir: str | os.PathLike | None = None,
+    profile: NumericProfile = PROFILE,
 ) -> dict[str, Any]:
     """Run one task per the file contract; return the manifest it wrote and signed.
 
     ``only_algorithm`` (set by an image's entrypoint) refuses tasks for any other algorithm;
-    ``out_dir`` (default ``<task_dir>/out``) is where outputs go (warm workers)."""
+    ``out_dir`` (default ``<task_dir>/out``) is where outputs go (warm workers); ``profile`` (the
+    image's declared numeric profile) must be in effect once the algorithm is loaded and again after
+    its step (a module it imported late), else :class:`~algorithms.numeric_profile.NumericProfileError`
+    and nothing is written."""
     started = utc_now()
     task = Path(task_dir)
     spec = TaskSpec.from_json((task / "in" / "task.json").read_bytes())
     if only_algorithm is not None and spec.algorithm != only_algorithm:
         raise TaskInputError(f"this image runs {only_algorithm}, not {spec.algorithm}")
     algo = load_algorithm(spec)
+    profile.require()
     data_bytes = (Path(data_dir) / "dataset.npz").read_bytes()
     import io
 
@@ -171,6 +181,7 @@ def run_task(
     for recipient in res.outbox:
         if recipient == spec.organisation or recipient not in spec.consortium:
             raise TaskInputError(f"message addressed to {recipient!r}: not another consortium member")
+    profile.require()
 
     out = Path(out_dir) if out_dir is not None else task / "out"
     (out / "outbox").mkdir(parents=True, exist_ok=True)
@@ -213,6 +224,7 @@ def run_task(
         finished=utc_now(),
         outbox_provenance=outbox_provenance,
         model_provenance=model_provenance,
+        numeric_profile=profile.record(),
     )
     body = canonical_json(manifest)
     signature = sign_low_s(Path(key_path).read_bytes(), body)
@@ -227,11 +239,12 @@ def run_and_report(
     key_path: str | os.PathLike,
     only_algorithm: str | None,
     out_dir: str | os.PathLike | None = None,
+    profile: NumericProfile = PROFILE,
 ) -> int:
     t0 = time.perf_counter()
     out = Path(out_dir) if out_dir is not None else Path(task_dir) / "out"
     try:
-        manifest = run_task(task_dir, data_dir, key_path, only_algorithm, out_dir=out)
+        manifest = run_task(task_dir, data_dir, key_path, only_algorithm, out_dir=out, profile=profile)
     except Exception as exc:  # report any failure as a file the agent records on the ledger
         err = {"error": type(exc).__name__, "message": str(exc)[:2000]}
         try:

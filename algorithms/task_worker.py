@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from algorithms.numeric_profile import PROFILE, NumericProfile
 from algorithms.task_runtime import run_and_report
 
 
@@ -109,10 +110,11 @@ def packages_hidden(names: tuple[str, ...] = NOT_IN_IMAGE) -> Iterator[None]:
         sys.meta_path.remove(finder)
 
 
-def _preload(only_algorithm: str | None) -> None:
+def _preload(only_algorithm: str | None, profile: NumericProfile) -> None:
     """Import the signing code, the image's algorithm module and the modules its class lists in
     ``warm_imports`` (imported lazily by the algorithm: inside a round otherwise) ahead of the first
-    task."""
+    task, and take the numeric profile's first look at the loaded libraries (each task checks it
+    again, and fails if it is not in effect)."""
     from cryptography.hazmat.primitives import hashes, serialization  # noqa: F401
     from cryptography.hazmat.primitives.asymmetric import ec, utils  # noqa: F401
 
@@ -124,6 +126,8 @@ def _preload(only_algorithm: str | None) -> None:
                 importlib.import_module(name)
         except ImportError:
             pass  # reported by the task that needs it
+    profile.apply()
+    profile.problems()
 
 
 def serve(
@@ -133,6 +137,7 @@ def serve(
     only_algorithm: str | None = None,
     idle_exit_s: float = 3600.0,
     max_tasks: int | None = None,
+    profile: NumericProfile = PROFILE,
 ) -> int:
     """Warm worker: run task after task in one isolated process (one organisation, one process).
 
@@ -145,15 +150,16 @@ def serve(
     With a stdin pipe (the sandbox runtime) it sleeps until the executor rings it (a byte written after
     ``READY`` or ``STOP``; at most 1 s, a safety net) and rings back on a stdout pipe when it takes a task
     and when the task is done (:class:`_Lifeline`); without one (a container) it polls every 1-2 ms,
-    backing off to 50 ms after 2 s idle."""
+    backing off to 50 ms after 2 s idle. Every task computes under ``profile`` (the image's numeric
+    profile, :func:`algorithms.task_runtime.run_task`)."""
     with packages_hidden():
-        _preload(only_algorithm)
+        _preload(only_algorithm, profile)
     lifeline = _Lifeline()
     in_root, out_root = Path(in_root), Path(out_root)
     _report_cpu(out_root / "STARTED")  # the executor may hand over a task now
     try:
         return _serve_tasks(
-            in_root, out_root, Path(data_dir), only_algorithm, idle_exit_s, max_tasks, lifeline
+            in_root, out_root, Path(data_dir), only_algorithm, idle_exit_s, max_tasks, lifeline, profile
         )
     finally:
         _report_cpu(out_root / "CPU")
@@ -181,6 +187,7 @@ def _serve_tasks(
     idle_exit_s: float,
     max_tasks: int | None,
     lifeline: _Lifeline,
+    profile: NumericProfile,
 ) -> int:
     done: set[str] = set()
     delay, idle_since = 0.001, time.monotonic()
@@ -193,7 +200,12 @@ def _serve_tasks(
             out.mkdir(parents=True, exist_ok=True)
             lifeline.ring()  # taken
             code = run_and_report(
-                in_root / name, data_dir, in_root / name / "key" / "task_key.pem", only_algorithm, out_dir=out
+                in_root / name,
+                data_dir,
+                in_root / name / "key" / "task_key.pem",
+                only_algorithm,
+                out_dir=out,
+                profile=profile,
             )
             (out / "DONE").write_text(str(code))
             lifeline.ring()  # done

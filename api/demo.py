@@ -87,12 +87,16 @@ def run_demo(
         )
         return 2
 
+    from algorithms.numeric_profile import NumericProfileError, selected
     from executor.errors import RuntimeUnavailable
     from executor.runtimes import get_runtime
 
     try:  # before any work: one line saying what to install, not an error per organisation
         get_runtime(runtime).check()
-    except RuntimeUnavailable as exc:
+        profile = selected()  # the simulator's checks need the images' kernels (docs/reproducibility.md)
+        if profile is not None:
+            profile.require()
+    except (RuntimeUnavailable, NumericProfileError) as exc:
         console.print(f"[red]cannot run the demo:[/red] {exc}", highlight=False, soft_wrap=True)
         return 2
 

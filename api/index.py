@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from audit.lineage import LINEAGE_NODE_COLUMNS, artifact_rows, execution_node_id, model_lineage
+from home.layout import check_private, create_private_file, sqlite_files
 from wire.canonical import canonical_json
 
 log = logging.getLogger("consortia.index")
@@ -82,13 +83,15 @@ class Page:
 
 
 class AuditIndex:
-    """SQLite audit index of one gateway (thread-safe; one writer, many readers)."""
+    """SQLite audit index of one gateway (thread-safe; one writer, many readers). Its file is made
+    0600 in a 0700 folder; an existing one open to other users is refused (``home.errors.NotPrivate``)."""
 
     def __init__(self, path: str | Path, *, synchronous: str = "NORMAL"):
         if synchronous not in ("OFF", "NORMAL", "FULL"):
             raise ValueError(f"synchronous must be OFF, NORMAL or FULL, not {synchronous!r}")
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        check_private(sqlite_files(self.path), "audit index")  # records members only may read
+        create_private_file(self.path)  # SQLite makes its -wal and -shm with the same mode
         self._lock = threading.RLock()
         self._con = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         try:

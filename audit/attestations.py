@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -39,6 +38,8 @@ from executor.task_keys import TaskSignatureInvalid
 from ledger.checkpoint import MEDIA_TYPE as CHECKPOINT_MEDIA_TYPE
 from ledger.checkpoint import Checkpoint
 from ledger.identity import Identity, verify
+from wire import bounded_json
+from wire.bounded_json import JSONTooDeep
 from wire.canonical import canonical_json, sha256_digest
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
@@ -195,7 +196,9 @@ def statement_checkpoint(statement: Any) -> dict[str, Any] | None:
         return None
     body = strict_b64decode(found[0].get("content"), "ledger checkpoint")
     try:
-        obj = json.loads(body)
+        obj = bounded_json.loads(body, "ledger checkpoint")
+    except JSONTooDeep as exc:
+        raise AttestationError(str(exc)) from None
     except ValueError:
         raise AttestationError("ledger checkpoint is not JSON") from None
     if canonical_json(obj) != body:
@@ -267,7 +270,9 @@ def open_envelope(
     ):
         raise AttestationError(f"{what}: DSSE signature does not verify")
     try:
-        payload = json.loads(body)
+        payload = bounded_json.loads(body, f"{what} payload")
+    except JSONTooDeep as exc:
+        raise AttestationError(str(exc)) from None
     except ValueError:
         raise AttestationError(f"{what} payload is not JSON") from None
     if canonical_json(payload) != body:

@@ -64,6 +64,7 @@ from ledger.checkpoint import checkpoint_of
 from ledger.client import ConsortiaClient
 from ledger.errors import CheckpointInvalid
 from ledger.identity import Identity
+from wire import bounded_json
 from wire.canonical import canonical_json
 
 FORMAT = "consortia-audit-bundle/2"
@@ -189,7 +190,7 @@ def export_bundle(
 
 def _load_json(root: Path, rel: str) -> Any:
     data = (root / rel).read_bytes()
-    obj = json.loads(data)
+    obj = bounded_json.loads(data, rel)
     if canonical_json(obj) != data:
         raise ValueError(f"{rel} is not canonical JSON")
     return obj
@@ -283,7 +284,7 @@ def _verify_bundle(root: Path, trusted_cas: Mapping[str, bytes] | None, report: 
         report.add("manifest signature", False, str(exc), "manifest")
         # name the changed files too, from the manifest as written (its signature did not verify)
         try:
-            unverified = json.loads(base64.b64decode(envelope["payload"]))
+            unverified = bounded_json.loads(base64.b64decode(envelope["payload"]), "manifest")
             _check_files(report, root, unverified["files"])
         except (ValueError, KeyError, TypeError, AttributeError):
             pass

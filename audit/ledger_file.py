@@ -24,7 +24,6 @@ The first discrepancy raises :class:`LedgerCorrupted` naming the block it was fo
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 import sqlite3
 import urllib.parse
@@ -44,6 +43,8 @@ from ledger.embedded.store import SCHEMA
 from ledger.embedded.validation import validate_block, write_block_outcome
 from ledger.errors import AccessDenied, LedgerCorrupted, LedgerError
 from ledger.identity import Consortium, MembershipService, parse_serialized_identity
+from wire import bounded_json
+from wire.bounded_json import MAX_DOCUMENT_DEPTH, JSONTooDeep
 from wire.canonical import canonical_json
 
 
@@ -133,9 +134,14 @@ def _cert_der(serialized: bytes) -> bytes | None:
         return None
 
 
+MAX_BLOCK_DEPTH = MAX_DOCUMENT_DEPTH  #: a block's JSON (its transactions' values are JSON text in it)
+
+
 def _block_body(number: int, raw: bytes) -> dict[str, Any]:
     try:
-        body = json.loads(raw)
+        body = bounded_json.loads(raw, f"block {number}", MAX_BLOCK_DEPTH)
+    except JSONTooDeep as exc:
+        raise LedgerCorrupted(str(exc), number) from None
     except (ValueError, UnicodeDecodeError):
         raise LedgerCorrupted(f"block {number} is not readable JSON", number) from None
     if not isinstance(body, dict) or body.get("number") != number:

@@ -22,35 +22,40 @@ collaborative organisation is at least the worst isolated one. The JSON figures 
 are those of its headline variant (RF: the rare-positive mode on the ring); ``variants`` holds all.
 
 Families: ``rf`` (collaborative random forests, balanced accuracy; the paper's settings and the
-rare-positive mode, ring and complete graph), ``ggm`` and ``vae`` (CollabDict, ROC-AUC: slots to be
-wired to ``algorithms.collabdict``; until then reported as ``not wired``), ``dpsda`` (reported as not
-applicable: docs/heldout.md says why). A run that raises is recorded with its error and counted in
-``crashes``; the exit status is 1 if any run crashed.
+rare-positive mode, ring and complete graph), ``ggm`` and ``vae`` (CollabDict, ROC-AUC of the anomaly
+score; one variant per protocol, one-class and contaminated: :class:`CollabDictFamily`), ``dpsda``
+(reported as not applicable: docs/heldout.md says why). A run that raises is recorded with its error and
+counted in ``crashes``; the exit status is 1 if any run crashed.
 
-Quick: 3 runs, satellite subsampled to 3,000 rows, shuttle to 6,000. Full: 5 runs, shuttle subsampled to
-20,000 rows, all other rows. Writes
-``benchmarks/results/heldout[-quick].{json,md}``; the last line printed is the JSON summary.
+Quick: 3 runs, satellite subsampled to 3,000 rows, shuttle to 6,000, 20 GGM EM iterations and 150 VAE steps.
+Full: 5 runs, shuttle subsampled to 20,000 rows, all other rows, 40 / 300. Writes
+``benchmarks/results/heldout[-quick].{json,md}`` (with ``--families``, the families not run keep their
+figures from an existing report of the same size); the last line printed is the JSON summary.
 """
 
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import platform
 import time
 import traceback
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
+from sklearn.metrics import roc_auc_score
 
 from algorithms.collab_rf.algorithm import CollaborativeRandomForest
 from algorithms.collab_rf.estimators import model_predict
 from algorithms.collab_rf.metrics import detection_scores
 from algorithms.collab_rf.protocol import DEFAULT_SCHEDULE, DISCONNECTED_SCHEDULE
+from algorithms.collabdict import ggm, vae
+from algorithms.collabdict.vae import VAEHyperParameters
 from algorithms.datasets.partition import dirichlet_label_shares, heldout_split
 from algorithms.simulator import simulate
 from algorithms.step import LocalDataset
@@ -59,9 +64,13 @@ from algorithms.topologies.static import complete, empty, ring
 
 RESULTS = Path(__file__).resolve().parent / "results"
 ORGANISATIONS, ALPHA, MIN_ROWS, TEST_FRACTION = 10, 0.5, 5, 0.3
-SIZES = {
-    True: {"runs": 3, "max_rows": {"satellite": 3_000, "shuttle": 6_000}},
-    False: {"runs": 5, "max_rows": {"shuttle": 20_000}},
+SIZES: dict[bool, dict[str, Any]] = {
+    True: {
+        "runs": 3,
+        "max_rows": {"satellite": 3_000, "shuttle": 6_000},
+        "iterations": {"ggm": 20, "vae": 150},
+    },
+    False: {"runs": 5, "max_rows": {"shuttle": 20_000}, "iterations": {"ggm": 40, "vae": 300}},
 }
 FIGURES = ("worst_isolated", "worst_collab", "central")
 
@@ -176,7 +185,7 @@ class Family(Protocol):
     not_applicable: str | None  # why the framing does not fit the family (then nothing is run)
 
     def evaluate(self, data: HeldOutData, algorithm_seed: int) -> dict[str, Outcome]:
-        """Outcomes per variant for one run (raise NotImplementedError if the family is not wired)."""
+        """Outcomes per variant for one run."""
         ...
 
 
@@ -245,35 +254,89 @@ class CollabRF:
         return out
 
 
-# ------------------------------------------------------------------------------ CollabDict slots
+# ---------------------------------------------------------------------------------- CollabDict
+
+PROTOCOLS = ("one-class", "contaminated")
+
+
+def collabdict_trains(
+    data: HeldOutData, protocol: str
+) -> tuple[list[np.ndarray], np.ndarray, list[dict[str, int]]]:
+    """The organisations' training matrices, the common test matrix and what each organisation holds
+    (rows, anomalies) under a CollabDict protocol.
+
+    ``one-class``: the pool's normal rows (label 0) are dealt; ``contaminated``: the whole pool (an
+    organisation may then hold anomalies only). Features: shuttle's signed log sign(x)·ln(1+|x|) first (a
+    data-independent transform), then standardised with the pooled training rows' mean and standard deviation
+    (the moments CollabDict aggregates at initialisation)."""
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"protocol must be one of {PROTOCOLS}, got {protocol!r}")
+    X = data.X
+    if data.dataset == "shuttle":
+        from algorithms.datasets.shuttle import signed_log
+
+        X = signed_log(X)
+    rows = data.pool if protocol == "contaminated" else data.pool[data.y[data.pool] == 0]
+    shares = data.shares(rows)
+    pooled = X[np.concatenate(shares)]
+    mu, sd = pooled.mean(axis=0), pooled.std(axis=0)
+    Z = (X - mu) / np.where(sd > 0, sd, 1.0)
+    members = [{"rows": int(len(r)), "positives": int(data.y[r].sum())} for r in shares]
+    return [Z[r] for r in shares], Z[data.test], members
+
+
+def auc(y: np.ndarray, scores: np.ndarray) -> float:
+    """ROC-AUC of an anomaly score (higher = more anomalous); a non-finite score is an error, not a number."""
+    scores = np.asarray(scores, dtype=np.float64)
+    if not np.all(np.isfinite(scores)):
+        raise FloatingPointError(f"{int((~np.isfinite(scores)).sum())} non-finite anomaly scores")
+    return float(roc_auc_score(y, scores))
 
 
 @dataclass(frozen=True)
-class CollabDictSlot:
-    """CollabDict GGM / VAE (docs/collabdict.md): ROC-AUC of each member's anomaly score on the common test set.
+class CollabDictFamily:
+    """CollabDict (docs/collabdict.md): ROC-AUC of each member's anomaly score on the common test set.
 
-    NOT WIRED YET: the functions this adapter calls are being built on the CollabDict branch. Wiring it
-    means replacing :meth:`evaluate` with (``m`` = ``algorithms.collabdict.ggm`` or ``.vae``)::
-
-        trains = [X[rows] for rows in data.shares(protocol_pool)]   # pooled standardisation first
-        isolated = [auc(m.score(m.fit_isolated(X_s, iterations, seed, hyper), X_test)) for X_s in trains]
-        collab = [auc(m.score(model, X_test)) for model in m.fit_collaborative(trains, iterations, seed, hyper)]
-        central = auc(m.score(m.fit_isolated(np.concatenate(trains), iterations, seed, hyper), X_test))
-
-    per protocol (``one-class``: the pool's normal rows; ``contaminated``: the whole pool), one variant each.
-    """
+    ``name`` is ``ggm`` (sparse-GGM mixture, score eq. 20) or ``vae`` (score eq. 39, Monte-Carlo draws from
+    the algorithm seed). Per protocol (:func:`collabdict_trains`) one variant: every organisation's
+    **isolated** model (``fit_isolated``: its rows alone, Algorithm 1 with S = 1), its **collaborative**
+    model (``fit_collaborative``: the centralised computation of the step function, which the simulator
+    reproduces with exact aggregation — tests) and the **central** model (``fit_isolated`` on the pooled
+    rows), all with the same hyper-parameters (``hyper``; ``None``: the defaults) and ``iterations`` (EM
+    iterations or optimiser steps)."""
 
     name: str
+    iterations: int
+    hyper: Any = None
     metric: str = "ROC-AUC"
     datasets: tuple[str, ...] = ("breastw", "satellite", "shuttle")
     headline: str = "contaminated"
     not_applicable: str | None = None
 
     def evaluate(self, data: HeldOutData, algorithm_seed: int) -> dict[str, Outcome]:
-        raise NotImplementedError(
-            f"the {self.name} adapter is a slot until algorithms.collabdict provides fit_isolated / "
-            "fit_collaborative / score (docs/heldout.md, 'Wiring a family')"
-        )
+        m = {"ggm": ggm, "vae": vae}.get(self.name)
+        if m is None:
+            raise ValueError(f"CollabDict family must be 'ggm' or 'vae', got {self.name!r}")
+        seed, its, h = algorithm_seed, self.iterations, self.hyper
+        out: dict[str, Outcome] = {}
+        for protocol in PROTOCOLS:
+            trains, X_test, members = collabdict_trains(data, protocol)
+            isolated = [self._auc(m.fit_isolated(X, its, seed, h), X_test, data.y_test, seed) for X in trains]
+            collab = [
+                self._auc(model, X_test, data.y_test, seed)
+                for model in m.fit_collaborative(trains, its, seed, h)
+            ]
+            central = self._auc(
+                m.fit_isolated(np.concatenate(trains), its, seed, h), X_test, data.y_test, seed
+            )
+            out[protocol] = Outcome(isolated, collab, central, members)
+        return out
+
+    def _auc(self, model: dict, X: np.ndarray, y: np.ndarray, seed: int) -> float:
+        """ROC-AUC of the model's anomaly score: eq. (20) for the GGM, eq. (39) for the VAE (draws from ``seed``)."""
+        if self.name == "ggm":
+            return auc(y, ggm.score(model, X))
+        return auc(y, vae.score(model, X, seed=seed))
 
 
 DPSDA_REASON = (
@@ -300,8 +363,8 @@ class DPSDAFamily:
 
 FAMILIES: dict[str, Family] = {
     "rf": CollabRF(),
-    "ggm": CollabDictSlot("ggm"),
-    "vae": CollabDictSlot("vae"),
+    "ggm": CollabDictFamily("ggm", iterations=40),
+    "vae": CollabDictFamily("vae", iterations=300, hyper=VAEHyperParameters(hidden=32, lr=1e-2, mc_score=32)),
     "dpsda": DPSDAFamily(),
 }
 
@@ -342,14 +405,11 @@ def evaluate_family(
         if dataset not in family.datasets:
             continue
         per_variant: dict[str, list[dict]] = {}
-        status = "ok"
+        d0 = time.process_time()
         for i in range(runs):
             t0 = time.process_time()
             try:
                 outcomes = family.evaluate(make_data(dataset, i, max_rows.get(dataset)), 100 + i)
-            except NotImplementedError as exc:
-                status = f"not wired: {exc}"
-                break
             except Exception as exc:  # a crash is a result of the evaluation: record it, go on
                 result["crashes"].append(
                     {
@@ -369,10 +429,6 @@ def evaluate_family(
                     f"worst collab {s['worst_collab']:.3f}, central {s['central']:.3f} "
                     f"(means {s['mean_isolated']:.3f} -> {s['mean_collab']:.3f}; {time.process_time() - t0:.0f} s CPU)"
                 )
-        if status != "ok":
-            result["status"] = status
-            log(f"  {family.name}: {status}")
-            break
         variants = {v: over_runs(ss) for v, ss in per_variant.items()}
         entry: dict[str, Any] = dict(variants.get(family.headline, {}))
         entry["variants"] = variants
@@ -380,7 +436,8 @@ def evaluate_family(
             f"run{i}": s["members"] for i, s in enumerate(per_variant.get(family.headline, []))
         }
         result["datasets"][dataset] = entry
-    result.setdefault("status", "ok")
+        result.setdefault("cpu_seconds_per_dataset", {})[dataset] = round(time.process_time() - d0, 1)
+    result["status"] = "ok"
     return result
 
 
@@ -437,17 +494,65 @@ def headline(summary: dict[str, Any]) -> dict[str, Any]:
             out[name] = {"status": fam["status"].split(":")[0]}
             continue
         out[name] = {
-            d: {k: e[k] for k in (*FIGURES, "runs_worst_collab_at_least_isolated", "runs") if k in e}
+            d: {
+                **{k: e[k] for k in (*FIGURES, "runs_worst_collab_at_least_isolated", "runs") if k in e},
+                "variants": {v: [f[k] for k in FIGURES] for v, f in e["variants"].items()},
+            }
             for d, e in fam["datasets"].items()
         }
         out[name]["variant"] = fam["headline"]
-        if name == "rf":
-            out[name]["datasets_worst_collab_at_least_isolated"] = int(
-                sum(e["worst_collab"] >= e["worst_isolated"] for e in fam["datasets"].values())
+        out[name]["datasets_worst_collab_at_least_isolated"] = {
+            v: int(
+                sum(
+                    e["variants"][v]["worst_collab"] >= e["variants"][v]["worst_isolated"]
+                    for e in fam["datasets"].values()
+                    if v in e["variants"]
+                )
             )
+            for v in dict.fromkeys(v for e in fam["datasets"].values() for v in e["variants"])
+        }
     out["crashes"] = summary["crashes"]
     out["runs"] = summary["runs"]
     return out
+
+
+def carry_over(summary: dict[str, Any], report: Path) -> dict[str, Any]:
+    """``summary`` with what it did not run taken from an existing ``report`` of the same size (runs,
+    subsampling): the other families whole, and within a family it ran the other datasets (their figures,
+    crashes and CPU time), so that one family or dataset can be re-measured without re-running the rest. A
+    report of another size is replaced whole."""
+    if not report.exists():
+        return summary
+    old = json.loads(report.read_text())
+    if (old.get("runs"), old.get("max_rows"), old.get("quick")) != (
+        summary["runs"],
+        summary["max_rows"],
+        summary["quick"],
+    ):
+        return summary
+    families: dict[str, Any] = {}
+    for name in FAMILIES:
+        new, before = summary["families"].get(name), old.get("families", {}).get(name)
+        if new is None or before is None or new["status"] != "ok" or before["status"] != "ok":
+            if new is not None or before is not None:
+                families[name] = new if new is not None else before
+            continue
+        ran = set(new["datasets"]) | {c["dataset"] for c in new["crashes"]}
+        kept = {d: e for d, e in before["datasets"].items() if d not in ran}
+        merged = dict(
+            new,
+            datasets={
+                d: {**kept, **new["datasets"]}[d] for d in DATASETS if d in kept or d in new["datasets"]
+            },
+        )
+        merged["crashes"] = [c for c in before["crashes"] if c["dataset"] not in ran] + new["crashes"]
+        cpu = dict(before.get("cpu_seconds_per_dataset", {}))
+        cpu.update(new.get("cpu_seconds_per_dataset", {}))
+        merged["cpu_seconds_per_dataset"] = cpu
+        merged["cpu_seconds"] = round(sum(cpu.values()), 1)
+        families[name] = merged
+    crashes = int(sum(len(r["crashes"]) for r in families.values()))
+    return dict(summary, families=families, crashes=crashes)
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -476,8 +581,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     results = {}
     for name in families:
         family = FAMILIES[name]
+        if name in size["iterations"]:  # CollabDict: EM iterations / optimiser steps of this size
+            family = replace(family, iterations=size["iterations"][name])
         print(f"{name}:", flush=True)
+        w0, f0 = time.perf_counter(), time.process_time()
         results[name] = evaluate_family(family, datasets, runs, size["max_rows"])
+        results[name]["wall_seconds"] = round(time.perf_counter() - w0, 1)
+        results[name]["cpu_seconds"] = round(time.process_time() - f0, 1)
     summary = {
         "quick": args.quick,
         "runs": runs,
@@ -491,8 +601,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if not args.no_write:
         RESULTS.mkdir(exist_ok=True)
         stem = "heldout-quick" if args.quick else "heldout"
-        (RESULTS / f"{stem}.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
-        (RESULTS / f"{stem}.md").write_text(markdown(summary, args.quick))
+        with (RESULTS / f".{stem}.lock").open(
+            "w"
+        ) as lock:  # invocations of other families may finish now too
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            summary = carry_over(summary, RESULTS / f"{stem}.json")
+            (RESULTS / f"{stem}.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
+            (RESULTS / f"{stem}.md").write_text(markdown(summary, args.quick))
     print(json.dumps(headline(summary)))
     return summary
 

@@ -15,7 +15,10 @@ The result (what the task key signs) is::
     {process_id, round, organisation, image_digest, runtime,
      inputs:  {state, messages: [{sender, digest}], data_commitment},
      outputs: {state, messages: [{recipient, digest, size, ...}], model: {digest, size, ...} | null},
-     metrics: {name: number}, started, finished}
+     metrics: {name: number}, numeric_profile?: {name, version, digest}, started, finished}
+
+``numeric_profile`` names the floating-point kernels the task computed with (the image's declared
+profile, docs/reproducibility.md); a result without it is accepted (records made before it existed).
 
 Chaincode events reach every channel member, so ``TaskCreated`` / ``TaskCompleted`` /
 ``TaskFailed`` carry only (process id, round, organisation): a member reads digests, metrics and

@@ -22,11 +22,11 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable
 from typing import Any
 
 from chaincode.canonical import canonical_json
 from chaincode.errors import InvalidArgument
+from wire.bounded_json import json_depth
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -77,25 +77,6 @@ def _finite_float(text: str) -> float:
     if not math.isfinite(value):
         raise ValueError(f"{text[:32]} overflows a finite number")
     return value
-
-
-def json_depth(value: Any) -> int:
-    """Nesting depth of a JSON value (a scalar is 0, ``[]`` and ``{}`` are 1), without recursion."""
-    deepest = 0
-    stack: list[tuple[Any, int]] = [(value, 0)]
-    while stack:
-        node, depth = stack.pop()
-        if isinstance(node, dict):
-            children: Iterable[Any] = node.values()
-        elif isinstance(node, (list, tuple)):
-            children = node
-        else:
-            continue
-        depth += 1
-        if depth > deepest:
-            deepest = depth
-        stack.extend((c, depth) for c in children if isinstance(c, (dict, list, tuple)))
-    return deepest
 
 
 def check_depth(value: Any, what: str, limit: int = MAX_JSON_DEPTH) -> None:

@@ -302,6 +302,20 @@ class ResultOutputs(SignedPart):
     model: ModelOutput | None = None
 
 
+#: a numeric profile's name (``x86-64-v2``; algorithms/numeric_profile.py)
+PROFILE_NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
+
+
+class NumericProfileRecord(SignedPart):
+    """The numeric profile a task computed under: the floating-point kernels its image declares
+    (docs/reproducibility.md), named and digested as ``algorithms.numeric_profile`` records it."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: Annotated[str, StringConstraints(strict=True, pattern=f"^{PROFILE_NAME_PATTERN}$")]
+    version: Annotated[StrictInt, Field(ge=1)]
+    digest: Digest
+
+
 class ExecutionResult(SignedPart):
     """A task's result, as its task key signs it (canonical JSON) and the ledger stores it."""
 
@@ -314,6 +328,8 @@ class ExecutionResult(SignedPart):
     process_id: Identifier
     round: Annotated[StrictInt, Field(ge=1)]
     organisation: Annotated[StrictStr, StringConstraints(min_length=1, max_length=256)]
+    numeric_profile: NumericProfileRecord | None = None
+    """Absent in results made before tasks recorded it."""
     started: StrictStr | None = None
     finished: StrictStr | None = None
 
@@ -547,4 +563,15 @@ def _result_error(errors: list[Any]) -> str:
         return "field 'process_id' must be a non-empty string"
     if head == "organisation":
         return "field 'organisation' must be a non-empty string of at most 256 characters"
+    if head == "numeric_profile":
+        keys = _keys_error(errors, (head,), _where((head,)))
+        if keys is not None:
+            return keys
+        if len(loc) == 1:
+            return f"{where} must be a JSON object"
+        if loc[1] == "name":
+            return f"{_where(loc)} must be a string matching {PROFILE_NAME_PATTERN}, got {value!r}"
+        if loc[1] == "version":
+            return f"{_where(loc)} must be a positive integer, got {value!r}"
+        return f"{_where(loc)} must be a digest sha256:<64 hex>, got {value!r}"
     return f"{where} must be a string"

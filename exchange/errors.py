@@ -36,6 +36,22 @@ class ArtifactCorrupted(ArtifactError, ValueError):
     code = "ARTIFACT_CORRUPTED"
 
 
+class ArtifactTooLarge(ArtifactError, ValueError):
+    """An artifact larger than it may be: than the size its owner's signed index entry (or the model
+    record) names, or than this node's configured maximum (``[exchange] max_artifact_bytes``). The
+    transfer stops at the bound and nothing of it is kept. ``owner``, ``digest``, ``limit`` (the bound)
+    and ``size`` (what the owner announced, or at least what it sent) say which and how much."""
+
+    code = "ARTIFACT_TOO_LARGE"
+
+    def __init__(self, owner: str, digest: str, limit: int, size: int, why: str) -> None:
+        super().__init__(
+            f"{owner} serves {digest} as {size} bytes or more, over the {limit} bytes {why}: "
+            f"refused, nothing kept"
+        )
+        self.owner, self.digest, self.limit, self.size = owner, digest, limit, size
+
+
 class ArtifactForbidden(ArtifactError, PermissionError):
     """The owner's service refuses this organisation the artifact (HTTP 403)."""
 

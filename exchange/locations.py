@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from exchange.client import ArtifactClient, https_endpoint
+from exchange.client import DEFAULT_MAX_ARTIFACT_BYTES, ArtifactClient, https_endpoint
 from exchange.errors import ArtifactUnreachable, LocationRefused, LocationUnknown
 from exchange.tls import ClientTLS, tls_ca_path
 from ledger.client import ConsortiaClient, MemberRecord
@@ -56,20 +56,23 @@ class Peer(Protocol):
         """The owner's index entry of its message to ``recipient`` in that round."""
         ...
 
-    def get(self, digest: str) -> bytes:
-        """The artifact's bytes, verified against ``digest``."""
+    def get(self, digest: str, size: int | None = None) -> bytes:
+        """The artifact's bytes, verified against ``digest``; at most ``size`` bytes (when given) and
+        at most the resolver's ``max_bytes`` (:class:`exchange.errors.ArtifactTooLarge` otherwise)."""
         ...
 
-    def fetch_to(self, digest: str, final: Path, top: Path) -> Path:
-        """The artifact written to ``final`` (verified, atomic, 0600; directories below ``top`` 0700)."""
+    def fetch_to(self, digest: str, final: Path, top: Path, size: int | None = None) -> Path:
+        """The artifact written to ``final`` (verified, atomic, 0600; directories below ``top`` 0700),
+        bounded as :meth:`get`."""
         ...
 
 
 class Hosted(Protocol):
     """The services of the organisations whose nodes run in this process."""
 
-    def peer(self, owner: str, caller: str) -> Peer | None:
-        """``owner``'s service as ``caller`` reaches it in memory, or None if not hosted here."""
+    def peer(self, owner: str, caller: str, max_bytes: int) -> Peer | None:
+        """``owner``'s service as ``caller`` reaches it in memory (taking at most ``max_bytes`` per
+        artifact), or None if not hosted here."""
         ...
 
 
@@ -122,7 +125,8 @@ class Locations:
 
     ``client`` reads the membership records (None: no ledger lookup); ``endpoints`` overrides them;
     ``hosted`` holds the services of nodes running in this process. ``patience``: seconds :meth:`reach`
-    waits for a service that cannot be reached."""
+    waits for a service that cannot be reached. ``max_bytes``: the largest artifact fetched from anyone
+    (the home's ``[exchange] max_artifact_bytes``)."""
 
     def __init__(
         self,
@@ -133,6 +137,7 @@ class Locations:
         hosted: Hosted | None = None,
         miss_ttl: float = MISS_TTL,
         patience: float = 300.0,
+        max_bytes: int = DEFAULT_MAX_ARTIFACT_BYTES,
     ):
         self.tls = tls
         self.organisation = tls.organisation
@@ -141,6 +146,7 @@ class Locations:
         self.hosted = hosted
         self.miss_ttl = miss_ttl
         self.patience = patience
+        self.max_bytes = max_bytes
         self._found: dict[str, str] = {}
         self._missing: dict[str, float] = {}
         self._clients: dict[str, ArtifactClient] = {}
@@ -174,8 +180,9 @@ class Locations:
 
     def peer(self, owner: str) -> Peer:
         """``owner``'s service as this organisation reaches it; :class:`LocationUnknown` if it has none."""
-        if self.hosted is not None and (peer := self.hosted.peer(owner, self.organisation)) is not None:
-            return peer
+        hosted = self.hosted.peer(owner, self.organisation, self.max_bytes) if self.hosted else None
+        if hosted is not None:
+            return hosted
         url = self.endpoint(owner)
         if url is None:
             raise LocationUnknown(
@@ -187,7 +194,7 @@ class Locations:
             if client is None or client.endpoint != url:
                 if client is not None:
                     client.close()
-                client = self._clients[owner] = ArtifactClient(url, owner, self.tls)
+                client = self._clients[owner] = ArtifactClient(url, owner, self.tls, max_bytes=self.max_bytes)
             return client
 
     def unreachable(self, owner: str) -> None:

@@ -13,6 +13,11 @@ Readers come from the ledger, never from the request (:class:`LedgerReaders`):
   effect at once;
 * the organisation itself may read its own artifacts; everything else is refused.
 
+While the organisation's own ledger cannot be reached (:func:`ledger.errors.transient`) nothing can be
+confirmed: the request is answered "unavailable" (:class:`exchange.errors.ArtifactUnreachable`, HTTP
+503), which the asking organisation waits out as it waits for a node that restarts, instead of a
+refusal that would fail its task.
+
 :class:`StaticReaders` fixes readers in advance (benchmarks and tests of the transport).
 """
 
@@ -23,9 +28,10 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
+from exchange.errors import ArtifactUnreachable
 from exchange.store import ArtifactStore
-from ledger.client import ConsortiaClient, ExecutionRecord
-from ledger.errors import ContractError, LedgerError
+from ledger.client import ConsortiaClient, ExecutionRecord, ModelRecord
+from ledger.errors import ContractError, LedgerError, transient
 
 
 class Readers(Protocol):
@@ -85,10 +91,19 @@ class LedgerReaders:
         with self._lock:
             if organisation in self._confirmed.get(digest, ()):
                 return True
+        try:
+            models: list[ModelRecord] = self.client.list_models()
+        except LedgerError as exc:
+            raise self._unavailable(exc) from None
         return any(
-            m.owner == self.org and m.ciphertext_digest == digest and organisation in m.access
-            for m in self.client.list_models()
+            m.owner == self.org and m.ciphertext_digest == digest and organisation in m.access for m in models
         )
+
+    def _unavailable(self, exc: LedgerError) -> Exception:
+        """``exc`` as the service's answer: unavailable for now if the ledger is unreachable."""
+        if transient(exc):
+            return ArtifactUnreachable(f"{self.org} cannot ask its ledger now: {exc}")
+        return exc
 
     def may_read_message(
         self, organisation: str, process_id: str, round: int, recipient: str, entry: Mapping[str, Any]
@@ -109,7 +124,11 @@ class LedgerReaders:
             return rec
         try:
             rec = self.client.get_execution(process_id, round, self.org)
-        except (ContractError, LedgerError):  # not on the ledger (yet): not confirmed
+        except LedgerError as exc:
+            if transient(exc):  # cannot be confirmed now: unavailable, not refused
+                raise self._unavailable(exc) from None
+            return None
+        except ContractError:  # not on the ledger (yet): not confirmed
             return None
         if rec.status != "completed" or rec.result is None:
             return None

@@ -41,6 +41,9 @@ _SUITE = hpke.Suite(hpke.KEM.P256, hpke.KDF.HKDF_SHA256, hpke.AEAD.AES_256_GCM)
 _ENC = hpke.KEM.P256.enc_length()  # 65
 _TAG_BYTES = 16
 _INFO = b"consortia-seal|"
+MAX_SEAL_OVERHEAD = 4 + 65 + 12 + _TAG_BYTES
+"""Bytes a seal adds to its plaintext, at most (``CSE1``: tag, point, nonce, GCM tag; ``CSE2`` adds 85)."""
+PAYLOAD_OVERHEAD = 4 + 12 + _TAG_BYTES  #: bytes :func:`encrypt_payload` adds to its plaintext
 
 Recipient = x509.Certificate | ec.EllipticCurvePublicKey
 

@@ -36,7 +36,14 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from exchange import messages
-from exchange.errors import ArtifactCorrupted, ArtifactForbidden, ArtifactNotFound
+from exchange.client import DEFAULT_MAX_ARTIFACT_BYTES
+from exchange.errors import (
+    ArtifactCorrupted,
+    ArtifactForbidden,
+    ArtifactNotFound,
+    ArtifactTooLarge,
+    ArtifactUnreachable,
+)
 from exchange.files import write_private_stream
 from exchange.locations import Locations
 from exchange.readers import LedgerReaders, Readers
@@ -49,8 +56,8 @@ from wire.canonical import is_digest
 CHUNK = 1 << 20  # bytes per write: the memory a transfer holds
 HANDSHAKE_TIMEOUT = 10.0
 IO_TIMEOUT = 60.0
-_RANGE = re.compile(r"^bytes=(\d+)-(\d*)$")
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:+-]{0,127}$")  # process ids and MSP ids (chaincode.image)
+_RANGE = re.compile(r"bytes=(\d+)-(\d*)")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:+-]{0,127}")  # process ids and MSP ids (chaincode.image)
 
 
 class ArtifactService:
@@ -82,7 +89,7 @@ class ArtifactService:
         """The index entry (JSON bytes) of the message this organisation sealed to ``recipient`` in that
         round: to that recipient only, once the ledger confirms it (:class:`ArtifactForbidden`
         otherwise, also when there is no such entry); ValueError for malformed names."""
-        if not _NAME.match(process_id) or not _NAME.match(recipient) or round < 0:
+        if not _NAME.fullmatch(process_id) or not _NAME.fullmatch(recipient) or round < 0:
             raise ValueError("expected /messages/<process>/<round>/<recipient>")
         try:
             body = messages.entry_path(self.store, process_id, round, recipient).read_bytes()
@@ -100,12 +107,29 @@ class ArtifactService:
 
 class HostedPeer:
     """``service``'s organisation as ``caller`` reaches it in this process (an
-    :class:`exchange.locations.Peer`): the owner's service opens the owner's files, under its rule."""
+    :class:`exchange.locations.Peer`): the owner's service opens the owner's files, under its rule,
+    and hands out at most ``max_bytes`` per artifact (and at most the size the caller expects), as the
+    HTTPS client does."""
 
-    def __init__(self, service: ArtifactService, caller: str):
+    def __init__(self, service: ArtifactService, caller: str, max_bytes: int = DEFAULT_MAX_ARTIFACT_BYTES):
         self.service = service
         self.caller = caller
         self.owner = service.organisation
+        self.max_bytes = max_bytes
+
+    def _open(self, digest: str, size: int | None) -> BinaryIO:
+        """The owner's file of ``digest``, refused (:class:`ArtifactTooLarge`) over the bound."""
+        limit, why = (
+            (size, "its owner's index entry (or its record) names")
+            if size is not None and size <= self.max_bytes
+            else (self.max_bytes, "this node fetches at most (max_artifact_bytes)")
+        )
+        f = self.service.open(self.caller, digest)
+        have = os.fstat(f.fileno()).st_size
+        if have > limit:
+            f.close()
+            raise ArtifactTooLarge(self.owner, digest, limit, have, why)
+        return f
 
     def message_entry(self, process_id: str, round: int, recipient: str) -> dict[str, Any]:
         entry: dict[str, Any] = json.loads(
@@ -113,17 +137,17 @@ class HostedPeer:
         )
         return entry
 
-    def get(self, digest: str) -> bytes:
-        with self.service.open(self.caller, digest) as f:
+    def get(self, digest: str, size: int | None = None) -> bytes:
+        with self._open(digest, size) as f:
             data = f.read()
         if "sha256:" + hashlib.sha256(data).hexdigest() != digest:
             raise ArtifactCorrupted(f"{self.owner} served bytes that do not hash to {digest}")
         return data
 
-    def fetch_to(self, digest: str, final: Path, top: Path) -> Path:
+    def fetch_to(self, digest: str, final: Path, top: Path, size: int | None = None) -> Path:
         def copy(out: BinaryIO) -> None:
             hasher = hashlib.sha256()
-            with self.service.open(self.caller, digest) as f:
+            with self._open(digest, size) as f:
                 while chunk := f.read(CHUNK):
                     out.write(chunk)
                     hasher.update(chunk)
@@ -148,10 +172,10 @@ class HostedServices:
         with self._lock:
             self._services[service.organisation] = service
 
-    def peer(self, owner: str, caller: str) -> HostedPeer | None:
+    def peer(self, owner: str, caller: str, max_bytes: int = DEFAULT_MAX_ARTIFACT_BYTES) -> HostedPeer | None:
         with self._lock:
             service = self._services.get(owner)
-        return HostedPeer(service, caller) if service is not None else None
+        return HostedPeer(service, caller, max_bytes) if service is not None else None
 
 
 def node_store(
@@ -162,14 +186,22 @@ def node_store(
     endpoint: str | None = None,
     endpoints: Mapping[str, str] | None = None,
     hosted: HostedServices | None = None,
+    max_artifact_bytes: int = DEFAULT_MAX_ARTIFACT_BYTES,
 ) -> ArtifactStore:
     """The store of a node of ``client``'s organisation under ``root``: ``endpoint`` is its HTTPS service
     if it has one (its agent publishes it in its membership record when it starts); it reaches the others'
     services through one resolver with this organisation's TLS identity -- those hosted in this process
     (``hosted``, which then serves this store in memory too), else ``endpoints``, else their membership
-    records (docs/artifacts.md "Locations")."""
+    records (docs/artifacts.md "Locations"), fetching no artifact over ``max_artifact_bytes`` (the home's
+    ``[exchange] max_artifact_bytes``)."""
     org = client.organisation
-    locations = Locations(ClientTLS(consortium, org), client=client, endpoints=endpoints, hosted=hosted)
+    locations = Locations(
+        ClientTLS(consortium, org),
+        client=client,
+        endpoints=endpoints,
+        hosted=hosted,
+        max_bytes=max_artifact_bytes,
+    )
     store = ArtifactStore(root, org, endpoint=endpoint, locations=locations)
     if hosted is not None:
         hosted.serve(ArtifactService(store, LedgerReaders(client, store)))
@@ -181,7 +213,7 @@ def parse_range(header: str | None, size: int) -> tuple[int, int] | None:
     ValueError if unsatisfiable or malformed (answered 416)."""
     if not header:
         return None
-    m = _RANGE.match(header.strip())
+    m = _RANGE.fullmatch(header.strip())
     if not m:
         raise ValueError(f"unsupported range {header!r}")
     start = int(m.group(1))
@@ -227,6 +259,8 @@ class ArtifactHandler(BaseHTTPRequestHandler):
             return self._refuse(400, "malformed digest")
         try:
             f = self.server.service.open(self._caller(), digest)
+        except ArtifactUnreachable as exc:  # its ledger cannot be asked now: come back later
+            return self._refuse(503, str(exc))
         except ArtifactForbidden as exc:
             return self._refuse(403, str(exc))
         except ArtifactNotFound as exc:
@@ -264,6 +298,8 @@ class ArtifactHandler(BaseHTTPRequestHandler):
             body = self.server.service.message_entry(self._caller(), parts[0], int(parts[1]), parts[2])
         except ValueError as exc:
             return self._refuse(400, str(exc))
+        except ArtifactUnreachable as exc:
+            return self._refuse(503, str(exc))
         except ArtifactForbidden as exc:
             return self._refuse(403, str(exc))
         self.send_response(200)

@@ -33,10 +33,16 @@ from typing import Protocol, runtime_checkable
 
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from exchange.errors import ArtifactCorrupted, ArtifactNotFound, DecryptionError, LocationUnknown
+from exchange.errors import (
+    ArtifactCorrupted,
+    ArtifactNotFound,
+    ArtifactTooLarge,
+    DecryptionError,
+    LocationUnknown,
+)
 from exchange.files import make_private_dirs, write_private_file
 from exchange.locations import Locations, Peer
-from exchange.sealing import Recipient, seal, unseal
+from exchange.sealing import MAX_SEAL_OVERHEAD, Recipient, seal, unseal
 from wire import timing
 from wire.canonical import is_digest, sha256_digest
 
@@ -227,14 +233,15 @@ class ArtifactStore:
             return self.get(digest)
         return fetch_verified(self._peer(owner), digest)
 
-    def fetch_into(self, owner: str, digest: str) -> Path:
+    def fetch_into(self, owner: str, digest: str, size: int | None = None) -> Path:
         """``owner``'s artifact ``digest`` streamed into this store (bounded memory; verified before it
-        lands) unless it is here already (re-hashed whenever it is read); its path."""
+        lands) unless it is here already (re-hashed whenever it is read); its path. ``size``: the
+        bytes it has, as a signed record says (more is :class:`ArtifactTooLarge`, nothing kept)."""
         if self.has(digest):
             return self.path(digest)
         if owner == self.organisation:
             raise ArtifactNotFound(f"artifact {digest} not in the store of {self.organisation}")
-        return self._peer(owner).fetch_to(digest, self.path(digest), self.home)
+        return self._peer(owner).fetch_to(digest, self.path(digest), self.home, size)
 
     # ---- messages
     def put_message(
@@ -266,15 +273,20 @@ class ArtifactStore:
         round: int,
         payload_digest: str,
         recipient_key: ec.EllipticCurvePrivateKey,
+        payload_size: int | None = None,
     ) -> bytes:
         """The payload of ``sender``'s message to this organisation in ``round`` whose digest the ledger
-        names (``payload_digest``, signed by the sender's task): the sender's service says where it lies
-        (its message index), hands out the sealed bytes (verified against the stored digest), and they
-        are opened with ``recipient_key``. A sender out of reach is waited for
+        names (``payload_digest``, signed by the sender's task; ``payload_size``, its size in the same
+        signed record, if known): the sender's service says where it lies (its message index, naming the
+        stored digest and size), hands out the sealed bytes -- at most the size the entry names, itself
+        at most ``payload_size`` + :data:`exchange.sealing.MAX_SEAL_OVERHEAD` -- (verified against the
+        stored digest), and they are opened with ``recipient_key``. A sender out of reach is waited for
         (:meth:`exchange.locations.Locations.reach`).
 
         :class:`ArtifactCorrupted` if the sender indexes another message, or the bytes do not match
-        their digests; :class:`DecryptionError` if they do not open."""
+        their digests; :class:`ArtifactTooLarge` if it serves more than its entry names (or the entry
+        more than the signed size allows, or more than this node fetches at all); :class:`DecryptionError`
+        if they do not open."""
 
         def ask(peer: Peer) -> tuple[str, bytes]:
             entry = peer.message_entry(process_id, round, self.organisation)
@@ -283,10 +295,20 @@ class ArtifactStore:
                     f"{sender} indexes message {entry.get('payload_digest')}, the ledger names {payload_digest}"
                 )
             try:
-                stored = str(entry["stored"]["digest"])
+                stored, size = str(entry["stored"]["digest"]), entry["stored"]["size"]
             except (KeyError, TypeError):
-                raise ArtifactCorrupted(f"{sender}'s index entry names no stored digest") from None
-            return stored, peer.get(stored)
+                raise ArtifactCorrupted(f"{sender}'s index entry names no stored digest and size") from None
+            if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+                raise ArtifactCorrupted(f"{sender}'s index entry names no valid size for {stored}: {size!r}")
+            if payload_size is not None and size > payload_size + MAX_SEAL_OVERHEAD:
+                raise ArtifactTooLarge(
+                    sender,
+                    stored,
+                    payload_size + MAX_SEAL_OVERHEAD,
+                    size,
+                    "a sealed message of the signed size has",
+                )
+            return stored, peer.get(stored, size)
 
         stored, sealed = self._locations(sender).reach(sender, ask)
         ref = MessageRef(

@@ -165,7 +165,7 @@ def import_dataset(
     from algorithms.task_runtime import save_dataset
 
     source = Path(source)
-    if not DATASET_PATTERN.match(name or ""):
+    if not DATASET_PATTERN.fullmatch(name or ""):
         raise DataImportError(
             f"dataset name {name!r} is not valid (letters, digits, '.', '_', '-'; at most 64)"
         )

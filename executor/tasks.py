@@ -13,8 +13,9 @@ execution record, a task
 2. hands the task's private key over in a separate key directory and destroys it after the run,
    whatever happens;
 3. runs the runtime, then checks the outputs: manifest signature by the task key, every output
-   digest in the manifest against the bytes written, and the input digests against what was
-   given. Any failure raises :class:`executor.errors.TaskFailed` with the reason.
+   digest in the manifest against the bytes written, the input digests against what was
+   given, and the numeric profile it names (one this platform knows, digest included). Any failure
+   raises :class:`executor.errors.TaskFailed` with the reason.
 """
 
 from __future__ import annotations
@@ -26,10 +27,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from algorithms.numeric_profile import of_record
 from algorithms.task_spec import TaskSpec
 from executor.errors import ManifestInvalid, TaskFailed
 from executor.runtimes.base import Limits, RunOutcome, TaskMounts, TaskRuntime
 from executor.task_keys import TaskKey, destroy_key_dir, verify_task_signature
+from wire import bounded_json
 from wire.canonical import canonical_json, sha256_digest
 
 
@@ -90,9 +93,9 @@ def verify_outputs(
         err = out / "error.json"
         if err.exists():
             try:
-                e = json.loads(err.read_bytes())
+                e = bounded_json.loads(err.read_bytes(), "the task's error.json")
                 reason += f": {e.get('error')}: {e.get('message')}"
-            except ValueError:
+            except (ValueError, AttributeError):
                 pass
         raise TaskFailed(reason)
     body = mpath.read_bytes()
@@ -100,7 +103,7 @@ def verify_outputs(
     if not verify_task_signature(public_key_pem, body, signature):
         raise ManifestInvalid("manifest signature does not verify with the task's registered key")
     try:
-        manifest = json.loads(body)
+        manifest = bounded_json.loads(body, "the task's manifest")
     except ValueError as exc:
         raise ManifestInvalid(f"manifest is not JSON: {exc}") from None
     if canonical_json(manifest) != body:
@@ -114,6 +117,10 @@ def verify_outputs(
     ):
         if manifest.get(k) != want:
             raise ManifestInvalid(f"manifest {k} is {manifest.get(k)!r}, expected {want!r}")
+    try:
+        of_record(manifest.get("numeric_profile"))
+    except ValueError as exc:
+        raise ManifestInvalid(f"manifest names no numeric profile this platform knows: {exc}") from None
 
     try:
         ins, outs = manifest["inputs"], manifest["outputs"]

@@ -66,6 +66,17 @@ class NodePlaces:
     artifact_endpoint: str | None = None
 
     @property
+    def max_artifact_bytes(self) -> int:
+        """The largest artifact this node fetches from another organisation: the home's ``[exchange]
+        max_artifact_bytes`` (without a home ``$CONSORTIA_MAX_ARTIFACT_BYTES``, else the default)."""
+        if self.settings is not None:
+            return self.settings.max_artifact_bytes
+        from exchange.client import DEFAULT_MAX_ARTIFACT_BYTES
+        from wire.env import environment
+
+        return environment().max_artifact_bytes or DEFAULT_MAX_ARTIFACT_BYTES
+
+    @property
     def state(self) -> Path:
         """This organisation's agent state directory."""
         return self.state_root / self.org
@@ -143,15 +154,20 @@ class NodePlaces:
     def open_ledger(self) -> Ledger:
         """This node's ledger: the home's (:func:`home.ledger.open_ledger`: its backend, policy and batch
         timeout), or the embedded file ``ledger_file`` with the home's policy (the defaults without a
-        home). Never created: a missing file is :class:`~home.errors.LedgerNotFound`."""
+        home). Never created: a missing file is :class:`~home.errors.LedgerNotFound`; a home, or a
+        ledger file given with one, that other users may open is :class:`~home.errors.NotPrivate`."""
         from home.ledger import open_ledger
 
         settings = self.settings
         if settings is not None and (self.ledger_file is None or settings.ledger_backend == "fabric"):
             return open_ledger(settings, self.consortium)
+        from home.layout import check_private, sqlite_files
         from ledger.embedded import EmbeddedLedger
 
         assert self.ledger_file is not None  # NodePlaces.given requires it
+        if settings is not None:  # a home: its owner's only, and so is the ledger file it is given
+            check_private([settings.home])
+            check_private(sqlite_files(self.ledger_file), "ledger file")
         if not self.ledger_file.is_file():  # an agent never creates a ledger (a wrong path is an error)
             raise LedgerNotFound(
                 f"no ledger at {self.ledger_file}: run `consortia init` to make a consortium, or point "
@@ -185,12 +201,16 @@ def _msp_id(consortium: Consortium, org: str) -> str:
 class Node:
     """A built node agent (not started: every way of running it starts it) with what was opened for
     it: the artifact service of its own store (``server``, when it has no separate one) and the ledger
-    (``owns_ledger``: opened for it, closed with it)."""
+    (``ledger``, when it was opened for it: closed with it)."""
 
     agent: NodeAgent
     server: ArtifactServer | None = None
-    owns_ledger: bool = False
+    ledger: Ledger | None = None
     closed: bool = field(default=False, init=False)
+
+    @property
+    def owns_ledger(self) -> bool:
+        return self.ledger is not None
 
     def close(self) -> None:
         """Stop the agent's workers, its own artifact service and close its ledger (if it opened it)."""
@@ -202,8 +222,8 @@ class Node:
         finally:
             if self.server is not None:
                 self.server.stop()
-            if self.owns_ledger:
-                self.agent.ledger.close()
+            if self.ledger is not None:
+                self.ledger.close()
 
 
 def fault_plan() -> FaultPlan:
@@ -272,6 +292,7 @@ def build_agent(
             endpoint=endpoint,
             endpoints=peer_artifacts,
             hosted=hosted,
+            max_artifact_bytes=places.max_artifact_bytes,
         )
         agent = NodeAgent(
             client,
@@ -292,4 +313,4 @@ def build_agent(
         if owns_ledger:
             led.close()
         raise
-    return Node(agent, server, owns_ledger)
+    return Node(agent, server, led if owns_ledger else None)

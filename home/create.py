@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from home.errors import HomeError
-from home.layout import Layout, home_root
+from home.layout import Layout, home_root, make_private_dir
 from home.ledger import open_ledger
 from home.settings import Settings, load, write_config
 from ledger.identity import Consortium
@@ -34,6 +34,7 @@ def init_home(
         if n.endswith("MSP"):
             raise HomeError(f"name organisations without the MSP suffix (it is added), got {n!r}")
     layout = Layout(home_root(home))
+    make_private_dir(layout.root)  # a home holds keys, the ledger and the indexes: its owner's only
     existing = [p for p in (layout.config, layout.crypto, layout.ledger) if p.exists()]
     if existing and not force:
         raise HomeError(

@@ -20,6 +20,15 @@ class ConfigError(HomeError):
         self.keys = keys
 
 
+class NotPrivate(HomeError, PermissionError):
+    """A home, or a ledger or audit index file in it, that other users of the machine may read (or
+    enter): refused, not repaired (docs/configuration.md "A private home"). ``path`` is the offender."""
+
+    def __init__(self, message: str, path: Path) -> None:
+        super().__init__(message)
+        self.path = path
+
+
 class LedgerNotFound(HomeError):
     """The ledger of a home does not exist (and creating it was not asked for): no embedded ledger
     file, or no Fabric connection profile."""

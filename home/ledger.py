@@ -6,7 +6,7 @@ import os
 from typing import TYPE_CHECKING
 
 from home.errors import HomeError, LedgerNotFound
-from home.layout import Layout
+from home.layout import Layout, check_private, make_private_dir, sqlite_files
 from home.settings import Settings, load
 
 if TYPE_CHECKING:
@@ -33,6 +33,10 @@ def open_ledger(
     ``backend = "fabric"``: a ``FabricLedger`` from ``[ledger] profile`` (the ``connection.json`` of
     ``fabric-network/network up``); a missing profile is :class:`~home.errors.LedgerNotFound`
     (``create`` does not make a network).
+
+    The home must be private to its owner (0700), and so must an existing ledger file and its WAL and
+    shared-memory files (0600): :class:`~home.errors.NotPrivate` otherwise (refused, not repaired:
+    :func:`~home.layout.check_private`). A new ledger file is created 0600.
     """
     if isinstance(config_or_home, Settings):
         settings = config_or_home
@@ -40,6 +44,7 @@ def open_ledger(
         settings = load(config_or_home.root)
     else:
         settings = load(config_or_home)
+    check_private([settings.home])
     if settings.ledger_backend == "fabric":
         profile = settings.ledger_profile
         if profile is None:
@@ -71,5 +76,7 @@ def open_ledger(
             f"{settings.home}: an embedded ledger endorses for every organisation in one process "
             f"and needs every peer's key; this home holds only its own (use a Fabric profile)"
         )
-    path.parent.mkdir(parents=True, exist_ok=True)
+    check_private(sqlite_files(path), "ledger file")
+    if not path.parent.exists():
+        make_private_dir(path.parent)
     return EmbeddedLedger(path, consortium, policy=settings.policy, batch_timeout=settings.batch_timeout)

@@ -33,8 +33,9 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from exchange.client import DEFAULT_MAX_ARTIFACT_BYTES
 from home.errors import ConfigError
-from home.layout import CONFIG_FILE, Layout, home_root
+from home.layout import CONFIG_FILE, FILE_MODE, Layout, home_root, make_private_dir
 from ledger.errors import InvalidArgument
 from ledger.rules import check_endpoint
 from wire.env import VARIABLES, Environment, environment
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
 __all__ = [
     "OVERRIDES",
     "ConsortiumTable",
+    "ExchangeTable",
     "HomeConfig",
     "LedgerTable",
     "NodeTable",
@@ -99,6 +101,18 @@ class PathsTable(Table):
     state: str = Field(default="state", description="Node-agent state: <state>/<MSP>.")
 
 
+class ExchangeTable(Table):
+    """``[exchange]``: fetching other organisations' artifacts."""
+
+    max_artifact_bytes: int = Field(
+        default=DEFAULT_MAX_ARTIFACT_BYTES,
+        gt=0,
+        description="The largest artifact (message, model) this home's nodes, CLI and gateway fetch from "
+        "another organisation (bytes; default 2 GiB). A transfer stops there and keeps nothing; a message "
+        "is also bounded by the size its sender's signed record names.",
+    )
+
+
 class OrganisationTable(Table):
     """``[organisations.<MSP>]``: one organisation of the home."""
 
@@ -137,6 +151,7 @@ OVERRIDES: Mapping[tuple[str, str], str] = {
     ("ledger", "path"): "ledger_path",
     ("ledger", "profile"): "ledger_profile",
     ("consortium", "crypto"): "crypto",
+    ("exchange", "max_artifact_bytes"): "max_artifact_bytes",
 }
 _VARIABLE = {v.field: v.name for v in VARIABLES}
 
@@ -167,6 +182,7 @@ class HomeConfig(BaseSettings):
     consortium: ConsortiumTable = ConsortiumTable()
     ledger: LedgerTable = LedgerTable()
     paths: PathsTable = PathsTable()
+    exchange: ExchangeTable = ExchangeTable()
     node: NodeTable | None = None
     organisations: dict[str, OrganisationTable] = Field(default_factory=dict)
 
@@ -196,6 +212,7 @@ _TABLES: dict[str | None, type[BaseModel]] = {
     "consortium": ConsortiumTable,
     "ledger": LedgerTable,
     "paths": PathsTable,
+    "exchange": ExchangeTable,
     "node": NodeTable,
     "organisations": OrganisationTable,
 }
@@ -296,6 +313,11 @@ class Settings:
         return self.paths.crypto
 
     @property
+    def max_artifact_bytes(self) -> int:
+        """``[exchange] max_artifact_bytes``: the largest artifact fetched from another organisation."""
+        return self.config.exchange.max_artifact_bytes
+
+    @property
     def organisations(self) -> tuple[str, ...]:
         """The consortium's MSP ids, as ``[consortium] organisations`` lists them."""
         return self.config.consortium.organisations
@@ -370,9 +392,11 @@ def save(layout: Layout, config: HomeConfig) -> Path:
     header = (
         "# Consortia home configuration; every key: docs/configuration.md (home.settings.HomeConfig).\n\n"
     )
-    layout.root.mkdir(parents=True, exist_ok=True)
+    make_private_dir(layout.root)
     tmp = layout.config.with_suffix(".toml.tmp")
-    tmp.write_text(header + text)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, FILE_MODE)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(header + text)
     os.replace(tmp, layout.config)
     return layout.config
 
@@ -380,7 +404,8 @@ def save(layout: Layout, config: HomeConfig) -> Path:
 def write_config(layout: Layout, consortium: Consortium, **options: Any) -> Path:
     """Create each organisation's folders and write the home's ``consortia.toml`` (:func:`home_config`'s
     ``options``)."""
+    make_private_dir(layout.root)
     for msp in consortium.msp_ids:
         for d in (layout.data(msp), layout.artifacts(msp), layout.gateway(msp)):
-            d.mkdir(parents=True, exist_ok=True)
+            make_private_dir(d)
     return save(layout, home_config(layout, consortium, **options))

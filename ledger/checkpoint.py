@@ -36,11 +36,14 @@ from chaincode.canonical import canonical_json
 from ledger.errors import CheckpointInvalid
 from ledger.identity import Identity, parse_serialized_identity
 from ledger.interface import Ledger
+from wire import bounded_json
+from wire.bounded_json import JSONTooDeep
 
 FORMAT = "consortia-checkpoint/1"
 MEDIA_TYPE = "application/vnd.consortia.checkpoint+json"
-_HASH = re.compile(r"^[0-9a-f]{64}$")
+_HASH = re.compile(r"[0-9a-f]{64}")
 _FIELDS = {"format", "channel", "block_number", "header_hash", "created", "signer", "signature"}
+MAX_CHECKPOINT_DEPTH = 2  #: a checkpoint file: a list of flat objects
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,7 +89,7 @@ class Checkpoint:
         n, h, ch, created = obj["block_number"], obj["header_hash"], obj["channel"], obj["created"]
         if not isinstance(n, int) or isinstance(n, bool) or n < 0:
             raise CheckpointInvalid(f"checkpoint block_number must be a non-negative integer, not {n!r}")
-        if not isinstance(h, str) or not _HASH.match(h):
+        if not isinstance(h, str) or not _HASH.fullmatch(h):
             raise CheckpointInvalid("checkpoint header_hash must be 64 lowercase hex digits")
         if not isinstance(ch, str) or not ch:
             raise CheckpointInvalid("checkpoint channel must be a non-empty string")
@@ -131,11 +134,19 @@ def load_checkpoints(path: str | os.PathLike[str]) -> list[Checkpoint]:
     """Every checkpoint in a file: one JSON object, a JSON list, or one object per line."""
     text = Path(path).read_text(encoding="utf-8")
     try:
-        obj = json.loads(text)
+        obj = bounded_json.loads(text, f"checkpoint file {path}", MAX_CHECKPOINT_DEPTH)
         items: Iterable[Any] = obj if isinstance(obj, list) else [obj]
+    except JSONTooDeep as exc:
+        raise CheckpointInvalid(str(exc)) from None
     except ValueError:
         try:
-            items = [json.loads(line) for line in text.splitlines() if line.strip()]
+            items = [
+                bounded_json.loads(line, f"checkpoint file {path}", MAX_CHECKPOINT_DEPTH)
+                for line in text.splitlines()
+                if line.strip()
+            ]
+        except JSONTooDeep as exc:
+            raise CheckpointInvalid(str(exc)) from None
         except ValueError:
             raise CheckpointInvalid(f"{path} is not a checkpoint file (JSON object, list or lines)") from None
     out = [Checkpoint.from_json(i) for i in items]

@@ -3,6 +3,9 @@
 Contract rule violations are :class:`ContractError` subclasses (defined in ``chaincode.errors``,
 re-exported here) and are raised as such by both hosts; the :class:`LedgerError` classes are about
 the transaction itself. ``api`` and ``executor`` import both from here, never from ``chaincode``.
+
+:func:`transient` is the one place that tells an outage (ride it out: the same call may succeed
+later) from an answer (a refusal that stays the same however often it is asked).
 """
 
 from __future__ import annotations
@@ -40,13 +43,33 @@ __all__ = [
     "EndorsementPolicyFailure",
     "LedgerCorrupted",
     "LedgerError",
+    "LedgerUnavailable",
     "MVCCConflict",
     "TransactionInvalid",
+    "outcome_unknown",
+    "transient",
 ]
 
 
 class LedgerError(Exception):
     """Base class of ledger-host errors."""
+
+
+class LedgerUnavailable(LedgerError):
+    """The ledger could not be reached for now: the organisation's own peer (its Gateway), the peers
+    an endorsement needs, or the orderers are down or unreachable (Fabric: gRPC ``UNAVAILABLE`` or
+    ``DEADLINE_EXCEEDED``, connection refused, "no orderers could successfully process transaction"),
+    or the embedded ledger's file cannot be used (busy, I/O error). The same call may succeed later.
+
+    ``endpoint``: what could not be reached (e.g. the peer's ``host:port``), "" if unknown.
+    ``outcome_unknown``: a transaction had been handed over when the connection failed, so it may
+    still commit; the caller resolves it by reading the ledger or by submitting again (the contracts
+    refuse a duplicate ``create_task``/``complete_task``), never by writing a different record."""
+
+    def __init__(self, message: str, *, endpoint: str = "", outcome_unknown: bool = False):
+        super().__init__(message)
+        self.endpoint = endpoint
+        self.outcome_unknown = outcome_unknown
 
 
 class AccessDenied(LedgerError):
@@ -96,3 +119,17 @@ class LedgerCorrupted(LedgerError):
 class CheckpointInvalid(LedgerError):
     """A chain-head checkpoint is malformed, or its signature does not verify against the
     consortium's certificates (the checkpoint, not the ledger, is at fault)."""
+
+
+def transient(exc: BaseException) -> bool:
+    """Whether ``exc`` is a ledger outage to ride out -- :class:`LedgerUnavailable`, or a
+    :class:`CommitTimeout` (sent, commit status not seen) -- rather than an answer: a contract's
+    refusal, a refused identity or signature, an invalidated transaction (an MVCC conflict is retried
+    by the caller as such: it is an answer about that transaction, not about reachability)."""
+    return isinstance(exc, (LedgerUnavailable, CommitTimeout))
+
+
+def outcome_unknown(exc: BaseException) -> bool:
+    """Whether a transaction may have been committed although the call failed with ``exc`` (a
+    :func:`transient` error raised after the transaction was handed to the orderers)."""
+    return isinstance(exc, CommitTimeout) or (isinstance(exc, LedgerUnavailable) and exc.outcome_unknown)

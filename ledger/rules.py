@@ -19,10 +19,10 @@ from chaincode.limits import (
     MAX_HYPERPARAMETERS_BYTES,
     MAX_REFERENCE_CHARS,
     MAX_TOPOLOGY_BYTES,
-    json_depth,
 )
 from chaincode.membership import check_endpoint
 from chaincode.records import ID_PATTERN, MSP_PATTERN
+from wire.bounded_json import json_depth
 
 __all__ = [
     "BOOKMARK_PATTERN",

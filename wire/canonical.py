@@ -12,7 +12,9 @@ import json
 import re
 from typing import Any
 
-DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
+DIGEST_RE = re.compile(
+    r"^sha256:[0-9a-f]{64}$"
+)  #: anchored for pattern users (pydantic); match it with fullmatch
 
 
 def canonical_json(value: Any) -> bytes:
@@ -84,4 +86,4 @@ def sha256_digest(data: bytes) -> str:
 
 def is_digest(value: Any) -> bool:
     """``value`` is a digest string in the house format."""
-    return isinstance(value, str) and DIGEST_RE.match(value) is not None
+    return isinstance(value, str) and DIGEST_RE.fullmatch(value) is not None

@@ -3,7 +3,9 @@
 Modules read :func:`environment` instead of ``os.environ``: it reads the process environment each
 time it is called (tests and subcommands set variables at run time), converts each value to its
 type and applies the default. A variable that is set but empty counts as unset. Variables a module
-only *passes on* to a child process (``{**os.environ, ...}``) are not read here.
+only *passes on* to a child process (``{**os.environ, ...}``) are not read here; the numeric profile's
+variables, which the numeric libraries read themselves, are declared by :mod:`algorithms.numeric_profile`
+and read through :func:`values`.
 
 The home's own settings (its ``consortia.toml``) are ``home.settings``; the ``CONSORTIA_LEDGER_*`` and
 ``CONSORTIA_CRYPTO`` variables below override that file.
@@ -12,7 +14,7 @@ The home's own settings (its ``consortia.toml``) are ``home.settings``; the ``CO
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -46,6 +48,9 @@ class Environment:
         "CONSORTIA_LEDGER_PROFILE", "Overrides consortia.toml [ledger] profile."
     )
     crypto: str | None = _var("CONSORTIA_CRYPTO", "Overrides consortia.toml [consortium] crypto.")
+    max_artifact_bytes: int | None = _var(
+        "CONSORTIA_MAX_ARTIFACT_BYTES", "Overrides consortia.toml [exchange] max_artifact_bytes.", int
+    )
     # ---- caches and engines
     cache: Path | None = _var(
         "CONSORTIA_CACHE", "Downloads, wheels, bundles, Fabric binaries (default ~/.cache/consortia).", Path
@@ -58,8 +63,10 @@ class Environment:
         "CONSORTIA_REGISTRY_CA",
         "The image registry's CA certificate (default: /etc/containers/certs.d/<host:port>/ca.crt).",
     )
-    openblas_coretype: str | None = _var(
-        "OPENBLAS_CORETYPE", "OpenBLAS kernel choice, forwarded into every task."
+    numeric_profile: str | None = _var(
+        "CONSORTIA_NUMERIC_PROFILE",
+        "The numeric profile the simulator computes under (default x86-64-v2/1; 'host': this machine's "
+        "own kernels, digests that match this machine only).",
     )
     task_scratch: str | None = _var(
         "CONSORTIA_TASK_SCRATCH",
@@ -158,10 +165,6 @@ class Environment:
         """The container engine: ``$CONSORTIA_DOCKER_HOST``, else ``$DOCKER_HOST`` (None: neither)."""
         return self.consortia_docker_host or self.docker_host
 
-    def numeric(self) -> dict[str, str]:
-        """The variables that fix a task's numerical kernels (forwarded into every task)."""
-        return {"OPENBLAS_CORETYPE": self.openblas_coretype} if self.openblas_coretype else {}
-
 
 @dataclass(frozen=True)
 class Variable:
@@ -182,3 +185,11 @@ VARIABLES: tuple[Variable, ...] = tuple(
 def environment(environ: Mapping[str, str] | None = None) -> Environment:
     """The project's environment variables, read now (see :class:`Environment`)."""
     return Environment.read(environ)
+
+
+def values(names: Iterable[str], environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The raw text of variables another module declares, read now (unset and empty ones left out):
+    the numeric profile's (``OPENBLAS_CORETYPE``, ``NPY_ENABLE_CPU_FEATURES``, ``GLIBC_TUNABLES`` ...),
+    which :mod:`algorithms.numeric_profile` sets and checks as the libraries themselves read them."""
+    env = os.environ if environ is None else environ
+    return {name: env[name] for name in names if env.get(name)}

@@ -1,4 +1,5 @@
-"""Entrypoint of an algorithm image: run the task runtime for this image's algorithm only."""
+"""Entrypoint of an algorithm image: run the task runtime for this image's algorithm only, under the
+numeric profile the image declares."""
 
 import json
 import sys
@@ -7,7 +8,13 @@ from pathlib import Path
 from algorithms import task_command
 
 HERE = Path(__file__).resolve().parent
-ALGORITHM = json.loads((HERE / "image.json").read_text())["algorithm"]
+DECLARED = json.loads((HERE / "image.json").read_text())
 
 if __name__ == "__main__":
-    sys.exit(task_command.main(sys.argv[1:], only_algorithm=ALGORITHM))
+    sys.exit(
+        task_command.main(
+            sys.argv[1:],
+            only_algorithm=DECLARED["algorithm"],
+            numeric_profile=DECLARED["numeric_profile"],
+        )
+    )

@@ -7,6 +7,12 @@ iteration of Algorithm 1 is
     consensus     N̄_k = Σ_s N_k^s, m̄_k, C̄_k (14)                   — one aggregation session
     optimize      μ_k (15), Σ_k and Λ_k (16, graphical lasso)        — every participant, same inputs
 
+Two departures from the seed, both off with ``shrinkage=0, weight_prior=0`` (docs/collabdict.md):
+Λ_k solves eq. (16') — (16) on the covariance shrunk towards the pooled variances with ν pseudo-rows, so
+that a component with one row or an organisation with fewer rows than features keeps a positive-definite
+Λ_k — and the π^s update counts β pseudo-rows of the consortium's weights N̄_k/ΣN̄ (personalised weights
+that a small organisation borrows and a large one overrides).
+
 The step function is a small state machine: the state holds the phase (``init`` = one aggregation of the
 pooled moments for the identical initialisation; ``em`` = EM iterations), the open aggregation session
 (:mod:`algorithms.collabdict.aggregation`) and the current θ, π^s. A session takes 2 rounds with the exact
@@ -35,7 +41,9 @@ from algorithms.collabdict import aggregation
 from algorithms.collabdict.aggregation import AggregationConfig
 from algorithms.collabdict.mixture import (
     TAU_UNITS,
+    CovariancePrior,
     MixtureParameters,
+    diagonal_target,
     initial_parameters,
     l0_penalty,
     local_statistics,
@@ -59,17 +67,24 @@ INIT_PURPOSE = "collabdict-ggm-init"
 
 @dataclass(frozen=True)
 class GGMHyperParameters:
-    """Model hyper-parameters (defaults: docs/collabdict.md). ``m0=None`` → pooled mean; ``rho=None`` → 0.05·N_total/K."""
+    """Model hyper-parameters (defaults: docs/collabdict.md). ``m0=None`` → pooled mean; ``rho=None`` → 0.05·N_total/K.
+
+    ``tau`` (ℓ0 penalty on π^s, in ``tau_units``), ``weight_prior`` β (pseudo-rows of the consortium's weights
+    in each π^s) and ``shrinkage`` ν (pseudo-rows of the diagonal covariance target in eq. 16') default to the
+    values chosen by held-out likelihood: τ = 0, β = 200, ν = 0.1. The seed's mode: ``weight_prior=0,
+    shrinkage=0`` (τ as wanted)."""
 
     n_components: int = 10
     lam0: float = 1.0
     m0: tuple[float, ...] | None = None
     rho: float | None = None
-    tau: float = 2.0
+    tau: float = 0.0
     eps_pi: float = 1e-8
     delta: float = 1.0
     init_precision: str = "pooled"
     tau_units: str = "bic"
+    shrinkage: float = 0.1
+    weight_prior: float = 200.0
 
     def __post_init__(self):
         if int(self.n_components) < 1:
@@ -82,6 +97,14 @@ class GGMHyperParameters:
             raise ValueError(f"tau must be ≥ 0, got {self.tau}")
         if self.delta < 0:
             raise ValueError(f"delta must be ≥ 0, got {self.delta}")
+        if not self.shrinkage >= 0:
+            raise ValueError(
+                f"shrinkage ν must be ≥ 0 (pseudo-rows of the covariance prior), got {self.shrinkage}"
+            )
+        if not self.weight_prior >= 0:
+            raise ValueError(
+                f"weight_prior β must be ≥ 0 (pseudo-rows of the consortium's weights), got {self.weight_prior}"
+            )
         if self.tau_units not in TAU_UNITS:
             raise ValueError(f"tau_units must be one of {TAU_UNITS}, got {self.tau_units!r}")
         if self.init_precision not in ("pooled", "identity"):
@@ -95,12 +118,20 @@ def shared_init_rng(seed: int) -> np.random.Generator:
     )
 
 
-def _resolve(h: GGMHyperParameters, n_total: float, xbar: np.ndarray) -> tuple[np.ndarray, float]:
+def _resolve(
+    h: GGMHyperParameters, n_total: float, xbar: np.ndarray, V: np.ndarray
+) -> tuple[np.ndarray, float, np.ndarray]:
+    """(m_0, ρ, shrinkage target diag(V)) from the pooled moments."""
     m0 = xbar.copy() if h.m0 is None else np.asarray(h.m0, dtype=np.float64)
     if m0.shape != xbar.shape:
         raise ValueError(f"m0 has {m0.size} entries, data have {xbar.size} features")
     rho = 0.05 * n_total / h.n_components if h.rho is None else float(h.rho)
-    return m0, rho
+    return m0, rho, diagonal_target(V)
+
+
+def covariance_prior(h: GGMHyperParameters, target: np.ndarray) -> CovariancePrior | None:
+    """The regularised covariance of eq. (16) (:class:`~algorithms.collabdict.mixture.CovariancePrior`), None for ν = 0."""
+    return CovariancePrior(h.shrinkage, np.asarray(target, dtype=np.float64)) if h.shrinkage > 0 else None
 
 
 def _restrict_pi(pi: np.ndarray, active: np.ndarray) -> np.ndarray:
@@ -110,14 +141,35 @@ def _restrict_pi(pi: np.ndarray, active: np.ndarray) -> np.ndarray:
     return pi / s if s > 0 else np.where(active, 1.0 / active.sum(), 0.0)
 
 
-def local_update(X: np.ndarray, pi: np.ndarray, params: MixtureParameters, h: GGMHyperParameters):
+def consortium_weights(N_bar: np.ndarray, active: np.ndarray) -> np.ndarray:
+    """π̄ = N̄_k / Σ_l N̄_l over active components (uniform before the first aggregation)."""
+    N_bar = np.where(active, np.maximum(np.asarray(N_bar, dtype=np.float64), 0.0), 0.0)
+    total = N_bar.sum()
+    return N_bar / total if total > 0 else np.where(active, 1.0 / max(int(active.sum()), 1), 0.0)
+
+
+def local_update(
+    X: np.ndarray,
+    pi: np.ndarray,
+    params: MixtureParameters,
+    h: GGMHyperParameters,
+    N_bar: np.ndarray | None = None,
+):
     """local_update of Algorithm 1: eqs. (12)–(13) and the π^s update (ℓ0 with the penalty of
     :func:`~algorithms.collabdict.mixture.l0_penalty`); also Σ_n ln p^s(x^(n)) at the current
-    (π^s, θ) for the global objective. Returns (N, m, C, loglik, new π^s)."""
+    (π^s, θ) for the global objective. Returns (N, m, C, loglik, new π^s).
+
+    With ``h.weight_prior`` β > 0 the π^s update counts N_k^s + β π̄_k, π̄ the consortium's weights from the
+    last aggregation ``N_bar`` (a Dirichlet(β π̄ + 1) prior on π^s): an organisation with few rows borrows the
+    consortium's weights, one with many keeps its own (docs/collabdict.md, "Personalised mode")."""
     r, logp = responsibilities(X, pi, params)
     N, m, C = local_statistics(X, r)
     tau = l0_penalty(h.tau, X.shape[1], X.shape[0], h.tau_units)
-    new_pi = update_mixing_weights(N, params.active, tau, h.eps_pi)
+    counts = N
+    if h.weight_prior > 0:
+        prior = consortium_weights(np.zeros_like(N) if N_bar is None else N_bar, params.active)
+        counts = N + h.weight_prior * prior
+    new_pi = update_mixing_weights(counts, params.active, tau, h.eps_pi)
     return N, m, C, float(logp.sum()), new_pi
 
 
@@ -156,11 +208,13 @@ class CollabDictGGM:
         lam0: float = 1.0,
         m0: Sequence[float] | None = None,
         rho: float | None = None,
-        tau: float = 2.0,
+        tau: float = GGMHyperParameters.tau,
         eps_pi: float = 1e-8,
         delta: float = 1.0,
         init_precision: str = "pooled",
         tau_units: str = "bic",
+        shrinkage: float = GGMHyperParameters.shrinkage,
+        weight_prior: float = GGMHyperParameters.weight_prior,
         aggregation: Mapping[str, Any] | None = None,
         dp_radius: float | None = None,
         l_diversity_variant: str = "density",
@@ -175,6 +229,8 @@ class CollabDictGGM:
             float(delta),
             init_precision,
             tau_units,
+            float(shrinkage),
+            float(weight_prior),
         )
         self.agg = AggregationConfig(**dict(aggregation or {}))
         if dp_radius is not None and not dp_radius > 0:
@@ -218,7 +274,9 @@ class CollabDictGGM:
         else:
             state, metrics = self._optimize(state, total, X, ctx)
         model = self.model_of(state)  # θ_n with the π^s of the same iteration
-        N, m, C, loglik, new_pi = local_update(X, state["pi"], self._params(state), self.hyper)
+        N, m, C, loglik, new_pi = local_update(
+            X, state["pi"], self._params(state), self.hyper, np.asarray(state["N_bar"])
+        )
         session = state["session"] + 1
         agg_state, outbox = aggregation.start(
             self.agg, _pack(N, m, C, loglik), session, ctx, segments=_segments(*m.shape)
@@ -231,9 +289,14 @@ class CollabDictGGM:
         M = X.shape[1]
         n = float(total[0])
         xbar, V = pooled_moments(n, total[1 : 1 + M], total[1 + M :].reshape(M, M))
-        m0, rho = _resolve(self.hyper, n, xbar)
+        m0, rho, target = _resolve(self.hyper, n, xbar, V)
         p = initial_parameters(
-            xbar, V, self.hyper.n_components, shared_init_rng(ctx.process_seed), self.hyper.init_precision
+            xbar,
+            V,
+            self.hyper.n_components,
+            shared_init_rng(ctx.process_seed),
+            self.hyper.init_precision,
+            shrinkage=(n, self.hyper.shrinkage),
         )
         K = self.hyper.n_components
         state = dict(
@@ -246,6 +309,7 @@ class CollabDictGGM:
             pi=np.full(K, 1.0 / K),
             m0=m0,
             rho=rho,
+            target=target,
             n_total=n,
             N_bar=np.zeros(K),
         )
@@ -255,9 +319,10 @@ class CollabDictGGM:
         K, M = self.hyper.n_components, X.shape[1]
         N_bar, m_sum, C_sum, loglik_total = _unpack(total, K, M)
         prev = self._params(state)
-        objective = loglik_total + log_prior(prev, state["m0"], self.hyper.lam0, state["rho"])
+        prior = covariance_prior(self.hyper, state["target"])
+        objective = loglik_total + log_prior(prev, state["m0"], self.hyper.lam0, state["rho"], prior)
         new = optimize(
-            N_bar, m_sum, C_sum, prev, state["m0"], self.hyper.lam0, state["rho"], self.hyper.delta
+            N_bar, m_sum, C_sum, prev, state["m0"], self.hyper.lam0, state["rho"], self.hyper.delta, prior
         )
         pi = _restrict_pi(np.asarray(state["pi"]), new.active)
         it = state["iteration"] + 1
@@ -318,6 +383,8 @@ class CollabDictGGM:
             "m0": state["m0"],
             "lam0": self.hyper.lam0,
             "rho": state["rho"],
+            "shrinkage": self.hyper.shrinkage,
+            "target": state["target"],
             "iteration": state["iteration"],
             "N_bar": state["N_bar"],
         }
@@ -366,14 +433,23 @@ class CentralisedFit:
     objectives: list[float] = field(default_factory=list)  # MAP objective of θ before each iteration
     m0: np.ndarray | None = None
     rho: float = 0.0
+    target: np.ndarray | None = None
+    hyper: GGMHyperParameters = field(default_factory=GGMHyperParameters)
 
     def model(self, s: int, iteration: int = -1) -> dict:
+        """Participant s's model payload after ``iteration`` (the keys of :meth:`CollabDictGGM.model_of`)."""
         p = self.params[iteration]
         return {
             "means": p.means,
             "precisions": p.precisions,
             "active": p.active,
             "pi": self.pis[iteration][s],
+            "m0": self.m0,
+            "lam0": self.hyper.lam0,
+            "rho": self.rho,
+            "shrinkage": self.hyper.shrinkage,
+            "target": self.target,
+            "iteration": len(self.params) - 1 if iteration == -1 else iteration,
         }
 
 
@@ -390,21 +466,47 @@ def fit_centralised(
     pooled = np.concatenate(Xs)
     n = float(pooled.shape[0])
     xbar, V = pooled_moments(n, pooled.sum(axis=0), pooled.T @ pooled)
-    m0, rho = _resolve(h, n, xbar)
-    params = initial_parameters(xbar, V, h.n_components, shared_init_rng(seed), h.init_precision)
+    m0, rho, target = _resolve(h, n, xbar, V)
+    prior = covariance_prior(h, target)
+    params = initial_parameters(
+        xbar, V, h.n_components, shared_init_rng(seed), h.init_precision, shrinkage=(n, h.shrinkage)
+    )
     K = h.n_components
     pis = [np.full(K, 1.0 / K) for _ in Xs]
-    fit = CentralisedFit(m0=m0, rho=rho)
+    fit = CentralisedFit(m0=m0, rho=rho, target=target, hyper=h)
     fit.params.append(params)
     fit.pis.append(np.stack(pis))
+    last_N_bar = np.zeros(K)  # the consortium's counts of the last aggregation (none yet)
+    M = pooled.shape[1]
     for _ in range(iterations):
-        N_bar, m_sum, C_sum, ll = 0.0, 0.0, 0.0, 0.0
+        N_bar, m_sum, C_sum, ll = np.zeros(K), np.zeros((K, M)), np.zeros((K, M, M)), 0.0
         for s, X in enumerate(Xs):
-            N, m, C, loglik, pis[s] = local_update(X, pis[s], params, h)
+            N, m, C, loglik, pis[s] = local_update(X, pis[s], params, h, last_N_bar)
             N_bar, m_sum, C_sum, ll = N_bar + N, m_sum + m, C_sum + C, ll + loglik
-        fit.objectives.append(ll + log_prior(params, m0, h.lam0, rho))
-        params = optimize(N_bar, m_sum, C_sum, params, m0, h.lam0, rho, h.delta)
+        last_N_bar = N_bar
+        fit.objectives.append(ll + log_prior(params, m0, h.lam0, rho, prior))
+        params = optimize(N_bar, m_sum, C_sum, params, m0, h.lam0, rho, h.delta, prior)
         pis = [_restrict_pi(p, params.active) for p in pis]
         fit.params.append(params)
         fit.pis.append(np.stack(pis))
     return fit
+
+
+def fit_isolated(X: np.ndarray, iterations: int, seed: int, hyper: GGMHyperParameters | None = None) -> dict:
+    """The model an organisation gets from its own data alone under the same hyper-parameters (Algorithm 1
+    with S = 1): the baseline against which it judges its collaborative model."""
+    return fit_centralised([X], iterations, seed, hyper).model(0)
+
+
+def fit_collaborative(
+    datasets: Sequence[np.ndarray], iterations: int, seed: int, hyper: GGMHyperParameters | None = None
+) -> list[dict]:
+    """Every participant's collaborative model payload, computed centrally (:func:`fit_centralised`, which
+    the step function reproduces with exact aggregation)."""
+    fit = fit_centralised(datasets, iterations, seed, hyper)
+    return [fit.model(s) for s in range(len(datasets))]
+
+
+def log_likelihood(model: Mapping[str, Any], X: np.ndarray) -> np.ndarray:
+    """ln p^s(x) of each row under a participant's model (held-out likelihood)."""
+    return -score(model, X, kind="nll")

@@ -8,7 +8,9 @@ Pure numerical building blocks, shared by the decentralised step function
 * :func:`local_statistics` — the unnormalised sufficient statistics N_k^s, m_k^s, C_k^s of eq. (13);
 * :func:`update_mixing_weights` — π^s = N^s/ΣN^s (eq. 13) or the exact ℓ0-regularised update (reconstructed, docs/collabdict.md);
 * :func:`optimize` — eqs. (14)–(16), with pruning of components whose N̄_k < δ;
-* :func:`solve_precision` — eq. (16) through the graphical-lasso reduction (our derivation);
+* :func:`solve_precision` — eq. (16) through the graphical-lasso reduction (our derivation), with the
+  covariance shrinkage of :class:`CovariancePrior` (a Wishart factor in the prior (8); ν = 0 is the seed's
+  eq. 16) and a guaranteed positive-definite result;
 * :func:`map_objective` — the global MAP objective whose monotonicity EM guarantees;
 * :func:`initial_parameters` — the identical initialisation from pooled moments and a common seed.
 """
@@ -35,6 +37,42 @@ class MixtureParameters:
     @property
     def n_components(self) -> int:
         return int(self.means.shape[0])
+
+
+@dataclass(frozen=True)
+class CovariancePrior:
+    """Shrinkage of every component's covariance towards a diagonal target (docs/collabdict.md,
+    "Regularised covariance"): a Wishart factor |Λ_k|^{ν/2} exp(−(ν/2) Tr(Λ_k T)) in the prior (8), worth ν
+    pseudo-rows of covariance T = diag(t). The M-step (16) then solves the graphical lasso on
+
+        S_k = (N̄_k Σ_k + ν T)/(N̄_k + 1 + ν),   α_k = ρ/(N̄_k + 1 + ν),
+
+    i.e. eq. (16) applied to Σ̃_k = (1 − γ_k) Σ_k + γ_k T with γ_k = ν/(N̄_k + ν) and N̄_k + ν rows. S_k has every
+    eigenvalue ≥ ν·min(t)/(N̄_k + 1 + ν) > 0 however few rows the component holds (one row, n < p). ν = 0 is the
+    seed's eq. (16) exactly."""
+
+    nu: float
+    target: np.ndarray  # (M,) diagonal of T, all > 0
+
+    def __post_init__(self):
+        if not self.nu >= 0:
+            raise ValueError(f"shrinkage ν must be ≥ 0, got {self.nu}")
+        t = np.asarray(self.target, dtype=np.float64)
+        if t.ndim != 1 or not np.all(np.isfinite(t)) or (self.nu > 0 and not np.all(t > 0)):
+            raise ValueError("the shrinkage target must be a vector of positive variances")
+
+
+VARIANCE_FLOOR = 1e-6
+"""Smallest target variance, relative to the mean variance (a constant feature still gets a proper prior)."""
+
+
+def diagonal_target(V: np.ndarray) -> np.ndarray:
+    """T = diag(V) of the pooled covariance, each variance floored at 1e-6 × their mean (1 if all vanish)."""
+    d = np.maximum(np.diagonal(np.asarray(V, dtype=np.float64)), 0.0)
+    mean = float(d.mean()) if d.size else 0.0
+    if not mean > 0:
+        return np.ones_like(d)
+    return np.maximum(d, VARIANCE_FLOOR * mean)
 
 
 def _cholesky_precisions(precisions: np.ndarray) -> np.ndarray:
@@ -158,12 +196,15 @@ def solve_precision(
     max_iter: int = 100,
     enet_tol: float = 1e-10,
     warm: np.ndarray | None = None,
+    prior: CovariancePrior | None = None,
 ) -> np.ndarray:
     """Eq. (16): Λ = argmax_{Λ≻0} b ln|Λ| − Tr(ΛΣ) − (ρ/N̄)||Λ||_1 with b = (N̄+1)/N̄ (ℓ1 over all entries).
 
     Graphical-lasso reduction: dividing by b, Λ = argmax ln|Λ| − Tr(Λ S) − α||Λ||_1 with
     S = N̄Σ/(N̄+1) and α = ρ/(N̄+1). Because ||Λ||_1 = Σ_{i≠j}|Λ_ij| + Tr Λ for Λ ≻ 0, this equals the
-    off-diagonal-penalised glasso on S + αI (scikit-learn's ``graphical_lasso``). ρ = 0: Λ = b Σ^{-1}.
+    off-diagonal-penalised glasso on S + αI (scikit-learn's ``graphical_lasso``). ρ = 0: Λ = b Σ^{-1} = S^{-1}.
+    With a :class:`CovariancePrior` (ν > 0): S = (N̄Σ + νT)/(N̄+1+ν), α = ρ/(N̄+1+ν), positive definite for
+    any Σ (one row, n < p).
 
     Coordinate descent fails on ill-conditioned S + αI (components on a handful of integer-valued rows) and
     crawls on badly scaled ones (each of its sweeps is a Python loop over the M columns; ~80 ms per call when
@@ -176,23 +217,24 @@ def solve_precision(
         raise ValueError(f"N̄_k must be positive to solve eq. (16), got {N_bar}")
     if rho < 0:
         raise ValueError(f"rho must be ≥ 0, got {rho}")
-    Sigma = 0.5 * (Sigma + Sigma.T)
-    b = (N_bar + 1.0) / N_bar
+    S, alpha = shrunk_scatter(Sigma, N_bar, rho, prior)
     if rho == 0:
         try:
-            np.linalg.cholesky(Sigma)
+            np.linalg.cholesky(S)
         except np.linalg.LinAlgError:
-            raise ValueError("Σ_k is singular; use rho > 0 or a larger pruning threshold δ") from None
-        Lam = b * np.linalg.inv(Sigma)
+            raise ValueError(
+                "Σ_k is singular; use rho > 0, a covariance shrinkage ν > 0 or a larger pruning threshold δ"
+            ) from None
+        Lam = np.linalg.inv(S)
         return 0.5 * (Lam + Lam.T)
     from sklearn.covariance import graphical_lasso  # local import: sklearn is slow to import
 
-    S = Sigma / b
-    alpha = rho / (N_bar + 1.0)
+    if warm is not None and not _is_positive_definite(warm):
+        warm = None
     emp = S + alpha * np.eye(S.shape[0])
     ev = np.linalg.eigvalsh(emp)
     if ev[0] <= 0 or ev[-1] > ILL_CONDITIONED * ev[0]:
-        return glasso_admm(S, alpha, warm=warm)
+        return _positive_definite(glasso_admm(S, alpha, warm=warm), S, alpha)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -200,13 +242,57 @@ def solve_precision(
                 emp, alpha=alpha, tol=tol, enet_tol=enet_tol, max_iter=max_iter, return_n_iter=True
             )
     except FloatingPointError:  # coordinate descent gave up on an ill-conditioned Σ: use ADMM
-        return glasso_admm(S, alpha, warm=warm)
-    if n_iter >= max_iter:  # not converged: finish with ADMM, started from where CD stopped
-        start = 0.5 * (Lam + Lam.T)
-        if np.linalg.eigvalsh(start)[0] <= 0:
-            start = warm
-        Lam = glasso_admm(S, alpha, warm=start)
-    return 0.5 * (Lam + Lam.T)
+        return _positive_definite(glasso_admm(S, alpha, warm=warm), S, alpha)
+    Lam = 0.5 * (Lam + Lam.T)
+    if n_iter >= max_iter or not _is_positive_definite(Lam):  # not converged: finish with ADMM
+        Lam = glasso_admm(S, alpha, warm=Lam if _is_positive_definite(Lam) else warm)
+    return _positive_definite(Lam, S, alpha)
+
+
+def shrunk_scatter(
+    Sigma: np.ndarray, N_bar: float, rho: float, prior: CovariancePrior | None = None
+) -> tuple[np.ndarray, float]:
+    """The graphical-lasso problem of eq. (16): (S, α) with S = (N̄Σ + νT)/(N̄+1+ν), α = ρ/(N̄+1+ν)
+    (ν = 0 without a prior: S = N̄Σ/(N̄+1), α = ρ/(N̄+1))."""
+    Sigma = 0.5 * (np.asarray(Sigma, dtype=np.float64) + np.asarray(Sigma, dtype=np.float64).T)
+    S = N_bar * Sigma
+    nu = 0.0
+    if prior is not None and prior.nu > 0:
+        nu = float(prior.nu)
+        S = S + nu * np.diag(np.asarray(prior.target, dtype=np.float64))
+    return S / (N_bar + 1.0 + nu), rho / (N_bar + 1.0 + nu)
+
+
+def _is_positive_definite(A: np.ndarray | None) -> bool:
+    if A is None or not np.all(np.isfinite(A)):
+        return False
+    try:
+        np.linalg.cholesky(A)
+    except np.linalg.LinAlgError:
+        return False
+    return True
+
+
+def _positive_definite(Lam: np.ndarray, S: np.ndarray, alpha: float) -> np.ndarray:
+    """The solver's Λ if it is positive definite (Cholesky succeeds); else a cold-started ADMM solution; else
+    (S + αI)^{-1}, the ρ-free estimate on the same loaded scatter, which is positive definite whenever S + αI
+    is. Raises if even that fails (S + αI singular: only possible with ν = 0)."""
+    Lam = 0.5 * (Lam + Lam.T)
+    if _is_positive_definite(Lam):
+        return Lam
+    Lam = glasso_admm(S, alpha)
+    if _is_positive_definite(Lam):
+        return Lam
+    emp = S + alpha * np.eye(S.shape[0])
+    if _is_positive_definite(emp):
+        Lam = np.linalg.inv(emp)
+        Lam = 0.5 * (Lam + Lam.T)
+        if _is_positive_definite(Lam):
+            return Lam
+    raise ValueError(
+        "eq. (16) has no positive-definite solution for this component (singular scatter); "
+        "use a covariance shrinkage ν > 0"
+    )
 
 
 def glasso_admm(
@@ -298,12 +384,17 @@ def glasso_admm_batch(
     return (Theta, iterations) if return_iterations else Theta
 
 
-def precision_objective(Lam: np.ndarray, Sigma: np.ndarray, N_bar: float, rho: float) -> float:
-    """The function maximised in eq. (16), for checking solutions."""
+def precision_objective(
+    Lam: np.ndarray, Sigma: np.ndarray, N_bar: float, rho: float, prior: CovariancePrior | None = None
+) -> float:
+    """The function maximised in eq. (16) (with the Wishart term of ``prior``, divided by N̄), for checking
+    solutions: ((N̄+1+ν)/N̄) ln|Λ| − Tr(Λ(Σ + (ν/N̄)T)) − (ρ/N̄)||Λ||_1."""
     sign, logdet = np.linalg.slogdet(Lam)
     if sign <= 0:
         return -np.inf
-    return float((N_bar + 1) / N_bar * logdet - np.trace(Lam @ Sigma) - rho / N_bar * np.abs(Lam).sum())
+    S, alpha = shrunk_scatter(Sigma, N_bar, rho, prior)
+    c = (N_bar + 1.0 + (0.0 if prior is None else prior.nu)) / N_bar
+    return float(c * (logdet - np.trace(Lam @ S) - alpha * np.abs(Lam).sum()))
 
 
 def optimize(
@@ -315,8 +406,10 @@ def optimize(
     lam0: float,
     rho: float,
     delta: float = 1.0,
+    prior: CovariancePrior | None = None,
 ) -> MixtureParameters:
-    """Eqs. (14)–(16) from the aggregated sums Σ_s N_k^s, Σ_s m_k^s, Σ_s C_k^s.
+    """Eqs. (14)–(16) from the aggregated sums Σ_s N_k^s, Σ_s m_k^s, Σ_s C_k^s (with ``prior``: the
+    regularised covariance of :class:`CovariancePrior` in (16)).
 
     Components with N̄_k < δ are pruned (Theorem 1's assumption) and keep their previous values.
         m̄_k = m_sum/N̄_k,  C̄_k = C_sum/N̄_k                                         (14)
@@ -339,38 +432,58 @@ def optimize(
         d = mbar - m0
         sigmas.append(Cbar - np.outer(mbar, mbar) + lam0 / (lam0 + n) * np.outer(d, d))
     precisions[ks] = solve_precisions(
-        np.stack(sigmas), np.asarray(N_bar, dtype=np.float64)[ks], rho, warm=previous.precisions[ks]
+        np.stack(sigmas),
+        np.asarray(N_bar, dtype=np.float64)[ks],
+        rho,
+        warm=previous.precisions[ks],
+        prior=prior,
     )
     return MixtureParameters(means=means, precisions=precisions, active=active)
 
 
 def solve_precisions(
-    Sigmas: np.ndarray, N_bars: np.ndarray, rho: float, warm: np.ndarray | None = None
+    Sigmas: np.ndarray,
+    N_bars: np.ndarray,
+    rho: float,
+    warm: np.ndarray | None = None,
+    prior: CovariancePrior | None = None,
 ) -> np.ndarray:
     """Eq. (16) for several components: :func:`solve_precision` for each, with the previous Λ_k (``warm``) as
     the warm start of the ADMM fallback."""
     return np.stack(
         [
-            solve_precision(Sg, float(n), rho, warm=None if warm is None else warm[i])
+            solve_precision(Sg, float(n), rho, warm=None if warm is None else warm[i], prior=prior)
             for i, (Sg, n) in enumerate(zip(Sigmas, np.asarray(N_bars, dtype=np.float64)))
         ]
     )
 
 
-def log_prior(params: MixtureParameters, m0: np.ndarray, lam0: float, rho: float) -> float:
-    """Σ_k [ln N(μ_k | m_0, (λ_0 Λ_k)^{-1}) − (ρ/2)||Λ_k||_1] over active components (eqs. 8–9)."""
+def log_prior(
+    params: MixtureParameters, m0: np.ndarray, lam0: float, rho: float, prior: CovariancePrior | None = None
+) -> float:
+    """Σ_k [ln N(μ_k | m_0, (λ_0 Λ_k)^{-1}) − (ρ/2)||Λ_k||_1] over active components (eqs. 8–9), plus the
+    Wishart term (ν/2)(ln|Λ_k| − Tr(Λ_k T)) of the covariance ``prior`` (up to a constant)."""
     total = 0.0
     for k in np.flatnonzero(params.active):
         lg = log_gaussian(m0[None, :], params.means[k : k + 1], lam0 * params.precisions[k : k + 1])[0, 0]
         total += float(lg) - 0.5 * rho * float(np.abs(params.precisions[k]).sum())
+        if prior is not None and prior.nu > 0:
+            _, logdet = np.linalg.slogdet(params.precisions[k])
+            trace = float(np.diagonal(params.precisions[k]) @ np.asarray(prior.target))
+            total += 0.5 * prior.nu * (float(logdet) - trace)
     return total
 
 
 def map_objective(
-    loglik_total: float, params: MixtureParameters, m0: np.ndarray, lam0: float, rho: float
+    loglik_total: float,
+    params: MixtureParameters,
+    m0: np.ndarray,
+    lam0: float,
+    rho: float,
+    prior: CovariancePrior | None = None,
 ) -> float:
     """Global MAP objective Σ_s Σ_n ln Σ_k π_k^s N(x|μ_k,Λ_k^{-1}) + log prior (non-decreasing under EM when τ = 0)."""
-    return float(loglik_total) + log_prior(params, m0, lam0, rho)
+    return float(loglik_total) + log_prior(params, m0, lam0, rho, prior)
 
 
 def pooled_moments(n: float, sum_x: np.ndarray, sum_xx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -383,13 +496,25 @@ def pooled_moments(n: float, sum_x: np.ndarray, sum_xx: np.ndarray) -> tuple[np.
 
 
 def initial_parameters(
-    xbar: np.ndarray, V: np.ndarray, K: int, rng: np.random.Generator, precision: str = "pooled"
+    xbar: np.ndarray,
+    V: np.ndarray,
+    K: int,
+    rng: np.random.Generator,
+    precision: str = "pooled",
+    shrinkage: tuple[float, float] | None = None,
 ) -> MixtureParameters:
     """Identical initialisation at all participants (our choice): μ_k = x̄ + chol(V) ζ_k, ζ_k ~ N(0, I)
-    from a common seed; Λ_k = V^{-1} (``precision="pooled"``) or I_M (``"identity"``)."""
+    from a common seed; Λ_k = V^{-1} (``precision="pooled"``) or I_M (``"identity"``).
+
+    ``shrinkage=(n, ν)``: V is first shrunk like a component's covariance (:class:`CovariancePrior`),
+    V ← (nV + ν diag_target(V))/(n + ν), so that a pooled V of fewer rows than features (a member alone)
+    still gives a finite, positive-definite Λ_k (otherwise ≈ 1e9 in V's null space)."""
     if K < 1:
         raise ValueError(f"number of components must be ≥ 1, got {K}")
     M = xbar.shape[0]
+    if shrinkage is not None and shrinkage[1] > 0:
+        n, nu = shrinkage
+        V = (n * V + nu * np.diag(diagonal_target(V))) / (n + nu)
     jitter = 1e-9 * max(float(np.trace(V)) / M, 1e-12)
     Vj = V + jitter * np.eye(M)
     Lc = np.linalg.cholesky(Vj)

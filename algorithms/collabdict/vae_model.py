@@ -140,18 +140,42 @@ def elbo(theta, phi, X: np.ndarray, V: np.ndarray) -> float:
 def elbo_gradients(
     theta: Mapping[str, np.ndarray], phi: Mapping[str, np.ndarray], X: np.ndarray, V: np.ndarray, wrt: str
 ) -> tuple[float, dict[str, np.ndarray]]:
-    """(L^s, ∂L^s/∂θ) for ``wrt="theta"`` (eq. 34) or (L^s, ∂L^s/∂φ^s) for ``wrt="phi"`` (eq. 33)."""
-    if wrt not in ("theta", "phi"):
-        raise ValueError(f"wrt must be 'theta' or 'phi', got {wrt!r}")
+    """(L^s, ∂L^s/∂θ) for ``wrt="theta"`` (eq. 34), (L^s, ∂L^s/∂φ^s) for ``wrt="phi"`` (eq. 33), or both
+    (keys of the decoder and the encoder) for ``wrt="both"`` (the shared-encoder mode)."""
+    if wrt not in ("theta", "phi", "both"):
+        raise ValueError(f"wrt must be 'theta', 'phi' or 'both', got {wrt!r}")
     with deterministic_torch():
-        th = _t(theta, DECODER_KEYS, wrt == "theta")
-        ph = _t(phi, ENCODER_KEYS, wrt == "phi")
+        th = _t(theta, DECODER_KEYS, wrt in ("theta", "both"))
+        ph = _t(phi, ENCODER_KEYS, wrt in ("phi", "both"))
         a, b = elbo_terms(th, ph, torch.tensor(X, dtype=torch.float64), torch.tensor(V, dtype=torch.float64))
         value = a + b
-        target = th if wrt == "theta" else ph
+        target = {"theta": th, "phi": ph, "both": {**th, **ph}}[wrt]
         keys = list(target)
         grads = torch.autograd.grad(value, [target[k] for k in keys])
         return float(value.detach()), {k: g.detach().numpy().copy() for k, g in zip(keys, grads)}
+
+
+class TrainingDiverged(FloatingPointError):
+    """A non-finite ELBO, gradient or parameter: training has diverged (e.g. raw-sum SGD with too large a
+    step). Names the iteration, the participant and what went non-finite; the run must stop, not return
+    a NaN model."""
+
+    def __init__(self, what: str, iteration: int, participant: str | int | None = None):
+        self.what, self.iteration, self.participant = what, int(iteration), participant
+        where = "" if participant is None else f" at participant {participant}"
+        super().__init__(
+            f"CollabDict VAE diverged in iteration {self.iteration}{where}: non-finite {what} "
+            "(lower the learning rate, or use optimizer='adam' with normalise=True)"
+        )
+
+
+def check_finite(what: str, value, iteration: int, participant: str | int | None = None) -> None:
+    """Raise :class:`TrainingDiverged` unless every entry of ``value`` (a number, an array or a dict of
+    arrays) is finite."""
+    parts = value.values() if isinstance(value, Mapping) else (value,)
+    for v in parts:
+        if not np.all(np.isfinite(np.asarray(v, dtype=np.float64))):
+            raise TrainingDiverged(what, iteration, participant)
 
 
 def reconstruction_score(theta, phi, X: np.ndarray, draws: int, rng: np.random.Generator) -> np.ndarray:

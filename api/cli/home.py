@@ -21,7 +21,10 @@ def demo(
     ),
 ) -> None:
     """Run a complete audited learning process among several organisations (the main job)."""
+    from algorithms.numeric_profile import reexec_selected
     from api.demo import run_demo
+
+    reexec_selected()  # its simulator checks compute under the images' numeric profile
 
     code = run_demo(
         out=out, quick=quick, backend=backend, runtime=runtime, console=err_console if as_json else console

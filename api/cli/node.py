@@ -1,7 +1,7 @@
 """``consortia node``: this organisation's node agent (docs/executor.md "Node agent").
 
-``consortia node status`` says what the ledger knows of the node: its membership record (where its
-artifact service is reached) and the processes its organisation is a member of, with their rounds.
+``consortia node status`` says what the node agent is doing and waiting for, from the status file it
+keeps in its state directory (:mod:`executor.node.status`, docs/executor.md "Ledger outages").
 
 ``consortia node run`` takes the node's places from its home (``--home``, a Consortia home made by
 ``consortia init`` or ``consortia join``; each path overridable) or one by one without a home, builds
@@ -23,8 +23,7 @@ from pathlib import Path
 
 import typer
 
-from api.cli.output import EXIT_NOT_FOUND, EXIT_OK, EXIT_REFUSED, EXIT_USAGE, emit, fail, with_output
-from api.cli.session import Session, journey
+from api.cli.output import EXIT_NOT_FOUND, EXIT_OK, EXIT_REFUSED, EXIT_USAGE, emit, fail, say, with_output
 
 group = typer.Typer(no_args_is_help=True, help="This organisation's node agent: run, status.")
 
@@ -176,37 +175,59 @@ def run(
 group.command("run")(with_output(run))
 
 
-@journey(group, "status")
-def status(s: Session) -> None:
-    """This organisation's node as the ledger sees it: its membership record (its artifact service's
-    endpoint, published when its agent starts) and the processes it is a member of."""
-    from ledger.errors import NotFound
+def status(
+    org: str | None = typer.Option(
+        None, "--org", help="This organisation (name or MSP id; default: the home's \\[node] organisation)."
+    ),
+    home: str | None = typer.Option(
+        None, "--home", envvar="CONSORTIA_HOME", help="A Consortia home (its state folder); empty: no home."
+    ),
+    state: Path | None = typer.Option(
+        None, help="Agent state root (holding <MSP id>/; default: the home's)."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="The status file as it is (the same as -o json)."),
+) -> None:
+    """What this organisation's node agent is doing and waiting for, from its status file
+    (<state>/<MSP>/status.json, docs/executor.md "Ledger outages"); exit 1 if no agent has written one."""
+    from executor.node.status import read_status
+    from home.errors import HomeError
+    from home.settings import load
+    from ledger.identity import Consortium
 
-    client = s.client
-    try:
-        member: dict[str, object] | None = client.get_member(s.msp_id).to_dict()
-    except NotFound:
-        member = None  # its agent has not started with an artifact endpoint yet
-    processes = []
-    for p in client.list_processes():
-        if s.msp_id not in p.consortium:
-            continue
-        progress = client.process_progress(p.id)
-        processes.append(
-            {
-                "process": p.id,
-                "status": p.status,
-                "round": min(progress.current_round, p.rounds),  # the last one once all are done
-                "rounds": p.rounds,
-                "completed_tasks": progress.completed_tasks,
-                "dataset": p.dataset or "default",
-                "image": p.image_id,
-            }
+    state_root = state
+    if home:
+        try:
+            settings = load(home)
+            org = org or settings.node_setting("organisation") or settings.default_organisation
+            state_root = state_root or settings.paths.state_root
+            if org:
+                org = Consortium(settings.crypto).organisation(org).msp_id
+        except HomeError as exc:
+            fail(str(exc), EXIT_USAGE, as_json, kind="bad home")
+        except (FileNotFoundError, KeyError) as exc:
+            fail(str(exc).strip("'\""), EXIT_USAGE, as_json, kind="usage")
+    if state_root is None or not org:
+        fail("status needs --org and --state, or a --home that names them", EXIT_USAGE, as_json, kind="usage")
+    found = read_status(Path(state_root) / org)
+    if found is None:
+        fail(
+            f"no status of {org}'s node agent under {Path(state_root) / org} (has it started?)",
+            EXIT_REFUSED,
+            as_json,
+            kind="no status",
         )
-    keys = ("artifact_endpoint", "tls_ca_digest", "gateway_endpoint", "updated_at", "version")
-    node = {"organisation": s.msp_id, **{k: (member or {}).get(k) for k in keys}}
-    if s.as_json:
-        emit({**node, "published": member is not None, "processes": processes}, True)
+    if as_json:
+        from dataclasses import asdict
+
+        emit(asdict(found), True)
         return
-    emit(node if member else {**node, "artifact_endpoint": "(no membership record yet)"}, False, "node")
-    emit(processes, False, "processes", list(processes[0]) if processes else ["process"])
+    say(f"{found.organisation} (pid {found.pid}, updated {found.updated})")
+    say(f"  waiting for: {found.waiting_for or 'nothing'}")
+    ledger = found.ledger
+    reach = "reachable" if ledger.get("reachable") else f"unreachable since {ledger.get('unreachable_since')}"
+    say(f"  ledger: {reach} ({ledger.get('outages', 0)} outage(s) ridden out)")
+    for pid, ps in found.processes.items():
+        say(f"  {pid}: round {ps.round} {ps.status} {ps.detail} (since {ps.since})")
+
+
+group.command("status")(with_output(status))

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import time
 
 import typer
 
 from api.cli.output import EXIT_OK, EXIT_REFUSED, EXIT_USAGE, console, emit, err_console, fail, guarded
 from api.cli.session import Session, journey
+from wire import bounded_json
 
 group = typer.Typer(no_args_is_help=True, help="Learning processes: create, list, get, start, abort, watch.")
 ProcessArg = typer.Argument(..., help="The process id.")
@@ -38,7 +38,7 @@ def process_create(
     from executor.process import ProcessSpec, launch
 
     try:
-        hyper = json.loads(hyperparameters)
+        hyper = bounded_json.loads(hyperparameters, "--hyperparameters")
     except ValueError as exc:
         fail(f"--hyperparameters is not JSON: {exc}", EXIT_USAGE, s.as_json, kind="bad input")
     members = tuple(s.msp(m) for m in consortium.split(",") if m.strip())
@@ -103,29 +103,59 @@ def process_watch(
     timeout: float = typer.Option(600.0, help="Give up after this many seconds."),
 ) -> None:
     """Follow a process round by round until it completes, fails or is aborted (exit 1 unless it
-    completed)."""
+    completed). One line per member says what the round waits for from it -- its task not registered
+    (its node is down or cannot reach the ledger), registered but no result yet, failed -- with its
+    last completed round and how long ago it last wrote a record; your own node's status file adds
+    what it waits for (e.g. its ledger unreachable). While this host's ledger is unreachable the watch
+    says so and keeps trying."""
     from rich.progress import BarColumn, Progress, TextColumn
+
+    from executor.node.ledger_outage import LedgerOutage
+    from executor.node.status import read_status
+    from executor.node.supervisor import members_progress
+    from ledger.errors import transient
 
     process = guarded(lambda: s.client.get_process(process_id), s.as_json)
     total = process.rounds * len(process.consortium)
     deadline = time.monotonic() + timeout
+    outage = LedgerOutage(f"watch {process_id}")
+    own_state = s.layout.state_root / s.msp_id
+    done, members = 0, []
     with Progress(
         TextColumn("{task.description}", markup=False),  # "[completed]" is printed as such
         BarColumn(),
-        TextColumn("{task.completed}/{task.total} tasks"),
+        TextColumn("{task.completed}/{task.total}"),
         console=console,
         disable=s.as_json,
     ) as bar:
         task = bar.add_task(process_id, total=total)
+        rows = {m: bar.add_task(f"  {m}", total=process.rounds) for m in process.consortium}
         while True:
-            done = sum(1 for e in s.client.query_executions(process_id) if e.status == "completed")
-            process = s.client.get_process(process_id)
+            try:
+                records = s.client.query_executions(process_id)
+                process = s.client.get_process(process_id)
+            except Exception as exc:
+                if not transient(exc) or time.monotonic() > deadline:
+                    raise
+                delay = outage.failed(exc)
+                bar.update(task, description=f"{process_id}: {outage.waiting_for()}; retrying")
+                time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+                continue
+            outage.reached()
+            done = sum(1 for e in records if e.status == "completed")
             bar.update(
                 task,
                 completed=done,
                 description=f"{process_id} [{process.status}] round "
                 f"{min(process.current_round or 1, process.rounds)}",
             )
+            members = members_progress(process, records)
+            own = read_status(own_state) if s.msp_id in rows else None
+            for m in members:
+                line = f"  {m.describe()}"
+                if own is not None and m.organisation == s.msp_id and own.waiting_for:
+                    line += f"; your node: {own.waiting_for}"
+                bar.update(rows[m.organisation], completed=m.last_completed, description=line)
             if process.status in ("completed", "failed", "aborted") or time.monotonic() > deadline:
                 break
             time.sleep(0.5)
@@ -135,6 +165,18 @@ def process_watch(
         "completed_tasks": done,
         "tasks": total,
         "reason": process.status_reason or "",
+        "members": [
+            {
+                "organisation": m.organisation,
+                "last_completed_round": m.last_completed,
+                "task": m.task,
+                "last_record_seconds": None
+                if m.last_record_seconds is None
+                else round(m.last_record_seconds, 1),
+                "waiting_for": m.waiting_for,
+            }
+            for m in members
+        ],
     }
     emit(outcome, s.as_json)
     raise typer.Exit(EXIT_OK if process.status == "completed" else EXIT_REFUSED)

@@ -103,8 +103,12 @@ class Session:
     def index(self) -> Any:
         if self._index is None:
             from api.index import AuditIndex
+            from home.errors import NotPrivate
 
-            self._index = AuditIndex(self.gateway_home / "index.db")
+            try:
+                self._index = AuditIndex(self.gateway_home / "index.db")
+            except NotPrivate as exc:
+                fail(str(exc), EXIT_USAGE, self.as_json, kind="bad home")
         return self._index
 
     def synced_index(self) -> Any:
@@ -122,7 +126,11 @@ class Session:
         from exchange.tls import ClientTLS
 
         # the others' models come from their artifact services, found on the ledger
-        locations = Locations(ClientTLS(self.consortium, self.msp_id), client=self.client)
+        locations = Locations(
+            ClientTLS(self.consortium, self.msp_id),
+            client=self.client,
+            max_bytes=self.settings.max_artifact_bytes,
+        )
         return Gateway(
             ledger=self.ledger,
             consortium=self.consortium,

@@ -13,7 +13,7 @@ from typing import Any
 from api.gateway.state import Gateway, record
 from exchange.errors import ArtifactCorrupted, DecryptionError
 from exchange.model_seal import model_aad, model_key_info, open_data_key
-from exchange.sealing import decrypt_payload, encrypt_payload, seal
+from exchange.sealing import PAYLOAD_OVERHEAD, decrypt_payload, encrypt_payload, seal
 from ledger.client import ConsortiaClient
 from ledger.errors import Forbidden, InvalidArgument, NotFound
 from wire.canonical import sha256_digest
@@ -30,7 +30,10 @@ def open_model_payload(gw: Gateway, record: dict[str, Any]) -> bytes:
     the ciphertext digest, opened with this organisation's sealed data key and checked against the
     model's on-chain digest."""
     digest = record["ciphertext_digest"]
-    gw.artifacts.fetch_into(record["owner"], digest)
+    size = record.get("size")  # the model in the clear: its ciphertext is PAYLOAD_OVERHEAD longer
+    gw.artifacts.fetch_into(
+        record["owner"], digest, size + PAYLOAD_OVERHEAD if isinstance(size, int) and size >= 0 else None
+    )
     ciphertext = gw.artifacts.get(digest)
     try:
         plaintext = decrypt_payload(data_key(gw, record), ciphertext, model_aad(record))

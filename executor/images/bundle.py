@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+from algorithms.numeric_profile import NumericProfile, named
 from executor.errors import ImageBuildError
 from executor.images.recipe import (
     BuiltImage,
@@ -29,9 +31,10 @@ from executor.images.recipe import (
 
 
 def interpreter_identity(python: str | os.PathLike | None = None) -> dict[str, Any]:
-    """What a bundle runs with: the Python version and the installed version of every ``==``-pinned
+    """What a bundle runs with: the Python version, the C library (glibc's libm computes ``exp``,
+    ``log``, ``pow`` ... for numpy and torch) and the installed version of every ``==``-pinned
     project dependency (numpy, scipy, scikit-learn, torch, ...), so that a bundle's digest changes
-    if the interpreter or any library an algorithm may import changes.
+    if the interpreter, its C library or any library an algorithm may import changes.
 
     Always measured from the interpreter itself, never read from a file: ``python`` None (or the
     running interpreter's path) is the running interpreter, recomputed whenever a directory of its
@@ -65,11 +68,15 @@ def _running_identity(names: list[str]) -> dict[str, Any]:
             packages[name] = version(name)
         except PackageNotFoundError:
             continue
-    return {"python": ".".join(map(str, sys.version_info[:3])), "packages": packages}
+    return {
+        "python": ".".join(map(str, sys.version_info[:3])),
+        "libc": " ".join(platform.libc_ver()),
+        "packages": packages,
+    }
 
 
 _IDENTITY_SCRIPT = """
-import json, sys
+import json, platform, sys
 from importlib.metadata import PackageNotFoundError, version
 packages = {}
 for name in sys.argv[1:]:
@@ -77,7 +84,8 @@ for name in sys.argv[1:]:
         packages[name] = version(name)
     except PackageNotFoundError:
         pass
-print(json.dumps({"python": ".".join(map(str, sys.version_info[:3])), "packages": packages}))
+print(json.dumps({"python": ".".join(map(str, sys.version_info[:3])), "libc": " ".join(platform.libc_ver()),
+                  "packages": packages}))
 """
 
 
@@ -135,12 +143,22 @@ def bundle_digest(
     return digest
 
 
+def bundle_profile(bundle_dir: str | os.PathLike) -> NumericProfile:
+    """The numeric profile a bundle's ``image/image.json`` declares (the sandbox runs it under that
+    profile's environment); :class:`ImageBuildError` if it declares none this platform knows."""
+    path = Path(bundle_dir) / "image" / "image.json"
+    try:
+        return named(json.loads(path.read_text())["numeric_profile"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ImageBuildError(f"{path} declares no known numeric profile: {exc}") from None
+
+
 def build_bundle(recipe: ImageRecipe, reference: str | None = None) -> BuiltImage:
     """Materialise the sandbox bundle of ``recipe`` (same files as the image's /opt/consortia).
 
     Its reference is ``bundle:<directory name>`` (resolved under ``<cache>/bundles``)."""
     interp = interpreter_identity()
-    h = hash_json(["bundle-v3", [[dst, sha256_file(src)] for src, dst in recipe.payload_files()], interp])
+    h = hash_json(["bundle-v4", [[dst, sha256_file(src)] for src, dst in recipe.payload_files()], interp])
     d = cache_root() / "bundles" / f"{recipe.name}-{h[:16]}"
     if not (d / "bundle.json").exists():
         tmp = d.with_name(d.name + ".partial")
@@ -151,7 +169,12 @@ def build_bundle(recipe: ImageRecipe, reference: str | None = None) -> BuiltImag
             shutil.copy2(src, tmp / dst)
         (tmp / "bundle.json").write_text(
             json.dumps(
-                {"image": recipe.reference, "interpreter": interp, "algorithm": recipe.algorithm},
+                {
+                    "image": recipe.reference,
+                    "interpreter": interp,
+                    "algorithm": recipe.algorithm,
+                    "numeric_profile": recipe.numeric_profile.id,
+                },
                 sort_keys=True,
             )
         )

@@ -165,7 +165,7 @@ def validate_process(
     every problem (unknown topology or parameters, a topology not defined for ``size`` organisations,
     bad seed, hyper-parameters refused, invalid dataset name)."""
     problems: list[str] = topology_problems(topology, size)
-    if dataset and not DATASET_PATTERN.match(dataset):
+    if dataset and not DATASET_PATTERN.fullmatch(dataset):
         problems.append(f"dataset name {dataset!r} is not valid (letters, digits, '.', '_', '-'; at most 64)")
     decl = declaration(algorithm)
     if not isinstance(hyperparameters, Mapping):

@@ -193,7 +193,7 @@ def build_image(client, recipe: ImageRecipe, reference: str | None = None, force
         for src, dst in recipe.payload_files():
             (ctx / dst).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, ctx / dst)
-        shutil.copy2(recipe.folder / "Containerfile", ctx / "Containerfile")
+        (ctx / "Containerfile").write_text(recipe.containerfile())
         image_id = _build(
             client,
             ctx,

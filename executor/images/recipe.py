@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from algorithms.numeric_profile import NumericProfile, named
 from executor.errors import ImageBuildError
 from wire.env import environment
 
@@ -69,12 +70,17 @@ def _source_files(root: Path) -> list[Path]:
 
 @dataclass(frozen=True)
 class ImageRecipe:
-    """One folder of ``algorithm-images/``: Containerfile, image.json, entrypoint.py, module(s)."""
+    """One folder of ``algorithm-images/``: Containerfile, image.json, entrypoint.py, module(s).
+
+    ``numeric_profile``: the profile ``image.json`` declares (``"numeric_profile": "x86-64-v2/1"``,
+    :mod:`algorithms.numeric_profile`); its environment is the image's (container) or the sandbox's,
+    and its tasks refuse to run where it is not in effect."""
 
     folder: Path
     name: str
     version: str
     algorithm: str
+    numeric_profile: NumericProfile
 
     @classmethod
     def load(cls, folder: str | os.PathLike) -> ImageRecipe:
@@ -86,10 +92,14 @@ class ImageRecipe:
         for f in ("Containerfile", "entrypoint.py"):
             if not (folder / f).is_file():
                 raise ImageBuildError(f"image recipe {folder} lacks {f}")
-        for k in ("name", "version", "algorithm"):
+        for k in ("name", "version", "algorithm", "numeric_profile"):
             if not isinstance(meta.get(k), str) or not meta[k]:
                 raise ImageBuildError(f"{folder}/image.json: {k!r} must be a non-empty string")
-        return cls(folder, meta["name"], meta["version"], meta["algorithm"])
+        try:
+            profile = named(meta["numeric_profile"])
+        except ValueError as exc:
+            raise ImageBuildError(f"{folder}/image.json: {exc}") from None
+        return cls(folder, meta["name"], meta["version"], meta["algorithm"], profile)
 
     @classmethod
     def named(cls, name: str) -> ImageRecipe:
@@ -98,6 +108,19 @@ class ImageRecipe:
     @property
     def reference(self) -> str:
         return f"consortia/{self.name}:{self.version}"
+
+    def containerfile(self) -> str:
+        """The folder's Containerfile with the declared numeric profile's environment and label
+        appended: the image's configuration (so its digest) carries the profile, and every container
+        of it starts under it whatever the engine's environment."""
+        profile = self.numeric_profile
+        env = " \\\n    ".join(f"{k}={json.dumps(v)}" for k, v in sorted(profile.environ().items()))
+        return (
+            (self.folder / "Containerfile").read_text().rstrip("\n")
+            + f"\n# the numeric profile image.json declares (algorithms.numeric_profile)\nENV {env}\n"
+            + f'LABEL org.consortia.numeric_profile="{profile.id}" '
+            + f'org.consortia.numeric_profile_digest="{profile.digest}"\n'
+        )
 
     def payload_files(self) -> list[tuple[Path, str]]:
         """(source file, path inside the build context / bundle) for the ``algorithms`` package,

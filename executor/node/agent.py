@@ -33,6 +33,14 @@ the ledger first, so a restart after a kill at any point neither duplicates nor 
 * a ``complete_task`` whose commit status was lost is recognised on restart by the record being
   completed with the same result.
 
+**Rides out ledger outages.** Every ledger call of the agent goes through
+:class:`executor.node.ledger_outage.PatientLedger`: while its peer, the peers an endorsement needs or
+the orderers are unreachable (:func:`ledger.errors.transient`) the call is retried with capped
+exponential backoff and jitter, logged once when the outage starts and once when it ends, and the
+agent's status file says what it waits for (:mod:`executor.node.status`); a submit whose outcome was
+unknown is submitted again and the contract's refusal of the duplicate resolved by reading the record
+back, as after a restart. A contract's refusal or a refused identity still fails the task as before.
+
 The agent's task passes the checkpoints of :mod:`executor.node.checkpoints` (its fault plan, by
 default none). It is built from explicit parts and does nothing until :meth:`NodeAgent.start`:
 making its state directory and data salt, opening its worker pool, publishing its artifact endpoint
@@ -69,16 +77,25 @@ from executor.images.resolver import ImageResolver, verify_digest
 from executor.model_publication import publish_model
 from executor.node.checkpoints import NO_FAULTS, FaultPlan
 from executor.node.journal import TaskJournal
+from executor.node.ledger_outage import LedgerOutage, PatientLedger
 from executor.node.round_events import EVENT_WAIT_LIMIT, wait_round_open
 from executor.node.round_files import RoundFiles
-from executor.node.scratch import task_scratch
+from executor.node.scratch import release_scratch, task_scratch
+from executor.node.status import (
+    KEEP_PROCESSES,
+    AgentStatus,
+    ProcessState,
+    now_utc,
+    waiting_for,
+    write_status,
+)
 from executor.node.workers import PrewarmEntry, SpareWorkers, WorkerPool, dataset_dir
 from executor.runtimes.base import Limits, TaskRuntime
 from executor.runtimes.warm import WarmWorker
 from executor.task_keys import TaskKey
 from executor.tasks import TaskOutputs
 from ledger.client import ConsortiaClient, ExecutionRecord, ImageRecord, ProcessRecord
-from ledger.errors import AlreadyExists, BudgetExceeded, InvalidState, MVCCConflict, NotFound
+from ledger.errors import AlreadyExists, BudgetExceeded, InvalidState, MVCCConflict, NotFound, transient
 from ledger.identity import Consortium
 from wire import timing
 
@@ -99,7 +116,9 @@ class RoundOutcome:
 class NodeAgent:
     """Runs the tasks of one organisation (``client.organisation``), from explicit parts:
 
-    * ``client``: the ledger, as this organisation;
+    * ``client``: the ledger, as this organisation (the agent reaches it through a
+      :class:`~executor.node.ledger_outage.PatientLedger`, riding out outages; ``outage`` says whether
+      it is reachable);
     * ``runtime``: how its tasks run isolated (container or sandbox), under ``limits``;
     * ``store``: its artifact store, with the endpoint of its artifact service if it serves one over
       HTTPS, and the locations through which it reaches the others' services
@@ -128,24 +147,29 @@ class NodeAgent:
         prewarm: Sequence[PrewarmEntry] = (),
         faults: FaultPlan = NO_FAULTS,
     ):
+        self.state_dir = Path(state_dir)
+        self.outage = LedgerOutage(client.organisation, on_change=self._write_status)
+        client = ConsortiaClient(PatientLedger(client.ledger, self.outage), client.identity)
         self.client = client
         self.ledger, self.identity, self.org = client.ledger, client.identity, client.organisation
         self.consortium, self.runtime, self.limits, self.warm = consortium, runtime, limits, warm
         self.store = store
         self.data_root = Path(data_root)
-        self.state_dir = Path(state_dir)
         self.images = images or ImageResolver(runtime)
         self.round_files = RoundFiles(client, store, consortium)
         self.journal = TaskJournal(self.state_dir / "tasks", consortium, self.org)
         self.prewarm = tuple(prewarm)
         self.faults = faults
         self._pool: WorkerPool | None = None  # opened by start()
+        self._scratch: Path | None = None  # its task directories' base (start(); removed by close())
         self._spares: SpareWorkers | None = None
         self._salt = ""  # read by start()
         self._finished: set[str] = set()  # processes this agent saw finished (run_once skips them)
         self._images: dict[str, ImageRecord] = {}
         self._ready: set[str] = set()  # processes whose preflight passed here (checked once per process)
         self._written: dict[str, ExecutionRecord] = {}  # pid -> the record it completed last (_own_record)
+        self._states: dict[str, ProcessState] = {}  # pid -> its last outcome there (the status file)
+        self._status_lock = threading.Lock()  # the outage tells from whichever thread called the ledger
 
     # ---- life cycle
     @property
@@ -153,21 +177,23 @@ class NodeAgent:
         return self._pool is not None
 
     def start(self) -> NodeAgent:
-        """Publish this organisation's artifact endpoint in its membership record (if its store serves
-        one), make the state directory (0700) and the data salt, open the worker pool on the task
+        """Make the state directory (0700), publish this organisation's artifact endpoint in its
+        membership record (if its store serves one), make the data salt, open the worker pool on the task
         directories' base (:mod:`executor.node.scratch`) and start the spare workers of ``prewarm``.
         Once: an agent already started is returned as it is."""
         if self._pool is not None:
             return self
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.state_dir.chmod(0o700)  # salt, key journal, status (task directories: scratch): its own only
         if self.store.endpoint:  # the others find this organisation's service on the ledger
             publish_own_membership(self.client, self.consortium, self.store.endpoint)
-        self.state_dir.mkdir(parents=True, exist_ok=True)
-        self.state_dir.chmod(0o700)  # salt, key journal (task directories: scratch): its own only
         self._salt = self._data_salt()
-        pool = WorkerPool(self.runtime, self.limits, task_scratch(self.state_dir), self.org, self.warm)
+        self._scratch = task_scratch(self.state_dir)
+        pool = WorkerPool(self.runtime, self.limits, self._scratch, self.org, self.warm)
         self._spares = SpareWorkers(pool, self.client, self.images, self.data_root)
         self._pool = pool
         self._spares.prewarm_images(self.prewarm)
+        self._write_status()
         return self
 
     @property
@@ -189,7 +215,13 @@ class NodeAgent:
             self._pool.stop(pid)
 
     def close(self) -> None:
+        """Stop the workers, remove the task directories' base (:func:`release_scratch`: nothing of this
+        agent stays in memory) and close the store's connections. A later :meth:`start` starts afresh."""
         self.stop_workers()
+        if self._scratch is not None:
+            release_scratch(self._scratch, self.state_dir)
+            self._scratch = None
+            self._pool = self._spares = None
         self.store.close()
 
     def _data_salt(self) -> str:
@@ -200,6 +232,41 @@ class NodeAgent:
             with os.fdopen(fd, "w") as f:
                 f.write(secrets.token_hex(32))
         return p.read_text().strip()
+
+    def _write_status(self) -> None:
+        """Rewrite the status file (:mod:`executor.node.status`): the ledger's reachability, what the
+        agent waits for and its last outcome per process. Only once started (the state directory is
+        made by :meth:`start`)."""
+        if not self.state_dir.is_dir():
+            return
+        with self._status_lock:
+            states = dict(self._states)
+            write_status(
+                self.state_dir,
+                AgentStatus(
+                    organisation=self.org,
+                    pid=os.getpid(),
+                    updated=now_utc(),
+                    waiting_for=waiting_for(self.outage.waiting_for(), states),
+                    ledger=self.outage.snapshot(),
+                    processes=states,
+                ),
+            )
+
+    def _note(self, o: RoundOutcome) -> None:
+        """Keep ``o`` as the process's state in the status file if it says something new."""
+        with self._status_lock:
+            last = self._states.get(o.process_id)
+            if last is not None and (last.round, last.status, last.detail) == (o.round, o.status, o.detail):
+                return
+            self._states.pop(o.process_id, None)  # the most recently changed last
+            self._states[o.process_id] = ProcessState(o.round, o.status, o.detail, now_utc())
+            while len(self._states) > KEEP_PROCESSES:
+                self._states.pop(next(iter(self._states)))
+        try:
+            self._write_status()
+        except OSError as exc:  # a status that cannot be written never stops the agent
+            log.warning("%s: status not written: %s", self.org, exc)
 
     def data_dir(self, process: ProcessRecord) -> Path:
         """``<data root>/<process dataset or 'default'>`` (holding ``dataset.npz``)."""
@@ -231,8 +298,8 @@ class NodeAgent:
     def run_once(self) -> list[RoundOutcome]:
         """Advance every running process of this organisation by at most one task each.
 
-        An infrastructure error (engine down, ledger unreachable) is logged and retried on the
-        next pass; it is not recorded as a task failure."""
+        An infrastructure error (engine down; the ledger unreachable, which its calls ride out
+        themselves) is logged and retried on the next pass; it is not recorded as a task failure."""
         self.start()
         outcomes, processes = [], self.client.list_processes()
         self.spares.prewarm_members(processes)  # (warm) a spare worker for each of ours not started yet
@@ -241,7 +308,9 @@ class NodeAgent:
                 continue
             try:
                 outcome = self.run_process_round(p.id)
-            except (ExecutorError, OSError) as exc:
+            except Exception as exc:
+                if not isinstance(exc, (ExecutorError, OSError)) and not transient(exc):
+                    raise
                 log.error("%s: process %s: %s (will retry)", self.org, p.id, exc)
                 continue
             if outcome.status == "done":  # final: model published, journal and workers cleared
@@ -275,9 +344,11 @@ class NodeAgent:
         raise TimeoutError(f"{self.org}: process {process_id} did not finish within {timeout} s")
 
     def follow(self, stop: threading.Event | None = None, poll: float = 1.0) -> None:
-        """Run forever (until ``stop``): wake on chaincode events, and poll as a safety net."""
-        self.start()
+        """Run forever (until ``stop``): wake on chaincode events, and poll as a safety net. A ledger
+        outage is ridden out (``stop`` also ends that waiting)."""
         stop = stop or threading.Event()
+        self.outage.stop = stop
+        self.start()
         height = self.ledger.block_height(self.identity)
         while not stop.is_set():
             for o in self.run_once():
@@ -292,7 +363,13 @@ class NodeAgent:
 
     # ---- one round
     def run_process_round(self, pid: str) -> RoundOutcome:
-        """Do what this organisation has to do now in process ``pid``: at most one task."""
+        """Do what this organisation has to do now in process ``pid``: at most one task (its outcome is
+        kept in the status file)."""
+        outcome = self._run_process_round(pid)
+        self._note(outcome)
+        return outcome
+
+    def _run_process_round(self, pid: str) -> RoundOutcome:
         self.start()
         process = self.client.get_process(pid)
         rnd = int(process.current_round or 1)
@@ -400,7 +477,8 @@ class NodeAgent:
         # 3. inputs
         try:
             with timing.section("artifact_io"):
-                previous_state, inbox = self.round_files.gather_inputs(process, rnd)
+                # (reads only: the others' membership records through the store's own client too)
+                previous_state, inbox = self.outage.call(self.round_files.gather_inputs, process, rnd)
         except (ExecutorError, ArtifactError, ValueError) as exc:
             return self._fail(pid, rnd, f"inputs unavailable: {exc}")
         # 4. run

@@ -51,7 +51,12 @@ class RoundFiles:
                 raise ExecutorError(f"round {rnd - 1} of {sender} is not completed")
             for m in rec.messages:
                 inbox[sender] = self.store.receive_message(
-                    sender, process_id=pid, round=rnd - 1, payload_digest=m.digest, recipient_key=key
+                    sender,
+                    process_id=pid,
+                    round=rnd - 1,
+                    payload_digest=m.digest,
+                    payload_size=m.size,
+                    recipient_key=key,
                 )
         return state, inbox
 

@@ -14,7 +14,9 @@ Under a chosen base the directory is ``<base>/consortia-<uid>/<16 hex of sha256(
 agent state directory, so two homes of one user never share it and a restarted agent finds its own
 (and clears what a killed one left). Both levels are made 0700, and a level that is not a directory
 owned by this user (a symlink, another user's) is refused: with a default base the agent falls back
-to its state directory (logged), with an explicit one it raises.
+to its state directory (logged), with an explicit one it raises. When the agent ends it removes its
+own directory (:func:`release_scratch`); the per-user level stays (other agents of the user may be
+using it).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import shutil
 import stat
 from collections.abc import Mapping
 from pathlib import Path
@@ -55,6 +58,23 @@ def task_scratch(state_dir: str | os.PathLike[str], environ: Mapping[str, str] |
         log.warning("task directories stay in %s: %s", fallback, exc)
         return fallback
     return d
+
+
+def release_scratch(scratch: Path, state_dir: str | os.PathLike[str]) -> None:
+    """Remove ``scratch``, the task directories' base :func:`task_scratch` gave the agent of ``state_dir``,
+    when that agent ends: its own directory under a memory filesystem, with whatever a killed task left
+    in it (the state directory's fallback ``warm`` stays with the state). Never follows a link: a path
+    that is not a directory of this user is left alone."""
+    if Path(scratch) == Path(state_dir) / "warm":
+        return
+    try:
+        st = os.lstat(scratch)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+        log.warning("not removing %s: not a directory of this user", scratch)
+        return
+    shutil.rmtree(scratch, ignore_errors=True)
 
 
 def user_dir(base: Path) -> Path:

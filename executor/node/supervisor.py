@@ -19,14 +19,16 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
 from executor.errors import ExecutorError, RuntimeUnavailable
 from executor.node.agent import NodeAgent
+from executor.node.ledger_outage import LedgerOutage, PatientLedger
 from executor.node.round_events import EVENT_WAIT_LIMIT, wait_round_open
 from executor.runtimes.base import TaskRuntime
-from ledger.client import ConsortiaClient, ProcessRecord
+from ledger.client import ConsortiaClient, ExecutionRecord, ProcessRecord
 from ledger.identity import Consortium
 from wire import timing
 
@@ -88,6 +90,68 @@ def progress(client: ConsortiaClient, process_id: str) -> Progress:
     return Progress(process_id, p.status, p.rounds, p.organisations, p.completed_tasks, p.current_round)
 
 
+@dataclass(frozen=True)
+class MemberProgress:
+    """Where one member of a process stands, from the ledger alone (``consortia process watch``): its
+    last completed round, its task of the current round, and how long ago it last wrote a record."""
+
+    organisation: str
+    last_completed: int  # 0: none yet
+    task: str  # of the current round: "not registered" | "running" | "completed" | "failed"
+    last_record_seconds: float | None  # since its last record was created or completed (None: none)
+    waiting_for: str  # what the round waits for from it, or what it waits for
+
+    def describe(self) -> str:
+        ago = "no record yet" if self.last_record_seconds is None else f"{self.last_record_seconds:.0f}s ago"
+        return f"{self.organisation}: {self.waiting_for} (last completed round {self.last_completed}; last record {ago})"
+
+
+def _seconds_since(timestamp: str, now: datetime) -> float | None:
+    try:
+        t = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return max(0.0, (now - t).total_seconds())
+
+
+def members_progress(
+    process: ProcessRecord, records: Sequence[ExecutionRecord], now: datetime | None = None
+) -> list[MemberProgress]:
+    """Each member of ``process`` as its execution records ``records`` show it: who the current round
+    waits for and why (its task not registered: its node is not running, or cannot reach the ledger;
+    registered and running: it computes or cannot submit its result; failed: the reason)."""
+    now = now or datetime.now(UTC)
+    rnd = min(int(process.current_round or 1), process.rounds)
+    by_member: dict[str, list[ExecutionRecord]] = {m: [] for m in process.consortium}
+    for r in records:
+        by_member.setdefault(r.organisation, []).append(r)
+    completed_now = {r.organisation for r in records if r.round == rnd and r.status == "completed"}
+    missing = [m for m in process.consortium if m not in completed_now]
+    out = []
+    for m in process.consortium:
+        own = by_member.get(m, [])
+        done = [r.round for r in own if r.status == "completed"]
+        current = next((r for r in own if r.round == rnd), None)
+        stamps = [t for r in own for t in (r.created, r.completed) if t]
+        last = min((s for t in stamps if (s := _seconds_since(t, now)) is not None), default=None)
+        if process.status != "running":
+            task, why = (current.status if current else "not registered"), f"process {process.status}"
+        elif current is None:
+            task, why = (
+                "not registered",
+                f"round {rnd}: task not registered yet (its node is down or cannot reach the ledger)",
+            )
+        elif current.status == "running":
+            task, why = "running", f"round {rnd}: task registered, result not recorded yet"
+        elif current.status == "failed":
+            task, why = "failed", f"round {rnd}: task failed: {current.failure_reason}"
+        else:
+            others = [o for o in missing if o != m]
+            task, why = "completed", f"round {rnd} completed; waiting for {', '.join(others) or 'nobody'}"
+        out.append(MemberProgress(m, max(done, default=0), task, last, why))
+    return out
+
+
 def _runtime_instance(runtime: Any) -> TaskRuntime:
     """A runtime instance from a runtime, a runtime class or a factory."""
     if isinstance(runtime, type) or not hasattr(runtime, "run"):
@@ -125,7 +189,10 @@ def run_process(
     is launched; then the agents run. ``wall_seconds`` counts from then, ``prewarm_seconds`` is the start.
     (Agents as OS processes: ``--prewarm`` for the image and ``--barrier``, where each says it started.)
     """
-    client = platform.client((orgs or platform.consortium.msp_ids)[0])
+    first = platform.client((orgs or platform.consortium.msp_ids)[0])
+    # its own progress reads ride out ledger outages as the agents do (executor.node.ledger_outage)
+    outage = LedgerOutage(f"supervisor of {process_id}")
+    client = ConsortiaClient(PatientLedger(first.ledger, outage), first.identity)
     process = client.get_process(process_id)
     orgs = list(orgs or process.consortium)
     t0 = time.perf_counter()
@@ -175,6 +242,8 @@ def run_process(
                         time.sleep(poll)
                         continue
                     if o.status in ("done", "failed"):
+                        if o.status == "failed":
+                            log.warning("%s: task of round %d failed: %s", org, o.round, o.detail)
                         return
                     if o.status == "completed":
                         with lock:
@@ -185,6 +254,7 @@ def run_process(
                     with timing.section("wait_round"):
                         wait_round_open(agent.client, process_id, o.round, members, EVENT_WAIT_LIMIT)
             except Exception as exc:  # reported in the outcome, never swallowed
+                log.error("%s: agent stopped: %s: %s", org, type(exc).__name__, exc, exc_info=True)
                 with lock:
                     errors[org] = f"{type(exc).__name__}: {exc}"
             finally:

@@ -17,16 +17,6 @@ DATA = "/data"
 KEY_DIR = "/run/task-key"
 
 
-def numeric_environment() -> dict[str, str]:
-    """Environment that fixes the numerical kernels a task computes with, forwarded from the host:
-    OpenBLAS picks its kernels by CPU type (``OPENBLAS_CORETYPE``), and different kernels round
-    differently, so a task must use the kernel the host (and the simulator) uses for its results to
-    be bit-identical (seen with CollabDict GGM's LAPACK calls)."""
-    from wire.env import environment
-
-    return environment().numeric()
-
-
 @dataclass(frozen=True)
 class Limits:
     """Resource limits of one task."""

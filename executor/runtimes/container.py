@@ -27,7 +27,6 @@ from executor.runtimes.base import (
     RunOutcome,
     TaskMounts,
     WorkerSpec,
-    numeric_environment,
 )
 from executor.runtimes.tools import ToolMissing
 from executor.task_keys import TASK_GID, TASK_UID
@@ -107,7 +106,7 @@ class ContainerRuntime:
             pids_limit=limits.pids,
             volumes=volumes,
             tmpfs={"/tmp": "rw,noexec,nosuid,size=64m"},
-            environment=numeric_environment(),
+            environment={},  # the image's own: its numeric profile (executor.images.recipe.containerfile)
             working_dir="/task",
         )
 

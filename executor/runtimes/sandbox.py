@@ -12,7 +12,8 @@ of the bundle digest. Isolation of every run:
   the writable ``/task/out`` and a private ``/tmp``; nothing else of the host is visible, so
   another organisation's data cannot even be named;
 * all capabilities dropped, ``PR_SET_NO_NEW_PRIVS`` (bubblewrap sets it), a new session, the
-  task user id 10001 inside, a cleared environment;
+  task user id 10001 inside, a cleared environment holding only the Python settings and the
+  environment of the numeric profile the bundle declares (:mod:`algorithms.numeric_profile`);
 * limits: address space and CPU time (rlimits), processes and memory through cgroup v1
   ``pids``/``memory`` controllers when writable (root), else ``RLIMIT_NPROC``; a wall-clock
   timeout kills the sandbox.
@@ -29,7 +30,7 @@ import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
-from executor.errors import RuntimeUnavailable
+from executor.errors import ImageBuildError, RuntimeUnavailable
 from executor.runtimes.base import (
     DATA,
     KEY_DIR,
@@ -39,7 +40,6 @@ from executor.runtimes.base import (
     RunOutcome,
     TaskMounts,
     WorkerSpec,
-    numeric_environment,
 )
 from executor.runtimes.tools import ToolMissing, find_tool
 from executor.task_keys import TASK_GID, TASK_UID
@@ -146,7 +146,14 @@ class SandboxRuntime:
         mounts: TaskMounts | Sequence[tuple[Path, str, str]],
         command: Sequence[str] | None,
     ) -> list[str]:
-        """The bubblewrap command line: ``mounts`` is a task's mounts or (host, sandbox, ro|rw) binds."""
+        """The bubblewrap command line: ``mounts`` is a task's mounts or (host, sandbox, ro|rw) binds.
+        The environment is the numeric profile's that the bundle declares, nothing of the host's."""
+        from executor.images.bundle import bundle_profile
+
+        try:
+            profile_env = bundle_profile(bundle_dir).environ()
+        except ImageBuildError as exc:
+            raise RuntimeUnavailable(str(exc)) from None
         binds = self.task_binds(mounts) if isinstance(mounts, TaskMounts) else list(mounts)
         bind_args: list[str] = []
         for host, inside, mode in binds:
@@ -202,15 +209,9 @@ class SandboxRuntime:
             "PYTHONHASHSEED",
             "0",
             "--setenv",
-            "OMP_NUM_THREADS",
-            "1",
-            "--setenv",
-            "OPENBLAS_NUM_THREADS",
-            "1",
-            "--setenv",
             "PATH",
             "/usr/bin:/bin",
-            *[a for k, v in numeric_environment().items() for a in ("--setenv", k, v)],
+            *[a for k, v in sorted(profile_env.items()) for a in ("--setenv", k, v)],
             "--chdir",
             "/task",
             "--",

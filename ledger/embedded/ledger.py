@@ -19,7 +19,9 @@ Flow of :meth:`EmbeddedLedger.submit` (the same steps as Fabric's Gateway):
    history, event and tx-index updates of its valid transactions, atomically.
 
 Several processes may share the file: blocks are appended under SQLite's write lock, and MVCC is
-checked against the state as committed by all of them.
+checked against the state as committed by all of them. A file that cannot be used for now (still
+locked after the busy timeout, an I/O error, full, cannot be opened) is reported as
+:class:`ledger.errors.LedgerUnavailable`, nothing written.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from ledger.errors import (
     CommitTimeout,
     EndorsementPolicyFailure,
     LedgerError,
+    LedgerUnavailable,
     MVCCConflict,
     TransactionInvalid,
 )
@@ -74,6 +77,18 @@ def _error_for(tx_id: str, code: str) -> TransactionInvalid:
     if code == B.ENDORSEMENT_POLICY_FAILURE:
         return EndorsementPolicyFailure(tx_id, code, f"transaction {tx_id} invalidated: {code}")
     return TransactionInvalid(tx_id, code)
+
+
+# SQLite result codes (their base name) of a file that cannot be used for now, not of a wrong one
+_UNAVAILABLE = ("SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_IOERR", "SQLITE_CANTOPEN", "SQLITE_FULL")
+
+
+def _unavailable(exc: sqlite3.Error, path: Path) -> LedgerUnavailable | None:
+    """``exc`` as :class:`LedgerUnavailable` if it says the ledger file cannot be used for now."""
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    if not name.startswith(_UNAVAILABLE):
+        return None
+    return LedgerUnavailable(f"ledger file {path}: {exc} ({name})", endpoint=str(path))
 
 
 class EmbeddedLedger(Endorser):
@@ -177,7 +192,10 @@ class EmbeddedLedger(Endorser):
     def evaluate(self, identity: Identity, function: str, *args: str) -> bytes:
         proposal, signature = self._proposal(identity, function, args)
         self._check_proposal(proposal, signature)
-        _, payload = self._simulate(proposal, None)
+        try:
+            _, payload = self._simulate(proposal, None)
+        except sqlite3.Error as exc:
+            raise _unavailable(exc, self.path) or exc from exc
         return payload
 
     def submit(
@@ -214,7 +232,10 @@ class EmbeddedLedger(Endorser):
             raise LedgerError("ledger is closed")
         proposal, signature = self._proposal(identity, function, args)
         self._check_proposal(proposal, signature)
-        sim, payload = self._simulate(proposal, transient)
+        try:
+            sim, payload = self._simulate(proposal, transient)
+        except sqlite3.Error as exc:
+            raise _unavailable(exc, self.path) or exc from exc
         response = self._response(proposal, sim, payload)
         orgs = (
             list(endorsing_organisations)
@@ -267,8 +288,9 @@ class EmbeddedLedger(Endorser):
                     fut.set_result((block_number, code, fut.payload))
             except Exception as exc:  # commit failed as a whole: nothing was written
                 log.exception("block commit failed")
-                for _, fut in batch:
-                    fut.set_exception(LedgerError(f"block commit failed: {exc}"))
+                for _, fut in batch:  # one exception object per waiting caller
+                    unusable = _unavailable(exc, self.path) if isinstance(exc, sqlite3.Error) else None
+                    fut.set_exception(unusable or LedgerError(f"block commit failed: {exc}"))
             with self._committed:
                 self._committed.notify_all()
             if stop:

@@ -11,6 +11,7 @@ Keys are stored as UTF-8 BLOBs so that SQLite orders them bytewise, as Fabric do
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 from pathlib import Path
@@ -61,8 +62,19 @@ MAX_KEY_BYTES = "\U0010ffff".encode("utf-8")
 _CHUNK = 500  # keys per IN (...) query, well under SQLite's bound on parameters
 
 
+def create_private(path: Path) -> None:
+    """Create ``path`` empty and 0600 unless it exists (SQLite then makes its WAL and shared-memory
+    files with the same mode): a ledger holds records the contracts refuse to non-members, so no other
+    user of the machine may read it."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    except FileExistsError:
+        return
+    os.close(fd)
+
+
 class Store:
-    """Thread-local SQLite connections to one ledger file."""
+    """Thread-local SQLite connections to one ledger file (created 0600)."""
 
     def __init__(self, path: str | Path, synchronous: str = "FULL"):
         self.path = Path(path)
@@ -70,6 +82,7 @@ class Store:
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
+        create_private(self.path)
         con = self.connection()
         con.executescript(SCHEMA)
 

@@ -6,6 +6,9 @@ The Gateway reports failures as a gRPC status whose ``grpc-status-details-bin`` 
 ``pkg/client/errors.go``). A contract refusal travels as the
 chaincode response message, which our chaincode service sets to ``ContractError.to_wire()``;
 it is found in those messages and rebuilt with ``ContractError.from_wire``.
+
+What counts as the ledger being *unreachable* (:class:`ledger.errors.LedgerUnavailable`, ridden out by
+the node agent) rather than refusing is decided here once, by :func:`unreachable`.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from ledger.errors import (
     EndorsementFailure,
     EndorsementPolicyFailure,
     LedgerError,
+    LedgerUnavailable,
     MVCCConflict,
     TransactionInvalid,
 )
@@ -38,6 +42,25 @@ _ACCESS_DENIED = re.compile(
     r"expected MSP ID .* received",
     re.IGNORECASE,
 )
+
+# gRPC codes of a call that did not reach an answer: the peer (or, through its Gateway, the orderers)
+# could not be connected to, or did not answer in time
+_UNREACHABLE_CODES = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+# what a Gateway says in an error detail about a peer or an orderer it could not reach (Fabric 2.5/3.x,
+# grpc-go transport errors), e.g. an endorsement ABORTED because another organisation's peer is down
+_UNREACHABLE = re.compile(
+    r"code = (Unavailable|DeadlineExceeded)|failed to connect|connection refused|connection reset|"
+    r"connection error|error while dialing|transport is closing|context deadline exceeded|"
+    r"no orderers could successfully process|no orderer nodes available|broken pipe|"
+    r"no route to host|unable to connect|"
+    # the Gateway knows too few reachable peers to satisfy the policy (peers down, or a restarted peer
+    # whose discovery has not yet learnt the others)
+    r"no combination of peers can be derived|no peer combination can satisfy|no peers available",
+    re.IGNORECASE,
+)
+_ORDERERS = re.compile(r"\borderers?\b", re.IGNORECASE)
+# stages after which the transaction may have reached the orderers: a failure leaves its outcome unknown
+_SENT = ("submit", "commit")
 
 
 def error_details(err: grpc.RpcError) -> list[gateway_pb2.ErrorDetail]:
@@ -99,8 +122,22 @@ def describe(err: grpc.RpcError) -> str:
     return text
 
 
-def translate(err: grpc.RpcError, stage: str) -> Exception:
-    """Map a Gateway error of ``stage`` (evaluate/endorse/submit/commit/events) to a typed error."""
+def unreachable(err: grpc.RpcError) -> bool:
+    """Whether ``err`` says that something could not be reached -- the caller's peer (gRPC
+    ``UNAVAILABLE``/``DEADLINE_EXCEEDED`` on its own connection), or, in the Gateway's error details,
+    another organisation's peer or the orderers -- rather than that something refused. A contract
+    refusal or a refused identity is never unreachable (:func:`translate` tests those first)."""
+    code = err.code() if callable(getattr(err, "code", None)) else None
+    if code in _UNREACHABLE_CODES:
+        return True
+    details = err.details() if callable(getattr(err, "details", None)) else str(err)
+    return any(_UNREACHABLE.search(m or "") for m in [details, *(d.message for d in error_details(err))])
+
+
+def translate(err: grpc.RpcError, stage: str, endpoint: str = "") -> Exception:
+    """Map a Gateway error of ``stage`` (evaluate/endorse/submit/commit/events) to a typed error;
+    ``endpoint``: the Gateway (peer ``host:port``) the call went to, named by
+    :class:`~ledger.errors.LedgerUnavailable`."""
     messages = [err.details() or ""] if callable(getattr(err, "details", None)) else [str(err)]
     messages += [d.message for d in error_details(err)]
     for m in messages:
@@ -111,6 +148,12 @@ def translate(err: grpc.RpcError, stage: str) -> Exception:
     code = err.code() if callable(getattr(err, "code", None)) else None
     if code == grpc.StatusCode.PERMISSION_DENIED or any(_ACCESS_DENIED.search(m) for m in messages):
         return AccessDenied(f"{stage} refused: {summary}")
+    if unreachable(err):
+        failing = sorted({d.address for d in error_details(err) if _UNREACHABLE.search(d.message)})
+        where = ", ".join(failing) if failing else endpoint
+        if any(_ORDERERS.search(m) for m in messages):  # the peer answered: its orderers did not
+            where = " ".join(["orderers", *failing]) + (f" (through peer {endpoint})" if endpoint else "")
+        return LedgerUnavailable(f"{stage} failed: {summary}", endpoint=where, outcome_unknown=stage in _SENT)
     if stage in ("endorse", "evaluate"):
         return EndorsementFailure(f"{stage} failed: {summary}")
     return LedgerError(f"{stage} failed: {summary}")

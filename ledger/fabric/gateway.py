@@ -44,6 +44,10 @@ CHANNEL_OPTIONS = (
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
     ("grpc.keepalive_time_ms", 120_000),
     ("grpc.keepalive_timeout_ms", 20_000),
+    # a peer back after an outage is connected to again within seconds (gRPC's default waits up to
+    # 120 s between reconnection attempts, failing every call meanwhile: docs/executor.md "Ledger outages")
+    ("grpc.initial_reconnect_backoff_ms", 500),
+    ("grpc.max_reconnect_backoff_ms", 5_000),
 )
 
 
@@ -219,7 +223,7 @@ class FabricLedger:
         try:
             resp = self.gateway(identity).Evaluate(req, timeout=self.endorse_timeout)
         except grpc.RpcError as err:
-            raise translate(err, "evaluate") from None
+            raise translate(err, "evaluate", self._peer_for(identity).address) from None
         payload: bytes = resp.result.payload
         return payload
 
@@ -258,7 +262,8 @@ class FabricLedger:
         try:
             resp = self.gateway(identity).Endorse(req, timeout=self.endorse_timeout)
         except grpc.RpcError as err:
-            error, failed = translate(err, "endorse"), {d.msp_id for d in error_details(err)}
+            error = translate(err, "endorse", self._peer_for(identity).address)
+            failed = {d.msp_id for d in error_details(err)}
             if (failed and identity.msp_id not in failed) or (
                 isinstance(error, EndorsementFailure)
                 and "ProposalResponsePayloads do not match" in str(error)
@@ -279,7 +284,7 @@ class FabricLedger:
         try:
             self.gateway(identity).Submit(req, timeout=self.endorse_timeout)
         except grpc.RpcError as err:
-            raise translate(err, "submit") from None
+            raise translate(err, "submit", self._peer_for(identity).address) from None
 
     def commit_status(self, identity: Identity, tx_id: str, timeout: float = 60.0) -> tuple[int, int]:
         """Wait for the commit; return (TxValidationCode, block number)."""
@@ -292,7 +297,7 @@ class FabricLedger:
         except grpc.RpcError as err:
             if err.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
                 raise CommitTimeout(tx_id, timeout) from None
-            raise translate(err, "commit") from None
+            raise translate(err, "commit", self._peer_for(identity).address) from None
         return resp.result, resp.block_number
 
     def submit(

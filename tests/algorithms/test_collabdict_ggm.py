@@ -11,6 +11,8 @@ from algorithms.collabdict.ggm import (
     CollabDictGGM,
     GGMHyperParameters,
     fit_centralised,
+    fit_isolated,
+    log_likelihood,
     max_relative_deviation,
     rounds_for,
     score,
@@ -35,7 +37,15 @@ def assert_matches_reference(res, ref, S, tol=1e-8):
         assert np.allclose(m["pi"], ref.pis[-1][s], rtol=tol, atol=tol)
 
 
-@pytest.mark.parametrize("hyper", [dict(rho=0.0, tau=0.0), dict(tau=0.0), dict(tau=2.0, n_components=4)])
+@pytest.mark.parametrize(
+    "hyper",
+    [
+        dict(rho=0.0, tau=0.0, weight_prior=0.0, shrinkage=0.0),
+        dict(tau=0.0, weight_prior=0.0),
+        dict(tau=2.0, n_components=4, weight_prior=0.0),
+        dict(weight_prior=20.0, shrinkage=3.0),
+    ],
+)
 def test_simulated_exact_aggregation_equals_centralised(hyper):
     Xs = make_mixture(S=5, M=3, K=3, seed=0)
     hyper = dict(dict(n_components=3), **hyper)
@@ -44,10 +54,12 @@ def test_simulated_exact_aggregation_equals_centralised(hyper):
     res = simulate(algo, datasets(Xs), rounds_for(iters, 5, algo.agg), seed=7, topology={"kind": "none"})
     ref = fit_centralised(Xs, iters, seed=7, hyper=algo.hyper)
     assert_matches_reference(res, ref, 5)
-    # the objective reported at each iteration is the centralised one, and it never decreases
+    # the objective reported at each iteration is the centralised one, and it never decreases when π^s follows
+    # its own counts (β = 0; with β > 0 the weights' prior moves with the consortium's weights)
     objs = [m["org0"]["objective"] for m in res.metrics if "objective" in m["org0"]]
     assert np.allclose(objs, ref.objectives, rtol=1e-10)
-    assert np.all(np.diff(objs) >= -1e-6)
+    if hyper["weight_prior"] == 0:
+        assert np.all(np.diff(objs) >= -1e-6)
 
 
 def test_every_iteration_equals_centralised():
@@ -162,15 +174,22 @@ def test_score_kinds_of_model_payload():
 def test_tau_in_bic_units_selects_components_automatically():
     """Start with too many components: with τ in BIC units the ℓ0 update switches the superfluous ones off at
     every organisation and they are pruned (N̄_k < δ); in raw nats (the literal objective with
-    ε_π = 1e-8) the same τ = 2 only zeroes weights of a sample or less and prunes nothing."""
+    ε_π = 1e-8) the same τ = 2 only zeroes weights of a sample or less and prunes nothing. The seed's π^s
+    (``weight_prior=0``): the default β = 200 pseudo-rows of the consortium's weights keep every component
+    weighted at organisations of 120 rows, which is what it is for."""
     Xs = make_mixture(S=3, M=2, K=2, seed=11, base=120)
     fits = {
         units: fit_centralised(
-            Xs, 15, seed=0, hyper=GGMHyperParameters(n_components=8, tau=2.0, tau_units=units)
+            Xs,
+            15,
+            seed=0,
+            hyper=GGMHyperParameters(n_components=8, tau=2.0, tau_units=units, weight_prior=0.0),
         )
         for units in ("bic", "nats")
     }
-    plain = fit_centralised(Xs, 15, seed=0, hyper=GGMHyperParameters(n_components=8, tau=0.0))
+    plain = fit_centralised(
+        Xs, 15, seed=0, hyper=GGMHyperParameters(n_components=8, tau=0.0, weight_prior=0.0)
+    )
     assert (
         fits["bic"].params[-1].active.sum()
         < fits["nats"].params[-1].active.sum()
@@ -180,3 +199,57 @@ def test_tau_in_bic_units_selects_components_automatically():
     assert np.all(support["bic"] <= support["nats"]) and support["bic"].sum() < support["nats"].sum()
     with pytest.raises(ValueError, match="tau_units"):
         GGMHyperParameters(tau_units="furlongs")
+
+
+def satellite_like(n, rng):
+    """Rows like satellite's: 4 spectral bands × 9 neighbouring pixels, strongly correlated, integer-valued."""
+    base = rng.normal(0, 1, (n, 4))
+    return np.round(20 * (np.repeat(base, 9, axis=1) + 0.15 * rng.standard_normal((n, 36))) + 80)
+
+
+def assert_usable(model, X):
+    for Lam in np.asarray(model["precisions"])[np.asarray(model["active"], dtype=bool)]:
+        np.linalg.cholesky(Lam)
+    for kind in ("eq20", "nll"):
+        assert np.all(np.isfinite(score(model, X, kind)))
+
+
+@pytest.mark.parametrize("seed", [2, 3])
+def test_fewer_rows_than_features_never_crashes(seed):
+    """An organisation with 6 rows × 36 features alone (before: "a precision matrix Λ_k is not positive
+    definite" for these seeds) and in a consortium; every component, including those left with one row or
+    less, keeps a positive-definite Λ_k, and the scores are finite."""
+    rng = np.random.default_rng(seed)
+    Xs = [satellite_like(n, rng) for n in (6, 30, 60)]
+    pooled = np.concatenate(Xs)
+    Xs = [(X - pooled.mean(0)) / pooled.std(0) for X in Xs]
+    small = (Xs[0] - Xs[0].mean(0)) / Xs[0].std(0)
+    assert_usable(fit_isolated(small, 10, seed), Xs[1])
+    algo = CollabDictGGM(n_components=4, aggregation={"mode": "exact"})
+    res = simulate(algo, datasets(Xs), rounds_for(3, 3, algo.agg), seed=seed, topology={"kind": "none"})
+    for org in res.consortium:
+        assert_usable(res.model(org), Xs[2])
+
+
+def test_personalised_weights_borrow_the_consortium_weights():
+    """β > 0: an organisation that saw one cluster only keeps a real weight on the other (about the
+    consortium's), so that cluster's rows are not flagged; an organisation with many rows keeps its own
+    weights. β = 0 (the seed's π^s) gives the unseen cluster almost no weight."""
+    rng = np.random.default_rng(0)
+    A, B = np.zeros(2), np.array([8.0, 8.0])
+    big = [
+        np.concatenate([A + rng.standard_normal((n, 2)), B + rng.standard_normal((n, 2))]) for n in (80, 60)
+    ]
+    small = A + rng.standard_normal((4, 2))
+    Xs = [*big, small]
+    fits = {
+        beta: fit_centralised(Xs, 10, seed=0, hyper=GGMHyperParameters(n_components=2, weight_prior=beta))
+        for beta in (0.0, 50.0)
+    }
+    kB = [int(np.argmin(np.linalg.norm(f.params[-1].means - B, axis=1))) for f in fits.values()]
+    pi0, pi50 = fits[0.0].pis[-1][2][kB[0]], fits[50.0].pis[-1][2][kB[1]]
+    assert pi0 < 1e-3 and pi50 > 0.3
+    test_B = B + rng.standard_normal((50, 2))
+    ll = {beta: log_likelihood(f.model(2), test_B).mean() for beta, f in fits.items()}
+    assert ll[50.0] > ll[0.0] + 3
+    assert np.abs(fits[0.0].pis[-1][0] - fits[50.0].pis[-1][0]).max() < 0.1  # the big organisation

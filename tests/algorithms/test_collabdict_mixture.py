@@ -92,6 +92,71 @@ def test_glasso_reduction_solves_diagonal_penalised_problem(seed):
         assert mx.precision_objective(Lam + (E + E.T) / 2, Sigma, N_bar, rho) <= f + 1e-9
 
 
+def test_covariance_shrinkage_is_eq16_on_the_shrunk_scatter():
+    """ρ = 0: Λ = S^{-1} with S = (N̄Σ + νT)/(N̄+1+ν), finite and positive definite for a one-row component
+    (Σ of rank one in 36 dimensions), where the seed's eq. (16) has no solution; ν = 0 is eq. (16) itself."""
+    rng = np.random.default_rng(0)
+    M, nu, N = 36, 2.0, 1.0
+    x = rng.standard_normal(M)
+    Sigma = 0.3 * np.outer(x, x)
+    target = np.linspace(0.5, 2.0, M)
+    prior = mx.CovariancePrior(nu, target)
+    Lam = mx.solve_precision(Sigma, N, 0.0, prior=prior)
+    assert np.allclose(Lam, np.linalg.inv((N * Sigma + nu * np.diag(target)) / (N + 1 + nu)))
+    assert np.linalg.eigvalsh(Lam).max() <= (N + 1 + nu) / (nu * target.min()) * (1 + 1e-9)
+    with pytest.raises(ValueError, match="singular"):
+        mx.solve_precision(Sigma, N, 0.0)
+    Sg = _random_spd(4, rng)
+    plain = mx.solve_precision(Sg, 50.0, 0.0)
+    assert np.allclose(mx.solve_precision(Sg, 50.0, 0.0, prior=mx.CovariancePrior(0.0, np.ones(4))), plain)
+    with pytest.raises(ValueError, match="positive variances"):
+        mx.CovariancePrior(1.0, np.r_[1.0, 0.0, 1.0, 1.0])
+
+
+@pytest.mark.parametrize("rho", [1e-8, 0.5, 20.0])
+def test_shrunk_glasso_is_optimal_and_positive_definite_for_a_one_row_component(rho):
+    """ρ > 0 with the covariance prior, on a rank-one Σ in 36 dimensions: the returned Λ is positive definite
+    and no symmetric perturbation improves the objective of eq. (16) with the Wishart term."""
+    rng = np.random.default_rng(1)
+    M, N = 36, 1.0
+    x = rng.standard_normal(M)
+    Sigma = np.outer(x, x)
+    prior = mx.CovariancePrior(1.0, np.ones(M))
+    Lam = mx.solve_precision(Sigma, N, rho, prior=prior)
+    np.linalg.cholesky(Lam)
+    f = mx.precision_objective(Lam, Sigma, N, rho, prior)
+    for _ in range(30):
+        E = rng.standard_normal((M, M)) * 1e-4
+        assert mx.precision_objective(Lam + (E + E.T) / 2, Sigma, N, rho, prior) <= f + 1e-8
+
+
+def test_optimize_keeps_a_one_row_component_positive_definite():
+    """M-step (14)–(16) where one component holds exactly one row of 36 correlated integer features (the
+    satellite case) and the other 40 rows: both components stay active with positive-definite Λ_k."""
+    rng = np.random.default_rng(2)
+    base = rng.normal(0, 1, (41, 4))
+    X = np.round(20 * (np.repeat(base, 9, axis=1) + 0.15 * rng.standard_normal((41, 36))))
+    X = (X - X.mean(0)) / X.std(0)
+    r = np.zeros((41, 2))
+    r[:40, 0], r[40, 1] = 1.0, 1.0
+    N, m, C = mx.local_statistics(X, r)
+    V = np.cov(X.T, bias=True)
+    prev = mx.initial_parameters(X.mean(0), V, 2, np.random.default_rng(0), shrinkage=(41.0, 1.0))
+    prior = mx.CovariancePrior(1.0, mx.diagonal_target(V))
+    for rho in (1e-6, 41 * 0.05 / 2):
+        new = mx.optimize(N, m, C, prev, X.mean(0), 1.0, rho, delta=1.0, prior=prior)
+        assert new.active.all()
+        for Lam in new.precisions:
+            np.linalg.cholesky(Lam)
+        assert np.all(np.isfinite(mx.log_gaussian(X, new.means, new.precisions)))
+
+
+def test_diagonal_target_floors_constant_features():
+    t = mx.diagonal_target(np.diag([4.0, 0.0, 2.0]))
+    assert t[1] == pytest.approx(2.0 * mx.VARIANCE_FLOOR) and t[0] == 4.0
+    assert np.array_equal(mx.diagonal_target(np.zeros((2, 2))), np.ones(2))
+
+
 def test_optimize_prunes_small_components_and_keeps_them_fixed():
     rng = np.random.default_rng(3)
     X = rng.standard_normal((30, 2))
@@ -112,16 +177,23 @@ def test_optimize_prunes_small_components_and_keeps_them_fixed():
 def test_em_objective_is_non_decreasing_rho_zero():
     Xs = make_mixture(S=5, M=3, K=3, seed=4)
     fit = fit_centralised(
-        Xs, 25, seed=1, hyper=GGMHyperParameters(n_components=3, rho=0.0, tau=0.0, delta=1.0)
+        Xs,
+        25,
+        seed=1,
+        hyper=GGMHyperParameters(n_components=3, rho=0.0, tau=0.0, delta=1.0, weight_prior=0.0),
     )
     obj = np.array(fit.objectives)
     assert np.all(np.diff(obj) >= -1e-6)
     assert obj[-1] > obj[0]
 
 
-def test_em_objective_is_non_decreasing_with_glasso():
+@pytest.mark.parametrize("shrinkage", [0.0, 1.0, 10.0])
+def test_em_objective_is_non_decreasing_with_glasso(shrinkage):
+    # τ = 0 and β = 0: the π^s update is then eq. (13), and the covariance shrinkage ν is a Wishart term of
+    # the prior, so the MAP objective (which includes it) cannot decrease
     Xs = make_mixture(S=3, M=4, K=2, seed=5)
-    fit = fit_centralised(Xs, 12, seed=2, hyper=GGMHyperParameters(n_components=2, tau=0.0))
+    hyper = GGMHyperParameters(n_components=2, tau=0.0, weight_prior=0.0, shrinkage=shrinkage)
+    fit = fit_centralised(Xs, 12, seed=2, hyper=hyper)
     obj = np.array(fit.objectives)
     assert np.all(np.diff(obj) >= -1e-6)
 

@@ -1,10 +1,12 @@
-"""The step function: ``simulate`` reproduces the direct matrix form exactly (bit for bit)."""
+"""The step function: ``simulate`` reproduces the direct matrix form (bit for bit under the pinned numeric
+profile, to rounding on a machine's own kernels)."""
 
 import math
 
 import numpy as np
 import pytest
 
+from algorithms import numeric_profile
 from algorithms.dpsda import DPSDA, DPSDAConfig, run_dpsda
 from algorithms.dpsda.experiments import OnlineStream, synthetic_olr
 from algorithms.dpsda.privacy import sensitivity_bound
@@ -31,6 +33,17 @@ def _simulate(params, stream, topo, rounds, seed, batch=1):
     return res, np.array(decisions), estimates
 
 
+def _assert_same(actual, expected):
+    """The step function and the matrix form are two implementations of the seed's recursion (Alg. 1/2):
+    under the pinned numeric profile (the suite's default, ``algorithms.numeric_profile``) they agree
+    bit for bit; under a machine's own kernels (``CONSORTIA_NUMERIC_PROFILE=host``, the CI's second
+    setting) BLAS may sum their matrix products in another order, so they agree to rounding."""
+    if numeric_profile.selected() is not None:
+        assert np.array_equal(actual, expected)
+    else:
+        np.testing.assert_allclose(actual, expected, rtol=1e-9, atol=1e-12)
+
+
 @pytest.mark.parametrize(
     "params, topo",
     [
@@ -47,12 +60,12 @@ def test_simulate_reproduces_the_matrix_form_exactly(params, topo):
     stream = synthetic_olr(4, horizon=T)
     res, decisions, estimates = _simulate(params, stream, topo, T, seed)
     tr = run_dpsda(DPSDAConfig(**params), stream.features, stream.labels, topo, T, seed, consortium=NAMES)
-    assert np.array_equal(decisions, tr.decisions)  # bit-identical, every round
-    assert np.array_equal(estimates[-1], tr.estimates)
+    _assert_same(decisions, tr.decisions)  # every round
+    _assert_same(estimates[-1], tr.estimates)
     final = {o: res.state(o) for o in NAMES}
-    assert np.array_equal(np.stack([np.asarray(final[o]["z"]) for o in NAMES]), tr.duals)
+    _assert_same(np.stack([np.asarray(final[o]["z"]) for o in NAMES]), tr.duals)
     if params["variant"] == "PS":
-        assert np.array_equal([final[o]["w"] for o in NAMES], tr.push_sum_weights[-1])
+        _assert_same([final[o]["w"] for o in NAMES], tr.push_sum_weights[-1])
 
 
 def test_reproduction_with_batches_of_logistic_losses():
@@ -71,7 +84,7 @@ def test_reproduction_with_batches_of_logistic_losses():
     }
     _, decisions, _ = _simulate(params, OnlineStream(feats, labels), dpsda_digraphs(), T, 3, batch=B)
     tr = run_dpsda(DPSDAConfig(**params), feats, labels, dpsda_digraphs(), T, 3, consortium=NAMES)
-    assert np.array_equal(decisions, tr.decisions)
+    _assert_same(decisions, tr.decisions)
 
 
 def test_epsilon_metrics_per_round():

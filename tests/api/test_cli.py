@@ -77,7 +77,10 @@ def test_process_journey(home):
     assert cli(root, "process", "abort", "p-cli", "--reason", "stop")["status"] == "aborted"
     watched = cli(root, "process", "watch", "p-cli", "--timeout", "1", code=1)
     assert watched["status"] == "aborted" and watched["completed_tasks"] == 0
-    assert cli(root, "process", "watch", "proc-0")["status"] == "completed"
+    done = cli(root, "process", "watch", "proc-0")
+    assert done["status"] == "completed"
+    # which member stands where (issue 27 item 6): every one completed its 3 rounds
+    assert [(m["last_completed_round"], m["task"]) for m in done["members"]] == [(3, "completed")] * 3
     timeline = cli(root, "provenance", "process", "p-cli")
     assert [e["name"] for e in timeline] == ["ProcessCreated", "ProcessStatus", "ProcessStatus"]
 

@@ -158,35 +158,6 @@ def test_audit_verify_accepts_the_consortium_crypto_folder(home, tmp_path):
     assert r.exit_code == 3
 
 
-def test_node_status_says_what_the_ledger_knows_of_the_node(tmp_path):
-    from exchange.locations import publish_own_membership
-    from ledger.client import ConsortiaClient
-
-    root = tmp_path / "w"
-    world = build_world(root)
-    try:
-        org1 = ConsortiaClient(world.ledger, world.consortium.identity("Org1MSP"))
-        publish_own_membership(org1, world.consortium, "https://127.0.1.1:8443")
-    finally:
-        world.ledger.close()
-
-    def status(org, *output):
-        r = runner.invoke(app, ["node", "status", "--home", str(root), "--org", org, *output])
-        assert r.exit_code == 0, r.stderr
-        return r
-
-    one = json.loads(status("Org1", "-o", "json").stdout)
-    assert one["organisation"] == "Org1MSP" and one["published"] is True
-    assert one["artifact_endpoint"] == "https://127.0.1.1:8443" and one["tls_ca_digest"].startswith("sha256:")
-    assert [(p["process"], p["status"], p["round"], p["rounds"]) for p in one["processes"]] == [
-        ("proc-0", "completed", 3, 3)
-    ]
-    two = json.loads(status("Org2", "--json").stdout)
-    assert two["published"] is False and two["artifact_endpoint"] is None and len(two["processes"]) == 1
-    table = status("Org2").stdout
-    assert "no membership record yet" in table and "proc-0" in table and "completed" in table
-
-
 def test_wide_tables_show_every_column(home):
     def listing(*output):
         r = runner.invoke(app, ["process", "list", "--home", str(home), *output])

@@ -172,6 +172,7 @@ def test_events_filtering(index):
 def test_a_file_that_is_not_an_index_is_refused(tmp_path):
     bad = tmp_path / "bad.db"
     bad.write_bytes(b"this is not sqlite" * 100)
+    bad.chmod(0o600)  # private, as an index must be (tests/home/test_private_home.py)
     with pytest.raises(IndexCorrupted):
         AuditIndex(bad)
     with pytest.raises(ValueError):

@@ -139,3 +139,13 @@ def test_python_launch_refuses_before_writing(world, registered, topology, hyper
     with pytest.raises(InvalidProcessSpec, match=needle.replace("(", r"\(").replace(".", r"\.")):
         launch(c, ProcessSpec("p-py-bad", "rfpy:1", ("Org2MSP",), topology, hyper, 1, dataset or "default"))
     assert world.ledger.block_height(world.consortium.identity("Org2MSP")) == height
+
+
+def test_cli_refuses_hyperparameters_nested_5000_deep_clearly(home):
+    """JSON given on the command line is decoded with a bounded depth (issue 33 item 3): a clear
+    refusal (exit 2), not a RecursionError traceback."""
+    deep = "[" * 5000 + "]" * 5000
+    args = ["process", "create", "p-deep", "--image", "rf:1", "--consortium", "Org1,Org2", "--rounds", "2"]
+    r = CliRunner().invoke(app, [*args, "--hyperparameters", deep, "--home", str(home), "--json"])
+    assert r.exit_code == 2 and not isinstance(r.exception, RecursionError)
+    assert "nested deeper than the decoder goes" in r.stdout + r.stderr

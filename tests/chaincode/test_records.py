@@ -490,6 +490,11 @@ def test_a_result_is_validated_by_its_type_with_errors_naming_the_key():
     parsed = check_result(good)
     assert isinstance(parsed, ExecutionResult) and parsed.json_object() == good  # nothing converted
     assert parsed.canonical() == canonical_json(good)
+    # the numeric profile a task computed under (docs/reproducibility.md) is optional and kept as signed
+    profile = {"name": "x86-64-v2", "version": 1, "digest": _digest("profile")}
+    with_profile = check_result({**good, "numeric_profile": profile})
+    assert with_profile.json_object() == {**good, "numeric_profile": profile}
+    assert "numeric_profile" not in parsed.json_object()
     for change, message in (
         ({"extra": 1}, "execution result has unknown fields ['extra']"),
         ({"round": 2.0}, "round must be a positive integer, got 2.0"),
@@ -533,6 +538,16 @@ def test_a_result_is_validated_by_its_type_with_errors_naming_the_key():
             "output message size must be an integer",
         ),
         ({"outputs": {**good["outputs"], "messages": ["x"]}}, "each output message needs a recipient"),
+        ({"numeric_profile": "x86-64-v2/1"}, "result.numeric_profile must be a JSON object"),
+        ({"numeric_profile": {**profile, "os": "x"}}, "result.numeric_profile has unknown fields ['os']"),
+        ({"numeric_profile": {"name": "x86-64-v2"}}, "result.numeric_profile lacks required fields"),
+        ({"numeric_profile": {**profile, "name": "a b"}}, "result.numeric_profile.name must be a string"),
+        (
+            {"numeric_profile": {**profile, "version": "1"}},
+            "result.numeric_profile.version must be a positive",
+        ),
+        ({"numeric_profile": {**profile, "version": 0}}, "result.numeric_profile.version must be a positive"),
+        ({"numeric_profile": {**profile, "digest": "x"}}, "result.numeric_profile.digest must be a digest"),
     ):
         with pytest.raises(InvalidArgument) as err:
             check_result({**good, **change})

@@ -117,3 +117,31 @@ def test_finished_task_containers_are_removed(tmp_path, runtime, container_image
     assert out.exit_code == 0 and "hi" in out.logs
     ContainerRuntime.flush_removals()
     assert {c.id for c in engine.containers.list(all=True)} <= before
+
+
+def test_a_container_computes_under_its_images_numeric_profile(tmp_path, runtime, container_image, engine):
+    """The image's configuration carries the profile's environment and label (so its digest covers
+    them); inside, every library reports the pinned kernels on the image's own glibc."""
+    import json
+
+    from algorithms.numeric_profile import PROFILE
+
+    image = engine.images.get(container_image.digest)
+    env = dict(e.split("=", 1) for e in image.attrs["Config"]["Env"])
+    assert {k: env[k] for k in PROFILE.environ()} == PROFILE.environ()
+    assert image.labels["org.consortia.numeric_profile"] == PROFILE.id
+    assert image.labels["org.consortia.numeric_profile_digest"] == PROFILE.digest
+    m, _ = _mounts(tmp_path, runtime)
+    try:
+        out = runtime.run(
+            container_image.digest,
+            m,
+            Limits(),
+            command=["python3", "-m", "algorithms.numeric_profile", "check"],
+        )
+    finally:
+        destroy_key_dir(m.key_dir)
+    report = json.loads(out.logs[out.logs.index("{") :])
+    assert out.exit_code == 0 and report["problems"] == [], out.logs
+    assert report["facts"]["runtimes"][0]["architecture"] == "Nehalem"
+    assert report["facts"]["libc"].startswith("glibc") and report["facts"]["glibc_active"]["FMA"] is False

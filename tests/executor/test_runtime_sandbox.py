@@ -145,3 +145,35 @@ def test_real_task_in_the_sandbox(tmp_path, sandbox, bundle, recipe):
     assert out.outcome.exit_code == 0
     assert out.manifest["outputs"]["model"] is not None and set(out.outbox) == {"Org2MSP"}
     assert not (tmp_path / "work" / "key").exists()  # key destroyed after the run
+
+
+def test_a_sandbox_computes_under_the_bundles_numeric_profile(tmp_path, sandbox, bundle, monkeypatch):
+    """The sandbox's environment is the profile the bundle declares, whatever the host's: a host
+    OPENBLAS_CORETYPE does not get in, and inside every library reports the pinned kernels."""
+    import json
+
+    from algorithms.numeric_profile import PROFILE
+
+    monkeypatch.setenv("OPENBLAS_CORETYPE", "Haswell")
+    monkeypatch.setenv("NPY_DISABLE_CPU_FEATURES", "X86_V4")
+    m, _ = _mounts(tmp_path, sandbox)
+    show = "import json, os; print(json.dumps(dict(os.environ)))"
+    try:
+        env = sandbox.run(bundle.digest, m, command=[sys.executable, "-c", show], bundle_dir=bundle.location)
+        check = sandbox.run(
+            bundle.digest,
+            m,
+            command=[sys.executable, "-m", "algorithms.numeric_profile", "check"],
+            bundle_dir=bundle.location,
+        )
+    finally:
+        destroy_key_dir(m.key_dir)
+    inside = json.loads(env.logs)
+    assert {k: inside[k] for k in PROFILE.environ()} == PROFILE.environ()
+    assert "NPY_DISABLE_CPU_FEATURES" not in inside
+    python = {"PYTHONPATH", "PYTHONDONTWRITEBYTECODE", "PYTHONHASHSEED", "PATH"}
+    assert set(inside) - set(PROFILE.environ()) <= python | {"PWD", "LC_CTYPE"}  # bwrap's, Python's
+    report = json.loads(check.logs[check.logs.index("{") :])
+    assert check.exit_code == 0 and report["problems"] == [], check.logs
+    assert report["facts"]["runtimes"][0]["architecture"] == "Nehalem"
+    assert report["facts"]["numpy"]["enabled"] == [] and report["facts"]["glibc_active"]["FMA"] is False

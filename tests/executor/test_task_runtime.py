@@ -9,6 +9,7 @@ import shutil
 import pytest
 
 from algorithms import codec
+from algorithms.numeric_profile import PROFILE, NumericProfile, NumericProfileError
 from algorithms.simulator import simulate
 from algorithms.task_command import main
 from algorithms.task_manifest import data_commitment
@@ -104,9 +105,11 @@ def test_round_one_runs_init_then_step_and_signs_the_manifest(tmp_path, average_
         "inputs",
         "outputs",
         "metrics",
+        "numeric_profile",
         "started",
         "finished",
     }
+    assert manifest["numeric_profile"] == PROFILE.record()  # signed: what the task computed under
     assert manifest["inputs"]["state"] is None and manifest["inputs"]["messages"] == []
     assert manifest["inputs"]["data_commitment"] == data_commitment("0011", (d / "dataset.npz").read_bytes())
     msgs = manifest["outputs"]["messages"]  # the ring's neighbours, built inside the task from its record
@@ -157,6 +160,27 @@ def test_image_entrypoint_runs_only_its_algorithm(tmp_path):
     task, d, key_path, _ = prepare(tmp_path, spec(algorithm="algorithms.step:StepResult"))
     assert main([str(task), str(d), str(key_path)], only_algorithm=ALGO) == 1
     assert "this image runs" in json.loads((task / "out" / "error.json").read_bytes())["message"]
+
+
+def test_a_task_refuses_to_run_where_its_numeric_profile_is_not_in_effect(tmp_path):
+    """The image's profile must be in effect once the algorithm is loaded: otherwise nothing runs,
+    nothing is written but error.json naming what differs (the agent fails the record with it)."""
+    elsewhere = NumericProfile(
+        "elsewhere", 1, "a profile this process was not started under", {"OPENBLAS_CORETYPE": "Zen"}
+    )
+    task, d, key_path, _ = prepare(tmp_path, spec())
+    with pytest.raises(NumericProfileError, match=r"elsewhere/1 is not in effect: \$OPENBLAS_CORETYPE="):
+        run_task(task, d, key_path, profile=elsewhere)
+    assert not (task / "out").exists()
+    # through the image's command line: an unknown declared profile, then one not in effect
+    with pytest.raises(ValueError, match="unknown numeric profile"):
+        main([str(task), str(d), str(key_path)], numeric_profile="x86-64-v9/1")
+    from algorithms.task_runtime import run_and_report
+
+    assert run_and_report(task, d, key_path, None, profile=elsewhere) == 1
+    err = json.loads((task / "out" / "error.json").read_bytes())
+    assert err["error"] == "NumericProfileError" and "OPENBLAS_CORETYPE" in err["message"]
+    assert not (task / "out" / "manifest.json").exists()
 
 
 def test_same_inputs_same_output_digests(tmp_path):

@@ -82,6 +82,26 @@ def test_altered_manifest_or_foreign_signature_is_rejected(tmp_path, average_con
         verify_outputs(m.outputs, spec, key.public_key_pem, None, {}, OK)
 
 
+@pytest.mark.parametrize(
+    "record",
+    [None, {"name": "x86-64-v2", "version": 1, "digest": "sha256:" + "0" * 64}, "x86-64-v2/1"],
+    ids=["absent", "another-digest", "not-a-record"],
+)
+def test_manifest_without_a_known_numeric_profile_is_rejected(tmp_path, average_consensus, record):
+    """Signed by the task key, but naming no profile this platform knows (or one with another
+    digest: computed with other kernels)."""
+    spec, m, key = _run(tmp_path)
+    body = json.loads((m.outputs / "manifest.json").read_bytes())
+    if record is None:
+        del body["numeric_profile"]
+    else:
+        body["numeric_profile"] = record
+    (m.outputs / "manifest.json").write_bytes(canonical_json(body))
+    (m.outputs / "manifest.sig").write_bytes(key.sign(canonical_json(body)))
+    with pytest.raises(ManifestInvalid, match="numeric profile"):
+        verify_outputs(m.outputs, spec, key.public_key_pem, None, {}, OK)
+
+
 def test_unlisted_message_is_rejected(tmp_path, average_consensus):
     spec, m, key = _run(tmp_path)
     (m.outputs / "outbox" / "Org3MSP.bin").write_bytes(b"smuggled")

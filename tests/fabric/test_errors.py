@@ -13,8 +13,11 @@ from ledger.errors import (
     EndorsementFailure,
     EndorsementPolicyFailure,
     LedgerError,
+    LedgerUnavailable,
     MVCCConflict,
     TransactionInvalid,
+    outcome_unknown,
+    transient,
 )
 from ledger.fabric.errors import error_details, translate, validation_error
 
@@ -176,10 +179,61 @@ def test_refused_identities_become_access_denied(msg):
 
 
 def test_other_failures_by_stage():
-    unavailable = FakeRpcError(grpc.StatusCode.UNAVAILABLE, "no peers")
-    assert type(translate(unavailable, "endorse")) is EndorsementFailure
-    assert type(translate(unavailable, "submit")) is LedgerError
-    assert "UNAVAILABLE" in str(translate(unavailable, "submit"))
+    failed = FakeRpcError(grpc.StatusCode.ABORTED, "failed to endorse transaction")
+    assert type(translate(failed, "endorse")) is EndorsementFailure
+    assert type(translate(FakeRpcError(grpc.StatusCode.INTERNAL, "boom"), "submit")) is LedgerError
+    assert "INTERNAL" in str(translate(FakeRpcError(grpc.StatusCode.INTERNAL, "boom"), "submit"))
+
+
+def test_an_unreachable_peer_or_orderer_is_a_transient_ledger_unavailable():
+    """Issue 27 item 6: what made agents exit -- their own peer down (the client's UNAVAILABLE), a peer
+    that does not answer (DEADLINE_EXCEEDED), another organisation's peer unreachable during the
+    endorsement, the orderers down -- is LedgerUnavailable, the one kind ridden out."""
+    own_peer = FakeRpcError(
+        grpc.StatusCode.UNAVAILABLE,
+        "failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:7051: Connection refused",
+    )
+    err = translate(own_peer, "endorse", "127.0.0.1:7051")
+    assert type(err) is LedgerUnavailable and transient(err) and not err.outcome_unknown
+    assert err.endpoint == "127.0.0.1:7051" and "UNAVAILABLE: failed to connect" in str(err)
+    hung = translate(FakeRpcError(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded"), "evaluate", "p:1")
+    assert isinstance(hung, LedgerUnavailable) and hung.endpoint == "p:1"
+    d = gateway_pb2.ErrorDetail(
+        address="127.0.0.1:9051",
+        msp_id="Org2MSP",
+        message='rpc error: code = Unavailable desc = connection error: desc = "transport: Error while '
+        'dialing: dial tcp 127.0.0.1:9051: connect: connection refused"',
+    )
+    other_peer = FakeRpcError(
+        grpc.StatusCode.ABORTED,
+        "failed to collect enough transaction endorsements, see attached details for more info",
+        (("grpc-status-details-bin", status_bin(10, "failed", [d])),),
+    )
+    err = translate(other_peer, "endorse", "127.0.0.1:7051")
+    assert isinstance(err, LedgerUnavailable) and err.endpoint == "127.0.0.1:9051"
+    orderers = FakeRpcError(grpc.StatusCode.UNAVAILABLE, "no orderers could successfully process transaction")
+    err = translate(orderers, "submit", "127.0.0.1:7051")
+    assert isinstance(err, LedgerUnavailable) and err.outcome_unknown and outcome_unknown(err)
+    assert err.endpoint == "orderers (through peer 127.0.0.1:7051)"
+    # a restarted peer whose discovery does not know the others yet (seen on the real network)
+    lonely = FakeRpcError(
+        grpc.StatusCode.FAILED_PRECONDITION,
+        "no combination of peers can be derived which satisfy the endorsement policy: "
+        "no peer combination can satisfy the endorsement policy",
+    )
+    assert isinstance(translate(lonely, "endorse", "p:1"), LedgerUnavailable)
+    lost = translate(FakeRpcError(grpc.StatusCode.UNAVAILABLE, "Socket closed"), "commit", "p:1")
+    assert isinstance(lost, LedgerUnavailable) and lost.outcome_unknown
+
+
+def test_refusals_stay_answers_even_with_unreachable_words_around():
+    """A contract's refusal, a refused identity or disagreeing endorsements are never transient."""
+    wire = InvalidArgument("bad signature", field="signature").to_wire()
+    assert isinstance(translate(endorse_error(f"chaincode response 400, {wire}"), "endorse"), InvalidArgument)
+    denied = translate(FakeRpcError(grpc.StatusCode.PERMISSION_DENIED, "unavailable to you"), "evaluate")
+    assert isinstance(denied, AccessDenied) and not transient(denied)
+    mismatch = translate(endorse_error("ProposalResponsePayloads do not match"), "endorse")
+    assert type(mismatch) is EndorsementFailure and not transient(mismatch)
 
 
 def test_validation_codes_to_typed_errors():

@@ -82,13 +82,14 @@ def test_the_agent_opens_the_home_ledger_and_serves_its_own_store(home):
     node = build_agent(NodePlaces.of_home(home, "A"), runtime=SandboxRuntime())
     try:
         agent = node.agent
-        assert node.owns_ledger and agent.ledger.batch_timeout == 0.2 and agent.org == "AMSP"
+        assert node.owns_ledger and node.ledger is agent.ledger.inner  # the agent rides out outages on it
+        assert node.ledger.batch_timeout == 0.2 and agent.org == "AMSP"
         assert node.server is not None and agent.store.endpoint == node.server.url
         assert node.server.url.startswith("https://127.0.0.1:")
         assert agent.state_dir == home / "state" / "AMSP" and not agent.started
     finally:
         node.close()
-    assert agent.ledger._closed  # closed with the node: it opened it
+    assert node.ledger._closed  # closed with the node: it opened it
 
 
 def test_a_missing_ledger_is_not_created(home, tmp_path):
@@ -117,7 +118,7 @@ def test_platform_agents_share_its_ledger_and_are_served_in_memory(home):
     platform = Platform.from_home(home)
     try:
         agent = platform.agent("A", SandboxRuntime())
-        assert agent.ledger is platform.ledger and agent.store.endpoint is None
+        assert agent.ledger.inner is platform.ledger and agent.store.endpoint is None
         assert platform.hosted.peer("AMSP", "BMSP") is not None  # its store is served in this process
         agent.close()
         assert not platform.ledger._closed  # the platform's ledger outlives its agents

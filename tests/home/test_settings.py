@@ -180,3 +180,25 @@ def test_a_home_without_a_file_takes_every_default(tmp_path):
     s = load(tmp_path / "nothing-here")
     assert s.config == HomeConfig() and s.ledger_backend == "embedded" and s.organisations == ()
     assert s.paths == Layout(tmp_path / "nothing-here")
+
+
+def test_the_largest_artifact_fetched_is_a_home_setting(monkeypatch, tmp_path):
+    """``[exchange] max_artifact_bytes`` (issue 33 item 3): 2 GiB by default, set in consortia.toml,
+    overridden by $CONSORTIA_MAX_ARTIFACT_BYTES, refused when not a positive integer."""
+    from exchange.client import DEFAULT_MAX_ARTIFACT_BYTES
+
+    home = tmp_path / "h"
+    home.mkdir()
+    assert load(home).max_artifact_bytes == DEFAULT_MAX_ARTIFACT_BYTES == 2 << 30
+    (home / "consortia.toml").write_text("[exchange]\nmax_artifact_bytes = 1048576\n")
+    assert load(home).max_artifact_bytes == 1 << 20
+    monkeypatch.setenv("CONSORTIA_MAX_ARTIFACT_BYTES", "4096")
+    assert load(home).max_artifact_bytes == 4096
+    monkeypatch.delenv("CONSORTIA_MAX_ARTIFACT_BYTES")
+    for bad in ("0", '"big"', "-1"):
+        (home / "consortia.toml").write_text(f"[exchange]\nmax_artifact_bytes = {bad}\n")
+        with pytest.raises(ConfigError, match=r"\[exchange\] max_artifact_bytes"):
+            load(home)
+    (home / "consortia.toml").write_text("[exchange]\nmax_artefact_bytes = 1\n")
+    with pytest.raises(ConfigError, match="did you mean 'max_artifact_bytes'"):
+        load(home)

@@ -16,7 +16,14 @@ from chaincode.canonical import canonical_json
 from ledger.client import ConsortiaClient
 from ledger.embedded import EmbeddedLedger
 from ledger.embedded import blocks as B
-from ledger.errors import AlreadyExists, EndorsementPolicyFailure, LedgerError, MVCCConflict
+from ledger.errors import (
+    AlreadyExists,
+    EndorsementPolicyFailure,
+    LedgerError,
+    LedgerUnavailable,
+    MVCCConflict,
+    transient,
+)
 from ledger.identity import Consortium
 
 DIGEST = "sha256:" + "ab" * 32
@@ -333,3 +340,35 @@ def test_processes_share_one_file(consortium, tmp_path):
         assert len([i for i in ids if i.startswith("mp-")]) == 45 and "contended:1" in ids
         stats = verify_ledger_file(led.path, consortium)
         assert stats["valid_transactions"] == 46
+
+
+def test_a_ledger_file_that_cannot_be_opened_for_now_is_unavailable_then_works_again(consortium, tmp_path):
+    """A ledger file on a folder that is gone for a while (an unmounted volume): a call from a thread
+    that opens a new connection is LedgerUnavailable (transient, nothing written), and works once the
+    folder is back."""
+    folder = tmp_path / "volume"
+    folder.mkdir()
+    ledger = EmbeddedLedger(folder / "ledger.sqlite", consortium)
+    ident = consortium.identity("Org1")
+    ledger.submit(ident, "Image:register", _spec("before"))
+    folder.rename(tmp_path / "away")
+    seen: list[BaseException] = []
+
+    def call():  # a new thread: a new SQLite connection to the file's path
+        try:
+            ledger.evaluate(ident, "Image:list")
+        except BaseException as exc:
+            seen.append(exc)
+
+    t = threading.Thread(target=call)
+    t.start()
+    t.join()
+    [err] = seen
+    assert isinstance(err, LedgerUnavailable) and transient(err) and "SQLITE_CANTOPEN" in str(err)
+    (tmp_path / "away").rename(folder)
+    seen.clear()
+    t = threading.Thread(target=call)
+    t.start()
+    t.join()
+    assert not seen
+    ledger.close()

@@ -8,6 +8,9 @@ Use from a fixture::
     host = fab.ledger()              # a FabricLedger (Ledger interface); close() it after use
     fab.consortium                   # the network's identities (Consortium): use these, not new ones
 
+Outages of its native nodes for the tests that ride them out: :func:`kill_node` (SIGKILL, then start
+it again), :func:`pause_nodes` (SIGSTOP/SIGCONT), :func:`orderer_names`.
+
 A network this process started is stopped at interpreter exit (``CONSORTIA_FABRIC_KEEP=1`` keeps
 it for the next run); a network found running is left running.
 
@@ -21,8 +24,11 @@ from __future__ import annotations
 
 import atexit
 import hashlib
+import os
+import signal
 import socket
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -137,3 +143,28 @@ def shared_fabric() -> FabricSession:
         return start_shared_network()
     except FabricUnavailable as exc:
         skip_or_fail(f"Hyperledger Fabric not available: {exc}")
+
+
+def kill_node(network: FabricNetwork, name: str, timeout: float = 20.0) -> None:
+    """SIGKILL one native node of ``network`` (e.g. ``peer0.org2``) and wait until it is gone: a crash,
+    no clean shutdown. :meth:`FabricNetwork.start_peer` (or ``start_orderer``) starts it again."""
+    pid = network.pids()[name]
+    os.killpg(pid, signal.SIGKILL)  # started in its own session: the group is the node
+    deadline = time.monotonic() + timeout
+    while network.running()[name]:
+        if time.monotonic() > deadline:
+            raise NetworkError(f"{name} (pid {pid}) still runs {timeout} s after SIGKILL")
+        time.sleep(0.1)
+
+
+def pause_nodes(network: FabricNetwork, names: list[str], pause: bool = True) -> None:
+    """SIGSTOP (``pause``) or SIGCONT the nodes ``names`` of ``network``: stopped, a node keeps its
+    connections open but answers nothing, as behind a network cut."""
+    pids = network.pids()
+    for name in names:
+        os.killpg(pids[name], signal.SIGSTOP if pause else signal.SIGCONT)
+
+
+def orderer_names(network: FabricNetwork) -> list[str]:
+    """The names of every orderer node of ``network``."""
+    return sorted(n for n in network.running() if n.startswith("orderer"))

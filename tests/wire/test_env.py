@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from wire.env import VARIABLES, Environment, environment
+from wire.env import VARIABLES, Environment, environment, values
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -17,7 +17,7 @@ def test_unset_variables_take_their_defaults():
     assert env == Environment()
     assert env.cache_root == Path.home() / ".cache" / "consortia"
     assert env.fabric_binaries == env.cache_root / "fabric"
-    assert env.engine_url is None and env.numeric() == {}
+    assert env.engine_url is None and env.numeric_profile is None
     assert env.chaincode_dispatch == "chaincode.dispatch:invoke" and env.fabric_bench_port_base == 17050
 
 
@@ -30,15 +30,24 @@ def test_variables_are_typed_and_empty_means_unset(tmp_path):
             "CI": "true",
             "DOCKER_HOST": "unix:///d.sock",
             "CONSORTIA_HOME": "",
-            "OPENBLAS_CORETYPE": "Haswell",
+            "CONSORTIA_NUMERIC_PROFILE": "host",
         }
     )
     assert env.cache_root == tmp_path and env.fabric_binaries == tmp_path / "fabric"
     assert env.fabric_port_base == 20050 and env.fabric_keep and env.ci
     assert env.engine_url == "unix:///d.sock" and env.home is None
-    assert env.numeric() == {"OPENBLAS_CORETYPE": "Haswell"}
+    assert env.numeric_profile == "host"
     assert environment({"CONSORTIA_DOCKER_HOST": "a", "DOCKER_HOST": "b"}).engine_url == "a"
     assert not environment({"CI": "1", "CONSORTIA_FABRIC_KEEP": "yes"}).ci
+
+
+def test_values_reads_the_raw_text_of_declared_variables():
+    """The numeric profile's variables (algorithms.numeric_profile) as the libraries read them."""
+    given = {"OPENBLAS_CORETYPE": "Nehalem", "GLIBC_TUNABLES": "glibc.cpu.hwcaps=-FMA", "MKL_CBWR": ""}
+    assert values(["OPENBLAS_CORETYPE", "GLIBC_TUNABLES", "MKL_CBWR", "UNSET"], given) == {
+        "OPENBLAS_CORETYPE": "Nehalem",
+        "GLIBC_TUNABLES": "glibc.cpu.hwcaps=-FMA",
+    }
 
 
 def test_a_malformed_number_names_the_variable():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -83,3 +84,29 @@ def test_interpreter_identity_of_another_interpreter_is_asked_of_it():
     assert bundles._foreign_interpreter_identity(sys.executable) == interpreter_identity()
     with pytest.raises(ImageBuildError, match="cannot ask interpreter"):
         interpreter_identity("/nonexistent/python3")
+
+
+def test_the_c_library_and_the_numeric_profile_are_part_of_a_bundle(tmp_path, bundle, monkeypatch):
+    """The sandbox runs the host's libm (exp, log, pow for numpy and torch): another C library is
+    another bundle digest. The bundle declares its numeric profile (image/image.json, covered by the
+    digest), which the sandbox runtime applies."""
+    import platform
+
+    from algorithms.numeric_profile import PROFILE
+    from executor.images.bundle import bundle_profile
+
+    assert bundle_profile(bundle.location) is PROFILE
+    assert json.loads((Path(bundle.location) / "bundle.json").read_text())["numeric_profile"] == PROFILE.id
+    assert interpreter_identity()["libc"] == " ".join(platform.libc_ver())
+    monkeypatch.setattr(platform, "libc_ver", lambda *a, **k: ("glibc", "2.31"))
+    monkeypatch.setattr(bundles, "_IDENTITY", None, raising=False)
+    assert interpreter_identity()["libc"] == "glibc 2.31"
+    assert bundle_digest(bundle.location) != bundle.digest
+    copy = tmp_path / "bundle"
+    shutil.copytree(bundle.location, copy)
+    declared = copy / "image" / "image.json"
+    declared.parent.chmod(0o755)
+    declared.chmod(0o644)
+    declared.write_text(json.dumps({**json.loads(declared.read_text()), "numeric_profile": "x86-64-v4/1"}))
+    with pytest.raises(ImageBuildError, match="declares no known numeric profile"):
+        bundle_profile(copy)

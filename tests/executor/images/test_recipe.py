@@ -6,8 +6,9 @@ import json
 
 import pytest
 
+from algorithms.numeric_profile import PROFILE
 from executor.errors import ImageBuildError
-from executor.images.recipe import ImageRecipe, image_requirements, project_pins
+from executor.images.recipe import IMAGES_DIR, ImageRecipe, image_requirements, project_pins
 
 
 def test_image_requirements_use_the_project_pins():
@@ -26,6 +27,28 @@ def test_recipe_loads_and_validates(tmp_path, recipe):
     assert not any("__pycache__" in d for d in dsts)
     with pytest.raises(ImageBuildError, match="no image.json"):
         ImageRecipe.load(tmp_path)
-    (tmp_path / "image.json").write_text(json.dumps({"name": "x", "version": "1", "algorithm": "a:B"}))
+    meta = {"name": "x", "version": "1", "algorithm": "a:B", "numeric_profile": PROFILE.id}
+    (tmp_path / "image.json").write_text(json.dumps(meta))
     with pytest.raises(ImageBuildError, match="lacks Containerfile"):
+        ImageRecipe.load(tmp_path)
+
+
+def test_every_image_declares_the_numeric_profile_and_carries_its_environment(tmp_path, recipe):
+    """image.json declares the profile; the container image's configuration carries its environment
+    and label (so its digest covers them); a recipe without one, or with an unknown one, is refused."""
+    for folder in sorted(p.parent for p in IMAGES_DIR.glob("*/image.json")):
+        assert ImageRecipe.load(folder).numeric_profile is PROFILE, folder.name
+    text = recipe.containerfile()
+    assert text.startswith((recipe.folder / "Containerfile").read_text().rstrip("\n"))
+    for name, value in PROFILE.environ().items():
+        assert f"{name}={json.dumps(value)}" in text
+    assert f'org.consortia.numeric_profile="{PROFILE.id}"' in text and PROFILE.digest in text
+    for f in ("Containerfile", "entrypoint.py"):
+        (tmp_path / f).write_text("")
+    meta = {"name": "x", "version": "1", "algorithm": "a:B"}
+    (tmp_path / "image.json").write_text(json.dumps(meta))
+    with pytest.raises(ImageBuildError, match="'numeric_profile' must be a non-empty string"):
+        ImageRecipe.load(tmp_path)
+    (tmp_path / "image.json").write_text(json.dumps({**meta, "numeric_profile": "x86-64-v4/1"}))
+    with pytest.raises(ImageBuildError, match="unknown numeric profile 'x86-64-v4/1'"):
         ImageRecipe.load(tmp_path)

@@ -367,6 +367,30 @@ def test_image_with_one_changed_byte_is_refused_on_the_ledger(tmp_path, platform
     assert platform.agent("Org2MSP").run_until_idle("p-bad", timeout=30)[-1].status == "done"
 
 
+class ForeignKernelSandbox(SandboxRuntime):
+    """A host whose sandbox hands the task another OpenBLAS kernel than its numeric profile's (as a
+    machine whose BLAS ignores the pin would): the profile cannot be applied there."""
+
+    def command(self, bundle_dir, mounts, command):
+        args = super().command(bundle_dir, mounts, command)
+        end = args.index("--")
+        return [*args[:end], "--setenv", "OPENBLAS_CORETYPE", "Prescott", *args[end:]]
+
+
+def test_a_task_whose_numeric_profile_cannot_be_applied_fails_its_record_with_the_reason(
+    platform, bundle, recipe
+):
+    platform.register_image("avg:np", recipe, bundle.digest, bundle.reference)
+    platform.launch("p-np", "avg:np", rounds=1, orgs=["Org1MSP", "Org2MSP"])
+    outcome = platform.agent("Org1MSP", runtime=ForeignKernelSandbox()).run_process_round("p-np")
+    assert outcome.status == "failed"
+    rec = platform.evaluate("Org1MSP", "ExecutionRecord:get", "p-np", "1", "Org1MSP")
+    assert rec["status"] == "failed" and rec["result"] is None
+    assert "NumericProfileError: numeric profile x86-64-v2/1 is not in effect" in rec["failure_reason"]
+    assert "$OPENBLAS_CORETYPE='Prescott'" in rec["failure_reason"]
+    assert "runs Katmai kernels, not Nehalem" in rec["failure_reason"]
+
+
 @pytest.mark.container
 def test_container_image_with_one_changed_byte_is_refused_on_the_ledger(
     tmp_path, platform, engine, container_image, recipe

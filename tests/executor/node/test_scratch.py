@@ -54,3 +54,45 @@ def test_a_planted_symlink_is_refused(tmp_path):
     with pytest.raises(PermissionError, match="not a directory of this user"):
         task_scratch(state, {"CONSORTIA_TASK_SCRATCH": str(run)})  # explicit: refuses
     assert not list(elsewhere.iterdir())
+
+
+def test_an_agent_removes_its_task_directories_when_it_ends(tmp_path, monkeypatch):
+    """Issue 33 item 3: an agent that ended left an empty per-agent folder under /dev/shm. Now
+    close() removes its own folder (with what a killed task left there), and only its own."""
+    from exchange.store import ArtifactStore
+    from executor.node.agent import NodeAgent
+    from executor.runtimes.sandbox import SandboxRuntime
+    from ledger.client import ConsortiaClient
+    from ledger.embedded import EmbeddedLedger
+    from ledger.identity import Consortium
+
+    base = tmp_path / "shm"
+    base.mkdir()
+    monkeypatch.setenv("CONSORTIA_TASK_SCRATCH", str(base))
+    consortium = Consortium.generate(tmp_path / "crypto", ["Org1", "Org2"])
+    with EmbeddedLedger(tmp_path / "ledger.db", consortium, batch_timeout=0.002) as ledger:
+        agents = []
+        for org in ("Org1MSP", "Org2MSP"):
+            client = ConsortiaClient(ledger, consortium.identity(org))
+            store = ArtifactStore(tmp_path / "store", org)
+            agent = NodeAgent(
+                client, consortium, SandboxRuntime(), store, tmp_path / "data" / org, tmp_path / "state" / org
+            )
+            agents.append(agent.start())
+        one, other = (task_scratch(tmp_path / "state" / org) for org in ("Org1MSP", "Org2MSP"))
+        assert (
+            one.is_dir()
+            and other.is_dir()
+            and one.parent == other.parent == base / f"consortia-{os.getuid()}"
+        )
+        (one / "Org1MSP-left-by-a-killed-task").mkdir()
+        (one / "Org1MSP-left-by-a-killed-task" / "state.bin").write_bytes(b"x")
+        agents[0].close()
+        assert not one.exists()  # its own folder is gone ...
+        assert other.is_dir()  # ... another agent's stays while it runs
+        agents[0].close()  # closing twice is fine
+        agents[1].close()
+        assert not other.exists() and not list(one.parent.iterdir())
+        assert agents[0].start().started and one.is_dir()  # a later start starts afresh
+        agents[0].close()
+        assert not one.exists()
