@@ -287,6 +287,17 @@ class AuditIndex:
             args.append(organisation)
         return self._page("executions", where, tuple(args), "round, organisation", limit, offset)
 
+    def latest_completed_executions(self, process_id: str) -> list[dict[str, Any]]:
+        """Each organisation's completed execution record of the highest round (what a process's privacy
+        so far is read from: :func:`chaincode.privacy.privacy_status`)."""
+        rows = self._q(
+            "SELECT e.record FROM executions e WHERE e.process_id = ? AND e.status = 'completed' AND "
+            "e.round = (SELECT MAX(round) FROM executions WHERE process_id = e.process_id AND "
+            "organisation = e.organisation AND status = 'completed') ORDER BY e.organisation",
+            (process_id,),
+        ).fetchall()
+        return [json.loads(r[0]) for r in rows]
+
     def execution_blocks(self, process_id: str) -> dict[str, int]:
         """Block number of the latest version of each execution record of a process, by node id."""
         return {

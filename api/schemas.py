@@ -29,6 +29,8 @@ from ledger.rules import (
     MAX_ROUNDS,
     MAX_TOPOLOGY_BYTES,
     MSP_PATTERN,
+    PRIVACY_CAP_DELTA,
+    PRIVACY_CAP_EPSILON,
     json_depth,
 )
 from wire.canonical import canonical_json
@@ -142,8 +144,19 @@ class TopologyIn(BaseModel):
 class PrivacyBudgetIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     mechanism: str = Field(min_length=1, max_length=64, examples=["gaussian"])
-    epsilon: float = Field(gt=0, allow_inf_nan=False)
-    delta: float | None = Field(None, ge=0, lt=1, allow_inf_nan=False)
+    epsilon: float = Field(
+        gt=0,
+        le=PRIVACY_CAP_EPSILON,
+        allow_inf_nan=False,
+        description="Rigorous ε the ledger may charge; at most the consortium's cap (chaincode.limits).",
+    )
+    delta: float | None = Field(
+        None,
+        ge=0,
+        le=PRIVACY_CAP_DELTA,
+        allow_inf_nan=False,
+        description="δ of (ε, δ)-DP (needed by Gaussian rounds); at most the cap's δ.",
+    )
     accounting: Literal["basic", "zcdp"] | None = Field(
         None, description="Composition (chaincode.privacy): default zcdp with a delta, else basic."
     )

@@ -244,17 +244,19 @@ class ExecutionRecordContract:
                 prev = ctx.get(self._key(ctx, pid, rnd - 1, org))
                 if prev is not None and prev.get("privacy") is not None:
                     previous = PrivacyCharge.model_validate(prev["privacy"])
-            privacy = charge(budget, previous, result.metrics, f"learning process {pid}")
+            privacy = charge(
+                budget, previous, result.metrics, f"learning process {pid}", process.hyperparameters
+            )
             total = (privacy.network if budget.scope == "network" else privacy.node).epsilon
             if total > float(budget.epsilon) * (1 + 1e-12):
                 raise BudgetExceeded(
                     f"round {rnd} of {org} would spend {budget.scope} ε = {total:.6g} in total "
-                    f"({budget.accounting} accounting), over the budget ε = {budget.epsilon} "
+                    f"({privacy.accounting} accounting), over the budget ε = {budget.epsilon} "
                     f"of learning process {pid}",
                     spent=total,
                     budget=budget.epsilon,
                     scope=budget.scope,
-                    accounting=budget.accounting,
+                    accounting=privacy.accounting,
                 )
         record = record.replace(
             status="completed",

@@ -46,6 +46,11 @@ MAX_STATUS_REASON_CHARS = 1024  #: reason of a process's failure or abort
 MAX_REVOCATION_REASON_CHARS = 512  #: reason of an image's revocation
 MAX_CONSORTIUM = 64  #: organisations in one learning process
 MAX_ENDPOINT_CHARS = 256  #: an organisation's published endpoint (https://host:port)
+# the consortium's cap on a process's rigorous privacy budget (chaincode.privacy.parse_budget; docs/ledger.md
+# "Privacy budgets"): part of the chaincode definition, so changing it is a chaincode upgrade, which the
+# channel's lifecycle policy makes a decision of a majority of the organisations
+PRIVACY_CAP_EPSILON = 10.0  #: the largest ε a process's privacy budget may declare
+PRIVACY_CAP_DELTA = 1e-5  #: the largest δ a process's privacy budget may declare
 
 
 def check_arguments(function: str, args: list[Any]) -> None:

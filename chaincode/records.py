@@ -200,6 +200,35 @@ class PrivacyBudget(Record):
     """δ of (ε, δ)-DP (only with one)."""
 
 
+class ProcessPrivacy(Record):
+    """A process's privacy, rigorous figure first (:func:`chaincode.privacy.privacy_status`; a view of
+    its latest execution records, never stored). With a budget, ``epsilon_spent`` is the largest ε the
+    ledger has charged a member so far in the budget's scope (its own accountant, never a figure an
+    image reports); without one, no ε is guaranteed, and an ε an image reports is only shown as
+    ``reported_epsilon``, labelled by ``reported_rigorous``."""
+
+    rigorous: bool
+    """True when the ledger charges a declared budget (every round's sensitivity a proven bound);
+    False for a process without a budget: nothing is guaranteed."""
+    epsilon_spent: float | None = None
+    """The largest total ε the ledger has charged a member (budget's scope, at ``delta``)."""
+    epsilon_budget: float | None = None
+    delta: float | None = None
+    scope: str | None = None
+    accounting: str | None = None
+    """How the latest charge derived ε (basic, zcdp, gdp or rdp)."""
+    cap_epsilon: float
+    """The consortium's cap on any budget's rigorous ε ..."""
+    cap_delta: float
+    """... at this δ."""
+    reported_epsilon: float | None = None
+    """The largest running ε (``epsilon_network_total`` or ``epsilon_total``) an image reported in its
+    metrics: not charged, not the ledger's figure."""
+    reported_rigorous: bool | None = None
+    """Whether the image claims a proven sensitivity for it (its metric ``privacy_rigorous`` = 1); False:
+    a nominal ε, not a guarantee."""
+
+
 class ProcessRecord(Record):
     """A collaborative learning process (key ``LearningProcess/<id>``, seed 003 §IV-B/C): the
     image it pins, its consortium, topology, hyper-parameters, rounds and privacy budget."""
@@ -228,6 +257,9 @@ class ProcessRecord(Record):
     """The organisation that made the last status change (after the first change)."""
     current_round: int | None = None
     """The first round not yet completed by every member (``LearningProcess:get`` only)."""
+    privacy: ProcessPrivacy | None = None
+    """What the process's privacy amounts to, rigorous ε first (read answers of the client and the
+    gateway: :meth:`ledger.client.ConsortiaClient.process_privacy`; never stored)."""
 
 
 class ProcessProgress(Record):
@@ -342,18 +374,24 @@ SignedResult = Annotated[
 
 
 class PrivacySpent(Record):
-    """One observer's charge of one round."""
+    """One observer's charge of one round: pure ε (Laplace rounds) or one Gaussian release or none."""
 
-    epsilon_basic: float
+    epsilon_basic: float | None = None
+    """The round's pure ε (Laplace rounds only; a Gaussian release has none)."""
     rho: float
+    releases: int | None = None
+    """1 if the round released a Gaussian gradient, else 0 (Gaussian rounds only)."""
 
 
 class PrivacyTotals(Record):
     """One observer's totals up to this round, and the ε they amount to under the accounting."""
 
-    epsilon_basic: float
+    epsilon_basic: float | None = None
     rho: float
     epsilon: float
+    """The rigorous ε at the block's δ: the figure the budget caps (in the budget's scope)."""
+    releases: int | None = None
+    """Gaussian releases so far (Gaussian rounds only)."""
 
 
 class PrivacyCharges(Record):
@@ -364,12 +402,22 @@ class PrivacyCharges(Record):
 class PrivacyCharge(Record):
     """The privacy block of a completed execution record (:func:`chaincode.privacy.charge`)."""
 
-    accounting: Literal["basic", "zcdp"]
+    mechanism: Literal["gaussian"] | None = None
+    """``gaussian`` on a Gaussian round (absent on a pure-ε round)."""
+    accounting: Literal["basic", "zcdp", "gdp", "rdp"]
+    """How ε was derived: basic sum or zCDP of pure-ε releases; exact Gaussian DP (gdp) or the
+    sampled Gaussian's RDP curve (rdp) of Gaussian releases."""
     scope: Literal["network", "node"]
     delta: float | None
     rigorous: bool
     sensitivity: Number | None
     gradient_clip: Number | None
+    noise_multiplier: float | None = None
+    """z of a Gaussian round."""
+    sampling_rate: float | None = None
+    """Poisson rate q of a Gaussian round (1: no sampling)."""
+    parallel_composition: bool | None = None
+    """A Gaussian round of a stream, where every record enters one round (the run is one release)."""
     spent: PrivacyCharges
     node: PrivacyTotals
     network: PrivacyTotals

@@ -17,6 +17,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from pydantic import TypeAdapter, ValidationError
 
 from chaincode.canonical import canonical_json
+from chaincode.privacy import privacy_status
 from chaincode.records import (
     ExecutionRecord,
     ExecutionResult,
@@ -32,6 +33,7 @@ from chaincode.records import (
     OutputMessage,
     PrivacyBudget,
     PrivacyCharge,
+    ProcessPrivacy,
     ProcessProgress,
     ProcessRecord,
     Record,
@@ -58,11 +60,13 @@ __all__ = [
     "OutputMessage",
     "PrivacyBudget",
     "PrivacyCharge",
+    "ProcessPrivacy",
     "ProcessProgress",
     "ProcessRecord",
     "Record",
     "ResultInputs",
     "ResultOutputs",
+    "privacy_status",
 ]
 
 _HISTORY = TypeAdapter(list[HistoryEntry])
@@ -200,6 +204,19 @@ class ConsortiaClient:
     def process_progress(self, process_id: str) -> ProcessProgress:
         """Status, current round and who completed it so far, without reading the records."""
         return ProcessProgress.from_json(self._evaluate("LearningProcess:progress", process_id))
+
+    def process_privacy(self, process: ProcessRecord) -> ProcessPrivacy:
+        """What ``process``'s privacy amounts to, rigorous ε first (:func:`chaincode.privacy.privacy_status`):
+        read from the records of its current round and the one before, where every member's latest
+        completed record is (a member completed every round before the current one)."""
+        rnd = process.current_round
+        if rnd is None:
+            rnd = self.process_progress(process.id).current_round
+        records: list[ExecutionRecord] = []
+        for r in sorted({min(rnd, process.rounds), rnd - 1}):
+            if r >= 1:
+                records += self.query_executions(process.id, round=r)
+        return privacy_status(process.privacy_budget, records)
 
     def list_processes(self) -> list[ProcessRecord]:
         return _records(_PROCESSES, self._evaluate("LearningProcess:list"))

@@ -1,7 +1,7 @@
 """The contracts' input rules a client validates against before submitting (re-exported from
 ``chaincode``, which defines and enforces them), so that ``api``, ``executor`` and ``home`` never
 import ``chaincode`` directly: size limits and history page bounds (``chaincode.limits``), identifier
-patterns and bounds, and the form of a membership endpoint (``chaincode.membership.check_endpoint``)."""
+patterns and bounds, the consortium's cap on a privacy budget, and the form of a membership endpoint (``chaincode.membership.check_endpoint``)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,8 @@ from chaincode.limits import (
     MAX_HYPERPARAMETERS_BYTES,
     MAX_REFERENCE_CHARS,
     MAX_TOPOLOGY_BYTES,
+    PRIVACY_CAP_DELTA,
+    PRIVACY_CAP_EPSILON,
 )
 from chaincode.membership import check_endpoint
 from chaincode.records import ID_PATTERN, MSP_PATTERN
@@ -38,6 +40,8 @@ __all__ = [
     "MAX_HYPERPARAMETERS_BYTES",
     "MAX_REFERENCE_CHARS",
     "MAX_ROUNDS",
+    "PRIVACY_CAP_DELTA",
+    "PRIVACY_CAP_EPSILON",
     "MAX_TOPOLOGY_BYTES",
     "MSP_PATTERN",
     "check_endpoint",

@@ -39,7 +39,8 @@ in a round that releases a gradient (0 in the last round; a zCDP bound of the st
 amplification by sampling), ``epsilon_total`` = ``epsilon_network_total`` (the tight running ε of the
 network at ``privacy_delta``; one node's messages are a part of the network's, and no smaller bound is
 proven for them) and ``privacy_delta``. It reports no ``epsilon_spent`` (a Gaussian release has no pure ε)
-and no ``estimate_loss`` (the loss of the private batch is not noised).
+and no ``estimate_loss`` (the loss of the private batch is not noised). The ledger does not charge the
+reported ``epsilon_total``: it checks z, q, ρ and δ and computes the ε itself (chaincode/privacy.py).
 """
 
 from __future__ import annotations

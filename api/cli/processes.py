@@ -3,12 +3,26 @@
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING, Any
 
 import typer
 
-from api.cli.output import EXIT_OK, EXIT_REFUSED, EXIT_USAGE, console, emit, err_console, fail, guarded
+from api.cli.output import (
+    EXIT_OK,
+    EXIT_REFUSED,
+    EXIT_USAGE,
+    console,
+    emit,
+    err_console,
+    fail,
+    guarded,
+    plain,
+)
 from api.cli.session import Session, journey
 from wire import bounded_json
+
+if TYPE_CHECKING:
+    from ledger.client import ProcessPrivacy
 
 group = typer.Typer(no_args_is_help=True, help="Learning processes: create, list, get, start, abort, watch.")
 ProcessArg = typer.Argument(..., help="The process id.")
@@ -24,8 +38,13 @@ def process_create(
     seed: int = typer.Option(0, help="The topology's seed."),
     rounds: int = typer.Option(..., min=1, help="Number of rounds."),
     hyperparameters: str = typer.Option("{}", help="JSON object."),
-    epsilon: float | None = typer.Option(None, help="Privacy budget ε (with --mechanism)."),
+    epsilon: float | None = typer.Option(
+        None, help="Privacy budget: rigorous ε (with --mechanism; at most the consortium's cap, 10)."
+    ),
     mechanism: str = typer.Option("gaussian", help="Privacy mechanism of the budget."),
+    delta: float | None = typer.Option(
+        None, help="δ of the budget (needed by Gaussian rounds; at most the cap's δ, 1e-5)."
+    ),
     start: bool = typer.Option(False, help="Start it right away."),
     dataset: str = typer.Option(
         "", help="The dataset name each member imported (`consortia data import`); default: 'default'."
@@ -51,7 +70,7 @@ def process_create(
             hyperparameters=hyper,
             rounds=rounds,
             dataset=dataset,
-            privacy_budget=None if epsilon is None else {"mechanism": mechanism, "epsilon": epsilon},
+            privacy_budget=None if epsilon is None else budget_of(mechanism, epsilon, delta),
         )
         rec = guarded(lambda: launch(s.client, spec, start=start), s.as_json)
     except ValueError as exc:  # InvalidProcessSpec is one
@@ -68,18 +87,60 @@ def process_create(
     emit(rec, s.as_json, "learning process")
 
 
+def budget_of(mechanism: str, epsilon: float, delta: float | None) -> dict[str, Any]:
+    budget: dict[str, Any] = {"mechanism": mechanism, "epsilon": epsilon}
+    if delta is not None:
+        budget["delta"] = delta
+    return budget
+
+
+def privacy_text(p: ProcessPrivacy, short: bool = False) -> str:
+    """The process's privacy as one line, the ledger's rigorous ε first; an ε that only an image
+    reported is labelled as such (nominal, or not charged)."""
+    if p.rigorous:
+        delta = f"δ = {p.delta:g}" if p.delta is not None else "δ = 0"
+        if short:
+            return f"ε {p.epsilon_spent:.4g} / {p.epsilon_budget:g} ({delta}, rigorous)"
+        text = (
+            f"rigorous ε spent {p.epsilon_spent:.4g} of budget {p.epsilon_budget:g} ({delta}, {p.scope} "
+            f"scope, {p.accounting} accounting; consortium cap ε ≤ {p.cap_epsilon:g} at δ ≤ {p.cap_delta:g})"
+        )
+    else:
+        if short:
+            return "none (no ε guaranteed)"
+        text = "none: no privacy budget, no ε is guaranteed"
+    if p.reported_epsilon is not None:
+        label = "rigorous, not charged by the ledger" if p.reported_rigorous else "NOMINAL, not rigorous"
+        text += f"; the image reports ε = {p.reported_epsilon:.4g} ({label})"
+    return text
+
+
 @journey(group, "list")
 def process_list(s: Session) -> None:
-    """The learning processes your organisation can see."""
-    columns = ["id", "status", "creator", "rounds", "image_id", "consortium"]
-    emit(guarded(s.client.list_processes, s.as_json), s.as_json, "learning processes", columns)
+    """The learning processes your organisation can see, each with its privacy (rigorous ε spent /
+    budget, δ)."""
+    processes = guarded(s.client.list_processes, s.as_json)
+    rows = []
+    for p in processes:
+        privacy = guarded(lambda p=p: s.client.process_privacy(p), s.as_json)
+        row = plain(p)
+        row["privacy"] = privacy.to_dict() if s.as_json else privacy_text(privacy, short=True)
+        rows.append(row)
+    columns = ["id", "status", "privacy", "creator", "rounds", "image_id", "consortium"]
+    emit(rows, s.as_json, "learning processes", columns)
 
 
 @journey(group, "get")
 def process_get(s: Session, process_id: str = ProcessArg) -> None:
-    """One process: image digest, consortium, topology, rounds, status and its reason."""
+    """One process: its privacy (the ledger's rigorous ε spent of its budget, δ) first, then image
+    digest, consortium, topology, rounds, status and its reason."""
     rec = guarded(lambda: s.client.get_process(process_id), s.as_json)
-    emit(rec, s.as_json, f"learning process {process_id}")
+    privacy = guarded(lambda: s.client.process_privacy(rec), s.as_json)
+    if s.as_json:
+        emit(rec.view(privacy=privacy), True)
+        return
+    rest = {k: v for k, v in plain(rec).items() if k != "privacy"}
+    emit({"privacy": privacy_text(privacy), **rest}, False, f"learning process {process_id}")
 
 
 @journey(group, "start")
@@ -110,10 +171,10 @@ def process_watch(
     says so and keeps trying."""
     from rich.progress import BarColumn, Progress, TextColumn
 
-    from executor.node.ledger_outage import LedgerOutage
     from executor.node.status import read_status
     from executor.node.supervisor import members_progress
     from ledger.errors import transient
+    from ledger.outage import LedgerOutage
 
     process = guarded(lambda: s.client.get_process(process_id), s.as_json)
     total = process.rounds * len(process.consortium)

@@ -97,9 +97,8 @@
     const view = $("#view");
     view.replaceChildren();
     const head = card("Learning process " + p.id, "process-facts");
-    head.append(facts({ status: p.status, creator: p.creator, algorithm: p.algorithm, image: p.image_id + " @ " + p.image_digest,
-      consortium: p.consortium.join(", "), topology: p.topology, rounds: p.rounds,
-      privacy_budget: p.privacy_budget ? p.privacy_budget.mechanism + " ε=" + p.privacy_budget.epsilon : "none" }));
+    head.append(facts({ privacy: privacyText(p.privacy), status: p.status, creator: p.creator, algorithm: p.algorithm,
+      image: p.image_id + " @ " + p.image_digest, consortium: p.consortium.join(", "), topology: p.topology, rounds: p.rounds }));
     view.append(head, timelineCard(p, tl.executions, sigs), convergenceCard(p, tl.executions));
     if (p.privacy_budget) view.append(privacyCard(p, tl.executions));
     view.append(signaturesCard(audit.executions), matrixCard(p, models), eventsCard(audit.events),
@@ -221,7 +220,11 @@
     const metric = chosen || Object.keys(CONVERGENCE).find((m) => names.has(m)) || Object.keys(NOT_CONVERGENCE).find((m) => names.has(m))
       || options.find((m) => !IGNORED.has(m)) || options[0];
     if (!metric) return card("Convergence: the executions report no metric", "convergence");
-    const title = CONVERGENCE[metric] || NOT_CONVERGENCE[metric] || "Reported metric: " + metric + " per round (not a convergence measure)";
+    const nominal = executions.some((e) => e.result && e.result.metrics.privacy_rigorous !== 1);
+    const title = CONVERGENCE[metric] || NOT_CONVERGENCE[metric] || (/^(epsilon|rho)_/.test(metric)
+      ? "Reported by the image: " + metric + " per round (" + (nominal ? "NOMINAL ε, not rigorous: not a guarantee"
+        : "the image's own figure, not charged; the ledger's rigorous ε is the privacy card") + ")"
+      : "Reported metric: " + metric + " per round (not a convergence measure)");
     const c = plotCard("convergence", title, perOrg(p, executions, (e) => e.result.metrics[metric]), { yTitle: metric });
     const select = el("select", { id: "metric", "aria-label": "metric" }, ...options.map((m) => el("option", { value: m }, m)));
     select.value = metric;
@@ -230,10 +233,25 @@
     return c;
   }
 
+  // the ledger's rigorous ε first (spent / budget, δ); an ε only an image reports is labelled as such
+  function privacyText(pr) {
+    if (!pr) return "unknown";
+    const num = (x) => Number(x).toPrecision(4).replace(/\.?0+$/, "");
+    let text = pr.rigorous
+      ? "rigorous ε " + num(pr.epsilon_spent) + " of " + pr.epsilon_budget + " spent (δ = " + (pr.delta ?? 0) + ", " + pr.scope +
+        " scope, " + pr.accounting + " accounting; consortium cap ε ≤ " + pr.cap_epsilon + " at δ ≤ " + pr.cap_delta + ")"
+      : "none: no privacy budget, no ε is guaranteed";
+    if (pr.reported_epsilon !== null && pr.reported_epsilon !== undefined)
+      text += "; the image reports ε = " + num(pr.reported_epsilon) +
+        (pr.reported_rigorous ? " (not charged by the ledger)" : " (NOMINAL, not rigorous)");
+    return text;
+  }
+
   function privacyCard(p, executions) {
-    const b = p.privacy_budget, scope = b.scope ? " (" + b.scope + " ε, " + b.accounting + " accounting)" : "";
-    return plotCard("privacy", "Privacy budget: cumulative ε per organisation" + scope, perOrg(p, executions, (e) => e.epsilon_total),
-      { yTitle: "cumulative ε", budget: b.epsilon, extraY: [b.epsilon] });
+    const b = p.privacy_budget, pr = p.privacy || {};
+    const how = " (" + b.scope + " scope, " + (pr.accounting || b.accounting) + " accounting, δ = " + (b.delta ?? 0) + ")";
+    return plotCard("privacy", "Privacy: rigorous ε charged by the ledger, cumulative per organisation" + how,
+      perOrg(p, executions, (e) => e.epsilon_total), { yTitle: "rigorous ε", budget: b.epsilon, extraY: [b.epsilon] });
   }
 
   function matrixCard(p, models) {

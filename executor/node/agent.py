@@ -34,7 +34,7 @@ the ledger first, so a restart after a kill at any point neither duplicates nor 
   completed with the same result.
 
 **Rides out ledger outages.** Every ledger call of the agent goes through
-:class:`executor.node.ledger_outage.PatientLedger`: while its peer, the peers an endorsement needs or
+:class:`ledger.outage.PatientLedger`: while its peer, the peers an endorsement needs or
 the orderers are unreachable (:func:`ledger.errors.transient`) the call is retried with capped
 exponential backoff and jitter, logged once when the outage starts and once when it ends, and the
 agent's status file says what it waits for (:mod:`executor.node.status`); a submit whose outcome was
@@ -77,7 +77,6 @@ from executor.images.resolver import ImageResolver, verify_digest
 from executor.model_publication import publish_model
 from executor.node.checkpoints import NO_FAULTS, FaultPlan
 from executor.node.journal import TaskJournal
-from executor.node.ledger_outage import LedgerOutage, PatientLedger
 from executor.node.round_events import EVENT_WAIT_LIMIT, wait_round_open
 from executor.node.round_files import RoundFiles
 from executor.node.scratch import release_scratch, task_scratch
@@ -97,6 +96,7 @@ from executor.tasks import TaskOutputs
 from ledger.client import ConsortiaClient, ExecutionRecord, ImageRecord, ProcessRecord
 from ledger.errors import AlreadyExists, BudgetExceeded, InvalidState, MVCCConflict, NotFound, transient
 from ledger.identity import Consortium
+from ledger.outage import LedgerOutage, PatientLedger
 from wire import timing
 
 __all__ = ["NodeAgent", "RoundOutcome"]
@@ -117,7 +117,7 @@ class NodeAgent:
     """Runs the tasks of one organisation (``client.organisation``), from explicit parts:
 
     * ``client``: the ledger, as this organisation (the agent reaches it through a
-      :class:`~executor.node.ledger_outage.PatientLedger`, riding out outages; ``outage`` says whether
+      :class:`~ledger.outage.PatientLedger`, riding out outages; ``outage`` says whether
       it is reachable);
     * ``runtime``: how its tasks run isolated (container or sandbox), under ``limits``;
     * ``store``: its artifact store, with the endpoint of its artifact service if it serves one over

@@ -25,11 +25,11 @@ from typing import Any, Protocol
 
 from executor.errors import ExecutorError, RuntimeUnavailable
 from executor.node.agent import NodeAgent
-from executor.node.ledger_outage import LedgerOutage, PatientLedger
 from executor.node.round_events import EVENT_WAIT_LIMIT, wait_round_open
 from executor.runtimes.base import TaskRuntime
 from ledger.client import ConsortiaClient, ExecutionRecord, ProcessRecord
 from ledger.identity import Consortium
+from ledger.outage import LedgerOutage, PatientLedger
 from wire import timing
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -190,7 +190,7 @@ def run_process(
     (Agents as OS processes: ``--prewarm`` for the image and ``--barrier``, where each says it started.)
     """
     first = platform.client((orgs or platform.consortium.msp_ids)[0])
-    # its own progress reads ride out ledger outages as the agents do (executor.node.ledger_outage)
+    # its own progress reads ride out ledger outages as the agents do (ledger.outage)
     outage = LedgerOutage(f"supervisor of {process_id}")
     client = ConsortiaClient(PatientLedger(first.ledger, outage), first.identity)
     process = client.get_process(process_id)

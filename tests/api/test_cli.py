@@ -202,3 +202,22 @@ def test_node_run_and_network_are_sub_commands(monkeypatch):
     result = runner.invoke(app, ["network", "--help"])
     assert result.exit_code == 0 and "up" in result.output and "deploy" in result.output
     assert "channel" in result.output and "chaincode" in result.output
+
+
+def test_process_get_and_list_show_the_ledgers_rigorous_epsilon_first(home):
+    root, _ = home
+    # proc-0: 3 rounds of ε0 = 0.5 per member, node scope, budget 3 (tests/api/world.py)
+    got = cli(root, "process", "get", "proc-0")
+    assert got["privacy"]["rigorous"] is True and got["privacy"]["epsilon_spent"] == 1.5
+    assert got["privacy"]["epsilon_budget"] == 3.0 and got["privacy"]["cap_epsilon"] == 10.0
+    listed = {p["id"]: p for p in cli(root, "process", "list")}
+    assert listed["proc-0"]["privacy"] == got["privacy"]
+    table = runner.invoke(app, ["process", "get", "proc-0", "--home", str(root), "--org", "Org1"])
+    assert table.exit_code == 0, table.output
+    rows = [line for line in table.output.splitlines() if "│" in line or "|" in line]
+    assert "privacy" in rows[0] and "rigorous ε spent 1.5 of budget 3 (δ = 0, node scope" in table.output
+    wide = runner.invoke(app, ["process", "list", "--home", str(root)], env={"COLUMNS": "300"})
+    assert "ε 1.5 / 3 (δ = 0, rigorous)" in wide.output, wide.output
+    over = ("process", "create", "p-over", "--image", "rf:1", "--consortium", "Org1MSP", "--rounds", "1")
+    err = cli(root, *over, "--epsilon", "12", "--hyperparameters", '{"gradient_clip": 1.0}', code=2)
+    assert err["code"] == "INVALID_ARGUMENT" and "cap on rigorous ε" in err["message"]

@@ -137,7 +137,12 @@ def test_every_view_explains_itself_in_chromium(browser, live):  # noqa: F811  (
     assert every("#convergence .x-title") == ["round"] and every("#convergence .y-title") == ["loss"]
     assert len(browser.find_elements(By.CSS_SELECTOR, "#convergence .y-tick")) >= 2
     assert all(o in text("#convergence .legend") for o in ("Org1MSP", "Org2MSP", "Org3MSP"))
-    assert "budget ε = 3" in text("#privacy .legend") and every("#privacy .y-title") == ["cumulative ε"]
+    assert "budget ε = 3" in text("#privacy .legend") and every("#privacy .y-title") == ["rigorous ε"]
+    assert text("#privacy h3").startswith("Privacy: rigorous ε charged by the ledger")
+    facts = text("#process-facts")  # the ledger's rigorous ε first: spent of budget, δ, the cap
+    assert re.search(
+        r"rigorous ε [0-9.]+ of 3 spent \(δ = 0, node scope, basic accounting; consortium cap", facts
+    )
     assert every("#signatures .badge") == ["signature valid", "transaction valid"] * 9
     assert "User1@org3.example.com (Org3MSP)" in text("#signatures")
     rows = browser.find_elements(By.CSS_SELECTOR, "#events tr")[1:]

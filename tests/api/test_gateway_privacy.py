@@ -65,3 +65,42 @@ def test_unknown_or_unsound_budget_is_refused_and_creates_nothing(org1, budget, 
     r = org1.post("/api/v1/processes", json=b)
     assert r.status_code == status, r.text
     assert org1.get(f"/api/v1/processes/{b['id']}").status_code == 404
+
+
+@pytest.mark.parametrize(
+    "budget",
+    [
+        {"mechanism": "gaussian", "epsilon": 10.5, "delta": 1e-5},  # over the consortium's cap on ε
+        {"mechanism": "gaussian", "epsilon": 1.0, "delta": 1e-4},  # over the cap's δ
+    ],
+)
+def test_a_budget_over_the_consortium_cap_is_refused(org1, budget):
+    b = body(budget)
+    r = org1.post("/api/v1/processes", json=b)
+    assert r.status_code == 422 and "privacy_budget" in r.text, r.text
+    assert org1.get(f"/api/v1/processes/{b['id']}").status_code == 404
+
+
+def test_process_answers_show_the_ledgers_rigorous_epsilon(org1):
+    # proc-0 (tests/api/world.py): 3 rounds, each member charged ε0 = 0.5 per round, node scope, budget 3
+    expected = {
+        "rigorous": True,
+        "epsilon_spent": 1.5,
+        "epsilon_budget": 3.0,
+        "delta": None,
+        "scope": "node",
+        "accounting": "basic",
+        "cap_epsilon": 10.0,
+        "cap_delta": 1e-5,
+        "reported_epsilon": None,
+        "reported_rigorous": None,
+    }
+    assert org1.get("/api/v1/processes/proc-0").json()["privacy"] == expected
+    listed = org1.get("/api/v1/processes", params={"limit": 200}).json()["items"]
+    assert next(p for p in listed if p["id"] == "proc-0")["privacy"] == expected
+    assert org1.get("/api/v1/processes/proc-0/timeline").json()["process"]["privacy"] == expected
+    # a process without a budget guarantees nothing, and says so
+    b = body(None)
+    assert org1.post("/api/v1/processes", json=b).status_code == 201
+    none = org1.get(f"/api/v1/processes/{b['id']}").json()["privacy"]
+    assert none["rigorous"] is False and none["epsilon_spent"] is None and none["epsilon_budget"] is None

@@ -142,4 +142,34 @@ def dpsda_case(orgs=ORGS3, budget: float | None = None, rounds: int = 4) -> Case
     )
 
 
+def dpsda_gaussian_case(orgs=ORGS3, budget: float = 10.0, rounds: int = 5) -> Case:
+    """DPSDA's Gaussian mode with Poisson sampling (each organisation's secret sampling key is a dataset
+    extra) and a privacy budget at δ = 1e-5 (docs/dpsda.md "The Gaussian mode")."""
+    from algorithms.dpsda import DPSDA
+    from algorithms.dpsda.framework import SAMPLING_KEY
+
+    params = {
+        "variant": "C",
+        "n_nodes": len(orgs),
+        "dimension": 6,
+        "lower": -1.0,
+        "upper": 1.0,
+        "loss": "logistic",
+        "mechanism": "gaussian",
+        "gradient_clip": 0.5,
+        "noise_multiplier": 1.5,
+        "sampling": "poisson",
+        "sampling_rate": 0.1,
+        "batch_size": 6,
+        "privacy_delta": 1e-5,
+    }
+    rng = np.random.default_rng(6)
+    features = rng.normal(size=(60, 6))
+    labels = np.where(features[:, 0] - features[:, 3] > 0, 1.0, -1.0)
+    key = np.array([7, 11, 13, 17], dtype=np.uint32)
+    data = {o: LocalDataset(features, labels, name=o, extras={SAMPLING_KEY: key}) for o in orgs}
+    budget_spec = {"mechanism": "gaussian", "epsilon": budget, "delta": 1e-5}
+    return Case("dpsda", DPSDA, params, rounds, {"kind": "ring", "seed": 9}, data, budget_spec)
+
+
 from tests.executor.conftest import engine, engine_url  # noqa: E402,F401  (Podman fixtures, shared)

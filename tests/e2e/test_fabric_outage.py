@@ -86,7 +86,7 @@ def test_agents_ride_out_a_dead_peer_and_stopped_orderers(fabric_session, tmp_pa
     injector = threading.Thread(target=inject, name="outages", daemon=True)
     t0 = time.monotonic()
     try:
-        with caplog.at_level(logging.WARNING, logger="executor.node.ledger_outage"):
+        with caplog.at_level(logging.WARNING, logger="ledger.outage"):
             injector.start()
             out = run_process(p, pid, SandboxRuntime, timeout=900)
             injector.join(timeout=600)

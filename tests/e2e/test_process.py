@@ -25,7 +25,7 @@ from executor.process import (
 )
 from executor.runtimes.sandbox import SandboxRuntime
 from tests.ci import require_module
-from tests.e2e.conftest import ORGS3, collab_rf_case, dpsda_case, ggm_case, vae_case
+from tests.e2e.conftest import ORGS3, collab_rf_case, dpsda_case, dpsda_gaussian_case, ggm_case, vae_case
 from tests.support.faults import kill_at_environment
 
 TOPOLOGIES = {"ring": ring, "complete": complete}
@@ -204,6 +204,49 @@ def test_privacy_budget_refuses_the_round_that_would_exceed_it(platform):
     assert all(r.status in ("failed", "running") for r in by_round[3])  # no round-3 result was accepted
     assert not any(r.round > 3 for r in recs)  # the process stopped there
     assert client.process_history("p-dp")[-1].value["status"] == "failed"
+
+
+def test_a_gaussian_process_with_a_budget_runs_audited_and_charged_by_the_ledger(platform):
+    # DPSDA's Gaussian mode, Poisson sampling, budget ε = 10 at δ = 1e-5: the ledger charges every round
+    # from the recorded z, q and δ (chaincode.privacy.gaussian_epsilon), the process completes, equals the
+    # simulator bit for bit, and every member's model verifies
+    from chaincode.privacy import gaussian_epsilon
+
+    case = dpsda_gaussian_case()
+    client, _ = start(platform, case, "p-gauss")
+    out = run_process(platform, "p-gauss", SandboxRuntime)
+    assert out.status == "completed", (out.reason, out.agent_errors)
+    assert_bit_identical(platform, client, "p-gauss", simulated(case))
+    for r in client.query_executions("p-gauss"):
+        priv = r.privacy.json_object()
+        releases = min(r.round, case.rounds - 1)
+        assert priv["mechanism"] == "gaussian" and priv["accounting"] == "rdp"
+        assert priv["network"]["releases"] == releases
+        assert r.epsilon_total == gaussian_epsilon(1.5, 0.1, False, releases, 1e-5)[2] <= 10.0
+        # the image's own running figure (fractional Rényi orders too) is never above the ledger's
+        assert r.result.metrics["epsilon_network_total"] <= r.epsilon_total * (1 + 1e-9)
+    keys = {o: platform.consortium.encryption_key(o) for o in ORGS3}
+    for o in ORGS3:
+        rep = verify_model(
+            platform.client(o), f"p-gauss:{o}", store_root=platform.store_root, recipient_keys=keys
+        )
+        assert rep.ok, rep.failures
+
+
+def test_a_gaussian_round_over_the_budget_stops_the_process(platform):
+    from chaincode.privacy import gaussian_epsilon
+
+    spent = [gaussian_epsilon(1.5, 0.1, False, r, 1e-5)[2] for r in (1, 2, 3)]
+    case = dpsda_gaussian_case(budget=(spent[1] + spent[2]) / 2)  # two releases fit, not three
+    client, _ = start(platform, case, "p-gauss-over")
+    out = run_process(platform, "p-gauss-over", SandboxRuntime)
+    assert out.status == "failed" and "privacy budget exceeded" in out.reason
+    recs = client.query_executions("p-gauss-over")
+    assert {r.round for r in recs if r.status == "completed"} == {1, 2}
+    assert max(r.epsilon_total for r in recs) == spent[1]
+    refused = [r for r in recs if r.status == "failed"]
+    assert refused and all(r.round == 3 for r in refused)
+    assert all(r.failure_details["code"] == "PRIVACY_BUDGET_EXCEEDED" for r in refused)
 
 
 def test_killed_agent_is_restarted_and_the_process_ends_complete_and_verified(platform):

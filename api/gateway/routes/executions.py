@@ -10,7 +10,18 @@ from fastapi import APIRouter, Query
 from fastapi import Path as PathParam
 
 from api import schemas as S
-from api.gateway.deps import Caller, GatewayDep, Offset, Org, ProcessId, Round, member_process, page, reads
+from api.gateway.deps import (
+    Caller,
+    GatewayDep,
+    Offset,
+    Org,
+    ProcessId,
+    Round,
+    member_process,
+    page,
+    reads,
+    with_privacy,
+)
 from api.gateway.errors import errors
 from api.gateway.state import record
 from api.responses import DepthSafeRoute
@@ -75,7 +86,7 @@ def execution_attestation(
 @read(PROCESS + "/timeline", response_model=S.TimelineOut)
 def timeline(process_id: ProcessId, c: Caller, gw: GatewayDep) -> dict[str, Any]:
     gw.current()
-    process = member_process(c, process_id)
+    process = with_privacy(member_process(c, process_id), gw)
     return {
         "process": process,
         "executions": gw.index.executions(process_id, limit=10_000).items,

@@ -11,7 +11,18 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 
 from api import schemas as S
-from api.gateway.deps import Caller, GatewayDep, Limit, Offset, ProcessId, member_process, page, reads, writes
+from api.gateway.deps import (
+    Caller,
+    GatewayDep,
+    Limit,
+    Offset,
+    ProcessId,
+    member_process,
+    page,
+    reads,
+    with_privacy,
+    writes,
+)
 from api.gateway.state import record
 from api.responses import DepthSafeRoute
 from ledger.client import HistoryEntry, ProcessRecord
@@ -31,7 +42,9 @@ def list_processes(
     status: Annotated[str | None, Query(pattern=STATUS)] = None,
 ) -> dict[str, Any]:
     gw.current()
-    return page(gw.index.processes(limit, offset, status))
+    listing = page(gw.index.processes(limit, offset, status))
+    listing["items"] = [with_privacy(p, gw) for p in listing["items"]]
+    return listing
 
 
 @write("/api/v1/processes", response_model=ProcessRecord, status_code=201)
@@ -66,7 +79,10 @@ def create_process(body: S.ProcessIn, c: Caller, gw: GatewayDep) -> dict[str, An
 
 @read("/api/v1/processes/{process_id}", response_model=ProcessRecord)
 def get_process(process_id: ProcessId, c: Caller) -> dict[str, Any]:
-    return record(c.get_process(process_id))
+    """The process as ``LearningProcess:get`` answers it, with its ``privacy``: the ledger's rigorous ε
+    spent of its budget and δ (:meth:`ledger.client.ConsortiaClient.process_privacy`)."""
+    process = c.get_process(process_id)
+    return record(process.view(privacy=c.process_privacy(process)))
 
 
 @write("/api/v1/processes/{process_id}/start", response_model=ProcessRecord)

@@ -1,4 +1,4 @@
-"""Node agents ride out ledger outages (executor/node/ledger_outage.py; docs/executor.md "Ledger
+"""Node agents ride out ledger outages (ledger/outage.py; docs/executor.md "Ledger
 outages"): on the embedded ledger, wrapped by a real Ledger that fails with the typed transient errors
 for a while (its own peer unreachable, a submit sent and then the connection dropped, a commit status
 lost), the agents complete the process with one record per organisation and round, equal to the
@@ -14,10 +14,10 @@ import threading
 import pytest
 
 from chaincode.errors import InvalidState
-from executor.node.ledger_outage import Backoff, LedgerOutage
 from executor.node.status import read_status
 from executor.node.supervisor import members_progress
 from ledger.errors import AccessDenied, CommitTimeout, LedgerUnavailable, transient
+from ledger.outage import Backoff, LedgerOutage
 from tests.executor.node.test_agent import (  # noqa: F401  (platform: the fixture)
     assert_matches_simulation,
     platform,
@@ -127,7 +127,7 @@ def test_agents_ride_out_outages_and_resolve_unknown_outcomes_without_duplicates
         "Org3MSP": FlakyLedger(platform.ledger, down=3, dropped={"Model:publish"}, down_after_drop=2),
     }
     agents = [_fast(platform.agent(o, ledger=flaky[o])) for o in platform.orgs]
-    with caplog.at_level(logging.WARNING, logger="executor.node.ledger_outage"):
+    with caplog.at_level(logging.WARNING, logger="ledger.outage"):
         run_all(platform, "p-outage", agents)
 
     assert platform.evaluate("Org1MSP", "LearningProcess:get", "p-outage")["status"] == "completed"
@@ -259,7 +259,7 @@ def test_an_outage_is_logged_once_per_change_and_stop_ends_the_wait(caplog):
             raise LedgerUnavailable("evaluate failed: UNAVAILABLE", endpoint="127.0.0.1:7051")
         return "answer"
 
-    with caplog.at_level(logging.DEBUG, logger="executor.node.ledger_outage"):
+    with caplog.at_level(logging.DEBUG, logger="ledger.outage"):
         assert outage.call(flaky) == "answer"
     warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert len(attempts) == 5 and len(warnings) == 2, warnings

@@ -1,4 +1,5 @@
-"""How a node agent rides out ledger outages (docs/executor.md "Ledger outages").
+"""Riding out ledger outages: a :class:`~ledger.interface.Ledger` that waits for its host to come back
+(docs/executor.md "Ledger outages"). Node agents and process runners wrap their ledger in it.
 
 A node's peer, the peers an endorsement needs, or the orderers may be unreachable for a while (a
 restart, a network cut). The agent then neither exits nor records a task failure: every ledger call it
@@ -8,8 +9,8 @@ makes goes through :class:`PatientLedger`, which retries a call that failed with
 takes, while an answer (a contract's refusal, a refused identity or signature, an invalidated
 transaction) is raised at once, as without it. :class:`LedgerOutage` keeps the state -- reachable,
 or unreachable since when, what, and why -- logs each change of it once ("ledger unreachable since
-…, retrying in …s", "ledger reachable again after …s"), and tells the agent's status
-(:mod:`executor.node.status`).
+…, retrying in …s", "ledger reachable again after …s"), and tells whoever asks
+(the node agent's status, :mod:`executor.node.status`).
 
 A submit whose outcome is unknown (handed to the orderers, then the connection failed) is submitted
 again: the contracts refuse a second ``create_task``/``complete_task``/``fail_task`` of the same task
@@ -51,7 +52,7 @@ class Backoff:
     def delay(self, attempt: int, rng: random.Random) -> float:
         """The pause after failed attempt number ``attempt`` (0 for the first failure)."""
         ceiling = min(self.cap, self.first * 2 ** min(attempt, 30))
-        return ceiling / 2 + rng.random() * ceiling / 2
+        return float(ceiling / 2 + rng.random() * ceiling / 2)
 
 
 def _utc(t: float) -> str:
