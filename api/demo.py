@@ -111,7 +111,6 @@ def run_demo(
     from executor.images.resolver import ImageResolver
     from executor.node.supervisor import run_process
     from executor.process import (
-        Platform,
         ProcessSpec,
         collect_models,
         estimator_origins,
@@ -120,6 +119,7 @@ def run_demo(
         prepare_image,
     )
     from home.layout import Layout
+    from home.platform import Platform
     from home.settings import write_config
     from ledger.embedded import EmbeddedLedger
     from ledger.identity import Consortium

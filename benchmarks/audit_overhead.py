@@ -171,7 +171,6 @@ def run_audited(
 ) -> dict[str, Any]:
     from executor.node.supervisor import run_process
     from executor.process import (
-        Platform,
         ProcessSpec,
         collect_models,
         launch,
@@ -179,6 +178,7 @@ def run_audited(
         prepare_image,
     )
     from executor.runtimes import get_runtime
+    from home.platform import Platform
     from ledger.embedded import EmbeddedLedger
     from ledger.identity import Consortium
 

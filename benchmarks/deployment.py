@@ -132,7 +132,7 @@ class Host:
 
     def start_artifact_service(self) -> None:
         """Its artifact service, on the address and port of its home's ``[node]`` table (``join --listen``)."""
-        argv = [sys.executable, "-m", "api.cli", "artifact-service", "--home", str(self.home)]
+        argv = [sys.executable, "-m", "api.cli", "artifacts", "serve", "--home", str(self.home)]
         self.start("artifacts", argv)
 
     def start_gateway(self, port: int) -> None:

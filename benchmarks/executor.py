@@ -112,22 +112,15 @@ def _consent(consortium, ledger, pid: str) -> None:
 
 
 def _agent(root: Path, consortium, ledger, runtime, org: str, warm: bool = False, hosted=None):
-    """``org``'s node agent with its data, store and state under ``root`` (started); ``hosted``: the
-    services of the agents of this process, through which they reach each other's stores."""
-    from exchange.service import node_store
-    from executor.node.agent import NodeAgent
-    from ledger.client import ConsortiaClient
+    """``org``'s node agent with its data, store and state under ``root`` (started), built the one way
+    (:func:`home.agent.build_agent`) on the shared ``ledger``; ``hosted``: the services of the agents of
+    this process, through which they reach each other's stores (default: its own, in memory)."""
+    from exchange.service import HostedServices
+    from home.agent import NodePlaces, build_agent
 
-    client = ConsortiaClient(ledger, consortium.identity(org))
-    return NodeAgent(
-        client,
-        consortium,
-        runtime,
-        node_store(client, consortium, root / "store", hosted=hosted),
-        root / "data" / org,
-        root / "state" / org,
-        warm=warm,
-    ).start()
+    places = NodePlaces(org, consortium, root / "data" / org, root / "store", root / "state")
+    node = build_agent(places, runtime=runtime, warm=warm, ledger=ledger, hosted=hosted or HostedServices())
+    return node.agent.start()
 
 
 def _summary(walls: list[float], steps: list[float], repeats: int) -> dict[str, float]:

@@ -133,8 +133,9 @@ def run_one_process(root: Path, tracer: CrossingTracer, warm: bool) -> str:
 
     from algorithms.step import LocalDataset
     from executor.node.supervisor import run_process
-    from executor.process import Platform, ProcessSpec, launch, map_dataset, prepare_image
+    from executor.process import ProcessSpec, launch, map_dataset, prepare_image
     from executor.runtimes import get_runtime
+    from home.platform import Platform
     from ledger.embedded import EmbeddedLedger
     from ledger.identity import Consortium
 

@@ -6,7 +6,7 @@ artifact (a message sent to it, a model it may download) it asks the owner's art
 :class:`Locations` says how to reach that service:
 
 1. an organisation whose node runs in this same process (a consortium simulated on one machine:
-   ``executor.process.Platform``'s agent threads, tests) is reached in memory through its own service
+   ``home.platform.Platform``'s agent threads, tests) is reached in memory through its own service
    (:class:`exchange.service.HostedServices`), under the same authorisation rule as over HTTPS;
 2. an explicit endpoint (the command line's ``--peer-artifacts ORG=URL``), if given;
 3. otherwise the owner's **membership record** on the ledger (``Membership`` contract): the public

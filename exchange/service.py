@@ -17,7 +17,7 @@ location}}``: the ledger names only the payload digest), to that recipient only 
 the message itself.
 
 Listen address: loopback only (``127.x.y.z``), e.g. ``127.0.N.1`` for organisation N. The service's command
-line is ``consortia artifact-service`` (:mod:`api.cli.services`, which reads the home).
+line is ``consortia artifacts serve`` (:mod:`api.cli.artifacts`, which reads the home).
 """
 
 from __future__ import annotations

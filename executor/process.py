@@ -12,7 +12,8 @@ The pieces, in the order a consortium uses them:
 * :func:`launch` creates the ``LearningProcess`` (image pinned by digest, consortium, topology with
   seed, hyper-parameters, rounds, privacy budget) and starts it;
 * :func:`executor.node.supervisor.run_process` runs every organisation's
-  :class:`executor.node.agent.NodeAgent` on this machine, in the places a :class:`Platform` names --
+  :class:`executor.node.agent.NodeAgent` on this machine, in the places a
+  :class:`~executor.node.supervisor.LocalNodes` names (:class:`home.platform.Platform`) --
   one thread per organisation, or one OS process per organisation (``agents="processes"``, the same
   command a node runs, supervised: an agent that dies is restarted and resumes from the ledger) --
   until the process is completed or failed, reporting progress from the ledger;
@@ -27,24 +28,17 @@ from __future__ import annotations
 import base64
 import logging
 import os
-import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from algorithms.step import LocalDataset
 from algorithms.task_runtime import save_dataset
-from exchange.service import HostedServices, node_store
-from executor.consent import ConsentPolicy
 from executor.errors import ExecutorError
-from executor.images.resolver import ImageResolver
-from executor.node.agent import NodeAgent
-from executor.runtimes.base import Limits, TaskRuntime
+from executor.node.supervisor import LocalNodes
 from ledger.client import ConsortiaClient, ImageRecord, ProcessRecord
 from ledger.errors import ConsentMissing
-from ledger.identity import Consortium
-from ledger.interface import Ledger
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 log = logging.getLogger(__name__)
@@ -189,140 +183,11 @@ def launch(
         ) from None
 
 
-# --------------------------------------------------------------------------- where the nodes run
-
-
-@dataclass
-class Platform:
-    """Where the organisations' nodes keep their things on this machine: one ledger (embedded file
-    or Fabric gateway), the consortium's identities, and per organisation a data root, an artifact
-    store and an agent state directory -- in the one home layout of ``home.layout.Layout``
-    (``root`` is a Consortia home: ``data/<MSP>``, ``artifacts/<MSP>``, ``state/<MSP>``).
-
-    The agents it runs as threads of this process reach each other's artifacts in memory, each through
-    the other's own service (``hosted``, :class:`exchange.service.HostedServices`); agents run as OS
-    processes serve their stores over HTTPS (docs/artifacts.md)."""
-
-    ledger: Ledger
-    consortium: Consortium
-    root: Path
-    ledger_path: Path | None = None  # the embedded ledger file (for agents run as OS processes)
-    bundles_roots: dict[str, Path] = field(default_factory=dict)  # per organisation (default: the cache)
-    hosted: HostedServices = field(default_factory=HostedServices)  # its agent threads' artifact services
-
-    @classmethod
-    def from_home(cls, home: str | Path | None = None, *, create: bool = False) -> Platform:
-        """The platform of a Consortia home: its consortium, and its ledger from ``home.ledger.open_ledger``."""
-        from home.ledger import open_ledger
-        from home.settings import load
-
-        settings = load(home)
-        consortium = Consortium(settings.crypto)
-        ledger = open_ledger(settings, consortium, create=create)
-        embedded = settings.ledger_path if settings.ledger_backend == "embedded" else None
-        return cls(ledger, consortium, settings.home, embedded)
-
-    @property
-    def layout(self):
-        """The home layout (home/layout.py): ``root`` is a Consortia home (its consortia.toml, if any,
-        is honoured, e.g. an organisation's data folder named there)."""
-        from home.layout import CONFIG_FILE, Layout
-        from home.settings import load
-
-        root = Path(self.root)
-        return load(root).paths if (root / CONFIG_FILE).is_file() else Layout(root)
-
-    @property
-    def data_root(self) -> Path:
-        return self.layout.data_root
-
-    @property
-    def store_root(self) -> Path:
-        return self.layout.store_root
-
-    @property
-    def state_root(self) -> Path:
-        return self.layout.state_root
-
-    def client(self, org: str) -> ConsortiaClient:
-        return ConsortiaClient(self.ledger, self.consortium.identity(org))
-
-    def admins(self, orgs: Sequence[str] | None = None) -> dict[str, ConsortiaClient]:
-        """Each organisation's admin (who approves images and accepts processes), by MSP id: on this
-        machine only, where the platform acts as every organisation (the demo, tests, benchmarks)."""
-        return {
-            o.msp_id: ConsortiaClient(self.ledger, self.consortium.identity(o.msp_id, "Admin"))
-            for o in self.consortium.organisations
-            if orgs is None or o.msp_id in orgs or o.name in orgs
-        }
-
-    def agent(
-        self, org: str, runtime: TaskRuntime, warm: bool = False, limits: Limits = Limits()
-    ) -> NodeAgent:
-        """``org``'s node agent in this platform's places (not started: every way of running it starts it)."""
-        images = ImageResolver(runtime, self.bundles_roots[org]) if org in self.bundles_roots else None
-        msp = self.consortium.organisation(org).msp_id
-        client = self.client(org)
-        return NodeAgent(
-            client,
-            self.consortium,
-            runtime,
-            node_store(client, self.consortium, self.store_root, hosted=self.hosted),
-            self.layout.data(msp),
-            self.state_root / msp,
-            limits=limits,
-            images=images,
-            warm=warm,
-            consent=self.consent_policy,
-        )
-
-    @property
-    def consent_policy(self) -> ConsentPolicy:
-        """The ``[consent]`` table of the home's consortia.toml (docs/consent.md; none: the default)."""
-        from home.layout import CONFIG_FILE
-        from home.settings import load
-
-        root = Path(self.root)
-        return load(root).config.consent if (root / CONFIG_FILE).is_file() else ConsentPolicy()
-
-    def agent_command(
-        self, org: str, process_id: str, runtime: str, warm: bool = False, timeout: float = 3600.0
-    ) -> list[str]:
-        """The node command of ``org`` (``consortia node run``) for one process."""
-        if self.ledger_path is None:
-            raise ExecutorError("agents as OS processes need the embedded ledger file (ledger_path)")
-        cmd = [
-            sys.executable,
-            "-m",
-            "executor.node.cli",
-            "run",
-            "--org",
-            org,
-            "--consortium",
-            str(self.consortium.root),
-            "--ledger",
-            str(self.ledger_path),
-            "--runtime",
-            runtime,
-            "--data",
-            str(self.layout.data(org)),
-            "--store",
-            str(self.store_root),
-            "--state",
-            str(self.state_root),
-            "--process",
-            process_id,
-            "--timeout",
-            str(timeout),
-        ]
-        return cmd + (["--warm"] if warm else [])
-
-
 # --------------------------------------------------------------------------- results
 
 
 def collect_models(
-    platform: Platform, process_id: str, orgs: Sequence[str] | None = None
+    platform: LocalNodes, process_id: str, orgs: Sequence[str] | None = None
 ) -> dict[str, bytes]:
     """Each organisation's final model (codec bytes): fetched from the owner's store, decrypted with
     the organisation's own key-agreement key, and checked against the model digest on the ledger."""

@@ -10,8 +10,10 @@ Modules:
 * :mod:`home.ledger` -- :func:`~home.ledger.open_ledger`, the one way to open a home's ledger;
 * :mod:`home.create` -- ``consortia init`` (a new consortium, or a home on a running Fabric network);
 * :mod:`home.join` -- ``consortia join`` (the home of one organisation of an existing consortium);
+* :mod:`home.agent` -- :func:`~home.agent.build_agent`, the one way to build a node agent (its places,
+  :class:`~home.agent.NodePlaces`, from a home or given one by one), as
+  :func:`~home.ledger.open_ledger` is for ledgers;
+* :mod:`home.platform` -- :class:`~home.platform.Platform`, where the nodes of a consortium simulated on
+  one machine keep their things (the demo, benchmarks, end-to-end tests);
 * :mod:`home.errors` -- what goes wrong with a home.
-
-Building a node agent from a home moves here too, once the node's package (``executor/node/``) is in
-place: it will be the one way to build an agent, as :func:`~home.ledger.open_ledger` is for ledgers.
 """

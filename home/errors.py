@@ -32,3 +32,7 @@ class NotPrivate(HomeError, PermissionError):
 class LedgerNotFound(HomeError):
     """The ledger of a home does not exist (and creating it was not asked for): no embedded ledger
     file, or no Fabric connection profile."""
+
+
+class ConsortiumNotFound(HomeError):
+    """No consortium (no identities' manifest) where a home or the command line says it is."""

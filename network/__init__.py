@@ -3,8 +3,8 @@ the CCaaS builder and the ``network`` wrapper script): one etcdraft orderer, one
 organisation, TLS on, Docker off, each organisation's chaincode served by its own Python CCaaS server
 (docs/fabric.md "Topology"). Placed per host (:mod:`~network.placement`, docs/fabric.md "Placement"):
 each organisation's peer and chaincode service on its own loopback address, the orderer on its own
-(default: everything on 127.0.0.1). Driven by ``fabric-network/network {up|down|deploy|status|logs}``
-(``python -m network``).
+(default: everything on 127.0.0.1). Driven by ``consortia network up|down|deploy|status|logs``
+(:mod:`api.cli.network`; ``fabric-network/network`` runs the same command).
 
 Layout of the network directory (default ``~/.cache/consortia/fabric-net``, outside the repo)::
 
@@ -26,7 +26,7 @@ Modules: :mod:`~network.config` (options, paths, node environments),
 :mod:`~network.supervision` (node processes), :mod:`~network.files`
 (generated configuration, identities, chaincode package), :mod:`~network.lifecycle`
 (up, deploy, readiness, restart, down), :mod:`~network.placement` (addresses per
-host), :mod:`~network.cli` (the command line).
+host). The command line is ``consortia network`` (:mod:`api.cli.network`).
 
 A consortium without a centre (docs/fabric.md "A consortium without a centre"): each member on its own
 host, :mod:`~network.organisation` (who it is, its home), :mod:`~network.ca` (its own Fabric CA and the
@@ -35,7 +35,6 @@ genesis block from packages, BFT or raft), :mod:`~network.member` (its nodes, jo
 approval); :mod:`~network.processes` is the process supervision both kinds of network share.
 """
 
-from network.cli import main
 from network.config import (
     BINARIES,
     CACHE,
@@ -57,5 +56,4 @@ __all__ = [
     "NetworkConfig",
     "NetworkError",
     "connect",
-    "main",
 ]

@@ -39,14 +39,6 @@ LAYERS: dict[str, set[str]] = {
     "api": {"home", "network", "audit", "executor", "exchange", "ledger", "algorithms", "chaincode", "wire"},
 }
 LAYERS["benchmarks"] = set(LAYERS)  # benchmarks may import every package; nothing imports them
-# Files allowed one import past their package's layer, until the node agent's builder moves to home/
-# (issue 30, item 5): the node's command line and Platform.from_home still read the home (load /
-# open_ledger) themselves.
-PENDING = {
-    "executor/node/cli.py": {"home"},
-    "executor/process.py": {"home"},
-}
-
 # Top-level folders that are not Python packages of the layer table.
 NOT_PACKAGES = {"tests", "scripts", "docs", "algorithm-images", "fabric-network"}
 
@@ -173,8 +165,7 @@ def test_no_package_imports_upward_or_past_its_layer():
     wrong = sorted(
         str(i)
         for i in imports()
-        if _top(i.target) != _top(i.source)
-        and _top(i.target) not in LAYERS[_top(i.source)] | PENDING.get(i.path, set())
+        if _top(i.target) != _top(i.source) and _top(i.target) not in LAYERS[_top(i.source)]
     )
     assert wrong == []
 

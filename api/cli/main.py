@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from api.cli import (
+    artifacts,
     audit,
     data,
     home,
@@ -14,6 +15,8 @@ from api.cli import (
     index,
     ledger,
     models,
+    network,
+    node,
     org,
     processes,
     provenance,
@@ -58,11 +61,12 @@ def _main(
     """Consortia: verifiable and auditable collaborative learning on a permissioned ledger."""
 
 
-for _command in (home.demo, home.init, home.join, services.serve, services.artifact_service):
+for _command in (home.demo, home.init, home.join, services.serve):
     app.command()(with_output(_command))
-for _pass_through in (services.node, services.network):
-    app.command(context_settings=services.PASS_THROUGH_SETTINGS, add_help_option=False)(_pass_through)
 for _module, _name in (
+    (node, "node"),
+    (artifacts, "artifacts"),
+    (network, "network"),
     (ledger, "ledger"),
     (images, "image"),
     (processes, "process"),

@@ -11,6 +11,7 @@ import inspect
 import json
 import re
 from collections.abc import Callable
+from contextvars import ContextVar
 from enum import StrEnum
 from typing import Any, NoReturn, TypeVar, cast
 
@@ -46,21 +47,25 @@ JsonOpt = typer.Option(False, "--json", help="Machine-readable JSON output.")
 class Output(StrEnum):
     """``-o/--output``: kubectl's spelling of the output format."""
 
-    table = "table"
-    wide = "wide"  # the same as table: tables always show whole ids
-    json = "json"
+    table = "table"  # the chosen columns of a list (whole values, never cut)
+    wide = "wide"  # every column of a list
+    json = "json"  # one JSON line on stdout (``--json`` is its alias)
 
 
 OutputOpt = typer.Option(
     None,
     "-o",
     "--output",
-    help="Output format: json (the same as --json), table or wide (whole ids either way).",
+    help="Output format: table (default), wide (every column) or json (the same as --json).",
 )
+
+#: the running command's ``-o`` (set by :func:`with_output` for the length of the command)
+current_output: ContextVar[Output] = ContextVar("consortia_output", default=Output.table)
 
 
 def with_output(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Give a command that takes ``as_json`` (``--json``) the option ``-o/--output json|table|wide`` too."""
+    """Give a command that takes ``as_json`` (``--json``, the alias of ``-o json``) the option
+    ``-o/--output table|wide|json``; :func:`emit` prints its lists with every column under ``-o wide``."""
     sig = inspect.signature(fn, eval_str=True)
     output = inspect.Parameter(
         "output", inspect.Parameter.KEYWORD_ONLY, default=OutputOpt, annotation=Output | None
@@ -71,7 +76,11 @@ def with_output(fn: Callable[..., Any]) -> Callable[..., Any]:
     def command(*args: Any, output: Output | None = None, **kwargs: Any) -> Any:
         if output is Output.json:
             kwargs["as_json"] = True
-        return fn(*args, **kwargs)
+        token = current_output.set(Output.json if kwargs.get("as_json") else output or Output.table)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            current_output.reset(token)
 
     command.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
     command.__annotations__ = {p.name: p.annotation for p in params}
@@ -175,7 +184,8 @@ def cell(v: Any) -> str:
 
 
 def emit(obj: Any, as_json: bool, title: str = "", columns: list[str] | None = None) -> None:
-    """Print ``obj`` as JSON (--json) or as a Rich table / key-value list. Values are Rich ``Text``:
+    """Print ``obj`` as JSON (--json) or as a Rich table / key-value list. A list shows ``columns``
+    (default: the first six fields), every field under ``-o wide``. Values are Rich ``Text``:
     "[completed]" is shown, not read as markup."""
     obj = plain(obj)
     if as_json:
@@ -183,6 +193,8 @@ def emit(obj: Any, as_json: bool, title: str = "", columns: list[str] | None = N
         return
     if isinstance(obj, list):
         cols = columns or (list(obj[0])[:6] if obj else [])
+        if current_output.get() is Output.wide:
+            cols = list(dict.fromkeys([*cols, *(k for row in obj for k in row)]))
         table = Table(title=Text(title) if title else None)
         for c in cols:
             table.add_column(c, no_wrap=True)

@@ -51,7 +51,8 @@ The agent's task passes the checkpoints of :mod:`executor.node.checkpoints` (its
 default none). It is built from explicit parts and does nothing until :meth:`NodeAgent.start`:
 making its state directory and data salt, opening its worker pool, publishing its artifact endpoint
 in its membership record (:func:`exchange.locations.publish_own_membership`) and starting its spare
-workers. Every way of running it starts it first; its command line is :mod:`executor.node.cli`.
+workers. Every way of running it starts it first; it is built from a home by :func:`home.agent.build_agent`
+(its command line is ``consortia node run``, :mod:`api.cli.node`).
 """
 
 from __future__ import annotations

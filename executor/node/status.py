@@ -2,7 +2,7 @@
 
 The agent rewrites ``<state>/<org>/status.json`` (0600, atomically) whenever its ledger becomes
 unreachable or reachable again and whenever a process's outcome changes; ``consortia node status``
-(:func:`executor.node.cli.main`) and ``consortia process watch`` read it on the organisation's own
+(:mod:`api.cli.node`) and ``consortia process watch`` read it on the organisation's own
 host. It is the organisation's own file: no other organisation reads it (they see the ledger only).
 """
 

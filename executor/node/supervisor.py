@@ -2,10 +2,11 @@
 reporting progress from the ledger (docs/audited-process.md; :func:`run_process`).
 
 Agents run as threads of this process (one :class:`executor.node.agent.NodeAgent` each, woken by
-each other's completions) or as OS processes (``python -m executor.node.cli run --process``, the
-command a node runs), supervised: an agent that dies while the process runs is restarted and
-resumes from the ledger. Where the organisations' nodes keep their things is the caller's
-(:class:`LocalNodes`, e.g. :class:`executor.process.Platform`).
+each other's completions) or as OS processes (``consortia node run --process``, the command a node
+runs), supervised: an agent that dies while the process runs is restarted and resumes from the
+ledger. Where the organisations' nodes keep their things, and how their agents are built, is the
+caller's (:class:`LocalNodes`: :class:`home.platform.Platform`, whose agents
+:func:`home.agent.build_agent` builds).
 """
 
 from __future__ import annotations
@@ -41,6 +42,11 @@ class LocalNodes(Protocol):
 
     consortium: Consortium
     root: Path  # agents as OS processes write their logs under <root>/logs
+
+    @property
+    def store_root(self) -> Path:
+        """The organisations' artifact stores (``<store_root>/<MSP>``)."""
+        ...
 
     def client(self, org: str) -> ConsortiaClient: ...
 
@@ -173,7 +179,7 @@ def run_process(
 
     ``agents="threads"``: one :class:`NodeAgent` per organisation in a thread of this process;
     ``runtime`` is a runtime or a factory (one runtime per organisation). ``agents="processes"``:
-    one ``python -m executor.node.cli run --process`` per organisation (embedded ledger file),
+    one ``consortia node run --process`` per organisation (embedded ledger file),
     with ``agent_env[org]`` added to that organisation's environment on its first start only (a fault
     plan, ``CONSORTIA_FAULT_PLAN``, reaches no other start); an agent that dies (signal or error exit)
     while the process runs is restarted (up to ``max_restarts``) and resumes from the ledger.
@@ -344,6 +350,18 @@ def _prewarm(agent: NodeAgent, process: ProcessRecord) -> None:
         return
     if spare is not None:
         spare.wait_started()
+
+
+def meet_at_start(agent: NodeAgent, directory: Path, timeout: float) -> None:
+    """An agent run as an OS process (``consortia node run --barrier DIR``) says that it and its spare
+    workers have started (``DIR/<org>.ready``), then waits for :func:`run_process` to let every agent go
+    at once (``DIR/go``, or ``timeout`` seconds)."""
+    for spare in agent.pool.spares.values():
+        spare.wait_started()
+    (directory / f"{agent.org}.ready").touch()
+    deadline = time.monotonic() + timeout
+    while not (directory / "go").exists() and time.monotonic() < deadline:
+        time.sleep(0.005)
 
 
 def _pass(barrier: threading.Barrier, timeout: float = 600.0) -> None:

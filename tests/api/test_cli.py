@@ -147,7 +147,7 @@ def test_provenance_queries(home):
 
 @pytest.fixture
 def org1_serves(home):
-    """Org1's artifact service (``consortia artifact-service``, as its host runs it) on 127.0.1.1, its
+    """Org1's artifact service (``consortia artifacts serve``, as its host runs it) on 127.0.1.1, its
     endpoint in Org1's membership record: the others fetch Org1's model there, never from its folder."""
     from exchange.locations import publish_own_membership
     from ledger.client import ConsortiaClient
@@ -159,7 +159,7 @@ def org1_serves(home):
         sock.bind(("127.0.1.1", 0))
         port = sock.getsockname()[1]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "api.cli", "artifact-service", "--home", str(root), "--org", "Org1"]
+        [sys.executable, "-m", "api.cli", "artifacts", "serve", "--home", str(root), "--org", "Org1"]
         + ["--listen", f"127.0.1.1:{port}"],
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
@@ -236,13 +236,16 @@ def test_unknown_organisation_is_a_usage_error(home):
     assert result.exit_code == 2
 
 
-def test_node_and_network_forward_to_the_executor_and_fabric_command_lines():
-    result = runner.invoke(app, ["node", "--help"])
-    assert result.exit_code == 0 and "follow the ledger" in result.output
+def test_node_run_and_network_are_sub_commands(monkeypatch):
+    monkeypatch.delenv("CONSORTIA_HOME", raising=False)
+    result = runner.invoke(app, ["node", "run", "--help"])
+    assert result.exit_code == 0 and "Follow the ledger" in result.output
     result = runner.invoke(app, ["node", "run", "--org", "Org1MSP"])
-    assert result.exit_code == 2 and "--consortium" in result.output  # argparse names what is missing
+    assert result.exit_code == 2 and result.stdout == ""  # what is missing is named on stderr
+    assert "--consortium, --ledger, --data, --store, --state are required" in result.stderr
     result = runner.invoke(app, ["network", "--help"])
     assert result.exit_code == 0 and "up" in result.output and "deploy" in result.output
+    assert "channel" in result.output and "chaincode" in result.output
 
 
 def test_process_get_and_list_show_the_ledgers_rigorous_epsilon_first(home):

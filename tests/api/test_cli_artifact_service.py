@@ -1,4 +1,4 @@
-"""``consortia artifact-service``: an organisation's artifact service from the command line (it reads the
+"""``consortia artifacts serve``: an organisation's artifact service from the command line (it reads the
 home, so it lives in the CLI above ``exchange``): its own artifacts to its own organisation, 403 to the
 others, and refusals with the documented exit codes."""
 
@@ -48,7 +48,7 @@ def test_the_service_hands_its_own_artifacts_to_its_own_organisation_only(tmp_pa
     args += ["--ledger", str(tmp_path / "ledger.sqlite"), "--listen", f"127.0.2.1:{port}", "--json"]
     env = {k: v for k, v in os.environ.items() if k != "CONSORTIA_HOME"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "api.cli", "artifact-service", *args],
+        [sys.executable, "-m", "api.cli", "artifacts", "serve", *args],
         cwd=ROOT,
         env={**env, "PYTHONPATH": str(ROOT)},
         stdout=subprocess.PIPE,
@@ -79,7 +79,7 @@ def test_refusals_have_the_documented_exit_codes(tmp_path, consortium, monkeypat
     monkeypatch.delenv("CONSORTIA_HOME", raising=False)
     ledger = tmp_path / "ledger.sqlite"
     EmbeddedLedger(ledger, consortium).close()
-    base = ["artifact-service", "--consortium", str(consortium.root), "--store", str(tmp_path / "store")]
+    base = ["artifacts", "serve", "--consortium", str(consortium.root), "--store", str(tmp_path / "store")]
 
     def run(*extra: str):
         return runner.invoke(app, [*base, *extra])

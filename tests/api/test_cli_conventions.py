@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -101,22 +100,36 @@ def test_tables_show_whole_ids_and_markup_is_not_swallowed(home):
     assert r.exit_code == 0 and "[completed] by [bold]us[/bold]" in r.stdout
 
 
-def test_node_and_network_accept_json_and_names():
+def test_node_and_network_accept_json_and_names(monkeypatch):
     env = {"PYTHONPATH": str(ROOT)}
-    for spelling in (["--json"], ["-o", "json"], ["--output=json"], ["-o", "wide"]):
+    monkeypatch.delenv("CONSORTIA_HOME", raising=False)
+    for spelling, as_json in ((["--json"], True), (["-o", "json"], True), (["--output=json"], True)):
         r = runner.invoke(app, ["node", "run", "--org", "Org1", *spelling])
-        assert r.exit_code == 2 and "--consortium" in r.output and "unrecognized" not in r.output, spelling
+        assert r.exit_code == 2 and "--consortium" in r.stderr, spelling
+        assert json.loads(r.stdout) == {
+            "ok": False,
+            "code": "usage",
+            "message": r.stderr.partition(": ")[2].strip(),
+        }
+    for spelling in (["-o", "wide"], ["-o", "table"], []):
+        r = runner.invoke(app, ["node", "run", "--org", "Org1", *spelling])
+        assert r.exit_code == 2 and "--consortium" in r.stderr and r.stdout == "", spelling
     r = runner.invoke(app, ["node", "run", "--org", "Org1", "-o", "yaml"])
-    assert r.exit_code == 2 and "-o/--output" in r.output
+    assert r.exit_code == 2 and "'-o' / '--output'" in r.output and "yaml" in r.output
+    # fabric-network/network is a thin wrapper of `consortia network`: the same options and conventions
     proc = subprocess.run(
-        [sys.executable, "-m", "network", "--help"],
+        [str(ROOT / "fabric-network" / "network"), "up", "--help"],
         capture_output=True,
         text=True,
-        env={**env, "PATH": "/usr/bin:/bin"},
-        cwd=ROOT,
+        env={**env, "PATH": "/usr/bin:/bin", "HOME": str(Path.home())},
         timeout=60,
     )
-    assert "--json" in proc.stdout
+    assert proc.returncode == 0 and "--json" in proc.stdout and "--output" in proc.stdout
+    r = runner.invoke(app, ["network", "up", "--hosts", "Org1=10.1.2.3", "-o", "json"])
+    assert r.exit_code == 2 and "10.1.2.3 is not a loopback address" in r.stderr
+    assert json.loads(r.stdout)["code"] == "bad network option" and len(r.stderr.splitlines()) == 1
+    r = runner.invoke(app, ["network", "channel", "inspect", "--block", "/nonexistent/x.block", "--json"])
+    assert r.exit_code == 1 and r.stderr.startswith("ChannelError: no block at /nonexistent/x.block")
 
 
 def test_model_ids_take_the_organisation_by_name_or_msp_id(home):
@@ -143,3 +156,35 @@ def test_audit_verify_accepts_the_consortium_crypto_folder(home, tmp_path):
     assert r.exit_code == 0 and json.loads(r.stdout)["ok"] is True
     r = runner.invoke(app, ["audit", "verify", str(bundle), "--ca", str(tmp_path / "empty"), "--json"])
     assert r.exit_code == 3
+
+
+def test_wide_tables_show_every_column(home):
+    def listing(*output):
+        r = runner.invoke(app, ["process", "list", "--home", str(home), *output])
+        assert r.exit_code == 0, r.stderr
+        return r.stdout
+
+    table, wide = listing(), listing("-o", "wide")
+    assert listing("-o", "table") == table and "rounds" in table and "image_digest" not in table
+    for field in ("rounds", "image_digest", "hyperparameters", "status_reason", "tx_id"):
+        assert field in wide, field
+    assert json.loads(listing("-o", "json"))[0]["image_digest"] in wide  # whole values, never cut
+
+
+def test_every_command_takes_the_one_output_option():
+    """-o table|wide|json (and its alias --json) on every command, the node's, network's and artifact
+    service's included."""
+    without = []
+
+    def walk(cmd, path):
+        if hasattr(cmd, "commands"):
+            for name, sub in cmd.commands.items():
+                walk(sub, f"{path} {name}")
+            return
+        options = {o: p for p in cmd.params for o in getattr(p, "opts", [])}
+        output = options.get("-o")
+        if output is None or output.name != "output" or options.get("--json") is None:
+            without.append(path)
+
+    walk(typer.main.get_command(app), "consortia")
+    assert without == []

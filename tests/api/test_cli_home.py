@@ -96,7 +96,7 @@ def test_a_missing_ledger_is_an_error_naming_the_path_and_init(tmp_path):
 
 
 def test_one_layout_for_cli_platform_and_config(tmp_path):
-    from executor.process import Platform
+    from home.platform import Platform
 
     home = tmp_path / "h"
     run("init", "--orgs", "Org1,Org2", "--home", str(home))
@@ -135,7 +135,7 @@ def test_the_config_names_the_identity_and_data_each_organisation_uses(tmp_path)
     )
     (home / "consortia.toml").write_text(cfg)
     assert load(home).paths.data("Org2MSP") == home.resolve() / "elsewhere" / "org2-data"
-    from executor.process import Platform
+    from home.platform import Platform
 
     cmd = Platform(None, Consortium(home / "crypto"), home, home / "ledger.db").agent_command(
         "Org2MSP", "p", "sandbox"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import tomllib
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -150,21 +151,26 @@ def test_the_joined_identity_acts_on_the_consortium_ledger(tmp_path, full):
 
 
 def test_node_run_takes_the_node_table(tmp_path, full, monkeypatch):
-    from executor.node import cli as node_cli
+    import home.agent
 
-    home = tmp_path / "org2"
-    run(*join_args(full, home, "--fabric-profile", str(_profile(tmp_path, "Org2MSP"))))
+    home_dir = tmp_path / "org2"
+    run(*join_args(full, home_dir, "--fabric-profile", str(_profile(tmp_path, "Org2MSP"))))
+    places = home.agent.NodePlaces.of_home(home_dir)
+    assert places.org == "Org2MSP" and places.artifact_endpoint == ENDPOINT
+    assert places.store_root == home_dir / "artifacts" and places.consortium.root == home_dir / "crypto"
+    assert places.state == home_dir / "state" / "Org2MSP" and places.ledger_file is None  # the home's
     seen = {}
 
-    def fake_build(args):
-        seen.update(vars(args))
-        raise SystemExit(0)
+    def built(places, **options):  # what `consortia node run --home` builds, before any ledger is opened
+        seen.update(places=places, **options)
+        raise home.agent.HomeError("stop here")
 
-    monkeypatch.setattr(node_cli, "build_agent", fake_build)
-    with pytest.raises(SystemExit):
-        node_cli.main(["run", "--home", str(home), "--runtime", "sandbox"])
-    assert seen["org"] == "Org2MSP" and seen["artifact_endpoint"] == ENDPOINT
-    assert Path(seen["store"]) == home / "artifacts" and Path(seen["consortium"]) == home / "crypto"
+    monkeypatch.setattr(home.agent, "build_agent", built)
+    r = run("node", "run", "--home", str(home_dir), "--runtime", "sandbox", code=2)
+    got = seen["places"]
+    assert "stop here" in r.stderr and seen["runtime"] == "sandbox"
+    assert replace(got, consortium=None) == replace(places, consortium=None)
+    assert got.consortium.root == places.consortium.root
 
 
 def test_an_embedded_ledger_needs_every_peer(tmp_path, full):

@@ -138,11 +138,11 @@ def test_ledger_commands_on_a_missing_file_are_not_found(home, tmp_path):
     assert not missing.exists() and not (tmp_path / "cp.json").exists()
 
 
-def test_node_and_network_pass_json_through_the_app():
-    r = runner.invoke(app, ["network", "--help"])
-    assert r.exit_code == 0 and "--json" in r.stdout
+def test_node_and_network_take_json_through_the_app():
+    r = runner.invoke(app, ["network", "status", "--help"])
+    assert r.exit_code == 0 and "--json" in r.stdout and "--output" in r.stdout
     r = runner.invoke(app, ["node", "run", "--help"])
-    assert r.exit_code == 0 and "--json" in r.stdout and "--org" in r.stdout
+    assert r.exit_code == 0 and "--json" in r.stdout and "--output" in r.stdout and "--org" in r.stdout
 
 
 def test_process_watch_prints_square_brackets_literally(home):

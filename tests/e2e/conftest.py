@@ -23,7 +23,7 @@ def consortium(tmp_path_factory):
 
 @pytest.fixture
 def platform(tmp_path, consortium):
-    from executor.process import Platform
+    from home.platform import Platform
     from ledger.embedded import EmbeddedLedger
 
     path = tmp_path / "ledger.sqlite"

@@ -15,8 +15,9 @@ import time
 import pytest
 
 from executor.node.supervisor import progress, run_process
-from executor.process import Platform, ProcessSpec, launch, map_dataset, prepare_image
+from executor.process import ProcessSpec, launch, map_dataset, prepare_image
 from executor.runtimes.sandbox import SandboxRuntime
+from home.platform import Platform
 from tests.e2e.conftest import dpsda_case
 from tests.e2e.test_process import assert_bit_identical, simulated
 

@@ -11,9 +11,10 @@ from audit.signatures import check_record_signature
 from audit.verification import verify_model
 from exchange.store import ArtifactStore
 from executor.node.supervisor import run_process
-from executor.process import Platform, ProcessSpec, launch, map_dataset, prepare_image
+from executor.process import ProcessSpec, launch, map_dataset, prepare_image
 from executor.runtimes.sandbox import SandboxRuntime
 from executor.task_keys import TaskSignatureInvalid
+from home.platform import Platform
 from tests.e2e.conftest import ORGS3, dpsda_case
 
 PID = "p-lineage"

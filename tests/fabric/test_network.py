@@ -140,7 +140,10 @@ def test_two_organisation_network_generates_a_genesis_block(tmp_path):
 def test_status_and_logs_commands_on_the_running_network(fabric):
     script = REPO_ROOT / "fabric-network" / "network"
     r = subprocess.run(
-        [str(script), "status", "--net-dir", str(network_dir())], capture_output=True, text=True, timeout=60
+        [str(script), "status", "--net-dir", str(network_dir()), "-o", "json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert r.returncode == 0, r.stderr
     st = json.loads(r.stdout)

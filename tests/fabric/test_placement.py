@@ -252,7 +252,9 @@ def test_submit_and_evaluate_through_each_organisations_own_profile(placed):
             assert led.evaluate(ident, "KV:get", key) == org.encode()
     shared = json.loads(placed.profile_file.read_text())  # the shared profile: every peer, placed
     assert [p["address"].split(":")[0] for p in shared["peers"]] == ["127.0.1.1", "127.0.2.1", "127.0.3.1"]
-    r = _network("status", "--net-dir", str(placed.net), port_base=placed.cfg.port_base, timeout=60)
+    r = _network(
+        "status", "--net-dir", str(placed.net), "-o", "json", port_base=placed.cfg.port_base, timeout=60
+    )
     st = json.loads(r.stdout)  # no --hosts: the placement the network was made with
     assert st["placement"] == HOSTS and all(st["running"].values())
     assert len(set(st["package_ids"].values())) == 3

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -99,10 +100,16 @@ def test_an_index_open_to_others_is_refused(tmp_path):
 
 @pytest.mark.timeout(60)  # before the fix the agent started and followed the ledger for ever
 def test_a_node_agent_refuses_a_home_open_to_others(tmp_path):
-    from executor.node import cli as node_cli
-
     home = tmp_path / "h"
     assert cli("init", "--orgs", "Org1,Org2", "--home", str(home))[0] == 0
     (home / "ledger.db").chmod(0o644)
-    with pytest.raises(SystemExit, match=r"node agent .*ledger file .*mode 0644.*chmod 600"):
-        node_cli.main(["run", "--home", str(home), "--org", "Org1", "--runtime", "sandbox"])
+    code, answer = cli("node", "run", "--home", str(home), "--org", "Org1", "--runtime", "sandbox")
+    assert code == 2 and answer["code"] == "bad home"
+    assert re.search(r"ledger file .*mode 0644.*chmod 600", answer["message"]), answer
+    # a ledger file given with the home is its owner's only too
+    elsewhere = tmp_path / "elsewhere.db"
+    elsewhere.write_bytes((home / "ledger.db").read_bytes())
+    elsewhere.chmod(0o644)
+    (home / "ledger.db").chmod(0o600)
+    code, answer = cli("node", "run", "--home", str(home), "--org", "Org1", "--ledger", str(elsewhere))
+    assert code == 2 and "elsewhere.db is open to other users" in answer["message"], answer

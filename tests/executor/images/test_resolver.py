@@ -28,8 +28,9 @@ def test_process_runs_the_bundle_each_organisation_pulled_by_digest(registry_add
     record names from the registry and verify it before running: bit-identical to the simulator.
     A second process after the archive was altered in the registry is refused by every agent."""
     from executor.node.supervisor import run_process
-    from executor.process import Platform, ProcessSpec, launch, map_dataset
+    from executor.process import ProcessSpec, launch, map_dataset
     from executor.runtimes.sandbox import SandboxRuntime
+    from home.platform import Platform
     from ledger.embedded import EmbeddedLedger
     from tests.e2e.conftest import ORGS3, dpsda_case
     from tests.e2e.test_process import assert_bit_identical, simulated

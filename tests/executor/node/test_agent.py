@@ -491,7 +491,8 @@ def _agent_cmd(platform, org, pid, runtime="sandbox"):
     return [
         sys.executable,
         "-m",
-        "executor.node.cli",
+        "api.cli",
+        "node",
         "run",
         "--org",
         org,

@@ -14,7 +14,6 @@ import threading
 import pytest
 
 from chaincode.errors import InvalidState
-from executor.node.cli import main as node_cli
 from executor.node.status import read_status
 from executor.node.supervisor import members_progress
 from ledger.errors import AccessDenied, CommitTimeout, LedgerUnavailable, transient
@@ -164,7 +163,7 @@ def test_agents_ride_out_outages_and_resolve_unknown_outcomes_without_duplicates
     assert status.processes["p-outage"].status == "done" and status.waiting_for is None
 
 
-def test_the_status_file_says_what_an_agent_waits_for_during_an_outage(platform, bundle, recipe, capsys):
+def test_the_status_file_says_what_an_agent_waits_for_during_an_outage(platform, bundle, recipe):
     platform.register_image("avg:w", recipe, bundle.digest, bundle.reference)
     platform.launch("p-wait", "avg:w", rounds=1, orgs=["Org1MSP", "Org2MSP"])
     flaky = FlakyLedger(platform.ledger)
@@ -198,11 +197,23 @@ def test_the_status_file_says_what_an_agent_waits_for_during_an_outage(platform,
     assert "round 1: task not registered yet (its node is down or cannot reach the ledger)" in org2.describe()
     agent.close()
     # `consortia node status` reads it
-    assert node_cli(["status", "--org", "Org1MSP", "--state", str(platform.root / "state")]) == 0
-    out = capsys.readouterr().out
-    assert "Org1MSP (pid " in out and "ledger: reachable (1 outage(s) ridden out)" in out
-    assert "p-wait: round 1 completed" in out
-    assert node_cli(["status", "--org", "Org2MSP", "--state", str(platform.root / "state")]) == 1
+    from typer.testing import CliRunner
+
+    from api.cli import app
+
+    def node_status(org, *output):
+        return CliRunner().invoke(
+            app,
+            ["node", "status", "--org", org, "--state", str(platform.root / "state"), "--home", "", *output],
+        )
+
+    r = node_status("Org1MSP")
+    assert r.exit_code == 0, r.stderr
+    assert "Org1MSP (pid " in r.stdout and "ledger: reachable (1 outage(s) ridden out)" in r.stdout
+    assert "p-wait: round 1 completed" in r.stdout
+    assert json.loads(node_status("Org1MSP", "-o", "json").stdout)["processes"]["p-wait"]["round"] == 1
+    r = node_status("Org2MSP")
+    assert r.exit_code == 1 and "no status of Org2MSP's node agent" in r.stderr
 
 
 def test_a_permanent_error_is_raised_at_once_never_retried(platform, bundle, recipe):

@@ -1,12 +1,12 @@
-"""executor.process.Platform opened from a Consortia home: the layout and ledger of home/."""
+"""home.platform.Platform opened from a Consortia home: the layout and ledger of home/."""
 
 from __future__ import annotations
 
 import pytest
 
-from executor.process import Platform
 from home.create import init_home
 from home.errors import LedgerNotFound
+from home.platform import Platform
 from home.settings import load
 
 
