@@ -110,11 +110,10 @@ def packages_hidden(names: tuple[str, ...] = NOT_IN_IMAGE) -> Iterator[None]:
         sys.meta_path.remove(finder)
 
 
-def _preload(only_algorithm: str | None, profile: NumericProfile) -> None:
+def _preload(only_algorithm: str | None) -> None:
     """Import the signing code, the image's algorithm module and the modules its class lists in
     ``warm_imports`` (imported lazily by the algorithm: inside a round otherwise) ahead of the first
-    task, and take the numeric profile's first look at the loaded libraries (each task checks it
-    again, and fails if it is not in effect)."""
+    task."""
     from cryptography.hazmat.primitives import hashes, serialization  # noqa: F401
     from cryptography.hazmat.primitives.asymmetric import ec, utils  # noqa: F401
 
@@ -126,8 +125,6 @@ def _preload(only_algorithm: str | None, profile: NumericProfile) -> None:
                 importlib.import_module(name)
         except ImportError:
             pass  # reported by the task that needs it
-    profile.apply()
-    profile.problems()
 
 
 def serve(
@@ -153,7 +150,13 @@ def serve(
     backing off to 50 ms after 2 s idle. Every task computes under ``profile`` (the image's numeric
     profile, :func:`algorithms.task_runtime.run_task`)."""
     with packages_hidden():
-        _preload(only_algorithm, profile)
+        _preload(only_algorithm)
+    # the numeric profile's first look at the loaded libraries (each task checks it again, and fails if
+    # it is not in effect), outside the hidden packages: torch's deterministic switch imports its
+    # compiler, which asks importlib.util.find_spec whether pandas exists and expects None, not the
+    # hider's ModuleNotFoundError (the image has no pandas either, so nothing differs)
+    profile.apply()
+    profile.problems()
     lifeline = _Lifeline()
     in_root, out_root = Path(in_root), Path(out_root)
     _report_cpu(out_root / "STARTED")  # the executor may hand over a task now
