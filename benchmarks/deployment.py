@@ -32,11 +32,14 @@ REGISTRY_SCRIPT = REPO_ROOT / "scripts" / "install-registry"
 
 
 class Host:
-    """One organisation's host: ``root`` holds everything it has (home, hand-off, logs)."""
+    """One organisation's host: ``root`` holds everything it has (home, hand-off, logs); ``enclosure``
+    (default: ``root``'s folder) holds every host's root and what the founder keeps, hidden in the view
+    even where it lies inside a path the view shows (e.g. a folder of the checkout)."""
 
-    def __init__(self, name: str, n: int, root: Path):
+    def __init__(self, name: str, n: int, root: Path, enclosure: Path | None = None):
         self.name, self.msp, self.address = name, f"{name}MSP", f"127.0.{n}.1"
         self.root = root
+        self.enclosure = enclosure or root.parent
         self.home = root / "home"
         self.handoff = root / "handoff"
         self.logs = root / "logs"
@@ -55,7 +58,14 @@ class Host:
 
     def argv(self, argv: list[str], host_proc: bool = False) -> list[str]:
         (self.root / "cache").mkdir(exist_ok=True)
-        return view_command(argv, [self.root], host_proc=host_proc, env=self.env)
+        return view_command(
+            argv, [self.root], read_only=self.shared, hide=[self.enclosure], host_proc=host_proc, env=self.env
+        )
+
+    @property
+    def shared(self) -> list[Path]:
+        """What the machine shares with the view read-only beyond the system and the project's code."""
+        return []
 
     def consortia(self, *args: str, code: int = 0, timeout: float = 600) -> dict | list:
         """``consortia ARGS --json`` run on this host; its parsed JSON answer."""
@@ -264,7 +274,9 @@ class Deployment:
         self.placement = {o: f"127.0.{i}.1" for i, o in enumerate(self.orgs, start=1)}
         self.placement["orderer"] = f"127.0.{n + 1}.1"
         self.registry_host = f"127.0.{n + 2}.1"
-        self.hosts = {o: Host(o, i, self.root / "hosts" / o) for i, o in enumerate(self.orgs, start=1)}
+        self.hosts = {
+            o: Host(o, i, self.root / "hosts" / o, self.root) for i, o in enumerate(self.orgs, start=1)
+        }
         self.cfg: NetworkConfig | None = None
         self.registry = ""
 

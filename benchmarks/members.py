@@ -33,8 +33,8 @@ class MemberHost(Host):
     """One member's host: ``root/home`` (its organisation's home), ``root/inbox`` (what it was sent),
     ``root/out`` (what it sends)."""
 
-    def __init__(self, name: str, n: int, root: Path, port_base: int, fabric_home: Path):
-        super().__init__(name, n, root)
+    def __init__(self, name: str, n: int, root: Path, port_base: int, fabric_home: Path, enclosure: Path):
+        super().__init__(name, n, root, enclosure)
         self.port_base, self.fabric_home = port_base, fabric_home
         self.inbox, self.out = root / "inbox", root / "out"
         for d in (self.inbox, self.out):
@@ -43,7 +43,11 @@ class MemberHost(Host):
 
     @property
     def env(self) -> dict[str, str]:
-        return {**super().env, "FABRIC_HOME": str(self.fabric_home)}  # the machine's binaries (read-only)
+        return {**super().env, "FABRIC_HOME": str(self.fabric_home)}
+
+    @property
+    def shared(self) -> list[Path]:
+        return [self.fabric_home]  # the machine's Fabric binaries, read-only
 
     def run(self, *args: str, code: int = 0, timeout: float = 600) -> Any:
         """``consortia ARGS --json`` in this member's view. The view binds the machine's ``/proc``: the
@@ -92,7 +96,8 @@ class Members:
             raise RuntimeError(f"no free port range on {sorted(addresses.values())}")
         home = Path(fabric_home or DEFAULT_HOME)
         self.hosts = {
-            o: MemberHost(o, first + i, self.root / "hosts" / o, base, home) for i, o in enumerate(self.orgs)
+            o: MemberHost(o, first + i, self.root / "hosts" / o, base, home, self.root)
+            for i, o in enumerate(self.orgs)
         }
         self.timings: dict[str, float] = {}
 

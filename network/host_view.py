@@ -8,8 +8,14 @@ service, and its node agent, artifact service and gateway) are started inside su
 its own loopback address (:mod:`~network.placement`): the folders that hold the other
 organisations' keys and stores are not in its mount namespace at all, so no path reaches them.
 
-What is hidden: ``/tmp``, ``/var/tmp``, ``/dev/shm`` and every path in ``hide`` (empty tmpfs in their
-place); what is then visible again: ``own`` (read-write) and ``read_only`` (read-only), at the same paths.
+What is visible: nothing but the system, read-only -- ``/usr``, ``/etc``, ``/opt``, ``/sys``, ``/bin``,
+``/lib``, ... as on the machine (:data:`SYSTEM`, :data:`TOP_LEVEL`), the Python environment that runs
+the project (:func:`python_paths`) and the project's code (``REPO_ROOT``) -- then ``read_only``
+(read-only) and ``own`` (read-write), at the same paths. The view is built on an empty tmpfs root, so
+a folder outside those paths is simply absent, wherever it is (``/work``, ``/srv``, ``/root``, ...);
+``/tmp``, ``/var/tmp`` and ``/dev/shm`` are empty tmpfs of the view's own. A folder of the organisations
+that sits *inside* one of the system paths (e.g. homes in a folder of the checkout) is covered by an
+empty tmpfs when it is named in ``hide``, before ``own`` and ``read_only`` are bound again.
 The process keeps the machine's network namespace (loopback addresses are the hosts' network).
 
 ``/proc``: by default the view has a process namespace of its own with its own ``/proc`` (other hosts'
@@ -25,10 +31,15 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-HIDDEN = ("/tmp", "/var/tmp", "/dev/shm")  #: always replaced by an empty tmpfs
+from network.config import REPO_ROOT
+
+HIDDEN = ("/tmp", "/var/tmp", "/dev/shm")  #: always an empty tmpfs of the view's own
+SYSTEM = ("/usr", "/etc", "/opt", "/sys")  #: bound read-only where they exist
+TOP_LEVEL = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")  #: links into /usr, or bound read-only
 
 
 class HostViewError(RuntimeError):
@@ -42,6 +53,21 @@ def bwrap() -> str:
     return found
 
 
+def python_paths() -> list[Path]:
+    """The Python environment running the project, outside ``/usr``: the interpreter's installation
+    (``sys.base_prefix``), the virtual environment (``sys.prefix``) and the executable's folder."""
+    out: list[Path] = []
+    for p in (sys.base_prefix, sys.prefix, os.path.dirname(os.path.realpath(sys.executable))):
+        real = Path(p).resolve()
+        if real.is_dir() and not _under(real, [Path("/usr"), *out]):
+            out.append(real)
+    return out
+
+
+def _under(path: Path, roots: Iterable[Path]) -> bool:
+    return any(path == r or r in path.parents for r in roots)
+
+
 def view_command(
     argv: Iterable[str],
     own: Iterable[str | os.PathLike[str]],
@@ -52,14 +78,32 @@ def view_command(
     cwd: str | os.PathLike[str] = "/",
     env: Mapping[str, str] | None = None,
 ) -> list[str]:
-    """``argv`` run in a view that shows the system read-only, hides :data:`HIDDEN` and ``hide``, and
-    shows ``own`` read-write and ``read_only`` read-only again. Every shared path must exist."""
-    args = [bwrap(), "--ro-bind", "/", "/", "--dev-bind", "/dev", "/dev"]
+    """``argv`` run in a view built on an empty root: the system read-only (module docstring), ``hide``
+    covered where the system paths hold it, then ``read_only`` read-only and ``own`` read-write again.
+    Every shared path must exist."""
+    args = [bwrap(), "--tmpfs", "/"]
+    system: list[Path] = []
+    for top in TOP_LEVEL:
+        if os.path.islink(top):
+            args += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            system.append(Path(top))
+    system += [Path(d) for d in SYSTEM if os.path.isdir(d)]
+    for extra in (*python_paths(), REPO_ROOT):
+        if not _under(extra, system):
+            system.append(extra)
+    for shown in system:
+        args += ["--ro-bind", str(shown), str(shown)]
+    args += ["--dev-bind", "/dev", "/dev"]
     args += ["--bind", "/proc", "/proc"] if host_proc else ["--unshare-pid", "--proc", "/proc"]
     if Path("/sys/fs/cgroup").is_dir():  # a node agent's sandboxes get cgroups of their own
         args += ["--bind", "/sys/fs/cgroup", "/sys/fs/cgroup"]
-    for path in (*HIDDEN, *(str(Path(h).resolve()) for h in hide)):
+    for path in HIDDEN:
         args += ["--tmpfs", path]
+    for h in hide:  # only where a system path would show it: anywhere else it is absent already
+        real = Path(h).resolve()
+        if _under(real, system):
+            args += ["--tmpfs", str(real)]
     for mode, paths in (("--ro-bind", read_only), ("--bind", own)):
         for p in paths:
             real = Path(p).resolve()

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import shutil
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ledger.identity import Consortium
 from network.config import NetworkConfig, NetworkError
 from network.files import GeneratedFiles
+from network.placement import recorded_organisations
 
 if TYPE_CHECKING:
     from ledger.fabric.gateway import FabricLedger
@@ -225,9 +227,16 @@ class FabricNetwork(GeneratedFiles):
             shutil.rmtree(self.net)
 
     def status(self) -> dict[str, Any]:
+        """The network as its directory records it: every organisation it was made with, whichever
+        organisations this object was given (``network status`` without ``--orgs`` is given the
+        default three, and reported a four-organisation network's nodes and placement as three)."""
+        made = recorded_organisations(self.net)
+        if made and made != self.cfg.organisations:  # hosts None: the recorded placement of them all
+            return FabricNetwork(replace(self.cfg, organisations=made, hosts=None)).status()
         st = self._state()
         return {
             "net_dir": str(self.net),
+            "organisations": list(self.cfg.organisations),
             "running": self.running(),
             "channel": self.cfg.channel,
             "chaincode": self.cfg.chaincode,

@@ -76,6 +76,12 @@ def recorded_hosts(net_dir: Path) -> dict[str, str]:
     return {str(k): str(v) for k, v in placed.items()}
 
 
+def recorded_organisations(net_dir: Path) -> tuple[str, ...]:
+    """The organisations a network directory was made with, in their order (the names its recorded
+    placement gives an address, ``orderer`` aside), ``()`` if none is recorded."""
+    return tuple(name for name in recorded_hosts(net_dir) if name != ORDERER)
+
+
 def recorded_isolation(net_dir: Path) -> bool:
     """Whether a network directory's nodes were started in views of their own (``state.json``)."""
     try:

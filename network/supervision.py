@@ -39,6 +39,7 @@ class NodeSupervisor(NetworkLayout, ProcessSupervisor):
                 own, ro = [], [self.chaincode_tls(i)] if self._state().get("chaincode_tls") else []
         for d in own:
             d.mkdir(parents=True, exist_ok=True)
+        ro.append(self.cfg.fabric_home)  # its binaries and their default configuration
         return view_command(argv, own, read_only=ro, hide=[self.net], cwd=REPO_ROOT)
 
     # ------------------------------------------------------------------ binaries

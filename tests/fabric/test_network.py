@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 import tarfile
 import time
@@ -134,6 +135,32 @@ def test_two_organisation_network_generates_a_genesis_block(tmp_path):
     block = tmp_path / "net2" / "consortia.block"
     assert block.stat().st_size > 1000
     assert [o.msp_id for o in n.consortium().organisations] == ["AlphaMSP", "BetaMSP"]
+
+
+def test_status_without_orgs_reports_every_organisation_the_network_was_made_with(tmp_path):
+    """``network status`` without ``--orgs`` (the default three) on a four-organisation network."""
+    orgs = ("Org1", "Org2", "Org3", "Org4")
+    hosts = {**{o: f"127.0.{i}.1" for i, o in enumerate(orgs, start=1)}, "orderer": "127.0.5.1"}
+    n = FabricNetwork(NetworkConfig(net_dir=tmp_path / "net4", organisations=orgs, hosts=hosts))
+    if not (n.bin / "configtxgen").is_file():
+        skip_or_fail("Fabric binaries not installed")
+    n.generate()  # made, no node started
+    env = {k: v for k, v in os.environ.items() if k != "CONSORTIA_FABRIC_ORGS"}
+    r = subprocess.run(
+        [str(REPO_ROOT / "fabric-network" / "network"), "status", "--net-dir", str(tmp_path / "net4")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    assert r.returncode == 0, r.stderr
+    st = json.loads(r.stdout)
+    assert st["organisations"] == list(orgs)
+    assert st["placement"] == hosts
+    nodes = ["orderer", *(f"peer0.org{i}" for i in range(1, 5)), *(f"chaincode.org{i}" for i in range(1, 5))]
+    assert st["running"] == {name: False for name in nodes}
+    three = FabricNetwork(NetworkConfig(net_dir=tmp_path / "net4")).status()  # the object, given three
+    assert three["organisations"] == list(orgs) and three["placement"] == hosts
 
 
 @pytest.mark.fabric
