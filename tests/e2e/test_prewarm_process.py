@@ -13,8 +13,16 @@ from tests.e2e.conftest import ORGS3, dpsda_case
 from tests.e2e.test_process import assert_bit_identical, change_org3_bundle, simulated, start
 
 
+@pytest.fixture(autouse=True)
+def _task_directories_kept(monkeypatch):
+    """Task directories with the agent's state (``CONSORTIA_TASK_SCRATCH=state``), where they stay after
+    the agent ends (an agent removes its memory-filesystem directory when it ends), so the workers it
+    started can be counted afterwards; agents run as OS processes inherit the setting."""
+    monkeypatch.setenv("CONSORTIA_TASK_SCRATCH", "state")
+
+
 def _workers(platform, org):
-    """Where ``org``'s agent keeps its workers' directories (executor.node.scratch)."""
+    """Where ``org``'s agent kept its workers' directories (executor.node.scratch)."""
     return task_scratch(platform.state_root / org)
 
 
