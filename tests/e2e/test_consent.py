@@ -26,8 +26,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from algorithms.step import LocalDataset
 from executor.consent import give_consent
 from executor.node.supervisor import run_process
-from executor.process import Platform, ProcessSpec, launch, map_dataset, prepare_image
+from executor.process import ProcessSpec, launch, map_dataset, prepare_image
 from executor.runtimes.sandbox import SandboxRuntime
+from home.platform import Platform
 from ledger.errors import ConsentMissing, NotFound
 
 ORGS = ("Org1MSP", "Org2MSP")

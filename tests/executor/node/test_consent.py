@@ -9,8 +9,9 @@ import pytest
 
 from algorithms.step import LocalDataset
 from executor.consent import ConsentPolicy, consent_problem, give_consent
-from executor.process import Platform, ProcessSpec, launch, map_dataset
+from executor.process import ProcessSpec, launch, map_dataset
 from executor.runtimes.sandbox import SandboxRuntime
+from home.platform import Platform
 from ledger.embedded import EmbeddedLedger
 from ledger.errors import NotFound
 from ledger.identity import Consortium
