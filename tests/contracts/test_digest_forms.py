@@ -35,8 +35,8 @@ def test_image_register_refuses_a_digest_with_a_trailing_newline(org1, uid, bad)
         org1.register_image(f"nl-{uid}", "1", "collab-rf", bad)
 
 
-def test_complete_task_refuses_a_digest_with_a_trailing_newline(org1, uid):
-    pid = new_process(org1, uid, consortium=("Org1MSP",), rounds=1)
+def test_complete_task_refuses_a_digest_with_a_trailing_newline(admins, org1, uid):
+    pid = new_process(admins, org1, uid, consortium=("Org1MSP",), rounds=1)
     key = ec.generate_private_key(ec.SECP256R1())
     org1.create_task(pid, 1, key.public_key(), "sandbox")
     result = make_result(pid, 1, "Org1MSP")
