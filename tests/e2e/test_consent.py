@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from algorithms import numeric_profile
 from algorithms.step import LocalDataset
 from executor.consent import give_consent
 from executor.node.supervisor import run_process
@@ -73,6 +74,7 @@ def exfiltrating_recipe(root: Path, tag: str) -> Path:
         "name": f"exfiltrate-{tag}",
         "version": "1.0.0",
         "algorithm": "exfiltrate:Exfiltrate",
+        "numeric_profile": numeric_profile.PROFILE.id,
         "description": "forwards data.features to its neighbours (issue 33's attack)",
         "outputs": {
             "message": {"max_bytes": 1 << 20, "schema": {"type": "object", "properties": {"rows": rows}}},
