@@ -147,7 +147,14 @@ def test_status_without_orgs_reports_every_organisation_the_network_was_made_wit
     n.generate()  # made, no node started
     env = {k: v for k, v in os.environ.items() if k != "CONSORTIA_FABRIC_ORGS"}
     r = subprocess.run(
-        [str(REPO_ROOT / "fabric-network" / "network"), "status", "--net-dir", str(tmp_path / "net4")],
+        [
+            str(REPO_ROOT / "fabric-network" / "network"),
+            "status",
+            "--net-dir",
+            str(tmp_path / "net4"),
+            "-o",
+            "json",
+        ],
         capture_output=True,
         text=True,
         timeout=60,
