@@ -52,7 +52,7 @@ class TaskKey:
         return f"TaskKey(public={self.public_key_pem.splitlines()[1][:16]}...)"
 
     def hand_over(
-        self, key_dir: str | os.PathLike, uid: int | None = TASK_UID, gid: int | None = TASK_GID
+        self, key_dir: str | os.PathLike[str], uid: int | None = TASK_UID, gid: int | None = TASK_GID
     ) -> Path:
         """Write the private key for the task: directory 0500 and file 0400, owned by the task's
         user when we may chown (root); returns the key file path."""
@@ -71,7 +71,7 @@ class TaskKey:
         return path
 
 
-def destroy_key_dir(key_dir: str | os.PathLike) -> None:
+def destroy_key_dir(key_dir: str | os.PathLike[str]) -> None:
     """Overwrite and remove a handed-over key (best effort against later disk reads)."""
     d = Path(key_dir)
     if not d.exists():

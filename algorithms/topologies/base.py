@@ -39,7 +39,7 @@ class StaticTopology:
             raise ValueError("adjacency must be a square matrix")
         a = (a != 0).astype(np.int8)
         np.fill_diagonal(a, 0)
-        self._a = a
+        self._a: np.ndarray = a
         self._a.setflags(write=False)
         self.size = a.shape[0]
         self.name = name

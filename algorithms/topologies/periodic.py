@@ -36,7 +36,7 @@ class PeriodicTopology:
     def __init__(self, graphs: Sequence[np.ndarray], name: str = "periodic"):
         if len(graphs) == 0:
             raise ValueError("a periodic topology needs at least one graph")
-        mats = []
+        mats: list[np.ndarray] = []
         for k, g in enumerate(graphs):
             a = np.asarray(g)
             if a.ndim != 2 or a.shape[0] != a.shape[1]:
@@ -66,7 +66,8 @@ class PeriodicTopology:
 
     def union(self) -> np.ndarray:
         """Adjacency of the union graph over one period (B-strong connectivity, B = period)."""
-        return (np.sum(self._graphs, axis=0) > 0).astype(np.int8)
+        union: np.ndarray = (np.sum(self._graphs, axis=0) > 0).astype(np.int8)
+        return union
 
 
 def _from_edges(edges: Sequence[tuple[int, int]], size: int, directed: bool) -> np.ndarray:

@@ -30,7 +30,7 @@ from executor.images.recipe import (
 )
 
 
-def interpreter_identity(python: str | os.PathLike | None = None) -> dict[str, Any]:
+def interpreter_identity(python: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     """What a bundle runs with: the Python version, the C library (glibc's libm computes ``exp``,
     ``log``, ``pow`` ... for numpy and torch) and the installed version of every ``==``-pinned
     project dependency (numpy, scipy, scikit-learn, torch, ...), so that a bundle's digest changes
@@ -46,10 +46,12 @@ def interpreter_identity(python: str | os.PathLike | None = None) -> dict[str, A
     global _IDENTITY
     if _IDENTITY is None or _IDENTITY[0] != signature:
         _IDENTITY = (signature, _running_identity(sorted(project_pins())))
-    return json.loads(json.dumps(_IDENTITY[1]))  # a copy: callers may not alter the cached one
+    copy: dict[str, Any] = json.loads(json.dumps(_IDENTITY[1]))  # callers may not alter the cached one
+    return copy
 
 
-_IDENTITY: tuple[tuple, dict[str, Any]] | None = None
+# (the interpreter's version and each sys.path entry's mtime, what they identify)
+_IDENTITY: tuple[tuple[str, tuple[tuple[str, int], ...]], dict[str, Any]] | None = None
 
 
 def _mtime(path: str) -> tuple[str, int]:
@@ -98,7 +100,8 @@ def _foreign_interpreter_identity(python: str) -> dict[str, Any]:
             timeout=60,
             check=True,
         ).stdout
-        return json.loads(out)
+        identity: dict[str, Any] = json.loads(out)
+        return identity
     except (OSError, subprocess.SubprocessError, ValueError) as exc:
         raise ImageBuildError(f"cannot ask interpreter {python} for its identity: {exc}") from None
 
@@ -108,11 +111,14 @@ def _bundle_files(d: Path) -> list[Path]:
     return [p for p in sorted(d.rglob("*")) if p.is_file() and p.name != "bundle.json"]
 
 
-_BUNDLE_DIGESTS: dict[str, tuple[tuple, str]] = {}
+# a file's (path, inode, size, mtime, ctime): what bundle_digest remembers a bundle's digest by
+_FileStamp = tuple[str, int, int, int, int]
+# bundle directory -> ((its files' stamps, the interpreter identity's hash), its digest)
+_BUNDLE_DIGESTS: dict[str, tuple[tuple[tuple[_FileStamp, ...], str], str]] = {}
 
 
 def bundle_digest(
-    bundle_dir: str | os.PathLike, python: str | os.PathLike | None = None, *, fresh: bool = False
+    bundle_dir: str | os.PathLike[str], python: str | os.PathLike[str] | None = None, *, fresh: bool = False
 ) -> str:
     """Digest of a bundle as run by ``python`` (default: the running interpreter): sha256 of
     canonical JSON ``{files: [[path, sha256]...], interpreter}``.
@@ -143,7 +149,7 @@ def bundle_digest(
     return digest
 
 
-def bundle_profile(bundle_dir: str | os.PathLike) -> NumericProfile:
+def bundle_profile(bundle_dir: str | os.PathLike[str]) -> NumericProfile:
     """The numeric profile a bundle's ``image/image.json`` declares (the sandbox runs it under that
     profile's environment); :class:`ImageBuildError` if it declares none this platform knows."""
     path = Path(bundle_dir) / "image" / "image.json"

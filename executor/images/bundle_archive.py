@@ -21,6 +21,7 @@ keeps one service, one CA and one kind of reference for both runtimes.
 from __future__ import annotations
 
 import hashlib
+import http.client
 import io
 import json
 import os
@@ -31,6 +32,7 @@ import tempfile
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import IO
 
 from executor.errors import ImageBuildError
 from executor.images.reference import (
@@ -49,7 +51,7 @@ OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 CHUNK = 1 << 20
 
 
-def write_archive(bundle_dir: str | os.PathLike, out: str | os.PathLike) -> str:
+def write_archive(bundle_dir: str | os.PathLike[str], out: str | os.PathLike[str]) -> str:
     """Pack ``bundle_dir`` into the deterministic tar ``out``; return ``sha256:<hex>`` of its bytes."""
     root = Path(bundle_dir)
     entries = sorted(p for p in root.rglob("*") if p.is_dir() or p.is_file())
@@ -88,11 +90,21 @@ def _context(registry: str) -> ssl.SSLContext:
     return ssl.create_default_context(cafile=str(ca))
 
 
-def _request(registry: str, method: str, path: str, data=None, headers: dict | None = None, timeout=120):
+def _request(
+    registry: str,
+    method: str,
+    path: str,
+    data: bytes | IO[bytes] | None = None,
+    headers: dict[str, str] | None = None,
+    timeout: float = 120,
+) -> http.client.HTTPResponse:
     url = path if path.startswith("https://") else f"https://{registry}{path}"
     req = urllib.request.Request(url, data=data, method=method, headers=headers or {})
     try:
-        return urllib.request.urlopen(req, context=_context(registry), timeout=timeout)
+        response: http.client.HTTPResponse = urllib.request.urlopen(
+            req, context=_context(registry), timeout=timeout
+        )
+        return response
     except urllib.error.HTTPError as exc:
         raise RegistryError(f"registry {registry}: {method} {path} -> {exc.code} {exc.reason}") from None
     except (urllib.error.URLError, OSError) as exc:
@@ -114,7 +126,7 @@ def _upload_blob(registry: str, repo: str, path: Path | None, data: bytes | None
         _request(registry, "PUT", f"{location}{sep}digest={digest}", data, headers).close()
 
 
-def push_bundle(bundle_dir: str | os.PathLike, registry: str, name: str, tag: str = "latest") -> str:
+def push_bundle(bundle_dir: str | os.PathLike[str], registry: str, name: str, tag: str = "latest") -> str:
     """Pack ``bundle_dir``, upload it to ``registry`` under ``consortia/bundles/<name>:<tag>`` and
     return its reference by archive digest."""
     repo = BUNDLES + repository_name(name)
@@ -139,7 +151,7 @@ def push_bundle(bundle_dir: str | os.PathLike, registry: str, name: str, tag: st
     return f"{registry}/{repo}@{digest}"
 
 
-def download_archive(reference: str, out: str | os.PathLike) -> str:
+def download_archive(reference: str, out: str | os.PathLike[str]) -> str:
     """Stream the archive ``reference`` names into ``out``, re-hashing it; refuse other bytes."""
     ref = parse_reference(reference)
     if ref is None or not ref.is_bundle:
@@ -167,7 +179,7 @@ def _plain_members(tar: tarfile.TarFile) -> list[tarfile.TarInfo]:
     return members
 
 
-def unpack_archive(archive: str | os.PathLike, expected: str, dest: Path) -> Path:
+def unpack_archive(archive: str | os.PathLike[str], expected: str, dest: Path) -> Path:
     """Unpack a verified archive into ``dest`` (replaced atomically); ``expected`` is its digest,
     checked again on the bytes opened (the file may have changed since it was downloaded)."""
     data = Path(archive).read_bytes()
@@ -199,7 +211,7 @@ def unpack_archive(archive: str | os.PathLike, expected: str, dest: Path) -> Pat
     return dest
 
 
-def fetch_bundle(reference: str, bundles_root: str | os.PathLike) -> Path:
+def fetch_bundle(reference: str, bundles_root: str | os.PathLike[str]) -> Path:
     """Fetch the bundle ``reference`` names by its archive digest and unpack it under
     ``bundles_root``; return the bundle directory (its bundle digest is checked by the runner)."""
     ref = parse_reference(reference)

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from algorithms.topologies import registry as topology_registry
+from algorithms.topologies.base import Topology
 from executor.errors import ExecutorError
 from executor.images.recipe import IMAGES_DIR
 
@@ -60,7 +61,7 @@ def topology_problems(spec: Any, size: int | None = None) -> list[str]:
     return topology_registry.problems(spec, size)
 
 
-def build_topology(spec: Mapping[str, Any], size: int):
+def build_topology(spec: Mapping[str, Any], size: int) -> Topology | None:
     """The process's topology from its ledger record ``{kind, seed, ...}`` (``none``: no exchange);
     :class:`ExecutorError` if the registry cannot build it."""
     try:
@@ -121,9 +122,10 @@ def algorithm_class(decl: ImageDeclaration) -> type | None:
     except ImportError:
         if decl.folder is None or not (decl.folder / f"{module_name}.py").is_file():
             return None
-        spec = importlib.util.spec_from_file_location(
-            f"_consortia_image_{decl.name}_{module_name}", decl.folder / f"{module_name}.py"
-        )
+        path = decl.folder / f"{module_name}.py"
+        spec = importlib.util.spec_from_file_location(f"_consortia_image_{decl.name}_{module_name}", path)
+        if spec is None or spec.loader is None:
+            raise ExecutorError(f"image {decl.name}: {path} cannot be loaded as a Python module") from None
         module = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = module
         spec.loader.exec_module(module)

@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from executor.errors import ImageBuildError
 from executor.images.recipe import (
@@ -26,6 +27,9 @@ from executor.images.recipe import (
     tree_listing,
 )
 from wire.env import environment
+
+if TYPE_CHECKING:
+    import docker
 
 DEFAULT_SOCKET = "unix:///run/consortia/podman.sock"  # the socket scripts/install-container-engine starts
 
@@ -87,7 +91,7 @@ def base_rootfs() -> Path:
 # --------------------------------------------------------------------------- engine
 
 
-def engine_client(base_url: str | None = None, timeout: int = 600):
+def engine_client(base_url: str | None = None, timeout: int = 600) -> docker.DockerClient:
     """A ``docker.DockerClient`` for the engine socket (Podman's Docker API, or Docker).
 
     ``base_url`` defaults to $CONSORTIA_DOCKER_HOST, then $DOCKER_HOST, then the socket
@@ -98,17 +102,23 @@ def engine_client(base_url: str | None = None, timeout: int = 600):
     return docker.DockerClient(base_url=url, timeout=timeout)
 
 
-def _image_id(client, ref: str) -> str | None:
+def _image_id(client: docker.DockerClient, ref: str) -> str | None:
     import docker.errors
 
     try:
-        return client.images.get(ref).id
+        image_id: str = client.images.get(ref).id
+        return image_id
     except docker.errors.ImageNotFound:
         return None
 
 
 def _build(
-    client, context: Path, dockerfile: str, tag: str, buildargs: dict[str, str], labels: dict[str, str]
+    client: docker.DockerClient,
+    context: Path,
+    dockerfile: str,
+    tag: str,
+    buildargs: dict[str, str],
+    labels: dict[str, str],
 ) -> str:
     import docker.errors
 
@@ -123,10 +133,11 @@ def _build(
         raise ImageBuildError(f"build of {tag} failed: {exc}\n{tail}") from None
     except docker.errors.APIError as exc:
         raise ImageBuildError(f"build of {tag} failed: {exc}") from None
-    return image.id
+    image_id: str = image.id
+    return image_id
 
 
-def ensure_base_image(client) -> str:
+def ensure_base_image(client: docker.DockerClient) -> str:
     """Import the debootstrap tarball as ``consortia-base:<h>`` unless present; return the tag."""
     tar = base_rootfs()
     tag = f"consortia-base:{tar.stem.split('-', 1)[1]}"
@@ -142,7 +153,7 @@ def ensure_base_image(client) -> str:
     return tag
 
 
-def ensure_python_image(client) -> str:
+def ensure_python_image(client: docker.DockerClient) -> str:
     base = ensure_base_image(client)
     wheels = download_wheels()
     recipe = (BASE_DIR / "Containerfile.python").read_bytes()
@@ -179,7 +190,9 @@ def _recipe_hash(recipe: ImageRecipe, parent: str) -> str:
     return hash_json([parent, [[dst, sha256_file(src)] for src, dst in recipe.payload_files()]])
 
 
-def build_image(client, recipe: ImageRecipe, reference: str | None = None, force: bool = False) -> BuiltImage:
+def build_image(
+    client: docker.DockerClient, recipe: ImageRecipe, reference: str | None = None, force: bool = False
+) -> BuiltImage:
     """Build (or reuse) the container image of ``recipe``; tag it ``reference``."""
     parent = ensure_python_image(client)
     ref = reference or recipe.reference
@@ -212,12 +225,12 @@ def build_image(client, recipe: ImageRecipe, reference: str | None = None, force
     return BuiltImage(reference=ref, digest=image_id, recipe_hash=h, runtime="container")
 
 
-def local_image_digest(client, reference: str) -> str | None:
+def local_image_digest(client: docker.DockerClient, reference: str) -> str | None:
     """The engine's content-addressed id of the local image ``reference`` (None if absent)."""
     return _image_id(client, reference)
 
 
-def image_file(client, reference: str, path: str) -> bytes | None:
+def image_file(client: docker.DockerClient, reference: str, path: str) -> bytes | None:
     """The bytes of the regular file ``path`` inside the engine image tagged ``reference`` (None: the
     image has no such file), read from a container created and removed again, never started."""
     import io

@@ -176,7 +176,9 @@ def schema_problem(value: Any, schema: Mapping[str, Any], where: str = "payload"
         if len(value) > schema.get("max_items", len(value)):
             return f"{where} has {len(value)} items, over the declared {schema['max_items']}"
         items = schema.get("items")
-        for i, v in enumerate(value if items is not None else ()):
+        if items is None:  # the items' form is not declared: any
+            return None
+        for i, v in enumerate(value):
             if (p := schema_problem(v, items, f"{where}[{i}]")) is not None:
                 return p
         return None

@@ -83,7 +83,7 @@ class ImageRecipe:
     numeric_profile: NumericProfile
 
     @classmethod
-    def load(cls, folder: str | os.PathLike) -> ImageRecipe:
+    def load(cls, folder: str | os.PathLike[str]) -> ImageRecipe:
         folder = Path(folder)
         try:
             meta = json.loads((folder / "image.json").read_text())

@@ -22,11 +22,15 @@ An organisation that builds the image itself instead must arrive at the pinned d
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from executor.images.reference import ImageTampered, RegistryError, parse_reference, repository_name
 
+if TYPE_CHECKING:
+    import docker
 
-def push_image(engine, image: str, registry: str, name: str, tag: str = "latest") -> str:
+
+def push_image(engine: docker.DockerClient, image: str, registry: str, name: str, tag: str = "latest") -> str:
     """Push the local image ``image`` (a tag or an id) as ``<registry>/consortia/<name>:<tag>`` through
     the engine's Docker API; return its reference by the manifest digest the registry stored."""
     import docker.errors
@@ -48,7 +52,7 @@ def push_image(engine, image: str, registry: str, name: str, tag: str = "latest"
     return f"{repo}@{digest}"
 
 
-def pull_image(engine, reference: str, pinned: str | None = None) -> str:
+def pull_image(engine: docker.DockerClient, reference: str, pinned: str | None = None) -> str:
     """Pull ``reference`` (by digest) through the engine and return the pulled image's id; with
     ``pinned`` (the ledger's digest) refuse (:class:`ImageTampered`) an id that is not it."""
     import docker.errors
@@ -64,7 +68,7 @@ def pull_image(engine, reference: str, pinned: str | None = None) -> str:
         ):
             if line.get("error") or line.get("errorDetail"):
                 raise RegistryError(f"pull of {reference} failed: {line.get('error', line)}")
-        got = engine.images.get(reference).id
+        got: str = engine.images.get(reference).id
     except docker.errors.APIError as exc:
         raise RegistryError(f"pull of {reference} failed: {exc}") from None
     if pinned is not None and got != pinned:
@@ -72,13 +76,14 @@ def pull_image(engine, reference: str, pinned: str | None = None) -> str:
     return got
 
 
-def local_or_pulled(engine, reference: str) -> str | None:
+def local_or_pulled(engine: docker.DockerClient, reference: str) -> str | None:
     """The engine's id of the image ``reference`` names, pulling it first when it is not here (the
     caller compares it with the pinned digest before any run)."""
     import docker.errors
 
     try:
-        return engine.images.get(reference).id
+        local: str = engine.images.get(reference).id
+        return local
     except docker.errors.ImageNotFound:
         pass
     except docker.errors.APIError:

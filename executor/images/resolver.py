@@ -20,6 +20,7 @@ import json
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from executor.errors import ImageDigestMismatch
 from executor.images.bundle import bundle_digest
@@ -32,6 +33,11 @@ from executor.images.recipe import cache_root
 from executor.images.reference import ImageTampered, RegistryError, parse_reference
 from executor.images.registry import local_or_pulled, pull_image
 from executor.runtimes.base import TaskRuntime
+
+if TYPE_CHECKING:
+    import docker
+
+    from ledger.client import ImageRecord
 
 
 def verify_digest(reference: str, pinned: str, local: str | None) -> None:
@@ -111,7 +117,9 @@ class ImageResolver:
         return local_or_pulled(engine, reference) if engine is not None else None
 
 
-def pull_record(record, engine=None, bundles_root: Path | None = None) -> tuple[str, str]:
+def pull_record(
+    record: ImageRecord, engine: docker.DockerClient | None = None, bundles_root: Path | None = None
+) -> tuple[str, str]:
     """``consortia image pull``: fetch what the ledger's Image ``record`` names by its registry
     reference and check it against the digest the record pins, before anything runs it.
     Returns (where it is here: the image reference or the bundle directory, its verified digest)."""

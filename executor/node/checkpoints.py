@@ -46,7 +46,7 @@ def load_fault_plan(spec: str) -> FaultPlan:
         factory = getattr(importlib.import_module(module_name), attribute)
     except (ImportError, AttributeError) as exc:
         raise ValueError(f"fault plan {spec!r}: {exc}") from None
-    plan = factory() if callable(factory) else None
-    if not callable(getattr(plan, "reached", None)):
+    plan: FaultPlan | None = factory() if callable(factory) else None
+    if plan is None or not callable(getattr(plan, "reached", None)):
         raise ValueError(f"fault plan {spec!r} did not make a plan (an object with reached(checkpoint, rnd))")
     return plan

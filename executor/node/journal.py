@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 from cryptography.hazmat.primitives import serialization
@@ -28,7 +29,7 @@ class TaskJournal:
     def __init__(self, root: Path, consortium: Consortium, org: str):
         self.root = root
         self.cert = consortium.encryption_certificate(org)
-        self._key_loader = lambda: consortium.encryption_key(org)
+        self._key_loader: Callable[[], ec.EllipticCurvePrivateKey] = lambda: consortium.encryption_key(org)
 
     def _dir(self, pid: str, rnd: int) -> Path:
         return self.root / pid.replace("/", "_") / f"{rnd:06d}"

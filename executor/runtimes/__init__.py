@@ -5,12 +5,14 @@ every task through a worker the runtime starts (``start_worker``: /task/in-root 
 with /task/in (ro), /task/out (rw), /data (ro), /run/task-key (ro). Either way the image's entrypoint
 runs as the unprivileged task user."""
 
+from typing import Any
+
 from executor.runtimes.base import Limits, RunOutcome, TaskMounts, TaskRuntime
 
 __all__ = ["Limits", "RunOutcome", "TaskMounts", "TaskRuntime", "get_runtime"]
 
 
-def get_runtime(name: str, **kwargs) -> TaskRuntime:
+def get_runtime(name: str, **kwargs: Any) -> TaskRuntime:
     if name == "container":
         from executor.runtimes.container import ContainerRuntime
 

@@ -143,7 +143,7 @@ class TaskRuntime(Protocol):
         mounts: TaskMounts,
         limits: Limits = Limits(),
         command: Sequence[str] | None = None,
-        bundle_dir: str | os.PathLike | None = None,
+        bundle_dir: str | os.PathLike[str] | None = None,
     ) -> RunOutcome:
         """Run the image with digest ``image_digest`` (its entrypoint, or ``command``) on one task's
         mounts until it exits; the sandbox runtime also needs the bundle directory and re-checks its

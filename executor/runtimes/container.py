@@ -11,11 +11,13 @@ a tag that could be re-pointed between verification and run.
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from executor.errors import RuntimeUnavailable
 from executor.runtimes.base import (
@@ -32,16 +34,20 @@ from executor.runtimes.tools import ToolMissing
 from executor.task_keys import TASK_GID, TASK_UID
 from wire.env import environment
 
+if TYPE_CHECKING:
+    import docker
+    import docker.models.containers
+
 
 class ContainerRuntime:
     name = "container"
 
-    def __init__(self, client=None, base_url: str | None = None):
+    def __init__(self, client: docker.DockerClient | None = None, base_url: str | None = None) -> None:
         self._client = client
         self._base_url = base_url
 
     @property
-    def client(self):
+    def client(self) -> docker.DockerClient:
         if self._client is None:
             from executor.images.engine import engine_client
 
@@ -82,7 +88,7 @@ class ContainerRuntime:
         return local_image_digest(self.client, reference)
 
     @staticmethod
-    def task_volumes(mounts: TaskMounts) -> dict:
+    def task_volumes(mounts: TaskMounts) -> dict[str, dict[str, str]]:
         return {
             str(mounts.inputs.resolve()): {"bind": TASK_IN, "mode": "ro"},
             str(mounts.outputs.resolve()): {"bind": TASK_OUT, "mode": "rw"},
@@ -90,7 +96,9 @@ class ContainerRuntime:
             str(mounts.key_dir.resolve()): {"bind": KEY_DIR, "mode": "ro"},
         }
 
-    def container_options(self, mounts: TaskMounts | dict, limits: Limits) -> dict:
+    def container_options(
+        self, mounts: TaskMounts | dict[str, dict[str, str]], limits: Limits
+    ) -> dict[str, Any]:
         """The isolation options (also used by tests to assert what a run asks for);
         ``mounts`` is a task's mounts or a docker ``volumes`` mapping."""
         volumes = self.task_volumes(mounts) if isinstance(mounts, TaskMounts) else dict(mounts)
@@ -118,7 +126,7 @@ class ContainerRuntime:
         mounts: TaskMounts,
         limits: Limits = Limits(),
         command: Sequence[str] | None = None,
-        bundle_dir=None,
+        bundle_dir: str | os.PathLike[str] | None = None,
     ) -> RunOutcome:
         import docker.errors
         import requests
@@ -191,7 +199,7 @@ class ContainerRuntime:
 class ContainerWorker:
     """A worker container (:meth:`ContainerRuntime.start_worker`)."""
 
-    def __init__(self, container):
+    def __init__(self, container: docker.models.containers.Container) -> None:
         self.container = container
         self._alive_at = 0.0
 
@@ -201,7 +209,7 @@ class ContainerWorker:
             return True
         try:
             self.container.reload()
-            ok = self.container.status == "running"
+            ok: bool = self.container.status == "running"
         except Exception:
             ok = False
         self._alive_at = now if ok else 0.0
@@ -216,7 +224,7 @@ class ContainerWorker:
         _remove(self.container)
 
 
-def _remove(container) -> None:
+def _remove(container: docker.models.containers.Container) -> None:
     import docker.errors
 
     try:

@@ -226,7 +226,7 @@ class SandboxRuntime:
         mounts: TaskMounts,
         limits: Limits = Limits(),
         command: Sequence[str] | None = None,
-        bundle_dir: str | os.PathLike | None = None,
+        bundle_dir: str | os.PathLike[str] | None = None,
     ) -> RunOutcome:
         """Run the bundle at ``bundle_dir`` after checking that its digest is ``image_digest``."""
         bundle = self._verified_bundle(bundle_dir, image_digest)
@@ -248,7 +248,7 @@ class SandboxRuntime:
             self.name, code, time.perf_counter() - t0, out.decode("utf-8", "replace")[-20000:], timed_out
         )
 
-    def _verified_bundle(self, bundle_dir: str | os.PathLike | None, image_digest: str) -> Path:
+    def _verified_bundle(self, bundle_dir: str | os.PathLike[str] | None, image_digest: str) -> Path:
         """The bundle directory, after checking that its digest is the pinned ``image_digest``."""
         self.check()
         if bundle_dir is None:
@@ -286,7 +286,7 @@ class SandboxRuntime:
         stdout: int = subprocess.PIPE,
         lifeline: bool = False,
         stderr: int = subprocess.STDOUT,
-    ) -> tuple[subprocess.Popen, _Cgroup]:
+    ) -> tuple[subprocess.Popen[bytes], _Cgroup]:
         """Start the sandbox (limits applied in the child before exec); caller waits and closes.
 
         ``lifeline``: the sandbox's stdin is a pipe whose write end only the caller holds; a
@@ -333,7 +333,7 @@ class SandboxRuntime:
 class SandboxWorker:
     """A worker sandbox (:meth:`SandboxRuntime.start_worker`)."""
 
-    def __init__(self, proc: subprocess.Popen, cgroup: _Cgroup):
+    def __init__(self, proc: subprocess.Popen[bytes], cgroup: _Cgroup):
         self.proc = proc
         self.cgroup = cgroup
 

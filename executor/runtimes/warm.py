@@ -50,10 +50,10 @@ class WarmWorker:
         self,
         runtime: TaskRuntime,
         image_digest: str,
-        root: str | os.PathLike,
-        data_dir: str | os.PathLike,
+        root: str | os.PathLike[str],
+        data_dir: str | os.PathLike[str],
         limits: Limits = Limits(),
-        bundle_dir: str | os.PathLike | None = None,
+        bundle_dir: str | os.PathLike[str] | None = None,
         name: str | None = None,
         one_shot: bool = False,
     ):
