@@ -362,3 +362,51 @@ def test_a_tampered_disclosure_file_is_refused(audited, tmp_path):
     path.write_text(json.dumps(raw))
     with pytest.raises(DisclosureError, match="hash"):
         Disclosure.read(path)
+
+
+# ---------------------------------------------------------------------------------------- gateway and explorer
+
+
+def test_the_gateway_replays_an_uploaded_disclosure_and_the_explorer_lists_the_verdicts(audited, tmp_path):
+    from fastapi.testclient import TestClient
+
+    from api.gateway import Gateway, create_app
+    from api.index import AuditIndex
+    from api.tokens import TokenStore
+
+    p, case, disclosures = audited
+    gw = Gateway(
+        ledger=p.ledger,
+        consortium=p.consortium,
+        msp_id=AUDITOR,
+        index=AuditIndex(tmp_path / "index.db"),
+        tokens=TokenStore(tmp_path / "tokens.json", AUDITOR),
+        artifacts=ArtifactStore(p.store_root, AUDITOR),
+        follow_interval=0,
+    )
+    d = disclosures[ORGS[1]]
+    try:
+        with TestClient(create_app(gw), raise_server_exceptions=False) as c:
+            c.headers["Authorization"] = "Bearer " + gw.tokens.issue("User1")
+            listed = c.get(f"/api/v1/processes/{PID}/disclosures")
+            assert listed.status_code == 200, listed.text
+            assert {x["bundle_digest"] for x in listed.json()} >= {
+                x.bundle_digest for x in disclosures.values()
+            }
+            r = c.post("/api/v1/replays", json={"disclosure": json.loads(d.to_json())})
+            assert r.status_code == 200, r.text
+            body = r.json()
+            assert body["ok"] and body["replayed_tasks"] == body["matched"] == case.rounds
+            assert {t["verdict"] for t in body["tasks"]} == {"matched"}
+            again = c.post(f"/api/v1/replays/{d.bundle_digest}")
+            assert again.status_code == 200 and again.json()["ok"]
+            verdicts = c.get("/api/v1/replays").json()
+            assert [v["bundle_digest"] for v in verdicts] == [d.bundle_digest]
+            bad = c.post("/api/v1/replays", json={"disclosure": {"format": "something else"}})
+            assert bad.status_code == 400, bad.text
+            unknown = c.post("/api/v1/replays/sha256:" + "0" * 64)
+            assert unknown.status_code == 404
+            page = c.get("/explorer/explorer.js")
+            assert page.status_code == 200 and "/replays" in page.text and "showReplays" in page.text
+    finally:
+        gw.index.close()
