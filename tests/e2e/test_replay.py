@@ -24,12 +24,16 @@ from exchange.errors import ArtifactCorrupted, DecryptionError
 from exchange.service import node_store
 from exchange.store import ArtifactStore, message_info
 from executor.images.bundle import bundle_digest
+from executor.images.recipe import cache_root
+from executor.images.reference import parse_reference
+from executor.images.resolver import ImageResolver
 from executor.node.supervisor import run_process
 from executor.process import ProcessSpec, launch, map_dataset, prepare_image
 from executor.runtimes.sandbox import BUNDLE_MOUNT, SandboxRuntime
 from home.platform import Platform
 from ledger.errors import Forbidden, NotFound
 from tests.e2e.conftest import collab_rf_case, ggm_case
+from tests.executor.images.conftest import registry_addr  # noqa: F401  (the tests' own registry)
 
 ORGS = ("Org1MSP", "Org2MSP")
 AUDITOR = "Org3MSP"  # in the consortium, not in the process
@@ -89,9 +93,16 @@ def _platform(root: Path, consortium) -> Platform:
     )
 
 
-def _run(p: Platform, pid: str, case, runtime) -> None:
+def _run(p: Platform, pid: str, case, runtime, registry: str | None = None) -> None:
+    """Build and register the case's image (pushed to ``registry`` when given: the Image record then
+    names it there by digest), launch the process among ORGS and run it to completion."""
     client = p.client(ORGS[0])
-    image = prepare_image(client, case.image, "sandbox")
+    if registry is None:
+        image = prepare_image(client, case.image, "sandbox")
+    else:
+        from executor.images.build import build_and_register
+
+        image = build_and_register(client, case.image, "sandbox", registry=registry)
     for o in ORGS:
         map_dataset(p.data_root, o, "train", case.datasets[o])
     spec = ProcessSpec(pid, image.record.id, ORGS, case.topology, case.params, case.rounds, "train")
@@ -117,35 +128,41 @@ def _disclose_all(p: Platform, pid: str, to: str = AUDITOR, rounds: str = "all")
 
 
 @pytest.fixture(scope="module")
-def audited(tmp_path_factory, consortium):
-    """Collaborative RF between Org1 and Org2 on Haswell+npy; each discloses every round to Org3."""
+def audited(tmp_path_factory, consortium, registry_addr):
+    """Collaborative RF between Org1 and Org2 on Haswell+npy, its image in the consortium's registry;
+    each discloses every round to Org3."""
     root = tmp_path_factory.mktemp("replay")
     p = _platform(root, consortium)
     case = collab_rf_case(ORGS)
-    _run(p, PID, case, lambda: KindSandbox(kind("Haswell+npy")))
+    _run(p, PID, case, lambda: KindSandbox(kind("Haswell+npy")), registry=registry_addr)
     disclosures = _disclose_all(p, PID)
     yield p, case, disclosures
     p.ledger.close()
 
 
-def _auditor_images(tmp_path: Path, p: Platform) -> ImageSource:
-    """The auditor's own machine: its own bundle cache, holding the image as the ledger names it, and
-    its sandbox on Prescott with numpy at its baseline."""
-    image = p.client(ORGS[0]).get_image(p.client(ORGS[0]).get_process(PID).image_id)
-    name = image.reference.removeprefix("bundle:")
-    from executor.images.recipe import cache_root
-
-    shutil.copytree(cache_root() / "bundles" / name, tmp_path / "bundles" / name, symlinks=True)
+def _auditor_images(tmp_path: Path) -> ImageSource:
+    """The auditor's own machine: an empty bundle cache (the image is pulled from the registry by the
+    ledger's reference and digest) and its sandbox on Prescott with numpy at its baseline."""
     return ImageSource(tmp_path / "bundles", runtime=KindSandbox(kind("Prescott-npy")))
+
+
+def _image(p: Platform):
+    client = p.client(ORGS[0])
+    return client.get_image(client.get_process(PID).image_id)
 
 
 def test_every_record_and_final_model_matches_on_another_cpu_kind(audited, tmp_path):
     p, case, disclosures = audited
     auditor = p.client(AUDITOR)
     key = p.consortium.encryption_key(AUDITOR)
-    images = _auditor_images(tmp_path, p)
+    images = _auditor_images(tmp_path)
     rep = replay_process(PID, disclosures.values(), auditor, key, images)
     assert rep.ok, json.dumps(rep.to_dict(), indent=1)[:4000]
+    # the image came from the registry, by the ledger's reference, into the auditor's empty cache
+    ref = _image(p).reference
+    assert parse_reference(ref) is not None and parse_reference(ref).is_bundle
+    pulled = ImageResolver(SandboxRuntime(), images.bundles_root).bundle_dir(ref)
+    assert pulled is not None and pulled.parent == images.bundles_root and (pulled / "bundle.json").is_file()
     assert not rep.missing and not rep.errors
     assert len(rep.tasks) == len(ORGS) * case.rounds
     assert all(t.matched and t.compared >= 4 for t in rep.tasks)  # image ×2, profile ×2, data, state, outputs
@@ -185,7 +202,7 @@ def test_disclosed_data_differing_by_one_row_names_the_input_data(audited, tmp_p
     )
     forged = Disclosure(PID, ORGS[0], AUDITOR, (1,), sealed)
     p.client(ORGS[0]).record_disclosure(PID, [1], AUDITOR, forged.bundle_digest)
-    rep = replay_disclosure(forged, p.client(AUDITOR), key, _auditor_images(tmp_path, p))
+    rep = replay_disclosure(forged, p.client(AUDITOR), key, _auditor_images(tmp_path))
     [v] = rep.tasks
     assert not v.matched
     whats = [m.what for m in v.mismatches]
@@ -196,19 +213,24 @@ def test_disclosed_data_differing_by_one_row_names_the_input_data(audited, tmp_p
 
 
 def test_an_image_of_another_build_names_the_image_and_is_not_run(audited, tmp_path):
+    """The auditor runs its own build of the image (``--bundle``), which is not the pinned one."""
     p, _, disclosures = audited
-    images = _auditor_images(tmp_path, p)
-    [bundle] = list(images.bundles_root.iterdir())
-    extra = bundle / "image" / "NOTE"  # another build: one more file in the bundle
-    bundle.chmod(0o755)
-    (bundle / "image").chmod(0o755)
-    extra.write_text("rebuilt\n")
-    other = bundle_digest(bundle, fresh=True)
+    ref = _image(p).reference
+    agents = ImageResolver(SandboxRuntime(), cache_root() / "bundles").bundle_dir(ref)
+    assert agents is not None
+    own = tmp_path / "rebuilt"
+    shutil.copytree(agents, own, symlinks=True)
+    own.chmod(0o755)
+    (own / "image").chmod(0o755)
+    (own / "image" / "NOTE").write_text("rebuilt\n")  # another build: one more file in the bundle
+    other = bundle_digest(own, fresh=True)
+    images = ImageSource(tmp_path / "bundles", own, KindSandbox(kind("Prescott-npy")))
     rep = replay_disclosure(
         disclosures[ORGS[1]], p.client(AUDITOR), p.consortium.encryption_key(AUDITOR), images
     )
     pinned = p.client(ORGS[0]).get_process(PID).image_digest
     assert other != pinned
+    assert rep.tasks and not rep.ok
     for v in rep.tasks:
         assert not v.matched and not v.ran
         assert [(m.what, m.recorded, m.found) for m in v.mismatches if m.what == "image"] == [
@@ -256,8 +278,6 @@ def test_records_computed_without_the_profile_are_mismatches_naming_the_outputs(
 def _own_bundle(p: Platform, pid: str) -> Path:
     client = p.client(ORGS[0])
     image = client.get_image(client.get_process(pid).image_id)
-    from executor.images.recipe import cache_root
-
     return cache_root() / "bundles" / image.reference.removeprefix("bundle:")
 
 
