@@ -659,6 +659,16 @@ def markdown(report: Mapping[str, Any]) -> str:
         ]
         for part, sets in report["ablation"].items():
             lines.append(f"| {part} | " + " | ".join(str(sets[n]) for n in names) + " |")
+    r = report.get("replay")
+    if r:
+        lines += [
+            "",
+            "## An auditor's replay (benchmarks.audit_replay)",
+            "",
+            f"{r['process']}: run {r['run_process_s']} s; disclosures {r['disclose_s']} s; replay of "
+            f"{r['replayed_tasks']} tasks {r['replay_process_s']} s; {r['replay_matched']} matched, "
+            f"{r['digests_compared']} digests compared, {r['models_matched']} final models matched.",
+        ]
     return "\n".join(lines) + "\n"
 
 
