@@ -197,6 +197,7 @@ def outside_consortia(cwd: Path) -> dict:
     return json.loads(proc.stdout)
 
 
+@pytest.mark.timeout(1800)  # twelve steps; on a loaded shared machine more than the default 600 s
 def test_the_journeys_through_the_cli_only(tmp_path, backend):
     require_program("bwrap", "the sandbox runtime")
     home = tmp_path / "consortium"

@@ -8,12 +8,13 @@ the gateway's lifetime (``GET /api/v1/replays``)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter
 from fastapi import Path as PathParam
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field
 
+from api import schemas as S
 from api.gateway.deps import Caller, GatewayDep, ProcessId, reads, writes
 from api.gateway.state import record
 from api.responses import DepthSafeRoute
@@ -27,10 +28,26 @@ read, write = reads(router, "audit"), writes(router, "audit")
 BundleDigest = Annotated[str, PathParam(pattern=r"^sha256:[0-9a-f]{64}$", max_length=71)]
 
 
-class DisclosureIn(BaseModel):
-    """A disclosure file (`consortia audit disclose --out`), as its JSON object."""
+class DisclosureFileIn(BaseModel):
+    """A disclosure file (`consortia audit disclose --out`; audit/disclosure.py), as its JSON object. Its
+    integrity -- the sealed bytes hash to ``bundle_digest``, the ledger records that digest, the bundle
+    opens with this organisation's key -- is checked by the replay, not by the schema."""
 
-    disclosure: dict[str, Any]
+    model_config = ConfigDict(extra="forbid")
+    format: Literal["consortia-disclosure/1"]
+    process_id: Annotated[str, Field(pattern=S.ID, max_length=128)]
+    organisation: Annotated[str, Field(pattern=S.MSP, max_length=64)]
+    recipient: Annotated[str, Field(pattern=S.MSP, max_length=64)]
+    rounds: Annotated[list[Annotated[int, Field(ge=1, le=100_000)]], Field(min_length=1, max_length=100_000)]
+    bundle_digest: Annotated[str, Field(pattern=S.DIGEST)]
+    sealed: Annotated[
+        str, Field(pattern=r"^[A-Za-z0-9+/]*={0,2}$", description="base64 of the sealed bundle")
+    ]
+
+
+class DisclosureIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    disclosure: DisclosureFileIn
 
 
 def _images() -> ImageSource:
@@ -50,7 +67,7 @@ def disclosures(process_id: ProcessId, c: Caller) -> list[dict[str, Any]]:
 def replay_upload(body: DisclosureIn, c: Caller, gw: GatewayDep) -> dict[str, Any]:
     """Upload a disclosure addressed to this organisation and replay it: the per-task verdicts."""
     try:
-        d = Disclosure.from_json(canonical_json(body.disclosure))
+        d = Disclosure.from_json(canonical_json(body.disclosure.model_dump()))
     except (ValueError, TypeError) as exc:  # DisclosureError included
         raise InvalidArgument(str(exc)) from None
     gw.disclosures[d.bundle_digest] = d
