@@ -434,7 +434,10 @@ def test_the_gateway_replays_an_uploaded_disclosure_and_the_explorer_lists_the_v
             verdicts = c.get("/api/v1/replays").json()
             assert [v["bundle_digest"] for v in verdicts] == [d.bundle_digest]
             bad = c.post("/api/v1/replays", json={"disclosure": {"format": "something else"}})
-            assert bad.status_code == 400, bad.text
+            assert bad.status_code == 422 and bad.json()["code"] == "INVALID_REQUEST", bad.text
+            forged = json.loads(d.to_json()) | {"bundle_digest": "sha256:" + "1" * 64}
+            refused = c.post("/api/v1/replays", json={"disclosure": forged})
+            assert refused.status_code == 400 and "hash to" in refused.json()["message"], refused.text
             unknown = c.post("/api/v1/replays/sha256:" + "0" * 64)
             assert unknown.status_code == 404
             page = c.get("/explorer/explorer.js")
