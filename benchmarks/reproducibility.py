@@ -21,13 +21,17 @@
    after an untimed run of itself, ratio of the medians of wall time (``pin_cost_ratio``) and of CPU time
    (``pin_cost_ratio_cpu``, steadier on a shared machine); and per kernel (matrix products, LAPACK, numpy's and torch's elementwise functions),
    the same ratio, so the docs can name which operations lose their vector kernels.
-3. (full run) **Which part of the profile each algorithm needs**: the profile minus one part at a time
+3. **An auditor's replay** (:mod:`benchmarks.audit_replay`): a small collaborative-RF process run with
+   sandboxed tasks, disclosed by its members to an organisation outside it and replayed there;
+   ``replayed_tasks`` and ``replay_matched`` count the tasks re-run and those whose every digest matched.
+4. (full run) **Which part of the profile each algorithm needs**: the profile minus one part at a time
    (OpenBLAS core, numpy dispatch, glibc's FMA mask, torch's capability, MKL's CNR mode, oneDNN's ISA)
    on four kinds between which every part takes two or more values (:data:`ABLATION_KINDS`); a part
    whose removal leaves one digest set per algorithm is not needed by it.
 
 Reports go to ``benchmarks/results/reproducibility[-quick].{json,md}``; the last printed line is JSON
-with ``cpu_kinds``, ``algorithms``, ``digest_sets_equal``, ``pin_cost_ratio`` and the digest-set counts
+with ``cpu_kinds``, ``algorithms``, ``digest_sets_equal``, ``pin_cost_ratio``, ``replayed_tasks``,
+``replay_matched`` and the digest-set counts
 before and after the pin. :func:`run_child` is also what the tests use (``tests/algorithms/
 test_numeric_profile.py``).
 """
@@ -551,6 +555,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 }
                 ablation[part] = digest_sets(partial, names)
                 print(f"  profile without {part}: digest sets {ablation[part]}", flush=True)
+        # an auditor's replay of a real process's tasks on its own machine (benchmarks.audit_replay)
+        from benchmarks.audit_replay import measure as measure_replay
+
+        (data / "replay").mkdir()
+        replay = measure_replay(data / "replay")
+        print(
+            f"  auditor replay: {replay['replay_matched']}/{replay['replayed_tasks']} tasks matched",
+            flush=True,
+        )
     comparison = {m: compare_digests(runs[m], names) for m in runs}
     report = {
         "profile": PROFILE.record() | {"environment": PROFILE.environ()},
@@ -567,6 +580,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "simulate_cpu_s": {m: {n: statistics.median(v) for n, v in cpus[m].items()} for m in cpus},
         "kernel_cost": kernel_cost,
         "ablation": ablation,
+        "replay": replay,
         "wall_s": round(time.perf_counter() - t_start, 1),
     }
     tag = "reproducibility-quick" if args.quick else "reproducibility"
@@ -584,6 +598,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "pin_cost_ratio": cost,
         "pin_cost_ratio_cpu": cost_cpu,
         "profile": PROFILE.id,
+        "replayed_tasks": replay["replayed_tasks"],
+        "replay_matched": replay["replay_matched"],
     }
     print(json.dumps(headline, sort_keys=True))
     return headline
@@ -643,6 +659,16 @@ def markdown(report: Mapping[str, Any]) -> str:
         ]
         for part, sets in report["ablation"].items():
             lines.append(f"| {part} | " + " | ".join(str(sets[n]) for n in names) + " |")
+    r = report.get("replay")
+    if r:
+        lines += [
+            "",
+            "## An auditor's replay (benchmarks.audit_replay)",
+            "",
+            f"{r['process']}: run {r['run_process_s']} s; disclosures {r['disclose_s']} s; replay of "
+            f"{r['replayed_tasks']} tasks {r['replay_process_s']} s; {r['replay_matched']} matched, "
+            f"{r['digests_compared']} digests compared, {r['models_matched']} final models matched.",
+        ]
     return "\n".join(lines) + "\n"
 
 

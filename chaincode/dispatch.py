@@ -14,6 +14,7 @@ from typing import Any
 
 from chaincode.canonical import RawJSON, canonical_json
 from chaincode.context import TransactionContext
+from chaincode.disclosure import DisclosureContract
 from chaincode.errors import ContractError, InternalError, InvalidArgument, NotFound
 from chaincode.execution_record import ExecutionRecordContract
 from chaincode.image import ImageContract
@@ -32,6 +33,7 @@ CONTRACTS = (
     ExecutionRecordContract(),
     ModelContract(),
     MembershipContract(),
+    DisclosureContract(),
 )
 
 

@@ -583,6 +583,37 @@ class MemberRecord(Record):
     this organisation (set only by its admin; absent: admin only)."""
 
 
+# ---------------------------------------------------------------------------------------- disclosures
+class DisclosureRecord(Record):
+    """An organisation's disclosure of the inputs of some of its tasks to an auditor (key
+    ``Disclosure/<process>/<bundle hex>``, docs/audit-replay.md): the process, the rounds, the recipient,
+    and the digest of the sealed bundle; written only by the disclosing organisation, once."""
+
+    process_id: Identifier
+    organisation: MspId
+    """The disclosing organisation (the caller's MSP id)."""
+    rounds: tuple[int, ...]
+    """The rounds of the organisation's tasks whose inputs the bundle holds."""
+    recipient: MspId
+    """The auditor: the organisation to whose key-agreement certificate the bundle is sealed."""
+    bundle_digest: Digest
+    """``sha256`` of the sealed bundle's bytes."""
+    disclosed_by: str
+    """Common name of the identity that recorded it."""
+    role: str
+    created: Timestamp
+    tx_id: str
+
+
+class DisclosedRecords(Record):
+    """What a disclosure's recipient may read of the ledger (``Disclosure:records``): the disclosure,
+    the process and the disclosing organisation's execution records of the disclosed rounds, as stored."""
+
+    disclosure: DisclosureRecord
+    process: ProcessRecord
+    executions: tuple[ExecutionRecord, ...]
+
+
 # ---------------------------------------------------------------------------------------- history
 class HistoryEntry(Record):
     """One committed version of a record."""

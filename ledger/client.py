@@ -19,6 +19,8 @@ from pydantic import TypeAdapter, ValidationError
 from chaincode.canonical import canonical_json
 from chaincode.privacy import privacy_status
 from chaincode.records import (
+    DisclosedRecords,
+    DisclosureRecord,
     ExecutionRecord,
     ExecutionResult,
     HistoryEntry,
@@ -46,6 +48,8 @@ from ledger.interface import Ledger, SubmitResult
 from ledger.rules import DEFAULT_HISTORY_PAGE
 
 __all__ = [
+    "DisclosedRecords",
+    "DisclosureRecord",
     "ConsortiaClient",
     "ExecutionRecord",
     "ExecutionResult",
@@ -79,6 +83,7 @@ _EXECUTIONS = TypeAdapter(list[ExecutionRecord])
 _INBOX = TypeAdapter(list[InboxEntry])
 _MODELS = TypeAdapter(list[ModelRecord])
 _MEMBERS = TypeAdapter(list[MemberRecord])
+_DISCLOSURES = TypeAdapter(list[DisclosureRecord])
 
 
 _R = TypeVar("_R", bound=Record)
@@ -418,3 +423,27 @@ class ConsortiaClient:
 
     def member_history(self, msp_id: str) -> list[HistoryEntry]:
         return _history(self.ledger.evaluate(self.identity, "Membership:history", msp_id))
+
+    # ---- disclosures to auditors (docs/audit-replay.md)
+    def record_disclosure(
+        self, process_id: str, rounds: Sequence[int], recipient: str, bundle_digest: str
+    ) -> DisclosureRecord:
+        """Record that this organisation disclosed the inputs of its tasks of ``rounds`` to ``recipient``
+        in the sealed bundle of digest ``bundle_digest``."""
+        spec = {
+            "process_id": process_id,
+            "rounds": list(rounds),
+            "recipient": recipient,
+            "bundle_digest": bundle_digest,
+        }
+        return DisclosureRecord.from_json(self._submit("Disclosure:record", json.dumps(spec)))
+
+    def get_disclosure(self, process_id: str, bundle_digest: str) -> DisclosureRecord:
+        return DisclosureRecord.from_json(self._evaluate("Disclosure:get", process_id, bundle_digest))
+
+    def list_disclosures(self, process_id: str) -> list[DisclosureRecord]:
+        return _records(_DISCLOSURES, self._evaluate("Disclosure:list", process_id))
+
+    def disclosed_records(self, process_id: str, bundle_digest: str) -> DisclosedRecords:
+        """The disclosure, its process and the disclosed execution records, as the recipient reads them."""
+        return DisclosedRecords.from_json(self._evaluate("Disclosure:records", process_id, bundle_digest))

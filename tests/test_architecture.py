@@ -319,6 +319,7 @@ CONTRACTS = {
     "chaincode.execution_record",
     "chaincode.membership",
     "chaincode.model",
+    "chaincode.disclosure",
 }
 
 

@@ -31,6 +31,8 @@ class Gateway:
     _sync_lock: threading.Lock = field(default_factory=threading.Lock)
     follower: IndexFollower | None = None
     mtls: bool = False  # accept TLS client certificates (api.mtls) when no token is sent
+    disclosures: dict[str, Any] = field(default_factory=dict)  # uploaded for replay, by bundle digest
+    replays: dict[str, dict[str, Any]] = field(default_factory=dict)  # the verdicts, by bundle digest
 
     def client(self, user: str = "User1") -> ConsortiaClient:
         c = self._clients.get(user)

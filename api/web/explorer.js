@@ -85,6 +85,26 @@
     const fail = (e) => view.replaceChildren(el("p", { class: "error" }, e.message));
     if (kind === "process" && id) showProcess(decodeURIComponent(id)).catch(fail);
     else if (kind === "model" && id) showModel(decodeURIComponent(id)).catch(fail);
+    else if (kind === "replays") showReplays().catch(fail);
+  }
+
+  // ------------------------------------------------------------------ replay verdicts (docs/audit-replay.md)
+  async function showReplays() {
+    const reps = await api("/replays");
+    const view = $("#view");
+    view.replaceChildren();
+    const c = card("Replays of disclosed tasks run by this gateway's organisation", "replays");
+    if (!reps.length) c.append(el("p", { class: "hint" }, "No replay yet: upload a disclosure (POST /api/v1/replays)."));
+    for (const r of reps) {
+      c.append(el("h4", {}, r.organisation + "'s disclosure of " + r.process_id + " — " + r.matched + "/" + r.replayed_tasks + " matched"),
+        facts({ bundle: r.bundle_digest, disclosed: when(r.disclosed), image: r.image_digest, seconds: r.seconds }),
+        table("replay-verdicts", ["task", "verdict", "digests compared", "what differs (recorded → found)"], r.tasks.map((t) => [
+          t.task,
+          t.verdict === "matched" ? badge("valid", "matched") : badge("invalid", "MISMATCH"),
+          t.digests_compared,
+          t.mismatches.map((m) => m.what + ": " + m.recorded + " → " + m.found).join("; ") || "—"])));
+    }
+    view.append(c);
   }
 
   // ------------------------------------------------------------------ process view

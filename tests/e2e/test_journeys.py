@@ -197,6 +197,7 @@ def outside_consortia(cwd: Path) -> dict:
     return json.loads(proc.stdout)
 
 
+@pytest.mark.timeout(1800)  # twelve steps; on a loaded shared machine more than the default 600 s
 def test_the_journeys_through_the_cli_only(tmp_path, backend):
     require_program("bwrap", "the sandbox runtime")
     home = tmp_path / "consortium"
@@ -310,4 +311,26 @@ def test_the_journeys_through_the_cli_only(tmp_path, backend):
         predicted = consortia(home, "model", "predict", str(export), "--csv", str(tmp_path / "rows.csv"))
     assert [r["positive"] for r in predicted["rows"]] == (platform_scores > 0.5).astype(int).tolist()
     assert predicted["model_digest"] == meta["model_digest"]
+    # 7. an auditor (Org3, a member here) replays Org1's and Org2's tasks from their disclosures
+    auditor = orgs[2]
+    folder = tmp_path / "disclosures"
+    folder.mkdir()
+    for org in (org1, org2):
+        with clock.step("10 audit disclose (2 organisations, 3 rounds each)"):
+            disclosed = consortia(
+                home, "audit", "disclose", pid, "--rounds", "all", "--to", auditor,
+                "--out", str(folder / f"{org}.json"), "--org", org,
+            )  # fmt: skip
+        assert disclosed["rounds"] == [1, 2, 3] and disclosed["recipient"] == f"{auditor}MSP"
+    for org in (org1, org2):
+        with clock.step("11 audit replay (2 disclosures, 3 tasks each)"):
+            replayed = consortia(home, "audit", "replay", str(folder / f"{org}.json"), "--org", auditor)
+        assert replayed["ok"] and replayed["replayed_tasks"] == replayed["matched"] == 3, replayed
+    with clock.step("12 audit replay-process"):
+        whole = consortia(
+            home, "audit", "replay-process", pid, "--disclosures", str(folder), "--org", auditor, code=1
+        )
+    # every disclosed record matched; the auditor's own tasks were not disclosed to it
+    assert whole["records"] == whole["records_matched"] == 6
+    assert whole["missing"] == [f"{pid}/{r}/{auditor}MSP" for r in (1, 2, 3)]
     print("\n" + clock.report())

@@ -3,6 +3,6 @@
 
 from __future__ import annotations
 
-from api.gateway.routes import executions, images, models, processes, service
+from api.gateway.routes import executions, images, models, processes, replays, service
 
-ROUTERS = (service.router, images.router, processes.router, executions.router, models.router)
+ROUTERS = (service.router, images.router, processes.router, executions.router, models.router, replays.router)
