@@ -13,7 +13,7 @@
   client's and endorsers' signatures, the endorsement policy and MVCC validity, by replaying
   validation into a fresh state -- every certificate judged valid **at the block's timestamp**,
   so a certificate that expired since does not make old blocks "corrupt";
-* checks that the stored world state, key history, events and transaction index equal the replay;
+* checks that the stored world state, key history, events, key-level policies and transaction index equal the replay;
 * given signed checkpoints of the chain head (made by :mod:`ledger.checkpoint`), checks each
   (:mod:`audit.checkpoints`): signed by a consortium identity, and the chain still reaches the
   checkpointed block with the same header hash (truncation is detected).

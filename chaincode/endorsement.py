@@ -54,7 +54,8 @@ class KeyPolicy:
                 rules=[policies_pb2.SignaturePolicy(signed_by=i) for i in range(len(identities))],
             )
         )
-        return policies_pb2.SignaturePolicyEnvelope(version=0, rule=rule, identities=identities).SerializeToString()
+        envelope = policies_pb2.SignaturePolicyEnvelope(version=0, rule=rule, identities=identities)
+        return bytes(envelope.SerializeToString())
 
     @classmethod
     def from_bytes(cls, raw: bytes) -> KeyPolicy:

@@ -17,9 +17,9 @@ import re
 from typing import Any
 
 from chaincode.canonical import RawJSON
-from chaincode.endorsement import KeyPolicy, endorse_by_members, protect_process
 from chaincode.consent import ACCEPTANCE, acceptance_key, missing_acceptances, require_consent_role
 from chaincode.context import TransactionContext, parse_json_arg, require_keys, require_str
+from chaincode.endorsement import KeyPolicy, endorse_by_members, protect_process
 from chaincode.errors import (
     AlreadyExists,
     ConsentMissing,

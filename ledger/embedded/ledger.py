@@ -238,11 +238,7 @@ class EmbeddedLedger(Endorser):
         except sqlite3.Error as exc:
             raise _unavailable(exc, self.path) or exc from exc
         response = self._response(proposal, sim, payload)
-        orgs = (
-            list(endorsing_organisations)
-            if endorsing_organisations
-            else self._plan(sim, identity.msp_id)
-        )
+        orgs = list(endorsing_organisations) if endorsing_organisations else self._plan(sim, identity.msp_id)
         endorsements = self._endorse(response, orgs)
         tx = {"proposal": proposal, "response": response, "endorsements": endorsements}
         tx["signature"] = B.b64(identity.sign(B.signed_part(tx)))

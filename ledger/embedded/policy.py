@@ -97,7 +97,7 @@ def key_policy_satisfied(policy: bytes, endorsers: Iterable[Endorser]) -> bool:
                 if holds(sub, trial):
                     verified += 1
                     used[:] = trial
-            return verified >= rule.n_out_of.n
+            return verified >= int(rule.n_out_of.n)
         return False
 
     return holds(envelope.rule, [False] * len(signers))

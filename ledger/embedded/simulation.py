@@ -64,7 +64,8 @@ class TxSimulator(TransactionHeader, ChaincodeStub):
         if not isinstance(value, (bytes, bytearray)):
             raise TypeError("state values are bytes")
         self.writes[key] = bytes(value)
-        self.committed_policy(key)  # read in this snapshot for the endorsement plan (as Fabric's simulator does)
+        # the key's policy, read in this snapshot for the endorsement plan (as Fabric's simulator does)
+        self.committed_policy(key)
 
     def del_state(self, key: str) -> None:
         self._check_key(key)

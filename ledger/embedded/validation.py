@@ -329,9 +329,9 @@ def validate_block(
                 )
                 if value is None and out.view.policy(key) is not None:
                     out.view.policy_updates[key] = None  # a deleted key loses its policy
-            for key, policy in tx["response"]["rwset"].get("metadata_writes", ()):
+            for key, key_policy in tx["response"]["rwset"].get("metadata_writes", ()):
                 if out.view.version(key) is not None:  # a policy belongs to a key that exists
-                    out.view.policy_updates[key] = None if policy is None else B.unb64(policy)
+                    out.view.policy_updates[key] = None if key_policy is None else B.unb64(key_policy)
             ev = tx["response"]["event"]
             if ev is not None:
                 out.event_rows.append((number, txnum, tx_id, chaincode, ev[0], B.unb64(ev[1])))

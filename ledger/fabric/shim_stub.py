@@ -93,7 +93,9 @@ class FabricStub(TransactionHeader):
     def get_state_validation_parameter(self, key: str) -> bytes | None:
         """``GET_STATE_METADATA``: the key's committed ``VALIDATION_PARAMETER`` entry, if any."""
         _validate_key(key)
-        reply = self._call(Msg.GET_STATE_METADATA, chaincode_shim_pb2.GetStateMetadata(key=key).SerializeToString())
+        reply = self._call(
+            Msg.GET_STATE_METADATA, chaincode_shim_pb2.GetStateMetadata(key=key).SerializeToString()
+        )
         entries = chaincode_shim_pb2.StateMetadataResult.FromString(reply).entries
         return next((bytes(e.value) for e in entries if e.metakey == VALIDATION_PARAMETER and e.value), None)
 

@@ -24,9 +24,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature, encode_dss_signature
 
 from chaincode import dispatch
+from chaincode.endorsement import GUARD
 from chaincode.errors import InvalidArgument
 from chaincode.records import ProcessRecord
-from chaincode.endorsement import GUARD
 from chaincode.stub import KeyValue, create_composite_key
 from ledger.identity import Consortium
 from wire.canonical import canonical_json

@@ -20,7 +20,9 @@ ALL3 = ("Org1MSP", "Org2MSP", "Org3MSP")
 
 def _task_spec(pid: str, rnd: int) -> str:
     key = ec.generate_private_key(ec.SECP256R1()).public_key()
-    pem = key.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo).decode()
+    pem = key.public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    ).decode()
     return json.dumps({"process_id": pid, "round": rnd, "public_key": pem, "runtime": "sandbox"})
 
 

@@ -213,7 +213,9 @@ def test_queue_time_check_without_signatures_still_judges_identities_and_policy(
 
         def policies(tx):
             view = StateView.of(led._store.connection())
-            return check_policies(tx["response"]["rwset"], endorsers_of(tx, led.membership, None), led.policy, view)
+            return check_policies(
+                tx["response"]["rwset"], endorsers_of(tx, led.membership, None), led.policy, view
+            )
 
         assert policies(tx) is None and policies(few) == B.ENDORSEMENT_POLICY_FAILURE
         client = consortium.identity("Org3")  # a client identity cannot endorse
