@@ -13,7 +13,7 @@
   client's and endorsers' signatures, the endorsement policy and MVCC validity, by replaying
   validation into a fresh state -- every certificate judged valid **at the block's timestamp**,
   so a certificate that expired since does not make old blocks "corrupt";
-* checks that the stored world state, key history, events and transaction index equal the replay;
+* checks that the stored world state, key history, events, key-level policies and transaction index equal the replay;
 * given signed checkpoints of the chain head (made by :mod:`ledger.checkpoint`), checks each
   (:mod:`audit.checkpoints`): signed by a consortium identity, and the chain still reaches the
   checkpointed block with the same header hash (truncation is detected).
@@ -137,6 +137,12 @@ def _cert_der(serialized: bytes) -> bytes | None:
 MAX_BLOCK_DEPTH = MAX_DOCUMENT_DEPTH  #: a block's JSON (its transactions' values are JSON text in it)
 
 
+def _last_write(con: sqlite3.Connection, key: bytes) -> int:
+    """The block that last wrote ``key`` (where a key-level policy that differs was set)."""
+    row = con.execute("SELECT MAX(block) FROM history WHERE key = ?", (key,)).fetchone()
+    return int(row[0] or 0)
+
+
 def _block_body(number: int, raw: bytes) -> dict[str, Any]:
     try:
         body = bounded_json.loads(raw, f"block {number}", MAX_BLOCK_DEPTH)
@@ -255,5 +261,6 @@ def verify_ledger(
     compare("state", "key, value, block, txnum", 1, lambda k, s, r: (r or s)[2])
     compare("history", "key, block, txnum, tx_id, timestamp, value, is_delete", 3, lambda k, s, r: k[1])
     compare("events", "block, txnum, tx_id, chaincode, name, payload", 2, lambda k, s, r: k[0])
+    compare("key_policies", "key, policy", 1, lambda k, s, r: _last_write(replay, k[0]))
     compare("txs", "tx_id, block, txnum, code", 1, lambda k, s, r: (r or s)[1])
     return {"blocks": blocks, "transactions": txs_total, "valid_transactions": valid_total}

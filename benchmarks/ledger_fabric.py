@@ -15,6 +15,8 @@ newest 100; ``fabric_history_full_p*_ms``: the whole history); then the capacity
 ``fabric_cpu_ms_per_submit``: CPU milliseconds of every Fabric-side process (orderer, peers, chaincode
 services, with their descendants) per transaction of the submit phase, and per node.
 The orderer's BatchTimeout is ``--batch-timeout`` (default: ``NetworkConfig``'s, 50 ms).
+``member_endorsement_scaling`` (``benchmarks.member_endorsement``, two more networks): submits/s of a
+3-member process in an 8-organisation channel over those in a 4-organisation one (target ≥ 0.8).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from typing import Any
 
 from benchmarks.ledger_capacity import capacity_sweep
 from benchmarks.ledger_workloads import bench_evaluate, bench_history, bench_submit, report
+from benchmarks.member_endorsement import member_endorsement_scaling
 from ledger.fabric.gateway import FabricLedger
 from network import DEFAULT_HOME, FabricNetwork, NetworkConfig
 from wire.env import environment
@@ -136,7 +139,11 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         ap.error("--clients must be >= 1")
     args.submits = 2000 if args.quick else 10000
     args.evaluates = 4000 if args.quick else 20000
-    results: dict[str, float] = {"cores": os.cpu_count() or 0, **run_fabric(args)}
+    results: dict[str, float] = {
+        "cores": os.cpu_count() or 0,
+        **run_fabric(args),
+        **member_endorsement_scaling(args.quick),
+    }
     report(
         results,
         Path(__file__).parent

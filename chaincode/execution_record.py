@@ -38,6 +38,7 @@ from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 from chaincode.canonical import RawJSON
 from chaincode.consent import require_approval
 from chaincode.context import TransactionContext, parse_json_arg, require_keys, require_str
+from chaincode.endorsement import endorse_by_members
 from chaincode.errors import (
     AlreadyExists,
     BudgetExceeded,
@@ -183,6 +184,7 @@ class ExecutionRecordContract:
             epsilon_total=0.0,
         )
         ctx.put(key, record)
+        endorse_by_members(ctx.stub, pid, process.consortium, key)
         ctx.emit("TaskCreated", {"process_id": pid, "round": rnd, "organisation": ctx.msp_id})
         return record
 
@@ -270,6 +272,7 @@ class ExecutionRecordContract:
             privacy=privacy,
         )
         ctx.put(key, record)
+        endorse_by_members(ctx.stub, pid, process.consortium, key)
         ctx.emit("TaskCompleted", {"process_id": pid, "round": rnd, "organisation": org})
         return record
 
@@ -326,6 +329,7 @@ class ExecutionRecordContract:
                 completed_tx_id=ctx.tx_id,
             )
         ctx.put(key, record)
+        endorse_by_members(ctx.stub, pid, process.consortium, key)
         ctx.emit("TaskFailed", {"process_id": pid, "round": rnd, "organisation": ctx.msp_id})
         return record
 

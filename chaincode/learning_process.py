@@ -19,6 +19,7 @@ from typing import Any
 from chaincode.canonical import RawJSON
 from chaincode.consent import ACCEPTANCE, acceptance_key, missing_acceptances, require_consent_role
 from chaincode.context import TransactionContext, parse_json_arg, require_keys, require_str
+from chaincode.endorsement import KeyPolicy, endorse_by_members, protect_process
 from chaincode.errors import (
     AlreadyExists,
     ConsentMissing,
@@ -45,6 +46,7 @@ from chaincode.records import (
     MSP_PATTERN,
     ImageRecord,
     ProcessAcceptance,
+    ProcessEndorsement,
     ProcessProgress,
     ProcessRecord,
 )
@@ -207,6 +209,7 @@ class LearningProcessContract:
             tx_id=ctx.tx_id,
         )
         ctx.put(key, record)
+        protect_process(ctx.stub, pid, record.consortium, key)
         ctx.emit("ProcessCreated", {"id": pid})
         return record
 
@@ -235,6 +238,16 @@ class LearningProcessContract:
             completed_tasks=(rnd - 1) * members + len(done),
         )
 
+    def endorsement(self, ctx: TransactionContext, process_id: str) -> ProcessEndorsement:
+        """The key-level endorsement policy of the process's record, read back from its metadata."""
+        process = load_process(ctx, process_id)
+        require_member(ctx, process)
+        raw = ctx.stub.get_state_validation_parameter(ctx.key(PROCESS, process_id))
+        policy = KeyPolicy.from_bytes(raw) if raw else KeyPolicy(0, ())
+        return ProcessEndorsement(
+            process_id=process_id, organisations=policy.organisations, required=policy.required
+        )
+
     def list(self, ctx: TransactionContext) -> list[ProcessRecord]:
         """Processes whose consortium includes the caller's organisation."""
         return [p for p in ctx.scan(ProcessRecord, PROCESS) if ctx.msp_id in p.consortium]
@@ -252,6 +265,7 @@ class LearningProcessContract:
             status=to, status_reason=reason, updated=ctx.timestamp, tx_id=ctx.tx_id, status_by=ctx.msp_id
         )
         ctx.put(ctx.key(PROCESS, process_id), process)
+        endorse_by_members(ctx.stub, process_id, process.consortium, ctx.key(PROCESS, process_id))
         ctx.emit("ProcessStatus", {"id": process_id, "status": to})
         return process
 
@@ -311,6 +325,9 @@ class LearningProcessContract:
             tx_id=ctx.tx_id,
         )
         ctx.put(acceptance_key(ctx, process_id, ctx.msp_id), answer)
+        endorse_by_members(
+            ctx.stub, process_id, process.consortium, acceptance_key(ctx, process_id, ctx.msp_id)
+        )
         ctx.emit("ProcessAnswered", {"id": process_id, "organisation": ctx.msp_id})
         if decision == "declined":
             declined = process.replace(

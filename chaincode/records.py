@@ -338,6 +338,17 @@ class ProcessProgress(Record):
     completed_tasks: int
 
 
+class ProcessEndorsement(Record):
+    """Who endorses a process's records (``LearningProcess:endorsement``): the key-level policy of
+    its record as committed, ``required`` of the peers of ``organisations`` (docs/ledger.md, "Who
+    endorses what"); ``organisations`` empty and ``required`` 0 for a process created before
+    key-level policies (its records fall under the chaincode's policy)."""
+
+    process_id: Identifier
+    organisations: tuple[str, ...]
+    required: int
+
+
 # ---------------------------------------------------------------------------------------- execution records
 class SignedPart(Record):
     """A part of what a task key signs: it is always written exactly as it was signed -- the keys it

@@ -5,7 +5,9 @@ classes run on the embedded ledger (:mod:`ledger.embedded`) and as chaincode-as-
 real Fabric peer (the Fabric host implements this protocol over the chaincode gRPC protocol).
 Semantics follow Fabric: reads see the committed world state only (not this transaction's own
 writes); writes are buffered in the write set and applied at commit if MVCC validation passes;
-``get_history_for_key`` returns committed versions, oldest first, or newest first (the order of
+a key's key-level endorsement policy (``set_state_validation_parameter``) is metadata beside its
+value: kept when the value is written, dropped when the key is deleted, and every write to a key
+that has one is validated against it instead of the chaincode's policy; ``get_history_for_key`` returns committed versions, oldest first, or newest first (the order of
 Fabric's own history iterator) with ``newest_first=True``; an iterator that is not read to its end
 is closed by its reader (``close()``), so a host can stop reading history where the reader stops.
 """
@@ -65,6 +67,16 @@ class ChaincodeStub(Protocol):
     ) -> Iterator[KeyValue]: ...
 
     def get_history_for_key(self, key: str, *, newest_first: bool = False) -> Iterator[KeyModification]: ...
+
+    def set_state_validation_parameter(self, key: str, policy: bytes) -> None:
+        """Set the key-level endorsement policy of ``key`` (Fabric's ``SetStateValidationParameter``:
+        ``VALIDATION_PARAMETER`` metadata, a serialized ``SignaturePolicyEnvelope``; empty bytes
+        remove it). Buffered like a write; the write is validated against the policy the key had."""
+        ...
+
+    def get_state_validation_parameter(self, key: str) -> bytes | None:
+        """The committed key-level endorsement policy of ``key`` (None if it has none)."""
+        ...
 
     def set_event(self, name: str, payload: bytes) -> None: ...
 

@@ -88,7 +88,10 @@ class LedgerTable(Table):
         default=None, description="fabric: the chaincode name (default: the profile's)."
     )
     path: str = Field(default="ledger.db", description="embedded: the ledger file.")
-    policy: str = Field(default="MAJORITY", description="embedded: the endorsement policy.")
+    policy: str = Field(
+        default="TWO",
+        description="embedded: the chaincode's endorsement policy (a process's records: its members' majority).",
+    )
     batch_timeout: float = Field(
         default=0.01, ge=0, description="embedded: seconds a block collects transactions."
     )
@@ -355,7 +358,7 @@ def home_config(
     consortium: Consortium,
     *,
     backend: Literal["embedded", "fabric"] = "embedded",
-    policy: str = "MAJORITY",
+    policy: str = "TWO",
     batch_timeout: float = 0.01,
     profile: str | os.PathLike[str] | None = None,
     tables: Collection[str] | None = None,

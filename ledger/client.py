@@ -36,6 +36,7 @@ from chaincode.records import (
     PrivacyBudget,
     PrivacyCharge,
     ProcessAcceptance,
+    ProcessEndorsement,
     ProcessPrivacy,
     ProcessProgress,
     ProcessRecord,
@@ -66,6 +67,7 @@ __all__ = [
     "PrivacyBudget",
     "PrivacyCharge",
     "ProcessAcceptance",
+    "ProcessEndorsement",
     "ProcessPrivacy",
     "ProcessProgress",
     "ProcessRecord",
@@ -231,6 +233,10 @@ class ConsortiaClient:
     def process_progress(self, process_id: str) -> ProcessProgress:
         """Status, current round and who completed it so far, without reading the records."""
         return ProcessProgress.from_json(self._evaluate("LearningProcess:progress", process_id))
+
+    def process_endorsement(self, process_id: str) -> ProcessEndorsement:
+        """Who endorses the process's records: its key-level policy as committed."""
+        return ProcessEndorsement.from_json(self._evaluate("LearningProcess:endorsement", process_id))
 
     def process_privacy(self, process: ProcessRecord) -> ProcessPrivacy:
         """What ``process``'s privacy amounts to, rigorous ε first (:func:`chaincode.privacy.privacy_status`):

@@ -42,7 +42,7 @@ class NetworkConfig:
     port_base: int = environment().fabric_port_base or 7050
     batch_timeout: str = "50ms"  # docs/fabric.md "Batch settings": a lone transaction waits this long
     max_message_count: int = 500
-    endorsement_policy: str = ""  # "" = channel default (MAJORITY Endorsement)
+    endorsement_policy: str = ""  # "" = the channel's Endorsement policy (peers of any two organisations)
     chaincode_tls: bool = True  # peer <-> chaincode service: mutual TLS
     log_spec: str = "warning:gossip=error"
     # the placement (docs/fabric.md "Placement"): an address per organisation name and one for

@@ -26,9 +26,13 @@ LAYOUT = 2  #: state.json "layout": 2 = placed network, a chaincode service and 
 
 def channel_policies(organisations: tuple[str, ...] | list[str]) -> tuple[str, str, str]:
     """The channel's Readers, Writers and Endorsement rules as explicit signature policies over every
-    organisation: Readers = any admin|peer|client, Writers = any admin|client, Endorsement = peers of
-    a majority (``OutOf(n // 2 + 1, ...)``) -- the same identities ``ANY Readers``, ``ANY Writers`` and
-    ``MAJORITY Endorsement`` admit through each organisation's own policies.
+    organisation: Readers = any admin|peer|client, Writers = any admin|client -- the identities
+    ``ANY Readers`` and ``ANY Writers`` admit through each organisation's own policies -- and
+    Endorsement, the chaincode's policy, = peers of any two organisations (``OutOf(2, ...)``, one in a
+    one-organisation channel). A learning process's records need a majority of its own members on top,
+    by their key-level policies (chaincode/endorsement.py; docs/ledger.md "Who endorses what"): the
+    channel-wide rule only has to let two members create a process's new keys, whatever the
+    consortium's size.
 
     Why not the ImplicitMeta forms: Fabric evaluates an ImplicitMeta policy sub-policy by sub-policy,
     and each organisation's sub-policy verifies every signature again, so one client signature was
@@ -40,7 +44,7 @@ def channel_policies(organisations: tuple[str, ...] | list[str]) -> tuple[str, s
     return (
         _any_of(_principals(organisations, ("admin", "peer", "client"))),
         _any_of(_principals(organisations, ("admin", "client"))),
-        f"OutOf({len(organisations) // 2 + 1}, {_quoted(_principals(organisations, ('peer',)))})",
+        f"OutOf({min(2, len(organisations))}, {_quoted(_principals(organisations, ('peer',)))})",
     )
 
 

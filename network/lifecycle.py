@@ -76,12 +76,14 @@ class FabricNetwork(GeneratedFiles):
         self.wait_ready()
 
     def wait_ready(self, timeout: float = 90) -> float:
-        """Wait until every organisation's Gateway can collect a policy-satisfying set of
-        endorsements (gossip has spread membership, discovery sees the peers); return seconds.
+        """Wait until every organisation's Gateway can collect endorsements from every organisation's
+        peer (gossip has spread membership, discovery sees all the peers); return seconds.
 
-        Probes Endorse with the chaincode service's health function (no reads, no writes): a
-        result needs endorsements from a majority; "no combination of peers" means discovery is
-        not ready yet."""
+        Probes Endorse with the chaincode service's health function (no reads, no writes), asking
+        every organisation explicitly: a process's records need its own members' peers (key-level
+        policies, docs/ledger.md "Who endorses what"), so a Gateway that sees only some peers -- enough
+        for the chaincode's policy -- is not ready. "No combination of peers" or "no endorsing peers"
+        means discovery is not ready yet."""
         from ledger.errors import LedgerError
         from ledger.fabric.chaincode_server import HEALTH_FUNCTION
         from ledger.fabric.gateway import FabricLedger
@@ -94,7 +96,7 @@ class FabricNetwork(GeneratedFiles):
             while pending and time.monotonic() - t0 < timeout:
                 org = pending[0]
                 try:
-                    led.endorse(cons.identity(org), HEALTH_FUNCTION)
+                    led.endorse(cons.identity(org), HEALTH_FUNCTION, endorsing_organisations=cons.msp_ids)
                     pending.pop(0)
                 except LedgerError as exc:
                     last = str(exc)

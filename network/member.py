@@ -39,7 +39,7 @@ class ChaincodeDefinition:
     name: str = "consortia"
     version: str = "1.0"
     sequence: int = 1
-    endorsement_policy: str = ""  # "" = the channel's Endorsement policy (a majority of peers)
+    endorsement_policy: str = ""  # "" = the channel's Endorsement policy (peers of any two organisations)
     dispatch: str = "chaincode.dispatch:invoke"
 
     @property

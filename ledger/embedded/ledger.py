@@ -44,7 +44,8 @@ from chaincode.canonical import canonical_json
 from ledger.embedded import blocks as B
 from ledger.embedded.endorsement import Endorser, PendingTransaction
 from ledger.embedded.genesis import config_mismatch
-from ledger.embedded.policy import EndorsementPolicy
+from ledger.embedded.policy import EndorsementPolicy, plan_endorsers
+from ledger.embedded.simulation import TxSimulator
 from ledger.embedded.store import Store
 from ledger.embedded.validation import check_endorsed, validate_block, write_block_outcome
 from ledger.errors import (
@@ -101,7 +102,7 @@ class EmbeddedLedger(Endorser):
         *,
         channel: str = "consortia",
         chaincode: str = "consortia",
-        policy: str = "MAJORITY",
+        policy: str = "TWO",
         batch_size: int = 500,
         batch_timeout: float = 0.01,
         synchronous: str = "FULL",
@@ -237,11 +238,7 @@ class EmbeddedLedger(Endorser):
         except sqlite3.Error as exc:
             raise _unavailable(exc, self.path) or exc from exc
         response = self._response(proposal, sim, payload)
-        orgs = (
-            list(endorsing_organisations)
-            if endorsing_organisations
-            else self.policy.default_endorsers(identity.msp_id)
-        )
+        orgs = list(endorsing_organisations) if endorsing_organisations else self._plan(sim, identity.msp_id)
         endorsements = self._endorse(response, orgs)
         tx = {"proposal": proposal, "response": response, "endorsements": endorsements}
         tx["signature"] = B.b64(identity.sign(B.signed_part(tx)))
@@ -253,7 +250,6 @@ class EmbeddedLedger(Endorser):
             check_endorsed(
                 tx,
                 membership=self.membership,
-                policy=self.policy,
                 channel=self.channel,
                 chaincode=self.chaincode,
                 signatures=False,
@@ -264,6 +260,18 @@ class EmbeddedLedger(Endorser):
         self._ensure_orderer()
         self._queue.put((tx, future))
         return future
+
+    def _plan(self, sim: TxSimulator, preferred: str) -> list[str]:
+        """Whose peers endorse: enough for the key-level policies of the keys the simulation wrote
+        (as committed) and, if one of them has none, for the chaincode's policy -- as Fabric's
+        Gateway plans from a proposal's chaincode interest. The caller's organisation first."""
+        keys = sim.written_keys()
+        policies = [p for p in map(sim.committed_policy, keys) if p is not None]
+        needs_chaincode_policy = not keys or len(policies) < len(keys)
+        try:
+            return plan_endorsers(self.policy if needs_chaincode_policy else None, policies, preferred)
+        except ValueError as exc:
+            raise LedgerError(str(exc)) from None
 
     # ------------------------------------------------------------------ ordering and commit
     def _ensure_orderer(self) -> None:

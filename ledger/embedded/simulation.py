@@ -42,6 +42,8 @@ class TxSimulator(TransactionHeader, ChaincodeStub):
         self.reads: dict[str, Version | None] = {}
         self.range_reads: list[tuple[str, str, list[tuple[str, Version]]]] = []
         self.writes: dict[str, bytes | None] = {}
+        self.metadata_writes: dict[str, bytes | None] = {}  # key-level policies set (None: removed)
+        self._policies: dict[str, bytes | None] = {}  # committed key-level policies read
         self.event: tuple[str, bytes] | None = None
 
     # ---- state
@@ -62,10 +64,39 @@ class TxSimulator(TransactionHeader, ChaincodeStub):
         if not isinstance(value, (bytes, bytearray)):
             raise TypeError("state values are bytes")
         self.writes[key] = bytes(value)
+        # the key's policy, read in this snapshot for the endorsement plan (as Fabric's simulator does)
+        self.committed_policy(key)
 
     def del_state(self, key: str) -> None:
         self._check_key(key)
         self.writes[key] = None
+        self.committed_policy(key)
+
+    def set_state_validation_parameter(self, key: str, policy: bytes) -> None:
+        self._check_key(key)
+        if not isinstance(policy, (bytes, bytearray)):
+            raise TypeError("a validation parameter is bytes")
+        self.metadata_writes[key] = bytes(policy) or None
+        self.committed_policy(key)
+
+    def get_state_validation_parameter(self, key: str) -> bytes | None:
+        """The committed policy of ``key``; like Fabric's ``GetStateMetadata``, it records a read of
+        the key's version."""
+        self._check_key(key)
+        if key not in self.reads:
+            row = Store.get_state(self._con, key.encode("utf-8"))
+            self.reads[key] = None if row is None else row[1]
+        return self.committed_policy(key)
+
+    def committed_policy(self, key: str) -> bytes | None:
+        if key not in self._policies:
+            found = Store.policies(self._con, [key.encode("utf-8")])
+            self._policies[key] = found.get(key.encode("utf-8"))
+        return self._policies[key]
+
+    def written_keys(self) -> list[str]:
+        """Every key whose value or policy this transaction writes (what its endorsement must satisfy)."""
+        return sorted(set(self.writes) | set(self.metadata_writes))
 
     def get_state_by_range(self, start_key: str, end_key: str) -> Iterator[KeyValue]:
         rows = Store.range(self._con, start_key.encode("utf-8"), end_key.encode("utf-8"))
@@ -101,7 +132,7 @@ class TxSimulator(TransactionHeader, ChaincodeStub):
 
     # ---- the read/write set as recorded in the transaction
     def rwset(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "reads": [[k, list(v) if v is not None else None] for k, v in sorted(self.reads.items())],
             "range_reads": [[s, e, [[k, list(v)] for k, v in kv]] for s, e, kv in self.range_reads],
             "writes": [
@@ -109,3 +140,9 @@ class TxSimulator(TransactionHeader, ChaincodeStub):
                 for k, v in sorted(self.writes.items())
             ],
         }
+        if self.metadata_writes:  # absent when empty: transactions without policies keep their bytes
+            out["metadata_writes"] = [
+                [k, None if v is None else base64.b64encode(v).decode("ascii")]
+                for k, v in sorted(self.metadata_writes.items())
+            ]
+        return out

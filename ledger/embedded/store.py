@@ -48,6 +48,10 @@ CREATE TABLE IF NOT EXISTS events (
     payload   BLOB NOT NULL,
     PRIMARY KEY (block, txnum)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS key_policies (
+    key    BLOB PRIMARY KEY,
+    policy BLOB NOT NULL
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS txs (
     tx_id TEXT PRIMARY KEY,
     block INTEGER NOT NULL,
@@ -124,6 +128,18 @@ class Store:
             marks = ",".join("?" * len(part))
             for k, b, t in con.execute(f"SELECT key, block, txnum FROM state WHERE key IN ({marks})", part):
                 out[k] = (b, t)
+        return out
+
+    @staticmethod
+    def policies(con: sqlite3.Connection, keys: list[bytes]) -> dict[bytes, bytes]:
+        """The key-level endorsement policies (Fabric's ``VALIDATION_PARAMETER`` metadata) of those
+        of ``keys`` that have one, in a few queries."""
+        out: dict[bytes, bytes] = {}
+        for i in range(0, len(keys), _CHUNK):
+            part = keys[i : i + _CHUNK]
+            marks = ",".join("?" * len(part))
+            for k, p in con.execute(f"SELECT key, policy FROM key_policies WHERE key IN ({marks})", part):
+                out[k] = p
         return out
 
     @staticmethod

@@ -6,8 +6,12 @@
    is queued, on the submitting thread, without verifying again the signatures it has just made, so that
    the committer only re-checks the certificates' validity at the block's time);
 3. tx id = sha256(nonce || creator), response bound to the proposal -> BAD_PROPOSAL_TXID / INVALID_OTHER_REASON;
-4. endorsements: valid peer identities, valid signatures, distinct organisations satisfying the
-   endorsement policy -> ENDORSEMENT_POLICY_FAILURE;
+4. endorsements: valid peer identities, valid signatures -> ENDORSEMENT_POLICY_FAILURE; then, as
+   Fabric's key-level validator (VSCC) does, every key the transaction writes (its value or its
+   key-level policy) that has a key-level policy -- as committed, or as set by an earlier valid
+   transaction of the block, which invalidates this one (Fabric's ``ValidationParameterUpdatedError``) --
+   needs the endorsements to satisfy that policy, and if any written key has none (or nothing is
+   written), the chaincode's endorsement policy must hold -> ENDORSEMENT_POLICY_FAILURE;
 5. MVCC: every key read still has the version read, given the valid transactions before it in
    the same block -> MVCC_READ_CONFLICT; every range read returns the same keys and versions
    -> PHANTOM_READ_CONFLICT.
@@ -26,7 +30,7 @@ from typing import Any
 
 from chaincode.canonical import canonical_json
 from ledger.embedded import blocks as B
-from ledger.embedded.policy import EndorsementPolicy
+from ledger.embedded.policy import EndorsementPolicy, Endorser, key_policy_satisfied
 from ledger.embedded.store import Store
 from ledger.errors import AccessDenied
 from ledger.identity import MembershipService
@@ -44,8 +48,11 @@ class StateView:
     ):
         self._get_version = get_version
         self._get_range = get_range
+        self._con: sqlite3.Connection | None = None
         self.updates: dict[str, tuple[bytes | None, Version]] = {}
         self.known: dict[str, Version | None] = {}  # committed versions read ahead (prefetch)
+        self.policy_updates: dict[str, bytes | None] = {}  # key-level policies set by the block
+        self.known_policies: dict[str, bytes | None] = {}  # committed key-level policies read ahead
 
     def prefetch(self, con: sqlite3.Connection, keys: Iterable[str]) -> None:
         """Read the committed versions of ``keys`` now, in a few queries (the block's read keys)."""
@@ -53,6 +60,22 @@ class StateView:
         found = Store.versions(con, [k.encode("utf-8") for k in wanted])
         for k in wanted:
             self.known[k] = found.get(k.encode("utf-8"))
+
+    def prefetch_policies(self, con: sqlite3.Connection, keys: Iterable[str]) -> None:
+        """Read the committed key-level policies of ``keys`` now (the block's written keys)."""
+        self._con = con
+        wanted = sorted(set(keys) - set(self.known_policies))
+        found = Store.policies(con, [k.encode("utf-8") for k in wanted])
+        for k in wanted:
+            self.known_policies[k] = found.get(k.encode("utf-8"))
+
+    def policy(self, key: str) -> bytes | None:
+        """The key-level policy of ``key``: as set by the block so far, else as committed."""
+        if key in self.policy_updates:
+            return self.policy_updates[key]
+        if key not in self.known_policies and self._con is not None:
+            self.prefetch_policies(self._con, [key])
+        return self.known_policies.get(key)
 
     @classmethod
     def of(cls, con: sqlite3.Connection) -> StateView:
@@ -91,7 +114,6 @@ def check_endorsed(
     tx: dict[str, Any],
     *,
     membership: MembershipService,
-    policy: EndorsementPolicy,
     channel: str,
     chaincode: str,
     at: dt.datetime | None = None,
@@ -103,8 +125,9 @@ def check_endorsed(
     ``signatures=False`` is for a transaction this process has just built (the embedded ledger's
     submit): the creator's key signed its proposal, which was verified, and the endorsers' keys were
     shown to match their certificates, so their fresh signatures are not verified again here.
-    Identities, roles, binding and the policy are still checked; a block replay
-    (``audit.ledger_file``) verifies every signature."""
+    Identities, roles and binding are still checked; a block replay (``audit.ledger_file``) verifies
+    every signature. The endorsement policies depend on the state (key-level policies):
+    :func:`check_policies`, at commit."""
 
     def signer(serialized: bytes, data: bytes, signature: str) -> tuple[str, str]:
         if not signatures:
@@ -127,7 +150,6 @@ def check_endorsed(
             return B.INVALID_OTHER_REASON
         if response["proposal_hash"] != B.sha256_hex(canonical_json(proposal)) or response["status"] != 200:
             return B.INVALID_OTHER_REASON
-        endorsing_orgs: set[str] = set()
         signed_response = canonical_json(response)  # what every endorser signed (then its identity)
         for e in tx["endorsements"]:
             endorser = B.unb64(e["endorser"])
@@ -139,12 +161,46 @@ def check_endorsed(
                 return B.ENDORSEMENT_POLICY_FAILURE
             if role != "peer":
                 return B.ENDORSEMENT_POLICY_FAILURE
-            endorsing_orgs.add(msp_id)
-        if not policy.satisfied_by(endorsing_orgs):
-            return B.ENDORSEMENT_POLICY_FAILURE
         return None
     except (KeyError, TypeError, ValueError, IndexError, binascii.Error):
         return B.INVALID_OTHER_REASON
+
+
+def endorsers_of(tx: dict[str, Any], membership: MembershipService, at: dt.datetime | None) -> list[Endorser]:
+    """(MSP id, role) of each endorsement of ``tx`` whose identities :func:`check_endorsed` judged
+    (cached identities: no signature is verified here)."""
+    out: list[Endorser] = []
+    for e in tx["endorsements"]:
+        msp_id, _, role = membership.deserialize(B.unb64(e["endorser"]), at=at)
+        out.append((msp_id, role))
+    return out
+
+
+def written_keys(rwset: dict[str, Any]) -> set[str]:
+    """The keys whose value or key-level policy a read/write set writes."""
+    return {str(k) for k, _ in rwset["writes"]} | {str(k) for k, _ in rwset.get("metadata_writes", ())}
+
+
+def check_policies(
+    rwset: dict[str, Any], endorsers: list[Endorser], policy: EndorsementPolicy, view: StateView
+) -> str | None:
+    """Fabric's key-level validation of a transaction's endorsements (step 4 of the module docstring):
+    ENDORSEMENT_POLICY_FAILURE, or None when every policy that applies holds."""
+    needs_chaincode_policy = False
+    keys = written_keys(rwset)
+    for key in keys:
+        if key in view.policy_updates:  # an earlier transaction of the block changed its policy
+            return B.ENDORSEMENT_POLICY_FAILURE
+        key_policy = view.policy(key)
+        if key_policy is None:
+            needs_chaincode_policy = True
+        elif not key_policy_satisfied(key_policy, endorsers):
+            return B.ENDORSEMENT_POLICY_FAILURE
+    if (needs_chaincode_policy or not keys) and not policy.satisfied_by(
+        {msp for msp, role in endorsers if role == "peer"}
+    ):
+        return B.ENDORSEMENT_POLICY_FAILURE
+    return None
 
 
 def still_valid(tx: dict[str, Any], membership: MembershipService, at: dt.datetime | None) -> bool:
@@ -179,12 +235,13 @@ def validate_transaction(
         if seen_tx_ids(tx_id):
             return B.DUPLICATE_TXID
         if not (endorsed and still_valid(tx, membership, at)):
-            code = check_endorsed(
-                tx, membership=membership, policy=policy, channel=channel, chaincode=chaincode, at=at
-            )
+            code = check_endorsed(tx, membership=membership, channel=channel, chaincode=chaincode, at=at)
             if code is not None:
                 return code
         rwset = tx["response"]["rwset"]
+        code = check_policies(rwset, endorsers_of(tx, membership, at), policy, view)
+        if code is not None:
+            return code
         for key, version in rwset["reads"]:
             expected = None if version is None else (version[0], version[1])
             if view.version(key) != expected:
@@ -193,7 +250,7 @@ def validate_transaction(
             if view.range(start, end) != [(k, (v[0], v[1])) for k, v in kv]:
                 return B.PHANTOM_READ_CONFLICT
         return B.VALID
-    except (KeyError, TypeError, ValueError, IndexError, binascii.Error):
+    except (KeyError, TypeError, ValueError, IndexError, binascii.Error, AccessDenied):
         return B.INVALID_OTHER_REASON
 
 
@@ -234,14 +291,17 @@ def validate_block(
     # what the block's transactions will ask the store, read ahead in a few queries
     ids: list[str] = []
     reads: list[str] = []
+    written: set[str] = set()
     for tx in txs:
         try:
             ids.append(str(tx["proposal"]["tx_id"]))
             reads.extend(str(k) for k, _ in tx["response"]["rwset"]["reads"])
+            written |= written_keys(tx["response"]["rwset"])
         except (KeyError, TypeError, ValueError):
             continue  # malformed: found invalid by validate_transaction
     in_chain = Store.known_tx_ids(con, ids)
     out.view.prefetch(con, reads)
+    out.view.prefetch_policies(con, written)
 
     def seen(tx_id: str) -> bool:
         return tx_id in in_block or tx_id in in_chain
@@ -267,6 +327,11 @@ def validate_block(
                 out.history_rows.append(
                     (key.encode("utf-8"), number, txnum, tx_id, ts, value, int(value is None))
                 )
+                if value is None and out.view.policy(key) is not None:
+                    out.view.policy_updates[key] = None  # a deleted key loses its policy
+            for key, key_policy in tx["response"]["rwset"].get("metadata_writes", ()):
+                if out.view.version(key) is not None:  # a policy belongs to a key that exists
+                    out.view.policy_updates[key] = None if key_policy is None else B.unb64(key_policy)
             ev = tx["response"]["event"]
             if ev is not None:
                 out.event_rows.append((number, txnum, tx_id, chaincode, ev[0], B.unb64(ev[1])))
@@ -283,6 +348,11 @@ def write_block_outcome(con: sqlite3.Connection, out: BlockOutcome) -> None:
             con.execute("DELETE FROM state WHERE key = ?", (k,))
         else:
             con.execute("INSERT OR REPLACE INTO state VALUES (?, ?, ?, ?)", (k, value, blk, txnum))
+    for key, policy in out.view.policy_updates.items():
+        if policy is None:
+            con.execute("DELETE FROM key_policies WHERE key = ?", (key.encode("utf-8"),))
+        else:
+            con.execute("INSERT OR REPLACE INTO key_policies VALUES (?, ?)", (key.encode("utf-8"), policy))
     con.executemany("INSERT INTO history VALUES (?, ?, ?, ?, ?, ?, ?)", out.history_rows)
     con.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?, ?)", out.event_rows)
     con.executemany("INSERT OR IGNORE INTO txs VALUES (?, ?, ?, ?)", out.tx_rows)

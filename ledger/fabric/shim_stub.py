@@ -11,6 +11,7 @@ from fabric_protos.common import common_pb2
 from fabric_protos.ledger.queryresult import kv_query_result_pb2
 from fabric_protos.peer import chaincode_event_pb2, chaincode_pb2, chaincode_shim_pb2, proposal_pb2
 
+from chaincode.endorsement import VALIDATION_PARAMETER
 from chaincode.stub import (
     COMPOSITE_KEY_NAMESPACE,
     MAX_UNICODE_RUNE,
@@ -77,6 +78,26 @@ class FabricStub(TransactionHeader):
     def del_state(self, key: str) -> None:
         _validate_key(key)
         self._call(Msg.DEL_STATE, chaincode_shim_pb2.DelState(key=key).SerializeToString())
+
+    def set_state_validation_parameter(self, key: str, policy: bytes) -> None:
+        """``PUT_STATE_METADATA`` with the ``VALIDATION_PARAMETER`` entry (fabric-chaincode-go
+        ``SetStateValidationParameter``): the peer records it in the transaction's write set, and its
+        validator checks every later write to the key against it."""
+        _validate_key(key)
+        if not isinstance(policy, (bytes, bytearray)):
+            raise TypeError("a validation parameter is bytes")
+        entry = chaincode_shim_pb2.StateMetadata(metakey=VALIDATION_PARAMETER, value=bytes(policy))
+        req = chaincode_shim_pb2.PutStateMetadata(key=key, metadata=entry)
+        self._call(Msg.PUT_STATE_METADATA, req.SerializeToString())
+
+    def get_state_validation_parameter(self, key: str) -> bytes | None:
+        """``GET_STATE_METADATA``: the key's committed ``VALIDATION_PARAMETER`` entry, if any."""
+        _validate_key(key)
+        reply = self._call(
+            Msg.GET_STATE_METADATA, chaincode_shim_pb2.GetStateMetadata(key=key).SerializeToString()
+        )
+        entries = chaincode_shim_pb2.StateMetadataResult.FromString(reply).entries
+        return next((bytes(e.value) for e in entries if e.metakey == VALIDATION_PARAMETER and e.value), None)
 
     def get_state_by_range(self, start_key: str, end_key: str) -> Iterator[KeyValue]:
         if start_key == "":

@@ -35,7 +35,7 @@ def test_init_makes_a_home_the_cli_then_uses(tmp_path):
     assert cfg["ledger"] == {
         "backend": "embedded",
         "path": "ledger.db",
-        "policy": "MAJORITY",
+        "policy": "TWO",
         "batch_timeout": 0.01,
     }
     assert cfg["consortium"]["organisations"] == ["AcmeMSP", "BetaMSP", "GammaMSP"]

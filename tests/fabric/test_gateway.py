@@ -77,7 +77,7 @@ def test_range_and_history(fabric_ledger, fabric_ids):
 
 
 def test_too_few_endorsements_is_invalid(fabric_ledger, fabric_ids):
-    """Default policy MAJORITY Endorsement (2 of 3); one organisation's endorsement is not enough."""
+    """The chaincode's policy: peers of two organisations; one organisation's endorsement is not enough."""
     k = f"k-{uid()}"
     with pytest.raises(EndorsementPolicyFailure) as e:
         fabric_ledger.submit(fabric_ids["Org1"], "KV:put", k, "x", endorsing_organisations=["Org1MSP"])
