@@ -40,7 +40,7 @@ from fabric_protos.common import common_pb2
 from ledger.fabric.proposal import block_header_bytes
 from ledger.identity import parse_serialized_identity, verify
 from network.config import DEFAULT_HOME, NetworkError
-from network.files import channel_policies, configtx_profile
+from network.files import channel_policies, configtx_organisation, configtx_profile
 from network.package import OrganisationPackage
 from network.processes import ensure_fabric
 
@@ -113,23 +113,6 @@ class ChannelConfig:
         }
 
 
-def _org_yaml(p: OrganisationPackage, msp_dir: Path) -> str:
-    m = p.msp_id
-    peer_host, _, peer_port = p.endpoints["peer"].rpartition(":")
-    return f"""  - &{m}
-    Name: {m}
-    ID: {m}
-    MSPDir: {msp_dir}
-    Policies:
-      Readers: {{Type: Signature, Rule: "OR('{m}.admin', '{m}.peer', '{m}.client', '{m}.orderer')"}}
-      Writers: {{Type: Signature, Rule: "OR('{m}.admin', '{m}.client', '{m}.orderer')"}}
-      Admins: {{Type: Signature, Rule: "OR('{m}.admin')"}}
-      Endorsement: {{Type: Signature, Rule: "OR('{m}.peer')"}}
-    OrdererEndpoints: ["{p.endpoints["orderer"]}"]
-    AnchorPeers: [{{Host: {peer_host}, Port: {peer_port}}}]
-"""
-
-
 def configtx_yaml(
     packages: list[OrganisationPackage],
     work: Path,
@@ -153,7 +136,10 @@ def configtx_yaml(
         node.mkdir()
         (node / "tls.crt").write_text(p.certificates["orderer_tls"])
         (node / "identity.pem").write_text(p.certificates["orderer"])
-        orgs.append(_org_yaml(p, msp))
+        peer_host, _, peer_port = p.endpoints["peer"].rpartition(":")
+        orgs.append(
+            configtx_organisation(p.msp_id, p.msp_id, msp, (peer_host, peer_port), p.endpoints["orderer"])
+        )
         host, _, port = p.endpoints["orderer"].rpartition(":")
         tls = node / "tls.crt"
         if consensus == "bft":

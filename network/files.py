@@ -56,6 +56,33 @@ def _any_of(principals: list[str]) -> str:
     return f"OR({_quoted(principals)})"
 
 
+def configtx_organisation(
+    anchor: str,
+    msp_id: str,
+    msp_dir: Path,
+    anchor_peer: tuple[str, int | str],
+    orderer_endpoint: str | None = None,
+) -> str:
+    """One application organisation's entry in configtx.yaml ``Organizations``: its Readers
+    (admin|peer|client), Writers (admin|client), Admins (admin) and Endorsement (peer) policies and
+    its anchor peer. With ``orderer_endpoint`` it also runs an orderer of the channel (a channel from
+    packages): its orderer identities join Readers and Writers and the endpoint is listed."""
+    m = msp_id
+    orderer = f", '{m}.orderer'" if orderer_endpoint else ""
+    endpoints = f'    OrdererEndpoints: ["{orderer_endpoint}"]\n' if orderer_endpoint else ""
+    return f"""  - &{anchor}
+    Name: {m}
+    ID: {m}
+    MSPDir: {msp_dir}
+    Policies:
+      Readers: {{Type: Signature, Rule: "OR('{m}.admin', '{m}.peer', '{m}.client'{orderer})"}}
+      Writers: {{Type: Signature, Rule: "OR('{m}.admin', '{m}.client'{orderer})"}}
+      Admins: {{Type: Signature, Rule: "OR('{m}.admin')"}}
+      Endorsement: {{Type: Signature, Rule: "OR('{m}.peer')"}}
+{endpoints}    AnchorPeers: [{{Host: {anchor_peer[0]}, Port: {anchor_peer[1]}}}]
+"""
+
+
 def configtx_profile(
     organisations: tuple[str, ...] | list[str],
     *,
@@ -203,18 +230,7 @@ class GeneratedFiles(NodeSupervisor):
         orgs = []
         for i, name in enumerate(c.organisations):
             msp = self._org_paths(i)["base"] / "msp"
-            m = f"{name}MSP"
-            orgs.append(f"""  - &{name}
-    Name: {m}
-    ID: {m}
-    MSPDir: {msp}
-    Policies:
-      Readers: {{Type: Signature, Rule: "OR('{m}.admin', '{m}.peer', '{m}.client')"}}
-      Writers: {{Type: Signature, Rule: "OR('{m}.admin', '{m}.client')"}}
-      Admins: {{Type: Signature, Rule: "OR('{m}.admin')"}}
-      Endorsement: {{Type: Signature, Rule: "OR('{m}.peer')"}}
-    AnchorPeers: [{{Host: {c.org_host(i)}, Port: {c.peer_port(i)}}}]
-""")
+            orgs.append(configtx_organisation(name, f"{name}MSP", msp, (c.org_host(i), c.peer_port(i))))
         # channel level: the same principals, and the orderer organisation's members
         channel_readers = _any_of(
             ["OrdererMSP.member", *_principals(c.organisations, ("admin", "peer", "client"))]
