@@ -1,7 +1,7 @@
 """The one lineage rule of a model, and the checks of a lineage's records (seed 003 §IV-C
 "verifiable": every step signed, every artifact bound by its digest).
 
-Round r of a learning process reads exactly what round r-1 wrote (``executor.node.round_files``):
+Round r of a learning process reads exactly what round r-1 wrote (``exchange.rounds``):
 organisation o's previous state (its own round r-1 output) and every message addressed to o in round
 r-1. The rule links each input of the execution (o, r) to the execution whose *signed output*
 produced that exact (digest, round):

@@ -36,6 +36,14 @@ class ArtifactCorrupted(ArtifactError, ValueError):
     code = "ARTIFACT_CORRUPTED"
 
 
+class RoundInputMissing(ArtifactError, LookupError):
+    """An input of round r cannot be gathered: a member's part of round r-1 is not completed on the
+    ledger, this organisation's own names no state, or a message is over what the image declares
+    (:class:`exchange.rounds.RoundFiles`)."""
+
+    code = "ROUND_INPUT_MISSING"
+
+
 class ArtifactTooLarge(ArtifactError, ValueError):
     """An artifact larger than it may be: than the size its owner's signed index entry (or the model
     record) names, or than this node's configured maximum (``[exchange] max_artifact_bytes``). The

@@ -18,6 +18,9 @@ New seals are ``CSE2``. :func:`unseal` still opens ``CSE1``, the format sealed b
 ephemeral P-256 ECDH, HKDF-SHA256 with the ephemeral point as salt and ``"consortia-seal|" + info``,
 AES-256-GCM with ``info`` as associated data; ``CSE1 || point (65) || nonce (12) || ciphertext+tag``),
 so stores, journals and sealed model keys on the ledger written before stay readable.
+
+Both report their time into :mod:`wire.timing` (``sealing``), whoever calls them: the store, the task
+journal, a published model's keys.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from exchange.errors import DecryptionError
+from wire import timing
 
 SEAL_TAG = b"CSE2"  #: HPKE seals (written)
 LEGACY_SEAL_TAG = b"CSE1"  #: ECIES seals (read only)
@@ -57,20 +61,22 @@ def _public_key(recipient: Recipient) -> ec.EllipticCurvePublicKey:
 
 def seal(recipient: Recipient, plaintext: bytes, info: bytes = b"") -> bytes:
     """Encrypt ``plaintext`` so that only ``recipient``'s private key opens it, bound to ``info``."""
-    return SEAL_TAG + _SUITE.encrypt(plaintext, _public_key(recipient), _INFO + info)
+    with timing.section("sealing"):
+        return SEAL_TAG + _SUITE.encrypt(plaintext, _public_key(recipient), _INFO + info)
 
 
 def unseal(private_key: ec.EllipticCurvePrivateKey, blob: bytes, info: bytes = b"") -> bytes:
     """The plaintext of a sealed blob (either format); :class:`DecryptionError` if it is not addressed
     to ``private_key``, was sealed with another ``info``, or was altered."""
     tag = blob[:4]
-    try:
-        if tag == SEAL_TAG and len(blob) >= 4 + _ENC + _TAG_BYTES:
-            return _SUITE.decrypt(memoryview(blob)[4:], private_key, _INFO + info)
-        if tag == LEGACY_SEAL_TAG and len(blob) >= 4 + 65 + 12 + _TAG_BYTES:
-            return _unseal_legacy(private_key, blob, info)
-    except (InvalidTag, ValueError, TypeError):
-        raise DecryptionError("cannot open sealed blob: not addressed to this key, or altered") from None
+    with timing.section("sealing"):
+        try:
+            if tag == SEAL_TAG and len(blob) >= 4 + _ENC + _TAG_BYTES:
+                return _SUITE.decrypt(memoryview(blob)[4:], private_key, _INFO + info)
+            if tag == LEGACY_SEAL_TAG and len(blob) >= 4 + 65 + 12 + _TAG_BYTES:
+                return _unseal_legacy(private_key, blob, info)
+        except (InvalidTag, ValueError, TypeError):
+            raise DecryptionError("cannot open sealed blob: not addressed to this key, or altered") from None
     raise DecryptionError("not a sealed blob")
 
 

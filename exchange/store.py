@@ -43,7 +43,6 @@ from exchange.errors import (
 from exchange.files import make_private_dirs, write_private_file
 from exchange.locations import Locations, Peer
 from exchange.sealing import MAX_SEAL_OVERHEAD, Recipient, seal, unseal
-from wire import timing
 from wire.canonical import is_digest, sha256_digest
 
 
@@ -93,7 +92,8 @@ class ArtifactStore:
 
     ``endpoint``: the ``https://`` address of the organisation's artifact service, if it serves (its
     :attr:`location`); ``locations``: how it reaches the other organisations' services (None: it reads
-    its own artifacts only). Its sealing and unsealing report into :mod:`wire.timing` (``sealing``)."""
+    its own artifacts only). Its sealing and unsealing report into :mod:`wire.timing` (``sealing``, timed
+    by :mod:`exchange.sealing` itself)."""
 
     def __init__(
         self,
@@ -176,8 +176,7 @@ class ArtifactStore:
         digest = sha256_digest(payload)
         path = self.private_path(digest)
         if not path.exists():
-            with timing.section("sealing"):
-                sealed = seal(owner_certificate, payload, private_info(self.organisation, digest))
+            sealed = seal(owner_certificate, payload, private_info(self.organisation, digest))
             write_private_file(path, sealed, self.home)
         return digest
 
@@ -196,8 +195,7 @@ class ArtifactStore:
                 f"private artifact {payload_digest} not in the store of {self.organisation}"
             ) from None
         try:
-            with timing.section("sealing"):
-                payload = unseal(owner_key, sealed, private_info(self.organisation, payload_digest))
+            payload = unseal(owner_key, sealed, private_info(self.organisation, payload_digest))
         except DecryptionError as exc:
             raise ArtifactCorrupted(
                 f"private artifact {payload_digest} of {self.organisation} does not open "
@@ -256,8 +254,7 @@ class ArtifactStore:
         """Seal ``payload`` to ``recipient`` and store the sealed bytes."""
         payload_digest = sha256_digest(payload)
         info = message_info(process_id, round, self.organisation, recipient, payload_digest)
-        with timing.section("sealing"):
-            sealed = seal(recipient_certificate, payload, info)
+        sealed = seal(recipient_certificate, payload, info)
         return MessageRef(
             sender=self.organisation,
             recipient=recipient,
@@ -320,10 +317,9 @@ class ArtifactStore:
         ref = MessageRef(
             sender, self.organisation, payload_digest, ArtifactRef(stored, len(sealed), sender, "")
         )
-        with timing.section("sealing"):
-            return open_sealed_message(
-                sealed, ref, process_id=process_id, round=round, recipient_key=recipient_key
-            )
+        return open_sealed_message(
+            sealed, ref, process_id=process_id, round=round, recipient_key=recipient_key
+        )
 
 
 def open_sealed_message(

@@ -393,7 +393,8 @@ class Consortium:
         """The organisation's key-agreement private key (only on that organisation's machines)."""
         o = self.organisation(org)
         pem = read_file(o.path / "encryption" / "key.pem")
-        return _PRIVATE_KEYS.get_or_make(pem, lambda: _pem_private_key(pem))
+        key = _PRIVATE_KEYS.get(pem)  # parsed once per exact bytes, as the certificate above
+        return key if key is not None else _PRIVATE_KEYS.remember(pem, _pem_private_key(pem))
 
     def membership(self) -> MembershipService:
         cas = {o.msp_id: self.ca_certificate(o.msp_id) for o in self.organisations}

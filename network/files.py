@@ -60,6 +60,96 @@ def _any_of(principals: list[str]) -> str:
     return f"OR({_quoted(principals)})"
 
 
+def configtx_organisation(
+    anchor: str,
+    msp_id: str,
+    msp_dir: Path,
+    anchor_peer: tuple[str, int | str],
+    orderer_endpoint: str | None = None,
+) -> str:
+    """One application organisation's entry in configtx.yaml ``Organizations``: its Readers
+    (admin|peer|client), Writers (admin|client), Admins (admin) and Endorsement (peer) policies and
+    its anchor peer. With ``orderer_endpoint`` it also runs an orderer of the channel (a channel from
+    packages): its orderer identities join Readers and Writers and the endpoint is listed."""
+    m = msp_id
+    orderer = f", '{m}.orderer'" if orderer_endpoint else ""
+    endpoints = f'    OrdererEndpoints: ["{orderer_endpoint}"]\n' if orderer_endpoint else ""
+    return f"""  - &{anchor}
+    Name: {m}
+    ID: {m}
+    MSPDir: {msp_dir}
+    Policies:
+      Readers: {{Type: Signature, Rule: "OR('{m}.admin', '{m}.peer', '{m}.client'{orderer})"}}
+      Writers: {{Type: Signature, Rule: "OR('{m}.admin', '{m}.client'{orderer})"}}
+      Admins: {{Type: Signature, Rule: "OR('{m}.admin')"}}
+      Endorsement: {{Type: Signature, Rule: "OR('{m}.peer')"}}
+{endpoints}    AnchorPeers: [{{Host: {anchor_peer[0]}, Port: {anchor_peer[1]}}}]
+"""
+
+
+def configtx_profile(
+    organisations: tuple[str, ...] | list[str],
+    *,
+    channel_readers: str,
+    channel_writers: str,
+    ordering: str,
+    batch_timeout: str,
+    max_message_count: int,
+    orderer_refs: str,
+    application_refs: str,
+) -> str:
+    """The part of a configtx.yaml both channels share, from ``Capabilities:`` to the end: the
+    capabilities (Channel V3_0, Orderer V2_0, Application V2_5), the Application's policies
+    (:func:`channel_policies` of ``organisations``, ``MAJORITY Admins``, ``MAJORITY Endorsement``
+    for the lifecycle), the Orderer's (``ordering``: its type and consenters, then the batch
+    limits), the channel's (``channel_readers``/``channel_writers``: the members' principals and
+    the orderers') and the ``ConsortiaChannel`` profile (``orderer_refs``, ``application_refs``:
+    the anchors of the orderer and of the application organisations). The founder's
+    network (:meth:`GeneratedFiles.configtx_yaml`) and a channel from packages
+    (:func:`network.channel.configtx_yaml`) put their own organisations in front of it."""
+    readers, writers, endorsement = channel_policies(organisations)
+    return f"""Capabilities:
+  Channel: &ChannelCapabilities {{V3_0: true}}
+  Orderer: &OrdererCapabilities {{V2_0: true}}
+  Application: &ApplicationCapabilities {{V2_5: true}}
+Application: &ApplicationDefaults
+  Organizations:
+  Policies:
+    Readers: {{Type: Signature, Rule: "{readers}"}}
+    Writers: {{Type: Signature, Rule: "{writers}"}}
+    Admins: {{Type: ImplicitMeta, Rule: "MAJORITY Admins"}}
+    LifecycleEndorsement: {{Type: ImplicitMeta, Rule: "MAJORITY Endorsement"}}
+    Endorsement: {{Type: Signature, Rule: "{endorsement}"}}
+  Capabilities: *ApplicationCapabilities
+Orderer: &OrdererDefaults
+{ordering}  BatchTimeout: {batch_timeout}
+  BatchSize: {{MaxMessageCount: {max_message_count}, AbsoluteMaxBytes: 10 MB, PreferredMaxBytes: 2 MB}}
+  Organizations:
+  Policies:
+    Readers: {{Type: ImplicitMeta, Rule: "ANY Readers"}}
+    Writers: {{Type: ImplicitMeta, Rule: "ANY Writers"}}
+    Admins: {{Type: ImplicitMeta, Rule: "MAJORITY Admins"}}
+    BlockValidation: {{Type: ImplicitMeta, Rule: "ANY Writers"}}
+Channel: &ChannelDefaults
+  Policies:
+    Readers: {{Type: Signature, Rule: "{channel_readers}"}}
+    Writers: {{Type: Signature, Rule: "{channel_writers}"}}
+    Admins: {{Type: ImplicitMeta, Rule: "MAJORITY Admins"}}
+  Capabilities: *ChannelCapabilities
+Profiles:
+  ConsortiaChannel:
+    <<: *ChannelDefaults
+    Orderer:
+      <<: *OrdererDefaults
+      Organizations: [{orderer_refs}]
+      Capabilities: *OrdererCapabilities
+    Application:
+      <<: *ApplicationDefaults
+      Organizations: [{application_refs}]
+      Capabilities: *ApplicationCapabilities
+"""
+
+
 def reproducible_tgz(out: Path, folder: Path, members: list[str]) -> None:
     """A .tgz whose bytes depend only on the members' names and contents: the gzip header carries
     no time or file name (``tarfile``'s "w:gz" writes the current time there, so a package made a
@@ -144,25 +234,20 @@ class GeneratedFiles(NodeSupervisor):
         orgs = []
         for i, name in enumerate(c.organisations):
             msp = self._org_paths(i)["base"] / "msp"
-            m = f"{name}MSP"
-            orgs.append(f"""  - &{name}
-    Name: {m}
-    ID: {m}
-    MSPDir: {msp}
-    Policies:
-      Readers: {{Type: Signature, Rule: "OR('{m}.admin', '{m}.peer', '{m}.client')"}}
-      Writers: {{Type: Signature, Rule: "OR('{m}.admin', '{m}.client')"}}
-      Admins: {{Type: Signature, Rule: "OR('{m}.admin')"}}
-      Endorsement: {{Type: Signature, Rule: "OR('{m}.peer')"}}
-    AnchorPeers: [{{Host: {c.org_host(i)}, Port: {c.peer_port(i)}}}]
-""")
-        refs = ", ".join(f"*{n}" for n in c.organisations)
-        readers, writers, endorsement = channel_policies(c.organisations)
+            orgs.append(configtx_organisation(name, f"{name}MSP", msp, (c.org_host(i), c.peer_port(i))))
         # channel level: the same principals, and the orderer organisation's members
         channel_readers = _any_of(
             ["OrdererMSP.member", *_principals(c.organisations, ("admin", "peer", "client"))]
         )
         channel_writers = _any_of(["OrdererMSP.member", *_principals(c.organisations, ("admin", "client"))])
+        ordering = f"""  OrdererType: etcdraft
+  EtcdRaft:
+    Consenters:
+      - Host: {c.orderer_host}
+        Port: {c.orderer_port}
+        ClientTLSCert: {od / "tls" / "server.crt"}
+        ServerTLSCert: {od / "tls" / "server.crt"}
+"""
         return f"""# generated by network -- do not edit
 Organizations:
   - &OrdererOrg
@@ -175,53 +260,18 @@ Organizations:
       Admins: {{Type: Signature, Rule: "OR('OrdererMSP.admin')"}}
     OrdererEndpoints: ["{c.orderer_host}:{c.orderer_port}"]
 {"".join(orgs)}
-Capabilities:
-  Channel: &ChannelCapabilities {{V3_0: true}}
-  Orderer: &OrdererCapabilities {{V2_0: true}}
-  Application: &ApplicationCapabilities {{V2_5: true}}
-Application: &ApplicationDefaults
-  Organizations:
-  Policies:
-    Readers: {{Type: Signature, Rule: "{readers}"}}
-    Writers: {{Type: Signature, Rule: "{writers}"}}
-    Admins: {{Type: ImplicitMeta, Rule: "MAJORITY Admins"}}
-    LifecycleEndorsement: {{Type: ImplicitMeta, Rule: "MAJORITY Endorsement"}}
-    Endorsement: {{Type: Signature, Rule: "{endorsement}"}}
-  Capabilities: *ApplicationCapabilities
-Orderer: &OrdererDefaults
-  OrdererType: etcdraft
-  BatchTimeout: {c.batch_timeout}
-  BatchSize: {{MaxMessageCount: {c.max_message_count}, AbsoluteMaxBytes: 10 MB, PreferredMaxBytes: 2 MB}}
-  EtcdRaft:
-    Consenters:
-      - Host: {c.orderer_host}
-        Port: {c.orderer_port}
-        ClientTLSCert: {od / "tls" / "server.crt"}
-        ServerTLSCert: {od / "tls" / "server.crt"}
-  Organizations:
-  Policies:
-    Readers: {{Type: ImplicitMeta, Rule: "ANY Readers"}}
-    Writers: {{Type: ImplicitMeta, Rule: "ANY Writers"}}
-    Admins: {{Type: ImplicitMeta, Rule: "MAJORITY Admins"}}
-    BlockValidation: {{Type: ImplicitMeta, Rule: "ANY Writers"}}
-Channel: &ChannelDefaults
-  Policies:
-    Readers: {{Type: Signature, Rule: "{channel_readers}"}}
-    Writers: {{Type: Signature, Rule: "{channel_writers}"}}
-    Admins: {{Type: ImplicitMeta, Rule: "MAJORITY Admins"}}
-  Capabilities: *ChannelCapabilities
-Profiles:
-  ConsortiaChannel:
-    <<: *ChannelDefaults
-    Orderer:
-      <<: *OrdererDefaults
-      Organizations: [*OrdererOrg]
-      Capabilities: *OrdererCapabilities
-    Application:
-      <<: *ApplicationDefaults
-      Organizations: [{refs}]
-      Capabilities: *ApplicationCapabilities
-"""
+{
+            configtx_profile(
+                c.organisations,
+                channel_readers=channel_readers,
+                channel_writers=channel_writers,
+                ordering=ordering,
+                batch_timeout=c.batch_timeout,
+                max_message_count=c.max_message_count,
+                orderer_refs="*OrdererOrg",
+                application_refs=", ".join(f"*{n}" for n in c.organisations),
+            )
+        }"""
 
     def _chaincode_tls_material(self, i: int) -> None:
         """Server and client TLS certificates of organisation ``i``'s chaincode service, issued by

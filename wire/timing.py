@@ -26,7 +26,7 @@ CATEGORIES = (
     "wait_round",  # waiting for a round to open (the other organisations' tasks)
     "ledger_submit",
     "ledger_evaluate",
-    "sealing",  # sealing and unsealing messages, states and models
+    "sealing",  # sealing and unsealing messages, states, models and task keys (exchange.sealing)
     "worker_start",  # a warm worker starting up (imports, first round) or picking its task up
     "task",  # the task itself, in its sandbox or container
     "artifact_io",  # writing and reading artifacts, indexes and the journal

@@ -42,11 +42,9 @@ def heldout_split(
     return HeldOutSplit(np.sort(np.concatenate(test)), np.sort(np.concatenate(pool)))
 
 
-def dirichlet_shares(
-    rows: np.ndarray, S: int, alpha: float, seed: int, min_rows: int = 5
-) -> list[np.ndarray]:
-    """Deal ``rows`` (indices) to S organisations: shares p ~ Dirichlet(α·1_S), each organisation at least
-    ``min_rows`` rows, the remainder in proportion to p (largest remainders first); disjoint, sorted."""
+def _dealt_rows(rows: np.ndarray, S: int, alpha: float, min_rows: int) -> np.ndarray:
+    """``rows`` as an array, once a Dirichlet(α·1_S) deal of them to S organisations of at least
+    ``min_rows`` rows each is possible; otherwise a ValueError naming what is not."""
     rows = np.asarray(rows)
     if S < 1:
         raise ValueError(f"need at least one organisation, got {S}")
@@ -54,6 +52,15 @@ def dirichlet_shares(
         raise ValueError(f"Dirichlet concentration must be > 0, got {alpha}")
     if min_rows < 1 or rows.size < S * min_rows:
         raise ValueError(f"{rows.size} rows cannot give {S} organisations {min_rows} rows each")
+    return rows
+
+
+def dirichlet_shares(
+    rows: np.ndarray, S: int, alpha: float, seed: int, min_rows: int = 5
+) -> list[np.ndarray]:
+    """Deal ``rows`` (indices) to S organisations: shares p ~ Dirichlet(α·1_S), each organisation at least
+    ``min_rows`` rows, the remainder in proportion to p (largest remainders first); disjoint, sorted."""
+    rows = _dealt_rows(rows, S, alpha, min_rows)
     rng = np.random.default_rng(seed)
     p = rng.dirichlet(np.full(S, float(alpha)))
     spare = rows.size - S * min_rows
@@ -80,14 +87,8 @@ def dirichlet_label_shares(
     independently, shares q_c ~ Dirichlet(α·1_S) and class c's rows (shuffled) cut in proportion to q_c
     (Hsu, Qi & Brown 2019). Draws are repeated from the same generator until every organisation holds at
     least ``min_rows`` rows; an organisation may hold one class only. Disjoint, sorted."""
-    rows = np.asarray(rows)
+    rows = _dealt_rows(rows, S, alpha, min_rows)
     y = np.asarray(y)
-    if S < 1:
-        raise ValueError(f"need at least one organisation, got {S}")
-    if not alpha > 0:
-        raise ValueError(f"Dirichlet concentration must be > 0, got {alpha}")
-    if min_rows < 1 or rows.size < S * min_rows:
-        raise ValueError(f"{rows.size} rows cannot give {S} organisations {min_rows} rows each")
     rng = np.random.default_rng(seed)
     classes = [rows[y[rows] == c] for c in np.unique(y[rows])]
     for _ in range(max_draws):

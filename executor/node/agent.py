@@ -14,7 +14,7 @@ process's current round ``r`` (derived on chain from the execution records):
 3. **gather inputs**: the previous state from the organisation's own store (digest from its
    completed record of round r-1), each message addressed to it in round r-1 (from the sender's
    artifact service, found by the store's locations; verified against the sender's signed on-chain
-   digest, opened), its dataset (:mod:`executor.node.round_files`);
+   digest, opened: one call of :class:`exchange.rounds.RoundFiles`), its dataset;
 4. **run** the task isolated: a worker of the node's pool (:mod:`executor.node.workers`: a one-shot
    worker started early; with ``warm`` one per process kept across rounds, maybe a spare started
    before it) runs it; the agent verifies the signed outputs (:mod:`executor.tasks`) and checks every
@@ -72,6 +72,7 @@ import numpy as np
 from algorithms.task_spec import TaskSpec
 from exchange.errors import ArtifactError
 from exchange.locations import publish_own_membership
+from exchange.rounds import RoundFiles
 from exchange.store import ArtifactStore
 from executor.consent import CONSENT_REFUSED, ConsentPolicy, consent_problem
 from executor.errors import (
@@ -94,7 +95,6 @@ from executor.model_publication import publish_model
 from executor.node.checkpoints import NO_FAULTS, FaultPlan
 from executor.node.journal import TaskJournal
 from executor.node.round_events import EVENT_WAIT_LIMIT, wait_round_open
-from executor.node.round_files import RoundFiles
 from executor.node.scratch import release_scratch, task_scratch
 from executor.node.status import (
     KEEP_PROCESSES,
@@ -440,8 +440,9 @@ class NodeAgent:
         # 0. consent, checked here whatever the ledger let through: its organisation's acceptance of
         # these very terms, its approval of this exact digest for this dataset now, its local policy
         # (executor.consent); read anew for every task (an approval may be revoked between rounds)
-        image = self.outage.call(self.client.get_image, process.image_id)
-        problem = self.outage.call(consent_problem, self.client, process, image, self.consent)
+        # (both read through self.client, whose ledger rides out outages: PatientLedger)
+        image = self.client.get_image(process.image_id)
+        problem = consent_problem(self.client, process, image, self.consent)
         if problem is not None:
             return self._fail(pid, rnd, f"consent refused: {problem}", {"code": CONSENT_REFUSED})
         # 1. verify the image first (again before a spare is bound; a live worker was verified at its start)
@@ -577,7 +578,7 @@ class NodeAgent:
         completed (by this call or an earlier one whose commit status was lost), else the refusal."""
         pid = process.id
         with timing.section("artifact_io"):
-            self.round_files.store_outputs(pid, rnd, outputs)
+            self.round_files.store_outputs(pid, rnd, outputs.state, outputs.outbox, outputs.model)
         self.faults.reached("before_complete", rnd)
         try:
             self._written[pid] = self._retry(self.client.complete_task, outputs.manifest, outputs.signature)

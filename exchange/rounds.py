@@ -1,5 +1,5 @@
-"""A round's files, as the node agent reads and writes them (docs/executor.md "Artifact store and
-messages"; seed 003 §IV-B/C).
+"""A round's files: what a node agent reads as a task's inputs and writes as its outputs, in one call
+each (docs/artifacts.md "Node agent"; seed 003 §IV-B/C).
 
 Inputs of round r: the organisation's previous state (its own store, the digest from its completed
 record of round r-1) and each message addressed to it in round r-1 (from the sender's artifact service,
@@ -10,12 +10,12 @@ itself, each outgoing message sealed to its recipient and indexed in its own sto
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from exchange import messages
+from exchange.errors import RoundInputMissing
 from exchange.sealing import MAX_SEAL_OVERHEAD
 from exchange.store import ArtifactStore
-from executor.errors import ExecutorError
-from executor.images.outputs import DEFAULT_MAX_BYTES
-from executor.tasks import TaskOutputs
 from ledger.client import ConsortiaClient, ProcessRecord
 from ledger.identity import Consortium
 
@@ -30,13 +30,14 @@ class RoundFiles:
         self.org = client.organisation
 
     def gather_inputs(
-        self, process: ProcessRecord, rnd: int, max_message_bytes: int = DEFAULT_MAX_BYTES
+        self, process: ProcessRecord, rnd: int, max_message_bytes: int
     ) -> tuple[bytes | None, dict[str, bytes]]:
         """(previous state, inbox) of round ``rnd``: the state from this organisation's own store (digest
         from its completed record of round r-1), each message addressed to it in round r-1 from the
         sender's service, checked against the sender's signed digest and opened. A message whose signed
         size is over ``max_message_bytes`` (what the image declares) is refused unfetched, and no sealed
-        message is fetched beyond that bound plus what sealing adds."""
+        message is fetched beyond that bound plus what sealing adds. :class:`RoundInputMissing` if a
+        member's part of round r-1 is not completed (or this organisation's has no state)."""
         if rnd == 1:
             return None, {}
         pid = process.id
@@ -45,7 +46,7 @@ class RoundFiles:
         previous = {e.organisation: e for e in self.client.round_inbox(pid, rnd - 1)}
         own = previous.get(self.org)
         if own is None or own.status != "completed" or own.state is None:
-            raise ExecutorError(f"no completed own record for round {rnd - 1}")
+            raise RoundInputMissing(f"no completed own record for round {rnd - 1}")
         key = self.consortium.encryption_key(self.org)
         state = self.store.get_private(own.state, key)
         inbox: dict[str, bytes] = {}
@@ -54,10 +55,10 @@ class RoundFiles:
                 continue
             rec = previous.get(sender)
             if rec is None or rec.status != "completed":
-                raise ExecutorError(f"round {rnd - 1} of {sender} is not completed")
+                raise RoundInputMissing(f"round {rnd - 1} of {sender} is not completed")
             for m in rec.messages:
                 if m.size is not None and m.size > max_message_bytes:
-                    raise ExecutorError(
+                    raise RoundInputMissing(
                         f"the message of {sender} in round {rnd - 1} is {m.size} bytes, over the "
                         f"{max_message_bytes} its image declares: not fetched"
                     )
@@ -72,12 +73,14 @@ class RoundFiles:
                 )
         return state, inbox
 
-    def store_outputs(self, pid: str, rnd: int, outputs: TaskOutputs) -> None:
-        """Store a completed task's new state and model sealed to this organisation (never in the clear
-        at rest), and each outgoing message sealed to its recipient and indexed for it."""
+    def store_outputs(
+        self, pid: str, rnd: int, state: bytes, outbox: Mapping[str, bytes], model: bytes | None
+    ) -> None:
+        """Store a completed task's new ``state`` and ``model`` sealed to this organisation (never in the
+        clear at rest), and each message of ``outbox`` sealed to its recipient and indexed for it."""
         own = self.consortium.encryption_certificate(self.org)
-        self.store.put_private(outputs.state, own)
-        for recipient, payload in sorted(outputs.outbox.items()):
+        self.store.put_private(state, own)
+        for recipient, payload in sorted(outbox.items()):
             ref = self.store.put_message(
                 payload,
                 process_id=pid,
@@ -86,5 +89,5 @@ class RoundFiles:
                 recipient_certificate=self.consortium.encryption_certificate(recipient),
             )
             messages.write_entry(self.store, pid, rnd, ref)
-        if outputs.model is not None:
-            self.store.put_private(outputs.model, own)
+        if model is not None:
+            self.store.put_private(model, own)
