@@ -3,7 +3,7 @@
 An organisation lets an auditor re-run some of its recorded tasks (:mod:`audit.replay`). For each chosen
 round it collects exactly what its task read -- its dataset file as used (``dataset.npz``) and the
 secret salt of its data commitment, its previous state from its own store, each inbox message from the
-sender's artifact service, opened with its own key (:meth:`executor.node.round_files.RoundFiles.gather_inputs`,
+sender's artifact service, opened with its own key (:meth:`exchange.rounds.RoundFiles.gather_inputs`,
 the agent's own way) -- seals the bundle to the auditor's key-agreement certificate
 (:func:`exchange.sealing.seal`, HPKE, ``info`` binding process, discloser and recipient), writes one
 disclosure file and records the disclosure on the ledger (``Disclosure:record``: process, organisation,
@@ -39,9 +39,9 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from algorithms.task_manifest import data_commitment
+from exchange.rounds import RoundFiles
 from exchange.sealing import seal, unseal
 from exchange.store import ArtifactStore
-from executor.node.round_files import RoundFiles
 from executor.node.workers import dataset_dir
 from ledger.client import ConsortiaClient, DisclosureRecord
 from ledger.identity import Consortium
@@ -299,7 +299,13 @@ def collect(
             raise DisclosureError(
                 f"{org}'s task of round {rnd} of {process_id} is {record.status}, not completed"
             )
-        state, inbox = files.gather_inputs(process, rnd)
+        # the messages were accepted when the task ran; their signed sizes bound what is fetched again
+        signed = (
+            [m.size for e in client.round_inbox(process_id, rnd - 1) for m in e.messages] if rnd > 1 else []
+        )
+        if any(size is None for size in signed):
+            raise DisclosureError(f"a message of round {rnd - 1} of {process_id} has no signed size")
+        state, inbox = files.gather_inputs(process, rnd, max((s for s in signed if s is not None), default=0))
         ins = record.result.inputs
         if data_commitment(salt, dataset) != ins.data_commitment:
             raise DisclosureError(
