@@ -35,6 +35,7 @@ from typing import Any
 
 from algorithms.step import LocalDataset
 from algorithms.task_runtime import save_dataset
+from algorithms.validation import DEFAULT_FRACTION, check_fraction, supports
 from executor.errors import ExecutorError
 from executor.node.supervisor import LocalNodes
 from ledger.client import ConsortiaClient, ImageRecord, ProcessRecord
@@ -114,6 +115,10 @@ class ProcessSpec:
     privacy_budget: Mapping[str, Any] | None = None
     description: str = ""
     image_digest: str | None = None  # the digest the caller expects (the contract refuses another)
+    # the share of its rows each member holds out to learn what collaboration bought it (docs/models.md);
+    # None: the default for the image (algorithms.validation.DEFAULT_FRACTION if its algorithm can score
+    # a slice, else none); 0: no slice
+    validation_fraction: float | None = None
 
     def __post_init__(self) -> None:
         if self.rounds < 1:
@@ -129,6 +134,8 @@ class ProcessSpec:
             raise ValueError(
                 "a process with a privacy budget must clip: set hyperparameters.gradient_clip > 0"
             )
+        if self.validation_fraction is not None:
+            check_fraction(self.validation_fraction)
 
 
 def launch(
@@ -155,6 +162,7 @@ def launch(
     validate_process(
         image.algorithm, spec.topology, spec.hyperparameters, spec.dataset, size=len(spec.consortium)
     )
+    fraction = validation_fraction_for(image.algorithm, spec.validation_fraction)
     created = client.create_process(
         spec.process_id,
         spec.image_id,
@@ -166,6 +174,7 @@ def launch(
         dataset=spec.dataset,
         image_digest=spec.image_digest or image.digest,
         description=spec.description,
+        validation_fraction=fraction,
     )
     if not start:
         return created
@@ -181,6 +190,31 @@ def launch(
             f"accepts it with `consortia process accept {spec.process_id}`, then it is started)",
             **exc.details,
         ) from None
+
+
+def validation_fraction_for(algorithm: str, declared: float | None) -> float:
+    """The validation fraction a process of ``algorithm`` (``module:Class``) records: ``declared``, or
+    by default :data:`~algorithms.validation.DEFAULT_FRACTION` where the algorithm can score a slice and
+    0 where it cannot (DPSDA: its members share one stream, there is no member model to train alone,
+    docs/models.md). A slice declared for an algorithm that cannot score one raises
+    :class:`~executor.images.declarations.InvalidProcessSpec`."""
+    import importlib
+
+    from executor.images.declarations import InvalidProcessSpec
+
+    module, _, name = algorithm.partition(":")
+    try:
+        scores = supports(getattr(importlib.import_module(module), name))
+    except (ImportError, AttributeError, ValueError):
+        scores = False  # not an algorithm of this platform's packages: no slice unless declared
+    if declared is None:
+        return DEFAULT_FRACTION if scores else 0.0
+    fraction = check_fraction(declared)
+    if fraction and not scores:
+        raise InvalidProcessSpec(
+            [f"algorithm {algorithm} cannot score a validation slice: declare validation_fraction 0"]
+        )
+    return fraction
 
 
 # --------------------------------------------------------------------------- results
