@@ -749,7 +749,7 @@ def _result_error(errors: list[Any]) -> str:
             return f"{_where(loc)} must be a lower-case name (letters, digits, _), got {value!r}"
         if loc[1] == "rows":
             return f"{_where(loc)} must be a positive integer, got {value!r}"
-        return f"{_where(loc)} must be a finite number, got {value!r}"
+        return f"{_where(loc[:2])} must be a finite number, got {value!r}"
     if head == "numeric_profile":
         keys = _keys_error(errors, (head,), _where((head,)))
         if keys is not None:

@@ -31,7 +31,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from algorithms.step import LocalDataset
 from algorithms.task_runtime import save_dataset
@@ -40,6 +40,9 @@ from executor.errors import ExecutorError
 from executor.node.supervisor import LocalNodes
 from ledger.client import ConsortiaClient, ImageRecord, ProcessRecord
 from ledger.errors import ConsentMissing
+
+if TYPE_CHECKING:
+    from executor.images.declarations import ImageDeclaration
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 log = logging.getLogger(__name__)
@@ -159,10 +162,10 @@ def launch(
     from executor.images.declarations import validate_process
 
     image = client.get_image(spec.image_id)
-    validate_process(
+    decl = validate_process(
         image.algorithm, spec.topology, spec.hyperparameters, spec.dataset, size=len(spec.consortium)
     )
-    fraction = validation_fraction_for(image.algorithm, spec.validation_fraction)
+    fraction = validation_fraction_for(decl, spec.validation_fraction)
     created = client.create_process(
         spec.process_id,
         spec.image_id,
@@ -192,27 +195,21 @@ def launch(
         ) from None
 
 
-def validation_fraction_for(algorithm: str, declared: float | None) -> float:
-    """The validation fraction a process of ``algorithm`` (``module:Class``) records: ``declared``, or
-    by default :data:`~algorithms.validation.DEFAULT_FRACTION` where the algorithm can score a slice and
-    0 where it cannot (DPSDA: its members share one stream, there is no member model to train alone,
-    docs/models.md). A slice declared for an algorithm that cannot score one raises
-    :class:`~executor.images.declarations.InvalidProcessSpec`."""
-    import importlib
+def validation_fraction_for(decl: ImageDeclaration, declared: float | None) -> float:
+    """The validation fraction a process of the image declared by ``decl`` records: ``declared``, or by
+    default :data:`~algorithms.validation.DEFAULT_FRACTION` where its algorithm can score a slice and 0
+    where it cannot (DPSDA: its members share one stream, there is no member model to train alone; an
+    algorithm this host cannot load). A slice declared for an algorithm that cannot score one raises
+    :class:`~executor.images.declarations.InvalidProcessSpec` (docs/models.md)."""
+    from executor.images.declarations import InvalidProcessSpec, algorithm_class
 
-    from executor.images.declarations import InvalidProcessSpec
-
-    module, _, name = algorithm.partition(":")
-    try:
-        scores = supports(getattr(importlib.import_module(module), name))
-    except (ImportError, AttributeError, ValueError):
-        scores = False  # not an algorithm of this platform's packages: no slice unless declared
+    scores = supports(algorithm_class(decl))
     if declared is None:
         return DEFAULT_FRACTION if scores else 0.0
     fraction = check_fraction(declared)
     if fraction and not scores:
         raise InvalidProcessSpec(
-            [f"algorithm {algorithm} cannot score a validation slice: declare validation_fraction 0"]
+            [f"algorithm {decl.algorithm} cannot score a validation slice: declare validation_fraction 0"]
         )
     return fraction
 

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import roc_auc_score
 
+from algorithms.collabdict.scores import roc_auc
 from algorithms.collabdict.vae import (
     CollabDictVAE,
     VAEHyperParameters,
@@ -14,7 +15,6 @@ from algorithms.collabdict.vae import (
     rounds_for,
     score,
 )
-from algorithms.collabdict.scores import roc_auc
 from algorithms.collabdict.vae_model import TrainingDiverged
 from algorithms.simulator import simulate
 from algorithms.step import LocalDataset
