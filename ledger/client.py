@@ -42,6 +42,7 @@ from chaincode.records import (
     ResultInputs,
     ResultOutputs,
 )
+from ledger.errors import Forbidden
 from ledger.identity import Identity, public_key_pem
 from ledger.interface import Ledger, SubmitResult
 from ledger.rules import DEFAULT_HISTORY_PAGE
@@ -258,9 +259,13 @@ class ConsortiaClient:
 
     def model_gain(self, model: ModelRecord) -> MemberGain | None:
         """What collaboration bought ``model``'s owner (its last round's signed ``validation`` block), or
-        None if its process declared no validation slice."""
-        rnd = model.round or self.get_process(model.process_id).rounds
-        records = self.query_executions(model.process_id, round=rnd, organisation=model.owner)
+        None if its process declared no validation slice, or if this organisation may read the model but
+        not the process's records (access granted to an organisation outside the consortium)."""
+        try:
+            rnd = model.round or self.get_process(model.process_id).rounds
+            records = self.query_executions(model.process_id, round=rnd, organisation=model.owner)
+        except Forbidden:
+            return None
         return next((g for r in records if (g := MemberGain.of(r)) is not None), None)
 
     def list_processes(self) -> list[ProcessRecord]:
