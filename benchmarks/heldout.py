@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
+
 from algorithms.collab_rf.algorithm import CollaborativeRandomForest
 from algorithms.collab_rf.estimators import model_predict
 from algorithms.collab_rf.metrics import detection_scores
