@@ -371,7 +371,7 @@ def run_demo(
                 ("[red]" if g.negative else "[green]") + f"{g.gain:+.3f}" + (" WORSE" if g.negative else ""),
                 str(g.rows),
             )
-        console.print(gt)
+        whole.print(gt)
 
         # 7. quality: collaborative vs training alone (same trees budget, no sharing)
         alone_params = dict(params, schedule=["FIT"] * (rounds // 3))

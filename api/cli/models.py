@@ -36,6 +36,9 @@ ModelArg = typer.Argument(..., help="The model id (PROCESS:ORG, ORG a name or an
 OrganisationArg = typer.Argument(..., help="The organisation (name or MSP id).")
 
 
+ONE_CLASS = "; the slice holds one class only, so it measures that class alone"
+
+
 def warn_if_worse(model_id: str, gain: MemberGain | None) -> None:
     """Tell the member on stderr, before its model is shown or written, that collaboration made it worse
     than the model it would have got alone (a negative gain on its own validation slice)."""
@@ -44,8 +47,9 @@ def warn_if_worse(model_id: str, gain: MemberGain | None) -> None:
     err_console.print(
         f"warning: model {model_id} is WORSE than training alone on {gain.organisation}'s own validation "
         f"slice: {gain.metric} {gain.isolated:.4g} alone -> {gain.collaborative:.4g} together "
-        f"({gain.gain:+.4g}, {gain.rows} rows). Check it before you use it (`consortia process get "
-        f"{model_id.rsplit(':', 1)[0]}` shows every member's gain).",
+        f"({gain.gain:+.4g}, {gain.rows} rows{ONE_CLASS if gain.metric == 'one_class_accuracy' else ''}). "
+        f"Check it before you use it (`consortia process get {model_id.rsplit(':', 1)[0]}` shows every "
+        "member's gain; docs/models.md says how far to trust the figure).",
         markup=False,
         highlight=False,
     )
