@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from algorithms import codec, numeric_profile
+from algorithms import codec, numeric_profile, validation
 from algorithms.step import Algorithm, LocalDataset, StepResult, TaskContext
 from algorithms.topologies import registry
 from algorithms.topologies.base import Topology, in_neighbours, out_neighbours
@@ -48,6 +48,8 @@ class SimulationResult:
         default_factory=list
     )  # per round: (sender, recipient) -> digest
     numeric_profile: dict[str, Any] | None = None  # the profile's record; None: this machine's kernels
+    # with a validation slice: organisation -> its signed result's validation block (algorithms.validation)
+    validation: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def model(self, org: str) -> Any:
         return codec.decode(self.models[org])
@@ -101,6 +103,7 @@ def simulate(
     topology: Topology | Mapping[str, Any] | None = None,
     consortium: Sequence[str] | None = None,
     on_round: Callable[[int, dict[str, StepResult]], None] | None = None,
+    validation_fraction: float = 0.0,
 ) -> SimulationResult:
     """Run ``algorithm`` for ``rounds`` rounds over all organisations in memory.
 
@@ -110,8 +113,14 @@ def simulate(
     training alone). Leaving it out means the same but warns (:class:`NoTopologyWarning`): with no
     neighbours an algorithm that exchanges messages over a graph exchanges nothing.
 
+    ``validation_fraction`` > 0 is a process's validation slice (:mod:`algorithms.validation`): every
+    organisation trains on the rest of its rows, and after the last round its collaborative model and the
+    model it would have got alone are scored on the slice, exactly as its last task does on the platform
+    (``SimulationResult.validation``: organisation -> the signed result's ``validation`` block).
+
     Raises :class:`~algorithms.numeric_profile.NumericProfileError` if the selected numeric profile
-    is not in effect in this process (module doc)."""
+    is not in effect in this process (module doc); :class:`~algorithms.validation.ValidationSliceError`
+    if an organisation's data cannot be split as declared."""
     profile = numeric_profile.selected()
     if profile is not None:
         profile.require()
@@ -130,6 +139,15 @@ def simulate(
     missing = [o for o in consortium if o not in datasets]
     if missing:
         raise ValueError(f"no dataset for {missing}")
+    held_out: dict[str, LocalDataset] = {}
+    if validation.check_fraction(validation_fraction):
+        if not validation.supports(algorithm):
+            raise validation.ValidationUnsupported(
+                f"{algorithm.name} cannot score a validation slice (validation_fraction {validation_fraction:g})"
+            )
+        split = {o: validation.split(datasets[o], validation_fraction, seed, o) for o in consortium}
+        datasets = {o: train for o, (train, _) in split.items()}
+        held_out = {o: slice_ for o, (_, slice_) in split.items()}
 
     states: dict[str, bytes] = {}
     models: dict[str, bytes] = {}
@@ -140,6 +158,7 @@ def simulate(
     metrics_log: list[dict[str, dict[str, float]]] = []
     message_log: list[dict[tuple[str, str], str]] = []
     inboxes: dict[str, dict[str, bytes]] = {o: {} for o in consortium}
+    assessed: dict[str, validation.Assessment] = {}
 
     for rnd in range(1, rounds + 1):
         next_inboxes: dict[str, dict[str, bytes]] = {o: {} for o in consortium}
@@ -166,6 +185,11 @@ def simulate(
         state_digests.append({o: codec.digest(s) for o, s in states.items()})
         if on_round is not None:
             on_round(rnd, results)
+        if rnd == rounds and held_out:
+            assessed = {
+                o: validation.assess(algorithm, results[o].model, datasets[o], held_out[o], seed, rounds, o)
+                for o in consortium
+            }
 
     return SimulationResult(
         consortium=consortium,
@@ -176,4 +200,5 @@ def simulate(
         state_digests=state_digests,
         message_digests=message_log,
         numeric_profile=None if profile is None else profile.record(),
+        validation={o: a.record() for o, a in assessed.items()},
     )

@@ -46,7 +46,7 @@ class LocalDataset:
         return int(self.features.shape[0])
 
 
-def _seed_words(*parts: int | str) -> list[int]:
+def seed_words(*parts: int | str) -> list[int]:
     words: list[int] = []
     for p in parts:
         if isinstance(p, str):
@@ -85,14 +85,14 @@ class TaskContext:
 
     def rng(self, purpose: str = "step") -> np.random.Generator:
         """Private RNG, seeded from (process seed, organisation position, round, purpose)."""
-        ss = np.random.SeedSequence(_seed_words(self.process_seed, self.position, self.round, purpose))
+        ss = np.random.SeedSequence(seed_words(self.process_seed, self.position, self.round, purpose))
         return np.random.Generator(np.random.PCG64(ss))
 
     def shared_rng(self, purpose: str, round: int | None = None) -> np.random.Generator:
         """RNG identical at every organisation (e.g. identical initialisation, eq. (12) set-up),
         seeded from (process seed, round, purpose)."""
         r = self.round if round is None else round
-        ss = np.random.SeedSequence(_seed_words(self.process_seed, 2**32 - 1, r, purpose))
+        ss = np.random.SeedSequence(seed_words(self.process_seed, 2**32 - 1, r, purpose))
         return np.random.Generator(np.random.PCG64(ss))
 
 

@@ -68,6 +68,7 @@ def build_manifest(
     numeric_profile: Mapping[str, Any],
     outbox_provenance: Mapping[str, Mapping[str, Any]] | None = None,
     model_provenance: Mapping[str, Any] | None = None,
+    validation: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The execution result a task signs (the ExecutionRecord contract's result schema):
     what it read and what it wrote, as digests, plus its metrics, its own start/end times and the
@@ -76,9 +77,13 @@ def build_manifest(
 
     ``outbox_provenance`` / ``model_provenance``: extra signed fields of an output message / the
     model that the algorithm declares (:func:`payload_provenance`), e.g. the ids and digests of
-    the shared estimators a collaborative-RF message or model carries."""
+    the shared estimators a collaborative-RF message or model carries.
+
+    ``validation`` (the last round of a process with a validation slice): ``{metric, collaborative,
+    isolated, rows}``, what the member's collaborative model and the model it would have got alone score on
+    its validation slice (:class:`algorithms.validation.Assessment`); absent otherwise."""
     outbox_provenance = outbox_provenance or {}
-    return {
+    result = {
         "process_id": spec.process_id,
         "round": spec.round,
         "organisation": spec.organisation,
@@ -104,3 +109,6 @@ def build_manifest(
         "started": started,
         "finished": finished,
     }
+    if validation is not None:
+        result["validation"] = dict(validation)
+    return result

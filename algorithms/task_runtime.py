@@ -18,6 +18,8 @@ publishes the signed manifest to the ledger. The file contract (documented in do
     <task>/out/metrics.json        metrics (canonical JSON)
     <task>/out/manifest.json       the result: input and output digests, metrics (canonical JSON,
                                    the ExecutionRecord contract's result schema, algorithms.task_manifest)
+                                   and, in the last round of a process with a validation slice, the
+                                   validation block (algorithms.validation)
     <task>/out/manifest.sig        DER ECDSA P-256/SHA-256 low-S signature of manifest.json
     <task>/out/timing.json         init/step wall seconds (unsigned; for overhead measurements)
     <task>/out/error.json          only on failure: {"error": type, "message": text}
@@ -49,7 +51,7 @@ from typing import Any
 
 import numpy as np
 
-from algorithms import codec
+from algorithms import codec, validation
 from algorithms.numeric_profile import PROFILE, NumericProfile
 from algorithms.step import Algorithm, LocalDataset, StepResult
 from algorithms.task_manifest import build_manifest, data_commitment, metrics_json, sign_low_s, utc_now
@@ -141,6 +143,16 @@ def run_task(
     import io
 
     dataset = load_dataset(io.BytesIO(data_bytes))
+    held_out = None
+    if spec.validation_fraction:  # train on the rest; the slice scores the last round's models
+        if not validation.supports(algo):
+            raise validation.ValidationUnsupported(
+                f"{spec.algorithm} cannot score a validation slice; the process declares "
+                f"validation_fraction {spec.validation_fraction:g}"
+            )
+        dataset, held_out = validation.split(
+            dataset, spec.validation_fraction, spec.process_seed, spec.organisation
+        )
 
     state_file = task / "in" / "state.bin"
     init_digest = None
@@ -181,6 +193,11 @@ def run_task(
     for recipient in res.outbox:
         if recipient == spec.organisation or recipient not in spec.consortium:
             raise TaskInputError(f"message addressed to {recipient!r}: not another consortium member")
+    assessment = None
+    if held_out is not None and spec.round == spec.rounds:
+        assessment = validation.assess(
+            algo, res.model, dataset, held_out, spec.process_seed, spec.rounds, spec.organisation
+        )
     profile.require()
 
     out = Path(out_dir) if out_dir is not None else task / "out"
@@ -225,6 +242,7 @@ def run_task(
         outbox_provenance=outbox_provenance,
         model_provenance=model_provenance,
         numeric_profile=profile.record(),
+        validation=None if assessment is None else assessment.record(),
     )
     body = canonical_json(manifest)
     signature = sign_low_s(Path(key_path).read_bytes(), body)

@@ -18,6 +18,7 @@ from typing import Any
 from algorithms.simulator import context as simulator_context
 from algorithms.step import TaskContext
 from algorithms.topologies import registry as topology_registry
+from algorithms.validation import check_fraction
 from wire.canonical import canonical_json
 
 
@@ -34,6 +35,9 @@ class TaskSpec:
     ``topology`` is the process's topology record ``{kind, seed, ...}``: the task builds its graph
     (:mod:`algorithms.topologies.registry`) and its neighbours in this round from it, exactly as the
     simulator does (:func:`algorithms.simulator.context`).
+    ``validation_fraction`` (> 0: the process declares a validation slice) makes the task train on the
+    rest of its rows and, in the last round, score its collaborative model and the model it would have got
+    alone on the slice (:mod:`algorithms.validation`); 0 (absent from ``task.json``): no slice.
     """
 
     process_id: str
@@ -48,6 +52,7 @@ class TaskSpec:
     runtime: str
     topology: Mapping[str, Any] = field(default_factory=lambda: {"kind": "none"})
     data_salt: str = ""
+    validation_fraction: float = 0.0
 
     def __post_init__(self) -> None:
         if not isinstance(self.round, int) or not 1 <= self.round <= self.rounds:
@@ -62,6 +67,10 @@ class TaskSpec:
             bytes.fromhex(self.data_salt)
         except ValueError:
             raise TaskInputError("data_salt must be hex") from None
+        try:
+            check_fraction(self.validation_fraction)
+        except ValueError as exc:
+            raise TaskInputError(str(exc)) from None
         if not isinstance(self.topology, Mapping):
             raise TaskInputError("topology must be an object {kind, seed, ...}")
         problems = topology_registry.problems(
@@ -75,6 +84,8 @@ class TaskSpec:
         d["consortium"] = list(self.consortium)
         d["params"] = dict(self.params)
         d["topology"] = dict(self.topology)
+        if not self.validation_fraction:
+            del d["validation_fraction"]
         return canonical_json(d)
 
     @classmethod

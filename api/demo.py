@@ -13,7 +13,9 @@ organisations on one machine, ending with provenance, verification and model qua
 6. a full verification: the ledger's blocks and signatures (:mod:`audit.ledger_file`, embedded
    ledger), and every model with its lineage and artifacts (:func:`audit.verification.verify_model`),
    plus bit-identity with the simulator;
-7. each organisation's model quality on the common test set, collaborative vs training alone;
+7. what collaboration bought each member: its metric alone and together on its own validation slice,
+   from its signed last-round result (the process's default validation fraction, docs/models.md), and
+   each organisation's model quality on the common test set, collaborative vs training alone;
 8. plots and a report (markdown + JSON) in the output folder.
 """
 
@@ -105,6 +107,7 @@ def run_demo(
     from algorithms.simulator import simulate
     from algorithms.step import LocalDataset
     from algorithms.topologies.static import complete, empty
+    from algorithms.validation import split as split_validation
     from audit.ledger_file import verify_ledger_file
     from audit.verification import verify_model
     from executor.consent import give_consent
@@ -324,23 +327,64 @@ def run_demo(
             )
         whole.print(vt)
         models = collect_models(platform, pid)
+        process = client.get_process(pid)
         sim = simulate(
-            CollaborativeRandomForest(**params), datasets, rounds, spec.topology["seed"], complete(n), orgs
+            CollaborativeRandomForest(**params),
+            datasets,
+            rounds,
+            spec.topology["seed"],
+            complete(n),
+            orgs,
+            validation_fraction=process.validation_fraction,
         )
-        identical = all(models[o] == sim.models[o] for o in orgs) and all(
-            r.result is not None and r.result.outputs.state == sim.state_digests[r.round][r.organisation]
-            for r in records
+        gains = client.process_gains(process)
+        identical = (
+            all(models[o] == sim.models[o] for o in orgs)
+            and all(
+                r.result is not None and r.result.outputs.state == sim.state_digests[r.round][r.organisation]
+                for r in records
+            )
+            and {g.organisation: [g.metric, g.collaborative, g.isolated, g.rows] for g in gains}
+            == {
+                o: [v["metric"], v["collaborative"], v["isolated"], v["rows"]]
+                for o, v in sim.validation.items()
+            }
         )
         console.print(
             ("[green]" if identical else "[red]")
-            + f"models and states bit-identical to the simulator: {identical}"
+            + f"models, states and gains bit-identical to the simulator: {identical}"
         )
+
+        # what collaboration bought each member, from its signed last-round result on the ledger
+        gt = Table(
+            title=f"what collaboration bought each member (signed on the ledger; its own validation slice, "
+            f"{process.validation_fraction:g} of its rows, same hyper-parameters alone → together)"
+        )
+        for c in ("org", "metric", "alone", "together", "gain", "rows"):
+            gt.add_column(c, justify="right")
+        for g in gains:
+            gt.add_row(
+                g.organisation.replace("MSP", ""),
+                g.metric,
+                f"{g.isolated:.3f}",
+                f"{g.collaborative:.3f}",
+                ("[red]" if g.negative else "[green]") + f"{g.gain:+.3f}" + (" WORSE" if g.negative else ""),
+                str(g.rows),
+            )
+        whole.print(gt)
 
         # 7. quality: collaborative vs training alone (same trees budget, no sharing)
         alone_params = dict(params, schedule=["FIT"] * (rounds // 3))
+        # alone on the same rows the members trained on (their validation slices held out)
+        trained_on = {
+            o: split_validation(datasets[o], process.validation_fraction, spec.topology["seed"], o)[0]
+            if process.validation_fraction
+            else datasets[o]
+            for o in orgs
+        }
         alone_sim = simulate(
             CollaborativeRandomForest(**alone_params),
-            datasets,
+            trained_on,
             len(alone_params["schedule"]),
             spec.topology["seed"],
             empty(n),
@@ -387,6 +431,8 @@ def run_demo(
             "verification": verification,
             "bit_identical_to_simulator": identical,
             "quality": {"audited": collab_q, "alone": alone_q},
+            "validation_fraction": process.validation_fraction,
+            "gains": {g.organisation: g.to_dict() for g in gains},
             "estimator_origins": matrix,
             "plots": [p.name for p in plot_files],
         }

@@ -71,7 +71,7 @@ def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
 
 
 def markdown(r: dict[str, Any]) -> str:
-    """The demo's ``report.md``: split, provenance, verification, quality and estimator origins."""
+    """The demo's ``report.md``: split, provenance, verification, gains, quality and estimator origins."""
     orgs = r["organisations"]
     prov, ver = r["provenance"], r["verification"]
     alone, audited = r["quality"]["alone"], r["quality"]["audited"]
@@ -128,7 +128,28 @@ def markdown(r: dict[str, Any]) -> str:
             ],
         ),
         "",
-        f"Models and states bit-identical to the simulator: **{r['bit_identical_to_simulator']}**.",
+        f"Models, states and gains bit-identical to the simulator: **{r['bit_identical_to_simulator']}**.",
+        "",
+        "## What collaboration bought each member",
+        "",
+        f"Each member's signed last-round result: its metric on its own validation slice "
+        f"({r['validation_fraction']:g} of its rows, not used for training) for the model trained alone "
+        "(same hyper-parameters and rounds) and for its collaborative model.",
+        "",
+        *_table(
+            ["organisation", "metric", "alone", "together", "gain", "slice rows"],
+            [
+                [
+                    o,
+                    g["metric"],
+                    f"{g['isolated']:.3f}",
+                    f"{g['collaborative']:.3f}",
+                    f"{g['gain']:+.3f}" + (" (worse)" if g["negative"] else ""),
+                    g["rows"],
+                ]
+                for o, g in r["gains"].items()
+            ],
+        ),
         "",
         "## Quality on the common test set",
         "",

@@ -235,6 +235,14 @@ class ProcessIn(BaseModel):
         description="The dataset name each member maps to its own data (a folder name).",
     )
     description: str = Field("", max_length=MAX_DESCRIPTION_CHARS)
+    validation_fraction: float | None = Field(
+        None,
+        ge=0,
+        lt=1,
+        description="The share of its own rows each member holds out to learn what collaboration bought it "
+        "(its metric alone and together, docs/models.md); omitted: 0.2 where the image's algorithm can score "
+        "a slice, else none; 0: none.",
+    )
     start: bool = Field(False, description="Start the process right after creating it.")
 
     @field_validator("consortium")

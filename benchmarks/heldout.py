@@ -48,13 +48,13 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
-from sklearn.metrics import roc_auc_score
 
 from algorithms.collab_rf.algorithm import CollaborativeRandomForest
 from algorithms.collab_rf.estimators import model_predict
 from algorithms.collab_rf.metrics import detection_scores
 from algorithms.collab_rf.protocol import DEFAULT_SCHEDULE, DISCONNECTED_SCHEDULE
 from algorithms.collabdict import ggm, vae
+from algorithms.collabdict.scores import roc_auc
 from algorithms.collabdict.vae import VAEHyperParameters
 from algorithms.datasets.partition import dirichlet_label_shares, heldout_split
 from algorithms.simulator import simulate
@@ -285,14 +285,6 @@ def collabdict_trains(
     return [Z[r] for r in shares], Z[data.test], members
 
 
-def auc(y: np.ndarray, scores: np.ndarray) -> float:
-    """ROC-AUC of an anomaly score (higher = more anomalous); a non-finite score is an error, not a number."""
-    scores = np.asarray(scores, dtype=np.float64)
-    if not np.all(np.isfinite(scores)):
-        raise FloatingPointError(f"{int((~np.isfinite(scores)).sum())} non-finite anomaly scores")
-    return float(roc_auc_score(y, scores))
-
-
 @dataclass(frozen=True)
 class CollabDictFamily:
     """CollabDict (docs/collabdict.md): ROC-AUC of each member's anomaly score on the common test set.
@@ -335,8 +327,8 @@ class CollabDictFamily:
     def _auc(self, model: dict, X: np.ndarray, y: np.ndarray, seed: int) -> float:
         """ROC-AUC of the model's anomaly score: eq. (20) for the GGM, eq. (39) for the VAE (draws from ``seed``)."""
         if self.name == "ggm":
-            return auc(y, ggm.score(model, X))
-        return auc(y, vae.score(model, X, seed=seed))
+            return roc_auc(y, ggm.score(model, X))
+        return roc_auc(y, vae.score(model, X, seed=seed))
 
 
 DPSDA_REASON = (

@@ -15,10 +15,14 @@ The result (what the task key signs) is::
     {process_id, round, organisation, image_digest, runtime,
      inputs:  {state, messages: [{sender, digest}], data_commitment},
      outputs: {state, messages: [{recipient, digest, size, ...}], model: {digest, size, ...} | null},
-     metrics: {name: number}, numeric_profile?: {name, version, digest}, started, finished}
+     metrics: {name: number}, numeric_profile?: {name, version, digest}, started, finished,
+     validation?: {metric, collaborative, isolated, rows}}
 
 ``numeric_profile`` names the floating-point kernels the task computed with (the image's declared
 profile, docs/reproducibility.md); a result without it is accepted (records made before it existed).
+``validation`` (what the member's collaborative model and the model it would have got alone score on its
+validation slice, docs/models.md) is required in the last round of a process that declares a validation
+slice, and refused anywhere else.
 
 Chaincode events reach every channel member, so ``TaskCreated`` / ``TaskCompleted`` /
 ``TaskFailed`` carry only (process id, round, organisation): a member reads digests, metrics and
@@ -238,6 +242,16 @@ class ExecutionRecordContract:
                 f"execution result of {org} for round {rnd} of learning process {pid} "
                 f"is not signed by the key registered for that task"
             ) from None
+        slice_declared = bool(process.validation_fraction)
+        if slice_declared and rnd == process.rounds and result.validation is None:
+            raise InvalidArgument(
+                f"learning process {pid} declares a validation slice: the last round's result of {org} "
+                "must carry its validation scores (result.validation)"
+            )
+        if result.validation is not None and not (slice_declared and rnd == process.rounds):
+            raise InvalidArgument(
+                "result.validation is accepted only in the last round of a process with a validation slice"
+            )
         total = 0.0
         privacy: PrivacyCharge | None = None
         budget = process.privacy_budget

@@ -119,12 +119,24 @@ def current_round(ctx: TransactionContext, process: ProcessRecord) -> int:
     return round_state(ctx, process)[0]
 
 
+def validation_fraction(value: Any) -> int | float:
+    """A process's validation fraction: a number in [0, 1) (0: no validation slice), else
+    :class:`InvalidArgument`. Whether a member's data holds enough rows for it is checked by its own agent
+    (its data never reaches the ledger)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+        raise InvalidArgument(
+            f"validation_fraction must be a number in [0, 1) (the share of its rows each member holds out; "
+            f"0: none), got {value!r}"
+        )
+    return value
+
+
 class LearningProcessContract:
     name = "LearningProcess"
 
     def create(self, ctx: TransactionContext, spec_json: str) -> ProcessRecord:
         """Create a process: ``{id, image_id, image_digest?, consortium, topology, hyperparameters,
-        rounds, privacy_budget?, dataset?, description?}``. The image's digest is pinned; a privacy
+        rounds, privacy_budget?, dataset?, description?, validation_fraction?}``. The image's digest is pinned; a privacy
         budget is validated and resolved by :func:`chaincode.privacy.parse_budget` (it requires clipping)."""
         ctx.require_submitter()
         spec = require_keys(
@@ -140,6 +152,7 @@ class LearningProcessContract:
                 "privacy_budget",
                 "dataset",
                 "description",
+                "validation_fraction",
             },
             {"id", "image_id", "consortium", "topology", "rounds"},
             "process specification",
@@ -188,6 +201,9 @@ class LearningProcessContract:
             raise InvalidArgument("hyperparameters must be an object")
         bounded_json(hyper, "hyperparameters", MAX_HYPERPARAMETERS_BYTES)
         budget = parse_budget(spec.get("privacy_budget"), hyper)
+        extra: dict[str, Any] = {}
+        if "validation_fraction" in spec:
+            extra["validation_fraction"] = validation_fraction(spec["validation_fraction"])
         record = ProcessRecord(
             id=pid,
             image_id=image.id,
@@ -207,6 +223,7 @@ class LearningProcessContract:
             status_reason="",
             updated=ctx.timestamp,
             tx_id=ctx.tx_id,
+            **extra,
         )
         ctx.put(key, record)
         protect_process(ctx.stub, pid, record.consortium, key)

@@ -253,6 +253,42 @@ class ProcessPrivacy(Record):
     a nominal ε, not a guarantee."""
 
 
+class MemberGain(Record):
+    """What collaboration bought one member (a view of its last round's signed ``validation`` block, never
+    stored): its collaborative and its alone-trained model's metric on its own validation slice."""
+
+    organisation: MspId
+    metric: str
+    """``balanced_accuracy``, ``roc_auc``, ``mean_log_likelihood`` or ``mean_elbo`` (higher is better)."""
+    isolated: float
+    """The model trained on its own training rows alone, same hyper-parameters and rounds."""
+    collaborative: float
+    """Its model from the process."""
+    gain: float
+    """collaborative − isolated."""
+    negative: bool
+    """True when collaboration made its model worse than training alone: shown before it uses the model."""
+    rows: int
+    """Rows of its validation slice."""
+
+    @classmethod
+    def of(cls, record: ExecutionRecord) -> MemberGain | None:
+        """The gain a completed last-round record's signed result carries (None: it carries none)."""
+        scores = record.result.validation if record.status == "completed" and record.result else None
+        if scores is None:
+            return None
+        gain = float(scores.collaborative) - float(scores.isolated)
+        return cls(
+            organisation=record.organisation,
+            metric=scores.metric,
+            isolated=float(scores.isolated),
+            collaborative=float(scores.collaborative),
+            gain=gain,
+            negative=gain < 0,
+            rows=scores.rows,
+        )
+
+
 class ProcessRecord(Record):
     """A collaborative learning process (key ``LearningProcess/<id>``, seed 003 §IV-B/C): the
     image it pins, its consortium, topology, hyper-parameters, rounds and privacy budget."""
@@ -281,15 +317,22 @@ class ProcessRecord(Record):
     """The organisation that made the last status change (after the first change)."""
     current_round: int | None = None
     """The first round not yet completed by every member (``LearningProcess:get`` only)."""
+    validation_fraction: Number = 0
+    """The share of its own rows each member holds out as its validation slice (0: none; absent on
+    processes created before slices existed). Docs/models.md "What collaboration bought you"."""
     privacy: ProcessPrivacy | None = None
     """What the process's privacy amounts to, rigorous ε first (read answers of the client and the
     gateway: :meth:`ledger.client.ConsortiaClient.process_privacy`; never stored)."""
+    gains: tuple[MemberGain, ...] | None = None
+    """What collaboration bought each member, from the last round's signed results (read answers of the
+    client and the gateway: :meth:`ledger.client.ConsortiaClient.process_gains`; never stored)."""
 
     def terms(self) -> dict[str, Any]:
         """What a member accepts (docs/consent.md): image and digest, algorithm, consortium,
-        topology, hyper-parameters, rounds, privacy budget and dataset name, as recorded."""
+        topology, hyper-parameters, rounds, privacy budget, dataset name and validation fraction, as
+        recorded (a process recorded without a validation fraction has none in its terms)."""
         budget = self.privacy_budget
-        return {
+        terms: dict[str, Any] = {
             "id": self.id,
             "image_id": self.image_id,
             "image_digest": self.image_digest,
@@ -301,6 +344,9 @@ class ProcessRecord(Record):
             "privacy_budget": None if budget is None else budget.json_object(),
             "dataset": self.dataset,
         }
+        if "validation_fraction" in self.model_fields_set:
+            terms["validation_fraction"] = self.validation_fraction
+        return terms
 
     def terms_digest(self) -> str:
         """``sha256:<hex>`` of the canonical JSON of :meth:`terms`: what an acceptance binds."""
@@ -422,6 +468,17 @@ class NumericProfileRecord(SignedPart):
     digest: Digest
 
 
+class ValidationScores(SignedPart):
+    """The last round's scores on the member's validation slice (:mod:`algorithms.validation`): its
+    collaborative model and the model it would have got alone, by the family's metric."""
+
+    model_config = ConfigDict(extra="forbid")
+    metric: Annotated[str, StringConstraints(strict=True, pattern=r"^[a-z][a-z0-9_]{0,63}$")]
+    collaborative: Number
+    isolated: Number
+    rows: Annotated[StrictInt, Field(ge=1)]
+
+
 class ExecutionResult(SignedPart):
     """A task's result, as its task key signs it (canonical JSON) and the ledger stores it."""
 
@@ -438,6 +495,8 @@ class ExecutionResult(SignedPart):
     """Absent in results made before tasks recorded it."""
     started: StrictStr | None = None
     finished: StrictStr | None = None
+    validation: ValidationScores | None = None
+    """The last round of a process with a validation slice only."""
 
 
 #: the result field of an execution record: answered exactly as signed (no defaults added), with the
@@ -562,6 +621,9 @@ class ModelRecord(Record):
     updated: str = ""
     wrapped_key: str | None = None
     """The caller's own sealed data key (base64), on reads; never stored in this record."""
+    gain: MemberGain | None = None
+    """What collaboration bought the model's owner (gateway and CLI reads, from the last round's signed
+    result; never stored): ``negative`` warns before the model is used."""
 
 
 class SealedKey(Record):
@@ -719,6 +781,17 @@ def _result_error(errors: list[Any]) -> str:
         return "field 'process_id' must be a non-empty string"
     if head == "organisation":
         return "field 'organisation' must be a non-empty string of at most 256 characters"
+    if head == "validation":
+        keys = _keys_error(errors, (head,), _where((head,)))
+        if keys is not None:
+            return keys
+        if len(loc) == 1:
+            return f"{where} must be a JSON object"
+        if loc[1] == "metric":
+            return f"{_where(loc)} must be a lower-case name (letters, digits, _), got {value!r}"
+        if loc[1] == "rows":
+            return f"{_where(loc)} must be a positive integer, got {value!r}"
+        return f"{_where(loc[:2])} must be a finite number, got {value!r}"
     if head == "numeric_profile":
         keys = _keys_error(errors, (head,), _where((head,)))
         if keys is not None:

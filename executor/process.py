@@ -31,14 +31,18 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from algorithms.step import LocalDataset
 from algorithms.task_runtime import save_dataset
+from algorithms.validation import DEFAULT_FRACTION, check_fraction, supports
 from executor.errors import ExecutorError
 from executor.node.supervisor import LocalNodes
 from ledger.client import ConsortiaClient, ImageRecord, ProcessRecord
 from ledger.errors import ConsentMissing
+
+if TYPE_CHECKING:
+    from executor.images.declarations import ImageDeclaration
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 log = logging.getLogger(__name__)
@@ -114,6 +118,10 @@ class ProcessSpec:
     privacy_budget: Mapping[str, Any] | None = None
     description: str = ""
     image_digest: str | None = None  # the digest the caller expects (the contract refuses another)
+    # the share of its rows each member holds out to learn what collaboration bought it (docs/models.md);
+    # None: the default for the image (algorithms.validation.DEFAULT_FRACTION if its algorithm can score
+    # a slice, else none); 0: no slice
+    validation_fraction: float | None = None
 
     def __post_init__(self) -> None:
         if self.rounds < 1:
@@ -129,6 +137,8 @@ class ProcessSpec:
             raise ValueError(
                 "a process with a privacy budget must clip: set hyperparameters.gradient_clip > 0"
             )
+        if self.validation_fraction is not None:
+            check_fraction(self.validation_fraction)
 
 
 def launch(
@@ -152,9 +162,10 @@ def launch(
     from executor.images.declarations import validate_process
 
     image = client.get_image(spec.image_id)
-    validate_process(
+    decl = validate_process(
         image.algorithm, spec.topology, spec.hyperparameters, spec.dataset, size=len(spec.consortium)
     )
+    fraction = validation_fraction_for(decl, spec.validation_fraction)
     created = client.create_process(
         spec.process_id,
         spec.image_id,
@@ -166,6 +177,7 @@ def launch(
         dataset=spec.dataset,
         image_digest=spec.image_digest or image.digest,
         description=spec.description,
+        validation_fraction=fraction,
     )
     if not start:
         return created
@@ -181,6 +193,25 @@ def launch(
             f"accepts it with `consortia process accept {spec.process_id}`, then it is started)",
             **exc.details,
         ) from None
+
+
+def validation_fraction_for(decl: ImageDeclaration, declared: float | None) -> float:
+    """The validation fraction a process of the image declared by ``decl`` records: ``declared``, or by
+    default :data:`~algorithms.validation.DEFAULT_FRACTION` where its algorithm can score a slice and 0
+    where it cannot (DPSDA: its members share one stream, there is no member model to train alone; an
+    algorithm this host cannot load). A slice declared for an algorithm that cannot score one raises
+    :class:`~executor.images.declarations.InvalidProcessSpec` (docs/models.md)."""
+    from executor.images.declarations import InvalidProcessSpec, algorithm_class
+
+    scores = supports(algorithm_class(decl))
+    if declared is None:
+        return DEFAULT_FRACTION if scores else 0.0
+    fraction = check_fraction(declared)
+    if fraction and not scores:
+        raise InvalidProcessSpec(
+            [f"algorithm {decl.algorithm} cannot score a validation slice: declare validation_fraction 0"]
+        )
+    return fraction
 
 
 # --------------------------------------------------------------------------- results

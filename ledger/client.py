@@ -29,6 +29,7 @@ from chaincode.records import (
     ImageRecord,
     InboxEntry,
     InputMessage,
+    MemberGain,
     MemberRecord,
     ModelOutput,
     ModelRecord,
@@ -44,6 +45,7 @@ from chaincode.records import (
     ResultInputs,
     ResultOutputs,
 )
+from ledger.errors import Forbidden
 from ledger.identity import Identity, public_key_pem
 from ledger.interface import Ledger, SubmitResult
 from ledger.rules import DEFAULT_HISTORY_PAGE
@@ -60,6 +62,7 @@ __all__ = [
     "ImageRecord",
     "InboxEntry",
     "InputMessage",
+    "MemberGain",
     "MemberRecord",
     "ModelOutput",
     "ModelRecord",
@@ -210,7 +213,10 @@ class ConsortiaClient:
         dataset: str = "",
         image_digest: str | None = None,
         description: str = "",
+        validation_fraction: float | None = None,
     ) -> ProcessRecord:
+        """Create a process; ``validation_fraction`` (None: not declared, no slice) is the share of its rows
+        each member holds out to measure what collaboration bought it (docs/models.md)."""
         spec: dict[str, Any] = {
             "id": process_id,
             "image_id": image_id,
@@ -225,6 +231,8 @@ class ConsortiaClient:
             spec["privacy_budget"] = privacy_budget
         if image_digest is not None:
             spec["image_digest"] = image_digest
+        if validation_fraction is not None:
+            spec["validation_fraction"] = validation_fraction
         return ProcessRecord.from_json(self._submit("LearningProcess:create", json.dumps(spec)))
 
     def get_process(self, process_id: str) -> ProcessRecord:
@@ -250,6 +258,26 @@ class ConsortiaClient:
             if r >= 1:
                 records += self.query_executions(process.id, round=r)
         return privacy_status(process.privacy_budget, records)
+
+    def process_gains(self, process: ProcessRecord) -> tuple[MemberGain, ...]:
+        """What collaboration bought each member that has completed the last round, by organisation, from
+        the signed ``validation`` blocks of its records (empty without a validation slice or before then)."""
+        if not process.validation_fraction:
+            return ()
+        records = self.query_executions(process.id, round=process.rounds)
+        gains = (MemberGain.of(r) for r in sorted(records, key=lambda r: r.organisation))
+        return tuple(g for g in gains if g is not None)
+
+    def model_gain(self, model: ModelRecord) -> MemberGain | None:
+        """What collaboration bought ``model``'s owner (its last round's signed ``validation`` block), or
+        None if its process declared no validation slice, or if this organisation may read the model but
+        not the process's records (access granted to an organisation outside the consortium)."""
+        try:
+            rnd = model.round or self.get_process(model.process_id).rounds
+            records = self.query_executions(model.process_id, round=rnd, organisation=model.owner)
+        except Forbidden:
+            return None
+        return next((g for r in records if (g := MemberGain.of(r)) is not None), None)
 
     def list_processes(self) -> list[ProcessRecord]:
         return _records(_PROCESSES, self._evaluate("LearningProcess:list"))

@@ -93,6 +93,25 @@ class CollaborativeRandomForest:
 
         return {"estimators": [[c, n, d] for (c, n), d in estimator_digests(payload)]}
 
+    @staticmethod
+    def validation_score(model: Mapping[str, Any], data: LocalDataset, seed: int) -> tuple[str, float]:
+        """Balanced accuracy of a model (its own threshold and vote) on a member's validation slice
+        (:mod:`algorithms.validation`; the metric of seed 003 §VI and of the held-out evaluation). On a slice
+        that holds one class only it reduces to the accuracy on that class, and is named so:
+        ``one_class_accuracy`` (a member that holds one class cannot measure how its model separates them)."""
+        import numpy as np
+
+        from algorithms.collab_rf.estimators import model_predict
+        from algorithms.collab_rf.metrics import detection_scores
+
+        if data.labels is None:
+            raise ValueError(
+                "collaborative RF scores a validation slice against its labels; the data has none"
+            )
+        value = detection_scores(data.labels, model_predict(model, data.features))["bacc"]
+        both = np.unique(np.asarray(data.labels)).size == 2
+        return ("balanced_accuracy" if both else "one_class_accuracy"), value
+
     def init(self, data: LocalDataset, ctx: TaskContext) -> dict:
         return protocol.init_node(ctx.organisation, data, self.p, ctx.process_seed, ctx.position)
 

@@ -59,7 +59,7 @@ from algorithms.collabdict.privacy import (
     entropy_l_diversity,
     renyi_dp_epsilon,
 )
-from algorithms.collabdict.scores import anomaly_score
+from algorithms.collabdict.scores import anomaly_score, has_both_classes, roc_auc
 from algorithms.step import LocalDataset, StepResult, TaskContext
 
 INIT_PURPOSE = "collabdict-ggm-init"
@@ -251,6 +251,16 @@ class CollabDictGGM:
             l_diversity_variant=self.l_diversity_variant,
         )
         return d
+
+    @staticmethod
+    def validation_score(model: Mapping[str, Any], data: LocalDataset, seed: int) -> tuple[str, float]:
+        """A member's model on its validation slice (:mod:`algorithms.validation`): ROC-AUC of the anomaly
+        score (eq. 20) when the slice's labels hold normal rows and anomalies, else the mean held-out
+        log-likelihood ln p^s(x) (unlabelled or one-class slice)."""
+        X = np.asarray(data.features, dtype=np.float64)
+        if has_both_classes(data.labels):
+            return "roc_auc", roc_auc(np.asarray(data.labels), score(model, X))
+        return "mean_log_likelihood", float(np.mean(log_likelihood(model, X)))
 
     # -- step interface ------------------------------------------------------------------------------
     def init(self, data: LocalDataset, ctx: TaskContext) -> dict:

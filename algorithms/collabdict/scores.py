@@ -50,3 +50,20 @@ def ggm_anomaly_score(X: np.ndarray, pi: np.ndarray, params: MixtureParameters) 
     lg = log_gaussian(X, params.means, params.precisions)
     lg = np.where(params.active[None, :], lg, 0.0)
     return -(r * lg).sum(axis=1)
+
+
+def roc_auc(y: np.ndarray, scores: np.ndarray) -> float:
+    """ROC-AUC of an anomaly score (higher = more anomalous) against labels y (1 = anomaly); a non-finite
+    score is an error, not a number. The metric of the held-out evaluation and of a member's validation
+    slice (docs/heldout.md, docs/models.md)."""
+    from sklearn.metrics import roc_auc_score
+
+    scores = np.asarray(scores, dtype=np.float64)
+    if not np.all(np.isfinite(scores)):
+        raise FloatingPointError(f"{int((~np.isfinite(scores)).sum())} non-finite anomaly scores")
+    return float(roc_auc_score(y, scores))
+
+
+def has_both_classes(labels: np.ndarray | None) -> bool:
+    """Whether ``labels`` (1 = anomaly) hold normal rows and anomalies: then a ROC-AUC is defined."""
+    return labels is not None and np.unique(np.asarray(labels)).size == 2

@@ -39,6 +39,7 @@ import numpy as np
 
 from algorithms.collabdict import aggregation
 from algorithms.collabdict.aggregation import AggregationConfig
+from algorithms.collabdict.scores import has_both_classes, roc_auc
 from algorithms.collabdict.vae_model import (
     DECODER_KEYS,
     ENCODER_KEYS,
@@ -267,6 +268,16 @@ class CollabDictVAE:
 
     def params(self) -> dict[str, Any]:
         return dict(asdict(self.hyper), aggregation=self.agg.to_dict())
+
+    def validation_score(self, model: Mapping[str, Any], data: LocalDataset, seed: int) -> tuple[str, float]:
+        """A member's model on its validation slice (:mod:`algorithms.validation`): ROC-AUC of the anomaly
+        score (eq. 39, Monte-Carlo draws from ``seed``) when the slice's labels hold normal rows and
+        anomalies, else the mean ELBO per row (eq. 30, :data:`VALIDATION_DRAWS` draws from ``seed``)."""
+        X = np.asarray(data.features, dtype=np.float64)
+        if has_both_classes(data.labels):
+            return "roc_auc", roc_auc(np.asarray(data.labels), score(model, X, seed=seed))
+        draws = np.random.default_rng(seed).standard_normal((VALIDATION_DRAWS, X.shape[0], self.hyper.latent))
+        return "mean_elbo", elbo(model["theta"], model["phi"], X, draws) / X.shape[0]
 
     def init(self, data: LocalDataset, ctx: TaskContext) -> dict:
         X = np.asarray(data.features, dtype=np.float64)

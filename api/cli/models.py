@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -12,6 +13,7 @@ from api.cli.output import (
     EXIT_USAGE,
     JsonOpt,
     emit,
+    err_console,
     fail,
     guarded,
     plain,
@@ -22,6 +24,9 @@ from api.cli.output import (
 )
 from api.cli.session import Session, journey
 
+if TYPE_CHECKING:
+    from ledger.client import MemberGain
+
 group = typer.Typer(
     no_args_is_help=True,
     help="Final models: list, get (download), export, predict, grant, revoke, verify "
@@ -29,6 +34,25 @@ group = typer.Typer(
 )
 ModelArg = typer.Argument(..., help="The model id (PROCESS:ORG, ORG a name or an MSP id).")
 OrganisationArg = typer.Argument(..., help="The organisation (name or MSP id).")
+
+
+ONE_CLASS = "; the slice holds one class only, so it measures that class alone"
+
+
+def warn_if_worse(model_id: str, gain: MemberGain | None) -> None:
+    """Tell the member on stderr, before its model is shown or written, that collaboration made it worse
+    than the model it would have got alone (a negative gain on its own validation slice)."""
+    if gain is None or not gain.negative:
+        return
+    err_console.print(
+        f"warning: model {model_id} is WORSE than training alone on {gain.organisation}'s own validation "
+        f"slice: {gain.metric} {gain.isolated:.4g} alone -> {gain.collaborative:.4g} together "
+        f"({gain.gain:+.4g}, {gain.rows} rows{ONE_CLASS if gain.metric == 'one_class_accuracy' else ''}). "
+        f"Check it before you use it (`consortia process get {model_id.rsplit(':', 1)[0]}` shows every "
+        "member's gain; docs/models.md says how far to trust the figure).",
+        markup=False,
+        highlight=False,
+    )
 
 
 @journey(group, "list")
@@ -44,12 +68,17 @@ def model_get(
     model_id: str = ModelArg,
     out: Path | None = typer.Option(None, help="Download the model payload to this file."),
 ) -> None:
-    """Show a model; with --out, download it (access checked, digests verified)."""
+    """Show a model with what collaboration bought its owner (its metric alone and together on its own
+    validation slice); with --out, download it (access checked, digests verified). A model worse than
+    training alone is announced on stderr before it is written."""
     from api.gateway import open_model_payload
     from exchange.errors import ArtifactError
 
-    rec = plain(guarded(lambda: s.client.get_model(model_id), s.as_json))
-    info = without_key(rec)
+    model = guarded(lambda: s.client.get_model(model_id), s.as_json)
+    gain = guarded(lambda: s.client.model_gain(model), s.as_json)
+    rec = plain(model)
+    info = without_key(model.view(gain=gain))
+    warn_if_worse(model_id, gain)
     if out is not None:
         try:
             data = guarded(lambda: open_model_payload(s.gateway(), rec), s.as_json)
@@ -72,7 +101,9 @@ def model_export(
     from api.model_export import ModelExportError, export_model
     from exchange.errors import ArtifactError
 
-    rec = plain(guarded(lambda: s.client.get_model(model_id), s.as_json))
+    model = guarded(lambda: s.client.get_model(model_id), s.as_json)
+    warn_if_worse(model_id, guarded(lambda: s.client.model_gain(model), s.as_json))
+    rec = plain(model)
     process = guarded(lambda: s.client.get_process(rec["process_id"]), s.as_json)
     try:
         payload = guarded(lambda: open_model_payload(s.gateway(), rec), s.as_json)

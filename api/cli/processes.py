@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import typer
@@ -17,12 +18,13 @@ from api.cli.output import (
     fail,
     guarded,
     plain,
+    say,
 )
 from api.cli.session import Session, journey
 from wire import bounded_json
 
 if TYPE_CHECKING:
-    from ledger.client import ProcessPrivacy
+    from ledger.client import MemberGain, ProcessPrivacy
 
 group = typer.Typer(
     no_args_is_help=True, help="Learning processes: create, accept, decline, start, abort, watch."
@@ -55,6 +57,14 @@ def process_create(
     dataset: str = typer.Option(
         "", help="The dataset name each member imported (`consortia data import`); default: 'default'."
     ),
+    validation_fraction: float | None = typer.Option(
+        None,
+        min=0.0,
+        max=0.99,
+        help="Share of its own rows each member holds out to learn what collaboration bought it (its "
+        "metric alone and together; `process get` shows it). Default: 0.2 where the image's algorithm "
+        "can score a slice, else none; 0: none.",
+    ),
 ) -> None:
     """Create (and optionally start) an audited learning process; the topology, hyper-parameters and
     dataset name are checked against what the image declares before anything is written
@@ -77,6 +87,7 @@ def process_create(
             rounds=rounds,
             dataset=dataset,
             privacy_budget=None if epsilon is None else budget_of(mechanism, epsilon, delta),
+            validation_fraction=validation_fraction,
         )
         consent = s.local_admins(members) if start else None
         rec = guarded(lambda: launch(s.client, spec, start=start, consent=consent), s.as_json)
@@ -137,17 +148,59 @@ def process_list(s: Session) -> None:
     emit(rows, s.as_json, "learning processes", columns)
 
 
+def gain_text(g: MemberGain) -> str:
+    """One member's gain over training alone as one line, a negative gain said in words."""
+    text = f"{g.metric} {g.isolated:.4g} alone -> {g.collaborative:.4g} together: {g.gain:+.4g}"
+    return text + (" (WORSE than training alone)" if g.negative else "")
+
+
+def gain_rows(gains: Sequence[MemberGain]) -> list[dict[str, Any]]:
+    """The gains table: per member its metric, alone, together, gain and a verdict."""
+    return [
+        {
+            "organisation": g.organisation,
+            "metric": g.metric,
+            "isolated": f"{g.isolated:.4f}",
+            "collaborative": f"{g.collaborative:.4f}",
+            "gain": f"{g.gain:+.4f}",
+            "verdict": "WORSE than training alone" if g.negative else "better" if g.gain > 0 else "same",
+            "validation rows": g.rows,
+        }
+        for g in gains
+    ]
+
+
 @journey(group, "get")
 def process_get(s: Session, process_id: str = ProcessArg) -> None:
     """One process: its privacy (the ledger's rigorous ε spent of its budget, δ) first, then image
-    digest, consortium, topology, rounds, status and its reason."""
+    digest, consortium, topology, rounds, status and its reason; with a validation slice, what
+    collaboration bought each member: its metric on its own validation slice alone and together, and
+    the gain (from the last round's signed results)."""
     rec = guarded(lambda: s.client.get_process(process_id), s.as_json)
     privacy = guarded(lambda: s.client.process_privacy(rec), s.as_json)
+    gains = guarded(lambda: s.client.process_gains(rec), s.as_json)
+    views: dict[str, Any] = {"privacy": privacy}
+    if rec.validation_fraction:
+        views["gains"] = gains
     if s.as_json:
-        emit(rec.view(privacy=privacy), True)
+        emit(rec.view(**views), True)
         return
-    rest = {k: v for k, v in plain(rec).items() if k != "privacy"}
+    rest = {k: v for k, v in plain(rec).items() if k not in ("privacy", "gains")}
     emit({"privacy": privacy_text(privacy), **rest}, False, f"learning process {process_id}")
+    if not rec.validation_fraction:
+        return
+    if not gains:
+        say(
+            f"gain over training alone: each member's figures arrive with its result of round {rec.rounds} "
+            f"(validation slice: {rec.validation_fraction:g} of its rows)"
+        )
+        return
+    emit(
+        gain_rows(gains),
+        False,
+        f"what collaboration bought each member (its own validation slice, {rec.validation_fraction:g} of its rows)",
+        ["organisation", "metric", "isolated", "collaborative", "gain", "verdict"],
+    )
 
 
 @journey(group, "accept", user="Admin")

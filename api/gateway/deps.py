@@ -20,7 +20,7 @@ from api.gateway.errors import errors
 from api.gateway.state import Gateway, record
 from api.index import Page
 from api.tokens import AuthenticationError, TokenOwner
-from ledger.client import ConsortiaClient, ExecutionRecord, PrivacyBudget, privacy_status
+from ledger.client import ConsortiaClient, ExecutionRecord, MemberGain, PrivacyBudget, privacy_status
 
 #: the request scope key under which the access log (api.gateway.access_log) finds who acted
 IDENTITY_SCOPE_KEY = "consortia.identity"
@@ -71,13 +71,19 @@ def member_process(c: ConsortiaClient, process_id: str) -> dict[str, Any]:
     return record(c.get_process(process_id))
 
 
-def with_privacy(process: dict[str, Any], gw: Gateway) -> dict[str, Any]:
-    """A process answer with its ``privacy`` (the ledger's rigorous ε spent of the budget, δ), read from
-    each member's latest completed record in the index (:func:`chaincode.privacy.privacy_status`)."""
+def with_privacy_and_gains(process: dict[str, Any], gw: Gateway) -> dict[str, Any]:
+    """A process answer with its ``privacy`` (the ledger's rigorous ε spent of the budget, δ) and, with a
+    validation slice, its members' ``gains`` over training alone (those that completed the last round),
+    read from each member's latest completed record in the index (:func:`chaincode.privacy.privacy_status`,
+    :meth:`chaincode.records.MemberGain.of`)."""
     budget = process.get("privacy_budget")
     records = [ExecutionRecord.model_validate(r) for r in gw.index.latest_completed_executions(process["id"])]
     status = privacy_status(None if budget is None else PrivacyBudget.model_validate(budget), records)
-    return {**process, "privacy": status.to_dict()}
+    answer = {**process, "privacy": status.to_dict()}
+    if process.get("validation_fraction"):
+        last = (MemberGain.of(r) for r in records if r.round == process["rounds"])
+        answer["gains"] = [g.to_dict() for g in last if g is not None]
+    return answer
 
 
 def page(p: Page) -> dict[str, Any]:

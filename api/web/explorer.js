@@ -119,10 +119,29 @@
     const head = card("Learning process " + p.id, "process-facts");
     head.append(facts({ privacy: privacyText(p.privacy), status: p.status, creator: p.creator, algorithm: p.algorithm,
       image: p.image_id + " @ " + p.image_digest, consortium: p.consortium.join(", "), topology: p.topology, rounds: p.rounds }));
-    view.append(head, timelineCard(p, tl.executions, sigs), convergenceCard(p, tl.executions));
+    view.append(head);
+    if (p.validation_fraction) view.append(gainCard(p));
+    view.append(timelineCard(p, tl.executions, sigs), convergenceCard(p, tl.executions));
     if (p.privacy_budget) view.append(privacyCard(p, tl.executions));
     view.append(signaturesCard(audit.executions), matrixCard(p, models), eventsCard(audit.events),
       changesCard("Process record history", "process-history", changes));
+  }
+
+  // what collaboration bought each member: its signed last-round figures on its own validation slice
+  function gainCard(p) {
+    const c = card("What collaboration bought each member (its own validation slice, " + p.validation_fraction +
+      " of its rows; the model trained alone → its collaborative model)", "gains");
+    const gains = p.gains || [];
+    if (!gains.length) {
+      c.append(el("p", {}, "each member's figures arrive with its signed result of round " + p.rounds));
+      return c;
+    }
+    c.append(table("gains", ["organisation", "metric", "alone", "together", "gain", "slice rows"], gains.map((g) => [
+      g.organisation, g.metric, g.isolated.toFixed(4), g.collaborative.toFixed(4),
+      el("span", { class: g.negative ? "error" : "ok" }, (g.gain >= 0 ? "+" : "") + g.gain.toFixed(4) +
+        (g.negative ? " (worse than training alone)" : "")),
+      String(g.rows)])));
+    return c;
   }
 
   function timelineCard(p, executions, sigs) {
@@ -301,8 +320,15 @@
     const view = $("#view");
     view.replaceChildren();
     const head = card("Model " + m.id, "model-facts");
+    if (m.gain && m.gain.negative) {
+      head.append(el("p", { class: "error", id: "gain-warning" }, "Warning: this model is worse than training alone on " +
+        m.gain.organisation + "'s own validation slice (" + m.gain.metric + " " + m.gain.isolated.toFixed(4) + " alone → " +
+        m.gain.collaborative.toFixed(4) + " together). Check it before you use it."));
+    }
     head.append(facts({ owner: m.owner, process: m.process_id, round: m.round, digest: m.digest, image_digest: m.image_digest,
-      size: m.size, access: m.access.join(", "), published: when(m.created), metrics: m.metrics }));
+      size: m.size, access: m.access.join(", "), published: when(m.created), metrics: m.metrics,
+      "gain over training alone": m.gain ? m.gain.metric + " " + m.gain.isolated.toFixed(4) + " → " +
+        m.gain.collaborative.toFixed(4) + " (" + (m.gain.gain >= 0 ? "+" : "") + m.gain.gain.toFixed(4) + ")" : "—" }));
     const verify = el("button", { id: "verify", type: "button" }, "Verify lineage against the ledger");
     const result = el("div", { id: "verify-result" });
     verify.addEventListener("click", async () => {

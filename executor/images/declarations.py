@@ -209,3 +209,17 @@ def dataset_problem(data_dir: Path, decl: ImageDeclaration) -> str | None:
                 f"image {decl.name} declares"
             )
     return None
+
+
+def validation_problem(data_dir: Path, fraction: float, seed: int, organisation: str) -> str | None:
+    """Why ``organisation``'s dataset cannot hold the process's validation slice (it would be empty or
+    leave no row to train on, :func:`algorithms.validation.slice_rows`), or None."""
+    from algorithms.task_runtime import load_dataset
+    from algorithms.validation import ValidationSliceError, slice_rows
+
+    try:
+        slice_rows(load_dataset(Path(data_dir) / "dataset.npz"), fraction, seed, organisation)
+    except (OSError, ValueError) as exc:  # ValidationSliceError is one
+        prefix = "" if isinstance(exc, ValidationSliceError) else f"dataset of {organisation}: "
+        return f"{prefix}{exc} (validation fraction {fraction:g} declared by the process)"
+    return None

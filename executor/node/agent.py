@@ -82,7 +82,12 @@ from executor.errors import (
     RuntimeUnavailable,
     TaskFailed,
 )
-from executor.images.declarations import dataset_problem, declaration, topology_problems
+from executor.images.declarations import (
+    dataset_problem,
+    declaration,
+    topology_problems,
+    validation_problem,
+)
 from executor.images.outputs import (
     DeclarationInvalid,
     OutputDeclaration,
@@ -482,9 +487,13 @@ class NodeAgent:
         if topology := topology_problems(process.topology, len(process.consortium)):
             return "; ".join(topology)
         try:
-            return dataset_problem(self.data_dir(process), declaration(image.algorithm))
+            problem = dataset_problem(self.data_dir(process), declaration(image.algorithm))
         except ExecutorError as exc:
             return str(exc)
+        if problem is None and process.validation_fraction:
+            seed = int(process.topology.get("seed", 0))
+            problem = validation_problem(self.data_dir(process), process.validation_fraction, seed, self.org)
+        return problem
 
     def _register_run_publish(
         self,
@@ -620,6 +629,7 @@ class NodeAgent:
             runtime=self.runtime.name,
             topology=dict(process.topology),  # the task builds its neighbours from it (names and seed)
             data_salt=self._salt,
+            validation_fraction=float(process.validation_fraction),
         )
 
     # ---- end of the process

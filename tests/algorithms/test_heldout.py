@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from algorithms.collabdict.ggm import GGMHyperParameters
+from algorithms.collabdict.scores import roc_auc
 from algorithms.collabdict.vae import VAEHyperParameters
 from algorithms.datasets.cache import DatasetUnavailable
 from benchmarks import collabdict_selection, heldout
@@ -119,7 +120,7 @@ def test_collabdict_adapter_scores_every_member_isolated_collaborative_and_centr
 
 def test_auc_refuses_non_finite_scores():
     with pytest.raises(FloatingPointError, match="non-finite"):
-        heldout.auc(np.array([0, 1]), np.array([0.0, np.nan]))
+        roc_auc(np.array([0, 1]), np.array([0.0, np.nan]))
 
 
 def test_a_report_keeps_the_families_and_datasets_not_rerun(tmp_path):

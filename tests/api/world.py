@@ -57,12 +57,15 @@ def ring_process(
     publish: bool = True,
     all_to_all: bool = False,
     unchanged_rounds: frozenset[int] = frozenset(),
+    validation: dict[str, tuple[float, float]] | None = None,
 ) -> None:
     """Run a ring process to completion: in round r each organisation reads its previous state and the
     message of its predecessor from round r-1, and sends a message to its successor (``all_to_all``:
     to every other organisation, as collaborative RF does). In ``unchanged_rounds`` (collaborative
     RF's SHARE rounds) an organisation's state and messages are those of the round before: the
-    same digests are output by several rounds."""
+    same digests are output by several rounds. ``validation`` (organisation -> (isolated, collaborative)
+    balanced accuracy): the process declares a validation slice of 0.2 and each last-round result carries
+    those scores (of 12 rows), as a task's validation block."""
     c1 = w.clients[orgs[0]]
     try:
         c1.get_image(image_id)
@@ -79,6 +82,7 @@ def ring_process(
         privacy_budget=None
         if budget is None
         else {"mechanism": "gaussian", "epsilon": budget, "scope": "node"},
+        validation_fraction=None if validation is None else 0.2,
     )
     give_consent({o: ConsortiaClient(c1.ledger, w.consortium.identity(o, "Admin")) for o in orgs}, pid)
     c1.start_process(pid)
@@ -127,6 +131,14 @@ def ring_process(
                 "started": "2026-01-01T00:00:00Z",
                 "finished": "2026-01-01T00:00:01Z",
             }
+            if validation is not None and rnd == rounds:
+                isolated, collaborative = validation[org]
+                result["validation"] = {
+                    "metric": "balanced_accuracy",
+                    "collaborative": collaborative,
+                    "isolated": isolated,
+                    "rows": 12,
+                }
             c.complete_task(result, sign(key, canonical_json(result)))
             prev_state[org] = state
             for m in sent:

@@ -31,8 +31,9 @@ def make_result(
     metrics: dict[str, float] | None = None,
     model_digest: str | None = None,
     recipients: tuple[str, ...] = (),
+    validation: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    return {
+    result = {
         "process_id": process_id,
         "round": rnd,
         "organisation": org,
@@ -54,6 +55,9 @@ def make_result(
         "started": "2026-01-01T00:00:00Z",
         "finished": "2026-01-01T00:00:01Z",
     }
+    if validation is not None:
+        result["validation"] = validation
+    return result
 
 
 def run_task(client: ConsortiaClient, process_id: str, rnd: int, **result_kw: Any) -> dict[str, Any]:
@@ -74,6 +78,7 @@ def new_process(
     privacy_budget: dict | None = None,
     start: bool = True,
     hyperparameters: dict | None = None,
+    validation_fraction: float | None = None,
 ) -> str:
     image_id = f"img-{uid}:1"
     try:
@@ -89,6 +94,7 @@ def new_process(
         rounds,
         hyperparameters=hyperparameters or {"n_new": 5},
         privacy_budget=privacy_budget,
+        validation_fraction=validation_fraction,
     )
     if start:
         consent(admins, pid, consortium)

@@ -78,8 +78,11 @@ def test_the_terms_digest_covers_every_term():
         {"privacy_budget": budget},
         {"dataset": "spam"},
         {"consortium": ["Org1MSP", "Org3MSP"]},
+        {"validation_fraction": 0.2},
     ):
         assert ProcessRecord.model_validate({**base, **change}).terms_digest() != digest, change
+    sliced = ProcessRecord.model_validate({**base, "validation_fraction": 0.2}).terms_digest()
+    assert ProcessRecord.model_validate({**base, "validation_fraction": 0.3}).terms_digest() != sliced
     # what is not a term (status, time) does not change it
     assert ProcessRecord.model_validate({**base, "status": "running", "tx_id": "u"}).terms_digest() == digest
 

@@ -359,3 +359,58 @@ def test_an_organisation_acts_at_once_on_another_organisations_commit(admins, or
         key = ec.generate_private_key(ec.SECP256R1())
         rec = org2.create_task(pid, 1, key.public_key(), "sandbox")
         assert (rec.process_id, rec.round, rec.organisation, rec.status) == (pid, 1, "Org2MSP", "running")
+
+
+SCORES = {"metric": "balanced_accuracy", "collaborative": 0.8, "isolated": 0.9, "rows": 12}
+
+
+def test_validation_scores_are_signed_in_the_last_round_of_a_process_with_a_slice_only(
+    admins, org1, org2, uid
+):
+    """A process that declares a validation slice needs each member's scores in its last round's signed
+    result (what collaboration bought it, docs/models.md), and takes them nowhere else; they are read back as
+    the member's gain, and a malformed block is refused naming the field."""
+    pid = new_process(admins, org1, uid, validation_fraction=0.2)
+    assert org1.get_process(pid).validation_fraction == 0.2
+    key = _task(org1, pid, 1)
+    early = make_result(pid, 1, "Org1MSP", validation=SCORES)
+    with pytest.raises(InvalidArgument, match="only in the last round"):
+        org1.complete_task(early, sign(key, canonical_json(early)))
+    first = make_result(pid, 1, "Org1MSP")
+    org1.complete_task(first, sign(key, canonical_json(first)))
+    run_task(org2, pid, 1)
+    key = _task(org1, pid, 2)
+    missing = make_result(pid, 2, "Org1MSP", model_digest=digest_of("m1"))
+    with pytest.raises(InvalidArgument, match="must carry its validation scores"):
+        org1.complete_task(missing, sign(key, canonical_json(missing)))
+    for bad, message in (
+        ({**SCORES, "rows": 0}, "result.validation.rows must be a positive integer"),
+        ({**SCORES, "collaborative": "high"}, "result.validation.collaborative must be a finite number"),
+        ({**SCORES, "metric": "Bad Name"}, "result.validation.metric must be a lower-case name"),
+        ({k: v for k, v in SCORES.items() if k != "isolated"}, r"lacks required fields \['isolated'\]"),
+        ({**SCORES, "extra": 1}, r"has unknown fields \['extra'\]"),
+    ):
+        with pytest.raises(InvalidArgument, match=message):  # checked before anything else is read
+            org2.complete_task(make_result(pid, 2, "Org2MSP", validation=bad), b"")
+    last = make_result(
+        pid, 2, "Org1MSP", model_digest=digest_of("m1"), validation={**SCORES, "isolated": 0.7}
+    )
+    org1.complete_task(last, sign(key, canonical_json(last)))
+    run_task(org2, pid, 2, model_digest=digest_of("m2"), validation=SCORES)
+    process = org1.get_process(pid)
+    gains = {g.organisation: g for g in org1.process_gains(process)}
+    assert gains["Org1MSP"].gain == pytest.approx(0.1) and gains["Org1MSP"].negative is False
+    assert gains["Org2MSP"].gain == pytest.approx(-0.1) and gains["Org2MSP"].negative is True
+    assert (gains["Org2MSP"].metric, gains["Org2MSP"].rows) == ("balanced_accuracy", 12)
+    assert org1.get_execution(pid, 2, "Org2MSP").result.json_object()["validation"] == SCORES
+
+
+def test_a_process_without_a_slice_refuses_validation_scores(admins, org1, uid):
+    pid = new_process(admins, org1, uid, consortium=("Org1MSP",), rounds=1)
+    assert org1.get_process(pid).validation_fraction == 0 and org1.process_gains(org1.get_process(pid)) == ()
+    key = _task(org1, pid, 1)
+    scored = make_result(pid, 1, "Org1MSP", model_digest=digest_of("m"), validation=SCORES)
+    with pytest.raises(InvalidArgument, match="only in the last round of a process with a validation slice"):
+        org1.complete_task(scored, sign(key, canonical_json(scored)))
+    plain = make_result(pid, 1, "Org1MSP", model_digest=digest_of("m"))
+    assert org1.complete_task(plain, sign(key, canonical_json(plain))).status == "completed"

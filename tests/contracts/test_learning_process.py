@@ -55,12 +55,26 @@ def test_create_refusals(org1, org2, uid):
         )
     with pytest.raises(InvalidArgument, match="seed"):
         org1.create_process(f"g-{uid}", **{**ok, "topology": {"kind": "ring", "seed": -5}})
+    for bad in (1, 1.5, -0.1, True, "0.2"):  # a slice of every row (or more) leaves nothing to train on
+        with pytest.raises(InvalidArgument, match=r"validation_fraction must be a number in \[0, 1\)"):
+            org1.create_process(f"v-{uid}", **ok, validation_fraction=bad)
     org1.create_process(f"h-{uid}", **ok)
     with pytest.raises(AlreadyExists):
         org2.create_process(f"h-{uid}", **ok)
     org1.revoke_image(img.id, "bad")
     with pytest.raises(InvalidState, match="revoked"):
         org1.create_process(f"i-{uid}", **ok)
+
+
+def test_a_validation_fraction_is_recorded_as_a_term_only_when_declared(org1, uid):
+    img = org1.register_image(f"i-{uid}", "1", "collab-rf", IMAGE_DIGEST)
+    spec = dict(image_id=img.id, consortium=["Org1MSP"], topology={"kind": "ring", "seed": 1}, rounds=2)
+    sliced = org1.create_process(f"s-{uid}", **spec, validation_fraction=0.25)
+    assert sliced.validation_fraction == 0.25 and sliced.terms()["validation_fraction"] == 0.25
+    assert org1.get_process(sliced.id).json_object()["validation_fraction"] == 0.25
+    plain = org1.create_process(f"n-{uid}", **spec)  # not declared: stored as before, no such term
+    assert plain.validation_fraction == 0 and "validation_fraction" not in plain.terms()
+    assert "validation_fraction" not in org1.get_process(plain.id).json_object()
 
 
 def test_non_member_cannot_read_or_act(admins, org1, org3, uid):

@@ -48,6 +48,13 @@ def test_quick_demo_completes_verified_and_writes_its_report(tmp_path):
         report["provenance"][o]["estimators"] for o in orgs
     ]
     assert all(0.0 <= report["quality"][k][o]["bacc"] <= 1.0 for k in ("audited", "alone") for o in orgs)
+    # what collaboration bought each member, from its signed result (equal to the simulator's: checked in
+    # bit_identical_to_simulator), printed and written
+    assert report["validation_fraction"] == 0.2 and sorted(report["gains"]) == sorted(orgs)
+    assert "what collaboration bought each member" in printed and "What collaboration bought" in written
+    for o, g in report["gains"].items():
+        assert g["gain"] == g["collaborative"] - g["isolated"] and g["negative"] == (g["gain"] < 0)
+        assert f"{g['gain']:+.3f}" in printed and g["rows"] >= 1
     for name in ("report.md", "quality.png", "estimator_origins.png"):
         assert (tmp_path / name).stat().st_size > 0
     # the demo's consortium is a Consortia home: the CLI opens it with --home alone, acting (by

@@ -268,6 +268,12 @@ def test_the_journeys_through_the_cli_only(tmp_path, backend):
         assert all(code == 0 for code, _ in ran), ran
         watched = consortia(home, "process", "watch", pid, "--timeout", "30")
     assert watched["status"] == "completed" and watched["completed_tasks"] == 9
+    # what collaboration bought each member: the process declared the default validation slice, and every
+    # member's signed last-round result carries its figures (docs/models.md)
+    got = consortia(home, "process", "get", pid)
+    assert got["validation_fraction"] == 0.2
+    assert sorted(g["organisation"] for g in got["gains"]) == sorted(f"{o}MSP" for o in orgs)
+    assert all(g["gain"] == g["collaborative"] - g["isolated"] for g in got["gains"])
     # 5. provenance and verification, from the ledger
     model_id = f"{pid}:{owner}"
     with clock.step("6 provenance + verify"):

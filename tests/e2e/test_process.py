@@ -12,6 +12,7 @@ import pytest
 from algorithms import codec
 from algorithms.simulator import simulate
 from algorithms.topologies.static import complete, ring
+from algorithms.validation import DEFAULT_FRACTION
 from audit.verification import verify_model
 from executor.node.supervisor import run_process
 from executor.process import (
@@ -31,10 +32,16 @@ from tests.support.faults import kill_at_environment
 TOPOLOGIES = {"ring": ring, "complete": complete}
 
 
-def simulated(case, orgs=ORGS3):
+def simulated(case, orgs=ORGS3, validation_fraction=0.0):
     topo = TOPOLOGIES[case.topology["kind"]](len(orgs))
     return simulate(
-        case.algorithm(**case.params), case.datasets, case.rounds, case.topology["seed"], topo, orgs
+        case.algorithm(**case.params),
+        case.datasets,
+        case.rounds,
+        case.topology["seed"],
+        topo,
+        orgs,
+        validation_fraction=validation_fraction,
     )
 
 
@@ -118,8 +125,30 @@ def test_sandbox_process_is_bit_identical_to_the_simulator(platform, make_case):
     warm = case.image in ("collab-rf", "collabdict-vae")
     out = run_process(platform, "p-eq", SandboxRuntime, warm=warm)
     assert out.status == "completed", (out.reason, out.agent_errors)
-    sim = simulated(case)
+    process = client.get_process("p-eq")
+    # launch declares the default validation slice wherever the family can score one (not DPSDA)
+    assert process.validation_fraction == (0 if case.image == "dpsda" else DEFAULT_FRACTION)
+    sim = simulated(case, validation_fraction=process.validation_fraction)
     assert_bit_identical(platform, client, "p-eq", sim)
+    # what collaboration bought each member: the ledger's signed figures are the simulator's, exactly
+    gains = client.process_gains(process)
+    if case.image == "dpsda":
+        assert gains == () and sim.validation == {}
+    else:
+        assert [g.organisation for g in gains] == list(ORGS3)
+        for g in gains:
+            want = sim.validation[g.organisation]
+            assert (g.metric, g.collaborative, g.isolated, g.rows) == (
+                want["metric"],
+                want["collaborative"],
+                want["isolated"],
+                want["rows"],
+            )
+            assert g.gain == want["collaborative"] - want["isolated"] and g.negative == (g.gain < 0)
+        metric = {"collab-rf": "balanced_accuracy", "collabdict-ggm": "mean_log_likelihood"}.get(
+            case.image, "mean_elbo"
+        )
+        assert {g.metric for g in gains} == {metric}
     # every model's lineage verifies, each record signed and chained back to round 1
     keys = {o: platform.consortium.encryption_key(o) for o in ORGS3}
     for o in ORGS3:

@@ -18,8 +18,9 @@ from ledger.client import ConsortiaClient
 from tests.executor.node.test_agent import PARAMS, SEED, platform, run_all  # noqa: F401  (fixture)
 
 
-def _create(platform, pid, image_id, topology, params=PARAMS, dataset=""):
+def _create(platform, pid, image_id, topology, params=PARAMS, dataset="", **terms):
     spec = {
+        **terms,
         "id": pid,
         "image_id": image_id,
         "consortium": platform.orgs,
@@ -85,3 +86,30 @@ def test_labels_outside_the_declared_classes_fail_the_process(platform):
         dataset="fraud",
     )
     _ends_failed(platform, "p-labels", "labels [2] of dataset")
+
+
+def test_a_validation_slice_larger_than_a_members_data_fails_the_process_with_the_reason(platform):
+    """The ledger cannot see a member's data: its own agent refuses a slice that would leave it no row to
+    train on, before any task key is registered, and the process ends failed saying so."""
+    recipe = ImageRecipe.named("collab-rf")
+    bundle = build_bundle(recipe)
+    rng = np.random.default_rng(1)
+    for o in platform.orgs:  # three rows each: a 0.9 slice is round(2.7) = 3 rows, all of them
+        folder = platform.root / "data" / o / "tiny"
+        folder.mkdir(parents=True)
+        save_dataset(
+            folder / "dataset.npz", LocalDataset(rng.normal(size=(3, 2)), np.zeros(3, dtype=np.int64))
+        )
+    platform.register_image("rf:1", recipe, bundle.digest, bundle.reference)
+    _create(
+        platform,
+        "p-slice",
+        "rf:1",
+        {"kind": "ring", "seed": SEED},
+        {},
+        dataset="tiny",
+        validation_fraction=0.9,
+    )
+    failed = _ends_failed(platform, "p-slice", "leaves no row to train on")
+    assert all("validation fraction 0.9 declared by the process" in r["failure_reason"] for r in failed)
+    assert failed[0]["failure_details"]["code"] == "TASK_PREFLIGHT"

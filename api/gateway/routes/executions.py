@@ -20,7 +20,7 @@ from api.gateway.deps import (
     member_process,
     page,
     reads,
-    with_privacy,
+    with_privacy_and_gains,
 )
 from api.gateway.errors import errors
 from api.gateway.state import record
@@ -86,7 +86,7 @@ def execution_attestation(
 @read(PROCESS + "/timeline", response_model=S.TimelineOut)
 def timeline(process_id: ProcessId, c: Caller, gw: GatewayDep) -> dict[str, Any]:
     gw.current()
-    process = with_privacy(member_process(c, process_id), gw)
+    process = with_privacy_and_gains(member_process(c, process_id), gw)
     return {
         "process": process,
         "executions": gw.index.executions(process_id, limit=10_000).items,

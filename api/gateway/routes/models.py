@@ -56,7 +56,11 @@ def list_models(
 
 @read(MODEL, response_model=S.ModelOut)
 def get_model(model_id: ModelId, c: Caller) -> dict[str, Any]:
-    return record(c.get_model(model_id))
+    """The model record with ``gain``: what collaboration bought its owner on its validation slice (null
+    if the process declared none); ``gain.negative`` is true when the model is worse than the one its owner
+    would have got alone."""
+    model = c.get_model(model_id)
+    return record(model.view(gain=c.model_gain(model)))
 
 
 HistoryLimit = Annotated[
@@ -117,16 +121,21 @@ def verify_model(model_id: ModelId, c: Caller, gw: GatewayDep) -> dict[str, Any]
     },
 )
 def download_model(model_id: ModelId, c: Caller, gw: GatewayDep) -> Response:
-    rec = record(c.get_model(model_id))
+    """The model payload. With a validation slice, ``X-Consortia-Gain`` carries ``metric isolated
+    collaborative gain`` and ``X-Consortia-Gain-Negative: true`` warns that collaboration made the owner's
+    model worse than training alone."""
+    model = c.get_model(model_id)
+    rec = record(model)
     data = open_model_payload(gw, rec)
-    return Response(
-        data,
-        media_type="application/octet-stream",
-        headers={
-            "X-Consortia-Digest": rec["digest"],
-            "Content-Disposition": f'attachment; filename="{model_id.replace(":", "_")}.bin"',
-        },
-    )
+    headers = {
+        "X-Consortia-Digest": rec["digest"],
+        "Content-Disposition": f'attachment; filename="{model_id.replace(":", "_")}.bin"',
+    }
+    gain = c.model_gain(model)
+    if gain is not None:
+        headers["X-Consortia-Gain"] = f"{gain.metric} {gain.isolated!r} {gain.collaborative!r} {gain.gain!r}"
+        headers["X-Consortia-Gain-Negative"] = "true" if gain.negative else "false"
+    return Response(data, media_type="application/octet-stream", headers=headers)
 
 
 @writes(router, "models", (400, 404, 409, 502))(MODEL + "/grant", response_model=S.ModelOut)

@@ -21,7 +21,7 @@ from api.gateway.deps import (
     member_process,
     page,
     reads,
-    with_privacy,
+    with_privacy_and_gains,
     writes,
 )
 from api.gateway.state import record
@@ -44,7 +44,7 @@ def list_processes(
 ) -> dict[str, Any]:
     gw.current()
     listing = page(gw.index.processes(limit, offset, status))
-    listing["items"] = [with_privacy(p, gw) for p in listing["items"]]
+    listing["items"] = [with_privacy_and_gains(p, gw) for p in listing["items"]]
     return listing
 
 
@@ -72,6 +72,7 @@ def create_process(body: S.ProcessIn, c: Caller, gw: GatewayDep) -> dict[str, An
             budget,
             body.description,
             image_digest=body.image_digest,
+            validation_fraction=body.validation_fraction,
         )
     except (TypeError, ValueError) as exc:  # the spec's own checks (the schema makes the same ones first)
         raise InvalidArgument(f"process {body.id} refused: {exc}") from None
@@ -85,9 +86,14 @@ def create_process(body: S.ProcessIn, c: Caller, gw: GatewayDep) -> dict[str, An
 @read("/api/v1/processes/{process_id}", response_model=ProcessRecord)
 def get_process(process_id: ProcessId, c: Caller) -> dict[str, Any]:
     """The process as ``LearningProcess:get`` answers it, with its ``privacy``: the ledger's rigorous ε
-    spent of its budget and δ (:meth:`ledger.client.ConsortiaClient.process_privacy`)."""
+    spent of its budget and δ (:meth:`ledger.client.ConsortiaClient.process_privacy`), and with a
+    validation slice its ``gains``: per member that completed the last round, its metric alone and
+    together, the gain and whether it is negative (:meth:`ledger.client.ConsortiaClient.process_gains`)."""
     process = c.get_process(process_id)
-    return record(process.view(privacy=c.process_privacy(process)))
+    views: dict[str, Any] = {"privacy": c.process_privacy(process)}
+    if process.validation_fraction:
+        views["gains"] = c.process_gains(process)
+    return record(process.view(**views))
 
 
 @write("/api/v1/processes/{process_id}/accept", response_model=ProcessAcceptance)
