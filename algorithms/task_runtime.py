@@ -47,7 +47,7 @@ import sys
 import time
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
@@ -68,7 +68,7 @@ def _safe_name(name: str, what: str) -> str:
 # --------------------------------------------------------------------------- data
 
 
-def save_dataset(path: str | os.PathLike, data: LocalDataset) -> None:
+def save_dataset(path: str | os.PathLike[str], data: LocalDataset) -> None:
     """Write a dataset in the runtime's format (npz: features, labels?, extra__<name>...)."""
     arrays: dict[str, np.ndarray] = {"features": np.asarray(data.features)}
     if data.labels is not None:
@@ -77,10 +77,10 @@ def save_dataset(path: str | os.PathLike, data: LocalDataset) -> None:
         arrays[f"extra__{k}"] = np.asarray(v)
     arrays["name"] = np.array(data.name)
     with open(path, "wb") as f:
-        np.savez(f, **arrays)
+        np.savez(f, **arrays)  # type: ignore[arg-type]  # numpy's stub types **kwds after allow_pickle
 
 
-def load_dataset(path: str | os.PathLike) -> LocalDataset:
+def load_dataset(path: str | os.PathLike[str] | IO[bytes]) -> LocalDataset:
     with np.load(path, allow_pickle=False) as z:
         extras = {k[len("extra__") :]: z[k] for k in z.files if k.startswith("extra__")}
         labels = z["labels"] if "labels" in z.files else None
@@ -114,15 +114,16 @@ def payload_provenance(algo: Algorithm, payload: Any) -> dict[str, Any]:
     clash = {"recipient", "digest", "size"} & set(extra)
     if clash:
         raise TaskInputError(f"payload_provenance may not override {sorted(clash)}")
-    return json.loads(canonical_json(extra))
+    recorded: dict[str, Any] = json.loads(canonical_json(extra))
+    return recorded
 
 
 def run_task(
-    task_dir: str | os.PathLike,
-    data_dir: str | os.PathLike,
-    key_path: str | os.PathLike,
+    task_dir: str | os.PathLike[str],
+    data_dir: str | os.PathLike[str],
+    key_path: str | os.PathLike[str],
     only_algorithm: str | None = None,
-    out_dir: str | os.PathLike | None = None,
+    out_dir: str | os.PathLike[str] | None = None,
     profile: NumericProfile = PROFILE,
 ) -> dict[str, Any]:
     """Run one task per the file contract; return the manifest it wrote and signed.
@@ -252,11 +253,11 @@ def run_task(
 
 
 def run_and_report(
-    task_dir: str | os.PathLike,
-    data_dir: str | os.PathLike,
-    key_path: str | os.PathLike,
+    task_dir: str | os.PathLike[str],
+    data_dir: str | os.PathLike[str],
+    key_path: str | os.PathLike[str],
     only_algorithm: str | None,
-    out_dir: str | os.PathLike | None = None,
+    out_dir: str | os.PathLike[str] | None = None,
     profile: NumericProfile = PROFILE,
 ) -> int:
     t0 = time.perf_counter()
