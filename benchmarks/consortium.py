@@ -311,4 +311,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
+    from algorithms.numeric_profile import reexec_selected
+
+    reexec_selected()  # simulate() computes under the images' numeric profile (docs/reproducibility.md)
     main()
