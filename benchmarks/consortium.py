@@ -1,14 +1,19 @@
 """A consortium across hosts on real Fabric beside the simulator, and one large artifact between hosts.
 
-    python -m benchmarks.consortium [--quick]
+    python -m benchmarks.consortium [--quick] [--consensus bft|raft|founder]
 
-Three organisations, each on a host of its own (benchmarks.deployment: ``fabric-network/network up
---hosts … --isolate``, every organisation's peer, chaincode service, node agent and artifact service in a
-bubblewrap view of its own folder only, on its own loopback address 127.0.N.1; homes made by
-``consortia join``; the image pulled by every agent from the registry by its ledger digest).
+``bft`` (the default) and ``raft``: four members without a centre (benchmarks.members): each member's
+own Fabric CA issues its identities on its own host (``consortia org init``), only the public packages
+and the genesis block cross, the channel has one orderer per member (SmartBFT, or etcdraft), each home is
+made by ``consortia join --package``, and the first member runs the image registry. ``founder``: three
+organisations of a founder-made network (benchmarks.deployment: ``fabric-network/network up --hosts …
+--isolate``, one etcdraft orderer, every key made on the founder's machine, homes made by ``consortia
+join`` from what the founder handed over). Either way every organisation's peer, chaincode service, node
+agent and artifact service run in a bubblewrap view of its own folder only, on its own loopback address
+127.0.N.1, and every agent pulls the image from the registry by its ledger digest.
 
 1. **The audited process.** Collaborative RF on the credit-card data (benchmarks.audit_overhead_cases's
-   full case for three organisations: 10 % of the rows, the seed's forest sizes, its 12 rounds;
+   full case for the layout's organisations: 10 % of the rows, the seed's forest sizes, its 12 rounds;
    ``--quick``: the first 6 rounds) is run by the simulator in this process and, across the hosts, by ``consortia
    process create --start`` on Org1's host. The audited wall time runs from that command to the ledger's
    ``completed``. The nodes were running before, as an organisation's node is: each agent started with
@@ -21,7 +26,12 @@ bubblewrap view of its own folder only, on its own loopback address 127.0.N.1; h
    through the agent's client (``exchange.store.ArtifactStore.fetch_into``: streamed, re-hashed):
    ``artifact_fetch_mb_s`` and ``peak_rss_mb``, that process's resident-set growth during the fetch.
 
-The last line printed is JSON; the report goes to ``benchmarks/results/consortium[-quick].{json,md}``.
+3. **Keys** (bft, raft): every private key in every member's view (its host's folder) matched by its
+   public key against every certificate (benchmarks.key_custody): ``private_keys_outside_owner`` counts
+   those that are another member's or of no certificate of the view's member.
+
+The last line printed is JSON; the report goes to
+``benchmarks/results/consortium[-bft|-raft][-quick].{json,md}`` (no infix: founder).
 """
 
 from __future__ import annotations
@@ -41,39 +51,49 @@ from typing import Any
 from benchmarks.deployment import Deployment, Host, free_port
 
 RESULTS = Path(__file__).resolve().parent / "results"
-ORGS = ("Org1", "Org2", "Org3")
+FOUNDER_ORGS = ("Org1", "Org2", "Org3")
+MEMBER_ORGS = ("Org1", "Org2", "Org3", "Org4")
 
 
 def _load() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
-def _bit_identical(client: Any, hosts: dict[str, Host], pid: str, sim: Any, rounds: int) -> bool:
+def mismatches(client: Any, hosts: dict[str, Host], pid: str, sim: Any, rounds: int) -> list[str]:
+    """Where process ``pid`` of the organisations of ``hosts`` differs from the simulator's run ``sim``:
+    one completed record per organisation and round, every state and message digest equal to the
+    simulator's, and each organisation's model (fetched on its own host with ``consortia model get``)
+    byte-equal to the simulator's. Empty: bit-identical."""
     recs = [r for r in client.query_executions(pid) if r.status == "completed"]
-    if len(recs) != rounds * len(hosts):
-        return False
+    tasks = sorted((r.organisation, r.round) for r in recs)
+    want = sorted((h.msp, k) for h in hosts.values() for k in range(1, rounds + 1))
+    if tasks != want:
+        return [f"completed records {tasks} are not one per organisation and round {want}"]
+    wrong = []
     for r in recs:
         if r.result is None:
-            return False
+            wrong.append(f"{r.organisation} round {r.round}: no result")
+            continue
         out = r.result.outputs
         sent = {(r.organisation, m.recipient): m.digest for m in out.messages}
         expected = {k: v for k, v in sim.message_digests[r.round - 1].items() if k[0] == r.organisation}
-        if out.state != sim.state_digests[r.round][r.organisation] or sent != expected:
-            return False
+        if out.state != sim.state_digests[r.round][r.organisation]:
+            wrong.append(f"{r.organisation} round {r.round}: state {out.state}")
+        if sent != expected:
+            wrong.append(f"{r.organisation} round {r.round}: messages {sent} != {expected}")
     for host in hosts.values():  # each organisation fetches its own model on its own host
         out_file = host.home / f"{pid}.model"
         host.consortia("model", "get", f"{pid}:{host.msp}", "--out", str(out_file))
         got = hashlib.sha256(out_file.read_bytes()).hexdigest()
         if got != hashlib.sha256(sim.models[host.msp]).hexdigest():
-            return False
-    return True
+            wrong.append(f"{host.msp}'s model {got} differs from the simulator's")
+    return wrong
 
 
-def run_process(d: Deployment, case: dict[str, Any], sim: Any) -> dict[str, Any]:
-    hosts = d.hosts
+def run_process(hosts: dict[str, Host], registry: str, case: dict[str, Any], sim: Any) -> dict[str, Any]:
     owner = hosts["Org1"]
     image_id = f"collab-rf:bench{int(time.time())}"
-    digest = owner.consortia("image", "build", "collab-rf", "--id", image_id, "--registry", d.registry)[
+    digest = owner.consortia("image", "build", "collab-rf", "--id", image_id, "--registry", registry)[
         "digest"
     ]
     for host in hosts.values():  # each node: its data, its services, a spare worker of the image started
@@ -118,19 +138,21 @@ def run_process(d: Deployment, case: dict[str, Any], sim: Any) -> dict[str, Any]
         if status != "completed":
             logs = {h.name: h.log("agent")[-1500:] for h in hosts.values()}
             raise SystemExit(f"process {pid} ended {status}: {logs}")
-        same = _bit_identical(client, hosts, pid, sim, case["rounds"])
+        wrong = mismatches(client, hosts, pid, sim, case["rounds"])
+        if wrong:
+            print("not bit-identical:", *wrong[:10], sep="\n  ", flush=True)
     finally:
         client.ledger.close()
     return {
         "audited_s": round(wall, 2),
-        "bit_identical": same,
+        "bit_identical": not wrong,
         "process_id": pid,
         "prewarm_s": round(prewarm_s, 2),
     }
 
 
-def run_fetch(d: Deployment, mb: float) -> dict[str, Any]:
-    org1, org2 = d.hosts["Org1"], d.hosts["Org2"]
+def run_fetch(hosts: dict[str, Host], mb: float) -> dict[str, Any]:
+    org1, org2 = hosts["Org1"], hosts["Org2"]
     listen = f"{org1.address}:{free_port(org1.address)}"
     server = subprocess.Popen(
         org1.argv(
@@ -161,17 +183,26 @@ def run_fetch(d: Deployment, mb: float) -> dict[str, Any]:
         server.wait(10)
 
 
-def write_report(tag: str, figures: dict[str, Any]) -> None:
+LAYOUTS = {
+    "bft": "Four members without a centre (benchmarks.members: each member's own Fabric CA, its public "
+    "package, the channel made from the packages, one orderer per member, SmartBFT)",
+    "raft": "Four members without a centre (benchmarks.members: each member's own Fabric CA, its public "
+    "package, the channel made from the packages, one orderer per member, etcdraft)",
+    "founder": "Three organisations of a founder-made network (benchmarks.deployment: `fabric-network/"
+    "network up --hosts … --isolate`, every key made on the founder's machine, one etcdraft orderer)",
+}
+
+
+def write_report(tag: str, figures: dict[str, Any], consensus: str, quick: bool) -> None:
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / f"{tag}.json").write_text(json.dumps(figures, indent=2, sort_keys=True) + "\n")
+    command = "python -m benchmarks.consortium" + (" --quick" if quick else "") + f" --consensus {consensus}"
     lines = [
         f"# A consortium across hosts ({tag})",
         "",
-        "Three organisations, each on a host of its own (a bubblewrap view of its own folder, its own "
-        "loopback address), on real Fabric; collaborative RF beside the simulator; one artifact fetched "
-        "between two hosts over mutual TLS (`python -m benchmarks.consortium"
-        + (" --quick" if tag.endswith("quick") else "")
-        + "`). Machine: 2 shared cores.",
+        f"{LAYOUTS[consensus]}; each organisation on a host of its own (a bubblewrap view of its own "
+        "folder, its own loopback address), on real Fabric; collaborative RF beside the simulator; one "
+        f"artifact fetched between two hosts over mutual TLS (`{command}`). Machine: 2 shared cores.",
         "",
         "| figure | value |",
         "|---|---|",
@@ -181,6 +212,48 @@ def write_report(tag: str, figures: dict[str, Any]) -> None:
     (RESULTS / f"{tag}.md").write_text("\n".join(lines))
 
 
+def run_members(tmp: Path, consensus: str, case: dict[str, Any], sim: Any, fetch_mb: float) -> dict[str, Any]:
+    """The process and the fetch on four members without a centre (``consensus`` bft or raft), then
+    every private key in every member's view matched against every certificate (benchmarks.key_custody)."""
+    from benchmarks.key_custody import keys_outside_owner
+    from benchmarks.members import Members
+    from network.package import OrganisationPackage
+
+    members = Members(tmp, MEMBER_ORGS)
+    try:
+        members.form(consensus)
+        print(f"consortium formed: {json.dumps(members.timings)}", flush=True)
+        hosts: dict[str, Host] = dict(members.hosts)
+        audited = run_process(hosts, members.registry.address, case, sim)
+        print(f"audited across hosts: {audited['audited_s']} s", flush=True)
+        fetch = run_fetch(hosts, fetch_mb)
+        checked, wrong = keys_outside_owner(
+            {h.msp: h.root for h in members.hosts.values()},
+            {h.msp: OrganisationPackage.read(h.package).public_keys() for h in members.hosts.values()},
+        )
+        for line in wrong:
+            print("key outside its owner:", line, flush=True)
+        return {
+            **audited,
+            **fetch,
+            "orderers": len(members.channel["consenters"]),
+            "private_keys_checked": checked,
+            "private_keys_outside_owner": len(wrong),
+            "setup_s": round(sum(members.timings.values()), 1),
+        }
+    finally:
+        members.close()
+
+
+def run_founder(tmp: Path, case: dict[str, Any], sim: Any, fetch_mb: float) -> dict[str, Any]:
+    """The process and the fetch on the founder-made network of three organisations."""
+    with Deployment(tmp, FOUNDER_ORGS) as d:
+        audited = run_process(d.hosts, d.registry, case, sim)
+        print(f"audited across hosts: {audited['audited_s']} s", flush=True)
+        fetch = run_fetch(d.hosts, fetch_mb)
+    return {**audited, **fetch, "orderers": 1}
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     from benchmarks.audit_overhead import run_simulated
     from benchmarks.audit_overhead_cases import case_collab_rf
@@ -188,9 +261,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="6 rounds instead of the seed's 12")
     ap.add_argument("--fetch-mb", type=float, default=50.0, help="size of the artifact fetched between hosts")
+    ap.add_argument(
+        "--consensus",
+        choices=sorted(LAYOUTS),
+        default="bft",
+        help="bft (default) or raft: four members without a centre; founder: the founder-made network",
+    )
     ap.add_argument("--no-write", action="store_true", help="print only; write no report")
     args = ap.parse_args(argv)
-    case = case_collab_rf(False, len(ORGS))  # the seed's forest sizes on 10 % of the rows
+    orgs = FOUNDER_ORGS if args.consensus == "founder" else MEMBER_ORGS
+    case = case_collab_rf(False, len(orgs))  # the seed's forest sizes on 10 % of the rows
     if args.quick:  # half the rounds: FIT, SHARE, GET twice
         case["params"] = {**case["params"], "schedule": case["params"]["schedule"][:6]}
         case["rounds"] = 6
@@ -198,31 +278,40 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     sim_wall, sim, sim_cpu = run_simulated(case)
     print(f"simulated: {sim_wall:.2f} s ({sim_cpu:.2f} CPU s)", flush=True)
     with tempfile.TemporaryDirectory(prefix="consortia-bench-deploy-") as tmp:
-        with Deployment(Path(tmp), ORGS) as d:
-            audited = run_process(d, case, sim)
-            print(f"audited across hosts: {audited['audited_s']} s", flush=True)
-            fetch = run_fetch(d, args.fetch_mb)
+        if args.consensus == "founder":
+            got = run_founder(Path(tmp), case, sim, args.fetch_mb)
+        else:
+            got = run_members(Path(tmp), args.consensus, case, sim, args.fetch_mb)
     figures = {
-        "orgs": len(ORGS),
+        "orgs": len(orgs),
+        "orderers": got["orderers"],
+        "consensus": "raft" if args.consensus == "founder" else args.consensus,
+        "layout": "founder" if args.consensus == "founder" else "members",
         "rounds": case["rounds"],
         "rows_per_org": min(len(ds.features) for ds in case["data"].values()),
         "simulated_s": round(sim_wall, 2),
-        "audited_s": audited["audited_s"],
-        "prewarm_s": audited["prewarm_s"],
-        "fabric_audit_ratio": round(audited["audited_s"] / sim_wall, 2),
-        "bit_identical": audited["bit_identical"],
-        "artifact_mb": fetch["artifact_mb"],
-        "artifact_fetch_mb_s": fetch["artifact_fetch_mb_s"],
-        "peak_rss_mb": fetch["peak_rss_mb"],
-        "rss_method": fetch["rss_method"],
+        "audited_s": got["audited_s"],
+        "prewarm_s": got["prewarm_s"],
+        "fabric_audit_ratio": round(got["audited_s"] / sim_wall, 2),
+        "bit_identical": got["bit_identical"],
+        "artifact_mb": got["artifact_mb"],
+        "artifact_fetch_mb_s": got["artifact_fetch_mb_s"],
+        "peak_rss_mb": got["peak_rss_mb"],
+        "rss_method": got["rss_method"],
         "load_before": load_before,
         "load_after": _load(),
     }
+    if args.consensus != "founder":  # the founder made every key on its own machine: nothing to check
+        figures |= {k: got[k] for k in ("private_keys_checked", "private_keys_outside_owner", "setup_s")}
     if not args.no_write:
-        write_report("consortium-quick" if args.quick else "consortium", figures)
+        tag = "consortium" + ("" if args.consensus == "founder" else f"-{args.consensus}")
+        write_report(tag + ("-quick" if args.quick else ""), figures, args.consensus, args.quick)
     print(json.dumps(figures, sort_keys=True))
     return figures
 
 
 if __name__ == "__main__":
+    from algorithms.numeric_profile import reexec_selected
+
+    reexec_selected()  # simulate() computes under the images' numeric profile (docs/reproducibility.md)
     main()

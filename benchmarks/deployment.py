@@ -263,6 +263,44 @@ class DeploymentError(RuntimeError):
     """The network or the registry could not be started (the message says which and why)."""
 
 
+class Registry:
+    """The consortium's image registry (``scripts/install-registry``) on ``host``, a free port of it,
+    its files under ``home``; Podman on this machine trusts its CA (``/etc/containers/certs.d``).
+    ``address`` is ``host:port`` once :meth:`up` returned, ``""`` before."""
+
+    def __init__(self, host: str, home: Path):
+        self.host, self.home, self.address = host, home, ""
+
+    @property
+    def _env(self) -> dict[str, str]:
+        return {**os.environ, "CONSORTIA_REGISTRY_HOME": str(self.home)}
+
+    def up(self) -> str:
+        self.address = f"{self.host}:{free_port(self.host)}"
+        r = subprocess.run(
+            [str(REGISTRY_SCRIPT), "--listen", self.address],
+            capture_output=True,
+            text=True,
+            timeout=900,
+            env=self._env,
+        )
+        if r.returncode != 0:
+            raise DeploymentError(f"install-registry failed: {r.stderr[-2000:]}")
+        return self.address
+
+    def down(self) -> None:
+        if not self.address:
+            return
+        subprocess.run(
+            [str(REGISTRY_SCRIPT), "--listen", self.address, "--stop"],
+            capture_output=True,
+            env=self._env,
+            timeout=60,
+        )
+        shutil.rmtree(Path("/etc/containers/certs.d") / self.address, ignore_errors=True)
+        self.address = ""
+
+
 class Deployment:
     """Organisations ``orgs`` on hosts 127.0.1.1, 127.0.2.1, …; the orderer and the registry on
     addresses of their own after them. ``with Deployment(root, orgs) as d:`` brings everything up (and
@@ -273,12 +311,16 @@ class Deployment:
         n = len(self.orgs)
         self.placement = {o: f"127.0.{i}.1" for i, o in enumerate(self.orgs, start=1)}
         self.placement["orderer"] = f"127.0.{n + 1}.1"
-        self.registry_host = f"127.0.{n + 2}.1"
         self.hosts = {
             o: Host(o, i, self.root / "hosts" / o, self.root) for i, o in enumerate(self.orgs, start=1)
         }
         self.cfg: NetworkConfig | None = None
-        self.registry = ""
+        self._registry = Registry(f"127.0.{n + 2}.1", self.root / "registry")
+
+    @property
+    def registry(self) -> str:
+        """The registry's ``host:port`` (``""`` before it is up)."""
+        return self._registry.address
 
     # ---- the founder
     def _network_up(self) -> None:
@@ -307,22 +349,6 @@ class Deployment:
     def _where(self) -> tuple[str, ...]:
         assert self.cfg is not None
         return ("--net-dir", str(self.cfg.net_dir), "--orgs", ",".join(self.orgs))
-
-    def _registry_up(self) -> None:
-        self.registry = f"{self.registry_host}:{free_port(self.registry_host)}"
-        r = subprocess.run(
-            [str(REGISTRY_SCRIPT), "--listen", self.registry],
-            capture_output=True,
-            text=True,
-            timeout=900,
-            env=self._registry_env,
-        )
-        if r.returncode != 0:
-            raise DeploymentError(f"install-registry failed: {r.stderr[-2000:]}")
-
-    @property
-    def _registry_env(self) -> dict[str, str]:
-        return {**os.environ, "CONSORTIA_REGISTRY_HOME": str(self.root / "registry")}
 
     def hand_off(self) -> None:
         """What the founder hands each organisation: its own cryptogen folder (made on its own machine
@@ -376,7 +402,7 @@ class Deployment:
     def __enter__(self) -> Deployment:
         try:
             self._network_up()
-            self._registry_up()
+            self._registry.up()
             self.hand_off()
             for host in self.hosts.values():
                 self.join(host)
@@ -391,17 +417,10 @@ class Deployment:
     def close(self) -> None:
         for host in self.hosts.values():
             host.stop_all()
-        if self.registry:
-            subprocess.run(
-                [str(REGISTRY_SCRIPT), "--listen", self.registry, "--stop"],
-                capture_output=True,
-                env=self._registry_env,
-                timeout=60,
-            )
-            shutil.rmtree(Path("/etc/containers/certs.d") / self.registry, ignore_errors=True)
+        self._registry.down()
         if self.cfg is not None:
             _network("down", "--purge", "--net-dir", str(self.cfg.net_dir), port_base=self.cfg.port_base)
             self.net.down(purge=True)
 
 
-__all__ = ["Deployment", "DeploymentError", "Host", "free_port", "listening", "wait_for"]
+__all__ = ["Deployment", "DeploymentError", "Host", "Registry", "free_port", "listening", "wait_for"]

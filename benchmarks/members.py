@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from benchmarks.deployment import Host
+from benchmarks.deployment import Host, Registry
 from network.config import DEFAULT_HOME
 from network.member import MemberNodes
 from network.organisation import PORTS
@@ -100,6 +100,9 @@ class Members:
             for i, o in enumerate(self.orgs)
         }
         self.timings: dict[str, float] = {}
+        first_host = self.hosts[self.orgs[0]]  # the first member runs the consortium's image registry
+        self.registry = Registry(first_host.address, first_host.root / "registry")
+        self.channel: dict[str, Any] = {}  # what `channel create` answered (form)
 
     def _timed(self, step: str, fn: Any) -> Any:
         t0 = time.monotonic()
@@ -168,9 +171,28 @@ class Members:
     def join_homes(self) -> None:
         """Each member's Consortia home from the packages in its inbox (``consortia join --package``)."""
         for h in self.hosts.values():
-            h.run("join", "--home", str(h.home), *self._packages(h, others_only=True))
+            joined = h.run("join", "--home", str(h.home), *self._packages(h, others_only=True))
+            h.artifact_port = int(joined["artifact_endpoint"].rpartition(":")[2])
+
+    def form(self, consensus: str | None = None) -> None:
+        """The whole consortium, as the README's steps make it: every member's ``org init``/``export``,
+        the channel made by the first member, every orderer and peer joined, the chaincode approved by
+        every member (committed by the first once a majority approved), every member's Consortia home
+        joined, and the image registry up on the first member's host."""
+        self.init()
+        self.channel = self.create_channel(self.orgs[0], consensus)
+        self.start_and_join()
+        majority = len(self.orgs) // 2 + 1
+        for org in self.orgs[:majority]:
+            self.approve(org)
+        self._timed("commit", lambda: self.hosts[self.orgs[0]].network("chaincode", "commit"))
+        for org in self.orgs[majority:]:
+            self.approve(org)
+        self._timed("homes_joined", self.join_homes)
+        self._timed("registry_up", self.registry.up)
 
     def close(self) -> None:
+        self.registry.down()
         for h in self.hosts.values():
             h.stop_all()
             if (h.home / "organisation.json").is_file():

@@ -15,24 +15,19 @@ membership record) is endorsed by a majority and ordered.
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import json
-import re
 import stat
 from pathlib import Path
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec
 
 from benchmarks.deployment import listening
+from benchmarks.key_custody import pem_blocks
 from tests.ci import require_program, skip_or_fail
 
 pytestmark = [pytest.mark.fabric, pytest.mark.timeout(1800)]
 BFT_ORGS = ("Org1", "Org2", "Org3", "Org4")
-PEM_BLOCK = re.compile(rb"-----BEGIN ([A-Z ]+)-----\r?\n[A-Za-z0-9+/=\r\n]+?\r?\n-----END \1-----")
 
 
 def _members(root: Path, orgs: tuple[str, ...], first: int):
@@ -46,37 +41,6 @@ def _members(root: Path, orgs: tuple[str, ...], first: int):
     except NetworkError as exc:
         skip_or_fail(f"Hyperledger Fabric and Fabric CA not available: {exc}")
     return Members(root, orgs, first=first)
-
-
-def _spki(key: ec.EllipticCurvePublicKey) -> bytes:
-    return key.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
-
-
-def _pem_blocks(folder: Path) -> tuple[list[tuple[Path, bytes]], set[bytes]]:
-    """Every private key (file, public key) and every certificate's (or public key file's) public key in
-    the files of ``folder``."""
-    keys, certs = [], set()
-    for f in folder.rglob("*"):
-        if not f.is_file() or f.is_symlink():
-            continue
-        data = f.read_bytes()
-        for m in PEM_BLOCK.finditer(data):
-            kind, block = m.group(1), m.group(0)
-            if kind.endswith(b"PRIVATE KEY"):
-                # PKCS#8, or SEC1 under a PKCS#8 label (Fabric CA's idemix revocation key)
-                der = base64.b64decode(b"".join(block.splitlines()[1:-1]))
-                key = serialization.load_der_private_key(der, None)
-                assert isinstance(key, ec.EllipticCurvePrivateKey), f
-                keys.append((f, _spki(key.public_key())))
-            elif kind == b"CERTIFICATE":
-                pub = x509.load_pem_x509_certificate(block).public_key()
-                assert isinstance(pub, ec.EllipticCurvePublicKey)
-                certs.add(_spki(pub))
-            elif kind == b"PUBLIC KEY":
-                pub = serialization.load_pem_public_key(block)
-                assert isinstance(pub, ec.EllipticCurvePublicKey)
-                certs.add(_spki(pub))
-    return keys, certs
 
 
 def _publish_membership(host, gateway_port: int = 1, deadline_s: int = 120) -> dict:
@@ -188,7 +152,7 @@ def test_no_private_key_leaves_its_home(bft):
     for f in handed:  # everything that crossed between members
         assert b"PRIVATE KEY" not in f.read_bytes(), f
     for org, h in bft.hosts.items():
-        keys, own_certs = _pem_blocks(h.home)
+        keys, own_certs = pem_blocks(h.home)
         assert len(keys) >= 12, (org, len(keys))  # peer, orderer, admin, user, key agreement, TLS, CAs
         assert stat.S_IMODE(h.home.stat().st_mode) == 0o700
         others = {pk for m, p in packages.items() if m != h.msp for pk in p.public_keys()}
@@ -200,7 +164,7 @@ def test_no_private_key_leaves_its_home(bft):
                 assert stat.S_IMODE(f.parent.stat().st_mode) == 0o700, f.parent
         for other in bft.hosts.values():  # no other member's key, by public key, anywhere in this home
             if other is not h:
-                other_keys = {pub for _, pub in _pem_blocks(other.home / "crypto")[0]}
+                other_keys = {pub for _, pub in pem_blocks(other.home / "crypto")[0]}
                 assert not other_keys & {pub for _, pub in keys}
         for pub in packages[h.msp].public_keys():  # its own package: public keys only, whose keys it keeps
             assert pub in own_certs
