@@ -209,8 +209,25 @@ def test_an_identity_revoked_by_crl_is_refused_while_the_others_work(consortium)
     assert ok, error
 
 
+def _gateway_history(host) -> list:
+    """``GET /api/v1/membership/history`` from ``host``'s own gateway, with a token of its own."""
+    import urllib.request
+
+    from benchmarks.deployment import free_port, listening, wait_for
+
+    host.start_gateway(free_port(host.address))
+    token = host.consortia("token", "issue")["token"]
+    wait_for(lambda: listening([host.procs["gateway"].pid]), 60, f"{host.name} gateway")
+    req = urllib.request.Request(
+        host.gateway_url + "/api/v1/membership/history", headers={"Authorization": f"Bearer {token}"}
+    )
+    with urllib.request.urlopen(req, timeout=120) as r:
+        return json.loads(r.read())
+
+
 def test_membership_history_shows_each_configuration_block(consortium):
     history = _governance(consortium.hosts["Org2"], "history")
+    assert _gateway_history(consortium.hosts["Org2"]) == history  # the gateway reads the same blocks
     assert [h["block"] for h in history][0] == 0
     assert (
         history[0]["members"] == [f"Org{i}MSP" for i in range(1, 5)]
