@@ -21,6 +21,7 @@ update file, the signature files and blocks cross between hosts:
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 import time
@@ -71,8 +72,13 @@ def _governance(h, *args: str, code: int = 0):
     return h.run("governance", *args, "--home", str(h.home), code=code)
 
 
+_GATEWAY_PORTS = itertools.count(10)
+
+
 def _publish_as(host, user: str) -> tuple[bool, str]:
-    """One membership record submitted by ``user`` of ``host``'s organisation: (committed, error)."""
+    """A changed membership record (a gateway port not used before: a new transaction, not a read
+    of the same record) submitted by ``user`` of ``host``'s organisation: (committed, error)."""
+    port = next(_GATEWAY_PORTS)
     code = f"""
 import json
 from exchange.locations import publish_own_membership
@@ -87,7 +93,7 @@ led = open_ledger(s, cons)
 try:
     client = ConsortiaClient(led, cons.identity({host.msp!r}, {user!r}))
     try:
-        rec = publish_own_membership(client, cons, s.node_setting("artifact_endpoint"), "https://{host.address}:3")
+        rec = publish_own_membership(client, cons, s.node_setting("artifact_endpoint"), "https://{host.address}:{port}")
         print(json.dumps({{"ok": True, "version": rec.version}}))
     except LedgerError as exc:
         print(json.dumps({{"ok": False, "error": str(exc)}}))
