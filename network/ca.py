@@ -207,6 +207,38 @@ class FabricCAClient:
                 raise OrganisationError(f"enroll {name}: {len(keys)} keys in the enrollment, not one")
             return Path(tmp, "msp", "signcerts", "cert.pem").read_bytes(), keys[0].read_bytes()
 
+    def revoke(self, name: str, reason: str) -> bytes:
+        """Revoke every certificate of ``name`` at the CA ``ca`` and generate its CRL (PEM)."""
+        home = self.layout.registrar(CA_NAME)
+        crls = home / "msp" / "crls"
+        for old in crls.glob("*.pem"):
+            old.unlink()
+        self._run(
+            [
+                "revoke",
+                *("-u", self.url, "--caname", CA_NAME, "-H", str(home)),
+                *("-e", name, "-r", reason, "--gencrl"),
+            ],
+            f"revoke {name}",
+        )
+        found = sorted(crls.glob("*.pem"))
+        if len(found) != 1:
+            raise OrganisationError(f"revoke {name}: the CA wrote {len(found)} CRLs, not one")
+        return found[0].read_bytes()
+
+
+def revoke_identity(home: str | Path, name: str, reason: str = "keycompromise") -> Path:
+    """Revoke identity ``name`` (e.g. ``User2@org2.example.com``) at the organisation's own CA, which
+    must run (``consortia org ca start``), and keep the CA's new CRL in the home
+    (:attr:`OrganisationLayout.crl`); its path. The CRL enters the channel by a configuration update
+    (``consortia governance propose revoke``)."""
+    nodes = MemberNodes(home)
+    if not nodes.running()["ca"]:
+        raise OrganisationError(f"{nodes.org.msp_id}'s CA does not run: 'consortia org ca start' first")
+    crl = FabricCAClient(nodes.layout, nodes.org, nodes.bin).revoke(name, reason)
+    write_public(nodes.layout.crl, crl)
+    return nodes.layout.crl
+
 
 def _tighten(folder: Path) -> None:
     """Folders 0700 and files 0600 under ``folder`` (Fabric CA writes some keys world-readable)."""
@@ -348,4 +380,4 @@ def init_organisation(home: str | Path, org: Organisation, fabric_home: Path | N
         raise
 
 
-__all__ = ["FabricCAClient", "init_organisation", "server_config", "tlsca_config"]
+__all__ = ["FabricCAClient", "init_organisation", "revoke_identity", "server_config", "tlsca_config"]

@@ -288,9 +288,18 @@ class MemberNodes(ProcessSupervisor):
         """The public packages this organisation was given (its own export included)."""
         return read_packages(sorted(self.layout.members.glob("*.json")))
 
-    def join_channel(self, block: Path, channel: str, nodes: tuple[str, ...] = ("orderer", "peer")) -> None:
+    def join_channel(
+        self,
+        block: Path,
+        channel: str,
+        nodes: tuple[str, ...] = ("orderer", "peer"),
+        config_block: Path | None = None,
+    ) -> None:
         """Join this organisation's own orderer (osnadmin, with its admin's TLS pair) and its own peer
-        (``peer channel join`` as its admin) to ``channel`` from its genesis block."""
+        (``peer channel join`` as its admin) to ``channel`` from its genesis block. A member added by a
+        configuration update joins its orderer from ``config_block``, the configuration block that made
+        it a member (the orderer then fetches the blocks before it from the others); its peer still
+        joins from the genesis block and pulls the rest."""
         block = Path(block).resolve()
         kept = self.layout.block(channel)
         kept.parent.mkdir(parents=True, exist_ok=True)
@@ -300,7 +309,8 @@ class MemberNodes(ProcessSupervisor):
         if "orderer" in nodes:
             self._need("orderer")
             if f'"{channel}"' not in self._osnadmin("list"):
-                self._osnadmin("join", "--channelID", channel, "--config-block", str(kept))
+                join_block = Path(config_block).resolve() if config_block else kept
+                self._osnadmin("join", "--channelID", channel, "--config-block", str(join_block))
             joined = sorted({*joined, "orderer"})
             self._record_join(channel, joined)
         if "peer" in nodes:

@@ -195,6 +195,11 @@ class OrganisationLayout:
         """The registrar's client home at the CA ``ca_name`` (``ca`` or ``tlsca``)."""
         return self.ca_home / "registrar" / ca_name
 
+    @property
+    def crl(self) -> Path:
+        """The CA's last certificate revocation list (``consortia org revoke``), public."""
+        return self.ca_home / "crl.pem"
+
     # ---- its nodes
     @property
     def fabric(self) -> Path:

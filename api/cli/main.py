@@ -10,6 +10,7 @@ from api.cli import (
     artifacts,
     audit,
     data,
+    governance,
     home,
     images,
     index,
@@ -77,6 +78,7 @@ for _module, _name in (
     (index, "index"),
     (data, "data"),
     (org, "org"),
+    (governance, "governance"),
 ):
     app.add_typer(_module.group, name=_name)
 

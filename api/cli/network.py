@@ -9,7 +9,8 @@ centre"; ``--home DIR``: the organisation's home made by ``consortia org init``,
 ``$CONSORTIA_HOME``)::
 
     network channel create --package P ... [--consensus bft|raft] [--out FILE]   the genesis block
-    network channel join --block B [--package P ...] [--node orderer|peer]       its own nodes join
+    network channel join --block B [--config-block C] [--package P ...] [--node orderer|peer]
+                                                                                  its own nodes join
     network channel fetch [WHICH] / inspect --block B [--package P ...]           blocks, checked
     network node start|stop|status [ca|orderer|peer|chaincode]                    one node of its own
     network chaincode approve|commit|status                                       the definition
@@ -305,14 +306,21 @@ def channel_create(
 
 def channel_join(
     block: Path = typer.Option(..., "--block", help="The channel's genesis block."),
+    config_block: Path | None = typer.Option(
+        None,
+        "--config-block",
+        help="A member added later: the channel's configuration block that made it a member "
+        "(consortia network channel fetch config, by a member); checked instead of the genesis block.",
+    ),
     package: list[str] = PackagesOpt,
     channel: str = ChannelOpt,
     node: list[JoiningNode] = typer.Option([], "--node", help="orderer or peer (repeat; default: both)."),
     home: Path | None = MemberHomeOpt,
     as_json: bool = JsonOpt,
 ) -> None:
-    """Join this organisation's own orderer and peer to the channel, as its own admin; the block must
-    hold exactly the members whose packages it was given (its own package comes from its own home)."""
+    """Join this organisation's own orderer and peer to the channel, as its own admin; the block (or the
+    configuration block of a later member) must hold exactly the members whose packages it was given
+    (its own package comes from its own home)."""
     from network.channel import check_block, inspect_block
     from network.config import NetworkError
     from network.member import MemberNodes
@@ -330,13 +338,17 @@ def channel_join(
         known = {pk.msp_id: pk for pk in nodes.members()}
         known.update({pk.msp_id: pk for pk in packages})
         known[own.msp_id] = own
-        config = inspect_block(block)
-        if config.channel != channel:
-            raise NetworkError(f"{block} is the block of channel {config.channel}, not {channel}")
+        genesis = inspect_block(block)
+        config = inspect_block(config_block) if config_block else genesis
+        for got in (genesis, config):
+            if got.channel != channel:
+                raise NetworkError(f"a block of channel {got.channel} given, not of {channel}")
+        if genesis.number != 0:
+            raise NetworkError(f"{block} is block {genesis.number}, not the genesis block")
         check_block(config, list(known.values()))  # exactly the members whose packages it was given
         nodes.store_packages(list(known.values()))
         which = tuple(n.value for n in node) or ("orderer", "peer")
-        nodes.join_channel(block, channel, which)
+        nodes.join_channel(block, channel, which, config_block)
         if as_json:
             return {"channel": channel, "organisation": nodes.org.msp_id, "joined": list(which)}
         return f"{nodes.org.msp_id} joined its {' and '.join(which)} to channel {channel}"

@@ -1,6 +1,7 @@
 """``consortia org``: one organisation of a consortium without a centre, on its own host
 (docs/fabric.md "A consortium without a centre"): ``init`` (its own Fabric CA and every identity it
-issues), ``export`` (its public package, the one file it hands to the others) and ``ca
+issues), ``export`` (its public package, the one file it hands to the others), ``revoke`` (one of its
+identities, with its CA's CRL) and ``ca
 start|stop|status`` (its CA, needed again for new users and revocation)."""
 
 from __future__ import annotations
@@ -102,6 +103,31 @@ def org_export(
     say(f"  digest {info['digest']} (tell it to the others by a channel they trust)")
 
 
+def org_revoke(
+    identity: str = typer.Argument(..., help="The identity's enrollment name, e.g. User2@org2.example.com."),
+    reason: str = typer.Option(
+        "keycompromise", "--reason", help="The revocation reason (Fabric CA's names)."
+    ),
+    home: Path | None = OrgHomeOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Revoke one of this organisation's own identities at its own CA and write the CA's new CRL; then
+    'consortia governance propose revoke' puts the CRL into the channel."""
+    from network.ca import revoke_identity
+    from network.config import NetworkError
+
+    try:
+        crl = revoke_identity(_home(home), identity, reason)
+    except NetworkError as exc:
+        fail(str(exc), EXIT_REFUSED, as_json, kind="revoke refused")
+    info = {"identity": identity, "crl": str(crl)}
+    if as_json:
+        emit(info, True)
+        return
+    say(f"{identity} revoked; CRL {crl}")
+    say("next: consortia governance propose revoke (signed by this organisation's admin alone)")
+
+
 def _ca(action: str, home: Path | None, as_json: bool) -> None:
     from network.config import NetworkError
     from network.member import MemberNodes
@@ -135,5 +161,6 @@ def ca_status(home: Path | None = OrgHomeOpt, as_json: bool = JsonOpt) -> None:
 
 group.command("init")(with_output(org_init))
 group.command("export")(with_output(org_export))
+group.command("revoke")(with_output(org_revoke))
 for _name, _command in (("start", ca_start), ("stop", ca_stop), ("status", ca_status)):
     ca_group.command(_name)(with_output(_command))

@@ -52,6 +52,12 @@ def test_health_and_whoami(org1, gateways):
     assert me["organisation"] == "Org1MSP" and me["user"] == "User1"
 
 
+def test_membership_history_needs_a_fabric_ledger(org1):
+    body = error(org1.get("/api/v1/membership/history"), 404, "NOT_FOUND")
+    assert "not a Fabric channel" in body["message"]  # the embedded ledger has no configuration blocks
+    error(org1.get("/api/v1/membership/history", headers={"Authorization": ""}), 401, "UNAUTHENTICATED")
+
+
 def test_requests_without_or_with_bad_tokens_are_refused(org1):
     error(org1.get("/api/v1/images", headers={"Authorization": ""}), 401, "UNAUTHENTICATED")
     error(org1.get("/api/v1/images", headers={"Authorization": "Bearer cst_Org1MSP_" + "A" * 43}), 401)

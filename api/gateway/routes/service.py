@@ -1,14 +1,16 @@
-"""The service itself: ``/`` (to the explorer), ``health`` (no authentication) and ``whoami``."""
+"""The service itself: ``/`` (to the explorer), ``health`` (no authentication), ``whoami`` and the
+channel's ``membership/history`` (its configuration blocks, docs/governance.md)."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, HTTPException
 from fastapi.responses import RedirectResponse
 
 from api import schemas as S
 from api.gateway.deps import GatewayDep, owner
+from api.gateway.errors import errors
 from api.responses import DepthSafeRoute
 from api.tokens import TokenOwner
 
@@ -35,3 +37,28 @@ def health(gw: GatewayDep) -> dict[str, Any]:
 @router.get("/api/v1/whoami", response_model=S.WhoAmI, tags=["service"])
 def whoami(who: Annotated[TokenOwner, Depends(owner)]) -> dict[str, Any]:
     return {"organisation": who.msp_id, "user": who.user, "token_id": who.token_id}
+
+
+@router.get(
+    "/api/v1/membership/history",
+    response_model=list[S.MembershipChange],
+    responses=errors(404),
+    tags=["service"],
+)
+def membership_history(gw: GatewayDep, who: Annotated[TokenOwner, Depends(owner)]) -> list[dict[str, Any]]:
+    """The channel's configuration blocks, read as the caller through ``qscc`` (a Fabric ledger only):
+    the members, consenters and revocations each one changed."""
+    from ledger.fabric.gateway import FabricLedger
+    from network.governance import membership_history as history
+
+    ledger, identity = gw.ledger, gw.client().identity
+    if not isinstance(ledger, FabricLedger):
+        raise HTTPException(
+            404, "this gateway's ledger is not a Fabric channel: it has no configuration blocks"
+        )
+
+    def block(n: int | None) -> bytes:
+        number = ledger.block_height(identity) - 1 if n is None else n
+        return ledger.evaluate(identity, "GetBlockByNumber", ledger.channel, str(number), chaincode="qscc")
+
+    return [c.to_json() for c in history(block)]
