@@ -88,8 +88,10 @@ class Host:
         dataset: str,
         params: dict,
         member_hosts: Sequence[Host] = (),
+        validation_fraction: float = 0.0,
     ) -> dict:
-        """``consortia process create …`` on this host; then each member's host (``member_hosts``, each
+        """``consortia process create …`` on this host (``validation_fraction`` 0 by default: no member
+        holds out a validation slice, so the process compares with a simulation of every row); then each member's host (``member_hosts``, each
         with its own home and admin) approves the image's digest and accepts the process (docs/consent.md),
         and this host starts it: the started process's JSON answer."""
         self.consortia(
@@ -110,6 +112,8 @@ class Host:
             dataset,
             "--hyperparameters",
             json.dumps(params),
+            "--validation-fraction",
+            str(validation_fraction),
         )
         terms = self.consortia("process", "terms", pid)
         assert isinstance(terms, dict)
