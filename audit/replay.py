@@ -51,6 +51,7 @@ from executor.runtimes.base import Limits
 from executor.runtimes.sandbox import SandboxRuntime
 from executor.task_keys import TaskKey, TaskSignatureInvalid
 from executor.tasks import run_isolated_task
+from executor.tasks import task_spec as executor_task_spec
 from ledger.client import ConsortiaClient, DisclosedRecords, ExecutionRecord, ImageRecord, ProcessRecord
 from ledger.errors import ContractError, LedgerError
 from wire.canonical import sha256_digest
@@ -195,21 +196,9 @@ def ledger_records(client: ConsortiaClient, disclosure: Disclosure) -> Disclosed
 
 
 def task_spec(process: ProcessRecord, image: ImageRecord, record: ExecutionRecord, salt: str) -> TaskSpec:
-    """The task description the organisation's agent wrote for this task (executor.node.agent)."""
-    return TaskSpec(
-        process_id=process.id,
-        round=record.round,
-        rounds=process.rounds,
-        organisation=record.organisation,
-        consortium=tuple(process.consortium),
-        process_seed=int(process.topology.get("seed", 0)),
-        algorithm=image.algorithm,
-        params=dict(process.hyperparameters or {}),
-        image_digest=process.image_digest,
-        runtime="sandbox",
-        topology=dict(process.topology),
-        data_salt=salt,
-    )
+    """The task description the organisation's agent wrote for this task (:func:`executor.tasks.task_spec`),
+    run in the auditor's sandbox."""
+    return executor_task_spec(process, image, record.organisation, record.round, "sandbox", salt)
 
 
 def _profile_id(p: Mapping[str, Any] | None) -> str | None:

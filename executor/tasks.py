@@ -32,8 +32,32 @@ from algorithms.task_spec import TaskSpec
 from executor.errors import ManifestInvalid, TaskFailed
 from executor.runtimes.base import Limits, RunOutcome, TaskMounts, TaskRuntime
 from executor.task_keys import TaskKey, destroy_key_dir, verify_task_signature
+from ledger.client import ImageRecord, ProcessRecord
 from wire import bounded_json
 from wire.canonical import canonical_json, sha256_digest
+
+
+def task_spec(
+    process: ProcessRecord, image: ImageRecord, organisation: str, rnd: int, runtime: str, data_salt: str
+) -> TaskSpec:
+    """The task description of ``organisation``'s task of round ``rnd``, from the ledger's process and image
+    records: what the node agent writes into ``in/task.json``, and what an auditor's replay rebuilds
+    (audit/replay.py), so both compute the same task."""
+    return TaskSpec(
+        process_id=process.id,
+        round=rnd,
+        rounds=process.rounds,
+        organisation=organisation,
+        consortium=tuple(process.consortium),
+        process_seed=int(process.topology.get("seed", 0)),
+        algorithm=image.algorithm,
+        params=dict(process.hyperparameters or {}),
+        image_digest=process.image_digest,
+        runtime=runtime,
+        topology=dict(process.topology),  # the task builds its neighbours from it (names and seed)
+        data_salt=data_salt,
+        validation_fraction=float(process.validation_fraction),
+    )
 
 
 @dataclass

@@ -113,7 +113,7 @@ from executor.node.workers import PrewarmEntry, SpareWorkers, WorkerPool, datase
 from executor.runtimes.base import Limits, TaskRuntime
 from executor.runtimes.warm import WarmWorker
 from executor.task_keys import TaskKey
-from executor.tasks import TaskOutputs
+from executor.tasks import TaskOutputs, task_spec
 from ledger.client import ConsortiaClient, ExecutionRecord, ImageRecord, ProcessRecord
 from ledger.errors import AlreadyExists, BudgetExceeded, InvalidState, MVCCConflict, NotFound, transient
 from ledger.identity import Consortium
@@ -616,21 +616,7 @@ class NodeAgent:
         return None
 
     def _task_spec(self, process: ProcessRecord, image: ImageRecord, rnd: int) -> TaskSpec:
-        return TaskSpec(
-            process_id=process.id,
-            round=rnd,
-            rounds=process.rounds,
-            organisation=self.org,
-            consortium=tuple(process.consortium),
-            process_seed=int(process.topology.get("seed", 0)),
-            algorithm=image.algorithm,
-            params=dict(process.hyperparameters or {}),
-            image_digest=process.image_digest,
-            runtime=self.runtime.name,
-            topology=dict(process.topology),  # the task builds its neighbours from it (names and seed)
-            data_salt=self._salt,
-            validation_fraction=float(process.validation_fraction),
-        )
+        return task_spec(process, image, self.org, rnd, self.runtime.name, self._salt)
 
     # ---- end of the process
     def _publish_model(self, process: ProcessRecord) -> None:

@@ -16,7 +16,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from algorithms import validation
 from algorithms.numeric_profile import PROFILE
+from algorithms.task_runtime import load_dataset
 from audit.disclosure import Disclosure, DisclosureError, disclose, parse_rounds
 from audit.replay import ImageSource, ReplayError, replay_disclosure, replay_process
 from benchmarks.reproducibility import ONE_THREAD, cpu_kinds, host_flags
@@ -193,7 +195,19 @@ def test_disclosed_data_differing_by_one_row_names_the_input_data(audited, tmp_p
     with np.load(io.BytesIO(bundle.dataset), allow_pickle=False) as z:
         arrays = {k: z[k] for k in z.files}
     arrays["features"] = arrays["features"].copy()
-    arrays["features"][0, 0] += 1.0  # one row differs
+    # one row differs: a training row (a row of the validation slice would change only the last round)
+    process = p.client(ORGS[0]).get_process(PID)
+    held: set[int] = set()
+    if process.validation_fraction:
+        rows = validation.slice_rows(
+            load_dataset(io.BytesIO(bundle.dataset)),
+            process.validation_fraction,
+            int(process.topology.get("seed", 0)),
+            ORGS[0],
+        )
+        held = {int(i) for i in rows}
+    row = next(i for i in range(len(arrays["features"])) if i not in held)
+    arrays["features"][row, 0] += 1.0
     buf = io.BytesIO()
     np.savez(buf, **arrays)
     # the discloser records a disclosure of the altered data for round 1 (the ledger has the bundle)
