@@ -28,17 +28,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from scipy import sparse
 
 STEP_MODES = ("seed", "degree")
 
+Adjacency = Any
+"""A symmetric 0/1 adjacency matrix with a zero diagonal: a dense ``numpy`` array or a ``scipy.sparse`` matrix."""
+
 
 # ----------------------------------------------------------------------------- graphs → W
 
 
-def _check_adjacency(adjacency) -> sparse.csr_matrix:
+def _check_adjacency(adjacency: Adjacency) -> sparse.csr_matrix:
     A = sparse.csr_matrix(adjacency, dtype=np.float64)
     if A.shape[0] != A.shape[1]:
         raise ValueError(f"adjacency must be square, got shape {A.shape}")
@@ -51,20 +55,20 @@ def _check_adjacency(adjacency) -> sparse.csr_matrix:
     return A
 
 
-def laplacian(adjacency) -> sparse.csr_matrix:
+def laplacian(adjacency: Adjacency) -> sparse.csr_matrix:
     """Graph Laplacian L = D − A, D = diag(A 1) (eq. 4)."""
     A = _check_adjacency(adjacency)
     d = np.asarray(A.sum(axis=1)).ravel()
     return (sparse.diags(d) - A).tocsr()
 
 
-def step_size(adjacency, step: str | float = "degree") -> float:
+def step_size(adjacency: Adjacency, step: str | float = "degree") -> float:
     """Consensus step ε: ``"seed"`` → 1/S (eq. 3), ``"degree"`` → 1/(d_max+1) (our default), or a number.
 
     Any ε in (0, 1/d_max] keeps W = I − εL symmetric, doubly stochastic and non-negative.
     """
     A = _check_adjacency(adjacency)
-    S = A.shape[0]
+    S = int(A.shape[0])
     if isinstance(step, str):
         if step == "seed":
             return 1.0 / S
@@ -78,14 +82,14 @@ def step_size(adjacency, step: str | float = "degree") -> float:
     return eps
 
 
-def mixing_matrix(adjacency, step: str | float = "degree") -> sparse.csr_matrix:
+def mixing_matrix(adjacency: Adjacency, step: str | float = "degree") -> sparse.csr_matrix:
     """W = I − ε L (eq. 4), as a sparse matrix."""
     L = laplacian(adjacency)
     eps = step_size(adjacency, step)
     return (sparse.identity(L.shape[0], format="csr") - eps * L).tocsr()
 
 
-def mixing_rate(adjacency, step: str | float = "degree") -> float:
+def mixing_rate(adjacency: Adjacency, step: str | float = "degree") -> float:
     """ρ(W) = max(|1 − ελ_2(L)|, |1 − ελ_S(L)|): the contraction factor of the disagreement.
 
     Dense eigen-decomposition: meant for S up to a few thousand.
@@ -98,7 +102,7 @@ def mixing_rate(adjacency, step: str | float = "degree") -> float:
     return float(max(abs(1 - eps * lam[1]), abs(1 - eps * lam[-1])))
 
 
-def algebraic_connectivity(adjacency) -> float:
+def algebraic_connectivity(adjacency: Adjacency) -> float:
     """λ_2(L), the second-smallest Laplacian eigenvalue (> 0 iff the graph is connected)."""
     lam = np.linalg.eigvalsh(laplacian(adjacency).toarray())
     return float(lam[1]) if lam.size > 1 else 0.0
@@ -126,7 +130,7 @@ def _as_matrix(values: np.ndarray) -> tuple[np.ndarray, tuple[int, ...]]:
 
 
 def consensus_iterate(
-    values: np.ndarray, adjacency, step: str | float = "degree", iterations: int = 1
+    values: np.ndarray, adjacency: Adjacency, step: str | float = "degree", iterations: int = 1
 ) -> np.ndarray:
     """Run ``iterations`` steps of eq. (3) on ``values`` (participants on axis 0); return ξ(iterations)."""
     if iterations < 0:
@@ -142,7 +146,7 @@ def consensus_iterate(
 
 def consensus_average(
     values: np.ndarray,
-    adjacency,
+    adjacency: Adjacency,
     step: str | float = "degree",
     iterations: int | None = None,
     tol: float = 1e-8,
@@ -159,14 +163,15 @@ def consensus_average(
 
 def consensus_sum(
     values: np.ndarray,
-    adjacency,
+    adjacency: Adjacency,
     step: str | float = "degree",
     iterations: int | None = None,
     tol: float = 1e-8,
 ) -> np.ndarray:
     """Σ_s ξ^s as S × the consensus average; one estimate per participant."""
-    S = np.asarray(values).shape[0]
-    return S * consensus_average(values, adjacency, step, iterations, tol)
+    S = int(np.asarray(values).shape[0])
+    total: np.ndarray = S * consensus_average(values, adjacency, step, iterations, tol)
+    return total
 
 
 def local_consensus_update(own: np.ndarray, neighbour_values: Sequence[np.ndarray], eps: float) -> np.ndarray:
@@ -180,7 +185,7 @@ def local_consensus_update(own: np.ndarray, neighbour_values: Sequence[np.ndarra
 
 def iterations_to_tolerance(
     values: np.ndarray,
-    adjacency,
+    adjacency: Adjacency,
     step: str | float = "degree",
     rel_tol: float = 1e-6,
     max_iterations: int = 1_000_000,
@@ -295,7 +300,7 @@ def session_relabellings(S: int, sessions: int, rng: np.random.Generator) -> np.
 
 def chunked_consensus_sum(
     values: np.ndarray,
-    adjacency,
+    adjacency: Adjacency,
     chunks: int,
     rngs: Sequence[np.random.Generator],
     relabel_rng: np.random.Generator | None = None,
@@ -368,7 +373,7 @@ def one_shot_sum(
     X = np.asarray(values, dtype=np.float64)
     S = X.shape[0]
     shares = S if shares is None else int(shares)
-    held: list[list[np.ndarray]] = [[None] * S for _ in range(S)]  # held[receiver][sender]
+    held: list[list[np.ndarray | None]] = [[None] * S for _ in range(S)]  # held[receiver][sender]
     for s in range(S):
         parts = split_shares(X[s], shares, rngs[s], kappa)
         recips = share_recipients(S, s, shares, rngs[s])

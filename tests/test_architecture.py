@@ -30,13 +30,25 @@ LAYERS: dict[str, set[str]] = {
     "wire": set(),
     "chaincode": {"wire"},
     "algorithms": {"wire"},
+    "consortia_sdk": {"algorithms", "wire"},  # the public algorithm SDK: a declared surface of algorithms/
     "ledger": {"chaincode", "wire"},
     "exchange": {"ledger", "wire"},  # artifact exchange: store, sealing, service, client, locations
-    "executor": {"exchange", "ledger", "algorithms", "wire"},
+    "executor": {"exchange", "ledger", "consortia_sdk", "algorithms", "wire"},
     "audit": {"executor", "exchange", "ledger", "algorithms", "wire"},
     "network": {"ledger", "chaincode", "wire"},
     "home": {"network", "audit", "executor", "exchange", "ledger", "algorithms", "wire"},
-    "api": {"home", "network", "audit", "executor", "exchange", "ledger", "algorithms", "chaincode", "wire"},
+    "api": {
+        "home",
+        "network",
+        "audit",
+        "executor",
+        "exchange",
+        "ledger",
+        "consortia_sdk",
+        "algorithms",
+        "chaincode",
+        "wire",
+    },
 }
 LAYERS["benchmarks"] = set(LAYERS)  # benchmarks may import every package; nothing imports them
 # Top-level folders that are not Python packages of the layer table.
