@@ -1,10 +1,12 @@
 """Auditor replay (audit.disclosure, audit.replay) on a real process: sandbox tasks, sealed stores, the
-embedded ledger. The process's agents compute on one emulated CPU kind (Haswell with numpy's AVX
-dispatch), the auditor -- an organisation outside the process -- replays on another (Prescott, numpy
-at its baseline): every record matches. A disclosure whose data differs by one row, an image that is
-another build, and records whose digests were computed without the profile (a node that skipped its
-check, on this machine's own kernels) are each a mismatch naming the digest. Nothing the auditor holds
-opens anything it was not disclosed, and another organisation's key does not open the disclosure."""
+embedded ledger, the image in the tests' own registry. The process's agents compute on one emulated CPU
+kind (Haswell with numpy's AVX dispatch), the auditor -- an organisation outside the process, without
+the image -- pulls it by the ledger's digest and replays on another (Prescott, numpy at its baseline):
+every record matches. A disclosure whose data differs by one row, an image that is another build, a
+registry serving other bytes under the image's reference, and records whose digests were computed
+without the profile (a node that skipped its check, on this machine's own kernels) are each a mismatch
+naming the digest. Nothing the auditor holds opens anything it was not disclosed, and another
+organisation's key does not open the disclosure. The gateway's bound on an uploaded disclosure."""
 
 from __future__ import annotations
 
