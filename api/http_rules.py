@@ -4,6 +4,8 @@ refused (422), and a 405 names every method of the resource in ``Allow``."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -62,18 +64,21 @@ def _query_params(dependant) -> list:
 
 class BodyLimit:
     """ASGI middleware: a request body over ``max_bytes`` is answered 413 before any route reads it
-    (by ``Content-Length``, or by counting the chunks of a body sent without one)."""
+    (by ``Content-Length``, or by counting the chunks of a body sent without one). ``paths`` gives a
+    path its own limit, and a note the 413 adds (how to raise it, what else to do)."""
 
-    def __init__(self, app, max_bytes: int):
+    def __init__(self, app, max_bytes: int, paths: Mapping[str, tuple[int, str]] | None = None):
         self.app = app
         self.max_bytes = max_bytes
+        self.paths = dict(paths or {})
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
+        limit, note = self.paths.get(scope.get("path", ""), (self.max_bytes, ""))
         length = dict(scope.get("headers") or []).get(b"content-length")
-        if length is not None and (not length.isdigit() or int(length) > self.max_bytes):
-            return await self._refuse(scope, receive, send)
+        if length is not None and (not length.isdigit() or int(length) > limit):
+            return await self._refuse(scope, receive, send, limit, note)
         if length is not None or scope["method"] in ("GET", "HEAD", "OPTIONS"):
             return await self.app(scope, receive, send)
         # no Content-Length (chunked): read the body here, within the limit, then replay it
@@ -85,8 +90,8 @@ class BodyLimit:
             chunks.append(message.get("body", b""))
             size += len(chunks[-1])
             more = message.get("more_body", False)
-            if size > self.max_bytes:
-                return await self._refuse(scope, receive, send)
+            if size > limit:
+                return await self._refuse(scope, receive, send, limit, note)
         body, sent = b"".join(chunks), False
 
         async def replay():
@@ -98,11 +103,12 @@ class BodyLimit:
 
         return await self.app(scope, replay, send)
 
-    async def _refuse(self, scope, receive, send):
+    async def _refuse(self, scope, receive, send, limit: int, note: str):
+        where = f" to {scope['path']}" if note else ""
         resp = error_response(
             413,
             "REQUEST_TOO_LARGE",
-            f"request bodies are limited to {self.max_bytes} bytes",
-            {"limit": self.max_bytes},
+            f"request bodies{where} are limited to {limit} bytes" + (f" ({note})" if note else ""),
+            {"limit": limit},
         )
         await resp(scope, receive, send)

@@ -159,7 +159,8 @@ class ImageSource:
     runtime: SandboxRuntime = field(default_factory=SandboxRuntime)
 
     def locate(self, image: ImageRecord) -> tuple[Path | None, str | None, str]:
-        """(bundle directory, its digest here, a note): None where it cannot be had."""
+        """(bundle directory, its digest here, a note): None where it cannot be had, the note then
+        saying why (absent, unreachable, or what the registry served and the digest it should have)."""
         if self.bundle is not None:
             return self.bundle, self.runtime.local_digest(str(self.bundle)), f"given bundle {self.bundle}"
         resolver = ImageResolver(self.runtime, self.bundles_root)
@@ -167,8 +168,8 @@ class ImageSource:
         try:
             digest = resolver.local_digest(image.reference)
         except (RegistryError, ExecutorError, OSError) as exc:
-            return d, None, f"{image.reference}: {exc}"
-        return d, digest, image.reference
+            return d, None, str(exc) if image.reference in str(exc) else f"{image.reference}: {exc}"
+        return d, digest, image.reference if digest is not None else f"{image.reference}: not on this machine"
 
 
 def ledger_records(client: ConsortiaClient, disclosure: Disclosure) -> DisclosedRecords:
@@ -216,8 +217,11 @@ def replay_task(
     work: Path,
     runtime: SandboxRuntime,
     limits: Limits = Limits(),
+    image_note: str = "",
 ) -> TaskVerdict:
-    """Check one task's inputs against its signed record, run it, compare its outputs (module doc)."""
+    """Check one task's inputs against its signed record, run it, compare its outputs (module doc).
+    ``image_note``: why the image could not be had here (:meth:`ImageSource.locate`), reported as what
+    was found in its place."""
     t0 = time.perf_counter()
     v = TaskVerdict(process.id, record.round, record.organisation)
     try:
@@ -231,7 +235,11 @@ def replay_task(
         return v
     # the image and its numeric profile
     v.differ("image", process.image_digest, result.image_digest)
-    v.differ("image", process.image_digest, local_digest)
+    if local_digest is None and image_note:
+        v.compared += 1
+        v.mismatches.append(Mismatch("image", process.image_digest, f"none: {image_note}"))
+    else:
+        v.differ("image", process.image_digest, local_digest)
     declared: NumericProfile | None = None
     if bundle_dir is not None and local_digest is not None:
         try:
@@ -322,7 +330,7 @@ def replay_disclosure(
         image = client.get_image(process.image_id)
     except (ContractError, LedgerError) as exc:
         raise ReplayError(f"image {process.image_id} of {process.id}: {exc}") from None
-    bundle_dir, local, _ = images.locate(image)
+    bundle_dir, local, image_note = images.locate(image)
     records = {r.round: r for r in found.executions}
     verdicts = []
     tmp = Path(tempfile.mkdtemp(prefix="consortia-replay-", dir=work_dir))
@@ -344,6 +352,7 @@ def replay_disclosure(
                     tmp / f"r{task.round}",
                     images.runtime,
                     limits,
+                    image_note if local is None else "",
                 )
             verdicts.append(v)
             if progress is not None:

@@ -24,6 +24,11 @@ def serve(
         False, help="Also authenticate TLS client certificates of this organisation's users."
     ),
     require_client_cert: bool = typer.Option(False, help="With --mtls: refuse connections without one."),
+    max_disclosure_mib: float | None = typer.Option(
+        None,
+        min=0.001,
+        help="The largest disclosure file POST /api/v1/replays accepts, in MiB (default 64; larger: 413).",
+    ),
     as_json: bool = typer.Option(
         False,
         "--json",
@@ -39,6 +44,8 @@ def serve(
         raise typer.BadParameter("--mtls needs --tls-cert and --tls-key", param_hint="--mtls")
     with session(home, org, as_json=as_json) as s:
         gw = s.gateway()
+        if max_disclosure_mib is not None:
+            gw.max_disclosure_bytes = int(max_disclosure_mib * 1024 * 1024)
         extra = {}
         if mtls:
             from api.mtls import ssl_options

@@ -57,7 +57,13 @@ def create_app(gw: Gateway, *, start: bool = True) -> FastAPI:
     for router in ROUTERS:
         app.include_router(router)
     app.include_router(explorer_router(gw, client, errors))  # api.explorer_routes (the web explorer's data)
-    app.add_middleware(BodyLimit, max_bytes=MAX_REQUEST_BYTES)
+    # a disclosure (data, states, inboxes) is no contract argument: its upload has its own bound
+    replays = (
+        gw.max_disclosure_bytes,
+        "set with `consortia serve --max-disclosure-mib`; `consortia audit replay FILE` replays a disclosure "
+        "of any size on this machine",
+    )
+    app.add_middleware(BodyLimit, max_bytes=MAX_REQUEST_BYTES, paths={"/api/v1/replays": replays})
     app.add_middleware(access_log.AccessLog, organisation=gw.msp_id)
     if WEB.is_dir():
         app.mount("/explorer", StaticFiles(directory=WEB, html=True), name="explorer")

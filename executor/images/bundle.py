@@ -14,6 +14,7 @@ import platform
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -159,6 +160,22 @@ def bundle_profile(bundle_dir: str | os.PathLike[str]) -> NumericProfile:
         raise ImageBuildError(f"{path} declares no known numeric profile: {exc}") from None
 
 
+def _install(tmp: Path, d: Path) -> None:
+    """Rename the finished bundle ``tmp`` to ``d``; if another builder put the same bundle there first
+    (same recipe files, same interpreter: same name), keep that one. A broken ``d`` (no bundle.json)
+    is renamed aside, then removed."""
+    if not (d / "bundle.json").exists() and d.exists():
+        aside = Path(tempfile.mkdtemp(prefix=f".{d.name}.old-", dir=d.parent))
+        os.replace(d, aside / d.name)
+        shutil.rmtree(aside, ignore_errors=True)
+    try:
+        os.replace(tmp, d)
+    except OSError:
+        if not (d / "bundle.json").exists():
+            raise
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def build_bundle(recipe: ImageRecipe, reference: str | None = None) -> BuiltImage:
     """Materialise the sandbox bundle of ``recipe`` (same files as the image's /opt/consortia).
 
@@ -167,9 +184,10 @@ def build_bundle(recipe: ImageRecipe, reference: str | None = None) -> BuiltImag
     h = hash_json(["bundle-v4", [[dst, sha256_file(src)] for src, dst in recipe.payload_files()], interp])
     d = cache_root() / "bundles" / f"{recipe.name}-{h[:16]}"
     if not (d / "bundle.json").exists():
-        tmp = d.with_name(d.name + ".partial")
-        if tmp.exists():
-            shutil.rmtree(tmp)
+        # built in a folder of its own and renamed into place whole: builders of one recipe at once
+        # (several organisations' agents on one host) never write into or remove each other's files
+        d.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{d.name}.partial-", dir=d.parent))
         for src, dst in recipe.payload_files():
             (tmp / dst).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, tmp / dst)
@@ -191,13 +209,12 @@ def build_bundle(recipe: ImageRecipe, reference: str | None = None) -> BuiltImag
         if not compileall.compile_dir(
             str(tmp), quiet=1, invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH
         ):
+            shutil.rmtree(tmp, ignore_errors=True)
             raise ImageBuildError(f"bundle {recipe.name} does not compile")
         for p in tmp.rglob("*"):
             p.chmod(0o555 if p.is_dir() else 0o444)
         tmp.chmod(0o555)
-        if d.exists():
-            shutil.rmtree(d)
-        os.replace(tmp, d)
+        _install(tmp, d)
     ref = reference or f"bundle:{d.name}"
     return BuiltImage(
         reference=ref, digest=bundle_digest(d), recipe_hash=h, runtime="sandbox", location=str(d)

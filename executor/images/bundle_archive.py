@@ -20,6 +20,8 @@ keeps one service, one CA and one kind of reference for both runtimes.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import http.client
 import io
@@ -31,6 +33,7 @@ import tarfile
 import tempfile
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
@@ -180,16 +183,19 @@ def _plain_members(tar: tarfile.TarFile) -> list[tarfile.TarInfo]:
 
 
 def unpack_archive(archive: str | os.PathLike[str], expected: str, dest: Path) -> Path:
-    """Unpack a verified archive into ``dest`` (replaced atomically); ``expected`` is its digest,
-    checked again on the bytes opened (the file may have changed since it was downloaded)."""
+    """Unpack a verified archive into ``dest``; ``expected`` is its digest, checked again on the bytes
+    opened (the file may have changed since it was downloaded).
+
+    The archive is unpacked into a folder of its own next to ``dest`` and only the finished folder is
+    renamed into place, so that a reader of ``dest`` (another agent on this host measuring its digest
+    or running a task from it) sees either no bundle or the whole one, never a half-written or
+    half-removed one; an older ``dest`` is first renamed aside, then removed."""
     data = Path(archive).read_bytes()
     got = "sha256:" + hashlib.sha256(data).hexdigest()
     if got != expected:
         raise ImageTampered(str(archive), expected, got, what="bundle archive", by="its reference")
-    tmp = dest.with_name(dest.name + ".partial")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir(parents=True)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.partial-", dir=dest.parent))
     try:
         with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
             members = _plain_members(tar)
@@ -206,20 +212,42 @@ def unpack_archive(archive: str | os.PathLike[str], expected: str, dest: Path) -
         p.chmod(0o555 if p.is_dir() else 0o444)
     tmp.chmod(0o555)
     if dest.exists():
-        shutil.rmtree(dest)
+        old = Path(tempfile.mkdtemp(prefix=f".{dest.name}.old-", dir=dest.parent))
+        os.replace(dest, old / dest.name)
+        shutil.rmtree(old, ignore_errors=True)
     os.replace(tmp, dest)
     return dest
 
 
-def fetch_bundle(reference: str, bundles_root: str | os.PathLike[str]) -> Path:
+@contextlib.contextmanager
+def _fetching(dest: Path) -> Iterator[None]:
+    """Hold the lock on fetching into ``dest``: one fetch at a time per bundle folder on this host,
+    whether the fetchers are threads of one process (the agents of several organisations, an
+    auditor's replay) or processes sharing a bundle cache."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with open(dest.parent / f".{dest.name}.lock", "a+b") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def fetch_bundle(reference: str, bundles_root: str | os.PathLike[str], *, refresh: bool = True) -> Path:
     """Fetch the bundle ``reference`` names by its archive digest and unpack it under
-    ``bundles_root``; return the bundle directory (its bundle digest is checked by the runner)."""
+    ``bundles_root``; return the bundle directory (its bundle digest is checked by the runner).
+
+    Fetchers of one bundle on this host take turns (:func:`_fetching`); without ``refresh`` a bundle
+    already there is not fetched again -- what a second agent finds once the first one has fetched it
+    (a bundle folder only ever appears whole, :func:`unpack_archive`)."""
     ref = parse_reference(reference)
     if ref is None or not ref.is_bundle:
         raise RegistryError(f"{reference!r} is not a bundle reference (host:port/{BUNDLES}NAME@sha256:…)")
     dest = pulled_bundle_dir(Path(bundles_root), ref)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="consortia-bundle-", dir=dest.parent) as tmp:
-        archive = Path(tmp) / "bundle.tar"
-        digest = download_archive(reference, archive)
-        return unpack_archive(archive, digest, dest)
+    with _fetching(dest):
+        if not refresh and (dest / "bundle.json").is_file():
+            return dest
+        with tempfile.TemporaryDirectory(prefix=".consortia-bundle-", dir=dest.parent) as tmp:
+            archive = Path(tmp) / "bundle.tar"
+            digest = download_archive(reference, archive)
+            return unpack_archive(archive, digest, dest)

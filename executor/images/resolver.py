@@ -110,8 +110,8 @@ class ImageResolver:
             raise RegistryError(f"{reference!r} is not a registry reference by digest")
         if ref.is_bundle:
             d = pulled_bundle_dir(self.bundles_root, ref)
-            if not (d / "bundle.json").exists():
-                fetch_bundle(reference, self.bundles_root)
+            if not (d / "bundle.json").exists():  # a bundle folder appears whole or not at all
+                fetch_bundle(reference, self.bundles_root, refresh=False)
             return self.runtime.local_digest(str(d))
         engine = getattr(self.runtime, "client", None)
         return local_or_pulled(engine, reference) if engine is not None else None

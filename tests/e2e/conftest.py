@@ -173,3 +173,4 @@ def dpsda_gaussian_case(orgs=ORGS3, budget: float = 10.0, rounds: int = 5) -> Ca
 
 
 from tests.executor.conftest import engine, engine_url  # noqa: E402,F401  (Podman fixtures, shared)
+from tests.executor.images.conftest import registry_addr  # noqa: E402,F401  (the tests' own registry, shared)

@@ -1,10 +1,12 @@
 """Auditor replay (audit.disclosure, audit.replay) on a real process: sandbox tasks, sealed stores, the
-embedded ledger. The process's agents compute on one emulated CPU kind (Haswell with numpy's AVX
-dispatch), the auditor -- an organisation outside the process -- replays on another (Prescott, numpy
-at its baseline): every record matches. A disclosure whose data differs by one row, an image that is
-another build, and records whose digests were computed without the profile (a node that skipped its
-check, on this machine's own kernels) are each a mismatch naming the digest. Nothing the auditor holds
-opens anything it was not disclosed, and another organisation's key does not open the disclosure."""
+embedded ledger, the image in the tests' own registry. The process's agents compute on one emulated CPU
+kind (Haswell with numpy's AVX dispatch), the auditor -- an organisation outside the process, without
+the image -- pulls it by the ledger's digest and replays on another (Prescott, numpy at its baseline):
+every record matches. A disclosure whose data differs by one row, an image that is another build, a
+registry serving other bytes under the image's reference, and records whose digests were computed
+without the profile (a node that skipped its check, on this machine's own kernels) are each a mismatch
+naming the digest. Nothing the auditor holds opens anything it was not disclosed, and another
+organisation's key does not open the disclosure. The gateway's bound on an uploaded disclosure."""
 
 from __future__ import annotations
 
@@ -26,7 +28,9 @@ from exchange.errors import ArtifactCorrupted, DecryptionError
 from exchange.service import node_store
 from exchange.store import ArtifactStore, message_info
 from executor.images.bundle import bundle_digest
+from executor.images.bundle_archive import pulled_bundle_dir
 from executor.images.recipe import cache_root
+from executor.images.reference import parse_reference
 from executor.images.resolver import ImageResolver
 from executor.node.supervisor import run_process
 from executor.process import ProcessSpec, launch, map_dataset, prepare_image
@@ -34,6 +38,7 @@ from executor.runtimes.sandbox import BUNDLE_MOUNT, SandboxRuntime
 from home.platform import Platform
 from ledger.errors import Forbidden, NotFound
 from tests.e2e.conftest import collab_rf_case, ggm_case
+from tests.executor.images.conftest import flip_blob
 
 ORGS = ("Org1MSP", "Org2MSP")
 AUDITOR = "Org3MSP"  # in the consortium, not in the process
@@ -95,9 +100,8 @@ def _platform(root: Path, consortium) -> Platform:
 
 def _run(p: Platform, pid: str, case, runtime, registry: str | None = None) -> None:
     """Build and register the case's image (pushed to ``registry`` when given: the Image record then
-    names it there by digest), launch the process among ORGS and run it to completion. (The replay test
-    with a registry image failed once on this machine: the pulled bundle measured another digest than
-    the one registered; not investigated yet, so the tests below use local bundle references.)"""
+    names it there by digest, and every agent fetches it from there), launch the process among ORGS and
+    run it to completion."""
     client = p.client(ORGS[0])
     if registry is None:
         image = prepare_image(client, case.image, "sandbox")
@@ -130,33 +134,25 @@ def _disclose_all(p: Platform, pid: str, to: str = AUDITOR, rounds: str = "all")
 
 
 @pytest.fixture(scope="module")
-def audited(tmp_path_factory, consortium):
-    """Collaborative RF between Org1 and Org2 on Haswell+npy; each discloses every round to Org3."""
+def audited(tmp_path_factory, consortium, registry_addr):
+    """Collaborative RF between Org1 and Org2 on Haswell+npy, its image in the consortium's registry
+    (each agent fetches it by digest into its own bundle cache); each discloses every round to Org3."""
     root = tmp_path_factory.mktemp("replay")
     p = _platform(root, consortium)
+    for o in ORGS:
+        p.bundles_roots[o] = root / "bundles" / o
     case = collab_rf_case(ORGS)
-    _run(p, PID, case, lambda: KindSandbox(kind("Haswell+npy")))
+    _run(p, PID, case, lambda: KindSandbox(kind("Haswell+npy")), registry=registry_addr)
     disclosures = _disclose_all(p, PID)
-    _REFERENCE[:] = [_image(p).reference]
     yield p, case, disclosures
     p.ledger.close()
 
 
 def _auditor_images(tmp_path: Path) -> ImageSource:
-    """The auditor's own machine: its own bundle cache, holding the image under the name the ledger's
-    reference gives (the digest is measured there), and its sandbox on Prescott with numpy at its
+    """The auditor's own machine: an empty bundle cache of its own (the image is fetched from the
+    registry by the ledger's reference and digest), and its sandbox on Prescott with numpy at its
     baseline."""
-    ref = _image_reference()
-    name = ref.removeprefix("bundle:")
-    shutil.copytree(cache_root() / "bundles" / name, tmp_path / "bundles" / name, symlinks=True)
     return ImageSource(tmp_path / "bundles", runtime=KindSandbox(kind("Prescott-npy")))
-
-
-_REFERENCE: list[str] = []
-
-
-def _image_reference() -> str:
-    return _REFERENCE[0]
 
 
 def _image(p: Platform):
@@ -169,13 +165,16 @@ def test_every_record_and_final_model_matches_on_another_cpu_kind(audited, tmp_p
     auditor = p.client(AUDITOR)
     key = p.consortium.encryption_key(AUDITOR)
     images = _auditor_images(tmp_path)
+    assert not images.bundles_root.exists()  # the auditor's machine does not have the image
     rep = replay_process(PID, disclosures.values(), auditor, key, images)
     assert rep.ok, json.dumps(rep.to_dict(), indent=1)[:4000]
-    # the image the auditor ran is its own copy, found by the ledger's reference in its own cache
-    ref = _image(p).reference
-    assert ImageResolver(SandboxRuntime(), images.bundles_root).bundle_dir(
-        ref
-    ) == images.bundles_root / ref.removeprefix("bundle:")
+    # the image the auditor ran is its own copy, pulled by the ledger's registry reference into its cache
+    image = _image(p)
+    ref = parse_reference(image.reference)
+    assert ref is not None and ref.is_bundle
+    pulled = ImageResolver(SandboxRuntime(), images.bundles_root).bundle_dir(image.reference)
+    assert pulled == pulled_bundle_dir(images.bundles_root, ref) and (pulled / "bundle.json").is_file()
+    assert bundle_digest(pulled, fresh=True) == image.digest == rep.reports[0].image_digest
     assert not rep.missing and not rep.errors
     assert len(rep.tasks) == len(ORGS) * case.rounds
     assert all(t.matched and t.compared >= 4 for t in rep.tasks)  # image ×2, profile ×2, data, state, outputs
@@ -241,7 +240,7 @@ def test_an_image_of_another_build_names_the_image_and_is_not_run(audited, tmp_p
     """The auditor runs its own build of the image (``--bundle``), which is not the pinned one."""
     p, _, disclosures = audited
     ref = _image(p).reference
-    agents = ImageResolver(SandboxRuntime(), cache_root() / "bundles").bundle_dir(ref)
+    agents = ImageResolver(SandboxRuntime(), p.bundles_roots[ORGS[1]]).bundle_dir(ref)
     assert agents is not None
     own = tmp_path / "rebuilt"
     shutil.copytree(agents, own, symlinks=True)
@@ -261,6 +260,34 @@ def test_an_image_of_another_build_names_the_image_and_is_not_run(audited, tmp_p
         assert [(m.what, m.recorded, m.found) for m in v.mismatches if m.what == "image"] == [
             ("image", pinned, other)
         ]
+
+
+def test_a_registry_serving_other_bytes_under_the_reference_is_refused_naming_the_digest(
+    audited, registry_addr, tmp_path
+):
+    """The registry (or whoever holds its storage) serves other bytes under the image's reference: the
+    auditor's fetch re-hashes them, runs nothing, and each verdict names the pinned image digest and the
+    archive digest the reference pins against the one served."""
+    p, _, disclosures = audited
+    image = _image(p)
+    archive = parse_reference(image.reference).digest
+    flip_blob(registry_addr, archive)
+    try:
+        images = _auditor_images(tmp_path)
+        rep = replay_disclosure(
+            disclosures[ORGS[0]], p.client(AUDITOR), p.consortium.encryption_key(AUDITOR), images
+        )
+    finally:
+        flip_blob(registry_addr, archive)  # the same bit back: the registry serves the image again
+    assert rep.tasks and not rep.ok
+    for v in rep.tasks:
+        assert not v.ran and not v.matched
+        [m] = [m for m in v.mismatches if m.what == "image"]
+        assert m.recorded == image.digest
+        assert m.found is not None and archive in m.found and "refused" in m.found, m.found
+        served = m.found.split("has digest ")[1].split(",")[0]
+        assert served.startswith("sha256:") and served != archive
+    assert not any(images.bundles_root.glob("registry-*"))  # nothing of the other bytes was kept
 
 
 def test_records_computed_without_the_profile_are_mismatches_naming_the_outputs(
@@ -458,3 +485,59 @@ def test_the_gateway_replays_an_uploaded_disclosure_and_the_explorer_lists_the_v
             assert page.status_code == 200 and "/replays" in page.text and "showReplays" in page.text
     finally:
         gw.index.close()
+
+
+def test_the_gateway_takes_a_disclosure_past_the_contract_argument_bound_up_to_its_own(audited, tmp_path):
+    """A disclosure is no contract argument: ``POST /api/v1/replays`` has its own bound (64 MiB unless
+    configured), not the 1 MiB of every other body. A disclosure of 3 MiB reaches the replay (which refuses
+    it: the ledger holds no such disclosure); the same body elsewhere is 413; a gateway configured below a
+    disclosure's size answers 413 naming its bound and how to raise it."""
+    from fastapi.testclient import TestClient
+
+    from api.gateway import Gateway, create_app
+    from api.gateway.state import MAX_DISCLOSURE_BYTES
+    from api.index import AuditIndex
+    from api.tokens import TokenStore
+    from ledger.rules import MAX_ARGUMENT_BYTES
+
+    p, _, disclosures = audited
+
+    def gateway(name: str, **limit) -> Gateway:
+        return Gateway(
+            ledger=p.ledger,
+            consortium=p.consortium,
+            msp_id=AUDITOR,
+            index=AuditIndex(tmp_path / f"{name}.db"),
+            tokens=TokenStore(tmp_path / f"{name}.json", AUDITOR),
+            artifacts=ArtifactStore(p.store_root, AUDITOR),
+            follow_interval=0,
+            **limit,
+        )
+
+    big = Disclosure(PID, ORGS[0], AUDITOR, (1,), np.random.default_rng(1).bytes(3 * 1024 * 1024))
+    body = big.to_json()
+    assert MAX_ARGUMENT_BYTES < len(body) < MAX_DISCLOSURE_BYTES
+    gw = gateway("default")
+    try:
+        with TestClient(create_app(gw), raise_server_exceptions=False) as c:
+            c.headers["Authorization"] = "Bearer " + gw.tokens.issue("User1")
+            headers = {"Content-Type": "application/json"}
+            wrapped = b'{"disclosure": ' + body + b"}"
+            r = c.post("/api/v1/replays", content=wrapped, headers=headers)
+            assert r.status_code == 400 and big.bundle_digest in r.json()["message"], r.text[:500]
+            elsewhere = c.post("/api/v1/processes", content=wrapped, headers=headers)
+            assert elsewhere.status_code == 413 and elsewhere.json()["details"]["limit"] == MAX_ARGUMENT_BYTES
+    finally:
+        gw.index.close()
+    real = disclosures[ORGS[1]].to_json()
+    small = gateway("small", max_disclosure_bytes=len(real) // 2)
+    try:
+        with TestClient(create_app(small), raise_server_exceptions=False) as c:
+            c.headers["Authorization"] = "Bearer " + small.tokens.issue("User1")
+            r = c.post("/api/v1/replays", json={"disclosure": json.loads(real)})
+            assert r.status_code == 413 and r.json()["code"] == "REQUEST_TOO_LARGE", r.text
+            assert r.json()["details"]["limit"] == len(real) // 2
+            assert "/api/v1/replays" in r.json()["message"] and "--max-disclosure-mib" in r.json()["message"]
+            assert small.replays == {} and small.disclosures == {}  # nothing was read or kept
+    finally:
+        small.index.close()

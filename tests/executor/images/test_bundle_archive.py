@@ -8,7 +8,9 @@ import io
 import os
 import shutil
 import tarfile
+import threading
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -87,6 +89,29 @@ def test_bundle_round_trips_by_digest(registry_addr, bundle, tmp_path):
     assert sorted(p.relative_to(d) for p in d.rglob("*")) == sorted(
         p.relative_to(bundle.location) for p in Path(bundle.location).rglob("*")
     )
+
+
+def test_agents_fetching_one_bundle_at_once_all_measure_the_pinned_digest(registry_addr, bundle, tmp_path):
+    """Several fetchers on one host, one bundle cache (the agents of a process's organisations on one
+    machine, an auditor's replay beside them), all asking for the bundle before any has it: each one
+    measures the digest the ledger pins. Unpacking in place let one fetcher remove or half-write the
+    folder another was measuring (a missing file, or another digest than the registered one)."""
+    ref = bundle_archive.push_bundle(bundle.location, registry_addr, "average-consensus", "t1")
+
+    def fetch(root: Path, gate: threading.Barrier) -> str | None:
+        gate.wait()
+        return ImageResolver(_SandboxDigest(), root).local_digest(ref)
+
+    for attempt in range(3):
+        root = tmp_path / f"bundles-{attempt}"
+        gate = threading.Barrier(6)
+        with ThreadPoolExecutor(6) as pool:
+            digests = [f.result() for f in [pool.submit(fetch, root, gate) for _ in range(6)]]
+        assert digests == [bundle.digest] * 6
+        assert [p.name for p in root.iterdir() if not p.name.startswith(".")] == [
+            bundle_archive.pulled_bundle_dir(root, parse_reference(ref)).name
+        ]
+        assert not [p for p in root.iterdir() if p.is_dir() and p.name.startswith(".")]  # no leftovers
 
 
 def test_flipped_byte_in_archive_is_refused(registry_addr, bundle, tmp_path):
