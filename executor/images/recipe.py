@@ -124,10 +124,11 @@ class ImageRecipe:
 
     def payload_files(self) -> list[tuple[Path, str]]:
         """(source file, path inside the build context / bundle) for the ``algorithms`` package,
-        the leaf package ``wire`` it imports, and the folder."""
+        the leaf package ``wire`` it imports, the public SDK ``consortia_sdk`` (what an algorithm
+        written outside the repository imports) and the folder."""
         files = [
             (p, f"{package}/" + str(p.relative_to(PROJECT_ROOT / package)))
-            for package in ("algorithms", "wire")
+            for package in ("algorithms", "wire", "consortia_sdk")
             for p in _source_files(PROJECT_ROOT / package)
             if p.suffix == ".py"
         ]
