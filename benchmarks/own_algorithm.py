@@ -1,7 +1,7 @@
 """The showcase of an algorithm written outside the platform: decentralised FedAvg of a PyTorch network
 (``examples/dfedavg``, written only against ``consortia_sdk``), audited and in the simulator.
 
-    python -m benchmarks.own_algorithm [--quick] [--no-audit] [--no-dp]
+    python -m benchmarks.own_algorithm [--quick] [--no-audit] [--no-dp] [--rounds N]
 
 Data: MNIST (:mod:`algorithms.datasets.mnist`, pixels scaled to [0, 1]); its official test set (2 000
 stratified rows with ``--quick``) is the common held-out test set; the training rows (a stratified
@@ -210,8 +210,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--quick", action="store_true", help="3 organisations, few rows and rounds")
     ap.add_argument("--no-audit", action="store_true", help="skip the audited run")
     ap.add_argument("--no-dp", action="store_true", help="skip the DP-SGD run")
+    ap.add_argument("--rounds", type=int, help="rounds instead of 4 (quick) / 8; reports get a -rN suffix")
     args = ap.parse_args(argv)
     orgs, train_rows, test_rows, rounds = (3, 3_000, 2_000, 4) if args.quick else (10, 30_000, None, 8)
+    rounds = args.rounds or rounds
     data, test = make_data(orgs, train_rows, test_rows)
     complete = {"kind": "complete", "seed": SEED}
     none = {"kind": "none"}
@@ -287,7 +289,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             audited_wall_seconds=round(audited["wall_seconds"], 2),
             audit_ratio=round(audited["wall_seconds"] / ((sim_wall + again_wall) / 2), 3),
         )
-    tag = "own_algorithm-quick" if args.quick else "own_algorithm"
+    tag = ("own_algorithm-quick" if args.quick else "own_algorithm") + (f"-r{rounds}" if args.rounds else "")
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / f"{tag}.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
     (RESULTS / f"{tag}.md").write_text(markdown(summary))
