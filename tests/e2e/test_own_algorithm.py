@@ -45,7 +45,7 @@ def algorithm_class(folder: Path, bundle: Path, monkeypatch):
     return getattr(importlib.import_module(module), name)
 
 
-def run_audited(platform, client, image, datasets, params, pid):
+def run_audited(platform, client, image, datasets, params, pid, warm=False):
     for o in ORGS3:
         map_dataset(platform.data_root, o, "train", datasets[o])
     launch(
@@ -53,7 +53,7 @@ def run_audited(platform, client, image, datasets, params, pid):
         ProcessSpec(pid, image.record.id, ORGS3, TOPOLOGY, params, ROUNDS, "train"),
         consent=platform.admins(ORGS3),
     )
-    return run_process(platform, pid, SandboxRuntime)
+    return run_process(platform, pid, SandboxRuntime, warm=warm)
 
 
 @pytest.mark.parametrize("kind", ["sklearn", "torch"])
@@ -69,9 +69,9 @@ def test_own_algorithm_builds_to_one_digest_and_runs_audited_as_the_simulator(
     for org in ORGS3[:2]:
         monkeypatch.setenv("CONSORTIA_CACHE", str(tmp_path / f"cache-{org}"))
         builds[org] = build_bundle(ImageRecipe.load(folder))
-    one, two = builds.values()
+    one, two = builds[ORGS3[0]], builds[ORGS3[1]]
     assert one.digest == two.digest and one.location != two.location
-    assert ((Path(one.location) / "site" / "toolz").is_dir()) == (kind == "sklearn")
+    assert ((Path(two.location) / "site" / "toolz").is_dir()) == (kind == "sklearn")
     # Org1 registers it (the one build-check-register step of `consortia image build PATH`)
     monkeypatch.setenv("CONSORTIA_CACHE", str(tmp_path / f"cache-{ORGS3[0]}"))
     client = platform.client(ORGS3[0])
@@ -80,9 +80,10 @@ def test_own_algorithm_builds_to_one_digest_and_runs_audited_as_the_simulator(
     # Org2 runs the bundle it built itself; Org1 and Org3 the one in Org1's cache
     platform.bundles_roots[ORGS3[1]] = Path(two.location).parent
     datasets = regression_data(ORGS3)
-    out = run_audited(platform, client, image, datasets, PARAMS[kind], "p-own")
+    # warm workers (one sandbox per organisation, a fresh key per round): sklearn and torch import once
+    out = run_audited(platform, client, image, datasets, PARAMS[kind], "p-own", warm=True)
     assert out.status == "completed", (out.reason, out.agent_errors)
-    cls = algorithm_class(folder, Path(one.location), monkeypatch)
+    cls = algorithm_class(folder, Path(two.location), monkeypatch)
     process = client.get_process("p-own")
     sim = consortia_sdk.simulate(
         cls(**PARAMS[kind]),
@@ -94,6 +95,30 @@ def test_own_algorithm_builds_to_one_digest_and_runs_audited_as_the_simulator(
         validation_fraction=process.validation_fraction,
     )
     assert_bit_identical(platform, client, "p-own", sim)
+
+
+def test_own_algorithm_in_a_container_runs_audited_as_the_simulator(platform, tmp_path, monkeypatch, engine):
+    """The python-base folder as a container image (its requirement installed offline in the build)."""
+    from executor.runtimes.container import ContainerRuntime
+
+    folder = write_folder(tmp_path / "outside", "sklearn")
+    client = platform.client(ORGS3[0])
+    image = prepare_image(client, str(folder), "container", engine=engine)
+    datasets = regression_data(ORGS3)
+    for o in ORGS3:
+        map_dataset(platform.data_root, o, "train", datasets[o])
+    spec = ProcessSpec("p-own-ctr", image.record.id, ORGS3, TOPOLOGY, PARAMS["sklearn"], 1, "train")
+    launch(client, spec, consent=platform.admins(ORGS3))
+    out = run_process(platform, "p-own-ctr", lambda: ContainerRuntime(client=engine))
+    assert out.status == "completed", (out.reason, out.agent_errors)
+    monkeypatch.setenv("CONSORTIA_CACHE", str(tmp_path / "cache"))  # the same requirement, as a bundle
+    cls = algorithm_class(folder, Path(build_bundle(ImageRecipe.load(folder)).location), monkeypatch)
+    fraction = client.get_process("p-own-ctr").validation_fraction
+    sim = consortia_sdk.simulate(
+        cls(**PARAMS["sklearn"]), datasets, 1, 5, consortia_sdk.ring(3), ORGS3, validation_fraction=fraction
+    )
+    assert_bit_identical(platform, client, "p-own-ctr", sim)
+    assert {r.runtime for r in client.query_executions("p-own-ctr")} == {"container"}
 
 
 def _swapped_site(tmp_path: Path, genuine: Path) -> Path:
