@@ -29,7 +29,7 @@ from executor.images.recipe import (
     sha256_file,
     tree_listing,
 )
-from executor.images.requirements import fetch_wheels, install
+from executor.images.requirements import fetch_wheels, install, of_recipe
 
 #: where every sandbox mounts a bundle (the container image's /opt/consortia): its bytecode names its
 #: sources there, whatever folder it was built in, so two builders' bundles are byte-identical
@@ -177,7 +177,7 @@ def build_bundle(recipe: ImageRecipe, reference: str | None = None) -> BuiltImag
             f"({sys.executable}), which has no torch"
         )
     interp = interpreter_identity()
-    reqs = recipe.requirements()
+    reqs = of_recipe(recipe)
     wheels = fetch_wheels(reqs)
     parts: list[Any] = ["bundle-v5", [[dst, sha256_file(src)] for src, dst in recipe.payload_files()], interp]
     if wheels:

@@ -28,7 +28,7 @@ from executor.images.recipe import (
     sha256_file,
     tree_listing,
 )
-from executor.images.requirements import fetch_wheels, stage_wheels
+from executor.images.requirements import fetch_wheels, of_recipe, stage_wheels
 from wire.env import environment
 
 if TYPE_CHECKING:
@@ -194,7 +194,7 @@ def build_image(
     (:data:`executor.images.recipe.TORCH_CONTAINER_REFUSED`)."""
     if recipe.base == "torch":
         raise ImageBuildError(f"image {recipe.name}: {TORCH_CONTAINER_REFUSED}")
-    reqs = recipe.requirements()
+    reqs = of_recipe(recipe)
     wheels = fetch_wheels(reqs)
     parent = ensure_python_image(client)
     ref = reference or recipe.reference

@@ -8,8 +8,8 @@ with ``"sdk"`` and ``"base"``, the algorithm's module importing ``consortia_sdk`
 requirements.txt pinned with hashes; no Containerfile, no entrypoint) is a recipe too: its image
 carries the folder in the same place, the platform's entrypoint (``algorithm-images/base/entrypoint.py``)
 and the SDK (``consortia_sdk``) besides ``algorithms`` and ``wire``, and its requirements' wheels
-installed offline (:mod:`executor.images.requirements`) into ``site/``. The container image is built through the engine
-(:mod:`executor.images.engine`), the sandbox's bundle from the same files
+installed offline (:mod:`executor.images.requirements`) into ``site/``. The container image is
+built through the engine (:mod:`executor.images.engine`), the sandbox's bundle from the same files
 (:mod:`executor.images.bundle`); both need the project's ``==`` pins (:func:`project_pins`) and
 hash what goes into them here.
 """
@@ -23,14 +23,11 @@ import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from algorithms.numeric_profile import NumericProfile, named
 from executor.errors import ImageBuildError
 from wire.env import environment
-
-if TYPE_CHECKING:
-    from executor.images.requirements import Requirement
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 IMAGES_DIR = PROJECT_ROOT / "algorithm-images"
@@ -191,15 +188,6 @@ class ImageRecipe:
         if self.user:
             files.append((BASE_DIR / "entrypoint.py", "image/entrypoint.py"))
         return files
-
-    def requirements(self) -> tuple[Requirement, ...]:
-        """The folder's pinned, hashed requirements (:func:`executor.images.requirements.parse`; a
-        built-in recipe has none: its base carries what it imports)."""
-        if not self.user:
-            return ()
-        from executor.images.requirements import parse
-
-        return parse(self.folder / "requirements.txt")
 
 
 def project_pins(pyproject: Path = PROJECT_ROOT / "pyproject.toml") -> dict[str, str]:

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from executor.errors import ImageBuildError
-from executor.images.recipe import WHEEL_TARGET, cache_root, sha256_file
+from executor.images.recipe import WHEEL_TARGET, ImageRecipe, cache_root, sha256_file
 
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([A-Za-z0-9][A-Za-z0-9.+!_-]*)$")
 _HASH = re.compile(r"^--hash=sha256:([0-9a-f]{64})$")
@@ -97,6 +97,12 @@ def parse(path: Path) -> tuple[Requirement, ...]:
             raise RequirementRefused(f"{where}: {name} is required twice")
         reqs[name] = Requirement(name, pin.group(2), tuple(hashes))
     return tuple(reqs[n] for n in sorted(reqs))
+
+
+def of_recipe(recipe: ImageRecipe) -> tuple[Requirement, ...]:
+    """The requirements of a user algorithm folder (a built-in recipe has none: its base carries
+    what it imports)."""
+    return parse(recipe.folder / "requirements.txt") if recipe.user else ()
 
 
 def lock_text(reqs: Sequence[Requirement]) -> str:
