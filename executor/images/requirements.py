@@ -190,3 +190,26 @@ def install(reqs: Sequence[Requirement], wheels: Sequence[Path], target: Path) -
         raise RequirementRefused(
             f"offline install of {[r.pin for r in reqs]} refused: {proc.stderr.strip()[-600:]}"
         )
+
+
+def wheel_files(wheel: Path) -> list[tuple[str, str]]:
+    """(path under the install target, hex sha256) of every file the wheel's own RECORD lists with a
+    hash, except the relocated ``*.data/`` entries: what an offline install of it leaves in ``site/``
+    byte for byte (pip rewrites RECORD itself and adds INSTALLER/REQUESTED, which carry no hash)."""
+    import base64
+    import csv
+    import io
+    import zipfile
+
+    with zipfile.ZipFile(wheel) as z:
+        record = next((n for n in z.namelist() if n.endswith(".dist-info/RECORD")), None)
+        if record is None:
+            raise RequirementRefused(f"wheel {wheel.name} has no RECORD")
+        rows = list(csv.reader(io.StringIO(z.read(record).decode())))
+    out = []
+    for row in rows:
+        if len(row) < 2 or not row[1].startswith("sha256=") or row[0].split("/", 1)[0].endswith(".data"):
+            continue
+        raw = base64.urlsafe_b64decode(row[1][len("sha256=") :] + "==")
+        out.append((row[0], raw.hex()))
+    return out

@@ -79,3 +79,11 @@ def test_a_user_algorithm_folder_builds_and_registers_under_its_tag(home, tmp_pa
     assert "'toolz==1.2.0' has no --hash" in r.stderr
     listed = json.loads(runner.invoke(app, ["image", "list", "--home", str(home), "--json"]).stdout)
     assert [i["id"] for i in listed] == ["ridge:1"]
+    # an installed file of the cached bundle altered: refused (it is not the wheel's), not registered
+    target = Path(expected.location) / "site" / "toolz" / "itertoolz.py"
+    target.chmod(0o644)
+    target.write_text(target.read_text() + "\n# swapped\n")
+    r = build(home, str(folder), "--tag", "ridge:2", code=1)
+    assert "was altered: site/toolz/itertoolz.py differs from the wheel toolz-1.2.0" in r.stderr
+    listed = json.loads(runner.invoke(app, ["image", "list", "--home", str(home), "--json"]).stdout)
+    assert [i["id"] for i in listed] == ["ridge:1"]
