@@ -11,10 +11,10 @@ subsample) are dealt to the organisations with label skew, Dirichlet(0.5) per cl
 Runs, all with the same hyper-parameters, seed and number of local updates:
 
 * **collaborative** in the simulator, on the complete graph (FedAvg, sample-weighted averaging);
-* **audited** (unless ``--no-audit``): the example folder staged as an image recipe (its files plus the
-  generic entrypoint every image has), built as a sandbox bundle and registered by digest through
-  :func:`executor.images.build.build_and_register`, run as a learning process on the embedded ledger
-  with the sandbox runtime (warm workers, one node agent per organisation); its final models must be
+* **audited** (unless ``--no-audit``): the example folder built as a user algorithm image (sandbox
+  bundle on the torch base, what ``consortia image build examples/dfedavg`` does) and registered by
+  digest through :func:`executor.images.build.build_and_register`, run as a learning process on the
+  embedded ledger with the sandbox runtime (warm workers, one node agent per organisation); its final models must be
   byte-identical to the simulator's (``bit_identical``), ``audit_ratio`` = audited wall / simulated wall;
 * **isolated**: every organisation alone (topology ``none``), and **central**: all training rows pooled
   in one organisation;
@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import shutil
 import sys
 import tempfile
 import time
@@ -59,34 +58,6 @@ DP_PARAMS: dict[str, Any] = {
     "sampling_rate": 0.05,
     "privacy_delta": DELTA,
 }
-ENTRYPOINT = '''"""Entrypoint of a user algorithm image: the task runtime for the algorithm image.json names."""
-
-import json
-import sys
-from pathlib import Path
-
-from algorithms import task_command
-
-DECLARED = json.loads((Path(__file__).resolve().parent / "image.json").read_text())
-
-if __name__ == "__main__":
-    sys.exit(
-        task_command.main(
-            sys.argv[1:], only_algorithm=DECLARED["algorithm"], numeric_profile=DECLARED["numeric_profile"]
-        )
-    )
-'''
-CONTAINERFILE = """ARG PYTHON_IMAGE
-FROM ${PYTHON_IMAGE}
-COPY algorithms /opt/consortia/algorithms
-COPY wire /opt/consortia/wire
-COPY consortia_sdk /opt/consortia/consortia_sdk
-COPY image /opt/consortia/image
-ENV PYTHONPATH=/opt/consortia:/opt/consortia/image PYTHONDONTWRITEBYTECODE=1 PYTHONHASHSEED=0
-USER 10001:10001
-WORKDIR /task
-ENTRYPOINT ["python3", "/opt/consortia/image/entrypoint.py"]
-"""
 
 
 def example_module() -> Any:
@@ -131,16 +102,6 @@ def run_sim(params: dict[str, Any], data: dict[str, LocalDataset], rounds: int, 
     return sim, time.perf_counter() - t0
 
 
-def stage_recipe(dest: Path) -> Path:
-    """The example folder as an image recipe: its own files, plus the entrypoint and Containerfile every
-    image folder has (until ``consortia image build PATH`` stages user folders itself)."""
-    folder = dest / "dfedavg"
-    shutil.copytree(EXAMPLE, folder, ignore=shutil.ignore_patterns("__pycache__", "tests", "*.pyc"))
-    (folder / "entrypoint.py").write_text(ENTRYPOINT)
-    (folder / "Containerfile").write_text(CONTAINERFILE)
-    return folder
-
-
 def run_audited(
     params: dict[str, Any], data: dict[str, LocalDataset], rounds: int, topology: dict, sim: SimulationResult
 ) -> dict[str, Any]:
@@ -164,7 +125,7 @@ def run_audited(
         t0 = time.perf_counter()
         built = build_and_register(
             client,
-            stage_recipe(root),
+            EXAMPLE,
             "sandbox",
             None,
             None,
