@@ -27,7 +27,9 @@ nominal figure is never charged. Then, by the mechanism its metrics name:
   the previous round.
 * **Gaussian rounds** (the round reports ``noise_multiplier``; DPSDA's Gaussian mode, docs/dpsda.md)
   report ``noise_multiplier`` z, ``sampling_rate`` q, ``parallel_composition`` (1: every record enters
-  one round only), ``rho_spent`` = ``rho_network_spent`` ∈ {0, 1/(2z²)} and ``privacy_delta``. The
+  one round only), ``rho_spent`` = ``rho_network_spent`` ∈ {0, 1/(2z²)} and ``privacy_delta``; a round
+  of k releases (k DP-SGD steps, each a sampled Gaussian release) reports ``gaussian_releases`` = k and
+  ``rho_spent`` = k/(2z²), and its k releases compose like k rounds. The
   contract checks them -- ρ = 1/(2z²) for the z reported (or 0: no release), δ = the budget's, z, q,
   δ, ``gradient_clip`` and the sampling as the process's hyper-parameters name them, the same z, q and
   composition as the organisation's previous round -- counts the rounds that released, and computes
@@ -348,10 +350,20 @@ def _gaussian_charge(
     rho_step = 1.0 / (2.0 * float(z) ** 2)
     rho = _metric(metrics, "rho_spent", what)
     rho_network = _metric(metrics, "rho_network_spent", what)
-    if not (rho == 0.0 or _same(rho, rho_step)):
+    steps = metrics.get("gaussian_releases")
+    if steps is None:
+        released = 1 if rho > 0 else 0
+    elif _number(steps) and steps >= 0 and steps == int(steps):
+        released = int(steps)
+    else:
         raise InvalidArgument(
-            f"{what}: the round reports rho_spent = {rho}, but a Gaussian release of noise multiplier "
-            f"z = {z} is ρ = 1/(2z²) = {rho_step:.12g} (or 0 for a round that releases nothing)"
+            f"{what}: a Gaussian round's 'gaussian_releases' must be a non-negative integer, got {steps!r}"
+        )
+    if not ((released == 0 and rho == 0.0) or (released > 0 and _same(rho, released * rho_step))):
+        raise InvalidArgument(
+            f"{what}: the round reports rho_spent = {rho} for {released} release(s), but a Gaussian "
+            f"release of noise multiplier z = {z} is ρ = 1/(2z²) = {rho_step:.12g} each (0 for a round "
+            f"that releases nothing)"
         )
     if rho_network != rho:
         raise InvalidArgument(
@@ -387,7 +399,6 @@ def _gaussian_charge(
             f"organisation's previous round had z = {previous.noise_multiplier}, q = "
             f"{previous.sampling_rate}, parallel_composition = {previous.parallel_composition}"
         )
-    released = 1 if rho > 0 else 0
     releases = ((previous.network.releases or 0) if previous else 0) + released
     accounting, rho_total, epsilon = gaussian_epsilon(float(z), float(q), parallel == 1, releases, delta)
     spent = PrivacySpent(rho=rho_step * released, releases=released)

@@ -52,7 +52,7 @@ LAYERS: dict[str, set[str]] = {
 }
 LAYERS["benchmarks"] = set(LAYERS)  # benchmarks may import every package; nothing imports them
 # Top-level folders that are not Python packages of the layer table.
-NOT_PACKAGES = {"tests", "scripts", "docs", "algorithm-images", "fabric-network"}
+NOT_PACKAGES = {"tests", "scripts", "docs", "algorithm-images", "fabric-network", "examples"}
 
 
 @dataclass(frozen=True)
@@ -399,3 +399,24 @@ def test_the_rules_name_modules_that_exist():
     named |= {"ledger.interface", "ledger.errors", "ledger.identity", "ledger.cryptogen"}
     named |= CONTRACTS | FAMILIES | ALGORITHM_BASE
     assert sorted(named - set(modules())) == []
+
+
+def test_example_algorithms_import_only_the_sdk_of_the_project():
+    """An algorithm in examples/ is written as a user outside the repository writes one: of this
+    project it imports ``consortia_sdk`` only (docs/sdk.md); torch, numpy and the like are its own."""
+    project = set(LAYERS) | NOT_PACKAGES - {"examples"}
+    found = []
+    for path in sorted((ROOT / "examples").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            found += [
+                f"{path.relative_to(ROOT)}:{node.lineno} imports {n}"
+                for n in names
+                if n.split(".")[0] in project and n.split(".")[0] != "consortia_sdk"
+            ]
+    assert list((ROOT / "examples").rglob("*.py")), "no example algorithm found"
+    assert found == []

@@ -37,14 +37,20 @@ def image_register(
 @journey(group, "build")
 def image_build(
     s: Session,
-    name: str = typer.Argument(..., help="A folder of algorithm-images/ (e.g. collab-rf) or a path."),
+    name: str = typer.Argument(
+        ...,
+        help="A folder of algorithm-images/ (e.g. collab-rf), or the path of a recipe or of your algorithm folder.",
+    ),
     runtime: str = typer.Option("sandbox", help="sandbox (bubblewrap bundle) or container (Podman)."),
-    image_id: str | None = typer.Option(None, "--id", help="Image id (default NAME:VERSION of image.json)."),
+    image_id: str | None = typer.Option(
+        None, "--id", "--tag", help="Image id NAME:VERSION (default: name and version of image.json)."
+    ),
     registry: str | None = typer.Option(
         None, help="host:port of the consortium's registry: push there, register the reference by digest."
     ),
 ) -> None:
-    """Build an algorithm image, check its digest against what was built, (push it,) and register it."""
+    """Build an algorithm image (a built-in recipe, or your algorithm folder with its hash-pinned
+    requirements installed offline), check its digest against what was built, (push it,) and register it."""
     from executor.errors import ExecutorError
     from executor.images.build import build_and_register
 

@@ -6,7 +6,7 @@ the container image (:func:`executor.images.engine.build_image`) of a recipe fol
 before anything reaches the ledger:
 
 * sandbox: every source file of the recipe (and of the ``algorithms`` package) is in the bundle
-  byte for byte, and the bundle's digest recomputed from its files (no cache) equals the digest
+  byte for byte, so is every file of a user folder's requirements' wheels, and the bundle's digest recomputed from its files (no cache) equals the digest
   the build reported -- a cached bundle someone edited is refused, not registered;
 * container: the engine's id of the tagged image equals the digest the build reported.
 
@@ -35,6 +35,7 @@ from executor.images.bundle_archive import push_bundle
 from executor.images.engine import build_image, engine_client, local_image_digest
 from executor.images.recipe import IMAGES_DIR, BuiltImage, ImageRecipe, sha256_file
 from executor.images.registry import push_image
+from executor.images.requirements import fetch_wheels, of_recipe, wheel_files
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,8 @@ def recipe_from(name_or_path: str | os.PathLike) -> ImageRecipe:
 
 
 def check_bundle(recipe: ImageRecipe, built: BuiltImage) -> None:
-    """The bundle on disk is what ``recipe`` makes, and its digest is ``built.digest``."""
+    """The bundle on disk is what ``recipe`` makes (its requirements' installed files are those of
+    their hash-checked wheels), and its digest is ``built.digest``."""
     d = Path(built.location)
     for src, dst in recipe.payload_files():
         copy = d / dst
@@ -81,6 +83,14 @@ def check_bundle(recipe: ImageRecipe, built: BuiltImage) -> None:
                 f"bundle {d} was altered: {dst} differs from the recipe's {src} "
                 f"(delete that folder and build again)"
             )
+    for wheel in fetch_wheels(of_recipe(recipe)):  # hash-checked again; its files as installed
+        for path, digest in wheel_files(wheel):
+            copy = d / "site" / path
+            if not copy.is_file() or sha256_file(copy) != digest:
+                raise ImageBuildError(
+                    f"bundle {d} was altered: site/{path} differs from the wheel {wheel.name} "
+                    f"(delete that folder and build again)"
+                )
     fresh = bundle_digest(d, fresh=True)  # recomputed from the files, not remembered
     if fresh != built.digest:
         raise ImageDigestMismatch(built.reference, built.digest, fresh)

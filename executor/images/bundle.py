@@ -8,6 +8,7 @@ that runs it, never read from the bundle itself.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import platform
@@ -29,6 +30,11 @@ from executor.images.recipe import (
     sha256_file,
     tree_listing,
 )
+from executor.images.requirements import fetch_wheels, install, of_recipe
+
+#: where every sandbox mounts a bundle (the container image's /opt/consortia): its bytecode names its
+#: sources there, whatever folder it was built in, so two builders' bundles are byte-identical
+BUNDLE_MOUNT = "/opt/consortia"
 
 
 def interpreter_identity(python: str | os.PathLike[str] | None = None) -> dict[str, Any]:
@@ -177,11 +183,23 @@ def _install(tmp: Path, d: Path) -> None:
 
 
 def build_bundle(recipe: ImageRecipe, reference: str | None = None) -> BuiltImage:
-    """Materialise the sandbox bundle of ``recipe`` (same files as the image's /opt/consortia).
+    """Materialise the sandbox bundle of ``recipe`` (same files as the image's /opt/consortia): for a
+    user folder also its requirements, installed offline from their hash-checked wheels into
+    ``site/`` (:mod:`executor.images.requirements`); the torch base needs torch in this interpreter.
 
     Its reference is ``bundle:<directory name>`` (resolved under ``<cache>/bundles``)."""
+    if recipe.base == "torch" and importlib.util.find_spec("torch") is None:
+        raise ImageBuildError(
+            f"image {recipe.name} builds on the torch base: the sandbox runs it with this interpreter "
+            f"({sys.executable}), which has no torch"
+        )
     interp = interpreter_identity()
-    h = hash_json(["bundle-v4", [[dst, sha256_file(src)] for src, dst in recipe.payload_files()], interp])
+    reqs = of_recipe(recipe)
+    wheels = fetch_wheels(reqs)
+    parts: list[Any] = ["bundle-v5", [[dst, sha256_file(src)] for src, dst in recipe.payload_files()], interp]
+    if wheels:
+        parts.append([[w.name, sha256_file(w)] for w in wheels])
+    h = hash_json(parts)
     d = cache_root() / "bundles" / f"{recipe.name}-{h[:16]}"
     if not (d / "bundle.json").exists():
         # built in a folder of its own and renamed into place whole: builders of one recipe at once
@@ -191,6 +209,7 @@ def build_bundle(recipe: ImageRecipe, reference: str | None = None) -> BuiltImag
         for src, dst in recipe.payload_files():
             (tmp / dst).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, tmp / dst)
+        install(reqs, wheels, tmp / "site")
         (tmp / "bundle.json").write_text(
             json.dumps(
                 {
@@ -198,6 +217,8 @@ def build_bundle(recipe: ImageRecipe, reference: str | None = None) -> BuiltImag
                     "interpreter": interp,
                     "algorithm": recipe.algorithm,
                     "numeric_profile": recipe.numeric_profile.id,
+                    "base": recipe.base,
+                    "requirements": [r.line() for r in reqs],
                 },
                 sort_keys=True,
             )
@@ -207,7 +228,10 @@ def build_bundle(recipe: ImageRecipe, reference: str | None = None) -> BuiltImag
         import py_compile
 
         if not compileall.compile_dir(
-            str(tmp), quiet=1, invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH
+            str(tmp),
+            quiet=1,
+            ddir=BUNDLE_MOUNT,
+            invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH,
         ):
             shutil.rmtree(tmp, ignore_errors=True)
             raise ImageBuildError(f"bundle {recipe.name} does not compile")

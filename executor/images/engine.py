@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING
 from executor.errors import ImageBuildError
 from executor.images.recipe import (
     BASE_DIR,
+    TORCH_CONTAINER_REFUSED,
+    WHEEL_TARGET,
     BuiltImage,
     ImageRecipe,
     cache_root,
@@ -26,6 +28,7 @@ from executor.images.recipe import (
     sha256_file,
     tree_listing,
 )
+from executor.images.requirements import fetch_wheels, of_recipe, stage_wheels
 from wire.env import environment
 
 if TYPE_CHECKING:
@@ -53,18 +56,7 @@ def download_wheels() -> Path:
         "-q",
         "--disable-pip-version-check",
         "--only-binary=:all:",
-        "--python-version",
-        "3.11",
-        "--implementation",
-        "cp",
-        "--platform",
-        "manylinux_2_28_x86_64",
-        "--platform",
-        "manylinux_2_17_x86_64",
-        "--platform",
-        "manylinux2014_x86_64",
-        "--platform",
-        "any",
+        *WHEEL_TARGET,
         "-d",
         str(d),
         *reqs,
@@ -186,17 +178,27 @@ def _same_fs(a: Path, b: Path) -> bool:
     return os.stat(a).st_dev == os.stat(b).st_dev
 
 
-def _recipe_hash(recipe: ImageRecipe, parent: str) -> str:
-    return hash_json([parent, [[dst, sha256_file(src)] for src, dst in recipe.payload_files()]])
+def _recipe_hash(recipe: ImageRecipe, parent: str, wheels: list[Path]) -> str:
+    parts = [parent, [[dst, sha256_file(src)] for src, dst in recipe.payload_files()]]
+    if wheels:
+        parts.append([[w.name, sha256_file(w)] for w in wheels])
+    return hash_json(parts)
 
 
 def build_image(
     client: docker.DockerClient, recipe: ImageRecipe, reference: str | None = None, force: bool = False
 ) -> BuiltImage:
-    """Build (or reuse) the container image of ``recipe``; tag it ``reference``."""
+    """Build (or reuse) the container image of ``recipe``; tag it ``reference``. A user folder's
+    requirements are downloaded with hash checking on the host and installed offline in the build
+    (``algorithm-images/base/Containerfile.user``); the torch base is refused
+    (:data:`executor.images.recipe.TORCH_CONTAINER_REFUSED`)."""
+    if recipe.base == "torch":
+        raise ImageBuildError(f"image {recipe.name}: {TORCH_CONTAINER_REFUSED}")
+    reqs = of_recipe(recipe)
+    wheels = fetch_wheels(reqs)
     parent = ensure_python_image(client)
     ref = reference or recipe.reference
-    h = _recipe_hash(recipe, parent)
+    h = _recipe_hash(recipe, parent, wheels)
     cached = f"consortia-cache/{recipe.name}:{h[:16]}"
     image_id = None if force else _image_id(client, cached)
     if image_id is None:
@@ -206,6 +208,8 @@ def build_image(
         for src, dst in recipe.payload_files():
             (ctx / dst).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, ctx / dst)
+        if recipe.user:
+            stage_wheels(reqs, wheels, ctx / "wheels")
         (ctx / "Containerfile").write_text(recipe.containerfile())
         image_id = _build(
             client,

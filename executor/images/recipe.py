@@ -1,10 +1,15 @@
 """Algorithm image recipes: what goes into an image, and the hashes its layers are cached by
 (docs/executor.md "Images and digests").
 
-One folder of ``algorithm-images/`` is one recipe (Containerfile, image.json, entrypoint, algorithm
-module); an image carries it plus the project's ``algorithms`` package and the leaf package ``wire``
-(canonical JSON, digests) it imports. The container image is built through the engine
-(:mod:`executor.images.engine`), the sandbox's bundle from the same files
+One folder of ``algorithm-images/`` is one built-in recipe (Containerfile, image.json, entrypoint,
+algorithm module); an image carries it plus the project's ``algorithms`` package and the leaf package
+``wire`` (canonical JSON, digests) it imports. A **user algorithm folder** (docs/sdk.md: image.json
+with ``"sdk"`` and ``"base"``, the algorithm's module importing ``consortia_sdk`` only,
+requirements.txt pinned with hashes; no Containerfile, no entrypoint) is a recipe too: its image
+carries the folder in the same place, the platform's entrypoint (``algorithm-images/base/entrypoint.py``)
+and the SDK (``consortia_sdk``) besides ``algorithms`` and ``wire``, and its requirements' wheels
+installed offline (:mod:`executor.images.requirements`) into ``site/``. The container image is
+built through the engine (:mod:`executor.images.engine`), the sandbox's bundle from the same files
 (:mod:`executor.images.bundle`); both need the project's ``==`` pins (:func:`project_pins`) and
 hash what goes into them here.
 """
@@ -27,6 +32,31 @@ from wire.env import environment
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 IMAGES_DIR = PROJECT_ROOT / "algorithm-images"
 BASE_DIR = IMAGES_DIR / "base"
+
+#: the bases a user algorithm folder may declare in image.json ("base"): the project's Python layer
+#: (numpy, scipy, scikit-learn) or the same with torch
+BASES = ("python", "torch")
+#: why the torch base has no container image (the sandbox runs it with the host interpreter's torch)
+TORCH_CONTAINER_REFUSED = (
+    "the torch base runs with the sandbox runtime only: PyPI's only torch 2.15.0 wheel for this platform "
+    "is the CUDA build, which does not import without its ~3 GB of nvidia-* wheels, and no CPU-only "
+    'build of that version is on PyPI; build it with --runtime sandbox (docs/audited-process.md "Images")'
+)
+#: the interpreter and platform every wheel of an image is downloaded for (CPython 3.11, x86-64 Linux)
+WHEEL_TARGET = (
+    "--python-version",
+    "3.11",
+    "--implementation",
+    "cp",
+    "--platform",
+    "manylinux_2_28_x86_64",
+    "--platform",
+    "manylinux_2_17_x86_64",
+    "--platform",
+    "manylinux2014_x86_64",
+    "--platform",
+    "any",
+)
 
 
 def cache_root() -> Path:
@@ -52,14 +82,15 @@ def hash_json(value: Any) -> str:
 
 
 def _source_files(root: Path) -> list[Path]:
-    """Files that belong in an image from a source folder (no caches, no bytecode)."""
+    """Files that belong in an image from a source folder (no caches, no bytecode, nothing hidden)."""
     out = []
     for p in sorted(root.rglob("*")):
+        parts = p.relative_to(root).parts
         if (
             p.is_file()
-            and "__pycache__" not in p.parts
+            and "__pycache__" not in parts
             and p.suffix not in (".pyc", ".pyo")
-            and not p.name.startswith(".")
+            and not any(part.startswith(".") for part in parts)
         ):
             out.append(p)
     return out
@@ -70,17 +101,21 @@ def _source_files(root: Path) -> list[Path]:
 
 @dataclass(frozen=True)
 class ImageRecipe:
-    """One folder of ``algorithm-images/``: Containerfile, image.json, entrypoint.py, module(s).
+    """One folder of ``algorithm-images/`` (Containerfile, image.json, entrypoint.py, module(s)), or
+    a user algorithm folder (``user``: image.json, module(s), requirements.txt).
 
     ``numeric_profile``: the profile ``image.json`` declares (``"numeric_profile": "x86-64-v2/1"``,
     :mod:`algorithms.numeric_profile`); its environment is the image's (container) or the sandbox's,
-    and its tasks refuse to run where it is not in effect."""
+    and its tasks refuse to run where it is not in effect. ``base``: what the image builds on
+    (:data:`BASES`; built-in recipes name theirs in their Containerfile and are ``python``)."""
 
     folder: Path
     name: str
     version: str
     algorithm: str
     numeric_profile: NumericProfile
+    user: bool = False
+    base: str = "python"
 
     @classmethod
     def load(cls, folder: str | os.PathLike[str]) -> ImageRecipe:
@@ -89,17 +124,32 @@ class ImageRecipe:
             meta = json.loads((folder / "image.json").read_text())
         except FileNotFoundError:
             raise ImageBuildError(f"{folder} is not an image recipe (no image.json)") from None
-        for f in ("Containerfile", "entrypoint.py"):
-            if not (folder / f).is_file():
-                raise ImageBuildError(f"image recipe {folder} lacks {f}")
+        except ValueError as exc:
+            raise ImageBuildError(f"{folder}/image.json is not JSON: {exc}") from None
+        user = not (folder / "Containerfile").is_file()
+        if user and "sdk" not in meta:
+            raise ImageBuildError(
+                f"{folder} is neither a built-in image recipe (no Containerfile) nor a user algorithm "
+                'folder (its image.json names no "sdk" version, docs/sdk.md)'
+            )
+        if user and (folder / "entrypoint.py").exists():
+            raise ImageBuildError(
+                f"{folder}/entrypoint.py: a user algorithm folder has no entrypoint (the platform's "
+                "runs the algorithm image.json names); rename that module"
+            )
+        if not user and not (folder / "entrypoint.py").is_file():
+            raise ImageBuildError(f"image recipe {folder} lacks entrypoint.py")
         for k in ("name", "version", "algorithm", "numeric_profile"):
             if not isinstance(meta.get(k), str) or not meta[k]:
                 raise ImageBuildError(f"{folder}/image.json: {k!r} must be a non-empty string")
+        base = meta.get("base", "python")
+        if base not in BASES:
+            raise ImageBuildError(f"{folder}/image.json: base {base!r} is not one of {list(BASES)}")
         try:
             profile = named(meta["numeric_profile"])
         except ValueError as exc:
             raise ImageBuildError(f"{folder}/image.json: {exc}") from None
-        return cls(folder, meta["name"], meta["version"], meta["algorithm"], profile)
+        return cls(folder, meta["name"], meta["version"], meta["algorithm"], profile, user, base)
 
     @classmethod
     def named(cls, name: str) -> ImageRecipe:
@@ -114,9 +164,10 @@ class ImageRecipe:
         appended: the image's configuration (so its digest) carries the profile, and every container
         of it starts under it whatever the engine's environment."""
         profile = self.numeric_profile
+        containerfile = BASE_DIR / "Containerfile.user" if self.user else self.folder / "Containerfile"
         env = " \\\n    ".join(f"{k}={json.dumps(v)}" for k, v in sorted(profile.environ().items()))
         return (
-            (self.folder / "Containerfile").read_text().rstrip("\n")
+            containerfile.read_text().rstrip("\n")
             + f"\n# the numeric profile image.json declares (algorithms.numeric_profile)\nENV {env}\n"
             + f'LABEL org.consortia.numeric_profile="{profile.id}" '
             + f'org.consortia.numeric_profile_digest="{profile.digest}"\n'
@@ -124,14 +175,18 @@ class ImageRecipe:
 
     def payload_files(self) -> list[tuple[Path, str]]:
         """(source file, path inside the build context / bundle) for the ``algorithms`` package,
-        the leaf package ``wire`` it imports, and the folder."""
+        the leaf package ``wire`` it imports, and the folder; for a user folder also the SDK
+        (``consortia_sdk``) and the platform's entrypoint."""
+        packages = ("algorithms", "wire", "consortia_sdk") if self.user else ("algorithms", "wire")
         files = [
             (p, f"{package}/" + str(p.relative_to(PROJECT_ROOT / package)))
-            for package in ("algorithms", "wire")
+            for package in packages
             for p in _source_files(PROJECT_ROOT / package)
             if p.suffix == ".py"
         ]
         files += [(p, "image/" + str(p.relative_to(self.folder))) for p in _source_files(self.folder)]
+        if self.user:
+            files.append((BASE_DIR / "entrypoint.py", "image/entrypoint.py"))
         return files
 
 

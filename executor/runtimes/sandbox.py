@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from executor.errors import ImageBuildError, RuntimeUnavailable
+from executor.images.bundle import BUNDLE_MOUNT
 from executor.runtimes.base import (
     DATA,
     KEY_DIR,
@@ -45,7 +46,6 @@ from executor.runtimes.tools import ToolMissing, find_tool
 from executor.task_keys import TASK_GID, TASK_UID
 
 CGROUP_V1 = Path("/sys/fs/cgroup")
-BUNDLE_MOUNT = "/opt/consortia"
 
 
 # sh -c script: write this shell's pid into each cgroup.procs file given before "--", then exec the rest
@@ -201,7 +201,7 @@ class SandboxRuntime:
             "--clearenv",
             "--setenv",
             "PYTHONPATH",
-            f"{BUNDLE_MOUNT}:{BUNDLE_MOUNT}/image",
+            f"{BUNDLE_MOUNT}:{BUNDLE_MOUNT}/image:{BUNDLE_MOUNT}/site",
             "--setenv",
             "PYTHONDONTWRITEBYTECODE",
             "1",

@@ -63,3 +63,27 @@ def test_an_altered_cached_bundle_is_refused_not_registered(home):
 def test_unknown_recipe_is_a_usage_error(home):
     r = build(home, "no-such-image", code=2)
     assert "no image recipe 'no-such-image'" in r.stderr and "collab-rf" in r.stderr
+
+
+def test_a_user_algorithm_folder_builds_and_registers_under_its_tag(home, tmp_path):
+    from tests.support.own_algorithm import write_folder
+
+    folder = write_folder(tmp_path / "outside", "sklearn")
+    out = json.loads(build(home, str(folder), "--tag", "ridge:1").stdout)
+    expected = build_bundle(ImageRecipe.load(folder))
+    assert out["id"] == "ridge:1" and out["digest"] == expected.digest and out["registered"] is True
+    assert out["algorithm"] == "ridge_consensus:RidgeConsensus"
+    # a requirement without its hash: refused, naming it, and nothing registered
+    bad = write_folder(tmp_path / "bad", "sklearn", requirements="toolz==1.2.0\n")
+    r = build(home, str(bad), "--tag", "bad:1", code=1)
+    assert "'toolz==1.2.0' has no --hash" in r.stderr
+    listed = json.loads(runner.invoke(app, ["image", "list", "--home", str(home), "--json"]).stdout)
+    assert [i["id"] for i in listed] == ["ridge:1"]
+    # an installed file of the cached bundle altered: refused (it is not the wheel's), not registered
+    target = Path(expected.location) / "site" / "toolz" / "itertoolz.py"
+    target.chmod(0o644)
+    target.write_text(target.read_text() + "\n# swapped\n")
+    r = build(home, str(folder), "--tag", "ridge:2", code=1)
+    assert "was altered: site/toolz/itertoolz.py differs from the wheel toolz-1.2.0" in r.stderr
+    listed = json.loads(runner.invoke(app, ["image", "list", "--home", str(home), "--json"]).stdout)
+    assert [i["id"] for i in listed] == ["ridge:1"]

@@ -27,14 +27,14 @@ from benchmarks.reproducibility import ONE_THREAD, cpu_kinds, host_flags
 from exchange.errors import ArtifactCorrupted, DecryptionError
 from exchange.service import node_store
 from exchange.store import ArtifactStore, message_info
-from executor.images.bundle import bundle_digest
+from executor.images.bundle import BUNDLE_MOUNT, bundle_digest
 from executor.images.bundle_archive import pulled_bundle_dir
 from executor.images.recipe import cache_root
 from executor.images.reference import parse_reference
 from executor.images.resolver import ImageResolver
 from executor.node.supervisor import run_process
 from executor.process import ProcessSpec, launch, map_dataset, prepare_image
-from executor.runtimes.sandbox import BUNDLE_MOUNT, SandboxRuntime
+from executor.runtimes.sandbox import SandboxRuntime
 from home.platform import Platform
 from ledger.errors import Forbidden, NotFound
 from tests.e2e.conftest import collab_rf_case, ggm_case

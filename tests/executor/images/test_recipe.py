@@ -29,8 +29,38 @@ def test_recipe_loads_and_validates(tmp_path, recipe):
         ImageRecipe.load(tmp_path)
     meta = {"name": "x", "version": "1", "algorithm": "a:B", "numeric_profile": PROFILE.id}
     (tmp_path / "image.json").write_text(json.dumps(meta))
-    with pytest.raises(ImageBuildError, match="lacks Containerfile"):
+    with pytest.raises(
+        ImageBuildError, match="neither a built-in image recipe .no Containerfile. nor a user"
+    ):
         ImageRecipe.load(tmp_path)
+    (tmp_path / "Containerfile").write_text("")
+    with pytest.raises(ImageBuildError, match="lacks entrypoint.py"):
+        ImageRecipe.load(tmp_path)
+
+
+def test_a_user_algorithm_folder_is_a_recipe_with_the_sdk_and_the_platforms_entrypoint(tmp_path):
+    from executor.images.recipe import BASE_DIR
+    from tests.support.own_algorithm import write_folder
+
+    folder = write_folder(tmp_path, "sklearn")
+    (folder / ".venv").mkdir()
+    (folder / ".venv" / "junk.py").write_text("")
+    user = ImageRecipe.load(folder)
+    assert user.user and user.base == "python" and user.algorithm == "ridge_consensus:RidgeConsensus"
+    files = dict((d, s) for s, d in user.payload_files())
+    assert files["image/entrypoint.py"] == BASE_DIR / "entrypoint.py"
+    assert {"consortia_sdk/__init__.py", "image/ridge_consensus.py", "image/requirements.txt"} <= set(files)
+    assert not any(".venv" in d for d in files)
+    assert user.containerfile().startswith((BASE_DIR / "Containerfile.user").read_text().rstrip("\n"))
+    assert ImageRecipe.load(write_folder(tmp_path / "t", "torch")).base == "torch"
+    meta = json.loads((folder / "image.json").read_text())
+    (folder / "image.json").write_text(json.dumps({**meta, "base": "jax"}))
+    with pytest.raises(ImageBuildError, match="base 'jax' is not one of"):
+        ImageRecipe.load(folder)
+    (folder / "image.json").write_text(json.dumps(meta))
+    (folder / "entrypoint.py").write_text("")
+    with pytest.raises(ImageBuildError, match="a user algorithm folder has no entrypoint"):
+        ImageRecipe.load(folder)
 
 
 def test_every_image_declares_the_numeric_profile_and_carries_its_environment(tmp_path, recipe):
