@@ -58,7 +58,12 @@ TEMPLATES: dict[str, TemplateKind] = {
         base="python",
         base_packages="numpy, scipy and scikit-learn (the platform's pinned versions)",
         parameters={
-            "epochs": {"type": "integer", "default": 5, "minimum": 1, "description": "local SGD epochs per round"},
+            "epochs": {
+                "type": "integer",
+                "default": 5,
+                "minimum": 1,
+                "description": "local SGD epochs per round",
+            },
             "learning_rate": {
                 "type": "number",
                 "default": 0.05,
@@ -81,7 +86,12 @@ TEMPLATES: dict[str, TemplateKind] = {
         base_packages="torch (CPU) besides numpy, scipy and scikit-learn (the platform's pinned versions)",
         parameters={
             "hidden": {"type": "integer", "default": 16, "minimum": 1, "description": "hidden units"},
-            "epochs": {"type": "integer", "default": 2, "minimum": 1, "description": "local epochs per round"},
+            "epochs": {
+                "type": "integer",
+                "default": 2,
+                "minimum": 1,
+                "description": "local epochs per round",
+            },
             "batch_size": {"type": "integer", "default": 32, "minimum": 1, "description": "mini-batch rows"},
             "learning_rate": {
                 "type": "number",
