@@ -88,11 +88,11 @@ TEMPLATES: dict[str, TemplateKind] = {
             "hidden": {"type": "integer", "default": 16, "minimum": 1, "description": "hidden units"},
             "epochs": {
                 "type": "integer",
-                "default": 2,
+                "default": 5,
                 "minimum": 1,
                 "description": "local epochs per round",
             },
-            "batch_size": {"type": "integer", "default": 32, "minimum": 1, "description": "mini-batch rows"},
+            "batch_size": {"type": "integer", "default": 16, "minimum": 1, "description": "mini-batch rows"},
             "learning_rate": {
                 "type": "number",
                 "default": 0.1,

@@ -182,8 +182,11 @@ def simulate(
         print(json.dumps(done.to_dict(), sort_keys=True, default=str))
         return
     if current_output.get() is Output.wide:
-        emit(done.every_round(), False, "metrics, every round")
-    emit(done.last_metrics(), False, f"round {rounds} of {len(done.result.consortium)} organisations")
+        every = done.every_round()
+        emit(every, False, "metrics, every round", list(dict.fromkeys(k for row in every for k in row)))
+    last = done.last_metrics()
+    title = f"round {rounds} of {len(done.result.consortium)} organisations"
+    emit(last, False, title, list(dict.fromkeys(k for row in last for k in row)))
     profile = done.result.numeric_profile
     err_console.print(
         f"topology {done.topology}, seed {seed}, numeric profile "
