@@ -393,11 +393,10 @@ def check_folder(
     )
     schema = decl.parameters or {}
     params = {**{k: v["default"] for k, v in schema.items() if "default" in v}, **dict(hyperparameters or {})}
-    declared = (
-        outputs.parse(meta)
-        if not any("outputs" in c.detail for c in report.failures)
-        else outputs.OutputDeclaration()
-    )
+    try:
+        declared = outputs.parse(meta)
+    except outputs.DeclarationInvalid:  # reported by the image.json check; the defaults meanwhile
+        declared = outputs.OutputDeclaration()
     topology = dict(topology or {"kind": "ring", "seed": seed})
     with Recorder(folder) as recorder, folders.importable(folder):
         try:
