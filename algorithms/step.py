@@ -28,6 +28,12 @@ import numpy as np
 
 Payload = Any  # a value accepted by algorithms.codec.encode
 
+SDK_VERSION = "1.0.0"
+"""The version of the public algorithm SDK (``consortia_sdk``, semantic versioning): a minor version adds
+names, a major version changes or removes one. Defined here, beside the interface it versions, because
+the task runtime inside images records it in every signed result (:mod:`algorithms.task_manifest`);
+``consortia_sdk`` exports it, and every image's ``image.json`` names the version it was written for."""
+
 
 @dataclass(frozen=True)
 class LocalDataset:

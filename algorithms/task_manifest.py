@@ -2,8 +2,8 @@
 runtime file contract"; seed 003 §IV-B): the manifest of what a task read and wrote, as digests, its
 salted data commitment, and its low-S ECDSA signature with the task key.
 
-This module imports only ``cryptography``, the standard library and :mod:`algorithms.task_spec` (it runs
-inside images).
+This module imports only ``cryptography``, the standard library, :mod:`algorithms.step` and
+:mod:`algorithms.task_spec` (it runs inside images).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from algorithms.step import SDK_VERSION
 from algorithms.task_spec import TaskInputError, TaskSpec
 
 _P256_ORDER = 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551
@@ -71,9 +72,10 @@ def build_manifest(
     validation: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The execution result a task signs (the ExecutionRecord contract's result schema):
-    what it read and what it wrote, as digests, plus its metrics, its own start/end times and the
+    what it read and what it wrote, as digests, plus its metrics, its own start/end times, the
     numeric profile it computed under (``{name, version, digest}``,
-    :meth:`algorithms.numeric_profile.NumericProfile.record`).
+    :meth:`algorithms.numeric_profile.NumericProfile.record`) and the version of the algorithm SDK it
+    ran with (``sdk``, :data:`algorithms.step.SDK_VERSION`).
 
     ``outbox_provenance`` / ``model_provenance``: extra signed fields of an output message / the
     model that the algorithm declares (:func:`payload_provenance`), e.g. the ids and digests of
@@ -106,6 +108,7 @@ def build_manifest(
         },
         "metrics": metrics_json(metrics),
         "numeric_profile": dict(numeric_profile),
+        "sdk": SDK_VERSION,
         "started": started,
         "finished": finished,
     }

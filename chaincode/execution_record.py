@@ -15,11 +15,12 @@ The result (what the task key signs) is::
     {process_id, round, organisation, image_digest, runtime,
      inputs:  {state, messages: [{sender, digest}], data_commitment},
      outputs: {state, messages: [{recipient, digest, size, ...}], model: {digest, size, ...} | null},
-     metrics: {name: number}, numeric_profile?: {name, version, digest}, started, finished,
-     validation?: {metric, collaborative, isolated, rows}}
+     metrics: {name: number}, numeric_profile?: {name, version, digest}, sdk?: "MAJOR.MINOR.PATCH",
+     started, finished, validation?: {metric, collaborative, isolated, rows}}
 
 ``numeric_profile`` names the floating-point kernels the task computed with (the image's declared
-profile, docs/reproducibility.md); a result without it is accepted (records made before it existed).
+profile, docs/reproducibility.md); ``sdk`` the version of the algorithm SDK the task ran with
+(docs/sdk.md); a result without either is accepted (records made before they existed).
 ``validation`` (what the member's collaborative model and the model it would have got alone score on its
 validation slice, docs/models.md) is required in the last round of a process that declares a validation
 slice, and refused anywhere else.

@@ -468,6 +468,10 @@ class NumericProfileRecord(SignedPart):
     digest: Digest
 
 
+#: the version of the algorithm SDK a task ran with (semantic versioning; consortia_sdk.SDK_VERSION)
+SDK_VERSION_PATTERN = r"(0|[1-9][0-9]{0,5})\.(0|[1-9][0-9]{0,5})\.(0|[1-9][0-9]{0,5})"
+
+
 class ValidationScores(SignedPart):
     """The last round's scores on the member's validation slice (:mod:`algorithms.validation`): its
     collaborative model and the model it would have got alone, by the family's metric."""
@@ -493,6 +497,9 @@ class ExecutionResult(SignedPart):
     organisation: Annotated[StrictStr, StringConstraints(min_length=1, max_length=256)]
     numeric_profile: NumericProfileRecord | None = None
     """Absent in results made before tasks recorded it."""
+    sdk: Annotated[str, StringConstraints(strict=True, pattern=f"^{SDK_VERSION_PATTERN}$")] | None = None
+    """The algorithm SDK version the task ran with (``MAJOR.MINOR.PATCH``); absent in results made
+    before tasks recorded it."""
     started: StrictStr | None = None
     finished: StrictStr | None = None
     validation: ValidationScores | None = None
@@ -792,6 +799,8 @@ def _result_error(errors: list[Any]) -> str:
         if loc[1] == "rows":
             return f"{_where(loc)} must be a positive integer, got {value!r}"
         return f"{_where(loc[:2])} must be a finite number, got {value!r}"
+    if head == "sdk":
+        return f"{where} must be an SDK version MAJOR.MINOR.PATCH, got {value!r}"
     if head == "numeric_profile":
         keys = _keys_error(errors, (head,), _where((head,)))
         if keys is not None:

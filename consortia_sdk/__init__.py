@@ -40,14 +40,10 @@ from typing import Any
 from algorithms.codec import CodecError, decode, encode
 from algorithms.consensus import consensus_average, local_consensus_update, mixing_matrix, sum_in_order
 from algorithms.simulator import ProtocolViolation, SimulationResult, simulate
-from algorithms.step import Algorithm, LocalDataset, Payload, StepResult, TaskContext
+from algorithms.step import SDK_VERSION, Algorithm, LocalDataset, Payload, StepResult, TaskContext
 from algorithms.topologies import registry as _topology_registry
 from algorithms.topologies.base import StaticTopology, Topology, in_neighbours, out_neighbours
 from algorithms.topologies.static import complete, cycle_with_inverse_chord, ring
-
-SDK_VERSION = "1.0.0"
-"""The version of this public surface (semantic versioning): a minor version adds names, a major
-version changes or removes one. Recorded in every image's ``image.json`` and task manifest."""
 
 
 def build_topology(record: dict[str, Any], size: int) -> Topology | None:

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from algorithms.step import LocalDataset
 from executor.errors import ExecutorError
 from executor.images.declarations import DATASET_PATTERN, ImageDeclaration
 from executor.images.recipe import sha256_file
@@ -152,6 +153,28 @@ def validate_table(
     return X, y, features
 
 
+def read_dataset(
+    source: str | os.PathLike,
+    label: str | None,
+    declaration: ImageDeclaration | None = None,
+    name: str = "default",
+    label_optional: bool = False,
+) -> LocalDataset:
+    """The dataset a task would read after ``consortia data import`` of ``source`` as ``name``: the same
+    checks (:func:`validate_table`), then written and read back in the runtime's format, so its arrays
+    and dtypes are the platform's (``consortia simulate``); nothing is kept on disk. ``label_optional``: a
+    file without the ``label`` column has no labels (every column a feature)."""
+    from algorithms.task_runtime import load_dataset, save_dataset
+
+    frame = read_table(Path(source))
+    if label_optional and label not in [str(c) for c in frame.columns]:
+        label = None
+    X, y, _ = validate_table(frame, label, declaration)
+    with tempfile.TemporaryDirectory(prefix="consortia-dataset-") as tmp:
+        save_dataset(Path(tmp) / "dataset.npz", LocalDataset(X, y, name=name))
+        return load_dataset(Path(tmp) / "dataset.npz")
+
+
 def import_dataset(
     data_root: str | os.PathLike,
     name: str,
@@ -161,7 +184,6 @@ def import_dataset(
     replace: bool = False,
 ) -> ImportedDataset:
     """Validate ``source`` and write it as dataset ``name`` under ``data_root`` (one organisation's)."""
-    from algorithms.step import LocalDataset
     from algorithms.task_runtime import save_dataset
 
     source = Path(source)

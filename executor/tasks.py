@@ -30,6 +30,7 @@ from typing import Any
 from algorithms.numeric_profile import of_record
 from algorithms.task_spec import TaskSpec
 from executor.errors import ManifestInvalid, TaskFailed
+from executor.images.declarations import sdk_problem
 from executor.runtimes.base import Limits, RunOutcome, TaskMounts, TaskRuntime
 from executor.task_keys import TaskKey, destroy_key_dir, verify_task_signature
 from ledger.client import ImageRecord, ProcessRecord
@@ -145,6 +146,10 @@ def verify_outputs(
         of_record(manifest.get("numeric_profile"))
     except ValueError as exc:
         raise ManifestInvalid(f"manifest names no numeric profile this platform knows: {exc}") from None
+    if "sdk" in manifest:  # absent: an image built before tasks recorded it
+        problem = sdk_problem(manifest["sdk"])
+        if problem is not None:
+            raise ManifestInvalid(f"manifest sdk: {problem}")
 
     try:
         ins, outs = manifest["inputs"], manifest["outputs"]

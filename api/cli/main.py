@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from api.cli import (
+    algorithm,
     artifacts,
     audit,
     data,
@@ -64,6 +65,7 @@ def _main(
 
 for _command in (home.demo, home.init, home.join, services.serve):
     app.command()(with_output(_command))
+app.command("simulate")(with_output(algorithm.simulate))
 for _module, _name in (
     (node, "node"),
     (artifacts, "artifacts"),
@@ -79,6 +81,7 @@ for _module, _name in (
     (data, "data"),
     (org, "org"),
     (governance, "governance"),
+    (algorithm, "algorithm"),
 ):
     app.add_typer(_module.group, name=_name)
 

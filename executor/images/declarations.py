@@ -1,14 +1,18 @@
 """What an algorithm image declares, and the one check of a learning process against it.
 
-An image folder (``algorithm-images/<name>/image.json``, inside the image and covered by its digest)
-declares its ``algorithm`` and, optionally, its ``input``::
+An image folder (``algorithm-images/<name>/image.json``, or a user's algorithm folder, docs/sdk.md;
+inside the image and covered by its digest) declares its ``algorithm``, the version of the algorithm SDK
+it was written for (``"sdk": "1.0.0"``, :func:`sdk_problem`: same major version as this platform's
+``consortia_sdk``, minor version at most ours) and, optionally, its ``input``::
 
     "input": {"features": "numeric", "label": true, "classes": [0, 1]}
 
 ``features``: the columns must be numbers; ``label``: a label column is required; ``classes``: the
 label values the algorithm is built for (collaborative RF: 0 = genuine, 1 = fraud, seed 003 §V-A).
 The hyper-parameters an image accepts are those of its algorithm's constructor, checked by the
-algorithm's own validation (an unknown name or an out-of-range value is refused).
+algorithm's own validation (an unknown name or an out-of-range value is refused); a user's folder
+also describes them (``"parameters": {name: {"type", "default", "minimum", ...}}``, checked against
+the algorithm by ``consortia algorithm check``).
 
 :func:`validate_process` is called by every way of creating a process -- the CLI
 (``consortia process create``), the gateway (``POST /processes``) and the Python API
@@ -29,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from algorithms.step import SDK_VERSION
 from algorithms.topologies import registry as topology_registry
 from algorithms.topologies.base import Topology
 from executor.errors import ExecutorError
@@ -72,10 +77,44 @@ def build_topology(spec: Mapping[str, Any], size: int) -> Topology | None:
 
 # ---------------------------------------------------------------------------- declarations
 
+_SEMVER = re.compile(r"^(0|[1-9][0-9]{0,5})\.(0|[1-9][0-9]{0,5})\.(0|[1-9][0-9]{0,5})$")
+
+
+class InvalidDeclaration(ExecutorError):
+    """An ``image.json`` this platform cannot run (its SDK version, a malformed field); the message
+    names the file and the field."""
+
+    code = "INVALID_ARGUMENT"
+
+
+def sdk_problem(version: Any) -> str | None:
+    """Why an algorithm written for ``consortia_sdk`` ``version`` cannot run with this platform's SDK
+    (:data:`algorithms.step.SDK_VERSION`), or None: the same major version, a minor version at most
+    ours (a minor version only adds names, so an algorithm written for 1.0 runs on 1.3, not the
+    reverse)."""
+    if not isinstance(version, str) or not _SEMVER.match(version):
+        return f"SDK version {version!r} is not MAJOR.MINOR.PATCH (this platform's SDK is {SDK_VERSION})"
+    major, minor, _ = (int(p) for p in version.split("."))
+    our_major, our_minor, _ = (int(p) for p in SDK_VERSION.split("."))
+    if major != our_major:
+        return (
+            f"written for consortia_sdk {version}, a major version this platform (consortia_sdk "
+            f"{SDK_VERSION}) cannot run"
+        )
+    if minor > our_minor:
+        return (
+            f"written for consortia_sdk {version}, newer than this platform's {SDK_VERSION}: upgrade the "
+            f"platform, or write it for {our_major}.{our_minor}"
+        )
+    return None
+
 
 @dataclass(frozen=True)
 class ImageDeclaration:
-    """The declaration of an image's recipe (``None`` fields: not declared)."""
+    """The declaration of an image's recipe (``None`` fields: not declared).
+
+    ``sdk``: the ``consortia_sdk`` version the algorithm was written for; ``parameters``: the
+    hyper-parameter schema a folder declares (``{name: {"type", "default", "minimum", ...}}``), or None."""
 
     algorithm: str
     folder: Path | None = None
@@ -84,12 +123,39 @@ class ImageDeclaration:
     label: bool = False
     classes: tuple[Any, ...] | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
+    sdk: str | None = None
+    parameters: Mapping[str, Mapping[str, Any]] | None = None
 
     @classmethod
     def from_folder(cls, folder: Path) -> ImageDeclaration:
-        meta = json.loads((folder / "image.json").read_text())
+        """The declaration of ``folder/image.json``; :class:`InvalidDeclaration` if it is not JSON, names
+        no algorithm, or names an SDK version this platform cannot run (or none)."""
+        where = folder / "image.json"
+        try:
+            meta = json.loads(where.read_text())
+        except ValueError as exc:
+            raise InvalidDeclaration(f"{where} is not JSON: {exc}") from None
+        if not isinstance(meta, dict) or not isinstance(meta.get("algorithm"), str):
+            raise InvalidDeclaration(f'{where}: "algorithm" must name the class, "<module>:<Class>"')
+        if "sdk" not in meta:
+            raise InvalidDeclaration(
+                f'{where}: "sdk" must name the consortia_sdk version the algorithm was written for '
+                f'(this platform\'s: "{SDK_VERSION}")'
+            )
+        problem = sdk_problem(meta["sdk"])
+        if problem is not None:
+            raise InvalidDeclaration(f"{where}: {problem}")
         inp = meta.get("input") or {}
+        if not isinstance(inp, dict):
+            raise InvalidDeclaration(f'{where}: "input" must be an object')
         classes = inp.get("classes")
+        parameters = meta.get("parameters")
+        if parameters is not None and not (
+            isinstance(parameters, dict) and all(isinstance(v, dict) for v in parameters.values())
+        ):
+            raise InvalidDeclaration(
+                f'{where}: "parameters" must map each name to {{"type", "default", ...}}'
+            )
         return cls(
             meta["algorithm"],
             folder,
@@ -98,17 +164,21 @@ class ImageDeclaration:
             bool(inp.get("label", False)),
             None if classes is None else tuple(classes),
             inp,
+            meta["sdk"],
+            parameters,
         )
 
 
 def declaration(algorithm: str, images_dir: Path = IMAGES_DIR) -> ImageDeclaration:
-    """The declaration of the recipe that runs ``algorithm`` (an undeclared one if none does)."""
+    """The declaration of the recipe that runs ``algorithm`` (an undeclared one if none does);
+    :class:`InvalidDeclaration` if that recipe's ``image.json`` cannot run here."""
     for meta in sorted(images_dir.glob("*/image.json")):
         try:
-            if json.loads(meta.read_text()).get("algorithm") == algorithm:
-                return ImageDeclaration.from_folder(meta.parent)
-        except (OSError, ValueError):
+            named = json.loads(meta.read_text()).get("algorithm")
+        except (OSError, ValueError, AttributeError):
             continue
+        if named == algorithm:
+            return ImageDeclaration.from_folder(meta.parent)
     return ImageDeclaration(algorithm)
 
 

@@ -531,6 +531,8 @@ def test_a_result_is_validated_by_its_type_with_errors_naming_the_key():
     with_profile = check_result({**good, "numeric_profile": profile})
     assert with_profile.json_object() == {**good, "numeric_profile": profile}
     assert "numeric_profile" not in parsed.json_object()
+    # so is the version of the algorithm SDK it ran with (docs/sdk.md)
+    assert check_result({**good, "sdk": "1.0.0"}).json_object() == {**good, "sdk": "1.0.0"}
     for change, message in (
         ({"extra": 1}, "execution result has unknown fields ['extra']"),
         ({"round": 2.0}, "round must be a positive integer, got 2.0"),
@@ -584,6 +586,8 @@ def test_a_result_is_validated_by_its_type_with_errors_naming_the_key():
         ),
         ({"numeric_profile": {**profile, "version": 0}}, "result.numeric_profile.version must be a positive"),
         ({"numeric_profile": {**profile, "digest": "x"}}, "result.numeric_profile.digest must be a digest"),
+        ({"sdk": "1.0"}, "result.sdk must be an SDK version MAJOR.MINOR.PATCH, got '1.0'"),
+        ({"sdk": 1}, "result.sdk must be an SDK version MAJOR.MINOR.PATCH, got 1"),
     ):
         with pytest.raises(InvalidArgument) as err:
             check_result({**good, **change})

@@ -11,6 +11,7 @@ import pytest
 from algorithms import codec
 from algorithms.numeric_profile import PROFILE, NumericProfile, NumericProfileError
 from algorithms.simulator import simulate
+from algorithms.step import SDK_VERSION
 from algorithms.task_command import main
 from algorithms.task_manifest import data_commitment
 from algorithms.task_runtime import load_dataset, run_task, save_dataset
@@ -106,10 +107,12 @@ def test_round_one_runs_init_then_step_and_signs_the_manifest(tmp_path, average_
         "outputs",
         "metrics",
         "numeric_profile",
+        "sdk",
         "started",
         "finished",
     }
     assert manifest["numeric_profile"] == PROFILE.record()  # signed: what the task computed under
+    assert manifest["sdk"] == SDK_VERSION  # signed: the SDK version it ran with
     assert manifest["inputs"]["state"] is None and manifest["inputs"]["messages"] == []
     assert manifest["inputs"]["data_commitment"] == data_commitment("0011", (d / "dataset.npz").read_bytes())
     msgs = manifest["outputs"]["messages"]  # the ring's neighbours, built inside the task from its record

@@ -8,6 +8,7 @@ import os
 import pytest
 
 from algorithms import codec
+from algorithms.step import SDK_VERSION
 from algorithms.task_runtime import run_task, save_dataset
 from algorithms.task_spec import TaskSpec
 from executor.errors import ManifestInvalid, TaskFailed
@@ -99,6 +100,20 @@ def test_manifest_without_a_known_numeric_profile_is_rejected(tmp_path, average_
     (m.outputs / "manifest.json").write_bytes(canonical_json(body))
     (m.outputs / "manifest.sig").write_bytes(key.sign(canonical_json(body)))
     with pytest.raises(ManifestInvalid, match="numeric profile"):
+        verify_outputs(m.outputs, spec, key.public_key_pem, None, {}, OK)
+
+
+@pytest.mark.parametrize("version", ["2.0.0", "1.99.0", "one"])
+def test_manifest_naming_an_sdk_this_platform_cannot_run_is_rejected(tmp_path, average_consensus, version):
+    """A signed result whose task ran with another major SDK version, a newer minor one, or a malformed
+    version is refused; the version this platform's tasks record is accepted (the other tests)."""
+    spec, m, key = _run(tmp_path)
+    body = json.loads((m.outputs / "manifest.json").read_bytes())
+    assert body["sdk"] == SDK_VERSION
+    body["sdk"] = version
+    (m.outputs / "manifest.json").write_bytes(canonical_json(body))
+    (m.outputs / "manifest.sig").write_bytes(key.sign(canonical_json(body)))
+    with pytest.raises(ManifestInvalid, match="manifest sdk: .*" + version):
         verify_outputs(m.outputs, spec, key.public_key_pem, None, {}, OK)
 
 
