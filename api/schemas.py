@@ -84,20 +84,6 @@ class Health(BaseModel):
     index_error: str = ""
 
 
-class MembershipChange(BaseModel):
-    """One configuration block of the channel and what it changed (network.governance.ConfigChange)."""
-
-    block: int
-    time: float
-    members: list[str]
-    added: list[str]
-    removed: list[str]
-    consenters: list[str]
-    consenters_added: list[str]
-    consenters_removed: list[str]
-    revoked: dict[str, list[str]]
-
-
 class WhoAmI(BaseModel):
     organisation: str
     user: str
