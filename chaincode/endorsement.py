@@ -219,7 +219,8 @@ class _Written(Iterator[_Entry]):
     ``close()`` closes the host's iterator (a reader that stops early closes it)."""
 
     def __init__(self, entries: Iterable[_Entry]):
-        self._source, self._entries = entries, iter(entries)
+        self._source: Iterable[_Entry] = entries
+        self._entries: Iterator[_Entry] = iter(entries)
 
     def __next__(self) -> _Entry:
         while True:
