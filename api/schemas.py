@@ -32,6 +32,7 @@ from ledger.rules import (
     PRIVACY_CAP_DELTA,
     PRIVACY_CAP_EPSILON,
     json_depth,
+    process_size_problem,
 )
 from wire.canonical import canonical_json
 
@@ -81,20 +82,6 @@ class Health(BaseModel):
     last_indexed_block: int
     block_height: int
     index_error: str = ""
-
-
-class MembershipChange(BaseModel):
-    """One configuration block of the channel and what it changed (network.governance.ConfigChange)."""
-
-    block: int
-    time: float
-    members: list[str]
-    added: list[str]
-    removed: list[str]
-    consenters: list[str]
-    consenters_added: list[str]
-    consenters_removed: list[str]
-    revoked: dict[str, list[str]]
 
 
 class WhoAmI(BaseModel):
@@ -279,6 +266,13 @@ class ProcessIn(BaseModel):
         problems = topology_problems(self.topology.model_dump(), len(self.consortium))
         if problems:
             raise ValueError("; ".join(problems))
+        return self
+
+    @model_validator(mode="after")
+    def _size(self) -> ProcessIn:
+        """Rounds x members within what one creation transaction holds (the contract's own rule)."""
+        if (problem := process_size_problem(self.rounds, len(self.consortium))) is not None:
+            raise ValueError(problem)
         return self
 
     @model_validator(mode="after")

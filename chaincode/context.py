@@ -19,6 +19,7 @@ from fabric_protos.msp.identities_pb2 import SerializedIdentity
 from google.protobuf.message import DecodeError
 
 from chaincode.canonical import RawJSON, canonical_json
+from chaincode.endorsement import RecordView
 from chaincode.errors import Forbidden, InvalidArgument, NotFound
 from chaincode.limits import history_page_request, parse_json
 from chaincode.records import Record
@@ -90,7 +91,7 @@ _SUMMARIES: Memo[tuple[Callable[..., Any], bytes], Any] = Memo(8192)
 
 class TransactionContext:
     def __init__(self, stub: ChaincodeStub):
-        self.stub = stub
+        self.stub: ChaincodeStub = RecordView(stub)  # a placeholder of a future record reads as none
         self._stored: dict[int, tuple[Record, bytes]] = {}
         try:
             self.msp_id, self.certificate, self.role, self.subject = creator_of(stub.get_creator())

@@ -39,6 +39,7 @@ from chaincode.limits import (
     MAX_TOPOLOGY_BYTES,
     bounded_json,
     bounded_text,
+    process_size_problem,
 )
 from chaincode.privacy import parse_budget
 from chaincode.records import (
@@ -119,6 +120,19 @@ def current_round(ctx: TransactionContext, process: ProcessRecord) -> int:
     return round_state(ctx, process)[0]
 
 
+def future_records(ctx: TransactionContext, process: ProcessRecord) -> list[str]:
+    """The keys of every record the process's members will write: each member's acceptance and each
+    (round, member) execution record (:func:`chaincode.endorsement.protect_process`)."""
+    members = sorted(process.consortium)
+    keys = [acceptance_key(ctx, process.id, org) for org in members]
+    keys += [
+        ctx.key(EXECUTION, process.id, round_key(r), org)
+        for r in range(1, process.rounds + 1)
+        for org in members
+    ]
+    return keys
+
+
 def validation_fraction(value: Any) -> int | float:
     """A process's validation fraction: a number in [0, 1) (0: no validation slice), else
     :class:`InvalidArgument`. Whether a member's data holds enough rows for it is checked by its own agent
@@ -196,6 +210,8 @@ class LearningProcessContract:
         rounds = spec["rounds"]
         if not isinstance(rounds, int) or isinstance(rounds, bool) or not 1 <= rounds <= MAX_ROUNDS:
             raise InvalidArgument(f"rounds must be an integer in [1, {MAX_ROUNDS}]")
+        if (too_large := process_size_problem(rounds, len(consortium))) is not None:
+            raise InvalidArgument(too_large)
         hyper = spec.get("hyperparameters", {})
         if not isinstance(hyper, dict):
             raise InvalidArgument("hyperparameters must be an object")
@@ -226,7 +242,7 @@ class LearningProcessContract:
             **extra,
         )
         ctx.put(key, record)
-        protect_process(ctx.stub, pid, record.consortium, key)
+        protect_process(ctx.stub, pid, record.consortium, key, future_records(ctx, record))
         ctx.emit("ProcessCreated", {"id": pid})
         return record
 

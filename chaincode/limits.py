@@ -45,6 +45,12 @@ MAX_REASON_CHARS = 2048  #: reason of a failed task
 MAX_STATUS_REASON_CHARS = 1024  #: reason of a process's failure or abort
 MAX_REVOCATION_REASON_CHARS = 512  #: reason of an image's revocation
 MAX_CONSORTIUM = 64  #: organisations in one learning process
+#: rounds x members of one learning process: each (round, member) record key is written as a placeholder
+#: with the members' policy when the process is created (chaincode.endorsement.protect_process), in that
+#: one transaction, which Fabric's orderer takes up to 10 MB (AbsoluteMaxBytes); the policy names every
+#: member, so rounds x members^2 is bounded too (about 20 bytes each): at most about 4 MB in all
+MAX_PROCESS_TASKS = 10_000
+MAX_PROCESS_POLICY_ENTRIES = 160_000
 MAX_APPROVAL_DATASETS = 64  #: dataset names one image approval may list
 MAX_ENDPOINT_CHARS = 256  #: an organisation's published endpoint (https://host:port)
 # the consortium's cap on a process's rigorous privacy budget (chaincode.privacy.parse_budget; docs/ledger.md
@@ -52,6 +58,17 @@ MAX_ENDPOINT_CHARS = 256  #: an organisation's published endpoint (https://host:
 # channel's lifecycle policy makes a decision of a majority of the organisations
 PRIVACY_CAP_EPSILON = 10.0  #: the largest ε a process's privacy budget may declare
 PRIVACY_CAP_DELTA = 1e-5  #: the largest δ a process's privacy budget may declare
+
+
+def process_size_problem(rounds: int, members: int) -> str | None:
+    """Why a process of ``rounds`` rounds and ``members`` members is too large to create (None: it is not)."""
+    if rounds * members <= MAX_PROCESS_TASKS and rounds * members * members <= MAX_PROCESS_POLICY_ENTRIES:
+        return None
+    return (
+        f"a process of {rounds} rounds and {members} members is too large to create: rounds x members must be "
+        f"at most {MAX_PROCESS_TASKS} and rounds x members^2 at most {MAX_PROCESS_POLICY_ENTRIES} (each "
+        f"task's record key is created with the members' policy)"
+    )
 
 
 def check_arguments(function: str, args: list[Any]) -> None:

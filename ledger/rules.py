@@ -21,6 +21,7 @@ from chaincode.limits import (
     MAX_TOPOLOGY_BYTES,
     PRIVACY_CAP_DELTA,
     PRIVACY_CAP_EPSILON,
+    process_size_problem,
 )
 from chaincode.membership import check_endpoint
 from chaincode.records import ID_PATTERN, MSP_PATTERN
@@ -46,4 +47,5 @@ __all__ = [
     "MSP_PATTERN",
     "check_endpoint",
     "json_depth",
+    "process_size_problem",
 ]

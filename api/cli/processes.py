@@ -76,7 +76,8 @@ def process_create(
         hyper = bounded_json.loads(hyperparameters, "--hyperparameters")
     except ValueError as exc:
         fail(f"--hyperparameters is not JSON: {exc}", EXIT_USAGE, s.as_json, kind="bad input")
-    members = tuple(s.msp(m) for m in consortium.split(",") if m.strip())
+    # every member must be in this home: its agent and artifact service need their certificates
+    members = tuple(s.member(m) for m in consortium.split(",") if m.strip())
     try:
         spec = ProcessSpec(
             process_id=process_id,

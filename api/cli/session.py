@@ -178,7 +178,8 @@ class Session:
         if not self.known(org.strip()):
             fail(
                 f"{org!r} is not an organisation of this consortium "
-                f"(known: {', '.join(self.consortium.msp_ids)})",
+                f"(known: {', '.join(self.consortium.msp_ids)}; a member added later is taken into this "
+                f"home by `consortia join --force` with every other member's package, the newcomer's too)",
                 EXIT_USAGE,
                 self.as_json,
                 kind="unknown organisation",

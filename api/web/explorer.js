@@ -86,6 +86,7 @@
     if (kind === "process" && id) showProcess(decodeURIComponent(id)).catch(fail);
     else if (kind === "model" && id) showModel(decodeURIComponent(id)).catch(fail);
     else if (kind === "replays") showReplays().catch(fail);
+    else if (kind === "membership") showMembership().catch(fail);
   }
 
   // ------------------------------------------------------------------ replay verdicts (docs/audit-replay.md)
@@ -105,6 +106,29 @@
           t.mismatches.map((m) => m.what + ": " + m.recorded + " → " + m.found).join("; ") || "—"])));
     }
     view.append(c);
+  }
+
+  // ------------------------------------------------------------------ membership history (docs/governance.md "History")
+  async function showMembership() {
+    const view = $("#view");
+    const c = card("Membership history: the channel's configuration blocks", "membership");
+    let blocks;
+    try {
+      blocks = await api("/membership/history");
+    } catch (err) {  // e.g. an embedded ledger: it has no configuration blocks
+      c.append(el("p", { class: "hint" }, "No membership history: " + err.message));
+      view.replaceChildren(c);
+      return;
+    }
+    const list = (xs) => (xs.length ? xs.join(", ") : "—");
+    const change = (plus, minus) => [...plus.map((x) => "+ " + x), ...minus.map((x) => "− " + x)].join(", ") || "—";
+    const revoked = (r) => Object.entries(r).map(([msp, serials]) => msp + ": " + serials.length + " serial" + (serials.length === 1 ? "" : "s")).join("; ") || "—";
+    c.append(el("p", { class: "hint" }, blocks.length + " configuration block" + (blocks.length === 1 ? "" : "s") +
+      ", oldest first; members now: " + list(blocks.length ? blocks[blocks.length - 1].members : [])));
+    c.append(table("membership", ["block", "time", "members", "members changed", "orderers (consenters) changed", "revoked"],
+      blocks.map((b) => [b.block, when(new Date(b.time * 1000).toISOString()), list(b.members),
+        change(b.added, b.removed), change(b.consenters_added, b.consenters_removed), revoked(b.revoked)])));
+    view.replaceChildren(c);
   }
 
   // ------------------------------------------------------------------ process view

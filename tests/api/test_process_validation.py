@@ -149,3 +149,15 @@ def test_cli_refuses_hyperparameters_nested_5000_deep_clearly(home):
     r = CliRunner().invoke(app, [*args, "--hyperparameters", deep, "--home", str(home), "--json"])
     assert r.exit_code == 2 and not isinstance(r.exception, RecursionError)
     assert "nested deeper than the decoder goes" in r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("unknown", ["Org5", "Org5MSP"])
+def test_cli_refuses_an_organisation_its_home_does_not_know(home, unknown):
+    """A member added later must be taken into this home first (``join --force``): before, the name went
+    through as an MSP id, and the process could never start (README "Deploying a consortium")."""
+    args = ["process", "create", "p-unknown", "--image", "rf:1", "--consortium", f"Org1,{unknown}"]
+    r = CliRunner().invoke(app, [*args, "--rounds", "2", "--topology", "ring", "--home", str(home), "--json"])
+    assert r.exit_code == 2 and f"'{unknown}' is not an organisation of this consortium" in r.stderr
+    assert "join --force" in r.stderr
+    listed = CliRunner().invoke(app, ["process", "list", "--home", str(home), "--json"])
+    assert "p-unknown" not in [p["id"] for p in json.loads(listed.stdout)]

@@ -24,7 +24,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature, encode_dss_signature
 
 from chaincode import dispatch
-from chaincode.endorsement import GUARD
+from chaincode.endorsement import GUARD, PLACEHOLDER
 from chaincode.errors import InvalidArgument
 from chaincode.records import ProcessRecord
 from chaincode.stub import KeyValue, create_composite_key
@@ -173,8 +173,8 @@ def scenario(crypto_dir: Path) -> dict[str, str]:
         stub.commit()
         h = hashlib.sha256(answer)
         for k, v in sorted(stub.writes.items()):
-            if k.startswith(GUARD_PREFIX):  # the endorsement guard is no record (chaincode/endorsement.py)
-                continue
+            if k.startswith(GUARD_PREFIX) or v == PLACEHOLDER:  # the guard and placeholders are no records
+                continue  # (chaincode/endorsement.py)
             h.update(b"\x01" + k.encode() + b"\x02" + (b"<deleted>" if v is None else v))
         if stub.event is not None:
             h.update(b"\x03" + stub.event[0].encode() + b"\x04" + stub.event[1])
@@ -453,7 +453,13 @@ def scenario(crypto_dir: Path) -> dict[str, str]:
     tx("list members", "Org3", "Membership:list")
     tx("get member", "Org3", "Membership:get", "Org1MSP")
     out["world state"] = hashlib.sha256(
-        canonical_json({k: v.decode() for k, v in stub.state.items() if not k.startswith(GUARD_PREFIX)})
+        canonical_json(
+            {
+                k: v.decode()
+                for k, v in stub.state.items()
+                if not k.startswith(GUARD_PREFIX) and v != PLACEHOLDER
+            }
+        )
     ).hexdigest()
     return out
 

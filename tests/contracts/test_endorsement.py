@@ -86,3 +86,55 @@ def test_a_status_change_needs_the_members_too(ledger, consortium, admins, org1,
     assert org1.get_process(pid).status == "created"
     org1.start_process(pid)
     assert org1.get_process(pid).status == "running"
+
+
+@pytest.fixture
+def colluders_chaincode(host_name, monkeypatch):
+    """Peers that run chaincode other than the contracts: the ``KV:*`` probe writes any key it is
+    given, touching nothing else. The Fabric test network serves it beside the contracts; on the
+    embedded host its endorsers simulate with it (the same dispatcher)."""
+    if host_name == "embedded":
+        import types
+
+        from tests.support import probe_contract
+
+        monkeypatch.setattr(
+            "ledger.embedded.endorsement.dispatch", types.SimpleNamespace(invoke=probe_contract.invoke)
+        )
+
+
+def test_a_not_yet_written_record_forged_by_two_non_members_is_refused(
+    ledger, consortium, admins, org1, org2, uid, colluders_chaincode
+):
+    """Two colluding organisations whose peers run other chaincode write a record of a process
+    they are not members of, for a round nobody reached yet, without writing its guard. Every key
+    the process will write exists from its creation with the members' policy, so the forgery is
+    an update judged by that policy and is refused; nothing of it is committed."""
+    from chaincode.stub import create_composite_key
+
+    pid = new_process(admins, org1, uid, consortium=("Org1MSP",), rounds=3)
+    forged = json.dumps({"process_id": pid, "round": 2, "organisation": "Org1MSP", "status": "completed"})
+    for key in (
+        create_composite_key("Execution", [pid, "000002", "Org1MSP"]),
+        create_composite_key("ProcessAcceptance", [pid, "Org1MSP"]),
+    ):
+        with pytest.raises(EndorsementPolicyFailure) as refused:
+            ledger.submit(
+                consortium.identity("Org2"),
+                "KV:put",
+                key,
+                forged,
+                endorsing_organisations=["Org2MSP", "Org3MSP"],
+            )
+        assert refused.value.validation_code == "ENDORSEMENT_POLICY_FAILURE"
+    with pytest.raises(NotFound):
+        org1.get_execution(pid, 2, "Org1MSP")
+    assert org1.process_progress(pid).completed_tasks == 0
+    assert org1.process_acceptances(pid)[0].organisation == "Org1MSP"  # new_process accepted it
+    run_task(org1, pid, 1)
+    run_task(org1, pid, 2)  # the member writes the record the forgery aimed at
+    assert org1.get_execution(pid, 2, "Org1MSP").status == "completed"
+    assert [v.value["status"] for v in org1.execution_history(pid, 2, "Org1MSP") if v.value] == [
+        "running",
+        "completed",
+    ]

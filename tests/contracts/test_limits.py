@@ -15,6 +15,9 @@ from chaincode.limits import (
     MAX_DESCRIPTION_CHARS,
     MAX_HYPERPARAMETERS_BYTES,
     MAX_JSON_DEPTH,
+    MAX_PROCESS_POLICY_ENTRIES,
+    MAX_PROCESS_TASKS,
+    process_size_problem,
 )
 from ledger.identity import sign
 from tests.contracts.helpers import IMAGE_DIGEST, make_result, new_process, run_task
@@ -195,3 +198,19 @@ def test_over_long_reasons_are_refused_not_cut(admins, org1, uid):
     assert org1.get_process(pid).status == "running"
     assert org1.abort_process(pid, "a" * 1024).status_reason == "a" * 1024
     assert org1.revoke_image(image_id, "r" * 512).revoked_reason == "r" * 512
+
+
+def test_a_process_too_large_to_create_in_one_transaction_is_refused(org1, uid):
+    """Creation writes a placeholder under every (round, member) record key (docs/ledger.md, "Who endorses
+    what"): rounds x members is bounded, and so is rounds x members^2 (the policy names every member)."""
+    _image(org1, uid)
+    for pid, members, rounds in (
+        (f"big-{uid}", ["Org1MSP"], MAX_PROCESS_TASKS + 1),
+        (f"wide-{uid}", ["Org1MSP", "Org2MSP", "Org3MSP"], MAX_PROCESS_POLICY_ENTRIES // 9 + 1),
+    ):
+        with pytest.raises(InvalidArgument, match="too large to create"):
+            org1.create_process(pid, f"lim-{uid}:1", members, {"kind": "ring", "seed": 1}, rounds)
+        with pytest.raises(NotFound):
+            org1.get_process(pid)
+    assert process_size_problem(MAX_PROCESS_TASKS, 1) is None  # the bounds themselves are allowed
+    assert process_size_problem(MAX_PROCESS_POLICY_ENTRIES // 256, 16) is None

@@ -12,12 +12,14 @@ update file, the signature files and blocks cross between hosts:
 * the newcomer joins its orderer from the configuration block that made it a member (its orderer
   catches up) and its peer from the genesis block, approves the chaincode definition and publishes its
   membership record, endorsed by a majority of the five;
+* the newcomer runs a 3-round collaborative-RF process with Org1 and Org2, bit-identical to the
+  simulator;
 * Org5 revokes one of its own identities with its CA's CRL, put into its MSP by an update signed by its
   admin alone: a transaction by that identity is refused, by its other identity it commits;
 * Org2 proposes removing Org5 again, 3 of the 5 admins sign: Org5's transactions are then refused while
   the others' commit;
-* ``governance history`` (and the gateway's ``membership/history``) shows the four configuration
-  blocks."""
+* ``governance history`` (and the gateway's ``membership/history``, and the explorer's membership view in
+  headless Chromium) shows the four configuration blocks."""
 
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ import time
 
 import pytest
 
+from tests.api.test_web import browser  # noqa: F401  (headless Chromium)
 from tests.deploy.test_members import BFT_ORGS, _commit_everything, _members, _publish_membership
 
 pytestmark = [pytest.mark.fabric, pytest.mark.timeout(2400)]
@@ -196,6 +199,59 @@ def test_the_newcomer_joins_catches_up_and_its_transaction_commits(consortium):
     assert ok, error
 
 
+def test_the_newcomer_runs_a_process_with_two_founders(consortium):
+    """Org1 and Org2 take Org5's package into their homes (``join --force`` with every member's package);
+    Org5, Org1 and Org2 each start their artifact service and node agent on their own host; Org1 builds
+    the collaborative-RF image into the registry on its host and creates a 3-round process of the three, each
+    admin consents on its own host; the process (its records endorsed by 2 of its 3 members, key-level)
+    completes, watched from the newcomer's host, bit-identical to the simulator."""
+    import dataclasses
+    import uuid
+
+    from benchmarks.consortium import mismatches
+    from tests.e2e.conftest import collab_rf_case
+    from tests.e2e.test_process import simulated
+
+    hosts = consortium.hosts
+    trio = {o: hosts[o] for o in ("Org1", "Org2", "Org5")}
+    members = tuple(h.msp for h in trio.values())
+    case = collab_rf_case(members)
+    # the smallest useful run: three rounds, FIT, SHARE, GET
+    case = dataclasses.replace(
+        case, rounds=3, params={**case.params, "schedule": case.params["schedule"][:3]}
+    )
+    consortium.registry.up()
+    for org in ("Org1", "Org2"):  # the founders' homes take the newcomer's package (README, step 4)
+        h = trio[org]
+        h.run("join", "--home", str(h.home), *consortium._packages(h, others_only=True), "--force")
+    for h in trio.values():
+        h.save_dataset(case.datasets[h.msp], "train")
+        h.start_artifact_service()
+        h.start_agent()
+    org1 = trio["Org1"]
+    image_id = f"collab-rf:g{uuid.uuid4().hex[:6]}"
+    built = org1.consortia(
+        "image", "build", "collab-rf", "--id", image_id, "--registry", consortium.registry.address
+    )
+    assert built["digest"].startswith("sha256:"), built
+    pid = f"rf5-{uuid.uuid4().hex[:6]}"
+    args = (pid, image_id, members, case.topology, case.rounds, "train", case.params, list(trio.values()))
+    started = org1.create_process(*args)  # the image's owner creates it; each member consents on its host
+    assert started["status"] == "running", started
+    watched = trio["Org5"].consortia("process", "watch", pid, "--timeout", "900", timeout=1000)
+    assert watched["status"] == "completed", (watched, {o: h.log("agent")[-1500:] for o, h in trio.items()})
+    client = trio["Org5"].ledger_client()
+    try:
+        policy = client.process_endorsement(pid)
+        assert (policy.organisations, policy.required) == (tuple(sorted(members)), 2)
+        wrong = mismatches(client, trio, pid, simulated(case, members), case.rounds)
+    finally:
+        client.ledger.close()
+    assert wrong == [], wrong
+    for h in trio.values():  # the agents stop before Org5's identities change
+        h.stop_all()
+
+
 def test_an_identity_revoked_by_crl_is_refused_while_the_others_work(consortium):
     new = consortium.hosts["Org5"]
     new.run("org", "ca", "start", "--home", str(new.home))
@@ -257,15 +313,20 @@ def test_a_member_is_removed_the_same_way(consortium):
     assert got["msp"] == "Org1MSP" and "Org5MSP" in got["members"]  # its record stays on the ledger
 
 
-def _gateway_history(host) -> list:
-    """``GET /api/v1/membership/history`` from ``host``'s own gateway, with a token of its own."""
-    import urllib.request
-
+def _gateway(host) -> str:
+    """``host``'s own gateway started, and a token of its own: the token."""
     from benchmarks.deployment import free_port, listening, wait_for
 
     host.start_gateway(free_port(host.address))
     token = host.consortia("token", "issue")["token"]
     wait_for(lambda: listening([host.procs["gateway"].pid]), 60, f"{host.name} gateway")
+    return str(token)
+
+
+def _gateway_history(host, token: str) -> list:
+    """``GET /api/v1/membership/history`` from ``host``'s own gateway."""
+    import urllib.request
+
     req = urllib.request.Request(
         host.gateway_url + "/api/v1/membership/history", headers={"Authorization": f"Bearer {token}"}
     )
@@ -273,9 +334,43 @@ def _gateway_history(host) -> list:
         return json.loads(r.read())
 
 
-def test_membership_history_shows_each_configuration_block(consortium):
-    history = _governance(consortium.hosts["Org2"], "history")
-    assert _gateway_history(consortium.hosts["Org2"]) == history  # the gateway reads the same blocks
+def _explorer_membership(browser, host, token: str) -> list[list[str]]:
+    """The rows of the explorer's membership view (headless Chromium) on ``host``'s gateway."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as EC
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    wait = WebDriverWait(browser, 60)
+    browser.get(host.gateway_url + "/explorer/")
+    browser.execute_script("sessionStorage.clear()")
+    browser.get(host.gateway_url + "/explorer/")
+    wait.until(EC.visibility_of_element_located((By.ID, "token"))).send_keys(token)
+    browser.find_element(By.CSS_SELECTOR, "#login button").click()
+    wait.until(EC.text_to_be_present_in_element((By.ID, "whoami"), host.msp))
+    browser.find_element(By.CSS_SELECTOR, 'a[href="#membership"]').click()
+    wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, "#membership table.membership")))
+    rows = browser.find_elements(By.CSS_SELECTOR, "#membership table.membership tr")[1:]
+    logs = [e for e in browser.get_log("browser") if e.get("level") == "SEVERE"]
+    assert not logs, logs
+    return [[td.text for td in r.find_elements(By.TAG_NAME, "td")] for r in rows]
+
+
+def test_membership_history_shows_each_configuration_block(consortium, browser):  # noqa: F811  (fixture)
+    org2 = consortium.hosts["Org2"]
+    history = _governance(org2, "history")
+    token = _gateway(org2)
+    assert _gateway_history(org2, token) == history  # the gateway reads the same blocks
+    rows = _explorer_membership(browser, org2, token)  # and the explorer shows them
+    assert [int(r[0]) for r in rows] == [h["block"] for h in history]
+    assert [r[2] for r in rows] == [", ".join(h["members"]) for h in history]
+    assert rows[0][3] == ", ".join(f"+ Org{i}MSP" for i in range(1, 5))
+    added = next(r for r in rows if r[0] == str(consortium.config_block))
+    assert (
+        added[3] == "+ Org5MSP"
+        and added[4] == f"+ {consortium.hosts['Org5'].address}:{consortium.hosts['Org5'].port_base}"
+    )
+    assert [r[5] for r in rows if r[5] != "—"] == ["Org5MSP: 1 serial"]
+    assert rows[-1][3] == "− Org5MSP"
     assert [h["block"] for h in history][0] == 0
     assert (
         history[0]["members"] == [f"Org{i}MSP" for i in range(1, 5)]

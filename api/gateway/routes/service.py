@@ -13,6 +13,7 @@ from api.gateway.deps import GatewayDep, owner
 from api.gateway.errors import errors
 from api.responses import DepthSafeRoute
 from api.tokens import TokenOwner
+from network.governance import ConfigChange
 
 router = APIRouter(route_class=DepthSafeRoute)
 
@@ -41,11 +42,11 @@ def whoami(who: Annotated[TokenOwner, Depends(owner)]) -> dict[str, Any]:
 
 @router.get(
     "/api/v1/membership/history",
-    response_model=list[S.MembershipChange],
+    response_model=list[ConfigChange],
     responses=errors(404),
     tags=["service"],
 )
-def membership_history(gw: GatewayDep, who: Annotated[TokenOwner, Depends(owner)]) -> list[dict[str, Any]]:
+def membership_history(gw: GatewayDep, who: Annotated[TokenOwner, Depends(owner)]) -> list[ConfigChange]:
     """The channel's configuration blocks, read as the caller through ``qscc`` (a Fabric ledger only):
     the members, consenters and revocations each one changed."""
     from ledger.fabric.gateway import FabricLedger
@@ -61,4 +62,4 @@ def membership_history(gw: GatewayDep, who: Annotated[TokenOwner, Depends(owner)
         number = ledger.block_height(identity) - 1 if n is None else n
         return ledger.evaluate(identity, "GetBlockByNumber", ledger.channel, str(number), chaincode="qscc")
 
-    return [c.to_json() for c in history(block)]
+    return history(block)
