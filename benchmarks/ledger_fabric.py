@@ -33,6 +33,7 @@ The orderer's BatchTimeout is ``--batch-timeout`` (default: ``NetworkConfig``'s,
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import tempfile
@@ -225,7 +226,11 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     else:
         other = "raft" if args.consensus == "bft" else "bft"
         results |= run_members(args, args.consensus)
+        print(
+            f"{args.consensus}:", json.dumps(results, sort_keys=True), flush=True
+        )  # kept if a later step fails
         beside = run_members(args, other)
+        print(f"{other}:", json.dumps(beside, sort_keys=True), flush=True)
         results |= {f"{other}_{k.removeprefix('fabric_')}": v for k, v in beside.items()}
     results |= member_endorsement_scaling(args.quick)
     infix = "" if args.consensus == "founder" else f"-{args.consensus}"
