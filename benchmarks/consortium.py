@@ -16,7 +16,9 @@ agent and artifact service run in a bubblewrap view of its own folder only, on i
    full case for the layout's organisations: 10 % of the rows, the seed's forest sizes, its 12 rounds;
    ``--quick``: the first 6 rounds) is run by the simulator in this process and, across the hosts, by ``consortia
    process create --start`` on Org1's host. The audited wall time runs from that command to the ledger's
-   ``completed``. The nodes were running before, as an organisation's node is: each agent started with
+   ``completed``: ``consent_s`` of it until the process started (the create, then each member's admin
+   on its own host approving the image and accepting the terms, the hosts at the same time),
+   ``rounds_s`` from the start to ``completed``. The nodes were running before, as an organisation's node is: each agent started with
    ``--prewarm`` (the image, pulled from the registry and verified, in a spare warm worker on the
    dataset folder) and had published its membership record; ``prewarm_s`` is how long that took. ``fabric_audit_ratio`` = audited wall / simulated wall; ``bit_identical``: every state,
    message and model digest on the ledger and each organisation's model (fetched on its own host) equal
@@ -130,6 +132,7 @@ def run_process(hosts: dict[str, Host], registry: str, case: dict[str, Any], sim
             case["params"],
             list(hosts.values()),
         )
+        started = time.perf_counter()  # every member consented and the process started
         while (status := client.get_process(pid).status) == "running":
             if time.perf_counter() - t0 > 7200:
                 raise SystemExit("the process did not complete in 2 h")
@@ -145,6 +148,8 @@ def run_process(hosts: dict[str, Host], registry: str, case: dict[str, Any], sim
         client.ledger.close()
     return {
         "audited_s": round(wall, 2),
+        "consent_s": round(started - t0, 2),
+        "rounds_s": round(wall - (started - t0), 2),
         "bit_identical": not wrong,
         "process_id": pid,
         "prewarm_s": round(prewarm_s, 2),
@@ -291,6 +296,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "rows_per_org": min(len(ds.features) for ds in case["data"].values()),
         "simulated_s": round(sim_wall, 2),
         "audited_s": got["audited_s"],
+        "consent_s": got["consent_s"],
+        "rounds_s": got["rounds_s"],
         "prewarm_s": got["prewarm_s"],
         "fabric_audit_ratio": round(got["audited_s"] / sim_wall, 2),
         "bit_identical": got["bit_identical"],

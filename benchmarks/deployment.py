@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from home.join import ORDERER_PUBLIC, PUBLIC_FILES, copy_public
@@ -93,7 +94,8 @@ class Host:
         """``consortia process create …`` on this host (``validation_fraction`` 0 by default: no member
         holds out a validation slice, so the process compares with a simulation of every row); then each member's host (``member_hosts``, each
         with its own home and admin) approves the image's digest and accepts the process (docs/consent.md),
-        and this host starts it: the started process's JSON answer."""
+        the hosts at the same time as separate hosts do, and this host starts it: the started process's
+        JSON answer."""
         self.consortia(
             "process",
             "create",
@@ -118,10 +120,15 @@ class Host:
         terms = self.consortia("process", "terms", pid)
         assert isinstance(terms, dict)
         digest = terms["terms"]["image_digest"]
-        for host in {h.name: h for h in (self, *member_hosts) if h.msp in members}.values():
+
+        def consent(host: Host) -> None:
             if host is not self:
                 host.consortia("image", "approve", image_id, "--digest", digest)
             host.consortia("process", "accept", pid, "--terms", terms["terms_digest"])
+
+        consenting = {h.name: h for h in (self, *member_hosts) if h.msp in members}.values()
+        with ThreadPoolExecutor(len(consenting)) as pool:
+            list(pool.map(consent, consenting))  # an assertion of any host is raised here
         answer = self.consortia("process", "start", pid)
         assert isinstance(answer, dict)
         return answer

@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Sequence
 
-from benchmarks.ledger_workloads import DIGEST, percentile, run_clients
+from benchmarks.ledger_workloads import DIGEST, clients_of, percentile, run_clients
 from ledger.client import ConsortiaClient
 from ledger.identity import Consortium
 from ledger.interface import Ledger
@@ -30,10 +30,17 @@ from ledger.interface import Ledger
 KNEE_SHARE = 0.9  # a point reaching this share of the best throughput is "at capacity"
 
 
-def sweep_point(ledger: Ledger, consortium: Consortium, clients: int, seconds: float, tag: str) -> dict:
-    """``clients`` closed-loop submitters for ``seconds``; throughput and latency of what committed."""
-    orgs = [o.msp_id for o in consortium.organisations]
-    users = [ConsortiaClient(ledger, consortium.identity(orgs[i % len(orgs)])) for i in range(clients)]
+def sweep_point(
+    ledger: Ledger,
+    consortium: Consortium,
+    clients: int,
+    seconds: float,
+    tag: str,
+    seats: Sequence[ConsortiaClient] = (),
+) -> dict:
+    """``clients`` closed-loop submitters for ``seconds`` (spread over the organisations, or over
+    ``seats``: :func:`benchmarks.ledger_workloads.clients_of`); throughput and latency of what committed."""
+    users = clients_of(ledger, consortium, clients, seats)
     latencies: list[list[float]] = [[] for _ in range(clients)]
     stop = threading.Event()
     deadline: list[float] = []
@@ -75,14 +82,19 @@ def knee(points: Sequence[dict]) -> dict:
 
 
 def capacity_sweep(
-    ledger: Ledger, consortium: Consortium, client_counts: Sequence[int], seconds: float, prefix: str
+    ledger: Ledger,
+    consortium: Consortium,
+    client_counts: Sequence[int],
+    seconds: float,
+    prefix: str,
+    seats: Sequence[ConsortiaClient] = (),
 ) -> dict[str, object]:
     """Run the sweep, print one line per point, and return ``<prefix>_capacity_tps`` and friends plus
     the whole sweep under ``<prefix>_capacity_sweep``."""
     tag = f"{time.time_ns():x}"
     points = []
     for n in client_counts:
-        p = sweep_point(ledger, consortium, n, seconds, tag)
+        p = sweep_point(ledger, consortium, n, seconds, tag, seats)
         print(
             f"  {prefix} capacity sweep: {n:4d} clients  {p['tps']:8.1f} tx/s  "
             f"p50 {p['p50_ms']:8.1f} ms  p99 {p['p99_ms']:8.1f} ms",

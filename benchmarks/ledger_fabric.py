@@ -3,8 +3,19 @@
 Fabric 3.1 network brought up fresh for the run (its own directory and ports, purged first, stopped
 after), serving the Consortia contracts through the Python chaincode service.
 
-    python -m benchmarks.ledger --backend fabric [--quick]     # embedded + fabric, one JSON line
-    python -m benchmarks.ledger_fabric [--quick] [--clients N]  # fabric only
+    python -m benchmarks.ledger --backend fabric [--quick]     # embedded + the founder network
+    python -m benchmarks.ledger_fabric [--quick] [--consensus bft|raft|founder] [--clients N]
+
+``--consensus bft`` (the default) and ``raft``: four members without a centre (benchmarks.members: each
+member's own Fabric CA, orderer, peer and chaincode service on its own address, in a view of its own
+folder; the channel made from their public packages, one orderer per member). The submit workload
+and the capacity sweep run with the clients spread over the four members, each member's clients on
+its own home's ledger connection (its peer's Gateway, its own identity). The chosen consensus gives
+the ``fabric_*`` figures; the other one is measured in the same run on a second consortium of the
+same layout and reported beside them with its name as prefix (``raft_capacity_tps``,
+``raft_cpu_ms_per_submit``, ... or ``bft_*``). ``founder``: the founder-made network below (one
+etcdraft orderer of its own organisation, three organisations, every key made by ``network up``),
+where the evaluate and history workloads run too.
 
 Figures: ``fabric_submit_tps`` (concurrent clients, each submit = endorse by a MAJORITY of peers,
 order, commit, wait for its commit status), ``fabric_commit_p50_s`` / ``fabric_commit_p99_s``
@@ -12,8 +23,8 @@ order, commit, wait for its commit status), ``fabric_commit_p50_s`` / ``fabric_c
 latency on a key with ``fabric_history_versions`` versions (``fabric_history_p*_ms``: a page of the
 newest 100; ``fabric_history_full_p*_ms``: the whole history); then the capacity sweep
 (``benchmarks.ledger_capacity``: ``fabric_capacity_tps``, the throughput where latency starts to climb).
-``fabric_cpu_ms_per_submit``: CPU milliseconds of every Fabric-side process (orderer, peers, chaincode
-services, with their descendants) per transaction of the submit phase, and per node.
+``fabric_cpu_ms_per_submit``: CPU milliseconds of every Fabric-side process (orderers, peers, chaincode
+services, with their descendants) per transaction of the submit phase, and per node (target <= 6).
 The orderer's BatchTimeout is ``--batch-timeout`` (default: ``NetworkConfig``'s, 50 ms).
 ``member_endorsement_scaling`` (``benchmarks.member_endorsement``, two more networks): submits/s of a
 3-member process in an 8-organisation channel over those in a 4-organisation one (target ≥ 0.8).
@@ -22,9 +33,12 @@ The orderer's BatchTimeout is ``--batch-timeout`` (default: ``NetworkConfig``'s,
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
+import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +52,7 @@ from wire.env import environment
 BENCH_NET = environment().fabric_bench_net or Path.home() / ".cache" / "consortia" / "fabric-bench"
 BENCH_PORT_BASE = environment().fabric_bench_port_base
 DEFAULT_FABRIC_CLIENTS = 96
+CAPACITY_CLIENTS = (1, 8, 32, 96, 192)  # the capacity sweep's client counts
 
 
 def process_tree_cpu(pid: int) -> float:
@@ -59,7 +74,7 @@ def process_tree_cpu(pid: int) -> float:
     return total
 
 
-def run_fabric(args: Any, consortium: Any = None) -> dict[str, float]:
+def run_fabric(args: Any, consortium: Any = None) -> dict[str, Any]:
     """Run the workloads on a fresh network; ``consortium`` (the embedded run's) is not used:
     the network has its own identities. Reads ``args.submits``, ``args.evaluates``,
     ``args.eval_clients``, ``args.quick`` and optionally ``args.fabric_clients``."""
@@ -87,28 +102,21 @@ def run_fabric(args: Any, consortium: Any = None) -> dict[str, float]:
         up_s = time.perf_counter() - t0
         cons = net.consortium()
         with FabricLedger.from_profile(net.profile_file) as led:
-            nodes, me = net.pids(), resource.getrusage(resource.RUSAGE_SELF)
-            before = {n: process_tree_cpu(p) for n, p in nodes.items()}
-            s = bench_submit(led, cons, clients, submits)
-            after, me2 = (
-                {n: process_tree_cpu(p) for n, p in nodes.items()},
-                resource.getrusage(resource.RUSAGE_SELF),
+            figures = submit_figures(
+                net.pids(),
+                lambda: bench_submit(led, cons, clients, submits),
+                5.0 if args.quick else 15.0,
+                lambda counts, seconds: capacity_sweep(led, cons, counts, seconds, "fabric"),
             )
-            per_node = {n: (after[n] - before[n]) * 1e3 / s["submits"] for n in nodes}
-            client_ms = (me2.ru_utime + me2.ru_stime - me.ru_utime - me.ru_stime) * 1e3 / s["submits"]
             reader = cons.identity(cons.organisations[0].name)
             for i in range(max(1, args.eval_clients)):  # the records bench_evaluate reads exist
                 led.evaluate(reader, "Image:get", f"bench-{i}-49:1")
             e = bench_evaluate(led, cons, max(1, args.eval_clients), args.evaluates)
             h = bench_history(led, cons, versions, samples)
-            cap = capacity_sweep(led, cons, (1, 8, 32, 96, 192), 5.0 if args.quick else 15.0, "fabric")
     finally:
         net.down()
     return {
-        "fabric_submit_tps": s["submit_tps"],
-        "fabric_commit_p50_s": s["submit_p50_ms"] / 1e3,
-        "fabric_commit_p99_s": s["submit_p99_ms"] / 1e3,
-        "fabric_submits": s["submits"],
+        **figures,
         "fabric_clients": clients,
         "fabric_evaluate_tps": e["evaluate_tps"],
         "fabric_history_versions": h["history_versions"],
@@ -118,12 +126,78 @@ def run_fabric(args: Any, consortium: Any = None) -> dict[str, float]:
         "fabric_history_full_p50_ms": h["history_full_p50_ms"],
         "fabric_history_full_p99_ms": h["history_full_p99_ms"],
         "fabric_batch_timeout": batch_timeout,
+        "fabric_network_up_s": up_s,
+    }
+
+
+def submit_figures(
+    nodes: dict[str, int], submit: Callable[[], dict[str, float]], seconds_per_point: float, sweep: Callable
+) -> dict[str, Any]:
+    """The submit workload (``submit()``) with the CPU its Fabric nodes (``nodes``: name -> pid) and this
+    process spent per committed transaction, then the capacity sweep (``sweep(client_counts, seconds)``)."""
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    before = {n: process_tree_cpu(p) for n, p in nodes.items()}
+    s = submit()
+    after, me2 = {n: process_tree_cpu(p) for n, p in nodes.items()}, resource.getrusage(resource.RUSAGE_SELF)
+    per_node = {n: (after[n] - before[n]) * 1e3 / s["submits"] for n in nodes}
+    client_ms = (me2.ru_utime + me2.ru_stime - me.ru_utime - me.ru_stime) * 1e3 / s["submits"]
+    return {
+        "fabric_submit_tps": s["submit_tps"],
+        "fabric_commit_p50_s": s["submit_p50_ms"] / 1e3,
+        "fabric_commit_p99_s": s["submit_p99_ms"] / 1e3,
+        "fabric_submits": s["submits"],
         # CPU of the Fabric side (every node process and its descendants) per submitted transaction
-        # of bench_submit, and per node; the client (this process: Gateway calls, signing) apart
+        # of the submit workload, and per node; the client (this process: Gateway calls, signing) apart
         "fabric_cpu_ms_per_submit": sum(per_node.values()),
         "fabric_cpu_ms_per_submit_by_node": {n: round(v, 3) for n, v in sorted(per_node.items())},
         "fabric_client_cpu_ms_per_submit": client_ms,
-        **cap,
+        **sweep(CAPACITY_CLIENTS, seconds_per_point),
+    }
+
+
+def run_members(args: Any, consensus: str) -> dict[str, Any]:
+    """The submit workload and the capacity sweep on four members without a centre (``consensus``: bft
+    or raft), formed fresh in a temporary folder and stopped after."""
+    from benchmarks.consortium import MEMBER_ORGS
+    from benchmarks.members import Members
+    from home.settings import load
+    from ledger.identity import Consortium
+
+    clients = int(args.fabric_clients)
+    submits = clients * max(50, args.submits // clients)
+    with tempfile.TemporaryDirectory(prefix=f"consortia-bench-ledger-{consensus}-") as tmp:
+        members = Members(Path(tmp), MEMBER_ORGS)
+        seats = []
+        try:
+            t0 = time.perf_counter()
+            members.form(consensus)
+            up_s = time.perf_counter() - t0
+            seats = [h.ledger_client() for h in members.hosts.values()]  # each member's own connection
+            nodes = {
+                f"{node}.{h.name.lower()}": pid
+                for h in members.hosts.values()
+                for node, pid in h.nodes().pids().items()
+                if node != "ca"
+            }
+            first = seats[0]
+            cons = Consortium(load(members.hosts[MEMBER_ORGS[0]].home).crypto)
+            figures = submit_figures(
+                nodes,
+                lambda: bench_submit(first.ledger, cons, clients, submits, seats),
+                5.0 if args.quick else 15.0,
+                lambda counts, seconds: capacity_sweep(first.ledger, cons, counts, seconds, "fabric", seats),
+            )
+        finally:
+            for seat in seats:
+                seat.ledger.close()
+            members.close()
+    return {
+        **figures,
+        "fabric_clients": clients,
+        "fabric_consensus": consensus,
+        "fabric_layout": "members",
+        "fabric_orgs": len(MEMBER_ORGS),
+        "fabric_orderers": len(members.channel["consenters"]),
         "fabric_network_up_s": up_s,
     }
 
@@ -131,6 +205,13 @@ def run_fabric(args: Any, consortium: Any = None) -> dict[str, float]:
 def main(argv: list[str] | None = None) -> dict[str, float]:
     ap = argparse.ArgumentParser(description="Fabric ledger benchmark (fabric host only)")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument(
+        "--consensus",
+        choices=("bft", "raft", "founder"),
+        default="bft",
+        help="bft (default) or raft: four members, one orderer each, the other consensus beside it; "
+        "founder: the founder-made network of one orderer",
+    )
     ap.add_argument("--clients", dest="fabric_clients", type=int, default=DEFAULT_FABRIC_CLIENTS)
     ap.add_argument("--eval-clients", type=int, default=2)
     ap.add_argument("--batch-timeout", dest="fabric_batch_timeout", default=None, help="orderer BatchTimeout")
@@ -139,16 +220,25 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         ap.error("--clients must be >= 1")
     args.submits = 2000 if args.quick else 10000
     args.evaluates = 4000 if args.quick else 20000
-    results: dict[str, float] = {
-        "cores": os.cpu_count() or 0,
-        **run_fabric(args),
-        **member_endorsement_scaling(args.quick),
-    }
+    results: dict[str, Any] = {"cores": os.cpu_count() or 0}
+    if args.consensus == "founder":
+        results |= run_fabric(args)
+    else:
+        other = "raft" if args.consensus == "bft" else "bft"
+        results |= run_members(args, args.consensus)
+        print(
+            f"{args.consensus}:", json.dumps(results, sort_keys=True), flush=True
+        )  # kept if a later step fails
+        beside = run_members(args, other)
+        print(f"{other}:", json.dumps(beside, sort_keys=True), flush=True)
+        results |= {f"{other}_{k.removeprefix('fabric_')}": v for k, v in beside.items()}
+    results |= member_endorsement_scaling(args.quick)
+    infix = "" if args.consensus == "founder" else f"-{args.consensus}"
     report(
         results,
         Path(__file__).parent
         / "results"
-        / ("ledger-fabric-quick.json" if args.quick else "ledger-fabric.json"),
+        / (f"ledger-fabric{infix}-quick.json" if args.quick else f"ledger-fabric{infix}.json"),
     )
     return results
 

@@ -9,7 +9,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -59,14 +59,29 @@ def run_clients(worker: Callable[[int], None], clients: int) -> float:
     return time.perf_counter() - t0
 
 
-def _clients(ledger: Ledger, consortium: Consortium, n: int) -> list[ConsortiaClient]:
+def clients_of(
+    ledger: Ledger, consortium: Consortium, n: int, seats: Sequence[ConsortiaClient] = ()
+) -> list[ConsortiaClient]:
+    """``n`` clients spread over the organisations in turn: over ``seats`` (one client per organisation,
+    each on its own ledger connection: organisations on hosts of their own) when given, else over the
+    organisations of ``consortium`` on ``ledger``."""
+    if seats:
+        return [
+            ConsortiaClient(seats[i % len(seats)].ledger, seats[i % len(seats)].identity) for i in range(n)
+        ]
     orgs = [o.msp_id for o in consortium.organisations]
     return [ConsortiaClient(ledger, consortium.identity(orgs[i % len(orgs)])) for i in range(n)]
 
 
-def bench_submit(ledger: Ledger, consortium: Consortium, clients: int, total: int) -> dict[str, float]:
+def bench_submit(
+    ledger: Ledger,
+    consortium: Consortium,
+    clients: int,
+    total: int,
+    seats: Sequence[ConsortiaClient] = (),
+) -> dict[str, float]:
     per_client = total // clients
-    users = _clients(ledger, consortium, clients)
+    users = clients_of(ledger, consortium, clients, seats)
     latencies: list[list[float]] = [[] for _ in range(clients)]
 
     def worker(i: int) -> None:
@@ -87,7 +102,7 @@ def bench_submit(ledger: Ledger, consortium: Consortium, clients: int, total: in
 
 def bench_evaluate(ledger: Ledger, consortium: Consortium, clients: int, total: int) -> dict[str, float]:
     per_client = total // clients
-    users = _clients(ledger, consortium, clients)
+    users = clients_of(ledger, consortium, clients)
 
     def worker(i: int) -> None:
         for j in range(per_client):

@@ -113,6 +113,24 @@ def _contract_error(text: str) -> ContractError | None:
     return None
 
 
+#: what a SmartBFT orderer answers for a transaction it already holds (in its request pool, or ordered)
+ALREADY_PROCESSED = "request already processed"
+
+
+def held_by_orderers(err: grpc.RpcError) -> bool:
+    """Whether a BFT ``Submit`` refused as ``UNAVAILABLE`` was refused only because orderers already
+    hold the transaction. The Gateway sends a transaction to every orderer of a BFT channel and
+    reports success only when a quorum (3 of 4) accepted it; an orderer that received it first from
+    the leader (it forwards requests), or saw it ordered already, answers ``SERVICE_UNAVAILABLE``
+    "request already processed". When every orderer that refused said so, the transaction is in the
+    ordering service's hands: it will be (or was) ordered, so the caller waits for its commit."""
+    code = err.code() if callable(getattr(err, "code", None)) else None
+    if code != grpc.StatusCode.UNAVAILABLE:
+        return False
+    details = error_details(err)
+    return bool(details) and all(ALREADY_PROCESSED in d.message for d in details)
+
+
 def describe(err: grpc.RpcError) -> str:
     """One line naming the status and every failing peer (no payloads)."""
     code = err.code().name if callable(getattr(err, "code", None)) and err.code() else "UNKNOWN"

@@ -30,7 +30,7 @@ from fabric_protos.peer import events_pb2_grpc, transaction_pb2
 from ledger.errors import CommitTimeout, EndorsementFailure, LedgerError
 from ledger.fabric.blocks import block_info
 from ledger.fabric.commits import CommitWatcher, WatcherClosed, WatcherFailed
-from ledger.fabric.errors import error_details, translate, validation_error
+from ledger.fabric.errors import error_details, held_by_orderers, translate, validation_error
 from ledger.fabric.events import chaincode_events
 from ledger.fabric.proposal import build_proposal, envelope_result, seek_envelope, sign_envelope
 from ledger.identity import Identity
@@ -284,6 +284,9 @@ class FabricLedger:
         try:
             self.gateway(identity).Submit(req, timeout=self.endorse_timeout)
         except grpc.RpcError as err:
+            if held_by_orderers(err):  # BFT: the orderers that refused already hold it; its commit tells
+                log.debug("transaction %s already held by the orderers that refused it: %s", tx_id, err)
+                return
             raise translate(err, "submit", self._peer_for(identity).address) from None
 
     def commit_status(self, identity: Identity, tx_id: str, timeout: float = 60.0) -> tuple[int, int]:

@@ -19,7 +19,7 @@ from ledger.errors import (
     outcome_unknown,
     transient,
 )
-from ledger.fabric.errors import error_details, translate, validation_error
+from ledger.fabric.errors import error_details, held_by_orderers, translate, validation_error
 
 
 def _ld(b: bytes) -> bytes:
@@ -224,6 +224,35 @@ def test_an_unreachable_peer_or_orderer_is_a_transient_ledger_unavailable():
     assert isinstance(translate(lonely, "endorse", "p:1"), LedgerUnavailable)
     lost = translate(FakeRpcError(grpc.StatusCode.UNAVAILABLE, "Socket closed"), "commit", "p:1")
     assert isinstance(lost, LedgerUnavailable) and lost.outcome_unknown
+
+
+def _bft_refusal(*messages: str) -> FakeRpcError:
+    """The Gateway's BFT submit refusal: fewer than a quorum of orderers accepted, one detail per refusal."""
+    details = [
+        gateway_pb2.ErrorDetail(address=f"127.0.{i}.1:24050", msp_id=f"Org{i}MSP", message=m)
+        for i, m in enumerate(messages, start=3)
+    ]
+    return FakeRpcError(
+        grpc.StatusCode.UNAVAILABLE,
+        "insufficient number of orderers could successfully process transaction to satisfy quorum requirement",
+        (("grpc-status-details-bin", status_bin(14, "insufficient", details)),),
+    )
+
+
+def test_a_bft_submit_refused_only_by_orderers_already_holding_it_is_handed_over():
+    """Seen on four SmartBFT orderers under load: two of them got the transaction from the leader before
+    the Gateway's copy and answered "request already processed"; the Gateway reported UNAVAILABLE
+    although the transaction was ordered. Those refusals say that the orderers hold it; any other
+    refusal among them keeps the submit a failure, as does another status."""
+    held = "received unsuccessful response from orderer: status=SERVICE_UNAVAILABLE, info=failed to submit request: request already processed"
+    assert held_by_orderers(_bft_refusal(held, held))
+    down = "rpc error: code = Unavailable desc = connection error: connect: connection refused"
+    assert not held_by_orderers(_bft_refusal(held, down))
+    assert isinstance(translate(_bft_refusal(held, down), "submit", "p:1"), LedgerUnavailable)
+    assert not held_by_orderers(FakeRpcError(grpc.StatusCode.UNAVAILABLE, "no orderers could process it"))
+    aborted = _bft_refusal(held)
+    aborted._code = grpc.StatusCode.ABORTED
+    assert not held_by_orderers(aborted)
 
 
 def test_refusals_stay_answers_even_with_unreachable_words_around():

@@ -24,7 +24,7 @@ from fabric_protos.peer import (
 )
 
 from chaincode.errors import NotFound
-from ledger.errors import AccessDenied, CommitTimeout, LedgerError, MVCCConflict
+from ledger.errors import AccessDenied, CommitTimeout, LedgerError, LedgerUnavailable, MVCCConflict
 from ledger.fabric.gateway import FabricLedger, PeerEndpoint, submit_with_retry
 from ledger.fabric.proposal import compute_tx_id
 from ledger.identity import Consortium
@@ -68,6 +68,9 @@ class FakeGateway(gateway_pb2_grpc.GatewayServicer):
         self.events_calls: list[gateway_pb2.ChaincodeEventsRequest] = []
         self.hang_commit = False
         self.lag_left = 0  # "lagging": refusals by another organisation's peer still to come
+        # the next submit is ordered, but the Gateway answers as on BFT orderers that got it from the
+        # leader first: this detail message per refusing orderer (UNAVAILABLE, below a quorum)
+        self.bft_refusal = ""
         self.commit_status_calls = 0
         self.deliver = FakeDeliver(membership)
 
@@ -153,6 +156,13 @@ class FakeGateway(gateway_pb2_grpc.GatewayServicer):
         self.deliver.commit(
             request.transaction_id, self.codes.get(request.transaction_id, transaction_pb2.VALID)
         )
+        if self.bft_refusal:
+            message, self.bft_refusal = self.bft_refusal, ""
+            context.set_trailing_metadata((("grpc-status-details-bin", _status_details(message, "Org2MSP")),))
+            context.abort(
+                grpc.StatusCode.UNAVAILABLE,
+                "insufficient number of orderers could successfully process transaction to satisfy quorum requirement",
+            )
         return gateway_pb2.SubmitResponse()
 
     def CommitStatus(self, request, context):  # noqa: N802
@@ -371,6 +381,20 @@ def test_commit_statuses_come_from_one_filtered_block_stream(gateway, consortium
     assert fake.commit_status_calls == 0
     assert [s.start.WhichOneof("Type") for s in fake.deliver.seeks] == ["newest"]
     assert not led._watchers[f"127.0.0.1:{PORT}"]._waiting  # nothing left registered
+
+
+def test_a_bft_refusal_by_orderers_already_holding_the_transaction_waits_for_its_commit(gateway, consortium):
+    """SmartBFT orderers that got the transaction from the leader before the Gateway's copy refuse it
+    as "request already processed"; the transaction is ordered all the same: the submit waits for its
+    commit and succeeds. A refusal for another reason stays a LedgerUnavailable."""
+    fake, led = gateway
+    org1 = consortium.identity("Org1")
+    fake.bft_refusal = "received unsuccessful response from orderer: status=SERVICE_UNAVAILABLE, info=failed to submit request: request already processed"
+    r = led.submit(org1, "put", "a")
+    assert r.validation_code == "VALID" and fake.submitted == [r.tx_id]
+    fake.bft_refusal = "rpc error: code = Unavailable desc = connection refused"
+    with pytest.raises(LedgerUnavailable):
+        led.submit(org1, "put", "b")
 
 
 def test_a_broken_filtered_block_stream_reopens_after_the_last_block_seen(gateway, consortium):
