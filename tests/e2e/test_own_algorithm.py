@@ -28,12 +28,11 @@ from algorithms import codec
 from api.algorithm_kit.folder import declaration
 from api.algorithm_kit.local_run import read_organisations
 from api.algorithm_kit.scaffold import new_folder
-from executor.process import collect_models
 from executor.images.bundle import build_bundle, bundle_digest
 from executor.images.recipe import PROJECT_ROOT, ImageRecipe
 from executor.images.reference import ImageTampered
 from executor.node.supervisor import run_process
-from executor.process import ProcessSpec, launch, map_dataset, prepare_image
+from executor.process import ProcessSpec, collect_models, launch, map_dataset, prepare_image
 from executor.runtimes.sandbox import SandboxRuntime
 from tests.api.test_cli_algorithm import consortia
 from tests.ci import require_module
