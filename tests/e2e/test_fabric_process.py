@@ -1,7 +1,8 @@
 """The same audited process on the real Fabric network (ledger/fabric): a small DPSDA process among
 the network's three organisations ends completed, bit-identical to the simulator, and every model's
-lineage verifies against the Fabric ledger; a user algorithm folder from outside the repository
-ends completed, bit-identical to ``consortia_sdk.simulate``. Skipped where the Fabric binaries are not installed."""
+lineage verifies against the Fabric ledger; a user algorithm folder made by ``algorithm new`` outside
+the repository ends completed with the model digests ``consortia simulate`` printed, bit-identical to
+``consortia_sdk.simulate``. Skipped where the Fabric binaries are not installed."""
 
 from __future__ import annotations
 
@@ -22,9 +23,12 @@ from executor.process import (
 from executor.runtimes.sandbox import SandboxRuntime
 from home.platform import Platform
 from tests.e2e.conftest import dpsda_case
-from tests.e2e.test_own_algorithm import algorithm_class
+from tests.e2e.test_own_algorithm import (
+    algorithm_class,
+    assert_models_are_the_simulated,
+    made_checked_simulated,
+)
 from tests.e2e.test_process import assert_bit_identical, simulated
-from tests.support.own_algorithm import regression_data, write_folder
 
 pytestmark = pytest.mark.fabric
 
@@ -62,29 +66,37 @@ def test_audited_process_on_fabric_equals_the_simulator_and_verifies(fabric_plat
 def test_own_algorithm_outside_the_repository_on_fabric_equals_the_simulator(
     fabric_platform, tmp_path, monkeypatch
 ):
-    """A user algorithm folder (tests/support/own_algorithm.py, consortia_sdk only, one hash-pinned
-    requirement) built, registered and run audited on the real Fabric network: equal to
-    ``consortia_sdk.simulate``."""
+    """A folder made by ``algorithm new --template sklearn`` outside the repository, checked and simulated
+    by the CLI on CSV files, built, registered and run audited on the real Fabric network: its final model
+    digests are those ``consortia simulate`` printed, and every digest equals ``consortia_sdk.simulate``'s."""
     p = fabric_platform
     orgs = tuple(p.consortium.msp_ids)[:3]
-    folder = write_folder(tmp_path / "outside", "sklearn")
-    params, topology, rounds = {"alpha": 0.5, "eps": 0.3}, {"kind": "ring", "seed": 5}, 2
+    topology, rounds = {"kind": "ring", "seed": 5}, 2
+    made = made_checked_simulated(tmp_path / "work", "sklearn", orgs, topology, rounds)
     pid = f"p-own-{secrets.token_hex(4)}"  # the network persists across sessions
     client = p.client(orgs[0])
-    image = prepare_image(client, str(folder), "sandbox", image_id=f"ridge-consensus-{pid}:0.1.0")
-    datasets = regression_data(orgs)
+    image = prepare_image(client, str(made.folder), "sandbox", image_id=f"own-sklearn-{pid}:0.1.0")
     for o in orgs:
-        map_dataset(p.data_root, o, "train", datasets[o])
+        map_dataset(p.data_root, o, "train", made.datasets[o])
     launch(
         client,
-        ProcessSpec(pid, image.record.id, orgs, topology, params, rounds, "train"),
+        ProcessSpec(pid, image.record.id, orgs, topology, made.params, rounds, "train"),
         consent=p.admins(orgs),
     )
     out = run_process(p, pid, SandboxRuntime, timeout=600, warm=True)
     assert out.status == "completed", (out.reason, out.agent_errors)
-    cls = algorithm_class(folder, cache_root() / "bundles" / image.reference.split(":", 1)[1], monkeypatch)
+    assert_models_are_the_simulated(p, pid, made, orgs)
+    cls = algorithm_class(
+        made.folder, cache_root() / "bundles" / image.reference.split(":", 1)[1], monkeypatch
+    )
     fraction = client.get_process(pid).validation_fraction
     sim = consortia_sdk.simulate(
-        cls(**params), datasets, rounds, 5, consortia_sdk.ring(3), orgs, validation_fraction=fraction
+        cls(**made.params),
+        made.datasets,
+        rounds,
+        5,
+        consortia_sdk.ring(3),
+        orgs,
+        validation_fraction=fraction,
     )
     assert_bit_identical(p, client, pid, sim, orgs)

@@ -3,26 +3,38 @@ the folder (tests/support/own_algorithm.py: consortia_sdk only, one hash-pinned 
 built by two organisations with their own caches gets one digest; registered and run by three
 organisations on the embedded ledger (sandbox runtime) its every state, message and model digest
 equals ``consortia_sdk.simulate``'s; for the torch base as well; a bundle whose installed wheels
-were swapped is refused by digest at run and at pull, the digest named."""
+were swapped is refused by digest at run and at pull, the digest named. Item 5's whole chain: a folder
+made by ``algorithm new`` (both templates) outside the repository is checked, simulated by ``consortia
+simulate`` on CSV files, built, registered and run audited by three organisations: the final model
+digests are those ``consortia simulate`` printed."""
 
 from __future__ import annotations
 
 import importlib
+import json
 import secrets
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 
 import consortia_sdk
+from algorithms import codec
+from api.algorithm_kit.folder import declaration
+from api.algorithm_kit.local_run import read_organisations
+from api.algorithm_kit.scaffold import new_folder
 from executor.images.bundle import build_bundle, bundle_digest
 from executor.images.recipe import PROJECT_ROOT, ImageRecipe
 from executor.images.reference import ImageTampered
 from executor.node.supervisor import run_process
-from executor.process import ProcessSpec, launch, map_dataset, prepare_image
+from executor.process import ProcessSpec, collect_models, launch, map_dataset, prepare_image
 from executor.runtimes.sandbox import SandboxRuntime
+from tests.api.test_cli_algorithm import consortia
 from tests.ci import require_module
 from tests.e2e.conftest import ORGS3
 from tests.e2e.test_process import assert_bit_identical
@@ -45,6 +57,60 @@ def algorithm_class(folder: Path, bundle: Path, monkeypatch):
     return getattr(importlib.import_module(module), name)
 
 
+@dataclass(frozen=True)
+class MadeAlgorithm:
+    """A folder made by ``algorithm new``, checked and simulated by the CLI on CSV files (item 5)."""
+
+    folder: Path
+    params: dict
+    datasets: dict
+    simulated: dict  # `consortia simulate -o json`
+
+
+def classification_csvs(data: Path, orgs) -> None:
+    """Each organisation's rows as ``<MSP id>.csv``: 24 rows, 3 features, labels 0/1 from a shared
+    hyperplane with a little noise (small, so the runs are fast)."""
+    data.mkdir(parents=True)
+    for i, org in enumerate(orgs):
+        rng = np.random.default_rng(100 + i)
+        X = rng.normal(size=(24, 3))
+        frame = pd.DataFrame(X, columns=["amount", "age", "score"])
+        frame["label"] = (X @ np.array([1.5, -2.0, 1.0]) + 0.3 * rng.normal(size=24) > 0).astype(int)
+        frame.to_csv(data / f"{org}.csv", index=False)
+
+
+def made_checked_simulated(work: Path, template: str, orgs, topology: dict, rounds: int) -> MadeAlgorithm:
+    """``algorithm new`` in ``work`` (outside the repository), ``consortia algorithm check`` on the CSV
+    files (must pass), ``consortia simulate`` on them with the schema's defaults and no validation slice
+    (a process of an image whose class the launching host cannot import records none by default): what a
+    user does before building."""
+    work.mkdir(parents=True, exist_ok=True)
+    assert PROJECT_ROOT not in work.resolve().parents
+    made = new_folder(f"own-{template}", template, work)
+    classification_csvs(work / "data", orgs)
+    checked = consortia(
+        "algorithm", "check", str(made.folder), "--data", "data", "--rounds", "2", "-o", "json", cwd=work
+    )
+    report = json.loads(checked.stdout)
+    assert checked.returncode == 0 and report["ok"], (report, checked.stderr)
+    args = ["simulate", str(made.folder), "--data", "data", "--topology", topology["kind"]]
+    args += ["--rounds", str(rounds), "--seed", str(topology["seed"])]
+    ran = consortia(*args, "-o", "json", cwd=work)
+    assert ran.returncode == 0, ran.stderr
+    simulated = json.loads(ran.stdout)
+    assert simulated["consortium"] == list(orgs) and set(simulated["models"]) == set(orgs)
+    decl = declaration(made.folder)
+    params = {k: v["default"] for k, v in decl.parameters.items()}
+    # the arrays a task reads: each file read as `consortia data import` reads it
+    return MadeAlgorithm(made.folder, params, read_organisations(work / "data", "label", decl), simulated)
+
+
+def assert_models_are_the_simulated(platform, pid: str, made: MadeAlgorithm, orgs) -> None:
+    """The audited final models' digests are those `consortia simulate` printed."""
+    models = collect_models(platform, pid, orgs)
+    assert {o: codec.digest(b) for o, b in models.items()} == made.simulated["models"]
+
+
 def run_audited(platform, client, image, datasets, params, pid, warm=False):
     for o in ORGS3:
         map_dataset(platform.data_root, o, "train", datasets[o])
@@ -54,6 +120,35 @@ def run_audited(platform, client, image, datasets, params, pid, warm=False):
         consent=platform.admins(ORGS3),
     )
     return run_process(platform, pid, SandboxRuntime, warm=warm)
+
+
+@pytest.mark.parametrize("template", ["sklearn", "torch"])
+def test_a_new_folder_checked_simulated_built_and_run_audited_gives_the_digests_consortia_simulate_printed(
+    platform, tmp_path, monkeypatch, template
+):
+    if template == "torch":
+        require_module("torch")
+    monkeypatch.setenv("CONSORTIA_CACHE", str(tmp_path / "cache"))
+    made = made_checked_simulated(tmp_path / "work", template, ORGS3, TOPOLOGY, ROUNDS)
+    client = platform.client(ORGS3[0])
+    image = prepare_image(client, str(made.folder), "sandbox")
+    out = run_audited(platform, client, image, made.datasets, made.params, "p-new", warm=True)
+    assert out.status == "completed", (out.reason, out.agent_errors)
+    process = client.get_process("p-new")
+    assert process.validation_fraction == 0.0 and dict(process.hyperparameters) == made.params
+    assert_models_are_the_simulated(platform, "p-new", made, ORGS3)
+    bundle = tmp_path / "cache" / "bundles" / image.reference.split(":", 1)[1]
+    cls = algorithm_class(made.folder, bundle, monkeypatch)
+    sim = consortia_sdk.simulate(
+        cls(**made.params),
+        made.datasets,
+        ROUNDS,
+        TOPOLOGY["seed"],
+        consortia_sdk.ring(3),
+        ORGS3,
+        validation_fraction=process.validation_fraction,
+    )
+    assert_bit_identical(platform, client, "p-new", sim)
 
 
 @pytest.mark.parametrize("kind", ["sklearn", "torch"])
