@@ -16,6 +16,9 @@
   the shared decoder θ, ``phi.<name>``: the owner's encoder φ) saved with ``torch.save``, and
   ``model.torchscript.pt``, a TorchScript module scoring rows (eq. 39) that ``torch.jit.load``
   loads without its source (:mod:`api.model_torchscript`).
+* **any other model** (an algorithm written with the SDK): ``model.npz`` (every array of the payload
+  under its path, ``numpy.load`` without pickle), ``model.json`` (the payload's structure, arrays named by
+  their npz key) and ``model.payload`` (the exact codec bytes the ledger's digest covers).
 
 ``metadata.json`` carries the model's id, owner, process, the model digest recorded on the
 ledger (the sha256 of the decrypted payload the export was made from, checked before export),
@@ -165,12 +168,6 @@ def export_model(
     out = Path(out)
     if out.exists() and any(out.iterdir()):
         raise ModelExportError(f"{out} exists and is not empty")
-    if not (isinstance(model, dict) and ("estimators" in model or ("theta" in model and "phi" in model))):
-        keys = sorted(model) if isinstance(model, dict) else type(model).__name__
-        raise ModelExportError(
-            f"no standard export for this model (payload keys {keys}); collaborative RF "
-            f"and CollabDict VAE models are exported"
-        )
     out.mkdir(parents=True, exist_ok=True)
     meta: dict[str, Any] = {
         "model_id": record.get("id"),
@@ -182,6 +179,8 @@ def export_model(
         "label": label,
         "classes": list(classes) if classes else None,
     }
+    if not (isinstance(model, dict) and ("estimators" in model or ("theta" in model and "phi" in model))):
+        return _export_payload(payload, model, out, meta)
     if isinstance(model, dict) and "estimators" in model:
         import joblib
 
@@ -228,6 +227,63 @@ def export_model(
     primary = {k: meta[k] for k in ("format", "load", "versions")}
     meta["files"] = [{"file": file.name, "sha256": meta["file_sha256"], **primary}, extra]
     meta["versions"] = {**meta["versions"], **extra.get("versions", {})}
+    (out / "metadata.json").write_text(json.dumps(meta, indent=2, sort_keys=True, default=str) + "\n")
+    return Exported(out, file, meta)
+
+
+def _payload_arrays(value: Any, path: str, arrays: dict[str, np.ndarray]) -> Any:
+    """The payload's structure with every array (and bytes value) replaced by a reference into ``arrays``
+    under its path (``coef``, ``layers/0/weight``)."""
+    if isinstance(value, np.ndarray):
+        arrays[path] = value
+        return {"array": path, "dtype": value.dtype.str, "shape": list(value.shape)}
+    if isinstance(value, bytes):
+        arrays[path] = np.frombuffer(value, dtype=np.uint8)
+        return {"bytes": path, "length": len(value)}
+    if isinstance(value, dict):
+        return {k: _payload_arrays(v, f"{path}/{k}" if path else str(k), arrays) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_payload_arrays(v, f"{path}/{i}" if path else str(i), arrays) for i, v in enumerate(value)]
+    return value
+
+
+def _export_payload(payload: bytes, model: Any, out: Path, meta: dict[str, Any]) -> Exported:
+    """Any other model (an algorithm written with the SDK, docs/sdk.md): its arrays in ``model.npz``
+    (``numpy.load``, no pickle), its structure in ``model.json`` (each array named by its key in the npz,
+    with dtype and shape), and the exact payload the ledger's digest covers in ``model.payload``
+    (``consortia_sdk.decode`` reads it; its sha256 is the model digest)."""
+    arrays: dict[str, np.ndarray] = {}
+    # a container's entries are named by their paths; a bare array or bytes value is named "model"
+    structure = _payload_arrays(model, "" if isinstance(model, dict | list) else "model", arrays)
+    file = out / "model.npz"
+    with file.open("wb") as f:
+        np.savez(f, **arrays)
+    (out / "model.json").write_text(json.dumps(structure, indent=2, sort_keys=True, default=str) + "\n")
+    (out / "model.payload").write_bytes(payload)
+    meta.update(
+        kind="sdk-payload",
+        format="npz",
+        arrays=len(arrays),
+        load="import numpy as np, json; arrays = np.load('model.npz'); structure = json.load(open('model.json'))",
+        versions=_versions("numpy"),
+    )
+    meta["file"] = file.name
+    meta["file_sha256"] = _sha256(file)
+    meta["files"] = [
+        {"file": file.name, "sha256": meta["file_sha256"], "format": "npz", "load": meta["load"]},
+        {
+            "file": "model.json",
+            "sha256": _sha256(out / "model.json"),
+            "format": "json",
+            "load": "the payload's structure; each array is {'array': key in model.npz, 'dtype', 'shape'}",
+        },
+        {
+            "file": "model.payload",
+            "sha256": _sha256(out / "model.payload"),
+            "format": "consortia codec",
+            "load": "consortia_sdk.decode(open('model.payload', 'rb').read()); its sha256 is model_digest",
+        },
+    ]
     (out / "metadata.json").write_text(json.dumps(meta, indent=2, sort_keys=True, default=str) + "\n")
     return Exported(out, file, meta)
 

@@ -96,7 +96,40 @@ def test_export_refuses_a_payload_that_is_not_the_ledgers_model_or_has_no_format
     payload = codec.encode({"estimators": _forest()[0]})
     with pytest.raises(ModelExportError, match="is not the model digest"):
         export_model(payload, _record(b"other"), tmp_path / "a")
-    other = codec.encode({"weights": np.zeros(3)})
-    with pytest.raises(ModelExportError, match="no standard export"):
-        export_model(other, _record(other), tmp_path / "b")
-    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()  # nothing half-written
+    assert not (tmp_path / "a").exists()  # nothing half-written
+
+
+def test_any_other_model_exports_its_arrays_structure_and_the_ledgers_exact_payload(tmp_path):
+    """A model of an algorithm written with the SDK: arrays in model.npz (loaded without pickle), the
+    structure in model.json, the payload whose sha256 is the ledger's digest in model.payload."""
+    model = {
+        "coef": np.arange(6, dtype=np.float64).reshape(2, 3),
+        "layers": [{"weight": np.ones((2, 2), dtype=np.float32)}, {"bias": np.zeros(2)}],
+        "classes": [0, 1],
+        "note": "sgd",
+        "blob": b"\x00\x01",
+    }
+    payload = codec.encode(model)
+    out = export_model(payload, _record(payload), tmp_path / "m", features=["a", "b", "c"], label="y")
+    assert out.metadata["kind"] == "sdk-payload" and out.file.name == "model.npz"
+    with np.load(out.file, allow_pickle=False) as arrays:
+        assert sorted(arrays.files) == ["blob", "coef", "layers/0/weight", "layers/1/bias"]
+        np.testing.assert_array_equal(arrays["coef"], model["coef"])
+        assert arrays["layers/0/weight"].dtype == np.float32
+        assert arrays["blob"].tobytes() == b"\x00\x01"
+    structure = json.loads((tmp_path / "m" / "model.json").read_text())
+    assert structure["coef"] == {"array": "coef", "dtype": "<f8", "shape": [2, 3]}
+    assert structure["classes"] == [0, 1] and structure["note"] == "sgd"
+    raw = (tmp_path / "m" / "model.payload").read_bytes()
+    assert (
+        "sha256:" + hashlib.sha256(raw).hexdigest()
+        == out.metadata["model_digest"]
+        == _record(payload)["digest"]
+    )
+    meta = json.loads((tmp_path / "m" / "metadata.json").read_text())
+    assert {f["file"] for f in meta["files"]} == {"model.npz", "model.json", "model.payload"}
+    for f in meta["files"]:
+        assert (
+            f["sha256"] == "sha256:" + hashlib.sha256((tmp_path / "m" / f["file"]).read_bytes()).hexdigest()
+        )
+    assert meta["features"] == ["a", "b", "c"]
