@@ -93,7 +93,8 @@ class Host:
     ) -> dict:
         """``consortia process create …`` on this host (``validation_fraction`` 0 by default: no member
         holds out a validation slice, so the process compares with a simulation of every row); then each member's host (``member_hosts``, each
-        with its own home and admin) approves the image's digest and accepts the process (docs/consent.md),
+        with its own home and admin) approves the image's digest and accepts the process in one command
+        (``process accept --approve-image``; docs/consent.md),
         the hosts at the same time as separate hosts do, and this host starts it: the started process's
         JSON answer."""
         self.consortia(
@@ -119,12 +120,12 @@ class Host:
         )
         terms = self.consortia("process", "terms", pid)
         assert isinstance(terms, dict)
-        digest = terms["terms"]["image_digest"]
 
-        def consent(host: Host) -> None:
-            if host is not self:
-                host.consortia("image", "approve", image_id, "--digest", digest)
-            host.consortia("process", "accept", pid, "--terms", terms["terms_digest"])
+        def consent(host: Host) -> None:  # the image's approval and the acceptance: one command each
+            answer = host.consortia(
+                "process", "accept", pid, "--terms", terms["terms_digest"], "--approve-image"
+            )
+            assert isinstance(answer, dict) and answer["decision"] == "accepted", (host.name, answer)
 
         consenting = {h.name: h for h in (self, *member_hosts) if h.msp in members}.values()
         with ThreadPoolExecutor(len(consenting)) as pool:

@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 from pydantic import BaseModel, ConfigDict, Field
 
 from ledger.client import ConsortiaClient, ImageRecord, ProcessAcceptance, ProcessRecord
-from ledger.errors import Forbidden, NotFound
+from ledger.errors import ConsentMissing, Forbidden, NotFound
 
 __all__ = ["ConsentPolicy", "consent_problem", "give_consent"]
 
@@ -123,10 +123,11 @@ def consent_problem(
 
 def give_consent(admins: Mapping[str, ConsortiaClient], process_id: str) -> list[ProcessAcceptance]:
     """Each member's admin (``admins``: MSP id -> a client of an identity that may consent for it)
-    approves the process's image, unless its standing approval covers it or it owns the image, and
-    accepts the process's terms as it reads them (members not in ``admins``: not here, nothing given). On one machine only (demo, tests,
-    benchmarks); in a deployment each organisation does this on its own host (``consortia image
-    approve``, ``consortia process accept``)."""
+    gives its consent (:func:`consent_to`: approves the process's image unless its standing approval
+    covers it or it owns the image, and accepts the process's terms as it reads them; members not in
+    ``admins``: not here, nothing given). On one machine only (demo, tests, benchmarks); in a
+    deployment each organisation does this on its own host (``consortia process accept
+    --approve-image``, or ``consortia image approve`` then ``consortia process accept``)."""
     process = None
     for admin in admins.values():
         try:
@@ -137,11 +138,30 @@ def give_consent(admins: Mapping[str, ConsortiaClient], process_id: str) -> list
     if process is None:
         raise NotFound(f"none of {sorted(admins)} is a member of learning process {process_id}")
     image = next(admins[m] for m in process.consortium if m in admins).get_image(process.image_id)
-    now = _now()
-    answers = []
-    for member in (m for m in process.consortium if m in admins):  # the others consent on their hosts
-        admin = admins[member]
-        if _covers(image, member, process.image_digest, process.dataset, now) is not None:
-            admin.approve_image(process.image_id, process.image_digest)  # for every dataset of its
-        answers.append(admin.accept_process(process_id, process.terms_digest()))
-    return answers
+    # the others consent on their hosts
+    return [_consent(admins[m], process, image, None) for m in process.consortium if m in admins]
+
+
+def consent_to(admin: ConsortiaClient, process_id: str, terms_digest: str | None = None) -> ProcessAcceptance:
+    """``admin``'s organisation consents to process ``process_id`` in one go, as its admin does on its
+    own host with ``consortia process accept --approve-image``: it approves the image the process pins,
+    at the digest it pins and for every dataset of its, unless its standing approval already covers
+    that digest for the process's dataset or it owns the image; then it accepts the terms.
+    ``terms_digest`` is the digest of the terms the admin reviewed (None: the terms as read now); terms
+    that changed since are :class:`~ledger.errors.ConsentMissing` before anything is written."""
+    process = admin.get_process(process_id)
+    return _consent(admin, process, admin.get_image(process.image_id), terms_digest)
+
+
+def _consent(
+    admin: ConsortiaClient, process: ProcessRecord, image: ImageRecord, terms_digest: str | None
+) -> ProcessAcceptance:
+    terms = process.terms_digest()
+    if terms_digest is not None and terms_digest != terms:
+        raise ConsentMissing(
+            f"the terms of learning process {process.id} have digest {terms}, not the reviewed {terms_digest}: "
+            "nothing approved or accepted"
+        )
+    if _covers(image, admin.organisation, process.image_digest, process.dataset, _now()) is not None:
+        admin.approve_image(process.image_id, process.image_digest)  # for every dataset of its
+    return admin.accept_process(process.id, terms)

@@ -211,11 +211,24 @@ def process_accept(
     terms: str | None = typer.Option(
         None, help="The terms digest you reviewed (`process terms ID`); default: the terms as read now."
     ),
+    approve_image: bool = typer.Option(
+        False,
+        "--approve-image",
+        help="Approve the image the terms pin, at their digest, first (unless your approval already "
+        "covers it for the process's dataset, or you own it): one command, one start-up.",
+    ),
 ) -> None:
     """Accept a process your organisation is named in: its image digest, hyper-parameters, topology,
     rounds, privacy budget and dataset as recorded (the acceptance binds their digest; signed by your
-    admin or a role your membership record names; docs/consent.md)."""
-    emit(guarded(lambda: s.client.accept_process(process_id, terms), s.as_json), s.as_json, "accepted")
+    admin or a role your membership record names; docs/consent.md). With ``--approve-image`` the
+    image's approval comes first (``executor.consent.consent_to``), as ``image approve`` gives it."""
+    if approve_image:
+        from executor.consent import consent_to
+
+        rec = guarded(lambda: consent_to(s.client, process_id, terms), s.as_json)
+    else:
+        rec = guarded(lambda: s.client.accept_process(process_id, terms), s.as_json)
+    emit(rec, s.as_json, "accepted")
 
 
 @journey(group, "decline", user="Admin")

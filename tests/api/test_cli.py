@@ -95,6 +95,28 @@ def test_consent_journey(home):
     )
 
 
+def test_accept_approving_the_image(home):
+    """`process accept --approve-image`: a member approves the digest the terms pin and accepts in one
+    command (the owner only accepts); terms that changed since they were reviewed write nothing."""
+    root, _ = home
+    cli(root, "image", "register", "rfc", "1", "--digest", IMAGE_DIGEST, "--algorithm", "collab-rf")
+    common = ["--image", "rfc:1", "--consortium", "Org1MSP,Org2MSP", "--rounds", "1", "--dataset", "adult"]
+    assert cli(root, "process", "create", "p-one-go", *common)["status"] == "created"
+    terms = cli(root, "process", "terms", "p-one-go", org="Org2")["terms_digest"]
+    stale = ("process", "accept", "p-one-go", "--terms", "sha256:" + "0" * 64, "--approve-image")
+    assert cli(root, *stale, org="Org2", code=1)["code"] == "CONSENT_MISSING"
+    assert cli(root, "image", "get", "rfc:1")["approvals"] == []  # nothing approved
+    assert cli(root, "process", "terms", "p-one-go")["waiting_for"] == ["Org1MSP", "Org2MSP"]
+    for org in ("Org1", "Org2"):
+        answer = cli(root, "process", "accept", "p-one-go", "--terms", terms, "--approve-image", org=org)
+        assert answer["decision"] == "accepted" and answer["terms_digest"] == terms
+    approvals = cli(root, "image", "get", "rfc:1")["approvals"]
+    assert [(a["organisation"], a["digest"], a["datasets"]) for a in approvals] == [
+        ("Org2MSP", IMAGE_DIGEST, [])
+    ]
+    assert cli(root, "process", "start", "p-one-go")["status"] == "running"
+
+
 def test_process_journey(home):
     root, _ = home
     rec = cli(
