@@ -22,6 +22,7 @@ from executor.process import (
 )
 from executor.runtimes.sandbox import SandboxRuntime
 from home.platform import Platform
+from tests.ci import require_module
 from tests.e2e.conftest import dpsda_case
 from tests.e2e.test_own_algorithm import (
     algorithm_class,
@@ -63,19 +64,22 @@ def test_audited_process_on_fabric_equals_the_simulator_and_verifies(fabric_plat
         assert rep.ok, rep.failures
 
 
+@pytest.mark.parametrize("template", ["sklearn", "torch"])
 def test_own_algorithm_outside_the_repository_on_fabric_equals_the_simulator(
-    fabric_platform, tmp_path, monkeypatch
+    fabric_platform, tmp_path, monkeypatch, template
 ):
-    """A folder made by ``algorithm new --template sklearn`` outside the repository, checked and simulated
+    """A folder made by ``algorithm new --template sklearn|torch`` outside the repository, checked and simulated
     by the CLI on CSV files, built, registered and run audited on the real Fabric network: its final model
     digests are those ``consortia simulate`` printed, and every digest equals ``consortia_sdk.simulate``'s."""
+    if template == "torch":
+        require_module("torch")
     p = fabric_platform
     orgs = tuple(p.consortium.msp_ids)[:3]
     topology, rounds = {"kind": "ring", "seed": 5}, 2
-    made = made_checked_simulated(tmp_path / "work", "sklearn", orgs, topology, rounds)
+    made = made_checked_simulated(tmp_path / "work", template, orgs, topology, rounds)
     pid = f"p-own-{secrets.token_hex(4)}"  # the network persists across sessions
     client = p.client(orgs[0])
-    image = prepare_image(client, str(made.folder), "sandbox", image_id=f"own-sklearn-{pid}:0.1.0")
+    image = prepare_image(client, str(made.folder), "sandbox", image_id=f"own-{template}-{pid}:0.1.0")
     for o in orgs:
         map_dataset(p.data_root, o, "train", made.datasets[o])
     launch(
