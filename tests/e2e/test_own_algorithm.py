@@ -54,6 +54,11 @@ def algorithm_class(folder: Path, bundle: Path, monkeypatch):
         monkeypatch.syspath_prepend(str(bundle / "site"))
     meta = ImageRecipe.load(folder)
     module, _, name = meta.algorithm.partition(":")
+    # the module is forgotten after the test, as the folder leaves sys.path (monkeypatch records that the
+    # name was absent and removes it at undo): a later `algorithm new` of the same name would otherwise be
+    # refused for hiding an installed module
+    monkeypatch.setitem(sys.modules, module, None)
+    del sys.modules[module]
     return getattr(importlib.import_module(module), name)
 
 
