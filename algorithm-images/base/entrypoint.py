@@ -1,6 +1,6 @@
-"""Entrypoint of a user algorithm folder's image (executor.images.recipe puts it beside the folder's
-files): run the task runtime for the algorithm its image.json names only, under the numeric profile
-the image declares."""
+"""Entrypoint of every algorithm image (executor.images.recipe puts it beside the folder's files):
+run the task runtime for the algorithm its image.json names only, under the numeric profile the image
+declares."""
 
 import json
 import sys

@@ -183,8 +183,8 @@ def _install(tmp: Path, d: Path) -> None:
 
 
 def build_bundle(recipe: ImageRecipe, reference: str | None = None) -> BuiltImage:
-    """Materialise the sandbox bundle of ``recipe`` (same files as the image's /opt/consortia): for a
-    user folder also its requirements, installed offline from their hash-checked wheels into
+    """Materialise the sandbox bundle of ``recipe`` (same files as the image's /opt/consortia) and the
+    folder's requirements, installed offline from their hash-checked wheels into
     ``site/`` (:mod:`executor.images.requirements`); the torch base needs torch in this interpreter.
 
     Its reference is ``bundle:<directory name>`` (resolved under ``<cache>/bundles``)."""

@@ -188,9 +188,9 @@ def _recipe_hash(recipe: ImageRecipe, parent: str, wheels: list[Path]) -> str:
 def build_image(
     client: docker.DockerClient, recipe: ImageRecipe, reference: str | None = None, force: bool = False
 ) -> BuiltImage:
-    """Build (or reuse) the container image of ``recipe``; tag it ``reference``. A user folder's
+    """Build (or reuse) the container image of ``recipe``; tag it ``reference``. The folder's
     requirements are downloaded with hash checking on the host and installed offline in the build
-    (``algorithm-images/base/Containerfile.user``); the torch base is refused
+    (``algorithm-images/base/Containerfile.algorithm``); the torch base is refused
     (:data:`executor.images.recipe.TORCH_CONTAINER_REFUSED`)."""
     if recipe.base == "torch":
         raise ImageBuildError(f"image {recipe.name}: {TORCH_CONTAINER_REFUSED}")
@@ -208,8 +208,7 @@ def build_image(
         for src, dst in recipe.payload_files():
             (ctx / dst).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, ctx / dst)
-        if recipe.user:
-            stage_wheels(reqs, wheels, ctx / "wheels")
+        stage_wheels(reqs, wheels, ctx / "wheels")
         (ctx / "Containerfile").write_text(recipe.containerfile())
         image_id = _build(
             client,

@@ -1,17 +1,18 @@
 """Algorithm image recipes: what goes into an image, and the hashes its layers are cached by
 (docs/executor.md "Images and digests").
 
-One folder of ``algorithm-images/`` is one built-in recipe (Containerfile, image.json, entrypoint,
-algorithm module); an image carries it plus the project's ``algorithms`` package and the leaf package
-``wire`` (canonical JSON, digests) it imports. A **user algorithm folder** (docs/sdk.md: image.json
-with ``"sdk"`` and ``"base"``, the algorithm's module importing ``consortia_sdk`` only,
-requirements.txt pinned with hashes; no Containerfile, no entrypoint) is a recipe too: its image
-carries the folder in the same place, the platform's entrypoint (``algorithm-images/base/entrypoint.py``)
-and the SDK (``consortia_sdk``) besides ``algorithms`` and ``wire``, and its requirements' wheels
-installed offline (:mod:`executor.images.requirements`) into ``site/``. The container image is
-built through the engine (:mod:`executor.images.engine`), the sandbox's bundle from the same files
-(:mod:`executor.images.bundle`); both need the project's ``==`` pins (:func:`project_pins`) and
-hash what goes into them here.
+Every image has one recipe: a folder with ``image.json`` (name, version, ``"sdk"``, ``"base"``, the
+algorithm ``module:Class``, the numeric profile), the algorithm's module(s) and, optionally,
+``requirements.txt`` pinned with hashes. The built-in images are such folders in ``algorithm-images/``
+(their algorithms live in the project's ``algorithms`` package); a **user algorithm folder**
+(docs/sdk.md) is one anywhere else. An image carries the folder under ``image/``, the platform's
+entrypoint (``algorithm-images/base/entrypoint.py``), the task runtime (``algorithms``), the leaf
+package ``wire`` (canonical JSON, digests) it imports, the SDK (``consortia_sdk``), and its
+requirements' wheels installed offline (:mod:`executor.images.requirements`) into ``site/``. The
+container image is built through the engine (:mod:`executor.images.engine`) from
+``algorithm-images/base/Containerfile.algorithm``, the sandbox's bundle from the same files
+(:mod:`executor.images.bundle`); both need the project's ``==`` pins (:func:`project_pins`) and hash
+what goes into them here.
 """
 
 from __future__ import annotations
@@ -101,20 +102,19 @@ def _source_files(root: Path) -> list[Path]:
 
 @dataclass(frozen=True)
 class ImageRecipe:
-    """One folder of ``algorithm-images/`` (Containerfile, image.json, entrypoint.py, module(s)), or
-    a user algorithm folder (``user``: image.json, module(s), requirements.txt).
+    """One algorithm folder: a built-in one of ``algorithm-images/`` or a user's (image.json,
+    module(s), optionally requirements.txt); the platform supplies the Containerfile and entrypoint.
 
     ``numeric_profile``: the profile ``image.json`` declares (``"numeric_profile": "x86-64-v2/1"``,
     :mod:`algorithms.numeric_profile`); its environment is the image's (container) or the sandbox's,
     and its tasks refuse to run where it is not in effect. ``base``: what the image builds on
-    (:data:`BASES`; built-in recipes name theirs in their Containerfile and are ``python``)."""
+    (:data:`BASES`, default ``python``)."""
 
     folder: Path
     name: str
     version: str
     algorithm: str
     numeric_profile: NumericProfile
-    user: bool = False
     base: str = "python"
 
     @classmethod
@@ -126,19 +126,17 @@ class ImageRecipe:
             raise ImageBuildError(f"{folder} is not an image recipe (no image.json)") from None
         except ValueError as exc:
             raise ImageBuildError(f"{folder}/image.json is not JSON: {exc}") from None
-        user = not (folder / "Containerfile").is_file()
-        if user and "sdk" not in meta:
+        if "sdk" not in meta:
             raise ImageBuildError(
-                f"{folder} is neither a built-in image recipe (no Containerfile) nor a user algorithm "
-                'folder (its image.json names no "sdk" version, docs/sdk.md)'
+                f'{folder} is not an algorithm folder: its image.json names no "sdk" version (docs/sdk.md)'
             )
-        if user and (folder / "entrypoint.py").exists():
-            raise ImageBuildError(
-                f"{folder}/entrypoint.py: a user algorithm folder has no entrypoint (the platform's "
-                "runs the algorithm image.json names); rename that module"
-            )
-        if not user and not (folder / "entrypoint.py").is_file():
-            raise ImageBuildError(f"image recipe {folder} lacks entrypoint.py")
+        for own in ("Containerfile", "entrypoint.py"):
+            if (folder / own).exists():
+                raise ImageBuildError(
+                    f"{folder}/{own}: an algorithm folder has no {own} (the platform's "
+                    f"algorithm-images/base/{'Containerfile.algorithm' if own == 'Containerfile' else own} "
+                    "builds and runs every image); remove or rename it"
+                )
         for k in ("name", "version", "algorithm", "numeric_profile"):
             if not isinstance(meta.get(k), str) or not meta[k]:
                 raise ImageBuildError(f"{folder}/image.json: {k!r} must be a non-empty string")
@@ -149,7 +147,7 @@ class ImageRecipe:
             profile = named(meta["numeric_profile"])
         except ValueError as exc:
             raise ImageBuildError(f"{folder}/image.json: {exc}") from None
-        return cls(folder, meta["name"], meta["version"], meta["algorithm"], profile, user, base)
+        return cls(folder, meta["name"], meta["version"], meta["algorithm"], profile, base)
 
     @classmethod
     def named(cls, name: str) -> ImageRecipe:
@@ -160,33 +158,30 @@ class ImageRecipe:
         return f"consortia/{self.name}:{self.version}"
 
     def containerfile(self) -> str:
-        """The folder's Containerfile with the declared numeric profile's environment and label
+        """The platform's Containerfile with the declared numeric profile's environment and label
         appended: the image's configuration (so its digest) carries the profile, and every container
         of it starts under it whatever the engine's environment."""
         profile = self.numeric_profile
-        containerfile = BASE_DIR / "Containerfile.user" if self.user else self.folder / "Containerfile"
         env = " \\\n    ".join(f"{k}={json.dumps(v)}" for k, v in sorted(profile.environ().items()))
         return (
-            containerfile.read_text().rstrip("\n")
+            (BASE_DIR / "Containerfile.algorithm").read_text().rstrip("\n")
             + f"\n# the numeric profile image.json declares (algorithms.numeric_profile)\nENV {env}\n"
             + f'LABEL org.consortia.numeric_profile="{profile.id}" '
             + f'org.consortia.numeric_profile_digest="{profile.digest}"\n'
         )
 
     def payload_files(self) -> list[tuple[Path, str]]:
-        """(source file, path inside the build context / bundle) for the ``algorithms`` package,
-        the leaf package ``wire`` it imports, and the folder; for a user folder also the SDK
-        (``consortia_sdk``) and the platform's entrypoint."""
-        packages = ("algorithms", "wire", "consortia_sdk") if self.user else ("algorithms", "wire")
+        """(source file, path inside the build context / bundle) for the task runtime
+        (``algorithms``), the leaf package ``wire`` it imports, the SDK (``consortia_sdk``), the
+        folder, and the platform's entrypoint."""
         files = [
             (p, f"{package}/" + str(p.relative_to(PROJECT_ROOT / package)))
-            for package in packages
+            for package in ("algorithms", "wire", "consortia_sdk")
             for p in _source_files(PROJECT_ROOT / package)
             if p.suffix == ".py"
         ]
         files += [(p, "image/" + str(p.relative_to(self.folder))) for p in _source_files(self.folder)]
-        if self.user:
-            files.append((BASE_DIR / "entrypoint.py", "image/entrypoint.py"))
+        files.append((BASE_DIR / "entrypoint.py", "image/entrypoint.py"))
         return files
 
 

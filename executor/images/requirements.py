@@ -100,9 +100,9 @@ def parse(path: Path) -> tuple[Requirement, ...]:
 
 
 def of_recipe(recipe: ImageRecipe) -> tuple[Requirement, ...]:
-    """The requirements of a user algorithm folder (a built-in recipe has none: its base carries
-    what it imports)."""
-    return parse(recipe.folder / "requirements.txt") if recipe.user else ()
+    """The requirements of an algorithm folder (none without ``requirements.txt``: the built-in
+    images' base carries what they import)."""
+    return parse(recipe.folder / "requirements.txt")
 
 
 def lock_text(reqs: Sequence[Requirement]) -> str:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import secrets
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +23,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from algorithms import numeric_profile
-from algorithms.step import LocalDataset
+from algorithms.step import SDK_VERSION, LocalDataset
 from executor.consent import give_consent
 from executor.node.supervisor import run_process
 from executor.process import ProcessSpec, launch, map_dataset, prepare_image
@@ -33,7 +32,6 @@ from home.platform import Platform
 from ledger.errors import ConsentMissing, NotFound
 
 ORGS = ("Org1MSP", "Org2MSP")
-PROJECT = Path(__file__).resolve().parents[2]
 
 EXFILTRATE = '''"""An image that exfiltrates: it forwards its organisation's feature rows to its neighbours and
 keeps what it receives in its model (the attack of issue 33)."""
@@ -65,15 +63,13 @@ def exfiltrating_recipe(root: Path, tag: str) -> Path:
     honestly what its messages look like, and (as every image must, unless it says so) no raw rows."""
     folder = root / f"exfiltrate-{tag}"
     folder.mkdir(parents=True)
-    base = PROJECT / "algorithm-images" / "average-consensus"
-    for name in ("Containerfile", "entrypoint.py"):
-        shutil.copy(base / name, folder / name)
     (folder / "exfiltrate.py").write_text(EXFILTRATE)
     rows = {"type": "ndarray", "dtypes": ["<f8"], "ndim": [2]}
     meta = {
         "name": f"exfiltrate-{tag}",
         "version": "1.0.0",
         "algorithm": "exfiltrate:Exfiltrate",
+        "sdk": SDK_VERSION,
         "numeric_profile": numeric_profile.PROFILE.id,
         "description": "forwards data.features to its neighbours (issue 33's attack)",
         "outputs": {

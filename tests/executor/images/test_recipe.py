@@ -8,7 +8,7 @@ import pytest
 
 from algorithms.numeric_profile import PROFILE
 from executor.errors import ImageBuildError
-from executor.images.recipe import IMAGES_DIR, ImageRecipe, image_requirements, project_pins
+from executor.images.recipe import BASE_DIR, IMAGES_DIR, ImageRecipe, image_requirements, project_pins
 
 
 def test_image_requirements_use_the_project_pins():
@@ -29,29 +29,41 @@ def test_recipe_loads_and_validates(tmp_path, recipe):
         ImageRecipe.load(tmp_path)
     meta = {"name": "x", "version": "1", "algorithm": "a:B", "numeric_profile": PROFILE.id}
     (tmp_path / "image.json").write_text(json.dumps(meta))
-    with pytest.raises(
-        ImageBuildError, match="neither a built-in image recipe .no Containerfile. nor a user"
-    ):
+    with pytest.raises(ImageBuildError, match='not an algorithm folder: its image.json names no "sdk"'):
         ImageRecipe.load(tmp_path)
+    (tmp_path / "image.json").write_text(json.dumps({**meta, "sdk": "1.0.0"}))
+    assert ImageRecipe.load(tmp_path).base == "python"
     (tmp_path / "Containerfile").write_text("")
-    with pytest.raises(ImageBuildError, match="lacks entrypoint.py"):
+    with pytest.raises(ImageBuildError, match="an algorithm folder has no Containerfile"):
         ImageRecipe.load(tmp_path)
+
+
+def test_every_image_is_built_by_the_platforms_one_recipe_and_entrypoint(recipe):
+    """A built-in image folder holds only its declaration and modules: the Containerfile and the
+    entrypoint are the platform's, the same for built-in and user images."""
+    for folder in sorted(p.parent for p in IMAGES_DIR.glob("*/image.json")):
+        assert not (folder / "Containerfile").exists() and not (folder / "entrypoint.py").exists(), folder
+        files = dict((d, s) for s, d in ImageRecipe.load(folder).payload_files())
+        assert (
+            files["image/entrypoint.py"] == BASE_DIR / "entrypoint.py"
+            and "consortia_sdk/__init__.py" in files
+        )
+    assert ImageRecipe.named("collabdict-vae").base == "torch"  # torch: sandbox only
 
 
 def test_a_user_algorithm_folder_is_a_recipe_with_the_sdk_and_the_platforms_entrypoint(tmp_path):
-    from executor.images.recipe import BASE_DIR
     from tests.support.own_algorithm import write_folder
 
     folder = write_folder(tmp_path, "sklearn")
     (folder / ".venv").mkdir()
     (folder / ".venv" / "junk.py").write_text("")
     user = ImageRecipe.load(folder)
-    assert user.user and user.base == "python" and user.algorithm == "ridge_consensus:RidgeConsensus"
+    assert user.base == "python" and user.algorithm == "ridge_consensus:RidgeConsensus"
     files = dict((d, s) for s, d in user.payload_files())
     assert files["image/entrypoint.py"] == BASE_DIR / "entrypoint.py"
     assert {"consortia_sdk/__init__.py", "image/ridge_consensus.py", "image/requirements.txt"} <= set(files)
     assert not any(".venv" in d for d in files)
-    assert user.containerfile().startswith((BASE_DIR / "Containerfile.user").read_text().rstrip("\n"))
+    assert user.containerfile().startswith((BASE_DIR / "Containerfile.algorithm").read_text().rstrip("\n"))
     assert ImageRecipe.load(write_folder(tmp_path / "t", "torch")).base == "torch"
     meta = json.loads((folder / "image.json").read_text())
     (folder / "image.json").write_text(json.dumps({**meta, "base": "jax"}))
@@ -59,7 +71,7 @@ def test_a_user_algorithm_folder_is_a_recipe_with_the_sdk_and_the_platforms_entr
         ImageRecipe.load(folder)
     (folder / "image.json").write_text(json.dumps(meta))
     (folder / "entrypoint.py").write_text("")
-    with pytest.raises(ImageBuildError, match="a user algorithm folder has no entrypoint"):
+    with pytest.raises(ImageBuildError, match="an algorithm folder has no entrypoint.py"):
         ImageRecipe.load(folder)
 
 
@@ -69,13 +81,11 @@ def test_every_image_declares_the_numeric_profile_and_carries_its_environment(tm
     for folder in sorted(p.parent for p in IMAGES_DIR.glob("*/image.json")):
         assert ImageRecipe.load(folder).numeric_profile is PROFILE, folder.name
     text = recipe.containerfile()
-    assert text.startswith((recipe.folder / "Containerfile").read_text().rstrip("\n"))
+    assert text.startswith((BASE_DIR / "Containerfile.algorithm").read_text().rstrip("\n"))
     for name, value in PROFILE.environ().items():
         assert f"{name}={json.dumps(value)}" in text
     assert f'org.consortia.numeric_profile="{PROFILE.id}"' in text and PROFILE.digest in text
-    for f in ("Containerfile", "entrypoint.py"):
-        (tmp_path / f).write_text("")
-    meta = {"name": "x", "version": "1", "algorithm": "a:B"}
+    meta = {"name": "x", "version": "1", "algorithm": "a:B", "sdk": "1.0.0"}
     (tmp_path / "image.json").write_text(json.dumps(meta))
     with pytest.raises(ImageBuildError, match="'numeric_profile' must be a non-empty string"):
         ImageRecipe.load(tmp_path)
