@@ -104,7 +104,9 @@ class TxSimulator(TransactionHeader, ChaincodeStub):
         the host no more."""
         rows = Store.range(self._con, start_key.encode("utf-8"), end_key.encode("utf-8"))
         keys = [k.decode("utf-8") for k, _, _ in rows]
-        self.range_reads.append((start_key, end_key, [(k, v) for k, (_, _, v) in zip(keys, rows, strict=True)]))
+        self.range_reads.append(
+            (start_key, end_key, [(k, v) for k, (_, _, v) in zip(keys, rows, strict=True)])
+        )
         return iter([KeyValue(k, value) for k, (_, value, _) in zip(keys, rows, strict=True)])
 
     def get_state_by_partial_composite_key(
