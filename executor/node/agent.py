@@ -265,14 +265,15 @@ class NodeAgent:
             return
         with self._status_lock:
             states = dict(self._states)
+            outage, ledger = self.outage.status()
             write_status(
                 self.state_dir,
                 AgentStatus(
                     organisation=self.org,
                     pid=os.getpid(),
                     updated=now_utc(),
-                    waiting_for=waiting_for(self.outage.waiting_for(), states),
-                    ledger=self.outage.snapshot(),
+                    waiting_for=waiting_for(outage, states),
+                    ledger=ledger,
                     processes=states,
                 ),
             )
