@@ -591,7 +591,9 @@ class NodeAgent:
             self.round_files.store_outputs(pid, rnd, outputs.state, outputs.outbox, outputs.model)
         self.faults.reached("before_complete", rnd)
         try:
-            self._written[pid] = self._retry(self.client.complete_task, outputs.manifest, outputs.signature)
+            self._written[pid] = self._retry(
+                self.client.complete_task, outputs.manifest_bytes, outputs.signature
+            )
         except BudgetExceeded as exc:
             # the contract refused the round: it would exceed the process's privacy budget
             spent = {
