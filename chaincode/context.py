@@ -9,8 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable, Iterator
-from functools import partial
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
 from cryptography import x509
@@ -66,7 +65,9 @@ def creator_of(creator: bytes) -> Creator:
     kept per exact serialized bytes (a different certificate is different bytes, so nothing is
     trusted that was not parsed from these bytes; the peer verified the creator's signature before
     the contract runs). Bounded (:class:`wire.memo.Memo`)."""
-    return _CREATORS.get_or_make(bytes(creator), lambda: _read_creator(creator))
+    key = bytes(creator)
+    hit = _CREATORS.get(key)  # a known identity: one dict look-up
+    return hit if hit is not None else _CREATORS.remember(key, _read_creator(key))
 
 
 def _read_creator(creator: bytes) -> Creator:
@@ -87,6 +88,7 @@ def _summary(summarise: Callable[[dict[str, Any]], _T], raw: bytes) -> _T:
 
 # (summariser, sha256 of a stored value) -> summary
 _SUMMARIES: Memo[tuple[Callable[..., Any], bytes], Any] = Memo(8192)
+_MISSING = object()
 
 
 class TransactionContext:
@@ -148,16 +150,6 @@ class TransactionContext:
         hit = self._stored.get(id(record))
         return hit[1] if hit is not None and hit[0] is record else None
 
-    def exists(self, object_type: str, *attributes: str) -> bool:
-        """Whether any record's key starts with these attributes (reads the first key, decodes nothing)."""
-        found = self.stub.get_state_by_partial_composite_key(object_type, list(attributes))
-        try:
-            return next(iter(found), None) is not None
-        finally:
-            close = getattr(found, "close", None)
-            if close is not None:
-                close()
-
     def get_raw(self, key: str, what: str) -> RawJSON:
         """The stored canonical JSON under ``key``, as it is; :class:`NotFound` ("``what`` does not
         exist"). A read that answers a record unchanged splices its bytes (no decoding, no encoding)."""
@@ -178,14 +170,23 @@ class TransactionContext:
     def scan_summaries(
         self, summarise: Callable[[dict[str, Any]], _T], object_type: str, *attributes: str
     ) -> Iterator[_T]:
-        """``summarise(record)`` of the stored JSON object of each record :meth:`scan` would yield,
-        decoded and summarised once per distinct stored value (its sha256) in this process: a round's execution records
-        are read by every member's every progress query, and decoding them whole (manifests,
-        provenance) cost far more than the few fields a rule needs. ``summarise`` must be a pure
-        function of the record returning a value nobody mutates."""
-        for kv in self.stub.get_state_by_partial_composite_key(object_type, list(attributes)):
+        """``summarise(record)`` of the stored JSON object of each record :meth:`scan` would yield
+        (:meth:`summaries`)."""
+        yield from self.summaries(
+            summarise, self.stub.get_state_by_partial_composite_key(object_type, list(attributes))
+        )
+
+    @staticmethod
+    def summaries(summarise: Callable[[dict[str, Any]], _T], entries: Iterable[KeyValue]) -> Iterator[_T]:
+        """``summarise(record)`` of the stored JSON object of each entry (as :meth:`scan_raw` yields
+        them), decoded and summarised once per distinct stored value (its sha256) in this process: a
+        round's execution records are read by every member's every progress query, and decoding them
+        whole (manifests, provenance) cost far more than the few fields a rule needs. ``summarise``
+        must be a pure function of the record returning a value nobody mutates."""
+        for kv in entries:
             key = (summarise, hashlib.sha256(kv.value).digest())  # the function itself: names may repeat
-            yield _SUMMARIES.get_or_make(key, partial(_summary, summarise, kv.value))
+            hit = _SUMMARIES.get(key, _MISSING)  # a known value: one dict look-up
+            yield hit if hit is not _MISSING else _SUMMARIES.remember(key, _summary(summarise, kv.value))
 
     def history(self, key: str, limit: str = "", after: str = "") -> RawJSON:
         """Committed versions of ``key`` as ``{is_delete, timestamp, tx_id, value}`` objects, spliced

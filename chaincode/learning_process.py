@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import builtins
 import re
+from collections.abc import Iterable
 from typing import Any
 
 from chaincode.canonical import RawJSON
@@ -51,6 +52,7 @@ from chaincode.records import (
     ProcessProgress,
     ProcessRecord,
 )
+from chaincode.stub import KeyValue
 
 PROCESS = "LearningProcess"
 EXECUTION = "Execution"
@@ -78,38 +80,42 @@ def organisation_status(record: dict[str, Any]) -> tuple[str, str]:
 
 
 def completed_organisations(ctx: TransactionContext, process_id: str, rnd: int) -> set[str]:
-    return {
-        org
-        for org, status in ctx.scan_summaries(organisation_status, EXECUTION, process_id, round_key(rnd))
-        if status == "completed"
-    }
+    return _completed(ctx.scan_summaries(organisation_status, EXECUTION, process_id, round_key(rnd)))
 
 
-def rounds_started(ctx: TransactionContext, process: ProcessRecord) -> int:
-    """The highest round with an execution record (0: none yet).
+def _completed(statuses: Iterable[tuple[str, str]]) -> set[str]:
+    return {org for org, status in statuses if status == "completed"}
+
+
+def rounds_started(ctx: TransactionContext, process: ProcessRecord) -> tuple[int, list[KeyValue]]:
+    """(h, the stored records of round h): h the highest round with an execution record (0: none yet).
 
     A record of round r is created only once every member completed round r - 1 (the rules of
     ``ExecutionRecord:create_task`` and ``fail_task``), so the rounds holding records are exactly
-    1..h: found by bisection, one key probe per step (about log2(rounds) probes, no record decoded),
-    instead of reading every record of the process."""
+    1..h: found by bisection, one range read per step (about log2(rounds) reads, no record decoded),
+    instead of reading every record of the process. The records of the last round found are kept,
+    so that the caller does not read that round again."""
     lo, hi = 0, process.rounds
+    found: list[KeyValue] = []
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if ctx.exists(EXECUTION, process.id, round_key(mid)):
-            lo = mid
+        records = list(ctx.scan_raw(EXECUTION, process.id, round_key(mid)))
+        if records:
+            lo, found = mid, records
         else:
             hi = mid - 1
-    return lo
+    return lo, found
 
 
 def round_state(ctx: TransactionContext, process: ProcessRecord) -> tuple[int, set[str]]:
     """(current round, the members that completed it so far). The current round is the first round
     not yet completed by every organisation (rounds + 1 when all are done); round r is complete when
-    every consortium member has a completed record for r. Reads one round's records."""
-    started = rounds_started(ctx, process)
+    every consortium member has a completed record for r. Reads one round's records once (those
+    :func:`rounds_started` found)."""
+    started, records = rounds_started(ctx, process)
     if started == 0:
         return 1, set()
-    done = completed_organisations(ctx, process.id, started)
+    done = _completed(ctx.summaries(organisation_status, records))
     if done >= set(process.consortium):
         return started + 1, set()
     return started, done

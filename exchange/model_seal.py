@@ -46,7 +46,8 @@ def seal_model(
     """Encrypt ``payload`` under a fresh data key; (ciphertext, data key sealed to each organisation)."""
     data_key, ciphertext = encrypt_payload(payload, model_aad(record))
     info = model_key_info(record)
-    return ciphertext, {o: seal(consortium.encryption_certificate(o), data_key, info) for o in organisations}
+    certificates = consortium.encryption_certificates(organisations)
+    return ciphertext, {o: seal(cert, data_key, info) for o, cert in certificates.items()}
 
 
 def open_model(

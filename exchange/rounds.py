@@ -78,7 +78,8 @@ class RoundFiles:
     ) -> None:
         """Store a completed task's new ``state`` and ``model`` sealed to this organisation (never in the
         clear at rest), and each message of ``outbox`` sealed to its recipient and indexed for it."""
-        own = self.consortium.encryption_certificate(self.org)
+        certificates = self.consortium.encryption_certificates([self.org, *sorted(outbox)])
+        own = certificates[self.org]
         self.store.put_private(state, own)
         for recipient, payload in sorted(outbox.items()):
             ref = self.store.put_message(
@@ -86,7 +87,7 @@ class RoundFiles:
                 process_id=pid,
                 round=rnd,
                 recipient=recipient,
-                recipient_certificate=self.consortium.encryption_certificate(recipient),
+                recipient_certificate=certificates[recipient],
             )
             messages.write_entry(self.store, pid, rnd, ref)
         if model is not None:

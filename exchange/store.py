@@ -52,6 +52,12 @@ def _hex(digest: str) -> str:
     return digest[7:]
 
 
+def _file(folder: Path, digest: str) -> Path:
+    """Where the artifact ``digest`` lies under ``folder``: ``digest`` is ``sha256:<64 hex>``, checked
+    by :func:`_hex` when it comes from a caller, or computed here by :func:`sha256_digest`."""
+    return folder / digest[7:9] / digest[7:]
+
+
 @runtime_checkable
 class ArtifactSource(Protocol):
     """Anything that hands out artifacts by digest (an :class:`ArtifactStore`, a peer, a test double)."""
@@ -131,13 +137,13 @@ class ArtifactStore:
 
     def path(self, digest: str) -> Path:
         """Where the artifact ``digest`` lies in this store."""
-        h = _hex(digest)
-        return self.base / h[:2] / h
+        _hex(digest)
+        return _file(self.base, digest)
 
     def put(self, data: bytes) -> ArtifactRef:
         """Store bytes (idempotent: the same bytes land at the same address once)."""
         digest = sha256_digest(data)
-        path = self.path(digest)
+        path = _file(self.base, digest)
         if not path.exists():
             write_private_file(path, data, self.home)
         return ArtifactRef(digest=digest, size=len(data), producer=self.organisation, location=self.location)
@@ -167,14 +173,14 @@ class ArtifactStore:
 
     # ---- private artifacts (states, plaintext models): sealed to the owner organisation
     def private_path(self, payload_digest: str) -> Path:
-        h = _hex(payload_digest)
-        return self.private / h[:2] / h
+        _hex(payload_digest)
+        return _file(self.private, payload_digest)
 
     def put_private(self, payload: bytes, owner_certificate: Recipient) -> str:
         """Seal ``payload`` to this organisation's own key-agreement certificate and store it under
         its plaintext digest (idempotent). Returns the plaintext digest."""
         digest = sha256_digest(payload)
-        path = self.private_path(digest)
+        path = _file(self.private, digest)
         if not path.exists():
             sealed = seal(owner_certificate, payload, private_info(self.organisation, digest))
             write_private_file(path, sealed, self.home)

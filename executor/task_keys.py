@@ -13,6 +13,7 @@ import binascii
 import os
 import shutil
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -36,8 +37,9 @@ class TaskKey:
     def generate(cls) -> TaskKey:
         return cls(ec.generate_private_key(ec.SECP256R1()))
 
-    @property
+    @cached_property
     def public_key_pem(self) -> str:
+        """The public key's PEM (encoded once: registered on the ledger, checked against the manifest)."""
         return public_key_pem(self.private_key.public_key())
 
     def private_pem(self) -> bytes:

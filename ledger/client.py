@@ -320,12 +320,14 @@ class ConsortiaClient:
         spec = {"process_id": process_id, "round": round, "public_key": pem, "runtime": runtime}
         return ExecutionRecord.from_json(self._submit("ExecutionRecord:create_task", json.dumps(spec)))
 
-    def complete_task(self, result: dict[str, Any], signature: bytes) -> ExecutionRecord:
-        """Submit a task's result with the task key's signature over ``canonical_json(result)``."""
+    def complete_task(self, result: dict[str, Any] | bytes, signature: bytes) -> ExecutionRecord:
+        """Submit a task's result with the task key's signature over ``canonical_json(result)``;
+        ``result`` is the result, or already its canonical JSON (a verified manifest's bytes as signed)."""
+        raw = result if isinstance(result, bytes) else canonical_json(result)
         return ExecutionRecord.from_json(
             self._submit(
                 "ExecutionRecord:complete_task",
-                canonical_json(result).decode("utf-8"),
+                raw.decode("utf-8"),
                 base64.b64encode(signature).decode("ascii"),
             )
         )

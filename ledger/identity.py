@@ -389,6 +389,10 @@ class Consortium:
         _CHECKED_ENCRYPTION.remember((pem, ca_pem), cert)
         return cert
 
+    def encryption_certificates(self, orgs: Iterable[str]) -> dict[str, x509.Certificate]:
+        """:meth:`encryption_certificate` of each of ``orgs`` (a round's or a model's recipients, in one call)."""
+        return {org: self.encryption_certificate(org) for org in orgs}
+
     def encryption_key(self, org: str) -> ec.EllipticCurvePrivateKey:
         """The organisation's key-agreement private key (only on that organisation's machines)."""
         o = self.organisation(org)

@@ -96,16 +96,19 @@ class LedgerOutage:
         """What the agent waits for, e.g. ``ledger (peer 127.0.0.1:7051) unreachable since …``; None
         while the ledger is reachable."""
         with self._lock:
-            if self.since is None:
-                return None
-            return f"ledger ({self.what}) unreachable since {_utc(self.since)}: {self.error}"
+            return self._waiting_for()
 
-    def snapshot(self) -> dict[str, Any]:
-        """The state as plain values (the agent's status file)."""
+    def _waiting_for(self) -> str | None:
+        if self.since is None:
+            return None
+        return f"ledger ({self.what}) unreachable since {_utc(self.since)}: {self.error}"
+
+    def status(self) -> tuple[str | None, dict[str, Any]]:
+        """(:meth:`waiting_for`, the state as plain values), read together (the agent's status file)."""
         with self._lock:
             if self.since is None:
-                return {"reachable": True, "outages": self.outages}
-            return {
+                return None, {"reachable": True, "outages": self.outages}
+            return self._waiting_for(), {
                 "reachable": False,
                 "unreachable_since": _utc(self.since),
                 "unreachable": self.what,

@@ -7,7 +7,7 @@ in the leaf package every layer may import).
 
 adds the section's wall time (and the calling thread's own CPU time in it, :func:`time.thread_time`)
 to the calling thread's totals for ``"sealing"`` while a :class:`Profile` is recording
-(:func:`recording`), and costs one attribute look-up otherwise.
+(:func:`recording`), and costs one call otherwise (a shared no-op context).
 Time is counted exclusively: a section entered inside another pauses the outer one, so the
 categories of one thread never add up to more than its wall time. Threads are told apart by
 name (the agents of :func:`executor.node.supervisor.run_process` run in threads ``agent-<org>``).
@@ -19,7 +19,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 
 # the categories of a node agent's time, in the order a report shows them
 CATEGORIES = (
@@ -76,12 +76,18 @@ def recording(profile: Profile | None = None) -> Iterator[Profile]:
         _active = previous
 
 
-@contextmanager
-def section(category: str) -> Iterator[None]:
+_IDLE = nullcontext()  # reusable and reentrant: what :func:`section` is while nothing records
+
+
+def section(category: str) -> AbstractContextManager[None]:
+    """Time the ``with`` block into ``category`` while a profile is recording; else a shared no-op
+    context (no generator made, nothing entered)."""
     prof = _active
-    if prof is None:
-        yield
-        return
+    return _IDLE if prof is None else _timed(prof, category)
+
+
+@contextmanager
+def _timed(prof: Profile, category: str) -> Iterator[None]:
     stack = prof._stack()
     now, cpu = time.perf_counter(), time.thread_time()
     if stack:  # pause the enclosing section

@@ -265,14 +265,15 @@ class NodeAgent:
             return
         with self._status_lock:
             states = dict(self._states)
+            outage, ledger = self.outage.status()
             write_status(
                 self.state_dir,
                 AgentStatus(
                     organisation=self.org,
                     pid=os.getpid(),
                     updated=now_utc(),
-                    waiting_for=waiting_for(self.outage.waiting_for(), states),
-                    ledger=self.outage.snapshot(),
+                    waiting_for=waiting_for(outage, states),
+                    ledger=ledger,
                     processes=states,
                 ),
             )
@@ -590,7 +591,9 @@ class NodeAgent:
             self.round_files.store_outputs(pid, rnd, outputs.state, outputs.outbox, outputs.model)
         self.faults.reached("before_complete", rnd)
         try:
-            self._written[pid] = self._retry(self.client.complete_task, outputs.manifest, outputs.signature)
+            self._written[pid] = self._retry(
+                self.client.complete_task, outputs.manifest_bytes, outputs.signature
+            )
         except BudgetExceeded as exc:
             # the contract refused the round: it would exceed the process's privacy budget
             spent = {

@@ -43,7 +43,10 @@ class Endorser:
 
     def _proposal(
         self, identity: Identity, function: str, args: Sequence[str]
-    ) -> tuple[dict[str, Any], bytes]:
+    ) -> tuple[dict[str, Any], bytes, bytes]:
+        """(proposal, its canonical JSON, the creator's signature of it): the bytes are encoded once and
+        travel with the proposal (as a Fabric ``SignedProposal`` carries its ``proposal_bytes``) to the
+        endorser's check and the response's proposal hash."""
         if not isinstance(function, str) or not all(isinstance(a, str) for a in args):
             raise TypeError("function and arguments must be strings")
         creator = identity.serialized()
@@ -58,14 +61,14 @@ class Endorser:
             "function": function,
             "args": list(args),
         }
-        return proposal, identity.sign(canonical_json(proposal))
+        proposal_bytes = canonical_json(proposal)
+        return proposal, proposal_bytes, identity.sign(proposal_bytes)
 
-    def _check_proposal(self, proposal: dict[str, Any], signature: bytes) -> None:
-        """What a peer's endorser checks before running chaincode (msgvalidation.go)."""
+    def _check_proposal(self, proposal: dict[str, Any], proposal_bytes: bytes, signature: bytes) -> None:
+        """What a peer's endorser checks before running chaincode (msgvalidation.go); ``proposal_bytes``
+        is the canonical JSON of ``proposal`` (:meth:`_proposal`)."""
         creator = B.unb64(proposal["creator"])
-        msp_id, role = self.membership.verify_signature(
-            creator, canonical_json(proposal), signature
-        )  # AccessDenied
+        msp_id, role = self.membership.verify_signature(creator, proposal_bytes, signature)  # AccessDenied
         if role not in ("client", "admin"):
             # Fabric's proposal ACL is the channel's Writers policy: admin or client identities
             raise AccessDenied(
@@ -100,10 +103,11 @@ class Endorser:
             con.execute("COMMIT")
         return sim, payload
 
-    def _response(self, proposal: dict[str, Any], sim: TxSimulator, payload: bytes) -> dict[str, Any]:
-        """The proposal response payload that endorsers sign."""
+    def _response(self, proposal_bytes: bytes, sim: TxSimulator, payload: bytes) -> dict[str, Any]:
+        """The proposal response payload that endorsers sign (``proposal_bytes``: the proposal's
+        canonical JSON, :meth:`_proposal`)."""
         return {
-            "proposal_hash": B.sha256_hex(canonical_json(proposal)),
+            "proposal_hash": B.sha256_hex(proposal_bytes),
             "status": 200,
             "payload": B.b64(payload),
             "rwset": sim.rwset(),

@@ -191,8 +191,8 @@ class EmbeddedLedger(Endorser):
 
     # ------------------------------------------------------------------ Ledger interface
     def evaluate(self, identity: Identity, function: str, *args: str) -> bytes:
-        proposal, signature = self._proposal(identity, function, args)
-        self._check_proposal(proposal, signature)
+        proposal, proposal_bytes, signature = self._proposal(identity, function, args)
+        self._check_proposal(proposal, proposal_bytes, signature)
         try:
             _, payload = self._simulate(proposal, None)
         except sqlite3.Error as exc:
@@ -231,13 +231,13 @@ class EmbeddedLedger(Endorser):
         """Endorse now, order and commit in the background; the future yields (block, code, result)."""
         if self._closed:
             raise LedgerError("ledger is closed")
-        proposal, signature = self._proposal(identity, function, args)
-        self._check_proposal(proposal, signature)
+        proposal, proposal_bytes, signature = self._proposal(identity, function, args)
+        self._check_proposal(proposal, proposal_bytes, signature)
         try:
             sim, payload = self._simulate(proposal, transient)
         except sqlite3.Error as exc:
             raise _unavailable(exc, self.path) or exc from exc
-        response = self._response(proposal, sim, payload)
+        response = self._response(proposal_bytes, sim, payload)
         orgs = list(endorsing_organisations) if endorsing_organisations else self._plan(sim, identity.msp_id)
         endorsements = self._endorse(response, orgs)
         tx = {"proposal": proposal, "response": response, "endorsements": endorsements}

@@ -99,10 +99,15 @@ class TxSimulator(TransactionHeader, ChaincodeStub):
         return sorted(set(self.writes) | set(self.metadata_writes))
 
     def get_state_by_range(self, start_key: str, end_key: str) -> Iterator[KeyValue]:
+        """The range's key values, read and recorded in the read set at the call, handed over in one
+        batch (as Fabric's peer hands the shim a page of results): iterating them calls back into
+        the host no more."""
         rows = Store.range(self._con, start_key.encode("utf-8"), end_key.encode("utf-8"))
-        self.range_reads.append((start_key, end_key, [(k.decode("utf-8"), v) for k, _, v in rows]))
-        for k, value, _ in rows:
-            yield KeyValue(k.decode("utf-8"), value)
+        keys = [k.decode("utf-8") for k, _, _ in rows]
+        self.range_reads.append(
+            (start_key, end_key, [(k, v) for k, (_, _, v) in zip(keys, rows, strict=True)])
+        )
+        return iter([KeyValue(k, value) for k, (_, value, _) in zip(keys, rows, strict=True)])
 
     def get_state_by_partial_composite_key(
         self, object_type: str, attributes: list[str]

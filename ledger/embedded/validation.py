@@ -129,6 +129,7 @@ def check_endorsed(
     every signature. The endorsement policies depend on the state (key-level policies):
     :func:`check_policies`, at commit."""
 
+    # ``data``, what the creator or an endorser signed, is encoded only when signatures are verified
     def signer(serialized: bytes, data: bytes, signature: str) -> tuple[str, str]:
         if not signatures:
             msp_id, _, role = membership.deserialize(serialized, at=at)
@@ -139,7 +140,7 @@ def check_endorsed(
         proposal, response = tx["proposal"], tx["response"]
         creator = B.unb64(proposal["creator"])
         try:
-            _, role = signer(creator, B.signed_part(tx), tx["signature"])
+            _, role = signer(creator, B.signed_part(tx) if signatures else b"", tx["signature"])
         except AccessDenied:
             return B.BAD_CREATOR_SIGNATURE
         if role not in ("client", "admin"):
@@ -150,12 +151,15 @@ def check_endorsed(
             return B.INVALID_OTHER_REASON
         if response["proposal_hash"] != B.sha256_hex(canonical_json(proposal)) or response["status"] != 200:
             return B.INVALID_OTHER_REASON
-        signed_response = canonical_json(response)  # what every endorser signed (then its identity)
+        # what every endorser signed (then its identity)
+        signed_response = canonical_json(response) if signatures else b""
         for e in tx["endorsements"]:
             endorser = B.unb64(e["endorser"])
             try:
                 msp_id, role = signer(
-                    endorser, B.endorsement_message(signed_response, endorser), e["signature"]
+                    endorser,
+                    B.endorsement_message(signed_response, endorser) if signatures else b"",
+                    e["signature"],
                 )
             except AccessDenied:
                 return B.ENDORSEMENT_POLICY_FAILURE

@@ -124,9 +124,9 @@ def test_policy_all_needs_every_organisation(consortium, tmp_path):
 
 
 def _endorsed_tx(led: EmbeddedLedger, identity, function: str, *args: str) -> dict:
-    proposal, _ = led._proposal(identity, function, args)
+    proposal, proposal_bytes, _ = led._proposal(identity, function, args)
     sim, payload = led._simulate(proposal, None)
-    response = led._response(proposal, sim, payload)
+    response = led._response(proposal_bytes, sim, payload)
     tx = {
         "proposal": proposal,
         "response": response,

@@ -109,9 +109,9 @@ def test_verification_replays_key_policies(five, tmp_path):
 
 def _endorsed(led: EmbeddedLedger, identity, function: str, *args: str) -> dict:
     """A transaction endorsed as ``submit`` does it (the host's plan), not yet ordered."""
-    proposal, _ = led._proposal(identity, function, args)
+    proposal, proposal_bytes, _ = led._proposal(identity, function, args)
     sim, payload = led._simulate(proposal, None)
-    response = led._response(proposal, sim, payload)
+    response = led._response(proposal_bytes, sim, payload)
     tx = {"proposal": proposal, "response": response}
     tx["endorsements"] = led._endorse(response, led._plan(sim, identity.msp_id))
     tx["signature"] = B.b64(identity.sign(B.signed_part(tx)))
