@@ -208,7 +208,14 @@ def run_audited(
         launch(
             client,
             ProcessSpec(
-                pid, image.record.id, tuple(orgs), case["topology"], case["params"], case["rounds"], "bench"
+                pid,
+                image.record.id,
+                tuple(orgs),
+                case["topology"],
+                case["params"],
+                case["rounds"],
+                "bench",
+                validation_fraction=0.0,  # every row trains, as in the simulator run it is compared with
             ),
             consent=platform.admins(orgs),  # every member approves and accepts before round 1
         )
