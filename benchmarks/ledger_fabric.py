@@ -24,7 +24,9 @@ latency on a key with ``fabric_history_versions`` versions (``fabric_history_p*_
 newest 100; ``fabric_history_full_p*_ms``: the whole history); then the capacity sweep
 (``benchmarks.ledger_capacity``: ``fabric_capacity_tps``, the throughput where latency starts to climb).
 ``fabric_cpu_ms_per_submit``: CPU milliseconds of every Fabric-side process (orderers, peers, chaincode
-services, with their descendants) per transaction of the submit phase, and per node (target <= 6).
+services, with their descendants) per transaction of the submit phase, and per node (target <= 6);
+beside it ``fabric_txs_per_block`` (transactions per block in that phase) and
+``fabric_idle_cpu_ms_per_s_by_node`` (each node's CPU per second at rest, measured just before).
 The orderer's BatchTimeout is ``--batch-timeout`` (default: ``NetworkConfig``'s, 50 ms).
 ``member_endorsement_scaling`` (``benchmarks.member_endorsement``, two more networks): submits/s of a
 3-member process in an 8-organisation channel over those in a 4-organisation one (target ≥ 0.8).
@@ -53,6 +55,7 @@ BENCH_NET = environment().fabric_bench_net or Path.home() / ".cache" / "consorti
 BENCH_PORT_BASE = environment().fabric_bench_port_base
 DEFAULT_FABRIC_CLIENTS = 96
 CAPACITY_CLIENTS = (1, 8, 32, 96, 192)  # the capacity sweep's client counts
+IDLE_SECONDS = 10.0  # how long each node's CPU at rest is measured before the submit workload
 
 
 def process_tree_cpu(pid: int) -> float:
@@ -107,6 +110,7 @@ def run_fabric(args: Any, consortium: Any = None) -> dict[str, Any]:
                 lambda: bench_submit(led, cons, clients, submits),
                 5.0 if args.quick else 15.0,
                 lambda counts, seconds: capacity_sweep(led, cons, counts, seconds, "fabric"),
+                lambda: led.block_height(cons.identity(cons.organisations[0].name)),
             )
             reader = cons.identity(cons.organisations[0].name)
             for i in range(max(1, args.eval_clients)):  # the records bench_evaluate reads exist
@@ -131,14 +135,23 @@ def run_fabric(args: Any, consortium: Any = None) -> dict[str, Any]:
 
 
 def submit_figures(
-    nodes: dict[str, int], submit: Callable[[], dict[str, float]], seconds_per_point: float, sweep: Callable
+    nodes: dict[str, int],
+    submit: Callable[[], dict[str, float]],
+    seconds_per_point: float,
+    sweep: Callable,
+    height: Callable[[], int],
 ) -> dict[str, Any]:
     """The submit workload (``submit()``) with the CPU its Fabric nodes (``nodes``: name -> pid) and this
-    process spent per committed transaction, then the capacity sweep (``sweep(client_counts, seconds)``)."""
-    me = resource.getrusage(resource.RUSAGE_SELF)
+    process spent per committed transaction, then the capacity sweep (``sweep(client_counts, seconds)``).
+    Before it, each node's CPU while nothing is submitted (:data:`IDLE_SECONDS`); around it, the chain's
+    height (``height()``), so that the figures say how many transactions a block carried."""
+    idle = {n: process_tree_cpu(p) for n, p in nodes.items()}
+    time.sleep(IDLE_SECONDS)
+    h0, me = height(), resource.getrusage(resource.RUSAGE_SELF)
     before = {n: process_tree_cpu(p) for n, p in nodes.items()}
     s = submit()
     after, me2 = {n: process_tree_cpu(p) for n, p in nodes.items()}, resource.getrusage(resource.RUSAGE_SELF)
+    blocks = height() - h0
     per_node = {n: (after[n] - before[n]) * 1e3 / s["submits"] for n in nodes}
     client_ms = (me2.ru_utime + me2.ru_stime - me.ru_utime - me.ru_stime) * 1e3 / s["submits"]
     return {
@@ -151,6 +164,14 @@ def submit_figures(
         "fabric_cpu_ms_per_submit": sum(per_node.values()),
         "fabric_cpu_ms_per_submit_by_node": {n: round(v, 3) for n, v in sorted(per_node.items())},
         "fabric_client_cpu_ms_per_submit": client_ms,
+        # blocks the submit workload's transactions filled, and each node's CPU per second at rest
+        # (gossip, heartbeats, deliver streams): what a transaction carries of each block's and
+        # each second's fixed costs (docs/fabric.md "Where a transaction's CPU goes")
+        "fabric_blocks": blocks,
+        "fabric_txs_per_block": s["submits"] / max(1, blocks),
+        "fabric_idle_cpu_ms_per_s_by_node": {
+            n: round((before[n] - idle[n]) * 1e3 / IDLE_SECONDS, 2) for n in sorted(nodes)
+        },
         **sweep(CAPACITY_CLIENTS, seconds_per_point),
     }
 
@@ -186,6 +207,7 @@ def run_members(args: Any, consensus: str) -> dict[str, Any]:
                 lambda: bench_submit(first.ledger, cons, clients, submits, seats),
                 5.0 if args.quick else 15.0,
                 lambda counts, seconds: capacity_sweep(first.ledger, cons, counts, seconds, "fabric", seats),
+                lambda: first.ledger.block_height(first.identity),
             )
         finally:
             for seat in seats:
