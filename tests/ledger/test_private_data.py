@@ -21,7 +21,7 @@ from chaincode.errors import Forbidden, InvalidArgument, NotFound
 from chaincode.stub import implicit_collection
 from ledger.embedded import EmbeddedLedger
 from ledger.embedded.store import private_store_path
-from ledger.errors import EndorsementFailure, EndorsementPolicyFailure
+from ledger.errors import EndorsementFailure, EndorsementPolicyFailure, LedgerCorrupted
 from ledger.identity import Consortium
 from tests.support import probe_contract
 
@@ -207,3 +207,19 @@ def test_a_transaction_that_reads_private_data_is_simulated_by_each_endorser(led
     )
     with pytest.raises(EndorsementFailure, match="differs"):
         ledger.submit(org1, "KV:private_own", "n", endorsing_organisations=["Org1MSP", "Org2MSP"])
+
+
+def test_the_hashed_state_is_checked_against_the_chain(ledger, consortium):
+    """``ledger verify`` replays the hashed write sets: an edited value hash in the file is found."""
+    ledger.submit(_org(consortium, 1), "KV:private_put", "k", C1, transient={"value": b"v"})
+    path = ledger.path
+    ledger.close()
+    verify_ledger_file(path, consortium)
+    con = sqlite3.connect(path)
+    try:
+        con.execute("UPDATE private_hashes SET value_hash = ?", (hashlib.sha256(b"forged").hexdigest(),))
+        con.commit()
+    finally:
+        con.close()
+    with pytest.raises(LedgerCorrupted, match="private_hashes"):
+        verify_ledger_file(path, consortium)
