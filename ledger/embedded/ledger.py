@@ -423,11 +423,11 @@ class EmbeddedLedger(Endorser):
     ) -> None:
         """Write the clear-text private writes of block ``number``'s valid transactions to the store
         of each collection's organisation (and to no other), as Fabric's gossip disseminates them to
-        the collection's member peers: the current value (``private_state``) and the version
-        (``private_writes``); a purge deletes every version of the key. A private write set whose
+        the collection's member peers: each version (``private_writes``; a delete is a version without
+        value); a purge deletes every version of the key. A private write set whose
         hashes do not match the transaction's hashed write set is not stored (Fabric: missing
         private data). Each store commits before the block (whose transaction is still open), so a
-        block that fails leaves at most versions no hash attests, which reads refuse."""
+        block that fails leaves at most versions no hash attests, which reads never take."""
         by_org: dict[str, list[tuple[int, str, str, bytes | None, bool]]] = {}
         for txnum, (tx, values) in enumerate(zip(txs, private)):
             if codes[txnum] != B.VALID or not values:
@@ -465,16 +465,7 @@ class EmbeddedLedger(Endorser):
                     else:
                         pcon.execute(
                             "INSERT OR REPLACE INTO private_writes VALUES (?, ?, ?, ?, ?)",
-                            (number, txnum, collection, k, value),
-                        )
-                    if value is None:
-                        pcon.execute(
-                            "DELETE FROM private_state WHERE collection = ? AND key = ?", (collection, k)
-                        )
-                    else:
-                        pcon.execute(
-                            "INSERT OR REPLACE INTO private_state VALUES (?, ?, ?, ?, ?)",
-                            (collection, k, value, number, txnum),
+                            (collection, k, number, txnum, value),
                         )
                 pcon.execute("COMMIT")
             except BaseException:

@@ -153,11 +153,11 @@ class TxSimulator(TransactionHeader, ChaincodeStub):
         found = self._hashed_read(pk)
         if found is None:
             return None
-        row = self._private.execute(
-            "SELECT value, block, txnum FROM private_state WHERE collection = ? AND key = ?",
-            (collection, key.encode("utf-8")),
+        row = self._private.execute(  # the version the hashed state attests, not merely the latest
+            "SELECT value FROM private_writes WHERE collection = ? AND key = ? AND block = ? AND txnum = ?",
+            (collection, key.encode("utf-8"), *found[1]),
         ).fetchone()
-        if row is None or (row[1], row[2]) != found[1]:
+        if row is None or row[0] is None:
             raise PrivateDataUnavailable(
                 f"private data matching public hash version is not available: {collection} key {key!r}"
             )

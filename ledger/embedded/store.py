@@ -9,9 +9,10 @@ derived from it, which ``audit.ledger_file`` rebuilds and compares.
 Private data (docs/confidentiality.md): ``private_hashes`` is the hashed state every organisation
 keeps (collection, SHA-256 of the key -> SHA-256 of the value, version) and ``private_key_policies``
 the key-level policies of private keys, both derived from the blocks' hashed write sets. The clear-text
-values live in one file per organisation, :func:`private_store_path` (``PRIVATE_SCHEMA``): the values of
-its own collection (``private_state``) and every version committed (``private_writes``, Fabric's
-private data store), which a purge deletes.
+values live in one file per organisation, :func:`private_store_path` (``PRIVATE_SCHEMA``): every
+version of its own collection's keys committed (``private_writes``, Fabric's private data store; a
+delete is a version without value), which a purge deletes. A read takes the version the hashed state
+attests, so a reader whose snapshot of the ledger predates a commit still finds its version.
 
 Keys are stored as UTF-8 BLOBs so that SQLite orders them bytewise, as Fabric does.
 """
@@ -82,21 +83,13 @@ CREATE TABLE IF NOT EXISTS txs (
 """
 
 PRIVATE_SCHEMA = """
-CREATE TABLE IF NOT EXISTS private_state (
-    collection TEXT NOT NULL,
-    key        BLOB NOT NULL,
-    value      BLOB NOT NULL,
-    block      INTEGER NOT NULL,
-    txnum      INTEGER NOT NULL,
-    PRIMARY KEY (collection, key)
-) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS private_writes (
-    block      INTEGER NOT NULL,
-    txnum      INTEGER NOT NULL,
     collection TEXT NOT NULL,
     key        BLOB NOT NULL,
+    block      INTEGER NOT NULL,
+    txnum      INTEGER NOT NULL,
     value      BLOB,
-    PRIMARY KEY (block, txnum, collection, key)
+    PRIMARY KEY (collection, key, block, txnum)
 ) WITHOUT ROWID;
 """
 

@@ -94,7 +94,7 @@ def test_a_copy_that_is_not_the_attested_version_is_not_read(ledger, consortium)
     ledger.submit(org1, "KV:private_put", "k", C1, transient={"value": b"v1"})
     store = sqlite3.connect(private_store_path(ledger.path, "Org1MSP"))
     try:  # the store's copy claims another version than the hashed state attests
-        store.execute("UPDATE private_state SET txnum = txnum + 7")
+        store.execute("UPDATE private_writes SET txnum = txnum + 7")
         store.commit()
     finally:
         store.close()
