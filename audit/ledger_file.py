@@ -242,7 +242,12 @@ def verify_ledger(
         table: str, columns: str, key_cols: int, locate: Callable[[tuple[Any, ...], Any, Any], int]
     ) -> None:
         try:
-            stored = con.execute(f"SELECT {columns} FROM {table} ORDER BY {columns.split(',')[0]}").fetchall()
+            present = con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,))
+            stored = (
+                con.execute(f"SELECT {columns} FROM {table} ORDER BY {columns.split(',')[0]}").fetchall()
+                if present.fetchone()
+                else []  # a file written before the table existed: it has nothing for it
+            )
         except sqlite3.DatabaseError as exc:
             raise LedgerCorrupted(f"table {table} is damaged: {exc}", None) from None
         replayed = replay.execute(
@@ -263,4 +268,9 @@ def verify_ledger(
     compare("events", "block, txnum, tx_id, chaincode, name, payload", 2, lambda k, s, r: k[0])
     compare("key_policies", "key, policy", 1, lambda k, s, r: _last_write(replay, k[0]))
     compare("txs", "tx_id, block, txnum, code", 1, lambda k, s, r: (r or s)[1])
+    # the hashed state of private data (the clear text is in each organisation's private store)
+    compare(
+        "private_hashes", "collection, key_hash, value_hash, block, txnum", 2, lambda k, s, r: (r or s)[3]
+    )
+    compare("private_key_policies", "collection, key_hash, policy", 2, lambda k, s, r: blocks - 1)
     return {"blocks": blocks, "transactions": txs_total, "valid_transactions": valid_total}

@@ -213,6 +213,30 @@ class RecordView:
     def get_transient(self) -> dict[str, bytes]:
         return self._stub.get_transient()
 
+    def get_msp_id(self) -> str:
+        return self._stub.get_msp_id()
+
+    def get_private_data(self, collection: str, key: str) -> bytes | None:
+        return self._stub.get_private_data(collection, key)
+
+    def put_private_data(self, collection: str, key: str, value: bytes) -> None:
+        self._stub.put_private_data(collection, key, value)
+
+    def del_private_data(self, collection: str, key: str) -> None:
+        self._stub.del_private_data(collection, key)
+
+    def purge_private_data(self, collection: str, key: str) -> None:
+        self._stub.purge_private_data(collection, key)
+
+    def get_private_data_hash(self, collection: str, key: str) -> bytes | None:
+        return self._stub.get_private_data_hash(collection, key)
+
+    def set_private_data_validation_parameter(self, collection: str, key: str, policy: bytes) -> None:
+        self._stub.set_private_data_validation_parameter(collection, key, policy)
+
+    def get_private_data_validation_parameter(self, collection: str, key: str) -> bytes | None:
+        return self._stub.get_private_data_validation_parameter(collection, key)
+
 
 class _Written(Iterator[_Entry]):
     """The entries of a host's iterator (key values or versions) whose value is not a placeholder;

@@ -10,6 +10,19 @@ value: kept when the value is written, dropped when the key is deleted, and ever
 that has one is validated against it instead of the chaincode's policy; ``get_history_for_key`` returns committed versions, oldest first, or newest first (the order of
 Fabric's own history iterator) with ``newest_first=True``; an iterator that is not read to its end
 is closed by its reader (``close()``), so a host can stop reading history where the reader stops.
+
+Private data (Fabric's private data collections, docs/confidentiality.md): the only collections are
+Fabric's implicit per-organisation collections, :func:`implicit_collection` (``_implicit_org_<MSPID>``),
+one per organisation of the channel. A private write puts the clear-text value in the transaction's
+private write set, which reaches only the peers of the collection's organisation; the block carries
+the SHA-256 of the key and of the value (the hashed write set), which every peer keeps as hashed state.
+``get_private_data`` reads the executing peer's own copy and works only for the collection of the
+executing organisation (:meth:`ChaincodeStub.get_msp_id`): any other raises
+:class:`PrivateDataUnavailable`, as does a copy whose version is not the one the hashes attest.
+``get_private_data_hash`` reads the hashed state (any collection). ``purge_private_data`` deletes the
+key like ``del_private_data`` and also every earlier version of its value from the private stores;
+the blocks keep the hashes. Key-level endorsement policies of private keys are hashed-state metadata
+and are enforced at validation like those of public keys.
 """
 
 from __future__ import annotations
@@ -21,6 +34,29 @@ from typing import Protocol, runtime_checkable
 COMPOSITE_KEY_NAMESPACE = "\x00"
 MIN_UNICODE_RUNE = "\x00"
 MAX_UNICODE_RUNE = "\U0010ffff"
+IMPLICIT_COLLECTION_PREFIX = "_implicit_org_"
+
+
+def implicit_collection(msp_id: str) -> str:
+    """The name of organisation ``msp_id``'s implicit private data collection (Fabric's)."""
+    if not msp_id:
+        raise ValueError("an implicit collection belongs to an organisation: MSP id is empty")
+    return IMPLICIT_COLLECTION_PREFIX + msp_id
+
+
+def collection_organisation(collection: str) -> str | None:
+    """The MSP id whose implicit collection ``collection`` is, or None for any other name."""
+    if collection.startswith(IMPLICIT_COLLECTION_PREFIX) and len(collection) > len(
+        IMPLICIT_COLLECTION_PREFIX
+    ):
+        return collection[len(IMPLICIT_COLLECTION_PREFIX) :]
+    return None
+
+
+class PrivateDataUnavailable(RuntimeError):
+    """The executing peer does not hold this private value: the collection is not its organisation's,
+    or its copy is not the version the hashed state attests (Fabric: "private data matching public hash
+    version is not available")."""
 
 
 @dataclass(frozen=True)
@@ -82,6 +118,31 @@ class ChaincodeStub(Protocol):
 
     def get_transient(self) -> dict[str, bytes]: ...
 
+    def get_msp_id(self) -> str:
+        """The MSP id of the organisation whose peer executes this transaction (fabric-chaincode-go
+        ``shim.GetMSPID``): whose implicit collection ``get_private_data`` can read."""
+        ...
+
+    # ---- private data (module docstring)
+    def get_private_data(self, collection: str, key: str) -> bytes | None: ...
+
+    def put_private_data(self, collection: str, key: str, value: bytes) -> None: ...
+
+    def del_private_data(self, collection: str, key: str) -> None: ...
+
+    def purge_private_data(self, collection: str, key: str) -> None:
+        """Delete ``key`` and purge every version of its value from the private stores (Fabric 2.5
+        ``PurgePrivateData``); the blocks keep the hashes of what was written."""
+        ...
+
+    def get_private_data_hash(self, collection: str, key: str) -> bytes | None:
+        """The SHA-256 of the committed value of a private key (hashed state; any collection)."""
+        ...
+
+    def set_private_data_validation_parameter(self, collection: str, key: str, policy: bytes) -> None: ...
+
+    def get_private_data_validation_parameter(self, collection: str, key: str) -> bytes | None: ...
+
 
 class TransactionHeader:
     """The transaction-context half of :class:`ChaincodeStub` (tx id, channel, proposal timestamp,
@@ -94,8 +155,10 @@ class TransactionHeader:
         timestamp: float,
         creator: bytes,
         transient: Mapping[str, bytes] | None = None,
+        msp_id: str = "",
     ) -> None:
         self._tx_id = tx_id
+        self._msp_id = msp_id
         self._channel_id = channel_id
         self._timestamp = timestamp
         self._creator = creator
@@ -115,6 +178,11 @@ class TransactionHeader:
 
     def get_transient(self) -> dict[str, bytes]:
         return dict(self._transient)
+
+    def get_msp_id(self) -> str:
+        if not self._msp_id:
+            raise PrivateDataUnavailable("the executing peer's organisation is not known to this chaincode")
+        return self._msp_id
 
 
 def create_composite_key(object_type: str, attributes: list[str]) -> str:

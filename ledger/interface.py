@@ -63,6 +63,9 @@ class Ledger(Protocol):
     ) -> SubmitResult:
         """Endorse, order and commit a transaction; return when it is committed valid.
 
+        ``transient``: the proposal's transient map, which the contract reads and which is never part
+        of the transaction: private values travel there, never in ``args`` (docs/confidentiality.md).
+
         Raises a ContractError if the contract refused at endorsement, MVCCConflict /
         EndorsementPolicyFailure / TransactionInvalid if the transaction was invalidated at
         commit, AccessDenied for an identity the channel does not accept."""

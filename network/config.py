@@ -236,6 +236,11 @@ class NetworkLayout:
             "CORE_PEER_CHAINCODEADDRESS": f"{host}:{port + 1}",
             "CORE_PEER_GOSSIP_BOOTSTRAP": f"{host}:{port}",
             "CORE_PEER_GOSSIP_EXTERNALENDPOINT": f"{host}:{port}",
+            # a block with a private write to this organisation's implicit collection that it did not
+            # endorse (an invalid one: the collection's policy wants its peer) has no copy to pull:
+            # the only eligible peers are its own. Wait 5 s for it, not Fabric's 60 s of a stalled
+            # commit; data still missing is reconciled later (docs/confidentiality.md)
+            "CORE_PEER_GOSSIP_PVTDATA_PULLRETRYTHRESHOLD": "5s",
             "CORE_OPERATIONS_LISTENADDRESS": f"{host}:{c.peer_ops_port(i)}",
             "CORE_METRICS_PROVIDER": "disabled",
             "CORE_PEER_FILESYSTEMPATH": str(data),

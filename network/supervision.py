@@ -77,6 +77,8 @@ class NodeSupervisor(NetworkLayout, ProcessSupervisor):
             pkg,
             "--dispatch",
             self.cfg.dispatch,
+            "--msp-id",
+            f"{self.cfg.organisations[i]}MSP",
         ]
         if st.get("chaincode_tls"):  # as packaged: the peers' connection.json decides
             d = self.chaincode_tls(i)

@@ -121,6 +121,11 @@ class Environment:
     chaincode_client_ca: str | None = _var(
         "CHAINCODE_TLS_CLIENT_CA_FILE", "CA of the peers' client certificates."
     )
+    chaincode_msp_id: str = _var(
+        "CORE_PEER_LOCALMSPID",
+        "The MSP id of the organisation whose peers it serves (as fabric-chaincode-go's shim.GetMSPID).",
+        default="",
+    )
     chaincode_log_level: str = _var("CHAINCODE_LOG_LEVEL", "Its log level (default INFO).", default="INFO")
     # ---- benchmarks
     fabric_bench_net: Path | None = _var(

@@ -24,11 +24,20 @@ from ledger.identity import Identity, MembershipService
 class PendingTransaction(Future[tuple[int, str, bytes]]):
     """An endorsed transaction waiting for its block: yields ``(block, validation code, result)``."""
 
-    def __init__(self, tx_id: str, payload: bytes, endorsed: bool = False):
+    def __init__(
+        self,
+        tx_id: str,
+        payload: bytes,
+        endorsed: bool = False,
+        private: dict[str, dict[str, bytes | None]] | None = None,
+    ):
         super().__init__()
         self.tx_id = tx_id
         self.payload = payload
         self.endorsed = endorsed  # its signatures and endorsements were checked when it was queued
+        # the clear-text private write set, by collection: handed to the collections' organisations
+        # at commit, never part of the transaction
+        self.private = private or {}
 
 
 class Endorser:
@@ -39,6 +48,8 @@ class Endorser:
     membership: MembershipService
     _peers: dict[str, Identity]
     _store: Store
+    _private_stores: dict[str, Store]  # each organisation's private data store, by MSP id
+    _collections: frozenset[str]  # the channel's private data collections
     _matched: set[str]  # organisations whose peer key was shown to match its certificate
 
     def _proposal(
@@ -80,11 +91,16 @@ class Endorser:
             raise AccessDenied(f"proposal is for channel {proposal['channel']}/{proposal['chaincode']}")
 
     def _simulate(
-        self, proposal: dict[str, Any], transient: Mapping[str, bytes] | None
+        self, proposal: dict[str, Any], transient: Mapping[str, bytes] | None, msp_id: str = ""
     ) -> tuple[TxSimulator, bytes]:
-        """Run the chaincode against one snapshot of the committed state (raises ContractError)."""
+        """Run the chaincode against one snapshot of the committed state (raises ContractError) on
+        organisation ``msp_id``'s peer: its private store is the one private reads see."""
         con = self._store.connection()
+        store = self._private_stores.get(msp_id)
+        private = None if store is None else store.connection()
         con.execute("BEGIN")
+        if private is not None:
+            private.execute("BEGIN")
         try:
             sim = TxSimulator(
                 con,
@@ -93,6 +109,9 @@ class Endorser:
                 timestamp=proposal["timestamp"],
                 creator=B.unb64(proposal["creator"]),
                 transient=dict(transient or {}),
+                msp_id=msp_id if store is not None else "",
+                collections=self._collections,
+                private=private,
             )
             try:
                 payload = dispatch.invoke(sim, proposal["function"], proposal["args"])
@@ -101,6 +120,8 @@ class Endorser:
                 raise ContractError.from_wire(err.to_wire()) from None
         finally:
             con.execute("COMMIT")
+            if private is not None:
+                private.execute("COMMIT")
         return sim, payload
 
     def _response(self, proposal_bytes: bytes, sim: TxSimulator, payload: bytes) -> dict[str, Any]:

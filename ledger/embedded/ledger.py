@@ -16,7 +16,11 @@ Flow of :meth:`EmbeddedLedger.submit` (the same steps as Fabric's Gateway):
 5. commit: under SQLite's write lock, each transaction is validated (signatures, endorsement
    policy, MVCC and phantom reads against the state including earlier transactions of the block),
    the block is hash-chained to the previous one, signed by the orderer and stored with the state,
-   history, event and tx-index updates of its valid transactions, atomically.
+   history, event and tx-index updates of its valid transactions, atomically. Private data
+   (docs/confidentiality.md): the block carries only the hashes of a transaction's private writes;
+   their clear text, kept beside the queued transaction (never in it), is written to the private
+   store of each collection's organisation (:meth:`EmbeddedLedger._disseminate`) just before the
+   block, and only for a valid transaction whose hashes it matches.
 
 Several processes may share the file: blocks are appended under SQLite's write lock, and MVCC is
 checked against the state as committed by all of them. A file that cannot be used for now (still
@@ -41,15 +45,17 @@ from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 
 from chaincode.canonical import canonical_json
+from chaincode.stub import collection_organisation, implicit_collection
 from ledger.embedded import blocks as B
 from ledger.embedded.endorsement import Endorser, PendingTransaction
 from ledger.embedded.genesis import config_mismatch
-from ledger.embedded.policy import EndorsementPolicy, plan_endorsers
-from ledger.embedded.simulation import TxSimulator
-from ledger.embedded.store import Store
+from ledger.embedded.policy import EndorsementPolicy, collection_policy, plan_endorsers
+from ledger.embedded.simulation import TxSimulator, key_hash, value_hash
+from ledger.embedded.store import PRIVATE_SCHEMA, Store, private_store_path
 from ledger.embedded.validation import check_endorsed, validate_block, write_block_outcome
 from ledger.errors import (
     CommitTimeout,
+    EndorsementFailure,
     EndorsementPolicyFailure,
     LedgerError,
     LedgerUnavailable,
@@ -134,6 +140,12 @@ class EmbeddedLedger(Endorser):
         self.membership = MembershipService(cas)
         self.organisations: tuple[str, ...] = tuple(sorted(config["organisations"]))
         self.policy = EndorsementPolicy.parse(config["policy"], self.organisations)
+        # each organisation's private data store, beside the ledger file (its peers' private data)
+        self._private_stores = {
+            m: Store(private_store_path(self.path, m), synchronous=synchronous, schema=PRIVATE_SCHEMA)
+            for m in self.organisations
+        }
+        self._collections = frozenset(implicit_collection(m) for m in self.organisations)
         self._queue: queue.Queue[tuple[dict[str, Any], PendingTransaction] | None] = queue.Queue()
         self._orderer_thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
@@ -194,7 +206,7 @@ class EmbeddedLedger(Endorser):
         proposal, proposal_bytes, signature = self._proposal(identity, function, args)
         self._check_proposal(proposal, proposal_bytes, signature)
         try:
-            _, payload = self._simulate(proposal, None)
+            _, payload = self._simulate(proposal, None, identity.msp_id)
         except sqlite3.Error as exc:
             raise _unavailable(exc, self.path) or exc from exc
         return payload
@@ -234,11 +246,13 @@ class EmbeddedLedger(Endorser):
         proposal, proposal_bytes, signature = self._proposal(identity, function, args)
         self._check_proposal(proposal, proposal_bytes, signature)
         try:
-            sim, payload = self._simulate(proposal, transient)
+            sim, payload = self._simulate(proposal, transient, identity.msp_id)
         except sqlite3.Error as exc:
             raise _unavailable(exc, self.path) or exc from exc
         response = self._response(proposal_bytes, sim, payload)
         orgs = list(endorsing_organisations) if endorsing_organisations else self._plan(sim, identity.msp_id)
+        if sim.read_private_values:
+            self._same_on_every_endorser(proposal, transient, orgs, identity.msp_id, response)
         endorsements = self._endorse(response, orgs)
         tx = {"proposal": proposal, "response": response, "endorsements": endorsements}
         tx["signature"] = B.b64(identity.sign(B.signed_part(tx)))
@@ -256,18 +270,52 @@ class EmbeddedLedger(Endorser):
             )
             is None
         )
-        future = PendingTransaction(proposal["tx_id"], payload, endorsed)
+        future = PendingTransaction(proposal["tx_id"], payload, endorsed, sim.private_values())
         self._ensure_orderer()
         self._queue.put((tx, future))
         return future
+
+    def _same_on_every_endorser(
+        self,
+        proposal: dict[str, Any],
+        transient: Mapping[str, bytes] | None,
+        orgs: Sequence[str],
+        simulated_by: str,
+        response: dict[str, Any],
+    ) -> None:
+        """A transaction that read private values is simulated again on each other endorsing
+        organisation's peer, which reads its own private store (as every Fabric endorser runs the
+        chaincode itself): a contract refusal there is raised, and a different response is an
+        :class:`EndorsementFailure` (Fabric's Gateway: the endorsers' responses do not match)."""
+        for org in orgs:
+            if org == simulated_by:
+                continue
+            try:
+                other, payload = self._simulate(proposal, transient, org)
+            except sqlite3.Error as exc:
+                raise _unavailable(exc, self.path) or exc from exc
+            if self._response(proposal, other, payload) != response:
+                raise EndorsementFailure(
+                    f"the endorsement of {org} differs from that of {simulated_by}: the transaction read "
+                    "private data, which each organisation's peer reads from its own collection"
+                )
 
     def _plan(self, sim: TxSimulator, preferred: str) -> list[str]:
         """Whose peers endorse: enough for the key-level policies of the keys the simulation wrote
         (as committed) and, if one of them has none, for the chaincode's policy -- as Fabric's
         Gateway plans from a proposal's chaincode interest. The caller's organisation first."""
         keys = sim.written_keys()
+        private = sim.written_private_keys()
         policies = [p for p in map(sim.committed_policy, keys) if p is not None]
-        needs_chaincode_policy = not keys or len(policies) < len(keys)
+        private_policies = [
+            p
+            for p in (sim.committed_private_policy(k) or collection_policy(k[0]) for k in private)
+            if p is not None
+        ]
+        needs_chaincode_policy = not (keys or private) or len(policies) + len(private_policies) < len(
+            keys
+        ) + len(private)
+        policies += private_policies
         try:
             return plan_endorsers(self.policy if needs_chaincode_policy else None, policies, preferred)
         except ValueError as exc:
@@ -291,7 +339,11 @@ class EmbeddedLedger(Endorser):
                 return
             batch, stop = self._drain([item])
             try:
-                results = self._commit_block([tx for tx, _ in batch], [fut.endorsed for _, fut in batch])
+                results = self._commit_block(
+                    [tx for tx, _ in batch],
+                    [fut.endorsed for _, fut in batch],
+                    [fut.private for _, fut in batch],
+                )
                 for (_tx, fut), (block_number, code) in zip(batch, results):
                     fut.set_result((block_number, code, fut.payload))
             except Exception as exc:  # commit failed as a whole: nothing was written
@@ -320,7 +372,10 @@ class EmbeddedLedger(Endorser):
         return batch, False
 
     def _commit_block(
-        self, txs: list[dict[str, Any]], endorsed: list[bool] | None = None
+        self,
+        txs: list[dict[str, Any]],
+        endorsed: list[bool] | None = None,
+        private: Sequence[Mapping[str, Mapping[str, bytes | None]]] | None = None,
     ) -> list[tuple[int, str]]:
         con = self._store.connection()
         con.execute("BEGIN IMMEDIATE")
@@ -348,6 +403,8 @@ class EmbeddedLedger(Endorser):
             body = B.make_body(number, previous_hash, timestamp, txs, codes, data_json=data_json)
             self._append_block(con, body, data_json=data_json)
             write_block_outcome(con, outcome)
+            if private:
+                self._disseminate(number, txs, codes, private)
             con.execute("COMMIT")
         except BaseException:
             con.execute("ROLLBACK")
@@ -356,6 +413,64 @@ class EmbeddedLedger(Endorser):
         if self.checkpoint_file is not None and number % self.checkpoint_every == 0:
             self._keep_checkpoint()
         return [(number, c) for c in codes]
+
+    def _disseminate(
+        self,
+        number: int,
+        txs: list[dict[str, Any]],
+        codes: list[str],
+        private: Sequence[Mapping[str, Mapping[str, bytes | None]]],
+    ) -> None:
+        """Write the clear-text private writes of block ``number``'s valid transactions to the store
+        of each collection's organisation (and to no other), as Fabric's gossip disseminates them to
+        the collection's member peers: each version (``private_writes``; a delete is a version without
+        value); a purge deletes every version of the key. A private write set whose
+        hashes do not match the transaction's hashed write set is not stored (Fabric: missing
+        private data). Each store commits before the block (whose transaction is still open), so a
+        block that fails leaves at most versions no hash attests, which reads never take."""
+        by_org: dict[str, list[tuple[int, str, str, bytes | None, bool]]] = {}
+        for txnum, (tx, values) in enumerate(zip(txs, private)):
+            if codes[txnum] != B.VALID or not values:
+                continue
+            hashed = tx["response"]["rwset"].get("private") or {"writes": []}
+            expected = {(c, h): (v, bool(p)) for c, h, v, p in hashed["writes"]}
+            got = {
+                (c, key_hash(k)): (None if v is None else value_hash(v), False)
+                for c, kv in values.items()
+                for k, v in kv.items()
+            }
+            if {k: v for k, (v, _) in expected.items()} != {k: v for k, (v, _) in got.items()}:
+                log.warning(
+                    "transaction %s: private data does not match its hashes; not stored",
+                    tx["proposal"]["tx_id"],
+                )
+                continue
+            for collection, kv in values.items():
+                org = collection_organisation(collection)
+                if org not in self._private_stores:
+                    continue
+                for key, value in kv.items():
+                    purge = expected[(collection, key_hash(key))][1]
+                    by_org.setdefault(org, []).append((txnum, collection, key, value, purge))
+        for org, rows in by_org.items():
+            pcon = self._private_stores[org].connection()
+            pcon.execute("BEGIN IMMEDIATE")
+            try:
+                for txnum, collection, key, value, purge in rows:
+                    k = key.encode("utf-8")
+                    if purge:
+                        pcon.execute(
+                            "DELETE FROM private_writes WHERE collection = ? AND key = ?", (collection, k)
+                        )
+                    else:
+                        pcon.execute(
+                            "INSERT OR REPLACE INTO private_writes VALUES (?, ?, ?, ?, ?)",
+                            (collection, k, number, txnum, value),
+                        )
+                pcon.execute("COMMIT")
+            except BaseException:
+                pcon.execute("ROLLBACK")
+                raise
 
     def _keep_checkpoint(self) -> None:
         """Append a checkpoint of the head, signed by the orderer, to ``checkpoint_file``. The
@@ -446,12 +561,12 @@ class EmbeddedLedger(Endorser):
         self._closed = True
         with self._committed:
             self._committed.notify_all()
-        con = self._store.connection()
-        try:
-            con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        except sqlite3.Error:
-            pass
-        self._store.close()
+        for store in (self._store, *self._private_stores.values()):
+            try:
+                store.connection().execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except sqlite3.Error:
+                pass
+            store.close()
 
     def __enter__(self) -> EmbeddedLedger:
         return self

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from fabric_protos.common import policies_pb2
 
 from chaincode.endorsement import KeyPolicy, parse_envelope, principal_role
+from chaincode.stub import collection_organisation
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,14 @@ def key_policy_satisfied(policy: bytes, endorsers: Iterable[Endorser]) -> bool:
         return False
 
     return holds(envelope.rule, [False] * len(signers))
+
+
+def collection_policy(collection: str) -> bytes | None:
+    """The endorsement policy of a private data collection, which applies to a private key without a
+    key-level policy instead of the chaincode's: Fabric gives organisation X's implicit collection the
+    policy "a peer of X" (a write to it endorsed without X's peer is ENDORSEMENT_POLICY_FAILURE)."""
+    org = collection_organisation(collection)
+    return None if org is None else KeyPolicy(1, (org,)).to_bytes()
 
 
 def plan_endorsers(

@@ -4,11 +4,18 @@ Reads come from one consistent snapshot of the committed world state and are rec
 read set with their versions; range reads are recorded with the keys and versions they
 returned (for phantom detection at commit); writes are buffered in the write set and are not
 visible to the transaction's own reads, exactly as on a Fabric peer.
+
+Private data (:mod:`chaincode.stub`): reads of the executing organisation's own collection come from
+its private store and are recorded in the hashed read set (collection, key hash, version of the hashed
+state); writes go to the private write set, whose clear text (:meth:`TxSimulator.private_values`)
+travels beside the transaction to the collection's organisation, while the transaction itself carries
+only the hashes (:meth:`TxSimulator.rwset`).
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import sqlite3
 from collections.abc import Iterator
 from typing import Any
@@ -18,12 +25,24 @@ from chaincode.stub import (
     ChaincodeStub,
     KeyModification,
     KeyValue,
+    PrivateDataUnavailable,
     TransactionHeader,
+    collection_organisation,
     create_composite_key,
 )
 from ledger.embedded.store import Store
 
 Version = tuple[int, int]
+PrivateKey = tuple[str, str]  # (collection, key)
+
+
+def key_hash(key: str) -> str:
+    """The hashed write set's name of a private key: hex SHA-256 of its UTF-8 bytes (Fabric's)."""
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+def value_hash(value: bytes) -> str:
+    return hashlib.sha256(value).hexdigest()
 
 
 class TxSimulator(TransactionHeader, ChaincodeStub):
@@ -36,9 +55,22 @@ class TxSimulator(TransactionHeader, ChaincodeStub):
         timestamp: float,
         creator: bytes,
         transient: dict[str, bytes] | None = None,
+        msp_id: str = "",
+        collections: frozenset[str] = frozenset(),
+        private: sqlite3.Connection | None = None,
     ):
-        super().__init__(tx_id, channel, timestamp, creator, transient)
+        super().__init__(tx_id, channel, timestamp, creator, transient, msp_id)
         self._con = con
+        self._collections = collections  # the implicit collections of the channel's organisations
+        self._private = private  # the executing organisation's private store (a read snapshot)
+        self.private_reads: dict[PrivateKey, Version | None] = {}
+        self.private_writes: dict[PrivateKey, bytes | None] = {}
+        self.private_purges: set[PrivateKey] = set()
+        self.private_metadata_writes: dict[PrivateKey, bytes | None] = {}
+        self._private_policies: dict[PrivateKey, bytes | None] = {}
+        # whether the contract read a private value: then another organisation's peer, reading its own
+        # copy, simulates differently (the ledger re-simulates on each endorser to find out)
+        self.read_private_values = False
         self.reads: dict[str, Version | None] = {}
         self.range_reads: list[tuple[str, str, list[tuple[str, Version]]]] = []
         self.writes: dict[str, bytes | None] = {}
@@ -98,6 +130,90 @@ class TxSimulator(TransactionHeader, ChaincodeStub):
         """Every key whose value or policy this transaction writes (what its endorsement must satisfy)."""
         return sorted(set(self.writes) | set(self.metadata_writes))
 
+    # ---- private data
+    def _check_private(self, collection: str, key: str) -> PrivateKey:
+        self._check_key(key)
+        if collection not in self._collections:
+            raise ValueError(f"no private data collection {collection!r} on this channel")
+        return collection, key
+
+    def _hashed_read(self, pk: PrivateKey) -> tuple[str, Version] | None:
+        found = Store.private_hash(self._con, pk[0], key_hash(pk[1]))
+        if pk not in self.private_reads:
+            self.private_reads[pk] = None if found is None else found[1]
+        return found
+
+    def get_private_data(self, collection: str, key: str) -> bytes | None:
+        pk = self._check_private(collection, key)
+        self.read_private_values = True
+        if collection_organisation(collection) != self._msp_id or self._private is None:
+            raise PrivateDataUnavailable(
+                f"collection {collection} is not held by the executing organisation {self._msp_id or '?'}"
+            )
+        found = self._hashed_read(pk)
+        if found is None:
+            return None
+        row = self._private.execute(  # the version the hashed state attests, not merely the latest
+            "SELECT value FROM private_writes WHERE collection = ? AND key = ? AND block = ? AND txnum = ?",
+            (collection, key.encode("utf-8"), *found[1]),
+        ).fetchone()
+        if row is None or row[0] is None:
+            raise PrivateDataUnavailable(
+                f"private data matching public hash version is not available: {collection} key {key!r}"
+            )
+        return bytes(row[0])
+
+    def get_private_data_hash(self, collection: str, key: str) -> bytes | None:
+        found = self._hashed_read(self._check_private(collection, key))
+        return None if found is None else bytes.fromhex(found[0])
+
+    def put_private_data(self, collection: str, key: str, value: bytes) -> None:
+        pk = self._check_private(collection, key)
+        if not isinstance(value, (bytes, bytearray)):
+            raise TypeError("private data values are bytes")
+        self.private_writes[pk] = bytes(value)
+        self.private_purges.discard(pk)
+        self.committed_private_policy(pk)
+
+    def del_private_data(self, collection: str, key: str) -> None:
+        pk = self._check_private(collection, key)
+        self.private_writes[pk] = None
+        self.committed_private_policy(pk)
+
+    def purge_private_data(self, collection: str, key: str) -> None:
+        pk = self._check_private(collection, key)
+        self.private_writes[pk] = None
+        self.private_purges.add(pk)
+        self.committed_private_policy(pk)
+
+    def set_private_data_validation_parameter(self, collection: str, key: str, policy: bytes) -> None:
+        pk = self._check_private(collection, key)
+        if not isinstance(policy, (bytes, bytearray)):
+            raise TypeError("a validation parameter is bytes")
+        self.private_metadata_writes[pk] = bytes(policy) or None
+        self.committed_private_policy(pk)
+
+    def get_private_data_validation_parameter(self, collection: str, key: str) -> bytes | None:
+        pk = self._check_private(collection, key)
+        self._hashed_read(pk)
+        return self.committed_private_policy(pk)
+
+    def committed_private_policy(self, pk: PrivateKey) -> bytes | None:
+        if pk not in self._private_policies:
+            self._private_policies[pk] = Store.private_policy(self._con, pk[0], key_hash(pk[1]))
+        return self._private_policies[pk]
+
+    def written_private_keys(self) -> list[PrivateKey]:
+        return sorted(set(self.private_writes) | set(self.private_metadata_writes))
+
+    def private_values(self) -> dict[str, dict[str, bytes | None]]:
+        """The clear-text private write set, by collection (None: deleted or purged). It travels
+        beside the transaction, never in it."""
+        out: dict[str, dict[str, bytes | None]] = {}
+        for (collection, key), value in sorted(self.private_writes.items()):
+            out.setdefault(collection, {})[key] = value
+        return out
+
     def get_state_by_range(self, start_key: str, end_key: str) -> Iterator[KeyValue]:
         """The range's key values, read and recorded in the read set at the call, handed over in one
         batch (as Fabric's peer hands the shim a page of results): iterating them calls back into
@@ -150,4 +266,25 @@ class TxSimulator(TransactionHeader, ChaincodeStub):
                 [k, None if v is None else base64.b64encode(v).decode("ascii")]
                 for k, v in sorted(self.metadata_writes.items())
             ]
+        if self.private_reads or self.private_writes or self.private_metadata_writes:
+            out["private"] = self.hashed_rwset()
         return out
+
+    def hashed_rwset(self) -> dict[str, Any]:
+        """The private part of the read/write set as the block carries it: hashes only (Fabric's
+        hashed rwset): reads (collection, key hash, version), writes (collection, key hash, value
+        hash or None for a delete, purge flag), key-level policies set (collection, key hash, policy)."""
+        return {
+            "reads": [
+                [c, key_hash(k), None if v is None else list(v)]
+                for (c, k), v in sorted(self.private_reads.items())
+            ],
+            "writes": [
+                [c, key_hash(k), None if v is None else value_hash(v), (c, k) in self.private_purges]
+                for (c, k), v in sorted(self.private_writes.items())
+            ],
+            "metadata_writes": [
+                [c, key_hash(k), None if p is None else base64.b64encode(p).decode("ascii")]
+                for (c, k), p in sorted(self.private_metadata_writes.items())
+            ],
+        }

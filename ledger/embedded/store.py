@@ -6,6 +6,14 @@ version of every key), ``events`` (chaincode events of valid transactions) and `
 -> block, position, validation code). ``blocks`` is the ledger; the other tables are indexes
 derived from it, which ``audit.ledger_file`` rebuilds and compares.
 
+Private data (docs/confidentiality.md): ``private_hashes`` is the hashed state every organisation
+keeps (collection, SHA-256 of the key -> SHA-256 of the value, version) and ``private_key_policies``
+the key-level policies of private keys, both derived from the blocks' hashed write sets. The clear-text
+values live in one file per organisation, :func:`private_store_path` (``PRIVATE_SCHEMA``): every
+version of its own collection's keys committed (``private_writes``, Fabric's private data store; a
+delete is a version without value), which a purge deletes. A read takes the version the hashed state
+attests, so a reader whose snapshot of the ledger predates a commit still finds its version.
+
 Keys are stored as UTF-8 BLOBs so that SQLite orders them bytewise, as Fabric does.
 """
 
@@ -52,6 +60,20 @@ CREATE TABLE IF NOT EXISTS key_policies (
     key    BLOB PRIMARY KEY,
     policy BLOB NOT NULL
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS private_hashes (
+    collection TEXT NOT NULL,
+    key_hash   TEXT NOT NULL,
+    value_hash TEXT NOT NULL,
+    block      INTEGER NOT NULL,
+    txnum      INTEGER NOT NULL,
+    PRIMARY KEY (collection, key_hash)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS private_key_policies (
+    collection TEXT NOT NULL,
+    key_hash   TEXT NOT NULL,
+    policy     BLOB NOT NULL,
+    PRIMARY KEY (collection, key_hash)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS txs (
     tx_id TEXT PRIMARY KEY,
     block INTEGER NOT NULL,
@@ -59,6 +81,24 @@ CREATE TABLE IF NOT EXISTS txs (
     code  TEXT NOT NULL
 ) WITHOUT ROWID;
 """
+
+PRIVATE_SCHEMA = """
+CREATE TABLE IF NOT EXISTS private_writes (
+    collection TEXT NOT NULL,
+    key        BLOB NOT NULL,
+    block      INTEGER NOT NULL,
+    txnum      INTEGER NOT NULL,
+    value      BLOB,
+    PRIMARY KEY (collection, key, block, txnum)
+) WITHOUT ROWID;
+"""
+
+
+def private_store_path(ledger: str | os.PathLike[str], msp_id: str) -> Path:
+    """Organisation ``msp_id``'s private data store beside the ledger file ``ledger``."""
+    p = Path(ledger)
+    return p.with_name(f"{p.name}.{msp_id}.private")
+
 
 MAX_KEY_BYTES = "\U0010ffff".encode("utf-8")
 
@@ -80,15 +120,17 @@ def create_private(path: Path) -> None:
 class Store:
     """Thread-local SQLite connections to one ledger file (created 0600)."""
 
-    def __init__(self, path: str | Path, synchronous: str = "FULL"):
+    def __init__(self, path: str | Path, synchronous: str = "FULL", schema: str = SCHEMA):
         self.path = Path(path)
+        # a private store overwrites what it deletes (a purge must leave no copy in free pages)
+        self.secure_delete = schema == PRIVATE_SCHEMA
         self.synchronous = synchronous
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
         create_private(self.path)
         con = self.connection()
-        con.executescript(SCHEMA)
+        con.executescript(schema)
 
     def connection(self) -> sqlite3.Connection:
         con = getattr(self._local, "con", None)
@@ -97,6 +139,8 @@ class Store:
             con.execute("PRAGMA journal_mode=WAL")
             con.execute(f"PRAGMA synchronous={self.synchronous}")
             con.execute("PRAGMA busy_timeout=60000")
+            if self.secure_delete:
+                con.execute("PRAGMA secure_delete=ON")
             self._local.con = con
             with self._lock:
                 self._all.append(con)
@@ -141,6 +185,25 @@ class Store:
             for k, p in con.execute(f"SELECT key, policy FROM key_policies WHERE key IN ({marks})", part):
                 out[k] = p
         return out
+
+    @staticmethod
+    def private_hash(
+        con: sqlite3.Connection, collection: str, key_hash: str
+    ) -> tuple[str, tuple[int, int]] | None:
+        """(value hash, version) of a private key in the hashed state, or None."""
+        row = con.execute(
+            "SELECT value_hash, block, txnum FROM private_hashes WHERE collection = ? AND key_hash = ?",
+            (collection, key_hash),
+        ).fetchone()
+        return None if row is None else (row[0], (row[1], row[2]))
+
+    @staticmethod
+    def private_policy(con: sqlite3.Connection, collection: str, key_hash: str) -> bytes | None:
+        row = con.execute(
+            "SELECT policy FROM private_key_policies WHERE collection = ? AND key_hash = ?",
+            (collection, key_hash),
+        ).fetchone()
+        return None if row is None else bytes(row[0])
 
     @staticmethod
     def known_tx_ids(con: sqlite3.Connection, tx_ids: list[str]) -> set[str]:

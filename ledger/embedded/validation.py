@@ -16,6 +16,12 @@
    the same block -> MVCC_READ_CONFLICT; every range read returns the same keys and versions
    -> PHANTOM_READ_CONFLICT.
 
+Private data is validated on its hashes only (Fabric's hashed read/write set): the hashed reads'
+versions (MVCC), and for each private key written its key-level policy, else its collection's
+endorsement policy (an implicit collection's: its organisation's peer), else the chaincode's. The
+clear-text values are not part of the block; the ledger hands them to their collection's organisation
+once the transaction is valid (:meth:`ledger.embedded.ledger.EmbeddedLedger._disseminate`).
+
 The same code validates new blocks at commit and replays the chain in ``audit.ledger_file``.
 """
 
@@ -30,12 +36,13 @@ from typing import Any
 
 from chaincode.canonical import canonical_json
 from ledger.embedded import blocks as B
-from ledger.embedded.policy import EndorsementPolicy, Endorser, key_policy_satisfied
+from ledger.embedded.policy import EndorsementPolicy, Endorser, collection_policy, key_policy_satisfied
 from ledger.embedded.store import Store
 from ledger.errors import AccessDenied
 from ledger.identity import MembershipService
 
 Version = tuple[int, int]
+HashedKey = tuple[str, str]  # (collection, hex SHA-256 of the key)
 
 
 class StateView:
@@ -53,6 +60,10 @@ class StateView:
         self.known: dict[str, Version | None] = {}  # committed versions read ahead (prefetch)
         self.policy_updates: dict[str, bytes | None] = {}  # key-level policies set by the block
         self.known_policies: dict[str, bytes | None] = {}  # committed key-level policies read ahead
+        # the hashed state of private data: (value hash or None, version) written by the block so far
+        self.private_updates: dict[HashedKey, tuple[str | None, Version]] = {}
+        self.private_policy_updates: dict[HashedKey, bytes | None] = {}
+        self.private_purges: set[HashedKey] = set()
 
     def prefetch(self, con: sqlite3.Connection, keys: Iterable[str]) -> None:
         """Read the committed versions of ``keys`` now, in a few queries (the block's read keys)."""
@@ -88,7 +99,21 @@ class StateView:
         def get_range(start: str, end: str) -> list[tuple[str, Version]]:
             return [(k.decode("utf-8"), v) for k, _, v in Store.range(con, start.encode(), end.encode())]
 
-        return cls(get_version, get_range)
+        view = cls(get_version, get_range)
+        view._con = con
+        return view
+
+    def private_version(self, hk: HashedKey) -> Version | None:
+        if hk in self.private_updates:
+            value, version = self.private_updates[hk]
+            return None if value is None else version
+        found = None if self._con is None else Store.private_hash(self._con, *hk)
+        return None if found is None else found[1]
+
+    def private_policy(self, hk: HashedKey) -> bytes | None:
+        if hk in self.private_policy_updates:
+            return self.private_policy_updates[hk]
+        return None if self._con is None else Store.private_policy(self._con, *hk)
 
     def version(self, key: str) -> Version | None:
         if key in self.updates:
@@ -185,6 +210,16 @@ def written_keys(rwset: dict[str, Any]) -> set[str]:
     return {str(k) for k, _ in rwset["writes"]} | {str(k) for k, _ in rwset.get("metadata_writes", ())}
 
 
+def written_private_keys(rwset: dict[str, Any]) -> set[HashedKey]:
+    """The hashed private keys whose value or key-level policy a read/write set writes."""
+    private = rwset.get("private")
+    if not private:
+        return set()
+    return {(str(c), str(h)) for c, h, *_ in private["writes"]} | {
+        (str(c), str(h)) for c, h, _ in private["metadata_writes"]
+    }
+
+
 def check_policies(
     rwset: dict[str, Any], endorsers: list[Endorser], policy: EndorsementPolicy, view: StateView
 ) -> str | None:
@@ -200,7 +235,16 @@ def check_policies(
             needs_chaincode_policy = True
         elif not key_policy_satisfied(key_policy, endorsers):
             return B.ENDORSEMENT_POLICY_FAILURE
-    if (needs_chaincode_policy or not keys) and not policy.satisfied_by(
+    private = written_private_keys(rwset)
+    for hk in private:
+        if hk in view.private_policy_updates:
+            return B.ENDORSEMENT_POLICY_FAILURE
+        key_policy = view.private_policy(hk) or collection_policy(hk[0])
+        if key_policy is None:
+            needs_chaincode_policy = True
+        elif not key_policy_satisfied(key_policy, endorsers):
+            return B.ENDORSEMENT_POLICY_FAILURE
+    if (needs_chaincode_policy or not (keys or private)) and not policy.satisfied_by(
         {msp for msp, role in endorsers if role == "peer"}
     ):
         return B.ENDORSEMENT_POLICY_FAILURE
@@ -253,6 +297,10 @@ def validate_transaction(
         for start, end, kv in rwset["range_reads"]:
             if view.range(start, end) != [(k, (v[0], v[1])) for k, v in kv]:
                 return B.PHANTOM_READ_CONFLICT
+        for collection, hashed, version in rwset.get("private", {}).get("reads", ()):
+            expected = None if version is None else (version[0], version[1])
+            if view.private_version((str(collection), str(hashed))) != expected:
+                return B.MVCC_READ_CONFLICT
         return B.VALID
     except (KeyError, TypeError, ValueError, IndexError, binascii.Error, AccessDenied):
         return B.INVALID_OTHER_REASON
@@ -336,12 +384,31 @@ def validate_block(
             for key, key_policy in tx["response"]["rwset"].get("metadata_writes", ()):
                 if out.view.version(key) is not None:  # a policy belongs to a key that exists
                     out.view.policy_updates[key] = None if key_policy is None else B.unb64(key_policy)
+            apply_private(out.view, tx["response"]["rwset"].get("private"), (number, txnum))
             ev = tx["response"]["event"]
             if ev is not None:
                 out.event_rows.append((number, txnum, tx_id, chaincode, ev[0], B.unb64(ev[1])))
         out.tx_rows.append((tx_id, number, txnum, code))
         in_block.add(tx_id)
     return out
+
+
+def apply_private(view: StateView, private: dict[str, Any] | None, version: Version) -> None:
+    """The hashed state after a valid transaction's hashed write set: values' hashes (None: deleted,
+    or purged), and key-level policies (dropped with a deleted key, kept only for a key that exists)."""
+    if not private:
+        return
+    for collection, hashed, value, purge in private["writes"]:
+        hk = (str(collection), str(hashed))
+        view.private_updates[hk] = (None if value is None else str(value), version)
+        if purge:
+            view.private_purges.add(hk)
+        if value is None and view.private_policy(hk) is not None:
+            view.private_policy_updates[hk] = None
+    for collection, hashed, key_policy in private["metadata_writes"]:
+        hk = (str(collection), str(hashed))
+        if view.private_version(hk) is not None:
+            view.private_policy_updates[hk] = None if key_policy is None else B.unb64(key_policy)
 
 
 def write_block_outcome(con: sqlite3.Connection, out: BlockOutcome) -> None:
@@ -357,6 +424,25 @@ def write_block_outcome(con: sqlite3.Connection, out: BlockOutcome) -> None:
             con.execute("DELETE FROM key_policies WHERE key = ?", (key.encode("utf-8"),))
         else:
             con.execute("INSERT OR REPLACE INTO key_policies VALUES (?, ?)", (key.encode("utf-8"), policy))
+    for (collection, hashed), (digest, (blk, txnum)) in out.view.private_updates.items():
+        if digest is None:
+            con.execute(
+                "DELETE FROM private_hashes WHERE collection = ? AND key_hash = ?", (collection, hashed)
+            )
+        else:
+            con.execute(
+                "INSERT OR REPLACE INTO private_hashes VALUES (?, ?, ?, ?, ?)",
+                (collection, hashed, digest, blk, txnum),
+            )
+    for (collection, hashed), policy in out.view.private_policy_updates.items():
+        if policy is None:
+            con.execute(
+                "DELETE FROM private_key_policies WHERE collection = ? AND key_hash = ?", (collection, hashed)
+            )
+        else:
+            con.execute(
+                "INSERT OR REPLACE INTO private_key_policies VALUES (?, ?, ?)", (collection, hashed, policy)
+            )
     con.executemany("INSERT INTO history VALUES (?, ?, ?, ?, ?, ?, ?)", out.history_rows)
     con.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?, ?)", out.event_rows)
     con.executemany("INSERT OR IGNORE INTO txs VALUES (?, ?, ?, ?)", out.tx_rows)

@@ -15,7 +15,10 @@ and avoids each defect of fabric-chaincode-python 2.5.4 (docs/fabric.md "Chainco
    composite keys never leak into simple-key scans;
 7. server keepalive options accept the peer's pings on idle streams; 100 MiB message limits;
 8. TLS from explicit arguments (:func:`serve`) or environment variables (:func:`main`);
-9. no payload, key or value is logged.
+9. no payload, key or value is logged;
+10. the organisation whose peers it serves is told (``--msp-id``, default ``CORE_PEER_LOCALMSPID`` as
+    fabric-chaincode-go's ``shim.GetMSPID`` reads it): ``stub.get_msp_id()``, whose implicit private
+    data collection the contracts read.
 
 How it runs (docs/fabric.md "Chaincode service: one thread"): an asyncio gRPC server on a thread of
 its own; each transaction is a greenlet on that thread. A stub call switches from the transaction
@@ -99,8 +102,10 @@ class _Stream:
         send: Callable[[Msg], None],
         loop: asyncio.AbstractEventLoop,
         call_timeout: float = PEER_CALL_TIMEOUT_S,
+        msp_id: str = "",
     ):
         self._dispatch = dispatch
+        self.msp_id = msp_id
         self._send = send
         self._loop = loop
         self._call_timeout = call_timeout
@@ -189,7 +194,7 @@ class _Stream:
 
     def _run_transaction(self, msg: Msg) -> Msg:
         try:
-            stub = FabricStub(self, msg)
+            stub = FabricStub(self, msg, msp_id=self.msp_id)
         except Exception as exc:  # malformed proposal: answer at once (defect 3b)
             log.error("transaction %s rejected before dispatch: %s", msg.txid, type(exc).__name__)
             return _error((msg.channel_id, msg.txid), f"chaincode could not read the proposal: {exc}")
@@ -246,15 +251,16 @@ def _error(key: TxKey, text: str) -> Msg:
 class ChaincodeService(chaincode_shim_pb2_grpc.ChaincodeServicer):  # type: ignore[misc]
     """``protos.Chaincode`` service: every ``Connect`` stream is one peer."""
 
-    def __init__(self, chaincode_id: str, dispatch: Dispatch):
+    def __init__(self, chaincode_id: str, dispatch: Dispatch, msp_id: str = ""):
         if not chaincode_id:
             raise ValueError("chaincode_id (the package id, e.g. 'consortia_1.0:<sha256>') is required")
         self.chaincode_id = chaincode_id
         self._dispatch = dispatch
+        self.msp_id = msp_id
 
     async def Connect(self, request_iterator: object, context: grpc.aio.ServicerContext) -> None:  # noqa: N802 (gRPC method name)
         outgoing: asyncio.Queue[Msg | None] = asyncio.Queue()
-        stream = _Stream(self._dispatch, outgoing.put_nowait, asyncio.get_running_loop())
+        stream = _Stream(self._dispatch, outgoing.put_nowait, asyncio.get_running_loop(), msp_id=self.msp_id)
         register = chaincode_pb2.ChaincodeID(name=self.chaincode_id).SerializeToString()
         outgoing.put_nowait(Msg(type=Msg.REGISTER, payload=register))
         writer = asyncio.ensure_future(_write(outgoing, context))
@@ -363,6 +369,7 @@ def serve(
     tls_key: bytes | None = None,
     client_ca_certs: bytes | None = None,
     max_streams: int = 16,
+    msp_id: str = "",
 ) -> ChaincodeServer:
     """Start the chaincode server on ``address`` (``host:port``); stop it with ``.stop(grace)``.
 
@@ -370,7 +377,7 @@ def serve(
     present a client certificate signed by one of those CAs (``client_auth_required``)."""
     if (tls_cert is None) != (tls_key is None):
         raise ValueError("tls_cert and tls_key must be given together")
-    service = ChaincodeService(chaincode_id, dispatch)
+    service = ChaincodeService(chaincode_id, dispatch, msp_id)
     creds = None
     if tls_cert is not None:
         creds = grpc.ssl_server_credentials(
@@ -403,6 +410,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--tls-key", default=env.chaincode_tls_key)
     p.add_argument("--client-ca", default=env.chaincode_client_ca)
     p.add_argument("--log-level", default=env.chaincode_log_level)
+    p.add_argument("--msp-id", default=env.chaincode_msp_id, help="the organisation it serves")
     a = p.parse_args(argv)
     logging.basicConfig(level=a.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
 
@@ -416,6 +424,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         tls_cert=read(a.tls_cert),
         tls_key=read(a.tls_key),
         client_ca_certs=read(a.client_ca),
+        msp_id=a.msp_id,
     )
     log.info("chaincode %s serving on %s (tls=%s)", a.chaincode_id, a.address, a.tls_cert is not None)
     stop = threading.Event()

@@ -1,6 +1,9 @@
 """The chaincode stub of the CCaaS shim (:mod:`ledger.fabric.chaincode_server`):
 ``chaincode.stub.ChaincodeStub`` over one transaction of one chaincode stream, each state call a
-round trip to the peer (fabric-chaincode-go ``shim/stub.go``)."""
+round trip to the peer (fabric-chaincode-go ``shim/stub.go``). Private data travels in the same
+messages with their ``collection`` field set (GET_STATE, PUT_STATE, DEL_STATE, GET_STATE_METADATA,
+PUT_STATE_METADATA), plus GET_PRIVATE_DATA_HASH and PURGE_PRIVATE_DATA; the peer keeps the clear-text
+writes in its private write set and puts their hashes in the transaction."""
 
 from __future__ import annotations
 
@@ -17,12 +20,16 @@ from chaincode.stub import (
     MAX_UNICODE_RUNE,
     KeyModification,
     KeyValue,
+    PrivateDataUnavailable,
     TransactionHeader,
+    collection_organisation,
     create_composite_key,
 )
 
 Msg: TypeAlias = chaincode_shim_pb2.ChaincodeMessage
 EMPTY_KEY_SUBSTITUTE = "\x01"  # fabric-chaincode-go shim/stub.go
+# the peer's refusal of a private read whose copy it lacks (Fabric core/ledger, pvtdata version check)
+_NOT_AVAILABLE = "private data matching public hash version is not available"
 
 
 class PeerCaller(Protocol):
@@ -42,7 +49,7 @@ class PeerError(RuntimeError):
 class FabricStub(TransactionHeader):
     """``chaincode.stub.ChaincodeStub`` over one transaction of one chaincode stream."""
 
-    def __init__(self, handler: PeerCaller, msg: Msg):
+    def __init__(self, handler: PeerCaller, msg: Msg, msp_id: str = ""):
         self._handler = handler
         self.event: chaincode_event_pb2.ChaincodeEvent | None = None
         inp = chaincode_pb2.ChaincodeInput.FromString(msg.payload)
@@ -58,7 +65,7 @@ class FabricStub(TransactionHeader):
             timestamp = chdr.timestamp.seconds + chdr.timestamp.nanos / 1e9
             ccpp = proposal_pb2.ChaincodeProposalPayload.FromString(prop.payload)
             transient = dict(ccpp.TransientMap)
-        super().__init__(msg.txid, msg.channel_id, timestamp, creator, transient)
+        super().__init__(msg.txid, msg.channel_id, timestamp, creator, transient, msp_id)
 
     def _call(self, kind: int, payload: bytes) -> bytes:
         return self._handler.call_peer(self._channel_id, self._tx_id, kind, payload)
@@ -97,6 +104,72 @@ class FabricStub(TransactionHeader):
             Msg.GET_STATE_METADATA, chaincode_shim_pb2.GetStateMetadata(key=key).SerializeToString()
         )
         entries = chaincode_shim_pb2.StateMetadataResult.FromString(reply).entries
+        return next((bytes(e.value) for e in entries if e.metakey == VALIDATION_PARAMETER and e.value), None)
+
+    # ---- private data (chaincode.stub module docstring)
+    def get_private_data(self, collection: str, key: str) -> bytes | None:
+        """GET_STATE with ``collection``: the executing peer's own copy. Only the executing
+        organisation's implicit collection is read (the same rule as the embedded host); a copy the
+        peer lacks is :class:`PrivateDataUnavailable`."""
+        _validate_collection(collection)
+        _validate_key(key)
+        if collection_organisation(collection) != self._msp_id or not self._msp_id:
+            raise PrivateDataUnavailable(
+                f"collection {collection} is not held by the executing organisation {self._msp_id or '?'}"
+            )
+        try:
+            value = self._call(
+                Msg.GET_STATE, chaincode_shim_pb2.GetState(key=key, collection=collection).SerializeToString()
+            )
+        except PeerError as exc:
+            if _NOT_AVAILABLE in str(exc):
+                raise PrivateDataUnavailable(str(exc)) from None
+            raise
+        return value or None
+
+    def put_private_data(self, collection: str, key: str, value: bytes) -> None:
+        _validate_collection(collection)
+        _validate_key(key)
+        if not isinstance(value, (bytes, bytearray)):
+            raise TypeError("private data values are bytes")
+        req = chaincode_shim_pb2.PutState(key=key, value=bytes(value), collection=collection)
+        self._call(Msg.PUT_STATE, req.SerializeToString())
+
+    def del_private_data(self, collection: str, key: str) -> None:
+        _validate_collection(collection)
+        _validate_key(key)
+        req = chaincode_shim_pb2.DelState(key=key, collection=collection)
+        self._call(Msg.DEL_STATE, req.SerializeToString())
+
+    def purge_private_data(self, collection: str, key: str) -> None:
+        """PURGE_PRIVATE_DATA (a ``DelState`` payload; Fabric 2.5, channel capability V2_5)."""
+        _validate_collection(collection)
+        _validate_key(key)
+        req = chaincode_shim_pb2.DelState(key=key, collection=collection)
+        self._call(Msg.PURGE_PRIVATE_DATA, req.SerializeToString())
+
+    def get_private_data_hash(self, collection: str, key: str) -> bytes | None:
+        _validate_collection(collection)
+        _validate_key(key)
+        req = chaincode_shim_pb2.GetState(key=key, collection=collection)
+        return self._call(Msg.GET_PRIVATE_DATA_HASH, req.SerializeToString()) or None
+
+    def set_private_data_validation_parameter(self, collection: str, key: str, policy: bytes) -> None:
+        _validate_collection(collection)
+        _validate_key(key)
+        if not isinstance(policy, (bytes, bytearray)):
+            raise TypeError("a validation parameter is bytes")
+        entry = chaincode_shim_pb2.StateMetadata(metakey=VALIDATION_PARAMETER, value=bytes(policy))
+        req = chaincode_shim_pb2.PutStateMetadata(key=key, collection=collection, metadata=entry)
+        self._call(Msg.PUT_STATE_METADATA, req.SerializeToString())
+
+    def get_private_data_validation_parameter(self, collection: str, key: str) -> bytes | None:
+        _validate_collection(collection)
+        _validate_key(key)
+        req = chaincode_shim_pb2.GetStateMetadata(key=key, collection=collection)
+        entries = chaincode_shim_pb2.StateMetadataResult.FromString(
+            self._call(Msg.GET_STATE_METADATA, req.SerializeToString())
+        ).entries
         return next((bytes(e.value) for e in entries if e.metakey == VALIDATION_PARAMETER and e.value), None)
 
     def get_state_by_range(self, start_key: str, end_key: str) -> Iterator[KeyValue]:
@@ -168,6 +241,11 @@ class FabricStub(TransactionHeader):
         if not name:
             raise ValueError("event name must not be empty")
         self.event = chaincode_event_pb2.ChaincodeEvent(event_name=name, payload=bytes(payload))
+
+
+def _validate_collection(collection: str) -> None:
+    if not isinstance(collection, str) or not collection:
+        raise ValueError("a private data collection is a non-empty name")
 
 
 def _validate_key(key: str) -> None:

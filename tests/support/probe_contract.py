@@ -7,8 +7,9 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-from chaincode.errors import AlreadyExists, InvalidArgument, NotFound
-from chaincode.stub import ChaincodeStub
+from chaincode.endorsement import member_majority
+from chaincode.errors import AlreadyExists, Forbidden, InvalidArgument, NotFound
+from chaincode.stub import ChaincodeStub, PrivateDataUnavailable, implicit_collection
 from ledger.identity import parse_serialized_identity
 
 
@@ -68,6 +69,67 @@ def _transient(stub: ChaincodeStub, name: str) -> bytes:
     return stub.get_transient().get(name, b"")
 
 
+# ---- private data (docs/confidentiality.md): the value written comes from the transient map, never
+# from the arguments (which the block carries)
+def _private_put(stub: ChaincodeStub, key: str, *collections: str) -> bytes:
+    value = stub.get_transient().get("value")
+    if value is None:
+        raise InvalidArgument("the value travels in the transient map as 'value'")
+    for collection in collections:
+        stub.put_private_data(collection, key, value)
+    return b""
+
+
+def _private_get(stub: ChaincodeStub, collection: str, key: str) -> bytes:
+    try:
+        value = stub.get_private_data(collection, key)
+    except PrivateDataUnavailable as exc:
+        raise Forbidden(f"unavailable: {exc}") from None
+    if value is None:
+        raise NotFound(f"no private value for key {key!r} in {collection}", key=key)
+    return value
+
+
+def _private_hash(stub: ChaincodeStub, collection: str, key: str) -> bytes:
+    return (stub.get_private_data_hash(collection, key) or b"").hex().encode()
+
+
+def _private_delete(stub: ChaincodeStub, collection: str, key: str) -> bytes:
+    stub.del_private_data(collection, key)
+    return b""
+
+
+def _private_purge(stub: ChaincodeStub, collection: str, key: str) -> bytes:
+    stub.purge_private_data(collection, key)
+    return b""
+
+
+def _private_guard(stub: ChaincodeStub, collection: str, key: str, *organisations: str) -> bytes:
+    """Key-level policy of a private key: a majority of ``organisations``' peers."""
+    stub.set_private_data_validation_parameter(collection, key, member_majority(organisations).to_bytes())
+    return b""
+
+
+def _private_policy(stub: ChaincodeStub, collection: str, key: str) -> bytes:
+    return stub.get_private_data_validation_parameter(collection, key) or b""
+
+
+def _private_append(stub: ChaincodeStub, collection: str, key: str) -> bytes:
+    """Read a private value and write it back extended (a hashed read, validated by MVCC)."""
+    old = _private_get(stub, collection, key)
+    stub.put_private_data(collection, key, old + stub.get_transient().get("value", b""))
+    return b""
+
+
+def _private_own(stub: ChaincodeStub, key: str) -> bytes:
+    """The executing organisation's own copy of ``key`` (its implicit collection)."""
+    return _private_get(stub, implicit_collection(stub.get_msp_id()), key)
+
+
+def _msp(stub: ChaincodeStub) -> bytes:
+    return stub.get_msp_id().encode()
+
+
 FUNCTIONS: dict[str, Callable[..., bytes]] = {
     "KV:put": _put,
     "KV:create": _create,
@@ -78,6 +140,16 @@ FUNCTIONS: dict[str, Callable[..., bytes]] = {
     "KV:history": _history,
     "KV:whoami": _whoami,
     "KV:transient": _transient,
+    "KV:private_put": _private_put,
+    "KV:private_get": _private_get,
+    "KV:private_hash": _private_hash,
+    "KV:private_delete": _private_delete,
+    "KV:private_purge": _private_purge,
+    "KV:private_guard": _private_guard,
+    "KV:private_policy": _private_policy,
+    "KV:private_append": _private_append,
+    "KV:private_own": _private_own,
+    "KV:msp": _msp,
 }
 
 
@@ -95,3 +167,5 @@ def invoke(stub: ChaincodeStub, function: str, args: list[str]) -> bytes:
         return fn(stub, *args)
     except TypeError as exc:
         raise InvalidArgument(f"{function}: wrong number of arguments ({exc})") from None
+    except ValueError as exc:  # a key or collection the stub refuses
+        raise InvalidArgument(f"{function}: {exc}") from None
