@@ -252,7 +252,7 @@ class EmbeddedLedger(Endorser):
         response = self._response(proposal_bytes, sim, payload)
         orgs = list(endorsing_organisations) if endorsing_organisations else self._plan(sim, identity.msp_id)
         if sim.read_private_values:
-            self._same_on_every_endorser(proposal, transient, orgs, identity.msp_id, response)
+            self._same_on_every_endorser(proposal, proposal_bytes, transient, orgs, identity.msp_id, response)
         endorsements = self._endorse(response, orgs)
         tx = {"proposal": proposal, "response": response, "endorsements": endorsements}
         tx["signature"] = B.b64(identity.sign(B.signed_part(tx)))
@@ -278,6 +278,7 @@ class EmbeddedLedger(Endorser):
     def _same_on_every_endorser(
         self,
         proposal: dict[str, Any],
+        proposal_bytes: bytes,
         transient: Mapping[str, bytes] | None,
         orgs: Sequence[str],
         simulated_by: str,
@@ -294,7 +295,7 @@ class EmbeddedLedger(Endorser):
                 other, payload = self._simulate(proposal, transient, org)
             except sqlite3.Error as exc:
                 raise _unavailable(exc, self.path) or exc from exc
-            if self._response(proposal, other, payload) != response:
+            if self._response(proposal_bytes, other, payload) != response:
                 raise EndorsementFailure(
                     f"the endorsement of {org} differs from that of {simulated_by}: the transaction read "
                     "private data, which each organisation's peer reads from its own collection"
