@@ -13,7 +13,8 @@ What is visible: nothing but the system, read-only -- ``/usr``, ``/etc``, ``/opt
 the project (:func:`python_paths`) and the project's code (``REPO_ROOT``) -- then ``read_only``
 (read-only) and ``own`` (read-write), at the same paths. The view is built on an empty tmpfs root, so
 a folder outside those paths is simply absent, wherever it is (``/work``, ``/srv``, ``/root``, ...);
-``/tmp``, ``/var/tmp`` and ``/dev/shm`` are empty tmpfs of the view's own. A folder of the organisations
+``/tmp``, ``/var/tmp`` and ``/dev/shm`` are empty tmpfs of the view's own (a checkout or Python
+environment that lives under one of them is bound into it, nothing else of it). A folder of the organisations
 that sits *inside* one of the system paths (e.g. homes in a folder of the checkout) is covered by an
 empty tmpfs when it is named in ``hide``, before ``own`` and ``read_only`` are bound again.
 The process keeps the machine's network namespace (loopback addresses are the hosts' network).
@@ -92,14 +93,14 @@ def view_command(
     for extra in (*python_paths(), REPO_ROOT):
         if not _under(extra, system):
             system.append(extra)
+    for path in HIDDEN:  # first: a checkout or environment under /tmp is bound into the empty /tmp
+        args += ["--tmpfs", path]
     for shown in system:
         args += ["--ro-bind", str(shown), str(shown)]
     args += ["--dev-bind", "/dev", "/dev"]
     args += ["--bind", "/proc", "/proc"] if host_proc else ["--unshare-pid", "--proc", "/proc"]
     if Path("/sys/fs/cgroup").is_dir():  # a node agent's sandboxes get cgroups of their own
         args += ["--bind", "/sys/fs/cgroup", "/sys/fs/cgroup"]
-    for path in HIDDEN:
-        args += ["--tmpfs", path]
     for h in hide:  # only where a system path would show it: anywhere else it is absent already
         real = Path(h).resolve()
         if _under(real, system):

@@ -112,3 +112,26 @@ def test_a_view_shows_no_other_folder_without_being_told_which(where):
         read = [sys.executable, "-c", f"print(open({str(org1.home / KEY)!r}).read())"]
         got = subprocess.run(view_command(read, [org2.root]), capture_output=True, text=True, timeout=60)
         assert got.returncode != 0 and "FileNotFoundError" in got.stderr, (got.stdout, got.stderr)
+
+
+def test_a_checkout_under_tmp_is_in_the_view_and_nothing_else_of_tmp(monkeypatch):
+    """The view's /tmp is an empty tmpfs of its own; a checkout that lives under /tmp (a clone made
+    there) is bound into it, so its commands import the project, while another folder of /tmp stays
+    absent."""
+    require_program("bwrap", "an organisation's view")
+    import network.host_view as host_view
+
+    with tempfile.TemporaryDirectory(prefix="checkout-", dir="/tmp") as checkout:
+        with tempfile.TemporaryDirectory(prefix="other-org-", dir="/tmp") as other:
+            (Path(checkout) / "README.md").write_text("the project\n")
+            (Path(other) / "priv_sk").write_text("another organisation's key\n")
+            monkeypatch.setattr(host_view, "REPO_ROOT", Path(checkout))
+            code = (
+                f"import os; print(open({str(Path(checkout) / 'README.md')!r}).read(), end=''); "
+                f"print(os.path.exists({str(Path(other) / 'priv_sk')!r}))"
+            )
+            got = subprocess.run(
+                view_command([sys.executable, "-c", code], []), capture_output=True, text=True, timeout=60
+            )
+    assert got.returncode == 0, got.stderr
+    assert got.stdout == "the project\nFalse\n"
