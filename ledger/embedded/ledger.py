@@ -50,7 +50,7 @@ from ledger.embedded import blocks as B
 from ledger.embedded.endorsement import Endorser, PendingTransaction
 from ledger.embedded.genesis import config_mismatch
 from ledger.embedded.policy import EndorsementPolicy, collection_policy, plan_endorsers
-from ledger.embedded.simulation import TxSimulator, key_hash, value_hash
+from ledger.embedded.simulation import TxSimulator, key_hash
 from ledger.embedded.store import PRIVATE_SCHEMA, Store, private_store_path
 from ledger.embedded.validation import check_endorsed, validate_block, write_block_outcome
 from ledger.errors import (
@@ -436,7 +436,7 @@ class EmbeddedLedger(Endorser):
             hashed = tx["response"]["rwset"].get("private") or {"writes": []}
             expected = {(c, h): (v, bool(p)) for c, h, v, p in hashed["writes"]}
             got = {
-                (c, key_hash(k)): (None if v is None else value_hash(v), False)
+                (c, key_hash(k)): (None if v is None else B.sha256_hex(v), False)
                 for c, kv in values.items()
                 for k, v in kv.items()
             }

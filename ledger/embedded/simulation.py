@@ -15,7 +15,6 @@ only the hashes (:meth:`TxSimulator.rwset`).
 from __future__ import annotations
 
 import base64
-import hashlib
 import sqlite3
 from collections.abc import Iterator
 from typing import Any
@@ -30,6 +29,7 @@ from chaincode.stub import (
     collection_organisation,
     create_composite_key,
 )
+from ledger.embedded.blocks import sha256_hex
 from ledger.embedded.store import Store
 
 Version = tuple[int, int]
@@ -38,11 +38,7 @@ PrivateKey = tuple[str, str]  # (collection, key)
 
 def key_hash(key: str) -> str:
     """The hashed write set's name of a private key: hex SHA-256 of its UTF-8 bytes (Fabric's)."""
-    return hashlib.sha256(key.encode("utf-8")).hexdigest()
-
-
-def value_hash(value: bytes) -> str:
-    return hashlib.sha256(value).hexdigest()
+    return sha256_hex(key.encode("utf-8"))
 
 
 class TxSimulator(TransactionHeader, ChaincodeStub):
@@ -280,7 +276,7 @@ class TxSimulator(TransactionHeader, ChaincodeStub):
                 for (c, k), v in sorted(self.private_reads.items())
             ],
             "writes": [
-                [c, key_hash(k), None if v is None else value_hash(v), (c, k) in self.private_purges]
+                [c, key_hash(k), None if v is None else sha256_hex(v), (c, k) in self.private_purges]
                 for (c, k), v in sorted(self.private_writes.items())
             ],
             "metadata_writes": [
