@@ -220,7 +220,7 @@ def run_exposure(hosts: dict[str, Host], member: str, outsider: str, pid: str) -
         "member_control_hits": control.hits,
         "cleartext_needles": sum(needles.count_by_kind().values()),
         "cleartext_needles_by_kind": needles.count_by_kind(),
-        "cleartext_needles_skipped": len(needles.skipped),
+        "cleartext_needles_skipped": needles.skipped_by_reason(),
         "exposure_s": round(deliver_s + search_s, 2),
     }
 
