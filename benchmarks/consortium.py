@@ -203,6 +203,10 @@ def run_exposure(hosts: dict[str, Host], member: str, outsider: str, pid: str) -
     folder = search(files_of([peer_folder(hosts[outsider])]), needles)
     control = search(files_of([peer_folder(hosts[member])]), needles)
     search_s = time.perf_counter() - t0
+    if control.hits_by_kind() != needles.count_by_kind():  # the needles or the member's files are wrong
+        print(
+            f"positive control: {member}'s folder holds {control.hits_by_kind()} of {needles.count_by_kind()}"
+        )
     found = {k: set(folder.found[k]) | set(blocks.found[k]) for k in folder.found}
     for kind, labels in sorted(found.items()):
         if labels:
