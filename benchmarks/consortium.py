@@ -41,7 +41,7 @@ agent and artifact service run in a bubblewrap view of its own folder only, on i
    those that are another member's or of no certificate of the view's member.
 
 The last line printed is JSON; the report goes to
-``benchmarks/results/consortium[-bft|-raft][-quick].{json,md}`` (no infix: founder).
+``benchmarks/results/consortium[-bft|-raft][-quick][-TAG].{json,md}`` (no infix: founder; ``--tag TAG``).
 """
 
 from __future__ import annotations
