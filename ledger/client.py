@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+import secrets
 from collections.abc import Iterator, Sequence
 from typing import Any, TypeVar, overload
 
@@ -19,6 +20,7 @@ from pydantic import TypeAdapter, ValidationError
 from chaincode.canonical import canonical_json
 from chaincode.privacy import privacy_status
 from chaincode.records import (
+    PRIVATE_TERMS,
     DisclosedRecords,
     DisclosureRecord,
     ExecutionRecord,
@@ -45,7 +47,7 @@ from chaincode.records import (
     ResultInputs,
     ResultOutputs,
 )
-from ledger.errors import Forbidden
+from ledger.errors import ContractError, Forbidden
 from ledger.identity import Identity, public_key_pem
 from ledger.interface import Ledger, SubmitResult
 from ledger.rules import DEFAULT_HISTORY_PAGE
@@ -104,6 +106,33 @@ def _records(adapter: TypeAdapter[list[_R]], raw: bytes) -> list[_R]:
 
 def _history(raw: bytes) -> list[HistoryEntry]:
     return _records(_HISTORY, raw)
+
+
+def private_terms_transient(
+    hyperparameters: dict[str, Any], privacy_budget: dict[str, Any] | None, salt: str | None = None
+) -> dict[str, bytes]:
+    """The transient map of ``LearningProcess:create``: the process's private part with ``salt``
+    (None: 32 fresh random bytes, hex). Without a salt, a non-member could find a low-entropy value
+    (``{"lr": 0.05}``) from its on-chain SHA-256 by hashing candidates (docs/confidentiality.md)."""
+    private: dict[str, Any] = {"hyperparameters": hyperparameters, "salt": salt or secrets.token_hex(32)}
+    if privacy_budget is not None:
+        private["privacy_budget"] = privacy_budget
+    return {PRIVATE_TERMS: canonical_json(private)}
+
+
+def process_transient(process: ProcessRecord) -> dict[str, bytes] | None:
+    """The transient map that gives a transaction endorsed by several members ``process``'s private
+    part, from a member's read (None for a process recorded before its terms were private)."""
+    if process.private_sha256 is None:
+        return None
+    return {PRIVATE_TERMS: process.private_terms().canonical()}
+
+
+def creation_endorsers(consortium: Sequence[str]) -> list[str] | None:
+    """Who endorses a process's creation: every member, whose peer keeps its own copy of the private
+    part (its implicit collection's policy). A one-member consortium leaves the choice to the host (the
+    chaincode's policy needs two organisations; the creator's own peer is among them)."""
+    return list(consortium) if len(consortium) > 1 else None
 
 
 class ConsortiaClient:
@@ -216,24 +245,30 @@ class ConsortiaClient:
         validation_fraction: float | None = None,
     ) -> ProcessRecord:
         """Create a process; ``validation_fraction`` (None: not declared, no slice) is the share of its rows
-        each member holds out to measure what collaboration bought it (docs/models.md)."""
+        each member holds out to measure what collaboration bought it (docs/models.md). The
+        hyper-parameters and the privacy budget are private (docs/confidentiality.md): they travel in
+        the transient map with a fresh salt, and every member's peer endorses (each keeps its own
+        copy). Returns the process as this member reads it (private part joined)."""
         spec: dict[str, Any] = {
             "id": process_id,
             "image_id": image_id,
             "consortium": list(consortium),
             "topology": topology,
             "rounds": rounds,
-            "hyperparameters": hyperparameters or {},
             "dataset": dataset,
             "description": description,
         }
-        if privacy_budget is not None:
-            spec["privacy_budget"] = privacy_budget
         if image_digest is not None:
             spec["image_digest"] = image_digest
         if validation_fraction is not None:
             spec["validation_fraction"] = validation_fraction
-        return ProcessRecord.from_json(self._submit("LearningProcess:create", json.dumps(spec)))
+        self._submit(
+            "LearningProcess:create",
+            json.dumps(spec),
+            transient=private_terms_transient(hyperparameters or {}, privacy_budget),
+            endorsing_organisations=creation_endorsers(consortium),
+        )
+        return self.get_process(process_id)
 
     def get_process(self, process_id: str) -> ProcessRecord:
         return ProcessRecord.from_json(self._evaluate("LearningProcess:get", process_id))
@@ -329,8 +364,24 @@ class ConsortiaClient:
                 "ExecutionRecord:complete_task",
                 raw.decode("utf-8"),
                 base64.b64encode(signature).decode("ascii"),
+                transient=self._result_transient(raw),
             )
         )
+
+    def _result_transient(self, raw: bytes) -> dict[str, bytes] | None:
+        """The private part of the process a result names, read from this member's copy, for the
+        privacy charge (None when the result names no process this member reads: the contract then
+        refuses the result with the reason)."""
+        try:
+            pid = json.loads(raw).get("process_id")
+        except (ValueError, AttributeError):
+            return None
+        if not isinstance(pid, str):
+            return None
+        try:
+            return process_transient(self.get_process(pid))
+        except ContractError:
+            return None
 
     def fail_task(
         self, process_id: str, round: int, reason: str, details: dict[str, Any] | None = None
