@@ -38,6 +38,7 @@ from chaincode.records import (
     OutputMessage,
     PrivacyBudget,
     PrivacyCharge,
+    PrivateTerms,
     ProcessAcceptance,
     ProcessEndorsement,
     ProcessPrivacy,
@@ -47,7 +48,7 @@ from chaincode.records import (
     ResultInputs,
     ResultOutputs,
 )
-from ledger.errors import ContractError, Forbidden
+from ledger.errors import ContractError, Forbidden, PrivateDataMismatch
 from ledger.identity import Identity, public_key_pem
 from ledger.interface import Ledger, SubmitResult
 from ledger.rules import DEFAULT_HISTORY_PAGE
@@ -71,6 +72,7 @@ __all__ = [
     "OutputMessage",
     "PrivacyBudget",
     "PrivacyCharge",
+    "PrivateTerms",
     "ProcessAcceptance",
     "ProcessEndorsement",
     "ProcessPrivacy",
@@ -271,7 +273,16 @@ class ConsortiaClient:
         return self.get_process(process_id)
 
     def get_process(self, process_id: str) -> ProcessRecord:
-        return ProcessRecord.from_json(self._evaluate("LearningProcess:get", process_id))
+        """The process with this member's copy of its private terms joined, checked here too against
+        the on-chain hash (the peer that answered is not trusted with it)."""
+        process = ProcessRecord.from_json(self._evaluate("LearningProcess:get", process_id))
+        if process.private_salt is not None and process.private_terms().digest() != process.private_sha256:
+            raise PrivateDataMismatch(
+                f"the private terms of learning process {process_id} as answered do not match the on-chain "
+                f"hash {process.private_sha256}",
+                process_id=process_id,
+            )
+        return process
 
     def process_progress(self, process_id: str) -> ProcessProgress:
         """Status, current round and who completed it so far, without reading the records."""
