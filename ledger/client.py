@@ -355,6 +355,18 @@ class ConsortiaClient:
     def abort_process(self, process_id: str, reason: str = "") -> ProcessRecord:
         return ProcessRecord.from_json(self._submit("LearningProcess:abort", process_id, reason))
 
+    def purge_process_private(self, process_id: str) -> ProcessRecord:
+        """Purge a finished process's private terms from every member's collection (every member's peer
+        endorses); its public record keeps their hash and says when they were purged."""
+        members = self.get_process(process_id).consortium
+        return ProcessRecord.from_json(
+            self._submit(
+                "LearningProcess:purge_private",
+                process_id,
+                endorsing_organisations=creation_endorsers(members),
+            )
+        )
+
     def process_history(self, process_id: str) -> list[HistoryEntry]:
         return _history(self.ledger.evaluate(self.identity, "LearningProcess:history", process_id))
 
