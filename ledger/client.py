@@ -277,6 +277,19 @@ class ConsortiaClient:
         )
         return self.get_process(process_id)
 
+    def _with_terms(self, answer: bytes) -> ProcessRecord:
+        """A transaction's answer is the public record (the answer is part of the block): with this
+        member's private terms joined from its own read, as ``get_process`` answers."""
+        public = ProcessRecord.from_json(answer)
+        if public.private_sha256 is None or public.private_purged is not None:
+            return public
+        read = self.get_process(public.id)
+        return public.view(
+            hyperparameters=read.hyperparameters,
+            privacy_budget=read.privacy_budget,
+            private_salt=read.private_salt,
+        )
+
     def get_process(self, process_id: str) -> ProcessRecord:
         """The process with this member's copy of its private terms joined, checked here too against
         the on-chain hash (the peer that answered is not trusted with it)."""
@@ -349,16 +362,16 @@ class ConsortiaClient:
         return _records(_ACCEPTANCES, self._evaluate("LearningProcess:acceptances", process_id))
 
     def start_process(self, process_id: str) -> ProcessRecord:
-        return ProcessRecord.from_json(self._submit("LearningProcess:start", process_id))
+        return self._with_terms(self._submit("LearningProcess:start", process_id))
 
     def complete_process(self, process_id: str) -> ProcessRecord:
-        return ProcessRecord.from_json(self._submit("LearningProcess:complete", process_id))
+        return self._with_terms(self._submit("LearningProcess:complete", process_id))
 
     def fail_process(self, process_id: str, reason: str) -> ProcessRecord:
-        return ProcessRecord.from_json(self._submit("LearningProcess:fail", process_id, reason))
+        return self._with_terms(self._submit("LearningProcess:fail", process_id, reason))
 
     def abort_process(self, process_id: str, reason: str = "") -> ProcessRecord:
-        return ProcessRecord.from_json(self._submit("LearningProcess:abort", process_id, reason))
+        return self._with_terms(self._submit("LearningProcess:abort", process_id, reason))
 
     def purge_process_private(self, process_id: str, co_endorsers: Sequence[str] = ()) -> ProcessRecord:
         """Purge a finished process's private terms from every member's collection (every member's peer
