@@ -35,6 +35,7 @@ from typing import Any
 
 from audit.report import Report
 from audit.signatures import check_record_signature
+from ledger.client import PrivateTerms
 
 #: an artifact row of the walk: (round, organisation, direction, kind, peer, digest)
 Row = tuple[int, str, str, str, str, str]
@@ -376,4 +377,31 @@ def check_lineage(
     report.run("lineage complete", check_lineage_complete, lineage, by_node, indexed, kind="lineage")
     report.run("lineage links", check_links, executions, kind="chain")
     report.run("model", check_model, model, process, executions, image, kind="model")
+    report.run("private terms", check_private_terms, process, kind="process")
     return lineage
+
+
+def check_private_terms(process: Mapping[str, Any]) -> str:
+    """The process's private terms (hyper-parameters, privacy budget and salt), when the record
+    carries them -- a member's read, or a bundle a member exported -- hash to the ``private_sha256``
+    that the chain records (docs/confidentiality.md); ValueError if they do not."""
+    digest = process.get("private_sha256")
+    if digest is None:
+        return "recorded in clear on the chain (a process created before terms were private)"
+    if process.get("private_purged") is not None:
+        return f"purged on {process['private_purged']}, hash-attested: {digest}"
+    if process.get("private_salt") is None:
+        return f"not carried: only the chain's hash {digest}"
+    got = PrivateTerms.model_validate(
+        {
+            "hyperparameters": process.get("hyperparameters", {}),
+            "privacy_budget": process.get("privacy_budget"),
+            "salt": process["private_salt"],
+        }
+    ).digest()
+    if got != digest:
+        raise ValueError(
+            f"the private terms of learning process {process['id']} hash to {got}, "
+            f"but the chain records {digest}"
+        )
+    return f"hyper-parameters and privacy budget carried, matching the on-chain hash {digest}"

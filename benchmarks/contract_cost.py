@@ -34,7 +34,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from chaincode import dispatch
 from executor.consent import give_consent
-from ledger.client import ConsortiaClient
+from ledger.client import ConsortiaClient, private_terms_transient, process_transient
 from ledger.embedded import EmbeddedLedger
 from ledger.embedded.simulation import TxSimulator
 from ledger.identity import Consortium, public_key_pem, sign
@@ -80,8 +80,13 @@ def _complete(client: ConsortiaClient, pid: str, rnd: int, consortium: tuple[str
     client.complete_task(result, sign(key, canonical_json(result)))
 
 
+#: the transient map of a workload, by function (docs/confidentiality.md: private terms travel there)
+TRANSIENT: dict[str, dict[str, bytes]] = {}
+
+
 def prepare(led: EmbeddedLedger, cons: Consortium) -> dict[str, tuple[str, list[str]]]:
-    """Commit the state the workloads read; return ``function -> (calling organisation, arguments)``."""
+    """Commit the state the workloads read; return ``function -> (calling organisation, arguments)``
+    (:data:`TRANSIENT` holds the transient maps of the functions that take a process's private terms)."""
     c1, c2, c3 = (ConsortiaClient(led, cons.identity(o)) for o in ORGS)
     members = tuple(f"{o}MSP" for o in ORGS)
     c1.register_image("bench", "1", "collab-rf", IMAGE_DIGEST, description="benchmark image")
@@ -98,6 +103,9 @@ def prepare(led: EmbeddedLedger, cons: Consortium) -> dict[str, tuple[str, list[
     result2 = _result("run", 2, "Org1MSP", members)
     signature2 = base64.b64encode(sign(key, canonical_json(result2))).decode()
     c1.create_process("idle", "bench:1", members, topology, 3, hyperparameters=hyper)
+    give_consent(admins, "idle")  # start needs every member's acceptance
+    TRANSIENT["LearningProcess:create"] = private_terms_transient(hyper, None)
+    TRANSIENT["ExecutionRecord:complete_task"] = process_transient(c1.get_process("run")) or {}
     pair = members[:2]
     c1.create_process("done", "bench:1", pair, {"kind": "complete", "seed": 1}, 1, hyperparameters=hyper)
     give_consent(admins, "done")
@@ -127,7 +135,6 @@ def prepare(led: EmbeddedLedger, cons: Consortium) -> dict[str, tuple[str, list[
         "consortium": list(members),
         "topology": topology,
         "rounds": 3,
-        "hyperparameters": hyper,
     }
     task = {"process_id": "run", "round": 2, "public_key": task_key, "runtime": "sandbox"}
     failure = {"process_id": "run", "round": 2, "reason": "data missing", "details": {"code": 3}}
@@ -183,6 +190,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         with EmbeddedLedger(Path(tmp) / "bench.db", cons, batch_timeout=0.002) as led:
             workloads = prepare(led, cons)
             con = led._store.connection()
+            private = {f"{o}MSP": led._private_stores[f"{o}MSP"].connection() for o in ORGS}
             creators = {o: cons.identity(o).serialized() for o in ORGS}
             figures: dict[str, float] = {}
             print(f"{'function':34s} {'best µs':>8s} {'median µs':>10s}")
@@ -190,8 +198,20 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
                 if args.only and function not in args.only:
                     continue
 
-                def call(function=function, fargs=fargs, creator=creators[org]) -> bytes:
-                    sim = TxSimulator(con, tx_id="bench", channel="c", timestamp=time.time(), creator=creator)
+                msp = f"{org}MSP"
+
+                def call(function=function, fargs=fargs, creator=creators[org], msp=msp) -> bytes:
+                    sim = TxSimulator(
+                        con,
+                        tx_id="bench",
+                        channel="c",
+                        timestamp=time.time(),
+                        creator=creator,
+                        transient=TRANSIENT.get(function),
+                        msp_id=msp,
+                        collections=led._collections,
+                        private=private[msp],
+                    )
                     return dispatch.invoke(sim, function, fargs)
 
                 call()  # fails loudly if a workload is not a valid call

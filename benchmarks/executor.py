@@ -145,19 +145,15 @@ def agent_overheads(runtime_name: str, repeats: int, work: Path) -> dict[str, fl
     walls, steps = [], []
     for i in range(repeats + 1):  # the first run warms caches and is not counted
         pid = f"bench-{i}"
-        ledger.submit(
-            admin,
-            "LearningProcess:create",
-            json.dumps(
-                {
-                    "id": pid,
-                    "image_id": "avg:1",
-                    "consortium": list(consortium.msp_ids),
-                    "topology": {"kind": "ring", "seed": 0},
-                    "hyperparameters": {"eps": 0.25},
-                    "rounds": 2,
-                }
-            ),
+        from ledger.client import ConsortiaClient
+
+        ConsortiaClient(ledger, admin).create_process(
+            pid,
+            "avg:1",
+            list(consortium.msp_ids),
+            {"kind": "ring", "seed": 0},
+            2,
+            hyperparameters={"eps": 0.25},
         )
         _consent(consortium, ledger, pid)
         ledger.submit(admin, "LearningProcess:start", pid)
@@ -188,19 +184,15 @@ def warm_overheads(runtime_name: str, repeats: int, work: Path) -> dict[str, flo
     ]
     admin = consortium.identity("Org1")
     rounds = repeats + 1
-    ledger.submit(
-        admin,
-        "LearningProcess:create",
-        json.dumps(
-            {
-                "id": "warm",
-                "image_id": "avg:1",
-                "consortium": list(consortium.msp_ids),
-                "topology": {"kind": "ring", "seed": 0},
-                "hyperparameters": {"eps": 0.25},
-                "rounds": rounds,
-            }
-        ),
+    from ledger.client import ConsortiaClient
+
+    ConsortiaClient(ledger, admin).create_process(
+        "warm",
+        "avg:1",
+        list(consortium.msp_ids),
+        {"kind": "ring", "seed": 0},
+        rounds,
+        hyperparameters={"eps": 0.25},
     )
     _consent(consortium, ledger, "warm")
     ledger.submit(admin, "LearningProcess:start", "warm")

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from chaincode import dispatch
-from ledger.client import ConsortiaClient
+from ledger.client import ConsortiaClient, private_terms_transient
 from ledger.embedded import EmbeddedLedger
 from ledger.embedded.simulation import TxSimulator
 from ledger.identity import Consortium
@@ -46,7 +46,16 @@ def _simulate(led: EmbeddedLedger, creator: bytes, function: str, *args: str) ->
     con = led._store.connection()
     con.execute("BEGIN")
     try:
-        sim = TxSimulator(con, tx_id="bench", channel=led.channel, timestamp=time.time(), creator=creator)
+        sim = TxSimulator(
+            con,
+            tx_id="bench",
+            channel=led.channel,
+            timestamp=time.time(),
+            creator=creator,
+            transient=private_terms_transient({}, None),  # the private terms (docs/confidentiality.md)
+            msp_id="Org1MSP",
+            collections=led._collections,
+        )
         t0 = time.thread_time()
         dispatch.invoke(sim, function, list(args))
         return time.thread_time() - t0, sim

@@ -97,6 +97,14 @@ class ConsentMissing(ContractError):
     status = 409
 
 
+class PrivateDataMismatch(ContractError):
+    """A process's private part (a member's stored copy, or one given in the transient map) does not
+    match the digest the public record carries (docs/confidentiality.md)."""
+
+    code = "PRIVATE_DATA_MISMATCH"
+    status = 409
+
+
 class InternalError(ContractError):
     """A bug in the chaincode (never a broken rule); details are in the host's log."""
 
@@ -117,6 +125,7 @@ _BY_CODE = {
         ImageMismatch,
         BudgetExceeded,
         ConsentMissing,
+        PrivateDataMismatch,
         InternalError,
     )
 }

@@ -60,6 +60,7 @@ from chaincode.learning_process import (
     load_process,
     require_member,
     round_key,
+    with_transient_terms,
 )
 from chaincode.limits import MAX_FAILURE_DETAILS_BYTES, MAX_REASON_CHARS, bounded_json
 from chaincode.privacy import charge
@@ -255,6 +256,8 @@ class ExecutionRecordContract:
             )
         total = 0.0
         privacy: PrivacyCharge | None = None
+        # the privacy charge needs the budget and the hyper-parameters: from the transient map
+        process = with_transient_terms(ctx, process)
         budget = process.privacy_budget
         if budget is not None:
             previous = None

@@ -29,9 +29,11 @@ from chaincode.errors import (
     InvalidArgument,
     InvalidState,
     NotFound,
+    PrivateDataMismatch,
 )
 from chaincode.image import IMAGE
 from chaincode.limits import (
+    MAX_ARGUMENT_BYTES,
     MAX_CONSORTIUM,
     MAX_DATASET_CHARS,
     MAX_DESCRIPTION_CHARS,
@@ -46,13 +48,15 @@ from chaincode.privacy import parse_budget
 from chaincode.records import (
     ID_PATTERN,
     MSP_PATTERN,
+    PRIVATE_TERMS,
     ImageRecord,
+    PrivateTerms,
     ProcessAcceptance,
     ProcessEndorsement,
     ProcessProgress,
     ProcessRecord,
 )
-from chaincode.stub import KeyValue
+from chaincode.stub import KeyValue, PrivateDataUnavailable, implicit_collection
 
 PROCESS = "LearningProcess"
 EXECUTION = "Execution"
@@ -72,6 +76,86 @@ def load_process(ctx: TransactionContext, process_id: str) -> ProcessRecord:
 def require_member(ctx: TransactionContext, process: ProcessRecord) -> None:
     if ctx.msp_id not in process.consortium:
         raise Forbidden(f"{ctx.msp_id} is not a member of the consortium of learning process {process.id}")
+
+
+def transient_terms(ctx: TransactionContext) -> bytes | None:
+    """The private part given in the proposal's transient map (None: none), within the size of one
+    contract argument."""
+    raw = ctx.stub.get_transient().get(PRIVATE_TERMS)
+    if raw is not None and len(raw) > MAX_ARGUMENT_BYTES:
+        raise InvalidArgument(
+            f"transient {PRIVATE_TERMS!r} is {len(raw)} bytes, over the limit of {MAX_ARGUMENT_BYTES} "
+            "bytes per contract argument",
+            limit=MAX_ARGUMENT_BYTES,
+            size=len(raw),
+        )
+    return raw
+
+
+def _private_terms(raw: bytes, what: str) -> PrivateTerms:
+    try:
+        return PrivateTerms.from_json(raw)
+    except ValueError as exc:
+        raise InvalidArgument(f"{what} is not a process's private part: {exc}") from None
+
+
+def with_transient_terms(ctx: TransactionContext, process: ProcessRecord) -> ProcessRecord:
+    """``process`` with its private part joined from the proposal's transient map (key
+    :data:`PRIVATE_TERMS`), checked against its ``private_sha256``: what a transaction endorsed by
+    several members uses (each endorser reads only its own organisation's copy, so reading it would
+    diverge). A process recorded before its terms were private is returned as it is. Never stored."""
+    if process.private_sha256 is None:
+        return process
+    raw = transient_terms(ctx)
+    if raw is None:
+        raise InvalidArgument(
+            f"learning process {process.id} has private terms: pass them in the transient map under "
+            f"{PRIVATE_TERMS!r} (a member reads them with LearningProcess:get)",
+            process_id=process.id,
+        )
+    terms = _private_terms(raw, f"transient {PRIVATE_TERMS!r}")
+    if terms.digest() != process.private_sha256:
+        raise PrivateDataMismatch(
+            f"the private terms given for learning process {process.id} do not match the on-chain hash "
+            f"{process.private_sha256}",
+            process_id=process.id,
+        )
+    return _joined(process, terms)
+
+
+def with_own_terms(ctx: TransactionContext, process: ProcessRecord) -> ProcessRecord:
+    """``process`` with its private part joined from the executing peer's own organisation's copy,
+    checked against its ``private_sha256`` (an evaluation on a member's peer: ``get``, ``list``). A
+    copy that does not match is :class:`PrivateDataMismatch` (it was altered after commit)."""
+    if process.private_sha256 is None or process.private_purged is not None:
+        return process  # in clear, or purged: the public record (hash-attested) is all there is
+    org = ctx.stub.get_msp_id()
+    try:
+        raw = ctx.stub.get_private_data(implicit_collection(org), ctx.key(PROCESS, process.id))
+    except PrivateDataUnavailable as exc:
+        raise InvalidState(
+            f"the private copy of learning process {process.id} is not available on {org}'s peer: {exc}",
+            process_id=process.id,
+        ) from None
+    if raw is None:
+        raise InvalidState(
+            f"{org}'s peer holds no private copy of learning process {process.id}", process_id=process.id
+        )
+    terms = _private_terms(raw, f"the private copy of learning process {process.id}")
+    if terms.digest() != process.private_sha256:
+        raise PrivateDataMismatch(
+            f"private copy of learning process {process.id} on {org}'s peer does not match the on-chain "
+            f"hash {process.private_sha256}",
+            process_id=process.id,
+            organisation=org,
+        )
+    return _joined(process, terms)
+
+
+def _joined(process: ProcessRecord, terms: PrivateTerms) -> ProcessRecord:
+    return process.view(
+        hyperparameters=terms.hyperparameters, privacy_budget=terms.privacy_budget, private_salt=terms.salt
+    )
 
 
 def organisation_status(record: dict[str, Any]) -> tuple[str, str]:
@@ -155,21 +239,31 @@ class LearningProcessContract:
     name = "LearningProcess"
 
     def create(self, ctx: TransactionContext, spec_json: str) -> ProcessRecord:
-        """Create a process: ``{id, image_id, image_digest?, consortium, topology, hyperparameters,
-        rounds, privacy_budget?, dataset?, description?, validation_fraction?}``. The image's digest is pinned; a privacy
-        budget is validated and resolved by :func:`chaincode.privacy.parse_budget` (it requires clipping)."""
+        """Create a process: ``{id, image_id, image_digest?, consortium, topology, rounds, dataset?,
+        description?, validation_fraction?}``, and its private part ``{hyperparameters?,
+        privacy_budget?, salt}`` in the transient map under :data:`PRIVATE_TERMS` (arguments are in
+        the block; the transient map is not). The image's digest is pinned; a privacy budget is
+        validated and resolved by :func:`chaincode.privacy.parse_budget` (it requires clipping). The
+        private part is written into each member's implicit collection (each copy endorsed by its
+        owner: creation needs every member's peer) and the public record keeps its digest."""
         ctx.require_submitter()
+        parsed = parse_json_arg(spec_json, "process specification")
+        if isinstance(parsed, dict) and (
+            named := sorted({"hyperparameters", "privacy_budget"} & set(parsed))
+        ):
+            raise InvalidArgument(
+                f"process specification names {named}: they are private and go in the transient map under "
+                f"{PRIVATE_TERMS!r}, never in the arguments (which every organisation's blocks carry)"
+            )
         spec = require_keys(
-            parse_json_arg(spec_json, "process specification"),
+            parsed,
             {
                 "id",
                 "image_id",
                 "image_digest",
                 "consortium",
                 "topology",
-                "hyperparameters",
                 "rounds",
-                "privacy_budget",
                 "dataset",
                 "description",
                 "validation_fraction",
@@ -218,14 +312,39 @@ class LearningProcessContract:
             raise InvalidArgument(f"rounds must be an integer in [1, {MAX_ROUNDS}]")
         if (too_large := process_size_problem(rounds, len(consortium))) is not None:
             raise InvalidArgument(too_large)
-        hyper = spec.get("hyperparameters", {})
-        if not isinstance(hyper, dict):
-            raise InvalidArgument("hyperparameters must be an object")
-        bounded_json(hyper, "hyperparameters", MAX_HYPERPARAMETERS_BYTES)
-        budget = parse_budget(spec.get("privacy_budget"), hyper)
+        dataset = bounded_text(spec.get("dataset"), "dataset", MAX_DATASET_CHARS)
+        description = bounded_text(spec.get("description"), "process description", MAX_DESCRIPTION_CHARS)
         extra: dict[str, Any] = {}
         if "validation_fraction" in spec:
             extra["validation_fraction"] = validation_fraction(spec["validation_fraction"])
+        raw_private = transient_terms(ctx)
+        if raw_private is None:
+            raise InvalidArgument(
+                f"a process's private part (hyperparameters, privacy_budget, salt) goes in the transient "
+                f"map under {PRIVATE_TERMS!r}: none was given"
+            )
+        try:
+            private_text = raw_private.decode("utf-8")
+        except UnicodeDecodeError:
+            raise InvalidArgument(f"transient {PRIVATE_TERMS!r} is not UTF-8 text") from None
+        private = require_keys(
+            parse_json_arg(private_text, "private terms"),
+            {"hyperparameters", "privacy_budget", "salt"},
+            {"salt"},
+            "private terms",
+        )
+        salt = private["salt"]
+        if not isinstance(salt, str) or not re.fullmatch(r"[0-9a-f]{64}", salt):
+            raise InvalidArgument("private terms: salt must be 32 random bytes in lower-case hex")
+        hyper = private.get("hyperparameters", {})
+        if not isinstance(hyper, dict):
+            raise InvalidArgument("hyperparameters must be an object")
+        bounded_json(hyper, "hyperparameters", MAX_HYPERPARAMETERS_BYTES)
+        terms = PrivateTerms(
+            hyperparameters=hyper,
+            privacy_budget=parse_budget(private.get("privacy_budget"), hyper),
+            salt=salt,
+        )
         record = ProcessRecord(
             id=pid,
             image_id=image.id,
@@ -233,11 +352,10 @@ class LearningProcessContract:
             algorithm=image.algorithm,
             consortium=tuple(consortium),
             topology={**topology, "seed": seed},
-            hyperparameters=hyper,
             rounds=rounds,
-            privacy_budget=budget,
-            dataset=bounded_text(spec.get("dataset"), "dataset", MAX_DATASET_CHARS),
-            description=bounded_text(spec.get("description"), "process description", MAX_DESCRIPTION_CHARS),
+            private_sha256=terms.digest(),
+            dataset=dataset,
+            description=description,
             creator=ctx.msp_id,
             created_by=ctx.subject,
             created=ctx.timestamp,
@@ -248,14 +366,19 @@ class LearningProcessContract:
             **extra,
         )
         ctx.put(key, record)
+        copy = terms.canonical()
+        for member in record.consortium:
+            ctx.stub.put_private_data(implicit_collection(member), key, copy)
         protect_process(ctx.stub, pid, record.consortium, key, future_records(ctx, record))
         ctx.emit("ProcessCreated", {"id": pid})
-        return record
+        return record  # the public record: a transaction's answer is part of its block
 
     def get(self, ctx: TransactionContext, process_id: str) -> ProcessRecord:
+        """The process, joined with the private part of the executing peer's organisation's copy
+        (:func:`with_own_terms`): an evaluation on the caller's own peer, members only."""
         process = load_process(ctx, process_id)
         require_member(ctx, process)
-        return process.view(current_round=current_round(ctx, process))
+        return with_own_terms(ctx, process).view(current_round=current_round(ctx, process))
 
     def progress(self, ctx: TransactionContext, process_id: str) -> ProcessProgress:
         """Where the process stands, in a few bytes (what a waiting agent and a progress display
@@ -288,8 +411,11 @@ class LearningProcessContract:
         )
 
     def list(self, ctx: TransactionContext) -> list[ProcessRecord]:
-        """Processes whose consortium includes the caller's organisation."""
-        return [p for p in ctx.scan(ProcessRecord, PROCESS) if ctx.msp_id in p.consortium]
+        """Processes whose consortium includes the caller's organisation, each joined with its private
+        part as ``get`` joins it."""
+        return [
+            with_own_terms(ctx, p) for p in ctx.scan(ProcessRecord, PROCESS) if ctx.msp_id in p.consortium
+        ]
 
     def _transition(
         self, ctx: TransactionContext, process_id: str, to: str, reason: str, allowed_from: tuple[str, ...]
@@ -412,6 +538,32 @@ class LearningProcessContract:
         return self._transition(
             ctx, process_id, "aborted", reason or "aborted by creator", ("created", "running")
         )
+
+    def purge_private(self, ctx: TransactionContext, process_id: str) -> ProcessRecord:
+        """A member purges a finished process's private terms from every member's collection (Fabric
+        2.5 ``PurgePrivateData``; issue 32 "purge on request"). Each collection's owner endorses (its
+        policy), so every member's peer takes part. The public record keeps ``private_sha256`` and
+        records ``private_purged``; ``get`` then answers the public record, hash-attested."""
+        ctx.require_submitter()
+        process = load_process(ctx, process_id)
+        require_member(ctx, process)
+        if process.private_sha256 is None:
+            raise InvalidState(f"learning process {process_id} has no private terms to purge")
+        if process.private_purged is not None:
+            raise InvalidState(f"the private terms of learning process {process_id} were purged already")
+        if process.status not in TERMINAL:
+            raise InvalidState(
+                f"learning process {process_id} is {process.status}; its private terms are purged only once "
+                f"it is {', '.join(TERMINAL)}"
+            )
+        key = ctx.key(PROCESS, process_id)
+        for member in process.consortium:
+            ctx.stub.purge_private_data(implicit_collection(member), key)
+        process = process.replace(private_purged=ctx.timestamp, updated=ctx.timestamp, tx_id=ctx.tx_id)
+        ctx.put(key, process)
+        endorse_by_members(ctx.stub, process_id, process.consortium, key)
+        ctx.emit("ProcessStatus", {"id": process_id, "status": process.status})
+        return process
 
     def history(self, ctx: TransactionContext, process_id: str, limit: str = "", after: str = "") -> RawJSON:
         """Every version of the process record; with ``limit``/``after`` one page, newest first."""

@@ -23,7 +23,6 @@ given, not here: a record committed before a limit existed stays readable.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Iterable
 from typing import Annotated, Any, Literal, Self, get_args
@@ -42,7 +41,7 @@ from pydantic import (
 from pydantic_core import PydanticSerializationError
 
 from chaincode.errors import InvalidArgument
-from wire.canonical import DIGEST_RE, canonical_json
+from wire.canonical import DIGEST_RE, canonical_json, sha256_digest
 
 #: an image, process or model id
 ID_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._:+-]{0,127}"
@@ -289,9 +288,34 @@ class MemberGain(Record):
         )
 
 
+#: the transient-map key under which a process's private part travels (docs/confidentiality.md)
+PRIVATE_TERMS = "private_terms"
+
+
+class PrivateTerms(Record):
+    """The private part of a process's terms (docs/confidentiality.md): its hyper-parameters, its
+    privacy budget (resolved) and a salt. One copy lives in each member's implicit collection (key
+    ``LearningProcess/<id>``); the public record keeps :meth:`digest` as ``private_sha256``. The salt,
+    32 random bytes (hex) chosen by the creating client, keeps the digest of a guessable value (a
+    learning rate) from being found by hashing candidates."""
+
+    hyperparameters: dict[str, Any]
+    privacy_budget: PrivacyBudget | None
+    salt: Annotated[str, StringConstraints(strict=True, pattern=r"^[0-9a-f]{64}$")]
+
+    def digest(self) -> str:
+        """``sha256:<hex>`` of the canonical JSON (what the public record's ``private_sha256`` is)."""
+        return sha256_digest(self.canonical())
+
+
 class ProcessRecord(Record):
     """A collaborative learning process (key ``LearningProcess/<id>``, seed 003 §IV-B/C): the
-    image it pins, its consortium, topology, hyper-parameters, rounds and privacy budget."""
+    image it pins, its consortium, topology, hyper-parameters, rounds and privacy budget.
+
+    The hyper-parameters and the privacy budget are private (:class:`PrivateTerms`): the stored,
+    public record carries ``private_sha256`` instead, and ``LearningProcess:get`` answers a member
+    with them joined from its own copy (``private_salt`` too). A record stored before they were
+    private (no ``private_sha256``) carries them in clear."""
 
     id: Identifier
     image_id: Identifier
@@ -301,9 +325,18 @@ class ProcessRecord(Record):
     consortium: tuple[MspId, ...]
     topology: dict[str, Any]
     """The communication graph: ``kind``, ``seed`` and the kind's own parameters."""
-    hyperparameters: dict[str, Any]
+    hyperparameters: dict[str, Any] = Field(default_factory=dict)
+    """Private: joined by a member's read (empty in the public record when ``private_sha256`` is set)."""
     rounds: int
-    privacy_budget: PrivacyBudget | None
+    privacy_budget: PrivacyBudget | None = None
+    """Private, as ``hyperparameters``."""
+    private_sha256: Digest | None = None
+    """The digest of the process's :class:`PrivateTerms` (None: a process recorded before they were private)."""
+    private_salt: str | None = None
+    """The salt of the :class:`PrivateTerms` (a member's read only; never stored)."""
+    private_purged: Timestamp | None = None
+    """When the members purged the private terms from their collections (``LearningProcess:purge_private``,
+    a finished process): the values are gone, ``private_sha256`` stays as evidence."""
     dataset: str = ""
     description: str = ""
     creator: MspId
@@ -330,7 +363,9 @@ class ProcessRecord(Record):
     def terms(self) -> dict[str, Any]:
         """What a member accepts (docs/consent.md): image and digest, algorithm, consortium,
         topology, hyper-parameters, rounds, privacy budget, dataset name and validation fraction, as
-        recorded (a process recorded without a validation fraction has none in its terms)."""
+        recorded (a process recorded without a validation fraction has none in its terms). The
+        hyper-parameters and the budget of a process whose private part is private are bound by its
+        ``private_sha256`` instead, so the public record alone gives the same terms as a member's read."""
         budget = self.privacy_budget
         terms: dict[str, Any] = {
             "id": self.id,
@@ -346,11 +381,23 @@ class ProcessRecord(Record):
         }
         if "validation_fraction" in self.model_fields_set:
             terms["validation_fraction"] = self.validation_fraction
+        if self.private_sha256 is not None:
+            del terms["hyperparameters"], terms["privacy_budget"]
+            terms["private_sha256"] = self.private_sha256
         return terms
+
+    def private_terms(self) -> PrivateTerms:
+        """The private part of a member's read of the process (what it passes in the transient map
+        to a transaction that needs it); ValueError on a record that has none joined."""
+        if self.private_sha256 is None or self.private_salt is None:
+            raise ValueError(f"learning process {self.id}: no private part joined to this record")
+        return PrivateTerms(
+            hyperparameters=self.hyperparameters, privacy_budget=self.privacy_budget, salt=self.private_salt
+        )
 
     def terms_digest(self) -> str:
         """``sha256:<hex>`` of the canonical JSON of :meth:`terms`: what an acceptance binds."""
-        return "sha256:" + hashlib.sha256(canonical_json(self.terms())).hexdigest()
+        return sha256_digest(canonical_json(self.terms()))
 
 
 class ProcessAcceptance(Record):

@@ -85,6 +85,11 @@ def consent_problem(
     """Why this organisation (``client.organisation``) must not run a task of ``process``, or None.
     ``image`` is the process's image as read now (with its approvals)."""
     org, now = client.organisation, now or _now()
+    if process.private_salt is not None and process.private_terms().digest() != process.private_sha256:
+        return (
+            f"the private terms of learning process {process.id} as read do not match its on-chain hash "
+            f"{process.private_sha256}"
+        )
     terms = process.terms_digest()
     answers = {a.organisation: a for a in client.process_acceptances(process.id)}
     own: ProcessAcceptance | None = answers.get(org)

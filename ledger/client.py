@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+import secrets
 from collections.abc import Iterator, Sequence
 from typing import Any, TypeVar, overload
 
@@ -19,6 +20,7 @@ from pydantic import TypeAdapter, ValidationError
 from chaincode.canonical import canonical_json
 from chaincode.privacy import privacy_status
 from chaincode.records import (
+    PRIVATE_TERMS,
     DisclosedRecords,
     DisclosureRecord,
     ExecutionRecord,
@@ -36,6 +38,7 @@ from chaincode.records import (
     OutputMessage,
     PrivacyBudget,
     PrivacyCharge,
+    PrivateTerms,
     ProcessAcceptance,
     ProcessEndorsement,
     ProcessPrivacy,
@@ -45,7 +48,7 @@ from chaincode.records import (
     ResultInputs,
     ResultOutputs,
 )
-from ledger.errors import Forbidden
+from ledger.errors import ContractError, Forbidden, PrivateDataMismatch
 from ledger.identity import Identity, public_key_pem
 from ledger.interface import Ledger, SubmitResult
 from ledger.rules import DEFAULT_HISTORY_PAGE
@@ -69,6 +72,7 @@ __all__ = [
     "OutputMessage",
     "PrivacyBudget",
     "PrivacyCharge",
+    "PrivateTerms",
     "ProcessAcceptance",
     "ProcessEndorsement",
     "ProcessPrivacy",
@@ -104,6 +108,36 @@ def _records(adapter: TypeAdapter[list[_R]], raw: bytes) -> list[_R]:
 
 def _history(raw: bytes) -> list[HistoryEntry]:
     return _records(_HISTORY, raw)
+
+
+def private_terms_transient(
+    hyperparameters: dict[str, Any], privacy_budget: dict[str, Any] | None, salt: str | None = None
+) -> dict[str, bytes]:
+    """The transient map of ``LearningProcess:create``: the process's private part with ``salt``
+    (None: 32 fresh random bytes, hex). Without a salt, a non-member could find a low-entropy value
+    (``{"lr": 0.05}``) from its on-chain SHA-256 by hashing candidates (docs/confidentiality.md)."""
+    private: dict[str, Any] = {"hyperparameters": hyperparameters, "salt": salt or secrets.token_hex(32)}
+    if privacy_budget is not None:
+        private["privacy_budget"] = privacy_budget
+    return {PRIVATE_TERMS: canonical_json(private)}
+
+
+def process_transient(process: ProcessRecord) -> dict[str, bytes] | None:
+    """The transient map that gives a transaction endorsed by several members ``process``'s private
+    part, from a member's read (None for a process recorded before its terms were private)."""
+    if process.private_sha256 is None:
+        return None
+    return {PRIVATE_TERMS: process.private_terms().canonical()}
+
+
+def creation_endorsers(consortium: Sequence[str], co_endorsers: Sequence[str] = ()) -> list[str] | None:
+    """Who endorses a process's creation (or the purge of its private terms): every member, whose peer
+    keeps its own copy of the private part (its implicit collection's policy), and ``co_endorsers``,
+    organisations outside the consortium trusted with the private terms: a one-member process needs one
+    on Fabric, where the chaincode's policy asks for two organisations and the Gateway sends transient
+    data only to organisations it is told to trust. None (the host chooses) for a lone organisation."""
+    orgs = list(consortium) + [o for o in co_endorsers if o not in consortium]
+    return orgs if len(orgs) > 1 else None
 
 
 class ConsortiaClient:
@@ -214,29 +248,59 @@ class ConsortiaClient:
         image_digest: str | None = None,
         description: str = "",
         validation_fraction: float | None = None,
+        co_endorsers: Sequence[str] = (),
     ) -> ProcessRecord:
         """Create a process; ``validation_fraction`` (None: not declared, no slice) is the share of its rows
-        each member holds out to measure what collaboration bought it (docs/models.md)."""
+        each member holds out to measure what collaboration bought it (docs/models.md). The
+        hyper-parameters and the privacy budget are private (docs/confidentiality.md): they travel in
+        the transient map with a fresh salt, and every member's peer endorses (each keeps its own
+        copy), with ``co_endorsers`` (:func:`creation_endorsers`). Returns the process as this member
+        reads it (private part joined)."""
         spec: dict[str, Any] = {
             "id": process_id,
             "image_id": image_id,
             "consortium": list(consortium),
             "topology": topology,
             "rounds": rounds,
-            "hyperparameters": hyperparameters or {},
             "dataset": dataset,
             "description": description,
         }
-        if privacy_budget is not None:
-            spec["privacy_budget"] = privacy_budget
         if image_digest is not None:
             spec["image_digest"] = image_digest
         if validation_fraction is not None:
             spec["validation_fraction"] = validation_fraction
-        return ProcessRecord.from_json(self._submit("LearningProcess:create", json.dumps(spec)))
+        self._submit(
+            "LearningProcess:create",
+            json.dumps(spec),
+            transient=private_terms_transient(hyperparameters or {}, privacy_budget),
+            endorsing_organisations=creation_endorsers(consortium, co_endorsers),
+        )
+        return self.get_process(process_id)
+
+    def _with_terms(self, answer: bytes) -> ProcessRecord:
+        """A transaction's answer is the public record (the answer is part of the block): with this
+        member's private terms joined from its own read, as ``get_process`` answers."""
+        public = ProcessRecord.from_json(answer)
+        if public.private_sha256 is None or public.private_purged is not None:
+            return public
+        read = self.get_process(public.id)
+        return public.view(
+            hyperparameters=read.hyperparameters,
+            privacy_budget=read.privacy_budget,
+            private_salt=read.private_salt,
+        )
 
     def get_process(self, process_id: str) -> ProcessRecord:
-        return ProcessRecord.from_json(self._evaluate("LearningProcess:get", process_id))
+        """The process with this member's copy of its private terms joined, checked here too against
+        the on-chain hash (the peer that answered is not trusted with it)."""
+        process = ProcessRecord.from_json(self._evaluate("LearningProcess:get", process_id))
+        if process.private_salt is not None and process.private_terms().digest() != process.private_sha256:
+            raise PrivateDataMismatch(
+                f"the private terms of learning process {process_id} as answered do not match the on-chain "
+                f"hash {process.private_sha256}",
+                process_id=process_id,
+            )
+        return process
 
     def process_progress(self, process_id: str) -> ProcessProgress:
         """Status, current round and who completed it so far, without reading the records."""
@@ -298,16 +362,29 @@ class ConsortiaClient:
         return _records(_ACCEPTANCES, self._evaluate("LearningProcess:acceptances", process_id))
 
     def start_process(self, process_id: str) -> ProcessRecord:
-        return ProcessRecord.from_json(self._submit("LearningProcess:start", process_id))
+        return self._with_terms(self._submit("LearningProcess:start", process_id))
 
     def complete_process(self, process_id: str) -> ProcessRecord:
-        return ProcessRecord.from_json(self._submit("LearningProcess:complete", process_id))
+        return self._with_terms(self._submit("LearningProcess:complete", process_id))
 
     def fail_process(self, process_id: str, reason: str) -> ProcessRecord:
-        return ProcessRecord.from_json(self._submit("LearningProcess:fail", process_id, reason))
+        return self._with_terms(self._submit("LearningProcess:fail", process_id, reason))
 
     def abort_process(self, process_id: str, reason: str = "") -> ProcessRecord:
-        return ProcessRecord.from_json(self._submit("LearningProcess:abort", process_id, reason))
+        return self._with_terms(self._submit("LearningProcess:abort", process_id, reason))
+
+    def purge_process_private(self, process_id: str, co_endorsers: Sequence[str] = ()) -> ProcessRecord:
+        """Purge a finished process's private terms from every member's collection (every member's peer
+        endorses, with ``co_endorsers``: :func:`creation_endorsers`); its public record keeps their hash
+        and says when they were purged."""
+        members = self.get_process(process_id).consortium
+        return ProcessRecord.from_json(
+            self._submit(
+                "LearningProcess:purge_private",
+                process_id,
+                endorsing_organisations=creation_endorsers(members, co_endorsers),
+            )
+        )
 
     def process_history(self, process_id: str) -> list[HistoryEntry]:
         return _history(self.ledger.evaluate(self.identity, "LearningProcess:history", process_id))
@@ -329,8 +406,24 @@ class ConsortiaClient:
                 "ExecutionRecord:complete_task",
                 raw.decode("utf-8"),
                 base64.b64encode(signature).decode("ascii"),
+                transient=self._result_transient(raw),
             )
         )
+
+    def _result_transient(self, raw: bytes) -> dict[str, bytes] | None:
+        """The private part of the process a result names, read from this member's copy, for the
+        privacy charge (None when the result names no process this member reads: the contract then
+        refuses the result with the reason)."""
+        try:
+            pid = json.loads(raw).get("process_id")
+        except (ValueError, AttributeError):
+            return None
+        if not isinstance(pid, str):
+            return None
+        try:
+            return process_transient(self.get_process(pid))
+        except ContractError:
+            return None
 
     def fail_task(
         self, process_id: str, round: int, reason: str, details: dict[str, Any] | None = None

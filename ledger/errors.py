@@ -21,6 +21,7 @@ from chaincode.errors import (
     InvalidArgument,
     InvalidState,
     NotFound,
+    PrivateDataMismatch,
     SignatureInvalid,
 )
 
@@ -36,6 +37,7 @@ __all__ = [
     "InvalidArgument",
     "InvalidState",
     "NotFound",
+    "PrivateDataMismatch",
     "SignatureInvalid",
     # ledger-host errors
     "AccessDenied",

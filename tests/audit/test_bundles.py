@@ -67,6 +67,8 @@ def test_exported_bundle_verifies_offline(exported, world):
     assert "manifest signature" in names and "transactions in blocks" in names
     assert sum(n.startswith("attestation ") for n in names) == 9
     assert sum(n.startswith("execution ") for n in names) == 9
+    private = next(c for c in report.checks if c["check"] == "private terms")
+    assert private["ok"] and "carried, matching the on-chain hash sha256:" in private["detail"]
     assert verify_bundle(exported, trusted_cas=cas(world.consortium)).ok
 
 
@@ -165,6 +167,20 @@ def _resign(bundle: Path, identity) -> None:
         if p.is_file() and p.name != ENVELOPE
     }
     (bundle / ENVELOPE).write_bytes(canonical_json(sign_envelope(manifest, identity, MANIFEST_TYPE)))
+
+
+def test_resigned_bundle_with_changed_private_terms_fails_against_the_hash(bundle, world):
+    """The bundle carries the process's private terms (its exporter is a member): hyper-parameters
+    changed in it no longer hash to the ``private_sha256`` the chain records."""
+    path = bundle / "records" / "process.json"
+    process = json.loads(path.read_bytes())
+    assert process["private_sha256"] and process["private_salt"]
+    process["hyperparameters"] = {**process["hyperparameters"], "n_new": 999}
+    path.write_bytes(canonical_json(process))
+    _resign(bundle, world.consortium.identity("Org1MSP"))
+    report = verify_bundle(bundle)
+    assert failed(report) == ["private terms"]
+    assert "but the chain records sha256:" in report.failures[0]["detail"]
 
 
 def test_a_bundle_without_a_record_of_the_lineage_fails(bundle, world):

@@ -26,8 +26,9 @@ from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 from chaincode import dispatch
 from chaincode.endorsement import GUARD, PLACEHOLDER
 from chaincode.errors import InvalidArgument
-from chaincode.records import ProcessRecord
-from chaincode.stub import KeyValue, create_composite_key
+from chaincode.records import PRIVATE_TERMS, ProcessRecord
+from chaincode.stub import KeyValue, create_composite_key, implicit_collection
+from ledger.client import private_terms_transient
 from ledger.identity import Consortium
 from wire.canonical import canonical_json
 
@@ -42,12 +43,22 @@ class DictStub:
 
     def __init__(self) -> None:
         self.state: dict[str, bytes] = {}
+        self.private: dict[tuple[str, str], bytes] = {}  # (implicit collection, key) -> value
         self.policies: dict[str, bytes] = {}  # key-level policies (not part of the compared digests)
         self.begin(b"", "", 0.0)
 
-    def begin(self, creator: bytes, tx_id: str, timestamp: float) -> None:
+    def begin(
+        self,
+        creator: bytes,
+        tx_id: str,
+        timestamp: float,
+        msp_id: str = "",
+        transient: dict[str, bytes] | None = None,
+    ) -> None:
         self.creator, self.tx_id, self.timestamp = creator, tx_id, timestamp
+        self.msp_id, self.transient = msp_id, dict(transient or {})
         self.writes: dict[str, bytes | None] = {}
+        self.private_writes: dict[tuple[str, str], bytes] = {}
         self.event: tuple[str, bytes] | None = None
 
     def commit(self) -> None:
@@ -56,6 +67,20 @@ class DictStub:
                 self.state.pop(k, None)
             else:
                 self.state[k] = v
+        self.private.update(self.private_writes)
+
+    def get_msp_id(self) -> str:
+        return self.msp_id
+
+    def get_transient(self) -> dict[str, bytes]:
+        return dict(self.transient)
+
+    def get_private_data(self, collection: str, key: str) -> bytes | None:
+        assert collection == implicit_collection(self.msp_id), "a peer reads its own organisation's copy"
+        return self.private.get((collection, key))
+
+    def put_private_data(self, collection: str, key: str, value: bytes) -> None:
+        self.private_writes[(collection, key)] = bytes(value)
 
     def get_creator(self) -> bytes:
         return self.creator
@@ -165,10 +190,15 @@ def scenario(crypto_dir: Path) -> dict[str, str]:
     out: dict[str, str] = {}
     n = 0
 
-    def tx(name: str, org: str, function: str, *args: str) -> bytes:
+    def org_msp(org: str) -> str:
+        return f"{org.split()[0]}MSP"
+
+    def tx(
+        name: str, org: str, function: str, *args: str, transient: dict[str, bytes] | None = None
+    ) -> bytes:
         nonlocal n
         n += 1
-        stub.begin(creators[org], f"tx{n:04d}", 1_800_000_000.0 + n * 1.25)
+        stub.begin(creators[org], f"tx{n:04d}", 1_800_000_000.0 + n * 1.25, org_msp(org), transient)
         answer = dispatch.invoke(stub, function, list(args))
         stub.commit()
         h = hashlib.sha256(answer)
@@ -176,6 +206,8 @@ def scenario(crypto_dir: Path) -> dict[str, str]:
             if k.startswith(GUARD_PREFIX) or v == PLACEHOLDER:  # the guard and placeholders are no records
                 continue  # (chaincode/endorsement.py)
             h.update(b"\x01" + k.encode() + b"\x02" + (b"<deleted>" if v is None else v))
+        for (c, k), v in sorted(stub.private_writes.items()):
+            h.update(b"\x05" + c.encode() + b"\x06" + k.encode() + b"\x02" + v)
         if stub.event is not None:
             h.update(b"\x03" + stub.event[0].encode() + b"\x04" + stub.event[1])
         out[name] = h.hexdigest()
@@ -186,7 +218,10 @@ def scenario(crypto_dir: Path) -> dict[str, str]:
         recorded transactions keep theirs; its writes count in the world state."""
         nonlocal n
         stub.begin(
-            creators[f"{org} admin"], f"consent{n:04d}{function}{org}", 1_800_000_000.0 + n * 1.25 + 0.5
+            creators[f"{org} admin"],
+            f"consent{n:04d}{function}{org}",
+            1_800_000_000.0 + n * 1.25 + 0.5,
+            org_msp(org),
         )
         dispatch.invoke(stub, function, list(args))
         stub.commit()
@@ -235,12 +270,11 @@ def scenario(crypto_dir: Path) -> dict[str, str]:
                 "consortium": members,
                 "topology": {"kind": "ring", "extra": [1, 2]},
                 "rounds": 2,
-                "hyperparameters": hyper,
-                "privacy_budget": budget,
                 "dataset": "adult",
                 "description": "two rounds",
             }
         ),
+        transient=private_terms_transient(hyper, budget, salt="a1" * 32),
     )
     tx(
         "create q",
@@ -253,9 +287,10 @@ def scenario(crypto_dir: Path) -> dict[str, str]:
                 "consortium": ["Org2MSP", "Org3MSP", "Org1MSP"],
                 "topology": {"kind": "complete", "seed": 9},
                 "rounds": 3,
-                "privacy_budget": {"mechanism": "laplace", "epsilon": 2.5, "scope": "node"},
-                "hyperparameters": {"gradient_clip": 1},
             }
+        ),
+        transient=private_terms_transient(
+            {"gradient_clip": 1}, {"mechanism": "laplace", "epsilon": 2.5, "scope": "node"}, salt="b2" * 32
         ),
     )
     tx(
@@ -271,12 +306,15 @@ def scenario(crypto_dir: Path) -> dict[str, str]:
                 "rounds": 1,
             }
         ),
+        transient=private_terms_transient({}, None, salt="c3" * 32),
     )
+    private: dict[str, dict[str, bytes]] = {}  # the transient map a member passes, by process
     for pid, orgs in (("p", ("Org1", "Org2")), ("q", ("Org1", "Org2", "Org3")), ("r", ("Org1", "Org2"))):
-        stub.begin(creators["Org1"], f"read {pid}", 1_800_000_000.0 + n * 1.25 + 0.25)
-        terms = json.loads(dispatch.invoke(stub, "LearningProcess:get", [pid]))
+        stub.begin(creators["Org1"], f"read {pid}", 1_800_000_000.0 + n * 1.25 + 0.25, "Org1MSP")
+        read = ProcessRecord.model_validate(json.loads(dispatch.invoke(stub, "LearningProcess:get", [pid])))
         stub.commit()
-        terms_digest = ProcessRecord.model_validate(terms).terms_digest()
+        terms_digest = read.terms_digest()
+        private[pid] = {PRIVATE_TERMS: read.private_terms().canonical()}
         for org in orgs:
             consent(org, "LearningProcess:accept", pid, terms_digest)
     tx("start p", "Org2", "LearningProcess:start", "p")
@@ -300,6 +338,7 @@ def scenario(crypto_dir: Path) -> dict[str, str]:
             "ExecutionRecord:complete_task",
             canonical_json(res).decode(),
             _sign(keys[org], canonical_json(res)),
+            transient=private["p"],
         )
     tx("progress p", "Org1", "LearningProcess:progress", "p")
     tx("get p", "Org2", "LearningProcess:get", "p")
@@ -318,6 +357,7 @@ def scenario(crypto_dir: Path) -> dict[str, str]:
         "ExecutionRecord:complete_task",
         canonical_json(res).decode(),
         _sign(keys["Org1"], canonical_json(res)),
+        transient=private["p"],
     )
     tx(
         "task p2 Org2",
@@ -354,6 +394,7 @@ def scenario(crypto_dir: Path) -> dict[str, str]:
         "ExecutionRecord:complete_task",
         canonical_json(res).decode(),
         _sign(keys["Org3"], canonical_json(res)),
+        transient=private["q"],
     )
     tx(
         "fail q1 Org1",
@@ -379,6 +420,7 @@ def scenario(crypto_dir: Path) -> dict[str, str]:
             "ExecutionRecord:complete_task",
             canonical_json(res).decode(),
             _sign(keys[org], canonical_json(res)),
+            transient=private["r"],
         )
     tx("complete r", "Org1", "LearningProcess:complete", "r")
     tx("list processes", "Org1", "LearningProcess:list")
@@ -466,8 +508,11 @@ def scenario(crypto_dir: Path) -> dict[str, str]:
 
 # computed by the contracts before the records were typed (they built and stored dicts); "approve a",
 # "get a" and "world state" recomputed with issue 33 (an approval is signed by the organisation's admin;
-# Org3's approval and the members' acceptances are in the world state): every other transaction's
-# answer, writes and event are unchanged
+# Org3's approval and the members' acceptances are in the world state); the process records' ("create
+# *", "start *", "get p", "abort q", "fail p", "complete r", "list processes", "world state") with issue
+# 32 (hyper-parameters and budget went private: the public record carries ``private_sha256``, each
+# member's collection a copy): every other transaction's answer, writes and event are unchanged, the
+# privacy charges of the completed tasks included
 GOLDEN: dict[str, str] = {
     "image a": "34f2a719a6b99b33d0858304a2d4923e27364037bd33a3283007f14b79c7d69c",
     "image b": "70a6149114d3460085ad202702185d8f26070a08e69277c39eac4291de075178",
@@ -475,18 +520,18 @@ GOLDEN: dict[str, str] = {
     "revoke b": "591792508c03eac8d794e149dc78532dd5fc65dd2d7bceee96da3a67a76fbba0",
     "get a": "70eaa58ba159edd949ec4f31e90a2e30da7b6e9f5ed67c9c99cecbd6bd010dd0",
     "list images": "231c63885e70f2fe8c3629ae7c90f763cadf2532f25397460c100ec23f3eef49",
-    "create p": "031d2cc12986ebc360f14ec002e41cd3b4b9456b86c9467121d59399fee6a4db",
-    "create q": "e20a37e621b9f212aabb0c65c13590750bf49a5cb824ae0db891f86a3187e115",
-    "create r": "c6def02d0fecf2f47a65ecce86e057348120335ff4358a1fe64d2cb7f3107368",
-    "start p": "74c3537b4d6fbb81ce930ce70064fe5feecc5e967807a65406f7a72a00170ab4",
-    "start q": "f00db350966ef059f17fe9ec38a21687b900c1e1fac93a9874a6447efb774034",
-    "start r": "0e343cefbf4b744d53a115668ca0c7978f1645af4157ea5d4148615ed9a4a84d",
+    "create p": "df7bd56d695a82a83f5940e7058eec84eb896df135d2ed97ed0fc042569c967b",
+    "create q": "de66513c1a304e8314659490c22cff56732c8cba568034964e77fb26370a61d0",
+    "create r": "a235c3d08c867ba3bb429065b5cfa34e72f1ab578e0a5f237ba10402ee784191",
+    "start p": "c70429c0e7642a766cbabbbdfcd1ed67dd03378e9f7349308b852860981d92a9",
+    "start q": "05c5bed64a1db804a7f7b1882f60ba1e54a87cfc1fedd4197ff2663e21b7ef04",
+    "start r": "fc5a315a4d39a078131b9bdccac7bcf74b47537550084d672e9a64cd9a886357",
     "task p1 Org1": "253a0046312c13b04dc96ec22b69da4baee901696e4b9f21725151f9edb66ba6",
     "complete p1 Org1": "fcd5a920cc19e287aafac7796f551c6e38ed56102dcd53db10b5e0ca7e72fe24",
     "task p1 Org2": "cc9d63052ddd9750c2b30df1b987a8509a3bda838420dbf469f76c4788874319",
     "complete p1 Org2": "7b06c52679ef772cd4a8fd78e48dde513f6de41b5c03ea0a2e37b60e61419789",
     "progress p": "99f51fae8a36562c8e12db0fe0820fa9d63c18214858c85c8a1e9960d49dad2b",
-    "get p": "c612c5ddb484cb04e74d09fb9110e5b7fbaa7addd29f2f22e521173f7307b7e3",
+    "get p": "ef0f19adbe4cc4059f02474cf597c60b07046f1503fd5f1a15a96025c095aeea",
     "inbox p1": "5cd4a397f68e5715e0018a9405200ca6858c297e2353a76290279cd0f48cc370",
     "task p2 Org1": "e24341a00fb98ce0a1217073926a770c202702cc48871f19e3fee55e7590c7d3",
     "complete p2 Org1": "efe3ddc5f60805242ddcf4fb2ada8d29a28e7a0efafe32a1b6141693c3412866",
@@ -497,14 +542,14 @@ GOLDEN: dict[str, str] = {
     "task q1 Org3": "fbb99d49502240c8b4b194a7532a1729a9f8f6919acafbee3694fe2de1a6c533",
     "complete q1 Org3": "a4d39af09eb17d714500caa2563eb1c1c8f05a90eac758ff32c48101e5bf691b",
     "fail q1 Org1": "18b4c4a2f85fc5849370421e558d99c83990882867f728bc56049b28086ce075",
-    "abort q": "f8aeae0bdceafb01e7a3e6217f2bd556e01c0d079c1afe5842d39f0a4200f096",
-    "fail p": "f0798a7eff9d974235c07212dc6c7ccfb832ca75935ae61edb8622728c333880",
+    "abort q": "29c809343faf8efc5015b7944248a7f84f3e18cccafd04d16ae00b76d465cee9",
+    "fail p": "41b2b67fe64f989f8437c6fec46b72397812ed193fbc90b1856aec05178c4097",
     "task r1 Org1": "1d4be2e0c86d83366036232f3291f7bd0f05b68a37aad78b5523626aba148cbd",
     "complete r1 Org1": "e78c84ecefad51b0ca4483d62c26e4c2fe81efe298af81bc81418cdeccdb32b3",
     "task r1 Org2": "bb1f94ca1332ab95739e5d0aaac823a6624ce15770c468c5012ae1befa2ef21f",
     "complete r1 Org2": "62a27472cead888198cef2afdec0a602a0ca60111ae6c81366b00afec69ee64f",
-    "complete r": "378916a15e53f6fa9bf90ecd0b6dfb0e57cd1616ac3a4cb833e4f3bffe9ebb41",
-    "list processes": "2ceb6704adf3a492a2fe7b88518da092536be37418169a98a8d04aa04fc3bfde",
+    "complete r": "be4a97c367a2a15a5781547622ec3dedfd30ba0282522c8ce736b02108b1ea94",
+    "list processes": "e26b7a48ffca54498e2927727ffbfbaec8f3421531276903d856dfffe501770f",
     "publish p": "32cb8422dd25b89e4f2f48168819292fd7fe176da88239f798e6ee22bad6b59d",
     "publish r": "b59b2afeb5613b05b0b5629ffb35cd8d5fb9cf63bbca77b7eac17291691f934e",
     "grant p": "f048d1922439bc25eb2b9767d53187c2e4e615eac3160fa149712e042a5aab5e",
@@ -516,7 +561,7 @@ GOLDEN: dict[str, str] = {
     "member Org1 again": "fb703df6e6702d81c1ecf9d11442e476f95500fa36ef0eafed73e9ebb4fc7e1e",
     "list members": "e849d8258b812972af7c2a431018f341fce75be2598ccb3833552c93fdb2939f",
     "get member": "ae0caa122c0a3d6cd0bf481923cc71bc34633e17a3da5c82a17cde3974b14d11",
-    "world state": "4a653b06db94d86cdfdaa0180c605877809f6bf5656035049372c12caa484cc4",
+    "world state": "881701de31d10a6a7514ad88752095b6550d18d596fd890a71503778982720b5",
 }
 
 

@@ -14,23 +14,29 @@ from executor.consent import give_consent
 from executor.images.bundle import build_bundle
 from executor.images.declarations import declaration
 from executor.images.recipe import ImageRecipe
-from ledger.client import ConsortiaClient
+from ledger.client import ConsortiaClient, creation_endorsers, private_terms_transient
 from tests.executor.node.test_agent import PARAMS, SEED, platform, run_all  # noqa: F401  (fixture)
 
 
 def _create(platform, pid, image_id, topology, params=PARAMS, dataset="", **terms):
+    budget = terms.pop("privacy_budget", None)
     spec = {
         **terms,
         "id": pid,
         "image_id": image_id,
         "consortium": platform.orgs,
         "topology": topology,
-        "hyperparameters": params,
         "rounds": 2,
     }
     if dataset:
         spec["dataset"] = dataset
-    platform.submit(platform.orgs[0], "LearningProcess:create", json.dumps(spec))  # straight to the contract
+    platform.submit(  # straight to the contract
+        platform.orgs[0],
+        "LearningProcess:create",
+        json.dumps(spec),
+        transient=private_terms_transient(params, budget),
+        endorsing_organisations=creation_endorsers(platform.orgs),
+    )
     admins = {
         o: ConsortiaClient(platform.ledger, platform.consortium.identity(o, "Admin")) for o in platform.orgs
     }

@@ -13,7 +13,7 @@ import pytest
 from audit.ledger_file import verify_ledger_file
 from chaincode.endorsement import KeyPolicy, guard_key, member_majority
 from chaincode.stub import create_composite_key
-from ledger.client import ConsortiaClient
+from ledger.client import ConsortiaClient, private_terms_transient
 from ledger.embedded import EmbeddedLedger
 from ledger.embedded import blocks as B
 from ledger.embedded.policy import key_policy_satisfied, plan_endorsers
@@ -107,10 +107,10 @@ def test_verification_replays_key_policies(five, tmp_path):
         verify_ledger_file(path, five)
 
 
-def _endorsed(led: EmbeddedLedger, identity, function: str, *args: str) -> dict:
+def _endorsed(led: EmbeddedLedger, identity, function: str, *args: str, transient=None) -> dict:
     """A transaction endorsed as ``submit`` does it (the host's plan), not yet ordered."""
     proposal, proposal_bytes, _ = led._proposal(identity, function, args)
-    sim, payload = led._simulate(proposal, None)
+    sim, payload = led._simulate(proposal, transient, identity.msp_id)
     response = led._response(proposal_bytes, sim, payload)
     tx = {"proposal": proposal, "response": response}
     tx["endorsements"] = led._endorse(response, led._plan(sim, identity.msp_id))
@@ -135,9 +135,9 @@ def test_policies_set_in_a_block_leave_its_other_transactions_valid(five, tmp_pa
                 "consortium": list(MEMBERS),
                 "topology": {"kind": "ring", "seed": 7},
                 "rounds": 1,
-                "hyperparameters": {"n_new": 5},
             }
-            return _endorsed(led, u2, "LearningProcess:create", json.dumps(spec))
+            private = private_terms_transient({"n_new": 5}, None)
+            return _endorsed(led, u2, "LearningProcess:create", json.dumps(spec), transient=private)
 
         image = {
             "name": "img-blk2",

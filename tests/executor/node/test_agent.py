@@ -34,7 +34,7 @@ from executor.node.checkpoints import CHECKPOINTS
 from executor.runtimes.sandbox import SandboxRuntime
 from executor.task_keys import TaskKey
 from executor.tasks import run_isolated_task
-from ledger.client import ConsortiaClient
+from ledger.client import ConsortiaClient, creation_endorsers, private_terms_transient, process_transient
 from ledger.embedded import EmbeddedLedger
 from tests.executor.conftest import ROOT, altered_recipe, make_dataset
 from tests.support.faults import kill_at_environment
@@ -52,8 +52,8 @@ class Platform:
     orgs: list
     hosted: HostedServices = field(default_factory=HostedServices)  # its agent threads' services
 
-    def submit(self, org, fn, *args):
-        return json.loads(self.ledger.submit(self.consortium.identity(org), fn, *args).result)
+    def submit(self, org, fn, *args, **kw):
+        return json.loads(self.ledger.submit(self.consortium.identity(org), fn, *args, **kw).result)
 
     def evaluate(self, org, fn, *args):
         return json.loads(self.ledger.evaluate(self.consortium.identity(org), fn, *args))
@@ -86,10 +86,11 @@ class Platform:
                     "image_id": image_id,
                     "consortium": orgs,
                     "topology": {"kind": "ring", "seed": SEED},
-                    "hyperparameters": PARAMS,
                     "rounds": rounds,
                 }
             ),
+            transient=private_terms_transient(PARAMS, None),
+            endorsing_organisations=creation_endorsers(orgs),
         )
         admins = {o: ConsortiaClient(self.ledger, self.consortium.identity(o, "Admin")) for o in orgs}
         give_consent(admins, pid)  # each member's admin approves the image and accepts (docs/consent.md)
@@ -481,10 +482,20 @@ def test_forged_or_altered_result_signature_is_rejected_by_the_chaincode(tmp_pat
     forged = base64.b64encode(TaskKey.generate().sign(out.manifest_bytes)).decode()
     with pytest.raises(SignatureInvalid):
         platform.submit("Org1MSP", "ExecutionRecord:complete_task", out.manifest_bytes.decode(), forged)
-    rec = platform.submit("Org1MSP", "ExecutionRecord:complete_task", out.manifest_bytes.decode(), good_sig)
+    # the privacy charge's private terms, from Org1's own copy (docs/confidentiality.md)
+    private = process_transient(process)
+    rec = platform.submit(
+        "Org1MSP", "ExecutionRecord:complete_task", out.manifest_bytes.decode(), good_sig, transient=private
+    )
     assert rec["status"] == "completed"
     with pytest.raises(InvalidState):
-        platform.submit("Org1MSP", "ExecutionRecord:complete_task", out.manifest_bytes.decode(), good_sig)
+        platform.submit(
+            "Org1MSP",
+            "ExecutionRecord:complete_task",
+            out.manifest_bytes.decode(),
+            good_sig,
+            transient=private,
+        )
 
 
 def _agent_cmd(platform, org, pid, runtime="sandbox"):

@@ -50,8 +50,11 @@ def test_the_agents_own_check_of_acceptance_and_approval(platform):
     image = org2.get_image("avg:1")
     assert consent_problem(org2, process, image) is None
     # the ledger "says" other terms than those accepted: refused
-    lying = process.replace(hyperparameters={"eps": 1.0})
+    lying = process.replace(rounds=3)
     assert "accepted learning process p1 with terms" in consent_problem(org2, lying, image)
+    # private terms other than those the chain's hash binds (docs/confidentiality.md): refused
+    lying = process.replace(hyperparameters={"eps": 1.0})
+    assert "private terms of learning process p1 as read do not match" in consent_problem(org2, lying, image)
     platform.admins(ORGS)[ORGS[1]].revoke_image_approval("avg:1", "no longer")
     assert "was revoked" in consent_problem(org2, process, org2.get_image("avg:1"))
 
