@@ -27,7 +27,14 @@ newest 100; ``fabric_history_full_p*_ms``: the whole history); then the capacity
 services, with their descendants) per transaction of the submit phase, and per node (target <= 6);
 beside it ``fabric_txs_per_block`` (transactions per block in that phase) and
 ``fabric_idle_cpu_ms_per_s_by_node`` (each node's CPU per second at rest, measured just before).
-The orderer's BatchTimeout is ``--batch-timeout`` (default: ``NetworkConfig``'s, 50 ms).
+``private_*``: the private submit workload (``bench_private_submit``: a one-round learning process created
+among every organisation, whose hyper-parameters and privacy budget the contract keeps in each member's
+implicit collection, docs/confidentiality.md), run side by side with the public one on the same network
+and clients, in alternating blocks (public, private, public, private: :data:`SUBMIT_BLOCKS`), so that
+the machine's load falls on both: ``private_submit_tps``, ``private_submit_p50_ms`` / ``_p99_ms``,
+``private_cpu_ms_per_submit`` (measured as ``fabric_cpu_ms_per_submit``) and ``private_over_public_cpu``.
+The orderer's BatchTimeout is ``--batch-timeout`` (default: ``NetworkConfig``'s, 50 ms); ``--out`` names
+the result file.
 ``member_endorsement_scaling`` (``benchmarks.member_endorsement``, two more networks): submits/s of a
 3-member process in an 8-organisation channel over those in a 4-organisation one (target ≥ 0.8).
 """
@@ -243,7 +250,7 @@ def submit_figures(
         "private_cpu_ms_per_submit_by_node": {n: round(v, 3) for n, v in sorted(priv["cpu"].items())},
         "private_client_cpu_ms_per_submit": priv["client_ms"],
         "private_txs_per_block": priv["submits"] / max(1, priv["blocks"]),
-        "private_over_public_cpu": sum(priv["cpu"].values()) / sum(pub["cpu"].values()),
+        "private_over_public_cpu": sum(priv["cpu"].values()) / (sum(pub["cpu"].values()) or float("nan")),
         "submit_blocks": SUBMIT_BLOCKS,
         **sweep(CAPACITY_CLIENTS, seconds_per_point),
     }
