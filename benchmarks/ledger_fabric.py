@@ -27,7 +27,14 @@ newest 100; ``fabric_history_full_p*_ms``: the whole history); then the capacity
 services, with their descendants) per transaction of the submit phase, and per node (target <= 6);
 beside it ``fabric_txs_per_block`` (transactions per block in that phase) and
 ``fabric_idle_cpu_ms_per_s_by_node`` (each node's CPU per second at rest, measured just before).
-The orderer's BatchTimeout is ``--batch-timeout`` (default: ``NetworkConfig``'s, 50 ms).
+``private_*``: the private submit workload (``bench_private_submit``: a one-round learning process created
+among every organisation, whose hyper-parameters and privacy budget the contract keeps in each member's
+implicit collection, docs/confidentiality.md), run side by side with the public one on the same network
+and clients, in alternating blocks (public, private, public, private: :data:`SUBMIT_BLOCKS`), so that
+the machine's load falls on both: ``private_submit_tps``, ``private_submit_p50_ms`` / ``_p99_ms``,
+``private_cpu_ms_per_submit`` (measured as ``fabric_cpu_ms_per_submit``) and ``private_over_public_cpu``.
+The orderer's BatchTimeout is ``--batch-timeout`` (default: ``NetworkConfig``'s, 50 ms); ``--out`` names
+the result file.
 ``member_endorsement_scaling`` (``benchmarks.member_endorsement``, two more networks): submits/s of a
 3-member process in an 8-organisation channel over those in a 4-organisation one (target ≥ 0.8).
 """
@@ -41,12 +48,22 @@ import resource
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from benchmarks.ledger_capacity import capacity_sweep
-from benchmarks.ledger_workloads import bench_evaluate, bench_history, bench_submit, report
+from benchmarks.ledger_workloads import (
+    bench_evaluate,
+    bench_history,
+    bench_private_submit,
+    bench_submit,
+    percentile,
+    prepare_private_submit,
+    report,
+)
 from benchmarks.member_endorsement import member_endorsement_scaling
+from ledger.client import ConsortiaClient
 from ledger.fabric.gateway import FabricLedger
 from network import DEFAULT_HOME, FabricNetwork, NetworkConfig
 from wire.env import environment
@@ -105,9 +122,11 @@ def run_fabric(args: Any, consortium: Any = None) -> dict[str, Any]:
         up_s = time.perf_counter() - t0
         cons = net.consortium()
         with FabricLedger.from_profile(net.profile_file) as led:
+            prepare_private_submit(ConsortiaClient(led, cons.identity(cons.organisations[0].name)))
             figures = submit_figures(
                 net.pids(),
-                lambda: bench_submit(led, cons, clients, submits),
+                in_blocks(partial(bench_submit, led, cons), clients, submits),
+                in_blocks(partial(bench_private_submit, led, cons), clients, submits),
                 5.0 if args.quick else 15.0,
                 lambda counts, seconds: capacity_sweep(led, cons, counts, seconds, "fabric"),
                 lambda: led.block_height(cons.identity(cons.organisations[0].name)),
@@ -134,44 +153,105 @@ def run_fabric(args: Any, consortium: Any = None) -> dict[str, Any]:
     }
 
 
+SUBMIT_BLOCKS = 2  # the submit phase alternates public and private blocks: public, private, public, private
+
+
+def in_blocks(
+    workload: Callable[..., dict[str, Any]], clients: int, total: int
+) -> Callable[[int], dict[str, Any]]:
+    """Block ``k`` (of :data:`SUBMIT_BLOCKS`) of ``total`` submits of ``workload(clients, n, first=...)``
+    (``bench_submit`` or ``bench_private_submit`` with its ledger bound): each block its own records."""
+    per = total // SUBMIT_BLOCKS
+    return lambda k: workload(clients, per, first=k * (per // clients))
+
+
+def _cpu_of(nodes: dict[str, int]) -> dict[str, float]:
+    return {n: process_tree_cpu(p) for n, p in nodes.items()}
+
+
+def _self_cpu() -> float:
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    return me.ru_utime + me.ru_stime
+
+
 def submit_figures(
     nodes: dict[str, int],
-    submit: Callable[[], dict[str, float]],
+    submit: Callable[[int], dict[str, Any]],
+    private_submit: Callable[[int], dict[str, Any]],
     seconds_per_point: float,
     sweep: Callable,
     height: Callable[[], int],
 ) -> dict[str, Any]:
-    """The submit workload (``submit()``) with the CPU its Fabric nodes (``nodes``: name -> pid) and this
-    process spent per committed transaction, then the capacity sweep (``sweep(client_counts, seconds)``).
-    Before it, each node's CPU while nothing is submitted (:data:`IDLE_SECONDS`); around it, the chain's
-    height (``height()``), so that the figures say how many transactions a block carried."""
-    idle = {n: process_tree_cpu(p) for n, p in nodes.items()}
+    """The submit workloads with the CPU their Fabric nodes (``nodes``: name -> pid) and this process spent
+    per committed transaction, then the capacity sweep (``sweep(client_counts, seconds)``).
+
+    ``submit(k)`` (public: ``bench_submit``) and ``private_submit(k)`` (``bench_private_submit``) run
+    side by side: :data:`SUBMIT_BLOCKS` blocks of each, alternating (public 0, private 0, public 1,
+    ...) on the same network, so that a change of load on the machine falls on both; each kind's figures
+    pool its blocks (CPU and submits summed, latencies pooled). Before them, each node's CPU while
+    nothing is submitted (:data:`IDLE_SECONDS`); around each block, the chain's height (``height()``),
+    so that the figures say how many transactions a block carried."""
+    idle = _cpu_of(nodes)
     time.sleep(IDLE_SECONDS)
-    h0, me = height(), resource.getrusage(resource.RUSAGE_SELF)
-    before = {n: process_tree_cpu(p) for n, p in nodes.items()}
-    s = submit()
-    after, me2 = {n: process_tree_cpu(p) for n, p in nodes.items()}, resource.getrusage(resource.RUSAGE_SELF)
-    blocks = height() - h0
-    per_node = {n: (after[n] - before[n]) * 1e3 / s["submits"] for n in nodes}
-    client_ms = (me2.ru_utime + me2.ru_stime - me.ru_utime - me.ru_stime) * 1e3 / s["submits"]
+    before = _cpu_of(nodes)
+    kinds = {"public": submit, "private": private_submit}
+    cpu = {kind: dict.fromkeys(nodes, 0.0) for kind in kinds}
+    client = dict.fromkeys(kinds, 0.0)
+    blocks = dict.fromkeys(kinds, 0)
+    runs: dict[str, list[dict[str, Any]]] = {kind: [] for kind in kinds}
+    for k in range(SUBMIT_BLOCKS):
+        for kind, work in kinds.items():
+            h0, me0, n0 = height(), _self_cpu(), _cpu_of(nodes)
+            runs[kind].append(work(k))
+            n1, me1 = _cpu_of(nodes), _self_cpu()
+            blocks[kind] += height() - h0
+            client[kind] += me1 - me0
+            for n in nodes:
+                cpu[kind][n] += n1[n] - n0[n]
+    fig = {}
+    for kind in kinds:
+        n = sum(r["submits"] for r in runs[kind])
+        lat = [x for r in runs[kind] for x in r["latencies_s"]]
+        fig[kind] = {
+            "tps": n / sum(r["elapsed_s"] for r in runs[kind]),
+            "p50_ms": percentile(lat, 50) * 1e3,
+            "p99_ms": percentile(lat, 99) * 1e3,
+            "submits": n,
+            "cpu": {node: v * 1e3 / n for node, v in cpu[kind].items()},
+            "client_ms": client[kind] * 1e3 / n,
+            "blocks": blocks[kind],
+        }
+    pub, priv = fig["public"], fig["private"]
     return {
-        "fabric_submit_tps": s["submit_tps"],
-        "fabric_commit_p50_s": s["submit_p50_ms"] / 1e3,
-        "fabric_commit_p99_s": s["submit_p99_ms"] / 1e3,
-        "fabric_submits": s["submits"],
+        "fabric_submit_tps": pub["tps"],
+        "fabric_commit_p50_s": pub["p50_ms"] / 1e3,
+        "fabric_commit_p99_s": pub["p99_ms"] / 1e3,
+        "fabric_submits": pub["submits"],
         # CPU of the Fabric side (every node process and its descendants) per submitted transaction
         # of the submit workload, and per node; the client (this process: Gateway calls, signing) apart
-        "fabric_cpu_ms_per_submit": sum(per_node.values()),
-        "fabric_cpu_ms_per_submit_by_node": {n: round(v, 3) for n, v in sorted(per_node.items())},
-        "fabric_client_cpu_ms_per_submit": client_ms,
+        "fabric_cpu_ms_per_submit": sum(pub["cpu"].values()),
+        "fabric_cpu_ms_per_submit_by_node": {n: round(v, 3) for n, v in sorted(pub["cpu"].items())},
+        "fabric_client_cpu_ms_per_submit": pub["client_ms"],
         # blocks the submit workload's transactions filled, and each node's CPU per second at rest
         # (gossip, heartbeats, deliver streams): what a transaction carries of each block's and
         # each second's fixed costs (docs/fabric.md "Where a transaction's CPU goes")
-        "fabric_blocks": blocks,
-        "fabric_txs_per_block": s["submits"] / max(1, blocks),
+        "fabric_blocks": pub["blocks"],
+        "fabric_txs_per_block": pub["submits"] / max(1, pub["blocks"]),
         "fabric_idle_cpu_ms_per_s_by_node": {
             n: round((before[n] - idle[n]) * 1e3 / IDLE_SECONDS, 2) for n in sorted(nodes)
         },
+        # the private submit workload (a process created among every organisation), measured the same
+        # way in the blocks between the public ones
+        "private_submit_tps": priv["tps"],
+        "private_submit_p50_ms": priv["p50_ms"],
+        "private_submit_p99_ms": priv["p99_ms"],
+        "private_submits": priv["submits"],
+        "private_cpu_ms_per_submit": sum(priv["cpu"].values()),
+        "private_cpu_ms_per_submit_by_node": {n: round(v, 3) for n, v in sorted(priv["cpu"].items())},
+        "private_client_cpu_ms_per_submit": priv["client_ms"],
+        "private_txs_per_block": priv["submits"] / max(1, priv["blocks"]),
+        "private_over_public_cpu": sum(priv["cpu"].values()) / (sum(pub["cpu"].values()) or float("nan")),
+        "submit_blocks": SUBMIT_BLOCKS,
         **sweep(CAPACITY_CLIENTS, seconds_per_point),
     }
 
@@ -202,9 +282,11 @@ def run_members(args: Any, consensus: str) -> dict[str, Any]:
             }
             first = seats[0]
             cons = Consortium(load(members.hosts[MEMBER_ORGS[0]].home).crypto)
+            prepare_private_submit(first)
             figures = submit_figures(
                 nodes,
-                lambda: bench_submit(first.ledger, cons, clients, submits, seats),
+                in_blocks(partial(bench_submit, first.ledger, cons, seats=seats), clients, submits),
+                in_blocks(partial(bench_private_submit, first.ledger, cons, seats=seats), clients, submits),
                 5.0 if args.quick else 15.0,
                 lambda counts, seconds: capacity_sweep(first.ledger, cons, counts, seconds, "fabric", seats),
                 lambda: first.ledger.block_height(first.identity),
@@ -237,6 +319,12 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     ap.add_argument("--clients", dest="fabric_clients", type=int, default=DEFAULT_FABRIC_CLIENTS)
     ap.add_argument("--eval-clients", type=int, default=2)
     ap.add_argument("--batch-timeout", dest="fabric_batch_timeout", default=None, help="orderer BatchTimeout")
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="the result file (default: benchmarks/results/ledger-fabric*.json)",
+    )
     args = ap.parse_args(argv)
     if args.fabric_clients < 1:
         ap.error("--clients must be >= 1")
@@ -258,7 +346,8 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     infix = "" if args.consensus == "founder" else f"-{args.consensus}"
     report(
         results,
-        Path(__file__).parent
+        args.out
+        or Path(__file__).parent
         / "results"
         / (f"ledger-fabric{infix}-quick.json" if args.quick else f"ledger-fabric{infix}.json"),
     )

@@ -1,6 +1,7 @@
 """The ledger benchmark's workloads, the same for every ledger host (``benchmarks.ledger`` runs
 them on the embedded host, ``benchmarks.ledger_fabric`` on a real Fabric network): concurrent
-submits, concurrent evaluates, and ``Model:history`` of a key with many versions (a page of the
+submits (public: an image registered; private: a learning process created among every organisation),
+concurrent evaluates, and ``Model:history`` of a key with many versions (a page of the
 newest 100, and the whole history); and the report every run prints and writes."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric import ec
 
@@ -79,15 +81,70 @@ def bench_submit(
     clients: int,
     total: int,
     seats: Sequence[ConsortiaClient] = (),
-) -> dict[str, float]:
-    per_client = total // clients
+    first: int = 0,
+) -> dict[str, Any]:
+    """The public submit workload: ``clients`` concurrent clients register ``total`` images between them
+    (``bench-<client>-<j>`` for ``j`` from ``first``, so that several calls on one ledger write distinct
+    images); each submit is endorsed by the chaincode's policy (a majority), ordered and committed."""
     users = clients_of(ledger, consortium, clients, seats)
+    return _timed_submits(
+        lambda i, j: users[i].register_image(f"bench-{i}-{first + j}", "1", "bench", DIGEST),
+        clients,
+        total // clients,
+    )
+
+
+PRIVATE_IMAGE = "bench-private-image"  #: the image every process of :func:`bench_private_submit` runs
+
+
+def prepare_private_submit(client: ConsortiaClient) -> None:
+    """Register :data:`PRIVATE_IMAGE` (once per ledger, before :func:`bench_private_submit` is timed)."""
+    client.register_image(PRIVATE_IMAGE, "1", "bench", DIGEST)
+
+
+def bench_private_submit(
+    ledger: Ledger,
+    consortium: Consortium,
+    clients: int,
+    total: int,
+    seats: Sequence[ConsortiaClient] = (),
+    first: int = 0,
+) -> dict[str, Any]:
+    """The private submit workload, beside :func:`bench_submit` with the same clients and threads:
+    each submit creates a one-round learning process (``LearningProcess:create``, through
+    :meth:`ConsortiaClient.create_process`) whose consortium is every organisation of the ledger, with
+    non-empty hyper-parameters and a privacy budget distinct per process (``bench-private-<client>-<j>``
+    for ``j`` from ``first``). Where the contract keeps these in the members' implicit collections
+    (docs/confidentiality.md), the submit carries them in the transient map, writes one private copy per
+    member and is endorsed by every member; the workload calls the client, whichever path it takes.
+    Needs :func:`prepare_private_submit` first."""
+    users = clients_of(ledger, consortium, clients, seats)
+    members = sorted({u.identity.msp_id for u in users})  # every organisation, when clients >= orgs
+
+    def create(i: int, j: int) -> None:
+        n = first + j
+        users[i].create_process(
+            f"bench-private-{i}-{n}",
+            f"{PRIVATE_IMAGE}:1",
+            members,
+            {"kind": "ring", "seed": n},
+            1,
+            hyperparameters={"learning_rate": 0.01, "gradient_clip": 1.0, "bench_marker": f"hp-{i}-{n}"},
+            privacy_budget={"mechanism": "gaussian", "epsilon": 1.0 + (n % 7) / 8, "delta": 1e-5},
+        )
+
+    return _timed_submits(create, clients, total // clients)
+
+
+def _timed_submits(submit: Callable[[int, int], object], clients: int, per_client: int) -> dict[str, Any]:
+    """``submit(i, j)`` for ``j < per_client`` in each of ``clients`` threads ``i``: throughput and the
+    latencies (p50, p99 and every one, ``latencies_s``, so that several runs can be pooled)."""
     latencies: list[list[float]] = [[] for _ in range(clients)]
 
     def worker(i: int) -> None:
         for j in range(per_client):
             t = time.perf_counter()
-            users[i].register_image(f"bench-{i}-{j}", "1", "bench", DIGEST)
+            submit(i, j)
             latencies[i].append(time.perf_counter() - t)
 
     elapsed = run_clients(worker, clients)
@@ -97,6 +154,8 @@ def bench_submit(
         "submit_p50_ms": percentile(flat, 50) * 1e3,
         "submit_p99_ms": percentile(flat, 99) * 1e3,
         "submits": len(flat),
+        "elapsed_s": elapsed,
+        "latencies_s": flat,
     }
 
 
