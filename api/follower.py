@@ -18,7 +18,7 @@ from typing import Any
 from api.index import AuditIndex
 from audit.lineage import execution_node_id
 from ledger.client import ConsortiaClient
-from ledger.errors import Forbidden, NotFound
+from ledger.errors import Forbidden, NotFound, PrivateDataMismatch
 from ledger.interface import ChaincodeEvent
 
 log = logging.getLogger("consortia.index")
@@ -60,6 +60,11 @@ def _fetch(client: ConsortiaClient, ev: ChaincodeEvent) -> tuple[str, Any, str |
                 None,
                 f"model:{p['id']}",
             )
+    except PrivateDataMismatch as exc:
+        # this member's private copy does not match the chain's hash: keep what the index holds and
+        # say so, rather than index a record it cannot vouch for or stop following
+        log.error("index: record not updated", extra={"event": ev.name, "error": str(exc)})
+        return "mismatch", None, p.get("process_id") or p.get("id"), ev.name
     except (Forbidden, NotFound):
         key = p.get("id") or ""
         kind = (

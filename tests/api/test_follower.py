@@ -83,3 +83,34 @@ def test_follower_thread_indexes_new_processes(world, tmp_path):
         f.stop()
     with pytest.raises(ValueError):
         IndexFollower(ix, world.clients["Org3MSP"], interval=0)
+
+
+def test_an_altered_private_copy_is_not_indexed_and_following_goes_on(tmp_path):
+    """Org1's copy of a process's private terms is rewritten in its private store: the follower does not
+    index a record it cannot vouch for (the read names the mismatch), and indexes the rest of the
+    chain: the process's execution records and every later block."""
+    import sqlite3
+
+    from ledger.embedded.store import private_store_path
+    from tests.api.world import build_world
+
+    w = build_world(tmp_path / "w", processes=0)
+    try:
+        ring_process(w, "proc-altered", rounds=1, publish=False)
+        store = sqlite3.connect(private_store_path(w.ledger.path, "Org1MSP"))
+        try:
+            changed = store.execute(
+                "UPDATE private_writes SET value = CAST(REPLACE(CAST(value AS TEXT), '\"salt\"', "
+                "'\"extra\":1,\"salt\"') AS BLOB)"
+            ).rowcount
+            store.commit()
+        finally:
+            store.close()
+        assert changed >= 1
+        ix = AuditIndex(tmp_path / "org1.db")
+        sync(ix, w.clients["Org1MSP"])
+        assert ix.process("proc-altered") is None
+        assert ix.executions("proc-altered").total == 3
+        assert ix.last_block == w.ledger.block_height(w.clients["Org1MSP"].identity) - 1
+    finally:
+        w.ledger.close()
