@@ -19,6 +19,7 @@ from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from executor.task_keys import TaskSignatureInvalid, check_task_signature
+from ledger.client import ExecutionResult, signed_result
 
 
 class CertificateInvalid(ValueError):
@@ -29,10 +30,15 @@ class CertificateInvalid(ValueError):
 def check_record_signature(record: Mapping[str, Any] | Any) -> None:
     """The task signature of an execution record (a typed record or its canonical JSON dict) holds:
     its registered task key signed the canonical JSON of its result. Raises
-    :class:`~executor.task_keys.TaskSignatureInvalid` naming the record."""
+    :class:`~executor.task_keys.TaskSignatureInvalid` naming the record. A result with
+    ``confidential_sha256`` is checked in its public form, with or without its confidential part
+    joined: a non-member verifies the public record alone (docs/confidentiality.md)."""
     get = record.get if isinstance(record, Mapping) else lambda k: getattr(record, k, None)
+    result = get("result")
+    # what the task key signed: a confidential result's public form (a member's read joins its part)
+    signed = result.signed_form() if isinstance(result, ExecutionResult) else signed_result(result)
     try:
-        check_task_signature(get("public_key") or "", get("result"), get("signature") or "")
+        check_task_signature(get("public_key") or "", signed, get("signature") or "")
     except TaskSignatureInvalid as exc:
         raise TaskSignatureInvalid(
             f"task signature of {get('organisation')} for round {get('round')} of {get('process_id')}: {exc}"
