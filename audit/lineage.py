@@ -388,6 +388,8 @@ def check_private_terms(process: Mapping[str, Any]) -> str:
     digest = process.get("private_sha256")
     if digest is None:
         return "recorded in clear on the chain (a process created before terms were private)"
+    if process.get("private_purged") is not None:
+        return f"purged on {process['private_purged']}, hash-attested: {digest}"
     if process.get("private_salt") is None:
         return f"not carried: only the chain's hash {digest}"
     got = PrivateTerms.model_validate(

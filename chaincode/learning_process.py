@@ -127,8 +127,8 @@ def with_own_terms(ctx: TransactionContext, process: ProcessRecord) -> ProcessRe
     """``process`` with its private part joined from the executing peer's own organisation's copy,
     checked against its ``private_sha256`` (an evaluation on a member's peer: ``get``, ``list``). A
     copy that does not match is :class:`PrivateDataMismatch` (it was altered after commit)."""
-    if process.private_sha256 is None:
-        return process
+    if process.private_sha256 is None or process.private_purged is not None:
+        return process  # in clear, or purged: the public record (hash-attested) is all there is
     org = ctx.stub.get_msp_id()
     try:
         raw = ctx.stub.get_private_data(implicit_collection(org), ctx.key(PROCESS, process.id))
@@ -538,6 +538,32 @@ class LearningProcessContract:
         return self._transition(
             ctx, process_id, "aborted", reason or "aborted by creator", ("created", "running")
         )
+
+    def purge_private(self, ctx: TransactionContext, process_id: str) -> ProcessRecord:
+        """A member purges a finished process's private terms from every member's collection (Fabric
+        2.5 ``PurgePrivateData``; issue 32 "purge on request"). Each collection's owner endorses (its
+        policy), so every member's peer takes part. The public record keeps ``private_sha256`` and
+        records ``private_purged``; ``get`` then answers the public record, hash-attested."""
+        ctx.require_submitter()
+        process = load_process(ctx, process_id)
+        require_member(ctx, process)
+        if process.private_sha256 is None:
+            raise InvalidState(f"learning process {process_id} has no private terms to purge")
+        if process.private_purged is not None:
+            raise InvalidState(f"the private terms of learning process {process_id} were purged already")
+        if process.status not in TERMINAL:
+            raise InvalidState(
+                f"learning process {process_id} is {process.status}; its private terms are purged only once "
+                f"it is {', '.join(TERMINAL)}"
+            )
+        key = ctx.key(PROCESS, process_id)
+        for member in process.consortium:
+            ctx.stub.purge_private_data(implicit_collection(member), key)
+        process = process.replace(private_purged=ctx.timestamp, updated=ctx.timestamp, tx_id=ctx.tx_id)
+        ctx.put(key, process)
+        endorse_by_members(ctx.stub, process_id, process.consortium, key)
+        ctx.emit("ProcessStatus", {"id": process_id, "status": process.status})
+        return process
 
     def history(self, ctx: TransactionContext, process_id: str, limit: str = "", after: str = "") -> RawJSON:
         """Every version of the process record; with ``limit``/``after`` one page, newest first."""

@@ -334,6 +334,9 @@ class ProcessRecord(Record):
     """The digest of the process's :class:`PrivateTerms` (None: a process recorded before they were private)."""
     private_salt: str | None = None
     """The salt of the :class:`PrivateTerms` (a member's read only; never stored)."""
+    private_purged: Timestamp | None = None
+    """When the members purged the private terms from their collections (``LearningProcess:purge_private``,
+    a finished process): the values are gone, ``private_sha256`` stays as evidence."""
     dataset: str = ""
     description: str = ""
     creator: MspId

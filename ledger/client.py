@@ -150,11 +150,14 @@ def process_transient(process: ProcessRecord) -> dict[str, bytes] | None:
     return {PRIVATE_TERMS: process.private_terms().canonical()}
 
 
-def creation_endorsers(consortium: Sequence[str]) -> list[str] | None:
-    """Who endorses a process's creation: every member, whose peer keeps its own copy of the private
-    part (its implicit collection's policy). A one-member consortium leaves the choice to the host (the
-    chaincode's policy needs two organisations; the creator's own peer is among them)."""
-    return list(consortium) if len(consortium) > 1 else None
+def creation_endorsers(consortium: Sequence[str], co_endorsers: Sequence[str] = ()) -> list[str] | None:
+    """Who endorses a process's creation (or the purge of its private terms): every member, whose peer
+    keeps its own copy of the private part (its implicit collection's policy), and ``co_endorsers``,
+    organisations outside the consortium trusted with the private terms: a one-member process needs one
+    on Fabric, where the chaincode's policy asks for two organisations and the Gateway sends transient
+    data only to organisations it is told to trust. None (the host chooses) for a lone organisation."""
+    orgs = list(consortium) + [o for o in co_endorsers if o not in consortium]
+    return orgs if len(orgs) > 1 else None
 
 
 class ConsortiaClient:
@@ -265,12 +268,14 @@ class ConsortiaClient:
         image_digest: str | None = None,
         description: str = "",
         validation_fraction: float | None = None,
+        co_endorsers: Sequence[str] = (),
     ) -> ProcessRecord:
         """Create a process; ``validation_fraction`` (None: not declared, no slice) is the share of its rows
         each member holds out to measure what collaboration bought it (docs/models.md). The
         hyper-parameters and the privacy budget are private (docs/confidentiality.md): they travel in
         the transient map with a fresh salt, and every member's peer endorses (each keeps its own
-        copy). Returns the process as this member reads it (private part joined)."""
+        copy), with ``co_endorsers`` (:func:`creation_endorsers`). Returns the process as this member
+        reads it (private part joined)."""
         spec: dict[str, Any] = {
             "id": process_id,
             "image_id": image_id,
@@ -288,7 +293,7 @@ class ConsortiaClient:
             "LearningProcess:create",
             json.dumps(spec),
             transient=private_terms_transient(hyperparameters or {}, privacy_budget),
-            endorsing_organisations=creation_endorsers(consortium),
+            endorsing_organisations=creation_endorsers(consortium, co_endorsers),
         )
         return self.get_process(process_id)
 
@@ -374,6 +379,19 @@ class ConsortiaClient:
 
     def abort_process(self, process_id: str, reason: str = "") -> ProcessRecord:
         return ProcessRecord.from_json(self._submit("LearningProcess:abort", process_id, reason))
+
+    def purge_process_private(self, process_id: str, co_endorsers: Sequence[str] = ()) -> ProcessRecord:
+        """Purge a finished process's private terms from every member's collection (every member's peer
+        endorses, with ``co_endorsers``: :func:`creation_endorsers`); its public record keeps their hash
+        and says when they were purged."""
+        members = self.get_process(process_id).consortium
+        return ProcessRecord.from_json(
+            self._submit(
+                "LearningProcess:purge_private",
+                process_id,
+                endorsing_organisations=creation_endorsers(members, co_endorsers),
+            )
+        )
 
     def process_history(self, process_id: str) -> list[HistoryEntry]:
         return _history(self.ledger.evaluate(self.identity, "LearningProcess:history", process_id))

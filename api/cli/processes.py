@@ -250,6 +250,13 @@ def process_terms(s: Session, process_id: str = ProcessArg) -> None:
             "id": process_id,
             "status": process.status,
             "terms": process.terms(),
+            # bound by the terms through private_sha256 (docs/confidentiality.md): shown to review them
+            "private_terms": {
+                "hyperparameters": process.hyperparameters,
+                "privacy_budget": None
+                if process.privacy_budget is None
+                else process.privacy_budget.json_object(),
+            },
             "terms_digest": process.terms_digest(),
             "answers": [a.to_dict() for a in answers],
             "waiting_for": sorted(set(process.consortium) - {a.organisation for a in answers}),

@@ -78,6 +78,9 @@ def test_consent_journey(home):
     assert cli(root, "process", "start", "p-consent", code=1)["code"] == "CONSENT_MISSING"
     terms = cli(root, "process", "terms", "p-consent", org="Org2")
     assert terms["terms"]["dataset"] == "adult" and terms["waiting_for"] == ["Org1MSP", "Org2MSP"]
+    # the private terms are shown to the member reviewing them; the terms bind their hash
+    assert terms["private_terms"]["privacy_budget"] is None and "hyperparameters" in terms["private_terms"]
+    assert terms["terms"]["private_sha256"].startswith("sha256:")
     wrong = cli(root, "process", "accept", "p-consent", "--terms", "sha256:" + "0" * 64, org="Org2", code=1)
     assert wrong["code"] == "CONSENT_MISSING"
     for org in ("Org1", "Org2"):

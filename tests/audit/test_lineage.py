@@ -245,7 +245,14 @@ def test_check_lineage_adds_the_shared_checks(ledger_view):
         ("lineage", "lineage complete"),
         ("chain", "lineage links"),
         ("model", "model"),
+        ("process", "private terms"),
     ]
+    # the process's private terms, carried by a member's read, must hash to the chain's private_sha256
+    assert "carried, matching the on-chain hash" in report.checks[-1].detail
+    report = Report("model")
+    check_lineage(report, model, {**process, "hyperparameters": {"n_new": 99}}, image, executions)
+    assert [c.subject for c in report.failures] == ["private terms"]
+    assert "but the chain records sha256:" in report.failures[0].detail
     broken = copy.deepcopy(executions)
     find(broken, 2, "Org2MSP")["result"]["inputs"]["state"] = None
     report = Report("model")

@@ -35,10 +35,13 @@ def test_the_ledger_lineage_verifies(world, index):
         "lineage": 1,
         "chain": 1,
         "model": 1,
+        "process": 1,
         "execution": 6,
         "history": 6,
         "block": 1,
     }
+    private = next(c for c in report.checks if c["check"] == "private terms")
+    assert "carried, matching the on-chain hash sha256:" in private["detail"]
     assert report.facts["lineage"] == [
         "proc-0/1/Org1MSP",
         "proc-0/1/Org2MSP",

@@ -95,11 +95,20 @@ def new_process(
         hyperparameters=hyperparameters or {"n_new": 5},
         privacy_budget=privacy_budget,
         validation_fraction=validation_fraction,
+        co_endorsers=lone_co_endorser(consortium),
     )
     if start:
         consent(admins, pid, consortium)
         org1.start_process(pid)
     return pid
+
+
+def lone_co_endorser(consortium: Sequence[str]) -> tuple[str, ...]:
+    """The organisation that endorses a one-member process's creation with its member (on Fabric the
+    chaincode's policy needs two; docs/confidentiality.md), none for a larger consortium."""
+    if len(consortium) != 1:
+        return ()
+    return ("Org2MSP",) if consortium[0] == "Org1MSP" else ("Org1MSP",)
 
 
 def consent(admins: Mapping[str, ConsortiaClient], pid: str, members: Sequence[str]) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from chaincode.errors import AlreadyExists, Forbidden, ImageMismatch, InvalidArgument, InvalidState, NotFound
-from tests.contracts.helpers import IMAGE_DIGEST, consent, new_process, run_task
+from tests.contracts.helpers import IMAGE_DIGEST, consent, lone_co_endorser, new_process, run_task
 
 
 def test_create_pins_the_image_digest(org1, uid):
@@ -68,7 +68,13 @@ def test_create_refusals(org1, org2, uid):
 
 def test_a_validation_fraction_is_recorded_as_a_term_only_when_declared(org1, uid):
     img = org1.register_image(f"i-{uid}", "1", "collab-rf", IMAGE_DIGEST)
-    spec = dict(image_id=img.id, consortium=["Org1MSP"], topology={"kind": "ring", "seed": 1}, rounds=2)
+    spec = dict(
+        image_id=img.id,
+        consortium=["Org1MSP"],
+        topology={"kind": "ring", "seed": 1},
+        rounds=2,
+        co_endorsers=lone_co_endorser(["Org1MSP"]),
+    )
     sliced = org1.create_process(f"s-{uid}", **spec, validation_fraction=0.25)
     assert sliced.validation_fraction == 0.25 and sliced.terms()["validation_fraction"] == 0.25
     assert org1.get_process(sliced.id).json_object()["validation_fraction"] == 0.25

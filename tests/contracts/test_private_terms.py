@@ -16,12 +16,13 @@ from pathlib import Path
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from audit.lineage import check_private_terms
 from chaincode.canonical import canonical_json
 from chaincode.records import PRIVATE_TERMS, PrivateTerms
 from ledger.client import ConsortiaClient, private_terms_transient, process_transient
 from ledger.embedded import EmbeddedLedger
 from ledger.embedded.store import private_store_path
-from ledger.errors import Forbidden, InvalidArgument, NotFound, PrivateDataMismatch
+from ledger.errors import Forbidden, InvalidArgument, InvalidState, NotFound, PrivateDataMismatch
 from ledger.identity import sign
 from tests.contracts.helpers import IMAGE_DIGEST, consent, make_result, new_process, private_metrics
 
@@ -202,3 +203,36 @@ def test_a_private_copy_altered_in_a_members_store_is_detected(embedded_consorti
         ):
             org2.get_process(pid)
         assert org1.get_process(pid).hyperparameters == {"lr": 0.05}
+
+
+def test_members_purge_a_finished_process_private_terms_and_the_hash_stays(
+    host_name, ledger, org1, org2, org3, admins, uid
+):
+    hyper, budget, needles = _distinctive()
+    pid = new_process(
+        admins, org1, uid, MEMBERS, rounds=1, privacy_budget=budget, hyperparameters=hyper, start=False
+    )
+    digest = _eventually(lambda: org2.get_process(pid)).private_sha256
+    with pytest.raises(InvalidState, match="purged only once it is completed"):
+        org1.purge_process_private(pid)
+    org1.abort_process(pid, "retention test")
+    with pytest.raises(Forbidden):
+        org3.ledger.submit(org3.identity, "LearningProcess:purge_private", pid)
+    purged = org2.purge_process_private(pid)
+    assert purged.private_purged is not None and purged.private_sha256 == digest
+    for member in (org1, org2):
+        read = _eventually(lambda member=member: member.get_process(pid))
+        while read.private_purged is None:  # Org1's peer commits the purge a moment later on Fabric
+            time.sleep(0.5)
+            read = member.get_process(pid)
+        assert read.private_sha256 == digest and read.hyperparameters == {} and read.privacy_budget is None
+        assert check_private_terms(read.to_dict()).startswith(
+            f"purged on {read.private_purged}, hash-attested"
+        )
+    with pytest.raises(InvalidState, match="purged already"):
+        org1.purge_process_private(pid)
+    if host_name == "embedded":  # the stores keep no copy (SQLite's secure_delete; the WAL checkpointed)
+        ledger.close()
+        for org in (1, 2):
+            for needle in needles:
+                assert _holding([private_store_path(ledger.path, f"Org{org}MSP")], needle) == [], needle
