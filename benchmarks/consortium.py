@@ -15,7 +15,8 @@ agent and artifact service run in a bubblewrap view of its own folder only, on i
 1. **The audited process.** Collaborative RF on the credit-card data (benchmarks.audit_overhead_cases's
    full case for the layout's organisations: 10 % of the rows, the seed's forest sizes, its 12 rounds;
    ``--quick``: the first 6 rounds) is run by the simulator in this process and, across the hosts, by ``consortia
-   process create --start`` on Org1's host. The audited wall time runs from that command to the ledger's
+   process create --start`` on Org1's host. On the four members (bft, raft) the process is Org1's, Org2's
+   and Org3's (their parts of the rows split four ways); Org4 is in the channel and not in the process. The audited wall time runs from that command to the ledger's
    ``completed``: ``consent_s`` of it until the process started (the create, then each member's admin
    on its own host approving the image and accepting the terms, the hosts at the same time),
    ``rounds_s`` from the start to ``completed``. The nodes were running before, as an organisation's node is: each agent started with
@@ -28,12 +29,19 @@ agent and artifact service run in a bubblewrap view of its own folder only, on i
    through the agent's client (``exchange.store.ArtifactStore.fetch_into``: streamed, re-hashed):
    ``artifact_fetch_mb_s`` and ``peak_rss_mb``, that process's resident-set growth during the fetch.
 
-3. **Keys** (bft, raft): every private key in every member's view (its host's folder) matched by its
+3. **What a non-member reads** (bft, raft; benchmarks/consortium.py ``run_exposure``, :mod:`audit.exposure`):
+   the process's hyper-parameters, privacy budget, per-round metrics, ε figures and data commitments as
+   Org1 reads them, byte-searched in Org4's peer folder and in every block Org4's peer's Deliver service
+   hands to Org4's admin: ``non_member_cleartext_hits`` (values found, each once; by kind in
+   ``non_member_cleartext_hits_by_kind``); ``member_control_hits``: the same search of Org1's peer folder,
+   which must find every value (``cleartext_needles``).
+
+4. **Keys** (bft, raft): every private key in every member's view (its host's folder) matched by its
    public key against every certificate (benchmarks.key_custody): ``private_keys_outside_owner`` counts
    those that are another member's or of no certificate of the view's member.
 
 The last line printed is JSON; the report goes to
-``benchmarks/results/consortium[-bft|-raft][-quick].{json,md}`` (no infix: founder).
+``benchmarks/results/consortium[-bft|-raft][-quick][-TAG].{json,md}`` (no infix: founder; ``--tag TAG``).
 """
 
 from __future__ import annotations
@@ -55,6 +63,7 @@ from benchmarks.deployment import Deployment, Host, free_port
 RESULTS = Path(__file__).resolve().parent / "results"
 FOUNDER_ORGS = ("Org1", "Org2", "Org3")
 MEMBER_ORGS = ("Org1", "Org2", "Org3", "Org4")
+PROCESS_MEMBERS = ("Org1", "Org2", "Org3")  # of MEMBER_ORGS: Org4 is in the channel, not in the process
 
 
 def _load() -> list[float]:
@@ -156,6 +165,70 @@ def run_process(hosts: dict[str, Host], registry: str, case: dict[str, Any], sim
     }
 
 
+def run_exposure(hosts: dict[str, Host], member: str, outsider: str, pid: str) -> dict[str, Any]:
+    """What ``outsider`` (in the channel, not in process ``pid``) can read of the process
+    (:mod:`audit.exposure`): the process's confidential values as ``member`` reads them, byte-searched
+    in ``outsider``'s peer folder (its ``fileSystemPath``) and in every block its own peer's Deliver
+    service hands to its admin; the same search of ``member``'s peer folder is the positive control."""
+    from audit.exposure import files_of, process_needles, search, search_blocks
+    from home.settings import load
+    from ledger.identity import Consortium
+    from network.organisation import OrganisationLayout
+
+    def peer_folder(host: Host) -> Path:  # CORE_PEER_FILESYSTEMPATH (network/member.py)
+        return OrganisationLayout(host.home).fabric / "data" / "peer"
+
+    from ledger.fabric.gateway import FabricLedger
+
+    inside = hosts[member].ledger_client()
+    outside = hosts[outsider].ledger_client()
+    try:
+        assert isinstance(outside.ledger, FabricLedger)
+        needles = process_needles(inside.get_process(pid), inside.query_executions(pid))
+        height = inside.ledger.block_height(inside.identity)
+        admin = Consortium(load(hosts[outsider].home).crypto).identity(hosts[outsider].msp, "Admin")
+        deadline = time.monotonic() + 60  # the outsider's peer commits the last blocks a moment later
+        while outside.ledger.block_height(admin) < height:
+            if time.monotonic() > deadline:
+                raise SystemExit(f"{outsider}'s peer did not reach block height {height} in 60 s")
+            time.sleep(0.5)
+        t0 = time.perf_counter()
+        delivered = list(outside.ledger.delivered_blocks(admin, 0, height - 1))
+        deliver_s = time.perf_counter() - t0
+    finally:
+        inside.ledger.close()
+        outside.ledger.close()
+    t0 = time.perf_counter()
+    blocks = search_blocks(delivered, needles)
+    folder = search(files_of([peer_folder(hosts[outsider])]), needles)
+    control = search(files_of([peer_folder(hosts[member])]), needles)
+    search_s = time.perf_counter() - t0
+    if control.hits_by_kind() != needles.count_by_kind():  # the needles or the member's files are wrong
+        print(
+            f"positive control: {member}'s folder holds {control.hits_by_kind()} of {needles.count_by_kind()}"
+        )
+    found = {k: set(folder.found[k]) | set(blocks.found[k]) for k in folder.found}
+    for kind, labels in sorted(found.items()):
+        if labels:
+            print(
+                f"{outsider} reads {len(labels)} {kind} value(s) in clear, e.g. {sorted(labels)[0]}",
+                flush=True,
+            )
+    return {
+        "non_member_cleartext_hits": sum(len(v) for v in found.values()),
+        "non_member_cleartext_hits_by_kind": {k: len(v) for k, v in found.items()},
+        "non_member_folder_hits": folder.hits,
+        "non_member_deliver_hits": blocks.hits,
+        "non_member_delivered_blocks": len(delivered),
+        "non_member_folder_mb": round(folder.searched_bytes / 1e6, 1),
+        "member_control_hits": control.hits,
+        "cleartext_needles": sum(needles.count_by_kind().values()),
+        "cleartext_needles_by_kind": needles.count_by_kind(),
+        "cleartext_needles_skipped": needles.skipped_by_reason(),
+        "exposure_s": round(deliver_s + search_s, 2),
+    }
+
+
 def run_fetch(hosts: dict[str, Host], mb: float) -> dict[str, Any]:
     org1, org2 = hosts["Org1"], hosts["Org2"]
     listen = f"{org1.address}:{free_port(org1.address)}"
@@ -229,8 +302,11 @@ def run_members(tmp: Path, consensus: str, case: dict[str, Any], sim: Any, fetch
         members.form(consensus)
         print(f"consortium formed: {json.dumps(members.timings)}", flush=True)
         hosts: dict[str, Host] = dict(members.hosts)
-        audited = run_process(hosts, members.registry.address, case, sim)
+        process_hosts = {o: hosts[o] for o in PROCESS_MEMBERS}
+        audited = run_process(process_hosts, members.registry.address, case, sim)
         print(f"audited across hosts: {audited['audited_s']} s", flush=True)
+        (outsider,) = set(MEMBER_ORGS) - set(PROCESS_MEMBERS)
+        exposure = run_exposure(hosts, "Org1", outsider, audited["process_id"])
         fetch = run_fetch(hosts, fetch_mb)
         checked, wrong = keys_outside_owner(
             {h.msp: h.root for h in members.hosts.values()},
@@ -240,6 +316,7 @@ def run_members(tmp: Path, consensus: str, case: dict[str, Any], sim: Any, fetch
             print("key outside its owner:", line, flush=True)
         return {
             **audited,
+            **exposure,
             **fetch,
             "orderers": len(members.channel["consenters"]),
             "private_keys_checked": checked,
@@ -273,9 +350,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         help="bft (default) or raft: four members without a centre; founder: the founder-made network",
     )
     ap.add_argument("--no-write", action="store_true", help="print only; write no report")
+    ap.add_argument("--tag", default="", help="a suffix of the report's file name (e.g. a branch)")
     args = ap.parse_args(argv)
     orgs = FOUNDER_ORGS if args.consensus == "founder" else MEMBER_ORGS
     case = case_collab_rf(False, len(orgs))  # the seed's forest sizes on 10 % of the rows
+    if args.consensus != "founder":  # the channel's rows split four ways; Org4's part stays out
+        process = [f"{o}MSP" for o in PROCESS_MEMBERS]
+        case = {**case, "orgs": process, "data": {o: case["data"][o] for o in process}}
     if args.quick:  # half the rounds: FIT, SHARE, GET twice
         case["params"] = {**case["params"], "schedule": case["params"]["schedule"][:6]}
         case["rounds"] = 6
@@ -289,6 +370,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             got = run_members(Path(tmp), args.consensus, case, sim, args.fetch_mb)
     figures = {
         "orgs": len(orgs),
+        "process_members": len(case["orgs"]),
         "orderers": got["orderers"],
         "consensus": "raft" if args.consensus == "founder" else args.consensus,
         "layout": "founder" if args.consensus == "founder" else "members",
@@ -310,9 +392,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     }
     if args.consensus != "founder":  # the founder made every key on its own machine: nothing to check
         figures |= {k: got[k] for k in ("private_keys_checked", "private_keys_outside_owner", "setup_s")}
+        figures |= {
+            k: v for k, v in got.items() if k.startswith(("non_member_", "member_control", "cleartext_"))
+        }
+        figures["exposure_s"] = got["exposure_s"]
     if not args.no_write:
         tag = "consortium" + ("" if args.consensus == "founder" else f"-{args.consensus}")
-        write_report(tag + ("-quick" if args.quick else ""), figures, args.consensus, args.quick)
+        suffix = f"-{args.tag}" if args.tag else ""
+        write_report(tag + ("-quick" if args.quick else "") + suffix, figures, args.consensus, args.quick)
     print(json.dumps(figures, sort_keys=True))
     return figures
 

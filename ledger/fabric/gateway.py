@@ -438,6 +438,34 @@ class FabricLedger:
         raw = self.evaluate(identity, "GetBlockByNumber", self.channel, str(number), chaincode="qscc")
         return block_info(common_pb2.Block.FromString(raw))
 
+    def delivered_blocks(
+        self, identity: Identity, start: int = 0, stop: int | None = None
+    ) -> Iterator[bytes]:
+        """The channel's blocks ``start`` to ``stop`` (None: the last committed when called), whole, as
+        ``identity``'s own peer's Deliver service hands them to ``identity`` (``Deliver``, not the
+        filtered stream: every transaction with its read-write sets, as any reader of the channel
+        receives it; docs/confidentiality.md "What a non-member can read, measured")."""
+        if stop is None:
+            stop = self.block_height(identity) - 1
+        if stop < start:
+            return
+        deliver = events_pb2_grpc.DeliverStub(self._channel(self._peer_for(identity)))
+        stream = deliver.Deliver(iter([seek_envelope(identity, self.channel, start, stop)]))
+        try:
+            for response in stream:
+                kind = response.WhichOneof("Type")
+                if kind == "block":
+                    yield response.block.SerializeToString()
+                    if response.block.header.number >= stop:
+                        return
+                elif kind == "status":
+                    if response.status != common_pb2.Status.Value("SUCCESS"):
+                        name = common_pb2.Status.Name(response.status)
+                        raise LedgerError(f"the Deliver service refused blocks {start}-{stop}: {name}")
+                    return
+        finally:
+            stream.cancel()
+
 
 def submit_with_retry(
     ledger: FabricLedger, identity: Identity, function: str, *args: str, attempts: int = 3, **kwargs: Any

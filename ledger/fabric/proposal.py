@@ -120,12 +120,17 @@ def sign_envelope(identity: Identity, envelope: common_pb2.Envelope) -> common_p
     return common_pb2.Envelope(payload=envelope.payload, signature=identity.sign(envelope.payload))
 
 
-def seek_envelope(identity: Identity, channel: str, start: int | None) -> common_pb2.Envelope:
+def seek_envelope(
+    identity: Identity, channel: str, start: int | None, stop: int | None = None
+) -> common_pb2.Envelope:
     """A signed ``DELIVER_SEEK_INFO`` envelope asking a peer's Deliver service for every block from
-    ``start`` on (None: from the newest), waiting for blocks not yet committed (fabric-gateway's
-    ``blockeventsbuilder``; the peer checks the signature and the channel's Readers once)."""
+    ``start`` on (None: from the newest) to ``stop`` (None: without end), waiting for blocks not yet
+    committed (fabric-gateway's ``blockeventsbuilder``; the peer checks the signature and the
+    channel's Readers once)."""
     if start is not None and start < 0:
         raise ValueError("start block must be >= 0")
+    if stop is not None and (stop < 0 or (start is not None and stop < start)):
+        raise ValueError("stop block must be >= 0 and >= start")
     first = (
         ab_pb2.SeekPosition(newest=ab_pb2.SeekNewest())
         if start is None
@@ -133,7 +138,7 @@ def seek_envelope(identity: Identity, channel: str, start: int | None) -> common
     )
     seek = ab_pb2.SeekInfo(
         start=first,
-        stop=ab_pb2.SeekPosition(specified=ab_pb2.SeekSpecified(number=2**64 - 1)),
+        stop=ab_pb2.SeekPosition(specified=ab_pb2.SeekSpecified(number=2**64 - 1 if stop is None else stop)),
         behavior=ab_pb2.SeekInfo.BLOCK_UNTIL_READY,
     )
     _, header = _header(identity, common_pb2.DELIVER_SEEK_INFO, channel)

@@ -131,3 +131,37 @@ def test_purge_removes_the_value_and_keeps_the_hash_on_the_chain(fabric, fabric_
 
 def _raise():
     raise NotFound("no hash yet")
+
+
+def test_the_blocks_delivered_to_a_non_member_carry_the_hash_not_the_value(fabric, fabric_ledger, fabric_ids):
+    """Org3's admin reads the channel's blocks, whole, through its own peer's Deliver service
+    (``delivered_blocks``): a public value is in them (the positive control of the read), a value
+    written to Org1's and Org2's collections is not, its hash is."""
+    from audit.exposure import Needle, Needles, search_blocks
+
+    org1 = fabric_ids["Org1"]
+    key = f"deliver-{uuid.uuid4().hex[:8]}"
+    public, secret = (f"{what}={uuid.uuid4().hex}".encode() for what in ("public", "secret"))
+    fabric_ledger.submit(org1, "KV:put", key, public.decode())
+    fabric_ledger.submit(
+        org1,
+        "KV:private_put",
+        key,
+        C1,
+        C2,
+        transient={"value": secret},
+        endorsing_organisations=["Org1MSP", "Org2MSP"],
+    )
+    admin3 = fabric.consortium.identity("Org3", "Admin")
+    height = fabric_ledger.block_height(org1)
+    deadline = time.monotonic() + 30
+    while fabric_ledger.block_height(admin3) < height and time.monotonic() < deadline:
+        time.sleep(0.5)
+    blocks = list(fabric_ledger.delivered_blocks(admin3, 0, height - 1))
+    assert len(blocks) == height
+    needles = Needles(
+        (Needle("metrics", ("public",), (public,)), Needle("hyperparameters", ("secret",), (secret,))), ()
+    )
+    found = search_blocks(blocks, needles)
+    assert found.hits_by_kind()["metrics"] == 1 and found.hits_by_kind()["hyperparameters"] == 0
+    assert any(hashlib.sha256(secret).digest() in b for b in blocks)  # the hashed write set

@@ -15,6 +15,7 @@ from ledger.fabric.proposal import (
     channel_header_of,
     compute_tx_id,
     envelope_result,
+    seek_envelope,
     sign_envelope,
 )
 from ledger.identity import P256_ORDER, Consortium, verify
@@ -95,6 +96,22 @@ def test_result_extracted_from_endorsed_envelope_and_envelope_signed(ident):
     assert signed.payload == env.payload
     assert verify(ident.certificate.public_key(), env.payload, signed.signature)
     assert channel_header_of(signed.SerializeToString()).tx_id == "t1"
+
+
+def test_a_seek_asks_for_blocks_from_start_to_stop(ident):
+    from fabric_protos.orderer import ab_pb2
+
+    def seek(*args):
+        payload = common_pb2.Payload.FromString(seek_envelope(ident, "ch", *args).payload)
+        return ab_pb2.SeekInfo.FromString(payload.data)
+
+    ranged = seek(3, 9)
+    assert (ranged.start.specified.number, ranged.stop.specified.number) == (3, 9)
+    assert seek(0).stop.specified.number == 2**64 - 1  # without end: every block to come
+    assert seek(None).start.HasField("newest")
+    for bad in ((-1, None), (5, 4), (None, -1)):
+        with pytest.raises(ValueError):
+            seek_envelope(ident, "ch", *bad)
 
 
 def test_envelope_without_actions_is_an_error():
