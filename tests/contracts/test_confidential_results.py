@@ -71,6 +71,9 @@ def test_members_read_confidential_results_and_nobody_else_holds_them(
             assert read.result.inputs.data_commitment == commitment
             assert read.privacy is not None and read.epsilon_total > 0
             check_record_signature(read)  # the joined read verifies: the signature is over the public form
+            altered = read.result.replace(metrics={**read.result.metrics, "loss": 0.0})
+            with pytest.raises(TaskSignatureInvalid, match="confidential part does not verify"):
+                check_record_signature(read.replace(result=altered))
         first, second = (member.get_execution(pid, r, "Org1MSP") for r in (1, 2))
         assert second.epsilon_total > first.epsilon_total  # round 2 continues round 1's private charge
         queried = member.query_executions(pid, round=2)
