@@ -68,6 +68,10 @@ class DisclosedTask:
     round: int
     state: bytes | None
     inbox: dict[str, bytes]
+    confidential: dict[str, Any] | None = None
+    """The confidential part of the task's result (metrics, data commitment, validation scores, salt:
+    docs/confidentiality.md), which the recipient checks against the signed ``confidential_sha256``;
+    None for a result signed in clear."""
 
 
 @dataclass(frozen=True)
@@ -80,6 +84,9 @@ class Bundle:
     data_salt: str
     dataset: bytes
     tasks: tuple[DisclosedTask, ...]
+    private_terms: dict[str, Any] | None = None
+    """The process's private terms (hyper-parameters, budget, salt), which the recipient checks against
+    the process's ``private_sha256``; None for a process whose terms are in clear."""
 
     @property
     def rounds(self) -> tuple[int, ...]:
@@ -103,9 +110,11 @@ class Bundle:
                         "round": t.round,
                         "state": None if t.state is None else b64(t.state),
                         "inbox": {s: b64(m) for s, m in sorted(t.inbox.items())},
+                        "confidential": t.confidential,
                     }
                     for t in self.tasks
                 ],
+                "private_terms": self.private_terms,
             }
         )
 
@@ -120,6 +129,7 @@ class Bundle:
                     int(t["round"]),
                     None if t["state"] is None else base64.b64decode(t["state"], validate=True),
                     {str(s): base64.b64decode(m, validate=True) for s, m in t["inbox"].items()},
+                    t.get("confidential"),
                 )
                 for t in d["tasks"]
             )
@@ -130,6 +140,7 @@ class Bundle:
                 str(d["data_salt"]),
                 base64.b64decode(d["dataset"], validate=True),
                 tasks,
+                d.get("private_terms"),
             )
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             if isinstance(exc, DisclosureError):
@@ -306,14 +317,16 @@ def collect(
         if any(size is None for size in signed):
             raise DisclosureError(f"a message of round {rnd - 1} of {process_id} has no signed size")
         state, inbox = files.gather_inputs(process, rnd, max((s for s in signed if s is not None), default=0))
-        ins = record.result.inputs
+        ins = record.result.inputs  # this member's read: the confidential part joined
         if data_commitment(salt, dataset) != ins.data_commitment:
             raise DisclosureError(
                 f"{data_file} with this node's salt is not the data its task of round {rnd} committed to "
                 f"({ins.data_commitment}): the data changed since"
             )
-        tasks.append(DisclosedTask(rnd, state, dict(inbox)))
-    return Bundle(process_id, org, recipient, salt, dataset, tuple(tasks))
+        part = None if record.private_sha256 is None else record.private_part().result.json_object()
+        tasks.append(DisclosedTask(rnd, state, dict(inbox), part))
+    terms = None if process.private_sha256 is None else process.private_terms().json_object()
+    return Bundle(process_id, org, recipient, salt, dataset, tuple(tasks), terms)
 
 
 def disclose(

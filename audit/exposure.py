@@ -186,7 +186,10 @@ def process_needles(process: ProcessRecord, executions: Iterable[ExecutionRecord
         if rec.privacy is not None:
             _scalars("epsilon", f"{at} privacy", rec.privacy.to_dict(), out)
         commitment = rec.result.inputs.data_commitment
-        out.forms.setdefault(("data_commitments", (commitment.encode(),)), []).append(f"{at} data_commitment")
+        if commitment is not None:  # None: a public read, the commitment not joined
+            out.forms.setdefault(("data_commitments", (commitment.encode(),)), []).append(
+                f"{at} data_commitment"
+            )
     return out.needles()
 
 

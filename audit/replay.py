@@ -52,7 +52,15 @@ from executor.runtimes.sandbox import SandboxRuntime
 from executor.task_keys import TaskKey, TaskSignatureInvalid
 from executor.tasks import run_isolated_task
 from executor.tasks import task_spec as executor_task_spec
-from ledger.client import ConsortiaClient, DisclosedRecords, ExecutionRecord, ImageRecord, ProcessRecord
+from ledger.client import (
+    ConsortiaClient,
+    DisclosedRecords,
+    ExecutionRecord,
+    ImageRecord,
+    PrivateTerms,
+    ProcessRecord,
+    ResultConfidential,
+)
 from ledger.errors import ContractError, LedgerError
 from wire.canonical import sha256_digest
 
@@ -196,6 +204,44 @@ def ledger_records(client: ConsortiaClient, disclosure: Disclosure) -> Disclosed
     return found
 
 
+def _with_terms(process: ProcessRecord, bundle: Bundle) -> ProcessRecord:
+    """The disclosed process record (public) with the bundle's private terms joined, after checking
+    them against its ``private_sha256`` (docs/confidentiality.md); ReplayError if they do not match."""
+    if process.private_sha256 is None:
+        return process
+    if bundle.private_terms is None:
+        raise ReplayError(
+            f"the disclosure carries no private terms of {process.id}: its tasks cannot be rebuilt"
+        )
+    try:
+        terms = PrivateTerms.model_validate(bundle.private_terms)
+    except ValueError as exc:
+        raise ReplayError(f"the disclosure's private terms of {process.id} are malformed: {exc}") from None
+    if terms.digest() != process.private_sha256:
+        raise ReplayError(
+            f"the disclosure's private terms of {process.id} do not match the on-chain hash {process.private_sha256}"
+        )
+    return process.view(
+        hyperparameters=terms.hyperparameters, privacy_budget=terms.privacy_budget, private_salt=terms.salt
+    )
+
+
+def _with_confidential(record: ExecutionRecord, task: DisclosedTask) -> ExecutionRecord:
+    """The disclosed (public) record with the bundle's confidential part of its result joined when it
+    hashes to the signed ``confidential_sha256``; as it is otherwise (the replay then names the input
+    data it cannot compare)."""
+    result = record.result
+    if result is None or result.confidential_sha256 is None or task.confidential is None:
+        return record
+    try:
+        part = ResultConfidential.model_validate(task.confidential)
+    except ValueError:
+        return record
+    if part.digest() != result.confidential_sha256:
+        return record
+    return record.view(result=result.joined(part), confidential_salt=part.salt)
+
+
 def task_spec(process: ProcessRecord, image: ImageRecord, record: ExecutionRecord, salt: str) -> TaskSpec:
     """The task description the organisation's agent wrote for this task (:func:`executor.tasks.task_spec`),
     run in the auditor's sandbox."""
@@ -331,7 +377,13 @@ def replay_disclosure(
     except (ContractError, LedgerError) as exc:
         raise ReplayError(f"image {process.image_id} of {process.id}: {exc}") from None
     bundle_dir, local, image_note = images.locate(image)
-    records = {r.round: r for r in found.executions}
+    process = _with_terms(process, bundle)
+    records = {
+        r.round: _with_confidential(r, t)
+        for r in found.executions
+        for t in bundle.tasks
+        if t.round == r.round
+    }
     verdicts = []
     tmp = Path(tempfile.mkdtemp(prefix="consortia-replay-", dir=work_dir))
     try:

@@ -19,6 +19,7 @@ from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from executor.task_keys import TaskSignatureInvalid, check_task_signature
+from ledger.client import ExecutionResult, ResultConfidential, signed_result
 
 
 class CertificateInvalid(ValueError):
@@ -29,14 +30,51 @@ class CertificateInvalid(ValueError):
 def check_record_signature(record: Mapping[str, Any] | Any) -> None:
     """The task signature of an execution record (a typed record or its canonical JSON dict) holds:
     its registered task key signed the canonical JSON of its result. Raises
-    :class:`~executor.task_keys.TaskSignatureInvalid` naming the record."""
+    :class:`~executor.task_keys.TaskSignatureInvalid` naming the record. A result with
+    ``confidential_sha256`` is checked in its public form, with or without its confidential part
+    joined: a non-member verifies the public record alone (docs/confidentiality.md)."""
     get = record.get if isinstance(record, Mapping) else lambda k: getattr(record, k, None)
+    result = get("result")
+    # what the task key signed: a confidential result's public form (a member's read joins its part)
+    signed = result.signed_form() if isinstance(result, ExecutionResult) else signed_result(result)
     try:
-        check_task_signature(get("public_key") or "", get("result"), get("signature") or "")
+        check_task_signature(get("public_key") or "", signed, get("signature") or "")
+        _check_joined_part(result, get("confidential_salt"))
     except TaskSignatureInvalid as exc:
         raise TaskSignatureInvalid(
             f"task signature of {get('organisation')} for round {get('round')} of {get('process_id')}: {exc}"
         ) from None
+
+
+def _check_joined_part(result: Any, salt: Any) -> None:
+    """A confidential result read with its part joined: the part (metrics, data commitment, validation
+    scores, with the record's ``confidential_salt``) must hash to the signed ``confidential_sha256``,
+    which the signature covers. A public result (nothing joined) has nothing more to check."""
+    if result is None:
+        return
+    data = result.json_object() if isinstance(result, ExecutionResult) else result
+    if not isinstance(data, Mapping) or data.get("confidential_sha256") is None:
+        return
+    inputs = data.get("inputs") or {}
+    if "metrics" not in data and "validation" not in data and "data_commitment" not in inputs:
+        return
+    try:
+        part = ResultConfidential.model_validate(
+            {
+                "metrics": data.get("metrics"),
+                "data_commitment": inputs.get("data_commitment"),
+                "validation": data.get("validation"),
+                "salt": salt,
+            }
+        )
+    except ValueError:
+        raise TaskSignatureInvalid(
+            "its joined confidential part is incomplete (it does not verify)"
+        ) from None
+    if part.digest() != data["confidential_sha256"]:
+        raise TaskSignatureInvalid(
+            "its joined confidential part does not verify: it does not hash to the signed confidential_sha256"
+        )
 
 
 def check_certificate(cert_pem: bytes, ca_pem: bytes, what: str) -> x509.Certificate:

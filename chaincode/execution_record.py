@@ -34,13 +34,15 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
+from typing import TypeVar
 
 from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 
-from chaincode.canonical import RawJSON
+from chaincode.canonical import RawJSON, canonical_json
 from chaincode.consent import require_approval
 from chaincode.context import TransactionContext, parse_json_arg, require_keys, require_str
 from chaincode.endorsement import endorse_by_members
@@ -52,6 +54,7 @@ from chaincode.errors import (
     InvalidArgument,
     InvalidState,
     NotFound,
+    PrivateDataMismatch,
     SignatureInvalid,
 )
 from chaincode.learning_process import (
@@ -62,19 +65,24 @@ from chaincode.learning_process import (
     round_key,
     with_transient_terms,
 )
-from chaincode.limits import MAX_FAILURE_DETAILS_BYTES, MAX_REASON_CHARS, bounded_json
+from chaincode.limits import MAX_ARGUMENT_BYTES, MAX_FAILURE_DETAILS_BYTES, MAX_REASON_CHARS, bounded_json
 from chaincode.privacy import charge
 from chaincode.records import (
     ID_PATTERN,
+    PREVIOUS_EXECUTION_PRIVATE,
+    RESULT_CONFIDENTIAL,
     RUNTIMES,
+    ExecutionPrivate,
     ExecutionRecord,
+    ExecutionResult,
     InboxEntry,
     OutputMessage,
     PrivacyCharge,
     ProcessRecord,
+    ResultConfidential,
     check_result,
 )
-from chaincode.stub import split_composite_key
+from chaincode.stub import PrivateDataUnavailable, implicit_collection, split_composite_key
 
 P256_HALF_ORDER = 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551 // 2
 
@@ -118,6 +126,100 @@ def _inbox_summary(record: dict[str, object]) -> Inbox:
         outputs.get("state") if completed else None,
         messages,
     )
+
+
+_Part = TypeVar("_Part", ResultConfidential, ExecutionPrivate)
+
+
+def _transient(ctx: TransactionContext, name: str, cls: type[_Part], why: str) -> _Part:
+    """A private part given in the transient map under ``name``, parsed (within one argument's size)."""
+    raw = ctx.stub.get_transient().get(name)
+    if raw is None:
+        raise InvalidArgument(f"{why}: pass it in the transient map under {name!r}")
+    if len(raw) > MAX_ARGUMENT_BYTES:
+        raise InvalidArgument(
+            f"transient {name!r} is {len(raw)} bytes, over the limit of {MAX_ARGUMENT_BYTES} bytes per "
+            "contract argument",
+            limit=MAX_ARGUMENT_BYTES,
+            size=len(raw),
+        )
+    try:
+        return cls.from_json(raw)
+    except ValueError as exc:
+        raise InvalidArgument(f"transient {name!r} is not a {cls.__name__}: {exc}") from None
+
+
+def transient_confidential(ctx: TransactionContext, result: ExecutionResult) -> ResultConfidential:
+    """The result's confidential part from the transient map, checked against the signed
+    ``confidential_sha256`` (:class:`PrivateDataMismatch` if it does not hash to it)."""
+    part = _transient(
+        ctx, RESULT_CONFIDENTIAL, ResultConfidential, "the result's confidential part is missing"
+    )
+    if part.digest() != result.confidential_sha256:
+        raise PrivateDataMismatch(
+            f"the confidential part given for the result of {result.organisation} for round {result.round} "
+            f"of learning process {result.process_id} does not match its signed confidential_sha256 "
+            f"{result.confidential_sha256}",
+            process_id=result.process_id,
+        )
+    return part
+
+
+def transient_previous(ctx: TransactionContext, previous: dict[str, object], what: str) -> ExecutionPrivate:
+    """The caller's previous record's private part from the transient map, checked against that
+    record's stored ``private_sha256`` (what the privacy charge continues from)."""
+    part = _transient(
+        ctx, PREVIOUS_EXECUTION_PRIVATE, ExecutionPrivate, f"the private part of {what} is needed"
+    )
+    if part.digest() != previous["private_sha256"]:
+        raise PrivateDataMismatch(
+            f"the private part given for {what} does not match its on-chain hash {previous['private_sha256']}"
+        )
+    return part
+
+
+def joined_record(ctx: TransactionContext, key: str, record: dict[str, object]) -> dict[str, object]:
+    """A stored execution record's JSON object, with the private part of the executing peer's own
+    organisation's copy joined (``result`` with its confidential fields, ``epsilon_total``,
+    ``privacy``, ``confidential_salt``), after checking the copy against ``private_sha256``; a record
+    without one is returned as it is. An evaluation on a member's peer: ``get``, ``query``, ``history``."""
+    digest = record.get("private_sha256")
+    if digest is None:
+        return record
+    org = ctx.stub.get_msp_id()
+    what = f"the execution record of {record.get('organisation')} for round {record.get('round')} of {record.get('process_id')}"
+    try:
+        raw = ctx.stub.get_private_data(implicit_collection(org), key)
+    except PrivateDataUnavailable as exc:
+        raise InvalidState(f"the private copy of {what} is not available on {org}'s peer: {exc}") from None
+    if raw is None:
+        raise InvalidState(f"{org}'s peer holds no private copy of {what}")
+    try:
+        part = ExecutionPrivate.from_json(raw)
+    except ValueError as exc:
+        raise PrivateDataMismatch(
+            f"the private copy of {what} on {org}'s peer is not readable: {exc}"
+        ) from None
+    if part.digest() != digest:
+        raise PrivateDataMismatch(
+            f"private copy of {what} on {org}'s peer does not match the on-chain hash {digest}",
+            organisation=org,
+        )
+    result = ExecutionResult.model_validate(record["result"]).joined(part.result)
+    return {
+        **record,
+        "result": result.json_object(),
+        "epsilon_total": part.epsilon_total,
+        "privacy": None if part.privacy is None else part.privacy.json_object(),
+        "confidential_salt": part.result.salt,
+    }
+
+
+def _joined_raw(ctx: TransactionContext, key: str, raw: bytes) -> bytes:
+    """:func:`joined_record` of stored bytes (the bytes unchanged for a record without a private part)."""
+    if b'"private_sha256"' not in raw:
+        return raw
+    return canonical_json(joined_record(ctx, key, json.loads(raw)))
 
 
 class ExecutionRecordContract:
@@ -244,13 +346,17 @@ class ExecutionRecordContract:
                 f"execution result of {org} for round {rnd} of learning process {pid} "
                 f"is not signed by the key registered for that task"
             ) from None
+        # a confidential result: its part from the transient map, checked against the signed hash
+        confidential = None if result.confidential_sha256 is None else transient_confidential(ctx, result)
+        metrics = result.metrics if confidential is None else confidential.metrics
+        scores = result.validation if confidential is None else confidential.validation
         slice_declared = bool(process.validation_fraction)
-        if slice_declared and rnd == process.rounds and result.validation is None:
+        if slice_declared and rnd == process.rounds and scores is None:
             raise InvalidArgument(
                 f"learning process {pid} declares a validation slice: the last round's result of {org} "
                 "must carry its validation scores (result.validation)"
             )
-        if result.validation is not None and not (slice_declared and rnd == process.rounds):
+        if scores is not None and not (slice_declared and rnd == process.rounds):
             raise InvalidArgument(
                 "result.validation is accepted only in the last round of a process with a validation slice"
             )
@@ -264,11 +370,12 @@ class ExecutionRecordContract:
             if rnd > 1:
                 # only the previous round's privacy block is needed, not its result
                 prev = ctx.get(self._key(ctx, pid, rnd - 1, org))
-                if prev is not None and prev.get("privacy") is not None:
+                if prev is not None and prev.get("private_sha256") is not None:  # private: transient
+                    what = f"the execution record of {org} for round {rnd - 1} of learning process {pid}"
+                    previous = transient_previous(ctx, prev, what).privacy
+                elif prev is not None and prev.get("privacy") is not None:
                     previous = PrivacyCharge.model_validate(prev["privacy"])
-            privacy = charge(
-                budget, previous, result.metrics, f"learning process {pid}", process.hyperparameters
-            )
+            privacy = charge(budget, previous, metrics, f"learning process {pid}", process.hyperparameters)
             total = (privacy.network if budget.scope == "network" else privacy.node).epsilon
             if total > float(budget.epsilon) * (1 + 1e-12):
                 raise BudgetExceeded(
@@ -280,16 +387,23 @@ class ExecutionRecordContract:
                     scope=budget.scope,
                     accounting=privacy.accounting,
                 )
+        private: dict[str, object] = {"epsilon_total": total, "privacy": privacy}
+        if confidential is not None:
+            # one copy per member (each endorsed by its owner); the public record keeps its hash
+            part = ExecutionPrivate(result=confidential, epsilon_total=total, privacy=privacy)
+            copy = part.canonical()
+            for member in process.consortium:
+                ctx.stub.put_private_data(implicit_collection(member), key, copy)
+            private = {"private_sha256": part.digest()}
         record = record.replace(
             status="completed",
             result=result,
             signature=signature_b64,
             completed=ctx.timestamp,
             completed_tx_id=ctx.tx_id,
-            epsilon_total=total,
-            privacy=privacy,
+            **private,
         )
-        ctx.put(key, record)
+        ctx.put(key, record)  # the answer is this public record: a transaction's answer is in its block
         endorse_by_members(ctx.stub, pid, process.consortium, key)
         ctx.emit("TaskCompleted", {"process_id": pid, "round": rnd, "organisation": org})
         return record
@@ -352,13 +466,13 @@ class ExecutionRecordContract:
         return record
 
     def get(self, ctx: TransactionContext, process_id: str, rnd: str, organisation: str) -> RawJSON:
-        """The :class:`ExecutionRecord` as stored."""
+        """The :class:`ExecutionRecord`, as stored, with the caller's copy of its private part joined
+        (:func:`joined_record`)."""
         process = load_process(ctx, process_id)
         require_member(ctx, process)
-        return ctx.get_raw(
-            self._key(ctx, process_id, _round_arg(rnd), organisation),
-            f"execution record of {organisation} for round {rnd} of {process_id}",
-        )
+        key = self._key(ctx, process_id, _round_arg(rnd), organisation)
+        raw = ctx.get_raw(key, f"execution record of {organisation} for round {rnd} of {process_id}")
+        return RawJSON(_joined_raw(ctx, key, bytes(raw)))
 
     def query(self, ctx: TransactionContext, filter_json: str) -> RawJSON:
         """Records of a process (:class:`ExecutionRecord` as stored), optionally for one round and/or
@@ -376,7 +490,7 @@ class ExecutionRecordContract:
             attrs.append(round_key(_round(flt["round"])))
         org = flt.get("organisation")
         return RawJSON.array(
-            kv.value
+            _joined_raw(ctx, kv.key, kv.value)
             for kv in ctx.scan_raw(EXECUTION, *attrs)
             if org is None or split_composite_key(kv.key)[1][-1] == org
         )
@@ -415,4 +529,11 @@ class ExecutionRecordContract:
         key = self._key(ctx, process_id, _round_arg(rnd), organisation)
         if ctx.stub.get_state(key) is None:
             raise NotFound(f"no execution record of {organisation} for round {rnd} of {process_id}")
-        return ctx.history(key, limit, after)
+        raw = ctx.history(key, limit, after)
+        if raw.find(b'"private_sha256"') < 0:
+            return raw
+        versions = json.loads(raw)  # the completed version's private part joined, as get joins it
+        for entry in versions if isinstance(versions, list) else versions["items"]:
+            if entry.get("value") is not None:
+                entry["value"] = joined_record(ctx, key, entry["value"])
+        return RawJSON(canonical_json(versions))

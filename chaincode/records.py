@@ -484,12 +484,13 @@ class ModelOutput(SignedPart):
 
 
 class ResultInputs(SignedPart):
-    """What a task read: its previous state, the messages addressed to it, its data commitment."""
+    """What a task read: its previous state, the messages addressed to it, its data commitment
+    (confidential in a result with ``confidential_sha256``: absent from the signed form)."""
 
     model_config = ConfigDict(extra="forbid")
     state: Digest | None = None
     messages: list[InputMessage]
-    data_commitment: Digest
+    data_commitment: Digest | None = None
 
 
 class ResultOutputs(SignedPart):
@@ -538,7 +539,8 @@ class ExecutionResult(SignedPart):
     runtime: Runtime
     inputs: ResultInputs
     outputs: ResultOutputs
-    metrics: dict[str, Number]
+    metrics: dict[str, Number] = Field(default_factory=dict)
+    """Confidential in a result with ``confidential_sha256`` (absent from the signed form)."""
     process_id: Identifier
     round: Annotated[StrictInt, Field(ge=1)]
     organisation: Annotated[StrictStr, StringConstraints(min_length=1, max_length=256)]
@@ -550,7 +552,82 @@ class ExecutionResult(SignedPart):
     started: StrictStr | None = None
     finished: StrictStr | None = None
     validation: ValidationScores | None = None
-    """The last round of a process with a validation slice only."""
+    """The last round of a process with a validation slice only (confidential, as ``metrics``)."""
+    confidential_sha256: Digest | None = None
+    """The digest of the result's :class:`ResultConfidential` part (docs/confidentiality.md): the
+    metrics, the data commitment and the validation scores are then not in what the task key signs
+    (:meth:`signed_form`). Absent: a result signed with them in clear (before they were private)."""
+
+    def signed_form(self) -> dict[str, Any]:
+        """What the task key signed (its canonical JSON): the result as given, without the
+        confidential fields a member's read joins back when ``confidential_sha256`` is set."""
+        signed: dict[str, Any] = signed_result(self.json_object())
+        return signed
+
+    def joined(self, part: ResultConfidential) -> ExecutionResult:
+        """The result with its confidential part joined back (a member's read; never signed as such)."""
+        data = self.signed_form()
+        data["metrics"] = part.metrics
+        data["inputs"] = {**data["inputs"], "data_commitment": part.data_commitment}
+        if part.validation is not None:
+            data["validation"] = part.validation.json_object()
+        return ExecutionResult.model_validate(data)
+
+
+#: the keys of a result that its confidential part holds (``inputs.data_commitment`` too)
+CONFIDENTIAL_RESULT_KEYS = ("metrics", "validation")
+
+
+def signed_result(result: Any) -> Any:
+    """The signed form of a result given as a JSON object: with ``confidential_sha256``, the object
+    without the metrics, the validation scores and ``inputs.data_commitment`` (a member's read joins
+    them back); otherwise (or not an object) as it is."""
+    if not isinstance(result, dict) or result.get("confidential_sha256") is None:
+        return result
+    out = {k: v for k, v in result.items() if k not in CONFIDENTIAL_RESULT_KEYS}
+    inputs = out.get("inputs")
+    if isinstance(inputs, dict):
+        out["inputs"] = {k: v for k, v in inputs.items() if k != "data_commitment"}
+    return out
+
+
+#: the transient-map key of a result's confidential part (``ExecutionRecord:complete_task``)
+RESULT_CONFIDENTIAL = "result_confidential"
+#: the transient-map key of the caller's previous record's private part (its privacy block)
+PREVIOUS_EXECUTION_PRIVATE = "previous_execution_private"
+
+
+class ResultConfidential(Record):
+    """The confidential part of a task's result (docs/confidentiality.md): its per-round metrics,
+    its data commitment, its validation scores, and a salt of 32 random bytes (hex) chosen by the
+    executing organisation's agent, so that the digest of low-entropy metrics is not found by
+    hashing candidates. The signed result carries :meth:`digest` as ``confidential_sha256``."""
+
+    model_config = ConfigDict(extra="forbid")
+    metrics: dict[str, Number]
+    data_commitment: Digest
+    validation: ValidationScores | None = None
+    salt: Annotated[str, StringConstraints(strict=True, pattern=r"^[0-9a-f]{64}$")]
+
+    def digest(self) -> str:
+        """``sha256:<hex>`` of the canonical JSON (the signed result's ``confidential_sha256``)."""
+        return sha256_digest(self.canonical())
+
+
+def split_result(result: dict[str, Any], salt: str) -> tuple[dict[str, Any], ResultConfidential]:
+    """A full result (a task's manifest) as (the public result to sign, its confidential part)."""
+    inputs = result["inputs"]
+    validation = result.get("validation")
+    part = ResultConfidential(
+        metrics=result["metrics"],
+        data_commitment=inputs["data_commitment"],
+        validation=None if validation is None else ValidationScores.model_validate(validation),
+        salt=salt,
+    )
+    public = {k: v for k, v in result.items() if k not in CONFIDENTIAL_RESULT_KEYS}
+    public["inputs"] = {k: v for k, v in inputs.items() if k != "data_commitment"}
+    public["confidential_sha256"] = part.digest()
+    return public, part
 
 
 #: the result field of an execution record: answered exactly as signed (no defaults added), with the
@@ -634,8 +711,49 @@ class ExecutionRecord(Record):
     failure_reason: str = ""
     failure_details: dict[str, Any] = {}
     epsilon_total: float = 0.0
-    """The organisation's ε spent so far in the budget's scope (0 without a budget)."""
+    """The organisation's ε spent so far in the budget's scope (0 without a budget). Private in a
+    record with ``private_sha256``: 0 in the stored, public record, and a member's read joins it."""
     privacy: PrivacyCharge | None = None
+    """Private, as ``epsilon_total``."""
+    private_sha256: Digest | None = None
+    """The digest of the record's :class:`ExecutionPrivate` copy (one in each member's implicit
+    collection, docs/confidentiality.md); None: a record whose result is signed in clear."""
+    confidential_salt: str | None = None
+    """The salt of the result's confidential part (a member's read only; never stored)."""
+
+    def private_part(self) -> ExecutionPrivate:
+        """The private part of a member's joined read (what the next round's completion passes in
+        the transient map); ValueError on a record with none joined."""
+        res = self.result
+        if self.private_sha256 is None or self.confidential_salt is None or res is None:
+            raise ValueError(f"execution record of {self.organisation}: no private part joined")
+        if res.inputs.data_commitment is None:
+            raise ValueError(f"execution record of {self.organisation}: no data commitment joined")
+        return ExecutionPrivate(
+            result=ResultConfidential(
+                metrics=res.metrics,
+                data_commitment=res.inputs.data_commitment,
+                validation=res.validation,
+                salt=self.confidential_salt,
+            ),
+            epsilon_total=self.epsilon_total,
+            privacy=self.privacy,
+        )
+
+
+class ExecutionPrivate(Record):
+    """What each member's implicit collection holds of a completed execution record whose result is
+    confidential (key ``Execution/<process>/<round>/<MSP>``): the result's confidential part and the
+    privacy charge the contract computed from it. The public record keeps :meth:`digest` as
+    ``private_sha256`` (salted by the part's salt)."""
+
+    result: ResultConfidential
+    epsilon_total: float
+    privacy: PrivacyCharge | None
+
+    def digest(self) -> str:
+        """``sha256:<hex>`` of the canonical JSON (the public record's ``private_sha256``)."""
+        return sha256_digest(self.canonical())
 
 
 class InboxEntry(Record):
@@ -768,9 +886,32 @@ def check_result(value: Any) -> ExecutionResult:
     """``value`` (a decoded argument) as an :class:`ExecutionResult`, or :class:`InvalidArgument`
     naming the first key that breaks its type and the rule (unknown or missing keys first)."""
     try:
-        return ExecutionResult.model_validate(value)
+        result = ExecutionResult.model_validate(value)
     except ValidationError as exc:
-        raise InvalidArgument(_result_error(exc.errors(include_url=False))) from None
+        errors: list[Any] = list(exc.errors(include_url=False))
+        if isinstance(value, dict) and value.get("confidential_sha256") is None:
+            # signed in clear: the confidential fields are required, named with the others missing
+            if "metrics" not in value:
+                errors.append({"type": "missing", "loc": ("metrics",)})
+            inputs = value.get("inputs")
+            if isinstance(inputs, dict) and "data_commitment" not in inputs:
+                errors.append({"type": "missing", "loc": ("inputs", "data_commitment")})
+        raise InvalidArgument(_result_error(errors)) from None
+    if result.confidential_sha256 is None:  # signed in clear: the confidential fields are required
+        if "metrics" not in result.model_fields_set:
+            raise InvalidArgument("execution result lacks required fields ['metrics']")
+        if result.inputs.data_commitment is None:
+            raise InvalidArgument("result.inputs lacks required fields ['data_commitment']")
+        return result
+    named = [k for k in CONFIDENTIAL_RESULT_KEYS if k in result.model_fields_set]
+    if "data_commitment" in result.inputs.model_fields_set:
+        named.append("inputs.data_commitment")
+    if named:
+        raise InvalidArgument(
+            f"execution result with confidential_sha256 names {named}: they are confidential and go "
+            f"in the transient map under {RESULT_CONFIDENTIAL!r}, never in the arguments"
+        )
+    return result
 
 
 def _where(loc: Iterable[Any]) -> str:

@@ -4,7 +4,9 @@ seed 003 §IV-C).
 After its last round the organisation's model is in its own store, sealed to itself. It is opened,
 encrypted once under a fresh data key (:func:`exchange.model_seal.seal_model`: the data key is sealed
 to every consortium member), the ciphertext is stored, and ``Model:publish`` records the model's
-digest, the ciphertext digest, the sealed keys, the last round's metrics and the estimator ids.
+digest, the ciphertext digest, the sealed keys and the estimator ids. The last round's metrics are
+not copied into the model record, which every channel member's blocks carry: they are confidential
+(docs/confidentiality.md), and a member reads them from the last round's execution record.
 Idempotent: an already published model is left alone.
 """
 
@@ -59,7 +61,6 @@ def publish_model(
             len(payload) if model.size is None else model.size,
             stored.digest,
             wrapped,
-            metrics=dict(result.metrics),
             location=stored.location,
             estimators=list(model.json_object().get("estimators", [])),
         )

@@ -20,7 +20,9 @@ from pydantic import TypeAdapter, ValidationError
 from chaincode.canonical import canonical_json
 from chaincode.privacy import privacy_status
 from chaincode.records import (
+    PREVIOUS_EXECUTION_PRIVATE,
     PRIVATE_TERMS,
+    RESULT_CONFIDENTIAL,
     DisclosedRecords,
     DisclosureRecord,
     ExecutionRecord,
@@ -45,8 +47,11 @@ from chaincode.records import (
     ProcessProgress,
     ProcessRecord,
     Record,
+    ResultConfidential,
     ResultInputs,
     ResultOutputs,
+    signed_result,
+    split_result,
 )
 from ledger.errors import ContractError, Forbidden, PrivateDataMismatch
 from ledger.identity import Identity, public_key_pem
@@ -80,8 +85,11 @@ __all__ = [
     "ProcessRecord",
     "Record",
     "ResultInputs",
+    "ResultConfidential",
     "ResultOutputs",
     "privacy_status",
+    "signed_result",
+    "split_result",
 ]
 
 _HISTORY = TypeAdapter(list[HistoryEntry])
@@ -108,6 +116,18 @@ def _records(adapter: TypeAdapter[list[_R]], raw: bytes) -> list[_R]:
 
 def _history(raw: bytes) -> list[HistoryEntry]:
     return _records(_HISTORY, raw)
+
+
+def _checked_execution(record: ExecutionRecord) -> ExecutionRecord:
+    """``record`` after checking its joined private part against its on-chain ``private_sha256`` (the
+    peer that answered is not trusted with it); a record without a joined part as it is."""
+    if record.confidential_salt is not None and record.private_part().digest() != record.private_sha256:
+        raise PrivateDataMismatch(
+            f"the private part of the execution record of {record.organisation} for round {record.round} of "
+            f"{record.process_id} as answered does not match the on-chain hash {record.private_sha256}",
+            process_id=record.process_id,
+        )
+    return record
 
 
 def private_terms_transient(
@@ -397,33 +417,69 @@ class ConsortiaClient:
         spec = {"process_id": process_id, "round": round, "public_key": pem, "runtime": runtime}
         return ExecutionRecord.from_json(self._submit("ExecutionRecord:create_task", json.dumps(spec)))
 
-    def complete_task(self, result: dict[str, Any] | bytes, signature: bytes) -> ExecutionRecord:
+    def complete_task(
+        self,
+        result: dict[str, Any] | bytes,
+        signature: bytes,
+        confidential: ResultConfidential | None = None,
+    ) -> ExecutionRecord:
         """Submit a task's result with the task key's signature over ``canonical_json(result)``;
-        ``result`` is the result, or already its canonical JSON (a verified manifest's bytes as signed)."""
+        ``result`` is the result, or already its canonical JSON (as signed). With ``confidential``,
+        ``result`` is the public form (``confidential_sha256`` in place of the metrics, the data
+        commitment and the validation scores, :func:`chaincode.records.split_result`): the part goes
+        in the transient map, with this member's copy of the previous round's private part (the
+        privacy charge continues from it), and every member of the process endorses (each keeps its
+        own copy, docs/confidentiality.md). The answer is the public record."""
         raw = result if isinstance(result, bytes) else canonical_json(result)
+        transient: dict[str, bytes] = {}
+        endorsers: list[str] | None = None
+        try:
+            named = json.loads(raw)
+            pid, rnd, org = named.get("process_id"), named.get("round"), named.get("organisation")
+        except (ValueError, AttributeError):
+            pid = rnd = org = None
+        process = self._readable_process(pid)
+        if process is not None:  # else the contract refuses the result with the reason
+            transient.update(process_transient(process) or {})
+        if confidential is not None:
+            transient[RESULT_CONFIDENTIAL] = confidential.canonical()
+            if process is not None:
+                endorsers = creation_endorsers(process.consortium)
+            # the privacy charge (a process with a budget) continues from the previous round's
+            previous = None
+            if process is None or process.privacy_budget is not None:
+                previous = self._previous_private(pid, rnd, org)
+            if previous is not None:
+                transient[PREVIOUS_EXECUTION_PRIVATE] = previous
         return ExecutionRecord.from_json(
             self._submit(
                 "ExecutionRecord:complete_task",
                 raw.decode("utf-8"),
                 base64.b64encode(signature).decode("ascii"),
-                transient=self._result_transient(raw),
+                transient=transient or None,
+                endorsing_organisations=endorsers,
             )
         )
 
-    def _result_transient(self, raw: bytes) -> dict[str, bytes] | None:
-        """The private part of the process a result names, read from this member's copy, for the
-        privacy charge (None when the result names no process this member reads: the contract then
-        refuses the result with the reason)."""
-        try:
-            pid = json.loads(raw).get("process_id")
-        except (ValueError, AttributeError):
-            return None
+    def _readable_process(self, pid: Any) -> ProcessRecord | None:
+        """The process a result names, as this member reads it (None: none it reads)."""
         if not isinstance(pid, str):
             return None
         try:
-            return process_transient(self.get_process(pid))
+            return self.get_process(pid)
         except ContractError:
             return None
+
+    def _previous_private(self, pid: Any, rnd: Any, org: Any) -> bytes | None:
+        """This member's copy of the private part of ``org``'s record of round ``rnd - 1`` (None: no
+        such record, or one without a private part)."""
+        if not (isinstance(pid, str) and isinstance(org, str) and isinstance(rnd, int) and rnd > 1):
+            return None
+        try:
+            previous = self.get_execution(pid, rnd - 1, org)
+        except ContractError:
+            return None
+        return None if previous.private_sha256 is None else previous.private_part().canonical()
 
     def fail_task(
         self, process_id: str, round: int, reason: str, details: dict[str, Any] | None = None
@@ -432,8 +488,11 @@ class ConsortiaClient:
         return ExecutionRecord.from_json(self._submit("ExecutionRecord:fail_task", json.dumps(spec)))
 
     def get_execution(self, process_id: str, round: int, organisation: str) -> ExecutionRecord:
-        return ExecutionRecord.from_json(
-            self._evaluate("ExecutionRecord:get", process_id, str(round), organisation)
+        """The record, with this member's copy of its private part joined (checked here too)."""
+        return _checked_execution(
+            ExecutionRecord.from_json(
+                self._evaluate("ExecutionRecord:get", process_id, str(round), organisation)
+            )
         )
 
     def round_inbox(self, process_id: str, round: int) -> list[InboxEntry]:
@@ -448,7 +507,8 @@ class ConsortiaClient:
             flt["round"] = round
         if organisation is not None:
             flt["organisation"] = organisation
-        return _records(_EXECUTIONS, self._evaluate("ExecutionRecord:query", json.dumps(flt)))
+        records = _records(_EXECUTIONS, self._evaluate("ExecutionRecord:query", json.dumps(flt)))
+        return [_checked_execution(r) for r in records]
 
     def execution_history(self, process_id: str, round: int, organisation: str) -> list[HistoryEntry]:
         return _history(

@@ -114,11 +114,12 @@ from executor.runtimes.base import Limits, TaskRuntime
 from executor.runtimes.warm import WarmWorker
 from executor.task_keys import TaskKey
 from executor.tasks import TaskOutputs, task_spec
-from ledger.client import ConsortiaClient, ExecutionRecord, ImageRecord, ProcessRecord
+from ledger.client import ConsortiaClient, ExecutionRecord, ImageRecord, ProcessRecord, split_result
 from ledger.errors import AlreadyExists, BudgetExceeded, InvalidState, MVCCConflict, NotFound, transient
 from ledger.identity import Consortium
 from ledger.outage import LedgerOutage, PatientLedger
 from wire import timing
+from wire.canonical import canonical_json
 
 __all__ = ["NodeAgent", "RoundOutcome"]
 
@@ -590,9 +591,13 @@ class NodeAgent:
         with timing.section("artifact_io"):
             self.round_files.store_outputs(pid, rnd, outputs.state, outputs.outbox, outputs.model)
         self.faults.reached("before_complete", rnd)
+        # the task signed its whole manifest (verified by verify_outputs); the ledger gets the public
+        # form, its metrics, data commitment and validation scores replaced by the salted digest of
+        # that confidential part, signed with the same task key (docs/confidentiality.md)
+        public, confidential = split_result(outputs.manifest, secrets.token_hex(32))
         try:
             self._written[pid] = self._retry(
-                self.client.complete_task, outputs.manifest_bytes, outputs.signature
+                self.client.complete_task, public, key.sign(canonical_json(public)), confidential
             )
         except BudgetExceeded as exc:
             # the contract refused the round: it would exceed the process's privacy budget

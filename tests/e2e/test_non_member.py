@@ -21,7 +21,9 @@ from tests.e2e.conftest import dpsda_case
 from tests.e2e.test_process import start
 
 #: the kinds kept in the members' private collections (the rest is still in every block)
-PRIVATE_KINDS: frozenset[str] = frozenset({"hyperparameters", "privacy_budget"})
+PRIVATE_KINDS: frozenset[str] = frozenset(
+    {"hyperparameters", "privacy_budget", "metrics", "epsilon", "data_commitments"}
+)
 MEMBERS = ("Org1MSP", "Org2MSP")
 
 

@@ -213,13 +213,15 @@ def test_disclosed_data_differing_by_one_row_names_the_input_data(audited, tmp_p
     from audit.disclosure import DisclosedTask, seal_info
     from exchange.sealing import seal
 
+    first = next(t for t in bundle.tasks if t.round == 1)
     altered = type(bundle)(
         bundle.process_id,
         bundle.organisation,
         bundle.recipient,
         bundle.data_salt,
         buf.getvalue(),
-        (DisclosedTask(1, None, {}),),
+        (DisclosedTask(1, None, {}, first.confidential),),  # the round's confidential part, as disclosed
+        bundle.private_terms,
     )
     sealed = seal(
         p.consortium.encryption_certificate(AUDITOR), altered.to_json(), seal_info(PID, ORGS[0], AUDITOR)
