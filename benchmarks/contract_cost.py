@@ -8,8 +8,9 @@ Each workload then runs ``invoke`` many times, each time on a fresh
 :class:`ledger.embedded.simulation.TxSimulator` over that committed state (a simulation writes
 nothing, so every call sees the same state): the figure is the contract's own work (argument
 limits, creator, reads from SQLite, validation, canonical JSON of what is stored and answered),
-without signing, endorsement, ordering or commit. ``complete_task`` includes one ECDSA P-256
-verification.
+without signing, endorsement, ordering or commit. ``complete_task`` (the public form the node agent
+sends, its confidential part in the transient map) includes one ECDSA P-256 verification and the
+private copy written for each member.
 
 Times are CPU time of the calling thread (``time.thread_time``), so other processes on the machine
 do not count, but they still slow a call down (shared caches and cores). So calls are timed in
@@ -24,6 +25,7 @@ import argparse
 import base64
 import json
 import os
+import secrets
 import statistics
 import tempfile
 import time
@@ -33,8 +35,9 @@ from pathlib import Path
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from chaincode import dispatch
+from chaincode.records import RESULT_CONFIDENTIAL
 from executor.consent import give_consent
-from ledger.client import ConsortiaClient, private_terms_transient, process_transient
+from ledger.client import ConsortiaClient, private_terms_transient, process_transient, split_result
 from ledger.embedded import EmbeddedLedger
 from ledger.embedded.simulation import TxSimulator
 from ledger.identity import Consortium, public_key_pem, sign
@@ -77,7 +80,8 @@ def _complete(client: ConsortiaClient, pid: str, rnd: int, consortium: tuple[str
     key = ec.generate_private_key(ec.SECP256R1())
     client.create_task(pid, rnd, key.public_key(), "sandbox")
     result = _result(pid, rnd, client.organisation, consortium, model)
-    client.complete_task(result, sign(key, canonical_json(result)))
+    public, confidential = split_result(result, secrets.token_hex(32))  # as the node agent completes
+    client.complete_task(public, sign(key, canonical_json(public)), confidential)
 
 
 #: the transient map of a workload, by function (docs/confidentiality.md: private terms travel there)
@@ -100,12 +104,15 @@ def prepare(led: EmbeddedLedger, cons: Consortium) -> dict[str, tuple[str, list[
         _complete(c, "run", 1, members)
     key = ec.generate_private_key(ec.SECP256R1())
     c1.create_task("run", 2, key.public_key(), "sandbox")
-    result2 = _result("run", 2, "Org1MSP", members)
+    result2, confidential2 = split_result(_result("run", 2, "Org1MSP", members), secrets.token_hex(32))
     signature2 = base64.b64encode(sign(key, canonical_json(result2))).decode()
     c1.create_process("idle", "bench:1", members, topology, 3, hyperparameters=hyper)
     give_consent(admins, "idle")  # start needs every member's acceptance
     TRANSIENT["LearningProcess:create"] = private_terms_transient(hyper, None)
-    TRANSIENT["ExecutionRecord:complete_task"] = process_transient(c1.get_process("run")) or {}
+    TRANSIENT["ExecutionRecord:complete_task"] = {
+        **(process_transient(c1.get_process("run")) or {}),
+        RESULT_CONFIDENTIAL: confidential2.canonical(),
+    }
     pair = members[:2]
     c1.create_process("done", "bench:1", pair, {"kind": "complete", "seed": 1}, 1, hyperparameters=hyper)
     give_consent(admins, "done")

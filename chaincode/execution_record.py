@@ -10,6 +10,12 @@ network totals and the accounting used; ``epsilon_total`` is the total of the bu
 ``fail_task`` records why a task did not run or did not finish, under the same open-round and
 process-status rules as ``create_task``.
 
+For a process with private terms (``private_sha256``, every process created now) ``complete_task``
+takes the result only in its public form: the task key signs it with ``confidential_sha256`` in place
+of the metrics, the data commitment and the validation scores, which travel in the transient map
+(docs/confidentiality.md); a result signed in clear is refused (``InvalidArgument``), since the
+arguments are in every organisation's blocks. A process recorded before private terms still takes it.
+
 The result (what the task key signs) is::
 
     {process_id, round, organisation, image_digest, runtime,
@@ -68,6 +74,7 @@ from chaincode.learning_process import (
 from chaincode.limits import MAX_ARGUMENT_BYTES, MAX_FAILURE_DETAILS_BYTES, MAX_REASON_CHARS, bounded_json
 from chaincode.privacy import charge
 from chaincode.records import (
+    CONFIDENTIAL_RESULT_KEYS,
     ID_PATTERN,
     PREVIOUS_EXECUTION_PRIVATE,
     RESULT_CONFIDENTIAL,
@@ -308,6 +315,17 @@ class ExecutionRecordContract:
             )
         process = load_process(ctx, pid)
         require_member(ctx, process)
+        if process.private_sha256 is not None and result.confidential_sha256 is None:
+            # arguments are in every organisation's blocks: a process with private terms takes only the
+            # public form (a process recorded before them still takes a result signed in clear)
+            named = [k for k in CONFIDENTIAL_RESULT_KEYS if k in result.model_fields_set]
+            raise InvalidArgument(
+                f"execution result of {org} for round {rnd} of learning process {pid} is signed in clear "
+                f"(it names {[*named, 'inputs.data_commitment']}): the process keeps its results confidential; "
+                f"sign the public form, with confidential_sha256 in their place, and pass the confidential "
+                f"part in the transient map under {RESULT_CONFIDENTIAL!r}",
+                process_id=pid,
+            )
         key = self._key(ctx, pid, rnd, org)
         record = ctx.find(ExecutionRecord, key)
         if record is None:

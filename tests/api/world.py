@@ -5,6 +5,7 @@ encrypted to the consortium and published. Shared by the API tests."""
 from __future__ import annotations
 
 import hashlib
+import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from exchange.sealing import encrypt_payload, seal
 from exchange.service import HostedServices, node_store
 from exchange.store import ArtifactStore
 from executor.consent import give_consent
-from ledger.client import ConsortiaClient
+from ledger.client import ConsortiaClient, split_result
 from ledger.embedded import EmbeddedLedger
 from ledger.errors import NotFound
 from ledger.identity import Consortium, sign
@@ -139,7 +140,10 @@ def ring_process(
                     "isolated": isolated,
                     "rows": 12,
                 }
-            c.complete_task(result, sign(key, canonical_json(result)))
+            # as the node agent completes: the task key signs the public form, the metrics, data
+            # commitment and validation scores go in the transient map (docs/confidentiality.md)
+            public, confidential = split_result(result, secrets.token_hex(32))
+            c.complete_task(public, sign(key, canonical_json(public)), confidential)
             prev_state[org] = state
             for m in sent:
                 new_msgs[m["recipient"]].append({"sender": org, "digest": m["digest"]})

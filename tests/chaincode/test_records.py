@@ -26,7 +26,14 @@ from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 from chaincode import dispatch
 from chaincode.endorsement import GUARD, PLACEHOLDER
 from chaincode.errors import InvalidArgument
-from chaincode.records import PRIVATE_TERMS, ProcessRecord
+from chaincode.records import (
+    PREVIOUS_EXECUTION_PRIVATE,
+    PRIVATE_TERMS,
+    RESULT_CONFIDENTIAL,
+    ExecutionRecord,
+    ProcessRecord,
+    split_result,
+)
 from chaincode.stub import KeyValue, create_composite_key, implicit_collection
 from ledger.client import private_terms_transient
 from ledger.identity import Consortium
@@ -317,6 +324,23 @@ def scenario(crypto_dir: Path) -> dict[str, str]:
         private[pid] = {PRIVATE_TERMS: read.private_terms().canonical()}
         for org in orgs:
             consent(org, "LearningProcess:accept", pid, terms_digest)
+
+    def complete(name: str, org: str, res: dict, salt: str, previous: bytes | None = None) -> None:
+        """``org`` completes its task as the node agent does: the public form signed, the confidential
+        part (a fixed salt) and the process's private terms in the transient map."""
+        public, part = split_result(res, salt)
+        transient = {**private[res["process_id"]], RESULT_CONFIDENTIAL: part.canonical()}
+        if previous is not None:
+            transient[PREVIOUS_EXECUTION_PRIVATE] = previous
+        tx(
+            name,
+            org,
+            "ExecutionRecord:complete_task",
+            canonical_json(public).decode(),
+            _sign(keys[org], canonical_json(public)),
+            transient=transient,
+        )
+
     tx("start p", "Org2", "LearningProcess:start", "p")
     tx("start q", "Org3", "LearningProcess:start", "q")
     tx("start r", "Org1", "LearningProcess:start", "r")
@@ -332,14 +356,7 @@ def scenario(crypto_dir: Path) -> dict[str, str]:
             j({"process_id": "p", "round": 1, "public_key": _pem(keys[org]), "runtime": "sandbox"}),
         )
         res = _result("p", 1, msp, peer, **_privacy(0.5, sensitivity=2, gradient_clip=0.5))
-        tx(
-            f"complete p1 {org}",
-            org,
-            "ExecutionRecord:complete_task",
-            canonical_json(res).decode(),
-            _sign(keys[org], canonical_json(res)),
-            transient=private["p"],
-        )
+        complete(f"complete p1 {org}", org, res, f"{n:064x}")
     tx("progress p", "Org1", "LearningProcess:progress", "p")
     tx("get p", "Org2", "LearningProcess:get", "p")
     tx("inbox p1", "Org2", "ExecutionRecord:inbox", "p", "1")
@@ -351,14 +368,12 @@ def scenario(crypto_dir: Path) -> dict[str, str]:
         "ExecutionRecord:create_task",
         j({"process_id": "p", "round": 2, "public_key": _pem(keys["Org1"]), "runtime": "sandbox"}),
     )
-    tx(
-        "complete p2 Org1",
-        "Org1",
-        "ExecutionRecord:complete_task",
-        canonical_json(res).decode(),
-        _sign(keys["Org1"], canonical_json(res)),
-        transient=private["p"],
-    )
+    # the privacy charge continues from Org1's own copy of its round-1 private part (a read between)
+    stub.begin(creators["Org1"], "read p1 Org1", 1_800_000_000.0 + n * 1.25 + 0.75, "Org1MSP")
+    round1 = json.loads(dispatch.invoke(stub, "ExecutionRecord:get", ["p", "1", "Org1MSP"]))
+    stub.commit()
+    previous = ExecutionRecord.model_validate(round1).private_part().canonical()
+    complete("complete p2 Org1", "Org1", res, f"{n:064x}", previous)
     tx(
         "task p2 Org2",
         "Org2",
@@ -388,14 +403,7 @@ def scenario(crypto_dir: Path) -> dict[str, str]:
         "ExecutionRecord:create_task",
         j({"process_id": "q", "round": 1, "public_key": _pem(keys["Org3"]), "runtime": "sandbox"}),
     )
-    tx(
-        "complete q1 Org3",
-        "Org3",
-        "ExecutionRecord:complete_task",
-        canonical_json(res).decode(),
-        _sign(keys["Org3"], canonical_json(res)),
-        transient=private["q"],
-    )
+    complete("complete q1 Org3", "Org3", res, f"{n:064x}")
     tx(
         "fail q1 Org1",
         "Org1",
@@ -414,14 +422,7 @@ def scenario(crypto_dir: Path) -> dict[str, str]:
             "ExecutionRecord:create_task",
             j({"process_id": "r", "round": 1, "public_key": _pem(keys[org]), "runtime": "sandbox"}),
         )
-        tx(
-            f"complete r1 {org}",
-            org,
-            "ExecutionRecord:complete_task",
-            canonical_json(res).decode(),
-            _sign(keys[org], canonical_json(res)),
-            transient=private["r"],
-        )
+        complete(f"complete r1 {org}", org, res, f"{n:064x}")
     tx("complete r", "Org1", "LearningProcess:complete", "r")
     tx("list processes", "Org1", "LearningProcess:list")
     # models: published (p: its last round completed by Org1), granted, revoked with a key rotation
@@ -511,8 +512,10 @@ def scenario(crypto_dir: Path) -> dict[str, str]:
 # Org3's approval and the members' acceptances are in the world state); the process records' ("create
 # *", "start *", "get p", "abort q", "fail p", "complete r", "list processes", "world state") with issue
 # 32 (hyper-parameters and budget went private: the public record carries ``private_sha256``, each
-# member's collection a copy): every other transaction's answer, writes and event are unchanged, the
-# privacy charges of the completed tasks included
+# member's collection a copy); the execution records' ("complete *", "query p", "get p2", "world state")
+# with issue 32's results in the public form (the task key signs confidential_sha256, the metrics, data
+# commitment and privacy charge go in each member's copy): every other transaction's answer, writes and
+# event are unchanged
 GOLDEN: dict[str, str] = {
     "image a": "34f2a719a6b99b33d0858304a2d4923e27364037bd33a3283007f14b79c7d69c",
     "image b": "70a6149114d3460085ad202702185d8f26070a08e69277c39eac4291de075178",
@@ -527,27 +530,27 @@ GOLDEN: dict[str, str] = {
     "start q": "05c5bed64a1db804a7f7b1882f60ba1e54a87cfc1fedd4197ff2663e21b7ef04",
     "start r": "fc5a315a4d39a078131b9bdccac7bcf74b47537550084d672e9a64cd9a886357",
     "task p1 Org1": "253a0046312c13b04dc96ec22b69da4baee901696e4b9f21725151f9edb66ba6",
-    "complete p1 Org1": "fcd5a920cc19e287aafac7796f551c6e38ed56102dcd53db10b5e0ca7e72fe24",
+    "complete p1 Org1": "6c463539a5dd87bef9805da436c72bd5cb717101cd81d912011e4220f88223e9",
     "task p1 Org2": "cc9d63052ddd9750c2b30df1b987a8509a3bda838420dbf469f76c4788874319",
-    "complete p1 Org2": "7b06c52679ef772cd4a8fd78e48dde513f6de41b5c03ea0a2e37b60e61419789",
+    "complete p1 Org2": "b05a0165a9fee7703fe1446366dab25835e9ad3a263ed50a167d55dbdc7ea87e",
     "progress p": "99f51fae8a36562c8e12db0fe0820fa9d63c18214858c85c8a1e9960d49dad2b",
     "get p": "ef0f19adbe4cc4059f02474cf597c60b07046f1503fd5f1a15a96025c095aeea",
     "inbox p1": "5cd4a397f68e5715e0018a9405200ca6858c297e2353a76290279cd0f48cc370",
     "task p2 Org1": "e24341a00fb98ce0a1217073926a770c202702cc48871f19e3fee55e7590c7d3",
-    "complete p2 Org1": "efe3ddc5f60805242ddcf4fb2ada8d29a28e7a0efafe32a1b6141693c3412866",
+    "complete p2 Org1": "03cc450305995d347c3ffdd4008fec3f1f22866f2fb4947fd177926ce6124372",
     "task p2 Org2": "845dd5b0a924dee143e7ab717a7f6eb756c1cd80aff6c827dd811f66d01f5a67",
     "fail p2 Org2": "67e46aae618c4ff0ac20529cb3a9b0c121b513b5922e8723581fd7923bfea0c1",
-    "query p": "2750d77f2647a76708e295c8733f66f1e98f258ca6dac935d602bdb40fe808bd",
-    "get p2": "36220b583ef298a4b48a0f43bd997f25983e3a137fb95019474f214df50f04ba",
+    "query p": "6f1f49912d3de7f7d93e0beab3207bdbe2672b4cebe423149ad3c397546c714f",
+    "get p2": "9d11294d99fe6e1719604be175a069288a2b953a0b87a225034420c8dfaa6e87",
     "task q1 Org3": "fbb99d49502240c8b4b194a7532a1729a9f8f6919acafbee3694fe2de1a6c533",
-    "complete q1 Org3": "a4d39af09eb17d714500caa2563eb1c1c8f05a90eac758ff32c48101e5bf691b",
+    "complete q1 Org3": "8cf5f31cd2d3fca746a1bb42de7bc2d12a28ffcb195411ba2901d7a0e653bc25",
     "fail q1 Org1": "18b4c4a2f85fc5849370421e558d99c83990882867f728bc56049b28086ce075",
     "abort q": "29c809343faf8efc5015b7944248a7f84f3e18cccafd04d16ae00b76d465cee9",
     "fail p": "41b2b67fe64f989f8437c6fec46b72397812ed193fbc90b1856aec05178c4097",
     "task r1 Org1": "1d4be2e0c86d83366036232f3291f7bd0f05b68a37aad78b5523626aba148cbd",
-    "complete r1 Org1": "e78c84ecefad51b0ca4483d62c26e4c2fe81efe298af81bc81418cdeccdb32b3",
+    "complete r1 Org1": "b8e24aa5bdccc4aeaed5028079491ad18482a8fc46b3ebbf5c5c6efdec92ea30",
     "task r1 Org2": "bb1f94ca1332ab95739e5d0aaac823a6624ce15770c468c5012ae1befa2ef21f",
-    "complete r1 Org2": "62a27472cead888198cef2afdec0a602a0ca60111ae6c81366b00afec69ee64f",
+    "complete r1 Org2": "967ae1041e3f7c9edd5bcf18b70c949b271b50c0cbe95fee29b5b8f78220792b",
     "complete r": "be4a97c367a2a15a5781547622ec3dedfd30ba0282522c8ce736b02108b1ea94",
     "list processes": "e26b7a48ffca54498e2927727ffbfbaec8f3421531276903d856dfffe501770f",
     "publish p": "32cb8422dd25b89e4f2f48168819292fd7fe176da88239f798e6ee22bad6b59d",
@@ -561,7 +564,7 @@ GOLDEN: dict[str, str] = {
     "member Org1 again": "fb703df6e6702d81c1ecf9d11442e476f95500fa36ef0eafed73e9ebb4fc7e1e",
     "list members": "e849d8258b812972af7c2a431018f341fce75be2598ccb3833552c93fdb2939f",
     "get member": "ae0caa122c0a3d6cd0bf481923cc71bc34633e17a3da5c82a17cde3974b14d11",
-    "world state": "881701de31d10a6a7514ad88752095b6550d18d596fd890a71503778982720b5",
+    "world state": "1b2058749e4ad36dab419a27df54e54cc8293b25ac3dd2178bb20bc6b574ddc5",
 }
 
 

@@ -1,9 +1,11 @@
-"""Building signed execution results the way a task does (key pair per task, signature over
-the canonical JSON of the result)."""
+"""Building signed execution results the way a task does (key pair per task), and completing tasks the
+way the node agent does: the task key signs the public form of the result, whose confidential part
+(metrics, data commitment, validation scores) travels in the transient map (docs/confidentiality.md)."""
 
 from __future__ import annotations
 
 import hashlib
+import secrets
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -11,7 +13,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from chaincode.canonical import canonical_json
 from chaincode.errors import NotFound
-from ledger.client import ConsortiaClient
+from chaincode.records import ResultConfidential
+from ledger.client import ConsortiaClient, ExecutionRecord, split_result
 from ledger.identity import sign
 
 IMAGE_DIGEST = "sha256:" + "ab" * 32
@@ -60,12 +63,28 @@ def make_result(
     return result
 
 
+def public_result(result: dict[str, Any]) -> tuple[dict[str, Any], ResultConfidential]:
+    """A full result as (its public form, which the task key signs; its confidential part), with a
+    fresh salt, as the node agent splits a task's manifest."""
+    return split_result(result, secrets.token_hex(32))
+
+
+def complete(
+    client: ConsortiaClient, key: ec.EllipticCurvePrivateKey, result: dict[str, Any]
+) -> ExecutionRecord:
+    """Complete a task as the node agent does: ``key`` signs the public form of the full ``result``,
+    and the confidential part goes in the transient map. The answer is the public record (a member
+    reads the values with ``get_execution``)."""
+    public, part = public_result(result)
+    return client.complete_task(public, sign(key, canonical_json(public)), part)
+
+
 def run_task(client: ConsortiaClient, process_id: str, rnd: int, **result_kw: Any) -> dict[str, Any]:
-    """Register a task key, then complete the task with a correctly signed result."""
+    """Register a task key, then complete the task with a correctly signed result (public form)."""
     key = ec.generate_private_key(ec.SECP256R1())
     client.create_task(process_id, rnd, key.public_key(), result_kw.get("runtime", "sandbox"))
     result = make_result(process_id, rnd, client.organisation, **result_kw)
-    client.complete_task(result, sign(key, canonical_json(result)))
+    complete(client, key, result)
     return result
 
 

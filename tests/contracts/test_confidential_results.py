@@ -144,6 +144,43 @@ def test_complete_task_refuses_a_confidential_part_that_does_not_match(org1, adm
     assert org1.get_execution(pid, 1, "Org1MSP").result.metrics == part.metrics
 
 
+def test_a_result_signed_in_clear_is_refused_and_nothing_is_written(org1, org2, admins, uid):
+    """A process with private terms takes a result only in its public form: the full result, correctly
+    signed by the registered task key, is refused before anything is read or written (its metrics
+    would be in every organisation's blocks), with or without a confidential part beside it."""
+    pid = new_process(admins, org1, uid, MEMBERS, rounds=1, privacy_budget=BUDGET, hyperparameters=HYPER)
+    assert org1.get_process(pid).private_sha256 is not None
+    key = ec.generate_private_key(ec.SECP256R1())
+    org1.create_task(pid, 1, key.public_key(), "sandbox")
+    before = org1.execution_history(pid, 1, "Org1MSP")
+    clear = make_result(pid, 1, "Org1MSP", metrics=private_metrics(0.5))
+    raw, sig = canonical_json(clear).decode(), base64.b64encode(sign(key, canonical_json(clear))).decode()
+    _, part = split_result(clear, secrets.token_hex(32))
+    terms = process_transient(org1.get_process(pid)) or {}
+    for transient in (terms, {**terms, RESULT_CONFIDENTIAL: part.canonical()}):
+        with pytest.raises(InvalidArgument, match="signed in clear") as refused:
+            org1.ledger.submit(
+                org1.identity,
+                "ExecutionRecord:complete_task",
+                raw,
+                sig,
+                transient=transient,
+                endorsing_organisations=list(MEMBERS),
+            )
+        assert f"transient map under {RESULT_CONFIDENTIAL!r}" in str(refused.value)
+        assert "'metrics'" in str(refused.value) and "inputs.data_commitment" in str(refused.value)
+    with pytest.raises(InvalidArgument, match="signed in clear"):  # the client sends what it is given
+        org1.complete_task(clear, sign(key, canonical_json(clear)))
+    # nothing written: the record is still the running one, with no private part, on both members
+    assert org1.execution_history(pid, 1, "Org1MSP") == before
+    for member in (org1, org2):
+        rec = _eventually(lambda m=member: m.get_execution(pid, 1, "Org1MSP"))
+        assert (rec.status, rec.result, rec.private_sha256) == ("running", None, None)
+    # the same task then completes in the public form
+    _complete(org1, pid, 1, "Org1MSP", key, private_metrics(0.5), clear["inputs"]["data_commitment"])
+    assert org2.get_execution(pid, 1, "Org1MSP").result.metrics == clear["metrics"]
+
+
 def test_budget_exceeded_still_refuses_an_over_budget_confidential_round(org1, org2, admins, uid):
     budget = {"mechanism": "laplace", "epsilon": 1.5}
     pid = new_process(admins, org1, uid, MEMBERS, rounds=2, privacy_budget=budget, hyperparameters=HYPER)

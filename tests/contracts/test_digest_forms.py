@@ -7,10 +7,8 @@ from __future__ import annotations
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from chaincode.canonical import canonical_json
 from ledger.errors import InvalidArgument
-from ledger.identity import sign
-from tests.contracts.helpers import make_result, new_process
+from tests.contracts.helpers import complete, make_result, new_process
 from wire.canonical import is_digest
 
 GOOD = "sha256:" + "ab" * 32
@@ -42,7 +40,7 @@ def test_complete_task_refuses_a_digest_with_a_trailing_newline(admins, org1, ui
     result = make_result(pid, 1, "Org1MSP")
     result["outputs"]["state"] += "\n"
     with pytest.raises(InvalidArgument):
-        org1.complete_task(result, sign(key, canonical_json(result)))
+        complete(org1, key, result)
     assert org1.get_execution(pid, 1, "Org1MSP").status == "running"  # nothing stored
     good = make_result(pid, 1, "Org1MSP")
-    assert org1.complete_task(good, sign(key, canonical_json(good))).status == "completed"
+    assert complete(org1, key, good).status == "completed"

@@ -22,8 +22,18 @@ from chaincode.errors import (
     NotFound,
     SignatureInvalid,
 )
+from chaincode.records import RESULT_CONFIDENTIAL
+from ledger.client import process_transient
 from ledger.identity import P256_ORDER, sign
-from tests.contracts.helpers import digest_of, make_result, new_process, private_metrics, run_task
+from tests.contracts.helpers import (
+    complete,
+    digest_of,
+    make_result,
+    new_process,
+    private_metrics,
+    public_result,
+    run_task,
+)
 
 
 def _task(client, pid, rnd, runtime="sandbox"):
@@ -38,8 +48,10 @@ def test_create_complete_and_read_back(admins, org1, org2, uid):
     rec = org1.get_execution(pid, 1, "Org1MSP")
     assert rec.status == "running" and rec.runtime == "sandbox" and "BEGIN PUBLIC KEY" in rec.public_key
     result = make_result(pid, 1, "Org1MSP", recipients=("Org2MSP",))
-    done = org1.complete_task(result, sign(key, canonical_json(result)))
-    assert done.status == "completed" and done.result.json_object() == result
+    done = complete(org1, key, result)  # the answer is the public record: no confidential value
+    assert done.status == "completed" and done.result.metrics == {} and done.private_sha256 is not None
+    read = org1.get_execution(pid, 1, "Org1MSP").result  # the member's read joins them back
+    assert {k: v for k, v in read.json_object().items() if k != "confidential_sha256"} == result
     assert org2.get_execution(pid, 1, "Org1MSP").result.outputs.messages[0].recipient == "Org2MSP"
 
 
@@ -94,7 +106,7 @@ def test_result_only_from_the_executing_organisation(admins, org1, org2, uid):
     key = _task(org1, pid, 1)
     result = make_result(pid, 1, "Org1MSP")
     with pytest.raises(Forbidden, match="executing organisation"):
-        org2.complete_task(result, sign(key, canonical_json(result)))
+        complete(org2, key, result)
     assert org1.get_execution(pid, 1, "Org1MSP").status == "running"
 
 
@@ -104,44 +116,48 @@ def test_result_signed_by_unregistered_key_is_refused(admins, org1, uid):
     other = ec.generate_private_key(ec.SECP256R1())
     result = make_result(pid, 1, "Org1MSP")
     with pytest.raises(SignatureInvalid, match="not signed by the key registered"):
-        org1.complete_task(result, sign(other, canonical_json(result)))
+        complete(org1, other, result)
 
 
 def test_altered_result_is_refused(admins, org1, uid):
     pid = new_process(admins, org1, uid)
     key = _task(org1, pid, 1)
-    result = make_result(pid, 1, "Org1MSP")
-    sig = sign(key, canonical_json(result))
-    result["metrics"]["loss"] = 0.01
+    public, part = public_result(make_result(pid, 1, "Org1MSP"))
+    sig = sign(key, canonical_json(public))
+    public["outputs"]["state"] = digest_of("another state")
     with pytest.raises(SignatureInvalid):
-        org1.complete_task(result, sig)
+        org1.complete_task(public, sig, part)
 
 
 def test_malformed_and_high_s_signatures_are_refused(admins, org1, ledger, consortium, uid):
     pid = new_process(admins, org1, uid)
     key = _task(org1, pid, 1)
-    result = make_result(pid, 1, "Org1MSP")
-    r, s = decode_dss_signature(key.sign(canonical_json(result), ec.ECDSA(hashes.SHA256())))
+    public, part = public_result(make_result(pid, 1, "Org1MSP"))
+    r, s = decode_dss_signature(key.sign(canonical_json(public), ec.ECDSA(hashes.SHA256())))
     high_s = encode_dss_signature(r, s if s > P256_ORDER // 2 else P256_ORDER - s)
     with pytest.raises(SignatureInvalid, match="low-S"):
-        org1.complete_task(result, high_s)
+        org1.complete_task(public, high_s, part)
     with pytest.raises(SignatureInvalid, match="malformed"):
         ledger.submit(
             consortium.identity("Org1"),
             "ExecutionRecord:complete_task",
-            canonical_json(result).decode(),
+            canonical_json(public).decode(),
             "!!notbase64",
+            transient={
+                **(process_transient(org1.get_process(pid)) or {}),
+                RESULT_CONFIDENTIAL: part.canonical(),
+            },
         )
 
 
 def test_replayed_result_is_refused(admins, org1, uid):
     pid = new_process(admins, org1, uid)
     key = _task(org1, pid, 1)
-    result = make_result(pid, 1, "Org1MSP")
-    sig = sign(key, canonical_json(result))
-    org1.complete_task(result, sig)
+    public, part = public_result(make_result(pid, 1, "Org1MSP"))
+    sig = sign(key, canonical_json(public))
+    org1.complete_task(public, sig, part)
     with pytest.raises(InvalidState, match="accepted only once"):
-        org1.complete_task(result, sig)
+        org1.complete_task(public, sig, part)
 
 
 def test_wrong_image_digest_is_refused(admins, org1, uid):
@@ -149,7 +165,7 @@ def test_wrong_image_digest_is_refused(admins, org1, uid):
     key = _task(org1, pid, 1)
     result = make_result(pid, 1, "Org1MSP", image_digest="sha256:" + "99" * 32)
     with pytest.raises(ImageMismatch, match="pins"):
-        org1.complete_task(result, sign(key, canonical_json(result)))
+        complete(org1, key, result)
 
 
 def test_result_for_a_closed_round_is_refused(admins, org1, uid):
@@ -158,7 +174,7 @@ def test_result_for_a_closed_round_is_refused(admins, org1, uid):
     org1.abort_process(pid, "stop")
     result = make_result(pid, 1, "Org1MSP")
     with pytest.raises(InvalidState, match="closed"):
-        org1.complete_task(result, sign(key, canonical_json(result)))
+        complete(org1, key, result)
 
 
 def test_result_runtime_must_match_registration(admins, org1, uid):
@@ -166,7 +182,7 @@ def test_result_runtime_must_match_registration(admins, org1, uid):
     key = _task(org1, pid, 1, runtime="container")
     result = make_result(pid, 1, "Org1MSP", runtime="sandbox")
     with pytest.raises(InvalidArgument, match="runtime"):
-        org1.complete_task(result, sign(key, canonical_json(result)))
+        complete(org1, key, result)
 
 
 def test_result_without_registered_task(admins, org1, uid):
@@ -174,7 +190,7 @@ def test_result_without_registered_task(admins, org1, uid):
     key = ec.generate_private_key(ec.SECP256R1())
     result = make_result(pid, 1, "Org1MSP")
     with pytest.raises(NotFound, match="no task registered"):
-        org1.complete_task(result, sign(key, canonical_json(result)))
+        complete(org1, key, result)
 
 
 def test_privacy_budget_is_enforced(admins, org1, org2, uid):
@@ -190,18 +206,20 @@ def test_privacy_budget_is_enforced(admins, org1, org2, uid):
     key = _task(org1, pid, 1)
     no_eps = make_result(pid, 1, "Org1MSP", metrics={"privacy_rigorous": 1})
     with pytest.raises(InvalidArgument, match="epsilon_spent"):
-        org1.complete_task(no_eps, sign(key, canonical_json(no_eps)))
+        complete(org1, key, no_eps)
     ok = make_result(pid, 1, "Org1MSP", metrics=private_metrics(0.4))
-    assert org1.complete_task(ok, sign(key, canonical_json(ok))).epsilon_total == pytest.approx(0.4)
+    complete(org1, key, ok)
+    assert org1.get_execution(pid, 1, "Org1MSP").epsilon_total == pytest.approx(0.4)
     run_task(org2, pid, 1, metrics=private_metrics(0.4))
     key2 = _task(org1, pid, 2)
     r2 = make_result(pid, 2, "Org1MSP", metrics=private_metrics(0.5))
-    assert org1.complete_task(r2, sign(key2, canonical_json(r2))).epsilon_total == pytest.approx(0.9)
+    complete(org1, key2, r2)  # continues round 1's private charge
+    assert org1.get_execution(pid, 2, "Org1MSP").epsilon_total == pytest.approx(0.9)
     run_task(org2, pid, 2, metrics=private_metrics(0.4))
     key3 = _task(org1, pid, 3)
     r3 = make_result(pid, 3, "Org1MSP", metrics=private_metrics(0.2))
     with pytest.raises(BudgetExceeded, match="over the budget"):
-        org1.complete_task(r3, sign(key3, canonical_json(r3)))
+        complete(org1, key3, r3)
     assert org1.get_execution(pid, 3, "Org1MSP").status == "running"
     failed = org1.fail_task(pid, 3, "privacy budget exhausted", {"epsilon_total": 1.1})
     assert failed.status == "failed" and failed.failure_reason == "privacy budget exhausted"
@@ -224,10 +242,10 @@ def test_nominal_epsilon_is_refused_on_a_private_process(admins, org1, uid):
     ):
         nominal = make_result(pid, 1, "Org1MSP", metrics=metrics)
         with pytest.raises(InvalidArgument, match="nominal"):
-            org1.complete_task(nominal, sign(key, canonical_json(nominal)))
+            complete(org1, key, nominal)
     below = make_result(pid, 1, "Org1MSP", metrics=private_metrics(0.1, epsilon_network_spent=0.05))
     with pytest.raises(InvalidArgument, match="below the node charge"):
-        org1.complete_task(below, sign(key, canonical_json(below)))
+        complete(org1, key, below)
     assert org1.get_execution(pid, 1, "Org1MSP").status == "running"
 
 
@@ -274,7 +292,7 @@ def test_network_zcdp_budget_records_both_observers_and_the_accounting(admins, o
     key = _task(org1, pid2, 1)
     r1 = make_result(pid2, 1, "Org1MSP", metrics=private_metrics(1.0))
     with pytest.raises(BudgetExceeded, match="network"):
-        org1.complete_task(r1, sign(key, canonical_json(r1)))
+        complete(org1, key, r1)
     assert org1.get_execution(pid2, 1, "Org1MSP").status == "running"
 
 
@@ -324,11 +342,11 @@ def test_result_must_be_well_formed(admins, org1, ledger, consortium, uid):
     result = make_result(pid, 1, "Org1MSP")
     del result["outputs"]["state"]
     with pytest.raises(InvalidArgument, match="outputs"):
-        org1.complete_task(result, sign(key, canonical_json(result)))
+        complete(org1, key, result)
     result = make_result(pid, 1, "Org1MSP")
     result["inputs"]["messages"] = [{"sender": "Org2MSP", "digest": "nope"}]
     with pytest.raises(InvalidArgument, match="digest"):
-        org1.complete_task(result, sign(key, canonical_json(result)))
+        complete(org1, key, result)
     good = digest_of("a message")
     for side, messages, needle in (
         ("inputs", {"sender": "Org2MSP"}, "result.inputs.messages must be a list"),
@@ -341,7 +359,7 @@ def test_result_must_be_well_formed(admins, org1, ledger, consortium, uid):
         result = make_result(pid, 1, "Org1MSP")
         result[side]["messages"] = messages
         with pytest.raises(InvalidArgument, match=needle):
-            org1.complete_task(result, sign(key, canonical_json(result)))
+            complete(org1, key, result)
     bad = json.dumps({"process_id": pid})
     with pytest.raises(InvalidArgument):
         ledger.submit(
@@ -375,14 +393,14 @@ def test_validation_scores_are_signed_in_the_last_round_of_a_process_with_a_slic
     key = _task(org1, pid, 1)
     early = make_result(pid, 1, "Org1MSP", validation=SCORES)
     with pytest.raises(InvalidArgument, match="only in the last round"):
-        org1.complete_task(early, sign(key, canonical_json(early)))
+        complete(org1, key, early)
     first = make_result(pid, 1, "Org1MSP")
-    org1.complete_task(first, sign(key, canonical_json(first)))
+    complete(org1, key, first)
     run_task(org2, pid, 1)
     key = _task(org1, pid, 2)
     missing = make_result(pid, 2, "Org1MSP", model_digest=digest_of("m1"))
     with pytest.raises(InvalidArgument, match="must carry its validation scores"):
-        org1.complete_task(missing, sign(key, canonical_json(missing)))
+        complete(org1, key, missing)
     for bad, message in (
         ({**SCORES, "rows": 0}, "result.validation.rows must be a positive integer"),
         ({**SCORES, "collaborative": "high"}, "result.validation.collaborative must be a finite number"),
@@ -395,7 +413,7 @@ def test_validation_scores_are_signed_in_the_last_round_of_a_process_with_a_slic
     last = make_result(
         pid, 2, "Org1MSP", model_digest=digest_of("m1"), validation={**SCORES, "isolated": 0.7}
     )
-    org1.complete_task(last, sign(key, canonical_json(last)))
+    complete(org1, key, last)
     run_task(org2, pid, 2, model_digest=digest_of("m2"), validation=SCORES)
     process = org1.get_process(pid)
     gains = {g.organisation: g for g in org1.process_gains(process)}
@@ -411,6 +429,6 @@ def test_a_process_without_a_slice_refuses_validation_scores(admins, org1, uid):
     key = _task(org1, pid, 1)
     scored = make_result(pid, 1, "Org1MSP", model_digest=digest_of("m"), validation=SCORES)
     with pytest.raises(InvalidArgument, match="only in the last round of a process with a validation slice"):
-        org1.complete_task(scored, sign(key, canonical_json(scored)))
+        complete(org1, key, scored)
     plain = make_result(pid, 1, "Org1MSP", model_digest=digest_of("m"))
-    assert org1.complete_task(plain, sign(key, canonical_json(plain))).status == "completed"
+    assert complete(org1, key, plain).status == "completed"

@@ -19,8 +19,10 @@ from chaincode.limits import (
     MAX_PROCESS_TASKS,
     process_size_problem,
 )
+from chaincode.records import RESULT_CONFIDENTIAL
+from ledger.client import process_transient
 from ledger.identity import sign
-from tests.contracts.helpers import IMAGE_DIGEST, make_result, new_process, run_task
+from tests.contracts.helpers import IMAGE_DIGEST, make_result, new_process, public_result, run_task
 
 
 def nested(depth: int) -> dict:
@@ -140,14 +142,19 @@ def test_non_finite_numbers_are_invalid_arguments(admins, org1, uid, literal):
     pid = new_process(admins, org1, uid, rounds=1)
     key = ec.generate_private_key(ec.SECP256R1())
     org1.create_task(pid, 1, key.public_key(), "sandbox")
-    result = make_result(pid, 1, "Org1MSP")
-    text = canonical_json(result).decode().replace('"loss":0.5', f'"loss":{literal}')
+    public, part = public_result(make_result(pid, 1, "Org1MSP", recipients=("Org1MSP",)))
+    text = canonical_json(public).decode().replace('"size":10', f'"size":{literal}')
+    assert literal in text
     with pytest.raises(InvalidArgument, match="not finite|finite number"):
         org1.ledger.submit(
             org1.identity,
             "ExecutionRecord:complete_task",
             text,
             __import__("base64").b64encode(sign(key, text.encode())).decode(),
+            transient={
+                **(process_transient(org1.get_process(pid)) or {}),
+                RESULT_CONFIDENTIAL: part.canonical(),
+            },
         )
     assert org1.get_execution(pid, 1, "Org1MSP").status == "running"
 

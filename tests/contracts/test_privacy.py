@@ -12,12 +12,10 @@ import pytest
 from algorithms.dpsda.framework import DPSDAConfig
 from algorithms.dpsda.privacy import GaussianComposition
 from algorithms.dpsda.step_function import gaussian_metrics
-from chaincode.canonical import canonical_json
 from chaincode.errors import BudgetExceeded, InvalidArgument, NotFound
 from chaincode.limits import PRIVACY_CAP_DELTA, PRIVACY_CAP_EPSILON
 from chaincode.privacy import gaussian_epsilon
-from ledger.identity import sign
-from tests.contracts.helpers import make_result, new_process, run_task
+from tests.contracts.helpers import complete, make_result, new_process, run_task
 from tests.contracts.test_execution_record import _task
 
 DELTA = 1e-5
@@ -50,7 +48,7 @@ def refused(client, pid: str, rnd: int, metrics: dict, error: type[Exception], m
     key = _task(client, pid, rnd)
     result = make_result(pid, rnd, client.organisation, metrics=metrics)
     with pytest.raises(error, match=match):
-        client.complete_task(result, sign(key, canonical_json(result)))
+        complete(client, key, result)
     assert client.get_execution(pid, rnd, client.organisation).status == "running"
 
 

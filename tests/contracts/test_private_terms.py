@@ -18,13 +18,21 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from audit.lineage import check_private_terms
 from chaincode.canonical import canonical_json
-from chaincode.records import PRIVATE_TERMS, PrivateTerms
+from chaincode.records import PRIVATE_TERMS, RESULT_CONFIDENTIAL, PrivateTerms
 from ledger.client import ConsortiaClient, private_terms_transient, process_transient
 from ledger.embedded import EmbeddedLedger
 from ledger.embedded.store import private_store_path
 from ledger.errors import Forbidden, InvalidArgument, InvalidState, NotFound, PrivateDataMismatch
 from ledger.identity import sign
-from tests.contracts.helpers import IMAGE_DIGEST, consent, make_result, new_process, private_metrics
+from tests.contracts.helpers import (
+    IMAGE_DIGEST,
+    complete,
+    consent,
+    make_result,
+    new_process,
+    private_metrics,
+    public_result,
+)
 
 MEMBERS = ("Org1MSP", "Org2MSP")
 
@@ -110,8 +118,8 @@ def test_members_read_the_private_terms_and_nobody_else_holds_them(
     key = ec.generate_private_key(ec.SECP256R1())
     org1.create_task(pid, 1, key.public_key(), "sandbox")
     result = make_result(pid, 1, "Org1MSP", metrics=private_metrics(0.5))
-    done = org1.complete_task(result, sign(key, canonical_json(result)))
-    assert done.privacy is not None  # charged against the private budget
+    complete(org1, key, result)
+    assert org1.get_execution(pid, 1, "Org1MSP").privacy is not None  # charged against the private budget
     # the bytes: Org3 holds no clear-text value anywhere; Org1's store or peer does
     if host_name == "embedded":
         ledger.close()  # the WAL is checkpointed: every byte is in the files searched
@@ -159,8 +167,9 @@ def test_complete_task_refuses_private_terms_that_do_not_match_the_hash(org1, ad
     )
     key = ec.generate_private_key(ec.SECP256R1())
     org1.create_task(pid, 1, key.public_key(), "sandbox")
-    result = make_result(pid, 1, "Org1MSP", metrics=private_metrics(0.5))
-    raw, sig = canonical_json(result).decode(), base64.b64encode(sign(key, canonical_json(result))).decode()
+    public, part = public_result(make_result(pid, 1, "Org1MSP", metrics=private_metrics(0.5)))
+    raw, sig = canonical_json(public).decode(), base64.b64encode(sign(key, canonical_json(public))).decode()
+    confidential = {RESULT_CONFIDENTIAL: part.canonical()}
     mine = org1.get_process(pid).private_terms()
     looser = mine.replace(privacy_budget=mine.privacy_budget.replace(epsilon=400.0))  # a bigger budget
     for terms in (looser, mine.replace(salt="0" * 64)):
@@ -172,13 +181,21 @@ def test_complete_task_refuses_private_terms_that_do_not_match_the_hash(org1, ad
                 "ExecutionRecord:complete_task",
                 raw,
                 sig,
-                transient={PRIVATE_TERMS: terms.canonical()},
+                transient={PRIVATE_TERMS: terms.canonical(), **confidential},
+                endorsing_organisations=list(MEMBERS),
             )
     with pytest.raises(InvalidArgument, match="transient map"):
-        org1.ledger.submit(org1.identity, "ExecutionRecord:complete_task", raw, sig)
+        org1.ledger.submit(org1.identity, "ExecutionRecord:complete_task", raw, sig, transient=confidential)
     assert org1.get_execution(pid, 1, "Org1MSP").status == "running"
-    transient = process_transient(org1.get_process(pid))
-    org1.ledger.submit(org1.identity, "ExecutionRecord:complete_task", raw, sig, transient=transient)
+    transient = {**(process_transient(org1.get_process(pid)) or {}), **confidential}
+    org1.ledger.submit(
+        org1.identity,
+        "ExecutionRecord:complete_task",
+        raw,
+        sig,
+        transient=transient,
+        endorsing_organisations=list(MEMBERS),
+    )
     assert org1.get_execution(pid, 1, "Org1MSP").status == "completed"
 
 

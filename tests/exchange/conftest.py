@@ -4,6 +4,7 @@ takes part in a process), and a way to put a completed round of one organisation
 from __future__ import annotations
 
 import os
+import secrets
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -13,7 +14,7 @@ from exchange.readers import StaticReaders
 from exchange.sealing import seal
 from exchange.service import ArtifactServer
 from exchange.store import ArtifactStore
-from ledger.client import ConsortiaClient
+from ledger.client import ConsortiaClient, split_result
 from ledger.embedded import EmbeddedLedger
 from ledger.errors import NotFound
 from ledger.identity import Consortium, sign
@@ -57,7 +58,8 @@ def complete_round(
     model: dict[str, object] | None = None,
 ) -> None:
     """``client``'s organisation registers a task key and completes round ``rnd`` with a signed result
-    naming ``state``, the output ``messages`` ({recipient, digest, size}) and ``model`` ({digest, size})."""
+    naming ``state``, the output ``messages`` ({recipient, digest, size}) and ``model`` ({digest, size}):
+    its public form, the metrics and the data commitment in the transient map."""
     key = ec.generate_private_key(ec.SECP256R1())
     client.create_task(pid, rnd, key.public_key(), "sandbox")
     result = {
@@ -72,7 +74,8 @@ def complete_round(
         "started": "2026-01-01T00:00:00Z",
         "finished": "2026-01-01T00:00:01Z",
     }
-    client.complete_task(result, sign(key, canonical_json(result)))
+    public, confidential = split_result(result, secrets.token_hex(32))  # as the node agent completes
+    client.complete_task(public, sign(key, canonical_json(public)), confidential)
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ import collections
 import hashlib
 import json
 import os
+import secrets
 import subprocess
 import sys
 import threading
@@ -20,7 +21,8 @@ import pytest
 from algorithms.simulator import simulate
 from algorithms.task_runtime import save_dataset
 from algorithms.topologies.static import ring
-from chaincode.errors import InvalidState, SignatureInvalid
+from chaincode.errors import InvalidArgument, InvalidState, SignatureInvalid
+from chaincode.records import RESULT_CONFIDENTIAL
 from exchange.errors import ArtifactCorrupted
 from exchange.readers import LedgerReaders
 from exchange.service import ArtifactServer, HostedServices, node_store
@@ -34,7 +36,13 @@ from executor.node.checkpoints import CHECKPOINTS
 from executor.runtimes.sandbox import SandboxRuntime
 from executor.task_keys import TaskKey
 from executor.tasks import run_isolated_task
-from ledger.client import ConsortiaClient, creation_endorsers, private_terms_transient, process_transient
+from ledger.client import (
+    ConsortiaClient,
+    creation_endorsers,
+    private_terms_transient,
+    process_transient,
+    split_result,
+)
 from ledger.embedded import EmbeddedLedger
 from tests.executor.conftest import ROOT, altered_recipe, make_dataset
 from tests.support.faults import kill_at_environment
@@ -472,30 +480,37 @@ def test_forged_or_altered_result_signature_is_rejected_by_the_chaincode(tmp_pat
         {},
         bundle_dir=bundle.location,
     )
-    good_sig = base64.b64encode(out.signature).decode()
-    altered = json.loads(out.manifest_bytes)
-    altered["outputs"]["state"] = "sha256:" + "0" * 64
+    # the agent's form (docs/confidentiality.md): the task key signs the public result; the confidential
+    # part and Org1's copy of the private terms (the privacy charge) travel in the transient map
+    public, confidential = split_result(out.manifest, secrets.token_hex(32))
+    raw = canonical_json(public).decode()
+    good_sig = base64.b64encode(key.sign(canonical_json(public))).decode()
+    private = {**(process_transient(process) or {}), RESULT_CONFIDENTIAL: confidential.canonical()}
+    altered = {**public, "outputs": {**public["outputs"], "state": "sha256:" + "0" * 64}}
     with pytest.raises(SignatureInvalid):
         platform.submit(
-            "Org1MSP", "ExecutionRecord:complete_task", canonical_json(altered).decode(), good_sig
+            "Org1MSP",
+            "ExecutionRecord:complete_task",
+            canonical_json(altered).decode(),
+            good_sig,
+            transient=private,
         )
-    forged = base64.b64encode(TaskKey.generate().sign(out.manifest_bytes)).decode()
+    forged = base64.b64encode(TaskKey.generate().sign(canonical_json(public))).decode()
     with pytest.raises(SignatureInvalid):
-        platform.submit("Org1MSP", "ExecutionRecord:complete_task", out.manifest_bytes.decode(), forged)
-    # the privacy charge's private terms, from Org1's own copy (docs/confidentiality.md)
-    private = process_transient(process)
-    rec = platform.submit(
-        "Org1MSP", "ExecutionRecord:complete_task", out.manifest_bytes.decode(), good_sig, transient=private
-    )
-    assert rec["status"] == "completed"
-    with pytest.raises(InvalidState):
+        platform.submit("Org1MSP", "ExecutionRecord:complete_task", raw, forged, transient=private)
+    # the task's own signature over its full manifest (metrics in clear) is refused for this process
+    with pytest.raises(InvalidArgument, match="signed in clear"):
         platform.submit(
             "Org1MSP",
             "ExecutionRecord:complete_task",
             out.manifest_bytes.decode(),
-            good_sig,
+            base64.b64encode(out.signature).decode(),
             transient=private,
         )
+    rec = platform.submit("Org1MSP", "ExecutionRecord:complete_task", raw, good_sig, transient=private)
+    assert rec["status"] == "completed"
+    with pytest.raises(InvalidState):
+        platform.submit("Org1MSP", "ExecutionRecord:complete_task", raw, good_sig, transient=private)
 
 
 def _agent_cmd(platform, org, pid, runtime="sandbox"):
