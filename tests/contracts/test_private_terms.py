@@ -33,20 +33,9 @@ from tests.contracts.helpers import (
     private_metrics,
     public_result,
 )
+from tests.support.fabric import eventually
 
 MEMBERS = ("Org1MSP", "Org2MSP")
-
-
-def _eventually(fn, timeout: float = 30.0):
-    """``fn()`` once it stops raising NotFound (on Fabric, a member's peer commits a moment later)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return fn()
-        except NotFound:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.5)
 
 
 def _distinctive() -> tuple[dict, dict, list[bytes]]:
@@ -97,13 +86,13 @@ def test_members_read_the_private_terms_and_nobody_else_holds_them(
         admins, org1, uid, MEMBERS, rounds=1, privacy_budget=budget, hyperparameters=hyper, start=False
     )
     for member in (org1, org2):
-        read = _eventually(lambda member=member: member.get_process(pid))
+        read = eventually(lambda member=member: member.get_process(pid))
         assert read.hyperparameters == hyper
         assert read.privacy_budget is not None and read.privacy_budget.epsilon == budget["epsilon"]
         assert read.private_sha256 == read.private_terms().digest()
         listed = next(p for p in member.list_processes() if p.id == pid)
         assert listed.hyperparameters == hyper
-    assert org1.get_process(pid).terms_digest() == _eventually(lambda: org2.get_process(pid)).terms_digest()
+    assert org1.get_process(pid).terms_digest() == eventually(lambda: org2.get_process(pid)).terms_digest()
     with pytest.raises(Forbidden):
         org3.get_process(pid)
     # the public record (what every organisation's blocks and history carry): the hash, no value
@@ -229,7 +218,7 @@ def test_members_purge_a_finished_process_private_terms_and_the_hash_stays(
     pid = new_process(
         admins, org1, uid, MEMBERS, rounds=1, privacy_budget=budget, hyperparameters=hyper, start=False
     )
-    digest = _eventually(lambda: org2.get_process(pid)).private_sha256
+    digest = eventually(lambda: org2.get_process(pid)).private_sha256
     with pytest.raises(InvalidState, match="purged only once it is completed"):
         org1.purge_process_private(pid)
     org1.abort_process(pid, "retention test")
@@ -238,7 +227,7 @@ def test_members_purge_a_finished_process_private_terms_and_the_hash_stays(
     purged = org2.purge_process_private(pid)
     assert purged.private_purged is not None and purged.private_sha256 == digest
     for member in (org1, org2):
-        read = _eventually(lambda member=member: member.get_process(pid))
+        read = eventually(lambda member=member: member.get_process(pid))
         while read.private_purged is None:  # Org1's peer commits the purge a moment later on Fabric
             time.sleep(0.5)
             read = member.get_process(pid)

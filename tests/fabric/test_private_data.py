@@ -16,6 +16,7 @@ import pytest
 from chaincode.errors import Forbidden, NotFound
 from chaincode.stub import implicit_collection
 from ledger.errors import EndorsementFailure, EndorsementPolicyFailure
+from tests.support.fabric import eventually
 
 pytestmark = pytest.mark.fabric
 
@@ -35,18 +36,6 @@ def _found_in(folder: Path, needle: bytes) -> list[str]:
     return hits
 
 
-def _eventually(fn, timeout: float = 30.0):
-    """``fn()`` once it stops raising NotFound (a peer that commits the block a moment later)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return fn()
-        except NotFound:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.5)
-
-
 def test_a_private_value_reaches_the_collections_organisations_only(fabric, fabric_ledger, fabric_ids):
     org1, org2, org3 = fabric_ids["Org1"], fabric_ids["Org2"], fabric_ids["Org3"]
     key = f"hp-{uuid.uuid4().hex[:8]}"
@@ -63,14 +52,14 @@ def test_a_private_value_reaches_the_collections_organisations_only(fabric, fabr
     assert fabric_ledger.evaluate(org1, "KV:msp") == b"Org1MSP"
     assert fabric_ledger.evaluate(org3, "KV:msp") == b"Org3MSP"
     assert fabric_ledger.evaluate(org1, "KV:private_get", C1, key) == secret
-    assert _eventually(lambda: fabric_ledger.evaluate(org2, "KV:private_get", C2, key)) == secret
+    assert eventually(lambda: fabric_ledger.evaluate(org2, "KV:private_get", C2, key)) == secret
     for collection in (C1, C2):
         with pytest.raises(Forbidden, match="not held by the executing organisation Org3MSP"):
             fabric_ledger.evaluate(org3, "KV:private_get", collection, key)
     with pytest.raises(NotFound):
         fabric_ledger.evaluate(org3, "KV:private_get", C3, key)
     digest = hashlib.sha256(secret).hexdigest().encode()
-    assert _eventually(lambda: fabric_ledger.evaluate(org3, "KV:private_hash", C1, key) or _raise()) == digest
+    assert eventually(lambda: fabric_ledger.evaluate(org3, "KV:private_hash", C1, key) or _raise()) == digest
     assert not _found_in(_peer_folder(fabric, 3), secret)
     assert _found_in(_peer_folder(fabric, 1), secret)  # the positive control
 
@@ -93,7 +82,7 @@ def test_an_implicit_collection_is_written_only_with_its_organisations_endorseme
     fabric_ledger.submit(
         org1, "KV:private_put", key, C2, transient={"value": b"w"}, endorsing_organisations=["Org2MSP"]
     )
-    assert _eventually(lambda: fabric_ledger.evaluate(org2, "KV:private_get", C2, key)) == b"w"
+    assert eventually(lambda: fabric_ledger.evaluate(org2, "KV:private_get", C2, key)) == b"w"
 
 
 def test_a_transaction_that_reads_private_data_is_endorsed_differently_by_each_organisation(
@@ -109,7 +98,7 @@ def test_a_transaction_that_reads_private_data_is_endorsed_differently_by_each_o
         org1, "KV:private_put", key, C1, C2, transient={"value": b"same"}, endorsing_organisations=both
     )
     assert fabric_ledger.evaluate(org1, "KV:private_own", key) == b"same"
-    assert _eventually(lambda: fabric_ledger.evaluate(org2, "KV:private_own", key)) == b"same"
+    assert eventually(lambda: fabric_ledger.evaluate(org2, "KV:private_own", key)) == b"same"
     with pytest.raises(EndorsementFailure):
         fabric_ledger.submit(org1, "KV:private_own", key, endorsing_organisations=both)
 

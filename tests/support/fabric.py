@@ -29,9 +29,12 @@ import signal
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
+from ledger.errors import NotFound
 from ledger.fabric.gateway import FabricLedger
 from ledger.identity import Consortium
 from network import REPO_ROOT, FabricNetwork, NetworkConfig, NetworkError
@@ -168,3 +171,19 @@ def pause_nodes(network: FabricNetwork, names: list[str], pause: bool = True) ->
 def orderer_names(network: FabricNetwork) -> list[str]:
     """The names of every orderer node of ``network``."""
     return sorted(n for n in network.running() if n.startswith("orderer"))
+
+
+T = TypeVar("T")
+
+
+def eventually(fn: Callable[[], T], timeout: float = 30.0) -> T:
+    """``fn()`` once it stops raising :class:`~ledger.errors.NotFound`: a peer that commits the block a
+    moment after the submitting client saw it committed (on Fabric, each peer commits on its own)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return fn()
+        except NotFound:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
