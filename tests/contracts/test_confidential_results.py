@@ -25,7 +25,8 @@ from ledger.embedded.store import private_store_path
 from ledger.errors import BudgetExceeded, Forbidden, InvalidArgument, PrivateDataMismatch
 from ledger.identity import sign
 from tests.contracts.helpers import make_result, new_process, private_metrics
-from tests.contracts.test_private_terms import _eventually, _holding, _org_files
+from tests.contracts.test_private_terms import _holding, _org_files
+from tests.support.fabric import eventually
 
 MEMBERS = ("Org1MSP", "Org2MSP")
 BUDGET = {"mechanism": "laplace", "epsilon": 9.0}
@@ -66,7 +67,7 @@ def test_members_read_confidential_results_and_nobody_else_holds_them(
             assert answer.result.confidential_sha256 is not None
     for member in (org1, org2):
         for rnd in (1, 2):
-            read = _eventually(lambda m=member, r=rnd: m.get_execution(pid, r, "Org1MSP"))
+            read = eventually(lambda m=member, r=rnd: m.get_execution(pid, r, "Org1MSP"))
             assert read.result is not None and read.result.metrics == fulls[rnd, "Org1MSP"]["metrics"]
             assert read.result.inputs.data_commitment == commitment
             assert read.privacy is not None and read.epsilon_total > 0
@@ -174,7 +175,7 @@ def test_a_result_signed_in_clear_is_refused_and_nothing_is_written(org1, org2, 
     # nothing written: the record is still the running one, with no private part, on both members
     assert org1.execution_history(pid, 1, "Org1MSP") == before
     for member in (org1, org2):
-        rec = _eventually(lambda m=member: m.get_execution(pid, 1, "Org1MSP"))
+        rec = eventually(lambda m=member: m.get_execution(pid, 1, "Org1MSP"))
         assert (rec.status, rec.result, rec.private_sha256) == ("running", None, None)
     # the same task then completes in the public form
     _complete(org1, pid, 1, "Org1MSP", key, private_metrics(0.5), clear["inputs"]["data_commitment"])
