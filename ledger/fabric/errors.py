@@ -55,7 +55,9 @@ _UNREACHABLE = re.compile(
     r"no route to host|unable to connect|"
     # the Gateway knows too few reachable peers to satisfy the policy (peers down, or a restarted peer
     # whose discovery has not yet learnt the others)
-    r"no combination of peers can be derived|no peer combination can satisfy|no peers available",
+    r"no combination of peers can be derived|no peer combination can satisfy|no peers available|"
+    # an organisation the caller asked to endorse (private data: every member) has no reachable peer
+    r"failed to find any endorsing peers",
     re.IGNORECASE,
 )
 _ORDERERS = re.compile(r"\borderers?\b", re.IGNORECASE)

@@ -55,6 +55,7 @@ def test_agents_ride_out_a_dead_peer_and_stopped_orderers(fabric_session, tmp_pa
     failure: list[BaseException] = []
     orderers = orderer_names(net)
     paused: list[str] = []
+    peer_down: list[float] = []  # when the victim's peer was killed and when it was started again
 
     def round_now() -> tuple[int, str]:
         pr = progress(client, pid)
@@ -70,9 +71,11 @@ def test_agents_ride_out_a_dead_peer_and_stopped_orderers(fabric_session, tmp_pa
         try:
             wait_round(2)
             faults.append(("peer killed", *round_now()))
+            peer_down.append(time.time())
             kill_node(net, victim_peer)
             time.sleep(OUTAGE_S)
             net.start_peer(1)
+            peer_down.append(time.time())
             r = round_now()[0]
             wait_round(r + 1)  # every member back at work (the round needs the victim)
             faults.append(("orderers stopped", *round_now()))
@@ -119,3 +122,12 @@ def test_agents_ride_out_a_dead_peer_and_stopped_orderers(fabric_session, tmp_pa
     said = [r.getMessage() for r in caplog.records]
     assert any(m.startswith(f"{victim}: ledger (") and "unreachable since" in m for m in said), said
     assert any("reachable again after" in m for m in said), said
+    # every member endorses a completion (its private copy, docs/confidentiality.md): while the victim's
+    # peer was down, another member's completion waited for it rather than failing
+    killed, restarted = peer_down
+    waited = {
+        r.getMessage().split(":")[0]
+        for r in caplog.records
+        if killed <= r.created <= restarted and "unreachable since" in r.getMessage()
+    }
+    assert waited - {victim}, (victim, waited, said)
