@@ -222,6 +222,12 @@ def test_an_unreachable_peer_or_orderer_is_a_transient_ledger_unavailable():
         "no peer combination can satisfy the endorsement policy",
     )
     assert isinstance(translate(lonely, "endorse", "p:1"), LedgerUnavailable)
+    # a member asked to endorse (a private copy: every member endorses) with no reachable peer; the
+    # words alone decide, whatever the status code
+    member_down = FakeRpcError(
+        grpc.StatusCode.FAILED_PRECONDITION, "failed to find any endorsing peers for org(s): Org2MSP"
+    )
+    assert isinstance(translate(member_down, "endorse", "p:1"), LedgerUnavailable)
     lost = translate(FakeRpcError(grpc.StatusCode.UNAVAILABLE, "Socket closed"), "commit", "p:1")
     assert isinstance(lost, LedgerUnavailable) and lost.outcome_unknown
 
