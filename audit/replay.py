@@ -221,9 +221,7 @@ def _with_terms(process: ProcessRecord, bundle: Bundle) -> ProcessRecord:
         raise ReplayError(
             f"the disclosure's private terms of {process.id} do not match the on-chain hash {process.private_sha256}"
         )
-    return process.view(
-        hyperparameters=terms.hyperparameters, privacy_budget=terms.privacy_budget, private_salt=terms.salt
-    )
+    return process.joined(terms)
 
 
 def _with_confidential(record: ExecutionRecord, task: DisclosedTask) -> ExecutionRecord:

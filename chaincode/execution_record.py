@@ -185,14 +185,20 @@ def transient_previous(ctx: TransactionContext, previous: dict[str, object], wha
     return part
 
 
-def joined_record(ctx: TransactionContext, key: str, record: dict[str, object]) -> dict[str, object]:
+def joined_record(
+    ctx: TransactionContext, key: str, record: dict[str, object], purged: str | None = None
+) -> dict[str, object]:
     """A stored execution record's JSON object, with the private part of the executing peer's own
     organisation's copy joined (``result`` with its confidential fields, ``epsilon_total``,
     ``privacy``, ``confidential_salt``), after checking the copy against ``private_sha256``; a record
-    without one is returned as it is. An evaluation on a member's peer: ``get``, ``query``, ``history``."""
+    without one is returned as it is, and one whose process's private data was purged (``purged``:
+    when) as it is stored, with ``private_purged``. An evaluation on a member's peer: ``get``,
+    ``query``, ``history``."""
     digest = record.get("private_sha256")
     if digest is None:
         return record
+    if purged is not None:
+        return {**record, "private_purged": purged}
     org = ctx.stub.get_msp_id()
     what = f"the execution record of {record.get('organisation')} for round {record.get('round')} of {record.get('process_id')}"
     try:
@@ -222,11 +228,11 @@ def joined_record(ctx: TransactionContext, key: str, record: dict[str, object]) 
     }
 
 
-def _joined_raw(ctx: TransactionContext, key: str, raw: bytes) -> bytes:
+def _joined_raw(ctx: TransactionContext, key: str, raw: bytes, purged: str | None) -> bytes:
     """:func:`joined_record` of stored bytes (the bytes unchanged for a record without a private part)."""
     if b'"private_sha256"' not in raw:
         return raw
-    return canonical_json(joined_record(ctx, key, json.loads(raw)))
+    return canonical_json(joined_record(ctx, key, json.loads(raw), purged))
 
 
 class ExecutionRecordContract:
@@ -490,7 +496,7 @@ class ExecutionRecordContract:
         require_member(ctx, process)
         key = self._key(ctx, process_id, _round_arg(rnd), organisation)
         raw = ctx.get_raw(key, f"execution record of {organisation} for round {rnd} of {process_id}")
-        return RawJSON(_joined_raw(ctx, key, bytes(raw)))
+        return RawJSON(_joined_raw(ctx, key, bytes(raw), process.private_purged))
 
     def query(self, ctx: TransactionContext, filter_json: str) -> RawJSON:
         """Records of a process (:class:`ExecutionRecord` as stored), optionally for one round and/or
@@ -508,7 +514,7 @@ class ExecutionRecordContract:
             attrs.append(round_key(_round(flt["round"])))
         org = flt.get("organisation")
         return RawJSON.array(
-            _joined_raw(ctx, kv.key, kv.value)
+            _joined_raw(ctx, kv.key, kv.value, process.private_purged)
             for kv in ctx.scan_raw(EXECUTION, *attrs)
             if org is None or split_composite_key(kv.key)[1][-1] == org
         )
@@ -553,5 +559,5 @@ class ExecutionRecordContract:
         versions = json.loads(raw)  # the completed version's private part joined, as get joins it
         for entry in versions if isinstance(versions, list) else versions["items"]:
             if entry.get("value") is not None:
-                entry["value"] = joined_record(ctx, key, entry["value"])
+                entry["value"] = joined_record(ctx, key, entry["value"], process.private_purged)
         return RawJSON(canonical_json(versions))

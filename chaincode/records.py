@@ -294,13 +294,16 @@ PRIVATE_TERMS = "private_terms"
 
 class PrivateTerms(Record):
     """The private part of a process's terms (docs/confidentiality.md): its hyper-parameters, its
-    privacy budget (resolved) and a salt. One copy lives in each member's implicit collection (key
+    privacy budget (resolved), its description and a salt. One copy lives in each member's implicit collection (key
     ``LearningProcess/<id>``); the public record keeps :meth:`digest` as ``private_sha256``. The salt,
     32 random bytes (hex) chosen by the creating client, keeps the digest of a guessable value (a
     learning rate) from being found by hashing candidates."""
 
     hyperparameters: dict[str, Any]
     privacy_budget: PrivacyBudget | None
+    description: str | None = None
+    """The process's free text (absent from terms recorded while the description was public, which
+    keeps their digest: the public record then carries it)."""
     salt: Annotated[str, StringConstraints(strict=True, pattern=r"^[0-9a-f]{64}$")]
 
     def digest(self) -> str:
@@ -312,7 +315,7 @@ class ProcessRecord(Record):
     """A collaborative learning process (key ``LearningProcess/<id>``, seed 003 §IV-B/C): the
     image it pins, its consortium, topology, hyper-parameters, rounds and privacy budget.
 
-    The hyper-parameters and the privacy budget are private (:class:`PrivateTerms`): the stored,
+    The hyper-parameters, the privacy budget and the description are private (:class:`PrivateTerms`): the stored,
     public record carries ``private_sha256`` instead, and ``LearningProcess:get`` answers a member
     with them joined from its own copy (``private_salt`` too). A record stored before they were
     private (no ``private_sha256``) carries them in clear."""
@@ -339,6 +342,10 @@ class ProcessRecord(Record):
     a finished process): the values are gone, ``private_sha256`` stays as evidence."""
     dataset: str = ""
     description: str = ""
+    """Private when the process's :class:`PrivateTerms` carry it (``description_private``): joined by a
+    member's read, absent from the public record. Public on a process recorded before."""
+    description_private: bool | None = None
+    """True on a member's read whose ``description`` was joined from its private copy (never stored)."""
     creator: MspId
     created_by: str = ""
     created: Timestamp
@@ -386,13 +393,30 @@ class ProcessRecord(Record):
             terms["private_sha256"] = self.private_sha256
         return terms
 
+    def joined(self, terms: PrivateTerms) -> ProcessRecord:
+        """This (public) record with ``terms`` joined, as a member reads it (never stored); the caller
+        has checked them against ``private_sha256``."""
+        described = (
+            {} if terms.description is None else {"description": terms.description, "description_private": True}
+        )
+        return self.view(
+            hyperparameters=terms.hyperparameters,
+            privacy_budget=terms.privacy_budget,
+            private_salt=terms.salt,
+            **described,
+        )
+
     def private_terms(self) -> PrivateTerms:
         """The private part of a member's read of the process (what it passes in the transient map
         to a transaction that needs it); ValueError on a record that has none joined."""
         if self.private_sha256 is None or self.private_salt is None:
             raise ValueError(f"learning process {self.id}: no private part joined to this record")
+        extra = {"description": self.description} if self.description_private else {}
         return PrivateTerms(
-            hyperparameters=self.hyperparameters, privacy_budget=self.privacy_budget, salt=self.private_salt
+            hyperparameters=self.hyperparameters,
+            privacy_budget=self.privacy_budget,
+            salt=self.private_salt,
+            **extra,
         )
 
     def terms_digest(self) -> str:
@@ -720,6 +744,9 @@ class ExecutionRecord(Record):
     collection, docs/confidentiality.md); None: a record whose result is signed in clear."""
     confidential_salt: str | None = None
     """The salt of the result's confidential part (a member's read only; never stored)."""
+    private_purged: Timestamp | None = None
+    """When the process's members purged its private data (``LearningProcess:purge_private``): a read
+    then answers the public record, its ``private_sha256`` the evidence (never stored)."""
 
     def private_part(self) -> ExecutionPrivate:
         """The private part of a member's joined read (what the next round's completion passes in
