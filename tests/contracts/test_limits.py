@@ -114,9 +114,7 @@ def test_oversized_arguments_are_refused(org1, uid):
                     "rounds": 1,
                 }
             ),
-            transient={
-                PRIVATE_TERMS: canonical_json({"description": {"not": "text"}, "salt": "0" * 64})
-            },
+            transient={PRIVATE_TERMS: canonical_json({"description": {"not": "text"}, "salt": "0" * 64})},
         )
     with pytest.raises(InvalidArgument, match="argument 2 is .* bytes"):
         org1.revoke_image(f"lim-{uid}:1", "r" * (MAX_ARGUMENT_BYTES + 1))

@@ -139,7 +139,9 @@ def test_private_terms_in_the_arguments_are_refused(org1, uid):
         "rounds": 1,
     }
     for named in ({"hyperparameters": {"lr": 0.1}}, {"description": "for client X"}):
-        with pytest.raises(InvalidArgument, match=f"names \\['{next(iter(named))}'\\].*go in the transient map"):
+        with pytest.raises(
+            InvalidArgument, match=f"names \\['{next(iter(named))}'\\].*go in the transient map"
+        ):
             org1.ledger.submit(
                 org1.identity,
                 "LearningProcess:create",
