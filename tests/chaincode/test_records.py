@@ -685,3 +685,36 @@ def test_a_signed_result_is_answered_exactly_as_signed():
     schema = TypeAdapter(ExecutionRecord).json_schema(mode="serialization")
     assert schema["properties"]["result"]["anyOf"][0] == {"$ref": "#/$defs/ExecutionResult"}
     assert "ResultOutputs" in schema["$defs"] and "OutputMessage" in schema["$defs"]
+
+
+def test_a_results_parties_are_confidential_and_older_forms_keep_theirs():
+    """``split_result`` moves each message's sender and recipient into the confidential part (the
+    signed form keeps digests, sizes and provenance); a member's join restores them, and the part
+    rebuilt from the join hashes to the signed ``confidential_sha256``. A result signed before the
+    parties were confidential (``confidential_sha256`` without ``confidential_parties``) keeps its
+    parties in its signed form."""
+    from chaincode.records import ExecutionResult, ResultConfidential, signed_result, split_result
+
+    full = _result("p", 2, "Org1MSP", ["Org2MSP", "Org3MSP"])
+    public, part = split_result(full, "ab" * 32)
+    assert public["confidential_parties"] is True and b'"recipient"' not in canonical_json(public)
+    assert b'"sender"' not in canonical_json(public)
+    assert [m["size"] for m in public["outputs"]["messages"]] == [102, 102]
+    assert part.senders == ["Org2MSP", "Org3MSP"] and part.recipients == ["Org2MSP", "Org3MSP"]
+    result = ExecutionResult.model_validate(public)
+    joined = result.joined(part)
+    assert [m.recipient for m in joined.outputs.messages] == ["Org2MSP", "Org3MSP"]
+    assert [m.sender for m in joined.inputs.messages] == ["Org2MSP", "Org3MSP"]
+    assert joined.signed_form() == public  # a joined read verifies over what was signed
+    assert joined.confidential_part("ab" * 32).digest() == public["confidential_sha256"]
+    # older: the parties were signed in clear next to the hash; they stay in the signed form
+    older = {k: v for k, v in full.items() if k not in ("metrics",)}
+    older["inputs"] = {k: v for k, v in full["inputs"].items() if k != "data_commitment"}
+    old_part = ResultConfidential(  # as split_result made it then (validation given, null)
+        metrics=full["metrics"], data_commitment=_digest("data Org1MSP"), validation=None, salt="cd" * 32
+    )
+    older["confidential_sha256"] = old_part.digest()
+    assert signed_result(older) == older
+    old_joined = ExecutionResult.model_validate(older).joined(old_part)
+    assert old_joined.signed_form() == older
+    assert old_joined.confidential_part("cd" * 32).digest() == older["confidential_sha256"]
