@@ -31,7 +31,10 @@ reason in :attr:`Needles.skipped`:
 - ``metrics``: each pair of each completed task's signed metrics, and its validation scores;
 - ``epsilon``: each completed task's ``epsilon_total`` and every field of its privacy charge (spent
   and total ε and ρ of both observers, accounting, scope, sensitivity, clip);
-- ``data_commitments``: each completed task's data commitment (``sha256:<hex>``).
+- ``data_commitments``: each completed task's data commitment (``sha256:<hex>``);
+- ``recipients``: who each completed task sent its messages to, one needle per (sender, recipients):
+  the canonical pair ``"recipient":"Org2MSP"`` of each message (the form a result signed with its
+  parties in clear stores) and ``"recipients":[...]``, the list its confidential part stores.
 
 Not counted: digests of states, messages and models (they are hashes, which the channel keeps by
 design), and the member list. A positive control runs the same needles over a member's files, which
@@ -48,7 +51,7 @@ from typing import Any
 from ledger.client import ExecutionRecord, ProcessRecord
 from wire.canonical import canonical_json
 
-KINDS = ("hyperparameters", "privacy_budget", "metrics", "epsilon", "data_commitments")
+KINDS = ("hyperparameters", "privacy_budget", "metrics", "epsilon", "data_commitments", "recipients")
 MIN_BYTES = 8  #: a form shorter than this matches by chance
 MIN_BARE = 8  #: a float's bare canonical text at least this long is a form of its own
 
@@ -185,6 +188,10 @@ def process_needles(process: ProcessRecord, executions: Iterable[ExecutionRecord
         out.add("epsilon", f"{at} epsilon_total", "epsilon_total", rec.epsilon_total)
         if rec.privacy is not None:
             _scalars("epsilon", f"{at} privacy", rec.privacy.to_dict(), out)
+        recipients = [m.recipient for m in rec.result.outputs.messages]
+        if recipients and all(r is not None for r in recipients):  # None: a public read, not joined
+            forms = (_pair("recipients", recipients), *sorted({_pair("recipient", r) for r in recipients}))
+            out.forms.setdefault(("recipients", forms), []).append(f"{at} recipients")
         commitment = rec.result.inputs.data_commitment
         if commitment is not None:  # None: a public read, the commitment not joined
             out.forms.setdefault(("data_commitments", (commitment.encode(),)), []).append(

@@ -382,7 +382,7 @@ def check_lineage(
 
 
 def check_private_terms(process: Mapping[str, Any]) -> str:
-    """The process's private terms (hyper-parameters, privacy budget and salt), when the record
+    """The process's private terms (hyper-parameters, privacy budget, description and salt), when the record
     carries them -- a member's read, or a bundle a member exported -- hash to the ``private_sha256``
     that the chain records (docs/confidentiality.md); ValueError if they do not."""
     digest = process.get("private_sha256")
@@ -392,16 +392,17 @@ def check_private_terms(process: Mapping[str, Any]) -> str:
         return f"purged on {process['private_purged']}, hash-attested: {digest}"
     if process.get("private_salt") is None:
         return f"not carried: only the chain's hash {digest}"
-    got = PrivateTerms.model_validate(
-        {
-            "hyperparameters": process.get("hyperparameters", {}),
-            "privacy_budget": process.get("privacy_budget"),
-            "salt": process["private_salt"],
-        }
-    ).digest()
+    terms = {
+        "hyperparameters": process.get("hyperparameters", {}),
+        "privacy_budget": process.get("privacy_budget"),
+        "salt": process["private_salt"],
+    }
+    if process.get("description_private"):  # terms recorded since the description is private
+        terms["description"] = process.get("description", "")
+    got = PrivateTerms.model_validate(terms).digest()
     if got != digest:
         raise ValueError(
             f"the private terms of learning process {process['id']} hash to {got}, "
             f"but the chain records {digest}"
         )
-    return f"hyper-parameters and privacy budget carried, matching the on-chain hash {digest}"
+    return f"private terms carried, matching the on-chain hash {digest}"

@@ -221,9 +221,7 @@ def _with_terms(process: ProcessRecord, bundle: Bundle) -> ProcessRecord:
         raise ReplayError(
             f"the disclosure's private terms of {process.id} do not match the on-chain hash {process.private_sha256}"
         )
-    return process.view(
-        hyperparameters=terms.hyperparameters, privacy_budget=terms.privacy_budget, private_salt=terms.salt
-    )
+    return process.joined(terms)
 
 
 def _with_confidential(record: ExecutionRecord, task: DisclosedTask) -> ExecutionRecord:
@@ -298,7 +296,8 @@ def replay_task(
     ins = result.inputs
     v.differ("input data", ins.data_commitment, data_commitment(bundle.data_salt, bundle.dataset))
     v.differ("previous state", ins.state, None if task.state is None else sha256_digest(task.state))
-    signed_in = {m.sender: m.digest for m in ins.messages}
+    # a message's party is None when its confidential part was not disclosed (or did not match)
+    signed_in = {m.sender or f"undisclosed sender {i}": m.digest for i, m in enumerate(ins.messages)}
     for sender in sorted(set(signed_in) | set(task.inbox)):
         got = task.inbox.get(sender)
         v.differ(
@@ -335,7 +334,7 @@ def replay_task(
     outs = result.outputs
     v.differ("profile", _profile_id(recorded_profile), _profile_id(out.manifest.get("numeric_profile")))
     v.differ("output state", outs.state, sha256_digest(out.state))
-    signed_out = {m.recipient: m.digest for m in outs.messages}
+    signed_out = {m.recipient or f"undisclosed recipient {i}": m.digest for i, m in enumerate(outs.messages)}
     for recipient in sorted(set(signed_out) | set(out.outbox)):
         got = out.outbox.get(recipient)
         v.differ(

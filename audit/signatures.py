@@ -19,7 +19,7 @@ from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from executor.task_keys import TaskSignatureInvalid, check_task_signature
-from ledger.client import ExecutionResult, ResultConfidential, signed_result
+from ledger.client import ExecutionResult, signed_result
 
 
 class CertificateInvalid(ValueError):
@@ -48,7 +48,7 @@ def check_record_signature(record: Mapping[str, Any] | Any) -> None:
 
 def _check_joined_part(result: Any, salt: Any) -> None:
     """A confidential result read with its part joined: the part (metrics, data commitment, validation
-    scores, with the record's ``confidential_salt``) must hash to the signed ``confidential_sha256``,
+    scores, the messages' senders and recipients, with the record's ``confidential_salt``) must hash to the signed ``confidential_sha256``,
     which the signature covers. A public result (nothing joined) has nothing more to check."""
     if result is None:
         return
@@ -59,14 +59,8 @@ def _check_joined_part(result: Any, salt: Any) -> None:
     if "metrics" not in data and "validation" not in data and "data_commitment" not in inputs:
         return
     try:
-        part = ResultConfidential.model_validate(
-            {
-                "metrics": data.get("metrics"),
-                "data_commitment": inputs.get("data_commitment"),
-                "validation": data.get("validation"),
-                "salt": salt,
-            }
-        )
+        joined = result if isinstance(result, ExecutionResult) else ExecutionResult.model_validate(data)
+        part = joined.confidential_part(salt)
     except ValueError:
         raise TaskSignatureInvalid(
             "its joined confidential part is incomplete (it does not verify)"

@@ -89,7 +89,7 @@ from chaincode.records import (
     ResultConfidential,
     check_result,
 )
-from chaincode.stub import PrivateDataUnavailable, implicit_collection, split_composite_key
+from chaincode.stub import KeyValue, PrivateDataUnavailable, implicit_collection, split_composite_key
 
 P256_HALF_ORDER = 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551 // 2
 
@@ -117,22 +117,47 @@ def _load_public_key(pem: str) -> ec.EllipticCurvePublicKey:
     return key
 
 
-Inbox = tuple[str, str, str | None, tuple[tuple[str, OutputMessage], ...]]
+Inbox = tuple[str, str, str | None, tuple[tuple[str | None, OutputMessage], ...]]
 
 
 def _inbox_summary(record: dict[str, object]) -> Inbox:
     """What ``inbox`` needs of a record's stored JSON: organisation, status, state digest (completed
-    only) and each output message with its recipient -- immutable, so it can be shared between calls."""
+    only) and each output message with its recipient (None: confidential, in the members' private
+    copies) -- immutable, so it can be shared between calls."""
     result = record.get("result")
     outputs = (result.get("outputs") if isinstance(result, dict) else None) or {}
     completed = record["status"] == "completed"
-    messages = tuple((m["recipient"], OutputMessage.model_validate(m)) for m in outputs.get("messages", ()))
+    messages = tuple(
+        (m.get("recipient"), OutputMessage.model_validate(m)) for m in outputs.get("messages", ())
+    )
     return (
         str(record["organisation"]),
         str(record["status"]),
         outputs.get("state") if completed else None,
         messages,
     )
+
+
+def _check_confidential_parties(result: ExecutionResult, part: ResultConfidential) -> None:
+    """A result with ``confidential_parties`` has its part name one sender per input message and one
+    recipient per output message; a result without has a part naming none."""
+    what = f"the confidential part of the result of {result.organisation} for round {result.round}"
+    if not result.confidential_parties:
+        if part.senders is not None or part.recipients is not None:
+            raise InvalidArgument(
+                f"{what} names senders or recipients, but the signed result does not declare "
+                "confidential_parties"
+            )
+        return
+    for kind, messages, parties, name in (
+        ("input", result.inputs.messages, part.senders, "senders"),
+        ("output", result.outputs.messages, part.recipients, "recipients"),
+    ):
+        if parties is None or len(parties) != len(messages):
+            raise InvalidArgument(
+                f"{what} must list {name} for the result's {len(messages)} {kind} message(s), got "
+                f"{'none' if parties is None else len(parties)}"
+            )
 
 
 _Part = TypeVar("_Part", ResultConfidential, ExecutionPrivate)
@@ -185,14 +210,20 @@ def transient_previous(ctx: TransactionContext, previous: dict[str, object], wha
     return part
 
 
-def joined_record(ctx: TransactionContext, key: str, record: dict[str, object]) -> dict[str, object]:
+def joined_record(
+    ctx: TransactionContext, key: str, record: dict[str, object], purged: str | None = None
+) -> dict[str, object]:
     """A stored execution record's JSON object, with the private part of the executing peer's own
     organisation's copy joined (``result`` with its confidential fields, ``epsilon_total``,
     ``privacy``, ``confidential_salt``), after checking the copy against ``private_sha256``; a record
-    without one is returned as it is. An evaluation on a member's peer: ``get``, ``query``, ``history``."""
+    without one is returned as it is, and one whose process's private data was purged (``purged``:
+    when) as it is stored, with ``private_purged``. An evaluation on a member's peer: ``get``,
+    ``query``, ``history``."""
     digest = record.get("private_sha256")
     if digest is None:
         return record
+    if purged is not None:
+        return {**record, "private_purged": purged}
     org = ctx.stub.get_msp_id()
     what = f"the execution record of {record.get('organisation')} for round {record.get('round')} of {record.get('process_id')}"
     try:
@@ -222,11 +253,23 @@ def joined_record(ctx: TransactionContext, key: str, record: dict[str, object]) 
     }
 
 
-def _joined_raw(ctx: TransactionContext, key: str, raw: bytes) -> bytes:
+def _joined_raw(ctx: TransactionContext, key: str, raw: bytes, purged: str | None) -> bytes:
     """:func:`joined_record` of stored bytes (the bytes unchanged for a record without a private part)."""
     if b'"private_sha256"' not in raw:
         return raw
-    return canonical_json(joined_record(ctx, key, json.loads(raw)))
+    return canonical_json(joined_record(ctx, key, json.loads(raw), purged))
+
+
+def _routed(
+    ctx: TransactionContext, kv: KeyValue, purged: str | None
+) -> tuple[tuple[str | None, OutputMessage], ...]:
+    """The output messages of a record whose recipients are confidential, each with its recipient from
+    the executing peer's own organisation's private copy (checked against the on-chain hash:
+    :func:`joined_record`); after a purge, none has one."""
+    result = joined_record(ctx, kv.key, json.loads(kv.value), purged).get("result")
+    outputs = result.get("outputs") if isinstance(result, dict) else None
+    messages = outputs.get("messages", ()) if isinstance(outputs, dict) else ()
+    return tuple((m.get("recipient"), OutputMessage.model_validate(m)) for m in messages)
 
 
 class ExecutionRecordContract:
@@ -326,6 +369,18 @@ class ExecutionRecordContract:
                 f"part in the transient map under {RESULT_CONFIDENTIAL!r}",
                 process_id=pid,
             )
+        if (
+            process.private_sha256 is not None
+            and not result.confidential_parties
+            and (result.inputs.messages or result.outputs.messages)
+        ):
+            raise InvalidArgument(
+                f"execution result of {org} for round {rnd} of learning process {pid} names its messages' "
+                f"senders and recipients in clear: the process keeps who sends to whom confidential; sign "
+                f"the public form with confidential_parties, the parties in the part passed under "
+                f"{RESULT_CONFIDENTIAL!r}",
+                process_id=pid,
+            )
         key = self._key(ctx, pid, rnd, org)
         record = ctx.find(ExecutionRecord, key)
         if record is None:
@@ -366,6 +421,8 @@ class ExecutionRecordContract:
             ) from None
         # a confidential result: its part from the transient map, checked against the signed hash
         confidential = None if result.confidential_sha256 is None else transient_confidential(ctx, result)
+        if confidential is not None:
+            _check_confidential_parties(result, confidential)
         metrics = result.metrics if confidential is None else confidential.metrics
         scores = result.validation if confidential is None else confidential.validation
         slice_declared = bool(process.validation_fraction)
@@ -490,7 +547,7 @@ class ExecutionRecordContract:
         require_member(ctx, process)
         key = self._key(ctx, process_id, _round_arg(rnd), organisation)
         raw = ctx.get_raw(key, f"execution record of {organisation} for round {rnd} of {process_id}")
-        return RawJSON(_joined_raw(ctx, key, bytes(raw)))
+        return RawJSON(_joined_raw(ctx, key, bytes(raw), process.private_purged))
 
     def query(self, ctx: TransactionContext, filter_json: str) -> RawJSON:
         """Records of a process (:class:`ExecutionRecord` as stored), optionally for one round and/or
@@ -508,7 +565,7 @@ class ExecutionRecordContract:
             attrs.append(round_key(_round(flt["round"])))
         org = flt.get("organisation")
         return RawJSON.array(
-            _joined_raw(ctx, kv.key, kv.value)
+            _joined_raw(ctx, kv.key, kv.value, process.private_purged)
             for kv in ctx.scan_raw(EXECUTION, *attrs)
             if org is None or split_composite_key(kv.key)[1][-1] == org
         )
@@ -520,17 +577,22 @@ class ExecutionRecordContract:
         addressed to the caller (each ``{recipient, digest, size, ...}`` as in the record)."""
         process = load_process(ctx, process_id)
         require_member(ctx, process)
-        return [
-            InboxEntry(
-                organisation=org,
-                status=status,
-                state=state,
-                messages=tuple(m for recipient, m in messages if recipient == ctx.msp_id),
+        entries = list(ctx.scan_raw(EXECUTION, process_id, round_key(_round_arg(rnd))))
+        inbox = []
+        for kv, (org, status, state, messages) in zip(
+            entries, ctx.summaries(_inbox_summary, entries), strict=True
+        ):
+            if any(recipient is None for recipient, _ in messages):
+                messages = _routed(ctx, kv, process.private_purged)
+            inbox.append(
+                InboxEntry(
+                    organisation=org,
+                    status=status,
+                    state=state,
+                    messages=tuple(m for recipient, m in messages if recipient == ctx.msp_id),
+                )
             )
-            for org, status, state, messages in ctx.scan_summaries(
-                _inbox_summary, EXECUTION, process_id, round_key(_round_arg(rnd))
-            )
-        ]
+        return inbox
 
     def history(
         self,
@@ -553,5 +615,5 @@ class ExecutionRecordContract:
         versions = json.loads(raw)  # the completed version's private part joined, as get joins it
         for entry in versions if isinstance(versions, list) else versions["items"]:
             if entry.get("value") is not None:
-                entry["value"] = joined_record(ctx, key, entry["value"])
+                entry["value"] = joined_record(ctx, key, entry["value"], process.private_purged)
         return RawJSON(canonical_json(versions))

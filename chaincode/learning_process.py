@@ -120,7 +120,7 @@ def with_transient_terms(ctx: TransactionContext, process: ProcessRecord) -> Pro
             f"{process.private_sha256}",
             process_id=process.id,
         )
-    return _joined(process, terms)
+    return process.joined(terms)
 
 
 def with_own_terms(ctx: TransactionContext, process: ProcessRecord) -> ProcessRecord:
@@ -149,13 +149,7 @@ def with_own_terms(ctx: TransactionContext, process: ProcessRecord) -> ProcessRe
             process_id=process.id,
             organisation=org,
         )
-    return _joined(process, terms)
-
-
-def _joined(process: ProcessRecord, terms: PrivateTerms) -> ProcessRecord:
-    return process.view(
-        hyperparameters=terms.hyperparameters, privacy_budget=terms.privacy_budget, private_salt=terms.salt
-    )
+    return process.joined(terms)
 
 
 def organisation_status(record: dict[str, Any]) -> tuple[str, str]:
@@ -240,8 +234,8 @@ class LearningProcessContract:
 
     def create(self, ctx: TransactionContext, spec_json: str) -> ProcessRecord:
         """Create a process: ``{id, image_id, image_digest?, consortium, topology, rounds, dataset?,
-        description?, validation_fraction?}``, and its private part ``{hyperparameters?,
-        privacy_budget?, salt}`` in the transient map under :data:`PRIVATE_TERMS` (arguments are in
+        validation_fraction?}``, and its private part ``{hyperparameters?, privacy_budget?,
+        description?, salt}`` in the transient map under :data:`PRIVATE_TERMS` (arguments are in
         the block; the transient map is not). The image's digest is pinned; a privacy budget is
         validated and resolved by :func:`chaincode.privacy.parse_budget` (it requires clipping). The
         private part is written into each member's implicit collection (each copy endorsed by its
@@ -249,7 +243,7 @@ class LearningProcessContract:
         ctx.require_submitter()
         parsed = parse_json_arg(spec_json, "process specification")
         if isinstance(parsed, dict) and (
-            named := sorted({"hyperparameters", "privacy_budget"} & set(parsed))
+            named := sorted({"hyperparameters", "privacy_budget", "description"} & set(parsed))
         ):
             raise InvalidArgument(
                 f"process specification names {named}: they are private and go in the transient map under "
@@ -265,7 +259,6 @@ class LearningProcessContract:
                 "topology",
                 "rounds",
                 "dataset",
-                "description",
                 "validation_fraction",
             },
             {"id", "image_id", "consortium", "topology", "rounds"},
@@ -313,7 +306,6 @@ class LearningProcessContract:
         if (too_large := process_size_problem(rounds, len(consortium))) is not None:
             raise InvalidArgument(too_large)
         dataset = bounded_text(spec.get("dataset"), "dataset", MAX_DATASET_CHARS)
-        description = bounded_text(spec.get("description"), "process description", MAX_DESCRIPTION_CHARS)
         extra: dict[str, Any] = {}
         if "validation_fraction" in spec:
             extra["validation_fraction"] = validation_fraction(spec["validation_fraction"])
@@ -329,10 +321,11 @@ class LearningProcessContract:
             raise InvalidArgument(f"transient {PRIVATE_TERMS!r} is not UTF-8 text") from None
         private = require_keys(
             parse_json_arg(private_text, "private terms"),
-            {"hyperparameters", "privacy_budget", "salt"},
+            {"hyperparameters", "privacy_budget", "description", "salt"},
             {"salt"},
             "private terms",
         )
+        description = bounded_text(private.get("description"), "process description", MAX_DESCRIPTION_CHARS)
         salt = private["salt"]
         if not isinstance(salt, str) or not re.fullmatch(r"[0-9a-f]{64}", salt):
             raise InvalidArgument("private terms: salt must be 32 random bytes in lower-case hex")
@@ -343,6 +336,7 @@ class LearningProcessContract:
         terms = PrivateTerms(
             hyperparameters=hyper,
             privacy_budget=parse_budget(private.get("privacy_budget"), hyper),
+            description=description,
             salt=salt,
         )
         record = ProcessRecord(
@@ -355,7 +349,6 @@ class LearningProcessContract:
             rounds=rounds,
             private_sha256=terms.digest(),
             dataset=dataset,
-            description=description,
             creator=ctx.msp_id,
             created_by=ctx.subject,
             created=ctx.timestamp,
@@ -540,10 +533,11 @@ class LearningProcessContract:
         )
 
     def purge_private(self, ctx: TransactionContext, process_id: str) -> ProcessRecord:
-        """A member purges a finished process's private terms from every member's collection (Fabric
-        2.5 ``PurgePrivateData``; issue 32 "purge on request"). Each collection's owner endorses (its
-        policy), so every member's peer takes part. The public record keeps ``private_sha256`` and
-        records ``private_purged``; ``get`` then answers the public record, hash-attested."""
+        """A member purges a finished process's private data from every member's collection (Fabric
+        2.5 ``PurgePrivateData``; issue 32 "purge on request"): its private terms and the private part
+        of each of its execution records. Each collection's owner endorses (its policy), so every
+        member's peer takes part. The public records keep their ``private_sha256``; the process
+        records ``private_purged``, and reads then answer the public records, hash-attested."""
         ctx.require_submitter()
         process = load_process(ctx, process_id)
         require_member(ctx, process)
@@ -557,8 +551,12 @@ class LearningProcessContract:
                 f"it is {', '.join(TERMINAL)}"
             )
         key = ctx.key(PROCESS, process_id)
+        private_keys = [key] + [
+            kv.key for kv in ctx.scan_raw(EXECUTION, process_id) if b'"private_sha256"' in kv.value
+        ]
         for member in process.consortium:
-            ctx.stub.purge_private_data(implicit_collection(member), key)
+            for private_key in private_keys:
+                ctx.stub.purge_private_data(implicit_collection(member), private_key)
         process = process.replace(private_purged=ctx.timestamp, updated=ctx.timestamp, tx_id=ctx.tx_id)
         ctx.put(key, process)
         endorse_by_members(ctx.stub, process_id, process.consortium, key)

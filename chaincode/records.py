@@ -294,13 +294,16 @@ PRIVATE_TERMS = "private_terms"
 
 class PrivateTerms(Record):
     """The private part of a process's terms (docs/confidentiality.md): its hyper-parameters, its
-    privacy budget (resolved) and a salt. One copy lives in each member's implicit collection (key
+    privacy budget (resolved), its description and a salt. One copy lives in each member's implicit collection (key
     ``LearningProcess/<id>``); the public record keeps :meth:`digest` as ``private_sha256``. The salt,
     32 random bytes (hex) chosen by the creating client, keeps the digest of a guessable value (a
     learning rate) from being found by hashing candidates."""
 
     hyperparameters: dict[str, Any]
     privacy_budget: PrivacyBudget | None
+    description: str | None = None
+    """The process's free text (absent from terms recorded while the description was public, which
+    keeps their digest: the public record then carries it)."""
     salt: Annotated[str, StringConstraints(strict=True, pattern=r"^[0-9a-f]{64}$")]
 
     def digest(self) -> str:
@@ -312,7 +315,7 @@ class ProcessRecord(Record):
     """A collaborative learning process (key ``LearningProcess/<id>``, seed 003 §IV-B/C): the
     image it pins, its consortium, topology, hyper-parameters, rounds and privacy budget.
 
-    The hyper-parameters and the privacy budget are private (:class:`PrivateTerms`): the stored,
+    The hyper-parameters, the privacy budget and the description are private (:class:`PrivateTerms`): the stored,
     public record carries ``private_sha256`` instead, and ``LearningProcess:get`` answers a member
     with them joined from its own copy (``private_salt`` too). A record stored before they were
     private (no ``private_sha256``) carries them in clear."""
@@ -339,6 +342,10 @@ class ProcessRecord(Record):
     a finished process): the values are gone, ``private_sha256`` stays as evidence."""
     dataset: str = ""
     description: str = ""
+    """Private when the process's :class:`PrivateTerms` carry it (``description_private``): joined by a
+    member's read, absent from the public record. Public on a process recorded before."""
+    description_private: bool | None = None
+    """True on a member's read whose ``description`` was joined from its private copy (never stored)."""
     creator: MspId
     created_by: str = ""
     created: Timestamp
@@ -386,13 +393,32 @@ class ProcessRecord(Record):
             terms["private_sha256"] = self.private_sha256
         return terms
 
+    def joined(self, terms: PrivateTerms) -> ProcessRecord:
+        """This (public) record with ``terms`` joined, as a member reads it (never stored); the caller
+        has checked them against ``private_sha256``."""
+        described = (
+            {}
+            if terms.description is None
+            else {"description": terms.description, "description_private": True}
+        )
+        return self.view(
+            hyperparameters=terms.hyperparameters,
+            privacy_budget=terms.privacy_budget,
+            private_salt=terms.salt,
+            **described,
+        )
+
     def private_terms(self) -> PrivateTerms:
         """The private part of a member's read of the process (what it passes in the transient map
         to a transaction that needs it); ValueError on a record that has none joined."""
         if self.private_sha256 is None or self.private_salt is None:
             raise ValueError(f"learning process {self.id}: no private part joined to this record")
+        extra = {"description": self.description} if self.description_private else {}
         return PrivateTerms(
-            hyperparameters=self.hyperparameters, privacy_budget=self.privacy_budget, salt=self.private_salt
+            hyperparameters=self.hyperparameters,
+            privacy_budget=self.privacy_budget,
+            salt=self.private_salt,
+            **extra,
         )
 
     def terms_digest(self) -> str:
@@ -461,7 +487,9 @@ class SignedPart(Record):
 class InputMessage(SignedPart):
     """A message a task read: who sent it and its digest (further signed keys are kept)."""
 
-    sender: StrictStr
+    sender: StrictStr | None = None
+    """Confidential in a result with ``confidential_parties`` (absent from the signed form, joined
+    back by a member's read from :attr:`ResultConfidential.senders`)."""
     digest: Digest
 
 
@@ -469,7 +497,8 @@ class OutputMessage(SignedPart):
     """A message a task wrote: its recipient, digest and size, and the provenance fields its
     algorithm declares (e.g. the estimators a collaborative-RF message carries)."""
 
-    recipient: StrictStr
+    recipient: StrictStr | None = None
+    """Confidential in a result with ``confidential_parties``, as :attr:`InputMessage.sender`."""
     digest: Digest
     size: StrictInt | None = None
     """Bytes of the sealed message."""
@@ -557,6 +586,10 @@ class ExecutionResult(SignedPart):
     """The digest of the result's :class:`ResultConfidential` part (docs/confidentiality.md): the
     metrics, the data commitment and the validation scores are then not in what the task key signs
     (:meth:`signed_form`). Absent: a result signed with them in clear (before they were private)."""
+    confidential_parties: Literal[True] | None = None
+    """True: who sent each input message and who each output message goes to are confidential too
+    (:attr:`ResultConfidential.senders` and ``recipients``, in the messages' order): the signed form's
+    messages carry digests and sizes only. Absent: a result signed with them in clear (before)."""
 
     def signed_form(self) -> dict[str, Any]:
         """What the task key signed (its canonical JSON): the result as given, without the
@@ -564,11 +597,42 @@ class ExecutionResult(SignedPart):
         signed: dict[str, Any] = signed_result(self.json_object())
         return signed
 
+    def confidential_part(self, salt: str) -> ResultConfidential:
+        """The confidential part of this result as a member reads it (joined), with ``salt``;
+        ValueError if a field it needs is not joined."""
+        if self.inputs.data_commitment is None:
+            raise ValueError("no data commitment joined")
+        parties: dict[str, Any] = {}
+        if self.confidential_parties:
+            parties["senders"] = [m.sender for m in self.inputs.messages]
+            parties["recipients"] = [m.recipient for m in self.outputs.messages]
+        return ResultConfidential(
+            metrics=self.metrics,
+            data_commitment=self.inputs.data_commitment,
+            validation=self.validation,
+            salt=salt,
+            **parties,
+        )
+
     def joined(self, part: ResultConfidential) -> ExecutionResult:
         """The result with its confidential part joined back (a member's read; never signed as such)."""
         data = self.signed_form()
         data["metrics"] = part.metrics
         data["inputs"] = {**data["inputs"], "data_commitment": part.data_commitment}
+        if part.senders is not None:
+            ins = data["inputs"]
+            data["inputs"] = {
+                **ins,
+                "messages": [{**m, "sender": s} for m, s in zip(ins["messages"], part.senders, strict=True)],
+            }
+        if part.recipients is not None:
+            outs = data["outputs"]
+            data["outputs"] = {
+                **outs,
+                "messages": [
+                    {**m, "recipient": r} for m, r in zip(outs["messages"], part.recipients, strict=True)
+                ],
+            }
         if part.validation is not None:
             data["validation"] = part.validation.json_object()
         return ExecutionResult.model_validate(data)
@@ -580,15 +644,29 @@ CONFIDENTIAL_RESULT_KEYS = ("metrics", "validation")
 
 def signed_result(result: Any) -> Any:
     """The signed form of a result given as a JSON object: with ``confidential_sha256``, the object
-    without the metrics, the validation scores and ``inputs.data_commitment`` (a member's read joins
-    them back); otherwise (or not an object) as it is."""
+    without the metrics, the validation scores and ``inputs.data_commitment``, and with
+    ``confidential_parties`` without the messages' senders and recipients (a member's read joins them
+    back); otherwise (or not an object) as it is."""
     if not isinstance(result, dict) or result.get("confidential_sha256") is None:
         return result
     out = {k: v for k, v in result.items() if k not in CONFIDENTIAL_RESULT_KEYS}
+    parties = result.get("confidential_parties") is True
     inputs = out.get("inputs")
     if isinstance(inputs, dict):
         out["inputs"] = {k: v for k, v in inputs.items() if k != "data_commitment"}
+        if parties:
+            out["inputs"]["messages"] = _without(inputs.get("messages"), "sender")
+    outputs = out.get("outputs")
+    if parties and isinstance(outputs, dict):
+        out["outputs"] = {**outputs, "messages": _without(outputs.get("messages"), "recipient")}
     return out
+
+
+def _without(messages: Any, party: str) -> Any:
+    """``messages`` (a list of message objects) without their ``party`` key."""
+    if not isinstance(messages, list):
+        return messages
+    return [{k: v for k, v in m.items() if k != party} if isinstance(m, dict) else m for m in messages]
 
 
 #: the transient-map key of a result's confidential part (``ExecutionRecord:complete_task``)
@@ -599,7 +677,8 @@ PREVIOUS_EXECUTION_PRIVATE = "previous_execution_private"
 
 class ResultConfidential(Record):
     """The confidential part of a task's result (docs/confidentiality.md): its per-round metrics,
-    its data commitment, its validation scores, and a salt of 32 random bytes (hex) chosen by the
+    its data commitment, its validation scores, who sent each message it read and who each message it
+    wrote goes to, and a salt of 32 random bytes (hex) chosen by the
     executing organisation's agent, so that the digest of low-entropy metrics is not found by
     hashing candidates. The signed result carries :meth:`digest` as ``confidential_sha256``."""
 
@@ -607,6 +686,11 @@ class ResultConfidential(Record):
     metrics: dict[str, Number]
     data_commitment: Digest
     validation: ValidationScores | None = None
+    senders: list[StrictStr] | None = None
+    """The sender of each of the result's input messages, in their order (absent from parts made
+    before the parties were confidential: their messages name them in the signed result)."""
+    recipients: list[StrictStr] | None = None
+    """The recipient of each of the result's output messages, in their order (as ``senders``)."""
     salt: Annotated[str, StringConstraints(strict=True, pattern=r"^[0-9a-f]{64}$")]
 
     def digest(self) -> str:
@@ -615,19 +699,39 @@ class ResultConfidential(Record):
 
 
 def split_result(result: dict[str, Any], salt: str) -> tuple[dict[str, Any], ResultConfidential]:
-    """A full result (a task's manifest) as (the public result to sign, its confidential part)."""
-    inputs = result["inputs"]
+    """A full result (a task's manifest) as (the public result to sign, its confidential part): the
+    metrics, the data commitment, the validation scores and the messages' senders and recipients go
+    into the part; the public result keeps the messages' digests and sizes."""
+    inputs, outputs = result["inputs"], result["outputs"]
     validation = result.get("validation")
+    senders, recipients = _parties(inputs, "sender"), _parties(outputs, "recipient")
+    parties = senders is not None and recipients is not None  # else malformed: the contract names why
     part = ResultConfidential(
         metrics=result["metrics"],
         data_commitment=inputs["data_commitment"],
         validation=None if validation is None else ValidationScores.model_validate(validation),
+        **({"senders": senders, "recipients": recipients} if parties else {}),
         salt=salt,
     )
     public = {k: v for k, v in result.items() if k not in CONFIDENTIAL_RESULT_KEYS}
     public["inputs"] = {k: v for k, v in inputs.items() if k != "data_commitment"}
+    if parties:
+        public["inputs"]["messages"] = _without(inputs["messages"], "sender")
+        public["outputs"] = {**outputs, "messages": _without(outputs["messages"], "recipient")}
+        public["confidential_parties"] = True
     public["confidential_sha256"] = part.digest()
     return public, part
+
+
+def _parties(side: Any, party: str) -> list[str] | None:
+    """The ``party`` (sender or recipient) of each of a result side's messages; None when the messages
+    are not a list of objects that each name one as a string."""
+    messages = side.get("messages") if isinstance(side, dict) else None
+    if not isinstance(messages, list) or not all(
+        isinstance(m, dict) and isinstance(m.get(party), str) for m in messages
+    ):
+        return None
+    return [m[party] for m in messages]
 
 
 #: the result field of an execution record: answered exactly as signed (no defaults added), with the
@@ -720,6 +824,9 @@ class ExecutionRecord(Record):
     collection, docs/confidentiality.md); None: a record whose result is signed in clear."""
     confidential_salt: str | None = None
     """The salt of the result's confidential part (a member's read only; never stored)."""
+    private_purged: Timestamp | None = None
+    """When the process's members purged its private data (``LearningProcess:purge_private``): a read
+    then answers the public record, its ``private_sha256`` the evidence (never stored)."""
 
     def private_part(self) -> ExecutionPrivate:
         """The private part of a member's joined read (what the next round's completion passes in
@@ -730,12 +837,7 @@ class ExecutionRecord(Record):
         if res.inputs.data_commitment is None:
             raise ValueError(f"execution record of {self.organisation}: no data commitment joined")
         return ExecutionPrivate(
-            result=ResultConfidential(
-                metrics=res.metrics,
-                data_commitment=res.inputs.data_commitment,
-                validation=res.validation,
-                salt=self.confidential_salt,
-            ),
+            result=res.confidential_part(self.confidential_salt),
             epsilon_total=self.epsilon_total,
             privacy=self.privacy,
         )
@@ -897,6 +999,7 @@ def check_result(value: Any) -> ExecutionResult:
             if isinstance(inputs, dict) and "data_commitment" not in inputs:
                 errors.append({"type": "missing", "loc": ("inputs", "data_commitment")})
         raise InvalidArgument(_result_error(errors)) from None
+    _check_parties(result)
     if result.confidential_sha256 is None:  # signed in clear: the confidential fields are required
         if "metrics" not in result.model_fields_set:
             raise InvalidArgument("execution result lacks required fields ['metrics']")
@@ -912,6 +1015,28 @@ def check_result(value: Any) -> ExecutionResult:
             f"in the transient map under {RESULT_CONFIDENTIAL!r}, never in the arguments"
         )
     return result
+
+
+def _check_parties(result: ExecutionResult) -> None:
+    """Each message names its sender (input) or recipient (output) -- unless the result keeps them
+    confidential (``confidential_parties``, with ``confidential_sha256``), when none may name one."""
+    if result.confidential_parties and result.confidential_sha256 is None:
+        raise InvalidArgument(
+            "execution result with confidential_parties needs confidential_sha256 (the part that names them)"
+        )
+    for kind, messages, party in (
+        ("input", result.inputs.messages, "sender"),
+        ("output", result.outputs.messages, "recipient"),
+    ):
+        named = [getattr(m, party) is not None for m in messages]
+        if result.confidential_parties and any(named):
+            raise InvalidArgument(
+                f"execution result with confidential_parties names an {kind} message's {party}: it is "
+                f"confidential and goes in the transient map under {RESULT_CONFIDENTIAL!r}, never in "
+                "the arguments"
+            )
+        if not result.confidential_parties and not all(named):
+            raise InvalidArgument(f"each {kind} message needs a {party}")
 
 
 def _where(loc: Iterable[Any]) -> str:

@@ -131,12 +131,19 @@ def _checked_execution(record: ExecutionRecord) -> ExecutionRecord:
 
 
 def private_terms_transient(
-    hyperparameters: dict[str, Any], privacy_budget: dict[str, Any] | None, salt: str | None = None
+    hyperparameters: dict[str, Any],
+    privacy_budget: dict[str, Any] | None,
+    salt: str | None = None,
+    description: str = "",
 ) -> dict[str, bytes]:
-    """The transient map of ``LearningProcess:create``: the process's private part with ``salt``
-    (None: 32 fresh random bytes, hex). Without a salt, a non-member could find a low-entropy value
+    """The transient map of ``LearningProcess:create``: the process's private part (hyper-parameters,
+    budget, description) with ``salt`` (None: 32 fresh random bytes, hex). Without a salt, a non-member could find a low-entropy value
     (``{"lr": 0.05}``) from its on-chain SHA-256 by hashing candidates (docs/confidentiality.md)."""
-    private: dict[str, Any] = {"hyperparameters": hyperparameters, "salt": salt or secrets.token_hex(32)}
+    private: dict[str, Any] = {
+        "hyperparameters": hyperparameters,
+        "description": description,
+        "salt": salt or secrets.token_hex(32),
+    }
     if privacy_budget is not None:
         private["privacy_budget"] = privacy_budget
     return {PRIVATE_TERMS: canonical_json(private)}
@@ -272,7 +279,7 @@ class ConsortiaClient:
     ) -> ProcessRecord:
         """Create a process; ``validation_fraction`` (None: not declared, no slice) is the share of its rows
         each member holds out to measure what collaboration bought it (docs/models.md). The
-        hyper-parameters and the privacy budget are private (docs/confidentiality.md): they travel in
+        hyper-parameters, the privacy budget and the description are private (docs/confidentiality.md): they travel in
         the transient map with a fresh salt, and every member's peer endorses (each keeps its own
         copy), with ``co_endorsers`` (:func:`creation_endorsers`). Returns the process as this member
         reads it (private part joined)."""
@@ -283,7 +290,6 @@ class ConsortiaClient:
             "topology": topology,
             "rounds": rounds,
             "dataset": dataset,
-            "description": description,
         }
         if image_digest is not None:
             spec["image_digest"] = image_digest
@@ -292,7 +298,7 @@ class ConsortiaClient:
         self._submit(
             "LearningProcess:create",
             json.dumps(spec),
-            transient=private_terms_transient(hyperparameters or {}, privacy_budget),
+            transient=private_terms_transient(hyperparameters or {}, privacy_budget, description=description),
             endorsing_organisations=creation_endorsers(consortium, co_endorsers),
         )
         return self.get_process(process_id)
@@ -308,6 +314,8 @@ class ConsortiaClient:
             hyperparameters=read.hyperparameters,
             privacy_budget=read.privacy_budget,
             private_salt=read.private_salt,
+            description=read.description,
+            description_private=read.description_private,
         )
 
     def get_process(self, process_id: str) -> ProcessRecord:

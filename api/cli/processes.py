@@ -256,6 +256,7 @@ def process_terms(s: Session, process_id: str = ProcessArg) -> None:
                 "privacy_budget": None
                 if process.privacy_budget is None
                 else process.privacy_budget.json_object(),
+                **({"description": process.description} if process.description_private else {}),
             },
             "terms_digest": process.terms_digest(),
             "answers": [a.to_dict() for a in answers],

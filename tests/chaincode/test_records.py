@@ -278,10 +278,9 @@ def scenario(crypto_dir: Path) -> dict[str, str]:
                 "topology": {"kind": "ring", "extra": [1, 2]},
                 "rounds": 2,
                 "dataset": "adult",
-                "description": "two rounds",
             }
         ),
-        transient=private_terms_transient(hyper, budget, salt="a1" * 32),
+        transient=private_terms_transient(hyper, budget, salt="a1" * 32, description="two rounds"),
     )
     tx(
         "create q",
@@ -514,8 +513,10 @@ def scenario(crypto_dir: Path) -> dict[str, str]:
 # 32 (hyper-parameters and budget went private: the public record carries ``private_sha256``, each
 # member's collection a copy); the execution records' ("complete *", "query p", "get p2", "world state")
 # with issue 32's results in the public form (the task key signs confidential_sha256, the metrics, data
-# commitment and privacy charge go in each member's copy): every other transaction's answer, writes and
-# event are unchanged
+# commitment and privacy charge go in each member's copy); the process and execution records' again with
+# issue 32's last slice (the description went into the private terms, the messages' senders and
+# recipients into the results' confidential parts; "inbox p1" answers the same bytes, routed from the
+# members' copies): every other transaction's answer, writes and event are unchanged
 GOLDEN: dict[str, str] = {
     "image a": "34f2a719a6b99b33d0858304a2d4923e27364037bd33a3283007f14b79c7d69c",
     "image b": "70a6149114d3460085ad202702185d8f26070a08e69277c39eac4291de075178",
@@ -523,36 +524,36 @@ GOLDEN: dict[str, str] = {
     "revoke b": "591792508c03eac8d794e149dc78532dd5fc65dd2d7bceee96da3a67a76fbba0",
     "get a": "70eaa58ba159edd949ec4f31e90a2e30da7b6e9f5ed67c9c99cecbd6bd010dd0",
     "list images": "231c63885e70f2fe8c3629ae7c90f763cadf2532f25397460c100ec23f3eef49",
-    "create p": "df7bd56d695a82a83f5940e7058eec84eb896df135d2ed97ed0fc042569c967b",
-    "create q": "de66513c1a304e8314659490c22cff56732c8cba568034964e77fb26370a61d0",
-    "create r": "a235c3d08c867ba3bb429065b5cfa34e72f1ab578e0a5f237ba10402ee784191",
-    "start p": "c70429c0e7642a766cbabbbdfcd1ed67dd03378e9f7349308b852860981d92a9",
-    "start q": "05c5bed64a1db804a7f7b1882f60ba1e54a87cfc1fedd4197ff2663e21b7ef04",
-    "start r": "fc5a315a4d39a078131b9bdccac7bcf74b47537550084d672e9a64cd9a886357",
+    "create p": "12246d460d88fb56a1854b1364ec911d4c0569c132c646b500af48edeaaa0bec",
+    "create q": "9e5c8cd656e6af0d52531d90c72de3705be0a6db705ac55aea6525d93c6fe73e",
+    "create r": "93ed1fab427839743b99f051e1d51a687e781dea03f51857eba546a3fc3f095e",
+    "start p": "6a62c41b0e874a1d0bc0c6a0e3c92fc9d2c651d1f2aad8c3a2223b53f7bfb09f",
+    "start q": "9ce850b405b166600c130d81614f7270e64ca1bdec338a4b0d161fe6812dce34",
+    "start r": "af331da8681073cb14d53e6bc53a750fe2a099b2b2cad864f48cdaf5a6f1228c",
     "task p1 Org1": "253a0046312c13b04dc96ec22b69da4baee901696e4b9f21725151f9edb66ba6",
-    "complete p1 Org1": "6c463539a5dd87bef9805da436c72bd5cb717101cd81d912011e4220f88223e9",
+    "complete p1 Org1": "ec33549365c47f6d9ede2f73862626c818c8ea4b6e2080726fe9616434eaefb7",
     "task p1 Org2": "cc9d63052ddd9750c2b30df1b987a8509a3bda838420dbf469f76c4788874319",
-    "complete p1 Org2": "b05a0165a9fee7703fe1446366dab25835e9ad3a263ed50a167d55dbdc7ea87e",
+    "complete p1 Org2": "dc8d1ba7f8c214ee769c5f27b396ce1d035f39144274aafac963e4382e7b4b9c",
     "progress p": "99f51fae8a36562c8e12db0fe0820fa9d63c18214858c85c8a1e9960d49dad2b",
-    "get p": "ef0f19adbe4cc4059f02474cf597c60b07046f1503fd5f1a15a96025c095aeea",
+    "get p": "f2738c31f18f7afd724e996fd9f22c30915cb75f3b48d0626443e4dff2d21a04",
     "inbox p1": "5cd4a397f68e5715e0018a9405200ca6858c297e2353a76290279cd0f48cc370",
     "task p2 Org1": "e24341a00fb98ce0a1217073926a770c202702cc48871f19e3fee55e7590c7d3",
-    "complete p2 Org1": "03cc450305995d347c3ffdd4008fec3f1f22866f2fb4947fd177926ce6124372",
+    "complete p2 Org1": "d0503b64df701adb36db2ff0a54896c705477e18915d92801905b7f07c3f71b0",
     "task p2 Org2": "845dd5b0a924dee143e7ab717a7f6eb756c1cd80aff6c827dd811f66d01f5a67",
     "fail p2 Org2": "67e46aae618c4ff0ac20529cb3a9b0c121b513b5922e8723581fd7923bfea0c1",
-    "query p": "6f1f49912d3de7f7d93e0beab3207bdbe2672b4cebe423149ad3c397546c714f",
-    "get p2": "9d11294d99fe6e1719604be175a069288a2b953a0b87a225034420c8dfaa6e87",
+    "query p": "617bb59a35c89a1c5c0d4cd0a4cc2c659af31b1ec58b992e276676c381146c0e",
+    "get p2": "fa6cf6da6b94febd5257c7241d670eedfbdefd734b32868fe44c66b6fc2fd6db",
     "task q1 Org3": "fbb99d49502240c8b4b194a7532a1729a9f8f6919acafbee3694fe2de1a6c533",
-    "complete q1 Org3": "8cf5f31cd2d3fca746a1bb42de7bc2d12a28ffcb195411ba2901d7a0e653bc25",
+    "complete q1 Org3": "d5afb3fe1976bc475fa99ffbc27daf058133aaa4fc81bfdc8c94d9b79149c101",
     "fail q1 Org1": "18b4c4a2f85fc5849370421e558d99c83990882867f728bc56049b28086ce075",
-    "abort q": "29c809343faf8efc5015b7944248a7f84f3e18cccafd04d16ae00b76d465cee9",
-    "fail p": "41b2b67fe64f989f8437c6fec46b72397812ed193fbc90b1856aec05178c4097",
+    "abort q": "3a59f6d901b01ca7a23f3f8c728581adf1dc870ae5d4bf4dc292bc0339ecf463",
+    "fail p": "182c14f72113750ac6b7cd127a317fa8770058352d73018a97f00eff29a3c9e3",
     "task r1 Org1": "1d4be2e0c86d83366036232f3291f7bd0f05b68a37aad78b5523626aba148cbd",
-    "complete r1 Org1": "b8e24aa5bdccc4aeaed5028079491ad18482a8fc46b3ebbf5c5c6efdec92ea30",
+    "complete r1 Org1": "abbff5f270952b6ce0d02e72f48ca8262af088c12b6f29a3535db625ed3559e0",
     "task r1 Org2": "bb1f94ca1332ab95739e5d0aaac823a6624ce15770c468c5012ae1befa2ef21f",
-    "complete r1 Org2": "967ae1041e3f7c9edd5bcf18b70c949b271b50c0cbe95fee29b5b8f78220792b",
-    "complete r": "be4a97c367a2a15a5781547622ec3dedfd30ba0282522c8ce736b02108b1ea94",
-    "list processes": "e26b7a48ffca54498e2927727ffbfbaec8f3421531276903d856dfffe501770f",
+    "complete r1 Org2": "1f106973f361bbaafec52c3694fb40323a2f4cd6236529bf1c9f94b51a577d72",
+    "complete r": "ebe3f428d2cf9f0d9ccb1bdc53240d48a128bbb0c061454c48c5e93920d3c6ec",
+    "list processes": "f0326cb3fa5982a72801b9c521bbfc5f62ea404bc3fd0ddd5876f176e6d99d6d",
     "publish p": "32cb8422dd25b89e4f2f48168819292fd7fe176da88239f798e6ee22bad6b59d",
     "publish r": "b59b2afeb5613b05b0b5629ffb35cd8d5fb9cf63bbca77b7eac17291691f934e",
     "grant p": "f048d1922439bc25eb2b9767d53187c2e4e615eac3160fa149712e042a5aab5e",
@@ -564,7 +565,7 @@ GOLDEN: dict[str, str] = {
     "member Org1 again": "fb703df6e6702d81c1ecf9d11442e476f95500fa36ef0eafed73e9ebb4fc7e1e",
     "list members": "e849d8258b812972af7c2a431018f341fce75be2598ccb3833552c93fdb2939f",
     "get member": "ae0caa122c0a3d6cd0bf481923cc71bc34633e17a3da5c82a17cde3974b14d11",
-    "world state": "1b2058749e4ad36dab419a27df54e54cc8293b25ac3dd2178bb20bc6b574ddc5",
+    "world state": "14b102e97d20b56516ac8f9d0c79a407d6d7eba1c98b05fc3e0b638102bfa427",
 }
 
 
@@ -684,3 +685,36 @@ def test_a_signed_result_is_answered_exactly_as_signed():
     schema = TypeAdapter(ExecutionRecord).json_schema(mode="serialization")
     assert schema["properties"]["result"]["anyOf"][0] == {"$ref": "#/$defs/ExecutionResult"}
     assert "ResultOutputs" in schema["$defs"] and "OutputMessage" in schema["$defs"]
+
+
+def test_a_results_parties_are_confidential_and_older_forms_keep_theirs():
+    """``split_result`` moves each message's sender and recipient into the confidential part (the
+    signed form keeps digests, sizes and provenance); a member's join restores them, and the part
+    rebuilt from the join hashes to the signed ``confidential_sha256``. A result signed before the
+    parties were confidential (``confidential_sha256`` without ``confidential_parties``) keeps its
+    parties in its signed form."""
+    from chaincode.records import ExecutionResult, ResultConfidential, signed_result, split_result
+
+    full = _result("p", 2, "Org1MSP", ["Org2MSP", "Org3MSP"])
+    public, part = split_result(full, "ab" * 32)
+    assert public["confidential_parties"] is True and b'"recipient"' not in canonical_json(public)
+    assert b'"sender"' not in canonical_json(public)
+    assert [m["size"] for m in public["outputs"]["messages"]] == [102, 102]
+    assert part.senders == ["Org2MSP", "Org3MSP"] and part.recipients == ["Org2MSP", "Org3MSP"]
+    result = ExecutionResult.model_validate(public)
+    joined = result.joined(part)
+    assert [m.recipient for m in joined.outputs.messages] == ["Org2MSP", "Org3MSP"]
+    assert [m.sender for m in joined.inputs.messages] == ["Org2MSP", "Org3MSP"]
+    assert joined.signed_form() == public  # a joined read verifies over what was signed
+    assert joined.confidential_part("ab" * 32).digest() == public["confidential_sha256"]
+    # older: the parties were signed in clear next to the hash; they stay in the signed form
+    older = {k: v for k, v in full.items() if k not in ("metrics",)}
+    older["inputs"] = {k: v for k, v in full["inputs"].items() if k != "data_commitment"}
+    old_part = ResultConfidential(  # as split_result made it then (validation given, null)
+        metrics=full["metrics"], data_commitment=_digest("data Org1MSP"), validation=None, salt="cd" * 32
+    )
+    older["confidential_sha256"] = old_part.digest()
+    assert signed_result(older) == older
+    old_joined = ExecutionResult.model_validate(older).joined(old_part)
+    assert old_joined.signed_form() == older
+    assert old_joined.confidential_part("cd" * 32).digest() == older["confidential_sha256"]

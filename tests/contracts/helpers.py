@@ -98,6 +98,7 @@ def new_process(
     start: bool = True,
     hyperparameters: dict | None = None,
     validation_fraction: float | None = None,
+    description: str = "",
 ) -> str:
     image_id = f"img-{uid}:1"
     try:
@@ -114,6 +115,7 @@ def new_process(
         hyperparameters=hyperparameters or {"n_new": 5},
         privacy_budget=privacy_budget,
         validation_fraction=validation_fraction,
+        description=description,
         co_endorsers=lone_co_endorser(consortium),
     )
     if start:

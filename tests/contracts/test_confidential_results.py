@@ -140,9 +140,33 @@ def test_complete_task_refuses_a_confidential_part_that_does_not_match(org1, adm
             base64.b64encode(sign(key, canonical_json(leaky))).decode(),
             transient={**terms, RESULT_CONFIDENTIAL: part.canonical()},
         )
+    # who sends to whom: a recipient named in the arguments, or a part that does not list one per
+    # message (each correctly hashed and signed), is refused
+    full = make_result(pid, 1, "Org1MSP", metrics=private_metrics(0.5), recipients=("Org2MSP",))
+    public, part = split_result(full, "3" * 64)
+    clear_parts = part.replace(senders=None, recipients=None)
+    named = {**public, "outputs": full["outputs"], "confidential_sha256": clear_parts.digest()}
+    unmarked = {k: v for k, v in named.items() if k != "confidential_parties"}
+    short = part.replace(recipients=[])
+    shorted = {**public, "confidential_sha256": short.digest()}
+    for body, given, needle in (
+        (named, clear_parts, "names an output message's recipient: it is confidential"),
+        (unmarked, clear_parts, "senders and recipients in clear"),
+        (shorted, short, "must list recipients for the result's 1 output message"),
+    ):
+        with pytest.raises(InvalidArgument, match=needle):
+            org1.ledger.submit(
+                org1.identity,
+                "ExecutionRecord:complete_task",
+                canonical_json(body).decode(),
+                base64.b64encode(sign(key, canonical_json(body))).decode(),
+                transient={**terms, RESULT_CONFIDENTIAL: given.canonical()},
+                endorsing_organisations=list(MEMBERS),
+            )
     assert org1.get_execution(pid, 1, "Org1MSP").status == "running"
     org1.complete_task(public, sign(key, canonical_json(public)), part)
     assert org1.get_execution(pid, 1, "Org1MSP").result.metrics == part.metrics
+    assert [m.recipient for m in org1.get_execution(pid, 1, "Org1MSP").result.outputs.messages] == ["Org2MSP"]
 
 
 def test_a_result_signed_in_clear_is_refused_and_nothing_is_written(org1, org2, admins, uid):

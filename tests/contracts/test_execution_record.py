@@ -50,8 +50,12 @@ def test_create_complete_and_read_back(admins, org1, org2, uid):
     result = make_result(pid, 1, "Org1MSP", recipients=("Org2MSP",))
     done = complete(org1, key, result)  # the answer is the public record: no confidential value
     assert done.status == "completed" and done.result.metrics == {} and done.private_sha256 is not None
+    assert [m.recipient for m in done.result.outputs.messages] == [None]  # who it goes to: private too
     read = org1.get_execution(pid, 1, "Org1MSP").result  # the member's read joins them back
-    assert {k: v for k, v in read.json_object().items() if k != "confidential_sha256"} == result
+    joined = read.json_object()
+    assert {
+        k: v for k, v in joined.items() if k not in ("confidential_sha256", "confidential_parties")
+    } == result
     assert org2.get_execution(pid, 1, "Org1MSP").result.outputs.messages[0].recipient == "Org2MSP"
 
 

@@ -19,7 +19,7 @@ from chaincode.limits import (
     MAX_PROCESS_TASKS,
     process_size_problem,
 )
-from chaincode.records import RESULT_CONFIDENTIAL
+from chaincode.records import PRIVATE_TERMS, RESULT_CONFIDENTIAL
 from ledger.client import process_transient
 from ledger.identity import sign
 from tests.contracts.helpers import IMAGE_DIGEST, make_result, new_process, public_result, run_task
@@ -112,9 +112,9 @@ def test_oversized_arguments_are_refused(org1, uid):
                     "consortium": ["Org1MSP"],
                     "topology": {"kind": "ring"},
                     "rounds": 1,
-                    "description": {"not": "text"},
                 }
             ),
+            transient={PRIVATE_TERMS: canonical_json({"description": {"not": "text"}, "salt": "0" * 64})},
         )
     with pytest.raises(InvalidArgument, match="argument 2 is .* bytes"):
         org1.revoke_image(f"lim-{uid}:1", "r" * (MAX_ARGUMENT_BYTES + 1))

@@ -1,4 +1,4 @@
-"""A process's private terms (docs/confidentiality.md): its hyper-parameters and privacy budget go into
+"""A process's private terms (docs/confidentiality.md): its hyper-parameters, privacy budget and description go into
 its members' implicit collections, and the public record carries their salted SHA-256. On both hosts:
 a two-member process (Org1, Org2) in the three-organisation channel; the members read the values, Org3
 is refused, and neither the chain nor Org3's private store or peer folder holds them in clear (Org1's
@@ -17,6 +17,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from audit.lineage import check_private_terms
+from audit.signatures import check_record_signature
 from chaincode.canonical import canonical_json
 from chaincode.records import PRIVATE_TERMS, RESULT_CONFIDENTIAL, PrivateTerms
 from ledger.client import ConsortiaClient, private_terms_transient, process_transient
@@ -38,15 +39,17 @@ from tests.support.fabric import eventually
 MEMBERS = ("Org1MSP", "Org2MSP")
 
 
-def _distinctive() -> tuple[dict, dict, list[bytes]]:
-    """Hyper-parameters and a budget no other test writes, and the clear-text needles to search for."""
+def _distinctive() -> tuple[dict, dict, str, list[bytes]]:
+    """Hyper-parameters, a budget and a description (free text naming a client) no other test writes,
+    and the clear-text needles to search for."""
     tag = f"tag-{uuid.uuid4()}"
+    description = f"churn model for client desc-{uuid.uuid4()}"
     lr = 0.12345678901234567 + uuid.uuid4().int % 10**6 * 1e-13  # a 17-significant-digit float
     epsilon = 7.654321098765432 + uuid.uuid4().int % 10**6 * 1e-12
     hyper = {"lr": lr, "tag": tag, "gradient_clip": 0.5}
     budget = {"mechanism": "laplace", "epsilon": epsilon}
-    needles = [tag.encode(), repr(lr).encode(), repr(epsilon).encode()]
-    return hyper, budget, needles
+    needles = [tag.encode(), repr(lr).encode(), repr(epsilon).encode(), description.encode()]
+    return hyper, budget, description, needles
 
 
 def _files(paths: list[Path]) -> list[Path]:
@@ -81,13 +84,21 @@ def _org_files(host_name: str, ledger, org: int) -> list[Path]:
 def test_members_read_the_private_terms_and_nobody_else_holds_them(
     host_name, ledger, org1, org2, org3, admins, uid
 ):
-    hyper, budget, needles = _distinctive()
+    hyper, budget, description, needles = _distinctive()
     pid = new_process(
-        admins, org1, uid, MEMBERS, rounds=1, privacy_budget=budget, hyperparameters=hyper, start=False
+        admins,
+        org1,
+        uid,
+        MEMBERS,
+        rounds=1,
+        privacy_budget=budget,
+        hyperparameters=hyper,
+        start=False,
+        description=description,
     )
     for member in (org1, org2):
         read = eventually(lambda member=member: member.get_process(pid))
-        assert read.hyperparameters == hyper
+        assert read.hyperparameters == hyper and read.description == description
         assert read.privacy_budget is not None and read.privacy_budget.epsilon == budget["epsilon"]
         assert read.private_sha256 == read.private_terms().digest()
         listed = next(p for p in member.list_processes() if p.id == pid)
@@ -98,7 +109,7 @@ def test_members_read_the_private_terms_and_nobody_else_holds_them(
     # the public record (what every organisation's blocks and history carry): the hash, no value
     public = org1.process_history(pid)[-1].value
     text = json.dumps(public)
-    assert "hyperparameters" not in public and "privacy_budget" not in public
+    assert "hyperparameters" not in public and "privacy_budget" not in public and "description" not in public
     assert public["private_sha256"] == org1.get_process(pid).private_sha256
     assert all(n.decode() not in text for n in needles)
     # acceptance binds the terms through the hash; the process starts and a round is charged
@@ -126,16 +137,17 @@ def test_private_terms_in_the_arguments_are_refused(org1, uid):
         "consortium": list(MEMBERS),
         "topology": {"kind": "ring"},
         "rounds": 1,
-        "hyperparameters": {"lr": 0.1},
     }
-    with pytest.raises(InvalidArgument, match="go in the transient map"):
-        org1.ledger.submit(
-            org1.identity,
-            "LearningProcess:create",
-            json.dumps(spec),
-            transient=private_terms_transient({}, None),
-        )
-    del spec["hyperparameters"]
+    for named in ({"hyperparameters": {"lr": 0.1}}, {"description": "for client X"}):
+        with pytest.raises(
+            InvalidArgument, match=f"names \\['{next(iter(named))}'\\].*go in the transient map"
+        ):
+            org1.ledger.submit(
+                org1.identity,
+                "LearningProcess:create",
+                json.dumps({**spec, **named}),
+                transient=private_terms_transient({}, None),
+            )
     with pytest.raises(InvalidArgument, match="none was given"):
         org1.ledger.submit(org1.identity, "LearningProcess:create", json.dumps(spec))
     with pytest.raises(InvalidArgument, match="salt"):
@@ -214,11 +226,29 @@ def test_a_private_copy_altered_in_a_members_store_is_detected(embedded_consorti
 def test_members_purge_a_finished_process_private_terms_and_the_hash_stays(
     host_name, ledger, org1, org2, org3, admins, uid
 ):
-    hyper, budget, needles = _distinctive()
+    hyper, budget, description, needles = _distinctive()
     pid = new_process(
-        admins, org1, uid, MEMBERS, rounds=1, privacy_budget=budget, hyperparameters=hyper, start=False
+        admins,
+        org1,
+        uid,
+        MEMBERS,
+        rounds=1,
+        privacy_budget=budget,
+        hyperparameters=hyper,
+        start=False,
+        description=description,
     )
     digest = eventually(lambda: org2.get_process(pid)).private_sha256
+    # a round completed with a confidential result: its private part is purged with the terms
+    consent(admins, pid, MEMBERS)
+    org1.start_process(pid)
+    key = ec.generate_private_key(ec.SECP256R1())
+    org1.create_task(pid, 1, key.public_key(), "sandbox")
+    metric = 0.3141592653589793 + uuid.uuid4().int % 10**6 * 1e-13
+    complete(org1, key, make_result(pid, 1, "Org1MSP", metrics=private_metrics(0.5, loss=metric)))
+    needles.append(repr(metric).encode())
+    record_digest = eventually(lambda: org2.get_execution(pid, 1, "Org1MSP")).private_sha256
+    assert record_digest is not None
     with pytest.raises(InvalidState, match="purged only once it is completed"):
         org1.purge_process_private(pid)
     org1.abort_process(pid, "retention test")
@@ -235,6 +265,11 @@ def test_members_purge_a_finished_process_private_terms_and_the_hash_stays(
         assert check_private_terms(read.to_dict()).startswith(
             f"purged on {read.private_purged}, hash-attested"
         )
+        record = eventually(lambda member=member: member.get_execution(pid, 1, "Org1MSP"))
+        assert record.private_purged == read.private_purged and record.private_sha256 == record_digest
+        assert record.result is not None and record.result.metrics == {} and record.confidential_salt is None
+        check_record_signature(record)  # the public form still verifies
+        assert [r.private_purged for r in member.query_executions(pid)] == [read.private_purged]
     with pytest.raises(InvalidState, match="purged already"):
         org1.purge_process_private(pid)
     if host_name == "embedded":  # the stores keep no copy (SQLite's secure_delete; the WAL checkpointed)

@@ -22,7 +22,7 @@ from tests.e2e.test_process import start
 
 #: the kinds kept in the members' private collections (the rest is still in every block)
 PRIVATE_KINDS: frozenset[str] = frozenset(
-    {"hyperparameters", "privacy_budget", "metrics", "epsilon", "data_commitments"}
+    {"hyperparameters", "privacy_budget", "metrics", "epsilon", "data_commitments", "recipients"}
 )
 MEMBERS = ("Org1MSP", "Org2MSP")
 
