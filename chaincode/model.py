@@ -51,6 +51,7 @@ from chaincode.records import (
     MODEL,
     MODEL_PRIVATE,
     MSP_PATTERN,
+    NEXT_MODEL_PRIVATE,
     ModelPrivate,
     ModelRecord,
     ProcessRecord,
@@ -60,8 +61,6 @@ from chaincode.records import (
 from chaincode.stub import implicit_collection
 
 MODEL_KEY = "ModelKey"
-#: the transient-map key of the private part a revocation that moves the model gives it
-NEXT_MODEL_PRIVATE = "next_model_private"
 #: the fields of a model record that are private for a process with private terms
 PRIVATE_FIELDS = ("size", "location", "metrics", "estimators")
 

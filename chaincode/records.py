@@ -874,6 +874,8 @@ class InboxEntry(Record):
 MODEL = "Model"
 #: the transient-map key under which a model's private part travels (``Model:publish``/``grant``/``revoke``)
 MODEL_PRIVATE = "model_private"
+#: the transient-map key of the new private part of a revocation that moves the model (``Model:revoke``)
+NEXT_MODEL_PRIVATE = "next_model_private"
 
 
 class ModelPrivate(Record):

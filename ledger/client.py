@@ -20,6 +20,8 @@ from pydantic import TypeAdapter, ValidationError
 from chaincode.canonical import canonical_json
 from chaincode.privacy import privacy_status
 from chaincode.records import (
+    MODEL_PRIVATE,
+    NEXT_MODEL_PRIVATE,
     PREVIOUS_EXECUTION_PRIVATE,
     PRIVATE_TERMS,
     RESULT_CONFIDENTIAL,
@@ -36,6 +38,7 @@ from chaincode.records import (
     MemberGain,
     MemberRecord,
     ModelOutput,
+    ModelPrivate,
     ModelRecord,
     OutputMessage,
     PrivacyBudget,
@@ -538,19 +541,37 @@ class ConsortiaClient:
         estimators: list[Any] | None = None,
         model_id: str | None = None,
     ) -> ModelRecord:
+        """Publish a final model. For a process with private terms, the size, location, metrics and
+        estimators go in the transient map with a fresh salt (:class:`ModelPrivate`), and every member
+        (the access list) endorses: each keeps its own copy (docs/confidentiality.md)."""
         spec: dict[str, Any] = {
             "process_id": process_id,
             "digest": digest,
-            "size": size,
             "ciphertext_digest": ciphertext_digest,
             "wrapped_keys": {o: base64.b64encode(k).decode() for o, k in wrapped_keys.items()},
+        }
+        if model_id:
+            spec["id"] = model_id
+        fields: dict[str, Any] = {
+            "size": size,
             "metrics": metrics or {},
             "location": location,
             "estimators": estimators or [],
         }
-        if model_id:
-            spec["id"] = model_id
-        return ModelRecord.from_json(self._submit("Model:publish", json.dumps(spec)))
+        process = self._readable_process(process_id)
+        transient: dict[str, bytes] | None = None
+        endorsers: list[str] | None = None
+        if process is not None and process.private_sha256 is not None:
+            part = ModelPrivate(**fields, salt=secrets.token_hex(32))
+            transient = {MODEL_PRIVATE: part.canonical()}
+            endorsers = creation_endorsers(process.consortium)
+        else:  # a process recorded before its terms were private (or one the contract refuses)
+            spec.update(fields)
+        return ModelRecord.from_json(
+            self._submit(
+                "Model:publish", json.dumps(spec), transient=transient, endorsing_organisations=endorsers
+            )
+        )
 
     def get_model(self, model_id: str) -> ModelRecord:
         return ModelRecord.from_json(self._evaluate("Model:get", model_id))
@@ -559,8 +580,23 @@ class ConsortiaClient:
         return _records(_MODELS, self._evaluate("Model:list"))
 
     def grant_model(self, model_id: str, organisation: str, wrapped_key: bytes) -> ModelRecord:
+        """Add ``organisation`` to a model's access list. A model with a private part: the owner's copy
+        (its read) goes in the transient map and the grantee's peer endorses, keeping its own copy."""
+        transient: dict[str, bytes] | None = None
+        endorsers: list[str] | None = None
+        current = self.get_model(model_id)
+        if current.private_sha256 is not None and current.private_purged is None:
+            transient = {MODEL_PRIVATE: current.private_part().canonical()}
+            endorsers = creation_endorsers([current.owner, organisation])
         return ModelRecord.from_json(
-            self._submit("Model:grant", model_id, organisation, base64.b64encode(wrapped_key).decode())
+            self._submit(
+                "Model:grant",
+                model_id,
+                organisation,
+                base64.b64encode(wrapped_key).decode(),
+                transient=transient,
+                endorsing_organisations=endorsers,
+            )
         )
 
     def revoke_model(
@@ -572,15 +608,33 @@ class ConsortiaClient:
         location: str | None = None,
     ) -> ModelRecord:
         """Revoke ``organisation`` and rotate the data key: ``ciphertext_digest`` is the model
-        re-encrypted under a fresh key, ``wrapped_keys`` that key sealed for the remaining list."""
+        re-encrypted under a fresh key, ``wrapped_keys`` that key sealed for the remaining list. A
+        model with a private part: every organisation on the current list endorses (the revoked one's
+        copy is deleted), and a new ``location`` travels in a new private part with a fresh salt."""
         rotation: dict[str, Any] = {
             "ciphertext_digest": ciphertext_digest,
             "wrapped_keys": {o: base64.b64encode(k).decode() for o, k in wrapped_keys.items()},
         }
-        if location is not None:
+        transient: dict[str, bytes] | None = None
+        endorsers: list[str] | None = None
+        current = self.get_model(model_id)
+        if current.private_sha256 is not None and current.private_purged is None:
+            endorsers = creation_endorsers(current.access)
+            if location is not None:
+                part = current.private_part()
+                moved = part.view(location=location, salt=secrets.token_hex(32))
+                transient = {MODEL_PRIVATE: part.canonical(), NEXT_MODEL_PRIVATE: moved.canonical()}
+        elif location is not None:
             rotation["location"] = location
         return ModelRecord.from_json(
-            self._submit("Model:revoke", model_id, organisation, json.dumps(rotation))
+            self._submit(
+                "Model:revoke",
+                model_id,
+                organisation,
+                json.dumps(rotation),
+                transient=transient,
+                endorsing_organisations=endorsers,
+            )
         )
 
     @overload
