@@ -119,12 +119,11 @@ def _view(ctx: TransactionContext, record: ModelRecord) -> ModelRecord:
     return _joined(ctx, record).view(wrapped_key=_sealed_key(ctx, record.id, ctx.msp_id))
 
 
-def _answer(ctx: TransactionContext, record: ModelRecord, part: ModelPrivate | None) -> ModelRecord:
-    """The answer of a transaction endorsed by several organisations: the record with the part it was
-    given joined (never a read of the endorser's own copy, which would differ between endorsers) and
-    the caller's sealed key."""
-    answer = record if part is None else record.joined(part)
-    return answer.view(wrapped_key=_sealed_key(ctx, record.id, ctx.msp_id))
+def _answer(ctx: TransactionContext, record: ModelRecord) -> ModelRecord:
+    """The answer of a transaction that writes a model: the public record (an answer is written into
+    the block, which every channel member receives; the submitting client joins the private part it
+    sent) with the caller's sealed key."""
+    return record.view(wrapped_key=_sealed_key(ctx, record.id, ctx.msp_id))
 
 
 def _transient_part(ctx: TransactionContext, record: ModelRecord, what: str) -> ModelPrivate:
@@ -294,8 +293,7 @@ class ModelContract:
         for org, sealed in sorted(wrapped.items()):
             _put_sealed_key(ctx, model_id, org, sealed)
         ctx.emit("ModelPublished", {"id": model_id, "process_id": pid, "owner": ctx.msp_id})
-        answer = record if part is None else record.joined(part)
-        return answer.view(wrapped_key=wrapped[ctx.msp_id])
+        return record.view(wrapped_key=wrapped[ctx.msp_id])  # public: the answer is in the block
 
     def _load(self, ctx: TransactionContext, model_id: str) -> ModelRecord:
         return ctx.load(ModelRecord, self._key(ctx, model_id), f"model {model_id}")
@@ -351,7 +349,7 @@ class ModelContract:
         )
         ctx.put(self._key(ctx, model_id), record)
         ctx.emit("ModelAccessGranted", {"id": model_id, "organisation": organisation})
-        return _answer(ctx, record, part)
+        return _answer(ctx, record)
 
     def revoke(
         self, ctx: TransactionContext, model_id: str, organisation: str, rotation_json: str
@@ -408,7 +406,7 @@ class ModelContract:
         )
         ctx.put(self._key(ctx, model_id), record)
         ctx.emit("ModelAccessRevoked", {"id": model_id, "organisation": organisation})
-        return _answer(ctx, record, part)
+        return _answer(ctx, record)
 
     def _revoke_private(
         self,

@@ -160,6 +160,19 @@ def process_transient(process: ProcessRecord) -> dict[str, bytes] | None:
     return {PRIVATE_TERMS: process.private_terms().canonical()}
 
 
+def _model_joined(record: ModelRecord, part: ModelPrivate | None) -> ModelRecord:
+    """The public record a model transaction answers (the answer is in the block) with the private
+    part the client sent joined, once it hashes to the record's ``private_sha256``."""
+    if part is None or record.private_sha256 is None:
+        return record
+    if part.digest() != record.private_sha256:
+        raise PrivateDataMismatch(
+            f"the private part sent for model {record.id} does not match its on-chain hash {record.private_sha256}",
+            process_id=record.process_id,
+        )
+    return record.joined(part)
+
+
 def creation_endorsers(consortium: Sequence[str], co_endorsers: Sequence[str] = ()) -> list[str] | None:
     """Who endorses a process's creation (or the purge of its private terms): every member, whose peer
     keeps its own copy of the private part (its implicit collection's policy), and ``co_endorsers``,
@@ -559,19 +572,20 @@ class ConsortiaClient:
             "estimators": estimators or [],
         }
         process = self._readable_process(process_id)
-        transient: dict[str, bytes] | None = None
+        part: ModelPrivate | None = None
         endorsers: list[str] | None = None
         if process is not None and process.private_sha256 is not None:
             part = ModelPrivate(**fields, salt=secrets.token_hex(32))
-            transient = {MODEL_PRIVATE: part.canonical()}
             endorsers = creation_endorsers(process.consortium)
         else:  # a process recorded before its terms were private (or one the contract refuses)
             spec.update(fields)
-        return ModelRecord.from_json(
-            self._submit(
-                "Model:publish", json.dumps(spec), transient=transient, endorsing_organisations=endorsers
-            )
+        answer = self._submit(
+            "Model:publish",
+            json.dumps(spec),
+            transient=None if part is None else {MODEL_PRIVATE: part.canonical()},
+            endorsing_organisations=endorsers,
         )
+        return _model_joined(ModelRecord.from_json(answer), part)
 
     def get_model(self, model_id: str) -> ModelRecord:
         return ModelRecord.from_json(self._evaluate("Model:get", model_id))
@@ -582,22 +596,21 @@ class ConsortiaClient:
     def grant_model(self, model_id: str, organisation: str, wrapped_key: bytes) -> ModelRecord:
         """Add ``organisation`` to a model's access list. A model with a private part: the owner's copy
         (its read) goes in the transient map and the grantee's peer endorses, keeping its own copy."""
-        transient: dict[str, bytes] | None = None
+        part: ModelPrivate | None = None
         endorsers: list[str] | None = None
         current = self.get_model(model_id)
         if current.private_sha256 is not None and current.private_purged is None:
-            transient = {MODEL_PRIVATE: current.private_part().canonical()}
+            part = current.private_part()
             endorsers = creation_endorsers([current.owner, organisation])
-        return ModelRecord.from_json(
-            self._submit(
-                "Model:grant",
-                model_id,
-                organisation,
-                base64.b64encode(wrapped_key).decode(),
-                transient=transient,
-                endorsing_organisations=endorsers,
-            )
+        answer = self._submit(
+            "Model:grant",
+            model_id,
+            organisation,
+            base64.b64encode(wrapped_key).decode(),
+            transient=None if part is None else {MODEL_PRIVATE: part.canonical()},
+            endorsing_organisations=endorsers,
         )
+        return _model_joined(ModelRecord.from_json(answer), part)
 
     def revoke_model(
         self,
@@ -617,25 +630,26 @@ class ConsortiaClient:
         }
         transient: dict[str, bytes] | None = None
         endorsers: list[str] | None = None
+        part: ModelPrivate | None = None
         current = self.get_model(model_id)
         if current.private_sha256 is not None and current.private_purged is None:
             endorsers = creation_endorsers(current.access)
+            part = current.private_part()
             if location is not None:
-                part = current.private_part()
                 moved = part.view(location=location, salt=secrets.token_hex(32))
                 transient = {MODEL_PRIVATE: part.canonical(), NEXT_MODEL_PRIVATE: moved.canonical()}
+                part = moved
         elif location is not None:
             rotation["location"] = location
-        return ModelRecord.from_json(
-            self._submit(
-                "Model:revoke",
-                model_id,
-                organisation,
-                json.dumps(rotation),
-                transient=transient,
-                endorsing_organisations=endorsers,
-            )
+        answer = self._submit(
+            "Model:revoke",
+            model_id,
+            organisation,
+            json.dumps(rotation),
+            transient=transient,
+            endorsing_organisations=endorsers,
         )
+        return _model_joined(ModelRecord.from_json(answer), part)
 
     @overload
     def model_history(self, model_id: str) -> list[HistoryEntry]: ...
