@@ -35,8 +35,9 @@ reason in :attr:`Needles.skipped`:
 - ``recipients``: who each completed task sent its messages to, one needle per (sender, recipients):
   the canonical pair ``"recipient":"Org2MSP"`` of each message (the form a result signed with its
   parties in clear stores) and ``"recipients":[...]``, the list its confidential part stores;
-- ``model``: each final model's ``location`` and every number and string of its estimators (the model
-  records' private part, as an organisation on the access list reads it).
+- ``model``: each final model's ``location``, every number and string of its estimators and the salt
+  of its private part (the model records' private part, as an organisation on the access list reads
+  it; the salt is what keeps a guessable field from being found from the public hash).
 
 Not counted: digests of states, messages and models (they are hashes, which the channel keeps by
 design), and the member list. A positive control runs the same needles over a member's files, which
@@ -176,8 +177,10 @@ def process_needles(
     execution records and its final models); only completed records count."""
     out = _Collector()
     for model in models:
-        if model.location:  # empty: a public read, not joined
+        if model.location:  # empty: a public read, not joined (or a model stored without one)
             out.add("model", f"model {model.id} location", "location", model.location)
+        if model.private_salt is not None:  # what keeps the hash from being searched: private too
+            out.add("model", f"model {model.id} salt", "salt", model.private_salt)
         for i, estimator in enumerate(model.estimators):
             if isinstance(estimator, Mapping):
                 _scalars("model", f"model {model.id} estimators[{i}]", estimator, out)
