@@ -24,6 +24,7 @@ import binascii
 import json
 import math
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from chaincode.canonical import RawJSON, canonical_json, is_digest
@@ -413,7 +414,7 @@ class ModelContract:
         ctx: TransactionContext,
         record: ModelRecord,
         organisation: str,
-        remaining: list[str],
+        remaining: Sequence[str],
         location: str | None,
     ) -> ModelPrivate | None:
         """The private side of a revocation: delete the revoked organisation's copy and, when the
