@@ -34,7 +34,10 @@ reason in :attr:`Needles.skipped`:
 - ``data_commitments``: each completed task's data commitment (``sha256:<hex>``);
 - ``recipients``: who each completed task sent its messages to, one needle per (sender, recipients):
   the canonical pair ``"recipient":"Org2MSP"`` of each message (the form a result signed with its
-  parties in clear stores) and ``"recipients":[...]``, the list its confidential part stores.
+  parties in clear stores) and ``"recipients":[...]``, the list its confidential part stores;
+- ``model``: each final model's ``location``, every number and string of its estimators and the salt
+  of its private part (the model records' private part, as an organisation on the access list reads
+  it; the salt is what keeps a guessable field from being found from the public hash).
 
 Not counted: digests of states, messages and models (they are hashes, which the channel keeps by
 design), and the member list. A positive control runs the same needles over a member's files, which
@@ -48,10 +51,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ledger.client import ExecutionRecord, ProcessRecord
+from ledger.client import ExecutionRecord, ModelRecord, ProcessRecord
 from wire.canonical import canonical_json
 
-KINDS = ("hyperparameters", "privacy_budget", "metrics", "epsilon", "data_commitments", "recipients")
+KINDS = ("hyperparameters", "privacy_budget", "metrics", "epsilon", "data_commitments", "recipients", "model")
 MIN_BYTES = 8  #: a form shorter than this matches by chance
 MIN_BARE = 8  #: a float's bare canonical text at least this long is a form of its own
 
@@ -167,10 +170,20 @@ def _scalars(kind: str, label: str, obj: Mapping[str, Any], out: _Collector) -> 
             out.add(kind, f"{label}.{name}", name, value)
 
 
-def process_needles(process: ProcessRecord, executions: Iterable[ExecutionRecord]) -> Needles:
-    """The needles of ``process``'s confidential values, as a member reads them (its record and its
-    execution records); only completed records count."""
+def process_needles(
+    process: ProcessRecord, executions: Iterable[ExecutionRecord], models: Iterable[ModelRecord] = ()
+) -> Needles:
+    """The needles of ``process``'s confidential values, as a member reads them (its record, its
+    execution records and its final models); only completed records count."""
     out = _Collector()
+    for model in models:
+        if model.location:  # empty: a public read, not joined (or a model stored without one)
+            out.add("model", f"model {model.id} location", "location", model.location)
+        if model.private_salt is not None:  # what keeps the hash from being searched: private too
+            out.add("model", f"model {model.id} salt", "salt", model.private_salt)
+        for i, estimator in enumerate(model.estimators):
+            if isinstance(estimator, Mapping):
+                _scalars("model", f"model {model.id} estimators[{i}]", estimator, out)
     for name, value in process.hyperparameters.items():
         out.add("hyperparameters", f"hyperparameters.{name}", name, value)
     if process.privacy_budget is not None:

@@ -184,7 +184,8 @@ def run_exposure(hosts: dict[str, Host], member: str, outsider: str, pid: str) -
     outside = hosts[outsider].ledger_client()
     try:
         assert isinstance(outside.ledger, FabricLedger)
-        needles = process_needles(inside.get_process(pid), inside.query_executions(pid))
+        models = [m for m in inside.list_models() if m.process_id == pid]
+        needles = process_needles(inside.get_process(pid), inside.query_executions(pid), models)
         height = inside.ledger.block_height(inside.identity)
         admin = Consortium(load(hosts[outsider].home).crypto).identity(hosts[outsider].msp, "Admin")
         deadline = time.monotonic() + 60  # the outsider's peer commits the last blocks a moment later

@@ -35,7 +35,7 @@ from pathlib import Path
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from chaincode import dispatch
-from chaincode.records import RESULT_CONFIDENTIAL
+from chaincode.records import MODEL_PRIVATE, RESULT_CONFIDENTIAL, ModelPrivate
 from executor.consent import give_consent
 from ledger.client import ConsortiaClient, private_terms_transient, process_transient, split_result
 from ledger.embedded import EmbeddedLedger
@@ -126,14 +126,21 @@ def prepare(led: EmbeddedLedger, cons: Consortium) -> dict[str, tuple[str, list[
     model_spec = {
         "process_id": "done",
         "digest": model,
-        "size": 1234,
         "ciphertext_digest": _digest("ciphertext"),
         "wrapped_keys": wrapped,
-        "metrics": {"accuracy": 0.9},
-        "estimators": [{"id": f"e{i}", "digest": _digest(f"e{i}")} for i in range(20)],
+    }
+    # the process's terms are private, so are its models' size, metrics and estimators (transient)
+    TRANSIENT["Model:publish"] = {
+        MODEL_PRIVATE: ModelPrivate(
+            size=1234,
+            metrics={"accuracy": 0.9},
+            estimators=tuple({"id": f"e{i}", "digest": _digest(f"e{i}")} for i in range(20)),
+            salt=secrets.token_hex(32),
+        ).canonical()
     }
     c1.publish_membership("https://org1.example:7443", _digest("ca"))
     c2.publish_model("done", model2, 1234, _digest("ciphertext-2"), {o: os.urandom(80) for o in pair})
+    TRANSIENT["Model:grant"] = {MODEL_PRIVATE: c2.get_model("done:Org2MSP").private_part().canonical()}
     task_key = public_key_pem(ec.generate_private_key(ec.SECP256R1()).public_key())
     new_image = {"name": "other", "version": "2", "algorithm": "collab-rf", "digest": IMAGE_DIGEST}
     new_process = {

@@ -10,7 +10,7 @@ import hashlib
 import json
 import time
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, TypeVar
+from typing import Any, Protocol, Self, TypeVar
 
 from cryptography import x509
 from cryptography.x509.oid import NameOID
@@ -19,10 +19,17 @@ from google.protobuf.message import DecodeError
 
 from chaincode.canonical import RawJSON, canonical_json
 from chaincode.endorsement import RecordView
-from chaincode.errors import Forbidden, InvalidArgument, NotFound
-from chaincode.limits import history_page_request, parse_json
+from chaincode.errors import Forbidden, InvalidArgument, InvalidState, NotFound, PrivateDataMismatch
+from chaincode.limits import MAX_ARGUMENT_BYTES, history_page_request, parse_json
 from chaincode.records import Record
-from chaincode.stub import ChaincodeStub, KeyModification, KeyValue, create_composite_key
+from chaincode.stub import (
+    ChaincodeStub,
+    KeyModification,
+    KeyValue,
+    PrivateDataUnavailable,
+    create_composite_key,
+    implicit_collection,
+)
 from wire.memo import Memo
 
 SUBMITTER_ROLES = ("client", "admin")
@@ -266,3 +273,68 @@ def require_keys(obj: Any, allowed: set[str], required: set[str], what: str) -> 
     if missing:
         raise InvalidArgument(f"{what} lacks required fields {sorted(missing)}")
     return obj
+
+
+class PrivatePart(Protocol):
+    """A record's private part as its copies hold it (:class:`~chaincode.records.PrivateTerms`,
+    ``ExecutionPrivate``, ``ModelPrivate``): parsed from a copy, hashed as the public record's
+    ``private_sha256``."""
+
+    @classmethod
+    def from_json(cls, raw: bytes | str) -> Self: ...
+
+    def digest(self) -> str: ...
+
+
+_P = TypeVar("_P", bound=PrivatePart)
+
+
+def own_private_copy(
+    ctx: TransactionContext, key: str, cls: type[_P], digest: str, what: str, **details: Any
+) -> _P:
+    """The private part of the record at ``key`` from the executing peer's own organisation's implicit
+    collection, checked against the public record's ``private_sha256`` (``digest``): an evaluation on a
+    member's peer (docs/confidentiality.md). No copy, or none available, is :class:`InvalidState`; a copy
+    that does not parse or does not hash to ``digest`` (altered after commit) is
+    :class:`PrivateDataMismatch`. ``details`` go into the errors."""
+    org = ctx.stub.get_msp_id()
+    try:
+        raw = ctx.stub.get_private_data(implicit_collection(org), key)
+    except PrivateDataUnavailable as exc:
+        raise InvalidState(
+            f"the private copy of {what} is not available on {org}'s peer: {exc}", **details
+        ) from None
+    if raw is None:
+        raise InvalidState(f"{org}'s peer holds no private copy of {what}", **details)
+    try:
+        part = cls.from_json(raw)
+    except ValueError as exc:
+        raise PrivateDataMismatch(
+            f"the private copy of {what} on {org}'s peer is not readable: {exc}", organisation=org, **details
+        ) from None
+    if part.digest() != digest:
+        raise PrivateDataMismatch(
+            f"private copy of {what} on {org}'s peer does not match the on-chain hash {digest}",
+            organisation=org,
+            **details,
+        )
+    return part
+
+
+def transient_part(ctx: TransactionContext, name: str, cls: type[_R], why: str) -> _R:
+    """A private part given in the proposal's transient map under ``name``, parsed (within one
+    argument's size); missing or unparsable is :class:`InvalidArgument` (``why`` says what is missing)."""
+    raw = ctx.stub.get_transient().get(name)
+    if raw is None:
+        raise InvalidArgument(f"{why}: pass it in the transient map under {name!r}")
+    if len(raw) > MAX_ARGUMENT_BYTES:
+        raise InvalidArgument(
+            f"transient {name!r} is {len(raw)} bytes, over the limit of {MAX_ARGUMENT_BYTES} bytes per "
+            "contract argument",
+            limit=MAX_ARGUMENT_BYTES,
+            size=len(raw),
+        )
+    try:
+        return cls.from_json(raw)
+    except ValueError as exc:
+        raise InvalidArgument(f"transient {name!r} is not a {cls.__name__}: {exc}") from None

@@ -41,7 +41,6 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from typing import TypeVar
 
 from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
@@ -50,7 +49,14 @@ from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 
 from chaincode.canonical import RawJSON, canonical_json
 from chaincode.consent import require_approval
-from chaincode.context import TransactionContext, parse_json_arg, require_keys, require_str
+from chaincode.context import (
+    TransactionContext,
+    own_private_copy,
+    parse_json_arg,
+    require_keys,
+    require_str,
+    transient_part,
+)
 from chaincode.endorsement import endorse_by_members
 from chaincode.errors import (
     AlreadyExists,
@@ -71,7 +77,7 @@ from chaincode.learning_process import (
     round_key,
     with_transient_terms,
 )
-from chaincode.limits import MAX_ARGUMENT_BYTES, MAX_FAILURE_DETAILS_BYTES, MAX_REASON_CHARS, bounded_json
+from chaincode.limits import MAX_FAILURE_DETAILS_BYTES, MAX_REASON_CHARS, bounded_json
 from chaincode.privacy import charge
 from chaincode.records import (
     CONFIDENTIAL_RESULT_KEYS,
@@ -89,7 +95,7 @@ from chaincode.records import (
     ResultConfidential,
     check_result,
 )
-from chaincode.stub import KeyValue, PrivateDataUnavailable, implicit_collection, split_composite_key
+from chaincode.stub import KeyValue, implicit_collection, split_composite_key
 
 P256_HALF_ORDER = 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551 // 2
 
@@ -160,31 +166,10 @@ def _check_confidential_parties(result: ExecutionResult, part: ResultConfidentia
             )
 
 
-_Part = TypeVar("_Part", ResultConfidential, ExecutionPrivate)
-
-
-def _transient(ctx: TransactionContext, name: str, cls: type[_Part], why: str) -> _Part:
-    """A private part given in the transient map under ``name``, parsed (within one argument's size)."""
-    raw = ctx.stub.get_transient().get(name)
-    if raw is None:
-        raise InvalidArgument(f"{why}: pass it in the transient map under {name!r}")
-    if len(raw) > MAX_ARGUMENT_BYTES:
-        raise InvalidArgument(
-            f"transient {name!r} is {len(raw)} bytes, over the limit of {MAX_ARGUMENT_BYTES} bytes per "
-            "contract argument",
-            limit=MAX_ARGUMENT_BYTES,
-            size=len(raw),
-        )
-    try:
-        return cls.from_json(raw)
-    except ValueError as exc:
-        raise InvalidArgument(f"transient {name!r} is not a {cls.__name__}: {exc}") from None
-
-
 def transient_confidential(ctx: TransactionContext, result: ExecutionResult) -> ResultConfidential:
     """The result's confidential part from the transient map, checked against the signed
     ``confidential_sha256`` (:class:`PrivateDataMismatch` if it does not hash to it)."""
-    part = _transient(
+    part = transient_part(
         ctx, RESULT_CONFIDENTIAL, ResultConfidential, "the result's confidential part is missing"
     )
     if part.digest() != result.confidential_sha256:
@@ -200,7 +185,7 @@ def transient_confidential(ctx: TransactionContext, result: ExecutionResult) -> 
 def transient_previous(ctx: TransactionContext, previous: dict[str, object], what: str) -> ExecutionPrivate:
     """The caller's previous record's private part from the transient map, checked against that
     record's stored ``private_sha256`` (what the privacy charge continues from)."""
-    part = _transient(
+    part = transient_part(
         ctx, PREVIOUS_EXECUTION_PRIVATE, ExecutionPrivate, f"the private part of {what} is needed"
     )
     if part.digest() != previous["private_sha256"]:
@@ -224,25 +209,8 @@ def joined_record(
         return record
     if purged is not None:
         return {**record, "private_purged": purged}
-    org = ctx.stub.get_msp_id()
     what = f"the execution record of {record.get('organisation')} for round {record.get('round')} of {record.get('process_id')}"
-    try:
-        raw = ctx.stub.get_private_data(implicit_collection(org), key)
-    except PrivateDataUnavailable as exc:
-        raise InvalidState(f"the private copy of {what} is not available on {org}'s peer: {exc}") from None
-    if raw is None:
-        raise InvalidState(f"{org}'s peer holds no private copy of {what}")
-    try:
-        part = ExecutionPrivate.from_json(raw)
-    except ValueError as exc:
-        raise PrivateDataMismatch(
-            f"the private copy of {what} on {org}'s peer is not readable: {exc}"
-        ) from None
-    if part.digest() != digest:
-        raise PrivateDataMismatch(
-            f"private copy of {what} on {org}'s peer does not match the on-chain hash {digest}",
-            organisation=org,
-        )
+    part = own_private_copy(ctx, key, ExecutionPrivate, str(digest), what)
     result = ExecutionResult.model_validate(record["result"]).joined(part.result)
     return {
         **record,

@@ -19,7 +19,7 @@ from typing import Any
 
 from chaincode.canonical import RawJSON
 from chaincode.consent import ACCEPTANCE, acceptance_key, missing_acceptances, require_consent_role
-from chaincode.context import TransactionContext, parse_json_arg, require_keys, require_str
+from chaincode.context import TransactionContext, own_private_copy, parse_json_arg, require_keys, require_str
 from chaincode.endorsement import KeyPolicy, endorse_by_members, protect_process
 from chaincode.errors import (
     AlreadyExists,
@@ -47,16 +47,18 @@ from chaincode.limits import (
 from chaincode.privacy import parse_budget
 from chaincode.records import (
     ID_PATTERN,
+    MODEL,
     MSP_PATTERN,
     PRIVATE_TERMS,
     ImageRecord,
+    ModelRecord,
     PrivateTerms,
     ProcessAcceptance,
     ProcessEndorsement,
     ProcessProgress,
     ProcessRecord,
 )
-from chaincode.stub import KeyValue, PrivateDataUnavailable, implicit_collection
+from chaincode.stub import KeyValue, implicit_collection
 
 PROCESS = "LearningProcess"
 EXECUTION = "Execution"
@@ -129,26 +131,14 @@ def with_own_terms(ctx: TransactionContext, process: ProcessRecord) -> ProcessRe
     copy that does not match is :class:`PrivateDataMismatch` (it was altered after commit)."""
     if process.private_sha256 is None or process.private_purged is not None:
         return process  # in clear, or purged: the public record (hash-attested) is all there is
-    org = ctx.stub.get_msp_id()
-    try:
-        raw = ctx.stub.get_private_data(implicit_collection(org), ctx.key(PROCESS, process.id))
-    except PrivateDataUnavailable as exc:
-        raise InvalidState(
-            f"the private copy of learning process {process.id} is not available on {org}'s peer: {exc}",
-            process_id=process.id,
-        ) from None
-    if raw is None:
-        raise InvalidState(
-            f"{org}'s peer holds no private copy of learning process {process.id}", process_id=process.id
-        )
-    terms = _private_terms(raw, f"the private copy of learning process {process.id}")
-    if terms.digest() != process.private_sha256:
-        raise PrivateDataMismatch(
-            f"private copy of learning process {process.id} on {org}'s peer does not match the on-chain "
-            f"hash {process.private_sha256}",
-            process_id=process.id,
-            organisation=org,
-        )
+    terms = own_private_copy(
+        ctx,
+        ctx.key(PROCESS, process.id),
+        PrivateTerms,
+        process.private_sha256,
+        f"learning process {process.id}",
+        process_id=process.id,
+    )
     return process.joined(terms)
 
 
@@ -534,8 +524,9 @@ class LearningProcessContract:
 
     def purge_private(self, ctx: TransactionContext, process_id: str) -> ProcessRecord:
         """A member purges a finished process's private data from every member's collection (Fabric
-        2.5 ``PurgePrivateData``; issue 32 "purge on request"): its private terms and the private part
-        of each of its execution records. Each collection's owner endorses (its policy), so every
+        2.5 ``PurgePrivateData``; issue 32 "purge on request"): its private terms, the private part
+        of each of its execution records and that of each of its models (from every organisation on
+        the model's access list). Each collection's owner endorses (its policy), so every
         member's peer takes part. The public records keep their ``private_sha256``; the process
         records ``private_purged``, and reads then answer the public records, hash-attested."""
         ctx.require_submitter()
@@ -557,6 +548,10 @@ class LearningProcessContract:
         for member in process.consortium:
             for private_key in private_keys:
                 ctx.stub.purge_private_data(implicit_collection(member), private_key)
+        for model in ctx.scan(ModelRecord, MODEL):  # each private model's copies, on its access list
+            if model.process_id == process_id and model.private_sha256 is not None:
+                for holder in model.access:
+                    ctx.stub.purge_private_data(implicit_collection(holder), ctx.key(MODEL, model.id))
         process = process.replace(private_purged=ctx.timestamp, updated=ctx.timestamp, tx_id=ctx.tx_id)
         ctx.put(key, process)
         endorse_by_members(ctx.stub, process_id, process.consortium, key)

@@ -870,16 +870,51 @@ class InboxEntry(Record):
 
 
 # ---------------------------------------------------------------------------------------- models
+#: the key prefix of model records (``Model/<id>``), and of their private copies in the implicit collections
+MODEL = "Model"
+#: the transient-map key under which a model's private part travels (``Model:publish``/``grant``/``revoke``)
+MODEL_PRIVATE = "model_private"
+#: the transient-map key of the new private part of a revocation that moves the model (``Model:revoke``)
+NEXT_MODEL_PRIVATE = "next_model_private"
+
+
+class ModelPrivate(Record):
+    """The private part of a model record (docs/confidentiality.md): where its ciphertext is stored, its
+    size, its metrics and its estimators, with a salt. One copy lives in the implicit collection of each
+    organisation on the model's access list (key ``Model/<id>``); the public record keeps :meth:`digest`
+    as ``private_sha256``. The salt (32 random bytes, hex, chosen by the publishing client) keeps a
+    guessable value (a size, a path) from being found by hashing candidates."""
+
+    location: str = ""
+    size: int
+    metrics: dict[str, Number] = {}
+    estimators: tuple[Any, ...] = ()
+    salt: Annotated[str, StringConstraints(strict=True, pattern=r"^[0-9a-f]{64}$")]
+
+    def digest(self) -> str:
+        """``sha256:<hex>`` of the canonical JSON (what the public record's ``private_sha256`` is)."""
+        return sha256_digest(self.canonical())
+
+
 class ModelRecord(Record):
     """A final model (key ``Model/<id>``, seed 003 §IV-B): stored off chain, encrypted under a data key
-    sealed for each organisation on its access list."""
+    sealed for each organisation on its access list.
+
+    The model of a process whose terms are private keeps its location, size, metrics and estimators
+    private (:class:`ModelPrivate`): the stored, public record carries ``private_sha256`` instead (and
+    ``size`` 0), and ``Model:get`` answers an organisation on the access list with them joined from its
+    own copy. A model published before (or of a process recorded before terms were private) carries
+    them in clear. What stays public (identifiers, owner, digests, access list, key version, image,
+    round, times) is what the access control and the lineage check need."""
 
     id: Identifier
     process_id: Identifier
     owner: MspId
     digest: Digest
     """The digest of the model in the clear (the one the last round's execution record signed)."""
-    size: int
+    size: int = 0
+    """Private, as ``location``, ``metrics`` and ``estimators``, when ``private_sha256`` is set: joined
+    by a read of an organisation on the access list (absent from the public record)."""
     ciphertext_digest: Digest
     location: str = ""
     metrics: dict[str, Number] = {}
@@ -898,6 +933,37 @@ class ModelRecord(Record):
     gain: MemberGain | None = None
     """What collaboration bought the model's owner (gateway and CLI reads, from the last round's signed
     result; never stored): ``negative`` warns before the model is used."""
+    private_sha256: Digest | None = None
+    """The digest of the model's :class:`ModelPrivate` (None: a model whose fields are public)."""
+    private_salt: str | None = None
+    """The salt of the :class:`ModelPrivate` (a read by an organisation on the access list; never stored)."""
+    private_purged: Timestamp | None = None
+    """On reads of a model whose process's private data was purged (``LearningProcess:purge_private``):
+    when. The values are gone, ``private_sha256`` stays as evidence (never stored)."""
+
+    def joined(self, part: ModelPrivate) -> ModelRecord:
+        """This (public) record with ``part`` joined, as an organisation on the access list reads it
+        (never stored); the caller has checked it against ``private_sha256``."""
+        return self.view(
+            location=part.location,
+            size=part.size,
+            metrics=part.metrics,
+            estimators=part.estimators,
+            private_salt=part.salt,
+        )
+
+    def private_part(self) -> ModelPrivate:
+        """The private part of a joined read (what the owner passes in the transient map to ``grant``
+        and ``revoke``); ValueError on a record that has none joined."""
+        if self.private_sha256 is None or self.private_salt is None:
+            raise ValueError(f"model {self.id}: no private part joined to this record")
+        return ModelPrivate(
+            location=self.location,
+            size=self.size,
+            metrics=self.metrics,
+            estimators=self.estimators,
+            salt=self.private_salt,
+        )
 
 
 class SealedKey(Record):

@@ -20,6 +20,8 @@ from pydantic import TypeAdapter, ValidationError
 from chaincode.canonical import canonical_json
 from chaincode.privacy import privacy_status
 from chaincode.records import (
+    MODEL_PRIVATE,
+    NEXT_MODEL_PRIVATE,
     PREVIOUS_EXECUTION_PRIVATE,
     PRIVATE_TERMS,
     RESULT_CONFIDENTIAL,
@@ -36,6 +38,7 @@ from chaincode.records import (
     MemberGain,
     MemberRecord,
     ModelOutput,
+    ModelPrivate,
     ModelRecord,
     OutputMessage,
     PrivacyBudget,
@@ -155,6 +158,19 @@ def process_transient(process: ProcessRecord) -> dict[str, bytes] | None:
     if process.private_sha256 is None:
         return None
     return {PRIVATE_TERMS: process.private_terms().canonical()}
+
+
+def _model_joined(record: ModelRecord, part: ModelPrivate | None) -> ModelRecord:
+    """The public record a model transaction answers (the answer is in the block) with the private
+    part the client sent joined, once it hashes to the record's ``private_sha256``."""
+    if part is None or record.private_sha256 is None:
+        return record
+    if part.digest() != record.private_sha256:
+        raise PrivateDataMismatch(
+            f"the private part sent for model {record.id} does not match its on-chain hash {record.private_sha256}",
+            process_id=record.process_id,
+        )
+    return record.joined(part)
 
 
 def creation_endorsers(consortium: Sequence[str], co_endorsers: Sequence[str] = ()) -> list[str] | None:
@@ -538,19 +554,38 @@ class ConsortiaClient:
         estimators: list[Any] | None = None,
         model_id: str | None = None,
     ) -> ModelRecord:
+        """Publish a final model. For a process with private terms, the size, location, metrics and
+        estimators go in the transient map with a fresh salt (:class:`ModelPrivate`), and every member
+        (the access list) endorses: each keeps its own copy (docs/confidentiality.md)."""
         spec: dict[str, Any] = {
             "process_id": process_id,
             "digest": digest,
-            "size": size,
             "ciphertext_digest": ciphertext_digest,
             "wrapped_keys": {o: base64.b64encode(k).decode() for o, k in wrapped_keys.items()},
+        }
+        if model_id:
+            spec["id"] = model_id
+        fields: dict[str, Any] = {
+            "size": size,
             "metrics": metrics or {},
             "location": location,
             "estimators": estimators or [],
         }
-        if model_id:
-            spec["id"] = model_id
-        return ModelRecord.from_json(self._submit("Model:publish", json.dumps(spec)))
+        process = self._readable_process(process_id)
+        part: ModelPrivate | None = None
+        endorsers: list[str] | None = None
+        if process is not None and process.private_sha256 is not None:
+            part = ModelPrivate(**fields, salt=secrets.token_hex(32))
+            endorsers = creation_endorsers(process.consortium)
+        else:  # a process recorded before its terms were private (or one the contract refuses)
+            spec.update(fields)
+        answer = self._submit(
+            "Model:publish",
+            json.dumps(spec),
+            transient=None if part is None else {MODEL_PRIVATE: part.canonical()},
+            endorsing_organisations=endorsers,
+        )
+        return _model_joined(ModelRecord.from_json(answer), part)
 
     def get_model(self, model_id: str) -> ModelRecord:
         return ModelRecord.from_json(self._evaluate("Model:get", model_id))
@@ -559,9 +594,23 @@ class ConsortiaClient:
         return _records(_MODELS, self._evaluate("Model:list"))
 
     def grant_model(self, model_id: str, organisation: str, wrapped_key: bytes) -> ModelRecord:
-        return ModelRecord.from_json(
-            self._submit("Model:grant", model_id, organisation, base64.b64encode(wrapped_key).decode())
+        """Add ``organisation`` to a model's access list. A model with a private part: the owner's copy
+        (its read) goes in the transient map and the grantee's peer endorses, keeping its own copy."""
+        part: ModelPrivate | None = None
+        endorsers: list[str] | None = None
+        current = self.get_model(model_id)
+        if current.private_sha256 is not None and current.private_purged is None:
+            part = current.private_part()
+            endorsers = creation_endorsers([current.owner, organisation])
+        answer = self._submit(
+            "Model:grant",
+            model_id,
+            organisation,
+            base64.b64encode(wrapped_key).decode(),
+            transient=None if part is None else {MODEL_PRIVATE: part.canonical()},
+            endorsing_organisations=endorsers,
         )
+        return _model_joined(ModelRecord.from_json(answer), part)
 
     def revoke_model(
         self,
@@ -572,16 +621,35 @@ class ConsortiaClient:
         location: str | None = None,
     ) -> ModelRecord:
         """Revoke ``organisation`` and rotate the data key: ``ciphertext_digest`` is the model
-        re-encrypted under a fresh key, ``wrapped_keys`` that key sealed for the remaining list."""
+        re-encrypted under a fresh key, ``wrapped_keys`` that key sealed for the remaining list. A
+        model with a private part: every organisation on the current list endorses (the revoked one's
+        copy is deleted), and a new ``location`` travels in a new private part with a fresh salt."""
         rotation: dict[str, Any] = {
             "ciphertext_digest": ciphertext_digest,
             "wrapped_keys": {o: base64.b64encode(k).decode() for o, k in wrapped_keys.items()},
         }
-        if location is not None:
+        transient: dict[str, bytes] | None = None
+        endorsers: list[str] | None = None
+        part: ModelPrivate | None = None
+        current = self.get_model(model_id)
+        if current.private_sha256 is not None and current.private_purged is None:
+            endorsers = creation_endorsers(current.access)
+            part = current.private_part()
+            if location is not None:
+                moved = part.view(location=location, salt=secrets.token_hex(32))
+                transient = {MODEL_PRIVATE: part.canonical(), NEXT_MODEL_PRIVATE: moved.canonical()}
+                part = moved
+        elif location is not None:
             rotation["location"] = location
-        return ModelRecord.from_json(
-            self._submit("Model:revoke", model_id, organisation, json.dumps(rotation))
+        answer = self._submit(
+            "Model:revoke",
+            model_id,
+            organisation,
+            json.dumps(rotation),
+            transient=transient,
+            endorsing_organisations=endorsers,
         )
+        return _model_joined(ModelRecord.from_json(answer), part)
 
     @overload
     def model_history(self, model_id: str) -> list[HistoryEntry]: ...

@@ -64,6 +64,39 @@ def truncate_consistently(path: Path, keep_through: int) -> None:
         con.execute("DELETE FROM state WHERE key = ?", (key,))
         if prev is not None and not prev[3]:
             con.execute("INSERT INTO state VALUES (?, ?, ?, ?)", (key, prev[0], prev[1], prev[2]))
+    # the hashed private state: each (collection, key hash) rewritten in a dropped block goes back to its
+    # last version in the kept blocks (replayed from their valid transactions' hashed write sets)
+    touched = set(
+        con.execute("SELECT collection, key_hash FROM private_hashes WHERE block > ?", (keep_through,))
+    )
+    if touched:
+        valid = {
+            t
+            for (t,) in con.execute(
+                "SELECT tx_id FROM txs WHERE code = 'VALID' AND block <= ?", (keep_through,)
+            )
+        }
+        last: dict[tuple[str, str], tuple[str | None, int, int]] = {}
+        for number, body in con.execute(
+            "SELECT number, body FROM blocks WHERE number <= ? ORDER BY number", (keep_through,)
+        ):
+            for txnum, tx in enumerate(json.loads(body)["transactions"]):
+                if tx["proposal"]["tx_id"] not in valid:
+                    continue
+                private = tx["response"]["rwset"].get("private") or {}
+                for collection, hashed, value, _ in private.get("writes", ()):
+                    if (collection, hashed) in touched:
+                        last[(collection, hashed)] = (value, number, txnum)
+        for collection, hashed in touched:
+            con.execute(
+                "DELETE FROM private_hashes WHERE collection = ? AND key_hash = ?", (collection, hashed)
+            )
+            value, number, txnum = last.get((collection, hashed), (None, 0, 0))
+            if value is not None:
+                con.execute(
+                    "INSERT INTO private_hashes VALUES (?, ?, ?, ?, ?)",
+                    (collection, hashed, value, number, txnum),
+                )
     for table, col in (("history", "block"), ("events", "block"), ("txs", "block"), ("blocks", "number")):
         con.execute(f"DELETE FROM {table} WHERE {col} > ?", (keep_through,))
     con.execute("COMMIT")

@@ -27,10 +27,13 @@ from chaincode import dispatch
 from chaincode.endorsement import GUARD, PLACEHOLDER
 from chaincode.errors import InvalidArgument
 from chaincode.records import (
+    MODEL_PRIVATE,
+    NEXT_MODEL_PRIVATE,
     PREVIOUS_EXECUTION_PRIVATE,
     PRIVATE_TERMS,
     RESULT_CONFIDENTIAL,
     ExecutionRecord,
+    ModelPrivate,
     ProcessRecord,
     split_result,
 )
@@ -65,7 +68,7 @@ class DictStub:
         self.creator, self.tx_id, self.timestamp = creator, tx_id, timestamp
         self.msp_id, self.transient = msp_id, dict(transient or {})
         self.writes: dict[str, bytes | None] = {}
-        self.private_writes: dict[tuple[str, str], bytes] = {}
+        self.private_writes: dict[tuple[str, str], bytes | None] = {}
         self.event: tuple[str, bytes] | None = None
 
     def commit(self) -> None:
@@ -74,7 +77,11 @@ class DictStub:
                 self.state.pop(k, None)
             else:
                 self.state[k] = v
-        self.private.update(self.private_writes)
+        for ck, pv in self.private_writes.items():
+            if pv is None:
+                self.private.pop(ck, None)
+            else:
+                self.private[ck] = pv
 
     def get_msp_id(self) -> str:
         return self.msp_id
@@ -88,6 +95,9 @@ class DictStub:
 
     def put_private_data(self, collection: str, key: str, value: bytes) -> None:
         self.private_writes[(collection, key)] = bytes(value)
+
+    def del_private_data(self, collection: str, key: str) -> None:
+        self.private_writes[(collection, key)] = None
 
     def get_creator(self) -> bytes:
         return self.creator
@@ -214,7 +224,9 @@ def scenario(crypto_dir: Path) -> dict[str, str]:
                 continue  # (chaincode/endorsement.py)
             h.update(b"\x01" + k.encode() + b"\x02" + (b"<deleted>" if v is None else v))
         for (c, k), v in sorted(stub.private_writes.items()):
-            h.update(b"\x05" + c.encode() + b"\x06" + k.encode() + b"\x02" + v)
+            h.update(
+                b"\x05" + c.encode() + b"\x06" + k.encode() + b"\x02" + (b"<deleted>" if v is None else v)
+            )
         if stub.event is not None:
             h.update(b"\x03" + stub.event[0].encode() + b"\x04" + stub.event[1])
         out[name] = h.hexdigest()
@@ -426,6 +438,15 @@ def scenario(crypto_dir: Path) -> dict[str, str]:
     tx("list processes", "Org1", "LearningProcess:list")
     # models: published (p: its last round completed by Org1), granted, revoked with a key rotation
     wrapped = {m: base64.b64encode(bytes([i]) * 80).decode() for i, m in enumerate(members, start=1)}
+    # the processes' terms are private, so are their models' size, location, metrics and estimators
+    # (docs/confidentiality.md): they travel in the transient map with a fixed salt
+    model_p = ModelPrivate(
+        size=4321,
+        metrics={"auc": 0.9, "n": 3},
+        location="store://p",
+        estimators=(["Org1MSP", 1, _digest("e")],),
+        salt="d4" * 32,
+    )
     tx(
         "publish p",
         "Org1",
@@ -434,14 +455,11 @@ def scenario(crypto_dir: Path) -> dict[str, str]:
             {
                 "process_id": "p",
                 "digest": _digest("model p"),
-                "size": 4321,
                 "ciphertext_digest": _digest("ct p"),
                 "wrapped_keys": wrapped,
-                "metrics": {"auc": 0.9, "n": 3},
-                "location": "store://p",
-                "estimators": [["Org1MSP", 1, _digest("e")]],
             }
         ),
+        transient={MODEL_PRIVATE: model_p.canonical()},
     )
     tx(
         "publish r",
@@ -452,20 +470,36 @@ def scenario(crypto_dir: Path) -> dict[str, str]:
                 "id": "r-model",
                 "process_id": "r",
                 "digest": _digest("model r Org2"),
-                "size": 10,
                 "ciphertext_digest": _digest("ct r"),
                 "wrapped_keys": wrapped,
             }
         ),
+        transient={MODEL_PRIVATE: ModelPrivate(size=10, salt="e5" * 32).canonical()},
     )
-    tx("grant p", "Org1", "Model:grant", "p:Org1MSP", "Org3MSP", base64.b64encode(b"\x03" * 80).decode())
+    tx(
+        "grant p",
+        "Org1",
+        "Model:grant",
+        "p:Org1MSP",
+        "Org3MSP",
+        base64.b64encode(b"\x03" * 80).decode(),
+        transient={MODEL_PRIVATE: model_p.canonical()},
+    )
     tx("get model p", "Org3", "Model:get", "p:Org1MSP")
     rotation = {
         "ciphertext_digest": _digest("ct p 2"),
         "wrapped_keys": {m: base64.b64encode(b"\x09" * 64).decode() for m in members},
-        "location": "store://p2",
     }
-    tx("revoke p", "Org1", "Model:revoke", "p:Org1MSP", "Org3MSP", j(rotation))
+    moved = model_p.replace(location="store://p2", salt="f6" * 32)
+    tx(
+        "revoke p",
+        "Org1",
+        "Model:revoke",
+        "p:Org1MSP",
+        "Org3MSP",
+        j(rotation),
+        transient={MODEL_PRIVATE: model_p.canonical(), NEXT_MODEL_PRIVATE: moved.canonical()},
+    )
     tx("list models", "Org2", "Model:list")
     # membership: published once and twice (version, created kept), with and without a gateway
     tx(
@@ -554,18 +588,18 @@ GOLDEN: dict[str, str] = {
     "complete r1 Org2": "1f106973f361bbaafec52c3694fb40323a2f4cd6236529bf1c9f94b51a577d72",
     "complete r": "ebe3f428d2cf9f0d9ccb1bdc53240d48a128bbb0c061454c48c5e93920d3c6ec",
     "list processes": "f0326cb3fa5982a72801b9c521bbfc5f62ea404bc3fd0ddd5876f176e6d99d6d",
-    "publish p": "32cb8422dd25b89e4f2f48168819292fd7fe176da88239f798e6ee22bad6b59d",
-    "publish r": "b59b2afeb5613b05b0b5629ffb35cd8d5fb9cf63bbca77b7eac17291691f934e",
-    "grant p": "f048d1922439bc25eb2b9767d53187c2e4e615eac3160fa149712e042a5aab5e",
-    "get model p": "28601e6f0c505ab262913ad414eba5313de6d7101b88de4b39f6709dcb0e6d33",
-    "revoke p": "7d9aeada9b787128f72c1565cd6a84d5aad949dac1aaa6280c966d5d2e23894c",
-    "list models": "72750e6e39816634f4b1ffab4b7496bdd5d0d42e07adb268f204173803007580",
+    "publish p": "ec67020467748da8cd693282cb95080a95f4438d292bd255d6b42f85cc00d56a",
+    "publish r": "4bfc20ce01f8acb57250f799f9dcd547fa9bee4d4226021dc06031fd9a466112",
+    "grant p": "9c6ef068926abdaefe7a420f5e8ec054670073e1f156d94949febc1b1e65fde0",
+    "get model p": "b91cecd3142641f52d203d9458abed9c75f4659a5eb7b3a48856bdea74b338c2",
+    "revoke p": "ef32254c6b24027bca0bfd7576e6e6e5c56d68b61d937e08e601e9abba6af88f",
+    "list models": "9f392f689fa3dd2391a919869ecf7e33f57ef29c4229448726625beae5885b5f",
     "member Org1": "f07311687b2bd8c527da15090d0ca6088b20df26691d9da5de169e30bd678e3c",
     "member Org2": "9dc94f775ff2fdd3618a482979aa9da6076f8e43e39875b1eb9148cab7b4629c",
     "member Org1 again": "fb703df6e6702d81c1ecf9d11442e476f95500fa36ef0eafed73e9ebb4fc7e1e",
     "list members": "e849d8258b812972af7c2a431018f341fce75be2598ccb3833552c93fdb2939f",
     "get member": "ae0caa122c0a3d6cd0bf481923cc71bc34633e17a3da5c82a17cde3974b14d11",
-    "world state": "14b102e97d20b56516ac8f9d0c79a407d6d7eba1c98b05fc3e0b638102bfa427",
+    "world state": "0dedf85768e162f8bb9a5b114fefb53bf8022401dbc98c22f9be4bf641c8dc3f",
 }
 
 

@@ -5,13 +5,30 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import sqlite3
+import time
+import uuid
 
 import pytest
 
-from chaincode.errors import AlreadyExists, Forbidden, ImageMismatch, InvalidArgument, InvalidState, NotFound
+from chaincode.errors import (
+    AlreadyExists,
+    Forbidden,
+    ImageMismatch,
+    InvalidArgument,
+    InvalidState,
+    NotFound,
+    PrivateDataMismatch,
+)
+from chaincode.records import ModelPrivate
 from exchange.errors import DecryptionError
 from exchange.sealing import decrypt_payload, encrypt_payload, seal, unseal
+from ledger.client import ConsortiaClient
+from ledger.embedded import EmbeddedLedger
+from ledger.embedded.store import private_store_path
 from tests.contracts.helpers import digest_of, new_process, run_task
+from tests.contracts.test_private_terms import MEMBERS, _holding, _org_files
+from tests.support.fabric import eventually
 
 MODEL_BYTES = b"model-weights-" * 50
 
@@ -219,3 +236,160 @@ def test_events_tell_non_members_no_digests(admins, ledger, org1, org2, org3, co
         text = ev.payload.decode()
         assert "sha256:" not in text and not any(s in text for s in secrets), (ev.name, text)
         assert set(json.loads(text)) <= {"id", "process_id", "round", "organisation", "owner", "status"}, text
+
+
+# ---- a private model (docs/confidentiality.md): location, size, metrics and estimators in the
+# implicit collections of the access list, the salted hash on the public record
+def _private_publish(client, consortium, pid):
+    """Publish ``client``'s model with a location and estimators no other test writes; the needles."""
+    tag = uuid.uuid4().hex
+    location, estimators = f"artifact://models/loc-{tag}", [{"tree": f"est-{tag}", "depth": 3}]
+    data_key, ciphertext = encrypt_payload(MODEL_BYTES)
+    wrapped = {m: seal(consortium.encryption_certificate(m), data_key, b"model-key") for m in MEMBERS}
+    rec = client.publish_model(
+        pid,
+        digest_of("model-" + client.organisation),
+        len(MODEL_BYTES),
+        "sha256:" + hashlib.sha256(ciphertext).hexdigest(),
+        wrapped,
+        metrics={"auc": 0.93},
+        location=location,
+        estimators=estimators,
+    )
+    return rec, location, estimators, [f"loc-{tag}".encode(), f"est-{tag}".encode()]
+
+
+def test_a_private_model_is_read_by_its_access_list_and_held_by_no_one_else(
+    host_name, ledger, admins, org1, org2, org3, consortium, uid
+):
+    pid = new_process(admins, org1, uid, rounds=2)
+    _finish(org1, org2, pid)
+    rec, location, estimators, needles = _private_publish(org1, consortium, pid)
+    assert rec.location == location and rec.private_sha256 == rec.private_part().digest()
+    for member in (org1, org2):
+        read = eventually(lambda member=member: member.get_model(rec.id))
+        assert read.location == location and list(read.estimators) == estimators
+        assert read.metrics == {"auc": 0.93} and read.size == len(MODEL_BYTES)
+        assert read.private_sha256 == rec.private_sha256
+        assert next(m for m in member.list_models() if m.id == rec.id).location == location
+        assert member.model_history(rec.id)[-1].value["location"] == location
+    with pytest.raises(Forbidden, match="not on the access list"):
+        org3.get_model(rec.id)
+    if host_name == "embedded":
+        ledger.close()  # the WAL is checkpointed: every byte is in the files searched
+    org3_files, org1_files = _org_files(host_name, ledger, 3), _org_files(host_name, ledger, 1)
+    for needle in needles:
+        assert _holding(org3_files, needle) == [], needle
+        assert _holding(org1_files, needle), needle  # the positive control
+
+
+def test_private_model_fields_in_the_arguments_are_refused(admins, org1, org2, consortium, uid):
+    pid = new_process(admins, org1, uid, rounds=2)
+    _finish(org1, org2, pid)
+    data_key, ciphertext = encrypt_payload(MODEL_BYTES)
+    spec = {
+        "process_id": pid,
+        "digest": digest_of("model-Org1MSP"),
+        "ciphertext_digest": "sha256:" + hashlib.sha256(ciphertext).hexdigest(),
+        "wrapped_keys": {
+            m: base64.b64encode(seal(consortium.encryption_certificate(m), data_key, b"model-key")).decode()
+            for m in MEMBERS
+        },
+    }
+    with pytest.raises(InvalidArgument, match="location are private"):
+        org1.ledger.submit(org1.identity, "Model:publish", json.dumps({**spec, "location": "artifact://x"}))
+    with pytest.raises(InvalidArgument, match="transient map under 'model_private'"):
+        org1.ledger.submit(org1.identity, "Model:publish", json.dumps(spec))
+    with pytest.raises(NotFound):
+        org1.get_model(f"{pid}:Org1MSP")
+
+
+def test_grant_and_revoke_keep_the_private_copies_right(admins, org1, org2, org3, consortium, uid):
+    pid = new_process(admins, org1, uid, rounds=2)
+    _finish(org1, org2, pid)
+    rec, location, _, _ = _private_publish(org1, consortium, pid)
+    own = unseal(
+        consortium.encryption_key("Org1MSP"),
+        base64.b64decode(org1.get_model(rec.id).wrapped_key),
+        b"model-key",
+    )
+    org1.grant_model(rec.id, "Org3MSP", seal(consortium.encryption_certificate("Org3MSP"), own, b"model-key"))
+    assert eventually(lambda: org3.get_model(rec.id)).location == location  # the grantee's own copy
+    moved = location + "-moved"
+    ct_digest, keys, _ = _rotation(consortium, MEMBERS)
+    revoked = org1.revoke_model(rec.id, "Org3MSP", ct_digest, keys, location=moved)
+    assert revoked.location == moved and revoked.private_sha256 != rec.private_sha256
+    for member in (org1, org2):  # every remaining copy rewritten, with a fresh salt
+        read = eventually(lambda member=member: member.get_model(rec.id))
+        while read.private_sha256 != revoked.private_sha256:  # Org2's peer commits a moment later
+            time.sleep(0.5)
+            read = member.get_model(rec.id)
+        assert read.location == moved and read.private_salt != rec.private_salt
+    with pytest.raises(Forbidden):
+        org3.get_model(rec.id)
+    # the owner cannot move the model through the public rotation argument
+    ct_digest, keys, _ = _rotation(consortium, ("Org1MSP",))
+    rotation = {
+        "ciphertext_digest": ct_digest,
+        "wrapped_keys": {m: base64.b64encode(k).decode() for m, k in keys.items()},
+    }
+    with pytest.raises(InvalidArgument, match="private location"):
+        org1.ledger.submit(
+            org1.identity,
+            "Model:revoke",
+            rec.id,
+            "Org2MSP",
+            json.dumps({**rotation, "location": "artifact://x"}),
+        )
+
+
+def test_a_private_model_copy_altered_in_a_store_is_detected(embedded_consortium, tmp_path, uid):
+    """Embedded host: Org2's stored copy of the model's private part is rewritten; its read names the
+    model and the hash, while Org1's copy still reads."""
+    with EmbeddedLedger(tmp_path / "l.db", embedded_consortium, batch_timeout=0.002) as led:
+        org1, org2 = (ConsortiaClient(led, embedded_consortium.identity(o)) for o in ("Org1", "Org2"))
+        admins = {m: ConsortiaClient(led, embedded_consortium.identity(m[:-3], "Admin")) for m in MEMBERS}
+        pid = new_process(admins, org1, uid, rounds=2)
+        _finish(org1, org2, pid)
+        rec, location, _, _ = _private_publish(org1, embedded_consortium, pid)
+        store = sqlite3.connect(private_store_path(led.path, "Org2MSP"))
+        try:
+            where = "instr(value, ?) > 0"
+            (value,) = store.execute(
+                f"SELECT value FROM private_writes WHERE {where}", (b'"estimators"',)
+            ).fetchone()
+            altered = ModelPrivate.from_json(value).replace(location="artifact://elsewhere")
+            changed = store.execute(
+                f"UPDATE private_writes SET value = ? WHERE {where}", (altered.canonical(), b'"estimators"')
+            )
+            assert changed.rowcount == 1
+            store.commit()
+        finally:
+            store.close()
+        with pytest.raises(PrivateDataMismatch, match=f"private copy of model {rec.id} .* on-chain hash"):
+            org2.get_model(rec.id)
+        with pytest.raises(PrivateDataMismatch):
+            org2.model_history(rec.id)
+        assert org1.get_model(rec.id).location == location
+
+
+def test_purge_removes_a_private_model_copies_and_the_hash_stays(
+    host_name, ledger, admins, org1, org2, consortium, uid
+):
+    pid = new_process(admins, org1, uid, rounds=2)
+    _finish(org1, org2, pid)
+    rec, _, _, needles = _private_publish(org1, consortium, pid)
+    org1.complete_process(pid)
+    purged = org2.purge_process_private(pid)
+    for member in (org1, org2):
+        read = eventually(lambda member=member: member.get_model(rec.id))
+        while read.private_purged is None:  # Org1's peer commits the purge a moment later on Fabric
+            time.sleep(0.5)
+            read = member.get_model(rec.id)
+        assert read.private_purged == purged.private_purged and read.private_sha256 == rec.private_sha256
+        assert read.location == "" and read.estimators == () and read.wrapped_key is not None
+    if host_name == "embedded":  # the stores keep no copy (SQLite's secure_delete; the WAL checkpointed)
+        ledger.close()
+        for org in (1, 2):
+            for needle in needles:
+                assert _holding([private_store_path(ledger.path, f"Org{org}MSP")], needle) == [], needle

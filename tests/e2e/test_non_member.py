@@ -22,7 +22,7 @@ from tests.e2e.test_process import start
 
 #: the kinds kept in the members' private collections (the rest is still in every block)
 PRIVATE_KINDS: frozenset[str] = frozenset(
-    {"hyperparameters", "privacy_budget", "metrics", "epsilon", "data_commitments", "recipients"}
+    {"hyperparameters", "privacy_budget", "metrics", "epsilon", "data_commitments", "recipients", "model"}
 )
 MEMBERS = ("Org1MSP", "Org2MSP")
 
@@ -41,7 +41,8 @@ def finished(tmp_path_factory, consortium):
         client, _ = start(platform, case, "p-nm", orgs=MEMBERS)
         out = run_process(platform, "p-nm", SandboxRuntime, orgs=MEMBERS)
         assert out.status == "completed", (out.reason, out.agent_errors)
-        needles = process_needles(client.get_process("p-nm"), client.query_executions("p-nm"))
+        models = [m for m in client.list_models() if m.process_id == "p-nm"]
+        needles = process_needles(client.get_process("p-nm"), client.query_executions("p-nm"), models)
     finally:
         platform.ledger.close()  # the WAL is checkpointed into the file
     views = {
