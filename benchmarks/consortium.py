@@ -55,6 +55,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -165,18 +166,27 @@ def run_process(hosts: dict[str, Host], registry: str, case: dict[str, Any], sim
     }
 
 
-def run_exposure(hosts: dict[str, Host], member: str, outsider: str, pid: str) -> dict[str, Any]:
+def run_exposure(
+    hosts: dict[str, Host],
+    member: str,
+    outsider: str,
+    pid: str,
+    peer_folder: Callable[[Host], Path] | None = None,
+) -> dict[str, Any]:
     """What ``outsider`` (in the channel, not in process ``pid``) can read of the process
     (:mod:`audit.exposure`): the process's confidential values as ``member`` reads them, byte-searched
-    in ``outsider``'s peer folder (its ``fileSystemPath``) and in every block its own peer's Deliver
-    service hands to its admin; the same search of ``member``'s peer folder is the positive control."""
+    in ``outsider``'s peer folder (its ``fileSystemPath``; ``peer_folder`` names it where the peers are
+    not each member's own, as in a founder's network) and in every block its own peer's Deliver service
+    hands to its admin; the same search of ``member``'s peer folder is the positive control."""
     from audit.exposure import files_of, process_needles, search, search_blocks
     from home.settings import load
     from ledger.identity import Consortium
     from network.organisation import OrganisationLayout
 
-    def peer_folder(host: Host) -> Path:  # CORE_PEER_FILESYSTEMPATH (network/member.py)
+    def own_peer_folder(host: Host) -> Path:  # CORE_PEER_FILESYSTEMPATH (network/member.py)
         return OrganisationLayout(host.home).fabric / "data" / "peer"
+
+    peer_folder = peer_folder or own_peer_folder
 
     from ledger.fabric.gateway import FabricLedger
 

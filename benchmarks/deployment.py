@@ -68,10 +68,13 @@ class Host:
         """What the machine shares with the view read-only beyond the system and the project's code."""
         return []
 
-    def consortia(self, *args: str, code: int = 0, timeout: float = 600) -> dict | list:
-        """``consortia ARGS --json`` run on this host; its parsed JSON answer."""
+    def consortia(
+        self, *args: str, code: int = 0, timeout: float = 600, host_proc: bool = False
+    ) -> dict | list:
+        """``consortia ARGS --json`` run on this host; its parsed JSON answer. ``host_proc``: a command
+        that runs sandboxes of its own (``audit replay``), as the node agent does."""
         proc = subprocess.run(
-            self.argv([sys.executable, "-m", "api.cli", *args, "--json"]),
+            self.argv([sys.executable, "-m", "api.cli", *args, "--json"], host_proc=host_proc),
             capture_output=True,
             text=True,
             timeout=timeout,
