@@ -220,9 +220,11 @@ def test_events_tell_non_members_no_digests(admins, ledger, org1, org2, org3, co
     for r in results:
         secrets.add(r["outputs"]["state"])
         secrets.update(m["digest"] for m in r["outputs"]["messages"])
-    end = ledger.block_height(org3.identity)
+    # the publisher's peer has committed the model; Org3's may commit it a moment later (its events
+    # stream waits for it), so the end is the publisher's height, not Org3's
+    end = ledger.block_height(org1.identity)
     seen = []
-    for ev in ledger.events(org3.identity, start_block=start, timeout=3.0):
+    for ev in ledger.events(org3.identity, start_block=start, timeout=30.0):
         if ev.block_number >= end:
             break
         seen.append(ev)
