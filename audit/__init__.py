@@ -10,5 +10,6 @@ agents that wrote them.
 * :mod:`audit.ledger_file` -- the full verification of an embedded ledger file;
 * :mod:`audit.checkpoints` -- the verification of signed chain-head checkpoints;
 * :mod:`audit.attestations` -- in-toto/DSSE attestations of execution records;
-* :mod:`audit.bundles` -- offline audit bundles: export, and verify with no ledger.
+* :mod:`audit.bundles` -- offline audit bundles: export, and verify with no ledger;
+* :mod:`audit.write_sets` -- proofs that a bundle's records are the values their blocks wrote.
 """

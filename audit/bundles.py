@@ -13,6 +13,9 @@ Layout of a bundle (a directory)::
     blocks/<number>.json             header hash, previous hash, data hash, transaction ids and
                                      validation codes of every block holding one of the records' transactions,
                                      and of the checkpointed head block
+    proofs/                          for each record, the transaction that wrote it last, that block
+                                     whole, and the headers from it to the checkpointed head
+                                     (audit.write_sets)
     checkpoint.json                  a signed checkpoint of the ledger's chain head at export (block number +
                                      header hash, signed by the exporter; ledger.checkpoint) -- every
                                      attestation carries the same checkpoint
@@ -28,7 +31,8 @@ execution linked to what the round before signed); the model digest and estimato
 transaction id is a valid transaction of an included block, with consecutive blocks chained; and
 the chain-head checkpoint: signed by a trusted organisation, its block included with the same
 header hash, no included block beyond it, and every attestation's checkpoint valid and at or after
-the block of the record it attests.
+the block of the record it attests; and that every record is the value the chain wrote, joined with
+the private part it carries (:func:`audit.write_sets.check_write_proofs`).
 
 The checkpoint is the bundle's anchor against truncation: ``consortia ledger verify --checkpoint
 <bundle>/checkpoint.json`` checks that the ledger still reaches the head the bundle saw.
@@ -60,6 +64,7 @@ from audit.lineage import check_execution, check_lineage
 from audit.report import Report
 from audit.signatures import CertificateInvalid, check_certificate
 from audit.verification import IndexView, transaction_locator
+from audit.write_sets import RecordWrite, WriteProofError, check_write_proofs, proof_files
 from ledger.checkpoint import checkpoint_of
 from ledger.client import ConsortiaClient
 from ledger.errors import CheckpointInvalid
@@ -67,7 +72,7 @@ from ledger.identity import Identity
 from wire import bounded_json
 from wire.canonical import canonical_json
 
-FORMAT = "consortia-audit-bundle/2"
+FORMAT = "consortia-audit-bundle/3"
 MANIFEST_TYPE = "application/vnd.consortia.audit-bundle+json"
 ENVELOPE = "bundle.dsse.json"
 
@@ -121,6 +126,20 @@ def export_bundle(
         for e in ev("ExecutionRecord:query", json.dumps({"process_id": process["id"]}))
         if e["status"] == "completed"
     ]
+    # the transaction that wrote each record last (read after the record: the proof checks they agree)
+    named: list[tuple[str, str, dict[str, Any], str]] = [
+        ("records/image.json", "image", image, _last_write(ev, "Image:history", image["id"])),
+        (
+            "records/process.json",
+            "process",
+            process,
+            _last_write(ev, "LearningProcess:history", process["id"]),
+        ),
+        ("records/model.json", "model", model, _last_write(ev, "Model:history", model_id)),
+    ]
+    for e in executions:
+        last = _last_write(ev, "ExecutionRecord:history", e["process_id"], str(e["round"]), e["organisation"])
+        named.append((f"records/executions/{_node(e)}.json", "execution", e, last))
     # the head after every record was read: no record's transaction lies beyond it
     checkpoint = checkpoint_of(client.ledger, client.identity)
     files: dict[str, str] = {}
@@ -142,18 +161,27 @@ def export_bundle(
             attested += 1
         if progress:
             progress(i + 1, len(executions))
-    txs = {model["tx_id"], process["tx_id"], image["tx_id"]}
+    txs = {model["tx_id"], process["tx_id"], image["tx_id"]} | {last for *_, last in named}
     for e in executions:
         txs |= {e["tx_id"], e.get("completed_tx_id") or e["tx_id"]}
     blocks = {checkpoint.block_number}
     locate = transaction_locator(client.ledger, index)
     if locate is None:
         raise BundleError("this ledger host cannot find a transaction's block: export with the audit index")
+    where: dict[str, int] = {}
     for tx in sorted(txs):
         number = locate(tx)
         if number is None:
             raise BundleError(f"transaction {tx} is not on the ledger")
         blocks.add(number)
+        where[tx] = number
+    writes = [RecordWrite(rel, kind, value, last, where[last]) for rel, kind, value, last in named]
+    try:
+        proofs = proof_files(client.ledger, client.identity, writes, checkpoint.block_number)
+    except WriteProofError as exc:
+        raise BundleError(str(exc)) from None
+    for rel, data in sorted(proofs.items()):
+        _write(root, rel, data, files)
     for number in sorted(blocks):
         b = client.ledger.block(client.identity, number)
         info = {
@@ -186,6 +214,15 @@ def export_bundle(
         "blocks": len(blocks),
         "checkpoint": {"block_number": checkpoint.block_number, "header_hash": checkpoint.header_hash},
     }
+
+
+def _last_write(ev: Callable[..., Any], function: str, *key: str) -> str:
+    """The id of the transaction that wrote a record last (its history's newest version)."""
+    page = ev(function, *key, "1", "")
+    items = page.get("items") if isinstance(page, dict) else None
+    if not items:
+        raise BundleError(f"{function} {' '.join(key)}: the record has no history")
+    return str(items[0]["tx_id"])
 
 
 def _load_json(root: Path, rel: str) -> Any:
@@ -370,6 +407,21 @@ def _verify_bundle(root: Path, trusted_cas: Mapping[str, bytes] | None, report: 
         _check_blocks(report, model, process, image, named, blocks)
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
         report.add("blocks", False, f"malformed record or block: {type(exc).__name__} {exc}", "block")
+    # 7. every record is the value its transaction wrote, in a block chained to the checkpoint
+    records = {
+        "records/image.json": ("image", image),
+        "records/process.json": ("process", process),
+        "records/model.json": ("model", model),
+        **{f"records/executions/{n}.json": ("execution", e) for n, e in named.items()},
+    }
+    check_write_proofs(
+        report,
+        lambda rel: _load_json(root, rel),
+        lambda rel: (root / rel).read_bytes(),
+        records,
+        blocks,
+        head,
+    )
     return report
 
 

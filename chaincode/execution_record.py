@@ -210,15 +210,7 @@ def joined_record(
     if purged is not None:
         return {**record, "private_purged": purged}
     what = f"the execution record of {record.get('organisation')} for round {record.get('round')} of {record.get('process_id')}"
-    part = own_private_copy(ctx, key, ExecutionPrivate, str(digest), what)
-    result = ExecutionResult.model_validate(record["result"]).joined(part.result)
-    return {
-        **record,
-        "result": result.json_object(),
-        "epsilon_total": part.epsilon_total,
-        "privacy": None if part.privacy is None else part.privacy.json_object(),
-        "confidential_salt": part.result.salt,
-    }
+    return own_private_copy(ctx, key, ExecutionPrivate, str(digest), what).joined(record)
 
 
 def _joined_raw(ctx: TransactionContext, key: str, raw: bytes, purged: str | None) -> bytes:

@@ -857,6 +857,19 @@ class ExecutionPrivate(Record):
         """``sha256:<hex>`` of the canonical JSON (the public record's ``private_sha256``)."""
         return sha256_digest(self.canonical())
 
+    def joined(self, record: dict[str, Any]) -> dict[str, Any]:
+        """The stored (public) execution record's JSON object with this part joined, as a member reads
+        it (never stored): ``result`` with its confidential fields, ``epsilon_total``, ``privacy`` and
+        ``confidential_salt``. The caller has checked the part against ``private_sha256``."""
+        result = ExecutionResult.model_validate(record["result"]).joined(self.result)
+        return {
+            **record,
+            "result": result.json_object(),
+            "epsilon_total": self.epsilon_total,
+            "privacy": None if self.privacy is None else self.privacy.json_object(),
+            "confidential_salt": self.result.salt,
+        }
+
 
 class InboxEntry(Record):
     """One organisation's part of a round as the next round's task of the caller needs it

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from ledger.identity import Identity
 
@@ -45,6 +45,27 @@ class BlockInfo:
     tx_ids: tuple[str, ...] = ()
     validation_codes: tuple[str, ...] = ()
     timestamp: float = 0.0
+
+
+@dataclass(frozen=True)
+class TransactionWrites:
+    """What one transaction of a block wrote to the public state, as the block carries it."""
+
+    validation_code: str
+    writes: Mapping[str, Mapping[str, bytes | None]]  # namespace -> key -> value (None: a delete)
+
+
+@dataclass(frozen=True)
+class BlockContent:
+    """A whole block read back from its bytes (a ledger host's ``raw_blocks``): the header fields its
+    hash covers, that hash recomputed from them, whether the block's data hashes to the header's data
+    hash, and each transaction's public writes (by transaction id; the valid one where an id
+    repeats). ``audit.write_sets`` proves a record against it."""
+
+    header: Mapping[str, Any]
+    header_hash: str
+    data_hash_matches: bool
+    transactions: Mapping[str, TransactionWrites]
 
 
 @runtime_checkable

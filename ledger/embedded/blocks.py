@@ -13,9 +13,15 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
+from collections.abc import Mapping
 from typing import Any
 
 from chaincode.canonical import canonical_json
+from ledger.interface import BlockContent, TransactionWrites
+
+#: the encoding of a stored block (``EmbeddedLedger.raw_blocks``): its body's canonical JSON
+BLOCK_FORMAT = "consortia-embedded-block/1"
 
 VALID = "VALID"
 MVCC_READ_CONFLICT = "MVCC_READ_CONFLICT"
@@ -109,3 +115,31 @@ def body_json(body: dict[str, Any], transactions_json: bytes) -> bytes:
     if text.count(_SPLICE) != 1:
         raise ValueError("block body does not encode its transactions exactly once")
     return text.replace(_SPLICE, b'"transactions":' + transactions_json)
+
+
+#: the fields of a block header (what :func:`header_bytes` encodes and its hash covers)
+HEADER_FIELDS = ("number", "previous_hash", "data_hash", "codes_hash", "timestamp")
+
+
+def header_hash(header: Mapping[str, Any]) -> str:
+    """The header hash of a block whose header fields are ``header`` (exactly :data:`HEADER_FIELDS`;
+    ValueError otherwise)."""
+    if set(header) != set(HEADER_FIELDS):
+        raise ValueError(f"a block header has the fields {', '.join(HEADER_FIELDS)}")
+    return sha256_hex(canonical_json({k: header[k] for k in HEADER_FIELDS}))
+
+
+def block_content(raw: bytes) -> BlockContent:
+    """A stored block (its body's canonical JSON) read back: header fields (the validation codes
+    covered by ``codes_hash``), recomputed header hash, data hash check, each transaction's writes."""
+    body = json.loads(raw)
+    header = json.loads(header_bytes(body))
+    txs: dict[str, TransactionWrites] = {}
+    if body["number"] != 0:
+        for tx, code in zip(body["transactions"], body["validation_codes"], strict=True):
+            writes = {k: None if v is None else unb64(v) for k, v in tx["response"]["rwset"]["writes"]}
+            tx_id = tx["proposal"]["tx_id"]
+            if tx_id not in txs or code == VALID:
+                txs[tx_id] = TransactionWrites(code, {tx["proposal"]["chaincode"]: writes})
+    matches = sha256_hex(canonical_json(data_of(body))) == body["data_hash"]
+    return BlockContent(header, header_hash(header), matches, txs)

@@ -535,6 +535,21 @@ class EmbeddedLedger(Endorser):
             timestamp=body["timestamp"],
         )
 
+    #: how :meth:`raw_blocks` encodes a block (``audit.write_sets`` reads it)
+    block_format = B.BLOCK_FORMAT
+
+    def raw_blocks(self, identity: Identity, start: int, stop: int | None = None) -> Iterator[bytes]:
+        """Blocks ``start`` to ``stop`` (None: the last committed) as stored: each body's canonical JSON
+        (:mod:`ledger.embedded.blocks`), from which its header and header hash are recomputed."""
+        self.membership.deserialize(identity.serialized())
+        con = self._store.connection()
+        if stop is None:
+            stop = Store.height(con) - 1
+        for (body,) in con.execute(
+            "SELECT body FROM blocks WHERE number >= ? AND number <= ? ORDER BY number", (start, stop)
+        ):
+            yield body if isinstance(body, bytes) else body.encode("utf-8")
+
     def transaction_block(self, tx_id: str) -> tuple[int, str] | None:
         """(block number, validation code) of a committed transaction id, or None."""
         row = (

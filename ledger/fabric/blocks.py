@@ -4,11 +4,20 @@ and whether a block carries a chaincode event (docs/fabric.md "Gateway client").
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Mapping
+from typing import Any
+
 from fabric_protos.common import common_pb2
-from fabric_protos.peer import transaction_pb2
+from fabric_protos.ledger.rwset import rwset_pb2
+from fabric_protos.ledger.rwset.kvrwset import kv_rwset_pb2
+from fabric_protos.peer import proposal_pb2, proposal_response_pb2, transaction_pb2
 
 from ledger.fabric.proposal import block_header_hash, chaincode_event_of, channel_header_of
-from ledger.interface import BlockInfo
+from ledger.interface import BlockContent, BlockInfo, TransactionWrites
+
+#: the encoding of a block that ``FabricLedger.raw_blocks`` hands out: a serialized ``common.Block``
+BLOCK_FORMAT = "fabric-common-block/1"
 
 _VALID = transaction_pb2.TxValidationCode.Value("VALID")
 
@@ -65,3 +74,57 @@ def block_has_events(block: common_pb2.Block, chaincode: str) -> bool:
         if event is not None and event.chaincode_id == chaincode and event.event_name:
             return True
     return False
+
+
+def header_hash(header: Mapping[str, Any]) -> str:
+    """The header hash (hex) of a block whose header is ``{number, previous_hash, data_hash}`` (hex):
+    SHA-256 of the header's ASN.1 DER (:func:`ledger.fabric.proposal.block_header_hash`)."""
+    if set(header) != {"number", "previous_hash", "data_hash"}:
+        raise ValueError("a Fabric block header has the fields number, previous_hash, data_hash")
+    number = header["number"]
+    if not isinstance(number, int) or isinstance(number, bool) or number < 0:
+        raise ValueError("a block number is a non-negative integer")
+    return block_header_hash(
+        number, bytes.fromhex(header["previous_hash"]), bytes.fromhex(header["data_hash"])
+    ).hex()
+
+
+def _writes(envelope: bytes) -> tuple[str, dict[str, dict[str, bytes | None]]] | None:
+    """(transaction id, namespace -> key -> value) of an endorser transaction; None for any other
+    envelope (a channel configuration)."""
+    payload = common_pb2.Payload.FromString(common_pb2.Envelope.FromString(envelope).payload)
+    chdr = common_pb2.ChannelHeader.FromString(payload.header.channel_header)
+    if chdr.type != common_pb2.HeaderType.Value("ENDORSER_TRANSACTION"):
+        return None
+    out: dict[str, dict[str, bytes | None]] = {}
+    for action in transaction_pb2.Transaction.FromString(payload.data).actions:
+        cap = transaction_pb2.ChaincodeActionPayload.FromString(action.payload)
+        prp = proposal_response_pb2.ProposalResponsePayload.FromString(cap.action.proposal_response_payload)
+        results = proposal_pb2.ChaincodeAction.FromString(prp.extension).results
+        for ns in rwset_pb2.TxReadWriteSet.FromString(results).ns_rwset:
+            kv = kv_rwset_pb2.KVRWSet.FromString(ns.rwset)
+            got = out.setdefault(ns.namespace, {})
+            for w in kv.writes:
+                got[w.key] = None if w.is_delete else bytes(w.value)
+    return chdr.tx_id, out
+
+
+def block_content(raw: bytes) -> BlockContent:
+    """A serialized ``common.Block`` read back: header, recomputed header hash, whether the data hashes
+    to the header's data hash (SHA-256 of the envelopes' concatenated bytes, Fabric's
+    ``protoutil.ComputeBlockDataHash``), and each endorser transaction's public writes with the
+    validation code its committing peer set (the metadata, which no hash covers)."""
+    block = common_pb2.Block.FromString(raw)
+    h = block.header
+    header = {"number": h.number, "previous_hash": h.previous_hash.hex(), "data_hash": h.data_hash.hex()}
+    flags = validation_flags(block)
+    txs: dict[str, TransactionWrites] = {}
+    for i, env in enumerate(block.data.data):
+        got = _writes(env)
+        if got is None:
+            continue
+        code = transaction_pb2.TxValidationCode.Name(flags[i]) if i < len(flags) else "NOT_VALIDATED"
+        if got[0] not in txs or code == "VALID":
+            txs[got[0]] = TransactionWrites(code, got[1])
+    matches = hashlib.sha256(b"".join(block.data.data)).digest() == h.data_hash
+    return BlockContent(header, header_hash(header), matches, txs)

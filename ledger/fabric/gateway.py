@@ -28,6 +28,7 @@ from fabric_protos.gateway import gateway_pb2, gateway_pb2_grpc
 from fabric_protos.peer import events_pb2_grpc, transaction_pb2
 
 from ledger.errors import CommitTimeout, EndorsementFailure, LedgerError
+from ledger.fabric.blocks import BLOCK_FORMAT as FABRIC_BLOCK_FORMAT
 from ledger.fabric.blocks import block_info
 from ledger.fabric.commits import CommitWatcher, WatcherClosed, WatcherFailed
 from ledger.fabric.errors import error_details, held_by_orderers, translate, validation_error
@@ -437,6 +438,14 @@ class FabricLedger:
             raise ValueError("block number must be >= 0")
         raw = self.evaluate(identity, "GetBlockByNumber", self.channel, str(number), chaincode="qscc")
         return block_info(common_pb2.Block.FromString(raw))
+
+    #: how :meth:`raw_blocks` encodes a block (``audit.write_sets`` reads it)
+    block_format = FABRIC_BLOCK_FORMAT
+
+    def raw_blocks(self, identity: Identity, start: int, stop: int | None = None) -> Iterator[bytes]:
+        """Blocks ``start`` to ``stop`` (None: the last committed), each a serialized ``common.Block``
+        as the Deliver service hands it (:meth:`delivered_blocks`)."""
+        return self.delivered_blocks(identity, start, stop)
 
     def delivered_blocks(
         self, identity: Identity, start: int = 0, stop: int | None = None

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from api.cli import app
 from ledger.client import ConsortiaClient
 from ledger.embedded import EmbeddedLedger
-from ledger.identity import Consortium
+from ledger.identity import Consortium, Identity
 
 DIGEST = "sha256:" + "ab" * 32
 runner = CliRunner()
@@ -114,3 +114,23 @@ class WithoutTransactionLookup:
         if name == "transaction_block":
             raise AttributeError(name)
         return getattr(self._ledger, name)
+
+
+def resign_bundle(bundle: Path, identity: Identity) -> None:
+    """Rebuild an audit bundle's manifest over its current files and sign it as ``identity`` (what a
+    dishonest exporter could do)."""
+    import base64
+    import hashlib
+
+    from audit.attestations import sign_envelope
+    from audit.bundles import ENVELOPE, MANIFEST_TYPE
+    from chaincode.canonical import canonical_json
+
+    env = json.loads((bundle / ENVELOPE).read_bytes())
+    manifest = json.loads(base64.b64decode(env["payload"]))
+    manifest["files"] = {
+        p.relative_to(bundle).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in bundle.rglob("*")
+        if p.is_file() and p.name != ENVELOPE
+    }
+    (bundle / ENVELOPE).write_bytes(canonical_json(sign_envelope(manifest, identity, MANIFEST_TYPE)))

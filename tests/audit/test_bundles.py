@@ -16,14 +16,14 @@ import pytest
 
 from api.cli import app
 from audit.attestations import attest_execution, sign_envelope, statement_checkpoint
-from audit.bundles import ENVELOPE, MANIFEST_TYPE, BundleError, export_bundle, verify_bundle
+from audit.bundles import ENVELOPE, BundleError, export_bundle, verify_bundle
 from audit.checkpoints import check_checkpoint
 from audit.ledger_file import verify_ledger_file
 from chaincode.canonical import canonical_json
 from ledger.checkpoint import Checkpoint, sign_checkpoint
 from ledger.errors import LedgerCorrupted
 from ledger.identity import Consortium
-from tests.audit.ledgers import runner, snapshot, truncate_consistently
+from tests.audit.ledgers import resign_bundle, runner, snapshot, truncate_consistently
 
 MODEL = "proc-0:Org1MSP"
 
@@ -124,7 +124,7 @@ def test_resigned_bundle_with_a_foreign_attestation_fails(bundle, world):
     )["signatures"]
     path = bundle / "attestations" / "000002-Org3MSP.dsse.json"
     path.write_bytes(canonical_json(forged))
-    _resign(bundle, world.consortium.identity("Org1MSP"))
+    resign_bundle(bundle, world.consortium.identity("Org1MSP"))
     report = verify_bundle(bundle)
     assert failed(report) == ["attestation 000002-Org3MSP"]
     assert "not by the executing organisation Org3MSP" in report.failures[0]["detail"]
@@ -135,7 +135,7 @@ def test_resigned_bundle_with_a_changed_record_fails_its_own_check(bundle, world
     record = json.loads(path.read_bytes())
     record["result"]["metrics"]["loss"] = 0.0
     path.write_bytes(canonical_json(record))
-    _resign(bundle, world.consortium.identity("Org1MSP"))
+    resign_bundle(bundle, world.consortium.identity("Org1MSP"))
     names = failed(verify_bundle(bundle))
     assert "execution 000003-Org1MSP" in names and "attestation 000003-Org1MSP" in names
 
@@ -155,20 +155,6 @@ def test_missing_envelope(tmp_path):
     assert failed(verify_bundle(tmp_path)) == ["bundle"]
 
 
-def _resign(bundle: Path, identity) -> None:
-    """Rebuild the manifest over the current files and sign it (what a dishonest exporter could do)."""
-    import hashlib
-
-    env = json.loads((bundle / ENVELOPE).read_bytes())
-    manifest = json.loads(__import__("base64").b64decode(env["payload"]))
-    manifest["files"] = {
-        p.relative_to(bundle).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in bundle.rglob("*")
-        if p.is_file() and p.name != ENVELOPE
-    }
-    (bundle / ENVELOPE).write_bytes(canonical_json(sign_envelope(manifest, identity, MANIFEST_TYPE)))
-
-
 def test_resigned_bundle_with_changed_private_terms_fails_against_the_hash(bundle, world):
     """The bundle carries the process's private terms (its exporter is a member): hyper-parameters
     changed in it no longer hash to the ``private_sha256`` the chain records."""
@@ -177,9 +163,12 @@ def test_resigned_bundle_with_changed_private_terms_fails_against_the_hash(bundl
     assert process["private_sha256"] and process["private_salt"]
     process["hyperparameters"] = {**process["hyperparameters"], "n_new": 999}
     path.write_bytes(canonical_json(process))
-    _resign(bundle, world.consortium.identity("Org1MSP"))
+    resign_bundle(bundle, world.consortium.identity("Org1MSP"))
     report = verify_bundle(bundle)
-    assert failed(report) == ["private terms"]
+    assert failed(report) == ["private terms", "record writes"]
+    writes = report.failures[1]["detail"]
+    assert "records/process.json" in writes and "does not match" not in writes
+    assert "the private part it carries hashes to sha256:" in writes
     assert "but the chain records sha256:" in report.failures[0]["detail"]
 
 
@@ -188,11 +177,14 @@ def test_a_bundle_without_a_record_of_the_lineage_fails(bundle, world):
     the lineage recomputed from the bundle's records no longer reaches round 1 and a link breaks."""
     (bundle / "records" / "executions" / "000001-Org3MSP.json").unlink()
     (bundle / "attestations" / "000001-Org3MSP.dsse.json").unlink()
-    _resign(bundle, world.consortium.identity("Org1MSP"))
+    resign_bundle(bundle, world.consortium.identity("Org1MSP"))
     report = verify_bundle(bundle)
-    assert failed(report) == ["lineage complete", "lineage links"]
+    assert failed(report) == ["lineage complete", "lineage links", "record writes"]
     assert "stops before round 1 for Org3MSP (round 2)" in report.failures[0].detail
     assert "proc-0/2/Org1MSP read message from Org3MSP" in report.failures[1].detail
+    assert report.failures[2].detail == (
+        "records/executions/000001-Org3MSP.json: a proof for a record the bundle does not carry"
+    )
 
 
 # ---------------------------------------------------------------------------- chain-head checkpoints
@@ -231,19 +223,20 @@ def test_changed_or_missing_checkpoint_fails_the_bundle(bundle, world):
     obj = json.loads(path.read_bytes())
     obj["block_number"] -= 1  # claims an earlier head: the signature breaks
     path.write_bytes(canonical_json(obj))
-    _resign(bundle, world.consortium.identity("Org1MSP"))
-    assert failed(verify_bundle(bundle)) == ["ledger checkpoint"]
+    resign_bundle(bundle, world.consortium.identity("Org1MSP"))
+    # the records are proven against the checkpointed head: without one, they are not proven
+    assert failed(verify_bundle(bundle)) == ["ledger checkpoint", "record writes"]
     # validly re-signed by an organisation, but the claimed head is not a block of the bundle with that hash
     cp = Checkpoint.from_json(obj)
     resigned = sign_checkpoint(
         world.consortium.identity("Org1MSP"), cp.channel, cp.block_number, cp.header_hash
     )
     path.write_bytes(canonical_json(resigned.to_json()))
-    _resign(bundle, world.consortium.identity("Org1MSP"))
+    resign_bundle(bundle, world.consortium.identity("Org1MSP"))
     report = verify_bundle(bundle)
-    assert failed(report) == ["ledger checkpoint"]
+    assert failed(report) == ["ledger checkpoint", "record writes"]
     path.unlink()
-    _resign(bundle, world.consortium.identity("Org1MSP"))
+    resign_bundle(bundle, world.consortium.identity("Org1MSP"))
     assert "ledger checkpoint" in failed(verify_bundle(bundle))
 
 
@@ -252,7 +245,7 @@ def test_attestation_without_checkpoint_fails(bundle, world):
     node = name.name[: -len(".dsse.json")]
     record = json.loads((bundle / "records" / "executions" / f"{node}.json").read_bytes())
     name.write_bytes(canonical_json(attest_execution(record, world.consortium.identity("Org3MSP"))))
-    _resign(bundle, world.consortium.identity("Org1MSP"))
+    resign_bundle(bundle, world.consortium.identity("Org1MSP"))
     report = verify_bundle(bundle)
     assert failed(report) == [f"attestation {node}"]
     assert "carries no ledger checkpoint" in report.failures[0]["detail"]
@@ -265,3 +258,116 @@ def test_export_needs_a_way_to_find_blocks(world, tmp_path):
     blind = ConsortiaClient(WithoutTransactionLookup(world.ledger), world.consortium.identity("Org1MSP"))
     with pytest.raises(BundleError, match="export with the audit index"):
         export_bundle(tmp_path / "b", blind, MODEL, signers={}, ca_certificates=cas(world.consortium))
+
+
+# ---- the records proven against the blocks' write sets (audit.write_sets; issue 32 item 4)
+def test_every_record_is_proven_against_its_block(exported):
+    report = verify_bundle(exported)
+    checks = {c["check"]: c for c in report.checks}
+    assert checks["block headers"]["ok"] and checks["record writes"]["ok"], report.failures
+    assert checks["record writes"]["detail"].startswith("12 records are the values their transactions wrote")
+    proof = json.loads((exported / "proofs" / "writes.json").read_bytes())
+    assert proof["format"] == "consortia-embedded-block/1" and len(proof["writes"]) == 12
+    headers = json.loads((exported / "proofs" / "headers.json").read_bytes())["headers"]
+    checkpoint = json.loads((exported / "checkpoint.json").read_bytes())
+    assert headers[-1]["number"] == checkpoint["block_number"]
+    assert {e["block"] for e in proof["writes"]} == {
+        int(p.stem) for p in (exported / "proofs" / "blocks").glob("*.block")
+    }
+
+
+@pytest.mark.parametrize(
+    ("record", "field", "value"),
+    [
+        ("image.json", "name", "another-image"),
+        ("process.json", "status", "aborted"),
+        ("model.json", "created", "2020-01-01T00:00:00Z"),
+        ("executions/000003-Org2MSP.json", "runtime", "container"),
+    ],
+)
+def test_a_resigned_bundle_with_a_changed_public_field_fails_against_the_write_set(
+    bundle, world, record, field, value
+):
+    """A dishonest exporter changes a public field that no signature covers and re-signs: the record is
+    no longer the value its transaction wrote."""
+    path = bundle / "records" / record
+    obj = json.loads(path.read_bytes())
+    assert obj[field] != value
+    obj[field] = value
+    path.write_bytes(canonical_json(obj))
+    resign_bundle(bundle, world.consortium.identity("Org1MSP"))
+    report = verify_bundle(bundle)
+    assert "record writes" in failed(report)
+    detail = next(c["detail"] for c in report.failures if c["check"] == "record writes")
+    assert f"records/{record}: differs from the value the chain wrote (fields {field})" in detail
+
+
+def _forge_write(bundle: Path, kind: str, change) -> tuple[Path, int]:
+    """Change the value one transaction of a carried block wrote for a record of ``kind``; returns the
+    block file and number."""
+    proof = json.loads((bundle / "proofs" / "writes.json").read_bytes())
+    entry = next(e for e in proof["writes"] if e["kind"] == kind)
+    path = bundle / "proofs" / "blocks" / f"{entry['block']:08d}.block"
+    body = json.loads(path.read_bytes())
+    for tx in body["transactions"]:
+        if tx["proposal"]["tx_id"] == entry["tx_id"]:
+            writes = tx["response"]["rwset"]["writes"]
+            for w in writes:
+                if w[0] == entry["key"]:
+                    value = json.loads(base64.b64decode(w[1]))
+                    change(value)
+                    w[1] = base64.b64encode(canonical_json(value)).decode()
+    path.write_bytes(canonical_json(body))
+    return path, entry["block"]
+
+
+def test_a_forged_block_fails_its_data_hash_and_a_forged_header_its_chain(bundle, world):
+    def aborted(value):
+        value["status"] = "aborted"
+
+    # the record and the block's write both changed: the block's transactions no longer hash to its header
+    path = bundle / "records" / "process.json"
+    process = json.loads(path.read_bytes())
+    process["status"] = "aborted"
+    path.write_bytes(canonical_json(process))
+    block_file, number = _forge_write(bundle, "process", aborted)
+    resign_bundle(bundle, world.consortium.identity("Org1MSP"))
+    report = verify_bundle(bundle)
+    assert failed(report) == ["record writes"]
+    assert f"block {number}'s transactions do not hash to its header's data hash" in report.failures[0].detail
+    # the block's data hash recomputed too: it is no longer the chain's block of that number
+    from ledger.embedded import blocks as B
+
+    body = json.loads(block_file.read_bytes())
+    body["data_hash"] = B.sha256_hex(canonical_json(body["transactions"]))
+    block_file.write_bytes(canonical_json(body))
+    resign_bundle(bundle, world.consortium.identity("Org1MSP"))
+    report = verify_bundle(bundle)
+    assert failed(report) == ["record writes"]
+    assert f"block {number} is not the chain's block {number}" in report.failures[0].detail
+    # and its header in the chain replaced by the forged one: the next block no longer links to it
+    headers_file = bundle / "proofs" / "headers.json"
+    chain = json.loads(headers_file.read_bytes())
+    forged = json.loads(B.header_bytes(body))
+    chain["headers"] = [forged if h["number"] == number else h for h in chain["headers"]]
+    headers_file.write_bytes(canonical_json(chain))
+    resign_bundle(bundle, world.consortium.identity("Org1MSP"))
+    report = verify_bundle(bundle)
+    assert failed(report)[:2] == ["block headers", "record writes"]
+    assert (
+        f"block {number + 1} does not link to the header hash of block {number}" in report.failures[0].detail
+    )
+
+
+def test_a_proof_pointing_at_another_records_write_fails(bundle, world):
+    """The proof of one execution record names another's transaction and key: refused, by the key the
+    verifier computes from the record itself."""
+    path = bundle / "proofs" / "writes.json"
+    proof = json.loads(path.read_bytes())
+    executions = [e for e in proof["writes"] if e["kind"] == "execution"]
+    executions[0].update({k: executions[1][k] for k in ("key", "tx_id", "block")})
+    path.write_bytes(canonical_json(proof))
+    resign_bundle(bundle, world.consortium.identity("Org1MSP"))
+    report = verify_bundle(bundle)
+    assert failed(report) == ["record writes"]
+    assert f"{executions[0]['record']}: the proof names key" in report.failures[0].detail

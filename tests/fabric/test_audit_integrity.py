@@ -5,6 +5,7 @@ checkpoint the chain no longer reaches (or reaches with another hash) is refused
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import pytest
@@ -15,11 +16,13 @@ from audit.bundles import export_bundle, verify_bundle
 from audit.checkpoints import check_on_ledger
 from audit.lineage import execution_node_id
 from audit.verification import verify_model
+from chaincode.canonical import canonical_json
 from exchange.store import ArtifactStore
 from ledger.checkpoint import checkpoint_of, sign_checkpoint
 from ledger.client import ConsortiaClient
 from ledger.errors import CheckpointInvalid, LedgerCorrupted
 from tests.api.world import World, ring_process
+from tests.audit.ledgers import resign_bundle
 
 pytestmark = [pytest.mark.fabric, pytest.mark.timeout(900)]
 
@@ -67,6 +70,21 @@ def test_lineage_through_repeated_digests_on_fabric(crf, tmp_path):
     names = {c["check"]: c for c in bundle_report.checks}
     assert names["lineage complete"]["detail"].startswith("16 executions")
     assert names["ledger checkpoint"]["ok"]
+    # every record proven against its Fabric block: common.Block bytes, data hash over the envelopes,
+    # ASN.1 header hashes chained to the checkpoint (audit.write_sets)
+    assert names["block headers"]["ok"] and names["record writes"]["ok"], bundle_report.failures
+    assert names["record writes"]["detail"].startswith("21 records are the values their transactions wrote")
+    proof = json.loads((tmp_path / "bundle" / "proofs" / "writes.json").read_bytes())
+    assert proof["format"] == "fabric-common-block/1"
+    # a re-signed bundle whose public record was changed is refused against the block's write set
+    path = tmp_path / "bundle" / "records" / "process.json"
+    process = json.loads(path.read_bytes())
+    process["rounds"] += 1
+    path.write_bytes(canonical_json(process))
+    resign_bundle(tmp_path / "bundle", w.consortium.identity(owner))
+    changed = verify_bundle(tmp_path / "bundle", trusted_cas=cas)
+    detail = next(c["detail"] for c in changed.failures if c["check"] == "record writes")
+    assert "records/process.json: differs from the value the chain wrote (fields rounds)" in detail
 
 
 def test_checkpoints_on_fabric(fabric, fabric_ledger, fabric_ids):
