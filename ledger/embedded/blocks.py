@@ -19,6 +19,7 @@ from typing import Any
 
 from chaincode.canonical import canonical_json
 from ledger.interface import BlockContent, TransactionWrites
+from wire import bounded_json
 
 #: the encoding of a stored block (``EmbeddedLedger.raw_blocks``): its body's canonical JSON
 BLOCK_FORMAT = "consortia-embedded-block/1"
@@ -132,7 +133,7 @@ def header_hash(header: Mapping[str, Any]) -> str:
 def block_content(raw: bytes) -> BlockContent:
     """A stored block (its body's canonical JSON) read back: header fields (the validation codes
     covered by ``codes_hash``), recomputed header hash, data hash check, each transaction's writes."""
-    body = json.loads(raw)
+    body = bounded_json.loads(raw, "a block")  # also read from an audit bundle: bounded depth
     header = json.loads(header_bytes(body))
     txs: dict[str, TransactionWrites] = {}
     if body["number"] != 0:

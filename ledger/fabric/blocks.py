@@ -12,6 +12,7 @@ from fabric_protos.common import common_pb2
 from fabric_protos.ledger.rwset import rwset_pb2
 from fabric_protos.ledger.rwset.kvrwset import kv_rwset_pb2
 from fabric_protos.peer import proposal_pb2, proposal_response_pb2, transaction_pb2
+from google.protobuf.message import DecodeError
 
 from ledger.fabric.proposal import block_header_hash, chaincode_event_of, channel_header_of
 from ledger.interface import BlockContent, BlockInfo, TransactionWrites
@@ -114,13 +115,19 @@ def block_content(raw: bytes) -> BlockContent:
     to the header's data hash (SHA-256 of the envelopes' concatenated bytes, Fabric's
     ``protoutil.ComputeBlockDataHash``), and each endorser transaction's public writes with the
     validation code its committing peer set (the metadata, which no hash covers)."""
-    block = common_pb2.Block.FromString(raw)
+    try:
+        block = common_pb2.Block.FromString(raw)
+    except DecodeError as exc:
+        raise ValueError(f"not a serialized Fabric block: {exc}") from None
     h = block.header
     header = {"number": h.number, "previous_hash": h.previous_hash.hex(), "data_hash": h.data_hash.hex()}
     flags = validation_flags(block)
     txs: dict[str, TransactionWrites] = {}
     for i, env in enumerate(block.data.data):
-        got = _writes(env)
+        try:
+            got = _writes(env)
+        except DecodeError:  # an envelope that does not decode wrote nothing anyone can prove
+            continue
         if got is None:
             continue
         code = transaction_pb2.TxValidationCode.Name(flags[i]) if i < len(flags) else "NOT_VALIDATED"

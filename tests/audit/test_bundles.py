@@ -371,3 +371,27 @@ def test_a_proof_pointing_at_another_records_write_fails(bundle, world):
     report = verify_bundle(bundle)
     assert failed(report) == ["record writes"]
     assert f"{executions[0]['record']}: the proof names key" in report.failures[0].detail
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"\x00\xff not a block", b"[" * 100_000 + b"]" * 100_000, b'{"number": 1}'],
+    ids=["garbage", "nested", "no-transactions"],
+)
+def test_a_carried_block_that_is_not_a_block_is_a_failed_check(bundle, world, content):
+    """A re-signed bundle whose carried block is garbage, nested too deep or incomplete: a failed check
+    naming the record, never a traceback."""
+    proof = json.loads((bundle / "proofs" / "writes.json").read_bytes())
+    entry = next(e for e in proof["writes"] if e["kind"] == "model")
+    (bundle / "proofs" / "blocks" / f"{entry['block']:08d}.block").write_bytes(content)
+    resign_bundle(bundle, world.consortium.identity("Org1MSP"))
+    report = verify_bundle(bundle)
+    assert failed(report) == ["record writes"]
+    assert "records/model.json: " in report.failures[0].detail
+
+
+def test_fabric_block_reader_refuses_bytes_that_are_not_a_block():
+    from ledger.fabric.blocks import block_content
+
+    with pytest.raises(ValueError, match="not a serialized Fabric block"):
+        block_content(b"\xff\xff\xff\xff")
