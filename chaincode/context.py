@@ -321,20 +321,38 @@ def own_private_copy(
     return part
 
 
-def transient_part(ctx: TransactionContext, name: str, cls: type[_R], why: str) -> _R:
+def transient_part(
+    ctx: TransactionContext,
+    name: str,
+    cls: type[_P],
+    why: str,
+    *,
+    digest: str | None = None,
+    mismatch: str = "",
+    **details: Any,
+) -> _P:
     """A private part given in the proposal's transient map under ``name``, parsed (within one
-    argument's size); missing or unparsable is :class:`InvalidArgument` (``why`` says what is missing)."""
+    argument's size); missing or unparsable is :class:`InvalidArgument` (``why`` says what is missing).
+    With ``digest`` (the on-chain hash the part must have: what a transaction endorsed by several
+    organisations checks, since each can read only its own copy), a part that hashes otherwise is
+    :class:`PrivateDataMismatch` with the message ``mismatch``. ``details`` go into the errors."""
     raw = ctx.stub.get_transient().get(name)
     if raw is None:
-        raise InvalidArgument(f"{why}: pass it in the transient map under {name!r}")
+        raise InvalidArgument(f"{why}: pass it in the transient map under {name!r}", **details)
     if len(raw) > MAX_ARGUMENT_BYTES:
         raise InvalidArgument(
             f"transient {name!r} is {len(raw)} bytes, over the limit of {MAX_ARGUMENT_BYTES} bytes per "
             "contract argument",
             limit=MAX_ARGUMENT_BYTES,
             size=len(raw),
+            **details,
         )
     try:
-        return cls.from_json(raw)
+        part = cls.from_json(raw)
     except ValueError as exc:
-        raise InvalidArgument(f"transient {name!r} is not a {cls.__name__}: {exc}") from None
+        raise InvalidArgument(f"transient {name!r} is not a {cls.__name__}: {exc}", **details) from None
+    if digest is not None and part.digest() != digest:
+        raise PrivateDataMismatch(
+            mismatch or f"transient {name!r} does not match its on-chain hash {digest}", **details
+        )
+    return part

@@ -66,7 +66,6 @@ from chaincode.errors import (
     InvalidArgument,
     InvalidState,
     NotFound,
-    PrivateDataMismatch,
     SignatureInvalid,
 )
 from chaincode.learning_process import (
@@ -169,30 +168,30 @@ def _check_confidential_parties(result: ExecutionResult, part: ResultConfidentia
 def transient_confidential(ctx: TransactionContext, result: ExecutionResult) -> ResultConfidential:
     """The result's confidential part from the transient map, checked against the signed
     ``confidential_sha256`` (:class:`PrivateDataMismatch` if it does not hash to it)."""
-    part = transient_part(
-        ctx, RESULT_CONFIDENTIAL, ResultConfidential, "the result's confidential part is missing"
+    return transient_part(
+        ctx,
+        RESULT_CONFIDENTIAL,
+        ResultConfidential,
+        "the result's confidential part is missing",
+        digest=result.confidential_sha256,
+        mismatch=f"the confidential part given for the result of {result.organisation} for round "
+        f"{result.round} of learning process {result.process_id} does not match its signed "
+        f"confidential_sha256 {result.confidential_sha256}",
+        process_id=result.process_id,
     )
-    if part.digest() != result.confidential_sha256:
-        raise PrivateDataMismatch(
-            f"the confidential part given for the result of {result.organisation} for round {result.round} "
-            f"of learning process {result.process_id} does not match its signed confidential_sha256 "
-            f"{result.confidential_sha256}",
-            process_id=result.process_id,
-        )
-    return part
 
 
 def transient_previous(ctx: TransactionContext, previous: dict[str, object], what: str) -> ExecutionPrivate:
     """The caller's previous record's private part from the transient map, checked against that
     record's stored ``private_sha256`` (what the privacy charge continues from)."""
-    part = transient_part(
-        ctx, PREVIOUS_EXECUTION_PRIVATE, ExecutionPrivate, f"the private part of {what} is needed"
+    return transient_part(
+        ctx,
+        PREVIOUS_EXECUTION_PRIVATE,
+        ExecutionPrivate,
+        f"the private part of {what} is needed",
+        digest=str(previous["private_sha256"]),
+        mismatch=f"the private part given for {what} does not match its on-chain hash {previous['private_sha256']}",
     )
-    if part.digest() != previous["private_sha256"]:
-        raise PrivateDataMismatch(
-            f"the private part given for {what} does not match its on-chain hash {previous['private_sha256']}"
-        )
-    return part
 
 
 def joined_record(

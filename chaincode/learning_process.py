@@ -19,7 +19,14 @@ from typing import Any
 
 from chaincode.canonical import RawJSON
 from chaincode.consent import ACCEPTANCE, acceptance_key, missing_acceptances, require_consent_role
-from chaincode.context import TransactionContext, own_private_copy, parse_json_arg, require_keys, require_str
+from chaincode.context import (
+    TransactionContext,
+    own_private_copy,
+    parse_json_arg,
+    require_keys,
+    require_str,
+    transient_part,
+)
 from chaincode.endorsement import KeyPolicy, endorse_by_members, protect_process
 from chaincode.errors import (
     AlreadyExists,
@@ -29,7 +36,6 @@ from chaincode.errors import (
     InvalidArgument,
     InvalidState,
     NotFound,
-    PrivateDataMismatch,
 )
 from chaincode.image import IMAGE
 from chaincode.limits import (
@@ -94,13 +100,6 @@ def transient_terms(ctx: TransactionContext) -> bytes | None:
     return raw
 
 
-def _private_terms(raw: bytes, what: str) -> PrivateTerms:
-    try:
-        return PrivateTerms.from_json(raw)
-    except ValueError as exc:
-        raise InvalidArgument(f"{what} is not a process's private part: {exc}") from None
-
-
 def with_transient_terms(ctx: TransactionContext, process: ProcessRecord) -> ProcessRecord:
     """``process`` with its private part joined from the proposal's transient map (key
     :data:`PRIVATE_TERMS`), checked against its ``private_sha256``: what a transaction endorsed by
@@ -108,20 +107,16 @@ def with_transient_terms(ctx: TransactionContext, process: ProcessRecord) -> Pro
     diverge). A process recorded before its terms were private is returned as it is. Never stored."""
     if process.private_sha256 is None:
         return process
-    raw = transient_terms(ctx)
-    if raw is None:
-        raise InvalidArgument(
-            f"learning process {process.id} has private terms: pass them in the transient map under "
-            f"{PRIVATE_TERMS!r} (a member reads them with LearningProcess:get)",
-            process_id=process.id,
-        )
-    terms = _private_terms(raw, f"transient {PRIVATE_TERMS!r}")
-    if terms.digest() != process.private_sha256:
-        raise PrivateDataMismatch(
-            f"the private terms given for learning process {process.id} do not match the on-chain hash "
-            f"{process.private_sha256}",
-            process_id=process.id,
-        )
+    terms = transient_part(
+        ctx,
+        PRIVATE_TERMS,
+        PrivateTerms,
+        f"learning process {process.id} has private terms (a member reads them with LearningProcess:get)",
+        digest=process.private_sha256,
+        mismatch=f"the private terms given for learning process {process.id} do not match the on-chain hash "
+        f"{process.private_sha256}",
+        process_id=process.id,
+    )
     return process.joined(terms)
 
 

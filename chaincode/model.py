@@ -43,7 +43,6 @@ from chaincode.errors import (
     InvalidArgument,
     InvalidState,
     NotFound,
-    PrivateDataMismatch,
 )
 from chaincode.learning_process import EXECUTION, PROCESS, load_process, require_member, round_key
 from chaincode.limits import MAX_ESTIMATORS_BYTES, MAX_REFERENCE_CHARS, bounded_json, bounded_text
@@ -130,16 +129,16 @@ def _answer(ctx: TransactionContext, record: ModelRecord) -> ModelRecord:
 def _transient_part(ctx: TransactionContext, record: ModelRecord, what: str) -> ModelPrivate:
     """The model's current private part from the transient map, checked against its ``private_sha256``
     (a transaction endorsed by several organisations cannot read their copies: each has its own)."""
-    part = transient_part(
-        ctx, MODEL_PRIVATE, ModelPrivate, f"model {record.id} has a private part; {what} needs it"
+    return transient_part(
+        ctx,
+        MODEL_PRIVATE,
+        ModelPrivate,
+        f"model {record.id} has a private part; {what} needs it",
+        digest=record.private_sha256,
+        mismatch=f"the private part given for model {record.id} does not match the on-chain hash "
+        f"{record.private_sha256}",
+        process_id=record.process_id,
     )
-    if part.digest() != record.private_sha256:
-        raise PrivateDataMismatch(
-            f"the private part given for model {record.id} does not match the on-chain hash "
-            f"{record.private_sha256}",
-            process_id=record.process_id,
-        )
-    return part
 
 
 def _checked_part(part: ModelPrivate) -> ModelPrivate:
