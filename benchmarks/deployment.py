@@ -93,13 +93,19 @@ class Host:
         params: dict,
         member_hosts: Sequence[Host] = (),
         validation_fraction: float = 0.0,
+        privacy_budget: dict | None = None,
     ) -> dict:
         """``consortia process create …`` on this host (``validation_fraction`` 0 by default: no member
         holds out a validation slice, so the process compares with a simulation of every row); then each member's host (``member_hosts``, each
         with its own home and admin) approves the image's digest and accepts the process in one command
         (``process accept --approve-image``; docs/consent.md),
         the hosts at the same time as separate hosts do, and this host starts it: the started process's
-        JSON answer."""
+        JSON answer. ``privacy_budget``: ``{mechanism, epsilon[, delta]}`` (``--epsilon`` …)."""
+        budget: list[str] = []
+        if privacy_budget is not None:
+            budget = ["--epsilon", str(privacy_budget["epsilon"]), "--mechanism", privacy_budget["mechanism"]]
+            if privacy_budget.get("delta") is not None:
+                budget += ["--delta", str(privacy_budget["delta"])]
         self.consortia(
             "process",
             "create",
@@ -120,6 +126,7 @@ class Host:
             json.dumps(params),
             "--validation-fraction",
             str(validation_fraction),
+            *budget,
         )
         terms = self.consortia("process", "terms", pid)
         assert isinstance(terms, dict)

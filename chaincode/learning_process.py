@@ -202,6 +202,13 @@ def future_records(ctx: TransactionContext, process: ProcessRecord) -> list[str]
     return keys
 
 
+def _private_models(ctx: TransactionContext, process_id: str) -> Iterable[ModelRecord]:
+    """The process's models that have a private part (one copy per organisation on the access list)."""
+    return (
+        m for m in ctx.scan(ModelRecord, MODEL) if m.process_id == process_id and m.private_sha256 is not None
+    )
+
+
 def validation_fraction(value: Any) -> int | float:
     """A process's validation fraction: a number in [0, 1) (0: no validation slice), else
     :class:`InvalidArgument`. Whether a member's data holds enough rows for it is checked by its own agent
@@ -543,15 +550,23 @@ class LearningProcessContract:
         for member in process.consortium:
             for private_key in private_keys:
                 ctx.stub.purge_private_data(implicit_collection(member), private_key)
-        for model in ctx.scan(ModelRecord, MODEL):  # each private model's copies, on its access list
-            if model.process_id == process_id and model.private_sha256 is not None:
-                for holder in model.access:
-                    ctx.stub.purge_private_data(implicit_collection(holder), ctx.key(MODEL, model.id))
+        for model in _private_models(ctx, process_id):  # each private model's copies, on its access list
+            for holder in model.access:
+                ctx.stub.purge_private_data(implicit_collection(holder), ctx.key(MODEL, model.id))
         process = process.replace(private_purged=ctx.timestamp, updated=ctx.timestamp, tx_id=ctx.tx_id)
         ctx.put(key, process)
         endorse_by_members(ctx.stub, process_id, process.consortium, key)
         ctx.emit("ProcessStatus", {"id": process_id, "status": process.status})
         return process
+
+    def purge_endorsers(self, ctx: TransactionContext, process_id: str) -> builtins.list[str]:
+        """The organisations whose peers endorse :meth:`purge_private` of the process (members only):
+        every member, and every organisation on the access list of one of its private models (a model
+        granted outside the process too), since the purge writes each one's implicit collection."""
+        process = load_process(ctx, process_id)
+        require_member(ctx, process)
+        holders = {org for model in _private_models(ctx, process_id) for org in model.access}
+        return sorted(set(process.consortium) | holders)
 
     def history(self, ctx: TransactionContext, process_id: str, limit: str = "", after: str = "") -> RawJSON:
         """Every version of the process record; with ``limit``/``after`` one page, newest first."""

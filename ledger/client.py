@@ -417,16 +417,22 @@ class ConsortiaClient:
     def abort_process(self, process_id: str, reason: str = "") -> ProcessRecord:
         return self._with_terms(self._submit("LearningProcess:abort", process_id, reason))
 
+    def purge_endorsers(self, process_id: str) -> list[str]:
+        """Whose peers endorse the purge of a process's private data: its members and every organisation
+        holding a copy of one of its private models (``LearningProcess:purge_endorsers``)."""
+        return [str(o) for o in json.loads(self._evaluate("LearningProcess:purge_endorsers", process_id))]
+
     def purge_process_private(self, process_id: str, co_endorsers: Sequence[str] = ()) -> ProcessRecord:
-        """Purge a finished process's private terms from every member's collection (every member's peer
-        endorses, with ``co_endorsers``: :func:`creation_endorsers`); its public record keeps their hash
-        and says when they were purged."""
-        members = self.get_process(process_id).consortium
+        """Purge a finished process's private data from every collection that holds it: its members' and
+        those of the organisations a private model of it was granted to (each one's peer endorses, with
+        ``co_endorsers``: :func:`creation_endorsers`); its public record keeps the hashes and says when
+        the data was purged."""
+        holders = self.purge_endorsers(process_id)
         return ProcessRecord.from_json(
             self._submit(
                 "LearningProcess:purge_private",
                 process_id,
-                endorsing_organisations=creation_endorsers(members, co_endorsers),
+                endorsing_organisations=creation_endorsers(holders, co_endorsers),
             )
         )
 

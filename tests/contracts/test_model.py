@@ -395,3 +395,33 @@ def test_purge_removes_a_private_model_copies_and_the_hash_stays(
         for org in (1, 2):
             for needle in needles:
                 assert _holding([private_store_path(ledger.path, f"Org{org}MSP")], needle) == [], needle
+
+
+def test_purge_reaches_a_grantee_outside_the_process(
+    host_name, ledger, admins, org1, org2, org3, consortium, uid
+):
+    """Org1 grants its private model to Org3, which is not a member of the process; a member's purge
+    also purges Org3's copy (Org3's peer endorses: the purge writes its collection), and Org3 then
+    reads the public record, hash-attested."""
+    pid = new_process(admins, org1, uid, rounds=2)
+    _finish(org1, org2, pid)
+    rec, location, _, needles = _private_publish(org1, consortium, pid)
+    own = unseal(
+        consortium.encryption_key("Org1MSP"),
+        base64.b64decode(org1.get_model(rec.id).wrapped_key),
+        b"model-key",
+    )
+    org1.grant_model(rec.id, "Org3MSP", seal(consortium.encryption_certificate("Org3MSP"), own, b"model-key"))
+    assert eventually(lambda: org3.get_model(rec.id)).location == location
+    org1.complete_process(pid)
+    assert org2.purge_endorsers(pid) == ["Org1MSP", "Org2MSP", "Org3MSP"]
+    purged = org2.purge_process_private(pid)
+    read = org3.get_model(rec.id)
+    while read.private_purged is None:  # Org3's peer commits the purge a moment later on Fabric
+        time.sleep(0.5)
+        read = org3.get_model(rec.id)
+    assert read.private_purged == purged.private_purged and read.location == ""
+    if host_name == "embedded":  # Org3's store keeps no copy
+        ledger.close()
+        for needle in needles:
+            assert _holding([private_store_path(ledger.path, "Org3MSP")], needle) == [], needle

@@ -146,7 +146,9 @@ def test_dpsda_survives_a_node_killed_mid_process(consortium):
     from tests.e2e.conftest import dpsda_case
 
     hosts = consortium["hosts"]
-    case = dpsda_case(MEMBERS, rounds=16)
+    # with a privacy budget (16 rounds at ε0 = 0.5 each, of 10): its ε figures are confidential values
+    # that the exposure test below searches for on Fabric
+    case = dpsda_case(MEMBERS, budget=10.0, rounds=16)
     for org in ("Org1", "Org2", "Org3"):
         hosts[org].save_dataset(case.datasets[f"{org}MSP"], "olr")
         if "agent" not in hosts[org].procs:
@@ -158,7 +160,15 @@ def test_dpsda_survives_a_node_killed_mid_process(consortium):
     try:
         assert (
             hosts["Org1"].create_process(
-                pid, image_id, MEMBERS, case.topology, case.rounds, "olr", case.params, list(hosts.values())
+                pid,
+                image_id,
+                MEMBERS,
+                case.topology,
+                case.rounds,
+                "olr",
+                case.params,
+                list(hosts.values()),
+                privacy_budget=case.privacy_budget,
             )["status"]
             == "running"
         )
@@ -319,9 +329,10 @@ def test_what_a_process_keeps_confidential_reaches_no_outsider(consortium):
     for pid, _ in (consortium["rf"], consortium["olr"]):
         figures = run_exposure(hosts, "Org1", "Org4", pid, peer_folder)
         by_kind = figures["cleartext_needles_by_kind"]
-        # both processes have hyper-parameters and no privacy budget here (tests/e2e/test_non_member.py
-        # searches a budgeted one's ε on the embedded host)
+        # both processes have hyper-parameters; the DPSDA one has a privacy budget and spends ε each round
         expected = {"hyperparameters", "metrics", "data_commitments", "recipients", "model"}
+        if pid == consortium["olr"][0]:
+            expected |= {"privacy_budget", "epsilon"}
         assert all(by_kind.get(k) for k in expected), (pid, by_kind)
         assert figures["non_member_cleartext_hits"] == 0, (pid, figures)
         assert figures["non_member_delivered_blocks"] > 0
