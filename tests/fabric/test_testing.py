@@ -13,13 +13,21 @@ from tests.support.fabric import shared_fabric
 def test_each_checkout_gets_free_ports_kept_once_chosen(tmp_path, monkeypatch):
     monkeypatch.setenv("CONSORTIA_FABRIC_NET", str(tmp_path / "net"))
     monkeypatch.delenv("CONSORTIA_FABRIC_PORT_BASE", raising=False)
-    monkeypatch.setattr(support, "PORT_BASES", [41050, 44150])
-    first = 41050
+    # two ranges free now (fixed ones failed once in CI: a busy machine's outgoing connections take
+    # ephemeral ports, 32768-60999, anywhere in a range)
+    free = [
+        base
+        for base in support.PORT_BASES
+        if support.ports_free(support.NetworkConfig(dispatch=support.TEST_DISPATCH, port_base=base))
+    ][:2]
+    assert len(free) == 2, "no two free port ranges on 127.0.0.1"
+    monkeypatch.setattr(support, "PORT_BASES", free)
+    first, second = free
     with socket.socket() as busy:  # take one port of the first range
         busy.bind(("127.0.0.1", first + 1001))
         busy.listen()
         cfg = support.test_config()
-    assert cfg.net_dir == tmp_path / "net" and cfg.port_base == 44150
+    assert cfg.net_dir == tmp_path / "net" and cfg.port_base == second
     assert cfg.dispatch == support.TEST_DISPATCH
     assert support.test_config().port_base == cfg.port_base  # kept in net/port_base
 
