@@ -261,6 +261,18 @@ def _private_publish(client, consortium, pid):
     return rec, location, estimators, [f"loc-{tag}".encode(), f"est-{tag}".encode()]
 
 
+def _grant_org3(org1, consortium, model_id):
+    """Org1 grants Org3 its model: the data key Org1 unseals, sealed for Org3."""
+    own = unseal(
+        consortium.encryption_key("Org1MSP"),
+        base64.b64decode(org1.get_model(model_id).wrapped_key),
+        b"model-key",
+    )
+    org1.grant_model(
+        model_id, "Org3MSP", seal(consortium.encryption_certificate("Org3MSP"), own, b"model-key")
+    )
+
+
 def test_a_private_model_is_read_by_its_access_list_and_held_by_no_one_else(
     host_name, ledger, admins, org1, org2, org3, consortium, uid
 ):
@@ -310,12 +322,7 @@ def test_grant_and_revoke_keep_the_private_copies_right(admins, org1, org2, org3
     pid = new_process(admins, org1, uid, rounds=2)
     _finish(org1, org2, pid)
     rec, location, _, _ = _private_publish(org1, consortium, pid)
-    own = unseal(
-        consortium.encryption_key("Org1MSP"),
-        base64.b64decode(org1.get_model(rec.id).wrapped_key),
-        b"model-key",
-    )
-    org1.grant_model(rec.id, "Org3MSP", seal(consortium.encryption_certificate("Org3MSP"), own, b"model-key"))
+    _grant_org3(org1, consortium, rec.id)
     assert eventually(lambda: org3.get_model(rec.id)).location == location  # the grantee's own copy
     moved = location + "-moved"
     ct_digest, keys, _ = _rotation(consortium, MEMBERS)
@@ -406,12 +413,7 @@ def test_purge_reaches_a_grantee_outside_the_process(
     pid = new_process(admins, org1, uid, rounds=2)
     _finish(org1, org2, pid)
     rec, location, _, needles = _private_publish(org1, consortium, pid)
-    own = unseal(
-        consortium.encryption_key("Org1MSP"),
-        base64.b64decode(org1.get_model(rec.id).wrapped_key),
-        b"model-key",
-    )
-    org1.grant_model(rec.id, "Org3MSP", seal(consortium.encryption_certificate("Org3MSP"), own, b"model-key"))
+    _grant_org3(org1, consortium, rec.id)
     assert eventually(lambda: org3.get_model(rec.id)).location == location
     org1.complete_process(pid)
     assert org2.purge_endorsers(pid) == ["Org1MSP", "Org2MSP", "Org3MSP"]
